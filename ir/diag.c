@@ -1,0 +1,193 @@
+/* Diagnostics: see diag.h. */
+#include "diag.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct diag_source {
+    char *file;
+    char *text;
+    size_t len;
+    struct diag_source *next;
+};
+
+static void *xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n);
+    if (!q) {
+        fputs("gnc: out of memory\n", stderr);
+        abort();
+    }
+    return q;
+}
+
+void diag_init(diag *d)
+{
+    memset(d, 0, sizeof *d);
+    d->max_errors = 50;
+}
+
+void diag_free(diag *d)
+{
+    for (int i = 0; i < d->n; i++)
+        free(d->entries[i].msg);
+    free(d->entries);
+    for (struct diag_source *s = d->sources, *next; s; s = next) {
+        next = s->next;
+        free(s->file);
+        free(s->text);
+        free(s);
+    }
+    memset(d, 0, sizeof *d);
+}
+
+const char *diag_add_source(diag *d, const char *file, const char *text, size_t len)
+{
+    for (struct diag_source *s = d->sources; s; s = s->next)
+        if (strcmp(s->file, file) == 0)
+            return s->file;
+    struct diag_source *s = xrealloc(NULL, sizeof *s);
+    s->file = xrealloc(NULL, strlen(file) + 1);
+    strcpy(s->file, file);
+    s->text = xrealloc(NULL, len + 1);
+    memcpy(s->text, text, len);
+    s->text[len] = '\0';
+    s->len = len;
+    s->next = d->sources;
+    d->sources = s;
+    return s->file;
+}
+
+void diag_vreport(diag *d, diag_level level, ir_loc loc, const char *fmt, va_list ap)
+{
+    if (level == DIAG_ERROR) {
+        d->nerrors++;
+        if (d->max_errors && d->nerrors > d->max_errors)
+            return;
+    } else if (level == DIAG_NOTE && d->max_errors && d->nerrors > d->max_errors) {
+        return; /* a note belongs to the error before it */
+    }
+    va_list aq;
+    va_copy(aq, ap);
+    int len = vsnprintf(NULL, 0, fmt, aq);
+    va_end(aq);
+    char *msg = xrealloc(NULL, (size_t)(len < 0 ? 0 : len) + 1);
+    vsnprintf(msg, (size_t)(len < 0 ? 0 : len) + 1, fmt, ap);
+    if (d->n == d->cap) {
+        d->cap = d->cap ? 2 * d->cap : 16;
+        d->entries = xrealloc(d->entries, (size_t)d->cap * sizeof *d->entries);
+    }
+    d->entries[d->n++] = (diag_entry){level, loc, msg};
+}
+
+#define DIAG_FN(fn, level)                                \
+    void fn(diag *d, ir_loc loc, const char *fmt, ...)    \
+    {                                                     \
+        va_list ap;                                       \
+        va_start(ap, fmt);                                \
+        diag_vreport(d, level, loc, fmt, ap);             \
+        va_end(ap);                                       \
+    }
+DIAG_FN(diag_error, DIAG_ERROR)
+DIAG_FN(diag_warning, DIAG_WARNING)
+DIAG_FN(diag_note, DIAG_NOTE)
+
+static const struct diag_source *find_source(const diag *d, const char *file)
+{
+    if (!file)
+        return NULL;
+    for (const struct diag_source *s = d->sources; s; s = s->next)
+        if (strcmp(s->file, file) == 0)
+            return s;
+    return NULL;
+}
+
+/* Quotes line `line` of s and puts a caret under column col (1-based, counted in
+ * bytes; tabs are kept so the caret lines up). */
+static void quote_line(FILE *f, const struct diag_source *s, int line, int col)
+{
+    const char *p = s->text, *end = s->text + s->len;
+    for (int l = 1; l < line && p < end; l++) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl)
+            return;
+        p = nl + 1;
+    }
+    if (p >= end && line > 1)
+        return;
+    const char *eol = memchr(p, '\n', (size_t)(end - p));
+    if (!eol)
+        eol = end;
+    if (eol > p && eol[-1] == '\r')
+        eol--;
+    fputs("    ", f);
+    for (const char *q = p; q < eol; q++)
+        fputc(*q == '\0' ? ' ' : *q, f);
+    fputs("\n    ", f);
+    for (int c = 1; c < col && p + c - 1 < eol; c++)
+        fputc(p[c - 1] == '\t' ? '\t' : ' ', f);
+    fputs("^\n", f);
+}
+
+void diag_print(const diag *d, FILE *f)
+{
+    static const char *const names[] = {"error", "warning", "note"};
+    for (int i = 0; i < d->n; i++) {
+        const diag_entry *e = &d->entries[i];
+        if (e->loc.file && e->loc.line > 0)
+            fprintf(f, "%s:%d:%d: %s: %s\n", e->loc.file, e->loc.line, e->loc.col,
+                    names[e->level], e->msg);
+        else if (e->loc.file)
+            fprintf(f, "%s: %s: %s\n", e->loc.file, names[e->level], e->msg);
+        else
+            fprintf(f, "gnc: %s: %s\n", names[e->level], e->msg);
+        const struct diag_source *s = find_source(d, e->loc.file);
+        if (s && e->loc.line > 0)
+            quote_line(f, s, e->loc.line, e->loc.col);
+    }
+    if (d->max_errors && d->nerrors > d->max_errors)
+        fprintf(f, "gnc: too many errors (%d), the first %d shown\n", d->nerrors,
+                d->max_errors);
+}
+
+static int edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 64 || lb > 64)
+        return 1 << 20;
+    int row[65];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diagonal = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up = row[j];
+            int best = diagonal + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diagonal = up;
+        }
+    }
+    return row[lb];
+}
+
+const char *diag_suggest(const char *name, const char *const *cands, int n)
+{
+    const char *best = NULL;
+    int best_d = 1 << 20;
+    int limit = (int)strlen(name) / 3 + 1; /* about one typo per three letters */
+    for (int i = 0; i < n; i++) {
+        if (!cands[i] || strcmp(cands[i], name) == 0)
+            continue;
+        int dist = edit_distance(name, cands[i]);
+        if (dist < best_d) {
+            best_d = dist;
+            best = cands[i];
+        }
+    }
+    return best_d <= limit ? best : NULL;
+}

@@ -1,0 +1,500 @@
+/* Graph construction and editing: see ir.h. */
+#include "ir.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+_Noreturn void ir_assert_fail(const char *what, const char *file, int line)
+{
+    fprintf(stderr, "gnc: internal error at %s:%d: assertion '%s' failed\n", file, line, what);
+    abort();
+}
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fputs("gnc: out of memory\n", stderr);
+        abort();
+    }
+    return p;
+}
+
+/* ---- arena: a chain of blocks, freed together ---- */
+
+struct ir_arena {
+    struct ir_arena *next;
+    size_t used, cap;
+    _Alignas(16) unsigned char data[];
+};
+
+void *ir_alloc(ir_graph *g, size_t size)
+{
+    size = (size + 15) & ~(size_t)15;
+    ir_arena *a = g->arena;
+    if (!a || a->cap - a->used < size) {
+        size_t cap = size > 60000 ? size : 60000;
+        ir_arena *b = xmalloc(sizeof *b + cap);
+        b->next = a;
+        b->used = 0;
+        b->cap = cap;
+        g->arena = a = b;
+    }
+    void *p = a->data + a->used;
+    a->used += size;
+    memset(p, 0, size);
+    return p;
+}
+
+const char *ir_strndup(ir_graph *g, const char *s, size_t n)
+{
+    char *p = ir_alloc(g, n + 1);
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+const char *ir_strdup(ir_graph *g, const char *s)
+{
+    return ir_strndup(g, s, strlen(s));
+}
+
+/* Grows an arena-backed array of elem-sized items to hold at least n. */
+static void *grow(ir_graph *g, void *arr, int *cap, int n, size_t elem)
+{
+    if (n <= *cap)
+        return arr;
+    int ncap = *cap ? *cap * 2 : 16;
+    while (ncap < n)
+        ncap *= 2;
+    void *p = ir_alloc(g, (size_t)ncap * elem);
+    if (arr)
+        memcpy(p, arr, (size_t)*cap * elem);
+    *cap = ncap;
+    return p;
+}
+
+/* ---- value names: an open-addressing hash table ---- */
+
+struct ir_names {
+    int cap, count;
+    ir_value **slots; /* NULL, or a value (its name is the key) */
+    const char **reserved;   /* claimed names without a value yet */
+};
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static struct ir_names *names_new(int cap)
+{
+    struct ir_names *t = xmalloc(sizeof *t);
+    t->cap = cap;
+    t->count = 0;
+    t->slots = calloc((size_t)cap, sizeof *t->slots);
+    t->reserved = calloc((size_t)cap, sizeof *t->reserved);
+    if (!t->slots || !t->reserved) {
+        fputs("gnc: out of memory\n", stderr);
+        abort();
+    }
+    return t;
+}
+
+static void names_free(struct ir_names *t)
+{
+    if (!t)
+        return;
+    free(t->slots);
+    free(t->reserved);
+    free(t);
+}
+
+/* Slot index for name: where it is, or the empty slot where it would go. */
+static int names_slot(const struct ir_names *t, const char *name)
+{
+    int mask = t->cap - 1;
+    for (int i = (int)(hash_str(name) & (uint64_t)mask);; i = (i + 1) & mask) {
+        const char *k = t->reserved[i];
+        if (!k || strcmp(k, name) == 0)
+            return i;
+    }
+}
+
+static void names_put(ir_graph *g, const char *name, ir_value *v)
+{
+    struct ir_names *t = g->names;
+    if (2 * (t->count + 1) > t->cap) {
+        struct ir_names *bigger = names_new(t->cap * 2);
+        for (int i = 0; i < t->cap; i++)
+            if (t->reserved[i]) {
+                int j = names_slot(bigger, t->reserved[i]);
+                bigger->reserved[j] = t->reserved[i];
+                bigger->slots[j] = t->slots[i];
+                bigger->count++;
+            }
+        names_free(t);
+        g->names = t = bigger;
+    }
+    int i = names_slot(t, name);
+    if (!t->reserved[i])
+        t->count++;
+    t->reserved[i] = name;
+    t->slots[i] = v;
+}
+
+static int name_taken(const ir_graph *g, const char *name)
+{
+    return g->names->reserved[names_slot(g->names, name)] != NULL;
+}
+
+int ir_claim_name(ir_graph *g, const char *name)
+{
+    if (name_taken(g, name))
+        return 0;
+    names_put(g, ir_strdup(g, name), NULL);
+    return 1;
+}
+
+const char *ir_unique_name(ir_graph *g, const char *base)
+{
+    if (!name_taken(g, base)) {
+        const char *s = ir_strdup(g, base);
+        names_put(g, s, NULL);
+        return s;
+    }
+    size_t len = strlen(base) + 24;
+    char *buf = xmalloc(len);
+    for (int k = 1;; k++) {
+        snprintf(buf, len, "%s.%d", base, k);
+        if (!name_taken(g, buf))
+            break;
+    }
+    const char *s = ir_strdup(g, buf);
+    free(buf);
+    names_put(g, s, NULL);
+    return s;
+}
+
+ir_value *ir_find_value(const ir_graph *g, const char *name)
+{
+    const struct ir_names *t = g->names;
+    int i = names_slot(t, name);
+    return t->reserved[i] ? t->slots[i] : NULL;
+}
+
+/* ---- graphs ---- */
+
+ir_graph *ir_graph_new(const char *name)
+{
+    ir_graph *g = xmalloc(sizeof *g);
+    memset(g, 0, sizeof *g);
+    g->names = names_new(256);
+    g->name = ir_strdup(g, name ? name : "model");
+    return g;
+}
+
+void ir_graph_free(ir_graph *g)
+{
+    if (!g)
+        return;
+    names_free(g->names);
+    for (ir_arena *a = g->arena, *next; a; a = next) {
+        next = a->next;
+        free(a);
+    }
+    free(g);
+}
+
+static ir_value *new_value(ir_graph *g, ir_value_kind kind, const char *name, ir_type t,
+                           ir_loc loc)
+{
+    ir_value *v = ir_alloc(g, sizeof *v);
+    v->kind = kind;
+    v->name = name;
+    v->type = t;
+    v->loc = loc;
+    v->id = g->nvalues++;
+    names_put(g, name, v);
+    return v;
+}
+
+/* name is taken as is (the caller made sure it is free) */
+ir_value *ir_add_input(ir_graph *g, const char *name, ir_type t, ir_loc loc)
+{
+    ir_value *v = new_value(g, IR_VALUE_INPUT, ir_strdup(g, name), t, loc);
+    g->inputs = grow(g, g->inputs, &g->cap_inputs, g->ninputs + 1, sizeof *g->inputs);
+    g->inputs[g->ninputs++] = v;
+    return v;
+}
+
+ir_value *ir_add_param(ir_graph *g, ir_value_kind kind, const char *name, ir_type t,
+                       ir_init init, ir_loc loc)
+{
+    IR_ASSERT(kind == IR_VALUE_PARAM || kind == IR_VALUE_BUFFER);
+    ir_value *v = new_value(g, kind, ir_strdup(g, name), t, loc);
+    v->init = init;
+    g->params = grow(g, g->params, &g->cap_params, g->nparams + 1, sizeof *g->params);
+    g->params[g->nparams++] = v;
+    return v;
+}
+
+void ir_add_output(ir_graph *g, const char *name, ir_value *v, ir_loc loc)
+{
+    g->outputs = grow(g, g->outputs, &g->cap_outputs, g->noutputs + 1, sizeof *g->outputs);
+    g->outputs[g->noutputs++] = (ir_output){ir_strdup(g, name), v, loc};
+}
+
+ir_node *ir_node_new(ir_graph *g, ir_op op, int nin, ir_value *const *in, int nout,
+                     const char *base, ir_loc loc)
+{
+    IR_ASSERT(op >= 0 && op < IR_NOPS && nout >= 1);
+    ir_node *n = ir_alloc(g, sizeof *n);
+    n->op = op;
+    n->nin = nin;
+    n->in = ir_alloc(g, (size_t)(nin ? nin : 1) * sizeof *n->in);
+    if (nin)
+        memcpy(n->in, in, (size_t)nin * sizeof *n->in);
+    n->nout = nout;
+    n->out = ir_alloc(g, (size_t)nout * sizeof *n->out);
+    n->loc = loc;
+    for (int i = 0; i < nout; i++) {
+        const char *name = ir_unique_name(g, base ? base : ir_ops[op].name);
+        ir_value *v = new_value(g, IR_VALUE_NODE, name, (ir_type){0}, loc);
+        v->def = n;
+        v->def_index = i;
+        n->out[i] = v;
+    }
+    return n;
+}
+
+void ir_append(ir_graph *g, ir_node *n)
+{
+    n->prev = g->tail;
+    n->next = NULL;
+    if (g->tail)
+        g->tail->next = n;
+    else
+        g->head = n;
+    g->tail = n;
+    g->nnodes++;
+}
+
+void ir_insert_before(ir_graph *g, ir_node *pos, ir_node *n)
+{
+    if (!pos) {
+        ir_append(g, n);
+        return;
+    }
+    n->next = pos;
+    n->prev = pos->prev;
+    if (pos->prev)
+        pos->prev->next = n;
+    else
+        g->head = n;
+    pos->prev = n;
+    g->nnodes++;
+}
+
+void ir_erase(ir_graph *g, ir_node *n)
+{
+    if (n->prev)
+        n->prev->next = n->next;
+    else
+        g->head = n->next;
+    if (n->next)
+        n->next->prev = n->prev;
+    else
+        g->tail = n->prev;
+    n->prev = n->next = NULL;
+    g->nnodes--;
+}
+
+void ir_replace_uses(ir_graph *g, ir_value *old, ir_value *new_)
+{
+    ir_for_each_node(g, n)
+        for (int i = 0; i < n->nin; i++)
+            if (n->in[i] == old)
+                n->in[i] = new_;
+    for (int i = 0; i < g->noutputs; i++)
+        if (g->outputs[i].value == old)
+            g->outputs[i].value = new_;
+    if (g->loss == old)
+        g->loss = new_;
+}
+
+/* ---- attributes ---- */
+
+static ir_attr *attr_slot(ir_graph *g, ir_node *n, const char *key)
+{
+    for (int i = 0; i < n->nattrs; i++)
+        if (strcmp(n->attrs[i].key, key) == 0)
+            return &n->attrs[i];
+    ir_attr *a = ir_alloc(g, (size_t)(n->nattrs + 1) * sizeof *a);
+    if (n->nattrs)
+        memcpy(a, n->attrs, (size_t)n->nattrs * sizeof *a);
+    n->attrs = a;
+    a = &n->attrs[n->nattrs++];
+    a->key = ir_strdup(g, key);
+    return a;
+}
+
+void ir_set_int(ir_graph *g, ir_node *n, const char *key, int64_t v)
+{
+    ir_attr *a = attr_slot(g, n, key);
+    a->kind = IR_ATTR_INT;
+    a->i = v;
+}
+
+void ir_set_float(ir_graph *g, ir_node *n, const char *key, double v)
+{
+    ir_attr *a = attr_slot(g, n, key);
+    a->kind = IR_ATTR_FLOAT;
+    a->f = v;
+}
+
+void ir_set_ints(ir_graph *g, ir_node *n, const char *key, int count, const int64_t *v)
+{
+    ir_attr *a = attr_slot(g, n, key);
+    a->kind = IR_ATTR_INTS;
+    a->n = count;
+    a->ints = ir_alloc(g, (size_t)(count ? count : 1) * sizeof *a->ints);
+    if (count)
+        memcpy(a->ints, v, (size_t)count * sizeof *v);
+}
+
+const ir_attr *ir_get_attr(const ir_node *n, const char *key)
+{
+    for (int i = 0; i < n->nattrs; i++)
+        if (strcmp(n->attrs[i].key, key) == 0)
+            return &n->attrs[i];
+    return NULL;
+}
+
+int64_t ir_attr_int(const ir_node *n, const char *key)
+{
+    const ir_attr *a = ir_get_attr(n, key);
+    IR_ASSERT(a && a->kind == IR_ATTR_INT);
+    return a->i;
+}
+
+double ir_attr_float(const ir_node *n, const char *key)
+{
+    const ir_attr *a = ir_get_attr(n, key);
+    IR_ASSERT(a && (a->kind == IR_ATTR_FLOAT || a->kind == IR_ATTR_INT));
+    return a->kind == IR_ATTR_FLOAT ? a->f : (double)a->i;
+}
+
+const int64_t *ir_attr_ints(const ir_node *n, const char *key, int *count)
+{
+    const ir_attr *a = ir_get_attr(n, key);
+    IR_ASSERT(a && a->kind == IR_ATTR_INTS);
+    if (count)
+        *count = a->n;
+    return a->ints;
+}
+
+/* ---- types ---- */
+
+static const char *const dtype_names[IR_NDTYPES] = {"f32", "f16", "bf16", "i32", "i64", "u8"};
+static const size_t dtype_sizes[IR_NDTYPES] = {4, 2, 2, 4, 8, 1};
+
+const char *ir_dtype_name(ir_dtype t)
+{
+    return (unsigned)t < IR_NDTYPES ? dtype_names[t] : "?";
+}
+
+int ir_dtype_lookup(const char *name)
+{
+    for (int i = 0; i < IR_NDTYPES; i++)
+        if (strcmp(dtype_names[i], name) == 0)
+            return i;
+    return -1;
+}
+
+size_t ir_dtype_size(ir_dtype t)
+{
+    return dtype_sizes[t];
+}
+
+int ir_type_eq(const ir_type *a, const ir_type *b)
+{
+    if (a->dtype != b->dtype || a->rank != b->rank)
+        return 0;
+    for (int i = 0; i < a->rank; i++)
+        if (a->dims[i] != b->dims[i])
+            return 0;
+    return 1;
+}
+
+int64_t ir_type_numel(const ir_type *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->rank; i++)
+        n *= t->dims[i];
+    return n;
+}
+
+size_t ir_type_bytes(const ir_type *t)
+{
+    return (size_t)ir_type_numel(t) * dtype_sizes[t->dtype];
+}
+
+char *ir_type_str(const ir_type *t, char *buf, size_t len)
+{
+    size_t used = (size_t)snprintf(buf, len, "%s[", ir_dtype_name(t->dtype));
+    for (int i = 0; i < t->rank && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%lld", i ? ", " : "",
+                                 (long long)t->dims[i]);
+    if (used < len)
+        snprintf(buf + used, len - used, "]");
+    return buf;
+}
+
+/* ---- initializers: counter-based, so values depend on (seed, name, index) only ---- */
+
+static uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* uniform in [0, 1) with 53 random bits */
+static double unit(uint64_t key, uint64_t i)
+{
+    return (double)(splitmix64(key ^ splitmix64(i)) >> 11) * 0x1.0p-53;
+}
+
+void ir_init_fill(const ir_value *v, uint64_t seed, float *out)
+{
+    int64_t n = ir_type_numel(&v->type);
+    uint64_t key = splitmix64(seed) ^ hash_str(v->name);
+    const ir_init *in = &v->init;
+    switch (in->kind) {
+    case IR_INIT_NONE:
+    case IR_INIT_ZEROS:
+        memset(out, 0, (size_t)n * sizeof *out);
+        break;
+    case IR_INIT_ONES:
+        for (int64_t i = 0; i < n; i++)
+            out[i] = 1.0f;
+        break;
+    case IR_INIT_UNIFORM:
+        for (int64_t i = 0; i < n; i++)
+            out[i] = (float)(in->a + (in->b - in->a) * unit(key, (uint64_t)i));
+        break;
+    case IR_INIT_NORMAL:
+        for (int64_t i = 0; i < n; i++) { /* Box-Muller on a pair of counters */
+            double u1 = 1.0 - unit(key, 2 * (uint64_t)i), u2 = unit(key, 2 * (uint64_t)i + 1);
+            double z = sqrt(-2.0 * log(u1)) * cos(2.0 * 3.14159265358979323846 * u2);
+            out[i] = (float)(in->a + in->b * z);
+        }
+        break;
+    }
+}

@@ -1,0 +1,221 @@
+/* The graph IR: a static, typed dataflow graph.
+ *
+ * A graph holds values and the nodes that compute them.  A value is a tensor of a
+ * fixed dtype and fully static shape; it is a model input, a parameter (trainable
+ * weight or non-trainable buffer such as batchnorm's running statistics), or the
+ * output of a node.  Nodes sit on one doubly-linked list in execution order, so a
+ * pass can insert, replace and erase them in O(1) and print the graph at any time.
+ *
+ * Memory: everything a graph owns (nodes, values, attributes, names) lives in the
+ * graph's arena and is freed by ir_graph_free() in one call.  Erased nodes are
+ * unlinked, not freed.
+ *
+ * Names: every value has a name unique within its graph.  Parameters are named like
+ * PyTorch state_dict keys ("layer2.block0.shortcut.weight"); node outputs are named
+ * after the DSL scope and op that made them ("layer1.block0.relu0"). */
+#ifndef GNC_IR_H
+#define GNC_IR_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define IR_MAX_RANK 8
+
+typedef enum {
+    IR_F32, IR_F16, IR_BF16, IR_I32, IR_I64, IR_U8,
+    IR_NDTYPES
+} ir_dtype;
+
+typedef struct {
+    ir_dtype dtype;
+    int rank;
+    int64_t dims[IR_MAX_RANK];
+} ir_type;
+
+/* A place in a source file (DSL or IR text).  file is NULL when unknown. */
+typedef struct {
+    const char *file;
+    int line, col;
+} ir_loc;
+
+typedef enum {
+#define OP(e, name, nmin, nmax, attrs) IR_OP_##e,
+#include "ops.def"
+#undef OP
+    IR_NOPS
+} ir_op;
+
+typedef enum { IR_ATTR_INT, IR_ATTR_FLOAT, IR_ATTR_INTS } ir_attr_kind;
+
+typedef struct {
+    const char *key;
+    ir_attr_kind kind;
+    int64_t i;        /* IR_ATTR_INT */
+    double f;         /* IR_ATTR_FLOAT */
+    int n;            /* IR_ATTR_INTS: count and elements */
+    int64_t *ints;
+} ir_attr;
+
+/* Initializers, resolved to a distribution.  Fan-in based ones (PyTorch's layer
+ * defaults, kaiming, xavier) are computed by the frontend into these. */
+typedef enum {
+    IR_INIT_NONE,     /* inputs: no initializer */
+    IR_INIT_ZEROS,
+    IR_INIT_ONES,
+    IR_INIT_UNIFORM,  /* uniform in [a, b) */
+    IR_INIT_NORMAL    /* mean a, standard deviation b */
+} ir_init_kind;
+
+typedef struct {
+    ir_init_kind kind;
+    double a, b;
+} ir_init;
+
+typedef enum {
+    IR_VALUE_INPUT,   /* fed by the caller */
+    IR_VALUE_PARAM,   /* trainable weight */
+    IR_VALUE_BUFFER,  /* non-trainable state saved with the weights (running stats) */
+    IR_VALUE_NODE     /* computed by def */
+} ir_value_kind;
+
+typedef struct ir_node ir_node;
+typedef struct ir_value ir_value;
+
+struct ir_value {
+    ir_value_kind kind;
+    const char *name;
+    ir_type type;
+    ir_node *def;     /* IR_VALUE_NODE: the node, and which of its outputs */
+    int def_index;
+    ir_init init;     /* IR_VALUE_PARAM, IR_VALUE_BUFFER */
+    ir_loc loc;
+    int id;           /* dense index among the graph's values, for side tables */
+};
+
+struct ir_node {
+    ir_op op;
+    int nin, nout;
+    ir_value **in;
+    ir_value **out;
+    int nattrs;
+    ir_attr *attrs;
+    ir_loc loc;       /* the DSL call that made it */
+    ir_node *prev, *next;
+};
+
+typedef struct {
+    const char *name;
+    ir_value *value;
+    ir_loc loc;
+} ir_output;
+
+typedef struct ir_arena ir_arena;
+
+typedef struct {
+    ir_arena *arena;
+    const char *name;           /* the model's name */
+    ir_node *head, *tail;       /* execution order */
+    int nnodes;
+    int nvalues;                /* ids handed out so far */
+    ir_value **inputs;   int ninputs;
+    ir_value **params;   int nparams;   /* params and buffers, in creation order */
+    ir_output *outputs;  int noutputs;
+    ir_value *loss;             /* NULL when the model has none */
+    struct ir_names *names;     /* the set of value names in use */
+    int cap_inputs, cap_params, cap_outputs;
+} ir_graph;
+
+/* ---- arena ---- */
+void *ir_alloc(ir_graph *g, size_t size);             /* zeroed, 16-byte aligned */
+const char *ir_strdup(ir_graph *g, const char *s);
+const char *ir_strndup(ir_graph *g, const char *s, size_t n);
+
+/* ---- graphs ---- */
+ir_graph *ir_graph_new(const char *name);
+void ir_graph_free(ir_graph *g);
+
+/* A name not yet used in g, made from base ("relu0", then "relu0.1", ...). */
+const char *ir_unique_name(ir_graph *g, const char *base);
+/* Claims name exactly; returns 0 if it is already taken. */
+int ir_claim_name(ir_graph *g, const char *name);
+ir_value *ir_find_value(const ir_graph *g, const char *name);
+
+ir_value *ir_add_input(ir_graph *g, const char *name, ir_type t, ir_loc loc);
+ir_value *ir_add_param(ir_graph *g, ir_value_kind kind, const char *name, ir_type t,
+                       ir_init init, ir_loc loc);
+void ir_add_output(ir_graph *g, const char *name, ir_value *v, ir_loc loc);
+
+/* A node with fresh output values named from base (made unique); outputs' types
+ * are left for the caller (ir_infer fills them).  Not yet linked into the list. */
+ir_node *ir_node_new(ir_graph *g, ir_op op, int nin, ir_value *const *in, int nout,
+                     const char *base, ir_loc loc);
+void ir_append(ir_graph *g, ir_node *n);
+void ir_insert_before(ir_graph *g, ir_node *pos, ir_node *n);
+void ir_erase(ir_graph *g, ir_node *n);
+/* Every use of old (node operands, outputs, loss) becomes a use of new. */
+void ir_replace_uses(ir_graph *g, ir_value *old, ir_value *new_);
+
+#define ir_for_each_node(g, n) for (ir_node *n = (g)->head; n; n = n->next)
+
+/* ---- attributes ---- */
+void ir_set_int(ir_graph *g, ir_node *n, const char *key, int64_t v);
+void ir_set_float(ir_graph *g, ir_node *n, const char *key, double v);
+void ir_set_ints(ir_graph *g, ir_node *n, const char *key, int count, const int64_t *v);
+const ir_attr *ir_get_attr(const ir_node *n, const char *key);
+int64_t ir_attr_int(const ir_node *n, const char *key);      /* asserts presence */
+double ir_attr_float(const ir_node *n, const char *key);
+const int64_t *ir_attr_ints(const ir_node *n, const char *key, int *count);
+
+/* ---- ops ---- */
+typedef struct {
+    const char *name;
+    int nin_min, nin_max;
+    const char *attrs;          /* the schema, see ops.def */
+} ir_op_info;
+
+extern const ir_op_info ir_ops[IR_NOPS];
+int ir_op_lookup(const char *name);                     /* -1 if unknown */
+
+/* Shape and dtype rule of n's op: computes the type of each output from the
+ * operands and attributes.  Returns 0 and writes a one-line message such as
+ * "conv2d expects 4-d input, got f32[32, 784]" when the operands do not fit. */
+int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen);
+/* The attribute half of that check (ir_infer runs it first). */
+int ir_check_attrs(const ir_node *n, char *err, size_t errlen);
+
+/* ---- types ---- */
+const char *ir_dtype_name(ir_dtype t);
+int ir_dtype_lookup(const char *name);                  /* -1 if unknown */
+size_t ir_dtype_size(ir_dtype t);
+int ir_type_eq(const ir_type *a, const ir_type *b);
+int64_t ir_type_numel(const ir_type *t);
+size_t ir_type_bytes(const ir_type *t);
+/* "f32[256, 1, 28, 28]"; writes at most len bytes, returns buf. */
+char *ir_type_str(const ir_type *t, char *buf, size_t len);
+
+/* ---- initializers ---- */
+/* Fills out (numel floats) with v's initializer drawn for seed.  Values depend
+ * only on (seed, v->name, index): reordering or adding parameters never changes
+ * another parameter's values. */
+void ir_init_fill(const ir_value *v, uint64_t seed, float *out);
+
+/* ---- text form (docs/ir.md) ---- */
+struct diag;
+void ir_print(const ir_graph *g, FILE *f);
+/* Parses IR text (file names the text in messages).  Returns NULL, with every
+ * problem reported on d as file:line:col, when the text is malformed.  The graph
+ * is not verified: call ir_verify. */
+ir_graph *ir_parse(const char *file, const char *text, size_t len, struct diag *d);
+
+/* ---- checks ---- */
+/* Checks every invariant; reports each broken one on d, naming the node.
+ * Returns the number of problems found. */
+int ir_verify(const ir_graph *g, struct diag *d);
+
+/* Internal invariant checks: stay on in release builds. */
+#define IR_ASSERT(c) \
+    ((c) ? (void)0 : ir_assert_fail(#c, __FILE__, __LINE__))
+_Noreturn void ir_assert_fail(const char *what, const char *file, int line);
+
+#endif

@@ -1,0 +1,370 @@
+/* The op table and each op's shape and dtype rule.
+ *
+ * ir_infer() is the single source of truth for typing: the frontend calls it to
+ * type the nodes it builds (and turns its message into a located diagnostic), the
+ * verifier calls it to check every node, and passes call it for nodes they make. */
+#include "ir.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+const ir_op_info ir_ops[IR_NOPS] = {
+#define OP(e, name, nmin, nmax, attrs) [IR_OP_##e] = {name, nmin, nmax, attrs},
+#include "ops.def"
+#undef OP
+};
+
+int ir_op_lookup(const char *name)
+{
+    for (int i = 0; i < IR_NOPS; i++)
+        if (strcmp(ir_ops[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+static int fail(char *err, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+    return 0;
+}
+
+#define TS(t) ir_type_str((t), tbuf[tb++ & 3], sizeof tbuf[0])
+#define FAIL(...) return fail(err, errlen, __VA_ARGS__)
+
+static int is_float(ir_dtype t) { return t == IR_F32 || t == IR_F16 || t == IR_BF16; }
+static int is_int(ir_dtype t) { return t == IR_I32 || t == IR_I64 || t == IR_U8; }
+
+/* NumPy broadcasting of a and b into out; 0 if the shapes do not broadcast. */
+static int broadcast(const ir_type *a, const ir_type *b, ir_type *out)
+{
+    int r = a->rank > b->rank ? a->rank : b->rank;
+    out->rank = r;
+    for (int i = 0; i < r; i++) {
+        int ia = i - (r - a->rank), ib = i - (r - b->rank);
+        int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+        if (da != db && da != 1 && db != 1)
+            return 0;
+        out->dims[i] = da == 1 ? db : da;
+    }
+    return 1;
+}
+
+/* Output size of a sliding window, or -1 when the window does not fit. */
+static int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d)
+{
+    int64_t span = d * (k - 1) + 1;
+    if (s < 1 || in + 2 * p < span)
+        return -1;
+    return (in + 2 * p - span) / s + 1;
+}
+
+/* Checks n's attributes against its op's schema (ops.def): each one present,
+ * of its kind and length, and none unknown. */
+int ir_check_attrs(const ir_node *n, char *err, size_t errlen)
+{
+    const char *op = ir_ops[n->op].name;
+    const char *s = ir_ops[n->op].attrs;
+    int nschema = 0;
+    while (*s) {
+        char key[32], kind[16];
+        const char *colon = strchr(s, ':'), *end = strchr(s, ',');
+        if (!end)
+            end = s + strlen(s);
+        snprintf(key, sizeof key, "%.*s", (int)(colon - s), s);
+        snprintf(kind, sizeof kind, "%.*s", (int)(end - colon - 1), colon + 1);
+        s = *end ? end + 1 : end;
+        nschema++;
+        const ir_attr *a = ir_get_attr(n, key);
+        if (!a)
+            FAIL("%s is missing attribute '%s'", op, key);
+        if (strncmp(kind, "ints", 4) == 0) {
+            if (a->kind != IR_ATTR_INTS)
+                FAIL("%s attribute '%s' must be a list of integers", op, key);
+            if (kind[4] && a->n != kind[4] - '0')
+                FAIL("%s attribute '%s' must have %c entries, got %d", op, key, kind[4], a->n);
+        } else if (strcmp(kind, "int") == 0 && a->kind != IR_ATTR_INT) {
+            FAIL("%s attribute '%s' must be an integer", op, key);
+        } else if (strcmp(kind, "float") == 0 && a->kind == IR_ATTR_INTS) {
+            FAIL("%s attribute '%s' must be a number", op, key);
+        }
+    }
+    if (n->nattrs != nschema)
+        for (int i = 0; i < n->nattrs; i++) {
+            const char *k = n->attrs[i].key;
+            size_t kl = strlen(k);
+            const char *p = strstr(ir_ops[n->op].attrs, k);
+            if (!p || p[kl] != ':' || (p != ir_ops[n->op].attrs && p[-1] != ','))
+                FAIL("%s has no attribute '%s'", op, k);
+        }
+    return 1;
+}
+
+int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
+{
+    char tbuf[4][128];
+    int tb = 0;
+    const char *op = ir_ops[n->op].name;
+    ir_type *o = &out[0];
+    const ir_type *a = n->nin > 0 ? &n->in[0]->type : NULL;
+    const ir_type *b = n->nin > 1 ? &n->in[1]->type : NULL;
+
+    if (n->nin < ir_ops[n->op].nin_min || n->nin > ir_ops[n->op].nin_max)
+        FAIL("%s takes %d to %d operands, got %d", op, ir_ops[n->op].nin_min,
+             ir_ops[n->op].nin_max, n->nin);
+    if (n->nout != 1)
+        FAIL("%s has one result, got %d", op, n->nout);
+    if (!ir_check_attrs(n, err, errlen))
+        return 0;
+
+    switch (n->op) {
+    case IR_OP_CONST:
+        /* the declared type stands: a const is typed by whoever makes it */
+        *o = n->out[0]->type;
+        return 1;
+
+    case IR_OP_NEG: case IR_OP_RELU: case IR_OP_SIGMOID: case IR_OP_TANH:
+    case IR_OP_GELU: case IR_OP_DROPOUT:
+        if (!is_float(a->dtype))
+            FAIL("%s expects a floating-point tensor, got %s", op, TS(a));
+        *o = *a;
+        if (n->op == IR_OP_DROPOUT) {
+            double p = ir_attr_float(n, "p");
+            if (!(p >= 0 && p < 1))
+                FAIL("dropout probability must be in [0, 1), got %g", p);
+        }
+        return 1;
+
+    case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV:
+        if (a->dtype != b->dtype)
+            FAIL("%s operands differ in dtype: %s and %s", op, TS(a), TS(b));
+        if (!broadcast(a, b, o))
+            FAIL("%s operands do not broadcast: %s and %s", op, TS(a), TS(b));
+        o->dtype = a->dtype;
+        return 1;
+
+    case IR_OP_MATMUL: {
+        if (a->dtype != b->dtype || !is_float(a->dtype))
+            FAIL("matmul expects two floating-point tensors of one dtype, got %s and %s",
+                 TS(a), TS(b));
+        if (a->rank < 2 || b->rank < 2)
+            FAIL("matmul expects tensors of rank 2 or more, got %s and %s", TS(a), TS(b));
+        if (a->dims[a->rank - 1] != b->dims[b->rank - 2])
+            FAIL("matmul inner dimensions differ: %s and %s", TS(a), TS(b));
+        ir_type ba = *a, bb = *b;
+        ba.rank -= 2;
+        bb.rank -= 2;
+        if (!broadcast(&ba, &bb, o))
+            FAIL("matmul batch dimensions do not broadcast: %s and %s", TS(a), TS(b));
+        o->dtype = a->dtype;
+        o->dims[o->rank] = a->dims[a->rank - 2];
+        o->dims[o->rank + 1] = b->dims[b->rank - 1];
+        o->rank += 2;
+        return 1;
+    }
+
+    case IR_OP_DENSE:
+        if (!is_float(a->dtype) || a->rank < 1)
+            FAIL("dense expects a floating-point tensor of rank 1 or more, got %s", TS(a));
+        if (b->rank != 2 || b->dtype != a->dtype)
+            FAIL("dense weight must be %s[out, in], got %s", ir_dtype_name(a->dtype), TS(b));
+        if (b->dims[1] != a->dims[a->rank - 1])
+            FAIL("dense weight %s does not fit input %s: %lld input features",
+                 TS(b), TS(a), (long long)a->dims[a->rank - 1]);
+        if (n->nin == 3) {
+            const ir_type *c = &n->in[2]->type;
+            if (c->rank != 1 || c->dims[0] != b->dims[0] || c->dtype != a->dtype)
+                FAIL("dense bias must be %s[%lld], got %s", ir_dtype_name(a->dtype),
+                     (long long)b->dims[0], TS(c));
+        }
+        *o = *a;
+        o->dims[o->rank - 1] = b->dims[0];
+        return 1;
+
+    case IR_OP_CONV2D: {
+        if (a->rank != 4 || !is_float(a->dtype))
+            FAIL("conv2d expects 4-d input, got %s", TS(a));
+        const int64_t *st = ir_attr_ints(n, "stride", NULL), *pd = ir_attr_ints(n, "pad", NULL),
+                      *dl = ir_attr_ints(n, "dilation", NULL);
+        int64_t groups = ir_attr_int(n, "groups");
+        if (groups < 1 || a->dims[1] % groups)
+            FAIL("conv2d groups (%lld) must divide the input channels of %s",
+                 (long long)groups, TS(a));
+        if (b->rank != 4 || b->dtype != a->dtype || b->dims[1] != a->dims[1] / groups ||
+            b->dims[0] % groups)
+            FAIL("conv2d weight must be %s[out, %lld, kh, kw] with out divisible by %lld, "
+                 "got %s", ir_dtype_name(a->dtype), (long long)(a->dims[1] / groups),
+                 (long long)groups, TS(b));
+        if (n->nin == 3) {
+            const ir_type *c = &n->in[2]->type;
+            if (c->rank != 1 || c->dims[0] != b->dims[0] || c->dtype != a->dtype)
+                FAIL("conv2d bias must be %s[%lld], got %s", ir_dtype_name(a->dtype),
+                     (long long)b->dims[0], TS(c));
+        }
+        for (int i = 0; i < 2; i++)
+            if (st[i] < 1 || pd[i] < 0 || dl[i] < 1)
+                FAIL("conv2d needs stride >= 1, pad >= 0, dilation >= 1");
+        int64_t oh = window_out(a->dims[2], b->dims[2], st[0], pd[0], dl[0]);
+        int64_t ow = window_out(a->dims[3], b->dims[3], st[1], pd[1], dl[1]);
+        if (oh < 1 || ow < 1)
+            FAIL("conv2d kernel %lldx%lld does not fit input %s with padding %lld",
+                 (long long)b->dims[2], (long long)b->dims[3], TS(a), (long long)pd[0]);
+        *o = (ir_type){a->dtype, 4, {a->dims[0], b->dims[0], oh, ow}};
+        return 1;
+    }
+
+    case IR_OP_BATCHNORM:
+        if (a->rank < 2 || !is_float(a->dtype))
+            FAIL("batchnorm expects a floating-point tensor [n, c, ...], got %s", TS(a));
+        for (int i = 1; i < 5; i++) {
+            const ir_type *t = &n->in[i]->type;
+            if (t->rank != 1 || t->dims[0] != a->dims[1] || t->dtype != a->dtype)
+                FAIL("batchnorm operand %d must be %s[%lld], got %s", i,
+                     ir_dtype_name(a->dtype), (long long)a->dims[1], TS(t));
+        }
+        *o = *a;
+        return 1;
+
+    case IR_OP_LAYERNORM: {
+        if (!is_float(a->dtype))
+            FAIL("layernorm expects a floating-point tensor, got %s", TS(a));
+        for (int i = 1; i < 3; i++) {
+            const ir_type *t = &n->in[i]->type;
+            int ok = t->rank >= 1 && t->rank <= a->rank && t->dtype == a->dtype;
+            for (int k = 0; ok && k < t->rank; k++)
+                ok = t->dims[k] == a->dims[a->rank - t->rank + k];
+            if (!ok)
+                FAIL("layernorm weight and bias must match the trailing dimensions of %s, "
+                     "got %s", TS(a), TS(t));
+        }
+        if (!ir_type_eq(&n->in[1]->type, &n->in[2]->type))
+            FAIL("layernorm weight and bias differ: %s and %s", TS(&n->in[1]->type),
+                 TS(&n->in[2]->type));
+        *o = *a;
+        return 1;
+    }
+
+    case IR_OP_SOFTMAX: case IR_OP_LOG_SOFTMAX: {
+        int64_t axis = ir_attr_int(n, "axis");
+        if (!is_float(a->dtype) || a->rank < 1)
+            FAIL("%s expects a floating-point tensor, got %s", op, TS(a));
+        if (axis < 0 || axis >= a->rank)
+            FAIL("%s axis %lld is out of range for %s", op, (long long)axis, TS(a));
+        *o = *a;
+        return 1;
+    }
+
+    case IR_OP_MAXPOOL2D: case IR_OP_AVGPOOL2D: {
+        if (a->rank != 4 || !is_float(a->dtype))
+            FAIL("%s expects 4-d input, got %s", op, TS(a));
+        const int64_t *k = ir_attr_ints(n, "kernel", NULL), *st = ir_attr_ints(n, "stride", NULL),
+                      *pd = ir_attr_ints(n, "pad", NULL);
+        const int64_t one[2] = {1, 1};
+        const int64_t *dl = n->op == IR_OP_MAXPOOL2D ? ir_attr_ints(n, "dilation", NULL) : one;
+        for (int i = 0; i < 2; i++) {
+            if (k[i] < 1 || st[i] < 1 || dl[i] < 1 || pd[i] < 0)
+                FAIL("%s needs kernel, stride, dilation >= 1 and pad >= 0", op);
+            if (2 * pd[i] > k[i])
+                FAIL("%s pad (%lld) must be at most half the kernel (%lld)", op,
+                     (long long)pd[i], (long long)k[i]);
+        }
+        int64_t oh = window_out(a->dims[2], k[0], st[0], pd[0], dl[0]);
+        int64_t ow = window_out(a->dims[3], k[1], st[1], pd[1], dl[1]);
+        if (oh < 1 || ow < 1)
+            FAIL("%s window %lldx%lld does not fit input %s", op, (long long)k[0],
+                 (long long)k[1], TS(a));
+        *o = (ir_type){a->dtype, 4, {a->dims[0], a->dims[1], oh, ow}};
+        return 1;
+    }
+
+    case IR_OP_GLOBAL_AVGPOOL:
+        if (a->rank != 4 || !is_float(a->dtype))
+            FAIL("global_avgpool expects 4-d input, got %s", TS(a));
+        *o = (ir_type){a->dtype, 4, {a->dims[0], a->dims[1], 1, 1}};
+        return 1;
+
+    case IR_OP_RESHAPE: {
+        int count;
+        const int64_t *shape = ir_attr_ints(n, "shape", &count);
+        if (count > IR_MAX_RANK)
+            FAIL("reshape to rank %d exceeds the maximum rank %d", count, IR_MAX_RANK);
+        ir_type t = {a->dtype, count, {0}};
+        for (int i = 0; i < count; i++) {
+            if (shape[i] < 1)
+                FAIL("reshape dimensions must be positive, got %lld", (long long)shape[i]);
+            t.dims[i] = shape[i];
+        }
+        if (ir_type_numel(&t) != ir_type_numel(a))
+            FAIL("reshape of %s to %s changes the element count", TS(a), TS(&t));
+        *o = t;
+        return 1;
+    }
+
+    case IR_OP_TRANSPOSE: {
+        int count;
+        const int64_t *perm = ir_attr_ints(n, "perm", &count);
+        int seen[IR_MAX_RANK] = {0};
+        if (count != a->rank)
+            FAIL("transpose permutation has %d entries for %s", count, TS(a));
+        *o = *a;
+        for (int i = 0; i < count; i++) {
+            if (perm[i] < 0 || perm[i] >= count || seen[perm[i]]++)
+                FAIL("transpose needs a permutation of 0..%d", count - 1);
+            o->dims[i] = a->dims[perm[i]];
+        }
+        return 1;
+    }
+
+    case IR_OP_CONCAT: {
+        int64_t axis = ir_attr_int(n, "axis");
+        if (axis < 0 || axis >= a->rank)
+            FAIL("concat axis %lld is out of range for %s", (long long)axis, TS(a));
+        *o = *a;
+        for (int i = 1; i < n->nin; i++) {
+            const ir_type *t = &n->in[i]->type;
+            int ok = t->rank == a->rank && t->dtype == a->dtype;
+            for (int k = 0; ok && k < a->rank; k++)
+                ok = k == axis || t->dims[k] == a->dims[k];
+            if (!ok)
+                FAIL("concat operand %d is %s, which does not fit %s along axis %lld", i,
+                     TS(t), TS(a), (long long)axis);
+            o->dims[axis] += t->dims[axis];
+        }
+        return 1;
+    }
+
+    case IR_OP_EMBEDDING:
+        if (a->dtype != IR_I32 && a->dtype != IR_I64)
+            FAIL("embedding indices must be i32 or i64, got %s", TS(a));
+        if (b->rank != 2 || !is_float(b->dtype))
+            FAIL("embedding table must be a floating-point [num, dim], got %s", TS(b));
+        if (a->rank + 1 > IR_MAX_RANK)
+            FAIL("embedding output would exceed the maximum rank");
+        *o = *a;
+        o->dtype = b->dtype;
+        o->dims[o->rank++] = b->dims[1];
+        return 1;
+
+    case IR_OP_CROSS_ENTROPY:
+        if (a->rank != 2 || !is_float(a->dtype))
+            FAIL("cross_entropy expects logits [n, classes], got %s", TS(a));
+        if (b->rank != 1 || b->dims[0] != a->dims[0] || !is_int(b->dtype) || b->dtype == IR_U8)
+            FAIL("cross_entropy expects i32 or i64 labels [%lld], got %s",
+                 (long long)a->dims[0], TS(b));
+        *o = (ir_type){IR_F32, 0, {0}};
+        return 1;
+
+    case IR_OP_MSE:
+        if (!is_float(a->dtype) || !ir_type_eq(a, b))
+            FAIL("mse expects two floating-point tensors of one type, got %s and %s",
+                 TS(a), TS(b));
+        *o = (ir_type){IR_F32, 0, {0}};
+        return 1;
+
+    case IR_NOPS:
+        break;
+    }
+    FAIL("unknown op");
+}

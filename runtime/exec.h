@@ -1,0 +1,42 @@
+/* The CPU reference executor: runs any IR graph on the CPU in float32.
+ *
+ * It allocates one buffer per value (inputs, parameters, node results), fills
+ * parameters from their initializers, and runs the nodes in list order.  GEMM-shaped
+ * work (dense, matmul, conv2d through im2col) goes through OpenBLAS's cblas_sgemm;
+ * the other kernels are parallelised with OpenMP.  Integer inputs (labels, embedding
+ * indices) are kept in their own dtype; every floating-point value is float32.
+ *
+ * Inference semantics: batchnorm uses its running statistics, dropout is identity.
+ *
+ * Errors come back as a return value with a message in err; nothing is printed. */
+#ifndef GNC_EXEC_H
+#define GNC_EXEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ir.h"
+
+typedef struct rt_exec rt_exec;
+
+/* Prepares g for execution (g must verify, and must outlive the executor).
+ * Returns NULL with a message when a value's dtype or size is unsupported or
+ * memory runs out. */
+rt_exec *rt_exec_new(const ir_graph *g, char *err, size_t errlen);
+void rt_exec_free(rt_exec *x);
+
+/* The buffer of value v: float32 for floating-point dtypes, int32_t/int64_t/uint8_t
+ * for the integer ones, ir_type_numel(&v->type) elements, row-major. */
+void *rt_exec_data(rt_exec *x, const ir_value *v);
+
+/* Fills every parameter and buffer from its initializer (ir_init_fill). */
+void rt_exec_init_params(rt_exec *x, uint64_t seed);
+
+/* Runs every node once.  Returns 0 on success, -1 with a message (for example an
+ * embedding index or a label out of range). */
+int rt_exec_run(rt_exec *x, char *err, size_t errlen);
+
+/* Sets the number of threads (0: all cores). */
+void rt_set_threads(int n);
+
+#endif
