@@ -1,0 +1,563 @@
+/* The built-in operations of the .net language.
+ *
+ * Each entry names its parameters in order, with defaults ("stride=1") or "=?"
+ * for optional ones; arguments bind by position or keyword (elab.c).  A handler
+ * checks its arguments, creates the layer's parameters (named after the call's
+ * path, see docs/dsl.md "Naming") and emits IR nodes.  Layer defaults follow
+ * PyTorch's: conv2d and dense weights and biases U(+-1/sqrt(fan_in)), batchnorm
+ * and layernorm weight 1 and bias 0, embedding N(0, 1).
+ *
+ * ORDER: docs/dsl.md lists these built-ins; keep it in step. */
+#include <string.h>
+
+#include "elab.h"
+
+/* Normalizes a possibly negative axis against rank; reports and returns -1 when
+ * it is out of range. */
+static int64_t axis_of(elab *e, call *c, int i, int rank)
+{
+    int64_t axis;
+    if (!arg_int(e, c, i, &axis))
+        return -1;
+    if (axis < -rank || axis >= rank) {
+        el_error(e, c->args[i].loc, "axis %lld is out of range for a tensor of rank %d",
+                 (long long)axis, rank);
+        return -1;
+    }
+    return axis < 0 ? axis + rank : axis;
+}
+
+static val unary(elab *e, call *c, ir_op op)
+{
+    ir_value *x = arg_tensor(e, c, 0);
+    if (!x)
+        return error_val();
+    return node_end(e, c, node_begin(e, c, op, 1, &x));
+}
+
+static val b_relu(elab *e, call *c) { return unary(e, c, IR_OP_RELU); }
+static val b_sigmoid(elab *e, call *c) { return unary(e, c, IR_OP_SIGMOID); }
+static val b_tanh(elab *e, call *c) { return unary(e, c, IR_OP_TANH); }
+static val b_gelu(elab *e, call *c) { return unary(e, c, IR_OP_GELU); }
+static val b_global_avgpool(elab *e, call *c) { return unary(e, c, IR_OP_GLOBAL_AVGPOOL); }
+
+static val binary(elab *e, call *c, ir_op op)
+{
+    ir_value *in[2] = {arg_tensor(e, c, 0), arg_tensor(e, c, 1)};
+    if (!in[0] || !in[1])
+        return error_val();
+    return node_end(e, c, node_begin(e, c, op, 2, in));
+}
+
+static val b_matmul(elab *e, call *c) { return binary(e, c, IR_OP_MATMUL); }
+static val b_cross_entropy(elab *e, call *c) { return binary(e, c, IR_OP_CROSS_ENTROPY); }
+static val b_mse(elab *e, call *c) { return binary(e, c, IR_OP_MSE); }
+
+static val b_dropout(elab *e, call *c)
+{
+    ir_value *x = arg_tensor(e, c, 0);
+    double p;
+    if (!x || !arg_float(e, c, 1, &p))
+        return error_val();
+    ir_node *n = node_begin(e, c, IR_OP_DROPOUT, 1, &x);
+    ir_set_float(el_graph(e), n, "p", p);
+    return node_end(e, c, n);
+}
+
+static val b_softmax_like(elab *e, call *c, ir_op op)
+{
+    ir_value *x = arg_tensor(e, c, 0);
+    if (!x)
+        return error_val();
+    int64_t axis = axis_of(e, c, 1, x->type.rank);
+    if (axis < 0)
+        return error_val();
+    ir_node *n = node_begin(e, c, op, 1, &x);
+    ir_set_int(el_graph(e), n, "axis", axis);
+    return node_end(e, c, n);
+}
+
+static val b_softmax(elab *e, call *c) { return b_softmax_like(e, c, IR_OP_SOFTMAX); }
+static val b_log_softmax(elab *e, call *c) { return b_softmax_like(e, c, IR_OP_LOG_SOFTMAX); }
+
+/* A positive count argument (channels, units, ...). */
+static int count_arg(elab *e, call *c, int i, int64_t *out)
+{
+    if (!arg_int(e, c, i, out))
+        return 0;
+    if (*out < 1) {
+        el_error(e, c->args[i].loc, "%s needs a positive count, got %lld", c->fn,
+                 (long long)*out);
+        return 0;
+    }
+    return 1;
+}
+
+/* conv2d(x, channels, kernel, stride=1, pad=0, dilation=1, groups=1, bias=true,
+ *        init=?, bias_init=?) */
+static val b_conv2d(elab *e, call *c)
+{
+    ir_value *x = arg_tensor(e, c, 0);
+    int64_t out_c, k[2], st[2], pd[2], dl[2], groups;
+    int bias;
+    if (!x || !count_arg(e, c, 1, &out_c) || !arg_pair(e, c, 2, k) || !arg_pair(e, c, 3, st) ||
+        !arg_pair(e, c, 4, pd) || !arg_pair(e, c, 5, dl) || !arg_int(e, c, 6, &groups) ||
+        !arg_bool(e, c, 7, &bias))
+        return error_val();
+    if (x->type.rank != 4) {
+        char buf[128];
+        el_error(e, c->loc, "conv2d expects 4-d input, got %s",
+                 ir_type_str(&x->type, buf, sizeof buf));
+        return error_val();
+    }
+    int64_t in_c = x->type.dims[1];
+    if (groups < 1 || in_c % groups || out_c % groups) {
+        el_error(e, c->args[6].loc, "conv2d groups (%lld) must divide both the input "
+                 "channels (%lld) and the output channels (%lld)", (long long)groups,
+                 (long long)in_c, (long long)out_c);
+        return error_val();
+    }
+    if (k[0] < 1 || k[1] < 1) {
+        el_error(e, c->args[2].loc, "conv2d kernel must be positive");
+        return error_val();
+    }
+    ir_type wt = {x->type.dtype, 4, {out_c, in_c / groups, k[0], k[1]}};
+    ir_value *in[3] = {x, make_param(e, c, "weight", IR_VALUE_PARAM, wt, c->args[8].v,
+                                     INIT_TORCH_DEFAULT)};
+    if (!in[1])
+        return error_val();
+    if (bias) {
+        val binit = c->args[9].v;
+        if (binit.k != V_INIT) /* PyTorch bounds a conv bias by the weight's fan-in */
+            binit = (val){.k = V_INIT, .i = INIT_TORCH_DEFAULT,
+                          .f = (double)(in_c / groups * k[0] * k[1])};
+        in[2] = make_param(e, c, "bias", IR_VALUE_PARAM,
+                           (ir_type){x->type.dtype, 1, {out_c}}, binit, INIT_TORCH_DEFAULT);
+        if (!in[2])
+            return error_val();
+    }
+    ir_node *n = node_begin(e, c, IR_OP_CONV2D, bias ? 3 : 2, in);
+    ir_graph *g = el_graph(e);
+    ir_set_ints(g, n, "stride", 2, st);
+    ir_set_ints(g, n, "pad", 2, pd);
+    ir_set_ints(g, n, "dilation", 2, dl);
+    ir_set_int(g, n, "groups", groups);
+    return node_end(e, c, n);
+}
+
+/* dense(x, units, bias=true, init=?, bias_init=?) */
+static val b_dense(elab *e, call *c)
+{
+    ir_value *x = arg_tensor(e, c, 0);
+    int64_t units;
+    int bias;
+    if (!x || !count_arg(e, c, 1, &units) || !arg_bool(e, c, 2, &bias))
+        return error_val();
+    if (x->type.rank < 1) {
+        el_error(e, c->loc, "dense expects a tensor of rank 1 or more, got a scalar");
+        return error_val();
+    }
+    int64_t in_f = x->type.dims[x->type.rank - 1];
+    ir_value *in[3] = {x, make_param(e, c, "weight", IR_VALUE_PARAM,
+                                     (ir_type){x->type.dtype, 2, {units, in_f}}, c->args[3].v,
+                                     INIT_TORCH_DEFAULT)};
+    if (!in[1])
+        return error_val();
+    if (bias) {
+        val binit = c->args[4].v;
+        if (binit.k != V_INIT)
+            binit = (val){.k = V_INIT, .i = INIT_TORCH_DEFAULT, .f = (double)in_f};
+        in[2] = make_param(e, c, "bias", IR_VALUE_PARAM, (ir_type){x->type.dtype, 1, {units}},
+                           binit, INIT_TORCH_DEFAULT);
+        if (!in[2])
+            return error_val();
+    }
+    return node_end(e, c, node_begin(e, c, IR_OP_DENSE, bias ? 3 : 2, in));
+}
+
+/* batchnorm(x, eps=1e-5, momentum=0.1): weight, bias, running_mean, running_var */
+static val b_batchnorm(elab *e, call *c)
+{
+    ir_value *x = arg_tensor(e, c, 0);
+    double eps, momentum;
+    if (!x || !arg_float(e, c, 1, &eps) || !arg_float(e, c, 2, &momentum))
+        return error_val();
+    if (x->type.rank < 2) {
+        char buf[128];
+        el_error(e, c->loc, "batchnorm expects a tensor [n, c, ...], got %s",
+                 ir_type_str(&x->type, buf, sizeof buf));
+        return error_val();
+    }
+    if (!(eps > 0) || !(momentum >= 0 && momentum <= 1)) {
+        el_error(e, c->loc, "batchnorm needs eps > 0 and momentum in [0, 1]");
+        return error_val();
+    }
+    ir_type t = {x->type.dtype, 1, {x->type.dims[1]}};
+    val none = {.k = V_NONE};
+    ir_value *in[5] = {
+        x,
+        make_param(e, c, "weight", IR_VALUE_PARAM, t, none, INIT_ONES),
+        make_param(e, c, "bias", IR_VALUE_PARAM, t, none, INIT_ZEROS),
+        make_param(e, c, "running_mean", IR_VALUE_BUFFER, t, none, INIT_ZEROS),
+        make_param(e, c, "running_var", IR_VALUE_BUFFER, t, none, INIT_ONES),
+    };
+    for (int i = 1; i < 5; i++)
+        if (!in[i])
+            return error_val();
+    ir_node *n = node_begin(e, c, IR_OP_BATCHNORM, 5, in);
+    ir_set_float(el_graph(e), n, "eps", eps);
+    ir_set_float(el_graph(e), n, "momentum", momentum);
+    return node_end(e, c, n);
+}
+
+/* layernorm(x, dims=1, eps=1e-5): normalizes over the last dims dimensions */
+static val b_layernorm(elab *e, call *c)
+{
+    ir_value *x = arg_tensor(e, c, 0);
+    int64_t dims;
+    double eps;
+    if (!x || !arg_int(e, c, 1, &dims) || !arg_float(e, c, 2, &eps))
+        return error_val();
+    if (dims < 1 || dims > x->type.rank) {
+        el_error(e, c->args[1].loc, "layernorm dims must be between 1 and the rank (%d), "
+                 "got %lld", x->type.rank, (long long)dims);
+        return error_val();
+    }
+    if (!(eps > 0)) {
+        el_error(e, c->args[2].loc, "layernorm needs eps > 0");
+        return error_val();
+    }
+    ir_type t = {x->type.dtype, (int)dims, {0}};
+    for (int i = 0; i < dims; i++)
+        t.dims[i] = x->type.dims[x->type.rank - dims + i];
+    val none = {.k = V_NONE};
+    ir_value *in[3] = {x, make_param(e, c, "weight", IR_VALUE_PARAM, t, none, INIT_ONES),
+                       make_param(e, c, "bias", IR_VALUE_PARAM, t, none, INIT_ZEROS)};
+    if (!in[1] || !in[2])
+        return error_val();
+    ir_node *n = node_begin(e, c, IR_OP_LAYERNORM, 3, in);
+    ir_set_float(el_graph(e), n, "eps", eps);
+    return node_end(e, c, n);
+}
+
+/* maxpool2d(x, kernel, stride=?, pad=0, dilation=1) and
+ * avgpool2d(x, kernel, stride=?, pad=0, count_include_pad=true); stride defaults
+ * to the kernel, as in PyTorch */
+static val pool(elab *e, call *c, ir_op op)
+{
+    ir_value *x = arg_tensor(e, c, 0);
+    int64_t k[2], st[2], pd[2], last[2] = {1, 1};
+    int include_pad = 1;
+    if (!x || !arg_pair(e, c, 1, k) || !arg_pair(e, c, 3, pd))
+        return error_val();
+    if (arg_given(c, 2)) {
+        if (!arg_pair(e, c, 2, st))
+            return error_val();
+    } else {
+        st[0] = k[0];
+        st[1] = k[1];
+    }
+    if (op == IR_OP_MAXPOOL2D ? !arg_pair(e, c, 4, last) : !arg_bool(e, c, 4, &include_pad))
+        return error_val();
+    ir_node *n = node_begin(e, c, op, 1, &x);
+    ir_graph *g = el_graph(e);
+    ir_set_ints(g, n, "kernel", 2, k);
+    ir_set_ints(g, n, "stride", 2, st);
+    ir_set_ints(g, n, "pad", 2, pd);
+    if (op == IR_OP_MAXPOOL2D)
+        ir_set_ints(g, n, "dilation", 2, last);
+    else
+        ir_set_int(g, n, "count_include_pad", include_pad);
+    return node_end(e, c, n);
+}
+
+static val b_maxpool2d(elab *e, call *c) { return pool(e, c, IR_OP_MAXPOOL2D); }
+static val b_avgpool2d(elab *e, call *c) { return pool(e, c, IR_OP_AVGPOOL2D); }
+
+static val reshape_to(elab *e, call *c, ir_value *x, int rank, const int64_t *dims)
+{
+    ir_node *n = node_begin(e, c, IR_OP_RESHAPE, 1, &x);
+    ir_set_ints(el_graph(e), n, "shape", rank, dims);
+    return node_end(e, c, n);
+}
+
+/* flatten(x, start=1, end=-1): dims start..end become one, as nn.Flatten */
+static val b_flatten(elab *e, call *c)
+{
+    ir_value *x = arg_tensor(e, c, 0);
+    if (!x)
+        return error_val();
+    int rank = x->type.rank;
+    int64_t start = axis_of(e, c, 1, rank), end = start < 0 ? -1 : axis_of(e, c, 2, rank);
+    if (start < 0 || end < 0)
+        return error_val();
+    if (start > end) {
+        el_error(e, c->loc, "flatten start (%lld) comes after end (%lld)", (long long)start,
+                 (long long)end);
+        return error_val();
+    }
+    int64_t dims[IR_MAX_RANK];
+    int r = 0;
+    for (int i = 0; i < rank; i++) {
+        if (i <= start || i > end)
+            dims[r++] = x->type.dims[i];
+        else
+            dims[r - 1] *= x->type.dims[i];
+    }
+    return reshape_to(e, c, x, r, dims);
+}
+
+/* reshape(x, shape): one entry may be -1, inferred from the element count */
+static val b_reshape(elab *e, call *c)
+{
+    ir_value *x = arg_tensor(e, c, 0);
+    int64_t dims[IR_MAX_RANK];
+    int n, infer = -1;
+    if (!x || !arg_ints(e, c, 1, dims, IR_MAX_RANK, &n))
+        return error_val();
+    int64_t known = 1, total = ir_type_numel(&x->type);
+    for (int i = 0; i < n; i++) {
+        if (dims[i] == -1 && infer < 0) {
+            infer = i;
+        } else if (dims[i] < 1) {
+            el_error(e, c->args[1].loc, "reshape dimensions must be positive, with at most "
+                     "one -1");
+            return error_val();
+        } else if (__builtin_mul_overflow(known, dims[i], &known)) {
+            el_error(e, c->args[1].loc, "reshape dimensions overflow");
+            return error_val();
+        }
+    }
+    if (infer >= 0) {
+        if (total % known) {
+            char buf[128];
+            el_error(e, c->args[1].loc, "cannot infer the -1 of reshape: %lld elements of %s "
+                     "are not divisible by %lld", (long long)total,
+                     ir_type_str(&x->type, buf, sizeof buf), (long long)known);
+            return error_val();
+        }
+        dims[infer] = total / known;
+    }
+    return reshape_to(e, c, x, n, dims);
+}
+
+/* transpose(x, perm=?): reverses the dimensions when perm is not given */
+static val b_transpose(elab *e, call *c)
+{
+    ir_value *x = arg_tensor(e, c, 0);
+    int64_t perm[IR_MAX_RANK];
+    int n = x ? x->type.rank : 0;
+    if (!x)
+        return error_val();
+    if (arg_given(c, 1)) {
+        if (!arg_ints(e, c, 1, perm, IR_MAX_RANK, &n))
+            return error_val();
+        for (int i = 0; i < n; i++)
+            if (perm[i] < 0)
+                perm[i] += x->type.rank;
+    } else {
+        for (int i = 0; i < n; i++)
+            perm[i] = n - 1 - i;
+    }
+    ir_node *node = node_begin(e, c, IR_OP_TRANSPOSE, 1, &x);
+    ir_set_ints(el_graph(e), node, "perm", n, perm);
+    return node_end(e, c, node);
+}
+
+/* concat(xs, axis=0): xs is a list of tensors */
+static val b_concat(elab *e, call *c)
+{
+    const val *xs = &c->args[0].v;
+    ir_value *in[64];
+    if (xs->k != V_LIST || xs->n < 1 || xs->n > 64) {
+        if (xs->k != V_ERROR)
+            el_error(e, c->args[0].loc, "concat expects a list of 1 to 64 tensors");
+        return error_val();
+    }
+    for (int i = 0; i < xs->n; i++) {
+        if (xs->items[i].k != V_TENSOR) {
+            el_error(e, c->args[0].loc, "concat expects a list of tensors; element %d is %s", i,
+                     val_kind_name(&xs->items[i]));
+            return error_val();
+        }
+        in[i] = xs->items[i].t;
+    }
+    int64_t axis = axis_of(e, c, 1, in[0]->type.rank);
+    if (axis < 0)
+        return error_val();
+    ir_node *n = node_begin(e, c, IR_OP_CONCAT, xs->n, in);
+    ir_set_int(el_graph(e), n, "axis", axis);
+    return node_end(e, c, n);
+}
+
+/* embedding(idx, num, dim, init=?): a table of num rows, N(0, 1) by default */
+static val b_embedding(elab *e, call *c)
+{
+    ir_value *idx = arg_tensor(e, c, 0);
+    int64_t num, dim;
+    if (!idx || !count_arg(e, c, 1, &num) || !count_arg(e, c, 2, &dim))
+        return error_val();
+    val init = c->args[3].v;
+    if (init.k != V_INIT)
+        init = (val){.k = V_INIT, .i = INIT_NORMAL, .f = 1.0, .f2 = 0.0};
+    ir_value *in[2] = {idx, make_param(e, c, "weight", IR_VALUE_PARAM,
+                                       (ir_type){IR_F32, 2, {num, dim}}, init, INIT_NORMAL)};
+    if (!in[1])
+        return error_val();
+    return node_end(e, c, node_begin(e, c, IR_OP_EMBEDDING, 2, in));
+}
+
+/* param(name, shape, init=zeros, trainable=true): a raw tensor of weights */
+static val b_param(elab *e, call *c)
+{
+    const val *name = &c->args[0].v;
+    int64_t dims[IR_MAX_RANK];
+    int rank, trainable;
+    if (name->k != V_STR) {
+        if (name->k != V_ERROR)
+            el_error(e, c->args[0].loc, "param name must be a string");
+        return error_val();
+    }
+    if (!arg_ints(e, c, 1, dims, IR_MAX_RANK, &rank) || !arg_bool(e, c, 3, &trainable))
+        return error_val();
+    if (!name->s[0] || strchr(name->s, '.')) {
+        el_error(e, c->args[0].loc, "a param name must be non-empty and contain no '.'");
+        return error_val();
+    }
+    ir_type t = {IR_F32, rank, {0}};
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] < 1) {
+            el_error(e, c->args[1].loc, "param dimensions must be positive");
+            return error_val();
+        }
+        t.dims[i] = dims[i];
+    }
+    if (arg_given(c, 2) && c->args[2].v.k != V_INIT) {
+        el_error(e, c->args[2].loc, "init must be an initializer such as normal(0.02), got %s",
+                 val_kind_name(&c->args[2].v));
+        return error_val();
+    }
+    /* a param is named by its first argument, in the enclosing scope */
+    call pc = *c;
+    pc.path = el_scope_name(e, name->s, c->args[0].loc);
+    if (!pc.path)
+        return error_val();
+    ir_value *v = make_param(e, &pc, NULL, trainable ? IR_VALUE_PARAM : IR_VALUE_BUFFER, t,
+                             c->args[2].v, INIT_ZEROS);
+    return v ? tensor_val(v) : error_val();
+}
+
+/* ---- initializers: values for init = ... ---- */
+
+static val init_val(init_kind k, double a, double b)
+{
+    return (val){.k = V_INIT, .i = k, .f = a, .f2 = b};
+}
+
+static val b_normal(elab *e, call *c)
+{
+    double std, mean;
+    if (!arg_float(e, c, 0, &std) || !arg_float(e, c, 1, &mean))
+        return error_val();
+    if (!(std >= 0)) {
+        el_error(e, c->args[0].loc, "normal needs std >= 0, got %g", std);
+        return error_val();
+    }
+    return init_val(INIT_NORMAL, std, mean);
+}
+
+static val b_uniform(elab *e, call *c)
+{
+    double lo, hi;
+    if (!arg_float(e, c, 0, &lo) || !arg_float(e, c, 1, &hi))
+        return error_val();
+    if (!(lo < hi)) {
+        el_error(e, c->loc, "uniform needs low < high, got %g and %g", lo, hi);
+        return error_val();
+    }
+    return init_val(INIT_UNIFORM, lo, hi);
+}
+
+#define INIT_FN(fn, kind) \
+    static val fn(elab *e, call *c) { (void)e; (void)c; return init_val(kind, 0, 0); }
+INIT_FN(b_zeros, INIT_ZEROS)
+INIT_FN(b_ones, INIT_ONES)
+INIT_FN(b_kaiming, INIT_KAIMING)
+INIT_FN(b_kaiming_uniform, INIT_KAIMING_UNIFORM)
+INIT_FN(b_xavier, INIT_XAVIER)
+INIT_FN(b_xavier_normal, INIT_XAVIER_NORMAL)
+
+/* ---- compile-time helpers ---- */
+
+static val minmax(elab *e, call *c, int want_max)
+{
+    const val *a = &c->args[0].v, *b = &c->args[1].v;
+    if (a->k == V_INT && b->k == V_INT)
+        return (val){.k = V_INT, .i = (a->i > b->i) == want_max ? a->i : b->i};
+    double x, y;
+    if (!arg_float(e, c, 0, &x) || !arg_float(e, c, 1, &y))
+        return error_val();
+    return (val){.k = V_FLOAT, .f = (x > y) == want_max ? x : y};
+}
+
+static val b_min(elab *e, call *c) { return minmax(e, c, 0); }
+static val b_max(elab *e, call *c) { return minmax(e, c, 1); }
+
+static val b_len(elab *e, call *c)
+{
+    const val *a = &c->args[0].v;
+    if (a->k == V_LIST)
+        return (val){.k = V_INT, .i = a->n};
+    if (a->k == V_STR)
+        return (val){.k = V_INT, .i = (int64_t)strlen(a->s)};
+    if (a->k != V_ERROR)
+        el_error(e, c->args[0].loc, "len expects a list or a string, got %s", val_kind_name(a));
+    return error_val();
+}
+
+const builtin fe_builtins[] = {
+    {"conv2d", "x, channels, kernel, stride=1, pad=0, dilation=1, groups=1, bias=true, "
+               "init=?, bias_init=?", b_conv2d, 1},
+    {"dense", "x, units, bias=true, init=?, bias_init=?", b_dense, 1},
+    {"matmul", "a, b", b_matmul, 1},
+    {"batchnorm", "x, eps=1e-5, momentum=0.1", b_batchnorm, 1},
+    {"layernorm", "x, dims=1, eps=1e-5", b_layernorm, 1},
+    {"relu", "x", b_relu, 1},
+    {"sigmoid", "x", b_sigmoid, 1},
+    {"tanh", "x", b_tanh, 1},
+    {"gelu", "x", b_gelu, 1},
+    {"softmax", "x, axis=-1", b_softmax, 1},
+    {"log_softmax", "x, axis=-1", b_log_softmax, 1},
+    {"maxpool2d", "x, kernel, stride=?, pad=0, dilation=1", b_maxpool2d, 1},
+    {"avgpool2d", "x, kernel, stride=?, pad=0, count_include_pad=true", b_avgpool2d, 1},
+    {"global_avgpool", "x", b_global_avgpool, 1},
+    {"flatten", "x, start=1, end=-1", b_flatten, 1},
+    {"reshape", "x, shape", b_reshape, 1},
+    {"transpose", "x, perm=?", b_transpose, 1},
+    {"concat", "xs, axis=0", b_concat, 1},
+    {"dropout", "x, p=0.5", b_dropout, 1},
+    {"embedding", "idx, num, dim, init=?", b_embedding, 1},
+    {"cross_entropy", "logits, label", b_cross_entropy, 1},
+    {"mse", "a, b", b_mse, 1},
+    {"param", "name, shape, init=?, trainable=true", b_param, 0},
+    {"normal", "std=1.0, mean=0.0", b_normal, 0},
+    {"uniform", "low, high", b_uniform, 0},
+    {"zeros", "", b_zeros, 0},
+    {"ones", "", b_ones, 0},
+    {"kaiming", "", b_kaiming, 0},
+    {"kaiming_uniform", "", b_kaiming_uniform, 0},
+    {"xavier", "", b_xavier, 0},
+    {"xavier_normal", "", b_xavier_normal, 0},
+    {"min", "a, b", b_min, 0},
+    {"max", "a, b", b_max, 0},
+    {"len", "x", b_len, 0},
+    {NULL, NULL, NULL, 0},
+};
+
+const builtin *fe_builtin_lookup(const char *name)
+{
+    for (const builtin *b = fe_builtins; b->name; b++)
+        if (strcmp(b->name, name) == 0)
+            return b;
+    return NULL;
+}
