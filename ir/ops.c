@@ -31,7 +31,12 @@ static int fail(char *err, size_t len, const char *fmt, ...)
     return 0;
 }
 
-#define TS(t) ir_type_str((t), tbuf[tb++ & 3], sizeof tbuf[0])
+/* Type strings for messages: up to four live at once, each in its own buffer. */
+static const char *type_str(char (*bufs)[128], int *next, const ir_type *t)
+{
+    return ir_type_str(t, bufs[(*next)++ & 3], 128);
+}
+#define TS(t) type_str(tbuf, &tb, (t))
 #define FAIL(...) return fail(err, errlen, __VA_ARGS__)
 
 static int is_float(ir_dtype t) { return t == IR_F32 || t == IR_F16 || t == IR_BF16; }
