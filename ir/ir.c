@@ -249,8 +249,13 @@ void ir_add_output(ir_graph *g, const char *name, ir_value *v, ir_loc loc)
     g->outputs[g->noutputs++] = (ir_output){ir_strdup(g, name), v, loc};
 }
 
-ir_node *ir_node_new(ir_graph *g, ir_op op, int nin, ir_value *const *in, int nout,
-                     const char *base, ir_loc loc)
+ir_value *ir_value_new(ir_graph *g, const char *base, ir_loc loc)
+{
+    return new_value(g, IR_VALUE_NODE, ir_unique_name(g, base), (ir_type){0}, loc);
+}
+
+ir_node *ir_node_make(ir_graph *g, ir_op op, int nin, ir_value *const *in, int nout,
+                      ir_value *const *out, ir_loc loc)
 {
     IR_ASSERT(op >= 0 && op < IR_NOPS && nout >= 1);
     ir_node *n = ir_alloc(g, sizeof *n);
@@ -263,13 +268,22 @@ ir_node *ir_node_new(ir_graph *g, ir_op op, int nin, ir_value *const *in, int no
     n->out = ir_alloc(g, (size_t)nout * sizeof *n->out);
     n->loc = loc;
     for (int i = 0; i < nout; i++) {
-        const char *name = ir_unique_name(g, base ? base : ir_ops[op].name);
-        ir_value *v = new_value(g, IR_VALUE_NODE, name, (ir_type){0}, loc);
-        v->def = n;
-        v->def_index = i;
-        n->out[i] = v;
+        IR_ASSERT(out[i]->kind == IR_VALUE_NODE);
+        n->out[i] = out[i];
+        out[i]->def = n;
+        out[i]->def_index = i;
     }
     return n;
+}
+
+ir_node *ir_node_new(ir_graph *g, ir_op op, int nin, ir_value *const *in, int nout,
+                     const char *base, ir_loc loc)
+{
+    IR_ASSERT(nout >= 1 && nout <= 16);
+    ir_value *out[16];
+    for (int i = 0; i < nout; i++)
+        out[i] = ir_value_new(g, base ? base : ir_ops[op].name, loc);
+    return ir_node_make(g, op, nin, in, nout, out, loc);
 }
 
 void ir_append(ir_graph *g, ir_node *n)

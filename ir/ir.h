@@ -150,6 +150,13 @@ void ir_add_output(ir_graph *g, const char *name, ir_value *v, ir_loc loc);
  * are left for the caller (ir_infer fills them).  Not yet linked into the list. */
 ir_node *ir_node_new(ir_graph *g, ir_op op, int nin, ir_value *const *in, int nout,
                      const char *base, ir_loc loc);
+/* The same with the caller's result values, which become the node's (a pass can
+ * so move a value, name and uses included, to a new node). */
+ir_node *ir_node_make(ir_graph *g, ir_op op, int nin, ir_value *const *in, int nout,
+                      ir_value *const *out, ir_loc loc);
+/* A fresh node-result value named from base (made unique), not yet computed by
+ * any node: give it to ir_node_make. */
+ir_value *ir_value_new(ir_graph *g, const char *base, ir_loc loc);
 void ir_append(ir_graph *g, ir_node *n);
 void ir_insert_before(ir_graph *g, ir_node *pos, ir_node *n);
 void ir_erase(ir_graph *g, ir_node *n);

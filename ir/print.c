@@ -1,0 +1,219 @@
+/* The IR printer: writes a graph as IR text (docs/ir.md).
+ *
+ * The text is canonical: one graph prints one way, and ir_parse() reads it back
+ * into a graph that prints the same bytes.  That holds for every graph that passes
+ * ir_verify() and for most that do not (wrong types, attributes or initializers),
+ * so a broken graph can be dumped, read back and looked at.  Three choices make
+ * it so: names that are not plain identifiers are quoted with escapes, floats
+ * print with 17 significant digits (enough to give back the same double) and
+ * always look like floats, and every attribute and location is printed, none
+ * left to a default.
+ *
+ * ORDER: the quoting rules here, the lexical rules in parse.c and the grammar in
+ * docs/ir.md describe one format; keep them in step. */
+#include "ir.h"
+
+#include <string.h>
+
+static int is_ident_start(int c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+}
+
+static int is_ident_char(int c)
+{
+    return is_ident_start(c) || (c >= '0' && c <= '9') || c == '.';
+}
+
+/* [A-Za-z_][A-Za-z0-9_.]* */
+static int is_ident(const char *s)
+{
+    if (!is_ident_start((unsigned char)*s))
+        return 0;
+    while (*++s)
+        if (!is_ident_char((unsigned char)*s))
+            return 0;
+    return 1;
+}
+
+/* [A-Za-z0-9_./+-]+, what a path usually looks like */
+static int is_bare_file(const char *s)
+{
+    if (!*s)
+        return 0;
+    for (; *s; s++)
+        if (!is_ident_char((unsigned char)*s) && !strchr("/+-", *s))
+            return 0;
+    return 1;
+}
+
+/* A C-style string literal; every byte outside printable ASCII becomes \xHH, so
+ * IR text is plain ASCII whatever the names hold. */
+static void put_quoted(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '\\' || c == '"')
+            fprintf(f, "\\%c", c);
+        else if (c == '\n')
+            fputs("\\n", f);
+        else if (c == '\t')
+            fputs("\\t", f);
+        else if (c < 0x20 || c >= 0x7f)
+            fprintf(f, "\\x%02x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void put_name(FILE *f, const char *s)
+{
+    if (is_ident(s))
+        fputs(s, f);
+    else
+        put_quoted(f, s);
+}
+
+static void put_value(FILE *f, const ir_value *v)
+{
+    fputc('%', f);
+    put_name(f, v->name);
+}
+
+static void put_type(FILE *f, const ir_type *t)
+{
+    char buf[16 + IR_MAX_RANK * 22];
+    ir_type t2 = *t;
+    if (t2.rank < 0 || t2.rank > IR_MAX_RANK) /* only a broken graph; never read past dims */
+        t2.rank = 0;
+    fputs(ir_type_str(&t2, buf, sizeof buf), f);
+}
+
+/* "%.17g" gives back the same double; ".0" keeps an integral value a float. */
+static void put_float(FILE *f, double x)
+{
+    char buf[40];
+    snprintf(buf, sizeof buf, "%.17g", x);
+    fputs(buf, f);
+    if (!strpbrk(buf, ".e") && !strstr(buf, "inf") && !strstr(buf, "nan"))
+        fputs(".0", f);
+}
+
+static void put_loc(FILE *f, ir_loc loc)
+{
+    if (!loc.file)
+        return;
+    fputs(" @", f);
+    if (is_bare_file(loc.file))
+        fputs(loc.file, f);
+    else
+        put_quoted(f, loc.file);
+    fprintf(f, ":%d:%d", loc.line, loc.col);
+}
+
+static void put_init(FILE *f, ir_init in)
+{
+    switch (in.kind) {
+    case IR_INIT_ZEROS: fputs("zeros", f); return;
+    case IR_INIT_ONES:  fputs("ones", f); return;
+    case IR_INIT_UNIFORM: fputs("uniform(", f); break;
+    case IR_INIT_NORMAL:  fputs("normal(", f); break;
+    default: fputs("none", f); return;  /* a parameter without one: the verifier says so */
+    }
+    put_float(f, in.a);
+    fputs(", ", f);
+    put_float(f, in.b);
+    fputc(')', f);
+}
+
+static void put_attr(FILE *f, const ir_attr *a)
+{
+    put_name(f, a->key);
+    fputs(" = ", f);
+    switch (a->kind) {
+    case IR_ATTR_INT:
+        fprintf(f, "%lld", (long long)a->i);
+        break;
+    case IR_ATTR_FLOAT:
+        put_float(f, a->f);
+        break;
+    case IR_ATTR_INTS:
+        fputc('[', f);
+        for (int i = 0; i < a->n; i++)
+            fprintf(f, "%s%lld", i ? ", " : "", (long long)a->ints[i]);
+        fputc(']', f);
+        break;
+    }
+}
+
+static void put_node(FILE *f, const ir_node *n)
+{
+    fputs("  ", f);
+    for (int i = 0; i < n->nout; i++) {
+        fputs(i ? ", " : "", f);
+        put_value(f, n->out[i]);
+        fputs(": ", f);
+        put_type(f, &n->out[i]->type);
+    }
+    fprintf(f, " = %s(", (unsigned)n->op < IR_NOPS ? ir_ops[n->op].name : "?");
+    for (int i = 0; i < n->nin; i++) {
+        fputs(i ? ", " : "", f);
+        put_value(f, n->in[i]);
+    }
+    fputc(')', f);
+    if (n->nattrs) {
+        fputs(" {", f);
+        for (int i = 0; i < n->nattrs; i++) {
+            fputs(i ? ", " : "", f);
+            put_attr(f, &n->attrs[i]);
+        }
+        fputc('}', f);
+    }
+    put_loc(f, n->loc);
+    fputc('\n', f);
+}
+
+void ir_print(const ir_graph *g, FILE *f)
+{
+    fputs("# gnc IR\ngraph ", f);
+    put_name(f, g->name);
+    fputs(" {\n", f);
+    for (int i = 0; i < g->ninputs; i++) {
+        const ir_value *v = g->inputs[i];
+        fputs("  input ", f);
+        put_value(f, v);
+        fputs(": ", f);
+        put_type(f, &v->type);
+        put_loc(f, v->loc);
+        fputc('\n', f);
+    }
+    for (int i = 0; i < g->nparams; i++) {
+        const ir_value *v = g->params[i];
+        fputs(v->kind == IR_VALUE_BUFFER ? "  buffer " : "  param ", f);
+        put_value(f, v);
+        fputs(": ", f);
+        put_type(f, &v->type);
+        fputs(" = ", f);
+        put_init(f, v->init);
+        put_loc(f, v->loc);
+        fputc('\n', f);
+    }
+    ir_for_each_node(g, n)
+        put_node(f, n);
+    for (int i = 0; i < g->noutputs; i++) {
+        fputs("  output ", f);
+        put_name(f, g->outputs[i].name);
+        fputs(" = ", f);
+        put_value(f, g->outputs[i].value);
+        put_loc(f, g->outputs[i].loc);
+        fputc('\n', f);
+    }
+    if (g->loss) {
+        fputs("  loss ", f);
+        put_value(f, g->loss);
+        fputc('\n', f);
+    }
+    fputs("}\n", f);
+}

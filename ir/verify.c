@@ -1,0 +1,576 @@
+/* The verifier: checks every invariant of a graph (ir.h) and reports each broken
+ * one on the diag, at the location the graph records for it, naming the node or
+ * value.  Passes may run it between steps; gnc runs it on every graph it loads.
+ *
+ * Steps:
+ *   1. the node list: each node's prev is the node before it, head and tail are
+ *      its ends, and nnodes counts it.  The walk follows next links and stops
+ *      where one leads back to a node already seen, so a cycle ends it too;
+ *   2. inputs, then parameters and buffers: kind, initializer, type, name, id;
+ *   3. nodes in list order: the results belong to the node, the operands were
+ *      defined before it, the attributes fit the op's schema, and ir_infer gives
+ *      exactly the declared types;
+ *   4. outputs and the loss.
+ * A value counts as defined once step 2, or the node computing it in step 3, has
+ * passed it.  A node with an operand that is undefined or has a broken type is
+ * not typed, so that one mistake gives one message, not one per use.
+ *
+ * Callers free a graph that fails before they print the diagnostics, and the
+ * graph owns the file names of its locations; so every message carries the copy
+ * of its file name that the diag keeps (diag_add_source), not the graph's. */
+#include "diag.h"
+#include "ir.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Elements of one tensor at most, so that sizes computed from dims never
+ * overflow.  Keep in step with MAX_NUMEL in frontend/elab.c, which refuses to
+ * build larger tensors. */
+#define MAX_NUMEL ((int64_t)1 << 37)
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size);
+    if (!p) {
+        fputs("gnc: out of memory\n", stderr);
+        abort();
+    }
+    return p;
+}
+
+/* ---- a hash map from pointers (or names) to ints; 0 means absent ---- */
+
+typedef struct {
+    const void **keys;
+    int *vals;
+    size_t cap, count;
+    int by_name;        /* keys are strings, equal by content */
+} map;
+
+static uint64_t map_hash(const map *m, const void *k)
+{
+    if (m->by_name) {
+        uint64_t h = 1469598103934665603ull;
+        for (const unsigned char *s = k; *s; s++)
+            h = (h ^ *s) * 1099511628211ull;
+        return h;
+    }
+    uint64_t x = (uint64_t)(uintptr_t)k;
+    x = (x ^ (x >> 33)) * 0xff51afd7ed558ccdull;
+    return x ^ (x >> 33);
+}
+
+static size_t map_slot(const map *m, const void *k)
+{
+    size_t i = map_hash(m, k) & (m->cap - 1);
+    while (m->keys[i] && (m->by_name ? strcmp(m->keys[i], k) != 0 : m->keys[i] != k))
+        i = (i + 1) & (m->cap - 1);
+    return i;
+}
+
+static int map_get(const map *m, const void *k)
+{
+    if (!m->cap)
+        return 0;
+    size_t i = map_slot(m, k);
+    return m->keys[i] ? m->vals[i] : 0;
+}
+
+static void map_put(map *m, const void *k, int v)
+{
+    if (2 * (m->count + 1) > m->cap) {
+        map bigger = {NULL, NULL, m->cap ? 2 * m->cap : 64, 0, m->by_name};
+        bigger.keys = xcalloc(bigger.cap, sizeof *bigger.keys);
+        bigger.vals = xcalloc(bigger.cap, sizeof *bigger.vals);
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->keys[i]) {
+                size_t j = map_slot(&bigger, m->keys[i]);
+                bigger.keys[j] = m->keys[i];
+                bigger.vals[j] = m->vals[i];
+                bigger.count++;
+            }
+        free(m->keys);
+        free(m->vals);
+        *m = bigger;
+    }
+    size_t i = map_slot(m, k);
+    if (!m->keys[i]) {
+        m->keys[i] = k;
+        m->count++;
+    }
+    m->vals[i] = v;
+}
+
+static void map_free(map *m)
+{
+    free(m->keys);
+    free(m->vals);
+}
+
+/* ---- the verifier ---- */
+
+enum { DEFINED = 1, BAD_TYPE = 2 };   /* values in `state` */
+
+typedef struct {
+    const ir_graph *g;
+    diag *d;
+    int errors;
+    map pos;              /* node -> 1 + its index in the list */
+    map state;            /* value -> DEFINED, or BAD_TYPE when its type is broken */
+    map names;            /* value names seen */
+    map outputs;          /* output names seen */
+    unsigned char *ids;   /* ids seen, g->nvalues of them; NULL when too many */
+} verifier;
+
+DIAG_PRINTF(3, 4)
+static void report(verifier *V, ir_loc loc, const char *fmt, ...)
+{
+    if (loc.file)
+        loc.file = diag_add_source(V->d, loc.file, "", 0);
+    va_list ap;
+    va_start(ap, fmt);
+    diag_vreport(V->d, DIAG_ERROR, loc, fmt, ap);
+    va_end(ap);
+    V->errors++;
+}
+
+static int is_ident_start(int c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+}
+
+static int is_ident_char(int c)
+{
+    return is_ident_start(c) || (c >= '0' && c <= '9') || c == '.';
+}
+
+/* A name as the printer writes it, bare or quoted, cut short for a message. */
+static const char *name_str(char *buf, size_t size, const char *s)
+{
+    if (!s)
+        return "<unnamed>";
+    int bare = is_ident_start((unsigned char)*s);
+    for (const char *q = s; *q && bare; q++)
+        bare = is_ident_char((unsigned char)*q);
+    size_t n = 0;
+    if (!bare)
+        buf[n++] = '"';
+    for (; *s && n + 8 < size; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (bare || (c >= 0x20 && c < 0x7f && c != '"' && c != '\\'))
+            buf[n++] = (char)c;
+        else if (c == '"' || c == '\\')
+            n += (size_t)snprintf(buf + n, size - n, "\\%c", c);
+        else if (c == '\n' || c == '\t')
+            n += (size_t)snprintf(buf + n, size - n, "\\%c", c == '\n' ? 'n' : 't');
+        else
+            n += (size_t)snprintf(buf + n, size - n, "\\x%02x", c);
+    }
+    if (*s)
+        n += (size_t)snprintf(buf + n, size - n, "...");
+    else if (!bare)
+        buf[n++] = '"';
+    buf[n] = '\0';
+    return buf;
+}
+
+/* "%name" of a value, for messages. */
+static const char *value_str(char *buf, size_t size, const ir_value *v)
+{
+    char nb[100];
+    snprintf(buf, size, "%%%s", name_str(nb, sizeof nb, v->name));
+    return buf;
+}
+
+/* "%out (op)" of a node, named by its first result. */
+static const char *node_str(char *buf, size_t size, const ir_node *n)
+{
+    char vb[112];
+    const char *op = (unsigned)n->op < IR_NOPS ? ir_ops[n->op].name : "unknown op";
+    if (n->nout >= 1 && n->out && n->out[0])
+        snprintf(buf, size, "%s (%s)", value_str(vb, sizeof vb, n->out[0]), op);
+    else
+        snprintf(buf, size, "without results (%s)", op);
+    return buf;
+}
+
+static const char *type_str(char *buf, size_t size, const ir_type *t)
+{
+    return ir_type_str(t, buf, size);
+}
+
+/* Whether t is a type the rest of the compiler can compute with; reports why not
+ * as "WHO has ...". */
+static int check_type(verifier *V, ir_loc loc, const char *who, const ir_type *t)
+{
+    char tb[256];
+    if ((unsigned)t->dtype >= IR_NDTYPES) {
+        report(V, loc, "%s has an unknown dtype (%d)", who, (int)t->dtype);
+        return 0;
+    }
+    if (t->rank < 0 || t->rank > IR_MAX_RANK) {
+        report(V, loc, "%s has rank %d; ranks go from 0 to %d", who, t->rank, IR_MAX_RANK);
+        return 0;
+    }
+    int64_t numel = 1;
+    for (int i = 0; i < t->rank; i++)
+        if (t->dims[i] < 1) {
+            report(V, loc, "%s has type %s: dimensions must be positive", who,
+                   type_str(tb, sizeof tb, t));
+            return 0;
+        }
+    for (int i = 0; i < t->rank; i++)
+        if (__builtin_mul_overflow(numel, t->dims[i], &numel) || numel > MAX_NUMEL) {
+            report(V, loc, "%s has type %s, more than 2^37 elements", who,
+                   type_str(tb, sizeof tb, t));
+            return 0;
+        }
+    return 1;
+}
+
+/* What every value in the graph needs: a unique, registered name, a unique id
+ * in range and a sound type.  Returns whether the type is sound. */
+static int check_value(verifier *V, ir_loc loc, const char *who, const ir_value *v)
+{
+    const ir_graph *g = V->g;
+    if (!v->name || !*v->name) {
+        report(V, loc, "%s has an empty name", who);
+    } else if (map_get(&V->names, v->name)) {
+        report(V, loc, "%s: another value has the same name", who);
+    } else {
+        map_put(&V->names, v->name, 1);
+        if (ir_find_value(g, v->name) != v)
+            report(V, loc, "%s is not registered under its name in the graph", who);
+    }
+    if (v->id < 0 || v->id >= g->nvalues)
+        report(V, loc, "%s has id %d, outside 0..%d", who, v->id, g->nvalues - 1);
+    else if (V->ids && V->ids[v->id]++)
+        report(V, loc, "%s has id %d, which another value has too", who, v->id);
+    return check_type(V, loc, who, &v->type);
+}
+
+static void check_list(verifier *V, const ir_node ***nodes, int *count)
+{
+    const ir_graph *g = V->g;
+    char nb[160], pb[160];
+    const ir_node *prev = NULL, *n;
+    int cap = 0, cycle = 0;
+    *nodes = NULL;
+    *count = 0;
+    for (n = g->head; n; prev = n, n = n->next) {
+        if (map_get(&V->pos, n)) {
+            report(V, prev->loc, "node list is broken: node %s links back to the earlier "
+                   "node %s", node_str(pb, sizeof pb, prev), node_str(nb, sizeof nb, n));
+            cycle = 1;
+            break;
+        }
+        if (n->prev != prev && prev)
+            report(V, n->loc, "node list is broken: node %s does not link back to node %s "
+                   "before it", node_str(nb, sizeof nb, n), node_str(pb, sizeof pb, prev));
+        else if (n->prev != prev)
+            report(V, n->loc, "node list is broken: the first node %s has a predecessor",
+                   node_str(nb, sizeof nb, n));
+        if (*count == cap) {
+            cap = cap ? 2 * cap : 64;
+            const ir_node **bigger = xcalloc((size_t)cap, sizeof *bigger);
+            if (*count)
+                memcpy(bigger, *nodes, (size_t)*count * sizeof *bigger);
+            free(*nodes);
+            *nodes = bigger;
+        }
+        (*nodes)[(*count)++] = n;
+        map_put(&V->pos, n, *count);
+    }
+    if (cycle)
+        return;
+    if (g->tail != prev)
+        report(V, (ir_loc){0}, "node list is broken: the graph's tail is not its last node");
+    if (g->nnodes != *count)
+        report(V, (ir_loc){0}, "the graph counts %d nodes but its list holds %d", g->nnodes,
+               *count);
+}
+
+static void check_inputs(verifier *V)
+{
+    const ir_graph *g = V->g;
+    char who[160], vb[112];
+    for (int i = 0; i < g->ninputs; i++) {
+        const ir_value *v = g->inputs[i];
+        if (!v) {
+            report(V, (ir_loc){0}, "input %d is missing", i);
+            continue;
+        }
+        snprintf(who, sizeof who, "input %s", value_str(vb, sizeof vb, v));
+        if (map_get(&V->state, v)) {
+            report(V, v->loc, "%s is listed twice", who);
+            continue;
+        }
+        if (v->kind != IR_VALUE_INPUT)
+            report(V, v->loc, "%s is listed among the inputs but is not an input", who);
+        if (v->init.kind != IR_INIT_NONE)
+            report(V, v->loc, "%s has an initializer", who);
+        map_put(&V->state, v, check_value(V, v->loc, who, v) ? DEFINED : BAD_TYPE);
+    }
+}
+
+static void check_params(verifier *V)
+{
+    const ir_graph *g = V->g;
+    char who[160], vb[112], tb[256];
+    for (int i = 0; i < g->nparams; i++) {
+        const ir_value *v = g->params[i];
+        if (!v) {
+            report(V, (ir_loc){0}, "parameter %d is missing", i);
+            continue;
+        }
+        snprintf(who, sizeof who, "%s %s", v->kind == IR_VALUE_BUFFER ? "buffer" : "param",
+                 value_str(vb, sizeof vb, v));
+        if (map_get(&V->state, v)) {
+            report(V, v->loc, "%s is listed twice", who);
+            continue;
+        }
+        if (v->kind != IR_VALUE_PARAM && v->kind != IR_VALUE_BUFFER)
+            report(V, v->loc, "%s is listed among the parameters but is not one", who);
+        double a = v->init.a, b = v->init.b;
+        switch (v->init.kind) {
+        case IR_INIT_NONE:
+            report(V, v->loc, "%s has no initializer", who);
+            break;
+        case IR_INIT_ZEROS:
+        case IR_INIT_ONES:
+            break;
+        case IR_INIT_UNIFORM: /* the frontend's rules; NaN fails them too */
+            if (!(a < b))
+                report(V, v->loc, "%s: uniform(a, b) needs a < b, got uniform(%g, %g)", who, a,
+                       b);
+            break;
+        case IR_INIT_NORMAL:
+            if (!(b >= 0))
+                report(V, v->loc, "%s: normal(mean, std) needs std >= 0, got normal(%g, %g)",
+                       who, a, b);
+            break;
+        default:
+            report(V, v->loc, "%s has an unknown initializer (%d)", who, (int)v->init.kind);
+        }
+        int sound = check_value(V, v->loc, who, v);
+        ir_dtype dt = v->type.dtype;
+        if (sound && dt != IR_F32 && dt != IR_F16 && dt != IR_BF16)
+            report(V, v->loc, "%s must have a floating-point type, got %s", who,
+                   type_str(tb, sizeof tb, &v->type));
+        map_put(&V->state, v, sound ? DEFINED : BAD_TYPE);
+    }
+}
+
+/* ops.c computes window extents and reshape element counts without overflow
+ * checks, as the frontend bounds what reaches them; attributes read from IR text
+ * are not bounded, so a node whose values would overflow there is refused before
+ * ir_infer runs.  This follows ops.c's order: values that its earlier checks
+ * refuse cleanly are left to them.  Call with the attributes checked against the
+ * schema and the operand count in range. */
+static int window_overflows(int64_t in, int64_t k, int64_t pad, int64_t dil)
+{
+    if (k > 1 && dil > (INT64_MAX - 1) / (k - 1))
+        return 1; /* dil * (k - 1) + 1 */
+    return pad > (INT64_MAX - in) / 2; /* in + 2 * pad */
+}
+
+static int attrs_overflow(const ir_node *n)
+{
+    const ir_type *a = n->nin > 0 ? &n->in[0]->type : NULL;
+    switch (n->op) {
+    case IR_OP_CONV2D: {
+        const int64_t *st = ir_attr_ints(n, "stride", NULL), *pad = ir_attr_ints(n, "pad", NULL),
+                      *dil = ir_attr_ints(n, "dilation", NULL);
+        const ir_type *w = &n->in[1]->type;
+        if (a->rank != 4 || w->rank != 4)
+            return 0;
+        for (int i = 0; i < 2; i++)
+            if (st[i] < 1 || pad[i] < 0 || dil[i] < 1)
+                return 0;
+        for (int i = 0; i < 2; i++)
+            if (window_overflows(a->dims[2 + i], w->dims[2 + i], pad[i], dil[i]))
+                return 1;
+        return 0;
+    }
+    case IR_OP_MAXPOOL2D:
+    case IR_OP_AVGPOOL2D: {
+        static const int64_t one[2] = {1, 1};
+        const int64_t *k = ir_attr_ints(n, "kernel", NULL), *st = ir_attr_ints(n, "stride", NULL),
+                      *pad = ir_attr_ints(n, "pad", NULL);
+        const int64_t *dil = n->op == IR_OP_MAXPOOL2D ? ir_attr_ints(n, "dilation", NULL) : one;
+        if (a->rank != 4)
+            return 0;
+        for (int i = 0; i < 2; i++) {
+            if (k[i] < 1 || st[i] < 1 || dil[i] < 1 || pad[i] < 0)
+                return 0;
+            if (pad[i] > INT64_MAX / 2)
+                return 1; /* 2 * pad */
+            if (2 * pad[i] > k[i])
+                return 0;
+        }
+        for (int i = 0; i < 2; i++)
+            if (window_overflows(a->dims[2 + i], k[i], pad[i], dil[i]))
+                return 1;
+        return 0;
+    }
+    case IR_OP_RESHAPE: {
+        int count;
+        const int64_t *shape = ir_attr_ints(n, "shape", &count);
+        int64_t numel = 1;
+        if (count > IR_MAX_RANK)
+            return 0;
+        for (int i = 0; i < count; i++)
+            if (shape[i] < 1)
+                return 0;
+        for (int i = 0; i < count; i++)
+            if (__builtin_mul_overflow(numel, shape[i], &numel))
+                return 1;
+        return 0;
+    }
+    default:
+        return 0;
+    }
+}
+
+static void check_node(verifier *V, const ir_node *n, int index)
+{
+    char ns[160], who[300], vb[112], tb[256], tb2[256], err[512];
+    ir_loc loc = n->loc;
+    node_str(ns, sizeof ns, n);
+    if ((unsigned)n->op >= IR_NOPS) {
+        report(V, loc, "node %s has an unknown op (%d)", ns, (int)n->op);
+        return;
+    }
+    if (n->nout < 1 || !n->out) {
+        report(V, loc, "node %s has no results", ns);
+        return;
+    }
+    int sound = 1; /* operands and results fit for typing */
+    if (n->nin < 0 || (n->nin > 0 && !n->in)) {
+        report(V, loc, "node %s has a broken operand list", ns);
+        sound = 0;
+    }
+    for (int i = 0; i < n->nout; i++) {
+        const ir_value *v = n->out[i];
+        if (!v) {
+            report(V, loc, "node %s: result %d is missing", ns, i);
+            sound = 0;
+            continue;
+        }
+        snprintf(who, sizeof who, "node %s: result %s", ns, value_str(vb, sizeof vb, v));
+        if (map_get(&V->state, v)) {
+            report(V, loc, "%s is already defined before it", who);
+            sound = 0;
+            continue;
+        }
+        if (v->kind != IR_VALUE_NODE)
+            report(V, loc, "%s is an input or parameter, not a node result", who);
+        else if (v->def != n || v->def_index != i)
+            report(V, loc, "%s records another node or index (%d) as its definition", who,
+                   v->def_index);
+        int ok = check_value(V, loc, who, v);
+        sound &= ok;
+        map_put(&V->state, v, ok ? DEFINED : BAD_TYPE);
+    }
+    for (int i = 0; i < n->nin && n->in; i++) {
+        const ir_value *v = n->in[i];
+        if (!v) {
+            report(V, loc, "node %s: operand %d is missing", ns, i);
+            sound = 0;
+            continue;
+        }
+        /* the results are marked defined already: a use of one is a cycle */
+        int own = v->kind == IR_VALUE_NODE && v->def == n;
+        int st = map_get(&V->state, v);
+        if (st && !own) {
+            sound &= st == DEFINED;
+            continue;
+        }
+        sound = 0;
+        value_str(vb, sizeof vb, v);
+        int def = v->kind == IR_VALUE_NODE && v->def ? map_get(&V->pos, v->def) : 0;
+        if (own)
+            report(V, loc, "node %s uses its own result %s", ns, vb);
+        else if (def > index + 1)
+            report(V, loc, "node %s: operand %s is used before its definition", ns, vb);
+        else
+            report(V, loc, "node %s: operand %s is not defined in the graph", ns, vb);
+    }
+    if (!sound)
+        return;
+
+    const ir_op_info *info = &ir_ops[n->op];
+    ir_type t;
+    if (!ir_check_attrs(n, err, sizeof err))
+        report(V, loc, "node %s: %s", ns, err);
+    else if (n->nin >= info->nin_min && n->nin <= info->nin_max && n->nout == 1 &&
+             attrs_overflow(n))
+        report(V, loc, "node %s: attribute values are too large", ns);
+    else if (!ir_infer(n, &t, err, sizeof err))
+        report(V, loc, "node %s: %s", ns, err);
+    else if (!ir_type_eq(&t, &n->out[0]->type))
+        report(V, loc, "node %s: declared type %s but operands give %s", ns,
+               type_str(tb, sizeof tb, &n->out[0]->type), type_str(tb2, sizeof tb2, &t));
+}
+
+static void check_outputs(verifier *V)
+{
+    const ir_graph *g = V->g;
+    char nb[100], vb[112];
+    for (int i = 0; i < g->noutputs; i++) {
+        const ir_output *o = &g->outputs[i];
+        if (!o->name || !*o->name)
+            report(V, o->loc, "output %d has an empty name", i);
+        else if (map_get(&V->outputs, o->name))
+            report(V, o->loc, "output name %s is used twice", name_str(nb, sizeof nb, o->name));
+        else
+            map_put(&V->outputs, o->name, 1);
+        if (!o->value)
+            report(V, o->loc, "output %s has no value", name_str(nb, sizeof nb, o->name));
+        else if (!map_get(&V->state, o->value))
+            report(V, o->loc, "output %s refers to %s, which is not defined in the graph",
+                   name_str(nb, sizeof nb, o->name), value_str(vb, sizeof vb, o->value));
+    }
+}
+
+static void check_loss(verifier *V)
+{
+    const ir_value *v = V->g->loss;
+    char vb[112], tb[256];
+    if (!v)
+        return;
+    int st = map_get(&V->state, v);
+    if (!st)
+        report(V, v->loc, "the loss %s is not defined in the graph",
+               value_str(vb, sizeof vb, v));
+    else if (st == DEFINED && (v->type.dtype != IR_F32 || v->type.rank != 0))
+        report(V, v->loc, "the loss %s must be an f32 scalar (f32[]), got %s",
+               value_str(vb, sizeof vb, v), type_str(tb, sizeof tb, &v->type));
+}
+
+int ir_verify(const ir_graph *g, diag *d)
+{
+    verifier V = {.g = g, .d = d};
+    V.names.by_name = V.outputs.by_name = 1;
+    if (g->nvalues > 0)
+        V.ids = calloc((size_t)g->nvalues, 1); /* without it, ids are not checked */
+
+    const ir_node **nodes;
+    int count;
+    check_list(&V, &nodes, &count);
+    check_inputs(&V);
+    check_params(&V);
+    for (int i = 0; i < count; i++)
+        check_node(&V, nodes[i], i);
+    check_outputs(&V);
+    check_loss(&V);
+
+    free(nodes);
+    free(V.ids);
+    map_free(&V.pos);
+    map_free(&V.state);
+    map_free(&V.names);
+    map_free(&V.outputs);
+    return V.errors;
+}

@@ -1,0 +1,1097 @@
+/* Tests of the IR text form and the verifier (ir/print.c, ir/parse.c, ir/verify.c).
+ *
+ *   - round trips: graphs built with the API print, parse and print again to the
+ *     same bytes; the samples (tests/ir, *.gir) and the example in docs/ir.md are
+ *     in that canonical form already;
+ *   - quoted names and file names, and floats that must come back bit for bit;
+ *   - a table of malformed texts, each with its exact first diagnostic, and error
+ *     recovery (several errors in one run, no cascades);
+ *   - hand-corrupted graphs, each with its exact verifier message;
+ *   - robustness: every truncation of valid texts and thousands of seeded random
+ *     mutations go through parse, verify, print and diag_print without a crash
+ *     (run it in the GNC_SANITIZE build too), and whatever parses prints to text
+ *     that parses back to the same text.
+ *
+ * Usage: test_ir SOURCE_DIR */
+#include <dirent.h>
+#include <float.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diag.h"
+#include "ir.h"
+
+static int passed, failed;
+
+static void check(int ok, const char *file, int line, const char *fmt, ...)
+{
+    if (ok) {
+        passed++;
+        return;
+    }
+    failed++;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s:%d: FAIL: ", file, line);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+#define CHECK(cond, ...) check((cond) != 0, __FILE__, __LINE__, __VA_ARGS__)
+
+/* ---- helpers ---- */
+
+static char *print_str(const ir_graph *g)
+{
+    char *s = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&s, &n);
+    if (!f)
+        abort();
+    ir_print(g, f);
+    fclose(f);
+    return s;
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *s = NULL;
+    size_t n = 0, cap = 0;
+    int c;
+    while ((c = fgetc(f)) != EOF) {
+        if (n + 1 >= cap)
+            s = realloc(s, cap = cap ? 2 * cap : 4096);
+        s[n++] = (char)c;
+    }
+    fclose(f);
+    if (!s)
+        s = calloc(1, 1);
+    s[n] = '\0';
+    *len = n;
+    return s;
+}
+
+/* The first diagnostic as diag_print's first line, without the newline. */
+static const char *first_diag(const diag *d, char *buf, size_t size)
+{
+    static const char *const level[] = {"error", "warning", "note"};
+    if (d->n == 0)
+        return "(no diagnostic)";
+    const diag_entry *e = &d->entries[0];
+    if (e->loc.file)
+        snprintf(buf, size, "%s:%d:%d: %s: %s", e->loc.file, e->loc.line, e->loc.col,
+                 level[e->level], e->msg);
+    else
+        snprintf(buf, size, "gnc: %s: %s", level[e->level], e->msg);
+    return buf;
+}
+
+static ir_graph *parse_text(const char *text, size_t len, diag *d)
+{
+    return ir_parse("t.gir", text, len, d);
+}
+
+static ir_loc at(int line, int col) { return (ir_loc){"m.net", line, col}; }
+
+/* A node with its type from ir_infer, appended. */
+static ir_value *node(ir_graph *g, ir_op op, int nin, ir_value *const *in, const char *name,
+                      ir_loc loc)
+{
+    ir_node *n = ir_node_new(g, op, nin, in, 1, name, loc);
+    return n->out[0];
+}
+
+static ir_value *finish(ir_graph *g, ir_value *v)
+{
+    char err[256];
+    ir_type t;
+    int ok = ir_infer(v->def, &t, err, sizeof err);
+    CHECK(ok, "building %s: %s", v->name, err);
+    v->type = ok ? t : (ir_type){IR_F32, 0, {0}};
+    ir_append(g, v->def);
+    return v;
+}
+
+static ir_type T(ir_dtype dt, int rank, int64_t d0, int64_t d1, int64_t d2, int64_t d3)
+{
+    return (ir_type){dt, rank, {d0, d1, d2, d3}};
+}
+
+/* A small CNN with a loss: every kind of statement and attribute. */
+static ir_graph *build_cnn(void)
+{
+    ir_graph *g = ir_graph_new("tiny_cnn");
+    ir_value *x = ir_add_input(g, "image", T(IR_F32, 4, 4, 1, 8, 8), at(2, 5));
+    ir_value *label = ir_add_input(g, "label", T(IR_I32, 1, 4, 0, 0, 0), at(3, 5));
+    ir_init u = {IR_INIT_UNIFORM, -1.0 / 3, 1.0 / 3}, z = {IR_INIT_ZEROS, 0, 0},
+            one = {IR_INIT_ONES, 0, 0}, nrm = {IR_INIT_NORMAL, 0, 0.02};
+    ir_value *w = ir_add_param(g, IR_VALUE_PARAM, "stem.weight", T(IR_F32, 4, 8, 1, 3, 3), u,
+                               at(5, 9));
+    ir_value *b = ir_add_param(g, IR_VALUE_PARAM, "stem.bias", T(IR_F32, 1, 8, 0, 0, 0), u,
+                               at(5, 9));
+    ir_value *bw = ir_add_param(g, IR_VALUE_PARAM, "bn.weight", T(IR_F32, 1, 8, 0, 0, 0), one,
+                                at(6, 9));
+    ir_value *bb = ir_add_param(g, IR_VALUE_PARAM, "bn.bias", T(IR_F32, 1, 8, 0, 0, 0), z,
+                                at(6, 9));
+    ir_value *rm = ir_add_param(g, IR_VALUE_BUFFER, "bn.running_mean", T(IR_F32, 1, 8, 0, 0, 0),
+                                z, at(6, 9));
+    ir_value *rv = ir_add_param(g, IR_VALUE_BUFFER, "bn.running_var", T(IR_F32, 1, 8, 0, 0, 0),
+                                one, at(6, 9));
+    ir_value *fw = ir_add_param(g, IR_VALUE_PARAM, "fc.weight", T(IR_F32, 2, 10, 8, 0, 0), nrm,
+                                at(9, 9));
+    ir_value *fb = ir_add_param(g, IR_VALUE_PARAM, "fc.bias", T(IR_F32, 1, 10, 0, 0, 0), z,
+                                at(9, 9));
+
+    ir_value *in3[5] = {x, w, b};
+    ir_value *stem = node(g, IR_OP_CONV2D, 3, in3, "stem", at(5, 9));
+    int64_t ones[2] = {1, 1}, zeros[2] = {0, 0}, twos[2] = {2, 2};
+    ir_set_ints(g, stem->def, "stride", 2, ones);
+    ir_set_ints(g, stem->def, "pad", 2, ones);
+    ir_set_ints(g, stem->def, "dilation", 2, ones);
+    ir_set_int(g, stem->def, "groups", 1);
+    finish(g, stem);
+
+    ir_value *in5[5] = {stem, bw, bb, rm, rv};
+    ir_value *bn = node(g, IR_OP_BATCHNORM, 5, in5, "bn", at(6, 9));
+    ir_set_float(g, bn->def, "eps", 1e-5);
+    ir_set_float(g, bn->def, "momentum", 0.1);
+    finish(g, bn);
+
+    ir_value *relu = finish(g, node(g, IR_OP_RELU, 1, &bn, "relu", at(7, 9)));
+    ir_value *pool = node(g, IR_OP_MAXPOOL2D, 1, &relu, "pool", at(7, 20));
+    ir_set_ints(g, pool->def, "kernel", 2, twos);
+    ir_set_ints(g, pool->def, "stride", 2, twos);
+    ir_set_ints(g, pool->def, "pad", 2, zeros);
+    ir_set_ints(g, pool->def, "dilation", 2, ones);
+    finish(g, pool);
+    ir_value *gap = finish(g, node(g, IR_OP_GLOBAL_AVGPOOL, 1, &pool, "gap", at(8, 9)));
+    ir_value *flat = node(g, IR_OP_RESHAPE, 1, &gap, "flat", at(8, 20));
+    int64_t shape[2] = {4, 8};
+    ir_set_ints(g, flat->def, "shape", 2, shape);
+    finish(g, flat);
+    ir_value *in2[3] = {flat, fw, fb};
+    ir_value *fc = finish(g, node(g, IR_OP_DENSE, 3, in2, "fc", at(9, 9)));
+    ir_value *sm = node(g, IR_OP_LOG_SOFTMAX, 1, &fc, "log_softmax", at(10, 9));
+    ir_set_int(g, sm->def, "axis", 1);
+    finish(g, sm);
+    ir_value *ce_in[2] = {fc, label};
+    ir_value *ce = finish(g, node(g, IR_OP_CROSS_ENTROPY, 2, ce_in, "cross_entropy", at(11, 9)));
+    ir_value *c = node(g, IR_OP_CONST, 0, NULL, "half", (ir_loc){0});
+    ir_set_float(g, c->def, "value", 0.5);
+    c->type = T(IR_F32, 0, 0, 0, 0, 0);
+    finish(g, c);
+    ir_value *mul_in[2] = {ce, c};
+    ir_value *loss = finish(g, node(g, IR_OP_MUL, 2, mul_in, "scaled", at(11, 20)));
+    ir_add_output(g, "logits", fc, at(12, 5));
+    ir_add_output(g, "log probs", sm, at(13, 5));
+    g->loss = loss;
+    return g;
+}
+
+static ir_node *find_node(ir_graph *g, const char *name)
+{
+    ir_value *v = ir_find_value(g, name);
+    return v ? v->def : NULL;
+}
+
+/* print, parse, print: the two texts must be equal; returns the parsed graph. */
+static ir_graph *round_trip(const ir_graph *g, const char *what)
+{
+    char *a = print_str(g);
+    diag d;
+    diag_init(&d);
+    ir_graph *g2 = parse_text(a, strlen(a), &d);
+    char buf[512];
+    CHECK(g2, "%s: the printed text does not parse: %s", what, first_diag(&d, buf, sizeof buf));
+    if (g2) {
+        char *b = print_str(g2);
+        CHECK(strcmp(a, b) == 0, "%s: print(parse(print(g))) differs:\n%s---\n%s", what, a, b);
+        free(b);
+    }
+    diag_free(&d);
+    free(a);
+    return g2;
+}
+
+/* ---- round trips ---- */
+
+static void test_round_trip_cnn(void)
+{
+    ir_graph *g = build_cnn();
+    diag d;
+    diag_init(&d);
+    char buf[512];
+    CHECK(ir_verify(g, &d) == 0, "the CNN does not verify: %s", first_diag(&d, buf, sizeof buf));
+    ir_graph *g2 = round_trip(g, "cnn");
+    if (g2) {
+        CHECK(ir_verify(g2, &d) == 0, "the parsed CNN does not verify: %s",
+              first_diag(&d, buf, sizeof buf));
+        CHECK(g2->nnodes == g->nnodes && g2->ninputs == 2 && g2->nparams == 8 &&
+              g2->noutputs == 2, "the parsed CNN has other counts");
+        CHECK(g2->loss && strcmp(g2->loss->name, "scaled") == 0, "the loss did not come back");
+        ir_node *conv = find_node(g2, "stem");
+        CHECK(conv && conv->nattrs == 4 && strcmp(conv->attrs[0].key, "stride") == 0 &&
+              strcmp(conv->attrs[3].key, "groups") == 0 && conv->attrs[3].kind == IR_ATTR_INT,
+              "conv2d attributes lost their order or kind");
+        CHECK(conv && conv->loc.file && strcmp(conv->loc.file, "m.net") == 0 &&
+              conv->loc.line == 5 && conv->loc.col == 9, "a node location did not come back");
+        CHECK(conv && conv->out[0]->loc.line == 5, "a result did not get its node's location");
+        ir_value *w = ir_find_value(g2, "stem.weight");
+        CHECK(w && w->kind == IR_VALUE_PARAM && w->init.kind == IR_INIT_UNIFORM &&
+              w->init.a == -1.0 / 3 && w->init.b == 1.0 / 3, "an initializer did not come back");
+        ir_value *rm = ir_find_value(g2, "bn.running_mean");
+        CHECK(rm && rm->kind == IR_VALUE_BUFFER, "a buffer came back as a param");
+        ir_node *relu = find_node(g2, "relu"), *bn = find_node(g2, "bn");
+        CHECK(relu && bn && relu->in[0] == bn->out[0], "an operand does not point at its value");
+        /* locations of one file share one interned name */
+        CHECK(conv && bn && conv->loc.file == bn->loc.file, "file names are not interned");
+        ir_graph_free(g2);
+    }
+    char *text = print_str(g);
+    CHECK(strstr(text, "# gnc IR\ngraph tiny_cnn {\n  input %image: f32[4, 1, 8, 8] @m.net:2:5\n")
+              == text, "the header or first input prints otherwise:\n%s", text);
+    CHECK(strstr(text, "  %stem: f32[4, 8, 8, 8] = conv2d(%image, %stem.weight, %stem.bias) "
+                       "{stride = [1, 1], pad = [1, 1], dilation = [1, 1], groups = 1} "
+                       "@m.net:5:9\n"), "conv2d prints otherwise:\n%s", text);
+    CHECK(strstr(text, "  param %stem.weight: f32[8, 1, 3, 3] = uniform(-0.33333333333333331, "
+                       "0.33333333333333331) @m.net:5:9\n"), "a param prints otherwise");
+    CHECK(strstr(text, "  buffer %bn.running_var: f32[8] = ones @m.net:6:9\n"),
+          "a buffer prints otherwise");
+    CHECK(strstr(text, "  %half: f32[] = const() {value = 0.5}\n"), "const prints otherwise");
+    CHECK(strstr(text, "  %relu: f32[4, 8, 8, 8] = relu(%bn) @m.net:7:9\n"),
+          "a node without attributes prints otherwise");
+    CHECK(strstr(text, "  output logits = %fc @m.net:12:5\n  output \"log probs\" = "
+                       "%log_softmax @m.net:13:5\n  loss %scaled\n}\n"),
+          "outputs or loss print otherwise");
+    free(text);
+    diag_free(&d);
+    ir_graph_free(g);
+}
+
+static void test_quoted(void)
+{
+    static const char *const names[] = {"a b", "x\"y\\z", "tab\there\nnl", "\x01\x7f\xc3\xa9",
+                                        "9lives", "ok.name_1", "%", "#not a comment"};
+    static const char *const files[] = {"my models/x.net", "a:b.net", "C:\\dir\\x.net",
+                                        "plain/path-1+2.net", "\"q\".net"};
+    int nn = (int)(sizeof names / sizeof *names), nf = (int)(sizeof files / sizeof *files);
+    ir_graph *g = ir_graph_new("my-model");
+    ir_value *prev = NULL;
+    for (int i = 0; i < nn; i++) {
+        ir_loc loc = {files[i % nf], i + 1, 2 * i + 1};
+        if (!prev) {
+            prev = ir_add_input(g, names[i], T(IR_F32, 1, 3, 0, 0, 0), loc);
+            continue;
+        }
+        prev = finish(g, node(g, IR_OP_RELU, 1, &prev, names[i], loc));
+    }
+    ir_add_output(g, "out put", prev, (ir_loc){"o\n.net", 1, 1});
+    ir_add_output(g, "plain", prev, (ir_loc){0});
+    diag d;
+    diag_init(&d);
+    char buf[512];
+    CHECK(ir_verify(g, &d) == 0, "the quoted graph does not verify: %s",
+          first_diag(&d, buf, sizeof buf));
+    char *text = print_str(g);
+    CHECK(strstr(text, "graph \"my-model\" {\n"), "the graph name is not quoted:\n%s", text);
+    CHECK(strstr(text, "input %\"a b\": f32[3] @\"my models/x.net\":1:1\n"),
+          "a quoted input prints otherwise:\n%s", text);
+    CHECK(strstr(text, "%\"x\\\"y\\\\z\": f32[3] = relu(%\"a b\") @\"a:b.net\":2:3\n"),
+          "quotes and backslashes print otherwise:\n%s", text);
+    CHECK(strstr(text, "%\"tab\\there\\nnl\""), "tab and newline print otherwise");
+    CHECK(strstr(text, "%\"\\x01\\x7f\\xc3\\xa9\""), "bytes print otherwise");
+    CHECK(strstr(text, "%\"9lives\"") && strstr(text, "%ok.name_1:"),
+          "bare and quoted names are told apart otherwise");
+    CHECK(strstr(text, "@plain/path-1+2.net:4:7\n") && strstr(text, "@\"\\\"q\\\".net\":5:9\n"),
+          "file names print otherwise:\n%s", text);
+    CHECK(strstr(text, "  output \"out put\" = %\"#not a comment\" @\"o\\n.net\":1:1\n"),
+          "a quoted output prints otherwise:\n%s", text);
+    ir_graph *g2 = round_trip(g, "quoted");
+    if (g2) {
+        for (int i = 0; i < nn; i++)
+            CHECK(ir_find_value(g2, names[i]), "name %d did not come back", i);
+        CHECK(strcmp(g2->name, "my-model") == 0, "the graph name did not come back");
+        ir_value *v = ir_find_value(g2, names[2]);
+        CHECK(v && v->def && strcmp(v->def->loc.file, files[2]) == 0,
+              "a quoted file name did not come back");
+        CHECK(strcmp(g2->outputs[0].loc.file, "o\n.net") == 0, "an output location did not");
+        CHECK(ir_verify(g2, &d) == 0, "the parsed quoted graph does not verify: %s",
+              first_diag(&d, buf, sizeof buf));
+        ir_graph_free(g2);
+    }
+    free(text);
+    diag_free(&d);
+    ir_graph_free(g);
+}
+
+static int same_bits(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+static void test_floats(void)
+{
+    static const double xs[] = {0.1, 1e-5, 1e300, -0.0, 3, 0, 5e-324, DBL_MAX, -DBL_MIN,
+                                1.0 / 3, 123456789012345678.0, -2.5e-310, 1e22, INFINITY,
+                                -INFINITY};
+    int n = (int)(sizeof xs / sizeof *xs);
+    ir_graph *g = ir_graph_new("floats");
+    for (int i = 0; i < n; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "c%d", i);
+        ir_value *c = node(g, IR_OP_CONST, 0, NULL, name, (ir_loc){0});
+        ir_set_float(g, c->def, "value", xs[i]);
+        c->type = T(IR_F32, 1, 2, 0, 0, 0);
+        ir_append(g, c->def);
+        snprintf(name, sizeof name, "p%d", i);
+        ir_add_param(g, IR_VALUE_PARAM, name, T(IR_F32, 0, 0, 0, 0, 0),
+                     (ir_init){IR_INIT_NORMAL, xs[i], xs[n - 1 - i]}, (ir_loc){0});
+    }
+    char *text = print_str(g);
+    CHECK(strstr(text, "{value = 0.10000000000000001}"), "0.1 prints otherwise:\n%s", text);
+    CHECK(strstr(text, "{value = 3.0}") && strstr(text, "{value = -0.0}") &&
+          strstr(text, "{value = 0.0}"), "integral floats print without '.0':\n%s", text);
+    CHECK(strstr(text, "{value = 1.0000000000000001e+300}") &&
+          strstr(text, "{value = 1.0000000000000001e-05}"), "exponents print otherwise");
+    CHECK(strstr(text, "{value = inf}") && strstr(text, "{value = -inf}"),
+          "infinities print otherwise:\n%s", text);
+    ir_graph *g2 = round_trip(g, "floats");
+    if (g2) {
+        int i = 0;
+        for (const ir_node *nd = g2->head; nd && i < n; nd = nd->next, i++) {
+            const ir_attr *a = ir_get_attr(nd, "value");
+            CHECK(a && a->kind == IR_ATTR_FLOAT && same_bits(a->f, xs[i]),
+                  "float %.17g did not come back bit for bit", xs[i]);
+        }
+        CHECK(i == n, "the float graph lost nodes");
+        for (i = 0; i < g2->nparams; i++)
+            CHECK(same_bits(g2->params[i]->init.a, xs[i]) &&
+                  same_bits(g2->params[i]->init.b, xs[n - 1 - i]),
+                  "initializer arguments %.17g, %.17g did not come back", xs[i], xs[n - 1 - i]);
+        ir_graph_free(g2);
+    }
+    free(text);
+    ir_graph_free(g);
+
+    /* NaN has no bits to keep but its sign; it still reads back as a float */
+    const char *nan_text = "graph g {\n  %c: f32[] = const() {value = -nan}\n"
+                           "  %d: f32[] = const() {value = nan}\n}\n";
+    diag d;
+    diag_init(&d);
+    g = parse_text(nan_text, strlen(nan_text), &d);
+    CHECK(g && isnan(ir_attr_float(g->head, "value")) && signbit(ir_attr_float(g->head, "value"))
+          && g->head->attrs[0].kind == IR_ATTR_FLOAT, "-nan does not read back");
+    if (g) {
+        char *s = print_str(g);
+        CHECK(strstr(s, "{value = -nan}") && strstr(s, "{value = nan}"), "nan prints otherwise");
+        free(s);
+        ir_graph_free(g);
+    }
+    /* integers keep their kind, and the extremes of int64 fit */
+    const char *ints = "graph g {\n  input %x: f32[6]\n  %r: f32[6] = reshape(%x) "
+                       "{shape = [-9223372036854775808, 9223372036854775807], a = 7, b = 7.0, "
+                       "c = +1e2, d = []}\n}\n";
+    g = parse_text(ints, strlen(ints), &d);
+    CHECK(g != NULL, "integer extremes do not parse");
+    if (g) {
+        const ir_node *r = g->head;
+        CHECK(r->attrs[0].n == 2 && r->attrs[0].ints[0] == INT64_MIN &&
+              r->attrs[0].ints[1] == INT64_MAX, "int64 extremes did not come back");
+        CHECK(r->attrs[1].kind == IR_ATTR_INT && r->attrs[2].kind == IR_ATTR_FLOAT &&
+              r->attrs[3].kind == IR_ATTR_FLOAT && r->attrs[3].f == 100.0 &&
+              r->attrs[4].kind == IR_ATTR_INTS && r->attrs[4].n == 0,
+              "attribute kinds are read otherwise");
+        ir_graph_free(g);
+    }
+    diag_free(&d);
+}
+
+/* Several results print as "%a: T, %b: T = op(...)"; no op makes them yet. */
+static void test_multi_result(void)
+{
+    ir_graph *g = ir_graph_new("multi");
+    ir_value *x = ir_add_input(g, "x", T(IR_F32, 1, 4, 0, 0, 0), (ir_loc){0});
+    ir_value *out[2] = {ir_value_new(g, "lo", (ir_loc){0}), ir_value_new(g, "hi", (ir_loc){0})};
+    out[0]->type = out[1]->type = x->type;
+    ir_node *n = ir_node_make(g, IR_OP_RELU, 1, &x, 2, out, (ir_loc){"m.net", 1, 1});
+    ir_append(g, n);
+    char *text = print_str(g);
+    CHECK(strstr(text, "  %lo: f32[4], %hi: f32[4] = relu(%x) @m.net:1:1\n"),
+          "several results print otherwise:\n%s", text);
+    ir_graph *g2 = round_trip(g, "multi");
+    if (g2) {
+        const ir_node *m = g2->head;
+        CHECK(m && m->nout == 2 && m->out[1]->def == m && m->out[1]->def_index == 1 &&
+              strcmp(m->out[1]->name, "hi") == 0, "the second result did not come back");
+        diag d;
+        diag_init(&d);
+        char buf[512];
+        ir_verify(g2, &d);
+        CHECK(strcmp(first_diag(&d, buf, sizeof buf),
+                     "m.net:1:1: error: node %lo (relu): relu has one result, got 2") == 0,
+              "two results of relu: %s", buf);
+        diag_free(&d);
+        ir_graph_free(g2);
+    }
+    free(text);
+    ir_graph_free(g);
+}
+
+/* ---- samples and the documentation's example: canonical texts ---- */
+
+static void check_canonical(const char *what, const char *text, size_t len)
+{
+    diag d;
+    diag_init(&d);
+    char buf[512];
+    ir_graph *g = ir_parse(what, text, len, &d);
+    CHECK(g, "%s does not parse: %s", what, first_diag(&d, buf, sizeof buf));
+    if (g) {
+        CHECK(ir_verify(g, &d) == 0, "%s does not verify: %s", what,
+              first_diag(&d, buf, sizeof buf));
+        char *s = print_str(g);
+        CHECK(strlen(s) == len && memcmp(s, text, len) == 0,
+              "%s is not in canonical form; it prints as:\n%s", what, s);
+        free(s);
+        ir_graph_free(g);
+    }
+    diag_free(&d);
+}
+
+static void test_samples(const char *src)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tests/ir", src);
+    DIR *dir = opendir(path);
+    CHECK(dir, "cannot open %s", path);
+    int count = 0;
+    for (struct dirent *e; dir && (e = readdir(dir));) {
+        size_t n = strlen(e->d_name);
+        if (n < 5 || strcmp(e->d_name + n - 4, ".gir") != 0)
+            continue;
+        snprintf(path, sizeof path, "%s/tests/ir/%s", src, e->d_name);
+        size_t len;
+        char *text = read_file(path, &len);
+        CHECK(text, "cannot read %s", path);
+        if (text)
+            check_canonical(path, text, len);
+        free(text);
+        count++;
+    }
+    if (dir)
+        closedir(dir);
+    CHECK(count >= 2, "found %d samples in tests/ir", count);
+
+    /* docs/ir.md: the block after "## Example" */
+    snprintf(path, sizeof path, "%s/docs/ir.md", src);
+    size_t len;
+    char *doc = read_file(path, &len);
+    CHECK(doc, "cannot read %s", path);
+    const char *ex = doc ? strstr(doc, "## Example") : NULL;
+    const char *start = ex ? strstr(ex, "```\n") : NULL;
+    const char *end = start ? strstr(start + 4, "```\n") : NULL;
+    CHECK(end, "docs/ir.md has no example block after '## Example'");
+    if (end)
+        check_canonical("docs/ir.md example", start + 4, (size_t)(end - start - 4));
+    free(doc);
+}
+
+/* ---- malformed texts ---- */
+
+typedef struct {
+    const char *text;
+    size_t len;
+    const char *expected;   /* the first diagnostic line */
+} bad_case;
+
+#define H "graph g {\n  input %x: f32[2, 3]\n"
+#define BAD(text, expected) {text, sizeof(text) - 1, expected}
+
+static const bad_case bad_cases[] = {
+    BAD("", "t.gir:1:1: error: expected 'graph NAME {' before the end of the file"),
+    BAD("# only a comment\n\n", "t.gir:3:1: error: expected 'graph NAME {' before the end of the file"),
+    BAD("grph g {\n}\n", "t.gir:1:1: error: expected 'graph NAME {'"),
+    BAD("graph {\n}\n", "t.gir:1:7: error: expected the graph's name after 'graph'"),
+    BAD("graph g\n}\n", "t.gir:1:8: error: expected '{' after the graph's name"),
+    BAD("graph g { x\n}\n", "t.gir:1:11: error: unexpected 'x' at end of line"),
+    BAD(H, "t.gir:3:1: error: missing '}' at end of file"),
+    BAD(H "}\nextra\n", "t.gir:4:1: error: unexpected text after the end of the graph"),
+    BAD(H "  %y: f32[2, 3 = relu(%x)\n}\n", "t.gir:3:16: error: expected ']' after dimensions"),
+    BAD(H "  %y: f32[2, 3] = rleu(%x)\n}\n",
+        "t.gir:3:19: error: unknown op 'rleu'; did you mean 'relu'?"),
+    BAD(H "  %y: f32[2, 3] = frobnicate(%x)\n}\n", "t.gir:3:19: error: unknown op 'frobnicate'"),
+    BAD(H "  input %z: f33[2]\n}\n", "t.gir:3:13: error: unknown dtype 'f33'; did you mean 'f32'?"),
+    BAD(H "  %y: f32[2, 3] = relu(%w)\n}\n", "t.gir:3:24: error: use of undefined value %w"),
+    BAD(H "  %y: f32[2, 3] = dropout(%x) {p = 1.2.3}\n}\n",
+        "t.gir:3:36: error: malformed number '1.2.3'"),
+    BAD(H "  %y: f32[2, 3] = dropout(%x) {p = 0x10}\n}\n",
+        "t.gir:3:36: error: malformed number '0x10'"),
+    BAD(H "  input %\"abc: f32[2]\n}\n", "t.gir:3:10: error: unterminated string"),
+    BAD(H "  input %z: f32[99999999999999999999]\n}\n",
+        "t.gir:3:17: error: integer 99999999999999999999 does not fit in 64 bits"),
+    BAD(H "  %y: f32[6] = reshape(%x) {shape = [-9223372036854775809]}\n}\n",
+        "t.gir:3:38: error: integer -9223372036854775809 does not fit in 64 bits"),
+    BAD(H "  input %z: f32[3, 0]\n}\n", "t.gir:3:20: error: dimensions must be positive, got 0"),
+    BAD(H "  input %z: f32[-4]\n}\n", "t.gir:3:17: error: dimensions must be positive, got -4"),
+    BAD(H "  input %z: f32[1, 1, 1, 1, 1, 1, 1, 1, 1]\n}\n",
+        "t.gir:3:41: error: a type has at most 8 dimensions"),
+    BAD(H "  input %z: f32[2.5]\n}\n", "t.gir:3:17: error: expected a dimension"),
+    BAD(H "  input %x: f32[2]\n}\n", "t.gir:3:9: error: redefinition of %x"),
+    BAD(H "  %y: f32[2], %y: f32[2] = relu(%x)\n}\n", "t.gir:3:15: error: redefinition of %y"),
+    BAD(H "  %y: f32[2, 3] = relu(%x) junk\n}\n",
+        "t.gir:3:28: error: unexpected 'junk' at end of line"),
+    BAD(H "  inptu %z: f32[2]\n}\n",
+        "t.gir:3:3: error: unknown statement 'inptu'; expected input, param, buffer, output, "
+        "loss or a node (%name: TYPE = op(...))"),
+    BAD(H "\0\n}\n", "t.gir:3:1: error: expected a statement, found byte 0x00"),
+    BAD(H "  input %z: f32[2]\0\n}\n", "t.gir:3:19: error: unexpected byte 0x00 at end of line"),
+    BAD(H "  param %w: f32[2] = unifrom(0, 1)\n}\n",
+        "t.gir:3:22: error: unknown initializer 'unifrom'; did you mean 'uniform'?"),
+    BAD(H "  param %w: f32[2] = uniform 0, 1\n}\n", "t.gir:3:30: error: expected '(' after 'uniform'"),
+    BAD(H "  param %w: f32[2] = normal(0 1)\n}\n",
+        "t.gir:3:31: error: expected ',' between the initializer's arguments"),
+    BAD(H "  param %w: f32[2] = uniform(1e999, 1)\n}\n",
+        "t.gir:3:30: error: number 1e999 is out of range"),
+    BAD(H "  param %w: f32[2]\n}\n",
+        "t.gir:3:19: error: expected '=' and an initializer after the type"),
+    BAD(H "  input %\"a\\qb\": f32[2]\n}\n", "t.gir:3:12: error: unknown escape '\\q' in a string"),
+    BAD(H "  input %\"a\\x00\": f32[2]\n}\n", "t.gir:3:12: error: a string cannot hold a NUL byte"),
+    BAD(H "  input %\"a\\xZ1\": f32[2]\n}\n", "t.gir:3:12: error: \\x needs two hex digits"),
+    BAD(H "  input %\"a\0b\": f32[2]\n}\n", "t.gir:3:12: error: a string cannot hold a NUL byte"),
+    BAD(H "  %y: f32[2, 3] = dropout(%x) {p = 0.5, p = 0.5}\n}\n",
+        "t.gir:3:41: error: duplicate attribute p"),
+    BAD(H "  %y: f32[2, 3] = dropout(%x) {p = 0.5\n}\n",
+        "t.gir:3:39: error: expected '}' after the attributes"),
+    BAD(H "  %y: f32[2, 3] = dropout(%x) {p 0.5}\n}\n",
+        "t.gir:3:34: error: expected '=' after the attribute name"),
+    BAD(H "  %y: f32[6] = reshape(%x) {shape = [6, 1.5]}\n}\n",
+        "t.gir:3:41: error: expected an integer in the list"),
+    BAD(H "  %y: f32[6] = reshape(%x) {shape = [6}\n}\n",
+        "t.gir:3:39: error: expected ']' after the list"),
+    BAD(H "  %y: f32[2, 3] = add(%x %x)\n}\n", "t.gir:3:26: error: expected ')' after the operands"),
+    BAD(H "  %y: f32[2, 3] relu(%x)\n}\n", "t.gir:3:17: error: expected '=' after the result type"),
+    BAD(H "  %y f32[2]\n}\n", "t.gir:3:6: error: expected ':' after the value name"),
+    BAD(H "  % y: f32[2] = relu(%x)\n}\n", "t.gir:3:3: error: expected a name after '%'"),
+    BAD(H "  %y: f32[2, 3] = (%x)\n}\n", "t.gir:3:19: error: expected an op name after '='"),
+    BAD(H "  %y: f32[2, 3] = relu %x\n}\n", "t.gir:3:24: error: expected '(' after the op name"),
+    BAD(H "  input %z: f32[2] @file.net:x:1\n}\n", "t.gir:3:30: error: expected a line number"),
+    BAD(H "  input %z: f32[2] @:1:1\n}\n", "t.gir:3:21: error: expected a file name after '@'"),
+    BAD(H "  input %z: f32[2] @f.net 1:1\n}\n",
+        "t.gir:3:27: error: expected ':' and a line number after the file name"),
+    BAD(H "  input %z: f32[2] @f.net:1:99999999999\n}\n", "t.gir:3:29: error: expected a column number"),
+    BAD(H "  output o %x\n}\n", "t.gir:3:12: error: expected '=' after the output name"),
+    BAD(H "  output o = %nope\n}\n", "t.gir:3:14: error: use of undefined value %nope"),
+    BAD(H "  loss %x\n  loss %x\n}\n", "t.gir:4:3: error: a graph has at most one loss"),
+    BAD(H "  input %z: [2]\n}\n", "t.gir:3:13: error: expected a type such as f32[2, 3]"),
+    BAD(H "  input %z: f32(2)\n}\n", "t.gir:3:16: error: expected '[' after the dtype"),
+    BAD(H "  [[[[[[[[[[[[\n}\n", "t.gir:3:3: error: expected a statement, found '['"),
+};
+
+static void test_bad_texts(void)
+{
+    int n = (int)(sizeof bad_cases / sizeof *bad_cases);
+    CHECK(n >= 25, "only %d malformed texts", n);
+    for (int i = 0; i < n; i++) {
+        const bad_case *c = &bad_cases[i];
+        diag d;
+        diag_init(&d);
+        char buf[1024];
+        ir_graph *g = parse_text(c->text, c->len, &d);
+        CHECK(!g, "case %d parsed: %s", i, c->text);
+        CHECK(strcmp(first_diag(&d, buf, sizeof buf), c->expected) == 0,
+              "case %d gives\n    %s\n  instead of\n    %s", i, buf, c->expected);
+        ir_graph_free(g);
+        diag_free(&d);
+    }
+}
+
+/* After an error the parser goes on at the next line; a broken definition still
+ * defines its name, so its uses give no further errors. */
+static void test_recovery(void)
+{
+    const char *text = "graph g {\n"
+                       "  input %x: f32[2]\n"
+                       "  %a: f32[2] = rleu(%x)\n"          /* 3: unknown op */
+                       "  %b: f32[2] = relu(%a)\n"          /* fine: %a is known */
+                       "  input %y: f33[2]\n"               /* 5: unknown dtype */
+                       "  %c: f32[2] = add(%b, %y) {k = }\n" /* 6: bad attribute value */
+                       "  output o = %c\n"
+                       "  param %w: f32[2] = zeros @\"x.net:1:1\n" /* 8: unterminated */
+                       "}\n";
+    diag d;
+    diag_init(&d);
+    ir_graph *g = parse_text(text, strlen(text), &d);
+    CHECK(!g, "a text with errors parsed");
+    CHECK(d.nerrors == 4, "expected 4 errors, got %d", d.nerrors);
+    int lines[] = {3, 5, 6, 8};
+    for (int i = 0; i < 4 && i < d.n; i++)
+        CHECK(d.entries[i].loc.line == lines[i], "error %d is on line %d, not %d", i,
+              d.entries[i].loc.line, lines[i]);
+    if (d.n >= 3)
+        CHECK(strcmp(d.entries[2].msg, "expected an attribute value: a number or a list of "
+                                       "integers") == 0, "the attribute error reads: %s",
+              d.entries[2].msg);
+    /* the source is registered: diag_print quotes the line with a caret */
+    char *out = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&out, &n);
+    diag_print(&d, f);
+    fclose(f);
+    CHECK(strstr(out, "t.gir:3:16: error: unknown op 'rleu'; did you mean 'relu'?\n"
+                      "      %a: f32[2] = rleu(%x)\n"
+                      "                   ^\n"), "the caret is missing or misplaced:\n%s", out);
+    free(out);
+    diag_free(&d);
+
+    /* CRLF line ends, comments and blank lines are fine */
+    const char *crlf = "# gnc IR\r\n\r\ngraph g { # the model\r\n  input %x: f32[2]\r\n"
+                       "  # a comment line\r\n  %y: f32[2] = relu(%x) # trailing\r\n}\r\n";
+    diag_init(&d);
+    g = parse_text(crlf, strlen(crlf), &d);
+    char buf[512];
+    CHECK(g && ir_verify(g, &d) == 0, "CRLF text: %s", first_diag(&d, buf, sizeof buf));
+    ir_graph_free(g);
+    diag_free(&d);
+}
+
+/* ---- the verifier ---- */
+
+static void expect_verify(ir_graph *g, int nerrors, const char *expected, const char *what)
+{
+    diag d;
+    diag_init(&d);
+    char buf[1024];
+    int n = ir_verify(g, &d);
+    CHECK(n == nerrors, "%s: %d problems instead of %d (first: %s)", what, n, nerrors,
+          first_diag(&d, buf, sizeof buf));
+    CHECK(n == d.nerrors, "%s: ir_verify returned %d but reported %d", what, n, d.nerrors);
+    CHECK(strcmp(first_diag(&d, buf, sizeof buf), expected) == 0,
+          "%s gives\n    %s\n  instead of\n    %s", what, buf, expected);
+    diag_free(&d);
+    ir_graph_free(g);
+}
+
+static void test_verify(void)
+{
+    ir_graph *g = build_cnn();
+    ir_value *relu = ir_find_value(g, "relu");
+    relu->type.dims[3] = 9;
+    expect_verify(g, 1, "m.net:7:9: error: node %relu (relu): declared type f32[4, 8, 8, 9] "
+                  "but operands give f32[4, 8, 8, 8]", "wrong declared type");
+
+    g = build_cnn();
+    ir_node *n = find_node(g, "relu");
+    ir_erase(g, n);
+    ir_insert_before(g, g->head, n);
+    expect_verify(g, 1, "m.net:7:9: error: node %relu (relu): operand %bn is used before its "
+                  "definition", "use before definition");
+
+    g = build_cnn();
+    ir_graph *other = ir_graph_new("other");
+    ir_value *stranger = ir_add_input(other, "stranger", T(IR_F32, 1, 2, 0, 0, 0), (ir_loc){0});
+    find_node(g, "relu")->in[0] = stranger;
+    expect_verify(g, 1, "m.net:7:9: error: node %relu (relu): operand %stranger is not defined "
+                  "in the graph", "operand from another graph");
+    ir_graph_free(other);
+
+    g = build_cnn();
+    ir_erase(g, find_node(g, "bn"));
+    expect_verify(g, 1, "m.net:7:9: error: node %relu (relu): operand %bn is not defined in "
+                  "the graph", "operand of an erased node");
+
+    g = build_cnn();
+    n = find_node(g, "relu");
+    n->in[0] = n->out[0];
+    expect_verify(g, 1, "m.net:7:9: error: node %relu (relu) uses its own result %relu",
+                  "a node using its own result");
+
+    g = build_cnn();
+    n = find_node(g, "stem");
+    n->nattrs = 3; /* groups was last */
+    expect_verify(g, 1, "m.net:5:9: error: node %stem (conv2d): conv2d is missing attribute "
+                  "'groups'", "missing attribute");
+
+    g = build_cnn();
+    n = find_node(g, "stem");
+    n->attrs[3].kind = IR_ATTR_FLOAT;
+    n->attrs[3].f = 1;
+    expect_verify(g, 1, "m.net:5:9: error: node %stem (conv2d): conv2d attribute 'groups' must "
+                  "be an integer", "wrong attribute kind");
+
+    g = build_cnn();
+    ir_set_int(g, find_node(g, "stem"), "bogus", 1);
+    expect_verify(g, 1, "m.net:5:9: error: node %stem (conv2d): conv2d has no attribute 'bogus'",
+                  "unknown attribute");
+
+    g = build_cnn();
+    int64_t huge[2] = {INT64_MAX / 2 + 1, 1};
+    ir_set_ints(g, find_node(g, "stem"), "dilation", 2, huge);
+    expect_verify(g, 1, "m.net:5:9: error: node %stem (conv2d): attribute values are too large",
+                  "dilation that would overflow");
+
+    g = build_cnn();
+    int64_t wide[2] = {INT64_MAX, 2}, dil[2] = {2, 1};
+    ir_set_ints(g, find_node(g, "pool"), "kernel", 2, wide);
+    ir_set_ints(g, find_node(g, "pool"), "dilation", 2, dil);
+    expect_verify(g, 1, "m.net:7:20: error: node %pool (maxpool2d): attribute values are too "
+                  "large", "pooling window that would overflow");
+
+    g = build_cnn();
+    int64_t pads[2] = {INT64_MAX / 2 + 1, 0};
+    ir_set_ints(g, find_node(g, "pool"), "pad", 2, pads);
+    expect_verify(g, 1, "m.net:7:20: error: node %pool (maxpool2d): attribute values are too "
+                  "large", "pooling pad that would overflow");
+
+    g = build_cnn();
+    int64_t big[4] = {INT64_MAX / 2, 4, 4, 4};
+    ir_set_ints(g, find_node(g, "flat"), "shape", 4, big);
+    expect_verify(g, 1, "m.net:8:20: error: node %flat (reshape): attribute values are too large",
+                  "reshape whose element count would overflow");
+
+    g = build_cnn();
+    g->loss = ir_find_value(g, "fc");
+    expect_verify(g, 1, "m.net:9:9: error: the loss %fc must be an f32 scalar (f32[]), got "
+                  "f32[4, 10]", "non-scalar loss");
+
+    g = build_cnn();
+    g->loss = ir_value_new(g, "nowhere", (ir_loc){0});
+    expect_verify(g, 1, "gnc: error: the loss %nowhere is not defined in the graph",
+                  "undefined loss");
+
+    g = build_cnn();
+    n = find_node(g, "relu");
+    n->out[0]->def_index = 1;
+    expect_verify(g, 1, "m.net:7:9: error: node %relu (relu): result %relu records another node "
+                  "or index (1) as its definition", "wrong def_index");
+
+    g = build_cnn();
+    n = find_node(g, "relu");
+    n->next->prev = n->prev;
+    expect_verify(g, 1, "m.net:7:20: error: node list is broken: node %pool (maxpool2d) does not "
+                  "link back to node %relu (relu) before it", "broken prev link");
+
+    g = build_cnn();
+    g->nnodes++;
+    expect_verify(g, 1, "gnc: error: the graph counts 12 nodes but its list holds 11",
+                  "wrong node count");
+
+    g = build_cnn();
+    g->inputs[0]->init = (ir_init){IR_INIT_ONES, 0, 0};
+    expect_verify(g, 1, "m.net:2:5: error: input %image has an initializer",
+                  "input with an initializer");
+
+    g = build_cnn();
+    g->params[0]->init = (ir_init){IR_INIT_NONE, 0, 0};
+    expect_verify(g, 1, "m.net:5:9: error: param %stem.weight has no initializer",
+                  "param without an initializer");
+
+    g = build_cnn();
+    g->params[1]->init = (ir_init){IR_INIT_UNIFORM, 1, 1};
+    expect_verify(g, 1, "m.net:5:9: error: param %stem.bias: uniform(a, b) needs a < b, got "
+                  "uniform(1, 1)", "empty uniform range");
+
+    g = build_cnn();
+    g->params[6]->init = (ir_init){IR_INIT_NORMAL, 0, -1};
+    expect_verify(g, 1, "m.net:9:9: error: param %fc.weight: normal(mean, std) needs std >= 0, "
+                  "got normal(0, -1)", "negative std");
+
+    g = build_cnn();
+    g->params[4]->type.dtype = IR_I32;
+    expect_verify(g, 2, "m.net:6:9: error: buffer %bn.running_mean must have a floating-point "
+                  "type, got i32[8]", "integer buffer");
+
+    g = build_cnn();
+    ir_add_output(g, "logits", ir_find_value(g, "relu"), at(14, 5));
+    expect_verify(g, 1, "m.net:14:5: error: output name logits is used twice",
+                  "duplicate output name");
+
+    g = build_cnn();
+    ir_add_output(g, "ghost", ir_value_new(g, "ghost", (ir_loc){0}), at(14, 5));
+    expect_verify(g, 1, "m.net:14:5: error: output ghost refers to %ghost, which is not defined "
+                  "in the graph", "output of an undefined value");
+
+    g = build_cnn();
+    ir_find_value(g, "gap")->name = "pool";
+    expect_verify(g, 1, "m.net:8:9: error: node %pool (global_avgpool): result %pool: another "
+                  "value has the same name", "duplicate value name");
+
+    g = build_cnn();
+    ir_find_value(g, "label")->type.dims[0] = 0;
+    expect_verify(g, 1, "m.net:3:5: error: input %label has type i32[0]: dimensions must be "
+                  "positive", "zero dimension");
+
+    g = build_cnn();
+    ir_find_value(g, "relu")->id = 99999;
+    expect_verify(g, 1, "m.net:7:9: error: node %relu (relu): result %relu has id 99999, outside "
+                  "0..20", "id out of range");
+
+    /* a cycle in the list ends the walk instead of hanging */
+    g = build_cnn();
+    g->tail->next = g->head;
+    expect_verify(g, 1, "m.net:11:20: error: node list is broken: node %scaled (mul) links "
+                  "back to the earlier node %stem (conv2d)", "cyclic list");
+
+    /* several problems at once: each one reported, and the count returned */
+    g = build_cnn();
+    ir_find_value(g, "relu")->type.dims[3] = 9;
+    g->loss = ir_find_value(g, "fc");
+    find_node(g, "stem")->nattrs = 3;
+    diag d;
+    diag_init(&d);
+    CHECK(ir_verify(g, &d) == 3, "three problems are not three");
+    diag_free(&d);
+    ir_graph_free(g);
+}
+
+/* Text that parses but does not verify: the verifier speaks of the source the
+ * text records, or of no place when it records none. */
+static void test_verify_text(void)
+{
+    static const struct {
+        const char *text, *expected;
+    } cases[] = {
+        {"graph g {\n  input %x: f32[2]\n  %y: f32[3] = relu(%x) @m.net:4:2\n}\n",
+         "m.net:4:2: error: node %y (relu): declared type f32[3] but operands give f32[2]"},
+        {"graph g {\n  input %x: f32[9223372036854775807, 2]\n  %y: f32[2] = relu(%x)\n}\n",
+         "gnc: error: input %x has type f32[9223372036854775807, 2], more than 2^37 elements"},
+        {"graph g {\n  input %x: f32[2]\n  %y: f32[2] = relu(%x, %x)\n}\n",
+         "gnc: error: node %y (relu): relu takes 1 to 1 operands, got 2"},
+        {"graph g {\n  input %x: f32[2]\n  %y: f32[2] = dropout(%x) {p = 0.5, q = 1}\n}\n",
+         "gnc: error: node %y (dropout): dropout has no attribute 'q'"},
+        {"graph g {\n  input %x: f32[2]\n  param %w: i32[2] = zeros @\"w s.net\":1:1\n}\n",
+         "w s.net:1:1: error: param %w must have a floating-point type, got i32[2]"},
+        {"graph g {\n  input %x: f32[2]\n  output o = %x\n  output o = %x @a.net:9:9\n}\n",
+         "a.net:9:9: error: output name o is used twice"},
+        {"graph g {\n  input %x: f32[2]\n  param %w: f32[2] = none\n  loss %x\n}\n",
+         "gnc: error: param %w has no initializer"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        diag d;
+        diag_init(&d);
+        char buf[512];
+        ir_graph *g = parse_text(cases[i].text, strlen(cases[i].text), &d);
+        CHECK(g, "verify case %zu does not parse: %s", i, first_diag(&d, buf, sizeof buf));
+        if (g) {
+            CHECK(ir_verify(g, &d) > 0, "verify case %zu verifies", i);
+            CHECK(strcmp(first_diag(&d, buf, sizeof buf), cases[i].expected) == 0,
+                  "verify case %zu gives\n    %s\n  instead of\n    %s", i, buf,
+                  cases[i].expected);
+            ir_graph_free(g);
+        }
+        diag_free(&d);
+    }
+}
+
+/* Verifier messages must outlive the graph: gnc frees a graph that fails before
+ * it prints the diagnostics. */
+static void test_verify_after_free(void)
+{
+    ir_graph *g = build_cnn();
+    ir_find_value(g, "relu")->type.dims[3] = 9;
+    diag d;
+    diag_init(&d);
+    ir_verify(g, &d);
+    ir_graph_free(g);
+    char buf[512];
+    CHECK(strncmp(first_diag(&d, buf, sizeof buf), "m.net:7:9: error:", 17) == 0,
+          "the message lost its file: %s", buf);
+    diag_free(&d);
+}
+
+/* ---- robustness ---- */
+
+static uint64_t rng_state;
+
+static uint64_t rnd(void)
+{
+    uint64_t x = rng_state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return rng_state = x;
+}
+
+typedef struct {
+    FILE *devnull;
+    int parsed, unstable;
+} fuzz_stats;
+
+/* One input through everything a user of the text form would do with it; a
+ * graph that parses must print to a text that parses and prints the same. */
+static void feed(fuzz_stats *st, const char *text, size_t len)
+{
+    diag d;
+    diag_init(&d);
+    ir_graph *g = ir_parse("fuzz.gir", text, len, &d);
+    if (g) {
+        st->parsed++;
+        ir_verify(g, &d);
+        char *a = print_str(g);
+        ir_graph *g2 = ir_parse("again.gir", a, strlen(a), &d);
+        char *b = g2 ? print_str(g2) : NULL;
+        if (!b || strcmp(a, b) != 0) {
+            if (st->unstable++ < 3)
+                fprintf(stderr, "unstable round trip of\n%.*s\n--- printed as\n%s", (int)len,
+                        text, a);
+        }
+        free(a);
+        free(b);
+        ir_graph_free(g2);
+        ir_graph_free(g);
+    }
+    diag_print(&d, st->devnull);
+    diag_free(&d);
+}
+
+static void test_robustness(void)
+{
+    static const char *const tokens[] = {
+        "%", "\"", "\\", "[", "]", "{", "}", "(", ")", ",", ":", "=", "@", "#", "\n", " ",
+        "99999999999999999999", "-9223372036854775808", "1e999", "nan", "-0.0", "%\"", "\\x",
+        "[[[[[[[[[[", "f32[", "relu(", "graph g {\n", "}\n", "input %q: f32[1]\n", "\xff\xfe",
+        "0", "-1", "1.5", "@a.net:1:1", "output o = %x\n", "loss %x\n", ", %z: f32[2]",
+    };
+    fuzz_stats st = {fopen("/dev/null", "w"), 0, 0};
+    if (!st.devnull)
+        abort();
+    ir_graph *g = build_cnn();
+    char *cnn = print_str(g);
+    ir_graph_free(g);
+    const char *hand = "# gnc IR\ngraph \"q\\tg\" {\n  input %x: f32[2, 3] @\"a b.net\":1:2\n"
+                       "  param %w: f32[3] = normal(0.0, 1e-2)\n"
+                       "  %y: f32[2, 3], %\"z\\x01\": f32[] = mul(%x, %w) {k = [1, -2], f = 0.5}\n"
+                       "  output \"o\" = %y\n  loss %\"z\\x01\"\n}\n";
+    const char *bases[] = {cnn, hand};
+
+    /* every truncation */
+    for (int b = 0; b < 2; b++) {
+        size_t len = strlen(bases[b]);
+        for (size_t i = 0; i <= len; i++) {
+            char *copy = malloc(i ? i : 1); /* exactly i bytes: ASan sees any overread */
+            memcpy(copy, bases[b], i);
+            feed(&st, copy, i);
+            free(copy);
+        }
+    }
+    CHECK(st.parsed == 4, "%d truncations parsed; only the two whole texts should, with or "
+          "without their last newline", st.parsed);
+
+    /* seeded random mutations */
+    rng_state = 0x9e3779b97f4a7c15ull;
+    int runs = 5000;
+    for (int r = 0; r < runs; r++) {
+        const char *base = bases[rnd() % 2];
+        size_t len = strlen(base), cap = len + 512;
+        char *s = malloc(cap);
+        memcpy(s, base, len);
+        int nmut = 1 + (int)(rnd() % 4);
+        for (int m = 0; m < nmut; m++) {
+            size_t pos = len ? rnd() % (len + 1) : 0;
+            switch (rnd() % 5) {
+            case 0: /* overwrite a byte */
+                if (pos < len)
+                    s[pos] = (char)rnd();
+                break;
+            case 1: /* insert a byte */
+                if (len + 1 < cap) {
+                    memmove(s + pos + 1, s + pos, len - pos);
+                    s[pos] = (char)rnd();
+                    len++;
+                }
+                break;
+            case 2: { /* delete a few bytes */
+                size_t k = 1 + rnd() % 8;
+                if (pos + k <= len) {
+                    memmove(s + pos, s + pos + k, len - pos - k);
+                    len -= k;
+                }
+                break;
+            }
+            case 3: { /* insert a token */
+                const char *t = tokens[rnd() % (sizeof tokens / sizeof *tokens)];
+                size_t k = strlen(t);
+                if (len + k < cap) {
+                    memmove(s + pos + k, s + pos, len - pos);
+                    memcpy(s + pos, t, k);
+                    len += k;
+                }
+                break;
+            }
+            default: { /* replace a digit by another, to make types and attributes lie */
+                for (size_t i = pos; i < len; i++)
+                    if (s[i] >= '0' && s[i] <= '9') {
+                        s[i] = (char)('0' + rnd() % 10);
+                        break;
+                    }
+            }
+            }
+        }
+        char *exact = malloc(len ? len : 1);
+        memcpy(exact, s, len);
+        feed(&st, exact, len);
+        free(exact);
+        free(s);
+    }
+    CHECK(st.unstable == 0, "%d parsed inputs did not print back stably", st.unstable);
+    CHECK(st.parsed > 10, "only %d mutants parsed: the mutations are too harsh to test "
+          "the verifier", st.parsed);
+
+    /* long lines, deep nesting, long names, many errors */
+    size_t big = 20000;
+    char *s = malloc(big + 64);
+    memset(s, '[', big);
+    feed(&st, s, big);
+    int k = snprintf(s, 64, "graph g {\n  input %%x: f32[");
+    for (size_t i = (size_t)k; i < big; i++)
+        s[i] = "1, "[(i - (size_t)k) % 3];
+    feed(&st, s, big);
+    memcpy(s, "graph g {\n  input %", 19);
+    memset(s + 19, 'n', big - 19);
+    memcpy(s + big - 19, ": f32[1]\n}\n", 11);
+    diag d;
+    diag_init(&d);
+    g = ir_parse("long.gir", s, big - 8, &d);
+    CHECK(g && g->ninputs == 1 && strlen(g->inputs[0]->name) == big - 38,
+          "a 20000-byte name does not parse");
+    if (g) {
+        ir_graph *g2 = round_trip(g, "long name");
+        ir_graph_free(g2);
+    }
+    ir_graph_free(g);
+    diag_free(&d);
+    for (size_t i = 0; i < big; i++)
+        s[i] = (char)(i % 7 == 6 ? '\n' : '?');
+    diag_init(&d);
+    g = ir_parse("junk.gir", s, big, &d);
+    CHECK(!g && d.nerrors > 50 && d.n == 50, "junk reports %d errors, keeps %d", d.nerrors, d.n);
+    diag_print(&d, st.devnull);
+    diag_free(&d);
+    ir_graph_free(g);
+    free(s);
+    free(cnn);
+    fclose(st.devnull);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_ir SOURCE_DIR\n");
+        return 2;
+    }
+    test_round_trip_cnn();
+    test_quoted();
+    test_floats();
+    test_multi_result();
+    test_samples(argv[1]);
+    test_bad_texts();
+    test_recovery();
+    test_verify();
+    test_verify_text();
+    test_verify_after_free();
+    test_robustness();
+    printf("test_ir: %d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
