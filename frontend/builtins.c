@@ -130,7 +130,7 @@ static val b_conv2d(elab *e, call *c)
         val binit = c->args[9].v;
         if (binit.k != V_INIT) /* PyTorch bounds a conv bias by the weight's fan-in */
             binit = (val){.k = V_INIT, .i = INIT_TORCH_DEFAULT,
-                          .f = (double)(in_c / groups * k[0] * k[1])};
+                          .f = (double)(in_c / groups) * (double)k[0] * (double)k[1]};
         in[2] = make_param(e, c, "bias", IR_VALUE_PARAM,
                            (ir_type){x->type.dtype, 1, {out_c}}, binit, INIT_TORCH_DEFAULT);
         if (!in[2])

@@ -21,7 +21,11 @@
 #include <string.h>
 
 #define MAX_CALL_DEPTH 64
-#define MAX_STEPS 50000000L  /* statements + loop iterations + nodes, to stop runaway loops */
+#define MAX_EVAL_DEPTH 256  /* nested expressions, across def calls: C stack frames */
+#define MAX_STEPS 1000000L  /* statements + loop iterations + def calls + nodes, to stop
+                               runaway loops: a step costs up to about 0.5 KB and 3 us */
+#define MAX_NUMEL ((int64_t)1 << 37)  /* elements of one tensor (1 TiB of i64): sizes
+                                         computed from its dims cannot overflow */
 
 typedef struct binding {
     const char *name;
@@ -49,18 +53,26 @@ typedef struct module {
     struct module *next;
 } module;
 
-/* A naming scope: one per model body and def call. */
+/* A naming scope: one per model body and def call.  The names used in it are
+ * kept in elab's claims, by full path. */
 typedef struct counter {
-    const char *name;     /* a name used in this scope (explicit or automatic) */
-    ir_loc loc;
-    struct counter *next;
+    const char *base;     /* "relu", "conv2d", a def's name */
+    int64_t next;         /* every base<k> with k < next is taken */
+    struct counter *next_base;
 } counter;
 
 typedef struct scope {
     const char *path;     /* "" for the model body, "layer1.block0" inside */
-    counter *used;
+    counter *counters;
     struct scope *parent;
 } scope;
+
+/* A name claimed in a scope, by full path: as a name holds no '.', the path
+ * stands for the scope and the name in it. */
+typedef struct {
+    const char *path;
+    ir_loc loc;
+} claim;
 
 typedef struct {
     ir_loc loc;           /* the call site */
@@ -86,6 +98,9 @@ struct elab {
     long steps;
     int out_of_steps;
     int errors0;          /* d->nerrors when elaboration began */
+    int eval_depth;       /* nested eval calls */
+    claim *claims;        /* open-addressing hash set of claimed paths */
+    size_t nclaims, cap_claims;
 };
 
 /* ---------------------------------------------------------------- basics */
@@ -167,12 +182,27 @@ ir_loc el_loc(elab *e, ir_loc loc)
 
 static int step(elab *e, ir_loc loc)
 {
+    /* past the diag's error limit nothing more is shown: stop, rather than run on
+       through, say, an exponential tree of failing recursive calls */
+    if (e->d->max_errors && e->d->nerrors - e->errors0 > e->d->max_errors)
+        return 0;
     if (++e->steps <= MAX_STEPS)
         return 1;
     if (!e->out_of_steps)
         el_error(e, loc, "elaboration takes more than %ld steps; is a loop too long?",
                  MAX_STEPS);
     e->out_of_steps = 1;
+    return 0;
+}
+
+/* Whether t has more than MAX_NUMEL elements, computed without overflow: dims
+ * come from the user, and the IR multiplies them freely. */
+static int too_large(const ir_type *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->rank; i++)
+        if (t->dims[i] > MAX_NUMEL || __builtin_mul_overflow(n, t->dims[i], &n) || n > MAX_NUMEL)
+            return 1;
     return 0;
 }
 
@@ -241,35 +271,81 @@ static void unknown_name(elab *e, env *en, ir_loc loc, const char *what, const c
         el_error(e, loc, "unknown %s '%s'", what, name);
 }
 
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* The slot of path in the claims: where it is, or the empty slot for it. */
+static claim *claim_slot(claim *claims, size_t cap, const char *path)
+{
+    for (size_t i = hash_str(path) & (cap - 1);; i = (i + 1) & (cap - 1))
+        if (!claims[i].path || strcmp(claims[i].path, path) == 0)
+            return &claims[i];
+}
+
+static const claim *claim_find(elab *e, const char *path)
+{
+    if (!e->cap_claims)
+        return NULL;
+    claim *c = claim_slot(e->claims, e->cap_claims, path);
+    return c->path ? c : NULL;
+}
+
+static void claim_add(elab *e, const char *path, ir_loc loc)
+{
+    if (2 * (e->nclaims + 1) > e->cap_claims) {
+        size_t cap = e->cap_claims ? 2 * e->cap_claims : 256;
+        claim *t = alloc(e, cap * sizeof *t);
+        for (size_t i = 0; i < e->cap_claims; i++)
+            if (e->claims[i].path)
+                *claim_slot(t, cap, e->claims[i].path) = e->claims[i];
+        e->claims = t;
+        e->cap_claims = cap;
+    }
+    *claim_slot(e->claims, e->cap_claims, path) = (claim){path, loc};
+    e->nclaims++;
+}
+
 /* The full name of a layer or def call in the current scope: the explicit
- * name = "..." if given, else base followed by the first free number. */
+ * name = "..." if given, else base followed by the first free number.  Names
+ * are never released, so the first free number is never below the last one
+ * given for base: the search starts there, and a scope of n names costs O(n). */
 static const char *scope_name(elab *e, const char *explicit_, const char *base, ir_loc loc)
 {
     scope *s = e->scope;
-    const char *local = explicit_;
+    const char *path;
     if (explicit_) {
-        for (counter *c = s->used; c; c = c->next)
-            if (strcmp(c->name, explicit_) == 0) {
-                el_error(e, loc, "name '%s' is already used in this scope", explicit_);
-                diag_note(e->d, c->loc, "first used here");
-                return NULL;
-            }
+        path = s->path[0] ? fmt(e, "%s.%s", s->path, explicit_) : explicit_;
+        const claim *c = claim_find(e, path);
+        if (c) {
+            el_error(e, loc, "name '%s' is already used in this scope", explicit_);
+            diag_note(e->d, c->loc, "first used here");
+            return NULL;
+        }
     } else {
-        for (int k = 0;; k++) {
-            local = fmt(e, "%s%d", base, k);
-            counter *c = s->used;
-            while (c && strcmp(c->name, local) != 0)
-                c = c->next;
-            if (!c)
+        counter *n = s->counters;
+        while (n && strcmp(n->base, base) != 0)
+            n = n->next_base;
+        if (!n) {
+            n = alloc(e, sizeof *n);
+            n->base = base;
+            n->next_base = s->counters;
+            s->counters = n;
+        }
+        for (;; n->next++) {
+            path = s->path[0] ? fmt(e, "%s.%s%lld", s->path, base, (long long)n->next)
+                              : fmt(e, "%s%lld", base, (long long)n->next);
+            if (!claim_find(e, path))
                 break;
         }
+        n->next++;
     }
-    counter *c = alloc(e, sizeof *c);
-    c->name = local;
-    c->loc = loc;
-    c->next = s->used;
-    s->used = c;
-    return s->path[0] ? fmt(e, "%s.%s", s->path, local) : local;
+    claim_add(e, path, loc);
+    return path;
 }
 
 const char *el_scope_name(elab *e, const char *name, ir_loc loc)
@@ -452,6 +528,12 @@ val node_end(elab *e, call *c, ir_node *n)
         el_error(e, c->loc, "%s", err);
         return error_val();
     }
+    if (too_large(&t)) {
+        char buf[128];
+        el_error(e, c->loc, "%s would make a tensor %s, which is too large", c->fn,
+                 ir_type_str(&t, buf, sizeof buf));
+        return error_val();
+    }
     n->out[0]->type = t;
     ir_append(e->g, n);
     return tensor_val(n->out[0]);
@@ -471,6 +553,12 @@ ir_value *make_param(elab *e, call *c, const char *suffix, ir_value_kind kind, i
                      val init, init_kind dflt)
 {
     const char *name = suffix ? fmt(e, "%s.%s", c->path, suffix) : c->path;
+    if (too_large(&t)) {
+        char buf[128];
+        el_error(e, c->loc, "parameter '%s' would be %s, which is too large", name,
+                 ir_type_str(&t, buf, sizeof buf));
+        return NULL;
+    }
     if (!ir_claim_name(e->g, name)) {
         el_error(e, c->loc, "parameter '%s' is defined twice", name);
         return NULL;
@@ -673,7 +761,22 @@ static int init_name(const char *name, val *out)
     return 0;
 }
 
+static val eval_expr(elab *e, env *en, ast *x);
+
+/* eval recurses on the C stack, through def calls too: its depth is bounded. */
 static val eval(elab *e, env *en, ast *x)
+{
+    if (e->eval_depth >= MAX_EVAL_DEPTH) {
+        el_error(e, x->loc, "expressions and calls nest more than %d deep", MAX_EVAL_DEPTH);
+        return error_val();
+    }
+    e->eval_depth++;
+    val v = eval_expr(e, en, x);
+    e->eval_depth--;
+    return v;
+}
+
+static val eval_expr(elab *e, env *en, ast *x)
 {
     switch (x->kind) {
     case AST_INT: return int_val(x->ival);
@@ -943,6 +1046,13 @@ static val call_def(elab *e, env *caller, ast *x, ast *def)
     arg args[64];
     const char *explicit_ = NULL;
     ir_loc name_loc = x->loc;
+    if (!e->scope) { /* a const's value or a model parameter's default */
+        el_error(e, x->loc, "'%s' is called outside a model; a def runs only inside a "
+                 "model or another def", def->str);
+        return error_val();
+    }
+    if (!step(e, x->loc)) /* defaults can call defs too: `def f(a = f(), b = f())` */
+        return error_val();
     if (def->n > 64) {
         el_error(e, def->loc, "a def takes at most 64 parameters");
         return error_val();
@@ -1085,7 +1195,7 @@ static void exec_input(elab *e, env *en, ast *x)
             t.dims[i] = v.i;
         }
     }
-    if (ok && ir_type_numel(&t) > ((int64_t)1 << 40) / 8) {
+    if (ok && too_large(&t)) {
         el_error(e, x->loc, "input '%s' is too large", x->str);
         ok = 0;
     }
