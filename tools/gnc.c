@@ -1,2 +1,554 @@
-/* placeholder main until the CLI lands */
-int main(void) { return 0; }
+/* gnc: the command-line driver.  Each subcommand is a short function over the
+ * stages: load (frontend or IR text) -> verify -> print / summarize / execute. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "diag.h"
+#include "exec.h"
+#include "frontend.h"
+#include "ir.h"
+#include "npy.h"
+
+#define GNC_VERSION "0.1.0"
+#define MAX_DEFINES 64
+#define MAX_INPUTS 64
+
+typedef struct {
+    const char *cmd;
+    const char *file;
+    const char *model;
+    const char *out;            /* -o */
+    const char *define_names[MAX_DEFINES], *define_values[MAX_DEFINES];
+    int ndefines;
+    const char *input_names[MAX_INPUTS], *input_files[MAX_INPUTS];
+    int ninputs;
+    unsigned long long seed;
+    int threads;
+    int repeat;
+} options;
+
+static const char usage_main[] =
+    "usage: gnc <command> [options] FILE\n"
+    "\n"
+    "Lowers .net model descriptions to graph IR and runs them.\n"
+    "\n"
+    "commands:\n"
+    "  dump     print the elaborated graph IR as text\n"
+    "  compile  parse, elaborate and check shapes; print a one-screen summary\n"
+    "  run      run inference on the CPU on random inputs or given .npy inputs\n"
+    "  help     show help for a command\n"
+    "\n"
+    "FILE is a model (.net) or IR text (.gir, as written by gnc dump).\n"
+    "Run 'gnc <command> --help' for a command's options.  Documentation: docs/.\n";
+
+static const char usage_common[] =
+    "  -D NAME=VALUE   set a model parameter (repeatable): -D batch=32\n"
+    "  --model NAME    the model to use when the file holds several (default: the last)\n"
+    "  -h, --help      show this help\n";
+
+static const char usage_dump[] =
+    "usage: gnc dump [options] FILE\n"
+    "\n"
+    "Prints the graph IR of FILE (docs/ir.md).  The text parses back: 'gnc dump x.gir'\n"
+    "prints it again unchanged.\n"
+    "\n"
+    "options:\n"
+    "  -o FILE         write to FILE (atomically) instead of standard output\n";
+
+static const char usage_compile[] =
+    "usage: gnc compile [options] FILE\n"
+    "\n"
+    "Parses and elaborates FILE, checks every shape, and prints a summary: inputs,\n"
+    "outputs, parameters, operations and forward FLOPs.\n"
+    "\n"
+    "options:\n";
+
+static const char usage_run[] =
+    "usage: gnc run [options] FILE\n"
+    "\n"
+    "Runs inference (batchnorm with running statistics, no dropout) on the CPU and\n"
+    "prints each output.  Inputs are random unless given: floating-point inputs are\n"
+    "uniform in [0, 1), integer ones in [0, 10).\n"
+    "\n"
+    "options:\n"
+    "  --seed N        seed of the parameter initializers and random inputs (default 0)\n"
+    "  --input [NAME=]FILE.npy\n"
+    "                  read an input from a .npy file (NAME may be left out when the\n"
+    "                  model has one input); repeatable\n"
+    "  -o DIR          write each output to DIR/NAME.npy\n"
+    "  --threads N     CPU threads (default: all cores)\n"
+    "  --repeat N      run N times and report the median time (default 1)\n";
+
+static void print_usage(const char *cmd, FILE *f)
+{
+    if (!cmd) {
+        fputs(usage_main, f);
+        return;
+    }
+    const char *u = strcmp(cmd, "dump") == 0 ? usage_dump : strcmp(cmd, "compile") == 0 ? usage_compile
+                  : usage_run;
+    fputs(u, f);
+    fputs(usage_common, f);
+}
+
+static int usage_error(const char *cmd, const char *fmt, const char *arg)
+{
+    fprintf(stderr, "gnc: error: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n(see 'gnc %s--help')\n", cmd ? cmd : "");
+    return 2;
+}
+
+static int parse_uint(const char *s, unsigned long long max, unsigned long long *out)
+{
+    char *end;
+    errno = 0;
+    if (!*s || *s == '-')
+        return 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end || errno || v > max)
+        return 0;
+    *out = v;
+    return 1;
+}
+
+/* Parses argv after the command; returns 0, 1 after --help, or 2 on a bad flag. */
+static int parse_args(int argc, char **argv, options *o)
+{
+    int is_run = strcmp(o->cmd, "run") == 0, is_dump = strcmp(o->cmd, "dump") == 0;
+    char cmdsp[32];
+    snprintf(cmdsp, sizeof cmdsp, "%s ", o->cmd);
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = NULL;
+        /* flags that take a value: "-D x", "-Dx", "--flag x", "--flag=x" */
+        static const char *const valued[] = {"-D", "--model", "-o", "--seed", "--input",
+                                             "--threads", "--repeat"};
+        const char *flag = NULL;
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) {
+            size_t n = strlen(valued[k]);
+            if (strncmp(a, valued[k], n) == 0 && (a[n] == '\0' || a[n] == '=' ||
+                                                  (k == 0 && a[n] != '\0'))) {
+                flag = valued[k];
+                val = a[n] == '\0' ? NULL : a[n] == '=' && k != 0 ? a + n + 1 : a + n;
+                if (!val) {
+                    if (i + 1 >= argc)
+                        return usage_error(cmdsp, "%s needs a value", flag);
+                    val = argv[++i];
+                }
+                break;
+            }
+        }
+        if (!flag) {
+            if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+                print_usage(o->cmd, stdout);
+                return 1;
+            }
+            if (a[0] == '-' && a[1] != '\0')
+                return usage_error(cmdsp, "unknown option '%s'", a);
+            if (o->file)
+                return usage_error(cmdsp, "more than one input file ('%s')", a);
+            o->file = a;
+            continue;
+        }
+        if (strcmp(flag, "-D") == 0) {
+            const char *eq = strchr(val, '=');
+            if (!eq || eq == val)
+                return usage_error(cmdsp, "-D needs NAME=VALUE, got '%s'", val);
+            if (o->ndefines == MAX_DEFINES)
+                return usage_error(cmdsp, "too many -D options%s", "");
+            char *name = strndup(val, (size_t)(eq - val));
+            o->define_names[o->ndefines] = name;
+            o->define_values[o->ndefines++] = eq + 1;
+        } else if (strcmp(flag, "--model") == 0) {
+            o->model = val;
+        } else if (strcmp(flag, "-o") == 0 && (is_dump || is_run)) {
+            o->out = val;
+        } else if (strcmp(flag, "--seed") == 0 && is_run) {
+            if (!parse_uint(val, ~0ull, &o->seed))
+                return usage_error(cmdsp, "--seed needs a non-negative integer, got '%s'", val);
+        } else if (strcmp(flag, "--threads") == 0 && is_run) {
+            unsigned long long v;
+            if (!parse_uint(val, 1024, &v) || v < 1)
+                return usage_error(cmdsp, "--threads needs an integer from 1 to 1024, got '%s'", val);
+            o->threads = (int)v;
+        } else if (strcmp(flag, "--repeat") == 0 && is_run) {
+            unsigned long long v;
+            if (!parse_uint(val, 100000, &v) || v < 1)
+                return usage_error(cmdsp, "--repeat needs a positive integer, got '%s'", val);
+            o->repeat = (int)v;
+        } else if (strcmp(flag, "--input") == 0 && is_run) {
+            if (o->ninputs == MAX_INPUTS)
+                return usage_error(cmdsp, "too many --input options%s", "");
+            const char *eq = strchr(val, '=');
+            o->input_names[o->ninputs] = eq ? strndup(val, (size_t)(eq - val)) : NULL;
+            o->input_files[o->ninputs++] = eq ? eq + 1 : val;
+        } else {
+            return usage_error(cmdsp, "option '%s' does not apply to this command", flag);
+        }
+    }
+    if (!o->file)
+        return usage_error(cmdsp, "no input file%s", "");
+    return 0;
+}
+
+static int has_suffix(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+static char *read_file(const char *path, size_t *len, diag *d)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        diag_error(d, (ir_loc){path, 0, 0}, "cannot read file: %s", strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;)
+        if ((n += got) == cap) {
+            char *bigger = realloc(buf, cap *= 2);
+            if (!bigger)
+                free(buf);
+            buf = bigger;
+        }
+    fclose(f);
+    if (!buf)
+        diag_error(d, (ir_loc){path, 0, 0}, "out of memory reading the file");
+    *len = n;
+    return buf;
+}
+
+/* Loads a model (.net) or IR text (.gir) and verifies it. */
+static ir_graph *load(const options *o, diag *d)
+{
+    ir_graph *g;
+    if (has_suffix(o->file, ".gir")) {
+        if (o->ndefines || o->model) {
+            diag_error(d, (ir_loc){o->file, 0, 0}, "-D and --model apply to .net models, "
+                       "not to IR text");
+            return NULL;
+        }
+        size_t len;
+        char *text = read_file(o->file, &len, d);
+        if (!text)
+            return NULL;
+        g = ir_parse(o->file, text, len, d);
+        free(text);
+    } else {
+        fe_options fo = {o->model, o->ndefines, o->define_names, o->define_values};
+        g = fe_load_file(o->file, &fo, d);
+    }
+    if (g && ir_verify(g, d) > 0) {
+        ir_graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static int cmd_dump(const options *o, ir_graph *g)
+{
+    if (!o->out) {
+        ir_print(g, stdout);
+        return fflush(stdout) == 0 ? 0 : 1;
+    }
+    size_t n = strlen(o->out) + 24;
+    char *tmp = malloc(n);
+    if (!tmp)
+        return 1;
+    snprintf(tmp, n, "%s.tmp%d", o->out, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    int ok = f != NULL;
+    if (ok) {
+        ir_print(g, f);
+        ok = !ferror(f);
+        ok = fclose(f) == 0 && ok;
+    }
+    if (!ok || rename(tmp, o->out) != 0) {
+        fprintf(stderr, "gnc: error: cannot write '%s': %s\n", o->out, strerror(errno));
+        remove(tmp);
+        free(tmp);
+        return 1;
+    }
+    free(tmp);
+    return 0;
+}
+
+/* Multiply-adds times two of the GEMM-shaped ops, the usual FLOP count. */
+static double node_flops(const ir_node *n)
+{
+    const ir_type *out = &n->out[0]->type;
+    switch (n->op) {
+    case IR_OP_CONV2D: {
+        const ir_type *w = &n->in[1]->type;
+        return 2.0 * (double)ir_type_numel(out) * (double)(w->dims[1] * w->dims[2] * w->dims[3]);
+    }
+    case IR_OP_DENSE:
+        return 2.0 * (double)ir_type_numel(out) * (double)n->in[1]->type.dims[1];
+    case IR_OP_MATMUL:
+        return 2.0 * (double)ir_type_numel(out) *
+               (double)n->in[0]->type.dims[n->in[0]->type.rank - 1];
+    default:
+        return 0;
+    }
+}
+
+static void human_bytes(double b, char *buf, size_t len)
+{
+    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (b >= 1024 && u < 4) {
+        b /= 1024;
+        u++;
+    }
+    snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", b, units[u]);
+}
+
+static int cmd_compile(const options *o, ir_graph *g, double ms)
+{
+    char t[128], b[32];
+    int64_t nparam = 0, nbuffer = 0;
+    int nweights = 0;
+    double pbytes = 0, act = 0, flops = 0;
+    int counts[IR_NOPS] = {0};
+    for (int i = 0; i < g->nparams; i++) {
+        const ir_value *v = g->params[i];
+        if (v->kind == IR_VALUE_PARAM) {
+            nparam += ir_type_numel(&v->type);
+            nweights++;
+        } else {
+            nbuffer += ir_type_numel(&v->type);
+        }
+        pbytes += (double)ir_type_bytes(&v->type);
+    }
+    ir_for_each_node(g, n) {
+        counts[n->op]++;
+        act += (double)ir_type_bytes(&n->out[0]->type);
+        flops += node_flops(n);
+    }
+    printf("model %s (%s)\n", g->name, o->file);
+    for (int i = 0; i < g->ninputs; i++)
+        printf("  input  %-12s %s\n", g->inputs[i]->name, ir_type_str(&g->inputs[i]->type, t, sizeof t));
+    for (int i = 0; i < g->noutputs; i++)
+        printf("  output %-12s %s\n", g->outputs[i].name,
+               ir_type_str(&g->outputs[i].value->type, t, sizeof t));
+    if (g->loss)
+        printf("  loss   %-12s %s\n", g->loss->name, ir_type_str(&g->loss->type, t, sizeof t));
+    human_bytes(pbytes, b, sizeof b);
+    printf("parameters: %lld trainable in %d tensors, %lld in buffers, %s\n", (long long)nparam,
+           nweights, (long long)nbuffer, b);
+    printf("operations: %d nodes:", g->nnodes);
+    for (int k = 0, first = 1; k < IR_NOPS; k++)
+        if (counts[k]) {
+            printf("%s %s %d", first ? "" : ",", ir_ops[k].name, counts[k]);
+            first = 0;
+        }
+    human_bytes(act, b, sizeof b);
+    int64_t batch = g->ninputs && g->inputs[0]->type.rank ? g->inputs[0]->type.dims[0] : 1;
+    printf("\nforward: %.3f GFLOP (%.4f GFLOP per sample of %lld), activations %s unplanned\n",
+           flops / 1e9, flops / 1e9 / (double)batch, (long long)batch, b);
+    printf("checked in %.1f ms\n", ms);
+    return 0;
+}
+
+static void fill_random(const ir_value *v, uint64_t seed, void *data)
+{
+    int64_t n = ir_type_numel(&v->type);
+    uint64_t s = seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull + (uint64_t)v->id;
+    for (int64_t i = 0; i < n; i++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        switch (v->type.dtype) {
+        case IR_I32: ((int32_t *)data)[i] = (int32_t)(s % 10); break;
+        case IR_I64: ((int64_t *)data)[i] = (int64_t)(s % 10); break;
+        case IR_U8: ((uint8_t *)data)[i] = (uint8_t)(s % 10); break;
+        default: ((float *)data)[i] = (float)((s >> 40) * 0x1.0p-24); break;
+        }
+    }
+}
+
+static void print_tensor(const char *name, const ir_value *v, const void *data)
+{
+    char t[128];
+    int64_t n = ir_type_numel(&v->type);
+    int64_t row = v->type.rank ? v->type.dims[v->type.rank - 1] : 1;
+    int64_t rows = n / (row ? row : 1);
+    printf("%s: %s\n", name, ir_type_str(&v->type, t, sizeof t));
+    for (int64_t r = 0; r < rows && r < 4; r++) {
+        printf("  [");
+        for (int64_t c = 0; c < row && c < 8; c++) {
+            int64_t i = r * row + c;
+            if (v->type.dtype == IR_I32)
+                printf("%s%d", c ? " " : "", ((const int32_t *)data)[i]);
+            else if (v->type.dtype == IR_I64)
+                printf("%s%lld", c ? " " : "", (long long)((const int64_t *)data)[i]);
+            else if (v->type.dtype == IR_U8)
+                printf("%s%u", c ? " " : "", ((const uint8_t *)data)[i]);
+            else
+                printf("%s%.6g", c ? " " : "", ((const float *)data)[i]);
+        }
+        printf("%s]\n", row > 8 ? " ..." : "");
+    }
+    if (rows > 4)
+        printf("  ... (%lld rows)\n", (long long)rows);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int cmd_run(const options *o, ir_graph *g)
+{
+    char err[512];
+    if (o->threads)
+        rt_set_threads(o->threads);
+    rt_exec *x = rt_exec_new(g, err, sizeof err);
+    if (!x) {
+        fprintf(stderr, "gnc: error: %s\n", err);
+        return 1;
+    }
+    rt_exec_init_params(x, o->seed);
+    int rc = 1;
+    for (int i = 0; i < g->ninputs; i++)
+        fill_random(g->inputs[i], o->seed, rt_exec_data(x, g->inputs[i]));
+    for (int k = 0; k < o->ninputs; k++) {
+        const ir_value *v = NULL;
+        if (!o->input_names[k] && g->ninputs == 1)
+            v = g->inputs[0];
+        else if (!o->input_names[k]) {
+            fprintf(stderr, "gnc: error: --input %s: the model has %d inputs; name one "
+                    "(--input NAME=FILE.npy)\n", o->input_files[k], g->ninputs);
+            goto done;
+        }
+        for (int i = 0; !v && i < g->ninputs; i++)
+            if (strcmp(g->inputs[i]->name, o->input_names[k]) == 0)
+                v = g->inputs[i];
+        if (!v) {
+            fprintf(stderr, "gnc: error: --input: the model has no input '%s'\n", o->input_names[k]);
+            goto done;
+        }
+        if (npy_read(o->input_files[k], &v->type, rt_exec_data(x, v), err, sizeof err) != 0) {
+            fprintf(stderr, "gnc: error: %s\n", err);
+            goto done;
+        }
+    }
+    int repeat = o->repeat ? o->repeat : 1;
+    double *times = calloc((size_t)repeat, sizeof *times);
+    if (!times)
+        goto done;
+    for (int r = 0; r < repeat; r++) {
+        double t0 = now_ms();
+        if (rt_exec_run(x, err, sizeof err) != 0) {
+            fprintf(stderr, "gnc: error: %s\n", err);
+            free(times);
+            goto done;
+        }
+        times[r] = now_ms() - t0;
+    }
+    qsort(times, (size_t)repeat, sizeof *times, cmp_double);
+    for (int i = 0; i < g->noutputs; i++)
+        print_tensor(g->outputs[i].name, g->outputs[i].value,
+                     rt_exec_data(x, g->outputs[i].value));
+    if (g->loss)
+        print_tensor("loss", g->loss, rt_exec_data(x, g->loss));
+    printf("time: %.2f ms (median of %d)\n", times[repeat / 2], repeat);
+    free(times);
+    if (o->out) {
+        if (mkdir(o->out, 0777) != 0 && errno != EEXIST) {
+            fprintf(stderr, "gnc: error: cannot create '%s': %s\n", o->out, strerror(errno));
+            goto done;
+        }
+        for (int i = 0; i < g->noutputs; i++) {
+            size_t n = strlen(o->out) + strlen(g->outputs[i].name) + 8;
+            char *path = malloc(n);
+            if (!path)
+                goto done;
+            snprintf(path, n, "%s/%s.npy", o->out, g->outputs[i].name);
+            int bad = npy_write(path, &g->outputs[i].value->type,
+                                rt_exec_data(x, g->outputs[i].value), err, sizeof err);
+            free(path);
+            if (bad) {
+                fprintf(stderr, "gnc: error: %s\n", err);
+                goto done;
+            }
+        }
+    }
+    rc = 0;
+done:
+    rt_exec_free(x);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        print_usage(NULL, stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0) {
+        print_usage(NULL, stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0) {
+        printf("gnc %s\n", GNC_VERSION);
+        return 0;
+    }
+    if (strcmp(cmd, "help") == 0) {
+        if (argc > 2 && strcmp(argv[2], "dump") && strcmp(argv[2], "compile") && strcmp(argv[2], "run"))
+            return usage_error(NULL, "unknown command '%s'", argv[2]);
+        print_usage(argc > 2 ? argv[2] : NULL, stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "dump") && strcmp(cmd, "compile") && strcmp(cmd, "run")) {
+        static const char *const cmds[] = {"dump", "compile", "run", "help"};
+        const char *s = diag_suggest(cmd, cmds, 4);
+        fprintf(stderr, "gnc: error: unknown command '%s'%s%s%s\n(see 'gnc --help')\n", cmd,
+                s ? "; did you mean '" : "", s ? s : "", s ? "'?" : "");
+        return 2;
+    }
+    options o = {.cmd = cmd};
+    int rc = parse_args(argc - 2, argv + 2, &o);
+    if (rc)
+        return rc == 1 ? 0 : rc;
+
+    diag d;
+    diag_init(&d);
+    double t0 = now_ms();
+    ir_graph *g = load(&o, &d);
+    double ms = now_ms() - t0;
+    diag_print(&d, stderr);
+    diag_free(&d);
+    if (!g)
+        return 1;
+    if (strcmp(cmd, "dump") == 0)
+        rc = cmd_dump(&o, g);
+    else if (strcmp(cmd, "compile") == 0)
+        rc = cmd_compile(&o, g, ms);
+    else
+        rc = cmd_run(&o, g);
+    ir_graph_free(g);
+    for (int i = 0; i < o.ndefines; i++)
+        free((char *)o.define_names[i]);
+    for (int i = 0; i < o.ninputs; i++)
+        free((char *)o.input_names[i]);
+    return rc;
+}

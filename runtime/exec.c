@@ -1,0 +1,696 @@
+/* The CPU reference executor (see exec.h).
+ *
+ * One buffer per value, indexed by value id.  Each node runs through its op's
+ * kernel in list order.  Kernels take the node and the executor, read their
+ * operands' buffers and write their result's buffer; they are written for
+ * clarity first, with the GEMM-shaped work in OpenBLAS and the loops over large
+ * tensors split across threads with OpenMP. */
+#include "exec.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void openblas_set_num_threads(int n);
+
+struct rt_exec {
+    const ir_graph *g;
+    int nvalues;
+    void **buf;           /* by value id */
+    float *scratch;       /* im2col columns */
+    size_t scratch_cap;   /* floats */
+};
+
+/* Loops over fewer elements than this stay on one thread. */
+#define PAR_MIN 32768
+
+static int fail(char *err, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int is_float(ir_dtype t) { return t == IR_F32 || t == IR_F16 || t == IR_BF16; }
+
+/* Bytes of one element as the executor stores it: floats are widened to f32. */
+static size_t elem_size(ir_dtype t) { return is_float(t) ? sizeof(float) : ir_dtype_size(t); }
+
+static void *data(const rt_exec *x, const ir_value *v) { return x->buf[v->id]; }
+static float *fdata(const rt_exec *x, const ir_value *v) { return x->buf[v->id]; }
+#define IN(k) fdata(x, n->in[k])
+#define OUT fdata(x, n->out[0])
+#define NUMEL(v) ir_type_numel(&(v)->type)
+
+static float *scratch(rt_exec *x, size_t nfloats)
+{
+    if (nfloats > x->scratch_cap) {
+        free(x->scratch);
+        x->scratch = malloc(nfloats * sizeof(float));
+        x->scratch_cap = x->scratch ? nfloats : 0;
+    }
+    return x->scratch;
+}
+
+/* ---------------------------------------------------------------- elementwise */
+
+static float gelu(float a) { return 0.5f * a * (1.0f + erff(a * (float)M_SQRT1_2)); }
+
+static int k_unary(rt_exec *x, const ir_node *n)
+{
+    const float *a = IN(0);
+    float *o = OUT;
+    int64_t len = NUMEL(n->out[0]);
+    switch (n->op) {
+#define MAP(expr) \
+    _Pragma("omp parallel for if (len > PAR_MIN)") \
+    for (int64_t i = 0; i < len; i++) { float v = a[i]; o[i] = (expr); } break;
+    case IR_OP_NEG:     MAP(-v)
+    case IR_OP_RELU:    MAP(v > 0 ? v : 0)
+    case IR_OP_SIGMOID: MAP(1.0f / (1.0f + expf(-v)))
+    case IR_OP_TANH:    MAP(tanhf(v))
+    case IR_OP_GELU:    MAP(gelu(v))
+    default:            MAP(v) /* dropout: identity at inference */
+#undef MAP
+    }
+    return 0;
+}
+
+static int k_const(rt_exec *x, const ir_node *n)
+{
+    float *o = OUT, v = (float)ir_attr_float(n, "value");
+    for (int64_t i = 0, len = NUMEL(n->out[0]); i < len; i++)
+        o[i] = v;
+    return 0;
+}
+
+/* Strides of t's elements as seen from an output of rank r that t broadcasts
+ * to: 0 along the dimensions where t has size 1 or none. */
+static void bcast_strides(const ir_type *t, int r, int64_t *st)
+{
+    int64_t s = 1;
+    for (int i = r - 1; i >= 0; i--) {
+        int k = i - (r - t->rank);
+        int64_t d = k >= 0 ? t->dims[k] : 1;
+        st[i] = d == 1 ? 0 : s;
+        s *= d;
+    }
+}
+
+static int k_binary(rt_exec *x, const ir_node *n)
+{
+    const float *a = IN(0), *b = IN(1);
+    float *o = OUT;
+    const ir_type *t = &n->out[0]->type;
+    int r = t->rank;
+    int64_t sa[IR_MAX_RANK], sb[IR_MAX_RANK];
+    bcast_strides(&n->in[0]->type, r, sa);
+    bcast_strides(&n->in[1]->type, r, sb);
+    /* rows along the last dimension; each row has one base offset per operand */
+    int64_t inner = r ? t->dims[r - 1] : 1, rows = NUMEL(n->out[0]) / (inner ? inner : 1);
+    int64_t ia = r ? sa[r - 1] : 0, ib = r ? sb[r - 1] : 0;
+    ir_op op = n->op;
+#pragma omp parallel for if (rows * inner > PAR_MIN)
+    for (int64_t row = 0; row < rows; row++) {
+        int64_t oa = 0, ob = 0, rem = row;
+        for (int d = r - 2; d >= 0; d--) {
+            int64_t idx = rem % t->dims[d];
+            rem /= t->dims[d];
+            oa += idx * sa[d];
+            ob += idx * sb[d];
+        }
+        const float *pa = a + oa, *pb = b + ob;
+        float *po = o + row * inner;
+        switch (op) {
+        case IR_OP_ADD: for (int64_t i = 0; i < inner; i++) po[i] = pa[i * ia] + pb[i * ib]; break;
+        case IR_OP_SUB: for (int64_t i = 0; i < inner; i++) po[i] = pa[i * ia] - pb[i * ib]; break;
+        case IR_OP_MUL: for (int64_t i = 0; i < inner; i++) po[i] = pa[i * ia] * pb[i * ib]; break;
+        default:        for (int64_t i = 0; i < inner; i++) po[i] = pa[i * ia] / pb[i * ib]; break;
+        }
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- linear algebra */
+
+static int k_matmul(rt_exec *x, const ir_node *n)
+{
+    const ir_type *ta = &n->in[0]->type, *tb = &n->in[1]->type, *to = &n->out[0]->type;
+    int64_t m = ta->dims[ta->rank - 2], k = ta->dims[ta->rank - 1], nn = tb->dims[tb->rank - 1];
+    ir_type ba = *ta, bb = *tb, bo = *to;
+    ba.rank -= 2, bb.rank -= 2, bo.rank -= 2;
+    int64_t sa[IR_MAX_RANK], sb[IR_MAX_RANK];
+    bcast_strides(&ba, bo.rank, sa);
+    bcast_strides(&bb, bo.rank, sb);
+    int64_t batches = ir_type_numel(&bo);
+    const float *a = IN(0), *b = IN(1);
+    float *o = OUT;
+    for (int64_t bi = 0; bi < batches; bi++) {
+        int64_t oa = 0, ob = 0, rem = bi;
+        for (int d = bo.rank - 1; d >= 0; d--) {
+            int64_t idx = rem % bo.dims[d];
+            rem /= bo.dims[d];
+            oa += idx * sa[d];
+            ob += idx * sb[d];
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)nn, (int)k, 1.0f,
+                    a + oa * m * k, (int)k, b + ob * k * nn, (int)nn, 0.0f,
+                    o + bi * m * nn, (int)nn);
+    }
+    return 0;
+}
+
+static int k_dense(rt_exec *x, const ir_node *n)
+{
+    const ir_type *tw = &n->in[1]->type;
+    int64_t out = tw->dims[0], in = tw->dims[1], rows = NUMEL(n->in[0]) / in;
+    float *o = OUT;
+    float beta = 0.0f;
+    if (n->nin == 3) {
+        const float *bias = IN(2);
+        for (int64_t r = 0; r < rows; r++)
+            memcpy(o + r * out, bias, (size_t)out * sizeof *o);
+        beta = 1.0f;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)out, (int)in, 1.0f,
+                IN(0), (int)in, IN(1), (int)in, beta, o, (int)out);
+    return 0;
+}
+
+typedef struct {
+    int64_t n, c, h, w;           /* input */
+    int64_t o, kh, kw, oh, ow;    /* output channels, kernel, output size */
+    int64_t sh, sw, ph, pw, dh, dw, groups;
+} conv_geom;
+
+static conv_geom conv_geometry(const ir_node *n)
+{
+    const ir_type *a = &n->in[0]->type, *w = &n->in[1]->type, *o = &n->out[0]->type;
+    const int64_t *st = ir_attr_ints(n, "stride", NULL), *pd = ir_attr_ints(n, "pad", NULL),
+                  *dl = ir_attr_ints(n, "dilation", NULL);
+    return (conv_geom){a->dims[0], a->dims[1], a->dims[2], a->dims[3],
+                       w->dims[0], w->dims[2], w->dims[3], o->dims[2], o->dims[3],
+                       st[0], st[1], pd[0], pd[1], dl[0], dl[1], ir_attr_int(n, "groups")};
+}
+
+/* Columns of one image's channels [c0, c0 + cg) for a chunk of images: row
+ * (ci, ky, kx), column (image, oy, ox), zero where the window hangs over the
+ * padding.  col has ldc columns; this image's start at col0. */
+static void im2col(const conv_geom *g, const float *img, int64_t c0, int64_t cg, float *col,
+                   int64_t ldc, int64_t col0)
+{
+    int64_t plane = g->oh * g->ow;
+#pragma omp parallel for collapse(2) if (cg * g->kh * g->kw * plane > PAR_MIN)
+    for (int64_t ci = 0; ci < cg; ci++)
+        for (int64_t ky = 0; ky < g->kh; ky++)
+            for (int64_t kx = 0; kx < g->kw; kx++) {
+                const float *src = img + (c0 + ci) * g->h * g->w;
+                float *dst = col + ((ci * g->kh + ky) * g->kw + kx) * ldc + col0;
+                for (int64_t oy = 0; oy < g->oh; oy++) {
+                    int64_t iy = oy * g->sh - g->ph + ky * g->dh;
+                    float *d = dst + oy * g->ow;
+                    if (iy < 0 || iy >= g->h) {
+                        memset(d, 0, (size_t)g->ow * sizeof *d);
+                        continue;
+                    }
+                    const float *s = src + iy * g->w;
+                    int64_t ix0 = kx * g->dw - g->pw;
+                    if (g->sw == 1 && ix0 >= 0 && ix0 + g->ow <= g->w) {
+                        memcpy(d, s + ix0, (size_t)g->ow * sizeof *d);
+                        continue;
+                    }
+                    for (int64_t ox = 0; ox < g->ow; ox++) {
+                        int64_t ix = ox * g->sw + ix0;
+                        d[ox] = ix >= 0 && ix < g->w ? s[ix] : 0.0f;
+                    }
+                }
+            }
+}
+
+/* Convolution as GEMM: per group, weights [og, cg*kh*kw] times the columns of a
+ * chunk of images [cg*kh*kw, chunk*oh*ow].  Chunks bound the column buffer; a
+ * chunk of several images makes one large GEMM out of the deep layers' small
+ * spatial sizes. */
+static int k_conv2d(rt_exec *x, const ir_node *n, char *err, size_t errlen)
+{
+    conv_geom g = conv_geometry(n);
+    const float *in = IN(0), *w = IN(1), *bias = n->nin == 3 ? IN(2) : NULL;
+    float *out = OUT;
+    int64_t cg = g.c / g.groups, og = g.o / g.groups;
+    int64_t kdim = cg * g.kh * g.kw, plane = g.oh * g.ow;
+    int direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 &&
+                 g.groups == 1;
+    if (direct) { /* 1x1, stride 1: the image is its own column matrix */
+        for (int64_t b = 0; b < g.n; b++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g.o, (int)plane,
+                        (int)g.c, 1.0f, w, (int)g.c, in + b * g.c * plane, (int)plane, 0.0f,
+                        out + b * g.o * plane, (int)plane);
+    } else {
+        int64_t budget = (int64_t)1 << 22; /* floats of columns per chunk: 16 MiB */
+        int64_t chunk = budget / (kdim * plane);
+        chunk = chunk < 1 ? 1 : chunk > g.n ? g.n : chunk;
+        float *col = scratch(x, (size_t)(kdim * plane * chunk + og * plane * chunk));
+        if (!col)
+            return fail(err, errlen, "conv2d: out of memory for %lld column floats",
+                        (long long)(kdim * plane * chunk));
+        float *res = col + kdim * plane * chunk;
+        for (int64_t b0 = 0; b0 < g.n; b0 += chunk) {
+            int64_t nb = g.n - b0 < chunk ? g.n - b0 : chunk, ldc = nb * plane;
+            for (int64_t gi = 0; gi < g.groups; gi++) {
+                for (int64_t b = 0; b < nb; b++)
+                    im2col(&g, in + (b0 + b) * g.c * g.h * g.w, gi * cg, cg, col, ldc, b * plane);
+                float *dst = nb == 1 ? out + b0 * g.o * plane + gi * og * plane : res;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)og, (int)ldc,
+                            (int)kdim, 1.0f, w + gi * og * kdim, (int)kdim, col, (int)ldc,
+                            0.0f, dst, (int)ldc);
+                if (nb == 1)
+                    continue;
+#pragma omp parallel for collapse(2) if (og * ldc > PAR_MIN)
+                for (int64_t b = 0; b < nb; b++)
+                    for (int64_t oc = 0; oc < og; oc++)
+                        memcpy(out + ((b0 + b) * g.o + gi * og + oc) * plane,
+                               res + oc * ldc + b * plane, (size_t)plane * sizeof *out);
+            }
+        }
+    }
+    if (bias) {
+#pragma omp parallel for collapse(2) if (g.n * g.o * plane > PAR_MIN)
+        for (int64_t b = 0; b < g.n; b++)
+            for (int64_t oc = 0; oc < g.o; oc++) {
+                float *p = out + (b * g.o + oc) * plane, v = bias[oc];
+                for (int64_t i = 0; i < plane; i++)
+                    p[i] += v;
+            }
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- normalization */
+
+static int k_batchnorm(rt_exec *x, const ir_node *n)
+{
+    const ir_type *t = &n->in[0]->type;
+    int64_t c = t->dims[1], inner = NUMEL(n->in[0]) / (t->dims[0] * c);
+    const float *a = IN(0), *w = IN(1), *b = IN(2), *mean = IN(3), *var = IN(4);
+    float *o = OUT;
+    double eps = ir_attr_float(n, "eps");
+#pragma omp parallel for collapse(2) if (t->dims[0] * c * inner > PAR_MIN)
+    for (int64_t i = 0; i < t->dims[0]; i++)
+        for (int64_t ch = 0; ch < c; ch++) {
+            float scale = (float)(w[ch] / sqrt((double)var[ch] + eps));
+            float shift = b[ch] - mean[ch] * scale;
+            const float *p = a + (i * c + ch) * inner;
+            float *q = o + (i * c + ch) * inner;
+            for (int64_t k = 0; k < inner; k++)
+                q[k] = p[k] * scale + shift;
+        }
+    return 0;
+}
+
+static int k_layernorm(rt_exec *x, const ir_node *n)
+{
+    int64_t d = NUMEL(n->in[1]), rows = NUMEL(n->in[0]) / d;
+    const float *a = IN(0), *w = IN(1), *b = IN(2);
+    float *o = OUT;
+    double eps = ir_attr_float(n, "eps");
+#pragma omp parallel for if (rows * d > PAR_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *p = a + r * d;
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < d; i++)
+            mean += p[i];
+        mean /= (double)d;
+        for (int64_t i = 0; i < d; i++)
+            var += (p[i] - mean) * (p[i] - mean);
+        var /= (double)d;
+        float inv = (float)(1.0 / sqrt(var + eps)), m = (float)mean;
+        for (int64_t i = 0; i < d; i++)
+            o[r * d + i] = (p[i] - m) * inv * w[i] + b[i];
+    }
+    return 0;
+}
+
+/* softmax and log_softmax along one axis: outer x len x inner */
+static int k_softmax(rt_exec *x, const ir_node *n)
+{
+    const ir_type *t = &n->in[0]->type;
+    int axis = (int)ir_attr_int(n, "axis");
+    int64_t len = t->dims[axis], inner = 1;
+    for (int i = axis + 1; i < t->rank; i++)
+        inner *= t->dims[i];
+    int64_t outer = NUMEL(n->in[0]) / (len * inner);
+    const float *a = IN(0);
+    float *o = OUT;
+    int logsm = n->op == IR_OP_LOG_SOFTMAX;
+#pragma omp parallel for collapse(2) if (outer * len * inner > PAR_MIN)
+    for (int64_t u = 0; u < outer; u++)
+        for (int64_t v = 0; v < inner; v++) {
+            const float *p = a + u * len * inner + v;
+            float *q = o + u * len * inner + v;
+            float mx = -INFINITY;
+            for (int64_t i = 0; i < len; i++)
+                mx = p[i * inner] > mx ? p[i * inner] : mx;
+            double sum = 0;
+            for (int64_t i = 0; i < len; i++)
+                sum += exp((double)(p[i * inner] - mx));
+            if (logsm) {
+                float lse = mx + (float)log(sum);
+                for (int64_t i = 0; i < len; i++)
+                    q[i * inner] = p[i * inner] - lse;
+            } else {
+                for (int64_t i = 0; i < len; i++)
+                    q[i * inner] = (float)(exp((double)(p[i * inner] - mx)) / sum);
+            }
+        }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- pooling */
+
+static int k_maxpool(rt_exec *x, const ir_node *n)
+{
+    const ir_type *t = &n->in[0]->type, *to = &n->out[0]->type;
+    const int64_t *k = ir_attr_ints(n, "kernel", NULL), *st = ir_attr_ints(n, "stride", NULL),
+                  *pd = ir_attr_ints(n, "pad", NULL), *dl = ir_attr_ints(n, "dilation", NULL);
+    int64_t h = t->dims[2], w = t->dims[3], oh = to->dims[2], ow = to->dims[3];
+    int64_t planes = t->dims[0] * t->dims[1];
+    const float *a = IN(0);
+    float *o = OUT;
+#pragma omp parallel for if (planes * oh * ow * k[0] * k[1] > PAR_MIN)
+    for (int64_t p = 0; p < planes; p++)
+        for (int64_t oy = 0; oy < oh; oy++)
+            for (int64_t ox = 0; ox < ow; ox++) {
+                float m = -INFINITY; /* padding never wins, as in PyTorch */
+                for (int64_t ky = 0; ky < k[0]; ky++) {
+                    int64_t iy = oy * st[0] - pd[0] + ky * dl[0];
+                    for (int64_t kx = 0; kx < k[1] && iy >= 0 && iy < h; kx++) {
+                        int64_t ix = ox * st[1] - pd[1] + kx * dl[1];
+                        float v = ix >= 0 && ix < w ? a[(p * h + iy) * w + ix] : -INFINITY;
+                        m = v > m || isnan(v) ? v : m;
+                    }
+                }
+                o[(p * oh + oy) * ow + ox] = m;
+            }
+    return 0;
+}
+
+/* PyTorch's divisor: with count_include_pad, the window clipped to the padded
+ * input; without, to the input itself. */
+static int k_avgpool(rt_exec *x, const ir_node *n)
+{
+    const ir_type *t = &n->in[0]->type, *to = &n->out[0]->type;
+    const int64_t *k = ir_attr_ints(n, "kernel", NULL), *st = ir_attr_ints(n, "stride", NULL),
+                  *pd = ir_attr_ints(n, "pad", NULL);
+    int incl = ir_attr_int(n, "count_include_pad") != 0;
+    int64_t h = t->dims[2], w = t->dims[3], oh = to->dims[2], ow = to->dims[3];
+    int64_t planes = t->dims[0] * t->dims[1];
+    const float *a = IN(0);
+    float *o = OUT;
+#pragma omp parallel for if (planes * oh * ow * k[0] * k[1] > PAR_MIN)
+    for (int64_t p = 0; p < planes; p++)
+        for (int64_t oy = 0; oy < oh; oy++)
+            for (int64_t ox = 0; ox < ow; ox++) {
+                int64_t y0 = oy * st[0] - pd[0], x0 = ox * st[1] - pd[1];
+                int64_t y1 = y0 + k[0] < h + pd[0] ? y0 + k[0] : h + pd[0];
+                int64_t x1 = x0 + k[1] < w + pd[1] ? x0 + k[1] : w + pd[1];
+                int64_t padded = (y1 - y0) * (x1 - x0);
+                y0 = y0 < 0 ? 0 : y0, x0 = x0 < 0 ? 0 : x0;
+                y1 = y1 > h ? h : y1, x1 = x1 > w ? w : x1;
+                float s = 0;
+                for (int64_t iy = y0; iy < y1; iy++)
+                    for (int64_t ix = x0; ix < x1; ix++)
+                        s += a[(p * h + iy) * w + ix];
+                o[(p * oh + oy) * ow + ox] = s / (float)(incl ? padded : (y1 - y0) * (x1 - x0));
+            }
+    return 0;
+}
+
+static int k_global_avgpool(rt_exec *x, const ir_node *n)
+{
+    const ir_type *t = &n->in[0]->type;
+    int64_t planes = t->dims[0] * t->dims[1], hw = t->dims[2] * t->dims[3];
+    const float *a = IN(0);
+    float *o = OUT;
+#pragma omp parallel for if (planes * hw > PAR_MIN)
+    for (int64_t p = 0; p < planes; p++) {
+        double s = 0;
+        for (int64_t i = 0; i < hw; i++)
+            s += a[p * hw + i];
+        o[p] = (float)(s / (double)hw);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- data movement */
+
+static int k_reshape(rt_exec *x, const ir_node *n)
+{
+    memcpy(data(x, n->out[0]), data(x, n->in[0]),
+           (size_t)NUMEL(n->in[0]) * elem_size(n->in[0]->type.dtype));
+    return 0;
+}
+
+static int k_transpose(rt_exec *x, const ir_node *n)
+{
+    const ir_type *t = &n->in[0]->type, *to = &n->out[0]->type;
+    const int64_t *perm = ir_attr_ints(n, "perm", NULL);
+    int r = t->rank;
+    int64_t in_st[IR_MAX_RANK], st[IR_MAX_RANK]; /* st[i]: input stride of output dim i */
+    int64_t s = 1;
+    for (int i = r - 1; i >= 0; i--) {
+        in_st[i] = s;
+        s *= t->dims[i];
+    }
+    for (int i = 0; i < r; i++)
+        st[i] = in_st[perm[i]];
+    size_t es = elem_size(t->dtype);
+    const char *a = data(x, n->in[0]);
+    char *o = data(x, n->out[0]);
+    int64_t len = NUMEL(n->out[0]);
+#pragma omp parallel for if (len > PAR_MIN)
+    for (int64_t i = 0; i < len; i++) {
+        int64_t off = 0, rem = i;
+        for (int d = r - 1; d >= 0; d--) {
+            off += (rem % to->dims[d]) * st[d];
+            rem /= to->dims[d];
+        }
+        memcpy(o + (size_t)i * es, a + (size_t)off * es, es);
+    }
+    return 0;
+}
+
+static int k_concat(rt_exec *x, const ir_node *n)
+{
+    const ir_type *to = &n->out[0]->type;
+    int axis = (int)ir_attr_int(n, "axis");
+    size_t es = elem_size(to->dtype);
+    int64_t inner = 1, outer = 1;
+    for (int i = axis + 1; i < to->rank; i++)
+        inner *= to->dims[i];
+    for (int i = 0; i < axis; i++)
+        outer *= to->dims[i];
+    char *o = data(x, n->out[0]);
+    int64_t at = 0; /* position along axis */
+    for (int k = 0; k < n->nin; k++) {
+        int64_t len = n->in[k]->type.dims[axis];
+        const char *a = data(x, n->in[k]);
+        for (int64_t u = 0; u < outer; u++)
+            memcpy(o + ((u * to->dims[axis] + at) * inner) * es, a + u * len * inner * es,
+                   (size_t)(len * inner) * es);
+        at += len;
+    }
+    return 0;
+}
+
+/* Integer index i of an i32 or i64 tensor. */
+static int64_t index_at(const void *p, ir_dtype t, int64_t i)
+{
+    return t == IR_I32 ? ((const int32_t *)p)[i] : ((const int64_t *)p)[i];
+}
+
+static int k_embedding(rt_exec *x, const ir_node *n, char *err, size_t errlen)
+{
+    const ir_type *tw = &n->in[1]->type;
+    int64_t num = tw->dims[0], dim = tw->dims[1], len = NUMEL(n->in[0]);
+    const void *idx = data(x, n->in[0]);
+    const float *w = IN(1);
+    float *o = OUT;
+    for (int64_t i = 0; i < len; i++) {
+        int64_t k = index_at(idx, n->in[0]->type.dtype, i);
+        if (k < 0 || k >= num)
+            return fail(err, errlen, "embedding index %lld at position %lld of '%s' is out "
+                        "of range [0, %lld)", (long long)k, (long long)i, n->in[0]->name,
+                        (long long)num);
+        memcpy(o + i * dim, w + k * dim, (size_t)dim * sizeof *o);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- losses */
+
+static int k_cross_entropy(rt_exec *x, const ir_node *n, char *err, size_t errlen)
+{
+    const ir_type *t = &n->in[0]->type;
+    int64_t rows = t->dims[0], c = t->dims[1];
+    const float *a = IN(0);
+    const void *lab = data(x, n->in[1]);
+    double total = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t y = index_at(lab, n->in[1]->type.dtype, r);
+        if (y < 0 || y >= c)
+            return fail(err, errlen, "cross_entropy label %lld at position %lld of '%s' is "
+                        "out of range [0, %lld)", (long long)y, (long long)r, n->in[1]->name,
+                        (long long)c);
+        const float *p = a + r * c;
+        float mx = -INFINITY;
+        for (int64_t i = 0; i < c; i++)
+            mx = p[i] > mx ? p[i] : mx;
+        double sum = 0;
+        for (int64_t i = 0; i < c; i++)
+            sum += exp((double)(p[i] - mx));
+        total += mx + log(sum) - p[y];
+    }
+    *OUT = (float)(total / (double)rows);
+    return 0;
+}
+
+static int k_mse(rt_exec *x, const ir_node *n)
+{
+    const float *a = IN(0), *b = IN(1);
+    int64_t len = NUMEL(n->in[0]);
+    double s = 0;
+#pragma omp parallel for reduction(+ : s) if (len > PAR_MIN)
+    for (int64_t i = 0; i < len; i++)
+        s += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    *OUT = (float)(s / (double)len);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- driver */
+
+static int run_node(rt_exec *x, const ir_node *n, char *err, size_t errlen)
+{
+    switch (n->op) {
+    case IR_OP_CONST: return k_const(x, n);
+    case IR_OP_NEG: case IR_OP_RELU: case IR_OP_SIGMOID: case IR_OP_TANH: case IR_OP_GELU:
+    case IR_OP_DROPOUT:
+        return k_unary(x, n);
+    case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV: return k_binary(x, n);
+    case IR_OP_MATMUL: return k_matmul(x, n);
+    case IR_OP_DENSE: return k_dense(x, n);
+    case IR_OP_CONV2D: return k_conv2d(x, n, err, errlen);
+    case IR_OP_BATCHNORM: return k_batchnorm(x, n);
+    case IR_OP_LAYERNORM: return k_layernorm(x, n);
+    case IR_OP_SOFTMAX: case IR_OP_LOG_SOFTMAX: return k_softmax(x, n);
+    case IR_OP_MAXPOOL2D: return k_maxpool(x, n);
+    case IR_OP_AVGPOOL2D: return k_avgpool(x, n);
+    case IR_OP_GLOBAL_AVGPOOL: return k_global_avgpool(x, n);
+    case IR_OP_RESHAPE: return k_reshape(x, n);
+    case IR_OP_TRANSPOSE: return k_transpose(x, n);
+    case IR_OP_CONCAT: return k_concat(x, n);
+    case IR_OP_EMBEDDING: return k_embedding(x, n, err, errlen);
+    case IR_OP_CROSS_ENTROPY: return k_cross_entropy(x, n, err, errlen);
+    case IR_OP_MSE: return k_mse(x, n);
+    case IR_NOPS: break;
+    }
+    return fail(err, errlen, "unknown op %d", (int)n->op);
+}
+
+/* Whether the executor runs n: arithmetic is on floats; integers only move. */
+static int supported(const ir_node *n)
+{
+    switch (n->op) {
+    case IR_OP_RESHAPE: case IR_OP_TRANSPOSE: case IR_OP_CONCAT: case IR_OP_EMBEDDING:
+    case IR_OP_CROSS_ENTROPY:
+        return 1;
+    default:
+        return is_float(n->out[0]->type.dtype);
+    }
+}
+
+static int alloc_value(rt_exec *x, const ir_value *v, char *err, size_t errlen)
+{
+    size_t bytes = (size_t)ir_type_numel(&v->type) * elem_size(v->type.dtype);
+    x->buf[v->id] = calloc(1, bytes ? bytes : 1);
+    if (!x->buf[v->id])
+        return fail(err, errlen, "out of memory for '%s' (%zu bytes)", v->name, bytes);
+    return 0;
+}
+
+rt_exec *rt_exec_new(const ir_graph *g, char *err, size_t errlen)
+{
+    rt_exec *x = calloc(1, sizeof *x);
+    if (!x || !(x->buf = calloc((size_t)g->nvalues + 1, sizeof *x->buf))) {
+        free(x);
+        fail(err, errlen, "out of memory");
+        return NULL;
+    }
+    x->g = g;
+    x->nvalues = g->nvalues;
+    for (int i = 0; i < g->ninputs; i++)
+        if (alloc_value(x, g->inputs[i], err, errlen))
+            goto fail;
+    for (int i = 0; i < g->nparams; i++)
+        if (alloc_value(x, g->params[i], err, errlen))
+            goto fail;
+    ir_for_each_node(g, n) {
+        if (!supported(n)) {
+            char t[128];
+            fail(err, errlen, "the CPU executor has no %s kernel for %s ('%s')",
+                 ir_ops[n->op].name, ir_type_str(&n->out[0]->type, t, sizeof t),
+                 n->out[0]->name);
+            goto fail;
+        }
+        for (int k = 0; k < n->nout; k++)
+            if (alloc_value(x, n->out[k], err, errlen))
+                goto fail;
+    }
+    return x;
+fail:
+    rt_exec_free(x);
+    return NULL;
+}
+
+void rt_exec_free(rt_exec *x)
+{
+    if (!x)
+        return;
+    for (int i = 0; i < x->nvalues; i++)
+        free(x->buf[i]);
+    free(x->buf);
+    free(x->scratch);
+    free(x);
+}
+
+void *rt_exec_data(rt_exec *x, const ir_value *v)
+{
+    return v->id < x->nvalues ? x->buf[v->id] : NULL;
+}
+
+void rt_exec_init_params(rt_exec *x, uint64_t seed)
+{
+    for (int i = 0; i < x->g->nparams; i++)
+        ir_init_fill(x->g->params[i], seed, fdata(x, x->g->params[i]));
+}
+
+int rt_exec_run(rt_exec *x, char *err, size_t errlen)
+{
+    ir_for_each_node(x->g, n)
+        if (run_node(x, n, err, errlen))
+            return -1;
+    return 0;
+}
+
+void rt_set_threads(int n)
+{
+    if (n <= 0)
+        n = omp_get_num_procs();
+    omp_set_num_threads(n);
+    openblas_set_num_threads(n);
+}

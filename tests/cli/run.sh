@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# CLI tests: run.sh GNC SOURCE_DIR WORK_DIR.  Each check prints "ok" or "FAIL" with
+# what differed; the script ends with "N passed, M failed" and fails if any did.
+set -u
+gnc=$1 src=$2 work=$3
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# expect CODE CMD...: exit status CODE; stdout+stderr kept in $out
+expect() {
+    local want=$1; shift
+    out=$("$@" 2>&1); local got=$?
+    if [ "$got" = "$want" ]; then ok; else bad "'$*' exited $got, want $want"; echo "$out" | head -20; fi
+}
+# has TEXT: the last output contains TEXT
+has() { if grep -qF -- "$1" <<<"$out"; then ok; else bad "output lacks '$1'"; echo "$out" | head -20; fi; }
+
+# help and usage errors
+expect 0 "$gnc" --help;                    has "usage: gnc <command>"
+expect 0 "$gnc" dump --help;               has "usage: gnc dump"
+expect 0 "$gnc" help run;                  has "--seed N"
+expect 0 "$gnc" --version;                 has "gnc 0."
+expect 2 "$gnc";                           has "usage: gnc"
+expect 2 "$gnc" dmp x.net;                 has "unknown command 'dmp'; did you mean 'dump'?"
+expect 2 "$gnc" dump;                      has "no input file"
+expect 2 "$gnc" dump --frobnicate x.net;   has "unknown option '--frobnicate'"
+expect 2 "$gnc" dump -D batch x.net;       has "-D needs NAME=VALUE"
+expect 2 "$gnc" run --seed -3 x.net;       has "--seed needs a non-negative integer"
+expect 2 "$gnc" run --threads 0 x.net;     has "--threads needs an integer"
+expect 2 "$gnc" compile -o y x.net;        has "does not apply to this command"
+expect 2 "$gnc" dump a.net b.net;          has "more than one input file"
+expect 1 "$gnc" dump missing.net;          has "missing.net: error: cannot read file"
+
+# bad -D values are located errors
+expect 1 "$gnc" dump "$src/models/lenet.net" -D batchh=3
+has "model 'lenet' has no parameter 'batchh'; did you mean 'batch'?"
+expect 1 "$gnc" dump "$src/models/lenet.net" -D batch=abc
+has "the value must be a number"
+expect 1 "$gnc" dump "$src/models/lenet.net" -D batch=0
+has "a dimension must be a positive integer"
+
+# IR round trip of every model: dump, parse back, dump again, identical
+for m in "$src"/models/*.net; do
+    name=$(basename "$m" .net)
+    expect 0 "$gnc" dump "$m" -D batch=4 -o "$name.gir"
+    expect 0 "$gnc" dump "$name.gir" -o "$name.again.gir"
+    if cmp -s "$name.gir" "$name.again.gir"; then ok; else bad "$name: IR text does not round-trip"; fi
+    expect 0 "$gnc" compile "$m"
+    has "model $name"
+done
+expect 0 "$gnc" compile "$src/models/resnet18.net"
+has "parameters: 11175818 trainable"
+has "0.9"   # about 0.91 GFLOP per 28x28 image forward
+
+# -o writes nothing on failure, and never leaves a temporary file
+printf 'model m() {\n    input x: f32[2]\n    output y = relu(x) +\n}\n' >broken.net
+expect 1 "$gnc" dump broken.net -o broken.gir
+if [ ! -e broken.gir ] && ! ls broken.gir.tmp* >/dev/null 2>&1; then ok; else bad "-o left a file after an error"; fi
+
+# IR text errors are located
+printf 'graph g {\n  input %%x: f33[2]\n}\n' >bad.gir
+expect 1 "$gnc" dump bad.gir;              has "bad.gir:2:"
+expect 1 "$gnc" dump bad.gir -D batch=2;   has "-D and --model apply to .net models"
+
+# inference: deterministic for a seed, different across seeds
+expect 0 "$gnc" run "$src/models/lenet.net" -D batch=4 --seed 1;  a=$out
+expect 0 "$gnc" run "$src/models/lenet.net" -D batch=4 --seed 1;  b=$out
+expect 0 "$gnc" run "$src/models/lenet.net" -D batch=4 --seed 2;  c=$out
+strip() { grep -v '^time:' <<<"$1"; }
+if [ "$(strip "$a")" = "$(strip "$b")" ]; then ok; else bad "run is not deterministic for a seed"; fi
+if [ "$(strip "$a")" != "$(strip "$c")" ]; then ok; else bad "run ignores --seed"; fi
+has "logits: f32[4, 10]"
+expect 0 "$gnc" run "$src/models/mlp.net" -D batch=2 --repeat 3
+has "probs: f32[2, 10]"
+
+# .npy outputs, then fed back as inputs
+expect 0 "$gnc" run "$src/models/lenet.net" -D batch=2 --seed 3 -o outs
+if [ -s outs/logits.npy ] && head -c 6 outs/logits.npy | grep -q NUMPY; then ok; else bad "-o DIR wrote no logits.npy"; fi
+expect 1 "$gnc" run "$src/models/lenet.net" -D batch=2 --input image=outs/logits.npy
+has "does not match the input's f32[2, 1, 28, 28]"
+expect 1 "$gnc" run "$src/models/lenet.net" -D batch=2 --input outs/logits.npy
+has "name one"
+expect 1 "$gnc" run "$src/models/lenet.net" -D batch=2 --input nosuch=outs/logits.npy
+has "the model has no input 'nosuch'"
+printf 'garbage' >junk.npy
+expect 1 "$gnc" run "$src/models/lenet.net" -D batch=2 --input image=junk.npy
+has "not a .npy file"
+
+echo "cli: $pass passed, $fail failed"
+[ "$fail" = 0 ]
