@@ -21,6 +21,9 @@
 #include <stdio.h>
 
 #define IR_MAX_RANK 8
+/* Elements of one tensor at most (1 TiB of i64), so that sizes computed from dims
+ * never overflow.  The frontend and the IR parser refuse larger tensors. */
+#define IR_MAX_NUMEL ((int64_t)1 << 37)
 
 typedef enum {
     IR_F32, IR_F16, IR_BF16, IR_I32, IR_I64, IR_U8,

@@ -57,13 +57,16 @@ static int broadcast(const ir_type *a, const ir_type *b, ir_type *out)
     return 1;
 }
 
-/* Output size of a sliding window, or -1 when the window does not fit. */
+/* Output size of a sliding window, or -1 when the window does not fit (or its
+ * arithmetic would overflow: attributes come from the user). */
 static int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d)
 {
-    int64_t span = d * (k - 1) + 1;
-    if (s < 1 || in + 2 * p < span)
+    int64_t span, padded;
+    if (s < 1 || __builtin_mul_overflow(d, k - 1, &span) || __builtin_add_overflow(span, 1, &span) ||
+        __builtin_mul_overflow(p, 2, &padded) || __builtin_add_overflow(padded, in, &padded) ||
+        padded < span)
         return -1;
-    return (in + 2 * p - span) / s + 1;
+    return (padded - span) / s + 1;
 }
 
 /* Checks n's attributes against its op's schema (ops.def): each one present,
@@ -271,7 +274,7 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
         for (int i = 0; i < 2; i++) {
             if (k[i] < 1 || st[i] < 1 || dl[i] < 1 || pd[i] < 0)
                 FAIL("%s needs kernel, stride, dilation >= 1 and pad >= 0", op);
-            if (2 * pd[i] > k[i])
+            if (pd[i] > k[i] / 2)
                 FAIL("%s pad (%lld) must be at most half the kernel (%lld)", op,
                      (long long)pd[i], (long long)k[i]);
         }
@@ -301,7 +304,11 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
                 FAIL("reshape dimensions must be positive, got %lld", (long long)shape[i]);
             t.dims[i] = shape[i];
         }
-        if (ir_type_numel(&t) != ir_type_numel(a))
+        int64_t numel = 1;
+        for (int i = 0; i < count; i++)
+            if (__builtin_mul_overflow(numel, shape[i], &numel))
+                FAIL("reshape of %s to %d dimensions overflows", TS(a), count);
+        if (numel != ir_type_numel(a))
             FAIL("reshape of %s to %s changes the element count", TS(a), TS(&t));
         *o = t;
         return 1;

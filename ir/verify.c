@@ -24,10 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Elements of one tensor at most, so that sizes computed from dims never
- * overflow.  Keep in step with MAX_NUMEL in frontend/elab.c, which refuses to
- * build larger tensors. */
-#define MAX_NUMEL ((int64_t)1 << 37)
 
 static void *xcalloc(size_t n, size_t size)
 {
@@ -221,7 +217,7 @@ static int check_type(verifier *V, ir_loc loc, const char *who, const ir_type *t
             return 0;
         }
     for (int i = 0; i < t->rank; i++)
-        if (__builtin_mul_overflow(numel, t->dims[i], &numel) || numel > MAX_NUMEL) {
+        if (__builtin_mul_overflow(numel, t->dims[i], &numel) || numel > IR_MAX_NUMEL) {
             report(V, loc, "%s has type %s, more than 2^37 elements", who,
                    type_str(tb, sizeof tb, t));
             return 0;
@@ -362,77 +358,6 @@ static void check_params(verifier *V)
     }
 }
 
-/* ops.c computes window extents and reshape element counts without overflow
- * checks, as the frontend bounds what reaches them; attributes read from IR text
- * are not bounded, so a node whose values would overflow there is refused before
- * ir_infer runs.  This follows ops.c's order: values that its earlier checks
- * refuse cleanly are left to them.  Call with the attributes checked against the
- * schema and the operand count in range. */
-static int window_overflows(int64_t in, int64_t k, int64_t pad, int64_t dil)
-{
-    if (k > 1 && dil > (INT64_MAX - 1) / (k - 1))
-        return 1; /* dil * (k - 1) + 1 */
-    return pad > (INT64_MAX - in) / 2; /* in + 2 * pad */
-}
-
-static int attrs_overflow(const ir_node *n)
-{
-    const ir_type *a = n->nin > 0 ? &n->in[0]->type : NULL;
-    switch (n->op) {
-    case IR_OP_CONV2D: {
-        const int64_t *st = ir_attr_ints(n, "stride", NULL), *pad = ir_attr_ints(n, "pad", NULL),
-                      *dil = ir_attr_ints(n, "dilation", NULL);
-        const ir_type *w = &n->in[1]->type;
-        if (a->rank != 4 || w->rank != 4)
-            return 0;
-        for (int i = 0; i < 2; i++)
-            if (st[i] < 1 || pad[i] < 0 || dil[i] < 1)
-                return 0;
-        for (int i = 0; i < 2; i++)
-            if (window_overflows(a->dims[2 + i], w->dims[2 + i], pad[i], dil[i]))
-                return 1;
-        return 0;
-    }
-    case IR_OP_MAXPOOL2D:
-    case IR_OP_AVGPOOL2D: {
-        static const int64_t one[2] = {1, 1};
-        const int64_t *k = ir_attr_ints(n, "kernel", NULL), *st = ir_attr_ints(n, "stride", NULL),
-                      *pad = ir_attr_ints(n, "pad", NULL);
-        const int64_t *dil = n->op == IR_OP_MAXPOOL2D ? ir_attr_ints(n, "dilation", NULL) : one;
-        if (a->rank != 4)
-            return 0;
-        for (int i = 0; i < 2; i++) {
-            if (k[i] < 1 || st[i] < 1 || dil[i] < 1 || pad[i] < 0)
-                return 0;
-            if (pad[i] > INT64_MAX / 2)
-                return 1; /* 2 * pad */
-            if (2 * pad[i] > k[i])
-                return 0;
-        }
-        for (int i = 0; i < 2; i++)
-            if (window_overflows(a->dims[2 + i], k[i], pad[i], dil[i]))
-                return 1;
-        return 0;
-    }
-    case IR_OP_RESHAPE: {
-        int count;
-        const int64_t *shape = ir_attr_ints(n, "shape", &count);
-        int64_t numel = 1;
-        if (count > IR_MAX_RANK)
-            return 0;
-        for (int i = 0; i < count; i++)
-            if (shape[i] < 1)
-                return 0;
-        for (int i = 0; i < count; i++)
-            if (__builtin_mul_overflow(numel, shape[i], &numel))
-                return 1;
-        return 0;
-    }
-    default:
-        return 0;
-    }
-}
-
 static void check_node(verifier *V, const ir_node *n, int index)
 {
     char ns[160], who[300], vb[112], tb[256], tb2[256], err[512];
@@ -500,13 +425,9 @@ static void check_node(verifier *V, const ir_node *n, int index)
     if (!sound)
         return;
 
-    const ir_op_info *info = &ir_ops[n->op];
     ir_type t;
     if (!ir_check_attrs(n, err, sizeof err))
         report(V, loc, "node %s: %s", ns, err);
-    else if (n->nin >= info->nin_min && n->nin <= info->nin_max && n->nout == 1 &&
-             attrs_overflow(n))
-        report(V, loc, "node %s: attribute values are too large", ns);
     else if (!ir_infer(n, &t, err, sizeof err))
         report(V, loc, "node %s: %s", ns, err);
     else if (!ir_type_eq(&t, &n->out[0]->type))

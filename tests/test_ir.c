@@ -729,27 +729,29 @@ static void test_verify(void)
     g = build_cnn();
     int64_t huge[2] = {INT64_MAX / 2 + 1, 1};
     ir_set_ints(g, find_node(g, "stem"), "dilation", 2, huge);
-    expect_verify(g, 1, "m.net:5:9: error: node %stem (conv2d): attribute values are too large",
-                  "dilation that would overflow");
+    expect_verify(g, 1, "m.net:5:9: error: node %stem (conv2d): conv2d kernel 3x3 does not fit input "
+                  "f32[4, 1, 8, 8] with padding 1", "dilation that would overflow");
 
     g = build_cnn();
     int64_t wide[2] = {INT64_MAX, 2}, dil[2] = {2, 1};
     ir_set_ints(g, find_node(g, "pool"), "kernel", 2, wide);
     ir_set_ints(g, find_node(g, "pool"), "dilation", 2, dil);
-    expect_verify(g, 1, "m.net:7:20: error: node %pool (maxpool2d): attribute values are too "
-                  "large", "pooling window that would overflow");
+    expect_verify(g, 1, "m.net:7:20: error: node %pool (maxpool2d): maxpool2d window "
+                  "9223372036854775807x2 does not fit input f32[4, 8, 8, 8]",
+                  "pooling window that would overflow");
 
     g = build_cnn();
     int64_t pads[2] = {INT64_MAX / 2 + 1, 0};
     ir_set_ints(g, find_node(g, "pool"), "pad", 2, pads);
-    expect_verify(g, 1, "m.net:7:20: error: node %pool (maxpool2d): attribute values are too "
-                  "large", "pooling pad that would overflow");
+    expect_verify(g, 1, "m.net:7:20: error: node %pool (maxpool2d): maxpool2d pad "
+                  "(4611686018427387904) must be at most half the kernel (2)",
+                  "pooling pad that would overflow");
 
     g = build_cnn();
     int64_t big[4] = {INT64_MAX / 2, 4, 4, 4};
     ir_set_ints(g, find_node(g, "flat"), "shape", 4, big);
-    expect_verify(g, 1, "m.net:8:20: error: node %flat (reshape): attribute values are too large",
-                  "reshape whose element count would overflow");
+    expect_verify(g, 1, "m.net:8:20: error: node %flat (reshape): reshape of f32[4, 8, 1, 1] to 4 "
+                  "dimensions overflows", "reshape whose element count would overflow");
 
     g = build_cnn();
     g->loss = ir_find_value(g, "fc");
