@@ -1,0 +1,23 @@
+# libFuzzer target for the frontend (included from the top-level CMakeLists.txt
+# when GNC_FUZZ is ON).  Needs clang:
+#   CC=clang cmake -S . -B build-fuzz -G Ninja -DGNC_FUZZ=ON && ninja -C build-fuzz fuzz_frontend
+# or simply: bash tools/fuzz.sh SECONDS
+#
+# The libraries under test are compiled with AddressSanitizer, UBSan (every
+# undefined behaviour aborts, so the fuzzer sees it as a crash) and libFuzzer's
+# coverage instrumentation; whatever links them links the sanitizer runtimes.
+if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
+  message(FATAL_ERROR "GNC_FUZZ needs clang (libFuzzer): configure with CC=clang")
+endif()
+
+set(GNC_FUZZ_SANITIZE -fsanitize=address,undefined -fno-sanitize-recover=undefined
+                      -fno-omit-frame-pointer)
+foreach(lib gnc_ir gnc_frontend)
+  target_compile_options(${lib} PRIVATE -fsanitize=fuzzer-no-link ${GNC_FUZZ_SANITIZE})
+  target_link_options(${lib} INTERFACE -fsanitize=address,undefined)
+endforeach()
+
+add_executable(fuzz_frontend ${CMAKE_CURRENT_LIST_DIR}/fuzz_frontend.c)
+target_link_libraries(fuzz_frontend PRIVATE gnc_frontend gnc_ir)
+target_compile_options(fuzz_frontend PRIVATE -fsanitize=fuzzer ${GNC_FUZZ_SANITIZE})
+target_link_options(fuzz_frontend PRIVATE -fsanitize=fuzzer,address,undefined)

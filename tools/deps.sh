@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 (bookworm) packages that gnc needs, if any is missing:
+#   bash tools/deps.sh            build tools, libraries, clang for the fuzzer, data
+#   bash tools/deps.sh --torch    the same plus python3-torch (bench/ and the golden
+#                                 file generator; the tests never need it)
+# Idempotent, and quick when everything is there: it asks dpkg first and runs
+# apt-get (update, then install) only for what is missing.  Runs as root, or
+# through sudo when that is available.
+set -euo pipefail
+
+# build-essential, cmake, ninja-build: the C17 toolchain and the build
+# flex, bison (>= 3.6):               the .net lexer and parser
+# pkg-config, libopenblas-openmp-dev: BLAS for the CPU runtime's GEMMs, on the
+#                                     runtime's own OpenMP threads
+# zlib1g-dev:                         reading gzip-compressed data files
+# libcjson-dev:                       the JSON header of safetensors checkpoints
+# clang, libclang-rt-14-dev:          libFuzzer and clang's sanitizer runtimes
+#                                     (clang only recommends the latter, and
+#                                     recommends are not installed here)
+# dataset-fashion-mnist:              the data of the main job
+pkgs=(build-essential cmake ninja-build flex bison pkg-config libopenblas-openmp-dev zlib1g-dev
+      libcjson-dev
+      clang libclang-rt-14-dev dataset-fashion-mnist)
+for arg in "$@"; do
+    case $arg in
+    --torch) pkgs+=(python3-torch python3-numpy) ;;
+    -h|--help) sed -n '2,9s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    *) echo "deps: unknown option '$arg' (see --help)" >&2; exit 2 ;;
+    esac
+done
+
+installed() { dpkg -s "$1" 2>/dev/null | grep -q '^Status: install ok installed'; }
+
+missing=()
+for p in "${pkgs[@]}"; do
+    installed "$p" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -eq 0 ]; then
+    sudo=()
+elif command -v sudo >/dev/null; then
+    sudo=(sudo)
+else
+    echo "deps: missing packages: ${missing[*]}" >&2
+    echo "deps: run this script as root (or with sudo) to install them" >&2
+    exit 1
+fi
+echo "deps: installing ${missing[*]}"
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+    --no-install-recommends "${missing[@]}"
+for p in "${missing[@]}"; do
+    installed "$p" || { echo "deps: $p did not install" >&2; exit 1; }
+done

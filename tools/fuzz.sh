@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Fuzzes the frontend with libFuzzer for SECONDS seconds:
+#   bash tools/fuzz.sh SECONDS          (build dir: build-fuzz, or $GNC_FUZZ_BUILD)
+# Builds tests/fuzz/fuzz_frontend.c with clang, AddressSanitizer and UBSan, then runs
+# it on a working copy of the seed corpus (models/*.net, tests/dsl/**/*.net,
+# tests/fuzz/regressions/*.net) kept in the build dir, so nothing is written into
+# the repository.  Exits non-zero on any crash, sanitizer report, leak or timeout,
+# and prints the path of the input that caused it and how to reproduce it.
+set -euo pipefail
+if [ $# -ne 1 ] || ! [[ $1 =~ ^[0-9]+$ ]] || [ "$1" -lt 1 ]; then
+    echo "usage: bash tools/fuzz.sh SECONDS" >&2
+    exit 2
+fi
+seconds=$1
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${GNC_FUZZ_BUILD:-$root/build-fuzz}
+command -v clang >/dev/null || { echo "fuzz: needs clang (bash tools/deps.sh)" >&2; exit 1; }
+
+CC=clang cmake -S "$root" -B "$build" -G Ninja -DGNC_FUZZ=ON >/dev/null
+ninja -C "$build" fuzz_frontend
+
+work=$build/fuzz
+corpus=$work/corpus          # grows from run to run; the seeds are copied in each time
+artifacts=$work/artifacts
+mkdir -p "$corpus" "$artifacts"
+shopt -s nullglob globstar
+seeds=("$root"/models/*.net "$root"/tests/dsl/**/*.net "$root"/tests/fuzz/regressions/*.net)
+for f in "${seeds[@]}"; do
+    # flatten the path into a unique name: tests/dsl/a/b.net -> tests_dsl_a_b.net
+    rel=${f#"$root"/}
+    cp "$f" "$corpus/seed_${rel//\//_}"
+done
+echo "fuzz: ${#seeds[@]} seeds, $(ls "$corpus" | wc -l) inputs in $corpus; running ${seconds}s"
+
+before=$(ls "$artifacts" | sort)
+log=$work/fuzz.log
+set +e
+"$build/fuzz_frontend" -max_total_time="$seconds" -max_len=4096 -timeout=10 \
+    -dict="$root/tests/fuzz/dsl.dict" -artifact_prefix="$artifacts/" -print_final_stats=1 \
+    "$corpus" 2>&1 | tee "$log" | grep -v -E '^#[0-9]+\s+(NEW|REDUCE|pulse)'
+rc=${PIPESTATUS[0]}
+set -e
+after=$(ls "$artifacts" | sort)
+new=$(comm -13 <(echo "$before") <(echo "$after") | grep -v '^slow-unit-' || true)
+
+if [ "$rc" -ne 0 ] || [ -n "$new" ]; then
+    echo "fuzz: FAILED (libFuzzer exit code $rc); full log: $log" >&2
+    for a in $new; do
+        echo "fuzz: crash input: $artifacts/$a" >&2
+    done
+    grep -o 'Test unit written to .*' "$log" >&2 || true
+    echo "fuzz: reproduce with: $build/fuzz_frontend INPUT" >&2
+    echo "fuzz: minimize with:  $build/fuzz_frontend -minimize_crash=1 -runs=100000 -exact_artifact_path=min.net INPUT" >&2
+    echo "fuzz: then save it as tests/fuzz/regressions/NAME.net (checked by ctest -R fuzz_regressions)" >&2
+    exit 1
+fi
+echo "fuzz: no crash in ${seconds}s"

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Set-up and the tests:
+#   bash tools/test.sh                 install what is missing, build in build/, run ctest
+#   bash tools/test.sh --asan          the same with AddressSanitizer and UBSan, in build-asan/
+#   bash tools/test.sh --fuzz SECONDS  fuzz the frontend instead (tools/fuzz.sh)
+# GNC_BUILD_DIR overrides the build directory.  Exits non-zero if a step or a test fails.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+asan=0 fuzz=
+while [ $# -gt 0 ]; do
+    case $1 in
+    --asan) asan=1 ;;
+    --fuzz)
+        [ $# -ge 2 ] || { echo "test: --fuzz needs SECONDS" >&2; exit 2; }
+        fuzz=$2; shift ;;
+    -h|--help) sed -n '2,6s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    *) echo "test: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+bash "$root/tools/deps.sh"
+if [ -n "$fuzz" ]; then
+    exec bash "$root/tools/fuzz.sh" "$fuzz"
+fi
+
+if [ $asan = 1 ]; then
+    build=${GNC_BUILD_DIR:-$root/build-asan}
+    flags=(-DGNC_SANITIZE=ON)
+    export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+else
+    build=${GNC_BUILD_DIR:-$root/build}
+    flags=(-DGNC_SANITIZE=OFF)
+fi
+cmake -S "$root" -B "$build" -G Ninja "${flags[@]}"
+cmake --build "$build"
+ctest --test-dir "$build" --output-on-failure --no-tests=error -j2
