@@ -235,7 +235,7 @@ ir_value *ir_add_input(ir_graph *g, const char *name, ir_type t, ir_loc loc)
 ir_value *ir_add_param(ir_graph *g, ir_value_kind kind, const char *name, ir_type t,
                        ir_init init, ir_loc loc)
 {
-    IR_ASSERT(kind == IR_VALUE_PARAM || kind == IR_VALUE_BUFFER);
+    IR_ASSERT(kind == IR_VALUE_PARAM || kind == IR_VALUE_BUFFER || kind == IR_VALUE_STATE);
     ir_value *v = new_value(g, kind, ir_strdup(g, name), t, loc);
     v->init = init;
     g->params = grow(g, g->params, &g->cap_params, g->nparams + 1, sizeof *g->params);
@@ -247,6 +247,12 @@ void ir_add_output(ir_graph *g, const char *name, ir_value *v, ir_loc loc)
 {
     g->outputs = grow(g, g->outputs, &g->cap_outputs, g->noutputs + 1, sizeof *g->outputs);
     g->outputs[g->noutputs++] = (ir_output){ir_strdup(g, name), v, loc};
+}
+
+void ir_add_update(ir_graph *g, ir_value *target, ir_value *source)
+{
+    g->updates = grow(g, g->updates, &g->cap_updates, g->nupdates + 1, sizeof *g->updates);
+    g->updates[g->nupdates++] = (ir_update){target, source};
 }
 
 ir_value *ir_value_new(ir_graph *g, const char *base, ir_loc loc)
@@ -339,6 +345,9 @@ void ir_replace_uses(ir_graph *g, ir_value *old, ir_value *new_)
             g->outputs[i].value = new_;
     if (g->loss == old)
         g->loss = new_;
+    for (int i = 0; i < g->nupdates; i++)
+        if (g->updates[i].source == old)
+            g->updates[i].source = new_;
 }
 
 /* ---- attributes ---- */

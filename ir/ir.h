@@ -43,7 +43,7 @@ typedef struct {
 } ir_loc;
 
 typedef enum {
-#define OP(e, name, nmin, nmax, attrs) IR_OP_##e,
+#define OP(e, name, nmin, nmax, nout, attrs) IR_OP_##e,
 #include "ops.def"
 #undef OP
     IR_NOPS
@@ -79,6 +79,7 @@ typedef enum {
     IR_VALUE_INPUT,   /* fed by the caller */
     IR_VALUE_PARAM,   /* trainable weight */
     IR_VALUE_BUFFER,  /* non-trainable state saved with the weights (running stats) */
+    IR_VALUE_STATE,   /* optimizer state (momentum, Adam's moments), saved in checkpoints */
     IR_VALUE_NODE     /* computed by def */
 } ir_value_kind;
 
@@ -113,6 +114,12 @@ typedef struct {
     ir_loc loc;
 } ir_output;
 
+/* At the end of a step, target (a param, buffer or state) takes source's value:
+ * how a training step writes back new weights and statistics. */
+typedef struct {
+    ir_value *target, *source;
+} ir_update;
+
 typedef struct ir_arena ir_arena;
 
 typedef struct {
@@ -122,11 +129,12 @@ typedef struct {
     int nnodes;
     int nvalues;                /* ids handed out so far */
     ir_value **inputs;   int ninputs;
-    ir_value **params;   int nparams;   /* params and buffers, in creation order */
+    ir_value **params;   int nparams;   /* params, buffers and state, in creation order */
     ir_output *outputs;  int noutputs;
     ir_value *loss;             /* NULL when the model has none */
+    ir_update *updates;  int nupdates;
     struct ir_names *names;     /* the set of value names in use */
-    int cap_inputs, cap_params, cap_outputs;
+    int cap_inputs, cap_params, cap_outputs, cap_updates;
 } ir_graph;
 
 /* ---- arena ---- */
@@ -148,6 +156,7 @@ ir_value *ir_add_input(ir_graph *g, const char *name, ir_type t, ir_loc loc);
 ir_value *ir_add_param(ir_graph *g, ir_value_kind kind, const char *name, ir_type t,
                        ir_init init, ir_loc loc);
 void ir_add_output(ir_graph *g, const char *name, ir_value *v, ir_loc loc);
+void ir_add_update(ir_graph *g, ir_value *target, ir_value *source);
 
 /* A node with fresh output values named from base (made unique); outputs' types
  * are left for the caller (ir_infer fills them).  Not yet linked into the list. */
@@ -163,7 +172,8 @@ ir_value *ir_value_new(ir_graph *g, const char *base, ir_loc loc);
 void ir_append(ir_graph *g, ir_node *n);
 void ir_insert_before(ir_graph *g, ir_node *pos, ir_node *n);
 void ir_erase(ir_graph *g, ir_node *n);
-/* Every use of old (node operands, outputs, loss) becomes a use of new. */
+/* Every use of old (node operands, outputs, loss, update sources) becomes a use
+ * of new. */
 void ir_replace_uses(ir_graph *g, ir_value *old, ir_value *new_);
 
 #define ir_for_each_node(g, n) for (ir_node *n = (g)->head; n; n = n->next)
@@ -181,6 +191,7 @@ const int64_t *ir_attr_ints(const ir_node *n, const char *key, int *count);
 typedef struct {
     const char *name;
     int nin_min, nin_max;
+    int nout;                   /* results (sgd: 1 without momentum, 2 with) */
     const char *attrs;          /* the schema, see ops.def */
 } ir_op_info;
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 const ir_op_info ir_ops[IR_NOPS] = {
-#define OP(e, name, nmin, nmax, attrs) [IR_OP_##e] = {name, nmin, nmax, attrs},
+#define OP(e, name, nmin, nmax, nout, attrs) [IR_OP_##e] = {name, nmin, nmax, nout, attrs},
 #include "ops.def"
 #undef OP
 };
@@ -69,6 +69,101 @@ static int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d
     return (padded - span) / s + 1;
 }
 
+/* conv2d's rule, shared with its gradients: x conv w (+ bias) -> o. */
+static int conv_rule(const ir_node *n, const ir_type *a, const ir_type *b, const ir_type *c,
+                     ir_type *o, char *err, size_t errlen)
+{
+    char tbuf[4][128];
+    int tb = 0;
+    if (a->rank != 4 || !is_float(a->dtype))
+        FAIL("conv2d expects 4-d input, got %s", TS(a));
+    const int64_t *st = ir_attr_ints(n, "stride", NULL), *pd = ir_attr_ints(n, "pad", NULL),
+                  *dl = ir_attr_ints(n, "dilation", NULL);
+    int64_t groups = ir_attr_int(n, "groups");
+    if (groups < 1 || a->dims[1] % groups)
+        FAIL("conv2d groups (%lld) must divide the input channels of %s",
+             (long long)groups, TS(a));
+    if (b->rank != 4 || b->dtype != a->dtype || b->dims[1] != a->dims[1] / groups ||
+        b->dims[0] % groups)
+        FAIL("conv2d weight must be %s[out, %lld, kh, kw] with out divisible by %lld, "
+             "got %s", ir_dtype_name(a->dtype), (long long)(a->dims[1] / groups),
+             (long long)groups, TS(b));
+    if (c && (c->rank != 1 || c->dims[0] != b->dims[0] || c->dtype != a->dtype))
+        FAIL("conv2d bias must be %s[%lld], got %s", ir_dtype_name(a->dtype),
+             (long long)b->dims[0], TS(c));
+    for (int i = 0; i < 2; i++)
+        if (st[i] < 1 || pd[i] < 0 || dl[i] < 1)
+            FAIL("conv2d needs stride >= 1, pad >= 0, dilation >= 1");
+    int64_t oh = window_out(a->dims[2], b->dims[2], st[0], pd[0], dl[0]);
+    int64_t ow = window_out(a->dims[3], b->dims[3], st[1], pd[1], dl[1]);
+    if (oh < 1 || ow < 1)
+        FAIL("conv2d kernel %lldx%lld does not fit input %s with padding %lld",
+             (long long)b->dims[2], (long long)b->dims[3], TS(a), (long long)pd[0]);
+    *o = (ir_type){a->dtype, 4, {a->dims[0], b->dims[0], oh, ow}};
+    return 1;
+}
+
+/* The pooling rule, shared with the gradients: a pooled -> o. */
+static int pool_rule(const ir_node *n, const ir_type *a, ir_type *o, char *err, size_t errlen)
+{
+    char tbuf[4][128];
+    int tb = 0;
+    int is_max = n->op == IR_OP_MAXPOOL2D || n->op == IR_OP_MAXPOOL2D_GRAD;
+    const char *op = is_max ? "maxpool2d" : "avgpool2d";
+        if (a->rank != 4 || !is_float(a->dtype))
+            FAIL("%s expects 4-d input, got %s", op, TS(a));
+        const int64_t *k = ir_attr_ints(n, "kernel", NULL), *st = ir_attr_ints(n, "stride", NULL),
+                      *pd = ir_attr_ints(n, "pad", NULL);
+        const int64_t one[2] = {1, 1};
+        const int64_t *dl = is_max ? ir_attr_ints(n, "dilation", NULL) : one;
+        for (int i = 0; i < 2; i++) {
+            if (k[i] < 1 || st[i] < 1 || dl[i] < 1 || pd[i] < 0)
+                FAIL("%s needs kernel, stride, dilation >= 1 and pad >= 0", op);
+            if (pd[i] > k[i] / 2)
+                FAIL("%s pad (%lld) must be at most half the kernel (%lld)", op,
+                     (long long)pd[i], (long long)k[i]);
+        }
+        int64_t oh = window_out(a->dims[2], k[0], st[0], pd[0], dl[0]);
+        int64_t ow = window_out(a->dims[3], k[1], st[1], pd[1], dl[1]);
+        if (oh < 1 || ow < 1)
+            FAIL("%s window %lldx%lld does not fit input %s", op, (long long)k[0],
+                 (long long)k[1], TS(a));
+        *o = (ir_type){a->dtype, 4, {a->dims[0], a->dims[1], oh, ow}};
+        return 1;
+}
+
+/* The type named by a node's shape attribute, of the given dtype. */
+static int shape_attr(const ir_node *n, ir_dtype dtype, ir_type *t, char *err, size_t errlen)
+{
+    int count;
+    const int64_t *shape = ir_attr_ints(n, "shape", &count);
+    if (count > IR_MAX_RANK)
+        FAIL("%s shape has rank %d, above the maximum %d", ir_ops[n->op].name, count,
+             IR_MAX_RANK);
+    *t = (ir_type){dtype, count, {0}};
+    int64_t numel = 1;
+    for (int i = 0; i < count; i++) {
+        if (shape[i] < 1 || __builtin_mul_overflow(numel, shape[i], &numel) ||
+            numel > IR_MAX_NUMEL)
+            FAIL("%s shape entries must be positive and their product at most %lld",
+                 ir_ops[n->op].name, (long long)IR_MAX_NUMEL);
+        t->dims[i] = shape[i];
+    }
+    return 1;
+}
+
+/* Whether b broadcasts to a (NumPy rules, b being the smaller). */
+static int broadcasts_to(const ir_type *b, const ir_type *a)
+{
+    ir_type o;
+    if (b->rank > a->rank || !broadcast(a, b, &o))
+        return 0;
+    for (int i = 0; i < a->rank; i++)
+        if (o.dims[i] != a->dims[i])
+            return 0;
+    return 1;
+}
+
 /* Checks n's attributes against its op's schema (ops.def): each one present,
  * of its kind and length, and none unknown. */
 int ir_check_attrs(const ir_node *n, char *err, size_t errlen)
@@ -110,6 +205,192 @@ int ir_check_attrs(const ir_node *n, char *err, size_t errlen)
     return 1;
 }
 
+/* The rules of the ops autodiff makes (ops.def, "Training"). */
+static int infer_training(const ir_node *n, ir_type *out, char *err, size_t errlen)
+{
+    char tbuf[4][128];
+    int tb = 0;
+    const char *op = ir_ops[n->op].name;
+    const ir_type *a = n->nin > 0 ? &n->in[0]->type : NULL;
+    const ir_type *b = n->nin > 1 ? &n->in[1]->type : NULL;
+    static const ir_type f32 = {IR_F32, 0, {0}}, i64 = {IR_I64, 0, {0}};
+    ir_type t, y;
+    if (a && !is_float(a->dtype) && n->op != IR_OP_CROSS_ENTROPY_GRAD)
+        FAIL("%s expects a floating-point first operand, got %s", op, TS(a));
+
+    switch (n->op) {
+    case IR_OP_BATCHNORM_TRAIN:
+        if (a->rank < 2)
+            FAIL("%s expects a tensor [n, c, ...], got %s", op, TS(a));
+        for (int i = 1; i < 5; i++)
+            if (!ir_type_eq(&n->in[i]->type, &(ir_type){a->dtype, 1, {a->dims[1]}}))
+                FAIL("%s operand %d must be %s[%lld], got %s", op, i, ir_dtype_name(a->dtype),
+                     (long long)a->dims[1], TS(&n->in[i]->type));
+        out[0] = *a;
+        for (int i = 1; i < 5; i++)
+            out[i] = n->in[1]->type;
+        return 1;
+
+    case IR_OP_DROPOUT_TRAIN: {
+        double p = ir_attr_float(n, "p");
+        if (!(p >= 0 && p < 1))
+            FAIL("dropout probability must be in [0, 1), got %g", p);
+        if (!ir_type_eq(b, &i64) || !ir_type_eq(&n->in[2]->type, &i64))
+            FAIL("%s expects i64[] step and seed, got %s and %s", op, TS(b),
+                 TS(&n->in[2]->type));
+        out[0] = out[1] = *a;
+        return 1;
+    }
+
+    case IR_OP_SUM_TO: case IR_OP_BROADCAST_TO:
+        if (!shape_attr(n, a->dtype, &t, err, errlen))
+            return 0;
+        if (n->op == IR_OP_SUM_TO ? !broadcasts_to(&t, a) : !broadcasts_to(a, &t))
+            FAIL("%s: %s does not broadcast to %s", op, TS(n->op == IR_OP_SUM_TO ? &t : a),
+                 TS(n->op == IR_OP_SUM_TO ? a : &t));
+        out[0] = t;
+        return 1;
+
+    case IR_OP_SLICE: {
+        int64_t axis = ir_attr_int(n, "axis"), start = ir_attr_int(n, "start"),
+                size = ir_attr_int(n, "size");
+        if (axis < 0 || axis >= a->rank)
+            FAIL("slice axis %lld is out of range for %s", (long long)axis, TS(a));
+        if (start < 0 || size < 1 || start > a->dims[axis] || size > a->dims[axis] - start)
+            FAIL("slice [%lld, +%lld) does not fit %s along axis %lld", (long long)start,
+                 (long long)size, TS(a), (long long)axis);
+        out[0] = *a;
+        out[0].dims[axis] = size;
+        return 1;
+    }
+
+    case IR_OP_RELU_GRAD: case IR_OP_SIGMOID_GRAD: case IR_OP_TANH_GRAD: case IR_OP_GELU_GRAD:
+    case IR_OP_SOFTMAX_GRAD: case IR_OP_LOG_SOFTMAX_GRAD:
+        if (!ir_type_eq(a, b))
+            FAIL("%s operands differ: %s and %s", op, TS(a), TS(b));
+        if (ir_get_attr(n, "axis") &&
+            (ir_attr_int(n, "axis") < 0 || ir_attr_int(n, "axis") >= a->rank))
+            FAIL("%s axis %lld is out of range for %s", op, (long long)ir_attr_int(n, "axis"),
+                 TS(a));
+        out[0] = *a;
+        return 1;
+
+    case IR_OP_DENSE_GRAD_INPUT:
+        if (b->rank != 2 || b->dtype != a->dtype || a->rank < 1 ||
+            a->dims[a->rank - 1] != b->dims[0])
+            FAIL("%s: dy %s does not fit weight %s", op, TS(a), TS(b));
+        out[0] = *a;
+        out[0].dims[a->rank - 1] = b->dims[1];
+        return 1;
+
+    case IR_OP_DENSE_GRAD_WEIGHT: {
+        int ok = b->rank == a->rank && b->dtype == a->dtype && a->rank >= 1;
+        for (int i = 0; ok && i < a->rank - 1; i++)
+            ok = a->dims[i] == b->dims[i];
+        if (!ok)
+            FAIL("%s: dy %s does not fit input %s", op, TS(a), TS(b));
+        out[0] = (ir_type){a->dtype, 2, {a->dims[a->rank - 1], b->dims[b->rank - 1]}};
+        return 1;
+    }
+
+    case IR_OP_CONV2D_GRAD_INPUT: case IR_OP_CONV2D_GRAD_WEIGHT: {
+        if (!shape_attr(n, a->dtype, &t, err, errlen))
+            return 0;
+        int gi = n->op == IR_OP_CONV2D_GRAD_INPUT;
+        if (!conv_rule(n, gi ? &t : b, gi ? b : &t, NULL, &y, err, errlen))
+            return 0;
+        if (!ir_type_eq(&y, a))
+            FAIL("%s: dy is %s, but the convolution gives %s", op, TS(a), TS(&y));
+        out[0] = t;
+        return 1;
+    }
+
+    case IR_OP_BATCHNORM_GRAD: {
+        if (!ir_type_eq(a, b) || a->rank < 2)
+            FAIL("%s: dy %s and x %s differ", op, TS(a), TS(b));
+        ir_type c = {a->dtype, 1, {a->dims[1]}};
+        for (int i = 2; i < 5; i++)
+            if (!ir_type_eq(&n->in[i]->type, &c))
+                FAIL("%s operand %d must be %s, got %s", op, i, TS(&c), TS(&n->in[i]->type));
+        out[0] = *a;
+        out[1] = out[2] = c;
+        return 1;
+    }
+
+    case IR_OP_LAYERNORM_GRAD: {
+        const ir_type *w = &n->in[2]->type;
+        int ok = ir_type_eq(a, b) && w->rank >= 1 && w->rank <= a->rank && w->dtype == a->dtype;
+        for (int k = 0; ok && k < w->rank; k++)
+            ok = w->dims[k] == a->dims[a->rank - w->rank + k];
+        if (!ok)
+            FAIL("%s: dy %s, x %s and weight %s do not fit", op, TS(a), TS(b), TS(w));
+        out[0] = *a;
+        out[1] = out[2] = *w;
+        return 1;
+    }
+
+    case IR_OP_MAXPOOL2D_GRAD:
+        if (!pool_rule(n, b, &y, err, errlen))
+            return 0;
+        if (!ir_type_eq(&y, a))
+            FAIL("%s: dy is %s, but pooling %s gives %s", op, TS(a), TS(b), TS(&y));
+        out[0] = *b;
+        return 1;
+
+    case IR_OP_AVGPOOL2D_GRAD:
+        if (!shape_attr(n, a->dtype, &t, err, errlen) || !pool_rule(n, &t, &y, err, errlen))
+            return 0;
+        if (!ir_type_eq(&y, a))
+            FAIL("%s: dy is %s, but pooling %s gives %s", op, TS(a), TS(&t), TS(&y));
+        out[0] = t;
+        return 1;
+
+    case IR_OP_EMBEDDING_GRAD: {
+        if (!shape_attr(n, a->dtype, &t, err, errlen))
+            return 0;
+        int ok = (b->dtype == IR_I32 || b->dtype == IR_I64) && a->rank == b->rank + 1 &&
+                 a->dims[a->rank - 1] == t.dims[1];
+        for (int i = 0; ok && i < b->rank; i++)
+            ok = a->dims[i] == b->dims[i];
+        if (!ok)
+            FAIL("%s: dy %s does not fit indices %s and table %s", op, TS(a), TS(b), TS(&t));
+        out[0] = t;
+        return 1;
+    }
+
+    case IR_OP_CROSS_ENTROPY_GRAD: {
+        const ir_type *l = &n->in[2]->type;
+        if (!ir_type_eq(a, &f32) || b->rank != 2 || !is_float(b->dtype) || l->rank != 1 ||
+            l->dims[0] != b->dims[0] || (l->dtype != IR_I32 && l->dtype != IR_I64))
+            FAIL("%s expects f32[] dloss, logits [n, c] and labels [n], got %s, %s and %s", op,
+                 TS(a), TS(b), TS(l));
+        out[0] = *b;
+        return 1;
+    }
+
+    case IR_OP_SGD: case IR_OP_ADAM: {
+        int adam = n->op == IR_OP_ADAM;
+        const ir_type *lr = &n->in[adam ? 4 : 2]->type;
+        if (!ir_type_eq(lr, &f32))
+            FAIL("%s learning rate must be f32[], got %s", op, TS(lr));
+        if (adam && !ir_type_eq(&n->in[5]->type, &i64))
+            FAIL("adam step must be i64[], got %s", TS(&n->in[5]->type));
+        int same[3] = {1, adam ? 2 : n->nin == 4 ? 3 : 1, adam ? 3 : 1};
+        for (int i = 0; i < 3; i++)
+            if (!ir_type_eq(&n->in[same[i]]->type, a))
+                FAIL("%s operand %d must be %s like the parameter, got %s", op, same[i], TS(a),
+                     TS(&n->in[same[i]]->type));
+        for (int i = 0; i < n->nout; i++)
+            out[i] = *a;
+        return 1;
+    }
+
+    default:
+        break;
+    }
+    FAIL("unknown op");
+}
+
 int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
 {
     char tbuf[4][128];
@@ -122,8 +403,13 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
     if (n->nin < ir_ops[n->op].nin_min || n->nin > ir_ops[n->op].nin_max)
         FAIL("%s takes %d to %d operands, got %d", op, ir_ops[n->op].nin_min,
              ir_ops[n->op].nin_max, n->nin);
-    if (n->nout != 1)
-        FAIL("%s has one result, got %d", op, n->nout);
+    int nout = n->op == IR_OP_SGD ? n->nin - 2 : ir_ops[n->op].nout;
+    if (n->nout != nout)
+    {
+        if (nout == 1)
+            FAIL("%s has one result, got %d", op, n->nout);
+        FAIL("%s has %d results, got %d", op, nout, n->nout);
+    }
     if (!ir_check_attrs(n, err, errlen))
         return 0;
 
@@ -191,37 +477,8 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
         o->dims[o->rank - 1] = b->dims[0];
         return 1;
 
-    case IR_OP_CONV2D: {
-        if (a->rank != 4 || !is_float(a->dtype))
-            FAIL("conv2d expects 4-d input, got %s", TS(a));
-        const int64_t *st = ir_attr_ints(n, "stride", NULL), *pd = ir_attr_ints(n, "pad", NULL),
-                      *dl = ir_attr_ints(n, "dilation", NULL);
-        int64_t groups = ir_attr_int(n, "groups");
-        if (groups < 1 || a->dims[1] % groups)
-            FAIL("conv2d groups (%lld) must divide the input channels of %s",
-                 (long long)groups, TS(a));
-        if (b->rank != 4 || b->dtype != a->dtype || b->dims[1] != a->dims[1] / groups ||
-            b->dims[0] % groups)
-            FAIL("conv2d weight must be %s[out, %lld, kh, kw] with out divisible by %lld, "
-                 "got %s", ir_dtype_name(a->dtype), (long long)(a->dims[1] / groups),
-                 (long long)groups, TS(b));
-        if (n->nin == 3) {
-            const ir_type *c = &n->in[2]->type;
-            if (c->rank != 1 || c->dims[0] != b->dims[0] || c->dtype != a->dtype)
-                FAIL("conv2d bias must be %s[%lld], got %s", ir_dtype_name(a->dtype),
-                     (long long)b->dims[0], TS(c));
-        }
-        for (int i = 0; i < 2; i++)
-            if (st[i] < 1 || pd[i] < 0 || dl[i] < 1)
-                FAIL("conv2d needs stride >= 1, pad >= 0, dilation >= 1");
-        int64_t oh = window_out(a->dims[2], b->dims[2], st[0], pd[0], dl[0]);
-        int64_t ow = window_out(a->dims[3], b->dims[3], st[1], pd[1], dl[1]);
-        if (oh < 1 || ow < 1)
-            FAIL("conv2d kernel %lldx%lld does not fit input %s with padding %lld",
-                 (long long)b->dims[2], (long long)b->dims[3], TS(a), (long long)pd[0]);
-        *o = (ir_type){a->dtype, 4, {a->dims[0], b->dims[0], oh, ow}};
-        return 1;
-    }
+    case IR_OP_CONV2D:
+        return conv_rule(n, a, b, n->nin == 3 ? &n->in[2]->type : NULL, o, err, errlen);
 
     case IR_OP_BATCHNORM:
         if (a->rank < 2 || !is_float(a->dtype))
@@ -264,28 +521,8 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
         return 1;
     }
 
-    case IR_OP_MAXPOOL2D: case IR_OP_AVGPOOL2D: {
-        if (a->rank != 4 || !is_float(a->dtype))
-            FAIL("%s expects 4-d input, got %s", op, TS(a));
-        const int64_t *k = ir_attr_ints(n, "kernel", NULL), *st = ir_attr_ints(n, "stride", NULL),
-                      *pd = ir_attr_ints(n, "pad", NULL);
-        const int64_t one[2] = {1, 1};
-        const int64_t *dl = n->op == IR_OP_MAXPOOL2D ? ir_attr_ints(n, "dilation", NULL) : one;
-        for (int i = 0; i < 2; i++) {
-            if (k[i] < 1 || st[i] < 1 || dl[i] < 1 || pd[i] < 0)
-                FAIL("%s needs kernel, stride, dilation >= 1 and pad >= 0", op);
-            if (pd[i] > k[i] / 2)
-                FAIL("%s pad (%lld) must be at most half the kernel (%lld)", op,
-                     (long long)pd[i], (long long)k[i]);
-        }
-        int64_t oh = window_out(a->dims[2], k[0], st[0], pd[0], dl[0]);
-        int64_t ow = window_out(a->dims[3], k[1], st[1], pd[1], dl[1]);
-        if (oh < 1 || ow < 1)
-            FAIL("%s window %lldx%lld does not fit input %s", op, (long long)k[0],
-                 (long long)k[1], TS(a));
-        *o = (ir_type){a->dtype, 4, {a->dims[0], a->dims[1], oh, ow}};
-        return 1;
-    }
+    case IR_OP_MAXPOOL2D: case IR_OP_AVGPOOL2D:
+        return pool_rule(n, a, o, err, errlen);
 
     case IR_OP_GLOBAL_AVGPOOL:
         if (a->rank != 4 || !is_float(a->dtype))
@@ -375,8 +612,7 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
         *o = (ir_type){IR_F32, 0, {0}};
         return 1;
 
-    case IR_NOPS:
-        break;
+    default:
+        return infer_training(n, out, err, errlen);
     }
-    FAIL("unknown op");
 }

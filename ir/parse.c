@@ -727,6 +727,15 @@ static void parse_loss(parser *P, const char *at)
     P->g->loss = v;
 }
 
+/* update %target = %source */
+static void parse_update(parser *P)
+{
+    ir_value *t = value_use(P, "expected a value name (%name)"), *v;
+    if (t && expect(P, '=', "expected '=' after the updated value") &&
+        (v = value_use(P, "expected a value name (%name)")))
+        ir_add_update(P->g, t, v);
+}
+
 static void parse_statement(parser *P)
 {
     const char *at = P->p;
@@ -745,13 +754,17 @@ static void parse_statement(parser *P)
         parse_value_stmt(P, IR_VALUE_PARAM);
     else if (strcmp(P->buf, "buffer") == 0)
         parse_value_stmt(P, IR_VALUE_BUFFER);
+    else if (strcmp(P->buf, "state") == 0)
+        parse_value_stmt(P, IR_VALUE_STATE);
+    else if (strcmp(P->buf, "update") == 0)
+        parse_update(P);
     else if (strcmp(P->buf, "output") == 0)
         parse_output(P);
     else if (strcmp(P->buf, "loss") == 0)
         parse_loss(P, at);
     else
-        error_at(P, at, "unknown statement %s; expected input, param, buffer, output, loss "
-                 "or a node (%%name: TYPE = op(...))", describe(P, at, what, sizeof what));
+        error_at(P, at, "unknown statement %s; expected input, param, buffer, state, output, "
+                 "loss, update or a node (%%name: TYPE = op(...))", describe(P, at, what, sizeof what));
 }
 
 /* graph NAME { */

@@ -191,7 +191,8 @@ void ir_print(const ir_graph *g, FILE *f)
     }
     for (int i = 0; i < g->nparams; i++) {
         const ir_value *v = g->params[i];
-        fputs(v->kind == IR_VALUE_BUFFER ? "  buffer " : "  param ", f);
+        fputs(v->kind == IR_VALUE_BUFFER ? "  buffer " : v->kind == IR_VALUE_STATE ? "  state "
+                                                                             : "  param ", f);
         put_value(f, v);
         fputs(": ", f);
         put_type(f, &v->type);
@@ -213,6 +214,13 @@ void ir_print(const ir_graph *g, FILE *f)
     if (g->loss) {
         fputs("  loss ", f);
         put_value(f, g->loss);
+        fputc('\n', f);
+    }
+    for (int i = 0; i < g->nupdates; i++) {
+        fputs("  update ", f);
+        put_value(f, g->updates[i].target);
+        fputs(" = ", f);
+        put_value(f, g->updates[i].source);
         fputc('\n', f);
     }
     fputs("}\n", f);

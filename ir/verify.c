@@ -10,7 +10,8 @@
  *   3. nodes in list order: the results belong to the node, the operands were
  *      defined before it, the attributes fit the op's schema, and ir_infer gives
  *      exactly the declared types;
- *   4. outputs and the loss.
+ *   4. outputs, the loss, and the updates (each target a param, buffer or state,
+ *      updated once, by a defined value of its type).
  * A value counts as defined once step 2, or the node computing it in step 3, has
  * passed it.  A node with an operand that is undefined or has a broken type is
  * not typed, so that one mistake gives one message, not one per use.
@@ -320,13 +321,15 @@ static void check_params(verifier *V)
             report(V, (ir_loc){0}, "parameter %d is missing", i);
             continue;
         }
-        snprintf(who, sizeof who, "%s %s", v->kind == IR_VALUE_BUFFER ? "buffer" : "param",
+        snprintf(who, sizeof who, "%s %s",
+                 v->kind == IR_VALUE_BUFFER ? "buffer" : v->kind == IR_VALUE_STATE ? "state"
+                                                                                  : "param",
                  value_str(vb, sizeof vb, v));
         if (map_get(&V->state, v)) {
             report(V, v->loc, "%s is listed twice", who);
             continue;
         }
-        if (v->kind != IR_VALUE_PARAM && v->kind != IR_VALUE_BUFFER)
+        if (v->kind != IR_VALUE_PARAM && v->kind != IR_VALUE_BUFFER && v->kind != IR_VALUE_STATE)
             report(V, v->loc, "%s is listed among the parameters but is not one", who);
         double a = v->init.a, b = v->init.b;
         switch (v->init.kind) {
@@ -470,6 +473,35 @@ static void check_loss(verifier *V)
                value_str(vb, sizeof vb, v), type_str(tb, sizeof tb, &v->type));
 }
 
+static void check_updates(verifier *V)
+{
+    const ir_graph *g = V->g;
+    char vb[112], vb2[112], tb[256], tb2[256];
+    map seen = {0};
+    for (int i = 0; i < g->nupdates; i++) {
+        const ir_update *u = &g->updates[i];
+        const ir_value *t = u->target, *s = u->source;
+        if (!t || !s) {
+            report(V, (ir_loc){0}, "update %d lacks its target or source", i);
+            continue;
+        }
+        value_str(vb, sizeof vb, t);
+        if (t->kind != IR_VALUE_PARAM && t->kind != IR_VALUE_BUFFER && t->kind != IR_VALUE_STATE)
+            report(V, t->loc, "update of %s, which is not a param, buffer or state", vb);
+        else if (map_get(&seen, t))
+            report(V, t->loc, "%s is updated twice", vb);
+        map_put(&seen, t, 1);
+        if (map_get(&V->state, s) != DEFINED)
+            report(V, t->loc, "update of %s by %s, which is not defined in the graph", vb,
+                   value_str(vb2, sizeof vb2, s));
+        else if (!ir_type_eq(&t->type, &s->type))
+            report(V, t->loc, "update of %s (%s) by %s of another type, %s", vb,
+                   type_str(tb, sizeof tb, &t->type), value_str(vb2, sizeof vb2, s),
+                   type_str(tb2, sizeof tb2, &s->type));
+    }
+    map_free(&seen);
+}
+
 int ir_verify(const ir_graph *g, diag *d)
 {
     verifier V = {.g = g, .d = d};
@@ -486,6 +518,7 @@ int ir_verify(const ir_graph *g, diag *d)
         check_node(&V, nodes[i], i);
     check_outputs(&V);
     check_loss(&V);
+    check_updates(&V);
 
     free(nodes);
     free(V.ids);

@@ -1,0 +1,310 @@
+/* safetensors checkpoints: see checkpoint.h.  The JSON header goes through cJSON. */
+#include "checkpoint.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_HEADER (100u << 20)   /* the limit the reference implementation uses */
+
+static int fail(char *err, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* Tensors saved: every value with state that training changes or needs. */
+static int saved(const ir_value *v)
+{
+    return v->kind == IR_VALUE_PARAM || v->kind == IR_VALUE_BUFFER;
+}
+
+static const char *st_dtype(ir_dtype t)
+{
+    switch (t) {
+    case IR_I32: return "I32";
+    case IR_I64: return "I64";
+    case IR_U8: return "U8";
+    default: return "F32";   /* the executor keeps every float as float32 */
+    }
+}
+
+static size_t elem_size(ir_dtype t)
+{
+    return t == IR_I64 ? 8 : t == IR_U8 ? 1 : 4;
+}
+
+static int write_all(int fd, const void *buf, size_t n)
+{
+    for (const char *p = buf; n > 0;) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int rt_checkpoint_save(const ir_graph *g, rt_exec *x, const char *path,
+                       const rt_ckpt_meta *meta, char *err, size_t errlen)
+{
+    cJSON *root = cJSON_CreateObject(), *md = cJSON_CreateObject();
+    if (!root || !md)
+        return fail(err, errlen, "%s: out of memory", path);
+    cJSON_AddItemToObject(root, "__metadata__", md);
+    for (int i = 0; meta && i < meta->n; i++)
+        cJSON_AddStringToObject(md, meta->keys[i], meta->values[i]);
+    size_t offset = 0;
+    for (int i = 0; i < g->nparams; i++) {
+        const ir_value *v = g->params[i];
+        if (!saved(v))
+            continue;
+        size_t bytes = (size_t)ir_type_numel(&v->type) * elem_size(v->type.dtype);
+        cJSON *t = cJSON_CreateObject(), *shape = cJSON_CreateArray(), *offs = cJSON_CreateArray();
+        cJSON_AddStringToObject(t, "dtype", st_dtype(v->type.dtype));
+        for (int k = 0; k < v->type.rank; k++)
+            cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)v->type.dims[k]));
+        cJSON_AddItemToObject(t, "shape", shape);
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)offset));
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(offset + bytes)));
+        cJSON_AddItemToObject(t, "data_offsets", offs);
+        cJSON_AddItemToObject(root, v->name, t);
+        offset += bytes;
+    }
+    char *json = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!json)
+        return fail(err, errlen, "%s: out of memory", path);
+    size_t hlen = strlen(json), padded = (hlen + 7) & ~(size_t)7;
+
+    size_t tlen = strlen(path) + 16;
+    char *tmp = malloc(tlen);
+    if (!tmp) {
+        free(json);
+        return fail(err, errlen, "%s: out of memory", path);
+    }
+    snprintf(tmp, tlen, "%s.tmp%d", path, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int rc = -1;
+    if (fd < 0) {
+        fail(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+        goto done;
+    }
+    unsigned char len8[8];
+    for (int i = 0; i < 8; i++)
+        len8[i] = (unsigned char)((uint64_t)padded >> (8 * i));
+    int bad = write_all(fd, len8, 8) || write_all(fd, json, hlen) ||
+              write_all(fd, "        ", padded - hlen);
+    for (int i = 0; !bad && i < g->nparams; i++) {
+        const ir_value *v = g->params[i];
+        if (saved(v))
+            bad = write_all(fd, rt_exec_data(x, v),
+                            (size_t)ir_type_numel(&v->type) * elem_size(v->type.dtype));
+    }
+    bad = bad || fsync(fd) != 0;
+    bad = (close(fd) != 0) || bad;
+    if (bad || rename(tmp, path) != 0) {
+        fail(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+        remove(tmp);
+        goto done;
+    }
+    rc = 0;
+done:
+    free(tmp);
+    free(json);
+    return rc;
+}
+
+/* Appends one line to the difference list in err. */
+static void add_line(char *err, size_t errlen, int *count, const char *fmt, ...)
+{
+    size_t used = strlen(err);
+    if (++*count > 20 || used + 2 >= errlen) {
+        if (*count == 21 && used + 8 < errlen)
+            strcat(err, "\n  ...");
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    err[used++] = '\n';
+    vsnprintf(err + used, errlen - used, fmt, ap);
+    va_end(ap);
+}
+
+static int shape_of(const cJSON *t, ir_type *out)
+{
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(t, "shape");
+    if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) > IR_MAX_RANK)
+        return 0;
+    out->rank = 0;
+    const cJSON *d;
+    cJSON_ArrayForEach(d, shape) {
+        if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble > 9.0e15 ||
+            d->valuedouble != (double)(int64_t)d->valuedouble)
+            return 0;
+        out->dims[out->rank++] = (int64_t)d->valuedouble;
+    }
+    return 1;
+}
+
+int rt_checkpoint_load(const ir_graph *g, rt_exec *x, const char *path, rt_ckpt_meta *meta,
+                       char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return fail(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+    unsigned char len8[8];
+    char *header = NULL;
+    cJSON *root = NULL;
+    int rc = -1;
+    uint64_t hlen = 0;
+    if (fseek(f, 0, SEEK_END) != 0) {
+        fail(err, errlen, "%s: cannot seek", path);
+        goto done;
+    }
+    long fsize = ftell(f);
+    rewind(f);
+    if (fsize < 8 || fread(len8, 1, 8, f) != 8) {
+        fail(err, errlen, "%s: not a safetensors file (shorter than its 8-byte header length)", path);
+        goto done;
+    }
+    for (int i = 0; i < 8; i++)
+        hlen |= (uint64_t)len8[i] << (8 * i);
+    if (hlen < 2 || hlen > MAX_HEADER || hlen > (uint64_t)fsize - 8) {
+        fail(err, errlen, "%s: not a safetensors file (header length %llu for a file of %ld bytes)",
+             path, (unsigned long long)hlen, fsize);
+        goto done;
+    }
+    header = malloc(hlen + 1);
+    if (!header || fread(header, 1, hlen, f) != hlen) {
+        fail(err, errlen, "%s: truncated header", path);
+        goto done;
+    }
+    header[hlen] = '\0';
+    root = cJSON_ParseWithLength(header, hlen);
+    if (!cJSON_IsObject(root)) {
+        fail(err, errlen, "%s: the header is not a JSON object", path);
+        goto done;
+    }
+    uint64_t data_size = (uint64_t)fsize - 8 - hlen;
+
+    /* Compare the file's tensors with the graph's, collecting every difference. */
+    snprintf(err, errlen, "%s does not match the model:", path);
+    int ndiff = 0, nfile = 0;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, root) {
+        if (strcmp(t->string, "__metadata__") == 0)
+            continue;
+        nfile++;
+        const ir_value *v = ir_find_value(g, t->string);
+        if (!v || !saved(v))
+            add_line(err, errlen, &ndiff, "  %s: in the checkpoint, not in the model", t->string);
+    }
+    for (int i = 0; i < g->nparams; i++) {
+        const ir_value *v = g->params[i];
+        if (!saved(v))
+            continue;
+        t = cJSON_GetObjectItemCaseSensitive(root, v->name);
+        char a[128], b[128];
+        ir_type ft = {v->type.dtype, 0, {0}};
+        if (!t) {
+            add_line(err, errlen, &ndiff, "  %s: in the model, not in the checkpoint", v->name);
+            continue;
+        }
+        const cJSON *dt = cJSON_GetObjectItemCaseSensitive(t, "dtype");
+        const cJSON *offs = cJSON_GetObjectItemCaseSensitive(t, "data_offsets");
+        if (!cJSON_IsObject(t) || !cJSON_IsString(dt) || !shape_of(t, &ft) ||
+            !cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2) {
+            add_line(err, errlen, &ndiff, "  %s: malformed entry", v->name);
+            continue;
+        }
+        if (strcmp(dt->valuestring, st_dtype(v->type.dtype)) != 0 || !ir_type_eq(&ft, &v->type)) {
+            add_line(err, errlen, &ndiff, "  %s: %s %s in the checkpoint, %s in the model", v->name,
+                     dt->valuestring, ir_type_str(&ft, a, sizeof a), ir_type_str(&v->type, b, sizeof b));
+            continue;
+        }
+        double lo = cJSON_GetArrayItem(offs, 0)->valuedouble, hi = cJSON_GetArrayItem(offs, 1)->valuedouble;
+        double bytes = (double)ir_type_numel(&v->type) * (double)elem_size(v->type.dtype);
+        if (!(lo >= 0 && hi <= (double)data_size && hi - lo == bytes))
+            add_line(err, errlen, &ndiff, "  %s: data offsets [%.0f, %.0f) do not fit the file",
+                     v->name, lo, hi);
+    }
+    (void)nfile;
+    if (ndiff)
+        goto done;
+
+    /* Everything fits: read the data. */
+    for (int i = 0; i < g->nparams; i++) {
+        const ir_value *v = g->params[i];
+        if (!saved(v))
+            continue;
+        t = cJSON_GetObjectItemCaseSensitive(root, v->name);
+        long lo = (long)cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(t, "data_offsets"), 0)->valuedouble;
+        size_t bytes = (size_t)ir_type_numel(&v->type) * elem_size(v->type.dtype);
+        if (fseek(f, 8 + (long)hlen + lo, SEEK_SET) != 0 ||
+            fread(rt_exec_data(x, v), 1, bytes, f) != bytes) {
+            fail(err, errlen, "%s: cannot read the data of %s", path, v->name);
+            goto done;
+        }
+    }
+    if (meta) {
+        memset(meta, 0, sizeof *meta);
+        const cJSON *md = cJSON_GetObjectItemCaseSensitive(root, "__metadata__"), *kv;
+        cJSON_ArrayForEach(kv, md)
+            if (cJSON_IsString(kv))
+                rt_ckpt_meta_set(meta, kv->string, kv->valuestring);
+    }
+    err[0] = '\0';
+    rc = 0;
+done:
+    cJSON_Delete(root);
+    free(header);
+    fclose(f);
+    return rc;
+}
+
+void rt_ckpt_meta_set(rt_ckpt_meta *m, const char *key, const char *value)
+{
+    int i;
+    for (i = 0; i < m->n && strcmp(m->keys[i], key) != 0; i++)
+        ;
+    if (i == RT_CKPT_MAX_META)
+        return;
+    if (i == m->n) {
+        char *k = strdup(key);
+        if (!k)
+            return;
+        m->keys[m->n++] = k;
+    } else {
+        free(m->values[i]);
+    }
+    m->values[i] = strdup(value);
+}
+
+const char *rt_ckpt_meta_get(const rt_ckpt_meta *m, const char *key)
+{
+    for (int i = 0; i < m->n; i++)
+        if (strcmp(m->keys[i], key) == 0)
+            return m->values[i] ? m->values[i] : "";
+    return NULL;
+}
+
+void rt_ckpt_meta_free(rt_ckpt_meta *m)
+{
+    for (int i = 0; i < m->n; i++) {
+        free((char *)m->keys[i]);
+        free(m->values[i]);
+    }
+    memset(m, 0, sizeof *m);
+}

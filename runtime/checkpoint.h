@@ -1,0 +1,43 @@
+/* Checkpoints in the safetensors format (https://github.com/huggingface/safetensors):
+ * an 8-byte little-endian header length, a JSON header naming each tensor's dtype,
+ * shape and byte range, then the raw little-endian data.  Files load in PyTorch
+ * with safetensors.torch.load_file, and gnc reads files written by it.
+ *
+ * A gnc checkpoint holds every parameter, buffer and optimizer state tensor of a
+ * graph under its IR name, and string metadata (step, epoch, seed, the model's
+ * hash, ...) in "__metadata__".  Writes are atomic: a temporary file is written,
+ * flushed to disk and renamed over the old one, so a crash mid-write leaves the
+ * previous checkpoint intact.  Reads check every size and offset; a file that
+ * does not match the graph is refused with the list of differences. */
+#ifndef GNC_CHECKPOINT_H
+#define GNC_CHECKPOINT_H
+
+#include <stddef.h>
+
+#include "exec.h"
+#include "ir.h"
+
+#define RT_CKPT_MAX_META 16
+
+typedef struct {
+    int n;
+    const char *keys[RT_CKPT_MAX_META];
+    char *values[RT_CKPT_MAX_META];   /* owned: rt_ckpt_meta_free */
+} rt_ckpt_meta;
+
+/* Saves every param, buffer and state value of g (run by x) with meta. */
+int rt_checkpoint_save(const ir_graph *g, rt_exec *x, const char *path, const rt_ckpt_meta *meta, char *err,
+                       size_t errlen);
+
+/* Loads path into x's param, buffer and state values.  The names and shapes in
+ * the file must match the graph's exactly; otherwise nothing is changed and err
+ * lists the differences (several lines).  meta, if not NULL, receives the file's
+ * metadata. */
+int rt_checkpoint_load(const ir_graph *g, rt_exec *x, const char *path, rt_ckpt_meta *meta, char *err,
+                       size_t errlen);
+
+void rt_ckpt_meta_set(rt_ckpt_meta *m, const char *key, const char *value);
+const char *rt_ckpt_meta_get(const rt_ckpt_meta *m, const char *key);
+void rt_ckpt_meta_free(rt_ckpt_meta *m);
+
+#endif
