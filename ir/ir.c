@@ -285,8 +285,8 @@ ir_node *ir_node_make(ir_graph *g, ir_op op, int nin, ir_value *const *in, int n
 ir_node *ir_node_new(ir_graph *g, ir_op op, int nin, ir_value *const *in, int nout,
                      const char *base, ir_loc loc)
 {
-    IR_ASSERT(nout >= 1 && nout <= 16);
-    ir_value *out[16];
+    IR_ASSERT(nout >= 1 && nout <= IR_MAX_RESULTS);
+    ir_value *out[IR_MAX_RESULTS];
     for (int i = 0; i < nout; i++)
         out[i] = ir_value_new(g, base ? base : ir_ops[op].name, loc);
     return ir_node_make(g, op, nin, in, nout, out, loc);

@@ -21,6 +21,7 @@
 #include <stdio.h>
 
 #define IR_MAX_RANK 8
+#define IR_MAX_RESULTS 16       /* results of one node */
 /* Elements of one tensor at most (1 TiB of i64), so that sizes computed from dims
  * never overflow.  The frontend and the IR parser refuse larger tensors. */
 #define IR_MAX_NUMEL ((int64_t)1 << 37)
@@ -199,7 +200,8 @@ extern const ir_op_info ir_ops[IR_NOPS];
 int ir_op_lookup(const char *name);                     /* -1 if unknown */
 
 /* Shape and dtype rule of n's op: computes the type of each output from the
- * operands and attributes.  Returns 0 and writes a one-line message such as
+ * operands and attributes, into out[0 .. n->nout - 1] (room for IR_MAX_RESULTS
+ * is always enough).  Returns 0 and writes a one-line message such as
  * "conv2d expects 4-d input, got f32[32, 784]" when the operands do not fit. */
 int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen);
 /* The attribute half of that check (ir_infer runs it first). */

@@ -428,14 +428,19 @@ static void check_node(verifier *V, const ir_node *n, int index)
     if (!sound)
         return;
 
-    ir_type t;
+    ir_type t[IR_MAX_RESULTS];
     if (!ir_check_attrs(n, err, sizeof err))
         report(V, loc, "node %s: %s", ns, err);
-    else if (!ir_infer(n, &t, err, sizeof err))
-        report(V, loc, "node %s: %s", ns, err);
-    else if (!ir_type_eq(&t, &n->out[0]->type))
-        report(V, loc, "node %s: declared type %s but operands give %s", ns,
-               type_str(tb, sizeof tb, &n->out[0]->type), type_str(tb2, sizeof tb2, &t));
+    else if (n->nout > IR_MAX_RESULTS || !ir_infer(n, t, err, sizeof err))
+        report(V, loc, "node %s: %s", ns, n->nout > IR_MAX_RESULTS ? "too many results" : err);
+    else
+        for (int i = 0; i < n->nout; i++)
+            if (!ir_type_eq(&t[i], &n->out[i]->type)) {
+                report(V, loc, "node %s: declared type %s but operands give %s", ns,
+                       type_str(tb, sizeof tb, &n->out[i]->type),
+                       type_str(tb2, sizeof tb2, &t[i]));
+                break;
+            }
 }
 
 static void check_outputs(verifier *V)

@@ -240,8 +240,9 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
     }
     case IR_OP_BATCHNORM_TRAIN: {
         ir_value *in[5] = {dy, x, b, n->out[1], n->out[2]};
-        ir_node *m = fin(a, mk(a, IR_OP_BATCHNORM_GRAD, 5, in, 3, gx));
+        ir_node *m = mk(a, IR_OP_BATCHNORM_GRAD, 5, in, 3, gx);
         copy_attrs(a, m, n);
+        fin(a, m);
         acc(a, x, m->out[0]);
         acc(a, b, m->out[1]);
         acc(a, n->in[2], m->out[2]);

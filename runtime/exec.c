@@ -5,7 +5,7 @@
  * operands' buffers and write their result's buffer; they are written for
  * clarity first, with the GEMM-shaped work in OpenBLAS and the loops over large
  * tensors split across threads with OpenMP. */
-#include "exec.h"
+#include "kernels.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -17,18 +17,7 @@
 
 void openblas_set_num_threads(int n);
 
-struct rt_exec {
-    const ir_graph *g;
-    int nvalues;
-    void **buf;           /* by value id */
-    float *scratch;       /* im2col columns */
-    size_t scratch_cap;   /* floats */
-};
-
-/* Loops over fewer elements than this stay on one thread. */
-#define PAR_MIN 32768
-
-static int fail(char *err, size_t len, const char *fmt, ...)
+int rt_fail(char *err, size_t len, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -36,19 +25,9 @@ static int fail(char *err, size_t len, const char *fmt, ...)
     va_end(ap);
     return -1;
 }
+#define fail rt_fail
 
-static int is_float(ir_dtype t) { return t == IR_F32 || t == IR_F16 || t == IR_BF16; }
-
-/* Bytes of one element as the executor stores it: floats are widened to f32. */
-static size_t elem_size(ir_dtype t) { return is_float(t) ? sizeof(float) : ir_dtype_size(t); }
-
-static void *data(const rt_exec *x, const ir_value *v) { return x->buf[v->id]; }
-static float *fdata(const rt_exec *x, const ir_value *v) { return x->buf[v->id]; }
-#define IN(k) fdata(x, n->in[k])
-#define OUT fdata(x, n->out[0])
-#define NUMEL(v) ir_type_numel(&(v)->type)
-
-static float *scratch(rt_exec *x, size_t nfloats)
+float *rt_scratch(rt_exec *x, size_t nfloats)
 {
     if (nfloats > x->scratch_cap) {
         free(x->scratch);
@@ -58,9 +37,17 @@ static float *scratch(rt_exec *x, size_t nfloats)
     return x->scratch;
 }
 
+static int is_float(ir_dtype t) { return t == IR_F32 || t == IR_F16 || t == IR_BF16; }
+
+/* Bytes of one element as the executor stores it: floats are widened to f32. */
+static size_t elem_size(ir_dtype t) { return is_float(t) ? sizeof(float) : ir_dtype_size(t); }
+
+static void *data(const rt_exec *x, const ir_value *v) { return x->buf[v->id]; }
+static float *fdata(const rt_exec *x, const ir_value *v) { return x->buf[v->id]; }
+
 /* ---------------------------------------------------------------- elementwise */
 
-static float gelu(float a) { return 0.5f * a * (1.0f + erff(a * (float)M_SQRT1_2)); }
+float rt_gelu(float a) { return 0.5f * a * (1.0f + erff(a * (float)M_SQRT1_2)); }
 
 static int k_unary(rt_exec *x, const ir_node *n)
 {
@@ -75,7 +62,7 @@ static int k_unary(rt_exec *x, const ir_node *n)
     case IR_OP_RELU:    MAP(v > 0 ? v : 0)
     case IR_OP_SIGMOID: MAP(1.0f / (1.0f + expf(-v)))
     case IR_OP_TANH:    MAP(tanhf(v))
-    case IR_OP_GELU:    MAP(gelu(v))
+    case IR_OP_GELU:    MAP(rt_gelu(v))
     default:            MAP(v) /* dropout: identity at inference */
 #undef MAP
     }
@@ -92,7 +79,7 @@ static int k_const(rt_exec *x, const ir_node *n)
 
 /* Strides of t's elements as seen from an output of rank r that t broadcasts
  * to: 0 along the dimensions where t has size 1 or none. */
-static void bcast_strides(const ir_type *t, int r, int64_t *st)
+void rt_bcast_strides(const ir_type *t, int r, int64_t *st)
 {
     int64_t s = 1;
     for (int i = r - 1; i >= 0; i--) {
@@ -110,8 +97,8 @@ static int k_binary(rt_exec *x, const ir_node *n)
     const ir_type *t = &n->out[0]->type;
     int r = t->rank;
     int64_t sa[IR_MAX_RANK], sb[IR_MAX_RANK];
-    bcast_strides(&n->in[0]->type, r, sa);
-    bcast_strides(&n->in[1]->type, r, sb);
+    rt_bcast_strides(&n->in[0]->type, r, sa);
+    rt_bcast_strides(&n->in[1]->type, r, sb);
     /* rows along the last dimension; each row has one base offset per operand */
     int64_t inner = r ? t->dims[r - 1] : 1, rows = NUMEL(n->out[0]) / (inner ? inner : 1);
     int64_t ia = r ? sa[r - 1] : 0, ib = r ? sb[r - 1] : 0;
@@ -146,8 +133,8 @@ static int k_matmul(rt_exec *x, const ir_node *n)
     ir_type ba = *ta, bb = *tb, bo = *to;
     ba.rank -= 2, bb.rank -= 2, bo.rank -= 2;
     int64_t sa[IR_MAX_RANK], sb[IR_MAX_RANK];
-    bcast_strides(&ba, bo.rank, sa);
-    bcast_strides(&bb, bo.rank, sb);
+    rt_bcast_strides(&ba, bo.rank, sa);
+    rt_bcast_strides(&bb, bo.rank, sb);
     int64_t batches = ir_type_numel(&bo);
     const float *a = IN(0), *b = IN(1);
     float *o = OUT;
@@ -183,15 +170,11 @@ static int k_dense(rt_exec *x, const ir_node *n)
     return 0;
 }
 
-typedef struct {
-    int64_t n, c, h, w;           /* input */
-    int64_t o, kh, kw, oh, ow;    /* output channels, kernel, output size */
-    int64_t sh, sw, ph, pw, dh, dw, groups;
-} conv_geom;
-
-static conv_geom conv_geometry(const ir_node *n)
+/* x[n, c, h, w] conv w[o, c/groups, kh, kw] -> [n, o, oh, ow]: the types as
+ * given, since the gradients see them from other operands. */
+conv_geom rt_conv_geometry(const ir_node *n, const ir_type *a, const ir_type *w,
+                           const ir_type *o)
 {
-    const ir_type *a = &n->in[0]->type, *w = &n->in[1]->type, *o = &n->out[0]->type;
     const int64_t *st = ir_attr_ints(n, "stride", NULL), *pd = ir_attr_ints(n, "pad", NULL),
                   *dl = ir_attr_ints(n, "dilation", NULL);
     return (conv_geom){a->dims[0], a->dims[1], a->dims[2], a->dims[3],
@@ -202,7 +185,7 @@ static conv_geom conv_geometry(const ir_node *n)
 /* Columns of one image's channels [c0, c0 + cg) for a chunk of images: row
  * (ci, ky, kx), column (image, oy, ox), zero where the window hangs over the
  * padding.  col has ldc columns; this image's start at col0. */
-static void im2col(const conv_geom *g, const float *img, int64_t c0, int64_t cg, float *col,
+void rt_im2col(const conv_geom *g, const float *img, int64_t c0, int64_t cg, float *col,
                    int64_t ldc, int64_t col0)
 {
     int64_t plane = g->oh * g->ow;
@@ -239,7 +222,7 @@ static void im2col(const conv_geom *g, const float *img, int64_t c0, int64_t cg,
  * spatial sizes. */
 static int k_conv2d(rt_exec *x, const ir_node *n, char *err, size_t errlen)
 {
-    conv_geom g = conv_geometry(n);
+    conv_geom g = rt_conv_geometry(n, &n->in[0]->type, &n->in[1]->type, &n->out[0]->type);
     const float *in = IN(0), *w = IN(1), *bias = n->nin == 3 ? IN(2) : NULL;
     float *out = OUT;
     int64_t cg = g.c / g.groups, og = g.o / g.groups;
@@ -255,7 +238,7 @@ static int k_conv2d(rt_exec *x, const ir_node *n, char *err, size_t errlen)
         int64_t budget = (int64_t)1 << 22; /* floats of columns per chunk: 16 MiB */
         int64_t chunk = budget / (kdim * plane);
         chunk = chunk < 1 ? 1 : chunk > g.n ? g.n : chunk;
-        float *col = scratch(x, (size_t)(kdim * plane * chunk + og * plane * chunk));
+        float *col = rt_scratch(x, (size_t)(kdim * plane * chunk + og * plane * chunk));
         if (!col)
             return fail(err, errlen, "conv2d: out of memory for %lld column floats",
                         (long long)(kdim * plane * chunk));
@@ -264,7 +247,7 @@ static int k_conv2d(rt_exec *x, const ir_node *n, char *err, size_t errlen)
             int64_t nb = g.n - b0 < chunk ? g.n - b0 : chunk, ldc = nb * plane;
             for (int64_t gi = 0; gi < g.groups; gi++) {
                 for (int64_t b = 0; b < nb; b++)
-                    im2col(&g, in + (b0 + b) * g.c * g.h * g.w, gi * cg, cg, col, ldc, b * plane);
+                    rt_im2col(&g, in + (b0 + b) * g.c * g.h * g.w, gi * cg, cg, col, ldc, b * plane);
                 float *dst = nb == 1 ? out + b0 * g.o * plane + gi * og * plane : res;
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)og, (int)ldc,
                             (int)kdim, 1.0f, w + gi * og * kdim, (int)kdim, col, (int)ldc,
@@ -509,7 +492,7 @@ static int k_concat(rt_exec *x, const ir_node *n)
 }
 
 /* Integer index i of an i32 or i64 tensor. */
-static int64_t index_at(const void *p, ir_dtype t, int64_t i)
+int64_t rt_index_at(const void *p, ir_dtype t, int64_t i)
 {
     return t == IR_I32 ? ((const int32_t *)p)[i] : ((const int64_t *)p)[i];
 }
@@ -522,7 +505,7 @@ static int k_embedding(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     const float *w = IN(1);
     float *o = OUT;
     for (int64_t i = 0; i < len; i++) {
-        int64_t k = index_at(idx, n->in[0]->type.dtype, i);
+        int64_t k = rt_index_at(idx, n->in[0]->type.dtype, i);
         if (k < 0 || k >= num)
             return fail(err, errlen, "embedding index %lld at position %lld of '%s' is out "
                         "of range [0, %lld)", (long long)k, (long long)i, n->in[0]->name,
@@ -542,7 +525,7 @@ static int k_cross_entropy(rt_exec *x, const ir_node *n, char *err, size_t errle
     const void *lab = data(x, n->in[1]);
     double total = 0;
     for (int64_t r = 0; r < rows; r++) {
-        int64_t y = index_at(lab, n->in[1]->type.dtype, r);
+        int64_t y = rt_index_at(lab, n->in[1]->type.dtype, r);
         if (y < 0 || y >= c)
             return fail(err, errlen, "cross_entropy label %lld at position %lld of '%s' is "
                         "out of range [0, %lld)", (long long)y, (long long)r, n->in[1]->name,
@@ -597,9 +580,8 @@ static int run_node(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     case IR_OP_EMBEDDING: return k_embedding(x, n, err, errlen);
     case IR_OP_CROSS_ENTROPY: return k_cross_entropy(x, n, err, errlen);
     case IR_OP_MSE: return k_mse(x, n);
-    case IR_NOPS: break;
+    default: return rt_train_kernel(x, n, err, errlen);
     }
-    return fail(err, errlen, "unknown op %d", (int)n->op);
 }
 
 /* Whether the executor runs n: arithmetic is on floats; integers only move. */
@@ -684,6 +666,12 @@ int rt_exec_run(rt_exec *x, char *err, size_t errlen)
     ir_for_each_node(x->g, n)
         if (run_node(x, n, err, errlen))
             return -1;
+    /* a training step writes its new weights, statistics and state back */
+    for (int i = 0; i < x->g->nupdates; i++) {
+        const ir_update *u = &x->g->updates[i];
+        memcpy(data(x, u->target), data(x, u->source),
+               (size_t)NUMEL(u->target) * elem_size(u->target->type.dtype));
+    }
     return 0;
 }
 

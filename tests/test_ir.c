@@ -110,10 +110,10 @@ static ir_value *node(ir_graph *g, ir_op op, int nin, ir_value *const *in, const
 static ir_value *finish(ir_graph *g, ir_value *v)
 {
     char err[256];
-    ir_type t;
-    int ok = ir_infer(v->def, &t, err, sizeof err);
+    ir_type t[IR_MAX_RESULTS];
+    int ok = ir_infer(v->def, t, err, sizeof err);
     CHECK(ok, "building %s: %s", v->name, err);
-    v->type = ok ? t : (ir_type){IR_F32, 0, {0}};
+    v->type = ok ? t[0] : (ir_type){IR_F32, 0, {0}};
     ir_append(g, v->def);
     return v;
 }

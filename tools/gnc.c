@@ -14,6 +14,7 @@
 #include "frontend.h"
 #include "ir.h"
 #include "npy.h"
+#include "passes.h"
 
 #define GNC_VERSION "0.1.0"
 #define MAX_DEFINES 64
@@ -31,6 +32,8 @@ typedef struct {
     unsigned long long seed;
     int threads;
     int repeat;
+    int train;                  /* --train: the training-step graph */
+    ad_optimizer opt;           /* --optimizer, --momentum, --nesterov, --weight-decay */
 } options;
 
 static const char usage_main[] =
@@ -51,6 +54,14 @@ static const char usage_common[] =
     "  -D NAME=VALUE   set a model parameter (repeatable): -D batch=32\n"
     "  --model NAME    the model to use when the file holds several (default: the last)\n"
     "  -h, --help      show this help\n";
+
+static const char usage_train_graph[] =
+    "  --train         the training step: forward in training mode, backward, and the\n"
+    "                  optimizer's update\n"
+    "  --optimizer sgd|adam|adamw   (default sgd)\n"
+    "  --momentum M    SGD momentum (default 0)\n"
+    "  --nesterov      SGD with Nesterov momentum\n"
+    "  --weight-decay W  (default 0; AdamW 0.01)\n";
 
 static const char usage_dump[] =
     "usage: gnc dump [options] FILE\n"
@@ -94,6 +105,8 @@ static void print_usage(const char *cmd, FILE *f)
     const char *u = strcmp(cmd, "dump") == 0 ? usage_dump : strcmp(cmd, "compile") == 0 ? usage_compile
                   : usage_run;
     fputs(u, f);
+    if (u != usage_run)
+        fputs(usage_train_graph, f);
     fputs(usage_common, f);
 }
 
@@ -129,7 +142,8 @@ static int parse_args(int argc, char **argv, options *o)
         const char *val = NULL;
         /* flags that take a value: "-D x", "-Dx", "--flag x", "--flag=x" */
         static const char *const valued[] = {"-D", "--model", "-o", "--seed", "--input",
-                                             "--threads", "--repeat"};
+                                             "--threads", "--repeat", "--optimizer",
+                                             "--momentum", "--weight-decay"};
         const char *flag = NULL;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) {
             size_t n = strlen(valued[k]);
@@ -149,6 +163,14 @@ static int parse_args(int argc, char **argv, options *o)
             if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
                 print_usage(o->cmd, stdout);
                 return 1;
+            }
+            if (strcmp(a, "--train") == 0 && !is_run) {
+                o->train = 1;
+                continue;
+            }
+            if (strcmp(a, "--nesterov") == 0 && !is_run) {
+                o->opt.nesterov = 1;
+                continue;
             }
             if (a[0] == '-' && a[1] != '\0')
                 return usage_error(cmdsp, "unknown option '%s'", a);
@@ -183,6 +205,24 @@ static int parse_args(int argc, char **argv, options *o)
             if (!parse_uint(val, 100000, &v) || v < 1)
                 return usage_error(cmdsp, "--repeat needs a positive integer, got '%s'", val);
             o->repeat = (int)v;
+        } else if (strcmp(flag, "--optimizer") == 0 && !is_run) {
+            ad_optimizer_kind k = strcmp(val, "sgd") == 0 ? AD_SGD : strcmp(val, "adam") == 0
+                                  ? AD_ADAM : strcmp(val, "adamw") == 0 ? AD_ADAMW : -1;
+            if ((int)k < 0)
+                return usage_error(cmdsp, "--optimizer needs sgd, adam or adamw, got '%s'", val);
+            double m = o->opt.momentum, wd = o->opt.weight_decay;
+            int nesterov = o->opt.nesterov;
+            o->opt = ad_optimizer_default(k);
+            o->opt.momentum = m, o->opt.nesterov = nesterov;
+            if (wd >= 0)
+                o->opt.weight_decay = wd;
+        } else if ((strcmp(flag, "--momentum") == 0 || strcmp(flag, "--weight-decay") == 0) &&
+                   !is_run) {
+            char *end;
+            double v = strtod(val, &end);
+            if (*end || !(v >= 0 && v < 1e6))
+                return usage_error(cmdsp, "needs a non-negative number, got '%s'", val);
+            *(flag[2] == 'm' ? &o->opt.momentum : &o->opt.weight_decay) = v;
         } else if (strcmp(flag, "--input") == 0 && is_run) {
             if (o->ninputs == MAX_INPUTS)
                 return usage_error(cmdsp, "too many --input options%s", "");
@@ -525,7 +565,8 @@ int main(int argc, char **argv)
                 s ? "; did you mean '" : "", s ? s : "", s ? "'?" : "");
         return 2;
     }
-    options o = {.cmd = cmd};
+    options o = {.cmd = cmd, .opt = ad_optimizer_default(AD_SGD)};
+    o.opt.weight_decay = -1; /* unset: the optimizer's default */
     int rc = parse_args(argc - 2, argv + 2, &o);
     if (rc)
         return rc == 1 ? 0 : rc;
@@ -533,7 +574,13 @@ int main(int argc, char **argv)
     diag d;
     diag_init(&d);
     double t0 = now_ms();
+    if (o.opt.weight_decay < 0)
+        o.opt.weight_decay = o.opt.kind == AD_ADAMW ? 0.01 : 0;
     ir_graph *g = load(&o, &d);
+    if (g && o.train && (ad_training_graph(g, &o.opt, &d) != 0 || ir_verify(g, &d) > 0)) {
+        ir_graph_free(g);
+        g = NULL;
+    }
     double ms = now_ms() - t0;
     diag_print(&d, stderr);
     diag_free(&d);

@@ -1,0 +1,594 @@
+/* The CPU kernels of the ops that autodiff makes (ops.def, "Training"): the
+ * training forms of batchnorm and dropout, gradient plumbing, the gradient of
+ * each forward op, and the optimizers.  Same conventions as exec.c. */
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels.h"
+
+#define fail rt_fail
+
+/* ---------------------------------------------------------------- training forms */
+
+static int k_batchnorm_train(rt_exec *x, const ir_node *n)
+{
+    const ir_type *t = &n->in[0]->type;
+    int64_t c = t->dims[1], batch = t->dims[0], inner = NUMEL(n->in[0]) / (batch * c);
+    int64_t count = batch * inner;
+    const float *a = IN(0), *w = IN(1), *b = IN(2), *rmean = IN(3), *rvar = IN(4);
+    float *y = OUT, *mean = OUTK(1), *invstd = OUTK(2), *rmean2 = OUTK(3), *rvar2 = OUTK(4);
+    double eps = ir_attr_float(n, "eps"), m = ir_attr_float(n, "momentum");
+#pragma omp parallel for if (batch * c * inner > PAR_MIN)
+    for (int64_t ch = 0; ch < c; ch++) {
+        double s = 0, ss = 0;
+        for (int64_t i = 0; i < batch; i++) {
+            const float *p = a + (i * c + ch) * inner;
+            for (int64_t k = 0; k < inner; k++)
+                s += p[k];
+        }
+        double mu = s / (double)count;
+        for (int64_t i = 0; i < batch; i++) {
+            const float *p = a + (i * c + ch) * inner;
+            for (int64_t k = 0; k < inner; k++)
+                ss += (p[k] - mu) * (p[k] - mu);
+        }
+        double var = ss / (double)count, is = 1.0 / sqrt(var + eps);
+        float scale = (float)(w[ch] * is), shift = (float)(b[ch] - mu * w[ch] * is);
+        for (int64_t i = 0; i < batch; i++) {
+            const float *p = a + (i * c + ch) * inner;
+            float *q = y + (i * c + ch) * inner;
+            for (int64_t k = 0; k < inner; k++)
+                q[k] = p[k] * scale + shift;
+        }
+        mean[ch] = (float)mu;
+        invstd[ch] = (float)is;
+        /* PyTorch: the running variance is the unbiased one */
+        double unbiased = count > 1 ? var * (double)count / (double)(count - 1) : var;
+        rmean2[ch] = (float)((1 - m) * rmean[ch] + m * mu);
+        rvar2[ch] = (float)((1 - m) * rvar[ch] + m * unbiased);
+    }
+    return 0;
+}
+
+static uint64_t splitmix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Element i is kept when a uniform draw keyed by (seed, step, salt, i) is at
+ * least p: masks differ per step and per dropout, and do not depend on the
+ * number of threads or on anything run before. */
+static int k_dropout_train(rt_exec *x, const ir_node *n)
+{
+    const float *a = IN(0);
+    float *y = OUT, *mask = OUTK(1);
+    int64_t step = *(const int64_t *)x->buf[n->in[1]->id];
+    int64_t seed = *(const int64_t *)x->buf[n->in[2]->id];
+    double p = ir_attr_float(n, "p");
+    uint64_t key = splitmix64(splitmix64((uint64_t)seed) ^
+                              splitmix64((uint64_t)step * 0x100000001b3ull +
+                                         (uint64_t)ir_attr_int(n, "salt")));
+    float keep = (float)(1.0 / (1.0 - p));
+    int64_t len = NUMEL(n->in[0]);
+#pragma omp parallel for if (len > PAR_MIN)
+    for (int64_t i = 0; i < len; i++) {
+        double u = (double)(splitmix64(key ^ splitmix64((uint64_t)i)) >> 11) * 0x1.0p-53;
+        mask[i] = u >= p ? keep : 0.0f;
+        y[i] = a[i] * mask[i];
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- plumbing */
+
+/* sum_to: out[j] sums the elements of a that broadcast from j.  Each output
+ * element walks its reduced coordinates, in double. */
+static int k_sum_to(rt_exec *x, const ir_node *n)
+{
+    const ir_type *ta = &n->in[0]->type, *to = &n->out[0]->type;
+    int r = ta->rank;
+    int64_t st[IR_MAX_RANK], ast[IR_MAX_RANK], red[IR_MAX_RANK], kept[IR_MAX_RANK];
+    int nred = 0, nkept = 0;
+    rt_bcast_strides(to, r, st);
+    int64_t s = 1;
+    for (int d = r - 1; d >= 0; d--) {
+        ast[d] = s;
+        s *= ta->dims[d];
+    }
+    for (int d = 0; d < r; d++) {
+        if (st[d] == 0 && ta->dims[d] > 1)
+            red[nred++] = d;
+        else
+            kept[nkept++] = d;
+    }
+    int64_t total_red = 1;
+    for (int k = 0; k < nred; k++)
+        total_red *= ta->dims[red[k]];
+    const float *a = IN(0);
+    float *o = OUT;
+    int64_t len = NUMEL(n->out[0]);
+#pragma omp parallel for if (len * total_red > PAR_MIN)
+    for (int64_t j = 0; j < len; j++) {
+        /* j enumerates the kept coordinates in order, as the output's do */
+        int64_t base = 0, rem = j;
+        for (int k = nkept - 1; k >= 0; k--) {
+            int d = kept[k];
+            base += (rem % ta->dims[d]) * ast[d];
+            rem /= ta->dims[d];
+        }
+        double acc = 0;
+        int64_t inner = nred ? ta->dims[red[nred - 1]] : 1;
+        int64_t istride = nred ? ast[red[nred - 1]] : 1;
+        for (int64_t r0 = 0; r0 < total_red; r0 += inner) {
+            int64_t off = base, q = r0 / inner;
+            for (int k = nred - 2; k >= 0; k--) {
+                off += (q % ta->dims[red[k]]) * ast[red[k]];
+                q /= ta->dims[red[k]];
+            }
+            for (int64_t i = 0; i < inner; i++)
+                acc += a[off + i * istride];
+        }
+        o[j] = (float)acc;
+    }
+    (void)to;
+    return 0;
+}
+
+static int k_broadcast_to(rt_exec *x, const ir_node *n)
+{
+    const ir_type *t = &n->out[0]->type;
+    int r = t->rank;
+    int64_t sa[IR_MAX_RANK];
+    rt_bcast_strides(&n->in[0]->type, r, sa);
+    int64_t inner = r ? t->dims[r - 1] : 1, rows = NUMEL(n->out[0]) / inner;
+    int64_t ia = r ? sa[r - 1] : 0;
+    const float *a = IN(0);
+    float *o = OUT;
+#pragma omp parallel for if (rows * inner > PAR_MIN)
+    for (int64_t row = 0; row < rows; row++) {
+        int64_t off = 0, rem = row;
+        for (int d = r - 2; d >= 0; d--) {
+            off += (rem % t->dims[d]) * sa[d];
+            rem /= t->dims[d];
+        }
+        for (int64_t i = 0; i < inner; i++)
+            o[row * inner + i] = a[off + i * ia];
+    }
+    return 0;
+}
+
+static int k_slice(rt_exec *x, const ir_node *n)
+{
+    const ir_type *ta = &n->in[0]->type;
+    int axis = (int)ir_attr_int(n, "axis");
+    int64_t start = ir_attr_int(n, "start"), size = ir_attr_int(n, "size"), inner = 1, outer = 1;
+    for (int i = axis + 1; i < ta->rank; i++)
+        inner *= ta->dims[i];
+    for (int i = 0; i < axis; i++)
+        outer *= ta->dims[i];
+    const float *a = IN(0);
+    float *o = OUT;
+    for (int64_t u = 0; u < outer; u++)
+        memcpy(o + u * size * inner, a + (u * ta->dims[axis] + start) * inner,
+               (size_t)(size * inner) * sizeof *o);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- gradients */
+
+static int k_unary_grad(rt_exec *x, const ir_node *n)
+{
+    const float *dy = IN(0), *v = IN(1); /* v: y, or x for gelu */
+    float *dx = OUT;
+    int64_t len = NUMEL(n->out[0]);
+    ir_op op = n->op;
+#pragma omp parallel for if (len > PAR_MIN)
+    for (int64_t i = 0; i < len; i++) {
+        float g;
+        switch (op) {
+        case IR_OP_RELU_GRAD: g = v[i] > 0 ? dy[i] : 0.0f; break;
+        case IR_OP_SIGMOID_GRAD: g = dy[i] * v[i] * (1 - v[i]); break;
+        case IR_OP_TANH_GRAD: g = dy[i] * (1 - v[i] * v[i]); break;
+        default: { /* gelu: Phi(x) + x phi(x) */
+            double t = v[i];
+            g = (float)(dy[i] * (0.5 * (1 + erf(t * M_SQRT1_2)) +
+                                 t * exp(-0.5 * t * t) * 0.3989422804014327));
+        }
+        }
+        dx[i] = g;
+    }
+    return 0;
+}
+
+static int k_dense_grad(rt_exec *x, const ir_node *n)
+{
+    const ir_type *tdy = &n->in[0]->type;
+    int64_t out = tdy->dims[tdy->rank - 1], rows = NUMEL(n->in[0]) / out;
+    if (n->op == IR_OP_DENSE_GRAD_INPUT) { /* dx[rows, in] = dy[rows, out] w[out, in] */
+        int64_t in = n->in[1]->type.dims[1];
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)in, (int)out,
+                    1.0f, IN(0), (int)out, IN(1), (int)in, 0.0f, OUT, (int)in);
+    } else { /* dw[out, in] = dy^T x */
+        int64_t in = n->in[1]->type.dims[n->in[1]->type.rank - 1];
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)rows,
+                    1.0f, IN(0), (int)out, IN(1), (int)in, 0.0f, OUT, (int)in);
+    }
+    return 0;
+}
+
+/* col2im: adds the columns of one image back onto its channels [c0, c0 + cg). */
+static void col2im(const conv_geom *g, const float *col, int64_t ldc, int64_t col0, float *img,
+                   int64_t c0, int64_t cg)
+{
+#pragma omp parallel for if (cg * g->kh * g->kw * g->oh * g->ow > PAR_MIN)
+    for (int64_t ci = 0; ci < cg; ci++) {
+        float *dst = img + (c0 + ci) * g->h * g->w;
+        for (int64_t ky = 0; ky < g->kh; ky++)
+            for (int64_t kx = 0; kx < g->kw; kx++) {
+                const float *src = col + ((ci * g->kh + ky) * g->kw + kx) * ldc + col0;
+                for (int64_t oy = 0; oy < g->oh; oy++) {
+                    int64_t iy = oy * g->sh - g->ph + ky * g->dh;
+                    if (iy < 0 || iy >= g->h)
+                        continue;
+                    for (int64_t ox = 0; ox < g->ow; ox++) {
+                        int64_t ix = ox * g->sw - g->pw + kx * g->dw;
+                        if (ix >= 0 && ix < g->w)
+                            dst[iy * g->w + ix] += src[oy * g->ow + ox];
+                    }
+                }
+            }
+    }
+}
+
+/* Both convolution gradients, through the columns of chunks of images as in the
+ * forward pass: dw_g += dy_g cols^T, and cols = w_g^T dy_g folded back by col2im. */
+static int k_conv2d_grad(rt_exec *x, const ir_node *n, char *err, size_t errlen)
+{
+    int gi_input = n->op == IR_OP_CONV2D_GRAD_INPUT;
+    const ir_type *tdy = &n->in[0]->type, *tout = &n->out[0]->type;
+    conv_geom g = gi_input ? rt_conv_geometry(n, tout, &n->in[1]->type, tdy)
+                           : rt_conv_geometry(n, &n->in[1]->type, tout, tdy);
+    const float *dy = IN(0), *other = IN(1); /* w, or x */
+    float *out = OUT;
+    int64_t cg = g.c / g.groups, og = g.o / g.groups;
+    int64_t kdim = cg * g.kh * g.kw, plane = g.oh * g.ow;
+    int64_t chunk = ((int64_t)1 << 22) / (kdim * plane);
+    chunk = chunk < 1 ? 1 : chunk > g.n ? g.n : chunk;
+    float *col = rt_scratch(x, (size_t)((kdim + og) * plane * chunk));
+    if (!col)
+        return fail(err, errlen, "%s: out of memory", ir_ops[n->op].name);
+    float *dyg = col + kdim * plane * chunk;
+    memset(out, 0, (size_t)NUMEL(n->out[0]) * sizeof *out);
+    for (int64_t b0 = 0; b0 < g.n; b0 += chunk) {
+        int64_t nb = g.n - b0 < chunk ? g.n - b0 : chunk, ldc = nb * plane;
+        for (int64_t gi = 0; gi < g.groups; gi++) {
+            /* this group's dy for the chunk, as [og, nb * plane] */
+#pragma omp parallel for collapse(2) if (og * ldc > PAR_MIN)
+            for (int64_t b = 0; b < nb; b++)
+                for (int64_t oc = 0; oc < og; oc++)
+                    memcpy(dyg + oc * ldc + b * plane,
+                           dy + ((b0 + b) * g.o + gi * og + oc) * plane,
+                           (size_t)plane * sizeof *dyg);
+            if (gi_input) {
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)kdim, (int)ldc,
+                            (int)og, 1.0f, other + gi * og * kdim, (int)kdim, dyg, (int)ldc,
+                            0.0f, col, (int)ldc);
+                for (int64_t b = 0; b < nb; b++)
+                    col2im(&g, col, ldc, b * plane, out + (b0 + b) * g.c * g.h * g.w, gi * cg,
+                           cg);
+            } else {
+                for (int64_t b = 0; b < nb; b++)
+                    rt_im2col(&g, other + (b0 + b) * g.c * g.h * g.w, gi * cg, cg, col, ldc,
+                              b * plane);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)og, (int)kdim,
+                            (int)ldc, 1.0f, dyg, (int)ldc, col, (int)ldc, 1.0f,
+                            out + gi * og * kdim, (int)kdim);
+            }
+        }
+    }
+    return 0;
+}
+
+static int k_batchnorm_grad(rt_exec *x, const ir_node *n)
+{
+    const ir_type *t = &n->in[0]->type;
+    int64_t c = t->dims[1], batch = t->dims[0], inner = NUMEL(n->in[0]) / (batch * c);
+    double count = (double)(batch * inner);
+    const float *dy = IN(0), *a = IN(1), *w = IN(2), *mean = IN(3), *invstd = IN(4);
+    float *dx = OUT, *dw = OUTK(1), *db = OUTK(2);
+#pragma omp parallel for if (batch * c * inner > PAR_MIN)
+    for (int64_t ch = 0; ch < c; ch++) {
+        double sdy = 0, sdyx = 0, mu = mean[ch], is = invstd[ch];
+        for (int64_t i = 0; i < batch; i++) {
+            const float *p = a + (i * c + ch) * inner, *q = dy + (i * c + ch) * inner;
+            for (int64_t k = 0; k < inner; k++) {
+                sdy += q[k];
+                sdyx += q[k] * (p[k] - mu) * is;
+            }
+        }
+        db[ch] = (float)sdy;
+        dw[ch] = (float)sdyx;
+        /* dx = w is / N (N dy - sum dy - xhat sum(dy xhat)) */
+        float k1 = (float)(w[ch] * is), k2 = (float)(sdy / count),
+              k3 = (float)(sdyx / count);
+        for (int64_t i = 0; i < batch; i++) {
+            const float *p = a + (i * c + ch) * inner, *q = dy + (i * c + ch) * inner;
+            float *r = dx + (i * c + ch) * inner;
+            for (int64_t k = 0; k < inner; k++) {
+                float xhat = (float)((p[k] - mu) * is);
+                r[k] = k1 * (q[k] - k2 - xhat * k3);
+            }
+        }
+    }
+    return 0;
+}
+
+static int k_layernorm_grad(rt_exec *x, const ir_node *n)
+{
+    int64_t d = NUMEL(n->in[2]), rows = NUMEL(n->in[1]) / d;
+    const float *dy = IN(0), *a = IN(1), *w = IN(2);
+    float *dx = OUT, *dw = OUTK(1), *db = OUTK(2);
+    double eps = ir_attr_float(n, "eps");
+    float *stats = rt_scratch(x, (size_t)(2 * rows)); /* mean, invstd per row */
+    if (!stats)
+        return -1;
+#pragma omp parallel for if (rows * d > PAR_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *p = a + r * d, *q = dy + r * d;
+        double mu = 0, var = 0, s1 = 0, s2 = 0;
+        for (int64_t i = 0; i < d; i++)
+            mu += p[i];
+        mu /= (double)d;
+        for (int64_t i = 0; i < d; i++)
+            var += (p[i] - mu) * (p[i] - mu);
+        double is = 1.0 / sqrt(var / (double)d + eps);
+        stats[2 * r] = (float)mu, stats[2 * r + 1] = (float)is;
+        for (int64_t i = 0; i < d; i++) {
+            double g = (double)q[i] * w[i];
+            s1 += g;
+            s2 += g * (p[i] - mu) * is;
+        }
+        for (int64_t i = 0; i < d; i++) {
+            double xhat = (p[i] - mu) * is, g = (double)q[i] * w[i];
+            dx[r * d + i] = (float)(is * (g - s1 / (double)d - xhat * s2 / (double)d));
+        }
+    }
+#pragma omp parallel for if (rows * d > PAR_MIN)
+    for (int64_t i = 0; i < d; i++) {
+        double sw = 0, sb = 0;
+        for (int64_t r = 0; r < rows; r++) {
+            double xhat = (a[r * d + i] - stats[2 * r]) * (double)stats[2 * r + 1];
+            sw += dy[r * d + i] * xhat;
+            sb += dy[r * d + i];
+        }
+        dw[i] = (float)sw, db[i] = (float)sb;
+    }
+    return 0;
+}
+
+static int k_softmax_grad(rt_exec *x, const ir_node *n)
+{
+    const ir_type *t = &n->in[0]->type;
+    int axis = (int)ir_attr_int(n, "axis");
+    int64_t len = t->dims[axis], inner = 1;
+    for (int i = axis + 1; i < t->rank; i++)
+        inner *= t->dims[i];
+    int64_t outer = NUMEL(n->in[0]) / (len * inner);
+    const float *dy = IN(0), *y = IN(1);
+    float *dx = OUT;
+    int logsm = n->op == IR_OP_LOG_SOFTMAX_GRAD;
+#pragma omp parallel for collapse(2) if (outer * len * inner > PAR_MIN)
+    for (int64_t u = 0; u < outer; u++)
+        for (int64_t v = 0; v < inner; v++) {
+            int64_t base = u * len * inner + v;
+            double s = 0;
+            for (int64_t i = 0; i < len; i++)
+                s += logsm ? dy[base + i * inner]
+                           : (double)dy[base + i * inner] * y[base + i * inner];
+            for (int64_t i = 0; i < len; i++) {
+                int64_t k = base + i * inner;
+                dx[k] = logsm ? (float)(dy[k] - exp((double)y[k]) * s)
+                              : (float)(y[k] * (dy[k] - s));
+            }
+        }
+    return 0;
+}
+
+static int k_maxpool_grad(rt_exec *x, const ir_node *n)
+{
+    const ir_type *t = &n->in[1]->type, *tdy = &n->in[0]->type;
+    const int64_t *k = ir_attr_ints(n, "kernel", NULL), *st = ir_attr_ints(n, "stride", NULL),
+                  *pd = ir_attr_ints(n, "pad", NULL), *dl = ir_attr_ints(n, "dilation", NULL);
+    int64_t h = t->dims[2], w = t->dims[3], oh = tdy->dims[2], ow = tdy->dims[3];
+    int64_t planes = t->dims[0] * t->dims[1];
+    const float *dy = IN(0), *a = IN(1);
+    float *dx = OUT;
+    memset(dx, 0, (size_t)NUMEL(n->out[0]) * sizeof *dx);
+#pragma omp parallel for if (planes * oh * ow * k[0] * k[1] > PAR_MIN)
+    for (int64_t p = 0; p < planes; p++)
+        for (int64_t oy = 0; oy < oh; oy++)
+            for (int64_t ox = 0; ox < ow; ox++) {
+                float m = -INFINITY;
+                int64_t arg = -1; /* the first maximum, as the forward pass picks it */
+                for (int64_t ky = 0; ky < k[0]; ky++) {
+                    int64_t iy = oy * st[0] - pd[0] + ky * dl[0];
+                    for (int64_t kx = 0; kx < k[1] && iy >= 0 && iy < h; kx++) {
+                        int64_t ix = ox * st[1] - pd[1] + kx * dl[1];
+                        if (ix < 0 || ix >= w)
+                            continue;
+                        float v = a[(p * h + iy) * w + ix];
+                        if (arg < 0 || v > m || isnan(v)) {
+                            m = v;
+                            arg = iy * w + ix;
+                            if (isnan(v))
+                                goto found;
+                        }
+                    }
+                }
+found:
+                if (arg >= 0)
+                    dx[p * h * w + arg] += dy[(p * oh + oy) * ow + ox];
+            }
+    return 0;
+}
+
+static int k_avgpool_grad(rt_exec *x, const ir_node *n)
+{
+    const ir_type *t = &n->out[0]->type, *tdy = &n->in[0]->type;
+    const int64_t *k = ir_attr_ints(n, "kernel", NULL), *st = ir_attr_ints(n, "stride", NULL),
+                  *pd = ir_attr_ints(n, "pad", NULL);
+    int incl = ir_attr_int(n, "count_include_pad") != 0;
+    int64_t h = t->dims[2], w = t->dims[3], oh = tdy->dims[2], ow = tdy->dims[3];
+    int64_t planes = t->dims[0] * t->dims[1];
+    const float *dy = IN(0);
+    float *dx = OUT;
+    memset(dx, 0, (size_t)NUMEL(n->out[0]) * sizeof *dx);
+#pragma omp parallel for if (planes * oh * ow * k[0] * k[1] > PAR_MIN)
+    for (int64_t p = 0; p < planes; p++)
+        for (int64_t oy = 0; oy < oh; oy++)
+            for (int64_t ox = 0; ox < ow; ox++) {
+                int64_t y0 = oy * st[0] - pd[0], x0 = ox * st[1] - pd[1];
+                int64_t y1 = y0 + k[0] < h + pd[0] ? y0 + k[0] : h + pd[0];
+                int64_t x1 = x0 + k[1] < w + pd[1] ? x0 + k[1] : w + pd[1];
+                int64_t padded = (y1 - y0) * (x1 - x0);
+                y0 = y0 < 0 ? 0 : y0, x0 = x0 < 0 ? 0 : x0;
+                y1 = y1 > h ? h : y1, x1 = x1 > w ? w : x1;
+                float g = dy[(p * oh + oy) * ow + ox] /
+                          (float)(incl ? padded : (y1 - y0) * (x1 - x0));
+                for (int64_t iy = y0; iy < y1; iy++)
+                    for (int64_t ix = x0; ix < x1; ix++)
+                        dx[(p * h + iy) * w + ix] += g;
+            }
+    return 0;
+}
+
+static int k_embedding_grad(rt_exec *x, const ir_node *n, char *err, size_t errlen)
+{
+    const ir_type *tw = &n->out[0]->type;
+    int64_t num = tw->dims[0], dim = tw->dims[1], len = NUMEL(n->in[1]);
+    const float *dy = IN(0);
+    const void *idx = x->buf[n->in[1]->id];
+    float *dw = OUT;
+    memset(dw, 0, (size_t)NUMEL(n->out[0]) * sizeof *dw);
+    for (int64_t i = 0; i < len; i++) {
+        int64_t k = rt_index_at(idx, n->in[1]->type.dtype, i);
+        if (k < 0 || k >= num)
+            return fail(err, errlen, "embedding index %lld at position %lld of '%s' is out "
+                        "of range [0, %lld)", (long long)k, (long long)i, n->in[1]->name,
+                        (long long)num);
+        for (int64_t j = 0; j < dim; j++)
+            dw[k * dim + j] += dy[i * dim + j];
+    }
+    return 0;
+}
+
+static int k_cross_entropy_grad(rt_exec *x, const ir_node *n, char *err, size_t errlen)
+{
+    const ir_type *t = &n->in[1]->type;
+    int64_t rows = t->dims[0], c = t->dims[1];
+    float dl = *IN(0);
+    const float *a = IN(1);
+    const void *lab = x->buf[n->in[2]->id];
+    float *dx = OUT;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t y = rt_index_at(lab, n->in[2]->type.dtype, r);
+        if (y < 0 || y >= c)
+            return fail(err, errlen, "cross_entropy label %lld at position %lld of '%s' is "
+                        "out of range [0, %lld)", (long long)y, (long long)r, n->in[2]->name,
+                        (long long)c);
+        const float *p = a + r * c;
+        float mx = -INFINITY;
+        for (int64_t i = 0; i < c; i++)
+            mx = p[i] > mx ? p[i] : mx;
+        double sum = 0;
+        for (int64_t i = 0; i < c; i++)
+            sum += exp((double)(p[i] - mx));
+        double scale = dl / (double)rows;
+        for (int64_t i = 0; i < c; i++)
+            dx[r * c + i] = (float)((exp((double)(p[i] - mx)) / sum - (i == y)) * scale);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- optimizers */
+
+/* torch.optim.SGD: d = g + wd p; buf = momentum buf + d (buf = d at the first
+ * step, which is the same from a zero buffer); d = nesterov ? d + momentum buf
+ * : buf; p -= lr d. */
+static int k_sgd(rt_exec *x, const ir_node *n)
+{
+    const float *p = IN(0), *g = IN(1), *buf = n->nin == 4 ? IN(3) : NULL;
+    float lr = *IN(2), *p2 = OUT, *buf2 = buf ? OUTK(1) : NULL;
+    float mom = (float)ir_attr_float(n, "momentum"), wd = (float)ir_attr_float(n, "weight_decay");
+    int nesterov = ir_attr_int(n, "nesterov") != 0;
+    int64_t len = NUMEL(n->in[0]);
+#pragma omp parallel for if (len > PAR_MIN)
+    for (int64_t i = 0; i < len; i++) {
+        float d = g[i] + wd * p[i];
+        if (buf) {
+            float b = mom * buf[i] + d;
+            buf2[i] = b;
+            d = nesterov ? d + mom * b : b;
+        }
+        p2[i] = p[i] - lr * d;
+    }
+    return 0;
+}
+
+/* torch.optim.Adam / AdamW (decoupled weight decay), step t = steps before + 1. */
+static int k_adam(rt_exec *x, const ir_node *n)
+{
+    const float *p = IN(0), *g = IN(1), *m = IN(2), *v = IN(3);
+    float lr = *IN(4);
+    int64_t t = *(const int64_t *)x->buf[n->in[5]->id] + 1;
+    float *p2 = OUT, *m2 = OUTK(1), *v2 = OUTK(2);
+    double b1 = ir_attr_float(n, "beta1"), b2 = ir_attr_float(n, "beta2");
+    float eps = (float)ir_attr_float(n, "eps"), wd = (float)ir_attr_float(n, "weight_decay");
+    int decoupled = ir_attr_int(n, "decoupled") != 0;
+    float step_size = (float)(lr / (1 - pow(b1, (double)t)));
+    float bc2 = (float)sqrt(1 - pow(b2, (double)t));
+    float fb1 = (float)b1, fb2 = (float)b2;
+    int64_t len = NUMEL(n->in[0]);
+#pragma omp parallel for if (len > PAR_MIN)
+    for (int64_t i = 0; i < len; i++) {
+        float q = p[i], d = g[i];
+        if (decoupled)
+            q *= 1 - lr * wd;
+        else
+            d += wd * q;
+        float mm = fb1 * m[i] + (1 - fb1) * d, vv = fb2 * v[i] + (1 - fb2) * d * d;
+        m2[i] = mm, v2[i] = vv;
+        p2[i] = q - step_size * mm / (sqrtf(vv) / bc2 + eps);
+    }
+    return 0;
+}
+
+int rt_train_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen)
+{
+    switch (n->op) {
+    case IR_OP_BATCHNORM_TRAIN: return k_batchnorm_train(x, n);
+    case IR_OP_DROPOUT_TRAIN: return k_dropout_train(x, n);
+    case IR_OP_SUM_TO: return k_sum_to(x, n);
+    case IR_OP_BROADCAST_TO: return k_broadcast_to(x, n);
+    case IR_OP_SLICE: return k_slice(x, n);
+    case IR_OP_RELU_GRAD: case IR_OP_SIGMOID_GRAD: case IR_OP_TANH_GRAD: case IR_OP_GELU_GRAD:
+        return k_unary_grad(x, n);
+    case IR_OP_DENSE_GRAD_INPUT: case IR_OP_DENSE_GRAD_WEIGHT: return k_dense_grad(x, n);
+    case IR_OP_CONV2D_GRAD_INPUT: case IR_OP_CONV2D_GRAD_WEIGHT:
+        return k_conv2d_grad(x, n, err, errlen);
+    case IR_OP_BATCHNORM_GRAD: return k_batchnorm_grad(x, n);
+    case IR_OP_LAYERNORM_GRAD: return k_layernorm_grad(x, n);
+    case IR_OP_SOFTMAX_GRAD: case IR_OP_LOG_SOFTMAX_GRAD: return k_softmax_grad(x, n);
+    case IR_OP_MAXPOOL2D_GRAD: return k_maxpool_grad(x, n);
+    case IR_OP_AVGPOOL2D_GRAD: return k_avgpool_grad(x, n);
+    case IR_OP_EMBEDDING_GRAD: return k_embedding_grad(x, n, err, errlen);
+    case IR_OP_CROSS_ENTROPY_GRAD: return k_cross_entropy_grad(x, n, err, errlen);
+    case IR_OP_SGD: return k_sgd(x, n);
+    case IR_OP_ADAM: return k_adam(x, n);
+    default: return fail(err, errlen, "the CPU executor has no kernel for op %d", (int)n->op);
+    }
+}

@@ -1,0 +1,55 @@
+/* Inside the CPU executor: its state and what the forward kernels (exec.c) share
+ * with the training kernels (grad.c).  Not a public header. */
+#ifndef GNC_KERNELS_H
+#define GNC_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "exec.h"
+
+struct rt_exec {
+    const ir_graph *g;
+    int nvalues;
+    void **buf;           /* by value id */
+    float *scratch;       /* im2col columns */
+    size_t scratch_cap;   /* floats */
+};
+
+/* Loops over fewer elements than this stay on one thread. */
+#define PAR_MIN 32768
+
+#define IN(k) ((float *)x->buf[n->in[k]->id])
+#define OUT ((float *)x->buf[n->out[0]->id])
+#define OUTK(k) ((float *)x->buf[n->out[k]->id])
+#define NUMEL(v) ir_type_numel(&(v)->type)
+
+int rt_fail(char *err, size_t len, const char *fmt, ...);
+/* A buffer of at least nfloats floats, reused from call to call. */
+float *rt_scratch(rt_exec *x, size_t nfloats);
+float rt_gelu(float a);
+
+/* Strides of t's elements as seen from an output of rank r that t broadcasts
+ * to: 0 along the dimensions where t has size 1 or none. */
+void rt_bcast_strides(const ir_type *t, int r, int64_t *st);
+
+/* Integer i of an i32 or i64 tensor. */
+int64_t rt_index_at(const void *p, ir_dtype t, int64_t i);
+
+typedef struct {
+    int64_t n, c, h, w;           /* input */
+    int64_t o, kh, kw, oh, ow;    /* output channels, kernel, output size */
+    int64_t sh, sw, ph, pw, dh, dw, groups;
+} conv_geom;
+
+conv_geom rt_conv_geometry(const ir_node *n, const ir_type *x, const ir_type *w,
+                           const ir_type *y);
+/* Columns of channels [c0, c0 + cg) of one image: row (ci, ky, kx), column
+ * (oy, ox) at col0 + ..., in a matrix of ldc columns; zero over the padding. */
+void rt_im2col(const conv_geom *g, const float *img, int64_t c0, int64_t cg, float *col,
+               int64_t ldc, int64_t col0);
+
+/* The kernels of the ops autodiff makes (grad.c).  Returns 0 or -1 with err. */
+int rt_train_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen);
+
+#endif
