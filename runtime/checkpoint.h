@@ -29,9 +29,11 @@ typedef struct {
 int rt_checkpoint_save(const ir_graph *g, rt_exec *x, const char *path, const rt_ckpt_meta *meta, char *err,
                        size_t errlen);
 
-/* Loads path into x's param, buffer and state values.  The names and shapes in
- * the file must match the graph's exactly; otherwise nothing is changed and err
- * lists the differences (several lines).  meta, if not NULL, receives the file's
+/* Loads path into x's param, buffer and state values.  Every one of them must be
+ * in the file with its shape, and, for a training graph (one with state), the
+ * file must hold nothing else; an inference graph ignores the rest (a training
+ * checkpoint's optimizer state).  Otherwise nothing is changed and err lists the
+ * differences (several lines).  meta, if not NULL, receives the file's
  * metadata. */
 int rt_checkpoint_load(const ir_graph *g, rt_exec *x, const char *path, rt_ckpt_meta *meta, char *err,
                        size_t errlen);

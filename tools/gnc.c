@@ -15,26 +15,9 @@
 #include "ir.h"
 #include "npy.h"
 #include "passes.h"
+#include "cli.h"
 
 #define GNC_VERSION "0.1.0"
-#define MAX_DEFINES 64
-#define MAX_INPUTS 64
-
-typedef struct {
-    const char *cmd;
-    const char *file;
-    const char *model;
-    const char *out;            /* -o */
-    const char *define_names[MAX_DEFINES], *define_values[MAX_DEFINES];
-    int ndefines;
-    const char *input_names[MAX_INPUTS], *input_files[MAX_INPUTS];
-    int ninputs;
-    unsigned long long seed;
-    int threads;
-    int repeat;
-    int train;                  /* --train: the training-step graph */
-    ad_optimizer opt;           /* --optimizer, --momentum, --nesterov, --weight-decay */
-} options;
 
 static const char usage_main[] =
     "usage: gnc <command> [options] FILE\n"
@@ -45,6 +28,8 @@ static const char usage_main[] =
     "  dump     print the elaborated graph IR as text\n"
     "  compile  parse, elaborate and check shapes; print a one-screen summary\n"
     "  run      run inference on the CPU on random inputs or given .npy inputs\n"
+    "  train    train a model on an IDX data set (Fashion-MNIST by default)\n"
+    "  eval     test accuracy of trained weights\n"
     "  help     show help for a command\n"
     "\n"
     "FILE is a model (.net) or IR text (.gir, as written by gnc dump).\n"
@@ -96,16 +81,60 @@ static const char usage_run[] =
     "  --threads N     CPU threads (default: all cores)\n"
     "  --repeat N      run N times and report the median time (default 1)\n";
 
+static const char usage_train[] =
+    "usage: gnc train [options] MODEL.net\n"
+    "\n"
+    "Trains the model on the CPU: each step runs the training graph (gnc dump --train)\n"
+    "on a shuffled batch; after each epoch, test accuracy on the whole test set.\n"
+    "The model's first float input takes the images, its integer input the labels.\n"
+    "\n"
+    "options:\n"
+    "  --data DIR      IDX files (train-*, t10k-*; .gz or not)\n"
+    "                  (default /usr/share/datasets/fashion-mnist)\n"
+    "  --epochs N      epochs (default 1)\n"
+    "  --steps N       stop after N steps in all (default: whole epochs)\n"
+    "  --batch N       batch size: sets -D batch=N (default: the model's)\n"
+    "  --lr X          learning rate (default 0.1)\n"
+    "  --schedule constant|step|cosine   learning-rate schedule (default constant)\n"
+    "  --step-size N   step schedule: epochs between decays (default 1)\n"
+    "  --gamma X       step schedule: decay factor (default 0.1)\n"
+    "  --warmup N      linear warm-up over the first N steps (default 0)\n"
+    "  --optimizer sgd|adam|adamw   (default sgd)\n"
+    "  --momentum M    SGD momentum (default 0)\n"
+    "  --nesterov      SGD with Nesterov momentum\n"
+    "  --weight-decay W  (default 0; AdamW 0.01)\n"
+    "  --seed N        initializers, shuffling and dropout (default 0)\n"
+    "  --checkpoint FILE  save a safetensors checkpoint after each epoch and at the end\n"
+    "  --resume FILE   continue from a checkpoint, exactly where it stopped\n"
+    "  --log FILE.csv  one row per epoch: epoch,steps,train_loss,test_acc,images_per_s,seconds\n"
+    "  --threads N     CPU threads (default: all cores)\n"
+    "  --device cpu    where to train (only cpu in this build)\n";
+
+static const char usage_eval[] =
+    "usage: gnc eval [options] MODEL.net\n"
+    "\n"
+    "Test accuracy and loss of the weights in a checkpoint, in inference mode.\n"
+    "\n"
+    "options:\n"
+    "  --weights FILE  a checkpoint written by gnc train (required)\n"
+    "  --data DIR      IDX files (default /usr/share/datasets/fashion-mnist)\n"
+    "  --batch N       images per step (default: the largest divisor of the test set\n"
+    "                  up to 256)\n"
+    "  --threads N     CPU threads (default: all cores)\n";
+
 static void print_usage(const char *cmd, FILE *f)
 {
     if (!cmd) {
         fputs(usage_main, f);
         return;
     }
-    const char *u = strcmp(cmd, "dump") == 0 ? usage_dump : strcmp(cmd, "compile") == 0 ? usage_compile
-                  : usage_run;
+    const char *u = strcmp(cmd, "dump") == 0      ? usage_dump
+                  : strcmp(cmd, "compile") == 0 ? usage_compile
+                  : strcmp(cmd, "train") == 0   ? usage_train
+                  : strcmp(cmd, "eval") == 0    ? usage_eval
+                                                : usage_run;
     fputs(u, f);
-    if (u != usage_run)
+    if (u == usage_dump || u == usage_compile)
         fputs(usage_train_graph, f);
     fputs(usage_common, f);
 }
@@ -131,47 +160,83 @@ static int parse_uint(const char *s, unsigned long long max, unsigned long long 
     return 1;
 }
 
+/* The flags, the commands each applies to, and whether it takes a value. */
+static const struct flag {
+    const char *name;
+    const char *cmds;
+    int valued;
+} flags[] = {
+    {"-D", "dump compile run train eval", 1},
+    {"--model", "dump compile run train eval", 1},
+    {"-o", "dump run", 1},
+    {"--seed", "run train", 1},
+    {"--input", "run", 1},
+    {"--threads", "run train eval", 1},
+    {"--repeat", "run", 1},
+    {"--train", "dump compile", 0},
+    {"--optimizer", "dump compile train", 1},
+    {"--momentum", "dump compile train", 1},
+    {"--nesterov", "dump compile train", 0},
+    {"--weight-decay", "dump compile train", 1},
+    {"--data", "train eval", 1},
+    {"--epochs", "train", 1},
+    {"--steps", "train", 1},
+    {"--batch", "train eval", 1},
+    {"--lr", "train", 1},
+    {"--schedule", "train", 1},
+    {"--warmup", "train", 1},
+    {"--step-size", "train", 1},
+    {"--gamma", "train", 1},
+    {"--checkpoint", "train", 1},
+    {"--resume", "train", 1},
+    {"--log", "train", 1},
+    {"--weights", "eval", 1},
+    {"--device", "train eval run", 1},
+};
+
+static int applies(const struct flag *f, const char *cmd)
+{
+    size_t n = strlen(cmd);
+    for (const char *p = f->cmds; (p = strstr(p, cmd)); p += n)
+        if ((p == f->cmds || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+            return 1;
+    return 0;
+}
+
+static int parse_number(const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || errno || !(v >= lo && v <= hi))
+        return 0;
+    *out = v;
+    return 1;
+}
+
 /* Parses argv after the command; returns 0, 1 after --help, or 2 on a bad flag. */
 static int parse_args(int argc, char **argv, options *o)
 {
-    int is_run = strcmp(o->cmd, "run") == 0, is_dump = strcmp(o->cmd, "dump") == 0;
     char cmdsp[32];
     snprintf(cmdsp, sizeof cmdsp, "%s ", o->cmd);
     for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        const char *val = NULL;
-        /* flags that take a value: "-D x", "-Dx", "--flag x", "--flag=x" */
-        static const char *const valued[] = {"-D", "--model", "-o", "--seed", "--input",
-                                             "--threads", "--repeat", "--optimizer",
-                                             "--momentum", "--weight-decay"};
-        const char *flag = NULL;
-        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) {
-            size_t n = strlen(valued[k]);
-            if (strncmp(a, valued[k], n) == 0 && (a[n] == '\0' || a[n] == '=' ||
-                                                  (k == 0 && a[n] != '\0'))) {
-                flag = valued[k];
-                val = a[n] == '\0' ? NULL : a[n] == '=' && k != 0 ? a + n + 1 : a + n;
-                if (!val) {
-                    if (i + 1 >= argc)
-                        return usage_error(cmdsp, "%s needs a value", flag);
-                    val = argv[++i];
-                }
-                break;
-            }
+        const char *a = argv[i], *val = NULL;
+        const struct flag *f = NULL;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            print_usage(o->cmd, stdout);
+            return 1;
         }
-        if (!flag) {
-            if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-                print_usage(o->cmd, stdout);
-                return 1;
-            }
-            if (strcmp(a, "--train") == 0 && !is_run) {
-                o->train = 1;
+        /* "-D x", "-Dx", "--flag x", "--flag=x" */
+        for (size_t k = 0; k < sizeof flags / sizeof flags[0] && !f; k++) {
+            size_t n = strlen(flags[k].name);
+            if (strncmp(a, flags[k].name, n) != 0)
                 continue;
-            }
-            if (strcmp(a, "--nesterov") == 0 && !is_run) {
-                o->opt.nesterov = 1;
-                continue;
-            }
+            if (a[n] == '\0')
+                f = &flags[k];
+            else if (flags[k].valued && (a[n] == '=' || k == 0))
+                f = &flags[k], val = a + n + (a[n] == '=' && k != 0);
+        }
+        if (!f) {
             if (a[0] == '-' && a[1] != '\0')
                 return usage_error(cmdsp, "unknown option '%s'", a);
             if (o->file)
@@ -179,58 +244,95 @@ static int parse_args(int argc, char **argv, options *o)
             o->file = a;
             continue;
         }
-        if (strcmp(flag, "-D") == 0) {
+        if (!applies(f, o->cmd))
+            return usage_error(cmdsp, "option '%s' does not apply to this command", f->name);
+        if (f->valued && !val) {
+            if (i + 1 >= argc)
+                return usage_error(cmdsp, "%s needs a value", f->name);
+            val = argv[++i];
+        }
+        const char *name = f->name;
+        unsigned long long u;
+        if (strcmp(name, "-D") == 0) {
             const char *eq = strchr(val, '=');
             if (!eq || eq == val)
                 return usage_error(cmdsp, "-D needs NAME=VALUE, got '%s'", val);
             if (o->ndefines == MAX_DEFINES)
                 return usage_error(cmdsp, "too many -D options%s", "");
-            char *name = strndup(val, (size_t)(eq - val));
-            o->define_names[o->ndefines] = name;
+            o->define_names[o->ndefines] = strndup(val, (size_t)(eq - val));
             o->define_values[o->ndefines++] = eq + 1;
-        } else if (strcmp(flag, "--model") == 0) {
+        } else if (strcmp(name, "--model") == 0) {
             o->model = val;
-        } else if (strcmp(flag, "-o") == 0 && (is_dump || is_run)) {
+        } else if (strcmp(name, "-o") == 0) {
             o->out = val;
-        } else if (strcmp(flag, "--seed") == 0 && is_run) {
+        } else if (strcmp(name, "--seed") == 0) {
             if (!parse_uint(val, ~0ull, &o->seed))
                 return usage_error(cmdsp, "--seed needs a non-negative integer, got '%s'", val);
-        } else if (strcmp(flag, "--threads") == 0 && is_run) {
-            unsigned long long v;
-            if (!parse_uint(val, 1024, &v) || v < 1)
+        } else if (strcmp(name, "--threads") == 0) {
+            if (!parse_uint(val, 1024, &u) || u < 1)
                 return usage_error(cmdsp, "--threads needs an integer from 1 to 1024, got '%s'", val);
-            o->threads = (int)v;
-        } else if (strcmp(flag, "--repeat") == 0 && is_run) {
-            unsigned long long v;
-            if (!parse_uint(val, 100000, &v) || v < 1)
+            o->threads = (int)u;
+        } else if (strcmp(name, "--repeat") == 0) {
+            if (!parse_uint(val, 100000, &u) || u < 1)
                 return usage_error(cmdsp, "--repeat needs a positive integer, got '%s'", val);
-            o->repeat = (int)v;
-        } else if (strcmp(flag, "--optimizer") == 0 && !is_run) {
-            ad_optimizer_kind k = strcmp(val, "sgd") == 0 ? AD_SGD : strcmp(val, "adam") == 0
-                                  ? AD_ADAM : strcmp(val, "adamw") == 0 ? AD_ADAMW : -1;
-            if ((int)k < 0)
-                return usage_error(cmdsp, "--optimizer needs sgd, adam or adamw, got '%s'", val);
-            double m = o->opt.momentum, wd = o->opt.weight_decay;
-            int nesterov = o->opt.nesterov;
-            o->opt = ad_optimizer_default(k);
-            o->opt.momentum = m, o->opt.nesterov = nesterov;
-            if (wd >= 0)
-                o->opt.weight_decay = wd;
-        } else if ((strcmp(flag, "--momentum") == 0 || strcmp(flag, "--weight-decay") == 0) &&
-                   !is_run) {
-            char *end;
-            double v = strtod(val, &end);
-            if (*end || !(v >= 0 && v < 1e6))
-                return usage_error(cmdsp, "needs a non-negative number, got '%s'", val);
-            *(flag[2] == 'm' ? &o->opt.momentum : &o->opt.weight_decay) = v;
-        } else if (strcmp(flag, "--input") == 0 && is_run) {
+            o->repeat = (int)u;
+        } else if (strcmp(name, "--input") == 0) {
             if (o->ninputs == MAX_INPUTS)
                 return usage_error(cmdsp, "too many --input options%s", "");
             const char *eq = strchr(val, '=');
             o->input_names[o->ninputs] = eq ? strndup(val, (size_t)(eq - val)) : NULL;
             o->input_files[o->ninputs++] = eq ? eq + 1 : val;
-        } else {
-            return usage_error(cmdsp, "option '%s' does not apply to this command", flag);
+        } else if (strcmp(name, "--train") == 0) {
+            o->train = 1;
+        } else if (strcmp(name, "--nesterov") == 0) {
+            o->opt.nesterov = 1;
+        } else if (strcmp(name, "--optimizer") == 0) {
+            int k = strcmp(val, "sgd") == 0 ? AD_SGD : strcmp(val, "adam") == 0 ? AD_ADAM
+                  : strcmp(val, "adamw") == 0 ? AD_ADAMW : -1;
+            if (k < 0)
+                return usage_error(cmdsp, "--optimizer needs sgd, adam or adamw, got '%s'", val);
+            ad_optimizer d = ad_optimizer_default((ad_optimizer_kind)k);
+            o->opt.kind = d.kind, o->opt.beta1 = d.beta1, o->opt.beta2 = d.beta2, o->opt.eps = d.eps;
+        } else if (strcmp(name, "--momentum") == 0) {
+            if (!parse_number(val, 0, 1, &o->opt.momentum))
+                return usage_error(cmdsp, "--momentum needs a number in [0, 1], got '%s'", val);
+        } else if (strcmp(name, "--weight-decay") == 0) {
+            if (!parse_number(val, 0, 1e3, &o->opt.weight_decay))
+                return usage_error(cmdsp, "--weight-decay needs a non-negative number, got '%s'", val);
+        } else if (strcmp(name, "--lr") == 0) {
+            if (!parse_number(val, 0, 1e6, &o->lr) || o->lr <= 0)
+                return usage_error(cmdsp, "--lr needs a positive number, got '%s'", val);
+        } else if (strcmp(name, "--gamma") == 0) {
+            if (!parse_number(val, 0, 1e6, &o->gamma))
+                return usage_error(cmdsp, "--gamma needs a non-negative number, got '%s'", val);
+        } else if (strcmp(name, "--schedule") == 0) {
+            if (strcmp(val, "constant") && strcmp(val, "step") && strcmp(val, "cosine"))
+                return usage_error(cmdsp, "--schedule needs constant, step or cosine, got '%s'", val);
+            o->schedule = val;
+        } else if (strcmp(name, "--device") == 0) {
+            if (strcmp(val, "cpu") != 0)
+                return usage_error(cmdsp, "--device: only 'cpu' is available in this build, got '%s'",
+                                   val);
+        } else if (strcmp(name, "--data") == 0) {
+            o->data = val;
+        } else if (strcmp(name, "--weights") == 0) {
+            o->weights = val;
+        } else if (strcmp(name, "--checkpoint") == 0) {
+            o->checkpoint = val;
+        } else if (strcmp(name, "--resume") == 0) {
+            o->resume = val;
+        } else if (strcmp(name, "--log") == 0) {
+            o->log = val;
+        } else { /* the counts */
+            long long *dst = strcmp(name, "--epochs") == 0 ? &o->epochs
+                           : strcmp(name, "--steps") == 0 ? &o->steps
+                           : strcmp(name, "--batch") == 0 ? &o->batch
+                           : strcmp(name, "--warmup") == 0 ? &o->warmup : &o->step_size;
+            int zero_ok = dst == &o->warmup;
+            if (!parse_uint(val, 1ull << 40, &u) || (u == 0 && !zero_ok))
+                return usage_error(cmdsp, zero_ok ? "%s needs a non-negative integer"
+                                                  : "%s needs a positive integer", name);
+            *dst = (long long)u;
         }
     }
     if (!o->file)
@@ -267,8 +369,7 @@ static char *read_file(const char *path, size_t *len, diag *d)
     return buf;
 }
 
-/* Loads a model (.net) or IR text (.gir) and verifies it. */
-static ir_graph *load(const options *o, diag *d)
+ir_graph *cli_load(const options *o, long long batch, diag *d)
 {
     ir_graph *g;
     if (has_suffix(o->file, ".gir")) {
@@ -284,7 +385,20 @@ static ir_graph *load(const options *o, diag *d)
         g = ir_parse(o->file, text, len, d);
         free(text);
     } else {
-        fe_options fo = {o->model, o->ndefines, o->define_names, o->define_values};
+        /* -D batch=B from --batch, unless -D batch is given too */
+        const char *names[MAX_DEFINES + 1], *values[MAX_DEFINES + 1];
+        char b[32];
+        int n = 0;
+        if (batch > 0) {
+            snprintf(b, sizeof b, "%lld", batch);
+            names[n] = "batch", values[n++] = b;
+            for (int i = 0; i < o->ndefines; i++)
+                if (strcmp(o->define_names[i], "batch") == 0)
+                    n = 0;
+        }
+        for (int i = 0; i < o->ndefines; i++)
+            names[n] = o->define_names[i], values[n++] = o->define_values[i];
+        fe_options fo = {o->model, n, names, values};
         g = fe_load_file(o->file, &fo, d);
     }
     if (g && ir_verify(g, d) > 0) {
@@ -294,7 +408,7 @@ static ir_graph *load(const options *o, diag *d)
     return g;
 }
 
-static double now_ms(void)
+double cli_now_ms(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -495,13 +609,13 @@ static int cmd_run(const options *o, ir_graph *g)
     if (!times)
         goto done;
     for (int r = 0; r < repeat; r++) {
-        double t0 = now_ms();
+        double t0 = cli_now_ms();
         if (rt_exec_run(x, err, sizeof err) != 0) {
             fprintf(stderr, "gnc: error: %s\n", err);
             free(times);
             goto done;
         }
-        times[r] = now_ms() - t0;
+        times[r] = cli_now_ms() - t0;
     }
     qsort(times, (size_t)repeat, sizeof *times, cmp_double);
     for (int i = 0; i < g->noutputs; i++)
@@ -552,36 +666,48 @@ int main(int argc, char **argv)
         printf("gnc %s\n", GNC_VERSION);
         return 0;
     }
+    static const char *const cmds[] = {"dump", "compile", "run", "train", "eval", "help"};
+    int known = 0;
+    for (int i = 0; i < 6; i++)
+        known |= strcmp(cmd, cmds[i]) == 0;
     if (strcmp(cmd, "help") == 0) {
-        if (argc > 2 && strcmp(argv[2], "dump") && strcmp(argv[2], "compile") && strcmp(argv[2], "run"))
+        int ok = argc <= 2;
+        for (int i = 0; i < 5 && !ok; i++)
+            ok = strcmp(argv[2], cmds[i]) == 0;
+        if (!ok)
             return usage_error(NULL, "unknown command '%s'", argv[2]);
         print_usage(argc > 2 ? argv[2] : NULL, stdout);
         return 0;
     }
-    if (strcmp(cmd, "dump") && strcmp(cmd, "compile") && strcmp(cmd, "run")) {
-        static const char *const cmds[] = {"dump", "compile", "run", "help"};
-        const char *s = diag_suggest(cmd, cmds, 4);
+    if (!known) {
+        const char *s = diag_suggest(cmd, cmds, 6);
         fprintf(stderr, "gnc: error: unknown command '%s'%s%s%s\n(see 'gnc --help')\n", cmd,
                 s ? "; did you mean '" : "", s ? s : "", s ? "'?" : "");
         return 2;
     }
-    options o = {.cmd = cmd, .opt = ad_optimizer_default(AD_SGD)};
+    options o = {.cmd = cmd, .opt = ad_optimizer_default(AD_SGD), .lr = 0.1, .gamma = 0.1};
     o.opt.weight_decay = -1; /* unset: the optimizer's default */
     int rc = parse_args(argc - 2, argv + 2, &o);
     if (rc)
         return rc == 1 ? 0 : rc;
+    if (o.opt.weight_decay < 0)
+        o.opt.weight_decay = o.opt.kind == AD_ADAMW ? 0.01 : 0;
+    if (strcmp(cmd, "train") == 0 || strcmp(cmd, "eval") == 0) {
+        rc = strcmp(cmd, "train") == 0 ? cmd_train(&o) : cmd_eval(&o);
+        for (int i = 0; i < o.ndefines; i++)
+            free((char *)o.define_names[i]);
+        return rc;
+    }
 
     diag d;
     diag_init(&d);
-    double t0 = now_ms();
-    if (o.opt.weight_decay < 0)
-        o.opt.weight_decay = o.opt.kind == AD_ADAMW ? 0.01 : 0;
-    ir_graph *g = load(&o, &d);
+    double t0 = cli_now_ms();
+    ir_graph *g = cli_load(&o, 0, &d);
     if (g && o.train && (ad_training_graph(g, &o.opt, &d) != 0 || ir_verify(g, &d) > 0)) {
         ir_graph_free(g);
         g = NULL;
     }
-    double ms = now_ms() - t0;
+    double ms = cli_now_ms() - t0;
     diag_print(&d, stderr);
     diag_free(&d);
     if (!g)

@@ -1,0 +1,8 @@
+# Training against PyTorch: gradients of lenet and resnet18, and the optimizers'
+# steps (golden files made by tests/grad/gen_grad.py, committed).
+add_executable(test_grad ${CMAKE_CURRENT_LIST_DIR}/grad/test_grad.c
+               ${CMAKE_CURRENT_LIST_DIR}/golden/fill.c)
+target_include_directories(test_grad PRIVATE ${CMAKE_CURRENT_LIST_DIR}/golden)
+target_link_libraries(test_grad PRIVATE gnc_frontend gnc_passes gnc_runtime m)
+add_test(NAME grad COMMAND test_grad ${CMAKE_SOURCE_DIR})
+set_tests_properties(grad PROPERTIES LABELS "unit;train" TIMEOUT 300)

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Makes the PyTorch golden files of tests/grad/test_grad.c: gradients and optimizer steps.
+
+    /usr/bin/python3 tests/grad/gen_grad.py      (needs python3-torch, python3-numpy)
+
+Data come from the fill formula of tests/golden/gen_golden.py, by gnc tensor name.
+
+  lenet.txt, resnet18.txt  one training step at batch 8 (batchnorm on batch
+      statistics), computed in float64 from the float32 data: the loss and, for every parameter by its gnc name, the sum, the
+      sum of squares and 8 sampled elements (indices i * 7919 mod n) of its gradient.
+  optim.txt  a parameter p[3, 5] and a target t, loss mse(p, t) (models: optim.net),
+      5 steps of each optimizer; p after every step.
+"""
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "golden"))
+import gen_golden as gg  # noqa: E402
+
+SAMPLES = 8
+
+
+def header(f):
+    f.write("# made by tests/grad/gen_grad.py with PyTorch %s; do not edit\n" % torch.__version__)
+
+
+def grad_case(case, model, to_gnc, batch=8):
+    """In float64: the reference for gnc's float32 (PyTorch's own float32 gradients
+    of resnet18 differ from these by up to 6% of a batchnorm gradient's rms)."""
+    sd = model.state_dict()
+    for key, t in sd.items():
+        name = to_gnc(key)
+        if name is not None:
+            t.copy_(gg.fill(name, list(t.shape)))
+    model = model.double()
+    model.train()
+    image = gg.fill("image", [batch, 1, 28, 28]).double()
+    label = gg.fill("label", [batch], integer=True)
+    loss = F.cross_entropy(model(image), label)
+    loss.backward()
+    path = os.path.join(HERE, case + ".txt")
+    with open(path, "w") as f:
+        header(f)
+        f.write("source models/%s.net\ndefine batch=%d\nloss %.9g\n" % (case, batch, loss.item()))
+        for key, p in model.named_parameters():
+            g = p.grad.detach().reshape(-1).double()
+            n = g.numel()
+            idx = [(i * 7919) % n for i in range(SAMPLES)]
+            f.write("grad %s %d %.9g %.9g %s\n" % (to_gnc(key), n, g.sum().item(), (g * g).sum().item(),
+                                                   " ".join("%.9g" % g[i].item() for i in idx)))
+    print("wrote", os.path.relpath(path, ROOT))
+
+
+def optim_case():
+    path = os.path.join(HERE, "optim.txt")
+    runs = [
+        ("sgd", dict(lr=0.1), lambda ps: torch.optim.SGD(ps, lr=0.1)),
+        ("sgd_momentum", dict(lr=0.1, momentum=0.9, weight_decay=0.01),
+         lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=0.01)),
+        ("sgd_nesterov", dict(lr=0.05, momentum=0.8, nesterov=True),
+         lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.8, nesterov=True)),
+        ("adam", dict(lr=0.01, weight_decay=0.01),
+         lambda ps: torch.optim.Adam(ps, lr=0.01, weight_decay=0.01)),
+        ("adamw", dict(lr=0.01, weight_decay=0.1),
+         lambda ps: torch.optim.AdamW(ps, lr=0.01, weight_decay=0.1)),
+    ]
+    with open(path, "w") as f:
+        header(f)
+        f.write("source tests/grad/optim.net\n")
+        for name, cfg, make in runs:
+            p = torch.nn.Parameter(gg.fill("p", [3, 5]))
+            t = gg.fill("t", [3, 5])
+            opt = make([p])
+            f.write("run %s %s\n" % (name, " ".join("%s=%s" % (k, v) for k, v in cfg.items())))
+            for step in range(5):
+                opt.zero_grad()
+                F.mse_loss(p, t).backward()
+                opt.step()
+                f.write("step %d %s\n" % (step + 1, " ".join("%.9g" % v for v in p.detach().reshape(-1).tolist())))
+    print("wrote", os.path.relpath(path, ROOT))
+
+
+def main():
+    torch.set_num_threads(1)
+    import torch_fmnist
+    grad_case("lenet", torch_fmnist.lenet(), gg.lenet_name)
+    grad_case("resnet18", torch_fmnist.resnet18(), gg.resnet18_name)
+    optim_case()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# gnc train and gnc eval, end to end: run.sh GNC SOURCE_DIR WORK_DIR DATA_DIR.
+# Uses a small slice of Fashion-MNIST (512 training, 200 test images) cut from
+# DATA_DIR, so every run takes a second or two.  Checks: bitwise-exact resume
+# (at an epoch end and mid-epoch, with momentum, and with dropout and AdamW),
+# a checkpoint killed mid-write, eval, the CSV log, and bad data, checkpoints
+# and flags.  Ends with "N passed, M failed"; fails if any did.
+set -u
+gnc=$1 src=$2 work=$3 data=$4
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+expect() {
+    local want=$1; shift
+    out=$("$@" 2>&1); local got=$?
+    if [ "$got" = "$want" ]; then ok; else bad "'$*' exited $got, want $want"; echo "$out" | tail -20; fi
+}
+has() { if grep -qF -- "$1" <<<"$out"; then ok; else bad "output lacks '$1'"; echo "$out" | tail -20; fi; }
+same() { if cmp -s "$1" "$2"; then ok; else bad "$1 and $2 differ ($3)"; fi; }
+
+for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+    [ -r "$data/$f.gz" ] || [ -r "$data/$f" ] || { echo "run.sh: $data lacks $f (install dataset-fashion-mnist)"; exit 1; }
+done
+
+# slice COUNT examples out of an IDX file: a new header, the first bytes of data
+slice() { # slice NAME COUNT RANK
+    local name=$1 n=$2 rank=$3 src=$data/$1
+    local cat=cat; [ -r "$src" ] || { src=$src.gz; cat=zcat; }
+    {
+        printf '\0\0\010'"\\$(printf %03o "$rank")"
+        printf "\\$(printf %03o $((n >> 24 & 255)))\\$(printf %03o $((n >> 16 & 255)))\\$(printf %03o $((n >> 8 & 255)))\\$(printf %03o $((n & 255)))"
+        if [ "$rank" = 3 ]; then printf '\0\0\0\034\0\0\0\034'; fi
+        local skip=$((4 + 4 * rank)) size=$(( rank == 3 ? 784 : 1 ))
+        $cat "$src" | tail -c +$((skip + 1)) | head -c $((n * size))
+    }
+}
+mkdir tiny
+slice train-images-idx3-ubyte 512 3 >tiny/train-images-idx3-ubyte
+slice train-labels-idx1-ubyte 512 1 >tiny/train-labels-idx1-ubyte
+slice t10k-images-idx3-ubyte 200 3 | gzip >tiny/t10k-images-idx3-ubyte.gz
+slice t10k-labels-idx1-ubyte 200 1 | gzip >tiny/t10k-labels-idx1-ubyte.gz
+lenet=$src/models/lenet.net
+T=("$gnc" train "$lenet" --data tiny --batch 64 --lr 0.05 --momentum 0.9 --seed 7)
+
+# training runs, learns something, logs one CSV row per epoch
+expect 0 "${T[@]}" --epochs 2 --checkpoint a.st --log a.csv
+has "epoch 2: train loss"
+if [ "$(head -1 a.csv)" = "epoch,steps,train_loss,test_acc,images_per_s,seconds" ] &&
+   [ "$(wc -l <a.csv)" = 3 ] && [ "$(cut -d, -f1,2 a.csv | tail -1)" = "2,16" ]; then ok; else bad "a.csv: $(cat a.csv)"; fi
+
+# resume at an epoch end: 2 epochs == 1 epoch + resume + 1 epoch, bit for bit
+expect 0 "${T[@]}" --epochs 1 --checkpoint b.st
+expect 0 "${T[@]}" --epochs 2 --resume b.st --checkpoint b.st
+has "resuming b.st at step 8"
+same a.st b.st "resume at an epoch end"
+
+# resume mid-epoch
+expect 0 "${T[@]}" --epochs 2 --steps 11 --checkpoint c.st
+has "stopped after step 11"
+expect 0 "${T[@]}" --epochs 2 --resume c.st --checkpoint c.st
+same a.st c.st "resume mid-epoch"
+
+# dropout masks and AdamW state resume exactly too (mlp)
+M=("$gnc" train "$src/models/mlp.net" --data tiny --batch 32 --optimizer adamw --lr 0.001 --seed 3)
+expect 0 "${M[@]}" --epochs 2 --checkpoint m1.st
+expect 0 "${M[@]}" --epochs 2 --steps 21 --checkpoint m2.st
+expect 0 "${M[@]}" --epochs 2 --resume m2.st --checkpoint m2.st
+same m1.st m2.st "mlp with dropout and AdamW"
+
+# the seed matters
+expect 0 "$gnc" train "$lenet" --data tiny --batch 64 --lr 0.05 --seed 8 --epochs 1 --checkpoint s.st
+if cmp -s s.st b.st; then bad "a different seed gave the same weights"; else ok; fi
+
+# a checkpoint killed mid-write (file size limit: SIGXFSZ) leaves the old one
+cp a.st a.orig
+exec 3>&2 2>/dev/null  # quiet: the shell reports the killed child
+( ulimit -f 64; exec "${T[@]}" --epochs 3 --resume a.st --checkpoint a.st ) >/dev/null
+rc=$?
+exec 2>&3 3>&-
+if [ $rc -ge 128 ]; then ok; else bad "the write was not killed (exit $rc)"; fi
+same a.st a.orig "the checkpoint after a killed write"
+expect 0 "$gnc" eval "$lenet" --data tiny --weights a.st
+has "test accuracy"
+has "on 200 of 200 images"
+
+# checkpoints that do not fit
+expect 1 "$gnc" eval "$src/models/mlp.net" --data tiny --weights a.st
+has "does not match the model"
+has "head.weight: in the model, not in the checkpoint"
+expect 1 "$gnc" train "$lenet" --data tiny --batch 64 --optimizer adam --epochs 1 --resume a.st
+has "conv1.weight.exp_avg: in the model, not in the checkpoint"
+has "conv1.weight.momentum_buffer: in the checkpoint, not in the model"
+printf 'not a checkpoint at all' >junk.st
+expect 1 "$gnc" eval "$lenet" --data tiny --weights junk.st
+has "not a safetensors file"
+head -c 300 a.st >short.st
+expect 1 "$gnc" eval "$lenet" --data tiny --weights short.st
+has "short.st"
+
+# bad data
+expect 1 "$gnc" train "$lenet" --data nowhere --epochs 1
+has "nowhere/train-images-idx3-ubyte"
+mkdir trunc && cp tiny/* trunc/ && head -c 10000 tiny/train-images-idx3-ubyte >trunc/train-images-idx3-ubyte
+expect 1 "$gnc" train "$lenet" --data trunc --epochs 1
+has "truncated"
+mkdir corrupt && cp tiny/* corrupt/ && printf '\037\213garbage-that-is-not-deflate' >corrupt/t10k-images-idx3-ubyte.gz
+expect 1 "$gnc" train "$lenet" --data corrupt --epochs 1
+has "t10k-images-idx3-ubyte.gz"
+expect 1 "$gnc" train "$lenet" --data tiny --epochs 1 -D classes=5
+has "the training labels go up to 9, but the model has 5 classes"
+expect 1 "$gnc" train "$src/models/resnet18.net" --data tiny --epochs 1 -D batch=2000
+has "larger than the training set"
+
+# flags
+expect 2 "$gnc" train "$lenet" --lr -1;               has "--lr needs a positive number"
+expect 2 "$gnc" train "$lenet" --optimizer rmsprop;   has "--optimizer needs sgd, adam or adamw"
+expect 2 "$gnc" train "$lenet" --device cuda;         has "only 'cpu'"
+expect 2 "$gnc" train "$lenet" --epochs 0;            has "--epochs needs a positive integer"
+expect 2 "$gnc" eval "$lenet" --lr 0.1;               has "does not apply to this command"
+expect 2 "$gnc" eval "$lenet" --data tiny;            has "eval needs --weights"
+
+echo "train: $pass passed, $fail failed"
+[ "$fail" = 0 ]

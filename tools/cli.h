@@ -1,0 +1,45 @@
+/* What the gnc subcommands share (tools/gnc.c parses, tools/train.c trains). */
+#ifndef GNC_CLI_H
+#define GNC_CLI_H
+
+#include "diag.h"
+#include "ir.h"
+#include "passes.h"
+
+#define MAX_DEFINES 64
+#define MAX_INPUTS 64
+
+typedef struct {
+    const char *cmd;
+    const char *file;
+    const char *model;
+    const char *out;            /* -o */
+    const char *define_names[MAX_DEFINES], *define_values[MAX_DEFINES];
+    int ndefines;
+    const char *input_names[MAX_INPUTS], *input_files[MAX_INPUTS];
+    int ninputs;
+    unsigned long long seed;
+    int threads;
+    int repeat;
+    int train;                  /* --train: the training-step graph */
+    ad_optimizer opt;           /* --optimizer, --momentum, --nesterov, --weight-decay */
+    /* gnc train and gnc eval */
+    const char *data;           /* --data DIR */
+    const char *weights;        /* --weights FILE (eval) */
+    const char *checkpoint;     /* --checkpoint FILE */
+    const char *resume;         /* --resume FILE */
+    const char *log;            /* --log FILE.csv */
+    const char *schedule;       /* --schedule constant|step|cosine */
+    long long epochs, steps, batch, warmup, step_size;
+    double lr, gamma;
+} options;
+
+/* Loads a model (.net) or IR text (.gir) and verifies it; with define batch
+ * (> 0), -D batch=BATCH comes first (the command line's -D still wins). */
+ir_graph *cli_load(const options *o, long long batch, diag *d);
+double cli_now_ms(void);
+
+int cmd_train(const options *o);
+int cmd_eval(const options *o);
+
+#endif

@@ -1,0 +1,422 @@
+/* gnc train and gnc eval: the training loop around the executor.
+ *
+ * A run holds two graphs of one model: the training step (autodiff's graph, at
+ * the training batch) and the inference graph (at a batch that divides the test
+ * set), whose weights are copied from the first before each evaluation.  All
+ * randomness is counter-based: parameters from (seed, name), the order of epoch
+ * e from (seed, e), dropout masks from (seed, step); so the step number and the
+ * seed are the whole RNG state, and a resumed run repeats an uninterrupted one
+ * bit for bit. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "cli.h"
+#include "data.h"
+#include "exec.h"
+
+#define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
+
+/* A graph with its executor and the values the loop feeds and reads. */
+typedef struct {
+    ir_graph *g;
+    rt_exec *x;
+    const ir_value *image, *label, *logits;
+    const ir_value *lr, *step, *seed;   /* training graph only */
+} model;
+
+static int is_float(ir_dtype t) { return t == IR_F32 || t == IR_F16 || t == IR_BF16; }
+
+static void model_free(model *m)
+{
+    rt_exec_free(m->x);
+    if (m->g)
+        ir_graph_free(m->g);
+}
+
+/* Loads o's model at batch (as a training step when train), finds its image and
+ * label inputs and its logits, and makes its executor. */
+static int model_load(const options *o, long long batch, int train, model *m)
+{
+    diag d;
+    diag_init(&d);
+    memset(m, 0, sizeof *m);
+    m->g = cli_load(o, batch, &d);
+    if (m->g && train && (ad_training_graph(m->g, &o->opt, &d) != 0 || ir_verify(m->g, &d))) {
+        ir_graph_free(m->g);
+        m->g = NULL;
+    }
+    diag_print(&d, stderr);
+    diag_free(&d);
+    if (!m->g)
+        return -1;
+    ir_graph *g = m->g;
+    for (int i = 0; i < g->ninputs; i++) {
+        const ir_value *v = g->inputs[i];
+        if (strncmp(v->name, "train.", 6) == 0)
+            continue;
+        if (is_float(v->type.dtype) && !m->image)
+            m->image = v;
+        else if ((v->type.dtype == IR_I32 || v->type.dtype == IR_I64) && !m->label)
+            m->label = v;
+    }
+    if (g->loss && g->loss->def && g->loss->def->op == IR_OP_CROSS_ENTROPY)
+        m->logits = g->loss->def->in[0];
+    if (!m->image || !m->label || !m->logits || m->image->type.rank != 4 ||
+        m->label->type.rank != 1) {
+        fprintf(stderr, "gnc: error: %s: to train or evaluate, the model needs an image input "
+                "[batch, channels, h, w], an integer label input [batch] and the loss "
+                "cross_entropy(logits, label)\n", o->file);
+        return -1;
+    }
+    m->lr = ir_find_value(g, AD_INPUT_LR);
+    m->step = ir_find_value(g, AD_INPUT_STEP);
+    m->seed = ir_find_value(g, AD_INPUT_SEED);
+    char err[512];
+    if (!(m->x = rt_exec_new(g, err, sizeof err))) {
+        fprintf(stderr, "gnc: error: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* Whether the data set fits the model's inputs. */
+static int check_data(const model *m, const rt_dataset *ds, const char *what)
+{
+    const ir_type *t = &m->image->type;
+    int classes = rt_dataset_classes(ds);
+    char tb[128];
+    if (t->dims[1] != 1 || t->dims[2] != ds->h || t->dims[3] != ds->w) {
+        fprintf(stderr, "gnc: error: the %s images are 1x%lldx%lld, but the model's input '%s' "
+                "is %s\n", what, (long long)ds->h, (long long)ds->w, m->image->name,
+                ir_type_str(t, tb, sizeof tb));
+        return -1;
+    }
+    if (classes > m->logits->type.dims[1]) {
+        fprintf(stderr, "gnc: error: the %s labels go up to %d, but the model has %lld classes\n",
+                what, classes - 1, (long long)m->logits->type.dims[1]);
+        return -1;
+    }
+    return 0;
+}
+
+/* Copies a batch of examples into the model's inputs. */
+static void feed(model *m, const rt_dataset *ds, const int64_t *order, int64_t first)
+{
+    int64_t n = m->image->type.dims[0];
+    int32_t *labels = malloc((size_t)n * sizeof *labels);
+    rt_dataset_batch(ds, order, first, n, rt_exec_data(m->x, m->image), labels);
+    void *dst = rt_exec_data(m->x, m->label);
+    for (int64_t i = 0; i < n; i++) {
+        if (m->label->type.dtype == IR_I64)
+            ((int64_t *)dst)[i] = labels[i];
+        else
+            ((int32_t *)dst)[i] = labels[i];
+    }
+    free(labels);
+}
+
+/* Copies every param and buffer of dst's graph from src's by name. */
+static void copy_weights(model *dst, const model *src)
+{
+    for (int i = 0; i < dst->g->nparams; i++) {
+        const ir_value *v = dst->g->params[i];
+        const ir_value *s = ir_find_value(src->g, v->name);
+        if (s && ir_type_eq(&s->type, &v->type))
+            memcpy(rt_exec_data(dst->x, v), rt_exec_data(src->x, s),
+                   (size_t)ir_type_numel(&v->type) * sizeof(float));
+    }
+}
+
+/* Test accuracy and mean loss over the whole test set. */
+static int evaluate(model *m, const rt_dataset *test, double *acc, double *loss)
+{
+    int64_t batch = m->image->type.dims[0], classes = m->logits->type.dims[1];
+    int64_t correct = 0, seen = 0;
+    double total = 0;
+    char err[512];
+    for (int64_t first = 0; first + batch <= test->n; first += batch) {
+        feed(m, test, NULL, first);
+        if (rt_exec_run(m->x, err, sizeof err) != 0) {
+            fprintf(stderr, "gnc: error: %s\n", err);
+            return -1;
+        }
+        const float *z = rt_exec_data(m->x, m->logits);
+        for (int64_t i = 0; i < batch; i++) {
+            int64_t best = 0;
+            for (int64_t k = 1; k < classes; k++)
+                if (z[i * classes + k] > z[i * classes + best])
+                    best = k;
+            correct += best == test->labels[first + i];
+        }
+        total += *(const float *)rt_exec_data(m->x, m->g->loss) * (double)batch;
+        seen += batch;
+    }
+    *acc = (double)correct / (double)seen;
+    *loss = total / (double)seen;
+    return 0;
+}
+
+/* The largest divisor of n that is at most cap. */
+static long long divisor_upto(int64_t n, long long cap)
+{
+    for (long long b = cap < n ? cap : n; b > 1; b--)
+        if (n % b == 0)
+            return b;
+    return 1;
+}
+
+static uint64_t model_hash(const ir_graph *g)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    uint64_t h = 1469598103934665603ull;
+    if (!f)
+        return 0;
+    ir_print(g, f);
+    fclose(f);
+    /* locations left out: editing a comment does not change the model */
+    for (const char *p = text; p && *p; p++) {
+        if (*p == '@')
+            while (*p && *p != '\n' && *p != ' ')
+                p++;
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+        if (!*p)
+            break;
+    }
+    free(text);
+    return h;
+}
+
+/* The learning rate of step (0-based) of total, in epoch. */
+static double lr_at(const options *o, long long step, long long epoch, long long total)
+{
+    double lr = o->lr;
+    if (o->schedule && strcmp(o->schedule, "step") == 0)
+        lr *= pow(o->gamma, (double)(epoch / (o->step_size ? o->step_size : 1)));
+    else if (o->schedule && strcmp(o->schedule, "cosine") == 0)
+        lr *= 0.5 * (1 + cos(M_PI * (double)step / (double)total));
+    if (o->warmup && step < o->warmup)
+        lr *= (double)(step + 1) / (double)o->warmup;
+    return lr;
+}
+
+static void fmt_time(double s, char *buf, size_t len)
+{
+    long t = (long)(s + 0.5);
+    snprintf(buf, len, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+}
+
+static int save(const options *o, model *m, long long step, long long epoch, uint64_t hash)
+{
+    if (!o->checkpoint)
+        return 0;
+    rt_ckpt_meta meta = {0};
+    char buf[64], err[512];
+    snprintf(buf, sizeof buf, "%lld", step);
+    rt_ckpt_meta_set(&meta, "step", buf);
+    snprintf(buf, sizeof buf, "%lld", epoch);
+    rt_ckpt_meta_set(&meta, "epoch", buf);
+    snprintf(buf, sizeof buf, "%llu", o->seed);
+    rt_ckpt_meta_set(&meta, "seed", buf);
+    rt_ckpt_meta_set(&meta, "rng", "counter-based: (seed, step) is the whole state");
+    snprintf(buf, sizeof buf, "%016llx", (unsigned long long)hash);
+    rt_ckpt_meta_set(&meta, "model_hash", buf);
+    snprintf(buf, sizeof buf, "%lld", (long long)m->image->type.dims[0]);
+    rt_ckpt_meta_set(&meta, "batch", buf);
+    rt_ckpt_meta_set(&meta, "optimizer", o->opt.kind == AD_SGD ? "sgd" : o->opt.kind == AD_ADAM
+                                         ? "adam" : "adamw");
+    int rc = rt_checkpoint_save(m->g, m->x, o->checkpoint, &meta, err, sizeof err);
+    rt_ckpt_meta_free(&meta);
+    if (rc)
+        fprintf(stderr, "gnc: error: %s\n", err);
+    return rc;
+}
+
+int cmd_train(const options *o)
+{
+    char err[1024];
+    const char *dir = o->data ? o->data : DEFAULT_DATA;
+    rt_dataset train = {0}, test = {0};
+    model tm = {0}, em = {0};
+    FILE *log = NULL;
+    int rc = 1;
+    if (o->threads)
+        rt_set_threads(o->threads);
+    if (rt_dataset_load(&train, dir, "train", err, sizeof err) ||
+        rt_dataset_load(&test, dir, "t10k", err, sizeof err)) {
+        fprintf(stderr, "gnc: error: %s\n", err);
+        goto done;
+    }
+    if (model_load(o, o->batch, 1, &tm) != 0)
+        goto done;
+    long long batch = tm.image->type.dims[0];
+    if (model_load(o, divisor_upto(test.n, batch), 0, &em) != 0 ||
+        check_data(&tm, &train, "training") != 0 || check_data(&em, &test, "test") != 0)
+        goto done;
+    long long per_epoch = train.n / batch;
+    if (per_epoch < 1) {
+        fprintf(stderr, "gnc: error: the batch (%lld) is larger than the training set (%lld)\n",
+                batch, (long long)train.n);
+        goto done;
+    }
+    long long epochs = o->epochs ? o->epochs : 1, total = epochs * per_epoch;
+    if (o->steps && o->steps < total)
+        total = o->steps;
+    uint64_t hash = model_hash(em.g), seed = o->seed;
+    long long step = 0;
+
+    rt_exec_init_params(tm.x, seed);
+    if (o->resume) {
+        rt_ckpt_meta meta;
+        if (rt_checkpoint_load(tm.g, tm.x, o->resume, &meta, err, sizeof err) != 0) {
+            fprintf(stderr, "gnc: error: %s\n", err);
+            goto done;
+        }
+        const char *s = rt_ckpt_meta_get(&meta, "step"), *sd = rt_ckpt_meta_get(&meta, "seed");
+        const char *h = rt_ckpt_meta_get(&meta, "model_hash");
+        char hb[32];
+        snprintf(hb, sizeof hb, "%016llx", (unsigned long long)hash);
+        if (!s || !sd) {
+            fprintf(stderr, "gnc: error: %s: not a gnc training checkpoint (no step or seed)\n",
+                    o->resume);
+            rt_ckpt_meta_free(&meta);
+            goto done;
+        }
+        step = atoll(s);
+        seed = strtoull(sd, NULL, 10);
+        if (h && strcmp(h, hb) != 0)
+            fprintf(stderr, "gnc: warning: %s was written for another version of the model\n",
+                    o->resume);
+        rt_ckpt_meta_free(&meta);
+        printf("resuming %s at step %lld (epoch %lld), seed %llu\n", o->resume, step,
+               step / per_epoch + 1, (unsigned long long)seed);
+    }
+    if (o->log) {
+        int fresh = !o->resume || access(o->log, F_OK) != 0;
+        log = fopen(o->log, fresh ? "w" : "a");
+        if (!log) {
+            fprintf(stderr, "gnc: error: cannot write '%s': %s\n", o->log, strerror(errno));
+            goto done;
+        }
+        if (fresh)
+            fprintf(log, "epoch,steps,train_loss,test_acc,images_per_s,seconds\n");
+    }
+
+    int tty = isatty(2);
+    int64_t *order = malloc((size_t)train.n * sizeof *order);
+    double epoch_loss = 0, t_epoch = cli_now_ms(), t_start = t_epoch;
+    long long epoch_steps = 0, done_steps = 0;
+    printf("training %s: %lld steps of %lld images per epoch, %lld steps to go\n", tm.g->name,
+           per_epoch, batch, total - step);
+    for (; step < total; step++) {
+        long long epoch = step / per_epoch, pos = step % per_epoch;
+        if (pos == 0 || epoch_steps == 0)
+            rt_dataset_order(order, train.n, seed, (uint64_t)epoch);
+        feed(&tm, &train, order, pos * batch);
+        *(float *)rt_exec_data(tm.x, tm.lr) = (float)lr_at(o, step, epoch, total);
+        *(int64_t *)rt_exec_data(tm.x, tm.step) = step;
+        *(int64_t *)rt_exec_data(tm.x, tm.seed) = (int64_t)seed;
+        if (rt_exec_run(tm.x, err, sizeof err) != 0) {
+            fprintf(stderr, "\ngnc: error: step %lld: %s\n", step, err);
+            goto done;
+        }
+        float loss = *(const float *)rt_exec_data(tm.x, tm.g->loss);
+        if (!isfinite(loss)) {
+            fprintf(stderr, "\ngnc: error: step %lld: the loss is %g; lower the learning rate\n",
+                    step, loss);
+            goto done;
+        }
+        epoch_loss += loss, epoch_steps++, done_steps++;
+        double now = cli_now_ms(), ips = (double)(epoch_steps * batch) / ((now - t_epoch) / 1e3);
+        char eta[32];
+        fmt_time((double)(total - step - 1) * (now - t_start) / 1e3 / (double)done_steps, eta,
+                 sizeof eta);
+        if (tty)
+            fprintf(stderr, "\r  epoch %lld  step %lld/%lld  loss %.4f  %.0f images/s  ETA %s ",
+                    epoch + 1, pos + 1, per_epoch, loss, ips, eta);
+        else if ((pos + 1) % (per_epoch / 10 ? per_epoch / 10 : 1) == 0 || step + 1 == total)
+            printf("  epoch %lld  step %lld/%lld  loss %.4f  %.0f images/s  ETA %s\n", epoch + 1,
+                   pos + 1, per_epoch, loss, ips, eta);
+        if (pos + 1 < per_epoch && step + 1 < total)
+            continue;
+
+        /* the end of an epoch, or of the run */
+        double secs = (now - t_epoch) / 1e3, acc = NAN, test_loss = NAN;
+        if (tty)
+            fputc('\n', stderr);
+        if (pos + 1 == per_epoch) {
+            copy_weights(&em, &tm);
+            if (evaluate(&em, &test, &acc, &test_loss) != 0)
+                goto done;
+            printf("epoch %lld: train loss %.4f, test loss %.4f, test accuracy %.4f, %.0f "
+                   "images/s, %.1f s\n", epoch + 1, epoch_loss / (double)epoch_steps, test_loss,
+                   acc, ips, secs);
+            if (log) {
+                fprintf(log, "%lld,%lld,%.9g,%.9g,%.9g,%.9g\n", epoch + 1, step + 1,
+                        epoch_loss / (double)epoch_steps, acc, ips, secs);
+                fflush(log);
+            }
+        } else {
+            printf("stopped after step %lld in epoch %lld: train loss %.4f over its last %lld "
+                   "steps, %.0f images/s\n", step + 1, epoch + 1,
+                   epoch_loss / (double)epoch_steps, epoch_steps, ips);
+        }
+        if (save(o, &tm, step + 1, (step + 1) / per_epoch, hash) != 0)
+            goto done;
+        epoch_loss = 0, epoch_steps = 0, t_epoch = cli_now_ms();
+    }
+    free(order);
+    rc = 0;
+done:
+    if (log && fclose(log) != 0) {
+        fprintf(stderr, "gnc: error: cannot write '%s'\n", o->log);
+        rc = 1;
+    }
+    model_free(&tm);
+    model_free(&em);
+    rt_dataset_free(&train);
+    rt_dataset_free(&test);
+    return rc;
+}
+
+int cmd_eval(const options *o)
+{
+    char err[1024];
+    rt_dataset test = {0};
+    model m = {0};
+    int rc = 1;
+    if (!o->weights) {
+        fprintf(stderr, "gnc: error: eval needs --weights FILE (see 'gnc eval --help')\n");
+        return 2;
+    }
+    if (o->threads)
+        rt_set_threads(o->threads);
+    if (rt_dataset_load(&test, o->data ? o->data : DEFAULT_DATA, "t10k", err, sizeof err)) {
+        fprintf(stderr, "gnc: error: %s\n", err);
+        goto done;
+    }
+    long long batch = o->batch ? o->batch : divisor_upto(test.n, 256);
+    if (model_load(o, batch, 0, &m) != 0 || check_data(&m, &test, "test") != 0)
+        goto done;
+    if (rt_checkpoint_load(m.g, m.x, o->weights, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "gnc: error: %s\n", err);
+        goto done;
+    }
+    double acc, loss;
+    if (evaluate(&m, &test, &acc, &loss) != 0)
+        goto done;
+    int64_t used = test.n / m.image->type.dims[0] * m.image->type.dims[0];
+    printf("test accuracy %.4f, loss %.4f, on %lld of %lld images\n", acc, loss,
+           (long long)used, (long long)test.n);
+    rc = 0;
+done:
+    model_free(&m);
+    rt_dataset_free(&test);
+    return rc;
+}
