@@ -216,6 +216,11 @@ void rt_im2col(const conv_geom *g, const float *img, int64_t c0, int64_t cg, flo
             }
 }
 
+int rt_conv_per_image(const conv_geom *g)
+{
+    return g->oh * g->ow >= 196 && g->n >= omp_get_max_threads();
+}
+
 /* Convolution as GEMM: per group, weights [og, cg*kh*kw] times the columns of a
  * chunk of images [cg*kh*kw, chunk*oh*ow].  Chunks bound the column buffer; a
  * chunk of several images makes one large GEMM out of the deep layers' small
@@ -229,6 +234,30 @@ static int k_conv2d(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     int64_t kdim = cg * g.kh * g.kw, plane = g.oh * g.ow;
     int direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 &&
                  g.groups == 1;
+    if (rt_conv_per_image(&g) && !direct) {
+        /* each thread takes whole images: its own columns, one GEMM per group
+           written straight into the output, the bias added while it is hot */
+        int nt = omp_get_max_threads();
+        float *cols = rt_scratch(x, (size_t)(nt * kdim * plane));
+        if (!cols)
+            return fail(err, errlen, "conv2d: out of memory for %lld column floats",
+                        (long long)(nt * kdim * plane));
+#pragma omp parallel for schedule(static)
+        for (int64_t b = 0; b < g.n; b++) {
+            float *col = cols + omp_get_thread_num() * kdim * plane;
+            float *o = out + b * g.o * plane;
+            for (int64_t gi = 0; gi < g.groups; gi++) {
+                rt_im2col(&g, in + b * g.c * g.h * g.w, gi * cg, cg, col, plane, 0);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)og, (int)plane,
+                            (int)kdim, 1.0f, w + gi * og * kdim, (int)kdim, col, (int)plane,
+                            0.0f, o + gi * og * plane, (int)plane);
+            }
+            for (int64_t oc = 0; bias && oc < g.o; oc++)
+                for (int64_t i = 0; i < plane; i++)
+                    o[oc * plane + i] += bias[oc];
+        }
+        return 0;
+    }
     if (direct) { /* 1x1, stride 1: the image is its own column matrix */
         for (int64_t b = 0; b < g.n; b++)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g.o, (int)plane,

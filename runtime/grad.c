@@ -3,6 +3,7 @@
  * each forward op, and the optimizers.  Same conventions as exec.c. */
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #include "kernels.h"
@@ -244,6 +245,59 @@ static void col2im(const conv_geom *g, const float *col, int64_t ldc, int64_t co
     }
 }
 
+/* The gradients image by image (see rt_conv_per_image): the input's, each
+ * thread folding its image's columns back; the weight's, each thread summing
+ * into its own copy of dw, added up at the end. */
+static int conv2d_grad_per_image(rt_exec *x, const ir_node *n, const conv_geom *g, char *err,
+                                 size_t errlen)
+{
+    int gi_input = n->op == IR_OP_CONV2D_GRAD_INPUT;
+    const float *dy = IN(0), *other = IN(1);
+    float *out = OUT;
+    int64_t cg = g->c / g->groups, og = g->o / g->groups;
+    int64_t kdim = cg * g->kh * g->kw, plane = g->oh * g->ow, wsize = g->o * kdim;
+    int nt = omp_get_max_threads();
+    int64_t per_thread = kdim * plane + (gi_input ? 0 : wsize);
+    float *scratch = rt_scratch(x, (size_t)(nt * per_thread));
+    if (!scratch)
+        return fail(err, errlen, "%s: out of memory", ir_ops[n->op].name);
+    if (!gi_input)
+        memset(scratch, 0, (size_t)(nt * per_thread) * sizeof *scratch);
+#pragma omp parallel
+    {
+        float *col = scratch + omp_get_thread_num() * per_thread, *dw = col + kdim * plane;
+#pragma omp for schedule(static)
+        for (int64_t b = 0; b < g->n; b++) {
+            const float *dyb = dy + b * g->o * plane;
+            const float *img = gi_input ? NULL : other + b * g->c * g->h * g->w;
+            float *dx = gi_input ? out + b * g->c * g->h * g->w : NULL;
+            if (gi_input)
+                memset(dx, 0, (size_t)(g->c * g->h * g->w) * sizeof *dx);
+            for (int64_t gi = 0; gi < g->groups; gi++) {
+                if (gi_input) {
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)kdim, (int)plane,
+                                (int)og, 1.0f, other + gi * og * kdim, (int)kdim,
+                                dyb + gi * og * plane, (int)plane, 0.0f, col, (int)plane);
+                    col2im(g, col, plane, 0, dx, gi * cg, cg);
+                } else {
+                    rt_im2col(g, img, gi * cg, cg, col, plane, 0);
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)og, (int)kdim,
+                                (int)plane, 1.0f, dyb + gi * og * plane, (int)plane, col,
+                                (int)plane, 1.0f, dw + gi * og * kdim, (int)kdim);
+                }
+            }
+        }
+    }
+    if (!gi_input)
+        for (int64_t i = 0; i < wsize; i++) {
+            float s = 0;
+            for (int t = 0; t < nt; t++)
+                s += scratch[t * per_thread + kdim * plane + i];
+            out[i] = s;
+        }
+    return 0;
+}
+
 /* Both convolution gradients, through the columns of chunks of images as in the
  * forward pass: dw_g += dy_g cols^T, and cols = w_g^T dy_g folded back by col2im. */
 static int k_conv2d_grad(rt_exec *x, const ir_node *n, char *err, size_t errlen)
@@ -256,6 +310,8 @@ static int k_conv2d_grad(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     float *out = OUT;
     int64_t cg = g.c / g.groups, og = g.o / g.groups;
     int64_t kdim = cg * g.kh * g.kw, plane = g.oh * g.ow;
+    if (rt_conv_per_image(&g))
+        return conv2d_grad_per_image(x, n, &g, err, errlen);
     int64_t chunk = ((int64_t)1 << 22) / (kdim * plane);
     chunk = chunk < 1 ? 1 : chunk > g.n ? g.n : chunk;
     float *col = rt_scratch(x, (size_t)((kdim + og) * plane * chunk));

@@ -49,6 +49,12 @@ conv_geom rt_conv_geometry(const ir_node *n, const ir_type *x, const ir_type *w,
 void rt_im2col(const conv_geom *g, const float *img, int64_t c0, int64_t cg, float *col,
                int64_t ldc, int64_t col0);
 
+/* Whether a convolution runs image by image, each thread with its own columns
+ * and single-threaded GEMMs (large images: no copies, no synchronization), or
+ * chunk by chunk, one multi-threaded GEMM over several images' columns (small
+ * images, whose per-image GEMMs would be too small). */
+int rt_conv_per_image(const conv_geom *g);
+
 /* The kernels of the ops autodiff makes (grad.c).  Returns 0 or -1 with err. */
 int rt_train_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen);
 

@@ -6,3 +6,10 @@ target_include_directories(test_grad PRIVATE ${CMAKE_CURRENT_LIST_DIR}/golden)
 target_link_libraries(test_grad PRIVATE gnc_frontend gnc_passes gnc_runtime m)
 add_test(NAME grad COMMAND test_grad ${CMAKE_SOURCE_DIR})
 set_tests_properties(grad PROPERTIES LABELS "unit;train" TIMEOUT 300)
+
+# Every differentiable op against finite differences of a float64 reference.
+add_executable(test_fd ${CMAKE_CURRENT_LIST_DIR}/grad/test_fd.c ${CMAKE_CURRENT_LIST_DIR}/ref64.c)
+target_include_directories(test_fd PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+target_link_libraries(test_fd PRIVATE gnc_frontend gnc_passes gnc_runtime m)
+add_test(NAME fd COMMAND test_fd)
+set_tests_properties(fd PROPERTIES LABELS "unit;train" TIMEOUT 300)

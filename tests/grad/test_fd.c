@@ -1,0 +1,348 @@
+/* Every differentiable op's gradient against central finite differences in
+ * float64.
+ *
+ * Each case is a small .net model whose operands are trainable tensors
+ * (param(...)), ending in a scalar loss.  autodiff makes its training step; the
+ * executor runs it in float32 (learning rate 0) and yields every parameter's
+ * gradient.  The reference evaluates the same training-mode forward pass in
+ * float64 with the op definitions of tests/ref64.c (batchnorm on batch
+ * statistics; dropout with the mask the executor drew), and differentiates it
+ * numerically: (L(p + h) - L(p - h)) / 2h with h = 1e-5 (1 + |p|), whose error
+ * is near 1e-10 here.  The float32 gradient must agree within
+ * 1e-3 (|fd| + rms(fd)) + 1e-6: float32 rounding is about 1e-6 relative, a wrong
+ * rule is off by O(1).  Every differentiable op must be covered.
+ *
+ *   test_fd */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec.h"
+#include "frontend.h"
+#include "passes.h"
+#include "ref64.h"
+
+static int failures, checks;
+static int covered[IR_NOPS];
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+static double uniform(void)
+{
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (double)(rng >> 11) * 0x1.0p-53;
+}
+
+/* The batch statistics of x[n, c, ...]: mean and biased variance per channel. */
+static void batch_stats(const double *x, const ir_type *t, double *mean, double *var)
+{
+    int64_t c = t->dims[1], inner = ir_type_numel(t) / (t->dims[0] * c);
+    for (int64_t ch = 0; ch < c; ch++) {
+        double s = 0, ss = 0, n = (double)(t->dims[0] * inner);
+        for (int64_t i = 0; i < t->dims[0]; i++)
+            for (int64_t k = 0; k < inner; k++)
+                s += x[(i * c + ch) * inner + k];
+        mean[ch] = s / n;
+        for (int64_t i = 0; i < t->dims[0]; i++)
+            for (int64_t k = 0; k < inner; k++) {
+                double d = x[(i * c + ch) * inner + k] - mean[ch];
+                ss += d * d;
+            }
+        var[ch] = ss / n;
+    }
+}
+
+static int64_t *as_int(const double *v, int64_t n)
+{
+    int64_t *p = malloc((size_t)(n ? n : 1) * sizeof *p);
+    for (int64_t i = 0; i < n; i++)
+        p[i] = (int64_t)v[i];
+    return p;
+}
+
+/* The loss of g's training-mode forward pass in float64.  vals holds the inputs,
+ * parameters and dropout masks; node results are computed into it. */
+static double forward64(const ir_graph *g, double **vals)
+{
+    for (const ir_node *n = g->head; n; n = n->next) {
+        const ir_type *ta = n->nin ? &n->in[0]->type : NULL, *tb = n->nin > 1 ? &n->in[1]->type : NULL;
+        double *a = n->nin ? vals[n->in[0]->id] : NULL, *b = n->nin > 1 ? vals[n->in[1]->id] : NULL;
+        ir_type t;
+        double *o = NULL;
+        switch (n->op) {
+        case IR_OP_CONST:
+            o = ref_const(&n->out[0]->type, ir_attr_float(n, "value"));
+            break;
+        case IR_OP_NEG: case IR_OP_RELU: case IR_OP_SIGMOID: case IR_OP_TANH: case IR_OP_GELU:
+            o = ref_unary(n->op, a, ta);
+            break;
+        case IR_OP_DROPOUT_TRAIN: { /* y = x * mask, the executor's mask */
+            const double *mask = vals[n->out[1]->id];
+            o = malloc((size_t)ir_type_numel(ta) * sizeof *o);
+            for (int64_t i = 0; i < ir_type_numel(ta); i++)
+                o[i] = a[i] * mask[i];
+            break;
+        }
+        case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV:
+            o = ref_binary(n->op, a, ta, b, tb, &t);
+            break;
+        case IR_OP_MATMUL:
+            o = ref_matmul(a, ta, b, tb, &t);
+            break;
+        case IR_OP_DENSE:
+            o = ref_dense(a, ta, b, tb, n->nin == 3 ? vals[n->in[2]->id] : NULL, &t);
+            break;
+        case IR_OP_CONV2D:
+            o = ref_conv2d(a, ta, b, tb, n->nin == 3 ? vals[n->in[2]->id] : NULL,
+                           ir_attr_ints(n, "stride", NULL), ir_attr_ints(n, "pad", NULL),
+                           ir_attr_ints(n, "dilation", NULL), ir_attr_int(n, "groups"), &t);
+            break;
+        case IR_OP_BATCHNORM_TRAIN: {
+            int64_t c = ta->dims[1];
+            double *mean = malloc((size_t)c * sizeof *mean), *var = malloc((size_t)c * sizeof *var);
+            batch_stats(a, ta, mean, var);
+            o = ref_batchnorm(a, ta, b, vals[n->in[2]->id], mean, var, ir_attr_float(n, "eps"));
+            free(mean);
+            free(var);
+            break;
+        }
+        case IR_OP_LAYERNORM:
+            o = ref_layernorm(a, ta, b, vals[n->in[2]->id], tb, ir_attr_float(n, "eps"));
+            break;
+        case IR_OP_SOFTMAX: case IR_OP_LOG_SOFTMAX:
+            o = ref_softmax(a, ta, (int)ir_attr_int(n, "axis"), n->op == IR_OP_LOG_SOFTMAX);
+            break;
+        case IR_OP_MAXPOOL2D:
+            o = ref_maxpool2d(a, ta, ir_attr_ints(n, "kernel", NULL), ir_attr_ints(n, "stride", NULL),
+                              ir_attr_ints(n, "pad", NULL), ir_attr_ints(n, "dilation", NULL), &t);
+            break;
+        case IR_OP_AVGPOOL2D:
+            o = ref_avgpool2d(a, ta, ir_attr_ints(n, "kernel", NULL), ir_attr_ints(n, "stride", NULL),
+                              ir_attr_ints(n, "pad", NULL), (int)ir_attr_int(n, "count_include_pad"),
+                              &t);
+            break;
+        case IR_OP_GLOBAL_AVGPOOL:
+            o = ref_global_avgpool(a, ta, &t);
+            break;
+        case IR_OP_RESHAPE: {
+            int count;
+            const int64_t *shape = ir_attr_ints(n, "shape", &count);
+            o = ref_reshape(a, ta, count, shape, &t);
+            break;
+        }
+        case IR_OP_TRANSPOSE:
+            o = ref_transpose(a, ta, ir_attr_ints(n, "perm", NULL), &t);
+            break;
+        case IR_OP_CONCAT: {
+            const double *xs[64];
+            ir_type ts[64];
+            for (int i = 0; i < n->nin; i++)
+                xs[i] = vals[n->in[i]->id], ts[i] = n->in[i]->type;
+            o = ref_concat(n->nin, xs, ts, (int)ir_attr_int(n, "axis"), &t);
+            break;
+        }
+        case IR_OP_EMBEDDING: {
+            int64_t *idx = as_int(a, ir_type_numel(ta));
+            o = ref_embedding(idx, ta, b, tb, &t);
+            free(idx);
+            break;
+        }
+        case IR_OP_CROSS_ENTROPY: {
+            int64_t *lab = as_int(b, ir_type_numel(tb));
+            o = malloc(sizeof *o);
+            *o = ref_cross_entropy(a, ta, lab);
+            free(lab);
+            break;
+        }
+        case IR_OP_MSE:
+            o = malloc(sizeof *o);
+            *o = ref_mse(a, b, ir_type_numel(ta));
+            break;
+        default:
+            fprintf(stderr, "test_fd: no float64 forward for %s\n", ir_ops[n->op].name);
+            exit(1);
+        }
+        free(vals[n->out[0]->id]);
+        vals[n->out[0]->id] = o;
+        if (n->out[0] == g->loss)
+            return o[0];
+    }
+    return NAN;
+}
+
+static const ir_value *grad_of(const ir_graph *g, const ir_value *p)
+{
+    ir_for_each_node(g, n)
+        if (n->op == IR_OP_SGD && n->in[0] == p)
+            return n->in[1];
+    return NULL;
+}
+
+static void run_case(const char *name, const char *src, int64_t bound)
+{
+    diag d;
+    diag_init(&d);
+    ad_optimizer opt = ad_optimizer_default(AD_SGD);
+    ir_graph *g = fe_load_string(name, src, strlen(src), &(fe_options){0}, &d);
+    if (!g || ad_training_graph(g, &opt, &d) != 0 || ir_verify(g, &d) != 0) {
+        fprintf(stderr, "FAIL: %s does not load:\n", name);
+        diag_print(&d, stderr);
+        failures++;
+        diag_free(&d);
+        if (g)
+            ir_graph_free(g);
+        return;
+    }
+    diag_free(&d);
+    char err[256];
+    rt_exec *x = rt_exec_new(g, err, sizeof err);
+    double **vals = calloc((size_t)g->nvalues, sizeof *vals);
+    /* random inputs and parameters, the same in both precisions */
+    const ir_value *leaves[256];
+    int nleaves = 0;
+    for (int i = 0; i < g->ninputs; i++)
+        leaves[nleaves++] = g->inputs[i];
+    for (int i = 0; i < g->nparams; i++)
+        leaves[nleaves++] = g->params[i];
+    for (int i = 0; i < nleaves; i++) {
+        const ir_value *v = leaves[i];
+        int64_t n = ir_type_numel(&v->type);
+        double *r = vals[v->id] = calloc((size_t)(n ? n : 1), sizeof *r);
+        void *p = rt_exec_data(x, v);
+        for (int64_t k = 0; k < n; k++) {
+            if (v->type.dtype == IR_I32)
+                r[k] = ((int32_t *)p)[k] = (int32_t)(uniform() * (double)bound);
+            else if (v->type.dtype == IR_I64 && strcmp(v->name, AD_INPUT_SEED) == 0)
+                r[k] = (double)(((int64_t *)p)[k] = 12345);
+            else if (v->type.dtype == IR_I64)
+                r[k] = (double)(((int64_t *)p)[k] = (int64_t)(uniform() * (double)bound));
+            else if (strcmp(v->name, AD_INPUT_LR) == 0 || v->kind == IR_VALUE_STATE)
+                r[k] = ((float *)p)[k] = 0;
+            else
+                r[k] = ((float *)p)[k] = (float)(2 * uniform() - 1);
+        }
+    }
+    ir_for_each_node(g, n)
+        covered[n->op]++;
+    if (rt_exec_run(x, err, sizeof err) != 0) {
+        fprintf(stderr, "FAIL: %s: %s\n", name, err);
+        failures++;
+        goto done;
+    }
+    /* the executor's dropout masks, for the reference */
+    ir_for_each_node(g, n)
+        if (n->op == IR_OP_DROPOUT_TRAIN) {
+            int64_t len = ir_type_numel(&n->out[1]->type);
+            const float *m = rt_exec_data(x, n->out[1]);
+            vals[n->out[1]->id] = malloc((size_t)len * sizeof(double));
+            for (int64_t i = 0; i < len; i++)
+                vals[n->out[1]->id][i] = m[i];
+        }
+    for (int i = 0; i < g->nparams; i++) {
+        const ir_value *p = g->params[i], *dp = grad_of(g, p);
+        if (p->kind != IR_VALUE_PARAM)
+            continue;
+        if (!dp) {
+            fprintf(stderr, "FAIL: %s: %s has no gradient\n", name, p->name);
+            failures++;
+            continue;
+        }
+        const float *gr = rt_exec_data(x, dp);
+        int64_t n = ir_type_numel(&p->type), samples = n < 12 ? n : 12;
+        double *pv = vals[p->id], fd[12], rms = 0;
+        int64_t at[12];
+        for (int64_t s = 0; s < samples; s++) {
+            at[s] = samples == n ? s : (int64_t)(uniform() * (double)n);
+            double keep = pv[at[s]], h = 1e-5 * (1 + fabs(keep));
+            pv[at[s]] = keep + h;
+            double lp = forward64(g, vals);
+            pv[at[s]] = keep - h;
+            double lm = forward64(g, vals);
+            pv[at[s]] = keep;
+            fd[s] = (lp - lm) / (2 * h);
+            rms += fd[s] * fd[s] / (double)samples;
+        }
+        rms = sqrt(rms);
+        for (int64_t s = 0; s < samples; s++) {
+            checks++;
+            if (!(fabs(gr[at[s]] - fd[s]) <= 1e-3 * (fabs(fd[s]) + rms) + 1e-6)) {
+                failures++;
+                fprintf(stderr, "FAIL: %s: d loss / d %s[%lld]: got %.9g, finite differences "
+                        "%.9g\n", name, p->name, (long long)at[s], gr[at[s]], fd[s]);
+            }
+        }
+    }
+done:
+    for (int i = 0; i < g->nvalues; i++)
+        free(vals[i]);
+    free(vals);
+    rt_exec_free(x);
+    ir_graph_free(g);
+}
+
+#define M(body) "model t() {\n" body "\n}\n"
+#define P(name, shape) name " = param(\"" name "\", " shape ")\n"
+
+int main(void)
+{
+    run_case("unary", M("input t: f32[4, 6]\n" P("p", "[4, 6]")
+                        "y = relu(p) + sigmoid(p) * tanh(p) - gelu(p) + -p\n"
+                        "loss mse(y, t)"), 0);
+    run_case("dropout", M("input t: f32[8, 16]\n" P("p", "[8, 16]")
+                          "loss mse(dropout(p, p = 0.3), t)"), 0);
+    run_case("binary", M("input t: f32[2, 3, 4]\n" P("a", "[2, 3, 4]") P("b", "[3, 1]")
+                         P("c", "[4]")
+                         "y = (a + b) * c - a / (b * b + 1.0) + c / 2.0 - 1.0\n"
+                         "loss mse(y, t)"), 0);
+    run_case("matmul", M("input t: f32[2, 3, 5]\n" P("a", "[2, 3, 4]") P("b", "[4, 5]")
+                         P("c", "[2, 5, 5]")
+                         "loss mse(matmul(matmul(a, b), c), t)"), 0);
+    run_case("dense", M("input t: f32[2, 3, 5]\n" P("x", "[2, 3, 4]")
+                        "loss mse(dense(dense(x, 6), 5, bias = false), t)"), 0);
+    run_case("conv2d", M("input t: f32[2, 4, 4, 2]\n" P("x", "[2, 4, 7, 6]")
+                         "y = conv2d(x, 6, kernel = 3, stride = [2, 1], pad = [1, 0], groups = 2)\n"
+                         "loss mse(conv2d(y, 4, kernel = [1, 2], dilation = 2, bias = false), t)"), 0);
+    run_case("conv2d-1x1", M("input t: f32[2, 3, 5, 5]\n" P("x", "[2, 4, 5, 5]")
+                             "loss mse(conv2d(x, 3, kernel = 1), t)"), 0);
+    run_case("batchnorm", M("input t: f32[4, 3, 2, 5]\n" P("x", "[4, 3, 2, 5]")
+                            "loss mse(batchnorm(x) * x, t)"), 0);
+    run_case("batchnorm-2d", M("input t: f32[6, 4]\n" P("x", "[6, 4]")
+                               "loss mse(batchnorm(x, eps = 0.01), t)"), 0);
+    run_case("layernorm", M("input t: f32[3, 4, 5]\n" P("x", "[3, 4, 5]")
+                            "loss mse(layernorm(x, dims = 2) + layernorm(x), t)"), 0);
+    run_case("softmax", M("input t: f32[3, 4, 5]\n" P("x", "[3, 4, 5]")
+                          "loss mse(softmax(x, axis = 1) + log_softmax(x * 3.0), t)"), 0);
+    run_case("pooling", M("input t: f32[2, 3, 4, 4]\n" P("x", "[2, 3, 8, 7]")
+                          "a = maxpool2d(x, 3, stride = 2, pad = 1)\n"
+                          "b = avgpool2d(x, 3, stride = 2, pad = 1)\n"
+                          "c = avgpool2d(x, 3, stride = 2, pad = 1, count_include_pad = false)\n"
+                          "loss mse(a + b * c + global_avgpool(x), t)"), 0);
+    run_case("maxpool-dilated", M("input t: f32[1, 2, 4, 3]\n" P("x", "[1, 2, 6, 5]")
+                                  "loss mse(maxpool2d(x, 2, stride = 1, dilation = [2, 2]), t)"), 0);
+    run_case("movement", M("input t: f32[5, 4, 8]\n" P("x", "[2, 3, 4, 5]") P("y", "[5, 4, 2]")
+                           "z = transpose(reshape(x, [6, 4, 5]), [2, 1, 0])\n"
+                           "loss mse(concat([z, y], axis = 2) * 1.5, t)"), 0);
+    run_case("flatten", M("input t: f32[2, 12]\n" P("x", "[2, 3, 2, 2]")
+                          "loss mse(flatten(x), t)"), 0);
+    run_case("embedding", M("input i: i32[3, 4]\ninput t: f32[3, 4, 5]\n"
+                            "loss mse(embedding(i, 7, 5), t)"), 7);
+    run_case("cross-entropy", M("input label: i64[6]\n" P("z", "[6, 10]")
+                                "loss cross_entropy(z * 2.0, label)"), 10);
+    run_case("mse", M(P("a", "[3, 4]") P("b", "[3, 4]") "loss mse(a, b)"), 0);
+
+    /* every forward op that has a gradient rule was differentiated */
+    static const ir_op differentiable[] = {
+        IR_OP_NEG, IR_OP_RELU, IR_OP_SIGMOID, IR_OP_TANH, IR_OP_GELU, IR_OP_DROPOUT_TRAIN,
+        IR_OP_ADD, IR_OP_SUB, IR_OP_MUL, IR_OP_DIV, IR_OP_MATMUL, IR_OP_DENSE, IR_OP_CONV2D,
+        IR_OP_BATCHNORM_TRAIN, IR_OP_LAYERNORM, IR_OP_SOFTMAX, IR_OP_LOG_SOFTMAX,
+        IR_OP_MAXPOOL2D, IR_OP_AVGPOOL2D, IR_OP_GLOBAL_AVGPOOL, IR_OP_RESHAPE,
+        IR_OP_TRANSPOSE, IR_OP_CONCAT, IR_OP_EMBEDDING, IR_OP_CROSS_ENTROPY, IR_OP_MSE,
+    };
+    for (size_t i = 0; i < sizeof differentiable / sizeof *differentiable; i++)
+        if (!covered[differentiable[i]]) {
+            failures++;
+            fprintf(stderr, "FAIL: no case differentiates %s\n", ir_ops[differentiable[i]].name);
+        }
+    printf("fd: %d gradient elements checked, %d failed\n", checks, failures);
+    return failures != 0;
+}
