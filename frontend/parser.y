@@ -27,6 +27,7 @@ static ast *binary(fe_parse_state *p, int op, ast *a, ast *b, YYLTYPE l)
 
 %define api.pure full
 %define parse.error custom
+%define parse.lac full
 %locations
 %param {yyscan_t scanner}
 %parse-param {fe_parse_state *p}
@@ -125,6 +126,10 @@ stmt
     | OUTPUT IDENT '=' expr     { $$ = NODE(AST_OUTPUT, @2); $$->str = $2; $$->a = $4; }
     | LOSS expr                 { $$ = NODE(AST_LOSS, @1); $$->a = $2; }
     | CONST IDENT '=' expr      { $$ = NODE(AST_CONST, @2); $$->str = $2; $$->a = $4; }
+    | ELSE block                { diag_error(p->d, LOC(@1), "unexpected else: it goes on the "
+                                             "same line as the '}' before it"); $$ = NULL; }
+    | ELSE if_stmt              { diag_error(p->d, LOC(@1), "unexpected else: it goes on the "
+                                             "same line as the '}' before it"); $$ = NULL; }
     | error                     { $$ = NULL; }
     ;
 
@@ -228,10 +233,14 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner, fe_p
     return 0;
 }
 
+/* With parse.error custom, bison calls yyerror only when its stack of YYMAXDEPTH
+ * (10000) entries is full: brackets or operators nested thousands deep. */
 static void yyerror(const YYLTYPE *l, yyscan_t scanner, fe_parse_state *p, const char *msg)
 {
     (void)scanner;
-    diag_error(p->d, (ir_loc){p->file, l->first_line, l->first_column}, "%s", msg);
+    (void)msg;
+    diag_error(p->d, (ir_loc){p->file, l->first_line, l->first_column},
+               "nesting too deep for the parser (its stack holds %d levels)", YYMAXDEPTH);
 }
 
 ast *fe_parse(fe_parse_state *p, const char *text, size_t len)
