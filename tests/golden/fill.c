@@ -1,4 +1,4 @@
-/* golden_fill: see fill.h; keep in step with fill() in gen_golden.py. */
+/* golden_fill: see fill.h; keep in step with Feed.__call__ in gen_golden.py. */
 #include "fill.h"
 
 #include <math.h>
@@ -43,8 +43,8 @@ void golden_fill(const ir_value *v, void *data)
             u = 0.1 * u;
         else if (ends_with(name, ".weight") && v->type.rank == 1)
             u = 1 + 0.1 * u;
-        else if (ends_with(name, ".weight"))
-            u = u / sqrt((double)n / (double)v->type.dims[0]);
+        else if (ends_with(name, ".weight")) /* Kaiming-uniform: U(+-sqrt(6 / fan_in)) */
+            u = u * sqrt(6 / ((double)n / (double)v->type.dims[0]));
         ((float *)data)[i] = (float)u;
     }
 }

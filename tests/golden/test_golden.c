@@ -4,7 +4,7 @@
  * every tensor PyTorch was fed by its gnc name and shape (tensor lines), and holds
  * PyTorch's outputs (output lines) and some elements of values inside the graph
  * (sample lines).  Inputs and parameters are not stored: both sides fill every
- * tensor with fill() below, a formula of its name.  The format is described at the
+ * tensor with golden_fill() (fill.c), a formula of its name.  The format is described at the
  * top of gen_golden.py.
  *
  * The tensor lines must be exactly the graph's inputs, parameters and buffers with
@@ -36,60 +36,13 @@
 #include <string.h>
 
 #include "exec.h"
+#include "fill.h"
 #include "frontend.h"
 
 #define REPORT_MAX 5        /* failing elements printed per tensor */
 #define DEFINES_MAX 8
 
 static int checks, failures;
-
-static uint64_t fnv1a(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
-static int ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-/* gen_golden.py's Feed.__call__: the data of the tensor v, by its name.  Integer
- * tensors are class labels. */
-static void fill(const ir_value *v, void *data)
-{
-    const char *name = v->name;
-    int64_t n = ir_type_numel(&v->type);
-    uint64_t h = fnv1a(name);
-    for (int64_t i = 0; i < n; i++) {
-        if (v->type.dtype == IR_I32) {
-            ((int32_t *)data)[i] = (int32_t)((i * 7 + 3) % 10);
-            continue;
-        }
-        if (v->type.dtype == IR_I64) {
-            ((int64_t *)data)[i] = (i * 7 + 3) % 10;
-            continue;
-        }
-        /* splitmix64 of h + i * golden gamma, to [-1, 1) */
-        uint64_t z = h + (uint64_t)i * 0x9e3779b97f4a7c15ull;
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        z ^= z >> 31;
-        double u = (double)(z >> 11) * 0x1.0p-53 * 2 - 1;
-        if (ends_with(name, ".running_var"))
-            u = 1 + 0.5 * u;
-        else if (ends_with(name, ".running_mean") || ends_with(name, ".bias"))
-            u = 0.1 * u;
-        else if (ends_with(name, ".weight") && v->type.rank == 1)
-            u = 1 + 0.1 * u;
-        else if (ends_with(name, ".weight"))
-            u = u * sqrt(6 / ((double)n / (double)v->type.dims[0]));
-        ((float *)data)[i] = (float)u;
-    }
-}
 
 static char *read_text(const char *path)
 {
@@ -320,9 +273,9 @@ static void run_case(const char *root, const char *c, double rtol)
         goto done;
     }
     for (int i = 0; i < g->ninputs; i++)
-        fill(g->inputs[i], rt_exec_data(x, g->inputs[i]));
+        golden_fill(g->inputs[i], rt_exec_data(x, g->inputs[i]));
     for (int i = 0; i < g->nparams; i++)
-        fill(g->params[i], rt_exec_data(x, g->params[i]));
+        golden_fill(g->params[i], rt_exec_data(x, g->params[i]));
     if (rt_exec_run(x, err, sizeof err) != 0) {
         fail(c, err);
         goto done;

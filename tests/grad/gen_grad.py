@@ -3,7 +3,7 @@
 
     /usr/bin/python3 tests/grad/gen_grad.py      (needs python3-torch, python3-numpy)
 
-Data come from the fill formula of tests/golden/gen_golden.py, by gnc tensor name.
+Data come from the fill formula of tests/golden/gen_golden.py (Feed), by gnc tensor name.
 
   lenet.txt, resnet18.txt  one training step at batch 8 (batchnorm on batch
       statistics), computed in float64 from the float32 data: the loss and, for every parameter by its gnc name, the sum, the
@@ -31,17 +31,17 @@ def header(f):
 
 
 def grad_case(case, model, to_gnc, batch=8):
-    """In float64: the reference for gnc's float32 (PyTorch's own float32 gradients
-    of resnet18 differ from these by up to 6% of a batchnorm gradient's rms)."""
+    """In float64, from the float32 data: the reference for gnc's float32."""
+    fill = gg.Feed()
     sd = model.state_dict()
     for key, t in sd.items():
         name = to_gnc(key)
         if name is not None:
-            t.copy_(gg.fill(name, list(t.shape)))
+            t.copy_(fill(name, list(t.shape)))
     model = model.double()
     model.train()
-    image = gg.fill("image", [batch, 1, 28, 28]).double()
-    label = gg.fill("label", [batch], integer=True)
+    image = fill("image", [batch, 1, 28, 28]).double()
+    label = fill("label", [batch], integer=True)
     loss = F.cross_entropy(model(image), label)
     loss.backward()
     path = os.path.join(HERE, case + ".txt")
@@ -74,8 +74,9 @@ def optim_case():
         header(f)
         f.write("source tests/grad/optim.net\n")
         for name, cfg, make in runs:
-            p = torch.nn.Parameter(gg.fill("p", [3, 5]))
-            t = gg.fill("t", [3, 5])
+            fill = gg.Feed()
+            p = torch.nn.Parameter(fill("p", [3, 5]))
+            t = fill("t", [3, 5])
             opt = make([p])
             f.write("run %s %s\n" % (name, " ".join("%s=%s" % (k, v) for k, v in cfg.items())))
             for step in range(5):

@@ -1,14 +1,11 @@
 /* Training against PyTorch (tests/grad/gen_grad.py made the golden files):
  *
  *   - lenet and resnet18 at batch 8, one training step: the loss and every
- *     parameter gradient (sum, sum of squares, 8 sampled elements) against
- *     PyTorch in float64.  An element may differ by tol times (its value plus
- *     the rms of its parameter's gradient), plus 1e-4 of the rms of all the
- *     model's gradients (conv biases before a batchnorm have a true gradient of
- *     0 and a float32 one of rounding noise).  tol is 1e-4 for lenet.  For
- *     resnet18 it is 2e-2: its batchnorm gradients at batch 8 are ill-conditioned
- *     in float32, and PyTorch's own float32 gradients miss float64's by up to
- *     6e-2 of the rms (gnc's, by about 1e-2);
+ *     parameter gradient (sum, norm, 8 sampled elements) against PyTorch in
+ *     float64.  An element may differ by 1e-4 of (its value plus the rms of its
+ *     parameter's gradient), plus 1e-4 of the rms of all the model's gradients:
+ *     conv biases before a batchnorm have a true gradient of 0 and a float32 one
+ *     of rounding noise.  (Measured: 6e-7 for lenet, 4e-6 for resnet18.)
  *   - SGD (plain, momentum with weight decay, Nesterov), Adam and AdamW: five
  *     steps on one tensor, the values after each step within 1e-5 relative.
  *
@@ -169,16 +166,16 @@ static void grad_case(const char *root, const char *c, double tol)
             double d = fabs(gr[j] - e->s[i]), scale = fabs(e->s[i]) + rms;
             snprintf(what, sizeof what, "%s.grad[%lld]", e->name, j);
             check(d <= tol * scale + floor_, c, what, gr[j], e->s[i]);
-            if (d > floor_)
-                worst = fmax(worst, (d - floor_) / scale);
+            if (rms > 10 * floor_) /* not a gradient that is 0 up to rounding */
+                worst = fmax(worst, d / scale);
         }
     }
     int trainable = 0;
     for (int i = 0; i < g->nparams; i++)
         trainable += g->params[i]->kind == IR_VALUE_PARAM;
     check(ngg == trainable, c, "parameters with a PyTorch gradient", ngg, trainable);
-    printf("  %-10s loss %.7g, %d parameter gradients, worst element %.2g of (|value| + rms) "
-           "(tolerance %g)\n", c, loss, ngg, worst, tol);
+    printf("  %-10s loss %.7g, %d parameter gradients; worst element off by %.2g of "
+           "(|value| + rms) (tolerance %g)\n", c, loss, ngg, worst, tol);
 done:
     free(gg);
     rt_exec_free(x);
@@ -268,7 +265,7 @@ int main(int argc, char **argv)
         return 2;
     }
     grad_case(argv[1], "lenet", 1e-4);
-    grad_case(argv[1], "resnet18", 2e-2);
+    grad_case(argv[1], "resnet18", 1e-4);
     optim_cases(argv[1]);
     printf("grad: %d checks, %d failed\n", checks, failures);
     return failures != 0;
