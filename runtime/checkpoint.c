@@ -94,7 +94,7 @@ int rt_checkpoint_save(const ir_graph *g, rt_exec *x, const char *path,
         free(json);
         return fail(err, errlen, "%s: out of memory", path);
     }
-    snprintf(tmp, tlen, "%s.tmp%d", path, (int)getpid());
+    snprintf(tmp, tlen, "%s.tmp", path); /* one name: a killed run leaves at most this */
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     int rc = -1;
     if (fd < 0) {

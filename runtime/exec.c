@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 void openblas_set_num_threads(int n);
 
@@ -218,7 +219,7 @@ void rt_im2col(const conv_geom *g, const float *img, int64_t c0, int64_t cg, flo
 
 int rt_conv_per_image(const conv_geom *g)
 {
-    return g->oh * g->ow >= 196 && g->n >= omp_get_max_threads();
+    return g->oh * g->ow >= 64 && g->n >= omp_get_max_threads();
 }
 
 /* Convolution as GEMM: per group, weights [og, cg*kh*kw] times the columns of a
@@ -690,11 +691,24 @@ void rt_exec_init_params(rt_exec *x, uint64_t seed)
         ir_init_fill(x->g->params[i], seed, fdata(x, x->g->params[i]));
 }
 
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
 int rt_exec_run(rt_exec *x, char *err, size_t errlen)
 {
-    ir_for_each_node(x->g, n)
+    ir_for_each_node(x->g, n) {
+        double t0 = x->profile ? now_ms() : 0;
         if (run_node(x, n, err, errlen))
             return -1;
+        if (x->profile) {
+            x->op_ms[n->op] += now_ms() - t0;
+            x->op_calls[n->op]++;
+        }
+    }
     /* a training step writes its new weights, statistics and state back */
     for (int i = 0; i < x->g->nupdates; i++) {
         const ir_update *u = &x->g->updates[i];
@@ -702,6 +716,30 @@ int rt_exec_run(rt_exec *x, char *err, size_t errlen)
                (size_t)NUMEL(u->target) * elem_size(u->target->type.dtype));
     }
     return 0;
+}
+
+void rt_exec_set_profile(rt_exec *x, int on)
+{
+    x->profile = on;
+}
+
+void rt_exec_print_profile(const rt_exec *x, FILE *f)
+{
+    double total = 0;
+    int order[IR_NOPS], n = 0;
+    for (int op = 0; op < IR_NOPS; op++)
+        if (x->op_calls[op]) {
+            total += x->op_ms[op];
+            int k = n++;
+            for (; k > 0 && x->op_ms[order[k - 1]] < x->op_ms[op]; k--)
+                order[k] = order[k - 1];
+            order[k] = op;
+        }
+    fprintf(f, "%-20s %10s %8s %6s\n", "op", "ms", "calls", "share");
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%-20s %10.1f %8ld %5.1f%%\n", ir_ops[order[i]].name, x->op_ms[order[i]],
+                x->op_calls[order[i]], total > 0 ? 100 * x->op_ms[order[i]] / total : 0);
+    fprintf(f, "%-20s %10.1f\n", "total", total);
 }
 
 void rt_set_threads(int n)

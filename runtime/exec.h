@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "ir.h"
 
@@ -35,6 +36,11 @@ void rt_exec_init_params(rt_exec *x, uint64_t seed);
 /* Runs every node once.  Returns 0 on success, -1 with a message (for example an
  * embedding index or a label out of range). */
 int rt_exec_run(rt_exec *x, char *err, size_t errlen);
+
+/* With on, rt_exec_run times every node; rt_exec_print_profile writes the total
+ * time and call count per op, largest first. */
+void rt_exec_set_profile(rt_exec *x, int on);
+void rt_exec_print_profile(const rt_exec *x, FILE *f);
 
 /* Sets the number of threads (0: all cores). */
 void rt_set_threads(int n);

@@ -14,6 +14,9 @@ struct rt_exec {
     void **buf;           /* by value id */
     float *scratch;       /* im2col columns */
     size_t scratch_cap;   /* floats */
+    int profile;          /* time each op (rt_exec_set_profile) */
+    double op_ms[IR_NOPS];
+    long op_calls[IR_NOPS];
 };
 
 /* Loops over fewer elements than this stay on one thread. */

@@ -22,6 +22,7 @@ typedef struct {
     int threads;
     int repeat;
     int train;                  /* --train: the training-step graph */
+    int profile;                /* --profile: time per op */
     ad_optimizer opt;           /* --optimizer, --momentum, --nesterov, --weight-decay */
     /* gnc train and gnc eval */
     const char *data;           /* --data DIR */

@@ -79,7 +79,8 @@ static const char usage_run[] =
     "                  model has one input); repeatable\n"
     "  -o DIR          write each output to DIR/NAME.npy\n"
     "  --threads N     CPU threads (default: all cores)\n"
-    "  --repeat N      run N times and report the median time (default 1)\n";
+    "  --repeat N      run N times and report the median time (default 1)\n"
+    "  --profile       print the time spent in each op\n";
 
 static const char usage_train[] =
     "usage: gnc train [options] MODEL.net\n"
@@ -108,6 +109,7 @@ static const char usage_train[] =
     "  --resume FILE   continue from a checkpoint, exactly where it stopped\n"
     "  --log FILE.csv  one row per epoch: epoch,steps,train_loss,test_acc,images_per_s,seconds\n"
     "  --threads N     CPU threads (default: all cores)\n"
+    "  --profile       print the time spent in each op of the training step\n"
     "  --device cpu    where to train (only cpu in this build)\n";
 
 static const char usage_eval[] =
@@ -174,6 +176,7 @@ static const struct flag {
     {"--threads", "run train eval", 1},
     {"--repeat", "run", 1},
     {"--train", "dump compile", 0},
+    {"--profile", "run train", 0},
     {"--optimizer", "dump compile train", 1},
     {"--momentum", "dump compile train", 1},
     {"--nesterov", "dump compile train", 0},
@@ -284,6 +287,8 @@ static int parse_args(int argc, char **argv, options *o)
             o->input_files[o->ninputs++] = eq ? eq + 1 : val;
         } else if (strcmp(name, "--train") == 0) {
             o->train = 1;
+        } else if (strcmp(name, "--profile") == 0) {
+            o->profile = 1;
         } else if (strcmp(name, "--nesterov") == 0) {
             o->opt.nesterov = 1;
         } else if (strcmp(name, "--optimizer") == 0) {
@@ -580,6 +585,7 @@ static int cmd_run(const options *o, ir_graph *g)
         return 1;
     }
     rt_exec_init_params(x, o->seed);
+    rt_exec_set_profile(x, o->profile);
     int rc = 1;
     for (int i = 0; i < g->ninputs; i++)
         fill_random(g->inputs[i], o->seed, rt_exec_data(x, g->inputs[i]));
@@ -624,6 +630,8 @@ static int cmd_run(const options *o, ir_graph *g)
     if (g->loss)
         print_tensor("loss", g->loss, rt_exec_data(x, g->loss));
     printf("time: %.2f ms (median of %d)\n", times[repeat / 2], repeat);
+    if (o->profile)
+        rt_exec_print_profile(x, stdout);
     free(times);
     if (o->out) {
         if (mkdir(o->out, 0777) != 0 && errno != EEXIST) {
@@ -692,6 +700,12 @@ int main(int argc, char **argv)
         return rc == 1 ? 0 : rc;
     if (o.opt.weight_decay < 0)
         o.opt.weight_decay = o.opt.kind == AD_ADAMW ? 0.01 : 0;
+    char cmdsp[32];
+    snprintf(cmdsp, sizeof cmdsp, "%s ", cmd);
+    if (o.opt.kind != AD_SGD && (o.opt.momentum > 0 || o.opt.nesterov))
+        return usage_error(cmdsp, "--momentum and --nesterov apply to --optimizer sgd%s", "");
+    if (o.opt.nesterov && o.opt.momentum == 0)
+        return usage_error(cmdsp, "--nesterov needs a --momentum above 0%s", "");
     if (strcmp(cmd, "train") == 0 || strcmp(cmd, "eval") == 0) {
         rc = strcmp(cmd, "train") == 0 ? cmd_train(&o) : cmd_eval(&o);
         for (int i = 0; i < o.ndefines; i++)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set-up and the main job: installs what is missing (tools/deps.sh), builds gnc in
-# build/, then checks ResNet-18, prints the start of LeNet's graph IR and runs
-# LeNet's inference on random inputs.
+# build/, checks ResNet-18, prints the start of LeNet's graph IR, runs LeNet's
+# inference on random inputs, then trains LeNet on Fashion-MNIST on the CPU.
 #   bash tools/main.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,5 +17,9 @@ set -x
 "$gnc" dump models/lenet.net | sed -n '1,10p'
 "$gnc" run models/lenet.net --seed 1
 
-# Training (a later issue adds it here): on Fashion-MNIST from the
-# dataset-fashion-mnist package, /usr/share/datasets/fashion-mnist/*.gz
+# Training on Fashion-MNIST (the dataset-fashion-mnist package): LeNet, 2 epochs
+# of SGD with momentum, then the test accuracy of the checkpoint
+mkdir -p out
+"$gnc" train models/lenet.net --epochs 2 --batch 256 --lr 0.1 --momentum 0.9 --seed 13 \
+    --checkpoint out/lenet.safetensors --log out/lenet.csv
+"$gnc" eval models/lenet.net --weights out/lenet.safetensors

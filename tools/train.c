@@ -272,6 +272,7 @@ int cmd_train(const options *o)
     long long step = 0;
 
     rt_exec_init_params(tm.x, seed);
+    rt_exec_set_profile(tm.x, o->profile);
     if (o->resume) {
         rt_ckpt_meta meta;
         if (rt_checkpoint_load(tm.g, tm.x, o->resume, &meta, err, sizeof err) != 0) {
@@ -372,6 +373,8 @@ int cmd_train(const options *o)
         epoch_loss = 0, epoch_steps = 0, t_epoch = cli_now_ms();
     }
     free(order);
+    if (o->profile)
+        rt_exec_print_profile(tm.x, stdout);
     rc = 0;
 done:
     if (log && fclose(log) != 0) {

@@ -112,11 +112,33 @@ has "the training labels go up to 9, but the model has 5 classes"
 expect 1 "$gnc" train "$src/models/resnet18.net" --data tiny --epochs 1 -D batch=2000
 has "larger than the training set"
 
+# training graphs: print, parse back, verify; no gradient for the image
+for m in "$src"/models/*.net; do
+    name=$(basename "$m" .net)
+    for opt in "--momentum 0.9" "--optimizer adamw" "--momentum 0.5 --nesterov --weight-decay 0.1"; do
+        expect 0 "$gnc" dump "$m" --train $opt -D batch=4 -o "$name.train.gir"
+        expect 0 "$gnc" dump "$name.train.gir" -o "$name.train2.gir"
+        same "$name.train.gir" "$name.train2.gir" "$name --train $opt round trip"
+    done
+done
+expect 0 "$gnc" dump "$lenet" --train
+if [ "$(grep -c '= conv2d_grad_input(' <<<"$out")" = 1 ] && ! grep -q '%image.grad' <<<"$out"; then
+    ok; else bad "lenet's training graph computes a gradient for its input"; fi
+has "update %conv1.weight = "
+has "= sgd(%fc3.bias, %fc3.bias.grad, %train.lr)"
+expect 0 "$gnc" dump "$src/models/resnet18.net" --train --momentum 0.9
+has "state %layer4.block1.conv2d1.weight.momentum_buffer"
+has "update %batchnorm0.running_mean = "
+expect 1 "$gnc" dump lenet.train.gir --train
+has "reserved for training"
+
 # flags
 expect 2 "$gnc" train "$lenet" --lr -1;               has "--lr needs a positive number"
 expect 2 "$gnc" train "$lenet" --optimizer rmsprop;   has "--optimizer needs sgd, adam or adamw"
 expect 2 "$gnc" train "$lenet" --device cuda;         has "only 'cpu'"
 expect 2 "$gnc" train "$lenet" --epochs 0;            has "--epochs needs a positive integer"
+expect 2 "$gnc" train "$lenet" --optimizer adam --momentum 0.9;  has "apply to --optimizer sgd"
+expect 2 "$gnc" dump "$lenet" --train --nesterov;     has "--nesterov needs a --momentum"
 expect 2 "$gnc" eval "$lenet" --lr 0.1;               has "does not apply to this command"
 expect 2 "$gnc" eval "$lenet" --data tiny;            has "eval needs --weights"
 
