@@ -313,6 +313,10 @@ int cmd_train(const options *o)
     int64_t *order = malloc((size_t)train.n * sizeof *order);
     double epoch_loss = 0, t_epoch = cli_now_ms(), t_start = t_epoch;
     long long epoch_steps = 0, done_steps = 0;
+    /* images/s leaves out the run's first step, which first touches every buffer
+       (as PyTorch's benchmark leaves out its warm-up steps) */
+    double t_timed = t_epoch;
+    long long timed = -1;
     printf("training %s: %lld steps of %lld images per epoch, %lld steps to go\n", tm.g->name,
            per_epoch, batch, total - step);
     for (; step < total; step++) {
@@ -334,7 +338,11 @@ int cmd_train(const options *o)
             goto done;
         }
         epoch_loss += loss, epoch_steps++, done_steps++;
-        double now = cli_now_ms(), ips = (double)(epoch_steps * batch) / ((now - t_epoch) / 1e3);
+        double now = cli_now_ms();
+        if (timed++ < 0)
+            t_timed = now;
+        double ips = timed > 0 ? (double)(timed * batch) / ((now - t_timed) / 1e3)
+                               : (double)batch / ((now - t_epoch) / 1e3);
         char eta[32];
         fmt_time((double)(total - step - 1) * (now - t_start) / 1e3 / (double)done_steps, eta,
                  sizeof eta);
@@ -370,7 +378,7 @@ int cmd_train(const options *o)
         }
         if (save(o, &tm, step + 1, (step + 1) / per_epoch, hash) != 0)
             goto done;
-        epoch_loss = 0, epoch_steps = 0, t_epoch = cli_now_ms();
+        epoch_loss = 0, epoch_steps = 0, t_epoch = t_timed = cli_now_ms(), timed = 0;
     }
     free(order);
     if (o->profile)
