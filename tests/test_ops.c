@@ -107,7 +107,7 @@ typedef struct {
     double *d[MAX_IN];             /* each input as the reference sees it */
     double *abs_d[MAX_IN];         /* |d|, for the magnitude of sums */
     int64_t *ix[MAX_IN];           /* integer inputs */
-    const float *got;
+    const void *got;               /* the result: float, or int32/int64 data moved */
     char desc[512];
 } tcase;
 
@@ -275,6 +275,15 @@ static void tc_end(tcase *c)
     ir_graph_free(c->g);
 }
 
+static double got_at(const tcase *c, int64_t i)
+{
+    switch (c->out->type.dtype) {
+    case IR_I32: return ((const int32_t *)c->got)[i];
+    case IR_I64: return (double)((const int64_t *)c->got)[i];
+    default:     return ((const float *)c->got)[i];
+    }
+}
+
 /* Compares the output with ref (of type rt, which must be the node's type):
  * element i must be within atol + rtol |ref[i]| + mtol mag[i] (mag may be NULL).
  * Takes ownership of ref and mag. */
@@ -292,7 +301,7 @@ static void tc_check(tcase *c, double *ref, const ir_type *rt, double *mag, doub
     int64_t n = ir_type_numel(rt), nbad = 0, worst = -1;
     double worst_ratio = 0, worst_tol = 0;
     for (int64_t i = 0; i < n; i++) {
-        double g = c->got[i], r = ref[i];
+        double g = got_at(c, i), r = ref[i];
         double tol = atol + rtol * fabs(r) + (mag ? mtol * mag[i] : 0);
         double ratio;
         if (g == r)
@@ -324,10 +333,11 @@ static void tc_check(tcase *c, double *ref, const ir_type *rt, double *mag, doub
             m += (size_t)snprintf(at + m, sizeof at - m, "%s%lld", k ? "," : "",
                                   (long long)co[k]);
         snprintf(at + m, sizeof at - m, "]");
-        fail_case(c, "%lld of %lld elements of %s off; worst at %s: got %.9g, ref %.9g, "
+        int prec = rt->dtype == IR_I32 || rt->dtype == IR_I64 ? 17 : 9;
+        fail_case(c, "%lld of %lld elements of %s off; worst at %s: got %.*g, ref %.*g, "
                   "|diff| %.3g > tol %.3g", (long long)nbad, (long long)n,
-                  ir_type_str(rt, tb, sizeof tb), at, c->got[worst], ref[worst],
-                  fabs(c->got[worst] - ref[worst]), worst_tol);
+                  ir_type_str(rt, tb, sizeof tb), at, prec, got_at(c, worst), prec, ref[worst],
+                  fabs(got_at(c, worst) - ref[worst]), worst_tol);
     }
     free(ref);
     free(mag);
@@ -738,6 +748,14 @@ static void test_global_avgpool(void)
     }
 }
 
+/* Data for the ops that only move elements is drawn from [lo, -lo): integers as wide
+ * as their dtype allows (past 32 bits for i64, to catch narrowing), floats in
+ * [-1, 1). */
+static double moved_lo(const ir_type *t)
+{
+    return t->dtype == IR_I64 ? -0x1p40 : t->dtype == IR_I32 ? -0x1p31 : -1;
+}
+
 static void test_reshape(void)
 {
     struct { ir_type x; int rank; int64_t shape[4]; } cs[] = {
@@ -746,11 +764,13 @@ static void test_reshape(void)
         {F32(5, 1, 3), 1, {15}},
         {SCALAR, 2, {1, 1}},
         {F32(1), 0, {0}},
+        {I64(3, 4), 3, {2, 1, 6}},      /* integers only move */
+        {I32(2, 5), 1, {10}},
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         tcase c;
         tc_begin(&c, IR_OP_RESHAPE);
-        tc_in(&c, cs[i].x, -1, 1);
+        tc_in(&c, cs[i].x, moved_lo(&cs[i].x), -moved_lo(&cs[i].x));
         ir_node *n = tc_node(&c);
         ir_set_ints(c.g, n, "shape", cs[i].rank, cs[i].shape);
         if (tc_prepare(&c) && tc_run(&c)) {
@@ -772,11 +792,13 @@ static void test_transpose(void)
         {F32(7), {0}},
         {F32(64, 600), {1, 0}},
         {F32(2, 3, 5, 7), {0, 2, 3, 1}},   /* NCHW -> NHWC */
+        {I64(3, 4, 5), {1, 2, 0}},
+        {I32(4, 1, 3), {2, 0, 1}},
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         tcase c;
         tc_begin(&c, IR_OP_TRANSPOSE);
-        tc_in(&c, cs[i].x, -1, 1);
+        tc_in(&c, cs[i].x, moved_lo(&cs[i].x), -moved_lo(&cs[i].x));
         ir_node *n = tc_node(&c);
         ir_set_ints(c.g, n, "perm", cs[i].x.rank, cs[i].perm);
         if (tc_prepare(&c) && tc_run(&c)) {
@@ -793,7 +815,7 @@ static void concat_case(int n, const ir_type *ts, int axis)
     tcase c;
     tc_begin(&c, IR_OP_CONCAT);
     for (int i = 0; i < n; i++)
-        tc_in(&c, ts[i], -1, 1);
+        tc_in(&c, ts[i], moved_lo(&ts[i]), -moved_lo(&ts[i]));
     ir_node *nd = tc_node(&c);
     ir_set_int(c.g, nd, "axis", axis);
     if (tc_prepare(&c) && tc_run(&c)) {
@@ -811,6 +833,8 @@ static void test_concat(void)
     concat_case(1, (ir_type[]){F32(3, 5)}, 1);
     concat_case(2, (ir_type[]){F32(2, 3, 4, 1), F32(2, 3, 4, 5)}, 3);
     concat_case(2, (ir_type[]){F32(5), F32(1)}, 0);
+    concat_case(3, (ir_type[]){I64(2, 3), I64(2, 1), I64(2, 4)}, 1);
+    concat_case(2, (ir_type[]){I32(1, 5), I32(3, 5)}, 0);
     ir_type many[MAX_IN];
     for (int i = 0; i < MAX_IN; i++)
         many[i] = F32(2, 1 + i % 3, 3);
