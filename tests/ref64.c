@@ -1,0 +1,416 @@
+/* Float64 reference implementations of the ops (see ref64.h).
+ *
+ * Written to be checked by reading: every output element is computed on its own
+ * from its coordinates, straight from the op's definition.  Shapes are worked out
+ * here again, independently of ir/ops.c. */
+#include "ref64.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static double *alloc_out(const ir_type *t)
+{
+    int64_t n = ir_type_numel(t);
+    double *p = calloc((size_t)(n > 0 ? n : 1), sizeof *p);
+    if (!p) {
+        fputs("ref64: out of memory\n", stderr);
+        abort();
+    }
+    return p;
+}
+
+/* Coordinates of flat index i in a row-major tensor of type t. */
+static void unravel(const ir_type *t, int64_t i, int64_t *c)
+{
+    for (int k = t->rank - 1; k >= 0; k--) {
+        c[k] = i % t->dims[k];
+        i /= t->dims[k];
+    }
+}
+
+/* Flat index of coordinates c in a row-major tensor of type t. */
+static int64_t ravel(const ir_type *t, const int64_t *c)
+{
+    int64_t i = 0;
+    for (int k = 0; k < t->rank; k++)
+        i = i * t->dims[k] + c[k];
+    return i;
+}
+
+/* Flat index in t of the element that NumPy broadcasting places at coordinates c
+ * of a result of rank r: t is aligned to the right, and its size-1 dims repeat. */
+static int64_t bcast_index(const ir_type *t, int r, const int64_t *c)
+{
+    int64_t tc[IR_MAX_RANK];
+    for (int k = 0; k < t->rank; k++)
+        tc[k] = t->dims[k] == 1 ? 0 : c[r - t->rank + k];
+    return ravel(t, tc);
+}
+
+/* The NumPy broadcast shape of the first ra dims of a and rb dims of b. */
+static void bcast_shape(const int64_t *a, int ra, const int64_t *b, int rb, ir_type *out)
+{
+    int r = ra > rb ? ra : rb;
+    out->rank = r;
+    for (int k = 0; k < r; k++) {
+        int64_t da = k - (r - ra) >= 0 ? a[k - (r - ra)] : 1;
+        int64_t db = k - (r - rb) >= 0 ? b[k - (r - rb)] : 1;
+        out->dims[k] = da == 1 ? db : da;
+    }
+}
+
+double *ref_const(const ir_type *t, double value)
+{
+    double *y = alloc_out(t);
+    for (int64_t i = 0; i < ir_type_numel(t); i++)
+        y[i] = value;
+    return y;
+}
+
+double *ref_unary(ir_op op, const double *a, const ir_type *ta)
+{
+    double *y = alloc_out(ta);
+    for (int64_t i = 0; i < ir_type_numel(ta); i++) {
+        double v = a[i];
+        switch (op) {
+        case IR_OP_NEG:     y[i] = -v; break;
+        case IR_OP_RELU:    y[i] = v > 0 ? v : 0; break;
+        case IR_OP_SIGMOID: y[i] = 1 / (1 + exp(-v)); break;
+        case IR_OP_TANH:    y[i] = tanh(v); break;
+        /* v * Phi(v), Phi(v) = (1 + erf(v / sqrt 2)) / 2 = erfc(-v / sqrt 2) / 2; the
+           erfc form keeps full precision in the negative tail */
+        case IR_OP_GELU:    y[i] = v * 0.5 * erfc(-v / sqrt(2.0)); break;
+        case IR_OP_DROPOUT: y[i] = v; break;
+        default:
+            fprintf(stderr, "ref_unary: %s is not unary\n", ir_ops[op].name);
+            abort();
+        }
+    }
+    return y;
+}
+
+double *ref_binary(ir_op op, const double *a, const ir_type *ta, const double *b,
+                   const ir_type *tb, ir_type *out)
+{
+    out->dtype = ta->dtype;
+    bcast_shape(ta->dims, ta->rank, tb->dims, tb->rank, out);
+    double *y = alloc_out(out);
+    int64_t c[IR_MAX_RANK];
+    for (int64_t i = 0; i < ir_type_numel(out); i++) {
+        unravel(out, i, c);
+        double u = a[bcast_index(ta, out->rank, c)], v = b[bcast_index(tb, out->rank, c)];
+        switch (op) {
+        case IR_OP_ADD: y[i] = u + v; break;
+        case IR_OP_SUB: y[i] = u - v; break;
+        case IR_OP_MUL: y[i] = u * v; break;
+        case IR_OP_DIV: y[i] = u / v; break;
+        default:
+            fprintf(stderr, "ref_binary: %s is not binary\n", ir_ops[op].name);
+            abort();
+        }
+    }
+    return y;
+}
+
+double *ref_matmul(const double *a, const ir_type *ta, const double *b, const ir_type *tb,
+                   ir_type *out)
+{
+    int64_t m = ta->dims[ta->rank - 2], k = ta->dims[ta->rank - 1], n = tb->dims[tb->rank - 1];
+    /* batch types: the leading dims only */
+    ir_type ba = *ta, bb = *tb;
+    ba.rank -= 2;
+    bb.rank -= 2;
+    out->dtype = ta->dtype;
+    bcast_shape(ba.dims, ba.rank, bb.dims, bb.rank, out);
+    int br = out->rank;
+    out->dims[br] = m;
+    out->dims[br + 1] = n;
+    out->rank = br + 2;
+    double *y = alloc_out(out);
+    int64_t c[IR_MAX_RANK];
+    for (int64_t i = 0; i < ir_type_numel(out); i++) {
+        unravel(out, i, c);
+        int64_t r = c[br], col = c[br + 1];
+        const double *pa = a + bcast_index(&ba, br, c) * m * k;
+        const double *pb = b + bcast_index(&bb, br, c) * k * n;
+        double s = 0;
+        for (int64_t j = 0; j < k; j++)
+            s += pa[r * k + j] * pb[j * n + col];
+        y[i] = s;
+    }
+    return y;
+}
+
+double *ref_dense(const double *x, const ir_type *tx, const double *w, const ir_type *tw,
+                  const double *bias, ir_type *out)
+{
+    int64_t in = tw->dims[1], nout = tw->dims[0];
+    *out = *tx;
+    out->dims[out->rank - 1] = nout;
+    double *y = alloc_out(out);
+    for (int64_t i = 0; i < ir_type_numel(out); i++) {
+        int64_t row = i / nout, o = i % nout;
+        double s = bias ? bias[o] : 0;
+        for (int64_t j = 0; j < in; j++)
+            s += x[row * in + j] * w[o * in + j];
+        y[i] = s;
+    }
+    return y;
+}
+
+/* Output size of a sliding window: floor((in + 2 pad - dil (k - 1) - 1) / stride) + 1. */
+static int64_t window(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil)
+{
+    return (in + 2 * pad - dil * (k - 1) - 1) / stride + 1;
+}
+
+double *ref_conv2d(const double *x, const ir_type *tx, const double *w, const ir_type *tw,
+                   const double *bias, const int64_t stride[2], const int64_t pad[2],
+                   const int64_t dilation[2], int64_t groups, ir_type *out)
+{
+    int64_t N = tx->dims[0], C = tx->dims[1], H = tx->dims[2], W = tx->dims[3];
+    int64_t O = tw->dims[0], CG = tw->dims[1], KH = tw->dims[2], KW = tw->dims[3];
+    int64_t OH = window(H, KH, stride[0], pad[0], dilation[0]);
+    int64_t OW = window(W, KW, stride[1], pad[1], dilation[1]);
+    int64_t opg = O / groups;   /* output channels per group */
+    *out = (ir_type){tx->dtype, 4, {N, O, OH, OW}};
+    double *y = alloc_out(out);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t o = 0; o < O; o++)
+            for (int64_t oh = 0; oh < OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    int64_t g = o / opg;
+                    double s = bias ? bias[o] : 0;
+                    for (int64_t ci = 0; ci < CG; ci++)
+                        for (int64_t kh = 0; kh < KH; kh++)
+                            for (int64_t kw = 0; kw < KW; kw++) {
+                                int64_t ih = oh * stride[0] - pad[0] + kh * dilation[0];
+                                int64_t iw = ow * stride[1] - pad[1] + kw * dilation[1];
+                                if (ih < 0 || ih >= H || iw < 0 || iw >= W)
+                                    continue;   /* zero padding */
+                                int64_t c = g * CG + ci;
+                                s += x[((n * C + c) * H + ih) * W + iw] *
+                                     w[((o * CG + ci) * KH + kh) * KW + kw];
+                            }
+                    y[((n * O + o) * OH + oh) * OW + ow] = s;
+                }
+    return y;
+}
+
+double *ref_batchnorm(const double *x, const ir_type *tx, const double *weight,
+                      const double *bias, const double *mean, const double *var, double eps)
+{
+    double *y = alloc_out(tx);
+    int64_t C = tx->dims[1], spatial = 1;
+    for (int k = 2; k < tx->rank; k++)
+        spatial *= tx->dims[k];
+    for (int64_t i = 0; i < ir_type_numel(tx); i++) {
+        int64_t c = i / spatial % C;
+        y[i] = (x[i] - mean[c]) / sqrt(var[c] + eps) * weight[c] + bias[c];
+    }
+    return y;
+}
+
+double *ref_layernorm(const double *x, const ir_type *tx, const double *weight,
+                      const double *bias, const ir_type *tw, double eps)
+{
+    double *y = alloc_out(tx);
+    int64_t D = ir_type_numel(tw), rows = ir_type_numel(tx) / D;
+    for (int64_t r = 0; r < rows; r++) {
+        const double *xr = x + r * D;
+        double mean = 0, var = 0;
+        for (int64_t j = 0; j < D; j++)
+            mean += xr[j];
+        mean /= D;
+        for (int64_t j = 0; j < D; j++)
+            var += (xr[j] - mean) * (xr[j] - mean);
+        var /= D;   /* biased, as PyTorch normalizes */
+        for (int64_t j = 0; j < D; j++)
+            y[r * D + j] = (xr[j] - mean) / sqrt(var + eps) * weight[j] + bias[j];
+    }
+    return y;
+}
+
+double *ref_softmax(const double *x, const ir_type *tx, int axis, int take_log)
+{
+    double *y = alloc_out(tx);
+    int64_t L = tx->dims[axis], inner = 1;
+    for (int k = axis + 1; k < tx->rank; k++)
+        inner *= tx->dims[k];
+    int64_t outer = ir_type_numel(tx) / (L * inner);
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t in = 0; in < inner; in++) {
+            const double *p = x + o * L * inner + in;
+            double m = -INFINITY, s = 0;
+            for (int64_t j = 0; j < L; j++)
+                m = fmax(m, p[j * inner]);
+            for (int64_t j = 0; j < L; j++)
+                s += exp(p[j * inner] - m);
+            for (int64_t j = 0; j < L; j++) {
+                double z = p[j * inner] - m;
+                y[o * L * inner + j * inner + in] = take_log ? z - log(s) : exp(z) / s;
+            }
+        }
+    return y;
+}
+
+/* The window of output (oh, ow) covers rows oh * stride - pad + kh * dil, kh < k. */
+double *ref_maxpool2d(const double *x, const ir_type *tx, const int64_t kernel[2],
+                      const int64_t stride[2], const int64_t pad[2], const int64_t dilation[2],
+                      ir_type *out)
+{
+    int64_t N = tx->dims[0], C = tx->dims[1], H = tx->dims[2], W = tx->dims[3];
+    int64_t OH = window(H, kernel[0], stride[0], pad[0], dilation[0]);
+    int64_t OW = window(W, kernel[1], stride[1], pad[1], dilation[1]);
+    *out = (ir_type){tx->dtype, 4, {N, C, OH, OW}};
+    double *y = alloc_out(out);
+    for (int64_t nc = 0; nc < N * C; nc++)
+        for (int64_t oh = 0; oh < OH; oh++)
+            for (int64_t ow = 0; ow < OW; ow++) {
+                double m = -INFINITY;   /* padding is -inf: it never wins */
+                for (int64_t kh = 0; kh < kernel[0]; kh++)
+                    for (int64_t kw = 0; kw < kernel[1]; kw++) {
+                        int64_t ih = oh * stride[0] - pad[0] + kh * dilation[0];
+                        int64_t iw = ow * stride[1] - pad[1] + kw * dilation[1];
+                        if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                            m = fmax(m, x[(nc * H + ih) * W + iw]);
+                    }
+                y[(nc * OH + oh) * OW + ow] = m;
+            }
+    return y;
+}
+
+double *ref_avgpool2d(const double *x, const ir_type *tx, const int64_t kernel[2],
+                      const int64_t stride[2], const int64_t pad[2], int count_include_pad,
+                      ir_type *out)
+{
+    int64_t N = tx->dims[0], C = tx->dims[1], H = tx->dims[2], W = tx->dims[3];
+    int64_t OH = window(H, kernel[0], stride[0], pad[0], 1);
+    int64_t OW = window(W, kernel[1], stride[1], pad[1], 1);
+    *out = (ir_type){tx->dtype, 4, {N, C, OH, OW}};
+    double *y = alloc_out(out);
+    for (int64_t nc = 0; nc < N * C; nc++)
+        for (int64_t oh = 0; oh < OH; oh++)
+            for (int64_t ow = 0; ow < OW; ow++) {
+                double s = 0;
+                int64_t inside = 0;
+                for (int64_t kh = 0; kh < kernel[0]; kh++)
+                    for (int64_t kw = 0; kw < kernel[1]; kw++) {
+                        int64_t ih = oh * stride[0] - pad[0] + kh;
+                        int64_t iw = ow * stride[1] - pad[1] + kw;
+                        if (ih >= 0 && ih < H && iw >= 0 && iw < W) {
+                            s += x[(nc * H + ih) * W + iw];
+                            inside++;
+                        }
+                    }
+                /* Without ceil mode every window lies inside the padded input, so
+                   counting the padding divides by the whole kernel. */
+                y[(nc * OH + oh) * OW + ow] =
+                    s / (double)(count_include_pad ? kernel[0] * kernel[1] : inside);
+            }
+    return y;
+}
+
+double *ref_global_avgpool(const double *x, const ir_type *tx, ir_type *out)
+{
+    int64_t N = tx->dims[0], C = tx->dims[1], HW = tx->dims[2] * tx->dims[3];
+    *out = (ir_type){tx->dtype, 4, {N, C, 1, 1}};
+    double *y = alloc_out(out);
+    for (int64_t nc = 0; nc < N * C; nc++) {
+        double s = 0;
+        for (int64_t j = 0; j < HW; j++)
+            s += x[nc * HW + j];
+        y[nc] = s / (double)HW;
+    }
+    return y;
+}
+
+double *ref_reshape(const double *x, const ir_type *tx, int rank, const int64_t *shape,
+                    ir_type *out)
+{
+    out->dtype = tx->dtype;
+    out->rank = rank;
+    for (int k = 0; k < rank; k++)
+        out->dims[k] = shape[k];
+    double *y = alloc_out(out);
+    for (int64_t i = 0; i < ir_type_numel(out); i++)
+        y[i] = x[i];
+    return y;
+}
+
+double *ref_transpose(const double *x, const ir_type *tx, const int64_t *perm, ir_type *out)
+{
+    *out = *tx;
+    for (int k = 0; k < tx->rank; k++)
+        out->dims[k] = tx->dims[perm[k]];
+    double *y = alloc_out(out);
+    int64_t c[IR_MAX_RANK], xc[IR_MAX_RANK];
+    for (int64_t i = 0; i < ir_type_numel(out); i++) {
+        unravel(out, i, c);
+        for (int k = 0; k < tx->rank; k++)
+            xc[perm[k]] = c[k];
+        y[i] = x[ravel(tx, xc)];
+    }
+    return y;
+}
+
+double *ref_concat(int n, const double *const *xs, const ir_type *ts, int axis, ir_type *out)
+{
+    *out = ts[0];
+    for (int j = 1; j < n; j++)
+        out->dims[axis] += ts[j].dims[axis];
+    double *y = alloc_out(out);
+    int64_t c[IR_MAX_RANK];
+    for (int64_t i = 0; i < ir_type_numel(out); i++) {
+        unravel(out, i, c);
+        int j = 0;   /* the operand holding coordinate c[axis] */
+        while (c[axis] >= ts[j].dims[axis])
+            c[axis] -= ts[j++].dims[axis];
+        y[i] = xs[j][ravel(&ts[j], c)];
+    }
+    return y;
+}
+
+double *ref_embedding(const int64_t *idx, const ir_type *ti, const double *w,
+                      const ir_type *tw, ir_type *out)
+{
+    int64_t num = tw->dims[0], dim = tw->dims[1];
+    *out = *ti;
+    out->dtype = tw->dtype;
+    out->dims[out->rank++] = dim;
+    for (int64_t i = 0; i < ir_type_numel(ti); i++)
+        if (idx[i] < 0 || idx[i] >= num)
+            return NULL;
+    double *y = alloc_out(out);
+    for (int64_t i = 0; i < ir_type_numel(ti); i++)
+        for (int64_t j = 0; j < dim; j++)
+            y[i * dim + j] = w[idx[i] * dim + j];
+    return y;
+}
+
+double ref_cross_entropy(const double *logits, const ir_type *tl, const int64_t *label)
+{
+    int64_t N = tl->dims[0], C = tl->dims[1];
+    double total = 0;
+    for (int64_t i = 0; i < N; i++) {
+        const double *z = logits + i * C;
+        if (label[i] < 0 || label[i] >= C)
+            return NAN;
+        double m = -INFINITY, s = 0;
+        for (int64_t j = 0; j < C; j++)
+            m = fmax(m, z[j]);
+        for (int64_t j = 0; j < C; j++)
+            s += exp(z[j] - m);
+        total += m + log(s) - z[label[i]];   /* logsumexp(z) - z[label] */
+    }
+    return total / (double)N;
+}
+
+double ref_mse(const double *a, const double *b, int64_t n)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += (a[i] - b[i]) * (a[i] - b[i]);
+    return s / (double)n;
+}

@@ -1,0 +1,64 @@
+/* Float64 reference implementations of every op in ir/ops.def, for checking the
+ * executor (tests/test_ops.c).
+ *
+ * Each function is the op's definition written as the plainest loops that could
+ * compute it: one output element at a time, indices spelled out, no blocking, no
+ * tricks, nothing shared with runtime/.  Semantics are inference ones (dropout is
+ * the identity, batchnorm uses its running statistics) and follow the PyTorch
+ * namesakes, as ops.def says.
+ *
+ * Each function works out its result's shape itself (into *out, so the caller can
+ * hold it against ir_infer's) and returns a malloc'd array of that many doubles,
+ * row-major; the caller frees it.  Integer operands (indices, labels) come as
+ * int64_t.  ref_embedding and ref_cross_entropy return NULL / NAN when an index or
+ * label is out of range: the op is undefined there. */
+#ifndef GNC_REF64_H
+#define GNC_REF64_H
+
+#include <stdint.h>
+
+#include "ir.h"
+
+double *ref_const(const ir_type *t, double value);
+/* neg, relu, sigmoid, tanh, gelu, dropout; out has the shape of a */
+double *ref_unary(ir_op op, const double *a, const ir_type *ta);
+/* add, sub, mul, div with NumPy broadcasting */
+double *ref_binary(ir_op op, const double *a, const ir_type *ta, const double *b,
+                   const ir_type *tb, ir_type *out);
+double *ref_matmul(const double *a, const ir_type *ta, const double *b, const ir_type *tb,
+                   ir_type *out);
+/* x[..., in], w[out, in], bias[out] or NULL */
+double *ref_dense(const double *x, const ir_type *tx, const double *w, const ir_type *tw,
+                  const double *bias, ir_type *out);
+/* x[n, c, h, w], w[o, c/groups, kh, kw], bias[o] or NULL; stride, pad, dilation: {h, w} */
+double *ref_conv2d(const double *x, const ir_type *tx, const double *w, const ir_type *tw,
+                   const double *bias, const int64_t stride[2], const int64_t pad[2],
+                   const int64_t dilation[2], int64_t groups, ir_type *out);
+/* x[n, c, ...]; weight, bias, mean, var: [c] */
+double *ref_batchnorm(const double *x, const ir_type *tx, const double *weight,
+                      const double *bias, const double *mean, const double *var, double eps);
+/* normalizes over the trailing rank(tw) dims of x; weight and bias of type tw */
+double *ref_layernorm(const double *x, const ir_type *tx, const double *weight,
+                      const double *bias, const ir_type *tw, double eps);
+/* softmax along axis, or log_softmax when take_log */
+double *ref_softmax(const double *x, const ir_type *tx, int axis, int take_log);
+double *ref_maxpool2d(const double *x, const ir_type *tx, const int64_t kernel[2],
+                      const int64_t stride[2], const int64_t pad[2], const int64_t dilation[2],
+                      ir_type *out);
+double *ref_avgpool2d(const double *x, const ir_type *tx, const int64_t kernel[2],
+                      const int64_t stride[2], const int64_t pad[2], int count_include_pad,
+                      ir_type *out);
+double *ref_global_avgpool(const double *x, const ir_type *tx, ir_type *out);
+double *ref_reshape(const double *x, const ir_type *tx, int rank, const int64_t *shape,
+                    ir_type *out);
+double *ref_transpose(const double *x, const ir_type *tx, const int64_t *perm, ir_type *out);
+double *ref_concat(int n, const double *const *xs, const ir_type *ts, int axis, ir_type *out);
+/* idx of type ti, w[num, dim]; NULL when an index is outside [0, num) */
+double *ref_embedding(const int64_t *idx, const ir_type *ti, const double *w,
+                      const ir_type *tw, ir_type *out);
+/* mean over the batch of -log softmax(logits[i])[label[i]]; NAN when a label is
+ * outside [0, classes) */
+double ref_cross_entropy(const double *logits, const ir_type *tl, const int64_t *label);
+double ref_mse(const double *a, const double *b, int64_t n);
+
+#endif

@@ -1,0 +1,1020 @@
+/* Every op of the CPU executor (runtime/exec.c) against the float64 reference
+ * (tests/ref64.c), on seeded random inputs.
+ *
+ * Each case builds a one-node graph by hand: every operand is a graph input, the
+ * node is typed by ir_infer, and the graph must verify.  The inputs are filled
+ * with random float32 values (indices and labels with valid ones), the executor
+ * runs the graph, ref64 computes the same op in float64 from the very same
+ * float32 values, and every output element must satisfy
+ *
+ *   |got - ref| <= atol + rtol * |ref| + mtol * mag
+ *
+ * Tolerances, with u = 2^-24 the unit roundoff of float32:
+ *   - data movement, neg, relu, dropout, maxpool: exact (0).
+ *   - add, sub, mul, div: one rounding (two if a division is done as a * (1/b)):
+ *     rtol 4u.
+ *   - sigmoid, tanh, gelu: libm's float functions are good to a few ulp, plus the
+ *     roundings around them: rtol 1e-5 (~170u).  atol 1e-6 covers a float gelu's
+ *     cancellation in 1 + erf(v / sqrt 2) for v down to -8 (error ~ |v| u).
+ *   - sums of K terms (matmul, dense, conv2d, avgpool, global_avgpool): a float32
+ *     sum in any order is off by at most ~ lambda sqrt(K) u sum|terms| but for a
+ *     vanishing probability (Higham & Mary, "A new approach to probabilistic
+ *     rounding error analysis", 2019); lambda = 8.  mag is sum|terms|, which for
+ *     these linear ops is the reference applied to |inputs|.  rtol 4u covers the
+ *     final rounding (and the division of the means).
+ *   - batchnorm: a handful of roundings of terms of size mag = (|x| + |mean|) |w| /
+ *     sqrt(var + eps) + |b|: mtol 16u.
+ *   - layernorm: the same per-element size with the row's mean and deviation,
+ *     plus the sums over D for mean and variance: mtol 16 sqrt(D + 1) u (room for a
+ *     one-pass E[x^2] - mean^2 variance on the mildly offset data used here).
+ *   - softmax: relative error of the sum of L positive terms (8 sqrt(L) u), plus
+ *     exp's argument error u |x - max| <= u (|log ref| + log L): rtol from that;
+ *     atol 1e-12 for the values below float32's range that flush to zero.
+ *   - log_softmax and cross_entropy: absolute errors of u |x| and u |max| from
+ *     subtracting the max, 8 sqrt(L) u from the log of the sum, u |ref| at the
+ *     end: tolerance 1e-6 + 8 sqrt(L) u + 4u (|ref| + 2 max|x|); cross_entropy
+ *     adds 8 sqrt(N) u |ref| for its mean over the batch of positive terms.
+ *   - mse: a mean of K positive terms: rtol 8 (sqrt(K) + 1) u.
+ * A slip in indexing or semantics is off by O(1), far outside all of these.
+ *
+ * Also: an embedding index and a cross_entropy label out of range must make
+ * rt_exec_run return -1 with a message, without crashing.
+ *
+ * Every case runs twice, on all cores and on one thread (rt_set_threads).
+ * Prints one line per failing case (op, operand types, attributes, thread count,
+ * the worst element), then a summary; exits 1 on any failure.
+ *
+ *   test_ops [-v]      -v: also list the number of cases per op */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diag.h"
+#include "exec.h"
+#include "ir.h"
+#include "ref64.h"
+
+#define U32 0x1p-24   /* unit roundoff of float32 */
+#define MAX_IN 64
+
+static int ncases, nfailed;
+static int cases_per_op[IR_NOPS];
+static uint64_t case_seed;
+static int threads;   /* rt_set_threads of this round: 0 all cores */
+
+/* ---- shapes and attributes ---- */
+
+#define NARGS(...) ((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
+#define INTS(...) NARGS(__VA_ARGS__), (int64_t[]){__VA_ARGS__}
+static ir_type ty(ir_dtype dt, int rank, const int64_t *dims)
+{
+    ir_type t = {dt, rank, {0}};
+    for (int k = 0; k < rank; k++)
+        t.dims[k] = dims[k];
+    return t;
+}
+#define F32(...) ty(IR_F32, INTS(__VA_ARGS__))
+#define I32(...) ty(IR_I32, INTS(__VA_ARGS__))
+#define I64(...) ty(IR_I64, INTS(__VA_ARGS__))
+#define SCALAR ty(IR_F32, 0, NULL)
+
+/* ---- random numbers: splitmix64 ---- */
+
+static uint64_t next_u64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double next_unit(uint64_t *s) { return (double)(next_u64(s) >> 11) * 0x1p-53; }
+
+/* ---- a case: one node over graph inputs ---- */
+
+typedef struct {
+    ir_graph *g;
+    ir_op op;
+    int nin;
+    ir_value *in[MAX_IN];
+    double lo[MAX_IN], hi[MAX_IN]; /* floats: uniform in [lo, hi); ints: in [lo, hi) */
+    ir_node *node;
+    ir_value *out;
+    rt_exec *x;
+    uint64_t rng;
+    double *d[MAX_IN];             /* each input as the reference sees it */
+    double *abs_d[MAX_IN];         /* |d|, for the magnitude of sums */
+    int64_t *ix[MAX_IN];           /* integer inputs */
+    const void *got;               /* the result: float, or int32/int64 data moved */
+    char desc[512];
+} tcase;
+
+static void tc_begin(tcase *c, ir_op op)
+{
+    memset(c, 0, sizeof *c);
+    c->g = ir_graph_new("t");
+    c->op = op;
+    c->rng = case_seed++;
+    ncases++;
+    cases_per_op[op]++;
+}
+
+static ir_value *tc_in(tcase *c, ir_type t, double lo, double hi)
+{
+    char name[16];
+    snprintf(name, sizeof name, "in%d", c->nin);
+    c->lo[c->nin] = lo;
+    c->hi[c->nin] = hi;
+    return c->in[c->nin++] = ir_add_input(c->g, name, t, (ir_loc){0});
+}
+
+/* The node over every input so far; set its attributes, then tc_prepare. */
+static ir_node *tc_node(tcase *c)
+{
+    c->node = ir_node_new(c->g, c->op, c->nin, c->in, 1, "y", (ir_loc){0});
+    c->out = c->node->out[0];
+    return c->node;
+}
+
+static void describe(tcase *c)
+{
+    char tb[128];
+    size_t n = 0, cap = sizeof c->desc;
+    n += (size_t)snprintf(c->desc + n, cap - n, "%s(", ir_ops[c->op].name);
+    for (int i = 0; i < c->nin && n < cap; i++) {
+        if (i == 4) {
+            n += (size_t)snprintf(c->desc + n, cap - n, ", ... %d operands", c->nin);
+            break;
+        }
+        n += (size_t)snprintf(c->desc + n, cap - n, "%s%s", i ? ", " : "",
+                              ir_type_str(&c->in[i]->type, tb, sizeof tb));
+    }
+    if (n < cap)
+        n += (size_t)snprintf(c->desc + n, cap - n, ")");
+    const ir_node *nd = c->node;
+    for (int i = 0; i < nd->nattrs && n < cap; i++) {
+        const ir_attr *a = &nd->attrs[i];
+        n += (size_t)snprintf(c->desc + n, cap - n, " %s=", a->key);
+        if (a->kind == IR_ATTR_INT)
+            n += (size_t)snprintf(c->desc + n, cap - n, "%lld", (long long)a->i);
+        else if (a->kind == IR_ATTR_FLOAT)
+            n += (size_t)snprintf(c->desc + n, cap - n, "%g", a->f);
+        else
+            for (int k = 0; k < a->n && n < cap; k++)
+                n += (size_t)snprintf(c->desc + n, cap - n, "%s%lld%s", k ? "," : "[",
+                                      (long long)a->ints[k], k == a->n - 1 ? "]" : "");
+    }
+}
+
+static void fail_case(tcase *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("FAIL %s [threads %s]: ", c->desc, threads ? "1" : "all");
+    vprintf(fmt, ap);
+    putchar('\n');
+    va_end(ap);
+    nfailed++;
+}
+
+/* Types, appends and verifies the node, makes the executor and fills the inputs.
+ * Returns 0 (having reported the case failed) when any step goes wrong. */
+static int tc_prepare(tcase *c)
+{
+    char err[256];
+    ir_type t;
+    describe(c);
+    if (!ir_infer(c->node, &t, err, sizeof err)) {
+        fail_case(c, "ir_infer: %s", err);
+        return 0;
+    }
+    c->out->type = t;
+    char tb[128];
+    size_t len = strlen(c->desc);
+    snprintf(c->desc + len, sizeof c->desc - len, " -> %s", ir_type_str(&t, tb, sizeof tb));
+    ir_append(c->g, c->node);
+    ir_add_output(c->g, "y", c->out, (ir_loc){0});
+    diag d;
+    diag_init(&d);
+    if (ir_verify(c->g, &d) != 0) {
+        fail_case(c, "the graph does not verify:");
+        diag_print(&d, stdout);
+        diag_free(&d);
+        return 0;
+    }
+    diag_free(&d);
+    c->x = rt_exec_new(c->g, err, sizeof err);
+    if (!c->x) {
+        fail_case(c, "rt_exec_new: %s", err);
+        return 0;
+    }
+    for (int i = 0; i < c->nin; i++) {
+        const ir_value *v = c->in[i];
+        int64_t n = ir_type_numel(&v->type);
+        void *buf = rt_exec_data(c->x, v);
+        c->d[i] = calloc((size_t)n, sizeof(double));
+        c->abs_d[i] = calloc((size_t)n, sizeof(double));
+        if (v->type.dtype == IR_I32 || v->type.dtype == IR_I64)
+            c->ix[i] = calloc((size_t)n, sizeof(int64_t));
+        for (int64_t j = 0; j < n; j++) {
+            double r = next_unit(&c->rng);
+            if (v->type.dtype == IR_I32 || v->type.dtype == IR_I64) {
+                int64_t k = (int64_t)c->lo[i] + (int64_t)(r * (c->hi[i] - c->lo[i]));
+                c->ix[i][j] = k;
+                if (v->type.dtype == IR_I32)
+                    ((int32_t *)buf)[j] = (int32_t)k;
+                else
+                    ((int64_t *)buf)[j] = k;
+                c->d[i][j] = (double)k;
+            } else {
+                float f = (float)(c->lo[i] + r * (c->hi[i] - c->lo[i]));
+                ((float *)buf)[j] = f;
+                c->d[i][j] = f;
+            }
+            c->abs_d[i][j] = fabs(c->d[i][j]);
+        }
+    }
+    return 1;
+}
+
+/* Puts k at element j of integer input i (for the out-of-range cases). */
+static void tc_set_index(tcase *c, int i, int64_t j, int64_t k)
+{
+    void *buf = rt_exec_data(c->x, c->in[i]);
+    if (c->in[i]->type.dtype == IR_I32)
+        ((int32_t *)buf)[j] = (int32_t)k;
+    else
+        ((int64_t *)buf)[j] = k;
+    c->ix[i][j] = k;
+    c->d[i][j] = (double)k;
+}
+
+/* Runs the executor; 0 (the case failed) when it reports an error. */
+static int tc_run(tcase *c)
+{
+    char err[256] = "";
+    if (rt_exec_run(c->x, err, sizeof err) != 0) {
+        fail_case(c, "rt_exec_run: %s", err);
+        return 0;
+    }
+    c->got = rt_exec_data(c->x, c->out);
+    return 1;
+}
+
+static void tc_end(tcase *c)
+{
+    for (int i = 0; i < c->nin; i++) {
+        free(c->d[i]);
+        free(c->abs_d[i]);
+        free(c->ix[i]);
+    }
+    if (c->x)
+        rt_exec_free(c->x);
+    ir_graph_free(c->g);
+}
+
+static double got_at(const tcase *c, int64_t i)
+{
+    switch (c->out->type.dtype) {
+    case IR_I32: return ((const int32_t *)c->got)[i];
+    case IR_I64: return (double)((const int64_t *)c->got)[i];
+    default:     return ((const float *)c->got)[i];
+    }
+}
+
+/* Compares the output with ref (of type rt, which must be the node's type):
+ * element i must be within atol + rtol |ref[i]| + mtol mag[i] (mag may be NULL).
+ * Takes ownership of ref and mag. */
+static void tc_check(tcase *c, double *ref, const ir_type *rt, double *mag, double rtol,
+                     double atol, double mtol)
+{
+    char tb[128], tb2[128];
+    if (!ir_type_eq(rt, &c->out->type)) {
+        fail_case(c, "result type %s, the reference's is %s",
+                  ir_type_str(&c->out->type, tb, sizeof tb), ir_type_str(rt, tb2, sizeof tb2));
+        free(ref);
+        free(mag);
+        return;
+    }
+    int64_t n = ir_type_numel(rt), nbad = 0, worst = -1;
+    double worst_ratio = 0, worst_tol = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double g = got_at(c, i), r = ref[i];
+        double tol = atol + rtol * fabs(r) + (mag ? mtol * mag[i] : 0);
+        double ratio;
+        if (g == r)
+            continue;   /* infinities included */
+        if (isnan(g) || isnan(r) || isinf(g) || isinf(r))
+            ratio = INFINITY;
+        else if (fabs(g - r) <= tol)
+            continue;
+        else
+            ratio = tol > 0 ? fabs(g - r) / tol : INFINITY;
+        nbad++;
+        if (worst < 0 || ratio > worst_ratio) {
+            worst = i;
+            worst_ratio = ratio;
+            worst_tol = tol;
+        }
+    }
+    if (nbad) {
+        int64_t co[IR_MAX_RANK];
+        char at[160];
+        size_t m = 0;
+        int64_t j = worst;
+        for (int k = rt->rank - 1; k >= 0; k--) {
+            co[k] = j % rt->dims[k];
+            j /= rt->dims[k];
+        }
+        m += (size_t)snprintf(at + m, sizeof at - m, "[");
+        for (int k = 0; k < rt->rank; k++)
+            m += (size_t)snprintf(at + m, sizeof at - m, "%s%lld", k ? "," : "",
+                                  (long long)co[k]);
+        snprintf(at + m, sizeof at - m, "]");
+        int prec = rt->dtype == IR_I32 || rt->dtype == IR_I64 ? 17 : 9;
+        fail_case(c, "%lld of %lld elements of %s off; worst at %s: got %.*g, ref %.*g, "
+                  "|diff| %.3g > tol %.3g", (long long)nbad, (long long)n,
+                  ir_type_str(rt, tb, sizeof tb), at, prec, got_at(c, worst), prec, ref[worst],
+                  fabs(got_at(c, worst) - ref[worst]), worst_tol);
+    }
+    free(ref);
+    free(mag);
+}
+
+/* A one-element array holding v (for the scalar losses). */
+static double *scalar(double v)
+{
+    double *p = malloc(sizeof *p);
+    *p = v;
+    return p;
+}
+
+static double red_tol(int64_t k) { return 8 * sqrt((double)k) * U32; }
+
+/* ---- the cases ---- */
+
+static void test_const(void)
+{
+    static const struct { int rank; int64_t dims[3]; double value; } cs[] = {
+        {2, {3, 5}, 0.1}, {0, {0}, -2.5}, {3, {1, 7, 1}, 1e6 + 0.3}, {1, {40000}, 3.0},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        tcase c;
+        tc_begin(&c, IR_OP_CONST);
+        ir_node *n = tc_node(&c);
+        c.out->type = ty(IR_F32, cs[i].rank, cs[i].dims);
+        ir_set_float(c.g, n, "value", cs[i].value);
+        if (tc_prepare(&c) && tc_run(&c)) {
+            /* the value is rounded to float32 once */
+            tc_check(&c, ref_const(&c.out->type, cs[i].value), &c.out->type, NULL, U32, 0, 0);
+        }
+        tc_end(&c);
+    }
+}
+
+static void test_unary(void)
+{
+    static const ir_op ops[] = {IR_OP_NEG, IR_OP_RELU, IR_OP_SIGMOID, IR_OP_TANH, IR_OP_GELU,
+                                IR_OP_DROPOUT};
+    ir_type shapes[] = {SCALAR, F32(7, 13), F32(3, 1, 5, 7), F32(257, 131)};
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            tcase c;
+            tc_begin(&c, ops[o]);
+            tc_in(&c, shapes[s], -8, 8);
+            ir_node *n = tc_node(&c);
+            if (ops[o] == IR_OP_DROPOUT)
+                ir_set_float(c.g, n, "p", s % 2 ? 0.5 : 0.0);
+            if (tc_prepare(&c) && tc_run(&c)) {
+                int exact = ops[o] == IR_OP_NEG || ops[o] == IR_OP_RELU ||
+                            ops[o] == IR_OP_DROPOUT;
+                tc_check(&c, ref_unary(ops[o], c.d[0], &shapes[s]), &shapes[s], NULL,
+                         exact ? 0 : 1e-5, exact ? 0 : 1e-6, 0);
+            }
+            tc_end(&c);
+        }
+}
+
+static void test_binary(void)
+{
+    static const ir_op ops[] = {IR_OP_ADD, IR_OP_SUB, IR_OP_MUL, IR_OP_DIV};
+    struct { ir_type a, b; } pairs[] = {
+        {F32(5, 7), F32(5, 7)},
+        {F32(5, 7), F32(7)},                  /* b broadcasts */
+        {F32(7), F32(5, 7)},                  /* a broadcasts */
+        {F32(4, 1, 6), F32(1, 5, 1)},         /* both ways */
+        {F32(2, 3, 1, 5), SCALAR},
+        {SCALAR, F32(3, 4)},
+        {F32(1), F32(1)},
+        {F32(3, 1, 4, 1, 5), F32(2, 4, 6, 1)},
+        {F32(200, 171), F32(200, 1)},         /* large enough to go parallel */
+        {F32(3, 1, 11), F32(3, 50, 11)},
+    };
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
+        for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
+            tcase c;
+            tc_begin(&c, ops[o]);
+            tc_in(&c, pairs[p].a, -2, 2);
+            /* divisors kept away from 0 */
+            if (ops[o] == IR_OP_DIV)
+                tc_in(&c, pairs[p].b, 0.25, 2);
+            else
+                tc_in(&c, pairs[p].b, -2, 2);
+            tc_node(&c);
+            if (tc_prepare(&c) && tc_run(&c)) {
+                ir_type rt;
+                double *ref = ref_binary(ops[o], c.d[0], &pairs[p].a, c.d[1], &pairs[p].b, &rt);
+                tc_check(&c, ref, &rt, NULL, 4 * U32, 0, 0);
+            }
+            tc_end(&c);
+        }
+}
+
+static void test_matmul(void)
+{
+    struct { ir_type a, b; } cs[] = {
+        {F32(3, 5), F32(5, 4)},
+        {F32(1, 1), F32(1, 1)},
+        {F32(7, 13), F32(13, 9)},
+        {F32(2, 3, 4, 5), F32(5, 6)},          /* b broadcast over a's batch */
+        {F32(4, 5), F32(3, 5, 2)},             /* a broadcast over b's batch */
+        {F32(2, 1, 3, 4), F32(5, 4, 6)},       /* batch [2, 1] with [5] */
+        {F32(3, 1, 2, 7), F32(1, 4, 7, 3)},    /* batch [3, 1] with [1, 4] */
+        {F32(6, 1, 8), F32(6, 8, 1)},
+        {F32(64, 300), F32(300, 33)},
+        {F32(2, 17, 65), F32(2, 65, 31)},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        tcase c;
+        tc_begin(&c, IR_OP_MATMUL);
+        tc_in(&c, cs[i].a, -1, 1);
+        tc_in(&c, cs[i].b, -1, 1);
+        tc_node(&c);
+        if (tc_prepare(&c) && tc_run(&c)) {
+            ir_type rt, mt;
+            double *ref = ref_matmul(c.d[0], &cs[i].a, c.d[1], &cs[i].b, &rt);
+            double *mag = ref_matmul(c.abs_d[0], &cs[i].a, c.abs_d[1], &cs[i].b, &mt);
+            tc_check(&c, ref, &rt, mag, 4 * U32, 0, red_tol(cs[i].a.dims[cs[i].a.rank - 1]));
+        }
+        tc_end(&c);
+    }
+}
+
+static void test_dense(void)
+{
+    struct { ir_type x; int64_t out; int bias; } cs[] = {
+        {F32(5), 3, 1},
+        {F32(4, 7), 9, 0},
+        {F32(2, 3, 10), 6, 1},
+        {F32(1, 1), 1, 1},
+        {F32(33, 300), 65, 1},
+        {F32(2, 1, 3, 4), 1, 0},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        int64_t in = cs[i].x.dims[cs[i].x.rank - 1];
+        ir_type tw = F32(cs[i].out, in), tb = F32(cs[i].out);
+        tcase c;
+        tc_begin(&c, IR_OP_DENSE);
+        tc_in(&c, cs[i].x, -1, 1);
+        tc_in(&c, tw, -1, 1);
+        if (cs[i].bias)
+            tc_in(&c, tb, -1, 1);
+        tc_node(&c);
+        if (tc_prepare(&c) && tc_run(&c)) {
+            ir_type rt, mt;
+            double *ref = ref_dense(c.d[0], &cs[i].x, c.d[1], &tw, cs[i].bias ? c.d[2] : NULL,
+                                    &rt);
+            double *mag = ref_dense(c.abs_d[0], &cs[i].x, c.abs_d[1], &tw,
+                                    cs[i].bias ? c.abs_d[2] : NULL, &mt);
+            tc_check(&c, ref, &rt, mag, 4 * U32, 0, red_tol(in + 1));
+        }
+        tc_end(&c);
+    }
+}
+
+static void test_conv2d(void)
+{
+    struct {
+        ir_type x, w;
+        int64_t stride[2], pad[2], dil[2], groups;
+        int bias;
+    } cs[] = {
+        {F32(1, 1, 5, 5), F32(1, 1, 3, 3), {1, 1}, {0, 0}, {1, 1}, 1, 1},
+        {F32(2, 3, 7, 9), F32(4, 3, 3, 3), {1, 1}, {1, 1}, {1, 1}, 1, 1},
+        {F32(2, 3, 8, 7), F32(5, 3, 3, 2), {2, 2}, {1, 0}, {1, 1}, 1, 0},
+        {F32(1, 4, 9, 9), F32(6, 2, 3, 3), {1, 1}, {2, 2}, {2, 2}, 2, 1},
+        {F32(2, 6, 10, 11), F32(6, 1, 3, 3), {2, 1}, {1, 1}, {1, 1}, 6, 1},   /* depthwise */
+        {F32(3, 8, 5, 5), F32(16, 8, 1, 1), {1, 1}, {0, 0}, {1, 1}, 1, 0},    /* pointwise */
+        {F32(4, 16, 14, 14), F32(32, 16, 3, 3), {1, 1}, {1, 1}, {1, 1}, 1, 1}, /* GEMM-sized */
+        {F32(2, 5, 13, 13), F32(7, 5, 5, 5), {3, 3}, {2, 2}, {1, 1}, 1, 1},
+        {F32(1, 3, 6, 6), F32(2, 3, 6, 6), {1, 1}, {0, 0}, {1, 1}, 1, 1},     /* 1x1 out */
+        {F32(2, 4, 12, 10), F32(8, 2, 3, 3), {2, 2}, {0, 3}, {1, 3}, 2, 0},
+        {F32(1, 2, 3, 3), F32(2, 2, 3, 3), {1, 1}, {4, 4}, {1, 1}, 1, 1},     /* pad > kernel */
+        {F32(2, 8, 9, 7), F32(12, 2, 2, 3), {1, 2}, {1, 1}, {2, 1}, 4, 1},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        ir_type tb = F32(cs[i].w.dims[0]);
+        tcase c;
+        tc_begin(&c, IR_OP_CONV2D);
+        tc_in(&c, cs[i].x, -1, 1);
+        tc_in(&c, cs[i].w, -1, 1);
+        if (cs[i].bias)
+            tc_in(&c, tb, -1, 1);
+        ir_node *n = tc_node(&c);
+        ir_set_ints(c.g, n, "stride", 2, cs[i].stride);
+        ir_set_ints(c.g, n, "pad", 2, cs[i].pad);
+        ir_set_ints(c.g, n, "dilation", 2, cs[i].dil);
+        ir_set_int(c.g, n, "groups", cs[i].groups);
+        if (tc_prepare(&c) && tc_run(&c)) {
+            ir_type rt, mt;
+            double *ref = ref_conv2d(c.d[0], &cs[i].x, c.d[1], &cs[i].w,
+                                     cs[i].bias ? c.d[2] : NULL, cs[i].stride, cs[i].pad,
+                                     cs[i].dil, cs[i].groups, &rt);
+            double *mag = ref_conv2d(c.abs_d[0], &cs[i].x, c.abs_d[1], &cs[i].w,
+                                     cs[i].bias ? c.abs_d[2] : NULL, cs[i].stride, cs[i].pad,
+                                     cs[i].dil, cs[i].groups, &mt);
+            int64_t k = cs[i].w.dims[1] * cs[i].w.dims[2] * cs[i].w.dims[3] + 1;
+            tc_check(&c, ref, &rt, mag, 4 * U32, 0, red_tol(k));
+        }
+        tc_end(&c);
+    }
+}
+
+static void test_batchnorm(void)
+{
+    struct { ir_type x; double eps; } cs[] = {
+        {F32(2, 3, 4, 5), 1e-5}, {F32(5, 4), 1e-3}, {F32(1, 1, 1, 1), 1e-5},
+        {F32(3, 7, 2, 3, 2), 0.1}, {F32(8, 16, 16, 16), 1e-5},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        int64_t C = cs[i].x.dims[1], spatial = ir_type_numel(&cs[i].x) / cs[i].x.dims[0] / C;
+        ir_type tc = F32(C);
+        tcase c;
+        tc_begin(&c, IR_OP_BATCHNORM);
+        tc_in(&c, cs[i].x, -2, 2);
+        tc_in(&c, tc, -2, 2);        /* weight */
+        tc_in(&c, tc, -1, 1);        /* bias */
+        tc_in(&c, tc, -0.5, 0.5);    /* running mean */
+        tc_in(&c, tc, 0.25, 2);      /* running var */
+        ir_node *n = tc_node(&c);
+        ir_set_float(c.g, n, "eps", cs[i].eps);
+        ir_set_float(c.g, n, "momentum", 0.1);
+        if (tc_prepare(&c) && tc_run(&c)) {
+            double *ref = ref_batchnorm(c.d[0], &cs[i].x, c.d[1], c.d[2], c.d[3], c.d[4],
+                                        cs[i].eps);
+            int64_t total = ir_type_numel(&cs[i].x);
+            double *mag = malloc((size_t)total * sizeof *mag);
+            for (int64_t j = 0; j < total; j++) {
+                int64_t ch = j / spatial % C;
+                mag[j] = (c.abs_d[0][j] + c.abs_d[3][ch]) * c.abs_d[1][ch] /
+                         sqrt(c.d[4][ch] + cs[i].eps) + c.abs_d[2][ch];
+            }
+            tc_check(&c, ref, &cs[i].x, mag, 0, 0, 16 * U32);
+        }
+        tc_end(&c);
+    }
+}
+
+static void test_layernorm(void)
+{
+    struct { ir_type x, w; double eps, lo, hi; } cs[] = {
+        {F32(4, 10), F32(10), 1e-5, -1, 1},
+        {F32(2, 3, 4, 5), F32(4, 5), 1e-5, -1, 1},   /* two trailing dims */
+        {F32(3, 7), F32(3, 7), 1e-3, -1, 1},         /* every dim */
+        {F32(5, 1), F32(1), 1e-5, -1, 1},            /* D = 1: out = bias */
+        {F32(64, 768), F32(768), 1e-5, -1, 1},
+        {F32(6, 33), F32(33), 1e-6, 0.5, 2.5},       /* offset data */
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        tcase c;
+        tc_begin(&c, IR_OP_LAYERNORM);
+        tc_in(&c, cs[i].x, cs[i].lo, cs[i].hi);
+        tc_in(&c, cs[i].w, -2, 2);
+        tc_in(&c, cs[i].w, -1, 1);
+        ir_node *n = tc_node(&c);
+        ir_set_float(c.g, n, "eps", cs[i].eps);
+        if (tc_prepare(&c) && tc_run(&c)) {
+            double *ref = ref_layernorm(c.d[0], &cs[i].x, c.d[1], c.d[2], &cs[i].w, cs[i].eps);
+            int64_t D = ir_type_numel(&cs[i].w), rows = ir_type_numel(&cs[i].x) / D;
+            double *mag = malloc((size_t)(rows * D) * sizeof *mag);
+            for (int64_t r = 0; r < rows; r++) {
+                const double *xr = c.d[0] + r * D;
+                double mean = 0, var = 0;
+                for (int64_t j = 0; j < D; j++)
+                    mean += xr[j] / D;
+                for (int64_t j = 0; j < D; j++)
+                    var += (xr[j] - mean) * (xr[j] - mean) / D;
+                for (int64_t j = 0; j < D; j++)
+                    mag[r * D + j] = c.abs_d[1][j] * (fabs(xr[j]) + fabs(mean)) /
+                                     sqrt(var + cs[i].eps) + c.abs_d[2][j];
+            }
+            tc_check(&c, ref, &cs[i].x, mag, 0, 1e-7, 16 * sqrt((double)D + 1) * U32);
+        }
+        tc_end(&c);
+    }
+}
+
+static double max_abs(const double *d, int64_t n)
+{
+    double m = 0;
+    for (int64_t i = 0; i < n; i++)
+        m = fmax(m, fabs(d[i]));
+    return m;
+}
+
+static void test_softmax(void)
+{
+    struct { ir_type x; int axis; double lo, hi; } cs[] = {
+        {F32(4, 10), 1, -3, 3},
+        {F32(4, 10), 0, -3, 3},
+        {F32(2, 3, 5), 1, -3, 3},      /* middle axis */
+        {F32(2, 3, 4, 5), 3, -3, 3},
+        {F32(7), 0, -3, 3},
+        {F32(3, 1), 1, -3, 3},         /* one class: softmax 1, log_softmax 0 */
+        {F32(16, 1000), 1, -20, 20},
+        {F32(5, 9), 1, -1000, 1000},   /* large magnitudes: needs the max subtracted */
+        {F32(4, 6), 1, 500, 1000},     /* every exp overflows float32 unshifted */
+        {F32(3, 2, 40), 1, -100, 100},
+    };
+    for (int take_log = 0; take_log < 2; take_log++)
+        for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+            tcase c;
+            tc_begin(&c, take_log ? IR_OP_LOG_SOFTMAX : IR_OP_SOFTMAX);
+            tc_in(&c, cs[i].x, cs[i].lo, cs[i].hi);
+            ir_node *n = tc_node(&c);
+            ir_set_int(c.g, n, "axis", cs[i].axis);
+            if (!tc_prepare(&c) || !tc_run(&c)) {
+                tc_end(&c);
+                continue;
+            }
+            int64_t total = ir_type_numel(&cs[i].x), L = cs[i].x.dims[cs[i].axis];
+            double *ref = ref_softmax(c.d[0], &cs[i].x, cs[i].axis, take_log);
+            double *tol = malloc((size_t)total * sizeof *tol);
+            double xmax = max_abs(c.d[0], total);
+            for (int64_t j = 0; j < total; j++) {
+                if (take_log)
+                    tol[j] = 1e-6 + red_tol(L) + 4 * U32 * (fabs(ref[j]) + 2 * xmax);
+                else if (ref[j] > 1e-30)
+                    tol[j] = ref[j] * (red_tol(L) + 32 * U32 +
+                                       U32 * (fabs(log(ref[j])) + log((double)L)));
+                else
+                    tol[j] = 0;
+            }
+            tc_check(&c, ref, &cs[i].x, tol, 0, take_log ? 0 : 1e-12, 1);
+            tc_end(&c);
+        }
+}
+
+static void test_maxpool(void)
+{
+    struct { ir_type x; int64_t k[2], s[2], p[2], d[2]; double lo, hi; } cs[] = {
+        {F32(1, 1, 4, 4), {2, 2}, {2, 2}, {0, 0}, {1, 1}, -1, 1},
+        {F32(2, 3, 7, 9), {3, 3}, {2, 2}, {1, 1}, {1, 1}, -1, 1},
+        {F32(2, 2, 9, 8), {3, 2}, {1, 2}, {1, 0}, {2, 1}, -1, 1},
+        {F32(1, 3, 5, 5), {3, 3}, {1, 1}, {1, 1}, {1, 1}, -3, -1},  /* padding is not 0 */
+        {F32(2, 4, 10, 10), {2, 2}, {1, 1}, {1, 1}, {3, 3}, -1, 1},
+        {F32(1, 2, 2, 2), {2, 2}, {1, 1}, {1, 1}, {3, 3}, -1, 1},   /* window all padding */
+        {F32(4, 8, 32, 32), {3, 3}, {2, 2}, {1, 1}, {1, 1}, -1, 1},
+        {F32(1, 1, 1, 1), {1, 1}, {1, 1}, {0, 0}, {1, 1}, -1, 1},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        tcase c;
+        tc_begin(&c, IR_OP_MAXPOOL2D);
+        tc_in(&c, cs[i].x, cs[i].lo, cs[i].hi);
+        ir_node *n = tc_node(&c);
+        ir_set_ints(c.g, n, "kernel", 2, cs[i].k);
+        ir_set_ints(c.g, n, "stride", 2, cs[i].s);
+        ir_set_ints(c.g, n, "pad", 2, cs[i].p);
+        ir_set_ints(c.g, n, "dilation", 2, cs[i].d);
+        if (tc_prepare(&c) && tc_run(&c)) {
+            ir_type rt;
+            double *ref = ref_maxpool2d(c.d[0], &cs[i].x, cs[i].k, cs[i].s, cs[i].p, cs[i].d, &rt);
+            tc_check(&c, ref, &rt, NULL, 0, 0, 0);
+        }
+        tc_end(&c);
+    }
+}
+
+static void test_avgpool(void)
+{
+    struct { ir_type x; int64_t k[2], s[2], p[2]; int cip; } cs[] = {
+        {F32(1, 1, 4, 4), {2, 2}, {2, 2}, {0, 0}, 1},
+        {F32(2, 3, 7, 9), {3, 3}, {2, 2}, {1, 1}, 1},
+        {F32(2, 3, 7, 9), {3, 3}, {2, 2}, {1, 1}, 0},
+        {F32(2, 2, 9, 8), {3, 2}, {1, 2}, {1, 1}, 0},
+        {F32(2, 2, 9, 8), {3, 2}, {1, 2}, {1, 1}, 1},
+        {F32(1, 2, 5, 6), {5, 1}, {1, 1}, {2, 0}, 0},
+        {F32(4, 8, 32, 32), {3, 3}, {1, 1}, {1, 1}, 0},
+        {F32(1, 1, 1, 1), {1, 1}, {1, 1}, {0, 0}, 1},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        tcase c;
+        tc_begin(&c, IR_OP_AVGPOOL2D);
+        tc_in(&c, cs[i].x, -1, 1);
+        ir_node *n = tc_node(&c);
+        ir_set_ints(c.g, n, "kernel", 2, cs[i].k);
+        ir_set_ints(c.g, n, "stride", 2, cs[i].s);
+        ir_set_ints(c.g, n, "pad", 2, cs[i].p);
+        ir_set_int(c.g, n, "count_include_pad", cs[i].cip);
+        if (tc_prepare(&c) && tc_run(&c)) {
+            ir_type rt, mt;
+            double *ref = ref_avgpool2d(c.d[0], &cs[i].x, cs[i].k, cs[i].s, cs[i].p, cs[i].cip,
+                                        &rt);
+            double *mag = ref_avgpool2d(c.abs_d[0], &cs[i].x, cs[i].k, cs[i].s, cs[i].p,
+                                        cs[i].cip, &mt);
+            tc_check(&c, ref, &rt, mag, 4 * U32, 0, red_tol(cs[i].k[0] * cs[i].k[1]));
+        }
+        tc_end(&c);
+    }
+}
+
+static void test_global_avgpool(void)
+{
+    ir_type cs[] = {F32(1, 1, 1, 1), F32(2, 3, 5, 7), F32(4, 64, 7, 7), F32(2, 3, 33, 17)};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        tcase c;
+        tc_begin(&c, IR_OP_GLOBAL_AVGPOOL);
+        tc_in(&c, cs[i], -1, 1);
+        tc_node(&c);
+        if (tc_prepare(&c) && tc_run(&c)) {
+            ir_type rt, mt;
+            double *ref = ref_global_avgpool(c.d[0], &cs[i], &rt);
+            double *mag = ref_global_avgpool(c.abs_d[0], &cs[i], &mt);
+            tc_check(&c, ref, &rt, mag, 4 * U32, 0, red_tol(cs[i].dims[2] * cs[i].dims[3]));
+        }
+        tc_end(&c);
+    }
+}
+
+/* Data for the ops that only move elements is drawn from [lo, -lo): integers as wide
+ * as their dtype allows (past 32 bits for i64, to catch narrowing), floats in
+ * [-1, 1). */
+static double moved_lo(const ir_type *t)
+{
+    return t->dtype == IR_I64 ? -0x1p40 : t->dtype == IR_I32 ? -0x1p31 : -1;
+}
+
+static void test_reshape(void)
+{
+    struct { ir_type x; int rank; int64_t shape[4]; } cs[] = {
+        {F32(2, 3, 4), 2, {6, 4}},
+        {F32(24), 3, {2, 3, 4}},
+        {F32(5, 1, 3), 1, {15}},
+        {SCALAR, 2, {1, 1}},
+        {F32(1), 0, {0}},
+        {I64(3, 4), 3, {2, 1, 6}},      /* integers only move */
+        {I32(2, 5), 1, {10}},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        tcase c;
+        tc_begin(&c, IR_OP_RESHAPE);
+        tc_in(&c, cs[i].x, moved_lo(&cs[i].x), -moved_lo(&cs[i].x));
+        ir_node *n = tc_node(&c);
+        ir_set_ints(c.g, n, "shape", cs[i].rank, cs[i].shape);
+        if (tc_prepare(&c) && tc_run(&c)) {
+            ir_type rt;
+            double *ref = ref_reshape(c.d[0], &cs[i].x, cs[i].rank, cs[i].shape, &rt);
+            tc_check(&c, ref, &rt, NULL, 0, 0, 0);
+        }
+        tc_end(&c);
+    }
+}
+
+static void test_transpose(void)
+{
+    struct { ir_type x; int64_t perm[5]; } cs[] = {
+        {F32(2, 3), {1, 0}},
+        {F32(2, 3, 4), {2, 0, 1}},
+        {F32(2, 3, 4, 5), {0, 2, 1, 3}},
+        {F32(3, 1, 4, 1, 5), {4, 3, 2, 1, 0}},
+        {F32(7), {0}},
+        {F32(64, 600), {1, 0}},
+        {F32(2, 3, 5, 7), {0, 2, 3, 1}},   /* NCHW -> NHWC */
+        {I64(3, 4, 5), {1, 2, 0}},
+        {I32(4, 1, 3), {2, 0, 1}},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        tcase c;
+        tc_begin(&c, IR_OP_TRANSPOSE);
+        tc_in(&c, cs[i].x, moved_lo(&cs[i].x), -moved_lo(&cs[i].x));
+        ir_node *n = tc_node(&c);
+        ir_set_ints(c.g, n, "perm", cs[i].x.rank, cs[i].perm);
+        if (tc_prepare(&c) && tc_run(&c)) {
+            ir_type rt;
+            double *ref = ref_transpose(c.d[0], &cs[i].x, cs[i].perm, &rt);
+            tc_check(&c, ref, &rt, NULL, 0, 0, 0);
+        }
+        tc_end(&c);
+    }
+}
+
+static void concat_case(int n, const ir_type *ts, int axis)
+{
+    tcase c;
+    tc_begin(&c, IR_OP_CONCAT);
+    for (int i = 0; i < n; i++)
+        tc_in(&c, ts[i], moved_lo(&ts[i]), -moved_lo(&ts[i]));
+    ir_node *nd = tc_node(&c);
+    ir_set_int(c.g, nd, "axis", axis);
+    if (tc_prepare(&c) && tc_run(&c)) {
+        ir_type rt;
+        double *ref = ref_concat(n, (const double *const *)c.d, ts, axis, &rt);
+        tc_check(&c, ref, &rt, NULL, 0, 0, 0);
+    }
+    tc_end(&c);
+}
+
+static void test_concat(void)
+{
+    concat_case(2, (ir_type[]){F32(2, 3), F32(4, 3)}, 0);
+    concat_case(3, (ir_type[]){F32(2, 1, 4), F32(2, 3, 4), F32(2, 2, 4)}, 1);
+    concat_case(1, (ir_type[]){F32(3, 5)}, 1);
+    concat_case(2, (ir_type[]){F32(2, 3, 4, 1), F32(2, 3, 4, 5)}, 3);
+    concat_case(2, (ir_type[]){F32(5), F32(1)}, 0);
+    concat_case(3, (ir_type[]){I64(2, 3), I64(2, 1), I64(2, 4)}, 1);
+    concat_case(2, (ir_type[]){I32(1, 5), I32(3, 5)}, 0);
+    ir_type many[MAX_IN];
+    for (int i = 0; i < MAX_IN; i++)
+        many[i] = F32(2, 1 + i % 3, 3);
+    concat_case(MAX_IN, many, 1);
+    for (int i = 0; i < MAX_IN; i++)
+        many[i] = F32(1 + i % 2, 2, 5);
+    concat_case(MAX_IN, many, 0);
+}
+
+static void test_embedding(void)
+{
+    struct { ir_type idx; int64_t num, dim; } cs[] = {
+        {I32(5), 10, 4}, {I64(2, 3), 7, 5}, {I32(1), 1, 1}, {I64(4, 3, 2), 50, 16},
+        {I32(32, 40), 100, 64},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        ir_type tw = F32(cs[i].num, cs[i].dim);
+        tcase c;
+        tc_begin(&c, IR_OP_EMBEDDING);
+        tc_in(&c, cs[i].idx, 0, (double)cs[i].num);
+        tc_in(&c, tw, -1, 1);
+        tc_node(&c);
+        if (tc_prepare(&c) && tc_run(&c)) {
+            ir_type rt;
+            double *ref = ref_embedding(c.ix[0], &cs[i].idx, c.d[1], &tw, &rt);
+            tc_check(&c, ref, &rt, NULL, 0, 0, 0);
+        }
+        tc_end(&c);
+    }
+}
+
+static void test_cross_entropy(void)
+{
+    struct { int64_t n, classes; ir_dtype label; double lo, hi; } cs[] = {
+        {4, 10, IR_I64, -3, 3}, {1, 1, IR_I32, -3, 3}, {7, 3, IR_I32, -3, 3},
+        {16, 1000, IR_I64, -5, 5}, {5, 9, IR_I32, -500, 500},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        ir_type tl = F32(cs[i].n, cs[i].classes), ty_lab = ty(cs[i].label, INTS(cs[i].n));
+        tcase c;
+        tc_begin(&c, IR_OP_CROSS_ENTROPY);
+        tc_in(&c, tl, cs[i].lo, cs[i].hi);
+        tc_in(&c, ty_lab, 0, (double)cs[i].classes);
+        tc_node(&c);
+        if (tc_prepare(&c) && tc_run(&c)) {
+            double ref = ref_cross_entropy(c.d[0], &tl, c.ix[1]);
+            double xmax = max_abs(c.d[0], ir_type_numel(&tl));
+            double tol = 1e-6 + red_tol(cs[i].classes) + 4 * U32 * (fabs(ref) + 2 * xmax) +
+                         red_tol(cs[i].n) * fabs(ref);
+            ir_type rt = SCALAR;
+            tc_check(&c, scalar(ref), &rt, NULL, 0, tol, 0);
+        }
+        tc_end(&c);
+    }
+}
+
+static void test_mse(void)
+{
+    ir_type cs[] = {F32(5), F32(3, 4, 5), F32(1), F32(300, 200), SCALAR};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        tcase c;
+        tc_begin(&c, IR_OP_MSE);
+        tc_in(&c, cs[i], -1, 1);
+        tc_in(&c, cs[i], -1, 1);
+        tc_node(&c);
+        if (tc_prepare(&c) && tc_run(&c)) {
+            int64_t k = ir_type_numel(&cs[i]);
+            ir_type rt = SCALAR;
+            tc_check(&c, scalar(ref_mse(c.d[0], c.d[1], k)), &rt, NULL,
+                     8 * (sqrt((double)k) + 1) * U32, 0, 0);
+        }
+        tc_end(&c);
+    }
+}
+
+/* ---- errors: bad indices and labels ---- */
+
+/* Runs prepared case c with element j of integer input i set to bad: rt_exec_run
+ * must fail with a message (and the reference must agree that the op is
+ * undefined there), then succeed once the index is valid again. */
+static void expect_run_error(tcase *c, int i, int64_t j, int64_t bad, int undefined)
+{
+    tc_set_index(c, i, j, bad);
+    char err[256] = "";
+    int rc = rt_exec_run(c->x, err, sizeof err);
+    if (!undefined)
+        fail_case(c, "the reference does not find index %lld out of range", (long long)bad);
+    else if (rc != -1)
+        fail_case(c, "index %lld at element %lld: rt_exec_run returned %d, expected -1",
+                  (long long)bad, (long long)j, rc);
+    else if (!err[0])
+        fail_case(c, "index %lld: rt_exec_run failed without a message", (long long)bad);
+    /* the executor stays usable: with the index fixed the same run succeeds */
+    tc_set_index(c, i, j, 0);
+    tc_run(c);
+}
+
+static void test_errors(void)
+{
+    /* (dtype, bad value): past the end, negative, and one that wraps to a valid
+       index if cut to 32 bits */
+    struct { ir_dtype dt; int64_t bad; } bads[] = {
+        {IR_I32, 10}, {IR_I32, -1}, {IR_I64, 10}, {IR_I64, -7}, {IR_I64, ((int64_t)1 << 32) + 1},
+    };
+    for (size_t b = 0; b < sizeof bads / sizeof bads[0]; b++) {
+        ir_type tw = F32(10, 3), ti = ty(bads[b].dt, INTS(2, 3));
+        tcase c;
+        tc_begin(&c, IR_OP_EMBEDDING);
+        tc_in(&c, ti, 0, 10);
+        tc_in(&c, tw, -1, 1);
+        tc_node(&c);
+        if (tc_prepare(&c)) {
+            c.ix[0][4] = bads[b].bad;
+            ir_type rt;
+            double *ref = ref_embedding(c.ix[0], &ti, c.d[1], &tw, &rt);
+            expect_run_error(&c, 0, 4, bads[b].bad, ref == NULL);
+            free(ref);
+        }
+        tc_end(&c);
+
+        ir_type tl = F32(4, 10), tlab = ty(bads[b].dt, INTS(4));
+        tc_begin(&c, IR_OP_CROSS_ENTROPY);
+        tc_in(&c, tl, -1, 1);
+        tc_in(&c, tlab, 0, 10);
+        tc_node(&c);
+        if (tc_prepare(&c)) {
+            c.ix[1][2] = bads[b].bad;
+            double ref = ref_cross_entropy(c.d[0], &tl, c.ix[1]);
+            expect_run_error(&c, 1, 2, bads[b].bad, isnan(ref));
+        }
+        tc_end(&c);
+    }
+}
+
+static void run_all(void)
+{
+    test_const();
+    test_unary();
+    test_binary();
+    test_matmul();
+    test_dense();
+    test_conv2d();
+    test_batchnorm();
+    test_layernorm();
+    test_softmax();
+    test_maxpool();
+    test_avgpool();
+    test_global_avgpool();
+    test_reshape();
+    test_transpose();
+    test_concat();
+    test_embedding();
+    test_cross_entropy();
+    test_mse();
+    test_errors();
+}
+
+/* test_ops [-v]: -v lists the number of cases per op. */
+int main(int argc, char **argv)
+{
+    /* every case on all cores, then on one thread: the kernels split large loops
+       across OpenMP threads and small ones not, and both must agree */
+    static const int thread_counts[] = {0, 1};
+    for (size_t t = 0; t < sizeof thread_counts / sizeof thread_counts[0]; t++) {
+        threads = thread_counts[t];
+        rt_set_threads(threads);
+        case_seed = 12345;
+        run_all();
+    }
+
+    int missing = 0;
+    for (int op = 0; op < IR_NOPS; op++)
+        if (!cases_per_op[op]) {
+            printf("FAIL: no case for op %s\n", ir_ops[op].name);
+            missing++;
+        }
+    if (argc > 1 && strcmp(argv[1], "-v") == 0)
+        for (int op = 0; op < IR_NOPS; op++)
+            printf("  %-15s %d cases\n", ir_ops[op].name, cases_per_op[op] / 2);
+    printf("ops: %d cases over %d ops, on all threads and on one; %d failed%s\n", ncases / 2,
+           IR_NOPS, nfailed + missing, nfailed + missing ? "" : ", all within tolerance");
+    return nfailed + missing ? 1 : 0;
+}
