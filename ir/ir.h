@@ -226,6 +226,9 @@ void ir_init_fill(const ir_value *v, uint64_t seed, float *out);
 /* ---- text form (docs/ir.md) ---- */
 struct diag;
 void ir_print(const ir_graph *g, FILE *f);
+/* name as the printer writes it, bare or quoted, cut short to fit size: for
+ * messages.  Returns buf ("<unnamed>" for NULL). */
+const char *ir_name_str(char *buf, size_t size, const char *name);
 /* Parses IR text (file names the text in messages).  Returns NULL, with every
  * problem reported on d as file:line:col, when the text is malformed.  The graph
  * is not verified: call ir_verify. */

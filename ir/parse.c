@@ -112,33 +112,6 @@ static const char *clip(char *buf, size_t size, const char *s, size_t n)
     return buf;
 }
 
-/* A name as the printer writes it, bare or quoted, cut short for a message. */
-static const char *name_str(char *buf, size_t size, const char *s)
-{
-    int bare = is_ident_start((unsigned char)*s);
-    for (const char *q = s; *q && bare; q++)
-        bare = is_ident_char((unsigned char)*q);
-    size_t n = 0;
-    if (!bare)
-        buf[n++] = '"';
-    for (; *s && n + 8 < size; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (bare || (c >= 0x20 && c < 0x7f && c != '"' && c != '\\'))
-            buf[n++] = (char)c;
-        else if (c == '"' || c == '\\')
-            n += (size_t)snprintf(buf + n, size - n, "\\%c", c);
-        else if (c == '\n' || c == '\t')
-            n += (size_t)snprintf(buf + n, size - n, "\\%c", c == '\n' ? 'n' : 't');
-        else
-            n += (size_t)snprintf(buf + n, size - n, "\\x%02x", c);
-    }
-    if (*s)
-        n += (size_t)snprintf(buf + n, size - n, "...");
-    else if (!bare)
-        buf[n++] = '"';
-    buf[n] = '\0';
-    return buf;
-}
 
 /* What sits at `at`, for "unexpected ..." messages. */
 static const char *describe(const parser *P, const char *at, char *buf, size_t size)
@@ -289,7 +262,7 @@ static ir_value *value_use(parser *P, const char *expected)
     ir_value *v = ir_find_value(P->g, P->buf);
     if (!v) {
         char nb[96];
-        error_at(P, at, "use of undefined value %%%s", name_str(nb, sizeof nb, P->buf));
+        error_at(P, at, "use of undefined value %%%s", ir_name_str(nb, sizeof nb, P->buf));
     }
     return v;
 }
@@ -542,7 +515,7 @@ static int declare(parser *P, const char **name, ir_type *t)
         return 0;
     if (ir_find_value(P->g, P->buf)) {
         char nb[96];
-        return error_at(P, at, "redefinition of %%%s", name_str(nb, sizeof nb, P->buf));
+        return error_at(P, at, "redefinition of %%%s", ir_name_str(nb, sizeof nb, P->buf));
     }
     *name = ir_strdup(P->g, P->buf);
     return expect(P, ':', "expected ':' after the value name") && parse_type(P, t);
@@ -578,7 +551,7 @@ static int parse_attr(parser *P, ir_node *n)
         return 0;
     if (ir_get_attr(n, P->buf)) {
         char nb[96];
-        return error_at(P, at, "duplicate attribute %s", name_str(nb, sizeof nb, P->buf));
+        return error_at(P, at, "duplicate attribute %s", ir_name_str(nb, sizeof nb, P->buf));
     }
     const char *key = ir_strdup(P->g, P->buf);
     if (!expect(P, '=', "expected '=' after the attribute name"))
@@ -630,7 +603,7 @@ static void parse_node(parser *P)
         for (int i = 0; i < nout && names[nout]; i++)
             if (strcmp(names[i], names[nout]) == 0) {
                 char nb[96];
-                error_at(P, at, "redefinition of %%%s", name_str(nb, sizeof nb, names[i]));
+                error_at(P, at, "redefinition of %%%s", ir_name_str(nb, sizeof nb, names[i]));
                 names[nout] = NULL;
                 ok = 0;
             }

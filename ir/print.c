@@ -68,6 +68,36 @@ static void put_quoted(FILE *f, const char *s)
     fputc('"', f);
 }
 
+/* A name as the printer writes it, bare or quoted, cut short for a message. */
+const char *ir_name_str(char *buf, size_t size, const char *s)
+{
+    if (!s)
+        return "<unnamed>";
+    int bare = is_ident_start((unsigned char)*s);
+    for (const char *q = s; *q && bare; q++)
+        bare = is_ident_char((unsigned char)*q);
+    size_t n = 0;
+    if (!bare)
+        buf[n++] = '"';
+    for (; *s && n + 8 < size; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (bare || (c >= 0x20 && c < 0x7f && c != '"' && c != '\\'))
+            buf[n++] = (char)c;
+        else if (c == '"' || c == '\\')
+            n += (size_t)snprintf(buf + n, size - n, "\\%c", c);
+        else if (c == '\n' || c == '\t')
+            n += (size_t)snprintf(buf + n, size - n, "\\%c", c == '\n' ? 'n' : 't');
+        else
+            n += (size_t)snprintf(buf + n, size - n, "\\x%02x", c);
+    }
+    if (*s)
+        n += (size_t)snprintf(buf + n, size - n, "...");
+    else if (!bare)
+        buf[n++] = '"';
+    buf[n] = '\0';
+    return buf;
+}
+
 static void put_name(FILE *f, const char *s)
 {
     if (is_ident(s))

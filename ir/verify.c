@@ -132,51 +132,12 @@ static void report(verifier *V, ir_loc loc, const char *fmt, ...)
     V->errors++;
 }
 
-static int is_ident_start(int c)
-{
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
-}
-
-static int is_ident_char(int c)
-{
-    return is_ident_start(c) || (c >= '0' && c <= '9') || c == '.';
-}
-
-/* A name as the printer writes it, bare or quoted, cut short for a message. */
-static const char *name_str(char *buf, size_t size, const char *s)
-{
-    if (!s)
-        return "<unnamed>";
-    int bare = is_ident_start((unsigned char)*s);
-    for (const char *q = s; *q && bare; q++)
-        bare = is_ident_char((unsigned char)*q);
-    size_t n = 0;
-    if (!bare)
-        buf[n++] = '"';
-    for (; *s && n + 8 < size; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (bare || (c >= 0x20 && c < 0x7f && c != '"' && c != '\\'))
-            buf[n++] = (char)c;
-        else if (c == '"' || c == '\\')
-            n += (size_t)snprintf(buf + n, size - n, "\\%c", c);
-        else if (c == '\n' || c == '\t')
-            n += (size_t)snprintf(buf + n, size - n, "\\%c", c == '\n' ? 'n' : 't');
-        else
-            n += (size_t)snprintf(buf + n, size - n, "\\x%02x", c);
-    }
-    if (*s)
-        n += (size_t)snprintf(buf + n, size - n, "...");
-    else if (!bare)
-        buf[n++] = '"';
-    buf[n] = '\0';
-    return buf;
-}
 
 /* "%name" of a value, for messages. */
 static const char *value_str(char *buf, size_t size, const ir_value *v)
 {
     char nb[100];
-    snprintf(buf, size, "%%%s", name_str(nb, sizeof nb, v->name));
+    snprintf(buf, size, "%%%s", ir_name_str(nb, sizeof nb, v->name));
     return buf;
 }
 
@@ -452,14 +413,14 @@ static void check_outputs(verifier *V)
         if (!o->name || !*o->name)
             report(V, o->loc, "output %d has an empty name", i);
         else if (map_get(&V->outputs, o->name))
-            report(V, o->loc, "output name %s is used twice", name_str(nb, sizeof nb, o->name));
+            report(V, o->loc, "output name %s is used twice", ir_name_str(nb, sizeof nb, o->name));
         else
             map_put(&V->outputs, o->name, 1);
         if (!o->value)
-            report(V, o->loc, "output %s has no value", name_str(nb, sizeof nb, o->name));
+            report(V, o->loc, "output %s has no value", ir_name_str(nb, sizeof nb, o->name));
         else if (!map_get(&V->state, o->value))
             report(V, o->loc, "output %s refers to %s, which is not defined in the graph",
-                   name_str(nb, sizeof nb, o->name), value_str(vb, sizeof vb, o->value));
+                   ir_name_str(nb, sizeof nb, o->name), value_str(vb, sizeof vb, o->value));
     }
 }
 

@@ -413,8 +413,6 @@ static int k_maxpool(rt_exec *x, const ir_node *n)
     return 0;
 }
 
-/* PyTorch's divisor: with count_include_pad, the window clipped to the padded
- * input; without, to the input itself. */
 static int k_avgpool(rt_exec *x, const ir_node *n)
 {
     const ir_type *t = &n->in[0]->type, *to = &n->out[0]->type;
@@ -429,17 +427,13 @@ static int k_avgpool(rt_exec *x, const ir_node *n)
     for (int64_t p = 0; p < planes; p++)
         for (int64_t oy = 0; oy < oh; oy++)
             for (int64_t ox = 0; ox < ow; ox++) {
-                int64_t y0 = oy * st[0] - pd[0], x0 = ox * st[1] - pd[1];
-                int64_t y1 = y0 + k[0] < h + pd[0] ? y0 + k[0] : h + pd[0];
-                int64_t x1 = x0 + k[1] < w + pd[1] ? x0 + k[1] : w + pd[1];
-                int64_t padded = (y1 - y0) * (x1 - x0);
-                y0 = y0 < 0 ? 0 : y0, x0 = x0 < 0 ? 0 : x0;
-                y1 = y1 > h ? h : y1, x1 = x1 > w ? w : x1;
+                int64_t win[4];
+                int64_t div = rt_avgpool_window(k, st, pd, h, w, oy, ox, incl, win);
                 float s = 0;
-                for (int64_t iy = y0; iy < y1; iy++)
-                    for (int64_t ix = x0; ix < x1; ix++)
+                for (int64_t iy = win[0]; iy < win[1]; iy++)
+                    for (int64_t ix = win[2]; ix < win[3]; ix++)
                         s += a[(p * h + iy) * w + ix];
-                o[(p * oh + oy) * ow + ox] = s / (float)(incl ? padded : (y1 - y0) * (x1 - x0));
+                o[(p * oh + oy) * ow + ox] = s / (float)div;
             }
     return 0;
 }

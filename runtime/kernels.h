@@ -58,6 +58,22 @@ void rt_im2col(const conv_geom *g, const float *img, int64_t c0, int64_t cg, flo
  * images, whose per-image GEMMs would be too small). */
 int rt_conv_per_image(const conv_geom *g);
 
+/* The window of avgpool2d's output (oy, ox) clipped to the input,
+ * [win[0], win[1]) x [win[2], win[3]), and PyTorch's divisor: the window clipped
+ * to the padded input with count_include_pad, to the input without. */
+static inline int64_t rt_avgpool_window(const int64_t *k, const int64_t *st, const int64_t *pd,
+                                        int64_t h, int64_t w, int64_t oy, int64_t ox, int incl,
+                                        int64_t win[4])
+{
+    int64_t y0 = oy * st[0] - pd[0], x0 = ox * st[1] - pd[1];
+    int64_t y1 = y0 + k[0] < h + pd[0] ? y0 + k[0] : h + pd[0];
+    int64_t x1 = x0 + k[1] < w + pd[1] ? x0 + k[1] : w + pd[1];
+    int64_t padded = (y1 - y0) * (x1 - x0);
+    win[0] = y0 < 0 ? 0 : y0, win[2] = x0 < 0 ? 0 : x0;
+    win[1] = y1 > h ? h : y1, win[3] = x1 > w ? w : x1;
+    return incl ? padded : (win[1] - win[0]) * (win[3] - win[2]);
+}
+
 /* The kernels of the ops autodiff makes (grad.c).  Returns 0 or -1 with err. */
 int rt_train_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen);
 

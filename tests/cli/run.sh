@@ -3,19 +3,8 @@
 # what differed; the script ends with "N passed, M failed" and fails if any did.
 set -u
 gnc=$1 src=$2 work=$3
+. "$(cd "$(dirname "$0")/.." && pwd)/lib.sh"
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-
-# expect CODE CMD...: exit status CODE; stdout+stderr kept in $out
-expect() {
-    local want=$1; shift
-    out=$("$@" 2>&1); local got=$?
-    if [ "$got" = "$want" ]; then ok; else bad "'$*' exited $got, want $want"; echo "$out" | head -20; fi
-}
-# has TEXT: the last output contains TEXT
-has() { if grep -qF -- "$1" <<<"$out"; then ok; else bad "output lacks '$1'"; echo "$out" | head -20; fi; }
 
 # help and usage errors
 expect 0 "$gnc" --help;                    has "usage: gnc <command>"
@@ -88,5 +77,4 @@ printf 'garbage' >junk.npy
 expect 1 "$gnc" run "$src/models/lenet.net" -D batch=2 --input image=junk.npy
 has "not a .npy file"
 
-echo "cli: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+summary cli

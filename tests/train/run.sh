@@ -7,17 +7,8 @@
 # and flags.  Ends with "N passed, M failed"; fails if any did.
 set -u
 gnc=$1 src=$2 work=$3 data=$4
+. "$(cd "$(dirname "$0")/.." && pwd)/lib.sh"
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-expect() {
-    local want=$1; shift
-    out=$("$@" 2>&1); local got=$?
-    if [ "$got" = "$want" ]; then ok; else bad "'$*' exited $got, want $want"; echo "$out" | tail -20; fi
-}
-has() { if grep -qF -- "$1" <<<"$out"; then ok; else bad "output lacks '$1'"; echo "$out" | tail -20; fi; }
-same() { if cmp -s "$1" "$2"; then ok; else bad "$1 and $2 differ ($3)"; fi; }
 
 for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
     [ -r "$data/$f.gz" ] || [ -r "$data/$f" ] || { echo "run.sh: $data lacks $f (install dataset-fashion-mnist)"; exit 1; }
@@ -142,5 +133,4 @@ expect 2 "$gnc" dump "$lenet" --train --nesterov;     has "--nesterov needs a --
 expect 2 "$gnc" eval "$lenet" --lr 0.1;               has "does not apply to this command"
 expect 2 "$gnc" eval "$lenet" --data tiny;            has "eval needs --weights"
 
-echo "train: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+summary train
