@@ -319,12 +319,14 @@ int cmd_train(const options *o)
     long long timed = -1;
     printf("training %s: %lld steps of %lld images per epoch, %lld steps to go\n", tm.g->name,
            per_epoch, batch, total - step);
+    long long first_step = step;
     for (; step < total; step++) {
         long long epoch = step / per_epoch, pos = step % per_epoch;
         if (pos == 0 || epoch_steps == 0)
             rt_dataset_order(order, train.n, seed, (uint64_t)epoch);
         feed(&tm, &train, order, pos * batch);
-        *(float *)rt_exec_data(tm.x, tm.lr) = (float)lr_at(o, step, epoch, total);
+        double lr = lr_at(o, step, epoch, total);
+        *(float *)rt_exec_data(tm.x, tm.lr) = (float)lr;
         *(int64_t *)rt_exec_data(tm.x, tm.step) = step;
         *(int64_t *)rt_exec_data(tm.x, tm.seed) = (int64_t)seed;
         if (rt_exec_run(tm.x, err, sizeof err) != 0) {
@@ -346,12 +348,14 @@ int cmd_train(const options *o)
         char eta[32];
         fmt_time((double)(total - step - 1) * (now - t_start) / 1e3 / (double)done_steps, eta,
                  sizeof eta);
+        /* plain lines: ten per epoch, or every step of a short run */
+        long long every = total - first_step <= 50 ? 1 : per_epoch / 10 ? per_epoch / 10 : 1;
         if (tty)
-            fprintf(stderr, "\r  epoch %lld  step %lld/%lld  loss %.4f  %.0f images/s  ETA %s ",
-                    epoch + 1, pos + 1, per_epoch, loss, ips, eta);
-        else if ((pos + 1) % (per_epoch / 10 ? per_epoch / 10 : 1) == 0 || step + 1 == total)
-            printf("  epoch %lld  step %lld/%lld  loss %.4f  %.0f images/s  ETA %s\n", epoch + 1,
-                   pos + 1, per_epoch, loss, ips, eta);
+            fprintf(stderr, "\r  epoch %lld  step %lld/%lld  loss %.4f  lr %.4g  %.0f images/s  "
+                    "ETA %s ", epoch + 1, pos + 1, per_epoch, loss, lr, ips, eta);
+        else if ((pos + 1) % every == 0 || step + 1 == total)
+            printf("  epoch %lld  step %lld/%lld  loss %.4f  lr %.4g  %.0f images/s  ETA %s\n",
+                   epoch + 1, pos + 1, per_epoch, loss, lr, ips, eta);
         if (pos + 1 < per_epoch && step + 1 < total)
             continue;
 

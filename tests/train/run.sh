@@ -123,6 +123,20 @@ has "update %batchnorm0.running_mean = "
 expect 1 "$gnc" dump lenet.train.gir --train
 has "reserved for training"
 
+# learning-rate schedules: the lr of each step is in the log lines
+S=("$gnc" train "$lenet" --data tiny --batch 64 --lr 0.2 --epochs 3)
+expect 0 "${S[@]}" --warmup 4
+has "step 1/8  loss"
+has "lr 0.05  "
+has "step 4/8  loss"
+expect 0 "${S[@]}" --schedule step --step-size 1 --gamma 0.5
+has "epoch 3  step 8/8  loss"
+if grep -q "epoch 2  step 1/8 .* lr 0.1  " <<<"$out" && grep -q "epoch 3  step 1/8 .* lr 0.05  " <<<"$out"; then
+    ok; else bad "step schedule: $(grep 'step 1/8' <<<"$out")"; fi
+expect 0 "${S[@]}" --schedule cosine
+if grep -q "epoch 1  step 1/8 .* lr 0.2  " <<<"$out" && grep -q "epoch 2  step 5/8 .* lr 0.1  " <<<"$out"; then
+    ok; else bad "cosine schedule: $(grep -E 'step (1|5)/8' <<<"$out")"; fi
+
 # flags
 expect 2 "$gnc" train "$lenet" --lr -1;               has "--lr needs a positive number"
 expect 2 "$gnc" train "$lenet" --optimizer rmsprop;   has "--optimizer needs sgd, adam or adamw"
