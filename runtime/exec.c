@@ -423,6 +423,21 @@ static int k_avgpool(rt_exec *x, const ir_node *n)
     int64_t planes = t->dims[0] * t->dims[1];
     const float *a = IN(0);
     float *o = OUT;
+    if (rt_pool_tiles(k, st, pd)) { /* windows side by side: no clipping */
+        float scale = 1.0f / (float)(k[0] * k[1]);
+#pragma omp parallel for if (planes * h * w > PAR_MIN)
+        for (int64_t p = 0; p < planes; p++)
+            for (int64_t oy = 0; oy < oh; oy++)
+                for (int64_t ox = 0; ox < ow; ox++) {
+                    const float *src = a + (p * h + oy * k[0]) * w + ox * k[1];
+                    float s = 0;
+                    for (int64_t ky = 0; ky < k[0]; ky++)
+                        for (int64_t kx = 0; kx < k[1]; kx++)
+                            s += src[ky * w + kx];
+                    o[(p * oh + oy) * ow + ox] = s * scale;
+                }
+        return 0;
+    }
 #pragma omp parallel for if (planes * oh * ow * k[0] * k[1] > PAR_MIN)
     for (int64_t p = 0; p < planes; p++)
         for (int64_t oy = 0; oy < oh; oy++)

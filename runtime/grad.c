@@ -502,6 +502,22 @@ static int k_avgpool_grad(rt_exec *x, const ir_node *n)
     int64_t planes = t->dims[0] * t->dims[1];
     const float *dy = IN(0);
     float *dx = OUT;
+    if (rt_pool_tiles(k, st, pd)) { /* each element gets its one window's share */
+        float scale = 1.0f / (float)(k[0] * k[1]);
+#pragma omp parallel for if (planes * h * w > PAR_MIN)
+        for (int64_t p = 0; p < planes; p++)
+            for (int64_t iy = 0; iy < h; iy++) {
+                float *d = dx + (p * h + iy) * w;
+                const float *g = dy + (p * oh + iy / k[0]) * ow;
+                int64_t inside = iy < oh * k[0] ? ow * k[1] : 0;
+                for (int64_t ox = 0; inside && ox < ow; ox++)
+                    for (int64_t kx = 0; kx < k[1]; kx++)
+                        d[ox * k[1] + kx] = g[ox] * scale;
+                for (int64_t ix = inside; ix < w; ix++)
+                    d[ix] = 0;
+            }
+        return 0;
+    }
     memset(dx, 0, (size_t)NUMEL(n->out[0]) * sizeof *dx);
 #pragma omp parallel for if (planes * oh * ow * k[0] * k[1] > PAR_MIN)
     for (int64_t p = 0; p < planes; p++)

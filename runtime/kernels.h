@@ -58,6 +58,13 @@ void rt_im2col(const conv_geom *g, const float *img, int64_t c0, int64_t cg, flo
  * images, whose per-image GEMMs would be too small). */
 int rt_conv_per_image(const conv_geom *g);
 
+/* Whether pooling windows tile the input: stride equal to the kernel, no
+ * padding (each input element in at most one window, none clipped). */
+static inline int rt_pool_tiles(const int64_t *k, const int64_t *st, const int64_t *pd)
+{
+    return k[0] == st[0] && k[1] == st[1] && pd[0] == 0 && pd[1] == 0;
+}
+
 /* The window of avgpool2d's output (oy, ox) clipped to the input,
  * [win[0], win[1]) x [win[2], win[3]), and PyTorch's divisor: the window clipped
  * to the padded input with count_include_pad, to the input without. */
