@@ -3,8 +3,76 @@
 #ifndef GNC_PASSES_H
 #define GNC_PASSES_H
 
+#include <stdint.h>
+#include <stdio.h>
+
 #include "diag.h"
 #include "ir.h"
+
+/* ---- the pass manager (pm.c) ---- */
+
+/* A pass rewrites g in place and returns how many nodes it changed, or -1 after
+ * reporting an error on d. */
+typedef struct {
+    const char *name;
+    const char *what;           /* one line, for --help */
+    int (*run)(ir_graph *g, diag *d);
+} pass_info;
+
+const pass_info *pass_lookup(const char *name, size_t len);
+const pass_info *pass_list(int *count);
+
+typedef struct {
+    int verify_each;            /* the verifier after every pass */
+    int time_passes;            /* a line per pass: time and changes */
+    const char *dump_ir;        /* "all", "before:PASS", "after:PASS" or NULL */
+    const char *dump_dir;       /* dumps go to DIR/NN-when-pass.gir; NULL: to out */
+    FILE *out;                  /* timings, and dumps without dump_dir */
+} pm_options;
+
+/* The default pipeline, as a --passes list. */
+const char *pm_default_pipeline(int training);
+
+/* Runs the comma-separated passes of pipeline on g.  Returns 0, or -1 with the
+ * problem on d (an unknown pass, a failing pass, IR that no longer verifies). */
+int pm_run(ir_graph *g, const char *pipeline, const pm_options *o, diag *d);
+
+/* The passes (simplify.c, memplan.c). */
+int pass_simplify(ir_graph *g, diag *d);
+int pass_fold(ir_graph *g, diag *d);
+int pass_cse(ir_graph *g, diag *d);
+int pass_dce(ir_graph *g, diag *d);
+int pass_schedule(ir_graph *g, diag *d);
+
+/* ---- static memory planning (memplan.c) ---- */
+
+#define MP_ALIGN 256            /* bytes: every buffer's offset and size */
+
+typedef struct {
+    const ir_value *value;
+    int64_t offset, size;       /* bytes in the arena; size aligned */
+    int first, last;            /* node indices: defined, last read (nnodes: kept) */
+} mp_buffer;
+
+typedef struct {
+    mp_buffer *bufs;            /* every node result */
+    int nbufs;
+    int64_t arena_bytes;        /* the planned peak */
+    int64_t lower_bound;        /* the most bytes live at one time: no plan is smaller */
+    int64_t no_reuse_bytes;     /* every buffer a place of its own */
+    int64_t param_bytes;        /* parameters, buffers and state: their own region */
+    int64_t input_bytes;
+    int64_t *offset_by_id;      /* value id -> offset; -1 outside the arena */
+    int nvalues;
+} mp_plan;
+
+/* Plans g's node results in its current order. */
+mp_plan *mp_plan_graph(const ir_graph *g);
+/* Proves p for g: 0, or -1 with the first two buffers that collide. */
+int mp_check(const ir_graph *g, const mp_plan *p, char *err, size_t errlen);
+/* The arena, buffer by buffer: offset, bytes, live range, value. */
+void mp_print(const ir_graph *g, const mp_plan *p, FILE *f);
+void mp_plan_free(mp_plan *p);
 
 typedef enum { AD_SGD, AD_ADAM, AD_ADAMW } ad_optimizer_kind;
 

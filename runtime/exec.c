@@ -646,14 +646,29 @@ static int alloc_value(rt_exec *x, const ir_value *v, char *err, size_t errlen)
 
 rt_exec *rt_exec_new(const ir_graph *g, char *err, size_t errlen)
 {
+    return rt_exec_new_planned(g, NULL, 0, err, errlen);
+}
+
+rt_exec *rt_exec_new_planned(const ir_graph *g, const int64_t *offsets, int64_t arena_bytes,
+                             char *err, size_t errlen)
+{
     rt_exec *x = calloc(1, sizeof *x);
-    if (!x || !(x->buf = calloc((size_t)g->nvalues + 1, sizeof *x->buf))) {
+    if (!x || !(x->buf = calloc((size_t)g->nvalues + 1, sizeof *x->buf)) ||
+        !(x->in_arena = calloc((size_t)g->nvalues + 1, 1))) {
+        if (x)
+            free(x->buf);
         free(x);
         fail(err, errlen, "out of memory");
         return NULL;
     }
     x->g = g;
     x->nvalues = g->nvalues;
+    /* 256-byte aligned, as the plan's offsets are */
+    if (offsets && arena_bytes > 0 &&
+        !(x->arena = aligned_alloc(256, (size_t)(arena_bytes + 255) / 256 * 256))) {
+        fail(err, errlen, "out of memory for the %lld-byte arena", (long long)arena_bytes);
+        goto fail;
+    }
     for (int i = 0; i < g->ninputs; i++)
         if (alloc_value(x, g->inputs[i], err, errlen))
             goto fail;
@@ -668,9 +683,15 @@ rt_exec *rt_exec_new(const ir_graph *g, char *err, size_t errlen)
                  n->out[0]->name);
             goto fail;
         }
-        for (int k = 0; k < n->nout; k++)
-            if (alloc_value(x, n->out[k], err, errlen))
+        for (int k = 0; k < n->nout; k++) {
+            const ir_value *v = n->out[k];
+            if (offsets && offsets[v->id] >= 0) {
+                x->buf[v->id] = x->arena + offsets[v->id];
+                x->in_arena[v->id] = 1;
+            } else if (alloc_value(x, v, err, errlen)) {
                 goto fail;
+            }
+        }
     }
     return x;
 fail:
@@ -683,8 +704,11 @@ void rt_exec_free(rt_exec *x)
     if (!x)
         return;
     for (int i = 0; i < x->nvalues; i++)
-        free(x->buf[i]);
+        if (!x->in_arena[i])
+            free(x->buf[i]);
     free(x->buf);
+    free(x->in_arena);
+    free(x->arena);
     free(x->scratch);
     free(x);
 }

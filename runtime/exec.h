@@ -1,6 +1,7 @@
 /* The CPU reference executor: runs any IR graph on the CPU in float32.
  *
- * It allocates one buffer per value (inputs, parameters, node results), fills
+ * It allocates one buffer per value (inputs, parameters, node results; or node
+ * results in one planned arena), fills
  * parameters from their initializers, and runs the nodes in list order.  GEMM-shaped
  * work (dense, matmul, conv2d through im2col) goes through OpenBLAS's cblas_sgemm;
  * the other kernels are parallelised with OpenMP.  Integer inputs (labels, embedding
@@ -24,6 +25,12 @@ typedef struct rt_exec rt_exec;
  * Returns NULL with a message when a value's dtype or size is unsupported or
  * memory runs out. */
 rt_exec *rt_exec_new(const ir_graph *g, char *err, size_t errlen);
+/* The same with node results in one arena of arena_bytes: value v at
+ * offsets[v->id] (256-byte aligned), or a buffer of its own where that is -1.
+ * The offsets must come from a proven plan (passes/memplan.c, mp_check): buffers
+ * live at the same time must not overlap. */
+rt_exec *rt_exec_new_planned(const ir_graph *g, const int64_t *offsets, int64_t arena_bytes,
+                             char *err, size_t errlen);
 void rt_exec_free(rt_exec *x);
 
 /* The buffer of value v: float32 for floating-point dtypes, int32_t/int64_t/uint8_t

@@ -12,6 +12,8 @@ struct rt_exec {
     const ir_graph *g;
     int nvalues;
     void **buf;           /* by value id */
+    char *arena;          /* node results, when planned (rt_exec_new_planned) */
+    char *in_arena;       /* by value id: buf points into the arena */
     float *scratch;       /* im2col columns */
     size_t scratch_cap;   /* floats */
     int profile;          /* time each op (rt_exec_set_profile) */

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "diag.h"
+#include "filecheck.h"
 #include "frontend.h"
 #include "ir.h"
 
@@ -91,24 +92,6 @@ static char *diag_text(const diag *d)
     diag_print(d, f);
     fclose(f);
     return s;
-}
-
-/* Splits text into lines (in place); returns the count. */
-static int split_lines(char *text, char ***lines)
-{
-    int n = 0, cap = 0;
-    *lines = NULL;
-    for (char *p = text; *p;) {
-        char *nl = strchr(p, '\n');
-        if (n == cap)
-            *lines = realloc(*lines, (size_t)(cap = 2 * cap + 16) * sizeof **lines);
-        (*lines)[n++] = p;
-        if (!nl)
-            break;
-        *nl = '\0';
-        p = nl + 1;
-    }
-    return n;
 }
 
 /* Prints a line diff of want and got (LCS, small texts), "-" for lines only in
@@ -182,65 +165,15 @@ static fe_options options(const directives *dv)
     return (fe_options){dv->model, dv->ndefines, dv->names, dv->values};
 }
 
-/* Matches the CHECK lines of text against out, FileCheck style.  Returns 1 when
- * all hold, else reports the first that does not. */
-static int file_check(const char *what, const char *text, const char *out)
+/* file_check (filecheck.c), failures counted and shown with the output. */
+static int check_lines(const char *what, const char *text, const char *out)
 {
-    char *src = strdup(text), *res = strdup(out), **sl, **ol;
-    int ns = split_lines(src, &sl), no = split_lines(res, &ol);
-    int pos = -1;           /* the line of the last match */
-    int nnot = 0, ok = 1, nchecks = 0;
-    const char *nots[64];
-    for (int i = 0; i <= ns && ok; i++) {
-        const char *l = i < ns ? sl[i] + strspn(sl[i], " \t") : "# CHECK-END";
-        const char *pat = NULL;
-        int next = 0;
-        if (strncmp(l, "# CHECK-NOT: ", 13) == 0) {
-            if (nnot < 64)
-                nots[nnot++] = l + 13;
-            continue;
-        }
-        if (strncmp(l, "# CHECK: ", 9) == 0)
-            pat = l + 9;
-        else if (strncmp(l, "# CHECK-NEXT: ", 14) == 0)
-            pat = l + 14, next = 1;
-        else if (strcmp(l, "# CHECK-END") != 0)
-            continue;
-        int at = no; /* CHECK-END: the end of the output */
-        if (pat) {
-            nchecks++;
-            for (at = pos + 1; at < no && !strstr(ol[at], pat); at++)
-                if (next)
-                    at = no - 1;
-            if (at == no || (next && at != pos + 1)) {
-                fail(what, "%s '%s' not found after output line %d", next ? "CHECK-NEXT"
-                     : "CHECK", pat, pos + 1);
-                ok = 0;
-                break;
-            }
-        }
-        for (int k = 0; k < nnot && ok; k++)
-            for (int j = pos + 1; j < at; j++)
-                if (strstr(ol[j], nots[k])) {
-                    fail(what, "CHECK-NOT '%s' found on output line %d: %s", nots[k], j + 1,
-                         ol[j]);
-                    ok = 0;
-                    break;
-                }
-        nnot = 0;
-        pos = at;
-    }
-    if (ok && nchecks == 0) {
-        fail(what, "no CHECK lines");
-        ok = 0;
-    }
-    if (!ok)
-        fprintf(stderr, "output:\n%s", out);
-    free(sl);
-    free(ol);
-    free(src);
-    free(res);
-    return ok;
+    char msg[1024];
+    if (file_check(text, out, msg, sizeof msg))
+        return 1;
+    fail(what, "%s", msg);
+    fprintf(stderr, "output:\n%s", out);
+    return 0;
 }
 
 static int has_suffix(const char *s, const char *suffix)
@@ -304,7 +237,7 @@ static void valid_file(const char *path)
             char *vmsgs = diag_text(&vd);
             fail(path, "the graph does not verify:\n%s", vmsgs);
             free(vmsgs);
-        } else if (file_check(path, text, out)) {
+        } else if (check_lines(path, text, out)) {
             passed++;
         }
         free(out);

@@ -22,6 +22,10 @@ typedef struct {
     int threads;
     int repeat;
     int train;                  /* --train: the training-step graph */
+    const char *passes;         /* --passes=LIST; NULL: the default pipeline */
+    const char *dump_ir;        /* --dump-ir=all|before:P|after:P */
+    const char *dump_dir;       /* --dump-dir DIR */
+    int verify_each, time_passes, dump_memory, stats;
     int profile;                /* --profile: time per op */
     ad_optimizer opt;           /* --optimizer, --momentum, --nesterov, --weight-decay */
     /* gnc train and gnc eval */
@@ -38,6 +42,10 @@ typedef struct {
 /* Loads a model (.net) or IR text (.gir) and verifies it; with define batch
  * (> 0), -D batch=BATCH comes first (the command line's -D still wins). */
 ir_graph *cli_load(const options *o, long long batch, diag *d);
+/* Runs o's pipeline on g (--passes, or the default one for training or
+ * inference), then plans its memory and proves the plan.  Returns the plan, or
+ * NULL with the problem on d. */
+mp_plan *cli_optimize(const options *o, ir_graph *g, int training, diag *d);
 double cli_now_ms(void);
 
 int cmd_train(const options *o);

@@ -177,6 +177,13 @@ static const struct flag {
     {"--repeat", "run", 1},
     {"--train", "dump compile", 0},
     {"--profile", "run train", 0},
+    {"--passes", "dump compile run train eval", 1},
+    {"--dump-ir", "compile", 1},
+    {"--dump-dir", "compile", 1},
+    {"--verify-each", "compile run train eval", 0},
+    {"--time-passes", "compile", 0},
+    {"--dump-memory", "compile", 0},
+    {"--stats", "compile", 0},
     {"--optimizer", "dump compile train", 1},
     {"--momentum", "dump compile train", 1},
     {"--nesterov", "dump compile train", 0},
@@ -289,6 +296,34 @@ static int parse_args(int argc, char **argv, options *o)
             o->train = 1;
         } else if (strcmp(name, "--profile") == 0) {
             o->profile = 1;
+        } else if (strcmp(name, "--passes") == 0) {
+            for (const char *p = val; *p;) {
+                const char *end = strchr(p, ',');
+                size_t len = end ? (size_t)(end - p) : strlen(p);
+                if (!pass_lookup(p, len))
+                    return usage_error(cmdsp, "--passes: unknown pass in '%s' (see 'gnc compile "
+                                       "--help')", val);
+                p += len + (end != NULL);
+            }
+            o->passes = val;
+        } else if (strcmp(name, "--dump-ir") == 0) {
+            const char *colon = strchr(val, ':');
+            if (strcmp(val, "all") != 0 &&
+                (!colon || (strncmp(val, "before:", 7) && strncmp(val, "after:", 6)) ||
+                 (!pass_lookup(colon + 1, strlen(colon + 1)) && strcmp(colon + 1, "input"))))
+                return usage_error(cmdsp, "--dump-ir needs all, before:PASS or after:PASS, "
+                                   "got '%s'", val);
+            o->dump_ir = val;
+        } else if (strcmp(name, "--dump-dir") == 0) {
+            o->dump_dir = val;
+        } else if (strcmp(name, "--verify-each") == 0) {
+            o->verify_each = 1;
+        } else if (strcmp(name, "--time-passes") == 0) {
+            o->time_passes = 1;
+        } else if (strcmp(name, "--dump-memory") == 0) {
+            o->dump_memory = 1;
+        } else if (strcmp(name, "--stats") == 0) {
+            o->stats = 1;
         } else if (strcmp(name, "--nesterov") == 0) {
             o->opt.nesterov = 1;
         } else if (strcmp(name, "--optimizer") == 0) {
@@ -413,6 +448,22 @@ ir_graph *cli_load(const options *o, long long batch, diag *d)
     return g;
 }
 
+mp_plan *cli_optimize(const options *o, ir_graph *g, int training, diag *d)
+{
+    pm_options pm = {o->verify_each, o->time_passes, o->dump_ir, o->dump_dir, stdout};
+    const char *pipeline = o->passes ? o->passes : pm_default_pipeline(training);
+    if (pm_run(g, pipeline, &pm, d) != 0)
+        return NULL;
+    mp_plan *p = mp_plan_graph(g);
+    char err[512];
+    if (mp_check(g, p, err, sizeof err) != 0) { /* a bug in the planner, never the user's */
+        diag_error(d, (ir_loc){0}, "internal error: the memory plan does not hold: %s", err);
+        mp_plan_free(p);
+        return NULL;
+    }
+    return p;
+}
+
 double cli_now_ms(void)
 {
     struct timespec t;
@@ -478,7 +529,7 @@ static void human_bytes(double b, char *buf, size_t len)
     snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", b, units[u]);
 }
 
-static int cmd_compile(const options *o, ir_graph *g, double ms)
+static int cmd_compile(const options *o, ir_graph *g, const mp_plan *plan, double ms)
 {
     char t[128], b[32];
     int64_t nparam = 0, nbuffer = 0;
@@ -517,12 +568,30 @@ static int cmd_compile(const options *o, ir_graph *g, double ms)
             printf("%s %s %d", first ? "" : ",", ir_ops[k].name, counts[k]);
             first = 0;
         }
-    human_bytes(act, b, sizeof b);
     int64_t batch = g->ninputs && g->inputs[0]->type.rank ? g->inputs[0]->type.dims[0] : 1;
-    printf("\nforward: %.3f GFLOP (%.4f GFLOP per sample of %lld), activations %s unplanned\n",
-           flops / 1e9, flops / 1e9 / (double)batch, (long long)batch, b);
-    printf("checked in %.1f ms\n", ms);
+    printf("\n%s: %.3f GFLOP (%.4f GFLOP per sample of %lld)\n",
+           o->train ? "forward and backward" : "forward", flops / 1e9,
+           flops / 1e9 / (double)batch, (long long)batch);
+    char lb[32], nr[32];
+    human_bytes((double)plan->arena_bytes, b, sizeof b);
+    human_bytes((double)plan->lower_bound, lb, sizeof lb);
+    human_bytes((double)plan->no_reuse_bytes, nr, sizeof nr);
+    printf("memory: activations %s planned (lower bound %s, %.3fx; %s without reuse)\n", b, lb,
+           plan->lower_bound ? (double)plan->arena_bytes / (double)plan->lower_bound : 1.0, nr);
+    printf("compiled in %.1f ms\n", ms);
+    (void)act;
     return 0;
+}
+
+/* --stats: one key: value per line, for scripts. */
+static void print_stats(const ir_graph *g, const mp_plan *plan, double ms)
+{
+    int fused = 0; /* fusion is not written yet: every node is its own kernel */
+    printf("ops: %d\nfused_nodes: %d\nkernels: %d\n", g->nnodes, fused, g->nnodes);
+    printf("memory.peak_bytes: %lld\nmemory.lower_bound_bytes: %lld\n"
+           "memory.no_reuse_bytes: %lld\n", (long long)plan->arena_bytes,
+           (long long)plan->lower_bound, (long long)plan->no_reuse_bytes);
+    printf("params.bytes: %lld\ncompile_ms: %.3f\n", (long long)plan->param_bytes, ms);
 }
 
 static void fill_random(const ir_value *v, uint64_t seed, void *data)
@@ -574,12 +643,12 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static int cmd_run(const options *o, ir_graph *g)
+static int cmd_run(const options *o, ir_graph *g, const mp_plan *plan)
 {
     char err[512];
     if (o->threads)
         rt_set_threads(o->threads);
-    rt_exec *x = rt_exec_new(g, err, sizeof err);
+    rt_exec *x = rt_exec_new_planned(g, plan->offset_by_id, plan->arena_bytes, err, sizeof err);
     if (!x) {
         fprintf(stderr, "gnc: error: %s\n", err);
         return 1;
@@ -721,6 +790,19 @@ int main(int argc, char **argv)
         ir_graph_free(g);
         g = NULL;
     }
+    /* dump prints the IR as loaded unless --passes asks for some; compile and
+       run optimize and plan */
+    mp_plan *plan = NULL;
+    if (g && strcmp(cmd, "dump") == 0 && o.passes) {
+        pm_options pm = {o.verify_each, 0, NULL, NULL, stdout};
+        if (pm_run(g, o.passes, &pm, &d) != 0) {
+            ir_graph_free(g);
+            g = NULL;
+        }
+    } else if (g && strcmp(cmd, "dump") != 0 && !(plan = cli_optimize(&o, g, o.train, &d))) {
+        ir_graph_free(g);
+        g = NULL;
+    }
     double ms = cli_now_ms() - t0;
     diag_print(&d, stderr);
     diag_free(&d);
@@ -729,9 +811,11 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "dump") == 0)
         rc = cmd_dump(&o, g);
     else if (strcmp(cmd, "compile") == 0)
-        rc = cmd_compile(&o, g, ms);
+        rc = o.stats ? (print_stats(g, plan, ms), 0)
+           : o.dump_memory ? (mp_print(g, plan, stdout), 0) : cmd_compile(&o, g, plan, ms);
     else
-        rc = cmd_run(&o, g);
+        rc = cmd_run(&o, g, plan);
+    mp_plan_free(plan);
     ir_graph_free(g);
     for (int i = 0; i < o.ndefines; i++)
         free((char *)o.define_names[i]);

@@ -24,6 +24,7 @@
 /* A graph with its executor and the values the loop feeds and reads. */
 typedef struct {
     ir_graph *g;
+    mp_plan *plan;
     rt_exec *x;
     const ir_value *image, *label, *logits;
     const ir_value *lr, *step, *seed;   /* training graph only */
@@ -34,6 +35,7 @@ static int is_float(ir_dtype t) { return t == IR_F32 || t == IR_F16 || t == IR_B
 static void model_free(model *m)
 {
     rt_exec_free(m->x);
+    mp_plan_free(m->plan);
     if (m->g)
         ir_graph_free(m->g);
 }
@@ -47,6 +49,12 @@ static int model_load(const options *o, long long batch, int train, model *m)
     memset(m, 0, sizeof *m);
     m->g = cli_load(o, batch, &d);
     if (m->g && train && (ad_training_graph(m->g, &o->opt, &d) != 0 || ir_verify(m->g, &d))) {
+        ir_graph_free(m->g);
+        m->g = NULL;
+    }
+    /* the optimized, memory-planned program (the pipeline keeps every value the
+       loop reads: inputs, outputs, the loss) */
+    if (m->g && !(m->plan = cli_optimize(o, m->g, train, &d))) {
         ir_graph_free(m->g);
         m->g = NULL;
     }

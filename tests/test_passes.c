@@ -1,0 +1,345 @@
+/* The passes and the memory planner.
+ *
+ *   1. IR text in, IR text out: each tests/passes/NAME.gir names its passes in a
+ *      "# PASSES: a,b" line; the result (verified after every pass) must match
+ *      its CHECK lines (filecheck.h).
+ *   2. Every model in models/, inference and training step: the default
+ *      pipeline's program, run in its planned arena, gives exactly the outputs,
+ *      loss and updated weights of the program as loaded, bit for bit (the
+ *      passes neither reorder arithmetic nor round differently).  The plan is
+ *      proved by mp_check, and its peak is within 1.10x of the lower bound.
+ *   3. Random graphs: seeded random programs of elementwise ops with
+ *      broadcasting, constants, repeated and dead subexpressions, reshapes,
+ *      transposes, softmax and dense, likewise.
+ *
+ *   test_passes SOURCE_DIR */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec.h"
+#include "filecheck.h"
+#include "frontend.h"
+#include "passes.h"
+
+static int passed, failed;
+
+static void fail(const char *what, const char *msg)
+{
+    failed++;
+    fprintf(stderr, "FAIL %s: %s\n", what, msg);
+}
+
+static char *read_text(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *s = malloc((size_t)n + 1);
+    *len = s ? fread(s, 1, (size_t)n, f) : 0;
+    if (s)
+        s[*len] = 0;
+    fclose(f);
+    return s;
+}
+
+static char *print_text(const ir_graph *g)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ir_print(g, f);
+    fclose(f);
+    return text;
+}
+
+/* ---------------------------------------------------------------- 1. text */
+
+static void pass_file(const char *path)
+{
+    size_t len;
+    char *text = read_text(path, &len), pipeline[256] = "", msg[1024];
+    const char *p = text ? strstr(text, "# PASSES: ") : NULL;
+    if (!p || sscanf(p, "# PASSES: %255s", pipeline) != 1) {
+        fail(path, "no '# PASSES:' line");
+        free(text);
+        return;
+    }
+    diag d;
+    diag_init(&d);
+    ir_graph *g = ir_parse(path, text, len, &d);
+    pm_options o = {1, 0, NULL, NULL, stderr};
+    if (!g || ir_verify(g, &d) || pm_run(g, pipeline, &o, &d)) {
+        diag_print(&d, stderr);
+        fail(path, "does not load or the passes fail");
+    } else {
+        char *out = print_text(g);
+        if (file_check(text, out, msg, sizeof msg)) {
+            passed++;
+        } else {
+            fail(path, msg);
+            fprintf(stderr, "output:\n%s", out);
+        }
+        free(out);
+    }
+    if (g)
+        ir_graph_free(g);
+    diag_free(&d);
+    free(text);
+}
+
+static void pass_files(const char *src)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/tests/passes", src);
+    DIR *dp = opendir(dir);
+    struct dirent *e;
+    int n = 0;
+    while (dp && (e = readdir(dp))) {
+        size_t l = strlen(e->d_name);
+        if (l > 4 && strcmp(e->d_name + l - 4, ".gir") == 0) {
+            char path[8192];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            pass_file(path);
+            n++;
+        }
+    }
+    if (dp)
+        closedir(dp);
+    if (n == 0)
+        fail(dir, "no .gir files");
+}
+
+/* ---------------------------------------------------------------- 2, 3. equivalence */
+
+static uint64_t rng;
+static double uniform(void)
+{
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (double)(rng >> 11) * 0x1.0p-53;
+}
+
+static size_t value_size(const ir_value *v)
+{
+    ir_dtype t = v->type.dtype;
+    size_t es = t == IR_I64 ? 8 : t == IR_U8 ? 1 : 4;
+    return (size_t)ir_type_numel(&v->type) * es;
+}
+
+/* Fills v (by its name, so both graphs get the same data). */
+static void fill(const ir_value *v, void *data, uint64_t seed)
+{
+    uint64_t h = seed;
+    for (const char *s = v->name; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    rng = h | 1;
+    int64_t n = ir_type_numel(&v->type);
+    for (int64_t i = 0; i < n; i++)
+        switch (v->type.dtype) {
+        case IR_I32: ((int32_t *)data)[i] = (int32_t)(uniform() * 10); break;
+        case IR_I64: ((int64_t *)data)[i] = strcmp(v->name, "train.seed") == 0 ? 7 : (int64_t)(uniform() * 10); break;
+        case IR_U8: ((uint8_t *)data)[i] = (uint8_t)(uniform() * 256); break;
+        default: ((float *)data)[i] = strcmp(v->name, "train.lr") == 0 ? 0.01f : (float)(2 * uniform() - 1);
+        }
+}
+
+static rt_exec *prepare(const ir_graph *g, const mp_plan *p, char *err, size_t errlen)
+{
+    rt_exec *x = p ? rt_exec_new_planned(g, p->offset_by_id, p->arena_bytes, err, errlen)
+                   : rt_exec_new(g, err, errlen);
+    if (!x)
+        return NULL;
+    for (int i = 0; i < g->ninputs; i++)
+        fill(g->inputs[i], rt_exec_data(x, g->inputs[i]), 1);
+    for (int i = 0; i < g->nparams; i++)
+        fill(g->params[i], rt_exec_data(x, g->params[i]), 2);
+    return x;
+}
+
+static int same(rt_exec *xa, const ir_value *a, rt_exec *xb, const ir_value *b)
+{
+    return ir_type_eq(&a->type, &b->type) &&
+           memcmp(rt_exec_data(xa, a), rt_exec_data(xb, b), value_size(a)) == 0;
+}
+
+/* Runs raw (as loaded) and opt (optimized, planned) twice each, the second run
+ * reading the weights the first updated, and compares all they give. */
+static void equivalent(const char *what, ir_graph *raw, ir_graph *opt, double max_ratio)
+{
+    diag d;
+    diag_init(&d);
+    pm_options o = {1, 0, NULL, NULL, stderr};
+    mp_plan *p = NULL;
+    rt_exec *xa = NULL, *xb = NULL;
+    char err[512], msg[1024];
+    if (pm_run(opt, pm_default_pipeline(raw->nupdates > 0), &o, &d) != 0) {
+        diag_print(&d, stderr);
+        fail(what, "the pipeline fails");
+        goto done;
+    }
+    p = mp_plan_graph(opt);
+    if (mp_check(opt, p, err, sizeof err) != 0) {
+        fail(what, err);
+        goto done;
+    }
+    if (p->lower_bound && (double)p->arena_bytes > max_ratio * (double)p->lower_bound) {
+        snprintf(msg, sizeof msg, "planned %lld bytes, %.3fx the lower bound %lld",
+                 (long long)p->arena_bytes, (double)p->arena_bytes / (double)p->lower_bound,
+                 (long long)p->lower_bound);
+        fail(what, msg);
+    }
+    if (!(xa = prepare(raw, NULL, err, sizeof err)) || !(xb = prepare(opt, p, err, sizeof err))) {
+        fail(what, err);
+        goto done;
+    }
+    for (int run = 0; run < 2; run++) {
+        if (rt_exec_run(xa, err, sizeof err) || rt_exec_run(xb, err, sizeof err)) {
+            fail(what, err);
+            goto done;
+        }
+        int ok = 1;
+        for (int i = 0; i < raw->noutputs; i++)
+            ok &= same(xa, raw->outputs[i].value, xb, opt->outputs[i].value);
+        if (raw->loss)
+            ok &= same(xa, raw->loss, xb, opt->loss);
+        for (int i = 0; i < raw->nparams; i++)
+            ok &= same(xa, raw->params[i], xb, ir_find_value(opt, raw->params[i]->name));
+        if (!ok) {
+            snprintf(msg, sizeof msg, "the optimized program differs (run %d)", run + 1);
+            fail(what, msg);
+            goto done;
+        }
+    }
+    passed++;
+done:
+    rt_exec_free(xa);
+    rt_exec_free(xb);
+    mp_plan_free(p);
+    diag_free(&d);
+}
+
+static void models(const char *src)
+{
+    static const char *const names[] = {"lenet", "mlp", "resnet18"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        for (int train = 0; train < 2; train++) {
+            char path[4096], what[128];
+            snprintf(path, sizeof path, "%s/models/%s.net", src, names[i]);
+            snprintf(what, sizeof what, "%s (%s)", names[i], train ? "training" : "inference");
+            const char *dn[] = {"batch"}, *dv[] = {"4"};
+            fe_options fo = {NULL, 1, dn, dv};
+            ad_optimizer opt = ad_optimizer_default(AD_ADAM);
+            ir_graph *g[2];
+            diag d;
+            diag_init(&d);
+            for (int k = 0; k < 2; k++) {
+                g[k] = fe_load_file(path, &fo, &d);
+                if (g[k] && train)
+                    ad_training_graph(g[k], &opt, &d);
+            }
+            if (!g[0] || !g[1] || d.nerrors) {
+                diag_print(&d, stderr);
+                fail(what, "does not load");
+            } else {
+                equivalent(what, g[0], g[1], 1.10);
+            }
+            for (int k = 0; k < 2; k++)
+                if (g[k])
+                    ir_graph_free(g[k]);
+            diag_free(&d);
+        }
+}
+
+/* A random program: values v0.. of random shapes built by random ops. */
+static char *random_program(uint64_t seed)
+{
+    rng = seed * 0x9e3779b97f4a7c15ull | 1;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    int64_t d0 = 1 + (int64_t)(uniform() * 4), d1 = 1 + (int64_t)(uniform() * 5),
+            d2 = 2 + (int64_t)(uniform() * 6);
+    fprintf(f, "model r() {\n    input x: f32[%lld, %lld, %lld]\n    input y: f32[%lld]\n",
+            (long long)d0, (long long)d1, (long long)d2, (long long)d2);
+    fprintf(f, "    v0 = x\n");
+    int n = 1;
+    static const char *const unary[] = {"relu", "sigmoid", "tanh", "gelu", "-"};
+    static const char *const binary[] = {"+", "-", "*"};
+    for (int k = 0; k < 14; k++, n++) {
+        int a = (int)(uniform() * n), b = (int)(uniform() * n);
+        switch ((int)(uniform() * 9)) {
+        case 0: case 1: {
+            const char *u = unary[(int)(uniform() * 5)];
+            fprintf(f, "    v%d = %s(v%d)\n", n, u, a);
+            if (u[0] == '-')
+                fprintf(f, "    v%d = -v%d\n", n, a); /* redefined: the first is dead */
+            break;
+        }
+        case 2: case 3: /* all v have x's shape; y broadcasts along the last dim */
+            fprintf(f, "    v%d = v%d %s v%d\n", n, a, binary[(int)(uniform() * 3)], b);
+            break;
+        case 4:
+            fprintf(f, "    v%d = v%d * y + y\n", n, a);
+            break;
+        case 5: /* identities and constants that fold */
+            fprintf(f, "    v%d = (v%d * 1.0 + 0.0) * (2.0 * 0.5) - (1.0 - 1.0)\n", n, a);
+            break;
+        case 6: /* a reshape round trip and a double transpose */
+            fprintf(f, "    v%d = transpose(transpose(reshape(reshape(v%d, [%lld, -1]), "
+                    "v0.shape), [2, 0, 1]), [1, 2, 0])\n", n, a, (long long)d0);
+            break;
+        case 7: /* the same subexpression twice */
+            fprintf(f, "    v%d = softmax(v%d, axis = %d) + softmax(v%d, axis = %d)\n", n, a,
+                    (int)(uniform() * 3), a, (int)(uniform() * 3));
+            break;
+        default:
+            fprintf(f, "    v%d = dense(v%d, %lld)\n", n, a, (long long)d2);
+        }
+    }
+    fprintf(f, "    output out = v%d\n    output side = v%d\n}\n", n - 1, n / 2);
+    fclose(f);
+    return text;
+}
+
+static void random_graphs(int count)
+{
+    for (int s = 1; s <= count; s++) {
+        char *src = random_program((uint64_t)s), what[64];
+        snprintf(what, sizeof what, "random graph %d", s);
+        diag d;
+        diag_init(&d);
+        ir_graph *a = fe_load_string(what, src, strlen(src), &(fe_options){0}, &d);
+        ir_graph *b = fe_load_string(what, src, strlen(src), &(fe_options){0}, &d);
+        if (!a || !b || d.nerrors) {
+            diag_print(&d, stderr);
+            fprintf(stderr, "%s", src);
+            fail(what, "the generator made an invalid program");
+        } else {
+            equivalent(what, a, b, 1e9);
+        }
+        if (a)
+            ir_graph_free(a);
+        if (b)
+            ir_graph_free(b);
+        diag_free(&d);
+        free(src);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_passes SOURCE_DIR\n");
+        return 2;
+    }
+    pass_files(argv[1]);
+    models(argv[1]);
+    random_graphs(200);
+    printf("test_passes: %d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}
