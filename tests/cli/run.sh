@@ -43,6 +43,30 @@ expect 0 "$gnc" compile "$src/models/resnet18.net"
 has "parameters: 11175818 trainable"
 has "0.9"   # about 0.91 GFLOP per 28x28 image forward
 
+# the pass pipeline, memory plan and statistics
+expect 0 "$gnc" compile "$src/models/resnet18.net" --stats
+for key in ops fused_nodes kernels memory.peak_bytes memory.lower_bound_bytes \
+           memory.no_reuse_bytes params.bytes compile_ms; do has "$key: "; done
+expect 0 "$gnc" compile "$src/models/resnet18.net" --train --stats -D batch=256
+peak=$(sed -n 's/^memory.peak_bytes: //p' <<<"$out"); lb=$(sed -n 's/^memory.lower_bound_bytes: //p' <<<"$out")
+if awk -v p="$peak" -v l="$lb" 'BEGIN { exit !(p <= 1.10 * l && p >= l) }'; then ok; else bad "resnet18 training plan $peak vs lower bound $lb"; fi
+expect 0 "$gnc" compile "$src/models/lenet.net" --dump-memory
+has "# memory plan: arena"
+has "%fc3"
+expect 0 "$gnc" compile "$src/models/lenet.net" --time-passes --verify-each
+has "pass simplify"
+has "pass schedule"
+expect 0 "$gnc" compile "$src/models/lenet.net" --passes=simplify --dump-ir=after:simplify
+has "# ---- IR after simplify"
+mkdir -p dumps
+expect 0 "$gnc" compile "$src/models/lenet.net" --train --dump-ir=all --dump-dir dumps
+if [ -s dumps/00-before-input.gir ] && [ -s dumps/02-after-schedule.gir ]; then ok; else bad "--dump-dir wrote $(ls dumps)"; fi
+expect 0 "$gnc" dump dumps/02-after-schedule.gir
+expect 2 "$gnc" compile "$src/models/lenet.net" --passes=simplify,frobnicate
+has "unknown pass"
+expect 2 "$gnc" compile "$src/models/lenet.net" --dump-ir=during:fold
+has "--dump-ir needs all, before:PASS or after:PASS"
+
 # -o writes nothing on failure, and never leaves a temporary file
 printf 'model m() {\n    input x: f32[2]\n    output y = relu(x) +\n}\n' >broken.net
 expect 1 "$gnc" dump broken.net -o broken.gir
