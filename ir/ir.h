@@ -106,6 +106,8 @@ struct ir_node {
     int nattrs;
     ir_attr *attrs;
     ir_loc loc;       /* the DSL call that made it */
+    int group;        /* fusion: nodes of one nonzero group, consecutive in the list,
+                         are one fused node (one kernel); 0: a node of its own */
     ir_node *prev, *next;
 };
 
@@ -134,6 +136,7 @@ typedef struct {
     ir_output *outputs;  int noutputs;
     ir_value *loss;             /* NULL when the model has none */
     ir_update *updates;  int nupdates;
+    int ngroups;                /* fusion group ids handed out so far */
     struct ir_names *names;     /* the set of value names in use */
     int cap_inputs, cap_params, cap_outputs, cap_updates;
 } ir_graph;

@@ -37,6 +37,8 @@ typedef struct {
     const char *line_start;
     int line;
     int failed;                  /* the current line has reported an error */
+    int group;                   /* inside "fused {": its group id */
+    ir_loc group_loc;            /* where it opened */
     ir_graph *g;
     char *buf;                   /* the last name or word read, NUL-terminated */
     size_t cap;
@@ -669,6 +671,7 @@ static void parse_node(parser *P)
     n->loc = loc;
     for (int i = 0; i < nout; i++)
         out[i]->loc = loc;
+    n->group = P->group;
     ir_append(P->g, n);
     return;
 fail:
@@ -700,6 +703,20 @@ static void parse_loss(parser *P, const char *at)
     P->g->loss = v;
 }
 
+/* fused {   (its member nodes follow, one per line, up to a line "}") */
+static void parse_fused(parser *P, const char *at)
+{
+    if (P->group) {
+        error_at(P, at, "fused nodes do not nest");
+        return;
+    }
+    skip_space(P);
+    if (!expect(P, '{', "expected '{' after 'fused'"))
+        return;
+    P->group = ++P->g->ngroups;
+    P->group_loc = loc_at(P, at);
+}
+
 /* update %target = %source */
 static void parse_update(parser *P)
 {
@@ -721,6 +738,10 @@ static void parse_statement(parser *P)
         error_at(P, at, "expected a statement, found %s", describe(P, at, what, sizeof what));
         return;
     }
+    if (P->group) {
+        error_at(P, at, "only nodes go inside a fused node; expected a node or '}'");
+        return;
+    }
     if (strcmp(P->buf, "input") == 0)
         parse_value_stmt(P, IR_VALUE_INPUT);
     else if (strcmp(P->buf, "param") == 0)
@@ -731,13 +752,15 @@ static void parse_statement(parser *P)
         parse_value_stmt(P, IR_VALUE_STATE);
     else if (strcmp(P->buf, "update") == 0)
         parse_update(P);
+    else if (strcmp(P->buf, "fused") == 0)
+        parse_fused(P, at);
     else if (strcmp(P->buf, "output") == 0)
         parse_output(P);
     else if (strcmp(P->buf, "loss") == 0)
         parse_loss(P, at);
     else
         error_at(P, at, "unknown statement %s; expected input, param, buffer, state, output, "
-                 "loss, update or a node (%%name: TYPE = op(...))", describe(P, at, what, sizeof what));
+                 "loss, update, fused or a node (%%name: TYPE = op(...))", describe(P, at, what, sizeof what));
 }
 
 /* graph NAME { */
@@ -789,6 +812,9 @@ ir_graph *ir_parse(const char *file, const char *text, size_t len, diag *d)
             if (state == HEADER) {
                 parse_header(&P);
                 state = BODY;
+            } else if (*P.p == '}' && P.group) {
+                P.p++;              /* the end of a fused node */
+                P.group = 0;
             } else if (*P.p == '}') {
                 P.p++;
                 state = AFTER;
@@ -809,6 +835,8 @@ ir_graph *ir_parse(const char *file, const char *text, size_t len, diag *d)
         error_at(&P, P.end, "expected 'graph NAME {' before the end of the file");
     else if (state == BODY)
         error_at(&P, P.end, "missing '}' at end of file");
+    if (P.group)
+        diag_error(d, P.group_loc, "this fused node has no closing '}'");
 
     free(P.buf);
     free(P.ints);

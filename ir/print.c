@@ -180,7 +180,7 @@ static void put_attr(FILE *f, const ir_attr *a)
 
 static void put_node(FILE *f, const ir_node *n)
 {
-    fputs("  ", f);
+    fputs(n->group ? "    " : "  ", f);
     for (int i = 0; i < n->nout; i++) {
         fputs(i ? ", " : "", f);
         put_value(f, n->out[i]);
@@ -231,8 +231,14 @@ void ir_print(const ir_graph *g, FILE *f)
         put_loc(f, v->loc);
         fputc('\n', f);
     }
-    ir_for_each_node(g, n)
+    ir_for_each_node(g, n) {
+        /* a fused node: its members inside "fused { ... }" */
+        if (n->group && (!n->prev || n->prev->group != n->group))
+            fputs("  fused {\n", f);
         put_node(f, n);
+        if (n->group && (!n->next || n->next->group != n->group))
+            fputs("  }\n", f);
+    }
     for (int i = 0; i < g->noutputs; i++) {
         fputs("  output ", f);
         put_name(f, g->outputs[i].name);

@@ -22,6 +22,7 @@
 #include "diag.h"
 #include "ir.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -247,6 +248,17 @@ static void check_list(verifier *V, const ir_node ***nodes, int *count)
     if (g->nnodes != *count)
         report(V, (ir_loc){0}, "the graph counts %d nodes but its list holds %d", g->nnodes,
                *count);
+    /* a fused node's members are consecutive: a group that ended never comes back */
+    map ended = {0};
+    for (int i = 0; i < *count; i++) {
+        const ir_node *m = (*nodes)[i];
+        if (m->group && map_get(&ended, (const void *)(intptr_t)m->group))
+            report(V, m->loc, "node %s: its fused node (group %d) is not one run of nodes",
+                   node_str(nb, sizeof nb, m), m->group);
+        if (i && (*nodes)[i - 1]->group && (*nodes)[i - 1]->group != m->group)
+            map_put(&ended, (const void *)(intptr_t)(*nodes)[i - 1]->group, 1);
+    }
+    map_free(&ended);
 }
 
 static void check_inputs(verifier *V)

@@ -18,8 +18,12 @@
  *   references: the lower bound (the most bytes live at one time, which no plan
  *   can beat) and the total without reuse.
  *
- * mp_check: proves a plan: no two buffers live at the same time overlap, each
- *   fits the arena and is aligned, and each node result has one. */
+ *   A result computed by an elementwise kernel takes its operand's buffer in
+ *   place when that operand is read last there (mp_inplace_operand).
+ *
+ * mp_check: proves a plan: no two buffers live at the same time overlap (but
+ *   for a result and the operand it replaces in place), each fits the arena and
+ *   is aligned, and each node result has one. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +37,24 @@ static int64_t value_bytes(const ir_value *v)
     int64_t es = t == IR_I64 ? 8 : t == IR_U8 ? 1 : 4;
     int64_t b = ir_type_numel(&v->type) * es;
     return (b + MP_ALIGN - 1) / MP_ALIGN * MP_ALIGN;
+}
+
+/* The operand whose buffer n's result may take over (its last reader being n),
+ * or -1: elementwise kernels that read element i of it before they write
+ * element i of the result (runtime/exec.c, grad.c). */
+int mp_inplace_operand(const ir_node *n)
+{
+    const ir_type *t = &n->out[0]->type;
+    switch (n->op) {
+    case IR_OP_NEG: case IR_OP_RELU: case IR_OP_SIGMOID: case IR_OP_TANH: case IR_OP_GELU:
+    case IR_OP_DROPOUT: case IR_OP_BATCHNORM: case IR_OP_RELU_GRAD: case IR_OP_SIGMOID_GRAD:
+    case IR_OP_TANH_GRAD: case IR_OP_GELU_GRAD:
+        return ir_type_eq(&n->in[0]->type, t) ? 0 : -1;
+    case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV:
+        return ir_type_eq(&n->in[0]->type, t) ? 0 : ir_type_eq(&n->in[1]->type, t) ? 1 : -1;
+    default:
+        return -1;
+    }
 }
 
 /* first[id], last[id]: the node index defining v and the last index reading it
@@ -60,20 +82,60 @@ static void liveness(const ir_graph *g, int *first, int *last)
             last[g->updates[i].source->id] = idx;
 }
 
+/* In-place reuse: root[id] is the value whose buffer v takes (itself when none).
+ * A result takes its in-place operand's buffer when that operand is a node
+ * result read last by this node and by no later output, loss or update. */
+static void aliases(const ir_graph *g, const int *last, int *root)
+{
+    for (int i = 0; i < g->nvalues; i++)
+        root[i] = i;
+    int idx = 0;
+    ir_for_each_node(g, n) {
+        int k = n->nout == 1 ? mp_inplace_operand(n) : -1;
+        if (k >= 0) {
+            const ir_value *u = n->in[k];
+            int twice = 0; /* read as another operand too: fine for elementwise */
+            (void)twice;
+            if (u->kind == IR_VALUE_NODE && last[u->id] == idx)
+                root[n->out[0]->id] = root[u->id];
+        }
+        idx++;
+    }
+}
+
 /* The most bytes live at one time under g's current order. */
 static int64_t peak_live(const ir_graph *g)
 {
     int nv = g->nvalues, nn = g->nnodes;
     int *first = malloc((size_t)(nv + 1) * sizeof *first), *last = malloc((size_t)(nv + 1) * sizeof *last);
+    int *root = malloc((size_t)(nv + 1) * sizeof *root);
     int64_t *delta = calloc((size_t)nn + 2, sizeof *delta);
-    IR_ASSERT(first && last && delta);
+    IR_ASSERT(first && last && root && delta);
     liveness(g, first, last);
+    aliases(g, last, root);
+    /* a buffer taken over in place counts from its first value to its last */
     ir_for_each_node(g, n)
         for (int i = 0; i < n->nout; i++) {
             const ir_value *v = n->out[i];
+            if (root[v->id] != v->id)
+                continue;
             delta[first[v->id]] += value_bytes(v);
-            delta[last[v->id] + 1] -= value_bytes(v);
         }
+    ir_for_each_node(g, n)
+        for (int i = 0; i < n->nout; i++) {
+            const ir_value *v = n->out[i];
+            int r = root[v->id];
+            /* the set ends where its last member ends: members end in order */
+            if (last[v->id] >= last[r])
+                last[r] = last[v->id];
+        }
+    ir_for_each_node(g, n)
+        for (int i = 0; i < n->nout; i++) {
+            const ir_value *v = n->out[i];
+            if (root[v->id] == v->id)
+                delta[last[v->id] + 1] -= value_bytes(v);
+        }
+    free(root);
     int64_t live = 0, peak = 0;
     for (int t = 0; t <= nn; t++) {
         live += delta[t];
@@ -89,6 +151,9 @@ int pass_schedule(ir_graph *g, diag *d)
 {
     (void)d;
     int nn = g->nnodes, nv = g->nvalues;
+    ir_for_each_node(g, n)
+        if (n->group)
+            return 0; /* fused nodes move as a whole: not written yet */
     if (nn < 2)
         return 0;
     int64_t before = peak_live(g);
@@ -200,18 +265,33 @@ mp_plan *mp_plan_graph(const ir_graph *g)
     mp_plan *p = calloc(1, sizeof *p);
     int nv = g->nvalues;
     int *first = malloc((size_t)(nv + 1) * sizeof *first), *last = malloc((size_t)(nv + 1) * sizeof *last);
+    int *root = malloc((size_t)(nv + 1) * sizeof *root);
+    IR_ASSERT(p && first && last && root);
     p->offset_by_id = malloc((size_t)(nv + 1) * sizeof *p->offset_by_id);
     p->bufs = malloc((size_t)(nv + 1) * sizeof *p->bufs);
-    IR_ASSERT(p && first && last && p->offset_by_id && p->bufs);
+    IR_ASSERT(p->offset_by_id && p->bufs);
     p->nvalues = nv;
     liveness(g, first, last);
+    aliases(g, last, root);
     for (int i = 0; i < nv; i++)
         p->offset_by_id[i] = -1;
+    /* one buffer per set of values sharing it in place, live from its first
+       value to its last (members follow each other in the node order) */
+    int *set = malloc((size_t)(nv + 1) * sizeof *set); /* root id -> buffer index */
+    IR_ASSERT(set);
     ir_for_each_node(g, n)
         for (int i = 0; i < n->nout; i++) {
             const ir_value *v = n->out[i];
-            p->bufs[p->nbufs++] = (mp_buffer){v, 0, value_bytes(v), first[v->id], last[v->id]};
             p->no_reuse_bytes += value_bytes(v);
+            if (root[v->id] == v->id) {
+                set[v->id] = p->nbufs;
+                p->bufs[p->nbufs++] = (mp_buffer){v, 0, value_bytes(v), first[v->id],
+                                                  last[v->id], 1};
+            } else {
+                mp_buffer *b = &p->bufs[set[root[v->id]]];
+                b->last = last[v->id] > b->last ? last[v->id] : b->last;
+                b->members++;
+            }
         }
     for (int i = 0; i < g->ninputs; i++)
         p->input_bytes += value_bytes(g->inputs[i]);
@@ -242,10 +322,23 @@ mp_plan *mp_plan_graph(const ir_graph *g)
         if (at + b->size > p->arena_bytes)
             p->arena_bytes = at + b->size;
     }
+    ir_for_each_node(g, n)
+        for (int i = 0; i < n->nout; i++)
+            p->offset_by_id[n->out[i]->id] = p->offset_by_id[root[n->out[i]->id]];
     free(live);
+    free(set);
+    free(root);
     free(first);
     free(last);
     return p;
+}
+
+/* Whether b's defining node computes it in place of a (a legal overlap). */
+static int in_place_pair(const ir_value *a, const ir_value *b, const int *last, const int *pos)
+{
+    const ir_node *n = b->def;
+    int k = n && n->nout == 1 ? mp_inplace_operand(n) : -1;
+    return k >= 0 && n->in[k] == a && last[a->id] == pos[b->id];
 }
 
 int mp_check(const ir_graph *g, const mp_plan *p, char *err, size_t errlen)
@@ -268,8 +361,8 @@ int mp_check(const ir_graph *g, const mp_plan *p, char *err, size_t errlen)
                 goto done;
             }
         }
-    /* every pair live at one time: disjoint bytes (sorted by offset, each buffer
-       is compared with those that start before it ends) */
+    /* every pair live at one time: disjoint bytes, unless the later is computed
+       in place of the earlier by an elementwise kernel that reads it last */
     const ir_value **vals = malloc((size_t)(count + 1) * sizeof *vals);
     IR_ASSERT(vals);
     int k = 0;
@@ -282,7 +375,7 @@ int mp_check(const ir_graph *g, const mp_plan *p, char *err, size_t errlen)
             int64_t ao = p->offset_by_id[a->id], bo = p->offset_by_id[b->id];
             int time = first[a->id] <= last[b->id] && first[b->id] <= last[a->id];
             int space = ao < bo + value_bytes(b) && bo < ao + value_bytes(a);
-            if (time && space) {
+            if (time && space && !(ao == bo && in_place_pair(a, b, last, first))) {
                 snprintf(err, errlen, "%%%s [%lld, +%lld) and %%%s [%lld, +%lld) overlap while "
                          "both are live", a->name, (long long)ao, (long long)value_bytes(a),
                          b->name, (long long)bo, (long long)value_bytes(b));
@@ -320,8 +413,11 @@ void mp_print(const ir_graph *g, const mp_plan *p, FILE *f)
     for (int i = 0; i < p->nbufs; i++) {
         char live[32];
         snprintf(live, sizeof live, "%d-%d", sorted[i].first, sorted[i].last);
-        fprintf(f, "%-14lld %-12lld %-9s %%%s\n", (long long)sorted[i].offset,
+        fprintf(f, "%-14lld %-12lld %-9s %%%s", (long long)sorted[i].offset,
                 (long long)sorted[i].size, live, sorted[i].value->name);
+        if (sorted[i].members > 1)
+            fprintf(f, " (and %d more in place)", sorted[i].members - 1);
+        fputc('\n', f);
     }
     free(sorted);
 }

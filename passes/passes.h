@@ -42,7 +42,8 @@ int pass_simplify(ir_graph *g, diag *d);
 int pass_fold(ir_graph *g, diag *d);
 int pass_cse(ir_graph *g, diag *d);
 int pass_dce(ir_graph *g, diag *d);
-int pass_schedule(ir_graph *g, diag *d);
+int pass_schedule(ir_graph *g, diag *d);   /* before fuse: it leaves fused graphs alone */
+int pass_fuse(ir_graph *g, diag *d);
 
 /* ---- static memory planning (memplan.c) ---- */
 
@@ -52,10 +53,11 @@ typedef struct {
     const ir_value *value;
     int64_t offset, size;       /* bytes in the arena; size aligned */
     int first, last;            /* node indices: defined, last read (nnodes: kept) */
+    int members;                /* values sharing the buffer in place (value: the first) */
 } mp_buffer;
 
 typedef struct {
-    mp_buffer *bufs;            /* every node result */
+    mp_buffer *bufs;            /* every buffer: a node result, or several in place */
     int nbufs;
     int64_t arena_bytes;        /* the planned peak */
     int64_t lower_bound;        /* the most bytes live at one time: no plan is smaller */
@@ -66,6 +68,8 @@ typedef struct {
     int nvalues;
 } mp_plan;
 
+/* The operand whose buffer n's result may take in place, or -1. */
+int mp_inplace_operand(const ir_node *n);
 /* Plans g's node results in its current order. */
 mp_plan *mp_plan_graph(const ir_graph *g);
 /* Proves p for g: 0, or -1 with the first two buffers that collide. */

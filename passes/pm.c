@@ -14,6 +14,7 @@ static const pass_info passes[] = {
     {"cse", "common-subexpression elimination", pass_cse},
     {"dce", "dead-code elimination", pass_dce},
     {"schedule", "a node order that keeps the peak of live activations low", pass_schedule},
+    {"fuse", "producers and their elementwise epilogues into fused nodes", pass_fuse},
 };
 
 const pass_info *pass_lookup(const char *name, size_t len)
@@ -33,7 +34,7 @@ const pass_info *pass_list(int *count)
 const char *pm_default_pipeline(int training)
 {
     (void)training; /* the same passes serve both today */
-    return "simplify,schedule";
+    return "simplify,schedule,fuse";
 }
 
 static double now_ms(void)

@@ -545,7 +545,7 @@ static const bad_case bad_cases[] = {
         "t.gir:3:28: error: unexpected 'junk' at end of line"),
     BAD(H "  inptu %z: f32[2]\n}\n",
         "t.gir:3:3: error: unknown statement 'inptu'; expected input, param, buffer, state, "
-        "output, loss, update or a node (%name: TYPE = op(...))"),
+        "output, loss, update, fused or a node (%name: TYPE = op(...))"),
     BAD(H "\0\n}\n", "t.gir:3:1: error: expected a statement, found byte 0x00"),
     BAD(H "  input %z: f32[2]\0\n}\n", "t.gir:3:19: error: unexpected byte 0x00 at end of line"),
     BAD(H "  param %w: f32[2] = unifrom(0, 1)\n}\n",

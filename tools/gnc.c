@@ -586,8 +586,13 @@ static int cmd_compile(const options *o, ir_graph *g, const mp_plan *plan, doubl
 /* --stats: one key: value per line, for scripts. */
 static void print_stats(const ir_graph *g, const mp_plan *plan, double ms)
 {
-    int fused = 0; /* fusion is not written yet: every node is its own kernel */
-    printf("ops: %d\nfused_nodes: %d\nkernels: %d\n", g->nnodes, fused, g->nnodes);
+    int fused = 0, kernels = 0; /* a fused node is one kernel */
+    ir_for_each_node(g, n) {
+        int starts = !n->group || !n->prev || n->prev->group != n->group;
+        kernels += starts;
+        fused += starts && n->group;
+    }
+    printf("ops: %d\nfused_nodes: %d\nkernels: %d\n", g->nnodes, fused, kernels);
     printf("memory.peak_bytes: %lld\nmemory.lower_bound_bytes: %lld\n"
            "memory.no_reuse_bytes: %lld\n", (long long)plan->arena_bytes,
            (long long)plan->lower_bound, (long long)plan->no_reuse_bytes);

@@ -1,0 +1,105 @@
+/* Fusion: a producer and the chain of elementwise ops that consume its result
+ * become one fused node (ir.h, "group"), which codegen emits as one kernel and
+ * which the memory planner runs in place.
+ *
+ * Expects: a verified graph.  Each chain starts at any op with one result and
+ * grows while the running result has exactly one use (no output, loss or update
+ * reads it) and that use is an epilogue: an elementwise op whose result has the
+ * running result's type (activation, inference dropout, add/sub/mul/div with a
+ * same-shaped or broadcast operand, the residual add included), an inference
+ * batchnorm (a per-channel scale and shift), or the gradient of an activation
+ * with the running result as its incoming gradient.  The epilogue moves up to
+ * right after the chain, which is legal when its other operands are computed
+ * before the chain ends.
+ *
+ * Guarantees: the graph verifies; no node changes its operands, so the fused
+ * program computes the same bits; members of a group are consecutive. */
+#include <stdlib.h>
+
+#include "passes.h"
+
+static int is_epilogue_op(ir_op op)
+{
+    switch (op) {
+    case IR_OP_NEG: case IR_OP_RELU: case IR_OP_SIGMOID: case IR_OP_TANH: case IR_OP_GELU:
+    case IR_OP_DROPOUT: case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV:
+    case IR_OP_BATCHNORM: case IR_OP_RELU_GRAD: case IR_OP_SIGMOID_GRAD: case IR_OP_TANH_GRAD:
+    case IR_OP_GELU_GRAD:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Whether c can extend a chain whose running result is v. */
+static int extends(const ir_node *c, const ir_value *v)
+{
+    if (c->group || c->nout != 1 || !is_epilogue_op(c->op) ||
+        !ir_type_eq(&c->out[0]->type, &v->type))
+        return 0;
+    switch (c->op) {
+    case IR_OP_ADD: case IR_OP_MUL: /* commutative: v on either side */
+        return c->in[0] == v || c->in[1] == v;
+    default: /* v is the first operand: the value, or the incoming gradient */
+        for (int i = 1; i < c->nin; i++)
+            if (c->in[i] == v)
+                return 0;
+        return c->in[0] == v;
+    }
+}
+
+int pass_fuse(ir_graph *g, diag *d)
+{
+    (void)d;
+    int *uses = calloc((size_t)g->nvalues + 1, sizeof *uses);
+    ir_node **user = calloc((size_t)g->nvalues + 1, sizeof *user); /* the last reader */
+    IR_ASSERT(uses && user);
+    ir_for_each_node(g, n)
+        for (int i = 0; i < n->nin; i++) {
+            uses[n->in[i]->id] += !(i && n->in[i] == n->in[i - 1]);
+            user[n->in[i]->id] = n;
+        }
+    for (int i = 0; i < g->noutputs; i++)
+        uses[g->outputs[i].value->id] += 2;
+    if (g->loss)
+        uses[g->loss->id] += 2;
+    for (int i = 0; i < g->nupdates; i++)
+        uses[g->updates[i].source->id] += 2;
+
+    int fused = 0;
+    for (ir_node *n = g->head; n; n = n->next) {
+        if (n->group || n->nout != 1 || n->op == IR_OP_CONST)
+            continue;
+        ir_node *last = n;
+        int members = 1, group = g->ngroups + 1;
+        for (;;) {
+            const ir_value *v = last->out[0];
+            ir_node *c = user[v->id];
+            if (uses[v->id] != 1 || !c || !extends(c, v))
+                break;
+            /* c's other operands must be ready right after last */
+            int ready = 1;
+            for (ir_node *m = last->next; m && m != c && ready; m = m->next)
+                for (int i = 0; i < c->nin; i++)
+                    for (int o = 0; o < m->nout; o++)
+                        ready &= c->in[i] != m->out[o];
+            if (!ready)
+                break;
+            if (last->next != c) {
+                ir_erase(g, c);
+                ir_insert_before(g, last->next, c);
+            }
+            n->group = c->group = group;
+            last = c;
+            members++;
+        }
+        if (members > 1) {
+            g->ngroups = group;
+            fused += members;
+            n = last;
+        }
+    }
+    free(uses);
+    free(user);
+    return fused;
+}
