@@ -50,6 +50,14 @@ for key in ops fused_nodes kernels memory.peak_bytes memory.lower_bound_bytes \
 expect 0 "$gnc" compile "$src/models/resnet18.net" --train --stats -D batch=256
 peak=$(sed -n 's/^memory.peak_bytes: //p' <<<"$out"); lb=$(sed -n 's/^memory.lower_bound_bytes: //p' <<<"$out")
 if awk -v p="$peak" -v l="$lb" 'BEGIN { exit !(p <= 1.10 * l && p >= l) }'; then ok; else bad "resnet18 training plan $peak vs lower bound $lb"; fi
+# resnet18 inference: every batchnorm, ReLU and residual add fused into a producer
+expect 0 "$gnc" dump "$src/models/resnet18.net" --passes=simplify,schedule,fuse
+if [ "$(grep -cE '^  %[^ ]+: [^=]+= (relu|add|batchnorm)\(' <<<"$out")" = 0 ] &&
+   [ "$(grep -cE '^    %[^ ]+: [^=]+= (relu|add|batchnorm)\(' <<<"$out")" = 42 ]; then ok
+else bad "resnet18: batchnorm, relu or add outside a fused node"; fi
+expect 0 "$gnc" compile "$src/models/resnet18.net" --stats
+has "fused_nodes: 20"
+has "kernels: 24"
 expect 0 "$gnc" compile "$src/models/lenet.net" --dump-memory
 has "# memory plan: arena"
 has "%fc3"
