@@ -2,8 +2,9 @@
  * become one fused node (ir.h, "group"), which codegen emits as one kernel and
  * which the memory planner runs in place.
  *
- * Expects: a verified graph.  Each chain starts at any op with one result and
- * grows while the running result has exactly one use (no output, loss or update
+ * Expects: a verified graph.  Each chain starts at any op (from its first
+ * result: batchnorm_train's normalized output) and grows while the running
+ * result has exactly one use (no output, loss or update
  * reads it) and that use is an epilogue: an elementwise op whose result has the
  * running result's type (activation, inference dropout, add/sub/mul/div with a
  * same-shaped or broadcast operand, the residual add included), an inference
@@ -68,8 +69,9 @@ int pass_fuse(ir_graph *g, diag *d)
 
     int fused = 0;
     for (ir_node *n = g->head; n; n = n->next) {
-        if (n->group || n->nout != 1 || n->op == IR_OP_CONST)
-            continue;
+        if (n->group || n->op == IR_OP_CONST)
+            continue; /* a producer with several results (batchnorm_train) chains from
+                         its first */
         ir_node *last = n;
         int members = 1, group = g->ngroups + 1;
         for (;;) {
