@@ -305,15 +305,17 @@ static int infer_training(const ir_node *n, ir_type *out, char *err, size_t errl
         return 1;
     }
 
-    case IR_OP_BATCHNORM_GRAD: {
-        if (!ir_type_eq(a, b) || a->rank < 2)
+    case IR_OP_BATCHNORM_APPLY: case IR_OP_BATCHNORM_GRAD: {
+        int apply = n->op == IR_OP_BATCHNORM_APPLY;
+        if ((!apply && !ir_type_eq(a, b)) || a->rank < 2)
             FAIL("%s: dy %s and x %s differ", op, TS(a), TS(b));
         ir_type c = {a->dtype, 1, {a->dims[1]}};
-        for (int i = 2; i < 5; i++)
+        for (int i = apply ? 1 : 2; i < 5; i++)
             if (!ir_type_eq(&n->in[i]->type, &c))
                 FAIL("%s operand %d must be %s, got %s", op, i, TS(&c), TS(&n->in[i]->type));
         out[0] = *a;
-        out[1] = out[2] = c;
+        if (!apply)
+            out[1] = out[2] = c;
         return 1;
     }
 

@@ -30,8 +30,8 @@ typedef struct {
     FILE *out;                  /* timings, and dumps without dump_dir */
 } pm_options;
 
-/* The default pipeline, as a --passes list. */
-const char *pm_default_pipeline(int training);
+/* The default pipeline, as a --passes list; with remat, rematerialization too. */
+const char *pm_default_pipeline(int training, int remat);
 
 /* Runs the comma-separated passes of pipeline on g.  Returns 0, or -1 with the
  * problem on d (an unknown pass, a failing pass, IR that no longer verifies). */
@@ -44,6 +44,7 @@ int pass_cse(ir_graph *g, diag *d);
 int pass_dce(ir_graph *g, diag *d);
 int pass_schedule(ir_graph *g, diag *d);   /* before fuse: it leaves fused graphs alone */
 int pass_fuse(ir_graph *g, diag *d);
+int pass_remat(ir_graph *g, diag *d);     /* remat.c */
 
 /* ---- static memory planning (memplan.c) ---- */
 

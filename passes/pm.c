@@ -15,6 +15,7 @@ static const pass_info passes[] = {
     {"dce", "dead-code elimination", pass_dce},
     {"schedule", "a node order that keeps the peak of live activations low", pass_schedule},
     {"fuse", "producers and their elementwise epilogues into fused nodes", pass_fuse},
+    {"remat", "recompute batchnorm-ReLU results in the backward pass (training)", pass_remat},
 };
 
 const pass_info *pass_lookup(const char *name, size_t len)
@@ -31,10 +32,9 @@ const pass_info *pass_list(int *count)
     return passes;
 }
 
-const char *pm_default_pipeline(int training)
+const char *pm_default_pipeline(int training, int remat)
 {
-    (void)training; /* the same passes serve both today */
-    return "simplify,schedule,fuse";
+    return training && remat ? "simplify,remat,schedule,fuse" : "simplify,schedule,fuse";
 }
 
 static double now_ms(void)

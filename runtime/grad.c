@@ -35,13 +35,9 @@ static int k_batchnorm_train(rt_exec *x, const ir_node *n)
                 ss += (p[k] - mu) * (p[k] - mu);
         }
         double var = ss / (double)count, is = 1.0 / sqrt(var + eps);
-        float scale = (float)(w[ch] * is), shift = (float)(b[ch] - mu * w[ch] * is);
-        for (int64_t i = 0; i < batch; i++) {
-            const float *p = a + (i * c + ch) * inner;
-            float *q = y + (i * c + ch) * inner;
-            for (int64_t k = 0; k < inner; k++)
-                q[k] = p[k] * scale + shift;
-        }
+        for (int64_t i = 0; i < batch; i++)
+            rt_bn_normalize(a + (i * c + ch) * inner, y + (i * c + ch) * inner, inner,
+                            (float)mu, (float)is, w[ch], b[ch]);
         mean[ch] = (float)mu;
         invstd[ch] = (float)is;
         /* PyTorch: the running variance is the unbiased one */
@@ -49,6 +45,20 @@ static int k_batchnorm_train(rt_exec *x, const ir_node *n)
         rmean2[ch] = (float)((1 - m) * rmean[ch] + m * mu);
         rvar2[ch] = (float)((1 - m) * rvar[ch] + m * unbiased);
     }
+    return 0;
+}
+
+static int k_batchnorm_apply(rt_exec *x, const ir_node *n)
+{
+    const ir_type *t = &n->in[0]->type;
+    int64_t c = t->dims[1], batch = t->dims[0], inner = NUMEL(n->in[0]) / (batch * c);
+    const float *a = IN(0), *w = IN(1), *b = IN(2), *mean = IN(3), *invstd = IN(4);
+    float *y = OUT;
+#pragma omp parallel for collapse(2) if (batch * c * inner > PAR_MIN)
+    for (int64_t i = 0; i < batch; i++)
+        for (int64_t ch = 0; ch < c; ch++)
+            rt_bn_normalize(a + (i * c + ch) * inner, y + (i * c + ch) * inner, inner,
+                            mean[ch], invstd[ch], w[ch], b[ch]);
     return 0;
 }
 
@@ -638,6 +648,7 @@ int rt_train_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen)
 {
     switch (n->op) {
     case IR_OP_BATCHNORM_TRAIN: return k_batchnorm_train(x, n);
+    case IR_OP_BATCHNORM_APPLY: return k_batchnorm_apply(x, n);
     case IR_OP_DROPOUT_TRAIN: return k_dropout_train(x, n);
     case IR_OP_SUM_TO: return k_sum_to(x, n);
     case IR_OP_BROADCAST_TO: return k_broadcast_to(x, n);

@@ -83,6 +83,17 @@ static inline int64_t rt_avgpool_window(const int64_t *k, const int64_t *st, con
     return incl ? padded : (win[1] - win[0]) * (win[3] - win[2]);
 }
 
+/* batchnorm_train's normalization from its statistics as stored (float mean
+ * and invstd), so that batchnorm_apply recomputes the same bits: the mean is
+ * subtracted first, which keeps the precision where the mean is large. */
+static inline void rt_bn_normalize(const float *x, float *y, int64_t n, float mean, float invstd,
+                                   float w, float b)
+{
+    float scale = w * invstd;
+    for (int64_t k = 0; k < n; k++)
+        y[k] = (x[k] - mean) * scale + b;
+}
+
 /* The kernels of the ops autodiff makes (grad.c).  Returns 0 or -1 with err. */
 int rt_train_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen);
 

@@ -169,7 +169,7 @@ static int same(rt_exec *xa, const ir_value *a, rt_exec *xb, const ir_value *b)
 
 /* Runs raw (as loaded) and opt (optimized, planned) twice each, the second run
  * reading the weights the first updated, and compares all they give. */
-static void equivalent(const char *what, ir_graph *raw, ir_graph *opt, double max_ratio)
+static void equivalent(const char *what, ir_graph *raw, ir_graph *opt, double max_ratio, int remat)
 {
     diag d;
     diag_init(&d);
@@ -177,7 +177,7 @@ static void equivalent(const char *what, ir_graph *raw, ir_graph *opt, double ma
     mp_plan *p = NULL;
     rt_exec *xa = NULL, *xb = NULL;
     char err[512], msg[1024];
-    if (pm_run(opt, pm_default_pipeline(raw->nupdates > 0), &o, &d) != 0) {
+    if (pm_run(opt, pm_default_pipeline(raw->nupdates > 0, remat), &o, &d) != 0) {
         diag_print(&d, stderr);
         fail(what, "the pipeline fails");
         goto done;
@@ -246,11 +246,26 @@ static void models(const char *src)
                 diag_print(&d, stderr);
                 fail(what, "does not load");
             } else {
-                equivalent(what, g[0], g[1], 1.10);
+                equivalent(what, g[0], g[1], 1.10, 0);
             }
             for (int k = 0; k < 2; k++)
                 if (g[k])
                     ir_graph_free(g[k]);
+            if (train) { /* and rematerialized: still the same bits */
+                snprintf(what, sizeof what, "%s (training, --remat)", names[i]);
+                for (int k = 0; k < 2; k++) {
+                    g[k] = fe_load_file(path, &fo, &d);
+                    if (g[k])
+                        ad_training_graph(g[k], &opt, &d);
+                }
+                if (g[0] && g[1] && !d.nerrors)
+                    equivalent(what, g[0], g[1], 1.10, 1);
+                else
+                    fail(what, "does not load");
+                for (int k = 0; k < 2; k++)
+                    if (g[k])
+                        ir_graph_free(g[k]);
+            }
             diag_free(&d);
         }
 }
@@ -320,7 +335,7 @@ static void random_graphs(int count)
             fprintf(stderr, "%s", src);
             fail(what, "the generator made an invalid program");
         } else {
-            equivalent(what, a, b, 1e9);
+            equivalent(what, a, b, 1e9, 0);
         }
         if (a)
             ir_graph_free(a);

@@ -25,7 +25,7 @@ typedef struct {
     const char *passes;         /* --passes=LIST; NULL: the default pipeline */
     const char *dump_ir;        /* --dump-ir=all|before:P|after:P */
     const char *dump_dir;       /* --dump-dir DIR */
-    int verify_each, time_passes, dump_memory, stats;
+    int verify_each, time_passes, dump_memory, stats, remat;
     int profile;                /* --profile: time per op */
     ad_optimizer opt;           /* --optimizer, --momentum, --nesterov, --weight-decay */
     /* gnc train and gnc eval */

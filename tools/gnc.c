@@ -60,10 +60,22 @@ static const char usage_dump[] =
 static const char usage_compile[] =
     "usage: gnc compile [options] FILE\n"
     "\n"
-    "Parses and elaborates FILE, checks every shape, and prints a summary: inputs,\n"
-    "outputs, parameters, operations and forward FLOPs.\n"
+    "Parses and elaborates FILE, checks every shape, runs the passes, plans the\n"
+    "memory and prints a summary: inputs, outputs, parameters, operations, FLOPs,\n"
+    "and the planned arena against its lower bound (docs/passes.md).\n"
     "\n"
-    "options:\n";
+    "options:\n"
+    "  --passes=LIST   passes to run, comma-separated (default simplify,schedule,fuse;\n"
+    "                  passes: simplify fold cse dce schedule fuse remat)\n"
+    "  --dump-ir=all|before:PASS|after:PASS   print the IR there\n"
+    "  --dump-dir DIR  write those dumps to DIR/NN-when-pass.gir\n"
+    "  --verify-each   run the IR verifier after every pass\n"
+    "  --time-passes   each pass's time and changes\n"
+    "  --dump-memory   the memory plan: every buffer's offset, size and live range\n"
+    "  --stats         key: value lines for scripts (ops, fused_nodes, kernels, memory.*,\n"
+    "                  params.bytes, compile_ms)\n"
+    "  --remat         with --train: recompute batchnorm-ReLU results in the backward\n"
+    "                  pass; reports the memory saved and the FLOPs added\n";
 
 static const char usage_run[] =
     "usage: gnc run [options] FILE\n"
@@ -109,6 +121,7 @@ static const char usage_train[] =
     "  --resume FILE   continue from a checkpoint, exactly where it stopped\n"
     "  --log FILE.csv  one row per epoch: epoch,steps,train_loss,test_acc,images_per_s,seconds\n"
     "  --threads N     CPU threads (default: all cores)\n"
+    "  --remat         recompute batchnorm-ReLU results in the backward pass\n"
     "  --profile       print the time spent in each op of the training step\n"
     "  --device cpu    where to train (only cpu in this build)\n";
 
@@ -184,6 +197,7 @@ static const struct flag {
     {"--time-passes", "compile", 0},
     {"--dump-memory", "compile", 0},
     {"--stats", "compile", 0},
+    {"--remat", "compile train", 0},
     {"--optimizer", "dump compile train", 1},
     {"--momentum", "dump compile train", 1},
     {"--nesterov", "dump compile train", 0},
@@ -324,6 +338,8 @@ static int parse_args(int argc, char **argv, options *o)
             o->dump_memory = 1;
         } else if (strcmp(name, "--stats") == 0) {
             o->stats = 1;
+        } else if (strcmp(name, "--remat") == 0) {
+            o->remat = 1;
         } else if (strcmp(name, "--nesterov") == 0) {
             o->opt.nesterov = 1;
         } else if (strcmp(name, "--optimizer") == 0) {
@@ -451,7 +467,7 @@ ir_graph *cli_load(const options *o, long long batch, diag *d)
 mp_plan *cli_optimize(const options *o, ir_graph *g, int training, diag *d)
 {
     pm_options pm = {o->verify_each, o->time_passes, o->dump_ir, o->dump_dir, stdout};
-    const char *pipeline = o->passes ? o->passes : pm_default_pipeline(training);
+    const char *pipeline = o->passes ? o->passes : pm_default_pipeline(training, o->remat);
     if (pm_run(g, pipeline, &pm, d) != 0)
         return NULL;
     mp_plan *p = mp_plan_graph(g);
@@ -462,6 +478,29 @@ mp_plan *cli_optimize(const options *o, ir_graph *g, int training, diag *d)
         return NULL;
     }
     return p;
+}
+
+/* With --remat --train: the planned peak of the program compiled without it. */
+static int64_t peak_without_remat(const options *o)
+{
+    if (!o->remat || !o->train)
+        return -1;
+    options plain = *o;
+    plain.remat = 0;
+    plain.time_passes = 0;
+    plain.dump_ir = NULL;
+    diag d;
+    diag_init(&d);
+    int64_t peak = -1;
+    ir_graph *g = cli_load(&plain, 0, &d);
+    mp_plan *p = NULL;
+    if (g && ad_training_graph(g, &plain.opt, &d) == 0 && (p = cli_optimize(&plain, g, 1, &d)))
+        peak = p->arena_bytes;
+    mp_plan_free(p);
+    if (g)
+        ir_graph_free(g);
+    diag_free(&d);
+    return peak;
 }
 
 double cli_now_ms(void)
@@ -499,7 +538,8 @@ static int cmd_dump(const options *o, ir_graph *g)
     return 0;
 }
 
-/* Multiply-adds times two of the GEMM-shaped ops, the usual FLOP count. */
+/* Multiply-adds times two of the GEMM-shaped ops and their gradients, the usual
+ * FLOP count. */
 static double node_flops(const ir_node *n)
 {
     const ir_type *out = &n->out[0]->type;
@@ -513,6 +553,17 @@ static double node_flops(const ir_node *n)
     case IR_OP_MATMUL:
         return 2.0 * (double)ir_type_numel(out) *
                (double)n->in[0]->type.dims[n->in[0]->type.rank - 1];
+    /* the gradients: as many multiply-adds as the forward op, over dy */
+    case IR_OP_CONV2D_GRAD_INPUT: case IR_OP_CONV2D_GRAD_WEIGHT: {
+        const ir_type *dy = &n->in[0]->type;
+        const int64_t *w = n->op == IR_OP_CONV2D_GRAD_WEIGHT ? out->dims : n->in[1]->type.dims;
+        return 2.0 * (double)ir_type_numel(dy) * (double)(w[1] * w[2] * w[3]);
+    }
+    case IR_OP_DENSE_GRAD_INPUT: case IR_OP_DENSE_GRAD_WEIGHT: {
+        const ir_type *dy = &n->in[0]->type;
+        int64_t in = n->op == IR_OP_DENSE_GRAD_WEIGHT ? out->dims[1] : n->in[1]->type.dims[1];
+        return 2.0 * (double)ir_type_numel(dy) * (double)in;
+    }
     default:
         return 0;
     }
@@ -529,7 +580,9 @@ static void human_bytes(double b, char *buf, size_t len)
     snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", b, units[u]);
 }
 
-static int cmd_compile(const options *o, ir_graph *g, const mp_plan *plan, double ms)
+/* without_remat: the planned peak of the same program without --remat (or -1). */
+static int cmd_compile(const options *o, ir_graph *g, const mp_plan *plan, int64_t without_remat,
+                       double ms)
 {
     char t[128], b[32];
     int64_t nparam = 0, nbuffer = 0;
@@ -578,6 +631,21 @@ static int cmd_compile(const options *o, ir_graph *g, const mp_plan *plan, doubl
     human_bytes((double)plan->no_reuse_bytes, nr, sizeof nr);
     printf("memory: activations %s planned (lower bound %s, %.3fx; %s without reuse)\n", b, lb,
            plan->lower_bound ? (double)plan->arena_bytes / (double)plan->lower_bound : 1.0, nr);
+    if (o->remat && o->train && without_remat >= 0) {
+        double added = 0; /* batchnorm_apply: 3 FLOPs per element; relu: 1 */
+        int recomputed = 0;
+        ir_for_each_node(g, n)
+            if (n->op == IR_OP_BATCHNORM_APPLY) {
+                added += 4.0 * (double)ir_type_numel(&n->out[0]->type);
+                recomputed++;
+            }
+        char wb[32], sb[32];
+        human_bytes((double)without_remat, wb, sizeof wb);
+        human_bytes((double)(without_remat - plan->arena_bytes), sb, sizeof sb);
+        printf("remat: %d batchnorm-ReLU results recomputed: activations %s instead of %s "
+               "(%s saved), %.3f GFLOP added (%.2f%% of the step)\n", recomputed, b, wb, sb,
+               added / 1e9, flops > 0 ? 100 * added / flops : 0.0);
+    }
     printf("compiled in %.1f ms\n", ms);
     (void)act;
     return 0;
@@ -817,7 +885,8 @@ int main(int argc, char **argv)
         rc = cmd_dump(&o, g);
     else if (strcmp(cmd, "compile") == 0)
         rc = o.stats ? (print_stats(g, plan, ms), 0)
-           : o.dump_memory ? (mp_print(g, plan, stdout), 0) : cmd_compile(&o, g, plan, ms);
+           : o.dump_memory ? (mp_print(g, plan, stdout), 0)
+                           : cmd_compile(&o, g, plan, peak_without_remat(&o), ms);
     else
         rc = cmd_run(&o, g, plan);
     mp_plan_free(plan);

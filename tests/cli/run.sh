@@ -58,6 +58,9 @@ else bad "resnet18: batchnorm, relu or add outside a fused node"; fi
 expect 0 "$gnc" compile "$src/models/resnet18.net" --stats
 has "fused_nodes: 20"
 has "kernels: 24"
+expect 0 "$gnc" compile "$src/models/resnet18.net" --train --remat
+has "remat: 9 batchnorm-ReLU results recomputed"
+has "saved), "
 expect 0 "$gnc" compile "$src/models/lenet.net" --dump-memory
 has "# memory plan: arena"
 has "%fc3"

@@ -59,6 +59,12 @@ expect 0 "${M[@]}" --epochs 2 --steps 21 --checkpoint m2.st
 expect 0 "${M[@]}" --epochs 2 --resume m2.st --checkpoint m2.st
 same m1.st m2.st "mlp with dropout and AdamW"
 
+# --remat recomputes batchnorm-ReLU results: the same bits (resnet18, 2 steps)
+R=("$gnc" train "$src/models/resnet18.net" --data tiny --batch 4 --steps 2 --momentum 0.9)
+expect 0 "${R[@]}" --checkpoint r1.st
+expect 0 "${R[@]}" --remat --checkpoint r2.st
+same r1.st r2.st "--remat"
+
 # the seed matters
 expect 0 "$gnc" train "$lenet" --data tiny --batch 64 --lr 0.05 --seed 8 --epochs 1 --checkpoint s.st
 if cmp -s s.st b.st; then bad "a different seed gave the same weights"; else ok; fi
