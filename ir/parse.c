@@ -738,7 +738,7 @@ static void parse_statement(parser *P)
         error_at(P, at, "expected a statement, found %s", describe(P, at, what, sizeof what));
         return;
     }
-    if (P->group) {
+    if (P->group && strcmp(P->buf, "fused") != 0) {
         error_at(P, at, "only nodes go inside a fused node; expected a node or '}'");
         return;
     }
@@ -831,12 +831,12 @@ ir_graph *ir_parse(const char *file, const char *text, size_t len, diag *d)
         if (P.line < INT_MAX)
             P.line++;
     }
+    if (P.group)
+        diag_error(d, P.group_loc, "this fused node has no closing '}'");
     if (state == HEADER)
         error_at(&P, P.end, "expected 'graph NAME {' before the end of the file");
     else if (state == BODY)
         error_at(&P, P.end, "missing '}' at end of file");
-    if (P.group)
-        diag_error(d, P.group_loc, "this fused node has no closing '}'");
 
     free(P.buf);
     free(P.ints);
