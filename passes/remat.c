@@ -19,7 +19,8 @@ int pass_remat(ir_graph *g, diag *d)
     (void)d;
     if (!g->loss || g->loss->kind != IR_VALUE_NODE || !g->nupdates)
         return 0; /* not a training step */
-    int *pos = calloc((size_t)g->nvalues + 1, sizeof *pos); /* value id -> defining index */
+    int nv = g->nvalues; /* values made below have larger ids and are left alone */
+    int *pos = calloc((size_t)nv + 1, sizeof *pos); /* value id -> defining index */
     IR_ASSERT(pos);
     int idx = 0, loss_at = -1;
     ir_for_each_node(g, n) {
@@ -32,7 +33,8 @@ int pass_remat(ir_graph *g, diag *d)
     int count = 0;
     for (ir_node *r = g->head; r; r = r->next) {
         const ir_value *u = r->nin ? r->in[0] : NULL;
-        if (r->op != IR_OP_RELU || pos[r->out[0]->id] > loss_at || u->kind != IR_VALUE_NODE ||
+        if (r->op != IR_OP_RELU || r->out[0]->id >= nv || pos[r->out[0]->id] > loss_at ||
+            u->kind != IR_VALUE_NODE ||
             u->def->op != IR_OP_BATCHNORM_TRAIN || u->def_index != 0)
             continue;
         ir_value *y = r->out[0];

@@ -222,11 +222,90 @@ int rt_conv_per_image(const conv_geom *g)
     return g->oh * g->ow >= 64 && g->n >= omp_get_max_threads();
 }
 
+/* ---------------------------------------------------------------- fused epilogues */
+
+/* A fused node whose members after a convolution are all elementwise on its
+ * result's shape runs them image by image, right after each image's GEMM,
+ * while the image is in cache (rt_exec_run).  Each member reads its running
+ * operand's slice and writes its own result's slice, with the same arithmetic
+ * as its own kernel, so the bits do not change. */
+typedef struct {
+    const ir_node *m[32];       /* the members after the convolution */
+    int k[32];                  /* which operand of each carries the running value */
+    int n;
+} epilogue;
+
+/* Which operand of member m carries the running value (the previous member's
+ * result), or -1 when m cannot run slice by slice. */
+static int epilogue_operand(const ir_node *m, const ir_value *running)
+{
+    if (m->nout != 1 || !ir_type_eq(&m->out[0]->type, &running->type))
+        return -1;
+    switch (m->op) {
+    case IR_OP_NEG: case IR_OP_RELU: case IR_OP_SIGMOID: case IR_OP_TANH: case IR_OP_GELU:
+    case IR_OP_DROPOUT: case IR_OP_BATCHNORM:
+        return m->in[0] == running && m->out[0]->type.rank == 4 ? 0 : -1;
+    case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV: {
+        int k = m->in[0] == running ? 0 : m->in[1] == running ? 1 : -1;
+        const ir_type *other = k >= 0 ? &m->in[1 - k]->type : NULL;
+        return other && (ir_type_eq(other, &running->type) || other->rank == 0) ? k : -1;
+    }
+    default:
+        return -1;
+    }
+}
+
+/* Applies the members to elements [lo, hi) of image-shaped [n, c, h, w] values. */
+static void run_epilogue(rt_exec *x, const epilogue *e, int64_t lo, int64_t hi)
+{
+    for (int j = 0; j < e->n; j++) {
+        const ir_node *n = e->m[j];
+        int k = e->k[j];
+        const float *a = x->buf[n->in[k]->id];
+        float *o = OUT;
+        switch (n->op) {
+#define EACH(expr) for (int64_t i = lo; i < hi; i++) { float v = a[i]; o[i] = (expr); } break;
+        case IR_OP_NEG:     EACH(-v)
+        case IR_OP_RELU:    EACH(v > 0 ? v : 0)
+        case IR_OP_SIGMOID: EACH(1.0f / (1.0f + expf(-v)))
+        case IR_OP_TANH:    EACH(tanhf(v))
+        case IR_OP_GELU:    EACH(rt_gelu(v))
+        case IR_OP_DROPOUT: EACH(v)
+#undef EACH
+        case IR_OP_BATCHNORM: {
+            const ir_type *t = &n->out[0]->type;
+            int64_t c = t->dims[1], hw = t->dims[2] * t->dims[3];
+            const float *w = IN(1), *b = IN(2), *mean = IN(3), *var = IN(4);
+            double eps = ir_attr_float(n, "eps");
+            for (int64_t p0 = lo / hw; p0 * hw < hi; p0++) {
+                int64_t ch = p0 % c;
+                float scale = (float)(w[ch] / sqrt((double)var[ch] + eps));
+                float shift = b[ch] - mean[ch] * scale;
+                for (int64_t i = p0 * hw; i < (p0 + 1) * hw; i++)
+                    o[i] = a[i] * scale + shift;
+            }
+            break;
+        }
+        default: { /* add, sub, mul, div; the other operand same-shaped or a scalar */
+            const float *bb = x->buf[n->in[1 - k]->id];
+            int scalar = n->in[1 - k]->type.rank == 0;
+            for (int64_t i = lo; i < hi; i++) {
+                float u = a[i], v = scalar ? bb[0] : bb[i];
+                float l = k == 0 ? u : v, r = k == 0 ? v : u;
+                o[i] = n->op == IR_OP_ADD ? l + r : n->op == IR_OP_SUB ? l - r
+                     : n->op == IR_OP_MUL ? l * r : l / r;
+            }
+        }
+        }
+    }
+}
+
 /* Convolution as GEMM: per group, weights [og, cg*kh*kw] times the columns of a
  * chunk of images [cg*kh*kw, chunk*oh*ow].  Chunks bound the column buffer; a
  * chunk of several images makes one large GEMM out of the deep layers' small
  * spatial sizes. */
-static int k_conv2d(rt_exec *x, const ir_node *n, char *err, size_t errlen)
+static int k_conv2d(rt_exec *x, const ir_node *n, const epilogue *epi, char *err,
+                    size_t errlen)
 {
     conv_geom g = rt_conv_geometry(n, &n->in[0]->type, &n->in[1]->type, &n->out[0]->type);
     const float *in = IN(0), *w = IN(1), *bias = n->nin == 3 ? IN(2) : NULL;
@@ -256,6 +335,8 @@ static int k_conv2d(rt_exec *x, const ir_node *n, char *err, size_t errlen)
             for (int64_t oc = 0; bias && oc < g.o; oc++)
                 for (int64_t i = 0; i < plane; i++)
                     o[oc * plane + i] += bias[oc];
+            if (epi)
+                run_epilogue(x, epi, b * g.o * plane, (b + 1) * g.o * plane);
         }
         return 0;
     }
@@ -606,7 +687,7 @@ static int run_node(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV: return k_binary(x, n);
     case IR_OP_MATMUL: return k_matmul(x, n);
     case IR_OP_DENSE: return k_dense(x, n);
-    case IR_OP_CONV2D: return k_conv2d(x, n, err, errlen);
+    case IR_OP_CONV2D: return k_conv2d(x, n, NULL, err, errlen);
     case IR_OP_BATCHNORM: return k_batchnorm(x, n);
     case IR_OP_LAYERNORM: return k_layernorm(x, n);
     case IR_OP_SOFTMAX: case IR_OP_LOG_SOFTMAX: return k_softmax(x, n);
@@ -731,16 +812,47 @@ static double now_ms(void)
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
+/* A fused node that starts at n: a convolution running image by image whose
+ * other members can run slice by slice.  Returns its member count after n (0:
+ * run the nodes one by one). */
+static int fused_conv(const ir_node *n, epilogue *e)
+{
+    e->n = 0;
+    if (!n->group || n->op != IR_OP_CONV2D || (n->prev && n->prev->group == n->group))
+        return 0;
+    conv_geom g = rt_conv_geometry(n, &n->in[0]->type, &n->in[1]->type, &n->out[0]->type);
+    int direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 &&
+                 g.groups == 1;
+    if (!rt_conv_per_image(&g) || direct)
+        return 0;
+    const ir_value *running = n->out[0];
+    for (const ir_node *m = n->next; m && m->group == n->group; m = m->next) {
+        int k = epilogue_operand(m, running);
+        if (e->n == 32 || k < 0)
+            return e->n = 0;
+        e->m[e->n] = m;
+        e->k[e->n++] = k;
+        running = m->out[0];
+    }
+    return e->n;
+}
+
 int rt_exec_run(rt_exec *x, char *err, size_t errlen)
 {
-    ir_for_each_node(x->g, n) {
+    for (const ir_node *n = x->g->head; n; n = n->next) {
         double t0 = x->profile ? now_ms() : 0;
-        if (run_node(x, n, err, errlen))
+        epilogue e;
+        int nm = fused_conv(n, &e);
+        if (nm ? k_conv2d(x, n, &e, err, errlen) : run_node(x, n, err, errlen))
             return -1;
         if (x->profile) {
             x->op_ms[n->op] += now_ms() - t0;
             x->op_calls[n->op]++;
+            for (int i = 0; i < nm; i++)
+                x->op_calls[e.m[i]->op]++;
         }
+        for (int i = 0; i < nm; i++)
+            n = n->next; /* the members ran with it */
     }
     /* a training step writes its new weights, statistics and state back */
     for (int i = 0; i < x->g->nupdates; i++) {
