@@ -350,6 +350,27 @@ void ir_replace_uses(ir_graph *g, ir_value *old, ir_value *new_)
             g->updates[i].source = new_;
 }
 
+void ir_weight_only(const ir_graph *g, unsigned char *flags)
+{
+    memset(flags, 0, (size_t)g->nvalues);
+    if (g->nupdates)
+        return;
+    ir_for_each_node(g, n) {
+        /* every operand a weight, a constant or computed from those; and at
+           least one a weight (constants alone cost nothing to recompute) */
+        int only = 1, reads_weight = 0;
+        for (int i = 0; i < n->nin; i++) {
+            const ir_value *v = n->in[i];
+            int weight = v->kind == IR_VALUE_PARAM || v->kind == IR_VALUE_BUFFER ||
+                         (v->kind == IR_VALUE_NODE && flags[v->id]);
+            only &= weight || (v->kind == IR_VALUE_NODE && v->def->op == IR_OP_CONST);
+            reads_weight |= weight;
+        }
+        for (int i = 0; i < n->nout; i++)
+            flags[n->out[i]->id] = (unsigned char)(only && reads_weight);
+    }
+}
+
 /* ---- attributes ---- */
 
 static ir_attr *attr_slot(ir_graph *g, ir_node *n, const char *key)

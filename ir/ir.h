@@ -182,6 +182,12 @@ void ir_replace_uses(ir_graph *g, ir_value *old, ir_value *new_);
 
 #define ir_for_each_node(g, n) for (ir_node *n = (g)->head; n; n = n->next)
 
+/* Marks (by value id, in flags of g->nvalues bytes) the node results computed
+ * from parameters, buffers and constants alone: an inference program's weights,
+ * which the executor computes once.  Marks nothing in a training step (one with
+ * updates), whose weights change every run. */
+void ir_weight_only(const ir_graph *g, unsigned char *flags);
+
 /* ---- attributes ---- */
 void ir_set_int(ir_graph *g, ir_node *n, const char *key, int64_t v);
 void ir_set_float(ir_graph *g, ir_node *n, const char *key, double v);

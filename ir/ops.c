@@ -319,6 +319,12 @@ static int infer_training(const ir_node *n, ir_type *out, char *err, size_t errl
         return 1;
     }
 
+    case IR_OP_BN_FOLD_SCALE:
+        if (a->rank != 1 || !ir_type_eq(a, b))
+            FAIL("%s expects two [c] vectors, got %s and %s", op, TS(a), TS(b));
+        out[0] = *a;
+        return 1;
+
     case IR_OP_LAYERNORM_GRAD: {
         const ir_type *w = &n->in[2]->type;
         int ok = ir_type_eq(a, b) && w->rank >= 1 && w->rank <= a->rank && w->dtype == a->dtype;

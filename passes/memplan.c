@@ -59,26 +59,38 @@ int mp_inplace_operand(const ir_node *n)
 
 /* first[id], last[id]: the node index defining v and the last index reading it
  * (nnodes for what must survive the program); -1 for values not in the arena. */
+/* Whether v lives in the arena: node results but the weights an inference
+ * program computes once (ir_weight_only), which keep their own buffers. */
+static int in_arena(const ir_value *v, const unsigned char *weight)
+{
+    return v->kind == IR_VALUE_NODE && !weight[v->id];
+}
+
 static void liveness(const ir_graph *g, int *first, int *last)
 {
+    unsigned char *weight = malloc((size_t)g->nvalues + 1);
+    IR_ASSERT(weight);
+    ir_weight_only(g, weight);
     for (int i = 0; i < g->nvalues; i++)
         first[i] = last[i] = -1;
     int idx = 0;
     ir_for_each_node(g, n) {
         for (int i = 0; i < n->nin; i++)
-            if (n->in[i]->kind == IR_VALUE_NODE)
+            if (in_arena(n->in[i], weight))
                 last[n->in[i]->id] = idx;
         for (int i = 0; i < n->nout; i++)
-            first[n->out[i]->id] = last[n->out[i]->id] = idx;
+            if (in_arena(n->out[i], weight))
+                first[n->out[i]->id] = last[n->out[i]->id] = idx;
         idx++;
     }
+    free(weight);
     for (int i = 0; i < g->noutputs; i++)
-        if (g->outputs[i].value->kind == IR_VALUE_NODE)
+        if (first[g->outputs[i].value->id] >= 0)
             last[g->outputs[i].value->id] = idx;
-    if (g->loss && g->loss->kind == IR_VALUE_NODE)
+    if (g->loss && first[g->loss->id] >= 0)
         last[g->loss->id] = idx;
     for (int i = 0; i < g->nupdates; i++)
-        if (g->updates[i].source->kind == IR_VALUE_NODE)
+        if (first[g->updates[i].source->id] >= 0)
             last[g->updates[i].source->id] = idx;
 }
 
@@ -117,7 +129,7 @@ static int64_t peak_live(const ir_graph *g)
     ir_for_each_node(g, n)
         for (int i = 0; i < n->nout; i++) {
             const ir_value *v = n->out[i];
-            if (root[v->id] != v->id)
+            if (root[v->id] != v->id || first[v->id] < 0)
                 continue;
             delta[first[v->id]] += value_bytes(v);
         }
@@ -125,6 +137,8 @@ static int64_t peak_live(const ir_graph *g)
         for (int i = 0; i < n->nout; i++) {
             const ir_value *v = n->out[i];
             int r = root[v->id];
+            if (first[v->id] < 0)
+                continue;
             /* the set ends where its last member ends: members end in order */
             if (last[v->id] >= last[r])
                 last[r] = last[v->id];
@@ -132,7 +146,7 @@ static int64_t peak_live(const ir_graph *g)
     ir_for_each_node(g, n)
         for (int i = 0; i < n->nout; i++) {
             const ir_value *v = n->out[i];
-            if (root[v->id] == v->id)
+            if (root[v->id] == v->id && first[v->id] >= 0)
                 delta[last[v->id] + 1] -= value_bytes(v);
         }
     free(root);
@@ -282,6 +296,10 @@ mp_plan *mp_plan_graph(const ir_graph *g)
     ir_for_each_node(g, n)
         for (int i = 0; i < n->nout; i++) {
             const ir_value *v = n->out[i];
+            if (first[v->id] < 0) { /* weights computed once: with the parameters */
+                p->param_bytes += value_bytes(v);
+                continue;
+            }
             p->no_reuse_bytes += value_bytes(v);
             if (root[v->id] == v->id) {
                 set[v->id] = p->nbufs;
@@ -324,7 +342,8 @@ mp_plan *mp_plan_graph(const ir_graph *g)
     }
     ir_for_each_node(g, n)
         for (int i = 0; i < n->nout; i++)
-            p->offset_by_id[n->out[i]->id] = p->offset_by_id[root[n->out[i]->id]];
+            if (first[n->out[i]->id] >= 0)
+                p->offset_by_id[n->out[i]->id] = p->offset_by_id[root[n->out[i]->id]];
     free(live);
     free(set);
     free(root);
@@ -353,6 +372,15 @@ int mp_check(const ir_graph *g, const mp_plan *p, char *err, size_t errlen)
         for (int i = 0; i < n->nout; i++) {
             const ir_value *v = n->out[i];
             int64_t off = v->id < p->nvalues ? p->offset_by_id[v->id] : -1;
+            if (first[v->id] < 0) { /* weights computed once: never in the arena */
+                if (off >= 0) {
+                    snprintf(err, errlen, "%%%s is computed once but placed in the arena",
+                             v->name);
+                    rc = -1;
+                    goto done;
+                }
+                continue;
+            }
             count++;
             if (off < 0 || off % MP_ALIGN || off + value_bytes(v) > p->arena_bytes) {
                 snprintf(err, errlen, "%%%s has no aligned place in the %lld-byte arena (offset %lld)",
@@ -368,7 +396,8 @@ int mp_check(const ir_graph *g, const mp_plan *p, char *err, size_t errlen)
     int k = 0;
     ir_for_each_node(g, n)
         for (int i = 0; i < n->nout; i++)
-            vals[k++] = n->out[i];
+            if (first[n->out[i]->id] >= 0)
+                vals[k++] = n->out[i];
     for (int i = 0; i < count && !rc; i++)
         for (int j = i + 1; j < count && !rc; j++) {
             const ir_value *a = vals[i], *b = vals[j];

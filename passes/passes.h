@@ -45,6 +45,7 @@ int pass_dce(ir_graph *g, diag *d);
 int pass_schedule(ir_graph *g, diag *d);   /* before fuse: it leaves fused graphs alone */
 int pass_fuse(ir_graph *g, diag *d);
 int pass_remat(ir_graph *g, diag *d);     /* remat.c */
+int pass_fold_bn(ir_graph *g, diag *d);   /* fold_bn.c */
 
 /* ---- static memory planning (memplan.c) ---- */
 
@@ -63,7 +64,8 @@ typedef struct {
     int64_t arena_bytes;        /* the planned peak */
     int64_t lower_bound;        /* the most bytes live at one time: no plan is smaller */
     int64_t no_reuse_bytes;     /* every buffer a place of its own */
-    int64_t param_bytes;        /* parameters, buffers and state: their own region */
+    int64_t param_bytes;        /* parameters, buffers, state and weights computed from
+                                   them (ir_weight_only): their own region */
     int64_t input_bytes;
     int64_t *offset_by_id;      /* value id -> offset; -1 outside the arena */
     int nvalues;

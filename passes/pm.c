@@ -15,6 +15,7 @@ static const pass_info passes[] = {
     {"dce", "dead-code elimination", pass_dce},
     {"schedule", "a node order that keeps the peak of live activations low", pass_schedule},
     {"fuse", "producers and their elementwise epilogues into fused nodes", pass_fuse},
+    {"fold_bn", "fold inference batchnorms into the conv2d or dense before them", pass_fold_bn},
     {"remat", "recompute batchnorm-ReLU results in the backward pass (training)", pass_remat},
 };
 
@@ -34,7 +35,9 @@ const pass_info *pass_list(int *count)
 
 const char *pm_default_pipeline(int training, int remat)
 {
-    return training && remat ? "simplify,remat,schedule,fuse" : "simplify,schedule,fuse";
+    if (!training)
+        return "simplify,fold_bn,schedule,fuse";
+    return remat ? "simplify,remat,schedule,fuse" : "simplify,schedule,fuse";
 }
 
 static double now_ms(void)

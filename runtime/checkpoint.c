@@ -269,6 +269,7 @@ int rt_checkpoint_load(const ir_graph *g, rt_exec *x, const char *path, rt_ckpt_
             goto done;
         }
     }
+    rt_exec_weights_changed(x);
     if (meta) {
         memset(meta, 0, sizeof *meta);
         const cJSON *md = cJSON_GetObjectItemCaseSensitive(root, "__metadata__"), *kv;

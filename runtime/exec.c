@@ -735,15 +735,19 @@ rt_exec *rt_exec_new_planned(const ir_graph *g, const int64_t *offsets, int64_t 
 {
     rt_exec *x = calloc(1, sizeof *x);
     if (!x || !(x->buf = calloc((size_t)g->nvalues + 1, sizeof *x->buf)) ||
-        !(x->in_arena = calloc((size_t)g->nvalues + 1, 1))) {
-        if (x)
+        !(x->in_arena = calloc((size_t)g->nvalues + 1, 1)) ||
+        !(x->weight = calloc((size_t)g->nvalues + 1, 1))) {
+        if (x) {
             free(x->buf);
+            free(x->in_arena);
+        }
         free(x);
         fail(err, errlen, "out of memory");
         return NULL;
     }
     x->g = g;
     x->nvalues = g->nvalues;
+    ir_weight_only(g, x->weight);
     /* 256-byte aligned, as the plan's offsets are */
     if (offsets && arena_bytes > 0 &&
         !(x->arena = aligned_alloc(256, (size_t)(arena_bytes + 255) / 256 * 256))) {
@@ -766,7 +770,7 @@ rt_exec *rt_exec_new_planned(const ir_graph *g, const int64_t *offsets, int64_t 
         }
         for (int k = 0; k < n->nout; k++) {
             const ir_value *v = n->out[k];
-            if (offsets && offsets[v->id] >= 0) {
+            if (offsets && offsets[v->id] >= 0 && !x->weight[v->id]) {
                 x->buf[v->id] = x->arena + offsets[v->id];
                 x->in_arena[v->id] = 1;
             } else if (alloc_value(x, v, err, errlen)) {
@@ -789,6 +793,7 @@ void rt_exec_free(rt_exec *x)
             free(x->buf[i]);
     free(x->buf);
     free(x->in_arena);
+    free(x->weight);
     free(x->arena);
     free(x->scratch);
     free(x);
@@ -799,8 +804,14 @@ void *rt_exec_data(rt_exec *x, const ir_value *v)
     return v->id < x->nvalues ? x->buf[v->id] : NULL;
 }
 
+void rt_exec_weights_changed(rt_exec *x)
+{
+    x->weights_ready = 0;
+}
+
 void rt_exec_init_params(rt_exec *x, uint64_t seed)
 {
+    x->weights_ready = 0;
     for (int i = 0; i < x->g->nparams; i++)
         ir_init_fill(x->g->params[i], seed, fdata(x, x->g->params[i]));
 }
@@ -840,6 +851,8 @@ static int fused_conv(const ir_node *n, epilogue *e)
 int rt_exec_run(rt_exec *x, char *err, size_t errlen)
 {
     for (const ir_node *n = x->g->head; n; n = n->next) {
+        if (x->weights_ready && x->weight[n->out[0]->id])
+            continue; /* computed from the weights at an earlier run */
         double t0 = x->profile ? now_ms() : 0;
         epilogue e;
         int nm = fused_conv(n, &e);
@@ -854,6 +867,7 @@ int rt_exec_run(rt_exec *x, char *err, size_t errlen)
         for (int i = 0; i < nm; i++)
             n = n->next; /* the members ran with it */
     }
+    x->weights_ready = 1;
     /* a training step writes its new weights, statistics and state back */
     for (int i = 0; i < x->g->nupdates; i++) {
         const ir_update *u = &x->g->updates[i];

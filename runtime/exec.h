@@ -40,6 +40,12 @@ void *rt_exec_data(rt_exec *x, const ir_value *v);
 /* Fills every parameter and buffer from its initializer (ir_init_fill). */
 void rt_exec_init_params(rt_exec *x, uint64_t seed);
 
+/* An inference program computes the values it derives from weights alone (a
+ * batchnorm folded into a convolution's weights) once, at its first run.  After
+ * writing parameters or buffers through rt_exec_data, call this so that the
+ * next run computes them again (rt_exec_init_params and checkpoint loading do). */
+void rt_exec_weights_changed(rt_exec *x);
+
 /* Runs every node once.  Returns 0 on success, -1 with a message (for example an
  * embedding index or a label out of range). */
 int rt_exec_run(rt_exec *x, char *err, size_t errlen);

@@ -666,6 +666,14 @@ int rt_train_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     case IR_OP_EMBEDDING_GRAD: return k_embedding_grad(x, n, err, errlen);
     case IR_OP_CROSS_ENTROPY_GRAD: return k_cross_entropy_grad(x, n, err, errlen);
     case IR_OP_SGD: return k_sgd(x, n);
+    case IR_OP_BN_FOLD_SCALE: { /* gamma / sqrt(var + eps), as k_batchnorm's scale */
+        const float *g = IN(0), *v = IN(1);
+        float *o = OUT;
+        double eps = ir_attr_float(n, "eps");
+        for (int64_t i = 0; i < NUMEL(n->out[0]); i++)
+            o[i] = (float)(g[i] / sqrt((double)v[i] + eps));
+        return 0;
+    }
     case IR_OP_ADAM: return k_adam(x, n);
     default: return fail(err, errlen, "the CPU executor has no kernel for op %d", (int)n->op);
     }

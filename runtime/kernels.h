@@ -14,6 +14,8 @@ struct rt_exec {
     void **buf;           /* by value id */
     char *arena;          /* node results, when planned (rt_exec_new_planned) */
     char *in_arena;       /* by value id: buf points into the arena */
+    unsigned char *weight; /* by value id: computed from weights alone (ir_weight_only) */
+    int weights_ready;    /* those are up to date: skipped by rt_exec_run */
     float *scratch;       /* im2col columns */
     size_t scratch_cap;   /* floats */
     int profile;          /* time each op (rt_exec_set_profile) */

@@ -138,6 +138,7 @@ static void copy_weights(model *dst, const model *src)
             memcpy(rt_exec_data(dst->x, v), rt_exec_data(src->x, s),
                    (size_t)ir_type_numel(&v->type) * sizeof(float));
     }
+    rt_exec_weights_changed(dst->x);
 }
 
 /* Test accuracy and mean loss over the whole test set. */
