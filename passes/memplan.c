@@ -1,16 +1,9 @@
-/* Scheduling and static memory planning.
+/* Static memory planning.
  *
  * Every node result lives in one arena, from the node that computes it to the
  * last node that reads it (to the end of the program for outputs, the loss and
  * the sources of updates).  Inputs, parameters, buffers and optimizer state
  * have their own region.
- *
- * schedule (a pass): reorders the node list, a topological order, greedily:
- *   of the nodes whose operands are ready, the one that frees the most bytes
- *   minus what it allocates, ties broken by the old order.  The new order is
- *   kept only if it lowers the peak of live bytes.  Guarantees: the graph
- *   verifies and computes the same values (the order of independent nodes
- *   changes no result).
  *
  * mp_plan_graph: offsets for every node result, 256-byte aligned, by the
  *   "greedy by size" rule (largest first, each at the lowest offset that no
@@ -31,7 +24,7 @@
 #include "passes.h"
 
 /* Bytes of v as the executor stores it (floats as float32), aligned. */
-static int64_t value_bytes(const ir_value *v)
+int64_t mp_value_bytes(const ir_value *v)
 {
     ir_dtype t = v->type.dtype;
     int64_t es = t == IR_I64 ? 8 : t == IR_U8 ? 1 : 4;
@@ -116,7 +109,7 @@ static void aliases(const ir_graph *g, const int *last, int *root)
 }
 
 /* The most bytes live at one time under g's current order. */
-static int64_t peak_live(const ir_graph *g)
+int64_t mp_peak_live(const ir_graph *g)
 {
     int nv = g->nvalues, nn = g->nnodes;
     int *first = malloc((size_t)(nv + 1) * sizeof *first), *last = malloc((size_t)(nv + 1) * sizeof *last);
@@ -131,7 +124,7 @@ static int64_t peak_live(const ir_graph *g)
             const ir_value *v = n->out[i];
             if (root[v->id] != v->id || first[v->id] < 0)
                 continue;
-            delta[first[v->id]] += value_bytes(v);
+            delta[first[v->id]] += mp_value_bytes(v);
         }
     ir_for_each_node(g, n)
         for (int i = 0; i < n->nout; i++) {
@@ -147,7 +140,7 @@ static int64_t peak_live(const ir_graph *g)
         for (int i = 0; i < n->nout; i++) {
             const ir_value *v = n->out[i];
             if (root[v->id] == v->id && first[v->id] >= 0)
-                delta[last[v->id] + 1] -= value_bytes(v);
+                delta[last[v->id] + 1] -= mp_value_bytes(v);
         }
     free(root);
     int64_t live = 0, peak = 0;
@@ -159,105 +152,6 @@ static int64_t peak_live(const ir_graph *g)
     free(last);
     free(delta);
     return peak;
-}
-
-int pass_schedule(ir_graph *g, diag *d)
-{
-    (void)d;
-    int nn = g->nnodes, nv = g->nvalues;
-    ir_for_each_node(g, n)
-        if (n->group)
-            return 0; /* fused nodes move as a whole: not written yet */
-    if (nn < 2)
-        return 0;
-    int64_t before = peak_live(g);
-    ir_node **old = malloc((size_t)nn * sizeof *old), **order = malloc((size_t)nn * sizeof *order);
-    int *pending = calloc((size_t)nn, sizeof *pending);   /* operands not yet computed */
-    int *readers = calloc((size_t)nv + 1, sizeof *readers); /* unscheduled readers per value */
-    int *pos = malloc((size_t)(nv + 1) * sizeof *pos);     /* value id -> defining node index */
-    char *done = calloc((size_t)nn, 1);
-    IR_ASSERT(old && order && pending && readers && pos && done);
-    int k = 0;
-    for (int i = 0; i < nv; i++)
-        pos[i] = -1;
-    ir_for_each_node(g, n) {
-        for (int i = 0; i < n->nout; i++)
-            pos[n->out[i]->id] = k;
-        old[k++] = n;
-    }
-    for (int i = 0; i < nn; i++)
-        for (int j = 0; j < old[i]->nin; j++) {
-            const ir_value *v = old[i]->in[j];
-            readers[v->id]++;
-            pending[i] += v->kind == IR_VALUE_NODE;
-        }
-    /* values that must survive the program are never freed */
-    for (int i = 0; i < g->noutputs; i++)
-        readers[g->outputs[i].value->id] += nn;
-    if (g->loss)
-        readers[g->loss->id] += nn;
-    for (int i = 0; i < g->nupdates; i++)
-        readers[g->updates[i].source->id] += nn;
-    /* greedy, O(n^2): fine for graphs of thousands of nodes */
-    for (int step = 0; step < nn; step++) {
-        int best = -1;
-        int64_t best_gain = 0;
-        for (int i = 0; i < nn; i++) {
-            if (done[i] || pending[i])
-                continue;
-            const ir_node *n = old[i];
-            int64_t gain = 0;
-            for (int j = 0; j < n->nout; j++)
-                gain -= value_bytes(n->out[j]);
-            for (int j = 0; j < n->nin; j++) {
-                const ir_value *v = n->in[j];
-                int last_reader = readers[v->id] == 1;
-                for (int q = 0; q < j; q++) /* an operand read twice by n */
-                    last_reader &= n->in[q] != v;
-                if (v->kind == IR_VALUE_NODE && last_reader)
-                    gain += value_bytes(v);
-            }
-            if (best < 0 || gain > best_gain) {
-                best = i;
-                best_gain = gain;
-            }
-        }
-        IR_ASSERT(best >= 0);
-        done[best] = 1;
-        order[step] = old[best];
-        const ir_node *n = old[best];
-        for (int j = 0; j < n->nin; j++)
-            readers[n->in[j]->id]--;
-        for (int i = 0; i < nn; i++)
-            if (!done[i])
-                for (int j = 0; j < old[i]->nin; j++)
-                    for (int o = 0; o < n->nout; o++)
-                        pending[i] -= old[i]->in[j] == n->out[o];
-    }
-    /* relink in the new order, then keep it only if it is better */
-    int moved = 0;
-    for (int i = 0; i < nn; i++)
-        moved += order[i] != old[i];
-    ir_node **use = order;
-    for (int pass = 0; pass < 2; pass++) {
-        g->head = use[0];
-        g->tail = use[nn - 1];
-        for (int i = 0; i < nn; i++) {
-            use[i]->prev = i ? use[i - 1] : NULL;
-            use[i]->next = i + 1 < nn ? use[i + 1] : NULL;
-        }
-        if (use == old || peak_live(g) < before)
-            break;
-        use = old; /* no better: back to the old order */
-        moved = 0;
-    }
-    free(old);
-    free(order);
-    free(pending);
-    free(readers);
-    free(pos);
-    free(done);
-    return moved;
 }
 
 static int by_size_desc(const void *a, const void *b)
@@ -297,13 +191,13 @@ mp_plan *mp_plan_graph(const ir_graph *g)
         for (int i = 0; i < n->nout; i++) {
             const ir_value *v = n->out[i];
             if (first[v->id] < 0) { /* weights computed once: with the parameters */
-                p->param_bytes += value_bytes(v);
+                p->param_bytes += mp_value_bytes(v);
                 continue;
             }
-            p->no_reuse_bytes += value_bytes(v);
+            p->no_reuse_bytes += mp_value_bytes(v);
             if (root[v->id] == v->id) {
                 set[v->id] = p->nbufs;
-                p->bufs[p->nbufs++] = (mp_buffer){v, 0, value_bytes(v), first[v->id],
+                p->bufs[p->nbufs++] = (mp_buffer){v, 0, mp_value_bytes(v), first[v->id],
                                                   last[v->id], 1};
             } else {
                 mp_buffer *b = &p->bufs[set[root[v->id]]];
@@ -312,10 +206,10 @@ mp_plan *mp_plan_graph(const ir_graph *g)
             }
         }
     for (int i = 0; i < g->ninputs; i++)
-        p->input_bytes += value_bytes(g->inputs[i]);
+        p->input_bytes += mp_value_bytes(g->inputs[i]);
     for (int i = 0; i < g->nparams; i++)
-        p->param_bytes += value_bytes(g->params[i]);
-    p->lower_bound = peak_live(g);
+        p->param_bytes += mp_value_bytes(g->params[i]);
+    p->lower_bound = mp_peak_live(g);
 
     /* greedy by size: largest first, each at the lowest free offset */
     qsort(p->bufs, (size_t)p->nbufs, sizeof *p->bufs, by_size_desc);
@@ -382,7 +276,7 @@ int mp_check(const ir_graph *g, const mp_plan *p, char *err, size_t errlen)
                 continue;
             }
             count++;
-            if (off < 0 || off % MP_ALIGN || off + value_bytes(v) > p->arena_bytes) {
+            if (off < 0 || off % MP_ALIGN || off + mp_value_bytes(v) > p->arena_bytes) {
                 snprintf(err, errlen, "%%%s has no aligned place in the %lld-byte arena (offset %lld)",
                          v->name, (long long)p->arena_bytes, (long long)off);
                 rc = -1;
@@ -403,11 +297,11 @@ int mp_check(const ir_graph *g, const mp_plan *p, char *err, size_t errlen)
             const ir_value *a = vals[i], *b = vals[j];
             int64_t ao = p->offset_by_id[a->id], bo = p->offset_by_id[b->id];
             int time = first[a->id] <= last[b->id] && first[b->id] <= last[a->id];
-            int space = ao < bo + value_bytes(b) && bo < ao + value_bytes(a);
+            int space = ao < bo + mp_value_bytes(b) && bo < ao + mp_value_bytes(a);
             if (time && space && !(ao == bo && in_place_pair(a, b, last, first))) {
                 snprintf(err, errlen, "%%%s [%lld, +%lld) and %%%s [%lld, +%lld) overlap while "
-                         "both are live", a->name, (long long)ao, (long long)value_bytes(a),
-                         b->name, (long long)bo, (long long)value_bytes(b));
+                         "both are live", a->name, (long long)ao, (long long)mp_value_bytes(a),
+                         b->name, (long long)bo, (long long)mp_value_bytes(b));
                 rc = -1;
             }
         }

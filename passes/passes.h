@@ -71,6 +71,10 @@ typedef struct {
     int nvalues;
 } mp_plan;
 
+/* Bytes of v as the executor stores it (floats as float32), MP_ALIGN-aligned. */
+int64_t mp_value_bytes(const ir_value *v);
+/* The most bytes of node results live at one time in g's current order. */
+int64_t mp_peak_live(const ir_graph *g);
 /* The operand whose buffer n's result may take in place, or -1. */
 int mp_inplace_operand(const ir_node *n);
 /* Plans g's node results in its current order. */

@@ -1,0 +1,111 @@
+/* Scheduling: reorders the node list, a topological order, greedily: of the
+ * nodes whose operands are ready, the one that frees the most bytes minus what
+ * it allocates (memplan.c's sizes), ties broken by the old order.  The new
+ * order is kept only if it lowers the peak of live bytes (mp_peak_live).
+ *
+ * Expects: a verified graph without fused nodes (run it before fuse; it leaves
+ * a fused graph alone).  Guarantees: the graph verifies and computes the same
+ * bits (the order of independent nodes changes no result).  Returns the nodes
+ * that moved. */
+#include <stdlib.h>
+
+#include "passes.h"
+
+int pass_schedule(ir_graph *g, diag *d)
+{
+    (void)d;
+    int nn = g->nnodes, nv = g->nvalues;
+    ir_for_each_node(g, n)
+        if (n->group)
+            return 0; /* fused nodes move as a whole: not written yet */
+    if (nn < 2)
+        return 0;
+    int64_t before = mp_peak_live(g);
+    ir_node **old = malloc((size_t)nn * sizeof *old), **order = malloc((size_t)nn * sizeof *order);
+    int *pending = calloc((size_t)nn, sizeof *pending);   /* operands not yet computed */
+    int *readers = calloc((size_t)nv + 1, sizeof *readers); /* unscheduled readers per value */
+    int *pos = malloc((size_t)(nv + 1) * sizeof *pos);     /* value id -> defining node index */
+    char *done = calloc((size_t)nn, 1);
+    IR_ASSERT(old && order && pending && readers && pos && done);
+    int k = 0;
+    for (int i = 0; i < nv; i++)
+        pos[i] = -1;
+    ir_for_each_node(g, n) {
+        for (int i = 0; i < n->nout; i++)
+            pos[n->out[i]->id] = k;
+        old[k++] = n;
+    }
+    for (int i = 0; i < nn; i++)
+        for (int j = 0; j < old[i]->nin; j++) {
+            const ir_value *v = old[i]->in[j];
+            readers[v->id]++;
+            pending[i] += v->kind == IR_VALUE_NODE;
+        }
+    /* values that must survive the program are never freed */
+    for (int i = 0; i < g->noutputs; i++)
+        readers[g->outputs[i].value->id] += nn;
+    if (g->loss)
+        readers[g->loss->id] += nn;
+    for (int i = 0; i < g->nupdates; i++)
+        readers[g->updates[i].source->id] += nn;
+    /* greedy, O(n^2): fine for graphs of thousands of nodes */
+    for (int step = 0; step < nn; step++) {
+        int best = -1;
+        int64_t best_gain = 0;
+        for (int i = 0; i < nn; i++) {
+            if (done[i] || pending[i])
+                continue;
+            const ir_node *n = old[i];
+            int64_t gain = 0;
+            for (int j = 0; j < n->nout; j++)
+                gain -= mp_value_bytes(n->out[j]);
+            for (int j = 0; j < n->nin; j++) {
+                const ir_value *v = n->in[j];
+                int last_reader = readers[v->id] == 1;
+                for (int q = 0; q < j; q++) /* an operand read twice by n */
+                    last_reader &= n->in[q] != v;
+                if (v->kind == IR_VALUE_NODE && last_reader)
+                    gain += mp_value_bytes(v);
+            }
+            if (best < 0 || gain > best_gain) {
+                best = i;
+                best_gain = gain;
+            }
+        }
+        IR_ASSERT(best >= 0);
+        done[best] = 1;
+        order[step] = old[best];
+        const ir_node *n = old[best];
+        for (int j = 0; j < n->nin; j++)
+            readers[n->in[j]->id]--;
+        for (int i = 0; i < nn; i++)
+            if (!done[i])
+                for (int j = 0; j < old[i]->nin; j++)
+                    for (int o = 0; o < n->nout; o++)
+                        pending[i] -= old[i]->in[j] == n->out[o];
+    }
+    /* relink in the new order, then keep it only if it is better */
+    int moved = 0;
+    for (int i = 0; i < nn; i++)
+        moved += order[i] != old[i];
+    ir_node **use = order;
+    for (int pass = 0; pass < 2; pass++) {
+        g->head = use[0];
+        g->tail = use[nn - 1];
+        for (int i = 0; i < nn; i++) {
+            use[i]->prev = i ? use[i - 1] : NULL;
+            use[i]->next = i + 1 < nn ? use[i + 1] : NULL;
+        }
+        if (use == old || mp_peak_live(g) < before)
+            break;
+        use = old; /* no better: back to the old order */
+        moved = 0;
+    }
+    free(old);
+    free(order);
+    free(pending);
+    free(readers);
+    free(pos);
+    free(done);
+    return moved;
+}
