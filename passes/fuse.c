@@ -8,8 +8,11 @@
  * reads it) and that use is an epilogue: an elementwise op whose result has the
  * running result's type (activation, inference dropout, add/sub/mul/div with a
  * same-shaped or broadcast operand, the residual add included), an inference
- * batchnorm (a per-channel scale and shift), or the gradient of an activation
- * with the running result as its incoming gradient.  The epilogue moves up to
+ * batchnorm (a per-channel scale and shift), the gradient of an activation
+ * with the running result as its incoming gradient, or a reduction that reads
+ * it first (softmax, log_softmax, layernorm, batchnorm_train, global_avgpool,
+ * cross_entropy, mse), which takes the chain as its prologue; after a reduction
+ * the chain goes on only where its result keeps the running result's shape.  The epilogue moves up to
  * right after the chain, which is legal when its other operands are computed
  * before the chain ends.
  *
@@ -32,9 +35,24 @@ static int is_epilogue_op(ir_op op)
     }
 }
 
+/* Reductions that take the chain so far as their prologue: the chain goes on
+ * from their first result only where it has the running result's type. */
+static int is_reduction(ir_op op)
+{
+    switch (op) {
+    case IR_OP_SOFTMAX: case IR_OP_LOG_SOFTMAX: case IR_OP_LAYERNORM: case IR_OP_BATCHNORM_TRAIN:
+    case IR_OP_GLOBAL_AVGPOOL: case IR_OP_CROSS_ENTROPY: case IR_OP_MSE:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 /* Whether c can extend a chain whose running result is v. */
 static int extends(const ir_node *c, const ir_value *v)
 {
+    if (!c->group && is_reduction(c->op))
+        return c->in[0] == v;
     if (c->group || c->nout != 1 || !is_epilogue_op(c->op) ||
         !ir_type_eq(&c->out[0]->type, &v->type))
         return 0;
@@ -94,6 +112,8 @@ int pass_fuse(ir_graph *g, diag *d)
             n->group = c->group = group;
             last = c;
             members++;
+            if (is_reduction(c->op) && !ir_type_eq(&c->out[0]->type, &v->type))
+                break; /* a result of another shape: the chain ends there */
         }
         if (members > 1) {
             g->ngroups = group;
