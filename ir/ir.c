@@ -350,6 +350,12 @@ void ir_replace_uses(ir_graph *g, ir_value *old, ir_value *new_)
             g->updates[i].source = new_;
 }
 
+int ir_op_communicates(ir_op op)
+{
+    return op == IR_OP_ALL_REDUCE || op == IR_OP_ALL_GATHER || op == IR_OP_REDUCE_SCATTER ||
+           op == IR_OP_BROADCAST || op == IR_OP_SEND || op == IR_OP_RECV;
+}
+
 void ir_weight_only(const ir_graph *g, unsigned char *flags)
 {
     memset(flags, 0, (size_t)g->nvalues);

@@ -22,6 +22,7 @@
 
 #define IR_MAX_RANK 8
 #define IR_MAX_RESULTS 16       /* results of one node */
+#define IR_MAX_DEVICES 4096     /* devices of one partitioned program */
 /* Elements of one tensor at most (1 TiB of i64), so that sizes computed from dims
  * never overflow.  The frontend and the IR parser refuse larger tensors. */
 #define IR_MAX_NUMEL ((int64_t)1 << 37)
@@ -108,6 +109,7 @@ struct ir_node {
     ir_loc loc;       /* the DSL call that made it */
     int group;        /* fusion: nodes of one nonzero group, consecutive in the list,
                          are one fused node (one kernel); 0: a node of its own */
+    int device;       /* the device that runs it, 0 .. IR_MAX_DEVICES - 1 */
     ir_node *prev, *next;
 };
 
@@ -181,6 +183,10 @@ void ir_erase(ir_graph *g, ir_node *n);
 void ir_replace_uses(ir_graph *g, ir_value *old, ir_value *new_);
 
 #define ir_for_each_node(g, n) for (ir_node *n = (g)->head; n; n = n->next)
+
+/* Whether op communicates between devices (collectives, send, recv): such a
+ * node runs for its peers too, so passes never erase, merge or move it alone. */
+int ir_op_communicates(ir_op op);
 
 /* Marks (by value id, in flags of g->nvalues bytes) the node results computed
  * from parameters, buffers and constants alone: an inference program's weights,

@@ -319,6 +319,47 @@ static int infer_training(const ir_node *n, ir_type *out, char *err, size_t errl
         return 1;
     }
 
+    case IR_OP_ALL_REDUCE: case IR_OP_ALL_GATHER: case IR_OP_REDUCE_SCATTER:
+    case IR_OP_BROADCAST: {
+        int size;
+        const int64_t *group = ir_attr_ints(n, "group", &size);
+        if (size < 1 || size > IR_MAX_DEVICES)
+            FAIL("%s group must list 1 to %d devices", op, IR_MAX_DEVICES);
+        for (int i = 0; i < size; i++)
+            if (group[i] < 0 || group[i] >= IR_MAX_DEVICES)
+                FAIL("%s group entry %lld is not a device", op, (long long)group[i]);
+        out[0] = *a;
+        if (n->op == IR_OP_BROADCAST) {
+            int64_t root = ir_attr_int(n, "root");
+            if (root < 0 || root >= size)
+                FAIL("broadcast root %lld is not a rank of its group of %d", (long long)root,
+                     size);
+        } else if (n->op != IR_OP_ALL_REDUCE) {
+            int64_t axis = ir_attr_int(n, "axis");
+            if (axis < 0 || axis >= a->rank)
+                FAIL("%s axis %lld is out of range for %s", op, (long long)axis, TS(a));
+            if (n->op == IR_OP_REDUCE_SCATTER && a->dims[axis] % size)
+                FAIL("reduce_scatter: %s does not split in %d along axis %lld", TS(a), size,
+                     (long long)axis);
+            if (n->op == IR_OP_REDUCE_SCATTER)
+                out[0].dims[axis] /= size;
+            else if (__builtin_mul_overflow(out[0].dims[axis], (int64_t)size, &out[0].dims[axis]))
+                FAIL("all_gather result is too large");
+        }
+        return 1;
+    }
+
+    case IR_OP_SEND: case IR_OP_RECV: {
+        int64_t peer = ir_attr_int(n, "peer");
+        if (peer < 0 || peer >= IR_MAX_DEVICES)
+            FAIL("%s peer %lld is not a device", op, (long long)peer);
+        if (n->op == IR_OP_SEND) {
+            out[0] = (ir_type){IR_I32, 0, {0}};
+            return 1;
+        }
+        return shape_attr(n, IR_F32, &out[0], err, errlen);
+    }
+
     case IR_OP_BN_FOLD_SCALE:
         if (a->rank != 1 || !ir_type_eq(a, b))
             FAIL("%s expects two [c] vectors, got %s and %s", op, TS(a), TS(b));

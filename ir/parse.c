@@ -665,6 +665,20 @@ static void parse_node(parser *P)
         if (!expect(P, '}', "expected '}' after the attributes"))
             return;
     }
+    skip_space(P);
+    if (P->end - P->p > 3 && strncmp(P->p, "on", 2) == 0 && (P->p[2] == ' ' || P->p[2] == '\t')) {
+        P->p += 2; /* on DEVICE */
+        int64_t dev;
+        skip_space(P);
+        const char *at = P->p;
+        if (!parse_int(P, &dev, "expected a device number after 'on'"))
+            return;
+        if (dev < 0 || dev >= IR_MAX_DEVICES) {
+            error_at(P, at, "device %lld is out of range [0, %d)", (long long)dev, IR_MAX_DEVICES);
+            return;
+        }
+        n->device = (int)dev;
+    }
     ir_loc loc;
     if (!parse_loc(P, &loc))
         return;

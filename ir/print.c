@@ -201,6 +201,8 @@ static void put_node(FILE *f, const ir_node *n)
         }
         fputc('}', f);
     }
+    if (n->device)
+        fprintf(f, " on %d", n->device);
     put_loc(f, n->loc);
     fputc('\n', f);
 }

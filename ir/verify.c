@@ -436,6 +436,161 @@ static void check_outputs(verifier *V)
     }
 }
 
+static int has(const ir_node *n, const char *key, ir_attr_kind kind)
+{
+    const ir_attr *a = ir_get_attr(n, key);
+    return a && a->kind == kind;
+}
+
+/* A collective with the attributes the checks read (the schema check reports
+ * the others). */
+static int collective(const ir_node *n)
+{
+    return (n->op == IR_OP_ALL_REDUCE || n->op == IR_OP_ALL_GATHER ||
+            n->op == IR_OP_REDUCE_SCATTER || n->op == IR_OP_BROADCAST) &&
+           n->nin == 1 && has(n, "id", IR_ATTR_INT) && has(n, "group", IR_ATTR_INTS);
+}
+
+/* Partitioned programs: each node reads results of its own device; the nodes
+ * of a collective (one id) agree on op, attributes and operand type, sit on
+ * exactly the devices of their group, and nothing reads their results before
+ * the last of them (the reference executor runs a collective there); two
+ * collectives that share devices come in the same order on all of them; every
+ * send has one recv of its shape, after it.  So a partitioned program cannot
+ * hang on a mismatched collective. */
+static void check_devices(verifier *V, const ir_node **nodes, int count)
+{
+    char nb[160], mb[160];
+    int *pos = xcalloc((size_t)V->g->nvalues + 1, sizeof *pos);
+    for (int i = 0; i < count; i++)
+        for (int k = 0; k < nodes[i]->nout; k++)
+            if (nodes[i]->out[k]->id >= 0 && nodes[i]->out[k]->id < V->g->nvalues)
+                pos[nodes[i]->out[k]->id] = i;
+    for (int i = 0; i < count; i++) {
+        const ir_node *n = nodes[i];
+        for (int k = 0; k < n->nin; k++) {
+            const ir_value *v = n->in[k];
+            if (v->kind == IR_VALUE_NODE && v->def && v->def->device != n->device)
+                report(V, n->loc, "node %s on device %d reads %s of device %d",
+                       node_str(nb, sizeof nb, n), n->device, v->name, v->def->device);
+        }
+    }
+    for (int i = 0; i < count; i++) {
+        const ir_node *n = nodes[i];
+        if (!collective(n))
+            continue;
+        int64_t id = ir_attr_int(n, "id");
+        int size;
+        const int64_t *group = ir_attr_ints(n, "group", &size);
+        int first_of_id = 1;
+        for (int j = 0; j < i && first_of_id; j++)
+            first_of_id = !(collective(nodes[j]) && ir_attr_int(nodes[j], "id") == id);
+        if (!first_of_id)
+            continue;
+        /* the participants of this id */
+        int seen = 0, last = i;
+        for (int j = i; j < count; j++) {
+            const ir_node *m = nodes[j];
+            if (!collective(m) || ir_attr_int(m, "id") != id)
+                continue;
+            last = j;
+            seen++;
+            int rank = -1;
+            for (int r = 0; r < size; r++)
+                if (group[r] == m->device)
+                    rank = r;
+            int same = m->op == n->op && m->nattrs == n->nattrs &&
+                       ir_type_eq(&m->in[0]->type, &n->in[0]->type);
+            for (int a = 0; same && a < n->nattrs; a++) {
+                const ir_attr *x = &n->attrs[a], *y = ir_get_attr(m, x->key);
+                same = y && x->kind == y->kind && x->i == y->i &&
+                       (x->kind != IR_ATTR_INTS ||
+                        (x->n == y->n && !memcmp(x->ints, y->ints, (size_t)x->n * sizeof *x->ints)));
+            }
+            if (!same)
+                report(V, m->loc, "collective %lld: node %s does not match node %s (op, "
+                       "attributes or operand type)", (long long)id, node_str(nb, sizeof nb, m),
+                       node_str(mb, sizeof mb, n));
+            else if (rank < 0)
+                report(V, m->loc, "collective %lld: node %s is on device %d, outside its group",
+                       (long long)id, node_str(nb, sizeof nb, m), m->device);
+            for (int j2 = i; j2 < j; j2++)
+                if (collective(nodes[j2]) && ir_attr_int(nodes[j2], "id") == id &&
+                    nodes[j2]->device == m->device)
+                    report(V, m->loc, "collective %lld: device %d takes part twice",
+                           (long long)id, m->device);
+        }
+        if (seen != size)
+            report(V, n->loc, "collective %lld: %d of the %d devices of its group take part",
+                   (long long)id, seen, size);
+        /* nothing reads a participant's result before the last participant */
+        for (int j = i; j <= last; j++) {
+            const ir_node *m = nodes[j];
+            for (int k = 0; k < m->nin; k++) {
+                const ir_value *v = m->in[k];
+                if (v->kind == IR_VALUE_NODE && v->def && collective(v->def) &&
+                    ir_attr_int(v->def, "id") == id)
+                    report(V, m->loc, "node %s reads the result of collective %lld before all "
+                           "its devices have issued it", node_str(nb, sizeof nb, m),
+                           (long long)id);
+            }
+        }
+    }
+    /* the same order of collectives on every pair of devices they share */
+    for (int i = 0; i < count; i++)
+        for (int j = i + 1; j < count; j++) {
+            const ir_node *a = nodes[i], *b = nodes[j];
+            if (!collective(a) || !collective(b) || a->device == b->device)
+                continue;
+            /* a on device d, b on device e: their partners must be in the same order */
+            int64_t ia = ir_attr_int(a, "id"), ib = ir_attr_int(b, "id");
+            if (ia == ib)
+                continue;
+            for (int k = 0; k < count; k++) { /* b's id on a's device */
+                const ir_node *c = nodes[k];
+                if (!collective(c) || c->device != a->device || ir_attr_int(c, "id") != ib)
+                    continue;
+                for (int l = 0; l < count; l++) { /* a's id on b's device */
+                    const ir_node *e = nodes[l];
+                    if (collective(e) && e->device == b->device && ia < ib &&
+                        ir_attr_int(e, "id") == ia && (k < i) != (j < l))
+                        report(V, b->loc, "collectives %lld and %lld come in one order on device "
+                               "%d and in the other on device %d", (long long)ia, (long long)ib,
+                               a->device, b->device);
+                }
+            }
+        }
+    /* sends and recvs pair up */
+    for (int i = 0; i < count; i++) {
+        const ir_node *n = nodes[i];
+        if ((n->op != IR_OP_SEND && n->op != IR_OP_RECV) || !has(n, "id", IR_ATTR_INT) ||
+            !has(n, "peer", IR_ATTR_INT) || n->nout != 1 || n->nin != (n->op == IR_OP_SEND))
+            continue;
+        int64_t id = ir_attr_int(n, "id"), peer = ir_attr_int(n, "peer");
+        int matches = 0;
+        for (int j = 0; j < count; j++) {
+            const ir_node *m = nodes[j];
+            if (m->op + n->op != IR_OP_SEND + IR_OP_RECV || m->op == n->op ||
+                !has(m, "id", IR_ATTR_INT) || !has(m, "peer", IR_ATTR_INT) || m->nout != 1 ||
+                m->nin != (m->op == IR_OP_SEND) || ir_attr_int(m, "id") != id || m->device != peer ||
+                ir_attr_int(m, "peer") != n->device)
+                continue;
+            matches++;
+            const ir_node *snd = n->op == IR_OP_SEND ? n : m, *rcv = n->op == IR_OP_SEND ? m : n;
+            if (n->op == IR_OP_SEND && !ir_type_eq(&snd->in[0]->type, &rcv->out[0]->type))
+                report(V, rcv->loc, "recv %lld: its type differs from what its send sends",
+                       (long long)id);
+            if (n->op == IR_OP_SEND && j < i)
+                report(V, m->loc, "recv %lld comes before its send", (long long)id);
+        }
+        if (matches != 1)
+            report(V, n->loc, "%s %lld on device %d has %d matching %s on device %lld",
+                   ir_ops[n->op].name, (long long)id, n->device, matches,
+                   n->op == IR_OP_SEND ? "recvs" : "sends", (long long)peer);
+    }
+    free(pos);
+}
+
 static void check_loss(verifier *V)
 {
     const ir_value *v = V->g->loss;
@@ -494,6 +649,7 @@ int ir_verify(const ir_graph *g, diag *d)
     check_params(&V);
     for (int i = 0; i < count; i++)
         check_node(&V, nodes[i], i);
+    check_devices(&V, nodes, count);
     check_outputs(&V);
     check_loss(&V);
     check_updates(&V);

@@ -32,7 +32,8 @@ static int same_attrs(const ir_node *a, const ir_node *b)
 
 static int same_node(const ir_node *a, const ir_node *b)
 {
-    if (a->op != b->op || a->nin != b->nin || a->nout != b->nout)
+    if (a->op != b->op || a->nin != b->nin || a->nout != b->nout || a->device != b->device ||
+        ir_op_communicates(a->op))
         return 0;
     for (int i = 0; i < a->nin; i++)
         if (a->in[i] != b->in[i])

@@ -31,7 +31,7 @@ int pass_dce(ir_graph *g, diag *d)
     /* backwards, so that a chain of dead nodes goes in one sweep */
     for (ir_node *n = g->tail, *prev; n; n = prev) {
         prev = n->prev;
-        int live = 0;
+        int live = ir_op_communicates(n->op); /* its peers wait for it */
         for (int i = 0; i < n->nout && !live; i++)
             live = uses[n->out[i]->id] > 0;
         if (live)

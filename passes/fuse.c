@@ -87,8 +87,8 @@ int pass_fuse(ir_graph *g, diag *d)
 
     int fused = 0;
     for (ir_node *n = g->head; n; n = n->next) {
-        if (n->group || n->op == IR_OP_CONST)
-            continue; /* a producer with several results (batchnorm_train) chains from
+        if (n->group || n->op == IR_OP_CONST || ir_op_communicates(n->op))
+            continue; /* communication runs when all its devices are there */ /* a producer with several results (batchnorm_train) chains from
                          its first */
         ir_node *last = n;
         int members = 1, group = g->ngroups + 1;

@@ -76,6 +76,24 @@ static void liveness(const ir_graph *g, int *first, int *last)
                 first[n->out[i]->id] = last[n->out[i]->id] = idx;
         idx++;
     }
+    /* a collective runs at the last of its nodes (runtime/comm.c): its operands
+       live until then */
+    idx = 0;
+    ir_for_each_node(g, n) {
+        if (n->op == IR_OP_ALL_REDUCE || n->op == IR_OP_ALL_GATHER ||
+            n->op == IR_OP_REDUCE_SCATTER || n->op == IR_OP_BROADCAST) {
+            int64_t id = ir_attr_int(n, "id");
+            int end = idx, k = idx;
+            for (const ir_node *m = n->next; m; m = m->next) {
+                k++;
+                if (m->op == n->op && ir_attr_int(m, "id") == id)
+                    end = k;
+            }
+            if (in_arena(n->in[0], weight) && last[n->in[0]->id] < end)
+                last[n->in[0]->id] = end;
+        }
+        idx++;
+    }
     free(weight);
     for (int i = 0; i < g->noutputs; i++)
         if (first[g->outputs[i].value->id] >= 0)

@@ -16,8 +16,9 @@ int pass_schedule(ir_graph *g, diag *d)
     (void)d;
     int nn = g->nnodes, nv = g->nvalues;
     ir_for_each_node(g, n)
-        if (n->group)
-            return 0; /* fused nodes move as a whole: not written yet */
+        if (n->group || n->device)
+            return 0; /* fused nodes move as a whole, and devices keep the order of their
+                         communication: not written yet */
     if (nn < 2)
         return 0;
     int64_t before = mp_peak_live(g);

@@ -700,6 +700,9 @@ static int run_node(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     case IR_OP_EMBEDDING: return k_embedding(x, n, err, errlen);
     case IR_OP_CROSS_ENTROPY: return k_cross_entropy(x, n, err, errlen);
     case IR_OP_MSE: return k_mse(x, n);
+    case IR_OP_ALL_REDUCE: case IR_OP_ALL_GATHER: case IR_OP_REDUCE_SCATTER: case IR_OP_BROADCAST:
+    case IR_OP_SEND: case IR_OP_RECV:
+        return rt_comm_kernel(x, n, err, errlen);
     default: return rt_train_kernel(x, n, err, errlen);
     }
 }
@@ -709,7 +712,7 @@ static int supported(const ir_node *n)
 {
     switch (n->op) {
     case IR_OP_RESHAPE: case IR_OP_TRANSPOSE: case IR_OP_CONCAT: case IR_OP_EMBEDDING:
-    case IR_OP_CROSS_ENTROPY:
+    case IR_OP_CROSS_ENTROPY: case IR_OP_SEND:
         return 1;
     default:
         return is_float(n->out[0]->type.dtype);

@@ -96,6 +96,9 @@ static inline void rt_bn_normalize(const float *x, float *y, int64_t n, float me
         y[k] = (x[k] - mean) * scale + b;
 }
 
+/* Collectives, send and recv between the devices of one process (comm.c). */
+int rt_comm_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen);
+
 /* The kernels of the ops autodiff makes (grad.c).  Returns 0 or -1 with err. */
 int rt_train_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen);
 
