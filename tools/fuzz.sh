@@ -7,24 +7,32 @@
 # the repository.  Exits non-zero on any crash, sanitizer report, leak or timeout,
 # and prints the path of the input that caused it and how to reproduce it.
 set -euo pipefail
-if [ $# -ne 1 ] || ! [[ $1 =~ ^[0-9]+$ ]] || [ "$1" -lt 1 ]; then
-    echo "usage: bash tools/fuzz.sh SECONDS" >&2
+if [ $# -lt 1 ] || [ $# -gt 2 ] || ! [[ $1 =~ ^[0-9]+$ ]] || [ "$1" -lt 1 ] ||
+   ! [[ ${2:-frontend} =~ ^(frontend|ir)$ ]]; then
+    echo "usage: bash tools/fuzz.sh SECONDS [frontend|ir]" >&2
     exit 2
 fi
 seconds=$1
+target=${2:-frontend}         # frontend: .net files; ir: .gir text
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${GNC_FUZZ_BUILD:-$root/build-fuzz}
 command -v clang >/dev/null || { echo "fuzz: needs clang (bash tools/deps.sh)" >&2; exit 1; }
 
 CC=clang cmake -S "$root" -B "$build" -G Ninja -DGNC_FUZZ=ON >/dev/null
-ninja -C "$build" fuzz_frontend
+ninja -C "$build" "fuzz_$target"
 
-work=$build/fuzz
+work=$build/fuzz-$target
 corpus=$work/corpus          # grows from run to run; the seeds are copied in each time
 artifacts=$work/artifacts
 mkdir -p "$corpus" "$artifacts"
 shopt -s nullglob globstar
-seeds=("$root"/models/*.net "$root"/tests/dsl/**/*.net "$root"/tests/fuzz/regressions/*.net)
+if [ "$target" = ir ]; then
+    seeds=("$root"/tests/ir/*.gir "$root"/tests/passes/*.gir "$root"/tests/comm/*.gir)
+    dict=()
+else
+    seeds=("$root"/models/*.net "$root"/tests/dsl/**/*.net "$root"/tests/fuzz/regressions/*.net)
+    dict=(-dict="$root/tests/fuzz/dsl.dict")
+fi
 for f in "${seeds[@]}"; do
     # flatten the path into a unique name: tests/dsl/a/b.net -> tests_dsl_a_b.net
     rel=${f#"$root"/}
@@ -35,8 +43,8 @@ echo "fuzz: ${#seeds[@]} seeds, $(ls "$corpus" | wc -l) inputs in $corpus; runni
 before=$(ls "$artifacts" | sort)
 log=$work/fuzz.log
 set +e
-"$build/fuzz_frontend" -max_total_time="$seconds" -max_len=4096 -timeout=10 \
-    -dict="$root/tests/fuzz/dsl.dict" -artifact_prefix="$artifacts/" -print_final_stats=1 \
+"$build/fuzz_$target" -max_total_time="$seconds" -max_len=4096 -timeout=10 \
+    "${dict[@]}" -artifact_prefix="$artifacts/" -print_final_stats=1 \
     "$corpus" 2>&1 | tee "$log" | grep -v -E '^#[0-9]+\s+(NEW|REDUCE|pulse)'
 rc=${PIPESTATUS[0]}
 set -e
@@ -49,8 +57,8 @@ if [ "$rc" -ne 0 ] || [ -n "$new" ]; then
         echo "fuzz: crash input: $artifacts/$a" >&2
     done
     grep -o 'Test unit written to .*' "$log" >&2 || true
-    echo "fuzz: reproduce with: $build/fuzz_frontend INPUT" >&2
-    echo "fuzz: minimize with:  $build/fuzz_frontend -minimize_crash=1 -runs=100000 -exact_artifact_path=min.net INPUT" >&2
+    echo "fuzz: reproduce with: $build/fuzz_$target INPUT" >&2
+    echo "fuzz: minimize with:  $build/fuzz_$target -minimize_crash=1 -runs=100000 -exact_artifact_path=min.net INPUT" >&2
     echo "fuzz: then save it as tests/fuzz/regressions/NAME.net (checked by ctest -R fuzz_regressions)" >&2
     exit 1
 fi

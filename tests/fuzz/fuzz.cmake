@@ -21,3 +21,9 @@ add_executable(fuzz_frontend ${CMAKE_CURRENT_LIST_DIR}/fuzz_frontend.c)
 target_link_libraries(fuzz_frontend PRIVATE gnc_frontend gnc_ir)
 target_compile_options(fuzz_frontend PRIVATE -fsanitize=fuzzer ${GNC_FUZZ_SANITIZE})
 target_link_options(fuzz_frontend PRIVATE -fsanitize=fuzzer,address,undefined)
+
+# The IR text parser and verifier (bash tools/fuzz.sh SECONDS ir).
+add_executable(fuzz_ir ${CMAKE_CURRENT_LIST_DIR}/fuzz_ir.c)
+target_link_libraries(fuzz_ir PRIVATE gnc_ir)
+target_compile_options(fuzz_ir PRIVATE -fsanitize=fuzzer ${GNC_FUZZ_SANITIZE})
+target_link_options(fuzz_ir PRIVATE -fsanitize=fuzzer,address,undefined)
