@@ -1,6 +1,6 @@
 # Partitioned programs: devices, collectives, send and recv (tests/comm/), and
 # the verifier's proof that a partitioned program cannot hang.
-add_executable(test_comm ${CMAKE_CURRENT_LIST_DIR}/test_comm.c)
+add_executable(test_comm ${CMAKE_CURRENT_LIST_DIR}/test_comm.c ${CMAKE_CURRENT_LIST_DIR}/filecheck.c)
 target_link_libraries(test_comm PRIVATE gnc_passes gnc_runtime m)
 add_test(NAME comm COMMAND test_comm ${CMAKE_SOURCE_DIR})
 set_tests_properties(comm PROPERTIES LABELS "unit;ir;exec" TIMEOUT 120)

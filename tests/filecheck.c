@@ -1,4 +1,4 @@
-/* A small FileCheck: see filecheck.h. */
+/* The test drivers' helpers and a small FileCheck: see filecheck.h. */
 #include "filecheck.h"
 
 #include <stdio.h>
@@ -80,4 +80,50 @@ int file_check(const char *text, const char *out, char *err, size_t errlen)
     free(src);
     free(res);
     return ok;
+}
+
+char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *s = NULL;
+    size_t n = 0, cap = 0, got;
+    do {
+        if (n + 4096 + 1 > cap)
+            s = realloc(s, cap = 2 * cap + 4096 + 1);
+        if (!s)
+            abort();
+        got = fread(s + n, 1, cap - n - 1, f);
+        n += got;
+    } while (got > 0);
+    fclose(f);
+    s[n] = '\0';
+    if (len)
+        *len = n;
+    return s;
+}
+
+char *graph_text(const ir_graph *g)
+{
+    char *s = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&s, &n);
+    if (!f)
+        abort();
+    ir_print(g, f);
+    fclose(f);
+    return s;
+}
+
+char *diag_text(const diag *d)
+{
+    char *s = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&s, &n);
+    if (!f)
+        abort();
+    diag_print(d, f);
+    fclose(f);
+    return s;
 }

@@ -17,6 +17,7 @@
 
 #include "diag.h"
 #include "exec.h"
+#include "filecheck.h"
 #include "passes.h"
 
 static int passed, failed;
@@ -31,21 +32,6 @@ static void check(int ok, const char *what)
     }
 }
 
-static char *read_text(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    char *s = malloc((size_t)n + 1);
-    *len = s ? fread(s, 1, (size_t)n, f) : 0;
-    if (s)
-        s[*len] = 0;
-    fclose(f);
-    return s;
-}
 
 static const float *out(rt_exec *x, const ir_graph *g, const char *name)
 {
@@ -83,7 +69,7 @@ static void data_parallel(const char *src)
     char path[4096];
     snprintf(path, sizeof path, "%s/tests/comm/data_parallel.gir", src);
     size_t len;
-    char *text = read_text(path, &len);
+    char *text = read_file(path, &len);
     diag d;
     diag_init(&d);
     ir_graph *g = text ? ir_parse(path, text, len, &d) : NULL;

@@ -23,6 +23,7 @@
 
 #include "diag.h"
 #include "ir.h"
+#include "filecheck.h"
 
 static int passed, failed;
 
@@ -44,38 +45,7 @@ static void check(int ok, const char *file, int line, const char *fmt, ...)
 
 /* ---- helpers ---- */
 
-static char *print_str(const ir_graph *g)
-{
-    char *s = NULL;
-    size_t n = 0;
-    FILE *f = open_memstream(&s, &n);
-    if (!f)
-        abort();
-    ir_print(g, f);
-    fclose(f);
-    return s;
-}
 
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *s = NULL;
-    size_t n = 0, cap = 0;
-    int c;
-    while ((c = fgetc(f)) != EOF) {
-        if (n + 1 >= cap)
-            s = realloc(s, cap = cap ? 2 * cap : 4096);
-        s[n++] = (char)c;
-    }
-    fclose(f);
-    if (!s)
-        s = calloc(1, 1);
-    s[n] = '\0';
-    *len = n;
-    return s;
-}
 
 /* The first diagnostic as diag_print's first line, without the newline. */
 static const char *first_diag(const diag *d, char *buf, size_t size)
@@ -203,14 +173,14 @@ static ir_node *find_node(ir_graph *g, const char *name)
 /* print, parse, print: the two texts must be equal; returns the parsed graph. */
 static ir_graph *round_trip(const ir_graph *g, const char *what)
 {
-    char *a = print_str(g);
+    char *a = graph_text(g);
     diag d;
     diag_init(&d);
     ir_graph *g2 = parse_text(a, strlen(a), &d);
     char buf[512];
     CHECK(g2, "%s: the printed text does not parse: %s", what, first_diag(&d, buf, sizeof buf));
     if (g2) {
-        char *b = print_str(g2);
+        char *b = graph_text(g2);
         CHECK(strcmp(a, b) == 0, "%s: print(parse(print(g))) differs:\n%s---\n%s", what, a, b);
         free(b);
     }
@@ -253,7 +223,7 @@ static void test_round_trip_cnn(void)
         CHECK(conv && bn && conv->loc.file == bn->loc.file, "file names are not interned");
         ir_graph_free(g2);
     }
-    char *text = print_str(g);
+    char *text = graph_text(g);
     CHECK(strstr(text, "# gnc IR\ngraph tiny_cnn {\n  input %image: f32[4, 1, 8, 8] @m.net:2:5\n")
               == text, "the header or first input prints otherwise:\n%s", text);
     CHECK(strstr(text, "  %stem: f32[4, 8, 8, 8] = conv2d(%image, %stem.weight, %stem.bias) "
@@ -298,7 +268,7 @@ static void test_quoted(void)
     char buf[512];
     CHECK(ir_verify(g, &d) == 0, "the quoted graph does not verify: %s",
           first_diag(&d, buf, sizeof buf));
-    char *text = print_str(g);
+    char *text = graph_text(g);
     CHECK(strstr(text, "graph \"my-model\" {\n"), "the graph name is not quoted:\n%s", text);
     CHECK(strstr(text, "input %\"a b\": f32[3] @\"my models/x.net\":1:1\n"),
           "a quoted input prints otherwise:\n%s", text);
@@ -350,7 +320,7 @@ static void test_floats(void)
         ir_add_param(g, IR_VALUE_PARAM, name, T(IR_F32, 0, 0, 0, 0, 0),
                      (ir_init){IR_INIT_NORMAL, xs[i], xs[n - 1 - i]}, (ir_loc){0});
     }
-    char *text = print_str(g);
+    char *text = graph_text(g);
     CHECK(strstr(text, "{value = 0.10000000000000001}"), "0.1 prints otherwise:\n%s", text);
     CHECK(strstr(text, "{value = 3.0}") && strstr(text, "{value = -0.0}") &&
           strstr(text, "{value = 0.0}"), "integral floats print without '.0':\n%s", text);
@@ -385,7 +355,7 @@ static void test_floats(void)
     CHECK(g && isnan(ir_attr_float(g->head, "value")) && signbit(ir_attr_float(g->head, "value"))
           && g->head->attrs[0].kind == IR_ATTR_FLOAT, "-nan does not read back");
     if (g) {
-        char *s = print_str(g);
+        char *s = graph_text(g);
         CHECK(strstr(s, "{value = -nan}") && strstr(s, "{value = nan}"), "nan prints otherwise");
         free(s);
         ir_graph_free(g);
@@ -418,7 +388,7 @@ static void test_multi_result(void)
     out[0]->type = out[1]->type = x->type;
     ir_node *n = ir_node_make(g, IR_OP_RELU, 1, &x, 2, out, (ir_loc){"m.net", 1, 1});
     ir_append(g, n);
-    char *text = print_str(g);
+    char *text = graph_text(g);
     CHECK(strstr(text, "  %lo: f32[4], %hi: f32[4] = relu(%x) @m.net:1:1\n"),
           "several results print otherwise:\n%s", text);
     ir_graph *g2 = round_trip(g, "multi");
@@ -452,7 +422,7 @@ static void check_canonical(const char *what, const char *text, size_t len)
     if (g) {
         CHECK(ir_verify(g, &d) == 0, "%s does not verify: %s", what,
               first_diag(&d, buf, sizeof buf));
-        char *s = print_str(g);
+        char *s = graph_text(g);
         CHECK(strlen(s) == len && memcmp(s, text, len) == 0,
               "%s is not in canonical form; it prints as:\n%s", what, s);
         free(s);
@@ -937,9 +907,9 @@ static void feed(fuzz_stats *st, const char *text, size_t len)
     if (g) {
         st->parsed++;
         ir_verify(g, &d);
-        char *a = print_str(g);
+        char *a = graph_text(g);
         ir_graph *g2 = ir_parse("again.gir", a, strlen(a), &d);
-        char *b = g2 ? print_str(g2) : NULL;
+        char *b = g2 ? graph_text(g2) : NULL;
         if (!b || strcmp(a, b) != 0) {
             if (st->unstable++ < 3)
                 fprintf(stderr, "unstable round trip of\n%.*s\n--- printed as\n%s", (int)len,
@@ -966,7 +936,7 @@ static void test_robustness(void)
     if (!st.devnull)
         abort();
     ir_graph *g = build_cnn();
-    char *cnn = print_str(g);
+    char *cnn = graph_text(g);
     ir_graph_free(g);
     const char *hand = "# gnc IR\ngraph \"q\\tg\" {\n  input %x: f32[2, 3] @\"a b.net\":1:2\n"
                        "  param %w: f32[3] = normal(0.0, 1e-2)\n"

@@ -33,38 +33,13 @@ static void fail(const char *what, const char *msg)
     fprintf(stderr, "FAIL %s: %s\n", what, msg);
 }
 
-static char *read_text(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    char *s = malloc((size_t)n + 1);
-    *len = s ? fread(s, 1, (size_t)n, f) : 0;
-    if (s)
-        s[*len] = 0;
-    fclose(f);
-    return s;
-}
-
-static char *print_text(const ir_graph *g)
-{
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    ir_print(g, f);
-    fclose(f);
-    return text;
-}
 
 /* ---------------------------------------------------------------- 1. text */
 
 static void pass_file(const char *path)
 {
     size_t len;
-    char *text = read_text(path, &len), pipeline[256] = "", msg[1024];
+    char *text = read_file(path, &len), pipeline[256] = "", msg[1024];
     const char *p = text ? strstr(text, "# PASSES: ") : NULL;
     if (!p || sscanf(p, "# PASSES: %255s", pipeline) != 1) {
         fail(path, "no '# PASSES:' line");
@@ -79,7 +54,7 @@ static void pass_file(const char *path)
         diag_print(&d, stderr);
         fail(path, "does not load or the passes fail");
     } else {
-        char *out = print_text(g);
+        char *out = graph_text(g);
         if (file_check(text, out, msg, sizeof msg)) {
             passed++;
         } else {
