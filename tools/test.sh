@@ -2,18 +2,20 @@
 # Set-up and the tests:
 #   bash tools/test.sh                 install what is missing, build in build/, run ctest
 #   bash tools/test.sh --asan          the same with AddressSanitizer and UBSan, in build-asan/
-#   bash tools/test.sh --fuzz SECONDS  fuzz the frontend instead (tools/fuzz.sh)
+#   bash tools/test.sh --fuzz SECONDS [frontend|ir]
+#                                      fuzz the frontend or the IR parser instead (tools/fuzz.sh)
 # GNC_BUILD_DIR overrides the build directory.  Exits non-zero if a step or a test fails.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-asan=0 fuzz=
+asan=0 fuzz= fuzz_target=frontend
 while [ $# -gt 0 ]; do
     case $1 in
     --asan) asan=1 ;;
     --fuzz)
         [ $# -ge 2 ] || { echo "test: --fuzz needs SECONDS" >&2; exit 2; }
-        fuzz=$2; shift ;;
-    -h|--help) sed -n '2,6s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        fuzz=$2; shift
+        case ${2:-} in frontend|ir) fuzz_target=$2; shift ;; esac ;;
+    -h|--help) sed -n '2,7s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "test: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -21,7 +23,7 @@ done
 
 bash "$root/tools/deps.sh"
 if [ -n "$fuzz" ]; then
-    exec bash "$root/tools/fuzz.sh" "$fuzz"
+    exec bash "$root/tools/fuzz.sh" "$fuzz" "$fuzz_target"
 fi
 
 if [ $asan = 1 ]; then
