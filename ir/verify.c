@@ -451,6 +451,85 @@ static int collective(const ir_node *n)
            n->nin == 1 && has(n, "id", IR_ATTR_INT) && has(n, "group", IR_ATTR_INTS);
 }
 
+static int cmp_id(const void *a, const void *b)
+{
+    int64_t x = ir_attr_int(*(const ir_node *const *)a, "id");
+    int64_t y = ir_attr_int(*(const ir_node *const *)b, "id");
+    return (x > y) - (x < y);
+}
+
+/* Whether a collective of that id is among the n sorted by id. */
+static int has_id(const ir_node **sorted, int n, int64_t id)
+{
+    for (int lo = 0, hi = n; lo < hi;) {
+        int mid = (lo + hi) / 2;
+        int64_t m = ir_attr_int(sorted[mid], "id");
+        if (m == id)
+            return 1;
+        if (m < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return 0;
+}
+
+/* Two devices issue the collectives they share in one order: each device's
+ * sequence of collectives, kept to the ids the other also issues, must be the
+ * same.  One message per pair of devices, at the first difference. */
+static void check_collective_order(verifier *V, const ir_node **nodes, int count)
+{
+    int ndev = 0, total = 0;
+    for (int i = 0; i < count; i++)
+        if (collective(nodes[i])) {
+            ndev = nodes[i]->device + 1 > ndev ? nodes[i]->device + 1 : ndev;
+            total++;
+        }
+    if (ndev < 2)
+        return;
+    /* per device, its collectives in list order (seq) and sorted by id (by_id) */
+    const ir_node **seq = xcalloc((size_t)total, sizeof *seq), **by_id = xcalloc((size_t)total, sizeof *by_id);
+    const ir_node **fd = xcalloc((size_t)total, sizeof *fd), **fe = xcalloc((size_t)total, sizeof *fe);
+    int *start = xcalloc((size_t)ndev + 1, sizeof *start), *len = xcalloc((size_t)ndev, sizeof *len);
+    for (int i = 0; i < count; i++)
+        if (collective(nodes[i]))
+            start[nodes[i]->device + 1]++;
+    for (int d = 0; d < ndev; d++)
+        start[d + 1] += start[d];
+    for (int i = 0; i < count; i++)
+        if (collective(nodes[i])) {
+            int d = nodes[i]->device;
+            seq[start[d] + len[d]++] = nodes[i];
+        }
+    memcpy(by_id, seq, (size_t)total * sizeof *seq);
+    for (int d = 0; d < ndev; d++)
+        qsort(by_id + start[d], (size_t)len[d], sizeof *by_id, cmp_id);
+    for (int d = 0; d < ndev; d++)
+        for (int e = d + 1; e < ndev; e++) {
+            int nd = 0, ne = 0;
+            for (int k = 0; k < len[d]; k++)
+                if (has_id(by_id + start[e], len[e], ir_attr_int(seq[start[d] + k], "id")))
+                    fd[nd++] = seq[start[d] + k];
+            for (int k = 0; k < len[e]; k++)
+                if (has_id(by_id + start[d], len[d], ir_attr_int(seq[start[e] + k], "id")))
+                    fe[ne++] = seq[start[e] + k];
+            for (int k = 0; k < nd && k < ne; k++) {
+                int64_t a = ir_attr_int(fd[k], "id"), b = ir_attr_int(fe[k], "id");
+                if (a != b) {
+                    report(V, fe[k]->loc, "collectives %lld and %lld come in one order on device "
+                           "%d and in the other on device %d", (long long)a, (long long)b, d, e);
+                    break;
+                }
+            }
+        }
+    free(seq);
+    free(by_id);
+    free(fd);
+    free(fe);
+    free(start);
+    free(len);
+}
+
 /* Partitioned programs: each node reads results of its own device; the nodes
  * of a collective (one id) agree on op, attributes and operand type, sit on
  * exactly the devices of their group, and nothing reads their results before
@@ -461,11 +540,6 @@ static int collective(const ir_node *n)
 static void check_devices(verifier *V, const ir_node **nodes, int count)
 {
     char nb[160], mb[160];
-    int *pos = xcalloc((size_t)V->g->nvalues + 1, sizeof *pos);
-    for (int i = 0; i < count; i++)
-        for (int k = 0; k < nodes[i]->nout; k++)
-            if (nodes[i]->out[k]->id >= 0 && nodes[i]->out[k]->id < V->g->nvalues)
-                pos[nodes[i]->out[k]->id] = i;
     for (int i = 0; i < count; i++) {
         const ir_node *n = nodes[i];
         for (int k = 0; k < n->nin; k++) {
@@ -536,30 +610,7 @@ static void check_devices(verifier *V, const ir_node **nodes, int count)
             }
         }
     }
-    /* the same order of collectives on every pair of devices they share */
-    for (int i = 0; i < count; i++)
-        for (int j = i + 1; j < count; j++) {
-            const ir_node *a = nodes[i], *b = nodes[j];
-            if (!collective(a) || !collective(b) || a->device == b->device)
-                continue;
-            /* a on device d, b on device e: their partners must be in the same order */
-            int64_t ia = ir_attr_int(a, "id"), ib = ir_attr_int(b, "id");
-            if (ia == ib)
-                continue;
-            for (int k = 0; k < count; k++) { /* b's id on a's device */
-                const ir_node *c = nodes[k];
-                if (!collective(c) || c->device != a->device || ir_attr_int(c, "id") != ib)
-                    continue;
-                for (int l = 0; l < count; l++) { /* a's id on b's device */
-                    const ir_node *e = nodes[l];
-                    if (collective(e) && e->device == b->device && ia < ib &&
-                        ir_attr_int(e, "id") == ia && (k < i) != (j < l))
-                        report(V, b->loc, "collectives %lld and %lld come in one order on device "
-                               "%d and in the other on device %d", (long long)ia, (long long)ib,
-                               a->device, b->device);
-                }
-            }
-        }
+    check_collective_order(V, nodes, count);
     /* sends and recvs pair up */
     for (int i = 0; i < count; i++) {
         const ir_node *n = nodes[i];
@@ -588,7 +639,6 @@ static void check_devices(verifier *V, const ir_node **nodes, int count)
                    ir_ops[n->op].name, (long long)id, n->device, matches,
                    n->op == IR_OP_SEND ? "recvs" : "sends", (long long)peer);
     }
-    free(pos);
 }
 
 static void check_loss(verifier *V)

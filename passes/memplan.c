@@ -117,8 +117,6 @@ static void aliases(const ir_graph *g, const int *last, int *root)
         int k = n->nout == 1 ? mp_inplace_operand(n) : -1;
         if (k >= 0) {
             const ir_value *u = n->in[k];
-            int twice = 0; /* read as another operand too: fine for elementwise */
-            (void)twice;
             if (u->kind == IR_VALUE_NODE && last[u->id] == idx)
                 root[n->out[0]->id] = root[u->id];
         }

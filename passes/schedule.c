@@ -25,17 +25,11 @@ int pass_schedule(ir_graph *g, diag *d)
     ir_node **old = malloc((size_t)nn * sizeof *old), **order = malloc((size_t)nn * sizeof *order);
     int *pending = calloc((size_t)nn, sizeof *pending);   /* operands not yet computed */
     int *readers = calloc((size_t)nv + 1, sizeof *readers); /* unscheduled readers per value */
-    int *pos = malloc((size_t)(nv + 1) * sizeof *pos);     /* value id -> defining node index */
     char *done = calloc((size_t)nn, 1);
-    IR_ASSERT(old && order && pending && readers && pos && done);
+    IR_ASSERT(old && order && pending && readers && done);
     int k = 0;
-    for (int i = 0; i < nv; i++)
-        pos[i] = -1;
-    ir_for_each_node(g, n) {
-        for (int i = 0; i < n->nout; i++)
-            pos[n->out[i]->id] = k;
+    ir_for_each_node(g, n)
         old[k++] = n;
-    }
     for (int i = 0; i < nn; i++)
         for (int j = 0; j < old[i]->nin; j++) {
             const ir_value *v = old[i]->in[j];
@@ -106,7 +100,6 @@ int pass_schedule(ir_graph *g, diag *d)
     free(order);
     free(pending);
     free(readers);
-    free(pos);
     free(done);
     return moved;
 }

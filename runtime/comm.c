@@ -6,9 +6,19 @@
  * results before), for all its devices at once, summing in rank order, so the
  * results do not depend on anything but the program.  A recv copies what its
  * send sent (the send comes first in the list). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels.h"
+
+#define MAX_GROUP 64
+
+/* What each communication node needs at run time, by its result's value id. */
+struct rt_comm {
+    const ir_node ***peers;     /* collective: the nodes by rank, when it is the last
+                                   of them in the list; else NULL */
+    const ir_node **send;       /* recv: its send */
+};
 
 static int is_collective(ir_op op)
 {
@@ -16,25 +26,75 @@ static int is_collective(ir_op op)
            op == IR_OP_BROADCAST;
 }
 
-/* The nodes of n's collective by rank, when n is the last of them in the list;
- * else 0. */
-static int participants(const rt_exec *x, const ir_node *n, const ir_node **by_rank)
+int rt_comm_prepare(rt_exec *x, char *err, size_t errlen)
 {
-    int size;
-    const int64_t *group = ir_attr_ints(n, "group", &size);
-    int64_t id = ir_attr_int(n, "id");
-    for (const ir_node *m = n->next; m; m = m->next)
-        if (is_collective(m->op) && ir_attr_int(m, "id") == id)
-            return 0; /* not the last: the last runs it */
-    int found = 0;
-    ir_for_each_node(x->g, m)
-        if (is_collective(m->op) && ir_attr_int(m, "id") == id)
-            for (int r = 0; r < size; r++)
-                if (group[r] == m->device) {
-                    by_rank[r] = m;
-                    found++;
-                }
-    return found == size ? size : -1;
+    const ir_graph *g = x->g;
+    int any = 0;
+    ir_for_each_node(g, n)
+        any |= ir_op_communicates(n->op);
+    if (!any)
+        return 0;
+    struct rt_comm *c = calloc(1, sizeof *c);
+    if (!c || !(c->peers = calloc((size_t)g->nvalues + 1, sizeof *c->peers)) ||
+        !(c->send = calloc((size_t)g->nvalues + 1, sizeof *c->send))) {
+        if (c)
+            free(c->peers);
+        free(c);
+        return rt_fail(err, errlen, "out of memory");
+    }
+    x->comm = c;
+    ir_for_each_node(g, n) {
+        if (n->op == IR_OP_RECV) {
+            int64_t id = ir_attr_int(n, "id"), peer = ir_attr_int(n, "peer");
+            ir_for_each_node(g, m)
+                if (m->op == IR_OP_SEND && ir_attr_int(m, "id") == id && m->device == peer &&
+                    ir_attr_int(m, "peer") == n->device)
+                    c->send[n->out[0]->id] = m;
+            if (!c->send[n->out[0]->id])
+                return rt_fail(err, errlen, "recv %lld on device %d has no send",
+                               (long long)id, n->device);
+            continue;
+        }
+        if (!is_collective(n->op))
+            continue;
+        int64_t id = ir_attr_int(n, "id");
+        int last = 1, size;
+        const int64_t *group = ir_attr_ints(n, "group", &size);
+        for (const ir_node *m = n->next; m && last; m = m->next)
+            last = !(is_collective(m->op) && ir_attr_int(m, "id") == id);
+        if (!last)
+            continue; /* the last of them runs the collective */
+        if (size > MAX_GROUP)
+            return rt_fail(err, errlen, "%s: groups of more than %d devices are not supported",
+                           ir_ops[n->op].name, MAX_GROUP);
+        const ir_node **by_rank = calloc((size_t)size, sizeof *by_rank);
+        if (!by_rank)
+            return rt_fail(err, errlen, "out of memory");
+        c->peers[n->out[0]->id] = by_rank;
+        int found = 0;
+        ir_for_each_node(g, m)
+            if (is_collective(m->op) && ir_attr_int(m, "id") == id)
+                for (int r = 0; r < size; r++)
+                    if (group[r] == m->device && !by_rank[r]) {
+                        by_rank[r] = m;
+                        found++;
+                    }
+        if (found != size)
+            return rt_fail(err, errlen, "%s %lld: not every device of its group takes part",
+                           ir_ops[n->op].name, (long long)id);
+    }
+    return 0;
+}
+
+void rt_comm_free(rt_exec *x)
+{
+    if (!x->comm)
+        return;
+    for (int i = 0; i < x->nvalues; i++)
+        free(x->comm->peers[i]);
+    free(x->comm->peers);
+    free(x->comm->send);
+    free(x->comm);
 }
 
 /* outer x len x inner view of t around axis */
@@ -55,28 +115,15 @@ int rt_comm_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen)
         return 0;
     }
     if (n->op == IR_OP_RECV) {
-        int64_t id = ir_attr_int(n, "id"), peer = ir_attr_int(n, "peer");
-        ir_for_each_node(x->g, m)
-            if (m->op == IR_OP_SEND && ir_attr_int(m, "id") == id && m->device == peer &&
-                ir_attr_int(m, "peer") == n->device) {
-                memcpy(OUT, x->buf[m->in[0]->id], (size_t)NUMEL(n->out[0]) * sizeof(float));
-                return 0;
-            }
-        return rt_fail(err, errlen, "recv %lld on device %d has no send", (long long)id,
-                       n->device);
+        const ir_node *snd = x->comm->send[n->out[0]->id];
+        memcpy(OUT, x->buf[snd->in[0]->id], (size_t)NUMEL(n->out[0]) * sizeof(float));
+        return 0;
     }
-    const ir_node *p[IR_MAX_DEVICES > 64 ? 64 : IR_MAX_DEVICES];
+    const ir_node **p = x->comm->peers[n->out[0]->id];
+    if (!p)
+        return 0; /* not the last of its nodes: that one runs it */
     int size;
     ir_attr_ints(n, "group", &size);
-    if (size > 64)
-        return rt_fail(err, errlen, "%s: groups of more than 64 devices are not supported",
-                       ir_ops[n->op].name);
-    int k = participants(x, n, p);
-    if (k == 0)
-        return 0;
-    if (k < 0)
-        return rt_fail(err, errlen, "%s %lld: not every device of its group takes part",
-                       ir_ops[n->op].name, (long long)ir_attr_int(n, "id"));
     const ir_type *ti = &n->in[0]->type;
     int64_t len = ir_type_numel(ti);
 #define IN_R(r) ((const float *)x->buf[p[r]->in[0]->id])

@@ -781,6 +781,8 @@ rt_exec *rt_exec_new_planned(const ir_graph *g, const int64_t *offsets, int64_t 
             }
         }
     }
+    if (rt_comm_prepare(x, err, errlen))
+        goto fail;
     return x;
 fail:
     rt_exec_free(x);
@@ -795,6 +797,7 @@ void rt_exec_free(rt_exec *x)
         if (!x->in_arena[i])
             free(x->buf[i]);
     free(x->buf);
+    rt_comm_free(x);
     free(x->in_arena);
     free(x->weight);
     free(x->arena);

@@ -16,6 +16,7 @@ struct rt_exec {
     char *in_arena;       /* by value id: buf points into the arena */
     unsigned char *weight; /* by value id: computed from weights alone (ir_weight_only) */
     int weights_ready;    /* those are up to date: skipped by rt_exec_run */
+    struct rt_comm *comm; /* communication between devices (comm.c); NULL: none */
     float *scratch;       /* im2col columns */
     size_t scratch_cap;   /* floats */
     int profile;          /* time each op (rt_exec_set_profile) */
@@ -96,7 +97,10 @@ static inline void rt_bn_normalize(const float *x, float *y, int64_t n, float me
         y[k] = (x[k] - mean) * scale + b;
 }
 
-/* Collectives, send and recv between the devices of one process (comm.c). */
+/* Collectives, send and recv between the devices of one process (comm.c):
+ * rt_comm_prepare pairs them up once, rt_comm_kernel runs one node. */
+int rt_comm_prepare(rt_exec *x, char *err, size_t errlen);
+void rt_comm_free(rt_exec *x);
 int rt_comm_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen);
 
 /* The kernels of the ops autodiff makes (grad.c).  Returns 0 or -1 with err. */

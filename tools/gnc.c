@@ -587,7 +587,7 @@ static int cmd_compile(const options *o, ir_graph *g, const mp_plan *plan, int64
     char t[128], b[32];
     int64_t nparam = 0, nbuffer = 0;
     int nweights = 0;
-    double pbytes = 0, act = 0, flops = 0;
+    double pbytes = 0, flops = 0;
     int counts[IR_NOPS] = {0};
     for (int i = 0; i < g->nparams; i++) {
         const ir_value *v = g->params[i];
@@ -601,7 +601,6 @@ static int cmd_compile(const options *o, ir_graph *g, const mp_plan *plan, int64
     }
     ir_for_each_node(g, n) {
         counts[n->op]++;
-        act += (double)ir_type_bytes(&n->out[0]->type);
         flops += node_flops(n);
     }
     printf("model %s (%s)\n", g->name, o->file);
@@ -647,7 +646,6 @@ static int cmd_compile(const options *o, ir_graph *g, const mp_plan *plan, int64
                added / 1e9, flops > 0 ? 100 * added / flops : 0.0);
     }
     printf("compiled in %.1f ms\n", ms);
-    (void)act;
     return 0;
 }
 
