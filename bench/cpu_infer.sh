@@ -4,24 +4,9 @@
 # Prints, per model, both medians and the ratio gnc/PyTorch (the bar for resnet18
 # at batch 64 is <= 2.0), and the time of `gnc dump models/resnet18.net` (bar: 50 ms).
 set -euo pipefail
-# OpenBLAS picks its kernels for the CPU (AVX-512 ones where there are) unless
-# OPENBLAS_CORETYPE says otherwise; some environments preset it (this project's
-# machines to Haswell, AVX2), so then the figures are taken both ways.
-if [ -n "${OPENBLAS_CORETYPE:-}" ] && [ -z "${GNC_BENCH_INNER:-}" ]; then
-    echo "== OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE, as the environment sets it"
-    GNC_BENCH_INNER=1 bash "$0" "$@"
-    echo "== OPENBLAS_CORETYPE unset: OpenBLAS's own choice for this CPU"
-    env -u OPENBLAS_CORETYPE GNC_BENCH_INNER=1 bash "$0" "$@"
-    exit
-fi
-root=$(cd "$(dirname "$0")/.." && pwd)
-gnc=$root/${1:-build}/gnc
+. "$(dirname "$0")/common.sh" "$0" "$@"
 threads=$(nproc)
 repeat=10
-[ -x "$gnc" ] || { echo "bench: build gnc first (bash tools/test.sh)" >&2; exit 1; }
-/usr/bin/python3 -c 'import torch' 2>/dev/null || { echo "bench: needs python3-torch (bash tools/deps.sh --torch)" >&2; exit 1; }
-
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u +%Y-%m-%d)"
 printf '%-9s %5s %12s %12s %7s\n' model batch gnc_ms torch_ms ratio
 for spec in resnet18:64 lenet:256; do
     model=${spec%:*} batch=${spec#*:}

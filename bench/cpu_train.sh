@@ -8,26 +8,10 @@
 # gnc leaves its first step out of the figure, PyTorch its three warm-up steps.
 # Each side times its steps only (no start-up, no evaluation).
 set -euo pipefail
-# OpenBLAS picks its kernels for the CPU (AVX-512 ones where there are) unless
-# OPENBLAS_CORETYPE says otherwise; some environments preset it (this project's
-# machines to Haswell, AVX2), so then the figures are taken both ways.
-if [ -n "${OPENBLAS_CORETYPE:-}" ] && [ -z "${GNC_BENCH_INNER:-}" ]; then
-    echo "== OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE, as the environment sets it"
-    GNC_BENCH_INNER=1 bash "$0" "$@"
-    echo "== OPENBLAS_CORETYPE unset: OpenBLAS's own choice for this CPU"
-    env -u OPENBLAS_CORETYPE GNC_BENCH_INNER=1 bash "$0" "$@"
-    exit
-fi
-root=$(cd "$(dirname "$0")/.." && pwd)
-gnc=$root/${1:-build}/gnc
+. "$(dirname "$0")/common.sh" "$0" "$@"
 torch_fmnist=$root/../shared/bench/torch_fmnist.py
 data=/usr/share/datasets/fashion-mnist
-[ -x "$gnc" ] || { echo "bench: build gnc first (bash tools/test.sh)" >&2; exit 1; }
 [ -r "$torch_fmnist" ] || { echo "bench: $torch_fmnist is missing" >&2; exit 1; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u +%Y-%m-%d)"
 printf '%-9s %5s %6s %12s %12s %7s\n' model batch steps gnc_img_s torch_img_s ratio
 for spec in lenet:256:100 resnet18:32:12; do
     IFS=: read -r model batch steps <<<"$spec"

@@ -1,0 +1,23 @@
+# What the bench scripts share; sourced as: . bench/common.sh "$0" "$@"
+# Sets root and gnc (the binary of BUILD_DIR, default build), checks it exists,
+# and prints the machine line.
+#
+# OpenBLAS picks its kernels for the CPU (AVX-512 ones where there are) unless
+# OPENBLAS_CORETYPE says otherwise; some environments preset it (this project's
+# machines to Haswell, AVX2), so then the script runs twice and the figures are
+# taken both ways.
+bench_script=$1
+shift
+if [ -n "${OPENBLAS_CORETYPE:-}" ] && [ -z "${GNC_BENCH_INNER:-}" ]; then
+    echo "== OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE, as the environment sets it"
+    GNC_BENCH_INNER=1 bash "$bench_script" "$@"
+    echo "== OPENBLAS_CORETYPE unset: OpenBLAS's own choice for this CPU"
+    env -u OPENBLAS_CORETYPE GNC_BENCH_INNER=1 bash "$bench_script" "$@"
+    exit
+fi
+root=$(cd "$(dirname "$bench_script")/.." && pwd)
+gnc=$root/${1:-build}/gnc
+[ -x "$gnc" ] || { echo "bench: build gnc first (bash tools/test.sh)" >&2; exit 1; }
+/usr/bin/python3 -c 'import torch' 2>/dev/null ||
+    { echo "bench: needs python3-torch (bash tools/deps.sh --torch)" >&2; exit 1; }
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u +%Y-%m-%d)"
