@@ -249,10 +249,15 @@ void ir_add_output(ir_graph *g, const char *name, ir_value *v, ir_loc loc)
     g->outputs[g->noutputs++] = (ir_output){ir_strdup(g, name), v, loc};
 }
 
-void ir_add_update(ir_graph *g, ir_value *target, ir_value *source)
+void ir_add_update_on(ir_graph *g, ir_value *target, ir_value *source, int device)
 {
     g->updates = grow(g, g->updates, &g->cap_updates, g->nupdates + 1, sizeof *g->updates);
-    g->updates[g->nupdates++] = (ir_update){target, source};
+    g->updates[g->nupdates++] = (ir_update){target, source, device};
+}
+
+void ir_add_update(ir_graph *g, ir_value *target, ir_value *source)
+{
+    ir_add_update_on(g, target, source, 0);
 }
 
 ir_value *ir_value_new(ir_graph *g, const char *base, ir_loc loc)

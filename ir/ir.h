@@ -21,7 +21,7 @@
 #include <stdio.h>
 
 #define IR_MAX_RANK 8
-#define IR_MAX_RESULTS 16       /* results of one node */
+#define IR_MAX_RESULTS 64       /* results of one node (a bucket of all_reduce) */
 #define IR_MAX_DEVICES 4096     /* devices of one partitioned program */
 /* Elements of one tensor at most (1 TiB of i64), so that sizes computed from dims
  * never overflow.  The frontend and the IR parser refuse larger tensors. */
@@ -120,9 +120,12 @@ typedef struct {
 } ir_output;
 
 /* At the end of a step, target (a param, buffer or state) takes source's value:
- * how a training step writes back new weights and statistics. */
+ * how a training step writes back new weights and statistics.  In a partitioned
+ * program each device holds its own copy of the parameters it uses, and updates
+ * its copy: one update per target and device. */
 typedef struct {
     ir_value *target, *source;
+    int device;
 } ir_update;
 
 typedef struct ir_arena ir_arena;
@@ -162,7 +165,8 @@ ir_value *ir_add_input(ir_graph *g, const char *name, ir_type t, ir_loc loc);
 ir_value *ir_add_param(ir_graph *g, ir_value_kind kind, const char *name, ir_type t,
                        ir_init init, ir_loc loc);
 void ir_add_output(ir_graph *g, const char *name, ir_value *v, ir_loc loc);
-void ir_add_update(ir_graph *g, ir_value *target, ir_value *source);
+void ir_add_update(ir_graph *g, ir_value *target, ir_value *source);   /* on device 0 */
+void ir_add_update_on(ir_graph *g, ir_value *target, ir_value *source, int device);
 
 /* A node with fresh output values named from base (made unique); outputs' types
  * are left for the caller (ir_infer fills them).  Not yet linked into the list. */

@@ -238,6 +238,12 @@ static int infer_training(const ir_node *n, ir_type *out, char *err, size_t errl
         if (!ir_type_eq(b, &i64) || !ir_type_eq(&n->in[2]->type, &i64))
             FAIL("%s expects i64[] step and seed, got %s and %s", op, TS(b),
                  TS(&n->in[2]->type));
+        int ns;
+        const int64_t *sh = ir_attr_ints(n, "shard", &ns);
+        if (ns != 0 && (ns != 3 || sh[0] < 0 || sh[0] >= a->rank || sh[1] < 0 ||
+                        sh[2] > IR_MAX_NUMEL || sh[1] > sh[2] - a->dims[sh[0]]))
+            FAIL("%s shard must be [] or [axis, start, full] with the slice [start, start + "
+                 "%s along axis) inside [0, full)", op, TS(a));
         out[0] = out[1] = *a;
         return 1;
     }
@@ -328,7 +334,8 @@ static int infer_training(const ir_node *n, ir_type *out, char *err, size_t errl
         for (int i = 0; i < size; i++)
             if (group[i] < 0 || group[i] >= IR_MAX_DEVICES)
                 FAIL("%s group entry %lld is not a device", op, (long long)group[i]);
-        out[0] = *a;
+        for (int i = 0; i < n->nin; i++)
+            out[i] = n->in[i]->type;
         if (n->op == IR_OP_BROADCAST) {
             int64_t root = ir_attr_int(n, "root");
             if (root < 0 || root >= size)
@@ -452,7 +459,8 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
     if (n->nin < ir_ops[n->op].nin_min || n->nin > ir_ops[n->op].nin_max)
         FAIL("%s takes %d to %d operands, got %d", op, ir_ops[n->op].nin_min,
              ir_ops[n->op].nin_max, n->nin);
-    int nout = n->op == IR_OP_SGD ? n->nin - 2 : ir_ops[n->op].nout;
+    int nout = n->op == IR_OP_SGD ? n->nin - 2 : n->op == IR_OP_ALL_REDUCE ? n->nin
+             : ir_ops[n->op].nout;
     if (n->nout != nout)
     {
         if (nout == 1)

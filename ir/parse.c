@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_RESULTS 16   /* results of one node, as ir_node_new allows */
+#define MAX_RESULTS IR_MAX_RESULTS   /* results of one node, as ir_node_new allows */
 #define MAX_FILES 64     /* distinct location files interned; more are copied */
 
 typedef struct {
@@ -443,6 +443,25 @@ static int parse_loc_number(parser *P, int *v, const char *expected)
     return 1;
 }
 
+/* An optional "on DEVICE" (a partitioned program's node or update); device
+ * stays as it is without one. */
+static int parse_on(parser *P, int *device)
+{
+    skip_space(P);
+    if (!(P->end - P->p > 3 && strncmp(P->p, "on", 2) == 0 && (P->p[2] == ' ' || P->p[2] == '\t')))
+        return 1;
+    P->p += 2;
+    int64_t dev;
+    skip_space(P);
+    const char *at = P->p;
+    if (!parse_int(P, &dev, "expected a device number after 'on'"))
+        return 0;
+    if (dev < 0 || dev >= IR_MAX_DEVICES)
+        return error_at(P, at, "device %lld is out of range [0, %d)", (long long)dev, IR_MAX_DEVICES);
+    *device = (int)dev;
+    return 1;
+}
+
 /* An optional @FILE:LINE:COL, FILE bare or quoted. */
 static int parse_loc(parser *P, ir_loc *loc)
 {
@@ -665,20 +684,8 @@ static void parse_node(parser *P)
         if (!expect(P, '}', "expected '}' after the attributes"))
             return;
     }
-    skip_space(P);
-    if (P->end - P->p > 3 && strncmp(P->p, "on", 2) == 0 && (P->p[2] == ' ' || P->p[2] == '\t')) {
-        P->p += 2; /* on DEVICE */
-        int64_t dev;
-        skip_space(P);
-        const char *at = P->p;
-        if (!parse_int(P, &dev, "expected a device number after 'on'"))
-            return;
-        if (dev < 0 || dev >= IR_MAX_DEVICES) {
-            error_at(P, at, "device %lld is out of range [0, %d)", (long long)dev, IR_MAX_DEVICES);
-            return;
-        }
-        n->device = (int)dev;
-    }
+    if (!parse_on(P, &n->device))
+        return;
     ir_loc loc;
     if (!parse_loc(P, &loc))
         return;
@@ -731,13 +738,14 @@ static void parse_fused(parser *P, const char *at)
     P->group_loc = loc_at(P, at);
 }
 
-/* update %target = %source */
+/* update %target = %source [on DEVICE] */
 static void parse_update(parser *P)
 {
     ir_value *t = value_use(P, "expected a value name (%name)"), *v;
+    int device = 0;
     if (t && expect(P, '=', "expected '=' after the updated value") &&
-        (v = value_use(P, "expected a value name (%name)")))
-        ir_add_update(P->g, t, v);
+        (v = value_use(P, "expected a value name (%name)")) && parse_on(P, &device))
+        ir_add_update_on(P->g, t, v, device);
 }
 
 static void parse_statement(parser *P)

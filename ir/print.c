@@ -259,6 +259,8 @@ void ir_print(const ir_graph *g, FILE *f)
         put_value(f, g->updates[i].target);
         fputs(" = ", f);
         put_value(f, g->updates[i].source);
+        if (g->updates[i].device)
+            fprintf(f, " on %d", g->updates[i].device);
         fputc('\n', f);
     }
     fputs("}\n", f);

@@ -448,7 +448,7 @@ static int collective(const ir_node *n)
 {
     return (n->op == IR_OP_ALL_REDUCE || n->op == IR_OP_ALL_GATHER ||
             n->op == IR_OP_REDUCE_SCATTER || n->op == IR_OP_BROADCAST) &&
-           n->nin == 1 && has(n, "id", IR_ATTR_INT) && has(n, "group", IR_ATTR_INTS);
+           n->nin >= 1 && has(n, "id", IR_ATTR_INT) && has(n, "group", IR_ATTR_INTS);
 }
 
 static int cmp_id(const void *a, const void *b)
@@ -573,8 +573,9 @@ static void check_devices(verifier *V, const ir_node **nodes, int count)
             for (int r = 0; r < size; r++)
                 if (group[r] == m->device)
                     rank = r;
-            int same = m->op == n->op && m->nattrs == n->nattrs &&
-                       ir_type_eq(&m->in[0]->type, &n->in[0]->type);
+            int same = m->op == n->op && m->nattrs == n->nattrs && m->nin == n->nin;
+            for (int k = 0; same && k < n->nin; k++)
+                same = ir_type_eq(&m->in[k]->type, &n->in[k]->type);
             for (int a = 0; same && a < n->nattrs; a++) {
                 const ir_attr *x = &n->attrs[a], *y = ir_get_attr(m, x->key);
                 same = y && x->kind == y->kind && x->i == y->i &&
@@ -583,7 +584,7 @@ static void check_devices(verifier *V, const ir_node **nodes, int count)
             }
             if (!same)
                 report(V, m->loc, "collective %lld: node %s does not match node %s (op, "
-                       "attributes or operand type)", (long long)id, node_str(nb, sizeof nb, m),
+                       "attributes or operand types)", (long long)id, node_str(nb, sizeof nb, m),
                        node_str(mb, sizeof mb, n));
             else if (rank < 0)
                 report(V, m->loc, "collective %lld: node %s is on device %d, outside its group",
@@ -656,11 +657,13 @@ static void check_loss(verifier *V)
                value_str(vb, sizeof vb, v), type_str(tb, sizeof tb, &v->type));
 }
 
+/* Each target is updated at most once per device (each device holds its own
+ * copy), by a value of its type computed on that device. */
 static void check_updates(verifier *V)
 {
     const ir_graph *g = V->g;
     char vb[112], vb2[112], tb[256], tb2[256];
-    map seen = {0};
+    map first = {0}; /* target -> 1 + the index of its first update */
     for (int i = 0; i < g->nupdates; i++) {
         const ir_update *u = &g->updates[i];
         const ir_value *t = u->target, *s = u->source;
@@ -669,11 +672,17 @@ static void check_updates(verifier *V)
             continue;
         }
         value_str(vb, sizeof vb, t);
+        int twice = 0, k = map_get(&first, t);
+        for (int j = k ? k - 1 : i; j < i && !twice; j++)
+            twice = g->updates[j].target == t && g->updates[j].device == u->device;
+        if (!k)
+            map_put(&first, t, i + 1);
         if (t->kind != IR_VALUE_PARAM && t->kind != IR_VALUE_BUFFER && t->kind != IR_VALUE_STATE)
             report(V, t->loc, "update of %s, which is not a param, buffer or state", vb);
-        else if (map_get(&seen, t))
+        else if (twice && u->device)
+            report(V, t->loc, "%s is updated twice on device %d", vb, u->device);
+        else if (twice)
             report(V, t->loc, "%s is updated twice", vb);
-        map_put(&seen, t, 1);
         if (map_get(&V->state, s) != DEFINED)
             report(V, t->loc, "update of %s by %s, which is not defined in the graph", vb,
                    value_str(vb2, sizeof vb2, s));
@@ -681,8 +690,11 @@ static void check_updates(verifier *V)
             report(V, t->loc, "update of %s (%s) by %s of another type, %s", vb,
                    type_str(tb, sizeof tb, &t->type), value_str(vb2, sizeof vb2, s),
                    type_str(tb2, sizeof tb2, &s->type));
+        else if (s->kind == IR_VALUE_NODE && s->def && s->def->device != u->device)
+            report(V, t->loc, "update of %s on device %d by %s of device %d", vb, u->device,
+                   value_str(vb2, sizeof vb2, s), s->def->device);
     }
-    map_free(&seen);
+    map_free(&first);
 }
 
 int ir_verify(const ir_graph *g, diag *d)

@@ -374,6 +374,7 @@ static void training_mode(ad *a, ir_value *step, ir_value *seed)
             m = ir_node_make(a->g, IR_OP_DROPOUT_TRAIN, 3, in, 2, out, n->loc);
             copy_attrs(a, m, n);
             ir_set_int(a->g, m, "salt", salt++);
+            ir_set_ints(a->g, m, "shard", 0, NULL);
         } else {
             continue;
         }

@@ -89,8 +89,9 @@ static void liveness(const ir_graph *g, int *first, int *last)
                 if (m->op == n->op && ir_attr_int(m, "id") == id)
                     end = k;
             }
-            if (in_arena(n->in[0], weight) && last[n->in[0]->id] < end)
-                last[n->in[0]->id] = end;
+            for (int i = 0; i < n->nin; i++)
+                if (in_arena(n->in[i], weight) && last[n->in[i]->id] < end)
+                    last[n->in[i]->id] = end;
         }
         idx++;
     }

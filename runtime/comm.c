@@ -130,13 +130,14 @@ int rt_comm_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen)
 #define OUT_R(r) ((float *)x->buf[p[r]->out[0]->id])
     switch (n->op) {
     case IR_OP_ALL_REDUCE:
-        for (int64_t i = 0; i < len; i++) {
-            float s = 0;
-            for (int r = 0; r < size; r++)
-                s += IN_R(r)[i];
-            for (int r = 0; r < size; r++)
-                OUT_R(r)[i] = s;
-        }
+        for (int k = 0; k < n->nin; k++)
+            for (int64_t i = 0, len_k = NUMEL(n->in[k]); i < len_k; i++) {
+                float s = 0;
+                for (int r = 0; r < size; r++)
+                    s += ((const float *)x->buf[p[r]->in[k]->id])[i];
+                for (int r = 0; r < size; r++)
+                    ((float *)x->buf[p[r]->out[k]->id])[i] = s;
+            }
         return 0;
     case IR_OP_BROADCAST: {
         int64_t root = ir_attr_int(n, "root");

@@ -72,7 +72,8 @@ static uint64_t splitmix64(uint64_t z)
 
 /* Element i is kept when a uniform draw keyed by (seed, step, salt, i) is at
  * least p: masks differ per step and per dropout, and do not depend on the
- * number of threads or on anything run before. */
+ * number of threads or on anything run before.  i is the index in the whole
+ * tensor when this one is a shard of it (ops.def). */
 static int k_dropout_train(rt_exec *x, const ir_node *n)
 {
     const float *a = IN(0);
@@ -85,9 +86,20 @@ static int k_dropout_train(rt_exec *x, const ir_node *n)
                                          (uint64_t)ir_attr_int(n, "salt")));
     float keep = (float)(1.0 / (1.0 - p));
     int64_t len = NUMEL(n->in[0]);
+    /* the shard as an outer x part x inner view of the whole [outer, full, inner] */
+    int ns;
+    const int64_t *sh = ir_attr_ints(n, "shard", &ns);
+    int64_t part = len, full = len, start = 0, inner = 1;
+    if (ns == 3) {
+        const ir_type *t = &n->in[0]->type;
+        part = t->dims[sh[0]], start = sh[1], full = sh[2];
+        for (int d = (int)sh[0] + 1; d < t->rank; d++)
+            inner *= t->dims[d];
+    }
 #pragma omp parallel for if (len > PAR_MIN)
     for (int64_t i = 0; i < len; i++) {
-        double u = (double)(splitmix64(key ^ splitmix64((uint64_t)i)) >> 11) * 0x1.0p-53;
+        int64_t at = i / (part * inner) * full * inner + (start + i / inner % part) * inner + i % inner;
+        double u = (double)(splitmix64(key ^ splitmix64((uint64_t)at)) >> 11) * 0x1.0p-53;
         mask[i] = u >= p ? keep : 0.0f;
         y[i] = a[i] * mask[i];
     }
