@@ -215,7 +215,7 @@ static int infer_training(const ir_node *n, ir_type *out, char *err, size_t errl
     const ir_type *b = n->nin > 1 ? &n->in[1]->type : NULL;
     static const ir_type f32 = {IR_F32, 0, {0}}, i64 = {IR_I64, 0, {0}};
     ir_type t, y;
-    if (a && !is_float(a->dtype) && n->op != IR_OP_CROSS_ENTROPY_GRAD)
+    if (a && !is_float(a->dtype) && n->op != IR_OP_CROSS_ENTROPY_GRAD && n->op != IR_OP_SLICE)
         FAIL("%s expects a floating-point first operand, got %s", op, TS(a));
 
     switch (n->op) {

@@ -9,18 +9,39 @@
 #include "diag.h"
 #include "ir.h"
 
-/* ---- the pass manager (pm.c) ---- */
+/* ---- partitioning across devices (partition.c, pipeline.c, tensor.c) ---- */
 
-/* A pass rewrites g in place and returns how many nodes it changed, or -1 after
- * reporting an error on d. */
+typedef enum {
+    PT_DATA,        /* replicas of the whole model, the batch split between them */
+    PT_PIPELINE,    /* stages of consecutive layers, microbatches flowing through them */
+    PT_TENSOR,      /* each layer's weights split between the devices (Megatron-LM) */
+    PT_HYBRID       /* dp replicas of a pp-stage pipeline */
+} pt_strategy;
+
+typedef enum { PT_1F1B, PT_GPIPE } pt_schedule;
+
+#define PT_DEFAULT_BUCKET_BYTES ((int64_t)25 << 20)   /* as PyTorch DDP */
+
 typedef struct {
-    const char *name;
-    const char *what;           /* one line, for --help */
-    int (*run)(ir_graph *g, diag *d);
-} pass_info;
+    int devices;                /* 1: the pass does nothing */
+    pt_strategy strategy;
+    int dp, pp;                 /* PT_HYBRID: dp x pp == devices */
+    int microbatches;           /* pipeline; 0: 2 per stage */
+    pt_schedule schedule;       /* pipeline */
+    int64_t bucket_bytes;       /* gradient all-reduce buckets; 0: the default */
+    int sync_bn;                /* batchnorm statistics over the whole batch */
+    int deterministic;          /* bitwise the same result for every device count */
+    int micro_shards;           /* deterministic: fixed shards of the batch; 0: default */
+} pt_options;
 
-const pass_info *pass_lookup(const char *name, size_t len);
-const pass_info *pass_list(int *count);
+/* Rewrites g (scheduled, single-device) into one program for o->devices devices
+ * (docs/partition.md).  Returns the nodes it made, or -1 after reporting why the
+ * model cannot be partitioned so (a batch that does not split, too few layers). */
+int pt_partition(ir_graph *g, const pt_options *o, diag *d);
+/* The number of devices g's nodes use (1 + the largest n->device). */
+int pt_devices(const ir_graph *g);
+
+/* ---- the pass manager (pm.c) ---- */
 
 typedef struct {
     int verify_each;            /* the verifier after every pass */
@@ -28,10 +49,24 @@ typedef struct {
     const char *dump_ir;        /* "all", "before:PASS", "after:PASS" or NULL */
     const char *dump_dir;       /* dumps go to DIR/NN-when-pass.gir; NULL: to out */
     FILE *out;                  /* timings, and dumps without dump_dir */
+    const pt_options *partition; /* the partition pass's; NULL: one device */
 } pm_options;
 
-/* The default pipeline, as a --passes list; with remat, rematerialization too. */
-const char *pm_default_pipeline(int training, int remat);
+/* A pass rewrites g in place and returns how many nodes it changed, or -1 after
+ * reporting an error on d.  Passes that take options read them from o. */
+typedef struct {
+    const char *name;
+    const char *what;           /* one line, for --help */
+    int (*run)(ir_graph *g, diag *d);
+    int (*run_with)(ir_graph *g, const pm_options *o, diag *d);   /* instead of run */
+} pass_info;
+
+const pass_info *pass_lookup(const char *name, size_t len);
+const pass_info *pass_list(int *count);
+
+/* The default pipeline, as a --passes list; with remat, rematerialization too;
+ * with partitioned, the partition pass between scheduling and fusion. */
+const char *pm_default_pipeline(int training, int remat, int partitioned);
 
 /* Runs the comma-separated passes of pipeline on g.  Returns 0, or -1 with the
  * problem on d (an unknown pass, a failing pass, IR that no longer verifies). */

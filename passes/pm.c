@@ -8,15 +8,23 @@
 
 #include "passes.h"
 
+static int pass_partition(ir_graph *g, const pm_options *o, diag *d)
+{
+    return o->partition ? pt_partition(g, o->partition, d) : 0;
+}
+
 static const pass_info passes[] = {
-    {"simplify", "fold, cse and dce until nothing changes", pass_simplify},
-    {"fold", "constant folding and algebraic identities", pass_fold},
-    {"cse", "common-subexpression elimination", pass_cse},
-    {"dce", "dead-code elimination", pass_dce},
-    {"schedule", "a node order that keeps the peak of live activations low", pass_schedule},
-    {"fuse", "producers and their elementwise epilogues into fused nodes", pass_fuse},
-    {"fold_bn", "fold inference batchnorms into the conv2d or dense before them", pass_fold_bn},
-    {"remat", "recompute batchnorm-ReLU results in the backward pass (training)", pass_remat},
+    {"simplify", "fold, cse and dce until nothing changes", pass_simplify, NULL},
+    {"fold", "constant folding and algebraic identities", pass_fold, NULL},
+    {"cse", "common-subexpression elimination", pass_cse, NULL},
+    {"dce", "dead-code elimination", pass_dce, NULL},
+    {"schedule", "a node order that keeps the peak of live activations low", pass_schedule, NULL},
+    {"fuse", "producers and their elementwise epilogues into fused nodes", pass_fuse, NULL},
+    {"fold_bn", "fold inference batchnorms into the conv2d or dense before them", pass_fold_bn, NULL},
+    {"remat", "recompute batchnorm-ReLU results in the backward pass (training)", pass_remat,
+     NULL},
+    {"partition", "split the program between devices (--gpus, --strategy)", NULL,
+     pass_partition},
 };
 
 const pass_info *pass_lookup(const char *name, size_t len)
@@ -33,10 +41,13 @@ const pass_info *pass_list(int *count)
     return passes;
 }
 
-const char *pm_default_pipeline(int training, int remat)
+const char *pm_default_pipeline(int training, int remat, int partitioned)
 {
     if (!training)
-        return "simplify,fold_bn,schedule,fuse";
+        return partitioned ? "simplify,fold_bn,schedule,partition,fuse"
+                           : "simplify,fold_bn,schedule,fuse";
+    if (partitioned)
+        return remat ? "simplify,remat,schedule,partition,fuse" : "simplify,schedule,partition,fuse";
     return remat ? "simplify,remat,schedule,fuse" : "simplify,schedule,fuse";
 }
 
@@ -100,7 +111,7 @@ int pm_run(ir_graph *g, const char *pipeline, const pm_options *o, diag *d)
             return -1;
         int errors = d->nerrors;
         double t0 = now_ms();
-        int changes = pi->run(g, d);
+        int changes = pi->run_with ? pi->run_with(g, o, d) : pi->run(g, d);
         double ms = now_ms() - t0;
         if (changes < 0 || d->nerrors > errors)
             return -1;

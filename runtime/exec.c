@@ -712,7 +712,7 @@ static int supported(const ir_node *n)
 {
     switch (n->op) {
     case IR_OP_RESHAPE: case IR_OP_TRANSPOSE: case IR_OP_CONCAT: case IR_OP_EMBEDDING:
-    case IR_OP_CROSS_ENTROPY: case IR_OP_SEND:
+    case IR_OP_CROSS_ENTROPY: case IR_OP_SEND: case IR_OP_SLICE:
         return 1;
     default:
         return is_float(n->out[0]->type.dtype);

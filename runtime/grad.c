@@ -193,11 +193,12 @@ static int k_slice(rt_exec *x, const ir_node *n)
         inner *= ta->dims[i];
     for (int i = 0; i < axis; i++)
         outer *= ta->dims[i];
-    const float *a = IN(0);
-    float *o = OUT;
+    size_t es = ta->dtype == IR_I64 ? 8 : ta->dtype == IR_U8 ? 1 : 4; /* floats as f32 */
+    const char *a = x->buf[n->in[0]->id];
+    char *o = x->buf[n->out[0]->id];
     for (int64_t u = 0; u < outer; u++)
-        memcpy(o + u * size * inner, a + (u * ta->dims[axis] + start) * inner,
-               (size_t)(size * inner) * sizeof *o);
+        memcpy(o + (size_t)(u * size * inner) * es,
+               a + (size_t)((u * ta->dims[axis] + start) * inner) * es, (size_t)(size * inner) * es);
     return 0;
 }
 

@@ -74,10 +74,10 @@ static void data_parallel(const char *src)
     diag_init(&d);
     ir_graph *g = text ? ir_parse(path, text, len, &d) : NULL;
     ir_graph *h = text ? ir_parse(path, text, len, &d) : NULL;
-    pm_options o = {1, 0, NULL, NULL, stderr};
+    pm_options o = {1, 0, NULL, NULL, stderr, NULL};
     mp_plan *p = NULL;
     char err[256];
-    if (!g || !h || ir_verify(g, &d) || pm_run(h, pm_default_pipeline(0, 0), &o, &d) ||
+    if (!g || !h || ir_verify(g, &d) || pm_run(h, pm_default_pipeline(0, 0, 0), &o, &d) ||
         !(p = mp_plan_graph(h)) || mp_check(h, p, err, sizeof err)) {
         diag_print(&d, stderr);
         check(0, "data_parallel.gir loads, optimizes and plans");

@@ -49,7 +49,7 @@ static void pass_file(const char *path)
     diag d;
     diag_init(&d);
     ir_graph *g = ir_parse(path, text, len, &d);
-    pm_options o = {1, 0, NULL, NULL, stderr};
+    pm_options o = {1, 0, NULL, NULL, stderr, NULL};
     if (!g || ir_verify(g, &d) || pm_run(g, pipeline, &o, &d)) {
         diag_print(&d, stderr);
         fail(path, "does not load or the passes fail");
@@ -162,11 +162,11 @@ static void equivalent(const char *what, ir_graph *raw, ir_graph *opt, double ma
 {
     diag d;
     diag_init(&d);
-    pm_options o = {1, 0, NULL, NULL, stderr};
+    pm_options o = {1, 0, NULL, NULL, stderr, NULL};
     mp_plan *p = NULL;
     rt_exec *xa = NULL, *xb = NULL;
     char err[512], msg[1024];
-    if (pm_run(opt, pm_default_pipeline(raw->nupdates > 0, remat), &o, &d) != 0) {
+    if (pm_run(opt, pm_default_pipeline(raw->nupdates > 0, remat, 0), &o, &d) != 0) {
         diag_print(&d, stderr);
         fail(what, "the pipeline fails");
         goto done;

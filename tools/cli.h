@@ -28,6 +28,11 @@ typedef struct {
     int verify_each, time_passes, dump_memory, stats, remat;
     int profile;                /* --profile: time per op */
     ad_optimizer opt;           /* --optimizer, --momentum, --nesterov, --weight-decay */
+    /* partitioning: --gpus N or --devices cpu:N, --strategy, ... */
+    pt_options part;
+    int strategy_auto;          /* --strategy auto (the default with several devices) */
+    int gpus;                   /* the devices are GPUs (--gpus): the cost model's default */
+    int devices_given;          /* --gpus or --devices */
     /* gnc train and gnc eval */
     const char *data;           /* --data DIR */
     const char *weights;        /* --weights FILE (eval) */

@@ -217,6 +217,15 @@ static const struct flag {
     {"--log", "train", 1},
     {"--weights", "eval", 1},
     {"--device", "train eval run", 1},
+    {"--gpus", "dump compile", 1},
+    {"--devices", "dump compile run train", 1},
+    {"--strategy", "dump compile run train", 1},
+    {"--microbatches", "dump compile run train", 1},
+    {"--pipeline-schedule", "dump compile run train", 1},
+    {"--bucket-mb", "dump compile run train", 1},
+    {"--sync-bn", "dump compile run train", 0},
+    {"--deterministic", "dump compile run train", 0},
+    {"--micro-shards", "dump compile run train", 1},
 };
 
 static int applies(const struct flag *f, const char *cmd)
@@ -366,6 +375,61 @@ static int parse_args(int argc, char **argv, options *o)
             if (strcmp(val, "constant") && strcmp(val, "step") && strcmp(val, "cosine"))
                 return usage_error(cmdsp, "--schedule needs constant, step or cosine, got '%s'", val);
             o->schedule = val;
+        } else if (strcmp(name, "--gpus") == 0 || strcmp(name, "--devices") == 0) {
+            const char *num = val;
+            if (name[2] == 'd') {
+                if (strncmp(val, "cpu:", 4) != 0)
+                    return usage_error(cmdsp, "--devices needs cpu:N (N virtual devices), got '%s'",
+                                       val);
+                num = val + 4;
+            }
+            if (!parse_uint(num, IR_MAX_DEVICES, &u) || u < 1)
+                return usage_error(cmdsp, name[2] == 'g' ? "--gpus needs a device count, got '%s'"
+                                                        : "--devices cpu:N needs a device count N "
+                                                          "from 1, got '%s'", val);
+            if (o->devices_given && o->part.devices != (int)u)
+                return usage_error(cmdsp, "--gpus and --devices give different device counts%s", "");
+            o->part.devices = (int)u;
+            o->devices_given = 1;
+            o->gpus |= name[2] == 'g';
+        } else if (strcmp(name, "--strategy") == 0) {
+            unsigned long long dp, pp;
+            char rest[64];
+            o->strategy_auto = 0;
+            if (strcmp(val, "data") == 0)
+                o->part.strategy = PT_DATA;
+            else if (strcmp(val, "pipeline") == 0)
+                o->part.strategy = PT_PIPELINE;
+            else if (strcmp(val, "tensor") == 0)
+                o->part.strategy = PT_TENSOR;
+            else if (strcmp(val, "auto") == 0)
+                o->strategy_auto = 1;
+            else if (sscanf(val, "hybrid:dp=%llu,pp=%llu%63s", &dp, &pp, rest) == 2 && dp >= 1 &&
+                     pp >= 1 && dp * pp <= IR_MAX_DEVICES) {
+                o->part.strategy = PT_HYBRID;
+                o->part.dp = (int)dp, o->part.pp = (int)pp;
+            } else
+                return usage_error(cmdsp, "--strategy needs data, pipeline, tensor, "
+                                   "hybrid:dp=A,pp=B or auto, got '%s'", val);
+        } else if (strcmp(name, "--pipeline-schedule") == 0) {
+            if (strcmp(val, "1f1b") && strcmp(val, "gpipe"))
+                return usage_error(cmdsp, "--pipeline-schedule needs 1f1b or gpipe, got '%s'", val);
+            o->part.schedule = strcmp(val, "gpipe") == 0 ? PT_GPIPE : PT_1F1B;
+        } else if (strcmp(name, "--bucket-mb") == 0) {
+            double mb;
+            if (!parse_number(val, 0, 1e6, &mb) || mb <= 0)
+                return usage_error(cmdsp, "--bucket-mb needs a positive number of MiB, got '%s'", val);
+            o->part.bucket_bytes = (int64_t)(mb * 1048576.0);
+            if (o->part.bucket_bytes < 1)
+                o->part.bucket_bytes = 1;
+        } else if (strcmp(name, "--sync-bn") == 0) {
+            o->part.sync_bn = 1;
+        } else if (strcmp(name, "--deterministic") == 0) {
+            o->part.deterministic = 1;
+        } else if (strcmp(name, "--microbatches") == 0 || strcmp(name, "--micro-shards") == 0) {
+            if (!parse_uint(val, 64, &u) || u < 1)
+                return usage_error(cmdsp, "%s needs an integer from 1 to 64", name);
+            *(name[7] == 'b' ? &o->part.microbatches : &o->part.micro_shards) = (int)u;
         } else if (strcmp(name, "--device") == 0) {
             if (strcmp(val, "cpu") != 0)
                 return usage_error(cmdsp, "--device: only 'cpu' is available in this build, got '%s'",
@@ -467,8 +531,11 @@ ir_graph *cli_load(const options *o, long long batch, diag *d)
 
 mp_plan *cli_optimize(const options *o, ir_graph *g, int training, diag *d)
 {
-    pm_options pm = {o->verify_each, o->time_passes, o->dump_ir, o->dump_dir, stdout};
-    const char *pipeline = o->passes ? o->passes : pm_default_pipeline(training, o->remat);
+    int partitioned = o->part.devices > 1 || o->part.deterministic;
+    pm_options pm = {o->verify_each, o->time_passes, o->dump_ir, o->dump_dir, stdout,
+                     partitioned ? &o->part : NULL};
+    const char *pipeline = o->passes ? o->passes
+                                     : pm_default_pipeline(training, o->remat, partitioned);
     if (pm_run(g, pipeline, &pm, d) != 0)
         return NULL;
     mp_plan *p = mp_plan_graph(g);
@@ -846,7 +913,8 @@ int main(int argc, char **argv)
                 s ? "; did you mean '" : "", s ? s : "", s ? "'?" : "");
         return 2;
     }
-    options o = {.cmd = cmd, .opt = ad_optimizer_default(AD_SGD), .lr = 0.1, .gamma = 0.1};
+    options o = {.cmd = cmd, .opt = ad_optimizer_default(AD_SGD), .lr = 0.1, .gamma = 0.1,
+                 .strategy_auto = 1, .part = {.devices = 1, .strategy = PT_DATA}};
     o.opt.weight_decay = -1; /* unset: the optimizer's default */
     int rc = parse_args(argc - 2, argv + 2, &o);
     if (rc)
@@ -878,7 +946,7 @@ int main(int argc, char **argv)
        run optimize and plan */
     mp_plan *plan = NULL;
     if (g && strcmp(cmd, "dump") == 0 && o.passes) {
-        pm_options pm = {o.verify_each, 0, NULL, NULL, stdout};
+        pm_options pm = {o.verify_each, 0, NULL, NULL, stdout, &o.part};
         if (pm_run(g, o.passes, &pm, &d) != 0) {
             ir_graph_free(g);
             g = NULL;
