@@ -77,7 +77,8 @@ static void liveness(const ir_graph *g, int *first, int *last)
         idx++;
     }
     /* a collective runs at the last of its nodes (runtime/comm.c): its operands
-       live until then */
+       live until then, and its results from their nodes on (the run writes
+       them all) */
     idx = 0;
     ir_for_each_node(g, n) {
         if (n->op == IR_OP_ALL_REDUCE || n->op == IR_OP_ALL_GATHER ||
@@ -92,6 +93,9 @@ static void liveness(const ir_graph *g, int *first, int *last)
             for (int i = 0; i < n->nin; i++)
                 if (in_arena(n->in[i], weight) && last[n->in[i]->id] < end)
                     last[n->in[i]->id] = end;
+            for (int i = 0; i < n->nout; i++)
+                if (in_arena(n->out[i], weight) && last[n->out[i]->id] < end)
+                    last[n->out[i]->id] = end;
         }
         idx++;
     }
