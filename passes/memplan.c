@@ -14,9 +14,12 @@
  *   A result computed by an elementwise kernel takes its operand's buffer in
  *   place when that operand is read last there (mp_inplace_operand).
  *
- * mp_check: proves a plan: no two buffers live at the same time overlap (but
- *   for a result and the operand it replaces in place), each fits the arena and
- *   is aligned, and each node result has one. */
+ * A partitioned program has one arena per device, planned the same way from
+ * the nodes of that device (positions stay those of the whole list).
+ *
+ * mp_check: proves a plan: no two buffers of a device live at the same time
+ *   overlap (but for a result and the operand it replaces in place), each fits
+ *   its arena and is aligned, and each node result has one. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,13 +132,21 @@ static void aliases(const ir_graph *g, const int *last, int *root)
     }
 }
 
-/* The most bytes live at one time under g's current order. */
-int64_t mp_peak_live(const ir_graph *g)
+static int ndevices(const ir_graph *g)
+{
+    int n = 1;
+    ir_for_each_node(g, x)
+        n = x->device + 1 > n ? x->device + 1 : n;
+    return n;
+}
+
+/* The most bytes live at one time under g's current order, per device. */
+static void peak_live(const ir_graph *g, int ndev, int64_t *peak)
 {
     int nv = g->nvalues, nn = g->nnodes;
     int *first = malloc((size_t)(nv + 1) * sizeof *first), *last = malloc((size_t)(nv + 1) * sizeof *last);
     int *root = malloc((size_t)(nv + 1) * sizeof *root);
-    int64_t *delta = calloc((size_t)nn + 2, sizeof *delta);
+    int64_t *delta = calloc((size_t)ndev * (nn + 2), sizeof *delta);
     IR_ASSERT(first && last && root && delta);
     liveness(g, first, last);
     aliases(g, last, root);
@@ -145,7 +156,7 @@ int64_t mp_peak_live(const ir_graph *g)
             const ir_value *v = n->out[i];
             if (root[v->id] != v->id || first[v->id] < 0)
                 continue;
-            delta[first[v->id]] += mp_value_bytes(v);
+            delta[(size_t)n->device * (nn + 2) + first[v->id]] += mp_value_bytes(v);
         }
     ir_for_each_node(g, n)
         for (int i = 0; i < n->nout; i++) {
@@ -161,18 +172,32 @@ int64_t mp_peak_live(const ir_graph *g)
         for (int i = 0; i < n->nout; i++) {
             const ir_value *v = n->out[i];
             if (root[v->id] == v->id && first[v->id] >= 0)
-                delta[last[v->id] + 1] -= mp_value_bytes(v);
+                delta[(size_t)n->device * (nn + 2) + last[v->id] + 1] -= mp_value_bytes(v);
         }
     free(root);
-    int64_t live = 0, peak = 0;
-    for (int t = 0; t <= nn; t++) {
-        live += delta[t];
-        peak = live > peak ? live : peak;
+    for (int d = 0; d < ndev; d++) {
+        int64_t live = 0;
+        peak[d] = 0;
+        for (int t = 0; t <= nn; t++) {
+            live += delta[(size_t)d * (nn + 2) + t];
+            peak[d] = live > peak[d] ? live : peak[d];
+        }
     }
     free(first);
     free(last);
     free(delta);
-    return peak;
+}
+
+int64_t mp_peak_live(const ir_graph *g)
+{
+    int ndev = ndevices(g);
+    int64_t *peak = malloc((size_t)ndev * sizeof *peak), most = 0;
+    IR_ASSERT(peak);
+    peak_live(g, ndev, peak);
+    for (int d = 0; d < ndev; d++)
+        most = peak[d] > most ? peak[d] : most;
+    free(peak);
+    return most;
 }
 
 static int by_size_desc(const void *a, const void *b)
@@ -189,6 +214,40 @@ static int by_offset(const void *a, const void *b)
     return ((*x)->offset > (*y)->offset) - ((*x)->offset < (*y)->offset);
 }
 
+/* Bytes of parameters, buffers, state and inputs each device reads (or updates). */
+static void holdings(const ir_graph *g, mp_plan *p)
+{
+    int nv = g->nvalues;
+    int *seen = malloc((size_t)(nv + 1) * sizeof *seen); /* 1 + the last device that counted it */
+    IR_ASSERT(seen);
+    for (int d = 0; d < p->ndevices; d++) {
+        for (int i = 0; i < nv; i++)
+            seen[i] = 0;
+        ir_for_each_node(g, n) {
+            if (n->device != d)
+                continue;
+            for (int i = 0; i < n->nin; i++) {
+                const ir_value *v = n->in[i];
+                if (v->kind == IR_VALUE_NODE || seen[v->id])
+                    continue;
+                seen[v->id] = 1;
+                if (v->kind == IR_VALUE_INPUT)
+                    p->dev[d].input_bytes += mp_value_bytes(v);
+                else
+                    p->dev[d].param_bytes += mp_value_bytes(v);
+            }
+        }
+        for (int i = 0; i < g->nupdates; i++) {
+            const ir_value *t = g->updates[i].target;
+            if (g->updates[i].device == d && !seen[t->id]) {
+                seen[t->id] = 1;
+                p->dev[d].param_bytes += mp_value_bytes(t);
+            }
+        }
+    }
+    free(seen);
+}
+
 mp_plan *mp_plan_graph(const ir_graph *g)
 {
     mp_plan *p = calloc(1, sizeof *p);
@@ -196,6 +255,10 @@ mp_plan *mp_plan_graph(const ir_graph *g)
     int *first = malloc((size_t)(nv + 1) * sizeof *first), *last = malloc((size_t)(nv + 1) * sizeof *last);
     int *root = malloc((size_t)(nv + 1) * sizeof *root);
     IR_ASSERT(p && first && last && root);
+    p->ndevices = ndevices(g);
+    p->dev = calloc((size_t)p->ndevices, sizeof *p->dev);
+    p->device_bytes = calloc((size_t)p->ndevices, sizeof *p->device_bytes);
+    IR_ASSERT(p->dev && p->device_bytes);
     p->offset_by_id = malloc((size_t)(nv + 1) * sizeof *p->offset_by_id);
     p->bufs = malloc((size_t)(nv + 1) * sizeof *p->bufs);
     IR_ASSERT(p->offset_by_id && p->bufs);
@@ -211,26 +274,41 @@ mp_plan *mp_plan_graph(const ir_graph *g)
     ir_for_each_node(g, n)
         for (int i = 0; i < n->nout; i++) {
             const ir_value *v = n->out[i];
+            mp_device *dev = &p->dev[n->device];
             if (first[v->id] < 0) { /* weights computed once: with the parameters */
-                p->param_bytes += mp_value_bytes(v);
+                dev->param_bytes += mp_value_bytes(v);
                 continue;
             }
-            p->no_reuse_bytes += mp_value_bytes(v);
+            dev->no_reuse_bytes += mp_value_bytes(v);
             if (root[v->id] == v->id) {
                 set[v->id] = p->nbufs;
                 p->bufs[p->nbufs++] = (mp_buffer){v, 0, mp_value_bytes(v), first[v->id],
-                                                  last[v->id], 1};
+                                                  last[v->id], 1, n->device};
             } else {
                 mp_buffer *b = &p->bufs[set[root[v->id]]];
                 b->last = last[v->id] > b->last ? last[v->id] : b->last;
                 b->members++;
             }
         }
-    for (int i = 0; i < g->ninputs; i++)
-        p->input_bytes += mp_value_bytes(g->inputs[i]);
-    for (int i = 0; i < g->nparams; i++)
-        p->param_bytes += mp_value_bytes(g->params[i]);
-    p->lower_bound = mp_peak_live(g);
+    holdings(g, p);
+    if (p->ndevices == 1) { /* everything the program has, used or not */
+        p->dev[0].input_bytes = 0;
+        for (int i = 0; i < g->ninputs; i++)
+            p->dev[0].input_bytes += mp_value_bytes(g->inputs[i]);
+        int64_t weights = 0;
+        ir_for_each_node(g, n)
+            for (int i = 0; i < n->nout; i++)
+                weights += first[n->out[i]->id] < 0 ? mp_value_bytes(n->out[i]) : 0;
+        p->dev[0].param_bytes = weights;
+        for (int i = 0; i < g->nparams; i++)
+            p->dev[0].param_bytes += mp_value_bytes(g->params[i]);
+    }
+    int64_t *peak = malloc((size_t)p->ndevices * sizeof *peak);
+    IR_ASSERT(peak);
+    peak_live(g, p->ndevices, peak);
+    for (int d = 0; d < p->ndevices; d++)
+        p->dev[d].lower_bound = peak[d];
+    free(peak);
 
     /* greedy by size: largest first, each at the lowest free offset */
     qsort(p->bufs, (size_t)p->nbufs, sizeof *p->bufs, by_size_desc);
@@ -240,7 +318,8 @@ mp_plan *mp_plan_graph(const ir_graph *g)
         mp_buffer *b = &p->bufs[i];
         int nlive = 0;
         for (int j = 0; j < i; j++)
-            if (p->bufs[j].first <= b->last && b->first <= p->bufs[j].last)
+            if (p->bufs[j].first <= b->last && b->first <= p->bufs[j].last &&
+                p->bufs[j].device == b->device)
                 live[nlive++] = &p->bufs[j];
         qsort(live, (size_t)nlive, sizeof *live, by_offset);
         int64_t at = 0;
@@ -252,8 +331,18 @@ mp_plan *mp_plan_graph(const ir_graph *g)
         }
         b->offset = at;
         p->offset_by_id[b->value->id] = at;
-        if (at + b->size > p->arena_bytes)
-            p->arena_bytes = at + b->size;
+        if (at + b->size > p->dev[b->device].arena_bytes)
+            p->dev[b->device].arena_bytes = at + b->size;
+    }
+    for (int d = 0; d < p->ndevices; d++) {
+        const mp_device *x = &p->dev[d];
+        p->device_bytes[d] = x->arena_bytes;
+        if (d == 0 || x->arena_bytes > p->arena_bytes) {
+            p->arena_bytes = x->arena_bytes, p->lower_bound = x->lower_bound;
+            p->no_reuse_bytes = x->no_reuse_bytes;
+        }
+        p->param_bytes = x->param_bytes > p->param_bytes ? x->param_bytes : p->param_bytes;
+        p->input_bytes = x->input_bytes > p->input_bytes ? x->input_bytes : p->input_bytes;
     }
     ir_for_each_node(g, n)
         for (int i = 0; i < n->nout; i++)
@@ -297,9 +386,11 @@ int mp_check(const ir_graph *g, const mp_plan *p, char *err, size_t errlen)
                 continue;
             }
             count++;
-            if (off < 0 || off % MP_ALIGN || off + mp_value_bytes(v) > p->arena_bytes) {
-                snprintf(err, errlen, "%%%s has no aligned place in the %lld-byte arena (offset %lld)",
-                         v->name, (long long)p->arena_bytes, (long long)off);
+            int64_t arena = n->device < p->ndevices ? p->device_bytes[n->device] : -1;
+            if (off < 0 || off % MP_ALIGN || off + mp_value_bytes(v) > arena) {
+                snprintf(err, errlen, "%%%s has no aligned place in the %lld-byte arena of "
+                         "device %d (offset %lld)", v->name, (long long)arena, n->device,
+                         (long long)off);
                 rc = -1;
                 goto done;
             }
@@ -317,7 +408,8 @@ int mp_check(const ir_graph *g, const mp_plan *p, char *err, size_t errlen)
         for (int j = i + 1; j < count && !rc; j++) {
             const ir_value *a = vals[i], *b = vals[j];
             int64_t ao = p->offset_by_id[a->id], bo = p->offset_by_id[b->id];
-            int time = first[a->id] <= last[b->id] && first[b->id] <= last[a->id];
+            int time = first[a->id] <= last[b->id] && first[b->id] <= last[a->id] &&
+                       a->def->device == b->def->device;
             int space = ao < bo + mp_value_bytes(b) && bo < ao + mp_value_bytes(a);
             if (time && space && !(ao == bo && in_place_pair(a, b, last, first))) {
                 snprintf(err, errlen, "%%%s [%lld, +%lld) and %%%s [%lld, +%lld) overlap while "
@@ -336,20 +428,26 @@ done:
 void mp_print(const ir_graph *g, const mp_plan *p, FILE *f)
 {
     (void)g;
-    fprintf(f, "# memory plan: arena %lld bytes (lower bound %lld, %.3fx; without reuse %lld)\n",
-            (long long)p->arena_bytes, (long long)p->lower_bound,
-            p->lower_bound ? (double)p->arena_bytes / (double)p->lower_bound : 1.0,
-            (long long)p->no_reuse_bytes);
-    fprintf(f, "# parameters, buffers and state: %lld bytes; inputs: %lld bytes\n",
-            (long long)p->param_bytes, (long long)p->input_bytes);
+    for (int d = 0; d < p->ndevices; d++) {
+        const mp_device *x = &p->dev[d];
+        fprintf(f, "# memory plan%s%.0d: arena %lld bytes (lower bound %lld, %.3fx; without "
+                "reuse %lld)\n", p->ndevices > 1 ? " of device " : "", p->ndevices > 1 ? d : 0,
+                (long long)x->arena_bytes, (long long)x->lower_bound,
+                x->lower_bound ? (double)x->arena_bytes / (double)x->lower_bound : 1.0,
+                (long long)x->no_reuse_bytes);
+        fprintf(f, "# parameters, buffers and state: %lld bytes; inputs: %lld bytes\n",
+                (long long)x->param_bytes, (long long)x->input_bytes);
+    }
     fprintf(f, "%-14s %-12s %-9s %s\n", "offset", "bytes", "live", "value");
     mp_buffer *sorted = malloc((size_t)(p->nbufs + 1) * sizeof *sorted);
     IR_ASSERT(sorted);
     memcpy(sorted, p->bufs, (size_t)p->nbufs * sizeof *sorted);
-    for (int i = 1; i < p->nbufs; i++) /* by offset, then by first use */
-        for (int j = i; j > 0 && (sorted[j - 1].offset > sorted[j].offset ||
-                                  (sorted[j - 1].offset == sorted[j].offset &&
-                                   sorted[j - 1].first > sorted[j].first)); j--) {
+    for (int i = 1; i < p->nbufs; i++) /* by device, offset, then first use */
+        for (int j = i; j > 0 && (sorted[j - 1].device > sorted[j].device ||
+                                  (sorted[j - 1].device == sorted[j].device &&
+                                   (sorted[j - 1].offset > sorted[j].offset ||
+                                    (sorted[j - 1].offset == sorted[j].offset &&
+                                     sorted[j - 1].first > sorted[j].first)))); j--) {
             mp_buffer t = sorted[j];
             sorted[j] = sorted[j - 1];
             sorted[j - 1] = t;
@@ -359,6 +457,8 @@ void mp_print(const ir_graph *g, const mp_plan *p, FILE *f)
         snprintf(live, sizeof live, "%d-%d", sorted[i].first, sorted[i].last);
         fprintf(f, "%-14lld %-12lld %-9s %%%s", (long long)sorted[i].offset,
                 (long long)sorted[i].size, live, sorted[i].value->name);
+        if (sorted[i].device)
+            fprintf(f, " on %d", sorted[i].device);
         if (sorted[i].members > 1)
             fprintf(f, " (and %d more in place)", sorted[i].members - 1);
         fputc('\n', f);
@@ -372,5 +472,7 @@ void mp_plan_free(mp_plan *p)
         return;
     free(p->bufs);
     free(p->offset_by_id);
+    free(p->dev);
+    free(p->device_bytes);
     free(p);
 }

@@ -88,27 +88,39 @@ int pass_fold_bn(ir_graph *g, diag *d);   /* fold_bn.c */
 
 typedef struct {
     const ir_value *value;
-    int64_t offset, size;       /* bytes in the arena; size aligned */
+    int64_t offset, size;       /* bytes in its device's arena; size aligned */
     int first, last;            /* node indices: defined, last read (nnodes: kept) */
     int members;                /* values sharing the buffer in place (value: the first) */
+    int device;
 } mp_buffer;
+
+/* One device's share of a plan.  A partitioned program has an arena per device;
+ * each device holds its own copy of the parameters and inputs it reads. */
+typedef struct {
+    int64_t arena_bytes;        /* the planned peak of its node results */
+    int64_t lower_bound;        /* the most bytes live at one time: no plan is smaller */
+    int64_t no_reuse_bytes;     /* every buffer a place of its own */
+    int64_t param_bytes;        /* parameters, buffers, state and weights computed from
+                                   them (ir_weight_only) that it reads: their own region */
+    int64_t input_bytes;        /* the inputs it reads */
+} mp_device;
 
 typedef struct {
     mp_buffer *bufs;            /* every buffer: a node result, or several in place */
     int nbufs;
-    int64_t arena_bytes;        /* the planned peak */
-    int64_t lower_bound;        /* the most bytes live at one time: no plan is smaller */
-    int64_t no_reuse_bytes;     /* every buffer a place of its own */
-    int64_t param_bytes;        /* parameters, buffers, state and weights computed from
-                                   them (ir_weight_only): their own region */
-    int64_t input_bytes;
-    int64_t *offset_by_id;      /* value id -> offset; -1 outside the arena */
+    int ndevices;
+    mp_device *dev;             /* [ndevices] */
+    int64_t *device_bytes;      /* [ndevices]: each arena_bytes, for rt_exec_new_planned */
+    /* device 0's figures, or for a partitioned program the largest over devices */
+    int64_t arena_bytes, lower_bound, no_reuse_bytes, param_bytes, input_bytes;
+    int64_t *offset_by_id;      /* value id -> offset in its device's arena; -1 outside */
     int nvalues;
 } mp_plan;
 
 /* Bytes of v as the executor stores it (floats as float32), MP_ALIGN-aligned. */
 int64_t mp_value_bytes(const ir_value *v);
-/* The most bytes of node results live at one time in g's current order. */
+/* The most bytes of node results live at one time in g's current order (on the
+ * device that has the most). */
 int64_t mp_peak_live(const ir_graph *g);
 /* The operand whose buffer n's result may take in place, or -1. */
 int mp_inplace_operand(const ir_node *n);

@@ -1,23 +1,44 @@
-/* Communication between the devices of a partitioned program, in one process:
- * the reference semantics of the ops in ops.def, "Partitioned programs".
+/* Communication between the device executors of a partitioned program in one
+ * process: the reference semantics of the ops in ops.def, "Partitioned programs".
  *
- * The devices' nodes sit in one list.  A collective runs when rt_exec_run
- * reaches the last of its nodes (the verifier guarantees that nothing reads its
- * results before), for all its devices at once, summing in rank order, so the
- * results do not depend on anything but the program.  A recv copies what its
- * send sent (the send comes first in the list). */
+ * Each device executor runs on its own thread.  A collective is a rendezvous:
+ * every rank publishes its operand and result buffers, waits for the others,
+ * computes its share, and waits again before it goes on (so no buffer is
+ * reused while a peer still reads it).  An all_reduce's share is a range of
+ * elements, which its rank sums over all ranks in rank order and writes to
+ * every rank's result: the sums do not depend on the thread schedule, and a
+ * result may share its operand's buffer.  A send copies its tensor into the
+ * pair's mailbox, which its recv empties; a send waits only while the mailbox
+ * still holds the last step's tensor, so pairs never deadlock on each other.
+ *
+ * When a device fails, rt_comm_abort wakes every waiting rank with an error. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels.h"
 
-#define MAX_GROUP 64
+typedef struct {
+    int size;                   /* ranks */
+    int nin;                    /* operands per rank */
+    int arrived;                /* ranks at the barrier */
+    unsigned gen;               /* barriers passed */
+    void **in, **out;           /* [rank * nin + k]: published buffers */
+} collective;
 
-/* What each communication node needs at run time, by its result's value id. */
+typedef struct {
+    void *data;
+    size_t bytes;
+    int full;
+} mailbox;
+
 struct rt_comm {
-    const ir_node ***peers;     /* collective: the nodes by rank, when it is the last
-                                   of them in the list; else NULL */
-    const ir_node **send;       /* recv: its send */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int failed;
+    int64_t nids;               /* ids below nids */
+    collective *coll;           /* by id */
+    mailbox *box;               /* by id (send/recv) */
 };
 
 static int is_collective(ir_op op)
@@ -26,75 +47,100 @@ static int is_collective(ir_op op)
            op == IR_OP_BROADCAST;
 }
 
-int rt_comm_prepare(rt_exec *x, char *err, size_t errlen)
+void rt_comm_free(struct rt_comm *c)
 {
-    const ir_graph *g = x->g;
-    int any = 0;
-    ir_for_each_node(g, n)
-        any |= ir_op_communicates(n->op);
-    if (!any)
-        return 0;
-    struct rt_comm *c = calloc(1, sizeof *c);
-    if (!c || !(c->peers = calloc((size_t)g->nvalues + 1, sizeof *c->peers)) ||
-        !(c->send = calloc((size_t)g->nvalues + 1, sizeof *c->send))) {
-        if (c)
-            free(c->peers);
-        free(c);
-        return rt_fail(err, errlen, "out of memory");
+    if (!c)
+        return;
+    for (int64_t i = 0; i < c->nids; i++) {
+        free(c->coll[i].in);
+        free(c->coll[i].out);
+        free(c->box[i].data);
     }
-    x->comm = c;
-    ir_for_each_node(g, n) {
-        if (n->op == IR_OP_RECV) {
-            int64_t id = ir_attr_int(n, "id"), peer = ir_attr_int(n, "peer");
-            ir_for_each_node(g, m)
-                if (m->op == IR_OP_SEND && ir_attr_int(m, "id") == id && m->device == peer &&
-                    ir_attr_int(m, "peer") == n->device)
-                    c->send[n->out[0]->id] = m;
-            if (!c->send[n->out[0]->id])
-                return rt_fail(err, errlen, "recv %lld on device %d has no send",
-                               (long long)id, n->device);
-            continue;
+    free(c->coll);
+    free(c->box);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    free(c);
+}
+
+int rt_comm_new(rt_exec *parent, char *err, size_t errlen)
+{
+    const ir_graph *g = parent->g;
+    int64_t nids = 0;
+    ir_for_each_node(g, n)
+        if (ir_op_communicates(n->op)) {
+            int64_t id = ir_attr_int(n, "id");
+            if (id < 0 || id >= ((int64_t)1 << 31))
+                return rt_fail(err, errlen, "%s: id %lld is out of range", ir_ops[n->op].name,
+                               (long long)id);
+            nids = id + 1 > nids ? id + 1 : nids;
         }
-        if (!is_collective(n->op))
+    struct rt_comm *c = calloc(1, sizeof *c);
+    if (!c)
+        return rt_fail(err, errlen, "out of memory");
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    parent->comm = c;
+    c->nids = nids;
+    c->coll = calloc((size_t)nids + 1, sizeof *c->coll);
+    c->box = calloc((size_t)nids + 1, sizeof *c->box);
+    if (!c->coll || !c->box)
+        return rt_fail(err, errlen, "out of memory");
+    ir_for_each_node(g, n) {
+        int64_t id = ir_ops[n->op].name && ir_op_communicates(n->op) ? ir_attr_int(n, "id") : -1;
+        if (id < 0)
             continue;
-        int64_t id = ir_attr_int(n, "id");
-        int last = 1, size;
-        const int64_t *group = ir_attr_ints(n, "group", &size);
-        for (const ir_node *m = n->next; m && last; m = m->next)
-            last = !(is_collective(m->op) && ir_attr_int(m, "id") == id);
-        if (!last)
-            continue; /* the last of them runs the collective */
-        if (size > MAX_GROUP)
-            return rt_fail(err, errlen, "%s: groups of more than %d devices are not supported",
-                           ir_ops[n->op].name, MAX_GROUP);
-        const ir_node **by_rank = calloc((size_t)size, sizeof *by_rank);
-        if (!by_rank)
-            return rt_fail(err, errlen, "out of memory");
-        c->peers[n->out[0]->id] = by_rank;
-        int found = 0;
-        ir_for_each_node(g, m)
-            if (is_collective(m->op) && ir_attr_int(m, "id") == id)
-                for (int r = 0; r < size; r++)
-                    if (group[r] == m->device && !by_rank[r]) {
-                        by_rank[r] = m;
-                        found++;
-                    }
-        if (found != size)
-            return rt_fail(err, errlen, "%s %lld: not every device of its group takes part",
-                           ir_ops[n->op].name, (long long)id);
+        if (n->op == IR_OP_SEND) {
+            mailbox *b = &c->box[id];
+            b->bytes = (size_t)ir_type_numel(&n->in[0]->type) * sizeof(float);
+            if (!b->data && !(b->data = malloc(b->bytes ? b->bytes : 1)))
+                return rt_fail(err, errlen, "out of memory for send %lld", (long long)id);
+        } else if (is_collective(n->op) && !c->coll[id].in) {
+            collective *k = &c->coll[id];
+            ir_attr_ints(n, "group", &k->size);
+            k->nin = n->nin;
+            k->in = calloc((size_t)k->size * k->nin, sizeof *k->in);
+            k->out = calloc((size_t)k->size * k->nin, sizeof *k->out);
+            if (!k->in || !k->out)
+                return rt_fail(err, errlen, "out of memory");
+        }
     }
     return 0;
 }
 
-void rt_comm_free(rt_exec *x)
+void rt_comm_abort(struct rt_comm *c)
 {
-    if (!x->comm)
-        return;
-    for (int i = 0; i < x->nvalues; i++)
-        free(x->comm->peers[i]);
-    free(x->comm->peers);
-    free(x->comm->send);
-    free(x->comm);
+    pthread_mutex_lock(&c->mu);
+    c->failed = 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void rt_comm_reset(struct rt_comm *c)
+{
+    c->failed = 0;
+    for (int64_t i = 0; i < c->nids; i++) {
+        c->coll[i].arrived = 0;
+        c->box[i].full = 0;
+    }
+}
+
+/* Waits until all ranks of k are here.  Returns -1 when a device failed. */
+static int barrier(struct rt_comm *c, collective *k)
+{
+    pthread_mutex_lock(&c->mu);
+    unsigned gen = k->gen;
+    if (++k->arrived == k->size) {
+        k->arrived = 0;
+        k->gen++;
+        pthread_cond_broadcast(&c->cv);
+    } else {
+        while (k->gen == gen && !c->failed)
+            pthread_cond_wait(&c->cv, &c->mu);
+    }
+    int failed = c->failed;
+    pthread_mutex_unlock(&c->mu);
+    return failed ? -1 : 0;
 }
 
 /* outer x len x inner view of t around axis */
@@ -108,73 +154,104 @@ static void around(const ir_type *t, int axis, int64_t *outer, int64_t *len, int
     *len = t->dims[axis];
 }
 
-int rt_comm_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen)
+/* Rank r's share of collective n over size ranks, buffers in k. */
+static void share(const ir_node *n, const collective *k, int r)
 {
-    if (n->op == IR_OP_SEND) {
-        *(int32_t *)x->buf[n->out[0]->id] = 0;
-        return 0;
-    }
-    if (n->op == IR_OP_RECV) {
-        const ir_node *snd = x->comm->send[n->out[0]->id];
-        memcpy(OUT, x->buf[snd->in[0]->id], (size_t)NUMEL(n->out[0]) * sizeof(float));
-        return 0;
-    }
-    const ir_node **p = x->comm->peers[n->out[0]->id];
-    if (!p)
-        return 0; /* not the last of its nodes: that one runs it */
-    int size;
-    ir_attr_ints(n, "group", &size);
+    int size = k->size;
     const ir_type *ti = &n->in[0]->type;
-    int64_t len = ir_type_numel(ti);
-#define IN_R(r) ((const float *)x->buf[p[r]->in[0]->id])
-#define OUT_R(r) ((float *)x->buf[p[r]->out[0]->id])
+#define IN_R(q, j) ((const float *)k->in[(q) * k->nin + (j)])
+#define OUT_R(q, j) ((float *)k->out[(q) * k->nin + (j)])
     switch (n->op) {
-    case IR_OP_ALL_REDUCE:
-        for (int k = 0; k < n->nin; k++)
-            for (int64_t i = 0, len_k = NUMEL(n->in[k]); i < len_k; i++) {
+    case IR_OP_ALL_REDUCE: /* elements [lo, hi) of each operand */
+        for (int j = 0; j < k->nin; j++) {
+            int64_t len = ir_type_numel(&n->in[j]->type);
+            int64_t lo = len * r / size, hi = len * (r + 1) / size;
+            for (int64_t i = lo; i < hi; i++) {
                 float s = 0;
-                for (int r = 0; r < size; r++)
-                    s += ((const float *)x->buf[p[r]->in[k]->id])[i];
-                for (int r = 0; r < size; r++)
-                    ((float *)x->buf[p[r]->out[k]->id])[i] = s;
+                for (int q = 0; q < size; q++)
+                    s += IN_R(q, j)[i];
+                for (int q = 0; q < size; q++)
+                    OUT_R(q, j)[i] = s;
             }
-        return 0;
-    case IR_OP_BROADCAST: {
+        }
+        return;
+    case IR_OP_BROADCAST: { /* the root's tensor into rank r's result */
         int64_t root = ir_attr_int(n, "root");
-        for (int r = 0; r < size; r++)
-            if (r != root)
-                memcpy(OUT_R(r), IN_R(root), (size_t)len * sizeof(float));
-        memmove(OUT_R(root), IN_R(root), (size_t)len * sizeof(float));
-        return 0;
+        memmove(OUT_R(r, 0), IN_R(root, 0), (size_t)ir_type_numel(ti) * sizeof(float));
+        return;
     }
-    case IR_OP_ALL_GATHER: {
+    case IR_OP_ALL_GATHER: { /* rank r's slice into every rank's result */
         int64_t outer, l, inner;
         around(ti, (int)ir_attr_int(n, "axis"), &outer, &l, &inner);
-        for (int r = 0; r < size; r++)         /* rank r's slice ... */
-            for (int q = 0; q < size; q++)     /* ... into every rank q's result */
-                for (int64_t u = 0; u < outer; u++)
-                    memcpy(OUT_R(q) + (u * size * l + r * l) * inner, IN_R(r) + u * l * inner,
-                           (size_t)(l * inner) * sizeof(float));
-        return 0;
+        for (int q = 0; q < size; q++)
+            for (int64_t u = 0; u < outer; u++)
+                memcpy(OUT_R(q, 0) + (u * size * l + r * l) * inner, IN_R(r, 0) + u * l * inner,
+                       (size_t)(l * inner) * sizeof(float));
+        return;
     }
-    case IR_OP_REDUCE_SCATTER: {
+    case IR_OP_REDUCE_SCATTER: { /* the sum of slice r into rank r's result */
         int64_t outer, l, inner;
         around(ti, (int)ir_attr_int(n, "axis"), &outer, &l, &inner);
         int64_t part = l / size;
-        for (int q = 0; q < size; q++)
-            for (int64_t u = 0; u < outer; u++)
-                for (int64_t i = 0; i < part * inner; i++) {
-                    int64_t at = (u * l + q * part) * inner + i;
-                    float s = 0;
-                    for (int r = 0; r < size; r++)
-                        s += IN_R(r)[at];
-                    OUT_R(q)[u * part * inner + i] = s;
-                }
-        return 0;
+        for (int64_t u = 0; u < outer; u++)
+            for (int64_t i = 0; i < part * inner; i++) {
+                int64_t at = (u * l + r * part) * inner + i;
+                float s = 0;
+                for (int q = 0; q < size; q++)
+                    s += IN_R(q, 0)[at];
+                OUT_R(r, 0)[u * part * inner + i] = s;
+            }
+        return;
     }
     default:
-        return rt_fail(err, errlen, "not a communication op");
+        return;
     }
 #undef IN_R
 #undef OUT_R
+}
+
+int rt_comm_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen)
+{
+    struct rt_comm *c = x->comm;
+    int64_t id = ir_attr_int(n, "id");
+    if (n->op == IR_OP_SEND || n->op == IR_OP_RECV) {
+        mailbox *b = &c->box[id];
+        int send = n->op == IR_OP_SEND;
+        pthread_mutex_lock(&c->mu);
+        while (b->full == send && !c->failed)
+            pthread_cond_wait(&c->cv, &c->mu);
+        if (!c->failed) {
+            if (send)
+                memcpy(b->data, x->buf[n->in[0]->id], b->bytes);
+            else
+                memcpy(x->buf[n->out[0]->id], b->data, b->bytes);
+            b->full = send;
+            pthread_cond_broadcast(&c->cv);
+        }
+        int failed = c->failed;
+        pthread_mutex_unlock(&c->mu);
+        if (send && !failed)
+            *(int32_t *)x->buf[n->out[0]->id] = 0;
+        return failed ? rt_fail(err, errlen, "%s %lld: another device failed", ir_ops[n->op].name,
+                                (long long)id)
+                      : 0;
+    }
+    collective *k = &c->coll[id];
+    int size;
+    const int64_t *group = ir_attr_ints(n, "group", &size);
+    int r = 0;
+    while (r < size && group[r] != x->device)
+        r++;
+    for (int j = 0; j < k->nin; j++) {
+        k->in[r * k->nin + j] = x->buf[n->in[j]->id];
+        k->out[r * k->nin + j] = x->buf[n->out[j]->id];
+    }
+    if (barrier(c, k) != 0)
+        return rt_fail(err, errlen, "%s %lld: another device failed", ir_ops[n->op].name,
+                       (long long)id);
+    share(n, k, r);
+    if (barrier(c, k) != 0)
+        return rt_fail(err, errlen, "%s %lld: another device failed", ir_ops[n->op].name,
+                       (long long)id);
+    return 0;
 }

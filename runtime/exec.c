@@ -728,21 +728,25 @@ static int alloc_value(rt_exec *x, const ir_value *v, char *err, size_t errlen)
     return 0;
 }
 
-rt_exec *rt_exec_new(const ir_graph *g, char *err, size_t errlen)
+static int devices_of(const ir_graph *g)
 {
-    return rt_exec_new_planned(g, NULL, 0, err, errlen);
+    int n = 1;
+    ir_for_each_node(g, x)
+        n = x->device + 1 > n ? x->device + 1 : n;
+    return n;
 }
 
-rt_exec *rt_exec_new_planned(const ir_graph *g, const int64_t *offsets, int64_t arena_bytes,
-                             char *err, size_t errlen)
+/* An executor with its value table; parent: the one a device executor belongs
+ * to (it borrows parent's inputs), or NULL. */
+static rt_exec *exec_alloc(const ir_graph *g, int device, char *err, size_t errlen)
 {
     rt_exec *x = calloc(1, sizeof *x);
     if (!x || !(x->buf = calloc((size_t)g->nvalues + 1, sizeof *x->buf)) ||
-        !(x->in_arena = calloc((size_t)g->nvalues + 1, 1)) ||
+        !(x->borrowed = calloc((size_t)g->nvalues + 1, 1)) ||
         !(x->weight = calloc((size_t)g->nvalues + 1, 1))) {
         if (x) {
             free(x->buf);
-            free(x->in_arena);
+            free(x->borrowed);
         }
         free(x);
         fail(err, errlen, "out of memory");
@@ -750,40 +754,110 @@ rt_exec *rt_exec_new_planned(const ir_graph *g, const int64_t *offsets, int64_t 
     }
     x->g = g;
     x->nvalues = g->nvalues;
+    x->device = device;
     ir_weight_only(g, x->weight);
+    return x;
+}
+
+/* Node results of device (every node when device < 0) in one arena (at
+ * offsets) or buffers of their own; parameters it reads or updates; the list
+ * of its nodes. */
+static int place_values(rt_exec *x, const int64_t *offsets, int64_t arena_bytes, char *err,
+                        size_t errlen)
+{
+    const ir_graph *g = x->g;
+    ir_for_each_node(g, n)
+        x->nnodes += x->device < 0 || n->device == x->device;
+    if (!(x->nodes = calloc((size_t)x->nnodes + 1, sizeof *x->nodes)))
+        return fail(err, errlen, "out of memory");
+    int k = 0;
+    ir_for_each_node(g, n)
+        if (x->device < 0 || n->device == x->device)
+            x->nodes[k++] = n;
     /* 256-byte aligned, as the plan's offsets are */
     if (offsets && arena_bytes > 0 &&
-        !(x->arena = aligned_alloc(256, (size_t)(arena_bytes + 255) / 256 * 256))) {
-        fail(err, errlen, "out of memory for the %lld-byte arena", (long long)arena_bytes);
-        goto fail;
-    }
-    for (int i = 0; i < g->ninputs; i++)
-        if (alloc_value(x, g->inputs[i], err, errlen))
-            goto fail;
-    for (int i = 0; i < g->nparams; i++)
-        if (alloc_value(x, g->params[i], err, errlen))
-            goto fail;
+        !(x->arena = aligned_alloc(256, (size_t)(arena_bytes + 255) / 256 * 256)))
+        return fail(err, errlen, "out of memory for the %lld-byte arena%s", (long long)arena_bytes,
+                    x->device >= 0 ? " of a device" : "");
     ir_for_each_node(g, n) {
+        if (x->device >= 0 && n->device != x->device)
+            continue;
         if (!supported(n)) {
             char t[128];
-            fail(err, errlen, "the CPU executor has no %s kernel for %s ('%s')",
-                 ir_ops[n->op].name, ir_type_str(&n->out[0]->type, t, sizeof t),
-                 n->out[0]->name);
-            goto fail;
+            return fail(err, errlen, "the CPU executor has no %s kernel for %s ('%s')",
+                        ir_ops[n->op].name, ir_type_str(&n->out[0]->type, t, sizeof t),
+                        n->out[0]->name);
+        }
+        for (int k = 0; k < n->nin; k++) {
+            const ir_value *v = n->in[k];
+            if (v->kind != IR_VALUE_NODE && v->kind != IR_VALUE_INPUT && !x->buf[v->id] &&
+                alloc_value(x, v, err, errlen))
+                return -1;
         }
         for (int k = 0; k < n->nout; k++) {
             const ir_value *v = n->out[k];
             if (offsets && offsets[v->id] >= 0 && !x->weight[v->id]) {
                 x->buf[v->id] = x->arena + offsets[v->id];
-                x->in_arena[v->id] = 1;
+                x->borrowed[v->id] = 1;
             } else if (alloc_value(x, v, err, errlen)) {
-                goto fail;
+                return -1;
             }
         }
     }
-    if (rt_comm_prepare(x, err, errlen))
+    for (int i = 0; i < g->nparams; i++) /* one device: every parameter, read or not */
+        if (x->device < 0 && !x->buf[g->params[i]->id] && alloc_value(x, g->params[i], err, errlen))
+            return -1;
+    for (int i = 0; i < g->nupdates; i++) {
+        const ir_update *u = &g->updates[i];
+        if ((x->device < 0 || u->device == x->device) && !x->buf[u->target->id] &&
+            alloc_value(x, u->target, err, errlen))
+            return -1;
+    }
+    return 0;
+}
+
+rt_exec *rt_exec_new(const ir_graph *g, char *err, size_t errlen)
+{
+    return rt_exec_new_planned(g, NULL, NULL, err, errlen);
+}
+
+rt_exec *rt_exec_new_planned(const ir_graph *g, const int64_t *offsets,
+                             const int64_t *arena_bytes, char *err, size_t errlen)
+{
+    int ndev = devices_of(g);
+    rt_exec *x = exec_alloc(g, -1, err, errlen);
+    if (!x)
+        return NULL;
+    for (int i = 0; i < g->ninputs; i++)
+        if (alloc_value(x, g->inputs[i], err, errlen))
+            goto fail;
+    if (ndev == 1) {
+        if (place_values(x, offsets, arena_bytes ? arena_bytes[0] : 0, err, errlen))
+            goto fail;
+        return x;
+    }
+    /* a partitioned program: a device executor per device, on the caller's inputs */
+    x->ndev = ndev;
+    if (!(x->devs = calloc((size_t)ndev, sizeof *x->devs)))
+        goto oom;
+    for (int d = 0; d < ndev; d++) {
+        rt_exec *dx = x->devs[d] = exec_alloc(g, d, err, errlen);
+        if (!dx)
+            goto fail;
+        for (int i = 0; i < g->ninputs; i++) {
+            dx->buf[g->inputs[i]->id] = x->buf[g->inputs[i]->id];
+            dx->borrowed[g->inputs[i]->id] = 1;
+        }
+        if (place_values(dx, offsets, arena_bytes ? arena_bytes[d] : 0, err, errlen))
+            goto fail;
+    }
+    if (rt_comm_new(x, err, errlen))
         goto fail;
+    for (int d = 0; d < ndev; d++)
+        x->devs[d]->comm = x->comm;
     return x;
+oom:
+    fail(err, errlen, "out of memory");
 fail:
     rt_exec_free(x);
     return NULL;
@@ -793,33 +867,69 @@ void rt_exec_free(rt_exec *x)
 {
     if (!x)
         return;
+    for (int d = 0; d < x->ndev; d++)
+        if (x->devs[d]) {
+            x->devs[d]->comm = NULL;
+            rt_exec_free(x->devs[d]);
+        }
+    free(x->devs);
     for (int i = 0; i < x->nvalues; i++)
-        if (!x->in_arena[i])
+        if (!x->borrowed[i])
             free(x->buf[i]);
     free(x->buf);
-    rt_comm_free(x);
-    free(x->in_arena);
+    rt_comm_free(x->comm);
+    free(x->nodes);
+    free(x->borrowed);
     free(x->weight);
     free(x->arena);
     free(x->scratch);
     free(x);
 }
 
+/* The executor holding v: a device's for its node results, else the first
+ * device with a copy (parameters), else x (inputs, one device). */
+static rt_exec *holder(rt_exec *x, const ir_value *v)
+{
+    if (!x->ndev || v->kind == IR_VALUE_INPUT)
+        return x;
+    if (v->kind == IR_VALUE_NODE && v->def)
+        return x->devs[v->def->device];
+    for (int d = 0; d < x->ndev; d++)
+        if (x->devs[d]->buf[v->id])
+            return x->devs[d];
+    return x;
+}
+
 void *rt_exec_data(rt_exec *x, const ir_value *v)
 {
-    return v->id < x->nvalues ? x->buf[v->id] : NULL;
+    if (v->id >= x->nvalues)
+        return NULL;
+    return holder(x, v)->buf[v->id];
 }
 
 void rt_exec_weights_changed(rt_exec *x)
 {
     x->weights_ready = 0;
+    for (int i = 0; x->ndev && i < x->g->nparams; i++) {
+        const ir_value *v = x->g->params[i];
+        rt_exec *h = holder(x, v);
+        for (int d = 0; d < x->ndev; d++)
+            if (x->devs[d] != h && x->devs[d]->buf[v->id])
+                memcpy(x->devs[d]->buf[v->id], h->buf[v->id],
+                       (size_t)NUMEL(v) * elem_size(v->type.dtype));
+    }
+    for (int d = 0; d < x->ndev; d++)
+        x->devs[d]->weights_ready = 0;
 }
 
 void rt_exec_init_params(rt_exec *x, uint64_t seed)
 {
+    for (int d = 0; d < x->ndev; d++)
+        rt_exec_init_params(x->devs[d], seed);
     x->weights_ready = 0;
     for (int i = 0; i < x->g->nparams; i++)
-        ir_init_fill(x->g->params[i], seed, fdata(x, x->g->params[i]));
+        if (x->buf[x->g->params[i]->id])
+            ir_init_fill(x->g->params[i], seed, fdata(x, x->g->params[i]));
 }
 
 static double now_ms(void)
@@ -854,9 +964,11 @@ static int fused_conv(const ir_node *n, epilogue *e)
     return e->n;
 }
 
-int rt_exec_run(rt_exec *x, char *err, size_t errlen)
+/* Runs x's nodes (all of them, or its device's), then its updates. */
+static int run_nodes(rt_exec *x, char *err, size_t errlen)
 {
-    for (const ir_node *n = x->g->head; n; n = n->next) {
+    for (int k = 0; k < x->nnodes; k++) {
+        const ir_node *n = x->nodes[k];
         if (x->weights_ready && x->weight[n->out[0]->id])
             continue; /* computed from the weights at an earlier run */
         double t0 = x->profile ? now_ms() : 0;
@@ -870,41 +982,88 @@ int rt_exec_run(rt_exec *x, char *err, size_t errlen)
             for (int i = 0; i < nm; i++)
                 x->op_calls[e.m[i]->op]++;
         }
-        for (int i = 0; i < nm; i++)
-            n = n->next; /* the members ran with it */
+        k += nm; /* the members ran with it (consecutive in the list, so in x's nodes) */
     }
     x->weights_ready = 1;
     /* a training step writes its new weights, statistics and state back */
     for (int i = 0; i < x->g->nupdates; i++) {
         const ir_update *u = &x->g->updates[i];
+        if (x->device >= 0 && u->device != x->device)
+            continue;
         memcpy(data(x, u->target), data(x, u->source),
                (size_t)NUMEL(u->target) * elem_size(u->target->type.dtype));
     }
     return 0;
 }
 
+int rt_exec_run(rt_exec *x, char *err, size_t errlen)
+{
+    if (!x->ndev)
+        return run_nodes(x, err, errlen);
+    /* one thread per device; a device's kernels run on its thread alone (the
+       inner parallel regions are nested, so inactive) */
+    rt_comm_reset(x->comm);
+    int rc = 0, team = 0;
+    char *errs = calloc((size_t)x->ndev, 512);
+    if (!errs)
+        return fail(err, errlen, "out of memory");
+#pragma omp parallel num_threads(x->ndev) reduction(+ : rc)
+    {
+#pragma omp single
+        team = omp_get_num_threads();
+        if (team == x->ndev) {
+            int d = omp_get_thread_num();
+            if (run_nodes(x->devs[d], errs + 512 * d, 512) != 0) {
+                rc++;
+                rt_comm_abort(x->comm);
+            }
+        }
+    }
+    if (team != x->ndev) {
+        free(errs);
+        return fail(err, errlen, "could not start a thread for each of the %d devices (got %d)",
+                    x->ndev, team);
+    }
+    for (int d = 0; d < x->ndev && rc; d++) /* the first failure that is not a peer's */
+        if (errs[512 * d] && !strstr(errs + 512 * d, "another device failed")) {
+            fail(err, errlen, "device %d: %s", d, errs + 512 * d);
+            break;
+        }
+    free(errs);
+    return rc ? -1 : 0;
+}
+
 void rt_exec_set_profile(rt_exec *x, int on)
 {
     x->profile = on;
+    for (int d = 0; d < x->ndev; d++)
+        x->devs[d]->profile = on;
 }
 
 void rt_exec_print_profile(const rt_exec *x, FILE *f)
 {
-    double total = 0;
+    /* a partitioned program: its devices' times added up */
+    double total = 0, ms[IR_NOPS];
+    long calls[IR_NOPS];
     int order[IR_NOPS], n = 0;
+    for (int op = 0; op < IR_NOPS; op++) {
+        ms[op] = x->op_ms[op], calls[op] = x->op_calls[op];
+        for (int d = 0; d < x->ndev; d++)
+            ms[op] += x->devs[d]->op_ms[op], calls[op] += x->devs[d]->op_calls[op];
+    }
     for (int op = 0; op < IR_NOPS; op++)
-        if (x->op_calls[op]) {
-            total += x->op_ms[op];
+        if (calls[op]) {
+            total += ms[op];
             int k = n++;
-            for (; k > 0 && x->op_ms[order[k - 1]] < x->op_ms[op]; k--)
+            for (; k > 0 && ms[order[k - 1]] < ms[op]; k--)
                 order[k] = order[k - 1];
             order[k] = op;
         }
     fprintf(f, "%-20s %10s %8s %6s\n", "op", "ms", "calls", "share");
     for (int i = 0; i < n; i++)
-        fprintf(f, "%-20s %10.1f %8ld %5.1f%%\n", ir_ops[order[i]].name, x->op_ms[order[i]],
-                x->op_calls[order[i]], total > 0 ? 100 * x->op_ms[order[i]] / total : 0);
-    fprintf(f, "%-20s %10.1f\n", "total", total);
+        fprintf(f, "%-20s %10.1f %8ld %5.1f%%\n", ir_ops[order[i]].name, ms[order[i]],
+                calls[order[i]], total > 0 ? 100 * ms[order[i]] / total : 0);
+    fprintf(f, "%-20s %10.1f%s\n", "total", total, x->ndev ? " (all devices)" : "");
 }
 
 void rt_set_threads(int n)

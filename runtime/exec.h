@@ -9,6 +9,11 @@
  *
  * Inference semantics: batchnorm uses its running statistics, dropout is identity.
  *
+ * A partitioned program (nodes on several devices) runs on virtual devices: one
+ * executor per device, each with its own arena and its own copy of the
+ * parameters it reads, all run at once on their own threads, talking through
+ * shared memory (runtime/comm.c); the inputs are shared.
+ *
  * Errors come back as a return value with a message in err; nothing is printed. */
 #ifndef GNC_EXEC_H
 #define GNC_EXEC_H
@@ -25,16 +30,19 @@ typedef struct rt_exec rt_exec;
  * Returns NULL with a message when a value's dtype or size is unsupported or
  * memory runs out. */
 rt_exec *rt_exec_new(const ir_graph *g, char *err, size_t errlen);
-/* The same with node results in one arena of arena_bytes: value v at
- * offsets[v->id] (256-byte aligned), or a buffer of its own where that is -1.
- * The offsets must come from a proven plan (passes/memplan.c, mp_check): buffers
- * live at the same time must not overlap. */
-rt_exec *rt_exec_new_planned(const ir_graph *g, const int64_t *offsets, int64_t arena_bytes,
-                             char *err, size_t errlen);
+/* The same with node results in one arena per device, of arena_bytes[d]
+ * bytes: value v at offsets[v->id] (256-byte aligned) in its device's arena, or
+ * a buffer of its own where that is -1.  The offsets must come from a proven
+ * plan (passes/memplan.c, mp_check): buffers live at the same time must not
+ * overlap. */
+rt_exec *rt_exec_new_planned(const ir_graph *g, const int64_t *offsets,
+                             const int64_t *arena_bytes, char *err, size_t errlen);
 void rt_exec_free(rt_exec *x);
 
 /* The buffer of value v: float32 for floating-point dtypes, int32_t/int64_t/uint8_t
- * for the integer ones, ir_type_numel(&v->type) elements, row-major. */
+ * for the integer ones, ir_type_numel(&v->type) elements, row-major.  In a
+ * partitioned program: a node result on its device; a parameter's copy on the
+ * first device that holds one (write the others with rt_exec_weights_changed). */
 void *rt_exec_data(rt_exec *x, const ir_value *v);
 
 /* Fills every parameter and buffer from its initializer (ir_init_fill). */
@@ -43,7 +51,8 @@ void rt_exec_init_params(rt_exec *x, uint64_t seed);
 /* An inference program computes the values it derives from weights alone (a
  * batchnorm folded into a convolution's weights) once, at its first run.  After
  * writing parameters or buffers through rt_exec_data, call this so that the
- * next run computes them again (rt_exec_init_params and checkpoint loading do). */
+ * next run computes them again (rt_exec_init_params and checkpoint loading do);
+ * in a partitioned program it also copies them to every device's copy. */
 void rt_exec_weights_changed(rt_exec *x);
 
 /* Runs every node once.  Returns 0 on success, -1 with a message (for example an

@@ -11,17 +11,27 @@
 struct rt_exec {
     const ir_graph *g;
     int nvalues;
-    void **buf;           /* by value id */
+    void **buf;           /* by value id; NULL: not held here */
     char *arena;          /* node results, when planned (rt_exec_new_planned) */
-    char *in_arena;       /* by value id: buf points into the arena */
+    char *borrowed;       /* by value id: buf points into the arena or into another
+                             executor's memory (a device's view of the inputs) */
     unsigned char *weight; /* by value id: computed from weights alone (ir_weight_only) */
     int weights_ready;    /* those are up to date: skipped by rt_exec_run */
-    struct rt_comm *comm; /* communication between devices (comm.c); NULL: none */
     float *scratch;       /* im2col columns */
     size_t scratch_cap;   /* floats */
     int profile;          /* time each op (rt_exec_set_profile) */
     double op_ms[IR_NOPS];
     long op_calls[IR_NOPS];
+
+    /* A partitioned program: the executor the caller holds owns the inputs and
+       one device executor per device, each running its own nodes with its own
+       arena and parameter copies. */
+    int device;           /* a device executor's device; -1: every node (one device) */
+    const ir_node **nodes; /* a device executor's nodes, in list order */
+    int nnodes;
+    rt_exec **devs;       /* the caller's executor: by device */
+    int ndev;
+    struct rt_comm *comm; /* shared by the device executors (comm.c) */
 };
 
 /* Loops over fewer elements than this stay on one thread. */
@@ -97,11 +107,17 @@ static inline void rt_bn_normalize(const float *x, float *y, int64_t n, float me
         y[k] = (x[k] - mean) * scale + b;
 }
 
-/* Collectives, send and recv between the devices of one process (comm.c):
- * rt_comm_prepare pairs them up once, rt_comm_kernel runs one node. */
-int rt_comm_prepare(rt_exec *x, char *err, size_t errlen);
-void rt_comm_free(rt_exec *x);
+/* Collectives, send and recv between the device executors of one process, each
+ * on its own thread (comm.c).  rt_comm_new sets up parent->comm for parent's
+ * device executors; rt_comm_kernel runs a communication node on device
+ * executor x, waiting for its peers; rt_comm_abort makes every waiting and
+ * later rt_comm_kernel fail (a device failed: the others must not hang);
+ * rt_comm_reset readies the state for the next run. */
+int rt_comm_new(rt_exec *parent, char *err, size_t errlen);
+void rt_comm_free(struct rt_comm *c);
 int rt_comm_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen);
+void rt_comm_abort(struct rt_comm *c);
+void rt_comm_reset(struct rt_comm *c);
 
 /* The kernels of the ops autodiff makes (grad.c).  Returns 0 or -1 with err. */
 int rt_train_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen);

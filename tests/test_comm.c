@@ -44,7 +44,7 @@ static const float *out(rt_exec *x, const ir_graph *g, const char *name)
 static rt_exec *run(ir_graph *g, mp_plan *p)
 {
     char err[256];
-    rt_exec *x = p ? rt_exec_new_planned(g, p->offset_by_id, p->arena_bytes, err, sizeof err)
+    rt_exec *x = p ? rt_exec_new_planned(g, p->offset_by_id, p->device_bytes, err, sizeof err)
                    : rt_exec_new(g, err, sizeof err);
     if (!x) {
         fprintf(stderr, "%s\n", err);

@@ -126,7 +126,7 @@ static void fill(const ir_value *v, void *data, uint64_t seed)
 
 static rt_exec *prepare(const ir_graph *g, const mp_plan *p, char *err, size_t errlen)
 {
-    rt_exec *x = p ? rt_exec_new_planned(g, p->offset_by_id, p->arena_bytes, err, errlen)
+    rt_exec *x = p ? rt_exec_new_planned(g, p->offset_by_id, p->device_bytes, err, errlen)
                    : rt_exec_new(g, err, errlen);
     if (!x)
         return NULL;

@@ -799,7 +799,7 @@ static int cmd_run(const options *o, ir_graph *g, const mp_plan *plan)
     char err[512];
     if (o->threads)
         rt_set_threads(o->threads);
-    rt_exec *x = rt_exec_new_planned(g, plan->offset_by_id, plan->arena_bytes, err, sizeof err);
+    rt_exec *x = rt_exec_new_planned(g, plan->offset_by_id, plan->device_bytes, err, sizeof err);
     if (!x) {
         fprintf(stderr, "gnc: error: %s\n", err);
         return 1;
