@@ -1,6 +1,8 @@
 /* The cost model: how long one step of a program takes on a device.
  *
- * Expects: a verified node: its shapes and attributes.
+ * Expects: a verified graph (ir_verify), partitioned or not, fused or not.  It
+ * changes nothing; it reads the devices (ir_node.device), the fusion groups
+ * (ir_node.group) and the shapes.
  *
  * The equations, in seconds (dev a cost_device, b bytes, n devices in a group):
  *
@@ -47,7 +49,36 @@
  * Data movement (reshape, transpose, concat, slice, broadcast_to, embedding,
  * inference dropout, const) and communication: 0.
  *
- * Guarantees: the graph is unchanged; every cost is finite and non-negative. */
+ * The simulation (cost_simulate):
+ *   1. Kernels.  Nodes whose results the executor computes once from the weights
+ *      (ir_weight_only) cost nothing per step, and their results are ready at 0
+ *      like the inputs and parameters.
+ *   2. Communications.  Sorted, not scanned: a collective's nodes share their id,
+ *      a send and its recv (id, sender, receiver).  One task per collective and
+ *      per pair, whose cost is that of its node on the group's first device
+ *      (group[0]), or of the send.
+ *   3. Times.  Each device has a compute stream, which runs its kernels in list
+ *      order, and a communication stream, which runs its communications in list
+ *      order.  Each task starts at the latest end of its predecessors: the tasks
+ *      that compute its operands, and the task before it on its stream, on
+ *      every participating device for a communication; it ends at start + cost,
+ *      and its results are ready then.  So a collective starts when every
+ *      participant has reached it, a recv completes at max(the send's start, its
+ *      device's communication stream free) + cost, and a kernel waits for a
+ *      communication only when it reads its result.  The tasks are evaluated in
+ *      topological order (Kahn's algorithm).  When streams wait on each other in
+ *      a cycle (possible in a verified program when collectives pairwise share
+ *      one device but come in a circle), the pending communication that comes
+ *      first in the list starts anyway, as the executor runs it, ignoring the
+ *      stream order, and cost_sim.forced counts it.
+ *   4. The results: per device, when it finishes and its streams' busy times;
+ *      per communication, its interval and the compute work left on its first
+ *      device when it starts, measured on its device's kernels (sorted by start:
+ *      a binary search each).
+ *
+ * Guarantees: the graph is unchanged; every time is finite and non-negative;
+ * the simulation takes time linear in nodes and operands, but for sorting the
+ * C communication nodes and a binary search per communication, O(C log C). */
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -461,4 +492,489 @@ double cost_node_seconds(const cost_device *dev, const ir_node *n)
     double f = cost_node_flops(n);
     int gemm = cost_op_gemm(n->op);
     return cost_kernel_seconds(dev, gemm ? f : 0, gemm ? 0 : f, cost_node_bytes(n));
+}
+
+/* ---- one step of a program ---- */
+
+/* What the streams run: a kernel, or a communication. */
+typedef struct {
+    double dur;          /* seconds */
+    double start;        /* the latest end of its finished predecessors; then its start */
+    int device;          /* a kernel's device; a communication's first device */
+    int pos;             /* list index of its last node: the order the executor runs them */
+    int comm;            /* -1: a kernel; else its index in the communications */
+    int group;           /* a kernel's fusion group (0: one node) */
+    int npred;           /* predecessors not yet finished */
+    int done;
+} sim_task;
+
+/* A communication node, for pairing: sorted by (p2p, id, from, to, idx). */
+typedef struct {
+    int p2p;             /* send or recv */
+    int64_t id;
+    int from, to;        /* p2p: the sender's and the receiver's devices */
+    int idx;             /* list index */
+} comm_key;
+
+static int by_comm_key(const void *a, const void *b)
+{
+    const comm_key *x = a, *y = b;
+    if (x->p2p != y->p2p)
+        return x->p2p - y->p2p;
+    if (x->id != y->id)
+        return x->id < y->id ? -1 : 1;
+    if (x->from != y->from)
+        return x->from - y->from;
+    if (x->to != y->to)
+        return x->to - y->to;
+    return x->idx - y->idx;
+}
+
+static int same_comm(const comm_key *x, const comm_key *y)
+{
+    return x->p2p == y->p2p && x->id == y->id && x->from == y->from && x->to == y->to;
+}
+
+typedef struct {
+    double start;
+    int pos, task;
+} comm_order;
+
+static int by_start(const void *a, const void *b)
+{
+    const comm_order *x = a, *y = b;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    return x->pos - y->pos;
+}
+
+/* The scratch state of one simulation. */
+typedef struct {
+    const cost_device *dev;
+    const ir_node **node;       /* [nnodes]: list order */
+    int *task_of;               /* [nnodes]: its task; -1: none (computed once) */
+    int *producer;              /* [nvalues]: the task computing it; -1: ready at 0 */
+    sim_task *t;
+    int nt;
+    int *part, *part_off;       /* communication c's nodes: part[part_off[c] .. part_off[c+1]) */
+    int ncomms;
+    const ir_node **comm_node;  /* [ncomms]: the node whose cost it has */
+} sim;
+
+static int new_comm(sim *s, const ir_node *rep, int device)
+{
+    int k = s->nt++;
+    s->t[k] = (sim_task){.dur = cost_node_seconds(s->dev, rep), .device = device,
+                         .comm = s->ncomms, .pos = -1};
+    s->comm_node[s->ncomms++] = rep;
+    return k;
+}
+
+/* Adds node idx to communication task k. */
+static void add_part(sim *s, int k, int idx, int *npart)
+{
+    s->part[(*npart)++] = idx;
+    s->task_of[idx] = k;
+    if (idx > s->t[k].pos)
+        s->t[k].pos = idx;
+}
+
+/* Step 2: one task per collective and per send/recv pair. */
+static void pair_comms(sim *s, int nn, const unsigned char *weight)
+{
+    int nc = 0;
+    for (int i = 0; i < nn; i++)
+        nc += ir_op_communicates(s->node[i]->op);
+    comm_key *k = malloc((size_t)(nc + 1) * sizeof *k);
+    IR_ASSERT(k);
+    nc = 0;
+    for (int i = 0; i < nn; i++) {
+        const ir_node *n = s->node[i];
+        if (!ir_op_communicates(n->op))
+            continue;
+        int p2p = n->op == IR_OP_SEND || n->op == IR_OP_RECV, peer = 0;
+        if (p2p)
+            peer = (int)ir_attr_int(n, "peer");
+        k[nc++] = (comm_key){p2p, ir_attr_int(n, "id"), n->op == IR_OP_RECV ? peer : p2p ? n->device : 0,
+                             n->op == IR_OP_SEND ? peer : p2p ? n->device : 0, i};
+    }
+    qsort(k, (size_t)nc, sizeof *k, by_comm_key);
+    int npart = 0;
+    for (int a = 0, b; a < nc; a = b) {
+        for (b = a + 1; b < nc && same_comm(&k[a], &k[b]); b++)
+            ;
+        if (!k[a].p2p) {
+            /* a collective: costed at its node on the group's first device */
+            int all_weight = 1;
+            const ir_node *rep = s->node[k[a].idx];
+            int size;
+            const int64_t *group = ir_attr_ints(rep, "group", &size);
+            for (int j = a; j < b; j++) {
+                const ir_node *n = s->node[k[j].idx];
+                all_weight &= weight[n->out[0]->id];
+                if (size > 0 && n->device == group[0])
+                    rep = n;
+            }
+            if (all_weight)
+                continue;   /* computed once, from the weights */
+            int t = new_comm(s, rep, rep->device);
+            s->part_off[s->t[t].comm] = npart;
+            for (int j = a; j < b; j++)
+                add_part(s, t, k[j].idx, &npart);
+            continue;
+        }
+        /* sends and recvs of one (id, sender, receiver), paired in list order */
+        int js = a, jr = a;
+        for (;;) {
+            while (js < b && s->node[k[js].idx]->op != IR_OP_SEND)
+                js++;
+            while (jr < b && s->node[k[jr].idx]->op != IR_OP_RECV)
+                jr++;
+            if (js == b && jr == b)
+                break;
+            const ir_node *rep = s->node[k[js < b ? js : jr].idx];
+            int t = new_comm(s, rep, rep->device);
+            s->part_off[s->t[t].comm] = npart;
+            if (js < b)
+                add_part(s, t, k[js++].idx, &npart);
+            if (jr < b)
+                add_part(s, t, k[jr++].idx, &npart);
+        }
+    }
+    s->part_off[s->ncomms] = npart;
+    free(k);
+}
+
+/* Step 1, the costs: FLOPs and bytes of each kernel. */
+static void kernel_costs(sim *s, const ir_graph *g, double *gemm, double *other)
+{
+    int nn = g->nnodes, nv = g->nvalues;
+    unsigned char *escapes = calloc((size_t)nv + 1, 1);
+    int *members = calloc((size_t)s->nt + 1, sizeof *members);
+    int *seen = malloc((size_t)(nv + 1) * sizeof *seen);
+    double *bytes = calloc((size_t)s->nt + 1, sizeof *bytes);
+    IR_ASSERT(escapes && members && seen && bytes);
+    for (int i = 0; i < nv; i++)
+        seen[i] = -1;
+    /* results read outside their kernel, or kept after the step */
+    for (int i = 0; i < nn; i++) {
+        const ir_node *n = s->node[i];
+        for (int j = 0; j < n->nin; j++) {
+            int p = s->producer[n->in[j]->id];
+            if (p >= 0 && p != s->task_of[i])
+                escapes[n->in[j]->id] = 1;
+        }
+    }
+    for (int i = 0; i < g->noutputs; i++)
+        escapes[g->outputs[i].value->id] = 1;
+    if (g->loss)
+        escapes[g->loss->id] = 1;
+    for (int i = 0; i < g->nupdates; i++)
+        escapes[g->updates[i].source->id] = 1;
+    for (int i = 0; i < nn; i++) {
+        int k = s->task_of[i];
+        if (k < 0 || s->t[k].comm >= 0)
+            continue;
+        const ir_node *n = s->node[i];
+        double f = cost_node_flops(n);
+        *(cost_op_gemm(n->op) ? &gemm[k] : &other[k]) += f;
+        members[k]++;
+    }
+    for (int i = 0; i < nn; i++) {
+        int k = s->task_of[i];
+        if (k < 0 || s->t[k].comm >= 0)
+            continue;
+        const ir_node *n = s->node[i];
+        if (members[k] == 1) {
+            bytes[k] = cost_node_bytes(n);
+            continue;
+        }
+        for (int j = 0; j < n->nin; j++) {
+            const ir_value *v = n->in[j];
+            if (s->producer[v->id] == k || seen[v->id] == k)
+                continue;   /* made inside the group, or counted */
+            seen[v->id] = k;
+            bytes[k] += read_bytes(n, j);
+        }
+        for (int j = 0; j < n->nout; j++)
+            if (escapes[n->out[j]->id])
+                bytes[k] += (double)ir_type_bytes(&n->out[j]->type);
+    }
+    for (int k = 0; k < s->nt; k++)
+        if (s->t[k].comm < 0)
+            s->t[k].dur = cost_kernel_seconds(s->dev, gemm[k], other[k], bytes[k]);
+    free(escapes);
+    free(members);
+    free(seen);
+    free(bytes);
+}
+
+/* Step 3: the edges between tasks, as successor lists (CSR); counts each
+ * task's predecessors. */
+static void edges(sim *s, int nn, int ndev, int **succ_off, int **succ)
+{
+    int64_t cap = 2 * (int64_t)nn + 1;
+    for (int i = 0; i < nn; i++)
+        cap += s->node[i]->nin;
+    int *from = malloc((size_t)cap * sizeof *from), *to = malloc((size_t)cap * sizeof *to);
+    int *last_kernel = malloc((size_t)ndev * sizeof *last_kernel);
+    int *last_comm = malloc((size_t)ndev * sizeof *last_comm);
+    IR_ASSERT(from && to && last_kernel && last_comm);
+    for (int d = 0; d < ndev; d++)
+        last_kernel[d] = last_comm[d] = -1;
+    int64_t ne = 0;
+    for (int i = 0; i < nn; i++) {
+        const ir_node *n = s->node[i];
+        int k = s->task_of[i];
+        if (k < 0)
+            continue;
+        for (int j = 0; j < n->nin; j++) {      /* its operands */
+            int p = s->producer[n->in[j]->id];
+            if (p >= 0 && p != k) {
+                from[ne] = p;
+                to[ne++] = k;
+            }
+        }
+        int *last = s->t[k].comm >= 0 ? &last_comm[n->device] : &last_kernel[n->device];
+        if (*last != k) {                       /* the task before it on its stream */
+            if (*last >= 0) {
+                from[ne] = *last;
+                to[ne++] = k;
+            }
+            *last = k;
+        }
+    }
+    int *off = calloc((size_t)s->nt + 2, sizeof *off), *out = malloc((size_t)(ne + 1) * sizeof *out);
+    IR_ASSERT(off && out);
+    for (int64_t e = 0; e < ne; e++) {
+        off[from[e] + 2]++;
+        s->t[to[e]].npred++;
+    }
+    for (int k = 0; k < s->nt; k++)
+        off[k + 2] += off[k + 1];
+    for (int64_t e = 0; e < ne; e++)
+        out[off[from[e] + 1]++] = to[e];
+    free(from);
+    free(to);
+    free(last_kernel);
+    free(last_comm);
+    *succ_off = off;    /* task k's successors: out[off[k] .. off[k+1]) */
+    *succ = out;
+}
+
+/* Step 3: the start of every task, in topological order; returns how many
+ * communications started out of their stream order. */
+static int run_tasks(sim *s, int nn, const int *succ_off, const int *succ)
+{
+    int *queue = malloc((size_t)(s->nt + 1) * sizeof *queue);
+    int *at = malloc((size_t)(nn + 1) * sizeof *at);   /* list index -> the task ending there */
+    IR_ASSERT(queue && at);
+    for (int i = 0; i < nn; i++)
+        at[i] = -1;
+    int head = 0, tail = 0, cursor = 0, forced = 0;
+    for (int k = 0; k < s->nt; k++) {
+        at[s->t[k].pos] = k;
+        if (!s->t[k].npred)
+            queue[tail++] = k;
+    }
+    for (int finished = 0; finished < s->nt; finished++) {
+        if (head == tail) {
+            /* the streams wait on each other in a cycle: the pending task that
+               comes first in the list (a communication, whose data is ready) */
+            while (cursor < nn && (at[cursor] < 0 || s->t[at[cursor]].done))
+                cursor++;
+            IR_ASSERT(cursor < nn);
+            queue[tail++] = at[cursor];
+            forced++;
+        }
+        int k = queue[head++];
+        s->t[k].done = 1;
+        double end = s->t[k].start + s->t[k].dur;
+        for (int e = succ_off[k]; e < succ_off[k + 1]; e++) {
+            sim_task *u = &s->t[succ[e]];
+            if (u->done)
+                continue;
+            if (end > u->start)
+                u->start = end;
+            if (--u->npred == 0)
+                queue[tail++] = succ[e];
+        }
+    }
+    free(queue);
+    free(at);
+    return forced;
+}
+
+/* Step 4: the compute work on each comm's first device after it starts. */
+static void compute_left(const sim *s, int ndev, cost_sim *r, const comm_order *order)
+{
+    int *off = calloc((size_t)ndev + 2, sizeof *off), *ks = malloc((size_t)(s->nt + 1) * sizeof *ks);
+    double *suffix = malloc((size_t)(s->nt + 1) * sizeof *suffix);
+    IR_ASSERT(off && ks && suffix);
+    for (int k = 0; k < s->nt; k++)
+        if (s->t[k].comm < 0)
+            off[s->t[k].device + 2]++;
+    for (int d = 0; d < ndev; d++)
+        off[d + 2] += off[d + 1];
+    for (int k = 0; k < s->nt; k++)     /* each device's kernels in stream order */
+        if (s->t[k].comm < 0)
+            ks[off[s->t[k].device + 1]++] = k;
+    for (int d = 0; d < ndev; d++) {    /* the work from each kernel on */
+        double sum = 0;
+        for (int j = off[d + 1] - 1; j >= off[d]; j--)
+            suffix[j] = sum += s->t[ks[j]].dur;
+    }
+    for (int c = 0; c < r->ncomms; c++) {
+        const sim_task *t = &s->t[order[c].task];
+        int d = t->device, lo = off[d], hi = off[d + 1];
+        while (lo < hi) {               /* the first kernel ending after it starts */
+            int mid = lo + (hi - lo) / 2;
+            const sim_task *m = &s->t[ks[mid]];
+            if (m->start + m->dur > t->start)
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        double left = 0;
+        if (lo < off[d + 1]) {
+            const sim_task *m = &s->t[ks[lo]];
+            left = suffix[lo] - (t->start > m->start ? t->start - m->start : 0);
+        }
+        r->comms[c].compute_left_ms = left * 1e3;
+    }
+    free(off);
+    free(ks);
+    free(suffix);
+}
+
+cost_sim *cost_simulate(const ir_graph *g, const cost_device *dev)
+{
+    int nn = g->nnodes, nv = g->nvalues;
+    sim s = {.dev = dev};
+    s.node = malloc((size_t)(nn + 1) * sizeof *s.node);
+    s.task_of = malloc((size_t)(nn + 1) * sizeof *s.task_of);
+    s.producer = malloc((size_t)(nv + 1) * sizeof *s.producer);
+    s.t = calloc((size_t)nn + 1, sizeof *s.t);
+    s.part = malloc((size_t)(nn + 1) * sizeof *s.part);
+    s.part_off = malloc((size_t)(nn + 2) * sizeof *s.part_off);
+    s.comm_node = malloc((size_t)(nn + 1) * sizeof *s.comm_node);
+    unsigned char *weight = malloc((size_t)nv + 1);
+    IR_ASSERT(s.node && s.task_of && s.producer && s.t && s.part && s.part_off && s.comm_node &&
+              weight);
+    ir_weight_only(g, weight);
+    int ndev = 1, i = 0;
+    ir_for_each_node(g, n) {
+        s.node[i++] = n;
+        ndev = n->device + 1 > ndev ? n->device + 1 : ndev;
+    }
+
+    /* 1. kernels: a node, or consecutive members of a fused group */
+    int open = -1;  /* the kernel the next member of its group joins */
+    for (i = 0; i < nn; i++) {
+        const ir_node *n = s.node[i];
+        s.task_of[i] = -1;
+        if (ir_op_communicates(n->op)) {
+            open = -1;
+            continue;
+        }
+        if (weight[n->out[0]->id])
+            continue;   /* computed once, from the weights */
+        if (!(n->group && open >= 0 && s.t[open].group == n->group &&
+              s.t[open].device == n->device)) {
+            open = s.nt++;
+            s.t[open] = (sim_task){.device = n->device, .comm = -1, .group = n->group};
+        }
+        s.t[open].pos = i;
+        s.task_of[i] = open;
+    }
+    /* 2. communications */
+    pair_comms(&s, nn, weight);
+    free(weight);
+    for (i = 0; i < nv; i++)
+        s.producer[i] = -1;
+    for (i = 0; i < nn; i++)
+        if (s.task_of[i] >= 0)
+            for (int j = 0; j < s.node[i]->nout; j++)
+                s.producer[s.node[i]->out[j]->id] = s.task_of[i];
+    double *gemm = calloc((size_t)s.nt + 1, sizeof *gemm);
+    double *other = calloc((size_t)s.nt + 1, sizeof *other);
+    IR_ASSERT(gemm && other);
+    kernel_costs(&s, g, gemm, other);
+
+    /* 3. when each task runs */
+    int *succ_off, *succ;
+    edges(&s, nn, ndev, &succ_off, &succ);
+    int forced = run_tasks(&s, nn, succ_off, succ);
+    free(succ_off);
+    free(succ);
+
+    /* 4. the results */
+    cost_sim *r = calloc(1, sizeof *r);
+    IR_ASSERT(r);
+    r->ndevices = ndev;
+    r->forced = forced;
+    r->device_ms = calloc((size_t)ndev, sizeof *r->device_ms);
+    r->compute_ms = calloc((size_t)ndev, sizeof *r->compute_ms);
+    r->comm_ms = calloc((size_t)ndev, sizeof *r->comm_ms);
+    r->comms = calloc((size_t)s.ncomms + 1, sizeof *r->comms);
+    comm_order *order = malloc((size_t)(s.ncomms + 1) * sizeof *order);
+    IR_ASSERT(r->device_ms && r->compute_ms && r->comm_ms && r->comms && order);
+    r->ncomms = s.ncomms;
+    for (int k = 0; k < s.nt; k++) {
+        const sim_task *t = &s.t[k];
+        double end_ms = (t->start + t->dur) * 1e3;
+        if (t->comm < 0) {
+            r->compute_ms[t->device] += t->dur * 1e3;
+            r->flops += gemm[k] + other[k];
+            if (end_ms > r->device_ms[t->device])
+                r->device_ms[t->device] = end_ms;
+            continue;
+        }
+        order[t->comm] = (comm_order){t->start, t->pos, k};
+        for (int p = s.part_off[t->comm]; p < s.part_off[t->comm + 1]; p++) {
+            int d = s.node[s.part[p]]->device;
+            r->comm_ms[d] += t->dur * 1e3;
+            if (end_ms > r->device_ms[d])
+                r->device_ms[d] = end_ms;
+        }
+    }
+    qsort(order, (size_t)s.ncomms, sizeof *order, by_start);
+    for (int c = 0; c < s.ncomms; c++) {
+        const sim_task *t = &s.t[order[c].task];
+        const ir_node *rep = s.comm_node[t->comm];
+        r->comms[c] = (cost_comm){rep, cost_comm_bytes(rep), t->start * 1e3,
+                                  (t->start + t->dur) * 1e3, 0};
+    }
+    compute_left(&s, ndev, r, order);
+    double busy = 0;
+    for (int d = 0; d < ndev; d++) {
+        busy += r->compute_ms[d];
+        if (r->device_ms[d] > r->step_ms)
+            r->step_ms = r->device_ms[d];
+    }
+    r->bubble = r->step_ms > 0 ? 1 - busy / (ndev * r->step_ms) : 0;
+    if (r->bubble < 0)
+        r->bubble = 0;  /* one busy device: the sum of its kernels rounds above their end */
+    free(order);
+    free(gemm);
+    free(other);
+    free(s.node);
+    free(s.task_of);
+    free(s.producer);
+    free(s.t);
+    free(s.part);
+    free(s.part_off);
+    free(s.comm_node);
+    return r;
+}
+
+void cost_sim_free(cost_sim *s)
+{
+    if (!s)
+        return;
+    free(s->device_ms);
+    free(s->compute_ms);
+    free(s->comm_ms);
+    free(s->comms);
+    free(s);
 }

@@ -1,7 +1,22 @@
 /* The cost model (cost.c): how long one step of a program takes on a device,
  * node by node and for a partitioned program as a whole, with communication
- * overlapping computation: the devices, and what single nodes cost.  Times are
- * in seconds. */
+ * overlapping computation.
+ *
+ *   cost_device dev;
+ *   char err[160];
+ *   if (cost_device_parse("h100-nvlink,link_bw=100e9", &dev, err, sizeof err) != 0) {
+ *       fprintf(stderr, "gnc: error: %s\n", err);   // "unknown key 'lnk_bw'; keys: ..."
+ *       return -1;
+ *   }
+ *   cost_sim *s = cost_simulate(g, &dev);
+ *   printf("step %.3f ms, bubble %.1f%%\n", s->step_ms, 100 * s->bubble);
+ *   for (int i = 0; i < s->ncomms; i++)   // what each communication can hide behind
+ *       printf("%s %.3f ms, %.3f ms of compute left\n", s->comms[i].node->out[0]->name,
+ *              s->comms[i].end_ms - s->comms[i].start_ms, s->comms[i].compute_left_ms);
+ *   cost_sim_free(s);
+ *
+ * (tests/test_cost.c runs this example.)  Times of nodes and kernels are in
+ * seconds, those of a simulation in milliseconds. */
 #ifndef GNC_COST_H
 #define GNC_COST_H
 
@@ -62,5 +77,38 @@ double cost_comm_seconds(const cost_device *dev, ir_op op, int ndevices, int64_t
 
 /* Seconds of n alone: its communication, or a kernel of its own. */
 double cost_node_seconds(const cost_device *dev, const ir_node *n);
+
+/* ---- one step of a program ---- */
+
+typedef struct {
+    const ir_node *node;     /* the node on device 0 of the group for collectives; the send for send/recv */
+    int64_t bytes;           /* cost_comm_bytes(node) */
+    double start_ms, end_ms;
+    double compute_left_ms;  /* the compute work still left on its (first) device when the
+                                communication becomes ready (starts): what it can overlap */
+} cost_comm;
+
+typedef struct {
+    int ndevices;
+    double step_ms;                 /* the last device to finish */
+    double *device_ms;              /* [ndevices]: when each device finishes */
+    double *compute_ms;             /* [ndevices]: busy time of its compute stream */
+    double *comm_ms;                /* [ndevices]: busy time of its communication stream */
+    double flops;                   /* total per step */
+    cost_comm *comms; int ncomms;   /* one per collective (not per participating node) and per
+                                       send/recv pair, in start order */
+    double bubble;                  /* 1 - sum(compute_ms) / (ndevices * step_ms): idle
+                                       fraction (the pipeline bubble) */
+    int forced;                     /* communications started out of their devices' stream order,
+                                       because in order the streams would wait on each other
+                                       forever: 0 for a program that real streams can run */
+} cost_sim;
+
+/* Simulates one step of verified program g on devices all like dev (cost.c:
+ * the streams and when each kernel and communication runs).  A program without
+ * devices is the one-device case.  Linear in the nodes, but for sorting the
+ * communication nodes. */
+cost_sim *cost_simulate(const ir_graph *g, const cost_device *dev);
+void cost_sim_free(cost_sim *s);
 
 #endif

@@ -5,8 +5,18 @@
  *      (in the IR samples, the models, their training steps and optimized
  *      programs) costs a finite, non-negative time, and arithmetic ops some
  *      FLOPs.
- *   2. The formulas at their edges: both arithmetic rates, n = 1.
+ *   2. The formulas at their edges: both arithmetic rates, n = 1, an all_reduce
+ *      of several operands (a bucket).
+ *   3. Simulations of hand-written programs, against their timelines worked out
+ *      in the files' comments: overlap.gir (an all_reduce hidden behind the
+ *      compute left), pipeline.gir (the bubble of two stages), fused.gir (a group
+ *      is one kernel), weights.gir (weights computed once cost nothing),
+ *      cycle.gir (streams that would wait on each other forever), and
+ *      tests/comm/data_parallel.gir (every kind of communication).
  *   4. Device specs: presets, overrides, and each error's message.
+ *   5. Speed: resnet18's training step, and a generated 8-device program of
+ *      44000 nodes.
+ *   6. The example in passes/cost.h.
  *
  *   test_cost SOURCE_DIR */
 #include <math.h>
@@ -14,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cost.h"
 #include "diag.h"
@@ -48,6 +59,13 @@ static int close_to(double got, double want)
 
 #define CHECK_NEAR(got, want, what) \
     check(close_to((got), (want)), "%s: got %.10g, want %.10g", (what), (double)(got), (double)(want))
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
 
 /* A verified graph from text; NULL (a failure counted) when it does not load. */
 static ir_graph *load_text(const char *name, const char *text, size_t len)
@@ -93,6 +111,29 @@ static const ir_node *find(const ir_graph *g, const char *name)
         if (strcmp(n->out[0]->name, name) == 0)
             return n;
     return NULL;
+}
+
+/* The device of the tests' timelines: 1 GFLOP/s at both rates, memory too fast
+ * to matter, 40 MB/s links, no latency, no launch overhead. */
+static cost_device slow_device(void)
+{
+    cost_device d;
+    char err[256];
+    int rc = cost_device_parse("cpu,flops=1e9,flops_other=1e9,mem_bw=1e15,link_bw=4e7,"
+                               "link_latency=0,launch=0", &d, err, sizeof err);
+    check(rc == 0, "the tests' device: %s", err);
+    return d;
+}
+
+/* 1 GB/s memory, 1 us launches, arithmetic too fast to matter. */
+static cost_device memory_device(void)
+{
+    cost_device d;
+    char err[256];
+    int rc = cost_device_parse("cpu,flops=1e15,flops_other=1e15,mem_bw=1e9,launch=1us", &d, err,
+                               sizeof err);
+    check(rc == 0, "the tests' memory-bound device: %s", err);
+    return d;
 }
 
 /* ---- 1. single nodes ---- */
@@ -166,7 +207,8 @@ static void sane_node(const char *what, const ir_node *n, const cost_device *dev
 
 /* Every op, as the samples (as written) and the models have them, and the
  * training steps of both (SGD with everything, Adam rematerialized) and the
- * models' optimized inference programs: each node's cost is sane. */
+ * models' optimized inference programs: each node's cost is sane, and each
+ * program simulates. */
 static void every_op(void)
 {
     static const char *const files[] = {"tests/ir/lenet.gir", "tests/ir/tiny_lm.gir",
@@ -222,6 +264,10 @@ static void every_op(void)
                 seen[n->op] = 1;
                 sane_node(what, n, dev);
             }
+            cost_sim *r = cost_simulate(g, dev);
+            check(r->step_ms > 0 && isfinite(r->step_ms) && r->bubble >= 0 && r->bubble <= 1,
+                  "%s simulates: %g ms", what, r->step_ms);
+            cost_sim_free(r);
             ir_graph_free(g);
         }
     for (int op = 0; op < IR_NOPS; op++)
@@ -255,6 +301,206 @@ static void formulas(void)
     /* 8 devices, 1 GB: all_reduce twice all_gather's bandwidth term, 14 latencies */
     CHECK_NEAR(cost_comm_seconds(h, IR_OP_ALL_REDUCE, 8, 1000000000),
                2 * 7.0 / 8 * 1e9 / 450e9 + 14 * 5e-6, "all_reduce over 8");
+}
+
+/* An all_reduce of two operands (a bucket), made through the API: the verifier
+ * of this tree takes one operand only. */
+static void bucket(void)
+{
+    ir_graph *g = ir_graph_new("bucket");
+    ir_loc loc = {0};
+    ir_type t1 = {IR_F32, 1, {1000}}, t2 = {IR_F32, 1, {3000}};
+    ir_value *in[2] = {ir_add_input(g, "a", t1, loc), ir_add_input(g, "b", t2, loc)};
+    ir_node *ar[2];
+    for (int d = 0; d < 2; d++) {
+        ir_node *n = ar[d] = ir_node_new(g, IR_OP_ALL_REDUCE, 2, in, 2, "ar", loc);
+        n->out[0]->type = t1;
+        n->out[1]->type = t2;
+        ir_set_int(g, n, "id", 1);
+        ir_set_ints(g, n, "group", 2, (const int64_t[]){0, 1});
+        n->device = d;
+        ir_append(g, n);
+    }
+    for (int d = 0; d < 2; d++) { /* reads the second result */
+        ir_node *n = ir_node_new(g, IR_OP_RELU, 1, &ar[d]->out[1], 1, "r", loc);
+        n->out[0]->type = t2;
+        n->device = d;
+        ir_append(g, n);
+        ir_add_output(g, d ? "r1" : "r0", n->out[0], loc);
+    }
+    check(cost_comm_bytes(ar[0]) == 16000, "a bucket's bytes are its operands': %lld",
+          (long long)cost_comm_bytes(ar[0]));
+    cost_device dev = slow_device();
+    cost_sim *r = cost_simulate(g, &dev);
+    /* 2 (1/2) 16000 / 4e7 = 400 us, then relu: 3000 FLOPs, 3 us */
+    check(r->ncomms == 1 && r->comms[0].bytes == 16000, "one collective of 16000 bytes");
+    CHECK_NEAR(r->comms[0].end_ms, 0.4, "the bucket's end");
+    CHECK_NEAR(r->step_ms, 0.403, "relu waits for the bucket's second result");
+    cost_sim_free(r);
+    ir_graph_free(g);
+}
+
+/* ---- 3. simulations ---- */
+
+static void overlap(void)
+{
+    ir_graph *g = load("tests/cost/overlap.gir", NULL);
+    if (!g)
+        return;
+    cost_device dev = slow_device();
+    cost_sim *r = cost_simulate(g, &dev);
+    check(r->ndevices == 2 && r->ncomms == 2, "overlap: 2 devices, 2 all_reduces (%d, %d)",
+          r->ndevices, r->ncomms);
+    if (r->ncomms == 2) {
+        const cost_comm *a = &r->comms[0], *b = &r->comms[1];
+        check(a->node == find(g, "ar2_0") && b->node == find(g, "ar1_0"),
+              "overlap: the all_reduces in start order, by their device-0 nodes");
+        check(a->bytes == 4000 && b->bytes == 40000, "overlap: bytes %lld, %lld",
+              (long long)a->bytes, (long long)b->bytes);
+        CHECK_NEAR(a->start_ms, 0.096, "overlap: all_reduce 1 starts after gw2");
+        CHECK_NEAR(a->end_ms, 0.196, "overlap: all_reduce 1 ends");
+        CHECK_NEAR(a->compute_left_ms, 0.098, "overlap: all_reduce 1 hides behind dh, gw1, u");
+        CHECK_NEAR(b->start_ms, 0.196, "overlap: all_reduce 2 waits for the stream");
+        CHECK_NEAR(b->end_ms, 1.196, "overlap: all_reduce 2 ends");
+        CHECK_NEAR(b->compute_left_ms, 0.010, "overlap: only u is left after all_reduce 2");
+    }
+    CHECK_NEAR(r->compute_ms[0], 0.194, "overlap: device 0 computes");
+    CHECK_NEAR(r->compute_ms[1], 0.184, "overlap: device 1 computes");
+    CHECK_NEAR(r->comm_ms[0], 1.1, "overlap: device 0 communicates");
+    CHECK_NEAR(r->device_ms[0], 1.206, "overlap: u waits for the all_reduce it reads");
+    CHECK_NEAR(r->device_ms[1], 1.196, "overlap: device 1 ends with its all_reduce");
+    CHECK_NEAR(r->step_ms, 1.206, "overlap: step");
+    check(r->step_ms < r->compute_ms[0] + r->comm_ms[0] - 0.05,
+          "overlap: the step (%g ms) is shorter than compute then communication (%g ms)",
+          r->step_ms, r->compute_ms[0] + r->comm_ms[0]);
+    CHECK_NEAR(r->flops, 2 * 184000.0 + 10000, "overlap: FLOPs");
+    CHECK_NEAR(r->bubble, 1 - (0.194 + 0.184) / (2 * 1.206), "overlap: idle fraction");
+    check(r->forced == 0, "overlap: the streams run in order");
+    cost_sim_free(r);
+    ir_graph_free(g);
+}
+
+static void pipeline(void)
+{
+    ir_graph *g = load("tests/cost/pipeline.gir", NULL);
+    if (!g)
+        return;
+    cost_device dev = slow_device();
+    cost_sim *r = cost_simulate(g, &dev);
+    CHECK_NEAR(r->step_ms, 0.28, "pipeline: step");
+    CHECK_NEAR(r->bubble, 3.0 / 7, "pipeline: bubble");
+    CHECK_NEAR(r->device_ms[0], 0.2, "pipeline: device 0 ends with its last send");
+    CHECK_NEAR(r->device_ms[1], 0.28, "pipeline: device 1 ends");
+    CHECK_NEAR(r->compute_ms[0], 0.16, "pipeline: device 0 computes");
+    CHECK_NEAR(r->compute_ms[1], 0.16, "pipeline: device 1 computes");
+    CHECK_NEAR(r->comm_ms[1], 0.08, "pipeline: device 1 receives");
+    check(r->ncomms == 2, "pipeline: one communication per send/recv pair (%d)", r->ncomms);
+    if (r->ncomms == 2) {
+        check(r->comms[0].node == find(g, "ka") && r->comms[1].node == find(g, "kb"),
+              "pipeline: the pairs by their sends, in start order");
+        CHECK_NEAR(r->comms[0].start_ms, 0.08, "pipeline: send a starts after f0a");
+        CHECK_NEAR(r->comms[0].end_ms, 0.12, "pipeline: recv a completes");
+        CHECK_NEAR(r->comms[0].compute_left_ms, 0.08, "pipeline: f0b is left on device 0");
+        CHECK_NEAR(r->comms[1].start_ms, 0.16, "pipeline: send b starts after f0b");
+        CHECK_NEAR(r->comms[1].compute_left_ms, 0, "pipeline: nothing left on device 0");
+        check(r->comms[0].bytes == 1600, "pipeline: 1600 bytes a pair");
+    }
+    cost_sim_free(r);
+    ir_graph_free(g);
+}
+
+static void fused(void)
+{
+    ir_graph *g = load("tests/cost/fused.gir", NULL);
+    if (!g)
+        return;
+    cost_device dev = memory_device();
+    cost_sim *r = cost_simulate(g, &dev);
+    CHECK_NEAR(r->step_ms, 0.022, "fused: two kernels, (12000 B + 1 us) + (8000 B + 1 us)");
+    CHECK_NEAR(r->flops, 5000, "fused: the members' FLOPs add up");
+    cost_sim_free(r);
+    ir_for_each_node(g, n)
+        n->group = 0;
+    r = cost_simulate(g, &dev);
+    CHECK_NEAR(r->step_ms, 0.049, "unfused: five kernels, 44000 B + 5 us");
+    CHECK_NEAR(r->flops, 5000, "unfused: the same FLOPs");
+    cost_sim_free(r);
+    ir_graph_free(g);
+}
+
+static void weights(void)
+{
+    char *text = NULL;
+    ir_graph *g = load("tests/cost/weights.gir", &text);
+    if (!g) {
+        free(text);
+        return;
+    }
+    cost_device dev = memory_device();
+    cost_sim *r = cost_simulate(g, &dev);
+    CHECK_NEAR(r->step_ms, 0.013, "weights: only y costs, 12000 B + 1 us");
+    CHECK_NEAR(r->flops, 1000, "weights: only y's FLOPs");
+    cost_sim_free(r);
+    ir_graph_free(g);
+    /* with an update (a training step), weights change every step: all three cost */
+    size_t len = strlen(text);
+    char *train = malloc(len + 64);
+    char *end = strrchr(text, '}');
+    snprintf(train, len + 64, "%.*s  update %%v = %%s\n}\n", (int)(end - text), text);
+    g = load_text("weights.gir + update", train, strlen(train));
+    if (g) {
+        r = cost_simulate(g, &dev);
+        CHECK_NEAR(r->step_ms, 0.039, "weights, trained: three kernels of 12000 B + 1 us");
+        CHECK_NEAR(r->flops, 5000, "weights, trained: the FLOPs of all three");
+        cost_sim_free(r);
+        ir_graph_free(g);
+    }
+    free(train);
+    free(text);
+}
+
+static void cycle(void)
+{
+    ir_graph *g = load("tests/cost/cycle.gir", NULL);
+    if (!g)
+        return;
+    const cost_device *dev = cost_device_lookup("h100-nvlink");
+    cost_sim *r = cost_simulate(g, dev);
+    double c = 1024 / 450e9 + 2 * 5e-6; /* 2 (1/2) 1024 B / link_bw + 2 latencies */
+    check(r->forced == 1, "cycle: one collective started out of its stream's order (%d)",
+          r->forced);
+    check(r->ncomms == 3, "cycle: three collectives (%d)", r->ncomms);
+    if (r->ncomms == 3)
+        check(ir_attr_int(r->comms[0].node, "id") == 2 && ir_attr_int(r->comms[1].node, "id") == 3 &&
+                  ir_attr_int(r->comms[2].node, "id") == 1,
+              "cycle: collectives 2, 3, 1 in turn");
+    CHECK_NEAR(r->step_ms, 3 * c * 1e3, "cycle: three collectives one after the other");
+    cost_sim_free(r);
+    ir_graph_free(g);
+}
+
+static void data_parallel(void)
+{
+    ir_graph *g = load("tests/comm/data_parallel.gir", NULL);
+    if (!g)
+        return;
+    cost_sim *r = cost_simulate(g, cost_device_lookup("h100-pcie"));
+    check(r->ndevices == 2 && r->ncomms == 5, "data_parallel: 4 collectives and a pair (%d)",
+          r->ncomms);
+    int sorted = 1, devices = 1;
+    for (int i = 0; i < r->ncomms; i++) {
+        sorted &= i == 0 || r->comms[i - 1].start_ms <= r->comms[i].start_ms;
+        devices &= r->comms[i].node->device == (r->comms[i].node->op == IR_OP_SEND ? 1 : 0);
+        check(r->comms[i].end_ms > r->comms[i].start_ms, "data_parallel: %s takes time",
+              r->comms[i].node->out[0]->name);
+    }
+    check(sorted, "data_parallel: communications in start order");
+    check(devices, "data_parallel: each named by its device-0 node, or its send");
+    check(r->step_ms >= r->device_ms[0] && r->step_ms >= r->device_ms[1] &&
+              (r->step_ms == r->device_ms[0] || r->step_ms == r->device_ms[1]),
+          "data_parallel: the step is the last device's end");
+    cost_sim_free(r);
+    ir_graph_free(g);
 }
 
 /* ---- 4. device specs ---- */
@@ -329,6 +575,129 @@ static void specs(void)
           "a short buffer takes the message's start");
 }
 
+/* ---- 5. speed ---- */
+
+static void resnet18(void)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/models/resnet18.net", src);
+    const char *dn[] = {"batch"}, *dv[] = {"256"};
+    fe_options fo = {NULL, 1, dn, dv};
+    ad_optimizer opt = ad_optimizer_default(AD_SGD);
+    pm_options po = {0, 0, NULL, NULL, stderr};
+    diag d;
+    diag_init(&d);
+    ir_graph *g = fe_load_file(path, &fo, &d);
+    if (!g || ad_training_graph(g, &opt, &d) || pm_run(g, pm_default_pipeline(1, 0), &po, &d)) {
+        diag_print(&d, stderr);
+        check(0, "resnet18's training step loads");
+        if (g)
+            ir_graph_free(g);
+        diag_free(&d);
+        return;
+    }
+    diag_free(&d);
+    const cost_device *dev = cost_device_lookup("h100-nvlink");
+    double best = 1e9, flops = 0;
+    cost_sim *r = NULL;
+    for (int i = 0; i < 5; i++) {
+        cost_sim_free(r);
+        double t = now_ms();
+        r = cost_simulate(g, dev);
+        t = now_ms() - t;
+        best = t < best ? t : best;
+    }
+    ir_for_each_node(g, n)
+        flops += cost_node_flops(n);
+    printf("resnet18 training step (%d nodes): %.3f ms on h100-nvlink, %.1f GFLOP; "
+           "simulated in %.2f ms\n", g->nnodes, r->step_ms, r->flops / 1e9, best);
+    check(r->ndevices == 1 && r->ncomms == 0 && r->bubble < 1e-9 &&
+              close_to(r->step_ms, r->compute_ms[0]),
+          "resnet18: one device, busy all the step");
+    CHECK_NEAR(r->flops, flops, "resnet18: every node's FLOPs, nothing computed once");
+    check(best < 50, "resnet18: simulated in %.2f ms (< 50)", best);
+    cost_sim_free(r);
+    ir_graph_free(g);
+}
+
+/* 8 devices, each a chain of 5000 elementwise nodes, with an all_reduce over
+ * all of them every 10 nodes whose result the chain reads: 44000 nodes. */
+static void large(void)
+{
+    enum { DEVS = 8, ROUNDS = 500, CHAIN = 10 };
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    fprintf(f, "graph large {\n");
+    for (int d = 0; d < DEVS; d++)
+        fprintf(f, "  input %%x%d: f32[4096]\n", d);
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int d = 0; d < DEVS; d++)
+            for (int k = 0; k < CHAIN; k++) {
+                fprintf(f, "  %%v%d_%d_%d: f32[4096] = %s(", d, r, k, k % 2 ? "neg" : "relu");
+                if (k)
+                    fprintf(f, "%%v%d_%d_%d", d, r, k - 1);
+                else if (r)
+                    fprintf(f, "%%a%d_%d", d, r - 1);
+                else
+                    fprintf(f, "%%x%d", d);
+                fprintf(f, ") on %d\n", d);
+            }
+        for (int d = 0; d < DEVS; d++)
+            fprintf(f, "  %%a%d_%d: f32[4096] = all_reduce(%%v%d_%d_%d) {id = %d, group = [0, 1, 2, "
+                    "3, 4, 5, 6, 7]} on %d\n", d, r, d, r, CHAIN - 1, r + 1, d);
+    }
+    for (int d = 0; d < DEVS; d++)
+        fprintf(f, "  output y%d = %%a%d_%d\n", d, d, ROUNDS - 1);
+    fprintf(f, "}\n");
+    fclose(f);
+    ir_graph *g = load_text("large.gir", text, len);
+    free(text);
+    if (!g)
+        return;
+    const cost_device *dev = cost_device_lookup("h100-nvlink");
+    double t = now_ms();
+    cost_sim *r = cost_simulate(g, dev);
+    t = now_ms() - t;
+    printf("large (%d nodes, %d devices): simulated in %.2f ms\n", g->nnodes, r->ndevices, t);
+    /* every round: 10 kernels of 32 KiB each, then an all_reduce of 16 KiB */
+    double kernel = 32768 / 3.35e12 + 3e-6;
+    double ar = 2 * 7.0 / 8 * 16384 / 450e9 + 14 * 5e-6;
+    check(r->ndevices == DEVS && r->ncomms == ROUNDS, "large: %d collectives", r->ncomms);
+    CHECK_NEAR(r->step_ms, ROUNDS * (CHAIN * kernel + ar) * 1e3, "large: step");
+    check(t < 500, "large: simulated in %.2f ms (< 500)", t);
+    cost_sim_free(r);
+    ir_graph_free(g);
+}
+
+/* ---- 6. the example in cost.h, as written there ---- */
+
+static int header_example(const ir_graph *g)
+{
+    cost_device dev;
+    char err[160];
+    if (cost_device_parse("h100-nvlink,link_bw=100e9", &dev, err, sizeof err) != 0) {
+        fprintf(stderr, "gnc: error: %s\n", err);   // "unknown key 'lnk_bw'; keys: ..."
+        return -1;
+    }
+    cost_sim *s = cost_simulate(g, &dev);
+    printf("step %.3f ms, bubble %.1f%%\n", s->step_ms, 100 * s->bubble);
+    for (int i = 0; i < s->ncomms; i++)   // what each communication can hide behind
+        printf("%s %.3f ms, %.3f ms of compute left\n", s->comms[i].node->out[0]->name,
+               s->comms[i].end_ms - s->comms[i].start_ms, s->comms[i].compute_left_ms);
+    cost_sim_free(s);
+    return 0;
+}
+
+static void example(void)
+{
+    ir_graph *g = load("tests/cost/overlap.gir", NULL);
+    if (g)
+        check(header_example(g) == 0, "the example in cost.h runs");
+    if (g)
+        ir_graph_free(g);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -340,7 +709,17 @@ int main(int argc, char **argv)
     cost_lines("tests/cost/comm.gir");
     every_op();
     formulas();
+    bucket();
+    overlap();
+    pipeline();
+    fused();
+    weights();
+    cycle();
+    data_parallel();
     specs();
+    resnet18();
+    large();
+    example();
     printf("test_cost: %d passed, %d failed\n", passed, failed);
     return failed != 0;
 }
