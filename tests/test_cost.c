@@ -248,7 +248,7 @@ static void every_op(void)
                 diag_free(&d);
                 continue;
             }
-            pm_options po = {1, 0, NULL, NULL, stderr};
+            pm_options po = {.verify_each = 1, .out = stderr};
             if (g && (train || f >= 4) && pm_run(g, pm_default_pipeline(train > 0, train == 2), &po, &d)) {
                 ir_graph_free(g);
                 g = NULL;
@@ -584,7 +584,7 @@ static void resnet18(void)
     const char *dn[] = {"batch"}, *dv[] = {"256"};
     fe_options fo = {NULL, 1, dn, dv};
     ad_optimizer opt = ad_optimizer_default(AD_SGD);
-    pm_options po = {0, 0, NULL, NULL, stderr};
+    pm_options po = {.out = stderr};
     diag d;
     diag_init(&d);
     ir_graph *g = fe_load_file(path, &fo, &d);
