@@ -25,9 +25,10 @@
  * These are NCCL's ring algorithms (the bandwidth factors are those of
  * nccl-tests' doc/PERFORMANCE.md, "bus bandwidth"; the step counts those of
  * NCCL's own tuning model, src/graph/tuning.cc): all_reduce is a reduce-scatter
- * then an all-gather around the ring, each of n-1 steps moving b/n over every link; all_gather and reduce_scatter are one half of
- * that, over b_total, the whole tensor of the group (all_gather's result, or
- * reduce_scatter's operand; each rank holds b_total/n of it before or after);
+ * then an all-gather around the ring, each of n-1 steps moving b/n over every
+ * link; all_gather and reduce_scatter are one half of that, over b_total,
+ * the whole tensor of the group (all_gather's result, or reduce_scatter's
+ * operand; each rank holds b_total/n of it before or after);
  * broadcast pipelines the tensor down a tree of depth ceil(log2 n).  The sums
  * of all_reduce and reduce_scatter run at link speed, inside these times.
  *
@@ -561,10 +562,11 @@ typedef struct {
     const ir_node **comm_node;  /* [ncomms]: the node whose cost it has */
 } sim;
 
-static int new_comm(sim *s, const ir_node *rep, int device)
+/* A communication task costed as its node rep. */
+static int new_comm(sim *s, const ir_node *rep)
 {
     int k = s->nt++;
-    s->t[k] = (sim_task){.dur = cost_node_seconds(s->dev, rep), .device = device,
+    s->t[k] = (sim_task){.dur = cost_node_seconds(s->dev, rep), .device = rep->device,
                          .comm = s->ncomms, .pos = -1};
     s->comm_node[s->ncomms++] = rep;
     return k;
@@ -592,11 +594,16 @@ static void pair_comms(sim *s, int nn, const unsigned char *weight)
         const ir_node *n = s->node[i];
         if (!ir_op_communicates(n->op))
             continue;
-        int p2p = n->op == IR_OP_SEND || n->op == IR_OP_RECV, peer = 0;
-        if (p2p)
-            peer = (int)ir_attr_int(n, "peer");
-        k[nc++] = (comm_key){p2p, ir_attr_int(n, "id"), n->op == IR_OP_RECV ? peer : p2p ? n->device : 0,
-                             n->op == IR_OP_SEND ? peer : p2p ? n->device : 0, i};
+        comm_key key = {.p2p = n->op == IR_OP_SEND || n->op == IR_OP_RECV,
+                        .id = ir_attr_int(n, "id"), .idx = i};
+        if (n->op == IR_OP_SEND) {
+            key.from = n->device;
+            key.to = (int)ir_attr_int(n, "peer");
+        } else if (n->op == IR_OP_RECV) {
+            key.from = (int)ir_attr_int(n, "peer");
+            key.to = n->device;
+        }
+        k[nc++] = key;
     }
     qsort(k, (size_t)nc, sizeof *k, by_comm_key);
     int npart = 0;
@@ -617,7 +624,7 @@ static void pair_comms(sim *s, int nn, const unsigned char *weight)
             }
             if (all_weight)
                 continue;   /* computed once, from the weights */
-            int t = new_comm(s, rep, rep->device);
+            int t = new_comm(s, rep);
             s->part_off[s->t[t].comm] = npart;
             for (int j = a; j < b; j++)
                 add_part(s, t, k[j].idx, &npart);
@@ -633,7 +640,7 @@ static void pair_comms(sim *s, int nn, const unsigned char *weight)
             if (js == b && jr == b)
                 break;
             const ir_node *rep = s->node[k[js < b ? js : jr].idx];
-            int t = new_comm(s, rep, rep->device);
+            int t = new_comm(s, rep);
             s->part_off[s->t[t].comm] = npart;
             if (js < b)
                 add_part(s, t, k[js++].idx, &npart);
@@ -744,7 +751,8 @@ static void edges(sim *s, int nn, int ndev, int **succ_off, int **succ)
             *last = k;
         }
     }
-    int *off = calloc((size_t)s->nt + 2, sizeof *off), *out = malloc((size_t)(ne + 1) * sizeof *out);
+    int *off = calloc((size_t)s->nt + 2, sizeof *off);
+    int *out = malloc((size_t)(ne + 1) * sizeof *out);
     IR_ASSERT(off && out);
     for (int64_t e = 0; e < ne; e++) {
         off[from[e] + 2]++;
@@ -808,7 +816,8 @@ static int run_tasks(sim *s, int nn, const int *succ_off, const int *succ)
 /* Step 4: the compute work on each comm's first device after it starts. */
 static void compute_left(const sim *s, int ndev, cost_sim *r, const comm_order *order)
 {
-    int *off = calloc((size_t)ndev + 2, sizeof *off), *ks = malloc((size_t)(s->nt + 1) * sizeof *ks);
+    int *off = calloc((size_t)ndev + 2, sizeof *off);
+    int *ks = malloc((size_t)(s->nt + 1) * sizeof *ks);
     double *suffix = malloc((size_t)(s->nt + 1) * sizeof *suffix);
     IR_ASSERT(off && ks && suffix);
     for (int k = 0; k < s->nt; k++)

@@ -29,7 +29,8 @@
 
 typedef struct {
     const char *name;      /* "h100-nvlink" */
-    double flops;          /* FLOP/s of GEMM-shaped work (dense, matmul, conv2d and their gradients) */
+    double flops;          /* FLOP/s of GEMM-shaped work (dense, matmul, conv2d and
+                              their gradients) */
     double flops_other;    /* FLOP/s of other arithmetic */
     double mem_bw;         /* device memory bytes/s, read and written together */
     double link_bw;        /* bytes/s per direction between two devices */
@@ -81,7 +82,8 @@ double cost_node_seconds(const cost_device *dev, const ir_node *n);
 /* ---- one step of a program ---- */
 
 typedef struct {
-    const ir_node *node;     /* the node on device 0 of the group for collectives; the send for send/recv */
+    const ir_node *node;     /* the node on device 0 of the group (group[0]) for
+                                collectives; the send for send/recv */
     int64_t bytes;           /* cost_comm_bytes(node) */
     double start_ms, end_ms;
     double compute_left_ms;  /* the compute work still left on its (first) device when the

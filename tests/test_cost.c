@@ -58,7 +58,8 @@ static int close_to(double got, double want)
 }
 
 #define CHECK_NEAR(got, want, what) \
-    check(close_to((got), (want)), "%s: got %.10g, want %.10g", (what), (double)(got), (double)(want))
+    check(close_to((got), (want)), "%s: got %.10g, want %.10g", (what), (double)(got), \
+          (double)(want))
 
 static double now_ms(void)
 {
@@ -249,7 +250,8 @@ static void every_op(void)
                 continue;
             }
             pm_options po = {.verify_each = 1, .out = stderr};
-            if (g && (train || f >= 4) && pm_run(g, pm_default_pipeline(train > 0, train == 2), &po, &d)) {
+            const char *passes = pm_default_pipeline(train > 0, train == 2);
+            if (g && (train || f >= 4) && pm_run(g, passes, &po, &d)) {
                 ir_graph_free(g);
                 g = NULL;
             }
@@ -471,7 +473,8 @@ static void cycle(void)
           r->forced);
     check(r->ncomms == 3, "cycle: three collectives (%d)", r->ncomms);
     if (r->ncomms == 3)
-        check(ir_attr_int(r->comms[0].node, "id") == 2 && ir_attr_int(r->comms[1].node, "id") == 3 &&
+        check(ir_attr_int(r->comms[0].node, "id") == 2 &&
+                  ir_attr_int(r->comms[1].node, "id") == 3 &&
                   ir_attr_int(r->comms[2].node, "id") == 1,
               "cycle: collectives 2, 3, 1 in turn");
     CHECK_NEAR(r->step_ms, 3 * c * 1e3, "cycle: three collectives one after the other");
@@ -644,8 +647,9 @@ static void large(void)
                 fprintf(f, ") on %d\n", d);
             }
         for (int d = 0; d < DEVS; d++)
-            fprintf(f, "  %%a%d_%d: f32[4096] = all_reduce(%%v%d_%d_%d) {id = %d, group = [0, 1, 2, "
-                    "3, 4, 5, 6, 7]} on %d\n", d, r, d, r, CHAIN - 1, r + 1, d);
+            fprintf(f, "  %%a%d_%d: f32[4096] = all_reduce(%%v%d_%d_%d) "
+                    "{id = %d, group = [0, 1, 2, 3, 4, 5, 6, 7]} on %d\n",
+                    d, r, d, r, CHAIN - 1, r + 1, d);
     }
     for (int d = 0; d < DEVS; d++)
         fprintf(f, "  output y%d = %%a%d_%d\n", d, d, ROUNDS - 1);
