@@ -1,0 +1,989 @@
+/* The cost model: how long one step of a program takes on a device.
+ *
+ * Expects: a verified graph (ir_verify), partitioned or not, fused or not.  It
+ * changes nothing; it reads the devices (ir_node.device), the fusion groups
+ * (ir_node.group) and the shapes.
+ *
+ * The equations, in seconds (dev a cost_device, b bytes, n devices in a group):
+ *
+ *   kernel          max(F_gemm / flops + F_other / flops_other, B / mem_bw) + launch
+ *                   A kernel is one node, or a fused group: consecutive nodes of
+ *                   one nonzero group on one device.  F: its members' FLOPs
+ *                   (cost_node_flops), at the GEMM rate for dense, matmul, conv2d
+ *                   and their gradients.  B: for one node, every operand read
+ *                   once and every result written (cost_node_bytes); for a group,
+ *                   what it reads from outside the group, and the results it
+ *                   writes that are read outside it or are an output, the loss
+ *                   or an update's source (the rest stays in registers).
+ *   all_reduce      2 (n-1)/n b / link_bw + 2 (n-1) link_latency
+ *   all_gather      (n-1)/n b_total / link_bw + (n-1) link_latency
+ *   reduce_scatter  (n-1)/n b_total / link_bw + (n-1) link_latency
+ *   broadcast       b / link_bw + ceil(log2 n) link_latency
+ *   send / recv     b / link_bw + link_latency
+ *   and 0 for n = 1.
+ *
+ * These are NCCL's ring algorithms (the bandwidth factors are those of
+ * nccl-tests' doc/PERFORMANCE.md, "bus bandwidth"; the step counts those of
+ * NCCL's own tuning model, src/graph/tuning.cc): all_reduce is a reduce-scatter
+ * then an all-gather around the ring, each of n-1 steps moving b/n over every
+ * link; all_gather and reduce_scatter are one half of that, over b_total,
+ * the whole tensor of the group (all_gather's result, or reduce_scatter's
+ * operand; each rank holds b_total/n of it before or after);
+ * broadcast pipelines the tensor down a tree of depth ceil(log2 n).  The sums
+ * of all_reduce and reduce_scatter run at link speed, inside these times.
+ *
+ * FLOPs per node (e: elements of the result, unless said otherwise): matmul,
+ * dense, conv2d and their gradients 2 per multiply-add, and e for a bias;
+ * elementwise ops (activations and their gradients, add, sub, mul, div,
+ * training dropout's multiply) e, transcendental ones included: at 8 bytes
+ * an element they stay bound by memory unless they took more than 21 FLOPs an
+ * element (cpu) to 96 (h100-nvlink), so more precise counts would change nothing;
+ * batchnorm 2e (a scale and a shift per element), batchnorm_train 5e (mean,
+ * variance, scale and shift), batchnorm_grad 9e, layernorm 7e, layernorm_grad
+ * 16e, softmax and log_softmax 5e, their gradients 4e, cross_entropy 5 per
+ * logit and cross_entropy_grad 7, mse 3 per element, pooling one per window
+ * element (and one more per result for averages, per element of dy for the
+ * gradients), sum_to and global_avgpool
+ * one per element summed, embedding_grad one per element of dy, optimizers per
+ * parameter element (sgd 2, 2 more for each of weight decay, momentum,
+ * nesterov; adam 12, and 2 for weight decay), bn_fold_scale 3 per channel.
+ * Data movement (reshape, transpose, concat, slice, broadcast_to, embedding,
+ * inference dropout, const) and communication: 0.
+ *
+ * The simulation (cost_simulate):
+ *   1. Kernels.  Nodes whose results the executor computes once from the weights
+ *      (ir_weight_only) cost nothing per step, and their results are ready at 0
+ *      like the inputs and parameters.
+ *   2. Communications.  Sorted, not scanned: a collective's nodes share their id,
+ *      a send and its recv (id, sender, receiver).  One task per collective and
+ *      per pair, whose cost is that of its node on the group's first device
+ *      (group[0]), or of the send.
+ *   3. Times.  Each device has a compute stream, which runs its kernels in list
+ *      order, and a communication stream, which runs its communications in list
+ *      order.  Each task starts at the latest end of its predecessors: the tasks
+ *      that compute its operands, and the task before it on its stream, on
+ *      every participating device for a communication; it ends at start + cost,
+ *      and its results are ready then.  So a collective starts when every
+ *      participant has reached it, a recv completes at max(the send's start, its
+ *      device's communication stream free) + cost, and a kernel waits for a
+ *      communication only when it reads its result.  The tasks are evaluated in
+ *      topological order (Kahn's algorithm).  When streams wait on each other in
+ *      a cycle (possible in a verified program when collectives pairwise share
+ *      one device but come in a circle), the pending communication that comes
+ *      first in the list starts anyway, as the executor runs it, ignoring the
+ *      stream order, and cost_sim.forced counts it.
+ *   4. The results: per device, when it finishes and its streams' busy times;
+ *      per communication, its interval and the compute work left on its first
+ *      device when it starts, measured on its device's kernels (sorted by start:
+ *      a binary search each).
+ *
+ * Guarantees: the graph is unchanged; every time is finite and non-negative;
+ * the simulation takes time linear in nodes and operands, but for sorting the
+ * C communication nodes and a binary search per communication, O(C log C). */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cost.h"
+
+/* ---- devices ---- */
+
+#define GiB ((int64_t)1 << 30)
+
+/* Every number comes from a datasheet or a measurement, as each comment says.
+ * The H100 GEMM rates are the dense (no sparsity) TF32 tensor-core peaks times
+ * 0.6, the fraction a network's GEMMs and convolutions reach: cuBLAS gets
+ * 70-80% of peak on large square GEMMs, the smaller and oddly shaped ones of a
+ * real network (and implicit-GEMM convolutions) less.  0.6 is our estimate; no
+ * H100 was at hand to measure it.  Other arithmetic runs on the CUDA cores at
+ * the FP32 peak, by the same fraction. */
+static const cost_device presets[] = {
+    {
+        .name = "h100-nvlink",
+        .flops = 494.7e12 * 0.6,      /* H100 SXM5 datasheet: TF32 tensor core 989.4 TFLOPS
+                                         with sparsity, 494.7 dense */
+        .flops_other = 66.9e12 * 0.6, /* datasheet: FP32 66.9 TFLOPS */
+        .mem_bw = 3.35e12,            /* datasheet: HBM3, 3.35 TB/s */
+        .link_bw = 450e9,             /* NVLink 4: 18 links x 25 GB/s per direction (the
+                                         datasheet's 900 GB/s counts both directions) */
+        .link_latency = 5e-6,         /* per ring step: NCCL's tuning model (tuning.cc,
+                                         Ring/Simple) charges 3.4 us a step on NVLink and
+                                         8.4 us once; 5 us folds the latter into a few steps */
+        .launch = 3e-6,               /* an estimate: a CUDA kernel launch costs 2-4 us of
+                                         CPU time, and a stream of small kernels runs at about
+                                         that rate */
+        .mem_bytes = 80 * GiB,        /* H100 SXM5 80 GB (HBM3 stacks count in GiB; CUDA
+                                         leaves a little less usable) */
+    },
+    {
+        .name = "h100-pcie",
+        .flops = 378e12 * 0.6,        /* H100 PCIe datasheet: TF32 756 TFLOPS with sparsity,
+                                         378 dense */
+        .flops_other = 51.2e12 * 0.6, /* datasheet: FP32 51.2 TFLOPS */
+        .mem_bw = 2.0e12,             /* datasheet: HBM2e, 2.0 TB/s */
+        .link_bw = 55e9,              /* PCIe Gen5 x16: 32 GT/s x 16 lanes x 128/130 = 63 GB/s
+                                         per direction; ~55 GB/s after packet overheads */
+        .link_latency = 10e-6,        /* NCCL's tuning model: 5.7 us a ring step on PCIe and
+                                         8.4 us once; through the host bridge, ~10 us */
+        .launch = 3e-6,               /* as h100-nvlink */
+        .mem_bytes = 80 * GiB,        /* H100 PCIe 80 GB */
+    },
+    {
+        /* A 2-core AVX-512 CPU: the AMD EPYC (Zen 4) VM the tests run on, measured
+           once (2026-11-23) with a 60-line C program (gcc -O3 -march=native -fopenmp,
+           OpenBLAS 0.3 built for OpenMP, 2 threads unless said, best of 5). */
+        .name = "cpu",
+        .flops = 190e9,               /* cblas_sgemm 2048 x 2048 x 2048: 192 GFLOP/s (1024:
+                                         158-177, 4096: 199) */
+        .flops_other = 96e9,          /* y = 0.999 y + x over 4096 floats in L1, each thread
+                                         its own: 96 GFLOP/s, the vector units' rate
+                                         outside GEMMs */
+        .mem_bw = 36e9,               /* memcpy of 256 MiB, half per thread: 17.7-18.6 GB/s
+                                         copied, 35-37 GB/s read and written */
+        .link_bw = 11.9e9,            /* virtual devices exchange data by memcpy on one thread
+                                         (runtime/comm.c): 256 MiB at 11.8-11.9 GB/s */
+        .link_latency = 1e-6,         /* a hand-over between threads: one OpenMP barrier */
+        .launch = 1e-6,               /* an empty OpenMP parallel region (the executor's
+                                         per-kernel fork and join): 1.0-1.08 us */
+        .mem_bytes = (int64_t)24684096 * 1024, /* /proc/meminfo MemTotal */
+    },
+};
+
+const cost_device *cost_device_list(int *count)
+{
+    *count = (int)(sizeof presets / sizeof *presets);
+    return presets;
+}
+
+const cost_device *cost_device_lookup(const char *name)
+{
+    for (size_t i = 0; i < sizeof presets / sizeof *presets; i++)
+        if (strcmp(presets[i].name, name) == 0)
+            return &presets[i];
+    return NULL;
+}
+
+typedef enum { KEY_RATE, KEY_TIME, KEY_BYTES } key_kind;
+
+static const struct {
+    const char *key;
+    key_kind kind;
+    size_t offset;
+} keys[] = {
+    {"flops", KEY_RATE, offsetof(cost_device, flops)},
+    {"flops_other", KEY_RATE, offsetof(cost_device, flops_other)},
+    {"mem_bw", KEY_RATE, offsetof(cost_device, mem_bw)},
+    {"link_bw", KEY_RATE, offsetof(cost_device, link_bw)},
+    {"link_latency", KEY_TIME, offsetof(cost_device, link_latency)},
+    {"launch", KEY_TIME, offsetof(cost_device, launch)},
+    {"mem", KEY_BYTES, offsetof(cost_device, mem_bytes)},
+};
+
+static const struct {
+    const char *suffix;
+    double scale;
+} time_units[] = {{"s", 1}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}},
+  byte_units[] = {{"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+                  {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+                  {"TiB", 1099511627776.0}};
+
+/* One key=value item, of length len, into d. */
+static int parse_item(const char *item, int len, cost_device *d, char *err, size_t errlen)
+{
+    const char *eq = memchr(item, '=', (size_t)len);
+    if (!eq) {
+        snprintf(err, errlen, "expected key=value, got '%.*s'", len, item);
+        return -1;
+    }
+    int klen = (int)(eq - item), vlen = len - klen - 1;
+    const char *val = eq + 1;
+    size_t k = 0, nkeys = sizeof keys / sizeof *keys;
+    while (k < nkeys && !(strlen(keys[k].key) == (size_t)klen &&
+                          memcmp(keys[k].key, item, (size_t)klen) == 0))
+        k++;
+    if (k == nkeys) {
+        snprintf(err, errlen, "unknown key '%.*s'; keys: flops, flops_other, mem_bw, link_bw, "
+                 "link_latency, launch, mem", klen, item);
+        return -1;
+    }
+    /* a number (strtod's syntax, no blanks), then an optional unit */
+    char buf[64] = "";
+    char *end = buf;
+    double x = NAN;
+    if (vlen > 0 && vlen < (int)sizeof buf && !isspace((unsigned char)val[0])) {
+        memcpy(buf, val, (size_t)vlen);
+        buf[vlen] = 0;
+        errno = 0;
+        x = strtod(buf, &end);
+        if (errno == ERANGE)
+            x = NAN;
+    }
+    double scale = *end ? 0 : 1;
+    if (*end && keys[k].kind == KEY_TIME) {
+        for (size_t u = 0; u < sizeof time_units / sizeof *time_units; u++)
+            if (strcmp(end, time_units[u].suffix) == 0)
+                scale = time_units[u].scale;
+    } else if (*end && keys[k].kind == KEY_BYTES) {
+        for (size_t u = 0; u < sizeof byte_units / sizeof *byte_units; u++)
+            if (strcmp(end, byte_units[u].suffix) == 0)
+                scale = byte_units[u].scale;
+    }
+    x *= scale;
+    if (end == buf || scale == 0 || !isfinite(x)) {
+        static const char *const what[] = {
+            [KEY_RATE] = "a number per second",
+            [KEY_TIME] = "seconds, or a number with s, ms, us or ns",
+            [KEY_BYTES] = "bytes, or a number with B, KB, MB, GB, TB, KiB, MiB, GiB or TiB",
+        };
+        snprintf(err, errlen, "bad number '%.*s' for %s: expected %s", vlen, val, keys[k].key,
+                 what[keys[k].kind]);
+        return -1;
+    }
+    if (x < 0 || (x == 0 && keys[k].kind != KEY_TIME)) {
+        snprintf(err, errlen, "%s must be %s, got %.*s", keys[k].key,
+                 keys[k].kind == KEY_TIME ? "zero or more" : "positive", vlen, val);
+        return -1;
+    }
+    if (keys[k].kind == KEY_BYTES) {
+        if (x >= 0x1p62) {
+            snprintf(err, errlen, "mem is too large: %.*s", vlen, val);
+            return -1;
+        }
+        *(int64_t *)(void *)((char *)d + keys[k].offset) = (int64_t)llround(x);
+    } else {
+        *(double *)(void *)((char *)d + keys[k].offset) = x;
+    }
+    return 0;
+}
+
+int cost_device_parse(const char *spec, cost_device *out, char *err, size_t errlen)
+{
+    const char *comma = strchr(spec, ',');
+    int nlen = comma ? (int)(comma - spec) : (int)strlen(spec);
+    const cost_device *base = NULL;
+    for (size_t i = 0; i < sizeof presets / sizeof *presets; i++)
+        if (strlen(presets[i].name) == (size_t)nlen &&
+            memcmp(presets[i].name, spec, (size_t)nlen) == 0)
+            base = &presets[i];
+    if (!base) {
+        snprintf(err, errlen, "unknown device '%.*s'; devices: h100-nvlink, h100-pcie, cpu",
+                 nlen, spec);
+        return -1;
+    }
+    cost_device d = *base;
+    while (comma) {
+        const char *item = comma + 1;
+        comma = strchr(item, ',');
+        int len = comma ? (int)(comma - item) : (int)strlen(item);
+        if (parse_item(item, len, &d, err, errlen))
+            return -1;
+    }
+    *out = d;
+    return 0;
+}
+
+/* ---- nodes ---- */
+
+static double numel(const ir_value *v)
+{
+    return (double)ir_type_numel(&v->type);
+}
+
+int cost_op_gemm(ir_op op)
+{
+    switch (op) {
+    case IR_OP_MATMUL: case IR_OP_DENSE: case IR_OP_CONV2D:
+    case IR_OP_DENSE_GRAD_INPUT: case IR_OP_DENSE_GRAD_WEIGHT:
+    case IR_OP_CONV2D_GRAD_INPUT: case IR_OP_CONV2D_GRAD_WEIGHT:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Elements of a pooling window. */
+static double window(const ir_node *n)
+{
+    const int64_t *k = ir_attr_ints(n, "kernel", NULL);
+    return (double)(k[0] * k[1]);
+}
+
+double cost_node_flops(const ir_node *n)
+{
+    const ir_type *out = &n->out[0]->type;
+    double e = (double)ir_type_numel(out);
+    switch (n->op) {
+    /* GEMM-shaped: two FLOPs per multiply-add, and a bias add per result */
+    case IR_OP_CONV2D: {
+        const ir_type *w = &n->in[1]->type;
+        return 2.0 * e * (double)(w->dims[1] * w->dims[2] * w->dims[3]) + (n->nin == 3 ? e : 0);
+    }
+    case IR_OP_DENSE:
+        return 2.0 * e * (double)n->in[1]->type.dims[1] + (n->nin == 3 ? e : 0);
+    case IR_OP_MATMUL:
+        return 2.0 * e * (double)n->in[0]->type.dims[n->in[0]->type.rank - 1];
+    /* the gradients: as many multiply-adds as the forward op, over dy */
+    case IR_OP_CONV2D_GRAD_INPUT: case IR_OP_CONV2D_GRAD_WEIGHT: {
+        const int64_t *w = n->op == IR_OP_CONV2D_GRAD_WEIGHT ? out->dims : n->in[1]->type.dims;
+        return 2.0 * numel(n->in[0]) * (double)(w[1] * w[2] * w[3]);
+    }
+    case IR_OP_DENSE_GRAD_INPUT: case IR_OP_DENSE_GRAD_WEIGHT: {
+        int64_t in = n->op == IR_OP_DENSE_GRAD_WEIGHT ? out->dims[1] : n->in[1]->type.dims[1];
+        return 2.0 * numel(n->in[0]) * (double)in;
+    }
+
+    /* elementwise: one per result element */
+    case IR_OP_NEG: case IR_OP_RELU: case IR_OP_SIGMOID: case IR_OP_TANH: case IR_OP_GELU:
+    case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV:
+    case IR_OP_RELU_GRAD: case IR_OP_SIGMOID_GRAD: case IR_OP_TANH_GRAD: case IR_OP_GELU_GRAD:
+    case IR_OP_DROPOUT_TRAIN:
+        return e;
+
+    /* normalization and reductions: a few per element */
+    case IR_OP_BATCHNORM: case IR_OP_BATCHNORM_APPLY:
+        return 2.0 * e;             /* x * scale + shift, per channel */
+    case IR_OP_BATCHNORM_TRAIN:
+        return 5.0 * e;             /* mean 1, variance 2, scale and shift 2 */
+    case IR_OP_BATCHNORM_GRAD:
+        return 9.0 * numel(n->in[0]); /* x-hat 2; sums of dy and dy x-hat 3; dx 4 */
+    case IR_OP_LAYERNORM:
+        return 7.0 * e;             /* mean 1, variance 2, normalize 2, affine 2 */
+    case IR_OP_LAYERNORM_GRAD:
+        return 16.0 * numel(n->in[0]); /* statistics 3, x-hat 2, dy w 1, two sums 3, dx 4,
+                                          dw and db 3 */
+    case IR_OP_SOFTMAX: case IR_OP_LOG_SOFTMAX:
+        return 5.0 * e;             /* max, subtract, exp, sum, divide (or subtract the log) */
+    case IR_OP_SOFTMAX_GRAD: case IR_OP_LOG_SOFTMAX_GRAD:
+        return 4.0 * e;             /* a sum of products, then a multiply-subtract */
+    case IR_OP_CROSS_ENTROPY:
+        return 5.0 * numel(n->in[0]);   /* log_softmax of the logits; the mean is negligible */
+    case IR_OP_CROSS_ENTROPY_GRAD:
+        return 7.0 * numel(n->in[1]);   /* softmax 5, minus the one-hot, times dloss / n */
+    case IR_OP_MSE:
+        return 3.0 * numel(n->in[0]);   /* subtract, square, sum */
+    case IR_OP_SUM_TO: case IR_OP_GLOBAL_AVGPOOL:
+        return numel(n->in[0]);
+    case IR_OP_MAXPOOL2D:
+        return e * window(n);
+    case IR_OP_AVGPOOL2D:
+        return e * (window(n) + 1);
+    case IR_OP_MAXPOOL2D_GRAD:          /* the maximum found again, then added to */
+    case IR_OP_AVGPOOL2D_GRAD:          /* divided, then added to each window element */
+        return numel(n->in[0]) * (window(n) + 1);
+    case IR_OP_EMBEDDING_GRAD:
+        return numel(n->in[0]);
+
+    /* optimizers: per parameter element */
+    case IR_OP_SGD: {
+        double per = 2;             /* p - lr g */
+        per += ir_attr_float(n, "weight_decay") != 0 ? 2 : 0;
+        per += n->nin == 4 ? 2 : 0; /* buf = m buf + g */
+        per += n->nin == 4 && ir_attr_int(n, "nesterov") ? 2 : 0;
+        return per * numel(n->in[0]);
+    }
+    case IR_OP_ADAM: {              /* m 3, v 4, p - lr m / (sqrt(v) + eps) 5 */
+        double per = 12 + (ir_attr_float(n, "weight_decay") != 0 ? 2 : 0);
+        return per * numel(n->in[0]);
+    }
+    case IR_OP_BN_FOLD_SCALE:
+        return 3.0 * e;             /* gamma / sqrt(var + eps) */
+
+    default:                        /* data movement, constants, communication */
+        return 0;
+    }
+}
+
+/* Bytes n reads of operand i: all of it but where it picks a part. */
+static double read_bytes(const ir_node *n, int i)
+{
+    const ir_value *v = n->in[i];
+    double es = (double)ir_dtype_size(v->type.dtype);
+    if (n->op == IR_OP_EMBEDDING && i == 1)
+        return numel(n->out[0]) * es;   /* the rows looked up */
+    if (n->op == IR_OP_SLICE)
+        return numel(n->out[0]) * es;
+    return (double)ir_type_bytes(&v->type);
+}
+
+/* Whether operand i of n repeats an earlier one (read once). */
+static int repeated(const ir_node *n, int i)
+{
+    for (int j = 0; j < i; j++)
+        if (n->in[j] == n->in[i])
+            return 1;
+    return 0;
+}
+
+double cost_node_bytes(const ir_node *n)
+{
+    double b = 0;
+    for (int i = 0; i < n->nin; i++)
+        if (!repeated(n, i))
+            b += read_bytes(n, i);
+    for (int i = 0; i < n->nout; i++)
+        b += (double)ir_type_bytes(&n->out[i]->type);
+    return b;
+}
+
+double cost_kernel_seconds(const cost_device *dev, double gemm_flops, double other_flops,
+                           double bytes)
+{
+    double compute = gemm_flops / dev->flops + other_flops / dev->flops_other;
+    double memory = bytes / dev->mem_bw;
+    return (compute > memory ? compute : memory) + dev->launch;
+}
+
+int64_t cost_comm_bytes(const ir_node *n)
+{
+    int64_t b = 0;
+    switch (n->op) {
+    case IR_OP_ALL_REDUCE:          /* a bucket: every operand */
+        for (int i = 0; i < n->nin; i++)
+            b += (int64_t)ir_type_bytes(&n->in[i]->type);
+        return b;
+    case IR_OP_ALL_GATHER: case IR_OP_RECV:
+        return (int64_t)ir_type_bytes(&n->out[0]->type);
+    case IR_OP_REDUCE_SCATTER: case IR_OP_BROADCAST: case IR_OP_SEND:
+        return (int64_t)ir_type_bytes(&n->in[0]->type);
+    default:
+        return 0;
+    }
+}
+
+double cost_comm_seconds(const cost_device *dev, ir_op op, int ndevices, int64_t bytes)
+{
+    if (ndevices <= 1)
+        return 0;
+    double nd = ndevices, b = (double)bytes;
+    switch (op) {
+    case IR_OP_ALL_REDUCE:
+        return 2 * (nd - 1) / nd * b / dev->link_bw + 2 * (nd - 1) * dev->link_latency;
+    case IR_OP_ALL_GATHER: case IR_OP_REDUCE_SCATTER:
+        return (nd - 1) / nd * b / dev->link_bw + (nd - 1) * dev->link_latency;
+    case IR_OP_BROADCAST: {
+        int depth = 0;              /* ceil(log2 n) */
+        while (((int64_t)1 << depth) < ndevices)
+            depth++;
+        return b / dev->link_bw + depth * dev->link_latency;
+    }
+    case IR_OP_SEND: case IR_OP_RECV:
+        return b / dev->link_bw + dev->link_latency;
+    default:
+        return 0;
+    }
+}
+
+/* Devices taking part in communication node n. */
+static int comm_group_size(const ir_node *n)
+{
+    if (n->op == IR_OP_SEND || n->op == IR_OP_RECV)
+        return ir_attr_int(n, "peer") == n->device ? 1 : 2;
+    int size = 0;
+    ir_attr_ints(n, "group", &size);
+    return size;
+}
+
+double cost_node_seconds(const cost_device *dev, const ir_node *n)
+{
+    if (ir_op_communicates(n->op))
+        return cost_comm_seconds(dev, n->op, comm_group_size(n), cost_comm_bytes(n));
+    double f = cost_node_flops(n);
+    int gemm = cost_op_gemm(n->op);
+    return cost_kernel_seconds(dev, gemm ? f : 0, gemm ? 0 : f, cost_node_bytes(n));
+}
+
+/* ---- one step of a program ---- */
+
+/* What the streams run: a kernel, or a communication. */
+typedef struct {
+    double dur;          /* seconds */
+    double start;        /* the latest end of its finished predecessors; then its start */
+    int device;          /* a kernel's device; a communication's first device */
+    int pos;             /* list index of its last node: the order the executor runs them */
+    int comm;            /* -1: a kernel; else its index in the communications */
+    int group;           /* a kernel's fusion group (0: one node) */
+    int npred;           /* predecessors not yet finished */
+    int done;
+} sim_task;
+
+/* A communication node, for pairing: sorted by (p2p, id, from, to, idx). */
+typedef struct {
+    int p2p;             /* send or recv */
+    int64_t id;
+    int from, to;        /* p2p: the sender's and the receiver's devices */
+    int idx;             /* list index */
+} comm_key;
+
+static int by_comm_key(const void *a, const void *b)
+{
+    const comm_key *x = a, *y = b;
+    if (x->p2p != y->p2p)
+        return x->p2p - y->p2p;
+    if (x->id != y->id)
+        return x->id < y->id ? -1 : 1;
+    if (x->from != y->from)
+        return x->from - y->from;
+    if (x->to != y->to)
+        return x->to - y->to;
+    return x->idx - y->idx;
+}
+
+static int same_comm(const comm_key *x, const comm_key *y)
+{
+    return x->p2p == y->p2p && x->id == y->id && x->from == y->from && x->to == y->to;
+}
+
+typedef struct {
+    double start;
+    int pos, task;
+} comm_order;
+
+static int by_start(const void *a, const void *b)
+{
+    const comm_order *x = a, *y = b;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    return x->pos - y->pos;
+}
+
+/* The scratch state of one simulation. */
+typedef struct {
+    const cost_device *dev;
+    const ir_node **node;       /* [nnodes]: list order */
+    int *task_of;               /* [nnodes]: its task; -1: none (computed once) */
+    int *producer;              /* [nvalues]: the task computing it; -1: ready at 0 */
+    sim_task *t;
+    int nt;
+    int *part, *part_off;       /* communication c's nodes: part[part_off[c] .. part_off[c+1]) */
+    int ncomms;
+    const ir_node **comm_node;  /* [ncomms]: the node whose cost it has */
+} sim;
+
+/* A communication task costed as its node rep. */
+static int new_comm(sim *s, const ir_node *rep)
+{
+    int k = s->nt++;
+    s->t[k] = (sim_task){.dur = cost_node_seconds(s->dev, rep), .device = rep->device,
+                         .comm = s->ncomms, .pos = -1};
+    s->comm_node[s->ncomms++] = rep;
+    return k;
+}
+
+/* Adds node idx to communication task k. */
+static void add_part(sim *s, int k, int idx, int *npart)
+{
+    s->part[(*npart)++] = idx;
+    s->task_of[idx] = k;
+    if (idx > s->t[k].pos)
+        s->t[k].pos = idx;
+}
+
+/* Step 2: one task per collective and per send/recv pair. */
+static void pair_comms(sim *s, int nn, const unsigned char *weight)
+{
+    int nc = 0;
+    for (int i = 0; i < nn; i++)
+        nc += ir_op_communicates(s->node[i]->op);
+    comm_key *k = malloc((size_t)(nc + 1) * sizeof *k);
+    IR_ASSERT(k);
+    nc = 0;
+    for (int i = 0; i < nn; i++) {
+        const ir_node *n = s->node[i];
+        if (!ir_op_communicates(n->op))
+            continue;
+        comm_key key = {.p2p = n->op == IR_OP_SEND || n->op == IR_OP_RECV,
+                        .id = ir_attr_int(n, "id"), .idx = i};
+        if (n->op == IR_OP_SEND) {
+            key.from = n->device;
+            key.to = (int)ir_attr_int(n, "peer");
+        } else if (n->op == IR_OP_RECV) {
+            key.from = (int)ir_attr_int(n, "peer");
+            key.to = n->device;
+        }
+        k[nc++] = key;
+    }
+    qsort(k, (size_t)nc, sizeof *k, by_comm_key);
+    int npart = 0;
+    for (int a = 0, b; a < nc; a = b) {
+        for (b = a + 1; b < nc && same_comm(&k[a], &k[b]); b++)
+            ;
+        if (!k[a].p2p) {
+            /* a collective: costed at its node on the group's first device */
+            int all_weight = 1;
+            const ir_node *rep = s->node[k[a].idx];
+            int size;
+            const int64_t *group = ir_attr_ints(rep, "group", &size);
+            for (int j = a; j < b; j++) {
+                const ir_node *n = s->node[k[j].idx];
+                all_weight &= weight[n->out[0]->id];
+                if (size > 0 && n->device == group[0])
+                    rep = n;
+            }
+            if (all_weight)
+                continue;   /* computed once, from the weights */
+            int t = new_comm(s, rep);
+            s->part_off[s->t[t].comm] = npart;
+            for (int j = a; j < b; j++)
+                add_part(s, t, k[j].idx, &npart);
+            continue;
+        }
+        /* sends and recvs of one (id, sender, receiver), paired in list order */
+        int js = a, jr = a;
+        for (;;) {
+            while (js < b && s->node[k[js].idx]->op != IR_OP_SEND)
+                js++;
+            while (jr < b && s->node[k[jr].idx]->op != IR_OP_RECV)
+                jr++;
+            if (js == b && jr == b)
+                break;
+            const ir_node *rep = s->node[k[js < b ? js : jr].idx];
+            int t = new_comm(s, rep);
+            s->part_off[s->t[t].comm] = npart;
+            if (js < b)
+                add_part(s, t, k[js++].idx, &npart);
+            if (jr < b)
+                add_part(s, t, k[jr++].idx, &npart);
+        }
+    }
+    s->part_off[s->ncomms] = npart;
+    free(k);
+}
+
+/* Step 1, the costs: FLOPs and bytes of each kernel. */
+static void kernel_costs(sim *s, const ir_graph *g, double *gemm, double *other)
+{
+    int nn = g->nnodes, nv = g->nvalues;
+    unsigned char *escapes = calloc((size_t)nv + 1, 1);
+    int *members = calloc((size_t)s->nt + 1, sizeof *members);
+    int *seen = malloc((size_t)(nv + 1) * sizeof *seen);
+    double *bytes = calloc((size_t)s->nt + 1, sizeof *bytes);
+    IR_ASSERT(escapes && members && seen && bytes);
+    for (int i = 0; i < nv; i++)
+        seen[i] = -1;
+    /* results read outside their kernel, or kept after the step */
+    for (int i = 0; i < nn; i++) {
+        const ir_node *n = s->node[i];
+        for (int j = 0; j < n->nin; j++) {
+            int p = s->producer[n->in[j]->id];
+            if (p >= 0 && p != s->task_of[i])
+                escapes[n->in[j]->id] = 1;
+        }
+    }
+    for (int i = 0; i < g->noutputs; i++)
+        escapes[g->outputs[i].value->id] = 1;
+    if (g->loss)
+        escapes[g->loss->id] = 1;
+    for (int i = 0; i < g->nupdates; i++)
+        escapes[g->updates[i].source->id] = 1;
+    for (int i = 0; i < nn; i++) {
+        int k = s->task_of[i];
+        if (k < 0 || s->t[k].comm >= 0)
+            continue;
+        const ir_node *n = s->node[i];
+        double f = cost_node_flops(n);
+        *(cost_op_gemm(n->op) ? &gemm[k] : &other[k]) += f;
+        members[k]++;
+    }
+    for (int i = 0; i < nn; i++) {
+        int k = s->task_of[i];
+        if (k < 0 || s->t[k].comm >= 0)
+            continue;
+        const ir_node *n = s->node[i];
+        if (members[k] == 1) {
+            bytes[k] = cost_node_bytes(n);
+            continue;
+        }
+        for (int j = 0; j < n->nin; j++) {
+            const ir_value *v = n->in[j];
+            if (s->producer[v->id] == k || seen[v->id] == k)
+                continue;   /* made inside the group, or counted */
+            seen[v->id] = k;
+            bytes[k] += read_bytes(n, j);
+        }
+        for (int j = 0; j < n->nout; j++)
+            if (escapes[n->out[j]->id])
+                bytes[k] += (double)ir_type_bytes(&n->out[j]->type);
+    }
+    for (int k = 0; k < s->nt; k++)
+        if (s->t[k].comm < 0)
+            s->t[k].dur = cost_kernel_seconds(s->dev, gemm[k], other[k], bytes[k]);
+    free(escapes);
+    free(members);
+    free(seen);
+    free(bytes);
+}
+
+/* Step 3: the edges between tasks, as successor lists (CSR); counts each
+ * task's predecessors. */
+static void edges(sim *s, int nn, int ndev, int **succ_off, int **succ)
+{
+    int64_t cap = 2 * (int64_t)nn + 1;
+    for (int i = 0; i < nn; i++)
+        cap += s->node[i]->nin;
+    int *from = malloc((size_t)cap * sizeof *from), *to = malloc((size_t)cap * sizeof *to);
+    int *last_kernel = malloc((size_t)ndev * sizeof *last_kernel);
+    int *last_comm = malloc((size_t)ndev * sizeof *last_comm);
+    IR_ASSERT(from && to && last_kernel && last_comm);
+    for (int d = 0; d < ndev; d++)
+        last_kernel[d] = last_comm[d] = -1;
+    int64_t ne = 0;
+    for (int i = 0; i < nn; i++) {
+        const ir_node *n = s->node[i];
+        int k = s->task_of[i];
+        if (k < 0)
+            continue;
+        for (int j = 0; j < n->nin; j++) {      /* its operands */
+            int p = s->producer[n->in[j]->id];
+            if (p >= 0 && p != k) {
+                from[ne] = p;
+                to[ne++] = k;
+            }
+        }
+        int *last = s->t[k].comm >= 0 ? &last_comm[n->device] : &last_kernel[n->device];
+        if (*last != k) {                       /* the task before it on its stream */
+            if (*last >= 0) {
+                from[ne] = *last;
+                to[ne++] = k;
+            }
+            *last = k;
+        }
+    }
+    int *off = calloc((size_t)s->nt + 2, sizeof *off);
+    int *out = malloc((size_t)(ne + 1) * sizeof *out);
+    IR_ASSERT(off && out);
+    for (int64_t e = 0; e < ne; e++) {
+        off[from[e] + 2]++;
+        s->t[to[e]].npred++;
+    }
+    for (int k = 0; k < s->nt; k++)
+        off[k + 2] += off[k + 1];
+    for (int64_t e = 0; e < ne; e++)
+        out[off[from[e] + 1]++] = to[e];
+    free(from);
+    free(to);
+    free(last_kernel);
+    free(last_comm);
+    *succ_off = off;    /* task k's successors: out[off[k] .. off[k+1]) */
+    *succ = out;
+}
+
+/* Step 3: the start of every task, in topological order; returns how many
+ * communications started out of their stream order. */
+static int run_tasks(sim *s, int nn, const int *succ_off, const int *succ)
+{
+    int *queue = malloc((size_t)(s->nt + 1) * sizeof *queue);
+    int *at = malloc((size_t)(nn + 1) * sizeof *at);   /* list index -> the task ending there */
+    IR_ASSERT(queue && at);
+    for (int i = 0; i < nn; i++)
+        at[i] = -1;
+    int head = 0, tail = 0, cursor = 0, forced = 0;
+    for (int k = 0; k < s->nt; k++) {
+        at[s->t[k].pos] = k;
+        if (!s->t[k].npred)
+            queue[tail++] = k;
+    }
+    for (int finished = 0; finished < s->nt; finished++) {
+        if (head == tail) {
+            /* the streams wait on each other in a cycle: the pending task that
+               comes first in the list (a communication, whose data is ready) */
+            while (cursor < nn && (at[cursor] < 0 || s->t[at[cursor]].done))
+                cursor++;
+            IR_ASSERT(cursor < nn);
+            queue[tail++] = at[cursor];
+            forced++;
+        }
+        int k = queue[head++];
+        s->t[k].done = 1;
+        double end = s->t[k].start + s->t[k].dur;
+        for (int e = succ_off[k]; e < succ_off[k + 1]; e++) {
+            sim_task *u = &s->t[succ[e]];
+            if (u->done)
+                continue;
+            if (end > u->start)
+                u->start = end;
+            if (--u->npred == 0)
+                queue[tail++] = succ[e];
+        }
+    }
+    free(queue);
+    free(at);
+    return forced;
+}
+
+/* Step 4: the compute work on each comm's first device after it starts. */
+static void compute_left(const sim *s, int ndev, cost_sim *r, const comm_order *order)
+{
+    int *off = calloc((size_t)ndev + 2, sizeof *off);
+    int *ks = malloc((size_t)(s->nt + 1) * sizeof *ks);
+    double *suffix = malloc((size_t)(s->nt + 1) * sizeof *suffix);
+    IR_ASSERT(off && ks && suffix);
+    for (int k = 0; k < s->nt; k++)
+        if (s->t[k].comm < 0)
+            off[s->t[k].device + 2]++;
+    for (int d = 0; d < ndev; d++)
+        off[d + 2] += off[d + 1];
+    for (int k = 0; k < s->nt; k++)     /* each device's kernels in stream order */
+        if (s->t[k].comm < 0)
+            ks[off[s->t[k].device + 1]++] = k;
+    for (int d = 0; d < ndev; d++) {    /* the work from each kernel on */
+        double sum = 0;
+        for (int j = off[d + 1] - 1; j >= off[d]; j--)
+            suffix[j] = sum += s->t[ks[j]].dur;
+    }
+    for (int c = 0; c < r->ncomms; c++) {
+        const sim_task *t = &s->t[order[c].task];
+        int d = t->device, lo = off[d], hi = off[d + 1];
+        while (lo < hi) {               /* the first kernel ending after it starts */
+            int mid = lo + (hi - lo) / 2;
+            const sim_task *m = &s->t[ks[mid]];
+            if (m->start + m->dur > t->start)
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        double left = 0;
+        if (lo < off[d + 1]) {
+            const sim_task *m = &s->t[ks[lo]];
+            left = suffix[lo] - (t->start > m->start ? t->start - m->start : 0);
+        }
+        r->comms[c].compute_left_ms = left * 1e3;
+    }
+    free(off);
+    free(ks);
+    free(suffix);
+}
+
+cost_sim *cost_simulate(const ir_graph *g, const cost_device *dev)
+{
+    int nn = g->nnodes, nv = g->nvalues;
+    sim s = {.dev = dev};
+    s.node = malloc((size_t)(nn + 1) * sizeof *s.node);
+    s.task_of = malloc((size_t)(nn + 1) * sizeof *s.task_of);
+    s.producer = malloc((size_t)(nv + 1) * sizeof *s.producer);
+    s.t = calloc((size_t)nn + 1, sizeof *s.t);
+    s.part = malloc((size_t)(nn + 1) * sizeof *s.part);
+    s.part_off = malloc((size_t)(nn + 2) * sizeof *s.part_off);
+    s.comm_node = malloc((size_t)(nn + 1) * sizeof *s.comm_node);
+    unsigned char *weight = malloc((size_t)nv + 1);
+    IR_ASSERT(s.node && s.task_of && s.producer && s.t && s.part && s.part_off && s.comm_node &&
+              weight);
+    ir_weight_only(g, weight);
+    int ndev = 1, i = 0;
+    ir_for_each_node(g, n) {
+        s.node[i++] = n;
+        ndev = n->device + 1 > ndev ? n->device + 1 : ndev;
+    }
+
+    /* 1. kernels: a node, or consecutive members of a fused group */
+    int open = -1;  /* the kernel the next member of its group joins */
+    for (i = 0; i < nn; i++) {
+        const ir_node *n = s.node[i];
+        s.task_of[i] = -1;
+        if (ir_op_communicates(n->op)) {
+            open = -1;
+            continue;
+        }
+        if (weight[n->out[0]->id])
+            continue;   /* computed once, from the weights */
+        if (!(n->group && open >= 0 && s.t[open].group == n->group &&
+              s.t[open].device == n->device)) {
+            open = s.nt++;
+            s.t[open] = (sim_task){.device = n->device, .comm = -1, .group = n->group};
+        }
+        s.t[open].pos = i;
+        s.task_of[i] = open;
+    }
+    /* 2. communications */
+    pair_comms(&s, nn, weight);
+    free(weight);
+    for (i = 0; i < nv; i++)
+        s.producer[i] = -1;
+    for (i = 0; i < nn; i++)
+        if (s.task_of[i] >= 0)
+            for (int j = 0; j < s.node[i]->nout; j++)
+                s.producer[s.node[i]->out[j]->id] = s.task_of[i];
+    double *gemm = calloc((size_t)s.nt + 1, sizeof *gemm);
+    double *other = calloc((size_t)s.nt + 1, sizeof *other);
+    IR_ASSERT(gemm && other);
+    kernel_costs(&s, g, gemm, other);
+
+    /* 3. when each task runs */
+    int *succ_off, *succ;
+    edges(&s, nn, ndev, &succ_off, &succ);
+    int forced = run_tasks(&s, nn, succ_off, succ);
+    free(succ_off);
+    free(succ);
+
+    /* 4. the results */
+    cost_sim *r = calloc(1, sizeof *r);
+    IR_ASSERT(r);
+    r->ndevices = ndev;
+    r->forced = forced;
+    r->device_ms = calloc((size_t)ndev, sizeof *r->device_ms);
+    r->compute_ms = calloc((size_t)ndev, sizeof *r->compute_ms);
+    r->comm_ms = calloc((size_t)ndev, sizeof *r->comm_ms);
+    r->comms = calloc((size_t)s.ncomms + 1, sizeof *r->comms);
+    comm_order *order = malloc((size_t)(s.ncomms + 1) * sizeof *order);
+    IR_ASSERT(r->device_ms && r->compute_ms && r->comm_ms && r->comms && order);
+    r->ncomms = s.ncomms;
+    for (int k = 0; k < s.nt; k++) {
+        const sim_task *t = &s.t[k];
+        double end_ms = (t->start + t->dur) * 1e3;
+        if (t->comm < 0) {
+            r->compute_ms[t->device] += t->dur * 1e3;
+            r->flops += gemm[k] + other[k];
+            if (end_ms > r->device_ms[t->device])
+                r->device_ms[t->device] = end_ms;
+            continue;
+        }
+        order[t->comm] = (comm_order){t->start, t->pos, k};
+        for (int p = s.part_off[t->comm]; p < s.part_off[t->comm + 1]; p++) {
+            int d = s.node[s.part[p]]->device;
+            r->comm_ms[d] += t->dur * 1e3;
+            if (end_ms > r->device_ms[d])
+                r->device_ms[d] = end_ms;
+        }
+    }
+    qsort(order, (size_t)s.ncomms, sizeof *order, by_start);
+    for (int c = 0; c < s.ncomms; c++) {
+        const sim_task *t = &s.t[order[c].task];
+        const ir_node *rep = s.comm_node[t->comm];
+        r->comms[c] = (cost_comm){rep, cost_comm_bytes(rep), t->start * 1e3,
+                                  (t->start + t->dur) * 1e3, 0};
+    }
+    compute_left(&s, ndev, r, order);
+    double busy = 0;
+    for (int d = 0; d < ndev; d++) {
+        busy += r->compute_ms[d];
+        if (r->device_ms[d] > r->step_ms)
+            r->step_ms = r->device_ms[d];
+    }
+    r->bubble = r->step_ms > 0 ? 1 - busy / (ndev * r->step_ms) : 0;
+    if (r->bubble < 0)
+        r->bubble = 0;  /* one busy device: the sum of its kernels rounds above their end */
+    free(order);
+    free(gemm);
+    free(other);
+    free(s.node);
+    free(s.task_of);
+    free(s.producer);
+    free(s.t);
+    free(s.part);
+    free(s.part_off);
+    free(s.comm_node);
+    return r;
+}
+
+void cost_sim_free(cost_sim *s)
+{
+    if (!s)
+        return;
+    free(s->device_ms);
+    free(s->compute_ms);
+    free(s->comm_ms);
+    free(s->comms);
+    free(s);
+}
