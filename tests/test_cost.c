@@ -250,7 +250,7 @@ static void every_op(void)
                 continue;
             }
             pm_options po = {.verify_each = 1, .out = stderr};
-            const char *passes = pm_default_pipeline(train > 0, train == 2);
+            const char *passes = pm_default_pipeline(train > 0, train == 2, 0);
             if (g && (train || f >= 4) && pm_run(g, passes, &po, &d)) {
                 ir_graph_free(g);
                 g = NULL;
@@ -591,7 +591,7 @@ static void resnet18(void)
     diag d;
     diag_init(&d);
     ir_graph *g = fe_load_file(path, &fo, &d);
-    if (!g || ad_training_graph(g, &opt, &d) || pm_run(g, pm_default_pipeline(1, 0), &po, &d)) {
+    if (!g || ad_training_graph(g, &opt, &d) || pm_run(g, pm_default_pipeline(1, 0, 0), &po, &d)) {
         diag_print(&d, stderr);
         check(0, "resnet18's training step loads");
         if (g)
