@@ -378,7 +378,7 @@ static ir_value *value_of(pt *P, const ir_value *v, int r, int dev)
         if (*slot && (*slot)->def->device == dev)
             return *slot;
         ir_node *n = pt_node(P, dev, IR_OP_SLICE, 1, (ir_value *const *)&v, 1,
-                             pt_name(buf, sizeof buf, r, v->name), v->loc);
+                             suffixed(buf, sizeof buf, r, v->name, "part"), v->loc);
         ir_set_int(P->g, n, "axis", 0);
         ir_set_int(P->g, n, "start", (int64_t)r * P->b);
         ir_set_int(P->g, n, "size", P->b);
@@ -464,7 +464,8 @@ static void reduce_sum(pt *P, int s, int nterms, ir_value **in, ir_value **out, 
         for (int j = 0; j < nterms; j++) {
             acc[j] = in[j * P->R + q * P->m];
             for (int k = 1; k < P->m; k++)
-                acc[j] = pt_op2(P, dev, IR_OP_ADD, acc[j], in[j * P->R + q * P->m + k], what);
+                acc[j] = pt_op2(P, dev, IR_OP_ADD, acc[j], in[j * P->R + q * P->m + k],
+                                suffixed(buf, sizeof buf, 0, in[j * P->R]->name, "acc"));
         }
         if (P->dp > 1) {
             ir_value *res[64];
@@ -733,6 +734,18 @@ static void run_task(pt *P, int i, int k, int chain)
             for (int a = 0; a < n->nout; a++)
                 send_after(P, s->out[a], r, n->out[a]);
         }
+}
+
+/* Whether what the task reads from other stages has been computed. */
+static int task_ready(pt *P, pt_task t)
+{
+    const ir_node *s = P->src[t.node];
+    for (int k = 0; k < s->nin; k++) {
+        const ir_value *v = s->in[k];
+        if (v->kind == IR_VALUE_NODE && P->batched[v->id] && !*map_at(P, t.k < 0 ? 0 : t.k, v))
+            return 0;
+    }
+    return 1;
 }
 
 /* ---------------------------------------------------------------- the end of the step */
@@ -1121,16 +1134,26 @@ int pt_partition(ir_graph *g, const pt_options *o, diag *d)
     bucket *bk = pt_xcalloc((size_t)P.pp, sizeof *bk);
     for (int s = 0; s < P.pp; s++)
         bk[s].grads = pt_xcalloc((size_t)P.nval, sizeof *bk[s].grads);
+    /* the stages' tasks, each as soon as what it reads from other stages is there */
     int chain = o->strategy != PT_DATA; /* microbatches run one after another */
-    for (int s = 0; s < P.pp && !P.failed; s++) {
-        for (int t = 0; t < P.nsched[s] && !P.failed; t++) {
-            pt_task task = P.sched[s][t];
-            run_task(&P, task.node, task.k, chain);
-            if (task.k < 0 || task.k == P.m - 1)
-                gradients_ready(&P, task.node, bk, is_grad);
+    int *at = pt_xcalloc((size_t)P.pp, sizeof *at);
+    for (int progress = 1; progress && !P.failed;) {
+        progress = 0;
+        for (int s = 0; s < P.pp && !P.failed; s++) {
+            for (; at[s] < P.nsched[s] && task_ready(&P, P.sched[s][at[s]]) && !P.failed; at[s]++) {
+                pt_task task = P.sched[s][at[s]];
+                run_task(&P, task.node, task.k, chain);
+                if (task.k < 0 || task.k == P.m - 1)
+                    gradients_ready(&P, task.node, bk, is_grad);
+                progress = 1;
+            }
+            if (at[s] == P.nsched[s] && progress)
+                flush(&P, s, &bk[s]);
         }
-        flush(&P, s, &bk[s]);
     }
+    for (int s = 0; s < P.pp && !P.failed; s++)
+        IR_ASSERT(at[s] == P.nsched[s]); /* else the schedules wait on each other: a bug */
+    free(at);
     for (int s = 0; s < P.pp; s++)
         free(bk[s].grads);
     free(bk);

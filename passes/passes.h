@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cost.h"
 #include "diag.h"
 #include "ir.h"
 
@@ -32,6 +33,7 @@ typedef struct {
     int sync_bn;                /* batchnorm statistics over the whole batch */
     int deterministic;          /* bitwise the same result for every device count */
     int micro_shards;           /* deterministic: fixed shards of the batch; 0: default */
+    const cost_device *cost;    /* what balances pipeline stages; NULL: h100-nvlink */
 } pt_options;
 
 /* Rewrites g (scheduled, single-device) into one program for o->devices devices
@@ -131,6 +133,52 @@ int mp_check(const ir_graph *g, const mp_plan *p, char *err, size_t errlen);
 /* The arena, buffer by buffer: offset, bytes, live range, value. */
 void mp_print(const ir_graph *g, const mp_plan *p, FILE *f);
 void mp_plan_free(mp_plan *p);
+
+/* ---- partition plans (plan.c) ---- */
+
+typedef struct {
+    int nops;                   /* compute nodes */
+    int64_t param_bytes;        /* parameters, buffers, state and weights it holds */
+    int64_t input_bytes;
+    int64_t arena_bytes;        /* activations, gradients, temporaries: the planned peak */
+    int64_t lower_bound;        /* the most bytes of those live at once */
+    int64_t comm_bytes;         /* staging buffers of what it sends */
+    int64_t peak_bytes;         /* all of them: what the device needs */
+    double predicted_ms, compute_ms, comm_ms;
+} pt_device_plan;
+
+/* A strategy auto considered. */
+typedef struct {
+    char name[64];
+    double step_ms;
+    int64_t peak_bytes;         /* the largest device's */
+    const char *error;          /* why it was rejected, or NULL */
+    int chosen;
+} pt_candidate;
+
+typedef struct {
+    char strategy[96];          /* as the user reads it: "data", "pipeline 1f1b, 8 microbatches" */
+    cost_device cost;
+    int ndevices;
+    pt_device_plan *dev;
+    double step_ms, bubble;
+    cost_sim *sim;
+    pt_candidate *candidates;   /* auto: every strategy it tried (the caller's) */
+    int ncandidates;
+} pt_plan;
+
+/* The plan of partitioned program g with memory plan mp, costed on cost. */
+pt_plan *pt_plan_new(const ir_graph *g, const mp_plan *mp, const cost_device *cost,
+                     const char *strategy);
+void pt_plan_free(pt_plan *p);
+/* The text of gnc compile --dump-plan, and its JSON (docs/partition.md). */
+void pt_plan_print(const pt_plan *p, const ir_graph *g, FILE *f);
+int pt_plan_write_json(const pt_plan *p, const ir_graph *g, FILE *f);
+/* -1 after reporting every device whose peak is over caps[device] (0: no cap),
+ * with what is live at its peak. */
+int pt_plan_check_caps(const pt_plan *p, const mp_plan *mp, const int64_t *caps, diag *d);
+/* A node or value name without the partitioner's replica or device prefix. */
+const char *pt_dsl_name(const char *name);
 
 typedef enum { AD_SGD, AD_ADAM, AD_ADAMW } ad_optimizer_kind;
 

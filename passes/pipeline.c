@@ -1,13 +1,181 @@
-/* Pipelines: stages and schedules (see partition.c).  Not written yet. */
+/* Pipelines: each node's stage, and each stage's schedule (see partition.c).
+ *
+ * Stages: the forward nodes, in the source's order, are cut into pp runs of
+ * consecutive nodes that minimize the slowest stage (an exact dynamic program
+ * over the cut points).  A stage's time is its forward nodes' and the backward
+ * and optimizer nodes' that go with them, each costed by the cost model on
+ * o->cost as it will run: an elementwise epilogue, which fusion will put in its
+ * producer's kernel, by its arithmetic alone.  A backward node goes with a forward node, its anchor:
+ *   - one that computes a parameter's gradient, or an optimizer node: the
+ *     first forward node reading the parameter (where the parameter lives);
+ *   - otherwise the latest forward node whose result it reads, or that reads a
+ *     parameter it reads (conv2d_grad_input reads the weight: the convolution);
+ *   - a node reading only gradients: the latest anchor of their nodes.
+ * So a layer's backward runs where its forward ran, and activations cross a
+ * cut forward and their gradients backward (partition.c adds the send/recv).
+ *
+ * Schedules, per stage s of pp, with m microbatches: GPipe runs every
+ * microbatch's forward, then every backward; 1F1B (PipeDream-flush) runs
+ * pp - 1 - s forwards to fill the pipeline, then one forward and one backward
+ * in turn, then the remaining backwards, so a stage holds at most pp - s
+ * microbatches' activations instead of m.  Backward passes run in microbatch
+ * order in both, so the last microbatch's is the last (gradients are complete
+ * then). */
+#include <stdlib.h>
+
 #include "partition.h"
+
+static int is_optimizer(ir_op op) { return op == IR_OP_SGD || op == IR_OP_ADAM; }
+
+/* A node's time as it will run: fusion (after partitioning) makes an
+ * elementwise epilogue part of its producer's kernel, costing only its
+ * arithmetic. */
+static double node_seconds(const cost_device *dev, const ir_node *n)
+{
+    switch (n->op) {
+    case IR_OP_NEG: case IR_OP_RELU: case IR_OP_SIGMOID: case IR_OP_TANH: case IR_OP_GELU:
+    case IR_OP_DROPOUT: case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV:
+    case IR_OP_BATCHNORM: case IR_OP_RELU_GRAD: case IR_OP_SIGMOID_GRAD: case IR_OP_TANH_GRAD:
+    case IR_OP_GELU_GRAD:
+        return cost_node_flops(n) / dev->flops_other;
+    default:
+        return cost_node_seconds(dev, n);
+    }
+}
 
 int pt_pipeline_stages(pt *P)
 {
-    diag_error(P->d, (ir_loc){0}, "pipeline partitioning is not available yet");
-    return -1;
+    const cost_device *dev = P->o->cost ? P->o->cost : cost_device_lookup("h100-nvlink");
+    int nsrc = P->nsrc, pp = P->pp;
+    int *anchor = pt_xcalloc((size_t)nsrc, sizeof *anchor);   /* source index, or -1 */
+    int *param_at = pt_xcalloc((size_t)P->nval, sizeof *param_at); /* first forward reader + 1 */
+    char *grad_of = pt_xcalloc((size_t)P->nval, 1);  /* a value an optimizer reads as gradient */
+    int *param_of_grad = pt_xcalloc((size_t)P->nval, sizeof *param_of_grad);
+    for (int i = 0; i < nsrc; i++) {
+        const ir_node *n = P->src[i];
+        if (is_optimizer(n->op)) {
+            grad_of[n->in[1]->id] = 1;
+            param_of_grad[n->in[1]->id] = n->in[0]->id;
+        } else if (!P->backward[i] && P->batched[n->out[0]->id]) {
+            for (int k = 0; k < n->nin; k++)
+                if (n->in[k]->kind != IR_VALUE_NODE && n->in[k]->kind != IR_VALUE_INPUT &&
+                    !param_at[n->in[k]->id])
+                    param_at[n->in[k]->id] = i + 1;
+        }
+    }
+    /* the forward nodes that stages cut, and each node's anchor among them */
+    int *fwd = pt_xcalloc((size_t)nsrc, sizeof *fwd), nf = 0, layers = 0;
+    for (int i = 0; i < nsrc; i++) {
+        const ir_node *n = P->src[i];
+        anchor[i] = -1;
+        if (!P->batched[n->out[0]->id])
+            continue; /* computed once per device where it is needed */
+        if (is_optimizer(n->op)) {
+            anchor[i] = param_at[n->in[0]->id] - 1;
+            continue;
+        }
+        if (!P->backward[i]) {
+            anchor[i] = i;
+            fwd[nf++] = i;
+            int reads_param = 0;
+            for (int k = 0; k < n->nin; k++)
+                reads_param |= n->in[k]->kind == IR_VALUE_PARAM;
+            layers += reads_param;
+            continue;
+        }
+        int a = -1, from_grads = -1;
+        for (int k = 0; k < n->nout; k++)
+            if (grad_of[n->out[k]->id])
+                a = param_at[param_of_grad[n->out[k]->id]] - 1;
+        int c = -1;
+        for (int k = 0; k < n->nin; k++) {
+            const ir_value *v = n->in[k];
+            int p = v->kind == IR_VALUE_NODE ? P->pos[v->id] : -1;
+            int here = v->kind == IR_VALUE_PARAM ? param_at[v->id] - 1
+                     : p >= 0 && !P->backward[p] && P->batched[v->id] ? p : -1;
+            c = here > c ? here : c;
+            if (p >= 0 && P->backward[p] && anchor[p] > from_grads)
+                from_grads = anchor[p];
+        }
+        anchor[i] = a >= 0 ? a : c >= 0 ? c : from_grads;
+    }
+    if (pp > layers) {
+        diag_error(P->d, (ir_loc){0}, "a pipeline of %d stages needs at least %d layers, and "
+                   "'%s' has %d (nodes that read parameters)", pp, pp, P->g->name, layers);
+        free(anchor), free(param_at), free(grad_of), free(param_of_grad), free(fwd);
+        return -1;
+    }
+    /* each forward node's weight: its own time and its backward nodes' */
+    int *rank = pt_xcalloc((size_t)nsrc, sizeof *rank); /* source index -> forward order */
+    for (int j = 0; j < nf; j++)
+        rank[fwd[j]] = j;
+    double *w = pt_xcalloc((size_t)nf + 1, sizeof *w), *pre = pt_xcalloc((size_t)nf + 1, sizeof *pre);
+    for (int i = 0; i < nsrc; i++)
+        if (anchor[i] >= 0 && rank[anchor[i]] < nf && fwd[rank[anchor[i]]] == anchor[i])
+            w[rank[anchor[i]]] += node_seconds(dev, P->src[i]);
+    for (int j = 0; j < nf; j++)
+        pre[j + 1] = pre[j] + w[j];
+    /* best[k][j]: the slowest of k stages over the first j forward nodes */
+    double *best = pt_xcalloc((size_t)(pp + 1) * (nf + 1), sizeof *best);
+    int *cut = pt_xcalloc((size_t)(pp + 1) * (nf + 1), sizeof *cut);
+#define BEST(k, j) best[(size_t)(k) * (nf + 1) + (j)]
+#define CUT(k, j) cut[(size_t)(k) * (nf + 1) + (j)]
+    for (int j = 0; j <= nf; j++)
+        BEST(1, j) = pre[j];
+    for (int k = 2; k <= pp; k++)
+        for (int j = k; j <= nf; j++) {
+            BEST(k, j) = -1;
+            for (int c = k - 1; c < j; c++) {
+                double t = BEST(k - 1, c) > pre[j] - pre[c] ? BEST(k - 1, c) : pre[j] - pre[c];
+                if (BEST(k, j) < 0 || t < BEST(k, j))
+                    BEST(k, j) = t, CUT(k, j) = c;
+            }
+        }
+    int *stage_of_fwd = pt_xcalloc((size_t)nf + 1, sizeof *stage_of_fwd);
+    for (int k = pp, j = nf; k >= 1; k--) {
+        int c = k > 1 ? CUT(k, j) : 0;
+        for (int x = c; x < j; x++)
+            stage_of_fwd[x] = k - 1;
+        j = c;
+    }
+#undef BEST
+#undef CUT
+    for (int i = 0; i < nsrc; i++)
+        P->stage[i] = anchor[i] >= 0 ? stage_of_fwd[rank[anchor[i]]] : 0;
+    free(best), free(cut), free(stage_of_fwd), free(w), free(pre), free(rank);
+    free(anchor), free(param_at), free(grad_of), free(param_of_grad), free(fwd);
+    return 0;
+}
+
+/* The tasks of stage s: microbatch k's forward or backward nodes of s. */
+static void phase(pt *P, int s, int k, int backward)
+{
+    for (int i = 0; i < P->nsrc; i++)
+        if (P->stage[i] == s && P->batched[P->src[i]->out[0]->id] &&
+            !is_optimizer(P->src[i]->op) && P->backward[i] == backward)
+            P->sched[s][P->nsched[s]++] = (pt_task){i, k};
 }
 
 void pt_pipeline_schedule(pt *P)
 {
-    (void)P;
+    int m = P->m, pp = P->pp;
+    for (int s = 0; s < pp; s++) {
+        P->sched[s] = pt_xcalloc((size_t)P->nsrc * m + 1, sizeof **P->sched);
+        if (P->o->schedule == PT_GPIPE) {
+            for (int k = 0; k < m; k++)
+                phase(P, s, k, 0);
+            for (int k = 0; k < m; k++)
+                phase(P, s, k, 1);
+            continue;
+        }
+        int warm = pp - 1 - s < m ? pp - 1 - s : m;
+        for (int k = 0; k < warm; k++)
+            phase(P, s, k, 0);
+        for (int k = 0; k + warm < m; k++) {
+            phase(P, s, k + warm, 0);
+            phase(P, s, k, 1);
+        }
+        for (int k = m - warm; k < m; k++)
+            phase(P, s, k, 1);
+    }
 }

@@ -274,14 +274,18 @@ static const char *strategy_name(const pt_options *o)
     static char buf[64];
     const char *s = o->strategy == PT_DATA ? "data" : o->strategy == PT_PIPELINE ? "pipeline"
                   : o->strategy == PT_TENSOR ? "tensor" : "hybrid";
-    snprintf(buf, sizeof buf, "%s%s%s", s, o->sync_bn ? "+sync-bn" : "",
+    char mb[32] = "";
+    if (o->strategy == PT_PIPELINE || o->strategy == PT_HYBRID)
+        snprintf(mb, sizeof mb, "/mb%d%s", o->microbatches,
+                 o->schedule == PT_GPIPE ? "/gpipe" : "");
+    snprintf(buf, sizeof buf, "%s%s%s%s", s, mb, o->sync_bn ? "+sync-bn" : "",
              o->deterministic ? "+deterministic" : "");
     return buf;
 }
 
 /* One model, one partitioning, against the reference runs.  expect_equal 0:
  * the partitioned run computes something else (batchnorm on each device's
- * share of the batch), and must differ. */
+ * share of the batch), and must differ; 2: it computes the same bits. */
 static void compare(const model_case *mc, const pt_options *o, program *ref_inf,
                     program *ref_train, const trained *ref, int expect_equal)
 {
@@ -321,12 +325,16 @@ static void compare(const model_case *mc, const pt_options *o, program *ref_inf,
             wl = e > wl || isnan(t.loss[s]) ? (isnan(t.loss[s]) ? INFINITY : e) : wl;
         }
         double e1, l1, e10, l10;
-        int same;
-        compare_snaps(p.g, &t.first, ref_train->g, &ref->first, &e1, &l1, &same);
-        compare_snaps(p.g, &t.last, ref_train->g, &ref->last, &e10, &l10, &same);
-        if (!expect_equal) {
-            check(w1 > 1e-6, "%s %s x%d: the first loss should differ (local batchnorm), off "
-                  "by %.3g", mc->model, what, o->devices, w1);
+        int same_first, same_last;
+        compare_snaps(p.g, &t.first, ref_train->g, &ref->first, &e1, &l1, &same_first);
+        compare_snaps(p.g, &t.last, ref_train->g, &ref->last, &e10, &l10, &same_last);
+        if (expect_equal == 2) {
+            check(!memcmp(t.loss, ref->loss, sizeof t.loss) && same_last,
+                  "%s %s x%d: losses and parameters bitwise the single device's", mc->model,
+                  what, o->devices);
+        } else if (!expect_equal) {
+            check(w1 > 1e-6, "%s %s x%d: the first loss should differ (batchnorm on part of "
+                  "the batch), off by %.3g", mc->model, what, o->devices, w1);
         } else if (mc->chaotic) {
             check(w1 <= 1e-6, "%s %s x%d: first loss off by %.3g", mc->model, what, o->devices,
                   w1);
@@ -408,6 +416,18 @@ static void model(const model_case *mc)
     pt_options o = {.devices = 2, .strategy = PT_DATA, .deterministic = 1, .sync_bn = 1,
                     .micro_shards = 4};
     compare(mc, &o, &inf, &train_prog, &ref, 1);
+    /* pipelines: one microbatch computes exactly what one device does; more
+       take each microbatch's batchnorm statistics, as GPipe does */
+    for (int n = 2; n <= 4; n *= 2) {
+        o = (pt_options){.devices = n, .strategy = PT_PIPELINE, .microbatches = 1};
+        compare(mc, &o, &inf, &train_prog, &ref, 2);
+        o.microbatches = 0;
+        compare(mc, &o, &inf, &train_prog, &ref, !has_bn);
+        o.schedule = PT_GPIPE;
+        compare(mc, &o, &inf, &train_prog, &ref, !has_bn);
+    }
+    o = (pt_options){.devices = 4, .strategy = PT_HYBRID, .dp = 2, .pp = 2, .microbatches = 2};
+    compare(mc, &o, &inf, &train_prog, &ref, !has_bn);
     deterministic(mc, 4);
     trained_free(&ref);
     program_free(&inf);

@@ -8,6 +8,7 @@
 
 #define MAX_DEFINES 64
 #define MAX_INPUTS 64
+#define MAX_CAPS 4096           /* devices a --mem-cap can name */
 
 typedef struct {
     const char *cmd;
@@ -33,6 +34,11 @@ typedef struct {
     int strategy_auto;          /* --strategy auto (the default with several devices) */
     int gpus;                   /* the devices are GPUs (--gpus): the cost model's default */
     int devices_given;          /* --gpus or --devices */
+    const char *device_model;   /* --device-model SPEC (passes/cost.h) */
+    int64_t mem_cap_all;        /* --mem-cap SIZE: every device */
+    int64_t mem_cap[MAX_CAPS];  /* --mem-cap D=SIZE,...; 0: none */
+    int dump_plan;              /* --dump-plan[=FILE.json] */
+    const char *dump_plan_file;
     /* gnc train and gnc eval */
     const char *data;           /* --data DIR */
     const char *weights;        /* --weights FILE (eval) */
@@ -52,6 +58,27 @@ ir_graph *cli_load(const options *o, long long batch, diag *d);
  * NULL with the problem on d. */
 mp_plan *cli_optimize(const options *o, ir_graph *g, int training, diag *d);
 double cli_now_ms(void);
+
+/* A compiled program: graph, memory plan, partition plan. */
+typedef struct {
+    ir_graph *g;
+    mp_plan *mp;
+    pt_plan *plan;
+    char strategy[96];
+} cli_program;
+
+/* Compiles o's model (as a training step when train) for o->part.devices
+ * devices with o's strategy, or with --strategy auto the candidate with the
+ * shortest predicted step that compiles and fits every device's memory cap
+ * (its plan lists them all).  Returns 0, or -1 with the problems on d. */
+int cli_compile_partitioned(const options *o, int train, cli_program *out, diag *d);
+void cli_program_free(cli_program *p);
+void cli_candidates_free(pt_plan *p);
+/* --dump-plan: the text on standard output, or the JSON written to path. */
+int cli_write_plan(const cli_program *p, const char *path);
+int cli_parse_mem_cap(const char *spec, options *o, char *err, size_t errlen);
+/* The cost model's device: --device-model, or h100-nvlink for --gpus, cpu. */
+const cost_device *cli_device_model(const options *o, cost_device *buf, char *err, size_t errlen);
 
 int cmd_train(const options *o);
 int cmd_eval(const options *o);

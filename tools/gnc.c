@@ -176,7 +176,8 @@ static int parse_uint(const char *s, unsigned long long max, unsigned long long 
     return 1;
 }
 
-/* The flags, the commands each applies to, and whether it takes a value. */
+/* The flags, the commands each applies to, and whether it takes a value (2:
+ * an optional one, as --flag=VALUE). */
 static const struct flag {
     const char *name;
     const char *cmds;
@@ -226,6 +227,9 @@ static const struct flag {
     {"--sync-bn", "dump compile run train", 0},
     {"--deterministic", "dump compile run train", 0},
     {"--micro-shards", "dump compile run train", 1},
+    {"--dump-plan", "compile", 2},
+    {"--mem-cap", "compile run train", 1},
+    {"--device-model", "compile run train", 1},
 };
 
 static int applies(const struct flag *f, const char *cmd)
@@ -269,6 +273,8 @@ static int parse_args(int argc, char **argv, options *o)
                 f = &flags[k];
             else if (flags[k].valued && (a[n] == '=' || k == 0))
                 f = &flags[k], val = a + n + (a[n] == '=' && k != 0);
+            if (f && f->valued == 2 && !val)
+                val = ""; /* the optional value left out */
         }
         if (!f) {
             if (a[0] == '-' && a[1] != '\0')
@@ -422,6 +428,19 @@ static int parse_args(int argc, char **argv, options *o)
             o->part.bucket_bytes = (int64_t)(mb * 1048576.0);
             if (o->part.bucket_bytes < 1)
                 o->part.bucket_bytes = 1;
+        } else if (strcmp(name, "--dump-plan") == 0) {
+            o->dump_plan = 1;
+            o->dump_plan_file = *val ? val : NULL;
+        } else if (strcmp(name, "--mem-cap") == 0) {
+            char e[256];
+            if (cli_parse_mem_cap(val, o, e, sizeof e) != 0)
+                return usage_error(cmdsp, "%s", e);
+        } else if (strcmp(name, "--device-model") == 0) {
+            cost_device dev;
+            char e[256];
+            if (cost_device_parse(val, &dev, e, sizeof e) != 0)
+                return usage_error(cmdsp, "--device-model: %s", e);
+            o->device_model = val;
         } else if (strcmp(name, "--sync-bn") == 0) {
             o->part.sync_bn = 1;
         } else if (strcmp(name, "--deterministic") == 0) {
@@ -937,39 +956,43 @@ int main(int argc, char **argv)
     diag d;
     diag_init(&d);
     double t0 = cli_now_ms();
-    ir_graph *g = cli_load(&o, 0, &d);
-    if (g && o.train && (ad_training_graph(g, &o.opt, &d) != 0 || ir_verify(g, &d) > 0)) {
-        ir_graph_free(g);
-        g = NULL;
-    }
     /* dump prints the IR as loaded unless --passes asks for some; compile and
-       run optimize and plan */
-    mp_plan *plan = NULL;
-    if (g && strcmp(cmd, "dump") == 0 && o.passes) {
+       run optimize, partition and plan */
+    cli_program prog = {0};
+    if (strcmp(cmd, "dump") == 0) {
+        prog.g = cli_load(&o, 0, &d);
+        if (prog.g && o.train && (ad_training_graph(prog.g, &o.opt, &d) != 0 ||
+                                  ir_verify(prog.g, &d) > 0))
+            cli_program_free(&prog);
         pm_options pm = {o.verify_each, 0, NULL, NULL, stdout, &o.part};
-        if (pm_run(g, o.passes, &pm, &d) != 0) {
-            ir_graph_free(g);
-            g = NULL;
-        }
-    } else if (g && strcmp(cmd, "dump") != 0 && !(plan = cli_optimize(&o, g, o.train, &d))) {
-        ir_graph_free(g);
-        g = NULL;
+        if (prog.g && o.passes && pm_run(prog.g, o.passes, &pm, &d) != 0)
+            cli_program_free(&prog);
+    } else if (cli_compile_partitioned(&o, o.train, &prog, &d) != 0) {
+        cli_program_free(&prog);
     }
     double ms = cli_now_ms() - t0;
     diag_print(&d, stderr);
     diag_free(&d);
+    ir_graph *g = prog.g;
+    mp_plan *plan = prog.mp;
     if (!g)
         return 1;
     if (strcmp(cmd, "dump") == 0)
         rc = cmd_dump(&o, g);
-    else if (strcmp(cmd, "compile") == 0)
-        rc = o.stats ? (print_stats(g, plan, ms), 0)
-           : o.dump_memory ? (mp_print(g, plan, stdout), 0)
-                           : cmd_compile(&o, g, plan, peak_without_remat(&o), ms);
-    else
+    else if (strcmp(cmd, "compile") == 0 && o.stats)
+        rc = (print_stats(g, plan, ms), 0);
+    else if (strcmp(cmd, "compile") == 0 && o.dump_memory)
+        rc = (mp_print(g, plan, stdout), 0);
+    else if (strcmp(cmd, "compile") == 0) {
+        rc = cmd_compile(&o, g, plan, peak_without_remat(&o), ms);
+        if (rc == 0 && o.dump_plan && !o.dump_plan_file)
+            fputc('\n', stdout);
+        if (rc == 0 && o.dump_plan)
+            rc = cli_write_plan(&prog, o.dump_plan_file) != 0;
+    } else
         rc = cmd_run(&o, g, plan);
-    mp_plan_free(plan);
-    ir_graph_free(g);
+    cli_candidates_free(prog.plan);
+    cli_program_free(&prog);
     for (int i = 0; i < o.ndefines; i++)
         free((char *)o.define_names[i]);
     for (int i = 0; i < o.ninputs; i++)
