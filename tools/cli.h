@@ -67,11 +67,13 @@ typedef struct {
     char strategy[96];
 } cli_program;
 
-/* Compiles o's model (as a training step when train) for o->part.devices
+/* Compiles o's model (at batch, as cli_load; as a training step when train)
+ * for o->part.devices
  * devices with o's strategy, or with --strategy auto the candidate with the
  * shortest predicted step that compiles and fits every device's memory cap
  * (its plan lists them all).  Returns 0, or -1 with the problems on d. */
-int cli_compile_partitioned(const options *o, int train, cli_program *out, diag *d);
+int cli_compile_partitioned(const options *o, long long batch, int train, cli_program *out,
+                            diag *d);
 void cli_program_free(cli_program *p);
 void cli_candidates_free(pt_plan *p);
 /* --dump-plan: the text on standard output, or the JSON written to path. */

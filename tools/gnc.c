@@ -967,7 +967,7 @@ int main(int argc, char **argv)
         pm_options pm = {o.verify_each, 0, NULL, NULL, stdout, &o.part};
         if (prog.g && o.passes && pm_run(prog.g, o.passes, &pm, &d) != 0)
             cli_program_free(&prog);
-    } else if (cli_compile_partitioned(&o, o.train, &prog, &d) != 0) {
+    } else if (cli_compile_partitioned(&o, 0, o.train, &prog, &d) != 0) {
         cli_program_free(&prog);
     }
     double ms = cli_now_ms() - t0;

@@ -100,14 +100,14 @@ static void describe(const pt_options *p, char *buf, size_t len)
 
 /* One candidate: the program compiled with part, planned and costed; caps
  * checked.  Returns 0, or -1 with the reason in err (and on d). */
-static int build(const options *o, const pt_options *part, int train, const cost_device *dev,
-                 cli_program *out, diag *d, char *err, size_t errlen)
+static int build(const options *o, const pt_options *part, long long batch, int train,
+                 const cost_device *dev, cli_program *out, diag *d, char *err, size_t errlen)
 {
     options c = *o;
     c.part = *part;
     memset(out, 0, sizeof *out);
     int first = d->n;
-    out->g = cli_load(&c, 0, d);
+    out->g = cli_load(&c, batch, d);
     if (out->g && train && (ad_training_graph(out->g, &c.opt, d) != 0 || ir_verify(out->g, d)))
         goto fail;
     if (!out->g || !(out->mp = cli_optimize(&c, out->g, train, d)))
@@ -158,7 +158,8 @@ const cost_device *cli_device_model(const options *o, cost_device *buf, char *er
     return buf;
 }
 
-int cli_compile_partitioned(const options *o, int train, cli_program *out, diag *d)
+int cli_compile_partitioned(const options *o, long long batch, int train, cli_program *out,
+                            diag *d)
 {
     char err[512];
     cost_device dev;
@@ -169,7 +170,7 @@ int cli_compile_partitioned(const options *o, int train, cli_program *out, diag 
     pt_options part = o->part;
     part.cost = &dev;
     if (!o->strategy_auto || part.devices <= 1) {
-        if (build(o, &part, train, &dev, out, d, err, sizeof err) != 0)
+        if (build(o, &part, batch, train, &dev, out, d, err, sizeof err) != 0)
             return -1;
         out->plan->cost = dev;
         return 0;
@@ -190,7 +191,7 @@ int cli_compile_partitioned(const options *o, int train, cli_program *out, diag 
         diag scratch;
         diag_init(&scratch);
         describe(&cand[i], rank[i].name, sizeof rank[i].name);
-        if (build(o, &cand[i], train, &dev, &prog, &scratch, err, sizeof err) != 0) {
+        if (build(o, &cand[i], batch, train, &dev, &prog, &scratch, err, sizeof err) != 0) {
             rank[i].error = strdup(err);
         } else {
             rank[i].step_ms = prog.plan->step_ms;

@@ -23,8 +23,8 @@
 
 /* A graph with its executor and the values the loop feeds and reads. */
 typedef struct {
+    cli_program prog;
     ir_graph *g;
-    mp_plan *plan;
     rt_exec *x;
     const ir_value *image, *label, *logits;
     const ir_value *lr, *step, *seed;   /* training graph only */
@@ -35,9 +35,8 @@ static int is_float(ir_dtype t) { return t == IR_F32 || t == IR_F16 || t == IR_B
 static void model_free(model *m)
 {
     rt_exec_free(m->x);
-    mp_plan_free(m->plan);
-    if (m->g)
-        ir_graph_free(m->g);
+    cli_candidates_free(m->prog.plan);
+    cli_program_free(&m->prog);
 }
 
 /* Loads o's model at batch (as a training step when train), finds its image and
@@ -47,17 +46,15 @@ static int model_load(const options *o, long long batch, int train, model *m)
     diag d;
     diag_init(&d);
     memset(m, 0, sizeof *m);
-    m->g = cli_load(o, batch, &d);
-    if (m->g && train && (ad_training_graph(m->g, &o->opt, &d) != 0 || ir_verify(m->g, &d))) {
-        ir_graph_free(m->g);
-        m->g = NULL;
-    }
-    /* the optimized, memory-planned program (the pipeline keeps every value the
-       loop reads: inputs, outputs, the loss) */
-    if (m->g && !(m->plan = cli_optimize(o, m->g, train, &d))) {
-        ir_graph_free(m->g);
-        m->g = NULL;
-    }
+    /* the optimized, partitioned, memory-planned program (the pipeline keeps
+       every value the loop reads: inputs, outputs, the loss); evaluation runs
+       on one device */
+    options one = *o;
+    if (!train)
+        one.part = (pt_options){.devices = 1, .strategy = PT_DATA};
+    if (cli_compile_partitioned(&one, batch, train, &m->prog, &d) != 0)
+        cli_program_free(&m->prog);
+    m->g = m->prog.g;
     diag_print(&d, stderr);
     diag_free(&d);
     if (!m->g)
@@ -74,6 +71,13 @@ static int model_load(const options *o, long long batch, int train, model *m)
     }
     if (g->loss && g->loss->def && g->loss->def->op == IR_OP_CROSS_ENTROPY)
         m->logits = g->loss->def->in[0];
+    /* a partitioned program's loss is a mean over replicas; its logits the
+       output of them all, gathered */
+    for (int i = 0; !m->logits && m->image && g->loss && i < g->noutputs; i++) {
+        const ir_type *t = &g->outputs[i].value->type;
+        if (t->rank == 2 && t->dims[0] == m->image->type.dims[0] && is_float(t->dtype))
+            m->logits = g->outputs[i].value;
+    }
     if (!m->image || !m->label || !m->logits || m->image->type.rank != 4 ||
         m->label->type.rank != 1) {
         fprintf(stderr, "gnc: error: %s: to train or evaluate, the model needs an image input "
@@ -85,7 +89,8 @@ static int model_load(const options *o, long long batch, int train, model *m)
     m->step = ir_find_value(g, AD_INPUT_STEP);
     m->seed = ir_find_value(g, AD_INPUT_SEED);
     char err[512];
-    if (!(m->x = rt_exec_new(g, err, sizeof err))) {
+    if (!(m->x = rt_exec_new_planned(g, m->prog.mp->offset_by_id, m->prog.mp->device_bytes, err,
+                                     sizeof err))) {
         fprintf(stderr, "gnc: error: %s\n", err);
         return -1;
     }
@@ -328,6 +333,10 @@ int cmd_train(const options *o)
     long long timed = -1;
     printf("training %s: %lld steps of %lld images per epoch, %lld steps to go\n", tm.g->name,
            per_epoch, batch, total - step);
+    if (tm.prog.plan && tm.prog.plan->ndevices > 1)
+        printf("on %d virtual devices: %s, predicted step %.3f ms on %s\n",
+               tm.prog.plan->ndevices, tm.prog.plan->strategy, tm.prog.plan->step_ms,
+               tm.prog.plan->cost.name);
     long long first_step = step;
     for (; step < total; step++) {
         long long epoch = step / per_epoch, pos = step % per_epoch;
