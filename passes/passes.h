@@ -34,6 +34,8 @@ typedef struct {
     int deterministic;          /* bitwise the same result for every device count */
     int micro_shards;           /* deterministic: fixed shards of the batch; 0: default */
     const cost_device *cost;    /* what balances pipeline stages; NULL: h100-nvlink */
+    const int64_t *mem_caps;    /* [devices]: bytes each may use (0: no cap), which pipeline
+                                   stages are cut to fit by an estimate; NULL: none */
 } pt_options;
 
 /* Rewrites g (scheduled, single-device) into one program for o->devices devices

@@ -14,6 +14,12 @@
  * So a layer's backward runs where its forward ran, and activations cross a
  * cut forward and their gradients backward (partition.c adds the send/recv).
  *
+ * With memory caps, a stage must also fit its device (the smallest cap of the
+ * devices it runs on), by an estimate: the parameters it holds with their
+ * gradients and optimizer state, plus the activations its backward pass keeps,
+ * times the microbatches it holds at once (1F1B: pp - s, GPipe: m).  The
+ * memory planner's exact peak is checked afterwards (plan.c).
+ *
  * Schedules, per stage s of pp, with m microbatches: GPipe runs every
  * microbatch's forward, then every backward; 1F1B (PipeDream-flush) runs
  * pp - 1 - s forwards to fill the pipeline, then one forward and one backward
@@ -21,11 +27,20 @@
  * microbatches' activations instead of m.  Backward passes run in microbatch
  * order in both, so the last microbatch's is the last (gradients are complete
  * then). */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "partition.h"
 
 static int is_optimizer(ir_op op) { return op == IR_OP_SGD || op == IR_OP_ADAM; }
+
+/* Microbatches whose activations stage s holds at once. */
+static int inflight(const pt *P, int s)
+{
+    if (P->o->schedule == PT_GPIPE || !P->g->nupdates)
+        return P->o->schedule == PT_GPIPE && P->g->nupdates ? P->m : 1;
+    return P->pp - s < P->m ? P->pp - s : P->m;
+}
 
 /* A node's time as it will run: fusion (after partitioning) makes an
  * elementwise epilogue part of its producer's kernel, costing only its
@@ -99,10 +114,35 @@ int pt_pipeline_stages(pt *P)
         }
         anchor[i] = a >= 0 ? a : c >= 0 ? c : from_grads;
     }
+    /* memory estimates per forward node: what its stage holds for it */
+    double *keep = pt_xcalloc((size_t)nsrc, sizeof *keep);  /* saved activations, per microbatch */
+    double *held = pt_xcalloc((size_t)nsrc, sizeof *held);  /* parameters, gradients, state */
+    char *read_back = pt_xcalloc((size_t)P->nval, 1);
+    for (int i = 0; i < nsrc; i++)
+        for (int k = 0; P->backward[i] && k < P->src[i]->nin; k++)
+            read_back[P->src[i]->in[k]->id] = 1;
+    for (int i = 0; i < nsrc; i++) {
+        const ir_node *n = P->src[i];
+        if (anchor[i] == i)
+            for (int k = 0; k < n->nout; k++)
+                if (read_back[n->out[k]->id])
+                    keep[i] += (double)ir_type_bytes(&P->type[n->out[k]->id]) / P->m;
+        if (is_optimizer(n->op) && anchor[i] >= 0) /* the parameter, its gradient, its state */
+            held[anchor[i]] += (double)ir_type_bytes(&n->in[0]->type) * (n->nin - 1);
+    }
+    for (int i = 0; i < nsrc; i++) /* parameters without an optimizer (inference) */
+        for (int k = 0; anchor[i] == i && k < P->src[i]->nin; k++) {
+            const ir_value *v = P->src[i]->in[k];
+            if ((v->kind == IR_VALUE_PARAM || v->kind == IR_VALUE_BUFFER) &&
+                param_at[v->id] - 1 == i && !P->g->nupdates)
+                held[i] += (double)ir_type_bytes(&v->type);
+        }
+    free(read_back);
     if (pp > layers) {
         diag_error(P->d, (ir_loc){0}, "a pipeline of %d stages needs at least %d layers, and "
                    "'%s' has %d (nodes that read parameters)", pp, pp, P->g->name, layers);
         free(anchor), free(param_at), free(grad_of), free(param_of_grad), free(fwd);
+        free(keep), free(held);
         return -1;
     }
     /* each forward node's weight: its own time and its backward nodes' */
@@ -110,27 +150,54 @@ int pt_pipeline_stages(pt *P)
     for (int j = 0; j < nf; j++)
         rank[fwd[j]] = j;
     double *w = pt_xcalloc((size_t)nf + 1, sizeof *w), *pre = pt_xcalloc((size_t)nf + 1, sizeof *pre);
+    double *kpre = pt_xcalloc((size_t)nf + 1, sizeof *kpre), *hpre = pt_xcalloc((size_t)nf + 1, sizeof *hpre);
     for (int i = 0; i < nsrc; i++)
         if (anchor[i] >= 0 && rank[anchor[i]] < nf && fwd[rank[anchor[i]]] == anchor[i])
             w[rank[anchor[i]]] += node_seconds(dev, P->src[i]);
-    for (int j = 0; j < nf; j++)
+    for (int j = 0; j < nf; j++) {
         pre[j + 1] = pre[j] + w[j];
+        kpre[j + 1] = kpre[j] + keep[fwd[j]];
+        hpre[j + 1] = hpre[j] + held[fwd[j]];
+    }
+    /* the cap of stage s: the smallest of its devices' */
+    double *cap = pt_xcalloc((size_t)pp, sizeof *cap);
+    for (int s = 0; s < pp; s++)
+        for (int q = 0; q < P->dp && P->o->mem_caps; q++) {
+            double c = (double)P->o->mem_caps[q * pp + s];
+            if (c > 0 && (cap[s] == 0 || c < cap[s]))
+                cap[s] = c;
+        }
     /* best[k][j]: the slowest of k stages over the first j forward nodes */
     double *best = pt_xcalloc((size_t)(pp + 1) * (nf + 1), sizeof *best);
     int *cut = pt_xcalloc((size_t)(pp + 1) * (nf + 1), sizeof *cut);
 #define BEST(k, j) best[(size_t)(k) * (nf + 1) + (j)]
 #define CUT(k, j) cut[(size_t)(k) * (nf + 1) + (j)]
+    /* whether forward nodes [c, j) fit stage s's cap */
+#define FITS(s, c, j) (!cap[s] || hpre[j] - hpre[c] + (kpre[j] - kpre[c]) * inflight(P, s) <= cap[s])
     for (int j = 0; j <= nf; j++)
-        BEST(1, j) = pre[j];
+        BEST(1, j) = FITS(0, 0, j) ? pre[j] : -1;
     for (int k = 2; k <= pp; k++)
         for (int j = k; j <= nf; j++) {
             BEST(k, j) = -1;
             for (int c = k - 1; c < j; c++) {
+                if (BEST(k - 1, c) < 0 || !FITS(k - 1, c, j))
+                    continue;
                 double t = BEST(k - 1, c) > pre[j] - pre[c] ? BEST(k - 1, c) : pre[j] - pre[c];
                 if (BEST(k, j) < 0 || t < BEST(k, j))
                     BEST(k, j) = t, CUT(k, j) = c;
             }
         }
+#undef FITS
+    if (BEST(pp, nf) < 0) {
+        diag_error(P->d, (ir_loc){0}, "no cut of '%s' into %d pipeline stages fits the memory "
+                   "caps (by the estimate of pipeline.c: %.1f MiB of parameters and state, "
+                   "%.1f MiB of activations per microbatch in all)", P->g->name, pp,
+                   hpre[nf] / 1048576.0, kpre[nf] / 1048576.0);
+        free(best), free(cut), free(w), free(pre), free(kpre), free(hpre), free(cap), free(rank);
+        free(anchor), free(param_at), free(grad_of), free(param_of_grad), free(fwd);
+        free(keep), free(held);
+        return -1;
+    }
     int *stage_of_fwd = pt_xcalloc((size_t)nf + 1, sizeof *stage_of_fwd);
     for (int k = pp, j = nf; k >= 1; k--) {
         int c = k > 1 ? CUT(k, j) : 0;
@@ -142,8 +209,9 @@ int pt_pipeline_stages(pt *P)
 #undef CUT
     for (int i = 0; i < nsrc; i++)
         P->stage[i] = anchor[i] >= 0 ? stage_of_fwd[rank[anchor[i]]] : 0;
-    free(best), free(cut), free(stage_of_fwd), free(w), free(pre), free(rank);
-    free(anchor), free(param_at), free(grad_of), free(param_of_grad), free(fwd);
+    free(best), free(cut), free(stage_of_fwd), free(w), free(pre), free(kpre), free(hpre);
+    free(cap), free(rank), free(anchor), free(param_at), free(grad_of), free(param_of_grad);
+    free(fwd), free(keep), free(held);
     return 0;
 }
 

@@ -99,9 +99,58 @@ static void describe(const pt_options *p, char *buf, size_t len)
 }
 
 /* One candidate: the program compiled with part, planned and costed; caps
- * checked.  Returns 0, or -1 with the reason in err (and on d). */
+ * checked.  Returns 0, or -1 with the reason in err (and on d).  A pipeline cuts
+ * its stages to fit the caps by an estimate; where the exact plan is still over
+ * a device's cap, it is cut again with the cap its estimate must meet lowered
+ * by the square of the excess ratio (a few times at most). */
+static int build_once(const options *o, const pt_options *part, long long batch, int train,
+                      const cost_device *dev, cli_program *out, diag *d, char *err,
+                      size_t errlen, int64_t *over);
+
 static int build(const options *o, const pt_options *part, long long batch, int train,
                  const cost_device *dev, cli_program *out, diag *d, char *err, size_t errlen)
+{
+    int n = part->devices < MAX_CAPS ? part->devices : MAX_CAPS;
+    int64_t *caps = calloc((size_t)n + 1, sizeof *caps), *over = calloc((size_t)n + 1, sizeof *over);
+    if (!caps || !over) {
+        free(caps), free(over);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        caps[i] = cap_of(o, dev, i);
+    pt_options p = *part;
+    p.mem_caps = caps;
+    int rc = -1;
+    for (int tries = 0; tries < 6; tries++) {
+        diag scratch;
+        diag_init(&scratch);
+        int again = 0;
+        memset(over, 0, (size_t)n * sizeof *over);
+        int retry = tries < 5 && (part->strategy == PT_PIPELINE || part->strategy == PT_HYBRID);
+        rc = build_once(o, &p, batch, train, dev, out, retry ? &scratch : d, err, errlen, over);
+        for (int i = 0; rc != 0 && retry && i < n; i++)
+            if (over[i] > 0) {
+                int64_t real = cap_of(o, dev, i);
+                double ratio = (double)real / (double)(real + over[i]);
+                caps[i] = (int64_t)((double)caps[i] * ratio * ratio);
+                again = 1;
+            }
+        if (rc != 0 && !again) /* not a cap the pipeline can dodge: report it */
+            for (int i = 0; i < scratch.n; i++)
+                diag_error(d, (ir_loc){0}, "%s", scratch.entries[i].msg);
+        diag_free(&scratch);
+        if (rc == 0 || !again)
+            break;
+    }
+    free(caps);
+    free(over);
+    return rc;
+}
+
+static int build_once(const options *o, const pt_options *part, long long batch, int train,
+                      const cost_device *dev, cli_program *out, diag *d, char *err,
+                      size_t errlen, int64_t *over)
 {
     options c = *o;
     c.part = *part;
@@ -121,13 +170,15 @@ static int build(const options *o, const pt_options *part, long long batch, int 
     for (int i = 0; i < ndev; i++)
         caps[i] = cap_of(o, dev, i);
     if (pt_plan_check_caps(out->plan, out->mp, caps, d) != 0) {
+        int first = -1;
         for (int i = 0; i < ndev; i++)
             if (out->plan->dev[i].peak_bytes > caps[i]) {
-                snprintf(err, errlen, "device %d needs %.2f GiB, over its cap of %.2f GiB", i,
-                         (double)out->plan->dev[i].peak_bytes / 1073741824.0,
-                         (double)caps[i] / 1073741824.0);
-                break;
+                over[i] = out->plan->dev[i].peak_bytes - caps[i];
+                first = first < 0 ? i : first;
             }
+        snprintf(err, errlen, "device %d needs %.2f GiB, over its cap of %.2f GiB", first,
+                 (double)out->plan->dev[first].peak_bytes / 1073741824.0,
+                 (double)caps[first] / 1073741824.0);
         goto fail_kept;
     }
     return 0;

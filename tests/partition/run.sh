@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Partitioning from the command line: run.sh GNC SOURCE_DIR WORK_DIR.
+#   - flags and their errors; requests that cannot be met;
+#   - plans: the JSON has every documented field, the text every device;
+#     resnet18's 2-stage pipeline is balanced (the slowest stage's predicted
+#     compute within 15% of the mean); data parallelism's gradient buckets
+#     start with backward work still left (they overlap it); auto lists its
+#     candidates and keeps the fastest; a plan over a memory cap is refused
+#     with what is live at the peak, and auto passes over it;
+#   - the bar: gnc compile models/resnet18.net --gpus 2 --dump-plan in under
+#     200 ms (the best of 5 runs, as the machine may be busy);
+#   - gnc run and gnc train on virtual devices agree with one device.
+set -u
+gnc=$1 src=$2 work=$3
+. "$(cd "$(dirname "$0")/.." && pwd)/lib.sh"
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+r18=$src/models/resnet18.net lenet=$src/models/lenet.net mlp=$src/models/mlp.net
+json() { /usr/bin/env python3 -c "import json,sys; p=json.load(open(sys.argv[1])); $2" "$1"; }
+
+# flags
+expect 2 "$gnc" compile "$lenet" --gpus 0;            has "--gpus needs a device count"
+expect 2 "$gnc" compile "$lenet" --devices gpu:2;     has "--devices needs cpu:N"
+expect 2 "$gnc" compile "$lenet" --gpus 2 --devices cpu:3; has "different device counts"
+expect 2 "$gnc" compile "$lenet" --strategy diagonal; has "--strategy needs data, pipeline, tensor"
+expect 2 "$gnc" compile "$lenet" --strategy hybrid:dp=2; has "--strategy needs"
+expect 2 "$gnc" compile "$lenet" --pipeline-schedule zigzag; has "needs 1f1b or gpipe"
+expect 2 "$gnc" compile "$lenet" --microbatches 0;    has "--microbatches needs an integer from 1 to 64"
+expect 2 "$gnc" compile "$lenet" --mem-cap 80Gb;      has "--mem-cap needs a size"
+expect 2 "$gnc" compile "$lenet" --mem-cap 0=1GiB,x=2GiB; has "--mem-cap needs a size"
+expect 2 "$gnc" compile "$lenet" --device-model h200-nvl; has "--device-model"
+expect 2 "$gnc" eval "$lenet" --gpus 2;               has "does not apply to this command"
+
+# requests that cannot be met
+expect 1 "$gnc" compile "$lenet" -D batch=6 --gpus 4 --strategy data
+has "the batch of 6 does not split into 4 equal parts"
+expect 1 "$gnc" compile "$lenet" -D batch=8 --gpus 8 --strategy pipeline --microbatches 1
+has "a pipeline of 8 stages needs at least 8 layers, and 'lenet' has 5"
+expect 1 "$gnc" compile "$lenet" -D batch=8 --gpus 3 --strategy data --deterministic
+has "which 3 devices do not share evenly"
+expect 1 "$gnc" compile "$r18" --gpus 2 --strategy data --train --mem-cap 200MiB
+has "error: device 0 needs"; has "over its cap of 200.0 MiB"
+has "activations live at the peak"
+expect 1 "$gnc" compile "$r18" --gpus 2 --train --mem-cap 100MiB
+has "no strategy fits 2 devices"
+
+# plans
+expect 0 "$gnc" compile "$r18" --gpus 2 --train --strategy data --dump-plan=dp.json
+json dp.json 'assert p["strategy"].startswith("data") and p["predicted_step_ms"] > 0
+for d in p["per_device"]:
+    for k in ("param_bytes", "activation_peak_bytes", "predicted_ms", "communications"):
+        assert k in d, k
+    assert d["param_bytes"] > 40e6 and d["activation_peak_bytes"] > 0
+    assert all(c["bytes"] > 0 for c in d["communications"])
+buckets = [c for c in p["per_device"][0]["communications"] if c["op"] == "all_reduce" and len(c["tensors"]) > 1]
+assert len(buckets) >= 2, buckets
+assert all(b["bytes"] <= 40 << 20 for b in buckets)
+assert buckets[0]["compute_left_ms"] > 0, buckets[0]' && ok || bad "data-parallel plan JSON"
+expect 0 "$gnc" compile "$r18" --gpus 2 --train --strategy data --dump-plan
+has "device 0:"; has "device 1:"; has "starts with"; has "compute left"
+has "memory: peak"
+expect 0 "$gnc" compile "$r18" --gpus 2 --train --strategy pipeline --dump-plan=pp.json
+json pp.json 'c = [d["compute_ms"] for d in p["per_device"]]
+mean = sum(c) / len(c)
+assert max(c) <= 1.15 * mean, c
+assert any(x["op"] == "send" for x in p["per_device"][0]["communications"])' && ok \
+    || bad "the resnet18 pipeline on 2 devices is balanced within 15%"
+expect 0 "$gnc" compile "$r18" --gpus 4 --train --dump-plan=auto.json
+json auto.json 'c = p["candidates"]
+ok = [x for x in c if "rejected" not in x]
+assert len(ok) >= 3, c
+best = min(ok, key=lambda x: x["predicted_step_ms"])
+assert best["chosen"] and p["strategy"] == best["strategy"], (best, p["strategy"])' && ok \
+    || bad "auto keeps its fastest candidate"
+expect 0 "$gnc" compile "$r18" --gpus 2 --train --mem-cap 450MiB --dump-plan=capped.json
+json capped.json 'c = p["candidates"]
+assert any("over its cap" in x.get("rejected", "") for x in c), c
+assert all(d["peak_bytes"] <= 450 << 20 for d in p["per_device"])' && ok \
+    || bad "auto passes over a strategy that does not fit the cap"
+expect 0 "$gnc" compile "$r18" --gpus 2 --train --mem-cap 0=400MiB,1=2GiB --strategy pipeline
+expect 0 "$gnc" compile "$lenet" --devices cpu:2 --dump-plan
+has "(cpu)"
+
+# the bar: the plan of resnet18 on 2 GPUs in under 200 ms
+best=1000000
+for i in 1 2 3 4 5; do
+    t0=$(date +%s%N)
+    "$gnc" compile "$r18" --gpus 2 --dump-plan > /dev/null || bad "compile --dump-plan failed"
+    t=$(( ($(date +%s%N) - t0) / 1000000 ))
+    [ "$t" -lt "$best" ] && best=$t
+done
+echo "gnc compile resnet18 --gpus 2 --dump-plan: $best ms (best of 5)"
+if [ "$best" -lt 200 ]; then ok; else bad "--dump-plan took $best ms, the bar is 200"; fi
+
+# runs on virtual devices agree with one device
+expect 0 "$gnc" run "$r18" -D batch=8 --seed 3 -o one
+for s in data pipeline "hybrid:dp=2,pp=2"; do
+    expect 0 "$gnc" run "$r18" -D batch=8 --seed 3 --devices cpu:4 --strategy "$s" -o "dev4"
+    python3 - one/logits.npy dev4/logits.npy <<'PY' && ok || bad "run on 4 devices ($s) differs"
+import sys, struct
+def load(p):
+    b = open(p, "rb").read(); n = struct.unpack("<H", b[8:10])[0]
+    return struct.unpack("<%df" % ((len(b) - 10 - n) // 4), b[10 + n:])
+a, b = load(sys.argv[1]), load(sys.argv[2])
+rms = (sum(x * x for x in a) / len(a)) ** 0.5
+assert max(abs(x - y) / (abs(x) + rms) for x, y in zip(a, b)) < 1e-5
+PY
+done
+data=$src/tests/train/data
+[ -d "$data" ] || data=/usr/share/datasets/fashion-mnist
+expect 0 "$gnc" train "$lenet" --steps 5 --batch 64 --seed 4 --log one.csv
+grep "step 5/" <<<"$out" | sed 's/.*loss \([0-9.]*\).*/\1/' > one.loss
+expect 0 "$gnc" train "$lenet" --steps 5 --batch 64 --seed 4 --devices cpu:2 --strategy data
+has "on 2 virtual devices: data"
+grep "step 5/" <<<"$out" | sed 's/.*loss \([0-9.]*\).*/\1/' > two.loss
+same one.loss two.loss "lenet: the 5th step's loss on 1 and 2 devices (4 digits)"
+expect 0 "$gnc" train "$lenet" --steps 5 --batch 64 --seed 4 --devices cpu:2 --strategy pipeline
+grep "step 5/" <<<"$out" | sed 's/.*loss \([0-9.]*\).*/\1/' > pp.loss
+same one.loss pp.loss "lenet: the 5th step's loss on 1 device and a 2-stage pipeline"
+summary partition-cli
