@@ -48,6 +48,21 @@ static const char usage_train_graph[] =
     "  --nesterov      SGD with Nesterov momentum\n"
     "  --weight-decay W  (default 0; AdamW 0.01)\n";
 
+static const char usage_partition[] =
+    "partitioning (docs/partition.md):\n"
+    "  --gpus N        compile for N GPUs (cost model h100-nvlink)\n"
+    "  --devices cpu:N run on N virtual CPU devices, a thread each (cost model cpu)\n"
+    "  --strategy data|pipeline|tensor|hybrid:dp=A,pp=B|auto   (default auto: the\n"
+    "                  fastest predicted strategy that fits every device)\n"
+    "  --microbatches N    pipeline: microbatches per step (default 2 per stage)\n"
+    "  --pipeline-schedule 1f1b|gpipe   (default 1f1b)\n"
+    "  --bucket-mb X   data: gradient all-reduce buckets of X MiB (default 25)\n"
+    "  --sync-bn       data: batchnorm statistics over the whole batch\n"
+    "  --deterministic data: bitwise the same for every device count dividing the\n"
+    "                  micro-shards (--micro-shards N, default 8)\n"
+    "  --mem-cap SIZE | D=SIZE,...   memory per device (default: the device model's)\n"
+    "  --device-model h100-nvlink|h100-pcie|cpu[,key=value...]   the cost model\n";
+
 static const char usage_dump[] =
     "usage: gnc dump [options] FILE\n"
     "\n"
@@ -76,7 +91,9 @@ static const char usage_compile[] =
     "  --stats         key: value lines for scripts (ops, fused_nodes, kernels, memory.*,\n"
     "                  params.bytes, compile_ms)\n"
     "  --remat         with --train: recompute batchnorm-ReLU results in the backward\n"
-    "                  pass; reports the memory saved and the FLOPs added\n";
+    "                  pass; reports the memory saved and the FLOPs added\n"
+    "  --dump-plan[=FILE.json]   the partition plan: per device its ops, memory,\n"
+    "                  predicted time and communication (JSON into FILE)\n";
 
 static const char usage_run[] =
     "usage: gnc run [options] FILE\n"
@@ -152,6 +169,8 @@ static void print_usage(const char *cmd, FILE *f)
     fputs(u, f);
     if (u == usage_dump || u == usage_compile)
         fputs(usage_train_graph, f);
+    if (u != usage_eval)
+        fputs(usage_partition, f);
     fputs(usage_common, f);
 }
 
