@@ -200,9 +200,12 @@ int64_t mp_peak_live(const ir_graph *g)
     return most;
 }
 
+/* by device, then largest first, then by first use */
 static int by_size_desc(const void *a, const void *b)
 {
     const mp_buffer *x = a, *y = b;
+    if (x->device != y->device)
+        return x->device - y->device;
     if (x->size != y->size)
         return x->size < y->size ? 1 : -1;
     return x->first - y->first;
@@ -314,12 +317,13 @@ mp_plan *mp_plan_graph(const ir_graph *g)
     qsort(p->bufs, (size_t)p->nbufs, sizeof *p->bufs, by_size_desc);
     mp_buffer **live = malloc((size_t)(p->nbufs + 1) * sizeof *live);
     IR_ASSERT(live);
-    for (int i = 0; i < p->nbufs; i++) {
+    for (int i = 0, start = 0; i < p->nbufs; i++) {
         mp_buffer *b = &p->bufs[i];
+        if (i && b->device != p->bufs[i - 1].device)
+            start = i; /* the first buffer of this device */
         int nlive = 0;
-        for (int j = 0; j < i; j++)
-            if (p->bufs[j].first <= b->last && b->first <= p->bufs[j].last &&
-                p->bufs[j].device == b->device)
+        for (int j = start; j < i; j++)
+            if (p->bufs[j].first <= b->last && b->first <= p->bufs[j].last)
                 live[nlive++] = &p->bufs[j];
         qsort(live, (size_t)nlive, sizeof *live, by_offset);
         int64_t at = 0;
@@ -395,30 +399,40 @@ int mp_check(const ir_graph *g, const mp_plan *p, char *err, size_t errlen)
                 goto done;
             }
         }
-    /* every pair live at one time: disjoint bytes, unless the later is computed
-       in place of the earlier by an elementwise kernel that reads it last */
+    /* every pair live at one time on one device: disjoint bytes, unless the
+       later is computed in place of the earlier by an elementwise kernel that
+       reads it last.  Values in the list's order (by first use) per device:
+       the pairs of a value are those after it that start before it ends. */
     const ir_value **vals = malloc((size_t)(count + 1) * sizeof *vals);
-    IR_ASSERT(vals);
-    int k = 0;
+    int64_t *bytes = malloc((size_t)(nv + 1) * sizeof *bytes);
+    IR_ASSERT(vals && bytes);
+    int k = 0, ndev = 1;
     ir_for_each_node(g, n)
-        for (int i = 0; i < n->nout; i++)
-            if (first[n->out[i]->id] >= 0)
-                vals[k++] = n->out[i];
+        ndev = n->device + 1 > ndev ? n->device + 1 : ndev;
+    for (int d = 0; d < ndev; d++)
+        ir_for_each_node(g, n)
+            for (int i = 0; i < n->nout; i++)
+                if (n->device == d && first[n->out[i]->id] >= 0) {
+                    vals[k++] = n->out[i];
+                    bytes[n->out[i]->id] = mp_value_bytes(n->out[i]);
+                }
     for (int i = 0; i < count && !rc; i++)
         for (int j = i + 1; j < count && !rc; j++) {
             const ir_value *a = vals[i], *b = vals[j];
+            if (b->def->device != a->def->device || first[b->id] > last[a->id])
+                break; /* b and every later value start after a ends */
             int64_t ao = p->offset_by_id[a->id], bo = p->offset_by_id[b->id];
-            int time = first[a->id] <= last[b->id] && first[b->id] <= last[a->id] &&
-                       a->def->device == b->def->device;
-            int space = ao < bo + mp_value_bytes(b) && bo < ao + mp_value_bytes(a);
+            int time = first[a->id] <= last[b->id];
+            int space = ao < bo + bytes[b->id] && bo < ao + bytes[a->id];
             if (time && space && !(ao == bo && in_place_pair(a, b, last, first))) {
                 snprintf(err, errlen, "%%%s [%lld, +%lld) and %%%s [%lld, +%lld) overlap while "
-                         "both are live", a->name, (long long)ao, (long long)mp_value_bytes(a),
-                         b->name, (long long)bo, (long long)mp_value_bytes(b));
+                         "both are live", a->name, (long long)ao, (long long)bytes[a->id],
+                         b->name, (long long)bo, (long long)bytes[b->id]);
                 rc = -1;
             }
         }
     free(vals);
+    free(bytes);
 done:
     free(first);
     free(last);
