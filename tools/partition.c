@@ -163,7 +163,8 @@ static int build_once(const options *o, const pt_options *part, long long batch,
         goto fail;
     describe(part, out->strategy, sizeof out->strategy);
     if (part->devices <= 1 && !part->deterministic)
-        snprintf(out->strategy, sizeof out->strategy, "one device");
+        snprintf(out->strategy, sizeof out->strategy,
+                 pt_devices(out->g) > 1 ? "as partitioned in the IR" : "one device");
     out->plan = pt_plan_new(out->g, out->mp, dev, out->strategy);
     int64_t caps[MAX_CAPS + 1] = {0};
     int ndev = out->plan->ndevices < MAX_CAPS ? out->plan->ndevices : MAX_CAPS;

