@@ -234,12 +234,10 @@ static int k_dense_grad(rt_exec *x, const ir_node *n)
     int64_t out = tdy->dims[tdy->rank - 1], rows = NUMEL(n->in[0]) / out;
     if (n->op == IR_OP_DENSE_GRAD_INPUT) { /* dx[rows, in] = dy[rows, out] w[out, in] */
         int64_t in = n->in[1]->type.dims[1];
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)in, (int)out,
-                    1.0f, IN(0), (int)out, IN(1), (int)in, 0.0f, OUT, (int)in);
+        rt_gemm(0, 0, rows, in, out, IN(0), out, IN(1), in, 0.0f, OUT, in);
     } else { /* dw[out, in] = dy^T x */
         int64_t in = n->in[1]->type.dims[n->in[1]->type.rank - 1];
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)rows,
-                    1.0f, IN(0), (int)out, IN(1), (int)in, 0.0f, OUT, (int)in);
+        rt_gemm(1, 0, out, in, rows, IN(0), out, IN(1), in, 0.0f, OUT, in);
     }
     return 0;
 }
@@ -289,6 +287,7 @@ static int conv2d_grad_per_image(rt_exec *x, const ir_node *n, const conv_geom *
 #pragma omp parallel
     {
         float *col = scratch + omp_get_thread_num() * per_thread, *dw = col + kdim * plane;
+        omp_set_num_threads(1); /* OpenBLAS on this thread alone (rt_gemm) */
 #pragma omp for schedule(static)
         for (int64_t b = 0; b < g->n; b++) {
             const float *dyb = dy + b * g->o * plane;
@@ -353,9 +352,8 @@ static int k_conv2d_grad(rt_exec *x, const ir_node *n, char *err, size_t errlen)
                            dy + ((b0 + b) * g.o + gi * og + oc) * plane,
                            (size_t)plane * sizeof *dyg);
             if (gi_input) {
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)kdim, (int)ldc,
-                            (int)og, 1.0f, other + gi * og * kdim, (int)kdim, dyg, (int)ldc,
-                            0.0f, col, (int)ldc);
+                rt_gemm(1, 0, kdim, ldc, og, other + gi * og * kdim, kdim, dyg, ldc, 0.0f, col,
+                        ldc);
                 for (int64_t b = 0; b < nb; b++)
                     col2im(&g, col, ldc, b * plane, out + (b0 + b) * g.c * g.h * g.w, gi * cg,
                            cg);
@@ -363,9 +361,8 @@ static int k_conv2d_grad(rt_exec *x, const ir_node *n, char *err, size_t errlen)
                 for (int64_t b = 0; b < nb; b++)
                     rt_im2col(&g, other + (b0 + b) * g.c * g.h * g.w, gi * cg, cg, col, ldc,
                               b * plane);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)og, (int)kdim,
-                            (int)ldc, 1.0f, dyg, (int)ldc, col, (int)ldc, 1.0f,
-                            out + gi * og * kdim, (int)kdim);
+                rt_gemm(0, 1, og, kdim, ldc, dyg, ldc, col, ldc, 1.0f, out + gi * og * kdim,
+                        kdim);
             }
         }
     }

@@ -47,6 +47,12 @@ int rt_fail(char *err, size_t len, const char *fmt, ...);
 float *rt_scratch(rt_exec *x, size_t nfloats);
 float rt_gelu(float a);
 
+/* c[m, n] = op(a) op(b) + beta c, row-major, op transposing where ta or tb is
+ * set: cblas_sgemm with alpha 1, split into tiles fixed by the shapes alone, so
+ * its bits do not depend on the number of threads (exec.c). */
+void rt_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+             const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+
 /* Strides of t's elements as seen from an output of rank r that t broadcasts
  * to: 0 along the dimensions where t has size 1 or none. */
 void rt_bcast_strides(const ir_type *t, int r, int64_t *st);
