@@ -277,7 +277,7 @@ void rt_im2col(const conv_geom *g, const float *img, int64_t c0, int64_t cg, flo
 
 int rt_conv_per_image(const conv_geom *g)
 {
-    return g->oh * g->ow >= 64 && g->n >= omp_get_max_threads();
+    return g->oh * g->ow >= 64 && g->n >= CONV_PER_IMAGE_MIN;
 }
 
 /* ---------------------------------------------------------------- fused epilogues */

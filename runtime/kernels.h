@@ -74,9 +74,13 @@ void rt_im2col(const conv_geom *g, const float *img, int64_t c0, int64_t cg, flo
                int64_t ldc, int64_t col0);
 
 /* Whether a convolution runs image by image, each thread with its own columns
- * and single-threaded GEMMs (large images: no copies, no synchronization), or
- * chunk by chunk, one multi-threaded GEMM over several images' columns (small
- * images, whose per-image GEMMs would be too small). */
+ * and single-threaded GEMMs (large images, at least CONV_PER_IMAGE_MIN of them:
+ * no copies, no synchronization), or chunk by chunk, one GEMM over several
+ * images' columns split into tiles across the threads (small images, whose
+ * per-image GEMMs would be too small, and batches too small to keep the threads
+ * busy image by image).  The choice depends on the shapes alone: the two paths
+ * round differently, and the result must not depend on the number of threads. */
+#define CONV_PER_IMAGE_MIN 8
 int rt_conv_per_image(const conv_geom *g);
 
 /* Whether pooling windows tile the input: stride equal to the kernel, no
