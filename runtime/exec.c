@@ -722,14 +722,27 @@ static int k_cross_entropy(rt_exec *x, const ir_node *n, char *err, size_t errle
     return 0;
 }
 
+/* Partial sums of a reduction: at most this many, of PAR_MIN / 4 elements or
+ * more, fixed by the length alone (an OpenMP reduction would sum one part per
+ * thread, in whatever order the threads finish). */
+#define REDUCE_PARTS 64
+
 static int k_mse(rt_exec *x, const ir_node *n)
 {
     const float *a = IN(0), *b = IN(1);
     int64_t len = NUMEL(n->in[0]);
-    double s = 0;
-#pragma omp parallel for reduction(+ : s) if (len > PAR_MIN)
-    for (int64_t i = 0; i < len; i++)
-        s += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    int64_t parts = len / (PAR_MIN / 4);
+    parts = parts < 1 ? 1 : parts > REDUCE_PARTS ? REDUCE_PARTS : parts;
+    double part[REDUCE_PARTS], s = 0;
+#pragma omp parallel for if (len > PAR_MIN)
+    for (int64_t p = 0; p < parts; p++) {
+        double t = 0;
+        for (int64_t i = p * len / parts; i < (p + 1) * len / parts; i++)
+            t += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        part[p] = t;
+    }
+    for (int64_t p = 0; p < parts; p++)
+        s += part[p];
     *OUT = (float)(s / (double)len);
     return 0;
 }
