@@ -127,21 +127,24 @@ static int k_binary(rt_exec *x, const ir_node *n)
 
 /* ---------------------------------------------------------------- linear algebra */
 
-/* Tiles of a GEMM's result: at least GEMM_TILE_WORK multiply-adds each, so that
- * OpenBLAS's packing of each tile's operands stays a small part of its work, and
- * at most GEMM_TILES of them. */
+/* Tiles of a GEMM's result: at least GEMM_TILE_WORK multiply-adds each, at
+ * most GEMM_TILES of them, and sides of GEMM_TILE_SIDE or more where the result
+ * allows.  Each tile packs its share of both operands again, which costs about
+ * 1/rows + 1/cols of a float moved per multiply-add: at 256 x 256 a few percent
+ * of the speed of one sgemm over the whole result (64 x 64 cost a fifth). */
 #define GEMM_TILE_WORK ((int64_t)1 << 21)
 #define GEMM_TILES 64
+#define GEMM_TILE_SIDE 256
 
 /* The tile grid of an [m, n] result of depth k, rows in blocks of *bm and columns
- * in blocks of *bn: halves of the longer side while they stay at least 16 rows or
- * 64 columns wide.  It depends on the shapes alone. */
+ * in blocks of *bn: halves of the longer side while they stay GEMM_TILE_SIDE
+ * long.  It depends on the shapes alone. */
 static void gemm_grid(int64_t m, int64_t n, int64_t k, int64_t *bm, int64_t *bn)
 {
     int64_t want = m * n * k / GEMM_TILE_WORK, tm = 1, tn = 1;
     want = want < 1 ? 1 : want > GEMM_TILES ? GEMM_TILES : want;
     while (tm * tn < want) {
-        int split_m = m / tm / 2 >= 16, split_n = n / tn / 2 >= 64;
+        int split_m = m / tm / 2 >= GEMM_TILE_SIDE, split_n = n / tn / 2 >= GEMM_TILE_SIDE;
         if (split_n && (!split_m || n / tn >= m / tm))
             tn *= 2;
         else if (split_m)
