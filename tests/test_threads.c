@@ -499,9 +499,11 @@ static void test_forward(void)
         binary_case(binary[i], F32(8, 64, 130), F32(64, 1));
     }
 
-    /* GEMMs: depths around and past OpenBLAS's blocking of k (its kernels' Q) */
+    /* GEMMs: depths around and past OpenBLAS's blocking of k (its kernels' Q), on
+       one tile of rt_gemm's grid and on several */
     struct { ir_type a, b; } mm[] = {
         {F32(256, 1000), F32(1000, 160)},
+        {F32(1024, 500), F32(500, 1024)},     /* 4 x 4 tiles */
         {F32(4, 96, 500), F32(500, 120)},     /* b broadcast over a's batch */
         {F32(2, 128, 333), F32(2, 333, 150)},
     };
@@ -665,6 +667,7 @@ static void test_training(void)
     }
     struct { ir_type dy; int64_t in; } dg[] = {
         {F32(128, 300), 500}, {F32(2, 250, 130), 700}, {F32(1000, 64), 120},
+        {F32(700, 520), 600},
     };
     for (size_t i = 0; i < sizeof dg / sizeof dg[0]; i++)
         for (int wgt = 0; wgt < 2; wgt++) {
