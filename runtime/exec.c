@@ -127,6 +127,69 @@ static int k_binary(rt_exec *x, const ir_node *n)
 
 /* ---------------------------------------------------------------- linear algebra */
 
+/* Tiles of a GEMM's result: at least GEMM_TILE_WORK multiply-adds each, at
+ * most GEMM_TILES of them, and sides of GEMM_TILE_SIDE or more where the result
+ * allows.  Each tile packs its share of both operands again, which costs about
+ * 1/rows + 1/cols of a float moved per multiply-add: at 256 x 256 a few percent
+ * of the speed of one sgemm over the whole result (64 x 64 cost a fifth). */
+#define GEMM_TILE_WORK ((int64_t)1 << 21)
+#define GEMM_TILES 64
+#define GEMM_TILE_SIDE 256
+
+/* The tile grid of an [m, n] result of depth k, rows in blocks of *bm and columns
+ * in blocks of *bn: halves of the longer side while they stay GEMM_TILE_SIDE
+ * long.  It depends on the shapes alone. */
+static void gemm_grid(int64_t m, int64_t n, int64_t k, int64_t *bm, int64_t *bn)
+{
+    int64_t want = m * n * k / GEMM_TILE_WORK, tm = 1, tn = 1;
+    want = want < 1 ? 1 : want > GEMM_TILES ? GEMM_TILES : want;
+    while (tm * tn < want) {
+        int split_m = m / tm / 2 >= GEMM_TILE_SIDE, split_n = n / tn / 2 >= GEMM_TILE_SIDE;
+        if (split_n && (!split_m || n / tn >= m / tm))
+            tn *= 2;
+        else if (split_m)
+            tm *= 2;
+        else
+            break;
+    }
+    *bm = (m + tm - 1) / tm;
+    *bn = ((n + tn - 1) / tn + 15) / 16 * 16; /* whole 16-float vectors */
+}
+
+/* OpenBLAS, left to itself, splits a large GEMM across as many threads as
+ * OpenMP offers, and its sums then depend on the split (0.3.21): with its AVX2
+ * kernels an element's sum depends on where its thread's block of rows and
+ * columns begins, so nearly every threaded call differs from the one-thread
+ * result; with its AVX-512 kernels the threaded driver halves the last block of
+ * the depth k differently, so every k past 320 differs unless k mod 32 is 0 or
+ * 31.  Here each tile of the grid above is one single-threaded sgemm, on
+ * whichever thread takes it: the same calls, so the same bits, on any number of
+ * threads.  OpenBLAS (the OpenMP build) runs on one thread inside an active
+ * parallel region, and where OpenMP offers one thread: the region below, even a
+ * team of one, offers one to each tile. */
+void rt_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+             const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
+{
+    if (m == 0 || n == 0)
+        return;
+    int64_t bm, bn;
+    gemm_grid(m, n, k, &bm, &bn);
+    int64_t tn = (n + bn - 1) / bn, tiles = (m + bm - 1) / bm * tn;
+#pragma omp parallel if (tiles > 1)
+    {
+        omp_set_num_threads(1); /* this region's threads only */
+#pragma omp for schedule(dynamic)
+        for (int64_t t = 0; t < tiles; t++) {
+            int64_t i0 = t / tn * bm, j0 = t % tn * bn;
+            int64_t mi = m - i0 < bm ? m - i0 : bm, nj = n - j0 < bn ? n - j0 : bn;
+            cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                        tb ? CblasTrans : CblasNoTrans, (int)mi, (int)nj, (int)k, 1.0f,
+                        ta ? a + i0 : a + i0 * lda, (int)lda, tb ? b + j0 * ldb : b + j0,
+                        (int)ldb, beta, c + i0 * ldc + j0, (int)ldc);
+        }
+    }
+}
+
 static int k_matmul(rt_exec *x, const ir_node *n)
 {
     const ir_type *ta = &n->in[0]->type, *tb = &n->in[1]->type, *to = &n->out[0]->type;
@@ -147,9 +210,8 @@ static int k_matmul(rt_exec *x, const ir_node *n)
             oa += idx * sa[d];
             ob += idx * sb[d];
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)nn, (int)k, 1.0f,
-                    a + oa * m * k, (int)k, b + ob * k * nn, (int)nn, 0.0f,
-                    o + bi * m * nn, (int)nn);
+        rt_gemm(0, 0, m, nn, k, a + oa * m * k, k, b + ob * k * nn, nn, 0.0f, o + bi * m * nn,
+                nn);
     }
     return 0;
 }
@@ -166,8 +228,7 @@ static int k_dense(rt_exec *x, const ir_node *n)
             memcpy(o + r * out, bias, (size_t)out * sizeof *o);
         beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)out, (int)in, 1.0f,
-                IN(0), (int)in, IN(1), (int)in, beta, o, (int)out);
+    rt_gemm(0, 1, rows, out, in, IN(0), in, IN(1), in, beta, o, out);
     return 0;
 }
 
@@ -219,7 +280,7 @@ void rt_im2col(const conv_geom *g, const float *img, int64_t c0, int64_t cg, flo
 
 int rt_conv_per_image(const conv_geom *g)
 {
-    return g->oh * g->ow >= 64 && g->n >= omp_get_max_threads();
+    return g->oh * g->ow >= 64 && g->n >= CONV_PER_IMAGE_MIN;
 }
 
 /* ---------------------------------------------------------------- fused epilogues */
@@ -322,29 +383,32 @@ static int k_conv2d(rt_exec *x, const ir_node *n, const epilogue *epi, char *err
         if (!cols)
             return fail(err, errlen, "conv2d: out of memory for %lld column floats",
                         (long long)(nt * kdim * plane));
-#pragma omp parallel for schedule(static)
-        for (int64_t b = 0; b < g.n; b++) {
+#pragma omp parallel
+        {
             float *col = cols + omp_get_thread_num() * kdim * plane;
-            float *o = out + b * g.o * plane;
-            for (int64_t gi = 0; gi < g.groups; gi++) {
-                rt_im2col(&g, in + b * g.c * g.h * g.w, gi * cg, cg, col, plane, 0);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)og, (int)plane,
-                            (int)kdim, 1.0f, w + gi * og * kdim, (int)kdim, col, (int)plane,
-                            0.0f, o + gi * og * plane, (int)plane);
+            omp_set_num_threads(1); /* OpenBLAS on this thread alone (rt_gemm) */
+#pragma omp for schedule(static)
+            for (int64_t b = 0; b < g.n; b++) {
+                float *o = out + b * g.o * plane;
+                for (int64_t gi = 0; gi < g.groups; gi++) {
+                    rt_im2col(&g, in + b * g.c * g.h * g.w, gi * cg, cg, col, plane, 0);
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)og, (int)plane,
+                                (int)kdim, 1.0f, w + gi * og * kdim, (int)kdim, col,
+                                (int)plane, 0.0f, o + gi * og * plane, (int)plane);
+                }
+                for (int64_t oc = 0; bias && oc < g.o; oc++)
+                    for (int64_t i = 0; i < plane; i++)
+                        o[oc * plane + i] += bias[oc];
+                if (epi)
+                    run_epilogue(x, epi, b * g.o * plane, (b + 1) * g.o * plane);
             }
-            for (int64_t oc = 0; bias && oc < g.o; oc++)
-                for (int64_t i = 0; i < plane; i++)
-                    o[oc * plane + i] += bias[oc];
-            if (epi)
-                run_epilogue(x, epi, b * g.o * plane, (b + 1) * g.o * plane);
         }
         return 0;
     }
     if (direct) { /* 1x1, stride 1: the image is its own column matrix */
         for (int64_t b = 0; b < g.n; b++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g.o, (int)plane,
-                        (int)g.c, 1.0f, w, (int)g.c, in + b * g.c * plane, (int)plane, 0.0f,
-                        out + b * g.o * plane, (int)plane);
+            rt_gemm(0, 0, g.o, plane, g.c, w, g.c, in + b * g.c * plane, plane, 0.0f,
+                    out + b * g.o * plane, plane);
     } else {
         int64_t budget = (int64_t)1 << 22; /* floats of columns per chunk: 16 MiB */
         int64_t chunk = budget / (kdim * plane);
@@ -360,9 +424,7 @@ static int k_conv2d(rt_exec *x, const ir_node *n, const epilogue *epi, char *err
                 for (int64_t b = 0; b < nb; b++)
                     rt_im2col(&g, in + (b0 + b) * g.c * g.h * g.w, gi * cg, cg, col, ldc, b * plane);
                 float *dst = nb == 1 ? out + b0 * g.o * plane + gi * og * plane : res;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)og, (int)ldc,
-                            (int)kdim, 1.0f, w + gi * og * kdim, (int)kdim, col, (int)ldc,
-                            0.0f, dst, (int)ldc);
+                rt_gemm(0, 0, og, ldc, kdim, w + gi * og * kdim, kdim, col, ldc, 0.0f, dst, ldc);
                 if (nb == 1)
                     continue;
 #pragma omp parallel for collapse(2) if (og * ldc > PAR_MIN)
@@ -663,14 +725,27 @@ static int k_cross_entropy(rt_exec *x, const ir_node *n, char *err, size_t errle
     return 0;
 }
 
+/* Partial sums of a reduction: at most this many, of PAR_MIN / 4 elements or
+ * more, fixed by the length alone (an OpenMP reduction would sum one part per
+ * thread, in whatever order the threads finish). */
+#define REDUCE_PARTS 64
+
 static int k_mse(rt_exec *x, const ir_node *n)
 {
     const float *a = IN(0), *b = IN(1);
     int64_t len = NUMEL(n->in[0]);
-    double s = 0;
-#pragma omp parallel for reduction(+ : s) if (len > PAR_MIN)
-    for (int64_t i = 0; i < len; i++)
-        s += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    int64_t parts = len / (PAR_MIN / 4);
+    parts = parts < 1 ? 1 : parts > REDUCE_PARTS ? REDUCE_PARTS : parts;
+    double part[REDUCE_PARTS], s = 0;
+#pragma omp parallel for if (len > PAR_MIN)
+    for (int64_t p = 0; p < parts; p++) {
+        double t = 0;
+        for (int64_t i = p * len / parts; i < (p + 1) * len / parts; i++)
+            t += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        part[p] = t;
+    }
+    for (int64_t p = 0; p < parts; p++)
+        s += part[p];
     *OUT = (float)(s / (double)len);
     return 0;
 }

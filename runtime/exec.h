@@ -14,6 +14,13 @@
  * parameters it reads, all run at once on their own threads, talking through
  * shared memory (runtime/comm.c); the inputs are shared.
  *
+ * Results are the same bits on any number of threads, and when the executor runs
+ * inside a parallel region (one executor per thread, as the virtual devices of a
+ * data-parallel program): every kernel splits its sums by the shapes alone,
+ * GEMMs included (tests/test_threads.c).  This holds for one set of OpenBLAS
+ * kernels (OpenBLAS picks them by CPU) in its OpenMP build, which runs a GEMM
+ * on one thread where the executor asks it to.
+ *
  * Errors come back as a return value with a message in err; nothing is printed. */
 #ifndef GNC_EXEC_H
 #define GNC_EXEC_H

@@ -234,12 +234,10 @@ static int k_dense_grad(rt_exec *x, const ir_node *n)
     int64_t out = tdy->dims[tdy->rank - 1], rows = NUMEL(n->in[0]) / out;
     if (n->op == IR_OP_DENSE_GRAD_INPUT) { /* dx[rows, in] = dy[rows, out] w[out, in] */
         int64_t in = n->in[1]->type.dims[1];
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)in, (int)out,
-                    1.0f, IN(0), (int)out, IN(1), (int)in, 0.0f, OUT, (int)in);
+        rt_gemm(0, 0, rows, in, out, IN(0), out, IN(1), in, 0.0f, OUT, in);
     } else { /* dw[out, in] = dy^T x */
         int64_t in = n->in[1]->type.dims[n->in[1]->type.rank - 1];
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)rows,
-                    1.0f, IN(0), (int)out, IN(1), (int)in, 0.0f, OUT, (int)in);
+        rt_gemm(1, 0, out, in, rows, IN(0), out, IN(1), in, 0.0f, OUT, in);
     }
     return 0;
 }
@@ -268,9 +266,18 @@ static void col2im(const conv_geom *g, const float *col, int64_t ldc, int64_t co
     }
 }
 
-/* The gradients image by image (see rt_conv_per_image): the input's, each
- * thread folding its image's columns back; the weight's, each thread summing
- * into its own copy of dw, added up at the end. */
+/* The weight's gradient image by image sums its images in CONV_DW_CHUNKS
+ * chunks at most (fewer where the partial sums would pass CONV_DW_FLOATS), each
+ * on one thread: fixed by the shapes, never by the number of threads. */
+#define CONV_DW_CHUNKS 16
+#define CONV_DW_FLOATS ((int64_t)1 << 23)
+
+/* The gradients image by image (see rt_conv_per_image), each thread with its own
+ * columns and single-threaded GEMMs.  The input's: each image's columns folded
+ * back onto it.  The weight's: each chunk of consecutive images summed into a
+ * partial dw image by image, in order (chunk 0 into out, the others into
+ * scratch), then the chunks added to out in chunk order, element by element:
+ * the same sums in the same order on any number of threads. */
 static int conv2d_grad_per_image(rt_exec *x, const ir_node *n, const conv_geom *g, char *err,
                                  size_t errlen)
 {
@@ -279,45 +286,59 @@ static int conv2d_grad_per_image(rt_exec *x, const ir_node *n, const conv_geom *
     float *out = OUT;
     int64_t cg = g->c / g->groups, og = g->o / g->groups;
     int64_t kdim = cg * g->kh * g->kw, plane = g->oh * g->ow, wsize = g->o * kdim;
+    int64_t chunks = gi_input ? 0 : g->n < CONV_DW_CHUNKS ? g->n : CONV_DW_CHUNKS;
+    if (chunks > 1 + CONV_DW_FLOATS / wsize)
+        chunks = 1 + CONV_DW_FLOATS / wsize;
     int nt = omp_get_max_threads();
-    int64_t per_thread = kdim * plane + (gi_input ? 0 : wsize);
-    float *scratch = rt_scratch(x, (size_t)(nt * per_thread));
+    int64_t ncols = nt * kdim * plane;
+    float *scratch = rt_scratch(x, (size_t)(ncols + (chunks ? chunks - 1 : 0) * wsize));
     if (!scratch)
         return fail(err, errlen, "%s: out of memory", ir_ops[n->op].name);
-    if (!gi_input)
-        memset(scratch, 0, (size_t)(nt * per_thread) * sizeof *scratch);
 #pragma omp parallel
     {
-        float *col = scratch + omp_get_thread_num() * per_thread, *dw = col + kdim * plane;
+        float *col = scratch + omp_get_thread_num() * kdim * plane;
+        omp_set_num_threads(1); /* OpenBLAS on this thread alone (rt_gemm) */
+        if (gi_input) {
 #pragma omp for schedule(static)
-        for (int64_t b = 0; b < g->n; b++) {
-            const float *dyb = dy + b * g->o * plane;
-            const float *img = gi_input ? NULL : other + b * g->c * g->h * g->w;
-            float *dx = gi_input ? out + b * g->c * g->h * g->w : NULL;
-            if (gi_input)
+            for (int64_t b = 0; b < g->n; b++) {
+                const float *dyb = dy + b * g->o * plane;
+                float *dx = out + b * g->c * g->h * g->w;
                 memset(dx, 0, (size_t)(g->c * g->h * g->w) * sizeof *dx);
-            for (int64_t gi = 0; gi < g->groups; gi++) {
-                if (gi_input) {
+                for (int64_t gi = 0; gi < g->groups; gi++) {
                     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)kdim, (int)plane,
                                 (int)og, 1.0f, other + gi * og * kdim, (int)kdim,
                                 dyb + gi * og * plane, (int)plane, 0.0f, col, (int)plane);
                     col2im(g, col, plane, 0, dx, gi * cg, cg);
-                } else {
-                    rt_im2col(g, img, gi * cg, cg, col, plane, 0);
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)og, (int)kdim,
-                                (int)plane, 1.0f, dyb + gi * og * plane, (int)plane, col,
-                                (int)plane, 1.0f, dw + gi * og * kdim, (int)kdim);
                 }
+            }
+        } else {
+#pragma omp for schedule(static)
+            for (int64_t ch = 0; ch < chunks; ch++) {
+                float *dw = ch ? scratch + ncols + (ch - 1) * wsize : out;
+                int64_t b0 = ch * g->n / chunks, b1 = (ch + 1) * g->n / chunks;
+                for (int64_t b = b0; b < b1; b++)
+                    for (int64_t gi = 0; gi < g->groups; gi++) {
+                        const float *img = other + b * g->c * g->h * g->w;
+                        rt_im2col(g, img, gi * cg, cg, col, plane, 0);
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)og,
+                                    (int)kdim, (int)plane, 1.0f,
+                                    dy + (b * g->o + gi * og) * plane, (int)plane, col,
+                                    (int)plane, b == b0 ? 0.0f : 1.0f, dw + gi * og * kdim,
+                                    (int)kdim);
+                    }
             }
         }
     }
-    if (!gi_input)
+    if (chunks > 1) {
+        const float *part = scratch + ncols;
+#pragma omp parallel for if (chunks * wsize > PAR_MIN)
         for (int64_t i = 0; i < wsize; i++) {
-            float s = 0;
-            for (int t = 0; t < nt; t++)
-                s += scratch[t * per_thread + kdim * plane + i];
+            float s = out[i];
+            for (int64_t ch = 1; ch < chunks; ch++)
+                s += part[(ch - 1) * wsize + i];
             out[i] = s;
         }
+    }
     return 0;
 }
 
@@ -353,9 +374,8 @@ static int k_conv2d_grad(rt_exec *x, const ir_node *n, char *err, size_t errlen)
                            dy + ((b0 + b) * g.o + gi * og + oc) * plane,
                            (size_t)plane * sizeof *dyg);
             if (gi_input) {
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)kdim, (int)ldc,
-                            (int)og, 1.0f, other + gi * og * kdim, (int)kdim, dyg, (int)ldc,
-                            0.0f, col, (int)ldc);
+                rt_gemm(1, 0, kdim, ldc, og, other + gi * og * kdim, kdim, dyg, ldc, 0.0f, col,
+                        ldc);
                 for (int64_t b = 0; b < nb; b++)
                     col2im(&g, col, ldc, b * plane, out + (b0 + b) * g.c * g.h * g.w, gi * cg,
                            cg);
@@ -363,9 +383,8 @@ static int k_conv2d_grad(rt_exec *x, const ir_node *n, char *err, size_t errlen)
                 for (int64_t b = 0; b < nb; b++)
                     rt_im2col(&g, other + (b0 + b) * g.c * g.h * g.w, gi * cg, cg, col, ldc,
                               b * plane);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)og, (int)kdim,
-                            (int)ldc, 1.0f, dyg, (int)ldc, col, (int)ldc, 1.0f,
-                            out + gi * og * kdim, (int)kdim);
+                rt_gemm(0, 1, og, kdim, ldc, dyg, ldc, col, ldc, 1.0f, out + gi * og * kdim,
+                        kdim);
             }
         }
     }

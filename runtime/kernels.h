@@ -47,6 +47,12 @@ int rt_fail(char *err, size_t len, const char *fmt, ...);
 float *rt_scratch(rt_exec *x, size_t nfloats);
 float rt_gelu(float a);
 
+/* c[m, n] = op(a) op(b) + beta c, row-major, op transposing where ta or tb is
+ * set: cblas_sgemm with alpha 1, split into tiles fixed by the shapes alone, so
+ * its bits do not depend on the number of threads (exec.c). */
+void rt_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+             const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+
 /* Strides of t's elements as seen from an output of rank r that t broadcasts
  * to: 0 along the dimensions where t has size 1 or none. */
 void rt_bcast_strides(const ir_type *t, int r, int64_t *st);
@@ -68,9 +74,13 @@ void rt_im2col(const conv_geom *g, const float *img, int64_t c0, int64_t cg, flo
                int64_t ldc, int64_t col0);
 
 /* Whether a convolution runs image by image, each thread with its own columns
- * and single-threaded GEMMs (large images: no copies, no synchronization), or
- * chunk by chunk, one multi-threaded GEMM over several images' columns (small
- * images, whose per-image GEMMs would be too small). */
+ * and single-threaded GEMMs (large images, at least CONV_PER_IMAGE_MIN of them:
+ * no copies, no synchronization), or chunk by chunk, one GEMM over several
+ * images' columns split into tiles across the threads (small images, whose
+ * per-image GEMMs would be too small, and batches too small to keep the threads
+ * busy image by image).  The choice depends on the shapes alone: the two paths
+ * round differently, and the result must not depend on the number of threads. */
+#define CONV_PER_IMAGE_MIN 8
 int rt_conv_per_image(const conv_geom *g);
 
 /* Whether pooling windows tile the input: stride equal to the kernel, no

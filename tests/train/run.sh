@@ -3,8 +3,9 @@
 # Uses a small slice of Fashion-MNIST (512 training, 200 test images) cut from
 # DATA_DIR, so every run takes a second or two.  Checks: bitwise-exact resume
 # (at an epoch end and mid-epoch, with momentum, and with dropout and AdamW),
-# a checkpoint killed mid-write, eval, the CSV log, and bad data, checkpoints
-# and flags.  Ends with "N passed, M failed"; fails if any did.
+# the same bits on any number of threads, a checkpoint killed mid-write, eval,
+# the CSV log, and bad data, checkpoints and flags.  Ends with "N passed, M
+# failed"; fails if any did.
 set -u
 gnc=$1 src=$2 work=$3 data=$4
 . "$(cd "$(dirname "$0")/.." && pwd)/lib.sh"
@@ -64,6 +65,17 @@ R=("$gnc" train "$src/models/resnet18.net" --data tiny --batch 4 --steps 2 --mom
 expect 0 "${R[@]}" --checkpoint r1.st
 expect 0 "${R[@]}" --remat --checkpoint r2.st
 same r1.st r2.st "--remat"
+
+# any number of threads computes the same bits: lenet's 11 steps on 1 thread and
+# the rest on 3 against a.st's on all cores; resnet18 (image-by-image
+# convolutions at batch 8) on 1 thread against 3
+expect 0 "${T[@]}" --epochs 2 --steps 11 --threads 1 --checkpoint v.st
+expect 0 "${T[@]}" --epochs 2 --resume v.st --threads 3 --checkpoint v.st
+same a.st v.st "lenet on 1 thread, resumed on 3, and on all cores"
+R8=("$gnc" train "$src/models/resnet18.net" --data tiny --batch 8 --steps 2 --momentum 0.9)
+expect 0 "${R8[@]}" --threads 1 --checkpoint t1.st
+expect 0 "${R8[@]}" --threads 3 --checkpoint t3.st
+same t1.st t3.st "resnet18 on 1 thread and on 3"
 
 # the seed matters
 expect 0 "$gnc" train "$lenet" --data tiny --batch 64 --lr 0.05 --seed 8 --epochs 1 --checkpoint s.st
