@@ -874,7 +874,7 @@ static void place_updates(pt *P, const ir_update *src, int nsrc_updates)
  * runs ahead as far as it can, a node waiting for what it reads (its
  * operands' nodes, every node of a collective whose result it reads, the send
  * of its recv). */
-static void merge(pt *P)
+void pt_merge(pt *P)
 {
     ir_graph *g = P->g;
     int nv = g->nvalues;
@@ -1145,7 +1145,7 @@ int pt_partition(ir_graph *g, const pt_options *o, diag *d)
     gather_outputs(&P);
     place_updates(&P, updates, nupd);
     free(updates);
-    merge(&P);
+    pt_merge(&P);
     rc = g->nnodes;
 done:
     pt_free(&P);
