@@ -1,7 +1,8 @@
 /* Tensor parallelism (passes/tensor.c) against the single-device program.
  *
  *   1. IR text in, IR text out: each tests/tensor/NAME.gir names its device
- *      count ("# DEVICES: N") and holds CHECK lines for the partitioned program.
+ *      count ("# DEVICES: N") and holds CHECK lines for the partitioned program,
+ *      which must also compute the outputs of the text's graph (within 1e-5).
  *   2. For lenet, mlp and resnet18 at batch 8, on 1, 2 and 4 devices (lenet's
  *      first convolution has 6 output channels, which 4 devices do not share:
  *      that count gets its error, checked):
@@ -282,6 +283,40 @@ static void compare(const wholes *a, const wholes *b, double *elem, double *grad
 
 /* ---------------------------------------------------------------- 1. IR text */
 
+/* Partitioned graph g computes the outputs of text's graph, on inputs from a
+ * formula and the parameters of seed 3, within 1e-5. */
+static void same_outputs(const char *what, const char *text, const ir_graph *g)
+{
+    diag d;
+    diag_init(&d);
+    ir_graph *ref = ir_parse(what, text, strlen(text), &d);
+    char err[512];
+    rt_exec *x = rt_exec_new(g, err, sizeof err), *y = ref ? rt_exec_new(ref, err, sizeof err) : NULL;
+    check(x && y, "%s: %s", what, err);
+    for (int i = 0; x && y && i < g->ninputs; i++) {
+        float *a = rt_exec_data(x, g->inputs[i]), *b = rt_exec_data(y, ref->inputs[i]);
+        for (int64_t k = 0, n = ir_type_numel(&g->inputs[i]->type); k < n; k++)
+            a[k] = b[k] = (float)sin(0.3 * (double)k + 0.1);
+    }
+    if (x && y) {
+        rt_exec_init_params(x, 3);
+        rt_exec_init_params(y, 3);
+        int ok = rt_exec_run(x, err, sizeof err) == 0 && rt_exec_run(y, err, sizeof err) == 0;
+        check(ok, "%s runs: %s", what, err);
+        for (int i = 0; ok && i < g->noutputs; i++) {
+            const ir_value *u = g->outputs[i].value, *v = ref->outputs[i].value;
+            double w = ir_type_eq(&u->type, &v->type)
+                           ? worst(rt_exec_data(x, u), rt_exec_data(y, v), ir_type_numel(&v->type))
+                           : INFINITY;
+            check(w <= 1e-5, "%s: output %s off by %.3g", what, g->outputs[i].name, w);
+        }
+    }
+    rt_exec_free(x);
+    rt_exec_free(y);
+    ir_graph_free(ref);
+    diag_free(&d);
+}
+
 static void text_cases(void)
 {
     char dir[4096];
@@ -316,6 +351,7 @@ static void text_cases(void)
             int match = file_check(text, out, msg, sizeof msg);
             check(match, "%s: %s\n%s", path, msg, out);
             free(out);
+            same_outputs(path, text, g);
         }
         ir_graph_free(g);
         diag_free(&d);
