@@ -1139,7 +1139,8 @@ int pt_partition(ir_graph *g, const pt_options *o, diag *d)
         goto done;
     int nupd = g->nupdates;
     ir_update *updates = pt_xcalloc((size_t)nupd, sizeof *updates);
-    memcpy(updates, g->updates, (size_t)nupd * sizeof *updates);
+    if (nupd) /* an inference graph has no update list to copy from */
+        memcpy(updates, g->updates, (size_t)nupd * sizeof *updates);
     run_optimizers(&P);
     gather_loss(&P);
     gather_outputs(&P);

@@ -1071,7 +1071,8 @@ int pt_tensor(ir_graph *g, const pt_options *o, diag *d)
         run_node(&T, T.src[i]);
     int nupd = g->nupdates;
     ir_update *updates = pt_xcalloc((size_t)nupd, sizeof *updates);
-    memcpy(updates, g->updates, (size_t)nupd * sizeof *updates);
+    if (nupd) /* an inference graph has no update list to copy from */
+        memcpy(updates, g->updates, (size_t)nupd * sizeof *updates);
     finish(&T, updates, nupd);
     free(updates);
     pt_merge(&T.P);
