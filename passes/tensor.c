@@ -47,6 +47,16 @@
  * operands.  Ending the pair at layernorm instead would leave the MLP models
  * (dense -> layernorm -> gelu -> dense) without a single pair.
  *
+ * What communicates, per step: in the forward pass one all_reduce per pair
+ * (the row layer's partial sums, of its output's size) and two per split
+ * layernorm ([rows, 1] each); in the backward pass one per column layer whose
+ * input needs a gradient (a partial sum, of the input's size: the gradient of
+ * a replicated value) and one of two [rows, 1] operands per split layernorm.
+ * Nothing else, unless a weight split for one layer is read whole by another
+ * (a tied weight: its output is gathered where it is needed whole).  Every
+ * device sees the whole batch, so batchnorm's statistics are the whole
+ * batch's (sync_bn changes nothing), and holds every weight that is not split.
+ *
  * Steps:
  *   1. The plan: the column and row layers, and the ops between them.
  *   2. Parameter layouts: a column layer's weight and bias split along 0, a
@@ -91,7 +101,10 @@ typedef struct {
 
 static const layout R_ = {LAY_R, 0}, P_ = {LAY_P, 0};
 static layout S_(int axis) { return (layout){LAY_S, (signed char)axis}; }
-static int same(layout a, layout b) { return a.kind == b.kind && (a.kind != LAY_S || a.axis == b.axis); }
+static int same(layout a, layout b)
+{
+    return a.kind == b.kind && (a.kind != LAY_S || a.axis == b.axis);
+}
 static int slot_of(layout l) { return l.kind == LAY_S ? 2 + l.axis : l.kind; }
 
 enum { ROLE_NONE, ROLE_COLUMN, ROLE_ROW, ROLE_BETWEEN };
@@ -392,7 +405,8 @@ static int check_layer(tp *T, const ir_node *n, int64_t c, const char *what)
 static int plan(tp *T, const char *backward)
 {
     const ir_graph *g = T->P.g;
-    int *nuse = pt_xcalloc((size_t)T->nval, sizeof *nuse), *user = pt_xcalloc((size_t)T->nval, sizeof *user);
+    int *nuse = pt_xcalloc((size_t)T->nval, sizeof *nuse);
+    int *user = pt_xcalloc((size_t)T->nval, sizeof *user);
     char *pinned = pt_xcalloc((size_t)T->nval, 1);
     for (int i = 0; i < T->nsrc; i++) {
         if (backward[i])
@@ -649,7 +663,8 @@ static void row_layer(tp *T, const ir_node *s, layout lx)
     const ir_value *y = s->out[0];
     ir_value **x = get(T, s->in[0], lx), **w = get(T, s->in[1], S_(1));
     ir_value **b = s->nin > 2 ? get(T, s->in[2], R_) : NULL;
-    ir_value **part = pt_xcalloc((size_t)T->D, sizeof *part), **sum = pt_xcalloc((size_t)T->D, sizeof *sum);
+    ir_value **part = pt_xcalloc((size_t)T->D, sizeof *part);
+    ir_value **sum = pt_xcalloc((size_t)T->D, sizeof *sum);
     T->P.loc = s->loc;
     for (int d = 0; d < T->D; d++) {
         ir_value *in[2] = {x[d], w[d]};
@@ -741,7 +756,8 @@ static void split_layernorm(tp *T, const ir_node *s)
     int last = wt(T, s->in[0])->rank - 1;
     T->P.loc = s->loc;
     ln_stats(T, s->in[0], ir_attr_float(s, "eps"));
-    ir_value **w = get(T, s->in[1], S_(0)), **b = get(T, s->in[2], S_(0)), **y = at(T, s->out[0], S_(last));
+    ir_value **w = get(T, s->in[1], S_(0)), **b = get(T, s->in[2], S_(0));
+    ir_value **y = at(T, s->out[0], S_(last));
     for (int d = 0; d < T->D; d++) {
         ir_value *xhat = T->ln[2 * (size_t)s->in[0]->id][d];
         char name[512];
@@ -766,7 +782,8 @@ static void split_layernorm_grad(tp *T, const ir_node *s)
     ir_type stat = *tx, vec = local_type(T, wt(T, s->in[2]), S_(0)), scalar = {tx->dtype, 0, {0}};
     stat.dims[last] = 1;
     double F = (double)tx->dims[last];
-    ir_value **t = pt_xcalloc((size_t)(2 * D), sizeof *t), **sum = pt_xcalloc((size_t)(2 * D), sizeof *sum);
+    ir_value **t = pt_xcalloc((size_t)(2 * D), sizeof *t);
+    ir_value **sum = pt_xcalloc((size_t)(2 * D), sizeof *sum);
     ir_value **gw = pt_xcalloc((size_t)D, sizeof *gw);
     const char *name = s->out[0]->name;
     char b1[512], b2[512];

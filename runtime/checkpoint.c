@@ -365,14 +365,16 @@ int rt_checkpoint_load(const ir_graph *g, rt_exec *x, const char *path, rt_ckpt_
             continue;
         const char *name = v->shard.of ? v->shard.of : v->name;
         t = cJSON_GetObjectItemCaseSensitive(root, name);
-        long lo = (long)cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(t, "data_offsets"), 0)->valuedouble;
+        const cJSON *offs = cJSON_GetObjectItemCaseSensitive(t, "data_offsets");
+        long lo = (long)cJSON_GetArrayItem(offs, 0)->valuedouble;
         size_t es_ = elem_size(v->type.dtype);
         slab b = v->shard.of ? slab_of(v) : (slab){1, 1, 1, ir_type_numel(&v->type), 0};
         size_t row = (size_t)(b.size * b.inner) * es_;
         char *dst = rt_exec_data(x, v);
         for (int64_t o = 0; o < b.outer; o++) {
             long at = 8 + (long)hlen + lo + (long)((o * b.full + b.start) * b.inner) * (long)es_;
-            if (!dst || fseek(f, at, SEEK_SET) != 0 || fread(dst + (size_t)o * row, 1, row, f) != row) {
+            if (!dst || fseek(f, at, SEEK_SET) != 0 ||
+                fread(dst + (size_t)o * row, 1, row, f) != row) {
                 fail(err, errlen, "%s: cannot read the data of %s", path, v->name);
                 free(es);
                 goto done;

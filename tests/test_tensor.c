@@ -291,7 +291,8 @@ static void same_outputs(const char *what, const char *text, const ir_graph *g)
     diag_init(&d);
     ir_graph *ref = ir_parse(what, text, strlen(text), &d);
     char err[512];
-    rt_exec *x = rt_exec_new(g, err, sizeof err), *y = ref ? rt_exec_new(ref, err, sizeof err) : NULL;
+    rt_exec *x = rt_exec_new(g, err, sizeof err);
+    rt_exec *y = ref ? rt_exec_new(ref, err, sizeof err) : NULL;
     check(x && y, "%s: %s", what, err);
     for (int i = 0; x && y && i < g->ninputs; i++) {
         float *a = rt_exec_data(x, g->inputs[i]), *b = rt_exec_data(y, ref->inputs[i]);
