@@ -249,6 +249,26 @@ void ir_add_output(ir_graph *g, const char *name, ir_value *v, ir_loc loc)
     g->outputs[g->noutputs++] = (ir_output){ir_strdup(g, name), v, loc};
 }
 
+void ir_set_shard(ir_graph *g, ir_value *v, const char *of, const ir_type *whole, int axis,
+                  int64_t start)
+{
+    v->shard = (ir_shard){ir_strdup(g, of), *whole, axis, start};
+}
+
+int64_t ir_shard_index(const ir_value *v, int64_t i)
+{
+    const ir_shard *s = &v->shard;
+    if (!s->of)
+        return i;
+    /* i = (outer, k, inner) in v's [outer, dims[axis], inner] view */
+    int64_t inner = 1;
+    for (int k = s->axis + 1; k < v->type.rank; k++)
+        inner *= v->type.dims[k];
+    int64_t size = v->type.dims[s->axis], full = s->type.dims[s->axis];
+    int64_t outer = i / (size * inner), k = i / inner % size;
+    return (outer * full + s->start + k) * inner + i % inner;
+}
+
 void ir_add_update_on(ir_graph *g, ir_value *target, ir_value *source, int device)
 {
     g->updates = grow(g, g->updates, &g->cap_updates, g->nupdates + 1, sizeof *g->updates);
@@ -529,7 +549,7 @@ static double unit(uint64_t key, uint64_t i)
 void ir_init_fill(const ir_value *v, uint64_t seed, float *out)
 {
     int64_t n = ir_type_numel(&v->type);
-    uint64_t key = splitmix64(seed) ^ hash_str(v->name);
+    uint64_t key = splitmix64(seed) ^ hash_str(v->shard.of ? v->shard.of : v->name);
     const ir_init *in = &v->init;
     switch (in->kind) {
     case IR_INIT_NONE:
@@ -541,12 +561,15 @@ void ir_init_fill(const ir_value *v, uint64_t seed, float *out)
             out[i] = 1.0f;
         break;
     case IR_INIT_UNIFORM:
-        for (int64_t i = 0; i < n; i++)
-            out[i] = (float)(in->a + (in->b - in->a) * unit(key, (uint64_t)i));
+        for (int64_t i = 0; i < n; i++) {
+            uint64_t j = (uint64_t)ir_shard_index(v, i);
+            out[i] = (float)(in->a + (in->b - in->a) * unit(key, j));
+        }
         break;
     case IR_INIT_NORMAL:
         for (int64_t i = 0; i < n; i++) { /* Box-Muller on a pair of counters */
-            double u1 = 1.0 - unit(key, 2 * (uint64_t)i), u2 = unit(key, 2 * (uint64_t)i + 1);
+            uint64_t j = (uint64_t)ir_shard_index(v, i);
+            double u1 = 1.0 - unit(key, 2 * j), u2 = unit(key, 2 * j + 1);
             double z = sqrt(-2.0 * log(u1)) * cos(2.0 * 3.14159265358979323846 * u2);
             out[i] = (float)(in->a + in->b * z);
         }

@@ -85,6 +85,19 @@ typedef enum {
     IR_VALUE_NODE     /* computed by def */
 } ir_value_kind;
 
+/* A parameter, buffer or state that holds a slice of a larger tensor: a
+ * tensor-parallel program's share of a weight (passes/tensor.c).  The slice is
+ * [start, start + dims[axis]) along axis of the whole tensor, which has its own
+ * name and type but is no value of the graph.  Initializers and checkpoints
+ * treat a shard as that part of the whole, so a partitioned run starts from,
+ * saves and loads the same weights as a single-device one. */
+typedef struct {
+    const char *of;   /* the whole tensor's name; NULL: the value is no shard */
+    ir_type type;     /* the whole tensor's type */
+    int axis;
+    int64_t start;
+} ir_shard;
+
 typedef struct ir_node ir_node;
 typedef struct ir_value ir_value;
 
@@ -94,7 +107,9 @@ struct ir_value {
     ir_type type;
     ir_node *def;     /* IR_VALUE_NODE: the node, and which of its outputs */
     int def_index;
-    ir_init init;     /* IR_VALUE_PARAM, IR_VALUE_BUFFER */
+    ir_init init;     /* IR_VALUE_PARAM, IR_VALUE_BUFFER, IR_VALUE_STATE */
+    ir_shard shard;   /* IR_VALUE_PARAM, IR_VALUE_BUFFER, IR_VALUE_STATE: of NULL, or the
+                         whole tensor it is a slice of */
     ir_loc loc;
     int id;           /* dense index among the graph's values, for side tables */
 };
@@ -165,6 +180,12 @@ ir_value *ir_add_input(ir_graph *g, const char *name, ir_type t, ir_loc loc);
 ir_value *ir_add_param(ir_graph *g, ir_value_kind kind, const char *name, ir_type t,
                        ir_init init, ir_loc loc);
 void ir_add_output(ir_graph *g, const char *name, ir_value *v, ir_loc loc);
+/* Makes parameter v the slice of the whole tensor `of` (type *whole) that starts
+ * at start along axis; v's own type gives the slice's extent there. */
+void ir_set_shard(ir_graph *g, ir_value *v, const char *of, const ir_type *whole, int axis,
+                  int64_t start);
+/* The index in v's whole tensor of v's element i (i itself when v is no shard). */
+int64_t ir_shard_index(const ir_value *v, int64_t i);
 void ir_add_update(ir_graph *g, ir_value *target, ir_value *source);   /* on device 0 */
 void ir_add_update_on(ir_graph *g, ir_value *target, ir_value *source, int device);
 
@@ -239,7 +260,8 @@ char *ir_type_str(const ir_type *t, char *buf, size_t len);
 /* ---- initializers ---- */
 /* Fills out (numel floats) with v's initializer drawn for seed.  Values depend
  * only on (seed, v->name, index): reordering or adding parameters never changes
- * another parameter's values. */
+ * another parameter's values.  A shard gets exactly its slice of the values its
+ * whole tensor would get: (seed, whole name, index in the whole). */
 void ir_init_fill(const ir_value *v, uint64_t seed, float *out);
 
 /* ---- text form (docs/ir.md) ---- */

@@ -519,6 +519,42 @@ static int parse_init(parser *P, ir_init *in)
            expect(P, ')', "expected ')' after the initializer's arguments");
 }
 
+/* An optional "shard(NAME: TYPE, axis = A, start = S)" after a parameter's
+ * initializer; *of stays NULL without one. */
+static int parse_shard(parser *P, ir_shard *sh)
+{
+    skip_space(P);
+    if (!(P->end - P->p > 5 && strncmp(P->p, "shard", 5) == 0 && !is_ident_char(P->p[5])))
+        return 1;
+    P->p += 5;
+    if (!expect(P, '(', "expected '(' after 'shard'") ||
+        !name(P, "expected the name of the whole tensor after 'shard('"))
+        return 0;
+    sh->of = ir_strdup(P->g, P->buf);
+    static const char *const keys[2] = {"axis", "start"};
+    int64_t v[2];
+    if (!expect(P, ':', "expected ':' and the whole tensor's type after its name") ||
+        !parse_type(P, &sh->type))
+        return 0;
+    for (int k = 0; k < 2; k++) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "expected ', %s = ' in the shard", keys[k]);
+        skip_space(P);
+        const char *at = P->p;
+        if (!accept(P, ',') || !word(P) || strcmp(P->buf, keys[k]) != 0 || !accept(P, '='))
+            return error_at(P, at, "%s", msg);
+        skip_space(P);
+        at = P->p;
+        if (!parse_int(P, &v[k], k ? "expected the shard's start" : "expected the shard's axis"))
+            return 0;
+        if (v[k] < 0 || (k == 0 && v[k] >= IR_MAX_RANK))
+            return error_at(P, at, "shard %s %lld is out of range", keys[k], (long long)v[k]);
+    }
+    sh->axis = (int)v[0];
+    sh->start = v[1];
+    return expect(P, ')', "expected ')' after the shard");
+}
+
 /* A name read on a line that then failed still names a value, so that its uses
  * below do not each report it undefined (the graph is thrown away anyway). */
 static void placeholder(parser *P, const char *name)
@@ -542,22 +578,23 @@ static int declare(parser *P, const char **name, ir_type *t)
     return expect(P, ':', "expected ':' after the value name") && parse_type(P, t);
 }
 
-/* input %x: TYPE @LOC  |  param %w: TYPE = INIT @LOC  |  buffer ... */
+/* input %x: TYPE @LOC  |  param %w: TYPE = INIT [shard(...)] @LOC  |  buffer ... */
 static void parse_value_stmt(parser *P, ir_value_kind kind)
 {
     const char *name;
     ir_type t;
     ir_init in = {IR_INIT_NONE, 0, 0};
+    ir_shard sh = {0};
     ir_loc loc;
     int ok = declare(P, &name, &t);
     if (ok && kind != IR_VALUE_INPUT)
         ok = expect(P, '=', "expected '=' and an initializer after the type") &&
-             parse_init(P, &in);
+             parse_init(P, &in) && parse_shard(P, &sh);
     if (ok && parse_loc(P, &loc)) {
         if (kind == IR_VALUE_INPUT)
             ir_add_input(P->g, name, t, loc);
         else
-            ir_add_param(P->g, kind, name, t, in, loc);
+            ir_add_param(P->g, kind, name, t, in, loc)->shard = sh;
     } else if (name) {
         placeholder(P, name);
     }

@@ -158,6 +158,18 @@ static void put_init(FILE *f, ir_init in)
     fputc(')', f);
 }
 
+/* " shard(NAME: TYPE, axis = A, start = S)" for a slice of a whole tensor */
+static void put_shard(FILE *f, const ir_shard *s)
+{
+    if (!s->of)
+        return;
+    fputs(" shard(", f);
+    put_name(f, s->of);
+    fputs(": ", f);
+    put_type(f, &s->type);
+    fprintf(f, ", axis = %d, start = %lld)", s->axis, (long long)s->start);
+}
+
 static void put_attr(FILE *f, const ir_attr *a)
 {
     put_name(f, a->key);
@@ -230,6 +242,7 @@ void ir_print(const ir_graph *g, FILE *f)
         put_type(f, &v->type);
         fputs(" = ", f);
         put_init(f, v->init);
+        put_shard(f, &v->shard);
         put_loc(f, v->loc);
         fputc('\n', f);
     }

@@ -284,6 +284,63 @@ static void check_inputs(verifier *V)
     }
 }
 
+/* A shard's slice fits its whole tensor: same dtype and rank, the same
+ * dimensions but along its axis, where [start, start + dims[axis]) lies inside
+ * the whole's. */
+static void check_shard(verifier *V, const char *who, const ir_value *v)
+{
+    const ir_shard *s = &v->shard;
+    char tb[256], tb2[256], nb[100];
+    if (!*s->of) {
+        report(V, v->loc, "%s is a shard of a tensor without a name", who);
+        return;
+    }
+    if (!check_type(V, v->loc, who, &s->type))
+        return;
+    int fits = s->type.dtype == v->type.dtype && s->type.rank == v->type.rank && s->axis >= 0 &&
+               s->axis < v->type.rank && s->start >= 0 &&
+               s->start <= s->type.dims[s->axis] - v->type.dims[s->axis];
+    for (int k = 0; fits && k < v->type.rank; k++)
+        fits = k == s->axis || s->type.dims[k] == v->type.dims[k];
+    if (!fits)
+        report(V, v->loc, "%s: %s is no slice of %s: %s at %lld along axis %d", who,
+               type_str(tb, sizeof tb, &v->type), ir_name_str(nb, sizeof nb, s->of),
+               type_str(tb2, sizeof tb2, &s->type), (long long)s->start, s->axis);
+}
+
+/* The shards of one whole tensor agree on its type and their axis, and no
+ * parameter is named as a whole tensor is: a checkpoint holds the whole under
+ * that name. */
+static void check_wholes(verifier *V)
+{
+    const ir_graph *g = V->g;
+    map whole = {.by_name = 1}; /* whole name -> 1 + index of its first shard */
+    char vb[112], vb2[112], nb[100];
+    for (int i = 0; i < g->nparams; i++) {
+        const ir_value *v = g->params[i];
+        if (!v || !v->shard.of || !*v->shard.of)
+            continue;
+        int k = map_get(&whole, v->shard.of);
+        if (!k) {
+            map_put(&whole, v->shard.of, i + 1);
+            continue;
+        }
+        const ir_value *u = g->params[k - 1];
+        if (!ir_type_eq(&u->shard.type, &v->shard.type) || u->shard.axis != v->shard.axis)
+            report(V, v->loc, "shards %s and %s of %s disagree on its type or their axis",
+                   value_str(vb, sizeof vb, u), value_str(vb2, sizeof vb2, v),
+                   ir_name_str(nb, sizeof nb, v->shard.of));
+    }
+    for (int i = 0; i < g->nparams; i++) {
+        const ir_value *v = g->params[i];
+        int k = v && v->name ? map_get(&whole, v->name) : 0;
+        if (k)
+            report(V, v->loc, "%s has the name of the whole tensor that %s is a shard of",
+                   value_str(vb, sizeof vb, v), value_str(vb2, sizeof vb2, g->params[k - 1]));
+    }
+    map_free(&whole);
+}
+
 static void check_params(verifier *V)
 {
     const ir_graph *g = V->g;
@@ -331,7 +388,10 @@ static void check_params(verifier *V)
             report(V, v->loc, "%s must have a floating-point type, got %s", who,
                    type_str(tb, sizeof tb, &v->type));
         map_put(&V->state, v, sound ? DEFINED : BAD_TYPE);
+        if (sound && v->shard.of)
+            check_shard(V, who, v);
     }
+    check_wholes(V);
 }
 
 static void check_node(verifier *V, const ir_node *n, int index)

@@ -887,7 +887,7 @@ static void place_updates(pt *P, const ir_update *src, int nsrc_updates)
  * runs ahead as far as it can, a node waiting for what it reads (its
  * operands' nodes, every node of a collective whose result it reads, the send
  * of its recv). */
-static void merge(pt *P)
+void pt_merge(pt *P)
 {
     ir_graph *g = P->g;
     int nv = g->nvalues;
@@ -1162,13 +1162,14 @@ int pt_partition(ir_graph *g, const pt_options *o, diag *d)
         goto done;
     int nupd = g->nupdates;
     ir_update *updates = pt_xcalloc((size_t)nupd, sizeof *updates);
-    memcpy(updates, g->updates, (size_t)nupd * sizeof *updates);
+    if (nupd) /* an inference graph has no update list to copy from */
+        memcpy(updates, g->updates, (size_t)nupd * sizeof *updates);
     run_optimizers(&P);
     gather_loss(&P);
     gather_outputs(&P);
     place_updates(&P, updates, nupd);
     free(updates);
-    merge(&P);
+    pt_merge(&P);
     rc = g->nnodes;
 done:
     pt_free(&P);

@@ -74,6 +74,11 @@ ir_value *pt_const(pt *P, int dev, double v, const ir_type *t, const char *name)
 ir_value *pt_reshape(pt *P, int dev, ir_value *a, const ir_type *t, const char *name);
 ir_value *pt_sum_to(pt *P, int dev, ir_value *a, const ir_type *t, const char *name);
 
+/* Merges the devices' sequences (P->seq) into g's node list, each node after
+ * what it reads: its operands, every node of a collective it reads, the send of
+ * its recv.  Needs g, seq, ndev and next_id (every collective id is below it). */
+void pt_merge(pt *P);
+
 /* Pipelines (pipeline.c): each source node's stage, and each stage's schedule
  * of tasks.  Returns 0, or -1 after reporting why (more stages than layers). */
 int pt_pipeline_stages(pt *P);

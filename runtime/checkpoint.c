@@ -56,47 +56,138 @@ static int write_all(int fd, const void *buf, size_t n)
     return 0;
 }
 
-int rt_checkpoint_save(const ir_graph *g, rt_exec *x, const char *path,
-                       const rt_ckpt_meta *meta, char *err, size_t errlen)
+/* One tensor of a checkpoint: a param, buffer or state value of the graph, or
+ * the whole tensor of a graph's shards (a tensor-parallel program), saved under
+ * the whole's name so that the file is the single-device program's. */
+typedef struct {
+    const char *name;
+    ir_type type;
+    const ir_value *v;          /* the value, or the whole's first shard */
+} entry;
+
+/* The tensors of g's checkpoint, in the order of g->params (a whole at its
+ * first shard).  Returns NULL when memory runs out. */
+static entry *entries_of(const ir_graph *g, int *n)
 {
-    cJSON *root = cJSON_CreateObject(), *md = cJSON_CreateObject();
-    if (!root || !md)
-        return fail(err, errlen, "%s: out of memory", path);
-    cJSON_AddItemToObject(root, "__metadata__", md);
-    for (int i = 0; meta && i < meta->n; i++)
-        cJSON_AddStringToObject(md, meta->keys[i], meta->values[i]);
-    size_t offset = 0;
+    entry *e = malloc((size_t)(g->nparams ? g->nparams : 1) * sizeof *e);
+    *n = 0;
+    if (!e)
+        return NULL;
     for (int i = 0; i < g->nparams; i++) {
         const ir_value *v = g->params[i];
         if (!saved(v))
             continue;
-        size_t bytes = (size_t)ir_type_numel(&v->type) * elem_size(v->type.dtype);
+        int seen = 0;
+        for (int j = 0; v->shard.of && j < *n && !seen; j++)
+            seen = e[j].v->shard.of && strcmp(e[j].name, v->shard.of) == 0;
+        if (!seen)
+            e[(*n)++] = v->shard.of ? (entry){v->shard.of, v->shard.type, v}
+                                    : (entry){v->name, v->type, v};
+    }
+    return e;
+}
+
+/* Shard s as [outer, size, inner] inside its whole's [outer, full, inner]. */
+typedef struct {
+    int64_t outer, size, full, inner, start;
+} slab;
+
+static slab slab_of(const ir_value *s)
+{
+    slab b = {1, s->type.dims[s->shard.axis], s->shard.type.dims[s->shard.axis], 1,
+              s->shard.start};
+    for (int k = 0; k < s->type.rank; k++)
+        if (k < s->shard.axis)
+            b.outer *= s->type.dims[k];
+        else if (k > s->shard.axis)
+            b.inner *= s->type.dims[k];
+    return b;
+}
+
+/* The whole tensor of entry e (a shard's) assembled from every shard of it in
+ * g, into out.  Fails when the shards leave a part of it uncovered or a shard
+ * has no data (no device holds it). */
+static int assemble(const ir_graph *g, rt_exec *x, const entry *e, char *out, char *err,
+                    size_t errlen)
+{
+    size_t es = elem_size(e->type.dtype);
+    int64_t full = e->type.dims[e->v->shard.axis], covered = 0;
+    char *seen = calloc((size_t)full, 1);
+    if (!seen)
+        return fail(err, errlen, "out of memory");
+    for (int i = 0; i < g->nparams; i++) {
+        const ir_value *s = g->params[i];
+        if (!saved(s) || !s->shard.of || strcmp(s->shard.of, e->name) != 0)
+            continue;
+        const char *src = rt_exec_data(x, s);
+        if (!src) {
+            free(seen);
+            return fail(err, errlen, "no device holds %s, a shard of %s", s->name, e->name);
+        }
+        slab b = slab_of(s);
+        size_t row = (size_t)(b.size * b.inner) * es;
+        for (int64_t o = 0; o < b.outer; o++)
+            memcpy(out + (size_t)((o * b.full + b.start) * b.inner) * es, src + (size_t)o * row,
+                   row);
+        for (int64_t k = b.start; k < b.start + b.size; k++)
+            covered += !seen[k], seen[k] = 1;
+    }
+    free(seen);
+    if (covered != full)
+        return fail(err, errlen, "cannot save %s: its shards hold %lld of its %lld slices along "
+                    "axis %d", e->name, (long long)covered, (long long)full, e->v->shard.axis);
+    return 0;
+}
+
+int rt_checkpoint_save(const ir_graph *g, rt_exec *x, const char *path,
+                       const rt_ckpt_meta *meta, char *err, size_t errlen)
+{
+    int n;
+    entry *es = entries_of(g, &n);
+    cJSON *root = cJSON_CreateObject(), *md = cJSON_CreateObject();
+    if (!es || !root || !md) {
+        free(es);
+        cJSON_Delete(root);
+        cJSON_Delete(md);
+        return fail(err, errlen, "%s: out of memory", path);
+    }
+    cJSON_AddItemToObject(root, "__metadata__", md);
+    for (int i = 0; meta && i < meta->n; i++)
+        cJSON_AddStringToObject(md, meta->keys[i], meta->values[i]);
+    size_t offset = 0, largest = 0;
+    for (int i = 0; i < n; i++) {
+        const ir_type *ty = &es[i].type;
+        size_t bytes = (size_t)ir_type_numel(ty) * elem_size(ty->dtype);
+        if (es[i].v->shard.of && bytes > largest)
+            largest = bytes;
         cJSON *t = cJSON_CreateObject(), *shape = cJSON_CreateArray(), *offs = cJSON_CreateArray();
-        cJSON_AddStringToObject(t, "dtype", st_dtype(v->type.dtype));
-        for (int k = 0; k < v->type.rank; k++)
-            cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)v->type.dims[k]));
+        cJSON_AddStringToObject(t, "dtype", st_dtype(ty->dtype));
+        for (int k = 0; k < ty->rank; k++)
+            cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)ty->dims[k]));
         cJSON_AddItemToObject(t, "shape", shape);
         cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)offset));
         cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(offset + bytes)));
         cJSON_AddItemToObject(t, "data_offsets", offs);
-        cJSON_AddItemToObject(root, v->name, t);
+        cJSON_AddItemToObject(root, es[i].name, t);
         offset += bytes;
     }
     char *json = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
-    if (!json)
-        return fail(err, errlen, "%s: out of memory", path);
-    size_t hlen = strlen(json), padded = (hlen + 7) & ~(size_t)7;
-
+    char *whole = largest ? malloc(largest) : NULL;
     size_t tlen = strlen(path) + 16;
     char *tmp = malloc(tlen);
-    if (!tmp) {
-        free(json);
-        return fail(err, errlen, "%s: out of memory", path);
+    int rc = -1, fd = -1;
+    if (!json || !tmp || (largest && !whole)) {
+        fail(err, errlen, "%s: out of memory", path);
+        goto done;
     }
+    size_t hlen = strlen(json), padded = (hlen + 7) & ~(size_t)7;
     snprintf(tmp, tlen, "%s.tmp", path); /* one name: a killed run leaves at most this */
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int rc = -1;
+    /* the wholes first: a shard that cannot be saved leaves no file behind */
+    for (int i = 0; i < n; i++)
+        if (es[i].v->shard.of && assemble(g, x, &es[i], whole, err, errlen) != 0)
+            goto done;
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) {
         fail(err, errlen, "%s: cannot write: %s", path, strerror(errno));
         goto done;
@@ -106,11 +197,12 @@ int rt_checkpoint_save(const ir_graph *g, rt_exec *x, const char *path,
         len8[i] = (unsigned char)((uint64_t)padded >> (8 * i));
     int bad = write_all(fd, len8, 8) || write_all(fd, json, hlen) ||
               write_all(fd, "        ", padded - hlen);
-    for (int i = 0; !bad && i < g->nparams; i++) {
-        const ir_value *v = g->params[i];
-        if (saved(v))
-            bad = write_all(fd, rt_exec_data(x, v),
-                            (size_t)ir_type_numel(&v->type) * elem_size(v->type.dtype));
+    for (int i = 0; !bad && i < n; i++) {
+        size_t bytes = (size_t)ir_type_numel(&es[i].type) * elem_size(es[i].type.dtype);
+        if (es[i].v->shard.of)
+            bad = assemble(g, x, &es[i], whole, err, errlen) != 0 || write_all(fd, whole, bytes);
+        else
+            bad = write_all(fd, rt_exec_data(x, es[i].v), bytes);
     }
     bad = bad || fsync(fd) != 0;
     bad = (close(fd) != 0) || bad;
@@ -132,6 +224,8 @@ int rt_checkpoint_save(const ir_graph *g, rt_exec *x, const char *path,
 done:
     free(tmp);
     free(json);
+    free(whole);
+    free(es);
     return rc;
 }
 
@@ -209,6 +303,12 @@ int rt_checkpoint_load(const ir_graph *g, rt_exec *x, const char *path, rt_ckpt_
     uint64_t data_size = (uint64_t)fsize - 8 - hlen;
 
     /* Compare the file's tensors with the graph's, collecting every difference. */
+    int n;
+    entry *es = entries_of(g, &n);
+    if (!es) {
+        fail(err, errlen, "%s: out of memory", path);
+        goto done;
+    }
     snprintf(err, errlen, "%s does not match the model:", path);
     int ndiff = 0, training = 0;
     for (int i = 0; i < g->nparams; i++)
@@ -217,58 +317,71 @@ int rt_checkpoint_load(const ir_graph *g, rt_exec *x, const char *path, rt_ckpt_
     cJSON_ArrayForEach(t, root) {
         if (strcmp(t->string, "__metadata__") == 0)
             continue;
-        const ir_value *v = ir_find_value(g, t->string);
+        int i = 0;
+        while (i < n && strcmp(es[i].name, t->string) != 0)
+            i++;
         /* an inference graph takes the weights of a training checkpoint and
            leaves its optimizer state */
-        if ((!v || !saved(v)) && training)
+        if (i == n && training)
             add_line(err, errlen, &ndiff, "  %s: in the checkpoint, not in the model", t->string);
     }
-    for (int i = 0; i < g->nparams; i++) {
-        const ir_value *v = g->params[i];
-        if (!saved(v))
-            continue;
-        t = cJSON_GetObjectItemCaseSensitive(root, v->name);
+    for (int i = 0; i < n; i++) {
+        const char *name = es[i].name;
+        const ir_type *ty = &es[i].type;
+        t = cJSON_GetObjectItemCaseSensitive(root, name);
         char a[128], b[128];
-        ir_type ft = {v->type.dtype, 0, {0}};
+        ir_type ft = {ty->dtype, 0, {0}};
         if (!t) {
-            add_line(err, errlen, &ndiff, "  %s: in the model, not in the checkpoint", v->name);
+            add_line(err, errlen, &ndiff, "  %s: in the model, not in the checkpoint", name);
             continue;
         }
         const cJSON *dt = cJSON_GetObjectItemCaseSensitive(t, "dtype");
         const cJSON *offs = cJSON_GetObjectItemCaseSensitive(t, "data_offsets");
         if (!cJSON_IsObject(t) || !cJSON_IsString(dt) || !shape_of(t, &ft) ||
             !cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2) {
-            add_line(err, errlen, &ndiff, "  %s: malformed entry", v->name);
+            add_line(err, errlen, &ndiff, "  %s: malformed entry", name);
             continue;
         }
-        if (strcmp(dt->valuestring, st_dtype(v->type.dtype)) != 0 || !ir_type_eq(&ft, &v->type)) {
-            add_line(err, errlen, &ndiff, "  %s: %s %s in the checkpoint, %s in the model", v->name,
-                     dt->valuestring, ir_type_str(&ft, a, sizeof a), ir_type_str(&v->type, b, sizeof b));
+        if (strcmp(dt->valuestring, st_dtype(ty->dtype)) != 0 || !ir_type_eq(&ft, ty)) {
+            add_line(err, errlen, &ndiff, "  %s: %s %s in the checkpoint, %s in the model", name,
+                     dt->valuestring, ir_type_str(&ft, a, sizeof a), ir_type_str(ty, b, sizeof b));
             continue;
         }
         double lo = cJSON_GetArrayItem(offs, 0)->valuedouble, hi = cJSON_GetArrayItem(offs, 1)->valuedouble;
-        double bytes = (double)ir_type_numel(&v->type) * (double)elem_size(v->type.dtype);
+        double bytes = (double)ir_type_numel(ty) * (double)elem_size(ty->dtype);
         if (!(lo >= 0 && hi <= (double)data_size && hi - lo == bytes))
             add_line(err, errlen, &ndiff, "  %s: data offsets [%.0f, %.0f) do not fit the file",
-                     v->name, lo, hi);
+                     name, lo, hi);
     }
-    if (ndiff)
+    if (ndiff) {
+        free(es);
         goto done;
+    }
 
-    /* Everything fits: read the data. */
+    /* Everything fits: read the data, each shard its slice of its whole. */
     for (int i = 0; i < g->nparams; i++) {
         const ir_value *v = g->params[i];
         if (!saved(v))
             continue;
-        t = cJSON_GetObjectItemCaseSensitive(root, v->name);
-        long lo = (long)cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(t, "data_offsets"), 0)->valuedouble;
-        size_t bytes = (size_t)ir_type_numel(&v->type) * elem_size(v->type.dtype);
-        if (fseek(f, 8 + (long)hlen + lo, SEEK_SET) != 0 ||
-            fread(rt_exec_data(x, v), 1, bytes, f) != bytes) {
-            fail(err, errlen, "%s: cannot read the data of %s", path, v->name);
-            goto done;
+        const char *name = v->shard.of ? v->shard.of : v->name;
+        t = cJSON_GetObjectItemCaseSensitive(root, name);
+        const cJSON *offs = cJSON_GetObjectItemCaseSensitive(t, "data_offsets");
+        long lo = (long)cJSON_GetArrayItem(offs, 0)->valuedouble;
+        size_t es_ = elem_size(v->type.dtype);
+        slab b = v->shard.of ? slab_of(v) : (slab){1, 1, 1, ir_type_numel(&v->type), 0};
+        size_t row = (size_t)(b.size * b.inner) * es_;
+        char *dst = rt_exec_data(x, v);
+        for (int64_t o = 0; o < b.outer; o++) {
+            long at = 8 + (long)hlen + lo + (long)((o * b.full + b.start) * b.inner) * (long)es_;
+            if (!dst || fseek(f, at, SEEK_SET) != 0 ||
+                fread(dst + (size_t)o * row, 1, row, f) != row) {
+                fail(err, errlen, "%s: cannot read the data of %s", path, v->name);
+                free(es);
+                goto done;
+            }
         }
     }
+    free(es);
     rt_exec_weights_changed(x);
     if (meta) {
         memset(meta, 0, sizeof *meta);

@@ -5,7 +5,10 @@
  *
  * A gnc checkpoint holds every parameter, buffer and optimizer state tensor of a
  * graph under its IR name, and string metadata (step, epoch, seed, the model's
- * hash, ...) in "__metadata__".  Writes are atomic: a temporary file is written,
+ * hash, ...) in "__metadata__".  A tensor-parallel program's shards of a weight
+ * (ir_shard) are saved as the whole tensor under its name, assembled from the
+ * shards, and loaded by splitting it into them: its checkpoints are those of the
+ * single-device program, and either program loads the other's.  Writes are atomic: a temporary file is written,
  * flushed to disk and renamed over the old one, so a crash mid-write leaves the
  * previous checkpoint intact.  Reads check every size and offset; a file that
  * does not match the graph is refused with the list of differences. */

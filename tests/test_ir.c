@@ -564,6 +564,26 @@ static const bad_case bad_cases[] = {
     BAD(H "  input %z: [2]\n}\n", "t.gir:3:13: error: expected a type such as f32[2, 3]"),
     BAD(H "  input %z: f32(2)\n}\n", "t.gir:3:16: error: expected '[' after the dtype"),
     BAD(H "  [[[[[[[[[[[[\n}\n", "t.gir:3:3: error: expected a statement, found '['"),
+    BAD(H "  param %w: f32[2] = zeros shard w: f32[4], axis = 0, start = 2)\n}\n",
+        "t.gir:3:34: error: expected '(' after 'shard'"),
+    BAD(H "  param %w: f32[2] = zeros shard(: f32[4], axis = 0, start = 2)\n}\n",
+        "t.gir:3:34: error: expected the name of the whole tensor after 'shard('"),
+    BAD(H "  param %w: f32[2] = zeros shard(v f32[4], axis = 0, start = 2)\n}\n",
+        "t.gir:3:36: error: expected ':' and the whole tensor's type after its name"),
+    BAD(H "  param %w: f32[2] = zeros shard(v: f32[4], start = 2, axis = 0)\n}\n",
+        "t.gir:3:43: error: expected ', axis = ' in the shard"),
+    BAD(H "  param %w: f32[2] = zeros shard(v: f32[4], axis = 0)\n}\n",
+        "t.gir:3:53: error: expected ', start = ' in the shard"),
+    BAD(H "  param %w: f32[2] = zeros shard(v: f32[4], axis = 8, start = 2)\n}\n",
+        "t.gir:3:52: error: shard axis 8 is out of range"),
+    BAD(H "  param %w: f32[2] = zeros shard(v: f32[4], axis = 0, start = -2)\n}\n",
+        "t.gir:3:63: error: shard start -2 is out of range"),
+    BAD(H "  param %w: f32[2] = zeros shard(v: f32[4], axis = 0, start = 2.0)\n}\n",
+        "t.gir:3:63: error: expected the shard's start"),
+    BAD(H "  param %w: f32[2] = zeros shard(v: f32[4], axis = 0, start = 2\n}\n",
+        "t.gir:3:64: error: expected ')' after the shard"),
+    BAD(H "  input %w: f32[2] shard(v: f32[4], axis = 0, start = 2)\n}\n",
+        "t.gir:3:20: error: unexpected 'shard' at end of line"),
 };
 
 static void test_bad_texts(void)
@@ -863,6 +883,113 @@ static void test_verify_text(void)
     }
 }
 
+/* ---- shards: slices of a whole tensor (tensor-parallel programs) ---- */
+
+#define SHARDS \
+    "# gnc IR\ngraph tp {\n" \
+    "  input %x: f32[2, 4]\n" \
+    "  param %w.shard0: f32[3, 4] = uniform(-0.5, 0.5) shard(w: f32[6, 4], axis = 0, start = 0) " \
+    "@m.net:2:3\n" \
+    "  param %w.shard1: f32[3, 4] = uniform(-0.5, 0.5) shard(w: f32[6, 4], axis = 0, start = 3)\n" \
+    "  state %\"v m\": f32[6, 2] = normal(0.0, 2.0) shard(\"v\\tw\": f32[6, 4], axis = 1, " \
+    "start = 2)\n" \
+    "  %y: f32[2, 3] = dense(%x, %w.shard0)\n" \
+    "  %z: f32[2, 3] = dense(%x, %w.shard1) on 1\n" \
+    "}\n"
+
+/* The text form of shards round-trips and verifies; broken slices get the
+ * verifier's message; a shard's initial values are its slice of the whole's. */
+static void test_shards(void)
+{
+    diag d;
+    diag_init(&d);
+    char buf[512];
+    ir_graph *g = parse_text(SHARDS, strlen(SHARDS), &d);
+    CHECK(g, "the shard sample does not parse: %s", first_diag(&d, buf, sizeof buf));
+    if (!g) {
+        diag_free(&d);
+        return;
+    }
+    CHECK(ir_verify(g, &d) == 0, "the shard sample does not verify: %s",
+          first_diag(&d, buf, sizeof buf));
+    check_canonical("the shard sample", SHARDS, strlen(SHARDS));
+    ir_value *w1 = ir_find_value(g, "w.shard1"), *m = ir_find_value(g, "v m");
+    CHECK(w1 && w1->shard.of && strcmp(w1->shard.of, "w") == 0 && w1->shard.axis == 0 &&
+          w1->shard.start == 3 && ir_type_eq(&w1->shard.type, &(ir_type){IR_F32, 2, {6, 4}}),
+          "a shard did not come back");
+    CHECK(m && m->kind == IR_VALUE_STATE && m->shard.of && strcmp(m->shard.of, "v\tw") == 0 &&
+          m->shard.axis == 1 && m->shard.start == 2, "a quoted state shard did not come back");
+    CHECK(!ir_find_value(g, "x")->shard.of && !ir_find_value(g, "y")->shard.of,
+          "a value that is no shard has one");
+    ir_graph *g2 = round_trip(g, "shards");
+    ir_graph_free(g2);
+
+    /* every element of a shard is its element of the whole, for both kinds of
+       random initializers and a shard along an inner axis */
+    static const ir_init inits[2] = {{IR_INIT_UNIFORM, -0.5, 0.5}, {IR_INIT_NORMAL, 0.0, 2.0}};
+    ir_graph *whole = ir_graph_new("whole");
+    for (int k = 0; k < 2; k++) {
+        ir_value *v = k == 0 ? ir_find_value(g, "w.shard0") : w1;
+        ir_value *s = k == 0 ? v : m;
+        const char *of = s->shard.of;
+        ir_value *wv = ir_find_value(whole, of);
+        if (!wv)
+            wv = ir_add_param(whole, IR_VALUE_PARAM, of, s->shard.type, inits[k], (ir_loc){0});
+        float all[24], part[12];
+        ir_init_fill(wv, 7, all);
+        for (int j = 0; j < 2; j++) {
+            const ir_value *sh = j == 0 ? s : w1;
+            if (j == 1 && k == 1)
+                break;
+            ir_init_fill(sh, 7, part);
+            int same = 1;
+            for (int64_t i = 0; i < ir_type_numel(&sh->type); i++)
+                same &= part[i] == all[ir_shard_index(sh, i)];
+            CHECK(same, "shard %s does not start as its slice of %s", sh->name, of);
+        }
+        if (k == 1) { /* [6, 2] at 2 along axis 1: rows of the whole's columns 2 and 3 */
+            CHECK(ir_shard_index(m, 0) == 2 && ir_shard_index(m, 1) == 3 &&
+                  ir_shard_index(m, 2) == 6 && ir_shard_index(m, 11) == 23,
+                  "shard indices along an inner axis are wrong");
+            ir_init_fill(m, 8, part);
+            CHECK(part[0] != all[2], "a shard's values do not depend on the seed");
+        }
+    }
+    ir_graph_free(whole);
+    ir_graph_free(g);
+
+    /* slices that do not fit */
+    static const struct {
+        const char *param, *expected;
+    } bad[] = {
+        {"param %v: f32[3, 4] = zeros shard(u: f32[6, 4], axis = 0, start = 4)",
+         "gnc: error: param %v: f32[3, 4] is no slice of u: f32[6, 4] at 4 along axis 0"},
+        {"param %v: f32[3, 4] = zeros shard(u: f32[6, 5], axis = 0, start = 0)",
+         "gnc: error: param %v: f32[3, 4] is no slice of u: f32[6, 5] at 0 along axis 0"},
+        {"param %v: f32[3, 4] = zeros shard(u: f32[6, 4], axis = 2, start = 0)",
+         "gnc: error: param %v: f32[3, 4] is no slice of u: f32[6, 4] at 0 along axis 2"},
+        {"buffer %v: f32[3, 4] = zeros shard(u: f32[6], axis = 0, start = 0)",
+         "gnc: error: buffer %v: f32[3, 4] is no slice of u: f32[6] at 0 along axis 0"},
+        {"param %v: f32[3, 4] = zeros shard(u: f32[9223372036854775807, 4], axis = 0, "
+         "start = 0)", "gnc: error: param %v has type f32[9223372036854775807, 4], more than "
+         "2^37 elements"},
+        {"param %v: f32[3, 4] = zeros shard(w: f32[3, 8], axis = 1, start = 0)",
+         "gnc: error: shards %w.shard0 and %v of w disagree on its type or their axis"},
+        {"param %w: f32[6, 4] = zeros",
+         "gnc: error: %w has the name of the whole tensor that %w.shard0 is a shard of"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char text[1024];
+        snprintf(text, sizeof text, "graph tp {\n  param %%w.shard0: f32[3, 4] = zeros shard(w: "
+                 "f32[6, 4], axis = 0, start = 0)\n  %s\n}\n", bad[i].param);
+        ir_graph *b = parse_text(text, strlen(text), &d);
+        CHECK(b, "bad shard %zu does not parse: %s", i, first_diag(&d, buf, sizeof buf));
+        if (b)
+            expect_verify(b, 1, bad[i].expected, "a shard that does not fit");
+    }
+    diag_free(&d);
+}
+
 /* Verifier messages must outlive the graph: gnc frees a graph that fails before
  * it prints the diagnostics. */
 static void test_verify_after_free(void)
@@ -931,6 +1058,7 @@ static void test_robustness(void)
         "99999999999999999999", "-9223372036854775808", "1e999", "nan", "-0.0", "%\"", "\\x",
         "[[[[[[[[[[", "f32[", "relu(", "graph g {\n", "}\n", "input %q: f32[1]\n", "\xff\xfe",
         "0", "-1", "1.5", "@a.net:1:1", "output o = %x\n", "loss %x\n", ", %z: f32[2]",
+        " shard(", "shard(w: f32[4], axis = 0, start = 2)", ", axis = ", ", start = ",
     };
     fuzz_stats st = {fopen("/dev/null", "w"), 0, 0};
     if (!st.devnull)
@@ -939,7 +1067,8 @@ static void test_robustness(void)
     char *cnn = graph_text(g);
     ir_graph_free(g);
     const char *hand = "# gnc IR\ngraph \"q\\tg\" {\n  input %x: f32[2, 3] @\"a b.net\":1:2\n"
-                       "  param %w: f32[3] = normal(0.0, 1e-2)\n"
+                       "  param %w: f32[3] = normal(0.0, 1e-2) shard(\"w\\x01\": f32[4, 3], "
+                       "axis = 0, start = 1)\n"
                        "  %y: f32[2, 3], %\"z\\x01\": f32[] = mul(%x, %w) {k = [1, -2], f = 0.5}\n"
                        "  output \"o\" = %y\n  loss %\"z\\x01\"\n}\n";
     const char *bases[] = {cnn, hand};
@@ -1063,6 +1192,7 @@ int main(int argc, char **argv)
     test_quoted();
     test_floats();
     test_multi_result();
+    test_shards();
     test_samples(argv[1]);
     test_bad_texts();
     test_recovery();
