@@ -142,6 +142,11 @@ static int assemble(const ir_graph *g, rt_exec *x, const entry *e, char *out, ch
 int rt_checkpoint_save(const ir_graph *g, rt_exec *x, const char *path,
                        const rt_ckpt_meta *meta, char *err, size_t errlen)
 {
+    /* an MPI rank other than 0 holds only some (shards: assemble says which) */
+    for (int i = 0; i < g->nparams; i++)
+        if (saved(g->params[i]) && !g->params[i]->shard.of && !rt_exec_data(x, g->params[i]))
+            return fail(err, errlen, "%s: this executor holds no copy of %s", path,
+                        g->params[i]->name);
     int n;
     entry *es = entries_of(g, &n);
     cJSON *root = cJSON_CreateObject(), *md = cJSON_CreateObject();
@@ -358,10 +363,12 @@ int rt_checkpoint_load(const ir_graph *g, rt_exec *x, const char *path, rt_ckpt_
         goto done;
     }
 
-    /* Everything fits: read the data, each shard its slice of its whole. */
+    /* Everything fits: read the data, each shard its slice of its whole, into
+       the copies x holds (an MPI rank's executor holds some, and reads only
+       those). */
     for (int i = 0; i < g->nparams; i++) {
         const ir_value *v = g->params[i];
-        if (!saved(v))
+        if (!saved(v) || !rt_exec_data(x, v))
             continue;
         const char *name = v->shard.of ? v->shard.of : v->name;
         t = cJSON_GetObjectItemCaseSensitive(root, name);

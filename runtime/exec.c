@@ -777,6 +777,10 @@ static int run_node(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     case IR_OP_MSE: return k_mse(x, n);
     case IR_OP_ALL_REDUCE: case IR_OP_ALL_GATHER: case IR_OP_REDUCE_SCATTER: case IR_OP_BROADCAST:
     case IR_OP_SEND: case IR_OP_RECV:
+#ifdef GNC_HAVE_MPI
+        if (x->mpi)
+            return rt_mpi_kernel(x, n, err, errlen);
+#endif
         return rt_comm_kernel(x, n, err, errlen);
     default: return rt_train_kernel(x, n, err, errlen);
     }
@@ -938,10 +942,58 @@ fail:
     return NULL;
 }
 
+rt_exec *rt_exec_new_rank(const ir_graph *g, const int64_t *offsets, const int64_t *arena_bytes,
+                          int rank, char *err, size_t errlen)
+{
+#ifndef GNC_HAVE_MPI
+    (void)g, (void)offsets, (void)arena_bytes, (void)rank;
+    fail(err, errlen, "this build has no MPI backend (install libopenmpi-dev and build again)");
+    return NULL;
+#else
+    int ndev = devices_of(g);
+    if (rank < 0 || rank >= ndev) {
+        fail(err, errlen, "rank %d is not a device of the program (it has %d)", rank, ndev);
+        return NULL;
+    }
+    rt_exec *x = exec_alloc(g, rank, err, errlen);
+    if (!x)
+        return NULL;
+    /* the world first: every rank makes the same checks and communicators */
+    if (rt_mpi_new(x, ndev, err, errlen))
+        goto fail;
+    for (int i = 0; i < g->ninputs; i++)
+        if (alloc_value(x, g->inputs[i], err, errlen))
+            goto fail;
+    if (place_values(x, offsets, arena_bytes ? arena_bytes[rank] : 0, err, errlen))
+        goto fail;
+    /* rank 0 holds the model's whole state (rt_exec_gather_params) */
+    for (int i = 0; rank == 0 && i < g->nparams; i++)
+        if (!x->buf[g->params[i]->id] && alloc_value(x, g->params[i], err, errlen))
+            goto fail;
+    return x;
+fail:
+    rt_exec_free(x);
+    return NULL;
+#endif
+}
+
+int rt_exec_gather_params(rt_exec *x, char *err, size_t errlen)
+{
+#ifdef GNC_HAVE_MPI
+    if (x->mpi)
+        return rt_mpi_gather(x, err, errlen);
+#endif
+    (void)x, (void)err, (void)errlen;
+    return 0;
+}
+
 void rt_exec_free(rt_exec *x)
 {
     if (!x)
         return;
+#ifdef GNC_HAVE_MPI
+    rt_mpi_free(x->mpi);
+#endif
     for (int d = 0; d < x->ndev; d++)
         if (x->devs[d]) {
             x->devs[d]->comm = NULL;
@@ -1073,6 +1125,14 @@ static int run_nodes(rt_exec *x, char *err, size_t errlen)
 
 int rt_exec_run(rt_exec *x, char *err, size_t errlen)
 {
+#ifdef GNC_HAVE_MPI
+    if (x->mpi) { /* one device of an MPI job: its sends complete within the step */
+        char e[512];
+        if (run_nodes(x, e, sizeof e) != 0 || rt_mpi_finish(x, e, sizeof e) != 0)
+            return fail(err, errlen, "device %d: %s", x->device, e);
+        return 0;
+    }
+#endif
     if (!x->ndev)
         return run_nodes(x, err, errlen);
     /* one thread per device; a device's kernels run on its thread alone (the

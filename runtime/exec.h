@@ -12,7 +12,9 @@
  * A partitioned program (nodes on several devices) runs on virtual devices: one
  * executor per device, each with its own arena and its own copy of the
  * parameters it reads, all run at once on their own threads, talking through
- * shared memory (runtime/comm.c); the inputs are shared.
+ * shared memory (runtime/comm.c); the inputs are shared.  Under MPI the same
+ * program runs one device per process instead (rt_exec_new_rank), talking
+ * through MPI (runtime/comm_mpi.c).
  *
  * Results are the same bits on any number of threads, and when the executor runs
  * inside a parallel region (one executor per thread, as the virtual devices of a
@@ -46,6 +48,36 @@ rt_exec *rt_exec_new_planned(const ir_graph *g, const int64_t *offsets,
                              const int64_t *arena_bytes, char *err, size_t errlen);
 void rt_exec_free(rt_exec *x);
 
+/* Device `rank` of a partitioned program, in an MPI job of one process per
+ * device: its nodes, its arena (arena_bytes[rank]) and its copies of the
+ * parameters, with its collectives and send/recv going through MPI
+ * (MPI_COMM_WORLD; runtime/comm_mpi.c).  The caller has initialized MPI and
+ * calls this on every rank with the same g and plan, rank being its own:
+ * making the executor is collective (it makes a communicator per group of
+ * devices that the program's collectives use), and so are rt_exec_run and
+ * rt_exec_gather_params on it.  g's device count must equal the world's size.
+ * Returns NULL with a message on a mismatch, when memory runs out, or in a
+ * build without MPI.  A failure on one rank leaves the others waiting in
+ * their next collective: the caller ends the job (MPI_Abort).
+ *
+ * On such an executor rt_exec_data gives this rank's buffers: every input in
+ * full (feed each on every rank; each device reads its own share, as the
+ * program's slices say), its own node results, its parameter copies, and NULL
+ * for values held only on other ranks.  Rank 0 also holds a copy of every
+ * parameter, buffer and state value, the model's whole state, which
+ * rt_exec_gather_params brings up to date.  rt_exec_init_params and checkpoint
+ * loading fill each rank's copies without communicating (the same values on
+ * every rank).  Free it on every rank before MPI_Finalize. */
+rt_exec *rt_exec_new_rank(const ir_graph *g, const int64_t *offsets, const int64_t *arena_bytes,
+                          int rank, char *err, size_t errlen);
+/* On an MPI rank's executor, collectively: rank 0's copy of every parameter,
+ * buffer and state value becomes that of the first device that holds one (the
+ * copy rt_exec_data gives for a partitioned program in one process), for
+ * checkpoints and evaluation.  Nothing moves for the values rank 0 itself
+ * updates (all of them in data parallelism).  Elsewhere it does nothing.
+ * Returns 0, or -1 with a message. */
+int rt_exec_gather_params(rt_exec *x, char *err, size_t errlen);
+
 /* The buffer of value v: float32 for floating-point dtypes, int32_t/int64_t/uint8_t
  * for the integer ones, ir_type_numel(&v->type) elements, row-major.  In a
  * partitioned program: a node result on its device; a parameter's copy on the
@@ -63,7 +95,8 @@ void rt_exec_init_params(rt_exec *x, uint64_t seed);
 void rt_exec_weights_changed(rt_exec *x);
 
 /* Runs every node once.  Returns 0 on success, -1 with a message (for example an
- * embedding index or a label out of range). */
+ * embedding index or a label out of range).  On an MPI rank's executor it runs
+ * the rank's device, and every rank must call it. */
 int rt_exec_run(rt_exec *x, char *err, size_t errlen);
 
 /* With on, rt_exec_run times every node; rt_exec_print_profile writes the total

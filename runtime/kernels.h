@@ -32,6 +32,10 @@ struct rt_exec {
     rt_exec **devs;       /* the caller's executor: by device */
     int ndev;
     struct rt_comm *comm; /* shared by the device executors (comm.c) */
+
+    /* An MPI rank's executor (rt_exec_new_rank): device `device` of the program
+       in a process of its own, talking to the other ranks through MPI. */
+    struct rt_mpi *mpi;   /* comm_mpi.c; NULL otherwise */
 };
 
 /* Loops over fewer elements than this stay on one thread. */
@@ -128,6 +132,18 @@ void rt_comm_free(struct rt_comm *c);
 int rt_comm_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen);
 void rt_comm_abort(struct rt_comm *c);
 void rt_comm_reset(struct rt_comm *c);
+
+/* The same through MPI, for an executor that runs one device of the program
+ * per process (comm_mpi.c, built with GNC_HAVE_MPI).  rt_mpi_new checks the
+ * world against the program and sets up x->mpi, collectively on every rank;
+ * rt_mpi_kernel runs a communication node of x's device; rt_mpi_finish ends a
+ * step (completes its sends); rt_mpi_gather brings every parameter, buffer and
+ * state value to rank 0's copy from the first device that holds one. */
+int rt_mpi_new(rt_exec *x, int ndev, char *err, size_t errlen);
+void rt_mpi_free(struct rt_mpi *m);
+int rt_mpi_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen);
+int rt_mpi_finish(rt_exec *x, char *err, size_t errlen);
+int rt_mpi_gather(rt_exec *x, char *err, size_t errlen);
 
 /* The kernels of the ops autodiff makes (grad.c).  Returns 0 or -1 with err. */
 int rt_train_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen);

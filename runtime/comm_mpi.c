@@ -1,0 +1,444 @@
+/* Communication between the ranks of an MPI job that runs a partitioned program
+ * one device per process (rt_exec_new_rank): the semantics of comm.c and of
+ * ops.def, "Partitioned programs", through MPI.  Device d is rank d of
+ * MPI_COMM_WORLD.
+ *
+ * Made once per executor (rt_mpi_new), collectively, in the same order on
+ * every rank (every rank holds the same graph):
+ *   1. the world checked against the program: its size is the device count;
+ *   2. two duplicates of MPI_COMM_WORLD, one for send/recv (tag: the op's id)
+ *      and one for rt_mpi_gather, so that gnc's messages never meet the
+ *      caller's or each other; errors on them come back as codes;
+ *   3. a communicator per distinct group of the program's collectives, in the
+ *      order the groups first appear in the node list, by MPI_Comm_split over
+ *      the world (ranks outside the group get MPI_COMM_NULL), ranked in the
+ *      group's order;
+ *   4. a staging buffer per send of this device, and one scratch buffer for
+ *      the collectives that rearrange their data: an all_reduce of several
+ *      operands packs them into one call; an all_gather or reduce_scatter along
+ *      an inner axis goes through rank-major blocks.
+ *
+ * Sends: an MPI_Isend from the send's staging copy.  The operand's buffer may
+ * be reused by the memory plan as soon as the send node ran, and a blocking
+ * send could deadlock two devices that send to each other before either
+ * receives (pipeline schedules do).  A send's request completes before its
+ * staging buffer is written again and at the end of every step
+ * (rt_mpi_finish).  A recv is a blocking MPI_Recv: its send comes before it in
+ * the program's order, and every blocking call progresses this rank's own
+ * sends, so the two ranks of a pair never wait on each other.
+ *
+ * Sums: comm.c sums each element of a collective over the ranks in rank order.
+ * MPI_Allreduce and MPI_Reduce_scatter_block sum in the library's order.  With
+ * two ranks both compute a + b, and float addition commutes: the results are
+ * bitwise those of comm.c.  With more ranks the association differs (Open
+ * MPI's recursive doubling adds (a0 + a1) + (a2 + a3), its ring other partial
+ * sums), so results may differ from comm.c in the last bits; Open MPI's
+ * algorithms still give every rank the same bits (which the MPI standard
+ * recommends but does not require), so replicas stay in step.  Deterministic
+ * mode (passes/partition.c) never sums in a collective: it all_gathers the
+ * replicas' terms and adds them in replica order itself, so it stays bitwise
+ * at any rank count.  Sub-groups of two ranks (a hybrid program's data-
+ * parallel pairs) are two-rank sums, bitwise too.
+ *
+ * Every MPI call goes through MPI_TRY, which returns its error with the call
+ * and line.  A failure leaves the peers waiting: the caller ends the job. */
+#include <mpi.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+
+typedef struct {
+    const int64_t *devices;     /* the group attribute: its devices in rank order */
+    int size;
+    int rank;                   /* this device's rank in it; -1: not a member */
+    MPI_Comm comm;              /* MPI_COMM_NULL when not a member */
+} group;
+
+struct rt_mpi {
+    MPI_Comm p2p;               /* send/recv */
+    MPI_Comm gather;            /* rt_mpi_gather */
+    group *groups;
+    int ngroups;
+    int64_t nids;               /* ids below nids */
+    int *group_of;              /* by id: the collective's group */
+    MPI_Request *req;           /* by id: this device's send in flight, or MPI_REQUEST_NULL */
+    float **stage;              /* by id: this device's send staging copies */
+    int64_t *sends;             /* ids of this device's sends */
+    int nsends;
+    float *scratch;             /* rearranged collective data */
+    int64_t *holder;            /* by value id: the first device holding a parameter, or -1 */
+};
+
+static int mpi_fail(char *err, size_t errlen, int rc, const char *call, int line)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS)
+        snprintf(msg, sizeof msg, "error %d", rc);
+    return rt_fail(err, errlen, "comm_mpi.c:%d: %.60s failed: %s", line, call, msg);
+}
+
+#define MPI_TRY(call)                                                    \
+    do {                                                                 \
+        int rc_ = (call);                                                \
+        if (rc_ != MPI_SUCCESS)                                          \
+            return mpi_fail(err, errlen, rc_, #call, __LINE__);         \
+    } while (0)
+
+static int is_collective(ir_op op)
+{
+    return op == IR_OP_ALL_REDUCE || op == IR_OP_ALL_GATHER || op == IR_OP_REDUCE_SCATTER ||
+           op == IR_OP_BROADCAST;
+}
+
+/* outer x len x inner view of t around axis (as comm.c) */
+static void around(const ir_type *t, int axis, int64_t *outer, int64_t *len, int64_t *inner)
+{
+    *outer = *inner = 1;
+    for (int i = 0; i < axis; i++)
+        *outer *= t->dims[i];
+    for (int i = axis + 1; i < t->rank; i++)
+        *inner *= t->dims[i];
+    *len = t->dims[axis];
+}
+
+/* Floats of scratch that n needs on this device (0: none). */
+static int64_t scratch_of(const ir_node *n)
+{
+    const ir_type *t = &n->in[0]->type;
+    int64_t outer = 1, len, inner;
+    if (n->op == IR_OP_ALL_GATHER || n->op == IR_OP_REDUCE_SCATTER)
+        around(t, (int)ir_attr_int(n, "axis"), &outer, &len, &inner);
+    switch (n->op) {
+    case IR_OP_ALL_REDUCE: {
+        int64_t total = 0;
+        for (int j = 0; n->nin > 1 && j < n->nin; j++)
+            total += ir_type_numel(&n->in[j]->type);
+        return total;
+    }
+    case IR_OP_ALL_GATHER:
+        return outer > 1 ? ir_type_numel(&n->out[0]->type) : 0;
+    case IR_OP_REDUCE_SCATTER:
+        return ir_type_numel(t);    /* rank-major blocks, or a copy of an aliased operand */
+    default:
+        return 0;
+    }
+}
+
+void rt_mpi_free(struct rt_mpi *m)
+{
+    if (!m)
+        return;
+    int fin = 1;
+    MPI_Finalized(&fin);
+    for (int i = 0; i < m->nsends; i++) {
+        int64_t id = m->sends[i];
+        if (!fin && m->req[id] != MPI_REQUEST_NULL) {
+            /* a failed step left it in flight: MPI may still read the copy */
+            MPI_Request_free(&m->req[id]);
+            m->stage[id] = NULL;
+        }
+    }
+    for (int64_t i = 0; m->stage && i < m->nids; i++)
+        free(m->stage[i]);
+    for (int i = 0; i < m->ngroups; i++)
+        if (!fin && m->groups[i].comm != MPI_COMM_NULL)
+            MPI_Comm_free(&m->groups[i].comm);
+    if (!fin && m->p2p != MPI_COMM_NULL)
+        MPI_Comm_free(&m->p2p);
+    if (!fin && m->gather != MPI_COMM_NULL)
+        MPI_Comm_free(&m->gather);
+    free(m->groups);
+    free(m->group_of);
+    free(m->req);
+    free(m->stage);
+    free(m->sends);
+    free(m->scratch);
+    free(m->holder);
+    free(m);
+}
+
+/* The index of n's group in m->groups, adding it (a collective MPI_Comm_split
+ * on every rank) when it is new. */
+static int group_index(struct rt_mpi *m, const ir_node *n, int device, char *err, size_t errlen)
+{
+    int size;
+    const int64_t *devs = ir_attr_ints(n, "group", &size);
+    for (int i = 0; i < m->ngroups; i++)
+        if (m->groups[i].size == size &&
+            memcmp(m->groups[i].devices, devs, (size_t)size * sizeof *devs) == 0)
+            return i;
+    group *k = &m->groups[m->ngroups];
+    k->devices = devs, k->size = size, k->rank = -1, k->comm = MPI_COMM_NULL;
+    for (int r = 0; r < size; r++)
+        if (devs[r] == device)
+            k->rank = r;
+    MPI_TRY(MPI_Comm_split(m->p2p, k->rank >= 0 ? 0 : MPI_UNDEFINED, k->rank, &k->comm));
+    return m->ngroups++;
+}
+
+static void holds(struct rt_mpi *m, const ir_value *v, int device)
+{
+    if (m->holder[v->id] < 0 || device < m->holder[v->id])
+        m->holder[v->id] = device;
+}
+
+int rt_mpi_new(rt_exec *x, int ndev, char *err, size_t errlen)
+{
+    const ir_graph *g = x->g;
+    int inited = 0, size, rank;
+    MPI_Initialized(&inited);
+    if (!inited)
+        return rt_fail(err, errlen, "MPI is not initialized (call MPI_Init first)");
+    MPI_TRY(MPI_Comm_size(MPI_COMM_WORLD, &size));
+    MPI_TRY(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    if (size != ndev)
+        return rt_fail(err, errlen, "the program has %d devices, but the MPI job has %d ranks: "
+                       "one rank runs one device (mpirun -np %d)", ndev, size, ndev);
+    if (rank != x->device)
+        return rt_fail(err, errlen, "rank %d was asked to run device %d: each rank runs its own",
+                       rank, x->device);
+    int64_t nids = 0, ncoll = 0;
+    ir_for_each_node(g, n)
+        if (ir_op_communicates(n->op)) {
+            int64_t id = ir_attr_int(n, "id");
+            if (id < 0 || id >= ((int64_t)1 << 31))
+                return rt_fail(err, errlen, "%s: id %lld is out of range", ir_ops[n->op].name,
+                               (long long)id);
+            nids = id + 1 > nids ? id + 1 : nids;
+            ncoll += is_collective(n->op);
+        }
+    int *tag_ub = NULL, found = 0;
+    MPI_TRY(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &found));
+    if (found && nids > 0 && nids - 1 > *tag_ub)
+        return rt_fail(err, errlen, "send/recv ids go up to %lld, over this MPI's largest tag "
+                       "(%d)", (long long)(nids - 1), *tag_ub);
+
+    struct rt_mpi *m = calloc(1, sizeof *m);
+    if (!m)
+        return rt_fail(err, errlen, "out of memory");
+    x->mpi = m;
+    m->p2p = m->gather = MPI_COMM_NULL;
+    m->nids = nids;
+    m->groups = calloc((size_t)ncoll + 1, sizeof *m->groups);
+    m->group_of = calloc((size_t)nids + 1, sizeof *m->group_of);
+    m->req = malloc(((size_t)nids + 1) * sizeof *m->req);
+    m->stage = calloc((size_t)nids + 1, sizeof *m->stage);
+    m->sends = calloc((size_t)nids + 1, sizeof *m->sends);
+    m->holder = malloc(((size_t)g->nvalues + 1) * sizeof *m->holder);
+    if (!m->groups || !m->group_of || !m->req || !m->stage || !m->sends || !m->holder)
+        return rt_fail(err, errlen, "out of memory");
+    for (int64_t i = 0; i <= nids; i++)
+        m->req[i] = MPI_REQUEST_NULL;
+    MPI_TRY(MPI_Comm_dup(MPI_COMM_WORLD, &m->p2p));
+    MPI_TRY(MPI_Comm_set_errhandler(m->p2p, MPI_ERRORS_RETURN));
+    MPI_TRY(MPI_Comm_dup(MPI_COMM_WORLD, &m->gather));
+    MPI_TRY(MPI_Comm_set_errhandler(m->gather, MPI_ERRORS_RETURN));
+
+    int64_t scratch = 0;
+    ir_for_each_node(g, n) {
+        if (!ir_op_communicates(n->op))
+            continue;
+        int64_t id = ir_attr_int(n, "id");
+        for (int j = 0; j < n->nin + n->nout; j++)
+            if (ir_type_numel(&(j < n->nin ? n->in[j] : n->out[j - n->nin])->type) > INT32_MAX)
+                return rt_fail(err, errlen, "%s %lld: a tensor of over 2^31 elements does not "
+                               "fit one MPI message", ir_ops[n->op].name, (long long)id);
+        if (is_collective(n->op)) {
+            int k = group_index(m, n, x->device, err, errlen); /* on every rank, in order */
+            if (k < 0)
+                return -1;
+            m->group_of[id] = k;
+        }
+        if (n->device != x->device)
+            continue;
+        if (n->op == IR_OP_SEND) {
+            size_t bytes = (size_t)ir_type_numel(&n->in[0]->type) * sizeof(float);
+            if (!(m->stage[id] = malloc(bytes ? bytes : 1)))
+                return rt_fail(err, errlen, "out of memory for send %lld", (long long)id);
+            m->sends[m->nsends++] = id;
+        }
+        int64_t s = is_collective(n->op) ? scratch_of(n) : 0;
+        scratch = s > scratch ? s : scratch;
+    }
+    if (scratch > INT32_MAX)
+        return rt_fail(err, errlen, "an all_reduce bucket of over 2^31 elements does not fit "
+                       "one MPI message");
+    if (scratch && !(m->scratch = malloc((size_t)scratch * sizeof(float))))
+        return rt_fail(err, errlen, "out of memory for %lld floats of collective scratch",
+                       (long long)scratch);
+
+    /* parameters: the first device that reads or updates each, as
+       place_values gives them copies */
+    for (int i = 0; i < g->nvalues; i++)
+        m->holder[i] = -1;
+    ir_for_each_node(g, n)
+        for (int j = 0; j < n->nin; j++)
+            if (n->in[j]->kind != IR_VALUE_NODE && n->in[j]->kind != IR_VALUE_INPUT)
+                holds(m, n->in[j], n->device);
+    for (int i = 0; i < g->nupdates; i++)
+        holds(m, g->updates[i].target, g->updates[i].device);
+    return 0;
+}
+
+/* Whether byte ranges [a, a + n) and [b, b + n') overlap. */
+static int overlap(const void *a, size_t na, const void *b, size_t nb)
+{
+    const char *p = a, *q = b;
+    return p < q + nb && q < p + na;
+}
+
+static int all_reduce(rt_exec *x, const ir_node *n, MPI_Comm comm, char *err, size_t errlen)
+{
+    struct rt_mpi *m = x->mpi;
+    if (n->nin == 1) {
+        float *in = x->buf[n->in[0]->id], *out = x->buf[n->out[0]->id];
+        int count = (int)ir_type_numel(&n->in[0]->type);
+        if (in != out)
+            memmove(out, in, (size_t)count * sizeof *in);
+        MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, out, count, MPI_FLOAT, MPI_SUM, comm));
+        return 0;
+    }
+    /* a bucket: packed into one call; the sums are element by element, so the
+       bits do not depend on the packing */
+    int64_t at = 0;
+    for (int j = 0; j < n->nin; j++) {
+        int64_t len = ir_type_numel(&n->in[j]->type);
+        memcpy(m->scratch + at, x->buf[n->in[j]->id], (size_t)len * sizeof(float));
+        at += len;
+    }
+    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, m->scratch, (int)at, MPI_FLOAT, MPI_SUM, comm));
+    at = 0;
+    for (int j = 0; j < n->nin; j++) {
+        int64_t len = ir_type_numel(&n->in[j]->type);
+        memcpy(x->buf[n->out[j]->id], m->scratch + at, (size_t)len * sizeof(float));
+        at += len;
+    }
+    return 0;
+}
+
+/* Rank r's tensor, [outer, len, inner] along axis, at [outer, r * len + ...,
+ * inner] of the [outer, size * len, inner] result on every rank. */
+static int all_gather(rt_exec *x, const ir_node *n, const group *k, char *err, size_t errlen)
+{
+    struct rt_mpi *m = x->mpi;
+    int64_t outer, l, inner;
+    around(&n->in[0]->type, (int)ir_attr_int(n, "axis"), &outer, &l, &inner);
+    int count = (int)(outer * l * inner);
+    float *in = x->buf[n->in[0]->id], *out = x->buf[n->out[0]->id];
+    if (outer == 1) { /* rank-major already: in place, the operand at its slot */
+        memmove(out + (int64_t)k->rank * count, in, (size_t)count * sizeof *in);
+        MPI_TRY(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, count, MPI_FLOAT,
+                              k->comm));
+        return 0;
+    }
+    MPI_TRY(MPI_Allgather(in, count, MPI_FLOAT, m->scratch, count, MPI_FLOAT, k->comm));
+    for (int q = 0; q < k->size; q++)
+        for (int64_t u = 0; u < outer; u++)
+            memcpy(out + (u * k->size * l + q * l) * inner, m->scratch + q * count + u * l * inner,
+                   (size_t)(l * inner) * sizeof *out);
+    return 0;
+}
+
+/* The sum over the group of slice r (along axis) of each rank's tensor, into
+ * rank r's result. */
+static int reduce_scatter(rt_exec *x, const ir_node *n, const group *k, char *err, size_t errlen)
+{
+    struct rt_mpi *m = x->mpi;
+    int64_t outer, l, inner;
+    const ir_type *t = &n->in[0]->type;
+    around(t, (int)ir_attr_int(n, "axis"), &outer, &l, &inner);
+    int64_t part = l / k->size;
+    float *in = x->buf[n->in[0]->id], *out = x->buf[n->out[0]->id];
+    const float *send = in;
+    size_t in_bytes = (size_t)ir_type_numel(t) * sizeof *in;
+    size_t out_bytes = (size_t)ir_type_numel(&n->out[0]->type) * sizeof *out;
+    if (outer > 1) { /* rank-major blocks: [q][u][part x inner] */
+        for (int q = 0; q < k->size; q++)
+            for (int64_t u = 0; u < outer; u++)
+                memcpy(m->scratch + (q * outer + u) * part * inner,
+                       in + (u * l + q * part) * inner, (size_t)(part * inner) * sizeof *in);
+        send = m->scratch;
+    } else if (overlap(in, in_bytes, out, out_bytes)) {
+        memcpy(m->scratch, in, in_bytes);
+        send = m->scratch;
+    }
+    MPI_TRY(MPI_Reduce_scatter_block(send, out, (int)(outer * part * inner), MPI_FLOAT, MPI_SUM,
+                                     k->comm));
+    return 0;
+}
+
+int rt_mpi_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen)
+{
+    struct rt_mpi *m = x->mpi;
+    int64_t id = ir_attr_int(n, "id");
+    if (n->op == IR_OP_SEND || n->op == IR_OP_RECV) {
+        int peer = (int)ir_attr_int(n, "peer");
+        if (n->op == IR_OP_SEND) {
+            int count = (int)ir_type_numel(&n->in[0]->type);
+            MPI_TRY(MPI_Wait(&m->req[id], MPI_STATUS_IGNORE)); /* done at the last step's end */
+            memcpy(m->stage[id], x->buf[n->in[0]->id], (size_t)count * sizeof(float));
+            MPI_TRY(MPI_Isend(m->stage[id], count, MPI_FLOAT, peer, (int)id, m->p2p, &m->req[id]));
+            *(int32_t *)x->buf[n->out[0]->id] = 0;
+        } else {
+            MPI_TRY(MPI_Recv(x->buf[n->out[0]->id], (int)ir_type_numel(&n->out[0]->type),
+                             MPI_FLOAT, peer, (int)id, m->p2p, MPI_STATUS_IGNORE));
+        }
+        return 0;
+    }
+    const group *k = &m->groups[m->group_of[id]];
+    IR_ASSERT(k->rank >= 0);    /* the verifier put n on a device of its group */
+    switch (n->op) {
+    case IR_OP_ALL_REDUCE:
+        return all_reduce(x, n, k->comm, err, errlen);
+    case IR_OP_ALL_GATHER:
+        return all_gather(x, n, k, err, errlen);
+    case IR_OP_REDUCE_SCATTER:
+        return reduce_scatter(x, n, k, err, errlen);
+    default: { /* broadcast: the root's operand into every rank's result */
+        int root = (int)ir_attr_int(n, "root");
+        float *out = x->buf[n->out[0]->id];
+        int count = (int)ir_type_numel(&n->out[0]->type);
+        if (k->rank == root)
+            memmove(out, x->buf[n->in[0]->id], (size_t)count * sizeof *out);
+        MPI_TRY(MPI_Bcast(out, count, MPI_FLOAT, root, k->comm));
+        return 0;
+    }
+    }
+}
+
+int rt_mpi_finish(rt_exec *x, char *err, size_t errlen)
+{
+    struct rt_mpi *m = x->mpi;
+    for (int i = 0; i < m->nsends; i++)
+        MPI_TRY(MPI_Wait(&m->req[m->sends[i]], MPI_STATUS_IGNORE));
+    return 0;
+}
+
+int rt_mpi_gather(rt_exec *x, char *err, size_t errlen)
+{
+    struct rt_mpi *m = x->mpi;
+    const ir_graph *g = x->g;
+    /* one message per value that another device holds first, in the order of
+       g->params on every rank: a pair's messages do not overtake each other,
+       so each lands in its own buffer */
+    for (int i = 0; i < g->nparams; i++) {
+        const ir_value *v = g->params[i];
+        int64_t from = m->holder[v->id];
+        if (from <= 0 || (x->device != 0 && x->device != from))
+            continue;
+        ir_dtype t = v->type.dtype;
+        int64_t bytes = ir_type_numel(&v->type) *
+                        (t == IR_F32 || t == IR_F16 || t == IR_BF16 ? 4 : (int64_t)ir_dtype_size(t));
+        if (bytes > INT32_MAX)
+            return rt_fail(err, errlen, "%s: over 2 GiB do not fit one MPI message", v->name);
+        if (x->device == from)
+            MPI_TRY(MPI_Send(x->buf[v->id], (int)bytes, MPI_BYTE, 0, 0, m->gather));
+        else
+            MPI_TRY(MPI_Recv(x->buf[v->id], (int)bytes, MPI_BYTE, (int)from, 0, m->gather,
+                             MPI_STATUS_IGNORE));
+    }
+    return 0;
+}
