@@ -832,12 +832,15 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static int cmd_run(const options *o, ir_graph *g, const mp_plan *plan)
+/* Under MPI every rank runs its device on the same inputs; rank 0, which holds
+ * the outputs and the loss, prints them and writes -o. */
+static int cmd_run(const options *o, const cli_program *p)
 {
     char err[512];
+    ir_graph *g = p->g;
     if (o->threads)
         rt_set_threads(o->threads);
-    rt_exec *x = rt_exec_new_planned(g, plan->offset_by_id, plan->device_bytes, err, sizeof err);
+    rt_exec *x = cli_exec_new(o, p, 1, err, sizeof err);
     if (!x) {
         fprintf(stderr, "gnc: error: %s\n", err);
         return 1;
@@ -882,10 +885,23 @@ static int cmd_run(const options *o, ir_graph *g, const mp_plan *plan)
         times[r] = cli_now_ms() - t0;
     }
     qsort(times, (size_t)repeat, sizeof *times, cmp_double);
+    if (o->rank > 0) {
+        free(times);
+        rc = 0;
+        goto done;
+    }
+    for (int i = 0; i < g->noutputs; i++)
+        if (!rt_exec_data(x, g->outputs[i].value)) {
+            fprintf(stderr, "gnc: error: output %s is computed on device %d, and under MPI only "
+                    "rank 0's are printed\n", g->outputs[i].name,
+                    g->outputs[i].value->def ? g->outputs[i].value->def->device : 0);
+            free(times);
+            goto done;
+        }
     for (int i = 0; i < g->noutputs; i++)
         print_tensor(g->outputs[i].name, g->outputs[i].value,
                      rt_exec_data(x, g->outputs[i].value));
-    if (g->loss)
+    if (g->loss && rt_exec_data(x, g->loss))
         print_tensor("loss", g->loss, rt_exec_data(x, g->loss));
     printf("time: %.2f ms (median of %d)\n", times[repeat / 2], repeat);
     if (o->profile)
@@ -917,7 +933,8 @@ done:
     return rc;
 }
 
-int main(int argc, char **argv)
+/* One gnc command; world: the MPI world it runs in (cli_mpi_init). */
+static int command(int argc, char **argv, const options *world)
 {
     if (argc < 2) {
         print_usage(NULL, stderr);
@@ -954,9 +971,14 @@ int main(int argc, char **argv)
     options o = {.cmd = cmd, .opt = ad_optimizer_default(AD_SGD), .lr = 0.1, .gamma = 0.1,
                  .strategy_auto = 1, .part = {.devices = 1, .strategy = PT_DATA}};
     o.opt.weight_decay = -1; /* unset: the optimizer's default */
+    o.ranks = world->ranks, o.rank = world->rank;
     int rc = parse_args(argc - 2, argv + 2, &o);
     if (rc)
         return rc == 1 ? 0 : rc;
+    if ((rc = cli_mpi_options(&o, cmd)) != 0)
+        return rc;
+    if (o.rank > 0 && (strcmp(cmd, "dump") == 0 || strcmp(cmd, "eval") == 0))
+        return 0; /* under MPI, rank 0 alone: they need no peers */
     if (o.opt.weight_decay < 0)
         o.opt.weight_decay = o.opt.kind == AD_ADAMW ? 0.01 : 0;
     char cmdsp[32];
@@ -990,13 +1012,17 @@ int main(int argc, char **argv)
         cli_program_free(&prog);
     }
     double ms = cli_now_ms() - t0;
-    diag_print(&d, stderr);
+    /* under MPI every rank compiled: the same program, or all of them stop */
+    int bad = strcmp(cmd, "dump") == 0 ? (diag_print(&d, stderr), !prog.g)
+                                       : cli_mpi_agree(&o, &prog, &d) != 0;
     diag_free(&d);
     ir_graph *g = prog.g;
     mp_plan *plan = prog.mp;
-    if (!g)
-        return 1;
-    if (strcmp(cmd, "dump") == 0)
+    if (bad)
+        rc = 1;
+    else if (o.rank > 0 && strcmp(cmd, "compile") == 0)
+        rc = 0; /* rank 0 prints the summary */
+    else if (strcmp(cmd, "dump") == 0)
         rc = cmd_dump(&o, g);
     else if (strcmp(cmd, "compile") == 0 && o.stats)
         rc = (print_stats(g, plan, ms), 0);
@@ -1009,7 +1035,7 @@ int main(int argc, char **argv)
         if (rc == 0 && o.dump_plan)
             rc = cli_write_plan(&prog, o.dump_plan_file) != 0;
     } else
-        rc = cmd_run(&o, g, plan);
+        rc = cmd_run(&o, &prog);
     cli_candidates_free(prog.plan);
     cli_program_free(&prog);
     for (int i = 0; i < o.ndefines; i++)
@@ -1017,4 +1043,12 @@ int main(int argc, char **argv)
     for (int i = 0; i < o.ninputs; i++)
         free((char *)o.input_names[i]);
     return rc;
+}
+
+int main(int argc, char **argv)
+{
+    options world = {0};
+    if (cli_mpi_init(&argc, &argv, &world) != 0)
+        return 1;
+    return cli_mpi_end(&world, command(argc, argv, &world));
 }

@@ -6,7 +6,13 @@
  * randomness is counter-based: parameters from (seed, name), the order of epoch
  * e from (seed, e), dropout masks from (seed, step); so the step number and the
  * seed are the whole RNG state, and a resumed run repeats an uninterrupted one
- * bit for bit. */
+ * bit for bit.
+ *
+ * Under mpirun (tools/mpi.c) every rank feeds the same batches to its device
+ * of the training step; rank 0, which holds the loss and, after
+ * rt_exec_gather_params, every parameter, alone prints, logs, evaluates (the
+ * inference graph is its alone) and writes checkpoints.  On resume every rank
+ * reads the checkpoint into its own copies. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -40,7 +46,8 @@ static void model_free(model *m)
 }
 
 /* Loads o's model at batch (as a training step when train), finds its image and
- * label inputs and its logits, and makes its executor. */
+ * label inputs and its logits, and makes its executor: under MPI the training
+ * step's device of this rank (collectively), the inference graph whole. */
 static int model_load(const options *o, long long batch, int train, model *m)
 {
     diag d;
@@ -55,9 +62,9 @@ static int model_load(const options *o, long long batch, int train, model *m)
     if (cli_compile_partitioned(&one, batch, train, &m->prog, &d) != 0)
         cli_program_free(&m->prog);
     m->g = m->prog.g;
-    diag_print(&d, stderr);
+    int bad = train ? cli_mpi_agree(o, &m->prog, &d) != 0 : (diag_print(&d, stderr), !m->g);
     diag_free(&d);
-    if (!m->g)
+    if (bad)
         return -1;
     ir_graph *g = m->g;
     for (int i = 0; i < g->ninputs; i++) {
@@ -89,8 +96,7 @@ static int model_load(const options *o, long long batch, int train, model *m)
     m->step = ir_find_value(g, AD_INPUT_STEP);
     m->seed = ir_find_value(g, AD_INPUT_SEED);
     char err[512];
-    if (!(m->x = rt_exec_new_planned(g, m->prog.mp->offset_by_id, m->prog.mp->device_bytes, err,
-                                     sizeof err))) {
+    if (!(m->x = cli_exec_new(o, &m->prog, train, err, sizeof err))) {
         fprintf(stderr, "gnc: error: %s\n", err);
         return -1;
     }
@@ -259,19 +265,20 @@ int cmd_train(const options *o)
     rt_dataset train = {0}, test = {0};
     model tm = {0}, em = {0};
     FILE *log = NULL;
-    int rc = 1;
+    int rc = 1, root = o->rank == 0;  /* the rank that reports (the only one without MPI) */
     if (o->threads)
         rt_set_threads(o->threads);
     if (rt_dataset_load(&train, dir, "train", err, sizeof err) ||
-        rt_dataset_load(&test, dir, "t10k", err, sizeof err)) {
+        (root && rt_dataset_load(&test, dir, "t10k", err, sizeof err))) {
         fprintf(stderr, "gnc: error: %s\n", err);
         goto done;
     }
     if (model_load(o, o->batch, 1, &tm) != 0)
         goto done;
     long long batch = tm.image->type.dims[0];
-    if (model_load(o, divisor_upto(test.n, batch), 0, &em) != 0 ||
-        check_data(&tm, &train, "training") != 0 || check_data(&em, &test, "test") != 0)
+    if (check_data(&tm, &train, "training") != 0 ||
+        (root && (model_load(o, divisor_upto(test.n, batch), 0, &em) != 0 ||
+                  check_data(&em, &test, "test") != 0)))
         goto done;
     long long per_epoch = train.n / batch;
     if (per_epoch < 1) {
@@ -282,7 +289,7 @@ int cmd_train(const options *o)
     long long epochs = o->epochs ? o->epochs : 1, total = epochs * per_epoch;
     if (o->steps && o->steps < total)
         total = o->steps;
-    uint64_t hash = model_hash(em.g), seed = o->seed;
+    uint64_t hash = root ? model_hash(em.g) : 0, seed = o->seed;
     long long step = 0;
 
     rt_exec_init_params(tm.x, seed);
@@ -305,14 +312,15 @@ int cmd_train(const options *o)
         }
         step = atoll(s);
         seed = strtoull(sd, NULL, 10);
-        if (h && strcmp(h, hb) != 0)
+        if (root && h && strcmp(h, hb) != 0)
             fprintf(stderr, "gnc: warning: %s was written for another version of the model\n",
                     o->resume);
         rt_ckpt_meta_free(&meta);
-        printf("resuming %s at step %lld (epoch %lld), seed %llu\n", o->resume, step,
-               step / per_epoch + 1, (unsigned long long)seed);
+        if (root)
+            printf("resuming %s at step %lld (epoch %lld), seed %llu\n", o->resume, step,
+                   step / per_epoch + 1, (unsigned long long)seed);
     }
-    if (o->log) {
+    if (root && o->log) {
         int fresh = !o->resume || access(o->log, F_OK) != 0;
         log = fopen(o->log, fresh ? "w" : "a");
         if (!log) {
@@ -323,7 +331,7 @@ int cmd_train(const options *o)
             fprintf(log, "epoch,steps,train_loss,test_acc,images_per_s,seconds\n");
     }
 
-    int tty = isatty(2);
+    int tty = root && isatty(2);
     int64_t *order = malloc((size_t)train.n * sizeof *order);
     double epoch_loss = 0, t_epoch = cli_now_ms(), t_start = t_epoch;
     long long epoch_steps = 0, done_steps = 0;
@@ -331,12 +339,13 @@ int cmd_train(const options *o)
        (as PyTorch's benchmark leaves out its warm-up steps) */
     double t_timed = t_epoch;
     long long timed = -1;
-    printf("training %s: %lld steps of %lld images per epoch, %lld steps to go\n", tm.g->name,
-           per_epoch, batch, total - step);
-    if (tm.prog.plan && tm.prog.plan->ndevices > 1)
-        printf("on %d virtual devices: %s, predicted step %.3f ms on %s\n",
-               tm.prog.plan->ndevices, tm.prog.plan->strategy, tm.prog.plan->step_ms,
-               tm.prog.plan->cost.name);
+    if (root)
+        printf("training %s: %lld steps of %lld images per epoch, %lld steps to go\n",
+               tm.g->name, per_epoch, batch, total - step);
+    if (root && tm.prog.plan && tm.prog.plan->ndevices > 1)
+        printf("on %d %s: %s, predicted step %.3f ms on %s\n", tm.prog.plan->ndevices,
+               o->ranks > 1 ? "MPI ranks, one device each" : "virtual devices",
+               tm.prog.plan->strategy, tm.prog.plan->step_ms, tm.prog.plan->cost.name);
     long long first_step = step;
     for (; step < total; step++) {
         long long epoch = step / per_epoch, pos = step % per_epoch;
@@ -351,7 +360,14 @@ int cmd_train(const options *o)
             fprintf(stderr, "\ngnc: error: step %lld: %s\n", step, err);
             goto done;
         }
-        float loss = *(const float *)rt_exec_data(tm.x, tm.g->loss);
+        /* the loss is on device 0 (the partitioner ends it there) */
+        const float *lp = rt_exec_data(tm.x, tm.g->loss);
+        float loss = lp ? *lp : 0;
+        if (root && !lp) {
+            fprintf(stderr, "\ngnc: error: the loss is computed on device %d, not on rank 0\n",
+                    tm.g->loss->def ? tm.g->loss->def->device : 0);
+            goto done;
+        }
         if (!isfinite(loss)) {
             fprintf(stderr, "\ngnc: error: step %lld: the loss is %g; lower the learning rate\n",
                     step, loss);
@@ -368,7 +384,9 @@ int cmd_train(const options *o)
                  sizeof eta);
         /* plain lines: ten per epoch, or every step of a short run */
         long long every = total - first_step <= 50 ? 1 : per_epoch / 10 ? per_epoch / 10 : 1;
-        if (tty)
+        if (!root)
+            ;
+        else if (tty)
             fprintf(stderr, "\r  epoch %lld  step %lld/%lld  loss %.4f  lr %.4g  %.0f images/s  "
                     "ETA %s ", epoch + 1, pos + 1, per_epoch, loss, lr, ips, eta);
         else if ((pos + 1) % every == 0 || step + 1 == total)
@@ -377,11 +395,19 @@ int cmd_train(const options *o)
         if (pos + 1 < per_epoch && step + 1 < total)
             continue;
 
-        /* the end of an epoch, or of the run */
+        /* the end of an epoch, or of the run: every rank brings rank 0 the
+           parameters it holds first, then rank 0 reports and saves */
         double secs = (now - t_epoch) / 1e3, acc = NAN, test_loss = NAN;
         if (tty)
             fputc('\n', stderr);
-        if (pos + 1 == per_epoch) {
+        if ((pos + 1 == per_epoch || o->checkpoint) &&
+            rt_exec_gather_params(tm.x, err, sizeof err) != 0) {
+            fprintf(stderr, "gnc: error: step %lld: %s\n", step, err);
+            goto done;
+        }
+        if (!root) {
+            ;
+        } else if (pos + 1 == per_epoch) {
             copy_weights(&em, &tm);
             if (evaluate(&em, &test, &acc, &test_loss) != 0)
                 goto done;
@@ -398,12 +424,12 @@ int cmd_train(const options *o)
                    "steps, %.0f images/s\n", step + 1, epoch + 1,
                    epoch_loss / (double)epoch_steps, epoch_steps, ips);
         }
-        if (save(o, &tm, step + 1, (step + 1) / per_epoch, hash) != 0)
+        if (root && save(o, &tm, step + 1, (step + 1) / per_epoch, hash) != 0)
             goto done;
         epoch_loss = 0, epoch_steps = 0, t_epoch = t_timed = cli_now_ms(), timed = 0;
     }
     free(order);
-    if (o->profile)
+    if (root && o->profile)
         rt_exec_print_profile(tm.x, stdout);
     rc = 0;
 done:

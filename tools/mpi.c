@@ -1,0 +1,207 @@
+/* gnc under mpirun: one device of the partitioned program per process
+ * (docs/partition.md, "Running under MPI").
+ *
+ * Every rank parses the same flags, compiles the same program (compilation is
+ * deterministic: cli_mpi_agree checks it by a hash of the IR and the plan) and
+ * runs device `rank` of it (rt_exec_new_rank).  Rank 0 holds the loss and the
+ * outputs (the partitioner ends them on device 0) and the model's whole state,
+ * so it alone prints results, writes logs and checkpoints and evaluates.  A
+ * failure on any rank ends the job through MPI_Abort (cli_mpi_end): the other
+ * ranks may be waiting in a collective for it.
+ *
+ * In a build without MPI (no GNC_HAVE_MPI) gnc still notices a launcher's
+ * several ranks, and says it cannot take part. */
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef GNC_HAVE_MPI
+#include <mpi.h>
+#endif
+
+#include "cli.h"
+#include "exec.h"
+
+/* The ranks a launcher announces: Open MPI's mpirun, or MPICH's and Intel's
+ * (PMI).  0 when there is none. */
+static int launcher_ranks(int *rank)
+{
+    static const char *const sizes[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
+    static const char *const ranks[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK"};
+    for (int i = 0; i < 2; i++) {
+        const char *s = getenv(sizes[i]), *r = getenv(ranks[i]);
+        if (s && atoi(s) > 0) {
+            *rank = r ? atoi(r) : 0;
+            return atoi(s);
+        }
+    }
+    *rank = 0;
+    return 0;
+}
+
+int cli_mpi_init(int *argc, char ***argv, options *o)
+{
+    int rank, n = launcher_ranks(&rank);
+    o->ranks = 1, o->rank = 0;
+    if (n <= 1)
+        return 0;
+#ifdef GNC_HAVE_MPI
+    int provided;
+    /* MPI is called from the main thread only; OpenMP's threads never call it */
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, "gnc: error: rank %d of %d: MPI_Init failed\n", rank, n);
+        return -1;
+    }
+    MPI_Comm_size(MPI_COMM_WORLD, &o->ranks);
+    MPI_Comm_rank(MPI_COMM_WORLD, &o->rank);
+    return 0;
+#else
+    (void)argc, (void)argv;
+    if (rank == 0)
+        fprintf(stderr, "gnc: error: started as %d MPI ranks, but this gnc was built without "
+                "MPI; install libopenmpi-dev (tools/deps.sh) and build again, or run one "
+                "process with --devices cpu:%d\n", n, n);
+    return -1;
+#endif
+}
+
+/* This rank's share of the cores: those it may run on, split between the
+ * ranks on its node. */
+static int share_of_cores(void)
+{
+#ifdef GNC_HAVE_MPI
+    MPI_Comm node;
+    int local = 1;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
+        MPI_SUCCESS) {
+        MPI_Comm_size(node, &local);
+        MPI_Comm_free(&node);
+    }
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int mine = (int)online;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        mine = CPU_COUNT(&set);         /* mpirun binds each rank to a core or two */
+    int share = (int)(online / (local > 0 ? local : 1));
+    share = share < mine ? share : mine;
+    return share > 0 ? share : 1;
+#else
+    return 0;
+#endif
+}
+
+int cli_mpi_options(options *o, const char *cmd)
+{
+    if (o->ranks <= 1)
+        return 0;
+    if (strcmp(cmd, "eval") == 0)
+        return 0;   /* rank 0 alone evaluates */
+    if (o->devices_given && o->part.devices != o->ranks) {
+        /* the same on every rank: rank 0 says it, then they all stop */
+        if (o->rank == 0)
+            fprintf(stderr, "gnc: error: --%s gives %d devices, but mpirun started %d ranks: "
+                    "each rank runs one device (leave --devices out, or use mpirun -np %d)\n"
+                    "(see 'gnc %s --help')\n", o->gpus ? "gpus" : "devices", o->part.devices,
+                    o->ranks, o->part.devices, cmd);
+#ifdef GNC_HAVE_MPI
+        MPI_Barrier(MPI_COMM_WORLD);
+#endif
+        return 2;
+    }
+    o->part.devices = o->ranks;
+    o->devices_given = 1;
+    if (!o->threads)
+        o->threads = share_of_cores();
+    if (o->rank > 0) { /* what only prints: rank 0 prints it */
+        o->time_passes = 0;
+        o->dump_ir = NULL;
+        o->dump_dir = NULL;
+    }
+    return 0;
+}
+
+int cli_mpi_end(const options *o, int rc)
+{
+#ifdef GNC_HAVE_MPI
+    if (o->ranks > 1) {
+        fflush(stdout);
+        fflush(stderr);
+        if (rc != 0)
+            MPI_Abort(MPI_COMM_WORLD, rc);
+        MPI_Finalize();
+    }
+#else
+    (void)o;
+#endif
+    return rc;
+}
+
+#ifdef GNC_HAVE_MPI
+/* FNV-1a over the program's text and its memory plan. */
+static uint64_t program_hash(const cli_program *p)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return 1;
+    ir_print(p->g, f);
+    fwrite(p->mp->offset_by_id, sizeof *p->mp->offset_by_id, (size_t)p->mp->nvalues, f);
+    fwrite(p->mp->device_bytes, sizeof *p->mp->device_bytes, (size_t)p->mp->ndevices, f);
+    fclose(f);
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)text[i]) * 1099511628211ull;
+    free(text);
+    return h ? h : 1;   /* 0 means "failed" */
+}
+#endif
+
+int cli_mpi_agree(const options *o, const cli_program *p, diag *d)
+{
+    if (o->ranks <= 1) {
+        diag_print(d, stderr);
+        return p->g ? 0 : -1;
+    }
+#ifdef GNC_HAVE_MPI
+    if (o->rank == 0)   /* before anyone can stop the job */
+        diag_print(d, stderr);
+    uint64_t mine = p->g ? program_hash(p) : 0;
+    uint64_t *all = calloc((size_t)o->ranks, sizeof *all);
+    if (!all) {
+        fprintf(stderr, "gnc: error: rank %d: out of memory\n", o->rank);
+        return -1;
+    }
+    MPI_Allgather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+    int bad = 0;
+    for (int r = 0; r < o->ranks; r++) {
+        bad |= !all[r];
+        if (all[r] && all[0] && all[r] != all[0]) {
+            bad = 1;
+            if (o->rank == 0)
+                fprintf(stderr, "gnc: error: rank %d compiled another program than rank 0 "
+                        "(compilation must not depend on the process)\n", r);
+        }
+    }
+    if (o->rank > 0 && !mine && all[0])
+        diag_print(d, stderr);  /* a problem of this rank's alone */
+    free(all);
+    if (bad)    /* every rank has said its piece before any of them aborts */
+        MPI_Barrier(MPI_COMM_WORLD);
+    return bad ? -1 : 0;
+#else
+    return -1;
+#endif
+}
+
+rt_exec *cli_exec_new(const options *o, const cli_program *p, int per_rank, char *err,
+                      size_t errlen)
+{
+    if (o->ranks > 1 && per_rank)
+        return rt_exec_new_rank(p->g, p->mp->offset_by_id, p->mp->device_bytes, o->rank, err,
+                                errlen);
+    return rt_exec_new_planned(p->g, p->mp->offset_by_id, p->mp->device_bytes, err, errlen);
+}
