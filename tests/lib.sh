@@ -15,3 +15,17 @@ has() { if grep -qF -- "$1" <<<"$out"; then ok; else bad "output lacks '$1'"; ec
 same() { if cmp -s "$1" "$2"; then ok; else bad "$1 and $2 differ ($3)"; fi; }
 # summary NAME: prints the counts; fails if a check did
 summary() { echo "$1: $pass passed, $fail failed"; [ "$fail" = 0 ]; }
+# idx_slice NAME COUNT RANK DATA_DIR: the first COUNT examples of IDX file NAME
+# (plain or .gz in DATA_DIR) on standard output, with a new header; RANK is 3
+# for 28x28 images, 1 for labels
+idx_slice() {
+    local name=$1 n=$2 rank=$3 src=$4/$1
+    local cat=cat; [ -r "$src" ] || { src=$src.gz; cat=zcat; }
+    {
+        printf '\0\0\010'"\\$(printf %03o "$rank")"
+        printf "\\$(printf %03o $((n >> 24 & 255)))\\$(printf %03o $((n >> 16 & 255)))\\$(printf %03o $((n >> 8 & 255)))\\$(printf %03o $((n & 255)))"
+        if [ "$rank" = 3 ]; then printf '\0\0\0\034\0\0\0\034'; fi
+        local skip=$((4 + 4 * rank)) size=$(( rank == 3 ? 784 : 1 ))
+        $cat "$src" | tail -c +$((skip + 1)) | head -c $((n * size))
+    }
+}

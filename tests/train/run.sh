@@ -15,23 +15,11 @@ for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte 
     [ -r "$data/$f.gz" ] || [ -r "$data/$f" ] || { echo "run.sh: $data lacks $f (install dataset-fashion-mnist)"; exit 1; }
 done
 
-# slice COUNT examples out of an IDX file: a new header, the first bytes of data
-slice() { # slice NAME COUNT RANK
-    local name=$1 n=$2 rank=$3 src=$data/$1
-    local cat=cat; [ -r "$src" ] || { src=$src.gz; cat=zcat; }
-    {
-        printf '\0\0\010'"\\$(printf %03o "$rank")"
-        printf "\\$(printf %03o $((n >> 24 & 255)))\\$(printf %03o $((n >> 16 & 255)))\\$(printf %03o $((n >> 8 & 255)))\\$(printf %03o $((n & 255)))"
-        if [ "$rank" = 3 ]; then printf '\0\0\0\034\0\0\0\034'; fi
-        local skip=$((4 + 4 * rank)) size=$(( rank == 3 ? 784 : 1 ))
-        $cat "$src" | tail -c +$((skip + 1)) | head -c $((n * size))
-    }
-}
 mkdir tiny
-slice train-images-idx3-ubyte 512 3 >tiny/train-images-idx3-ubyte
-slice train-labels-idx1-ubyte 512 1 >tiny/train-labels-idx1-ubyte
-slice t10k-images-idx3-ubyte 200 3 | gzip >tiny/t10k-images-idx3-ubyte.gz
-slice t10k-labels-idx1-ubyte 200 1 | gzip >tiny/t10k-labels-idx1-ubyte.gz
+idx_slice train-images-idx3-ubyte 512 3 "$data" >tiny/train-images-idx3-ubyte
+idx_slice train-labels-idx1-ubyte 512 1 "$data" >tiny/train-labels-idx1-ubyte
+idx_slice t10k-images-idx3-ubyte 200 3 "$data" | gzip >tiny/t10k-images-idx3-ubyte.gz
+idx_slice t10k-labels-idx1-ubyte 200 1 "$data" | gzip >tiny/t10k-labels-idx1-ubyte.gz
 lenet=$src/models/lenet.net
 T=("$gnc" train "$lenet" --data tiny --batch 64 --lr 0.05 --momentum 0.9 --seed 7)
 
