@@ -195,8 +195,9 @@ int rt_mpi_new(rt_exec *x, int ndev, char *err, size_t errlen)
     MPI_TRY(MPI_Comm_size(MPI_COMM_WORLD, &size));
     MPI_TRY(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     if (size != ndev)
-        return rt_fail(err, errlen, "the program has %d devices, but the MPI job has %d ranks: "
-                       "one rank runs one device (mpirun -np %d)", ndev, size, ndev);
+        return rt_fail(err, errlen, "the program has %d device%s, but the MPI job has %d ranks: "
+                       "one rank runs one device (mpirun -np %d)", ndev, ndev == 1 ? "" : "s",
+                       size, ndev);
     if (rank != x->device)
         return rt_fail(err, errlen, "rank %d was asked to run device %d: each rank runs its own",
                        rank, x->device);
@@ -429,9 +430,9 @@ int rt_mpi_gather(rt_exec *x, char *err, size_t errlen)
         int64_t from = m->holder[v->id];
         if (from <= 0 || (x->device != 0 && x->device != from))
             continue;
-        ir_dtype t = v->type.dtype;
-        int64_t bytes = ir_type_numel(&v->type) *
-                        (t == IR_F32 || t == IR_F16 || t == IR_BF16 ? 4 : (int64_t)ir_dtype_size(t));
+        ir_dtype t = v->type.dtype;   /* floats are held widened to float32 */
+        int64_t elem = t == IR_F32 || t == IR_F16 || t == IR_BF16 ? 4 : (int64_t)ir_dtype_size(t);
+        int64_t bytes = ir_type_numel(&v->type) * elem;
         if (bytes > INT32_MAX)
             return rt_fail(err, errlen, "%s: over 2 GiB do not fit one MPI message", v->name);
         if (x->device == from)
