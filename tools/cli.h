@@ -10,6 +10,15 @@
 #define MAX_INPUTS 64
 #define MAX_CAPS 4096           /* devices a --mem-cap can name */
 
+/* The MPI world gnc runs in (tools/mpi.c). */
+typedef struct {
+    int ranks;                  /* its size; 1: not under MPI */
+    int rank;                   /* this process's: it runs device rank */
+    int together;               /* the failure being reported was found by every rank
+                                   at once (a collective check): the job ends through
+                                   MPI_Finalize with the status, not MPI_Abort */
+} cli_world;
+
 typedef struct {
     const char *cmd;
     const char *file;
@@ -48,9 +57,7 @@ typedef struct {
     const char *schedule;       /* --schedule constant|step|cosine */
     long long epochs, steps, batch, warmup, step_size;
     double lr, gamma;
-    /* under mpirun: rank r runs device r of the program (tools/mpi.c) */
-    int ranks;                  /* the MPI world's size; 1: not under MPI */
-    int rank;
+    cli_world *world;           /* under mpirun: rank r runs device r of the program */
 } options;
 
 /* Loads a model (.net) or IR text (.gir) and verifies it; with define batch
@@ -88,23 +95,24 @@ const cost_device *cli_device_model(const options *o, cost_device *buf, char *er
 /* gnc under mpirun (tools/mpi.c; docs/partition.md, "Running under MPI").
  * cli_mpi_init, first thing in main: under a launcher that says there are
  * several ranks (OMPI_COMM_WORLD_SIZE or PMI_SIZE above 1), initializes MPI
- * and sets o->ranks and o->rank; otherwise o->ranks = 1.  Returns -1 after
- * saying why when gnc has no MPI backend.  cli_mpi_options, after the flags:
- * the device count is the world's size (--devices must agree), each rank's
- * threads its share of the cores, and ranks other than 0 print no pass
- * timings or dumps; returns 0, or 2 after a usage error.  cli_mpi_end, last:
- * on success finalizes MPI and returns rc; on an error on any rank ends the
- * whole job with MPI_Abort, so that no rank waits for it forever. */
-int cli_mpi_init(int *argc, char ***argv, options *o);
+ * and fills w; otherwise w->ranks = 1.  Returns -1 after saying why when gnc
+ * has no MPI backend.  cli_mpi_options, after the flags: the device count is
+ * the world's size (--devices must agree), each rank's threads its share of
+ * the cores, and ranks other than 0 print no pass timings or dumps; returns 0,
+ * or 2 after a usage error.  cli_mpi_end, last: finalizes MPI and returns rc,
+ * but for an error that not every rank found at once (!w->together), which
+ * ends the whole job with MPI_Abort: the other ranks may be waiting for this
+ * one in a collective. */
+int cli_mpi_init(int *argc, char ***argv, cli_world *w);
 int cli_mpi_options(options *o, const char *cmd);
-int cli_mpi_end(const options *o, int rc);
+int cli_mpi_end(const cli_world *w, int rc);
 /* Under MPI, collectively after every rank compiled: reports d (rank 0 its
  * own problems; another rank only those that rank 0 does not have) and checks
  * that every rank compiled the same program and plan (g NULL: this rank
  * failed).  Returns 0 when all did, else -1 on every rank.  Without MPI: prints
  * d and returns whether g compiled. */
 int cli_mpi_agree(const options *o, const cli_program *p, diag *d);
-/* The executor of a compiled program: device o->rank of it under MPI (when
+/* The executor of a compiled program: device o->world->rank of it under MPI (when
  * per_rank), else all of it in this process. */
 struct rt_exec *cli_exec_new(const options *o, const cli_program *p, int per_rank, char *err,
                              size_t errlen);

@@ -885,7 +885,7 @@ static int cmd_run(const options *o, const cli_program *p)
         times[r] = cli_now_ms() - t0;
     }
     qsort(times, (size_t)repeat, sizeof *times, cmp_double);
-    if (o->rank > 0) {
+    if (o->world->rank > 0) {
         free(times);
         rc = 0;
         goto done;
@@ -934,7 +934,7 @@ done:
 }
 
 /* One gnc command; world: the MPI world it runs in (cli_mpi_init). */
-static int command(int argc, char **argv, const options *world)
+static int command(int argc, char **argv, cli_world *world)
 {
     if (argc < 2) {
         print_usage(NULL, stderr);
@@ -971,13 +971,13 @@ static int command(int argc, char **argv, const options *world)
     options o = {.cmd = cmd, .opt = ad_optimizer_default(AD_SGD), .lr = 0.1, .gamma = 0.1,
                  .strategy_auto = 1, .part = {.devices = 1, .strategy = PT_DATA}};
     o.opt.weight_decay = -1; /* unset: the optimizer's default */
-    o.ranks = world->ranks, o.rank = world->rank;
+    o.world = world;
     int rc = parse_args(argc - 2, argv + 2, &o);
     if (rc)
         return rc == 1 ? 0 : rc;
     if ((rc = cli_mpi_options(&o, cmd)) != 0)
         return rc;
-    if (o.rank > 0 && (strcmp(cmd, "dump") == 0 || strcmp(cmd, "eval") == 0))
+    if (world->rank > 0 && (strcmp(cmd, "dump") == 0 || strcmp(cmd, "eval") == 0))
         return 0; /* under MPI, rank 0 alone: they need no peers */
     if (o.opt.weight_decay < 0)
         o.opt.weight_decay = o.opt.kind == AD_ADAMW ? 0.01 : 0;
@@ -1020,7 +1020,7 @@ static int command(int argc, char **argv, const options *world)
     mp_plan *plan = prog.mp;
     if (bad)
         rc = 1;
-    else if (o.rank > 0 && strcmp(cmd, "compile") == 0)
+    else if (world->rank > 0 && strcmp(cmd, "compile") == 0)
         rc = 0; /* rank 0 prints the summary */
     else if (strcmp(cmd, "dump") == 0)
         rc = cmd_dump(&o, g);
@@ -1047,7 +1047,7 @@ static int command(int argc, char **argv, const options *world)
 
 int main(int argc, char **argv)
 {
-    options world = {0};
+    cli_world world = {0};
     if (cli_mpi_init(&argc, &argv, &world) != 0)
         return 1;
     return cli_mpi_end(&world, command(argc, argv, &world));

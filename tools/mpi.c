@@ -42,10 +42,10 @@ static int launcher_ranks(int *rank)
     return 0;
 }
 
-int cli_mpi_init(int *argc, char ***argv, options *o)
+int cli_mpi_init(int *argc, char ***argv, cli_world *w)
 {
     int rank, n = launcher_ranks(&rank);
-    o->ranks = 1, o->rank = 0;
+    w->ranks = 1, w->rank = 0, w->together = 0;
     if (n <= 1)
         return 0;
 #ifdef GNC_HAVE_MPI
@@ -55,8 +55,8 @@ int cli_mpi_init(int *argc, char ***argv, options *o)
         fprintf(stderr, "gnc: error: rank %d of %d: MPI_Init failed\n", rank, n);
         return -1;
     }
-    MPI_Comm_size(MPI_COMM_WORLD, &o->ranks);
-    MPI_Comm_rank(MPI_COMM_WORLD, &o->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &w->ranks);
+    MPI_Comm_rank(MPI_COMM_WORLD, &w->rank);
     return 0;
 #else
     (void)argc, (void)argv;
@@ -95,27 +95,26 @@ static int share_of_cores(void)
 
 int cli_mpi_options(options *o, const char *cmd)
 {
-    if (o->ranks <= 1)
+    cli_world *w = o->world;
+    if (w->ranks <= 1)
         return 0;
     if (strcmp(cmd, "eval") == 0)
         return 0;   /* rank 0 alone evaluates */
-    if (o->devices_given && o->part.devices != o->ranks) {
+    if (o->devices_given && o->part.devices != w->ranks) {
         /* the same on every rank: rank 0 says it, then they all stop */
-        if (o->rank == 0)
+        w->together = 1;
+        if (w->rank == 0)
             fprintf(stderr, "gnc: error: --%s gives %d devices, but mpirun started %d ranks: "
                     "each rank runs one device (leave --devices out, or use mpirun -np %d)\n"
                     "(see 'gnc %s --help')\n", o->gpus ? "gpus" : "devices", o->part.devices,
-                    o->ranks, o->part.devices, cmd);
-#ifdef GNC_HAVE_MPI
-        MPI_Barrier(MPI_COMM_WORLD);
-#endif
+                    w->ranks, o->part.devices, cmd);
         return 2;
     }
-    o->part.devices = o->ranks;
+    o->part.devices = w->ranks;
     o->devices_given = 1;
     if (!o->threads)
         o->threads = share_of_cores();
-    if (o->rank > 0) { /* what only prints: rank 0 prints it */
+    if (w->rank > 0) { /* what only prints: rank 0 prints it */
         o->time_passes = 0;
         o->dump_ir = NULL;
         o->dump_dir = NULL;
@@ -123,18 +122,20 @@ int cli_mpi_options(options *o, const char *cmd)
     return 0;
 }
 
-int cli_mpi_end(const options *o, int rc)
+int cli_mpi_end(const cli_world *w, int rc)
 {
 #ifdef GNC_HAVE_MPI
-    if (o->ranks > 1) {
+    if (w->ranks > 1) {
         fflush(stdout);
         fflush(stderr);
-        if (rc != 0)
+        /* a failure every rank found together ends normally: they are all
+           here (and Open MPI garbles its message when all ranks abort at once) */
+        if (rc != 0 && !w->together)
             MPI_Abort(MPI_COMM_WORLD, rc);
         MPI_Finalize();
     }
 #else
-    (void)o;
+    (void)w;
 #endif
     return rc;
 }
@@ -162,35 +163,35 @@ static uint64_t program_hash(const cli_program *p)
 
 int cli_mpi_agree(const options *o, const cli_program *p, diag *d)
 {
-    if (o->ranks <= 1) {
+    cli_world *w = o->world;
+    if (w->ranks <= 1) {
         diag_print(d, stderr);
         return p->g ? 0 : -1;
     }
 #ifdef GNC_HAVE_MPI
-    if (o->rank == 0)   /* before anyone can stop the job */
+    if (w->rank == 0)
         diag_print(d, stderr);
     uint64_t mine = p->g ? program_hash(p) : 0;
-    uint64_t *all = calloc((size_t)o->ranks, sizeof *all);
+    uint64_t *all = calloc((size_t)w->ranks, sizeof *all);
     if (!all) {
-        fprintf(stderr, "gnc: error: rank %d: out of memory\n", o->rank);
-        return -1;
+        fprintf(stderr, "gnc: error: rank %d: out of memory\n", w->rank);
+        return -1;  /* the others wait: MPI_Abort ends them */
     }
     MPI_Allgather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD);
     int bad = 0;
-    for (int r = 0; r < o->ranks; r++) {
+    for (int r = 0; r < w->ranks; r++) {
         bad |= !all[r];
         if (all[r] && all[0] && all[r] != all[0]) {
             bad = 1;
-            if (o->rank == 0)
+            if (w->rank == 0)
                 fprintf(stderr, "gnc: error: rank %d compiled another program than rank 0 "
                         "(compilation must not depend on the process)\n", r);
         }
     }
-    if (o->rank > 0 && !mine && all[0])
+    if (w->rank > 0 && !mine && all[0])
         diag_print(d, stderr);  /* a problem of this rank's alone */
     free(all);
-    if (bad)    /* every rank has said its piece before any of them aborts */
-        MPI_Barrier(MPI_COMM_WORLD);
+    w->together = bad;          /* every rank knows, and stops here */
     return bad ? -1 : 0;
 #else
     return -1;
@@ -200,8 +201,9 @@ int cli_mpi_agree(const options *o, const cli_program *p, diag *d)
 rt_exec *cli_exec_new(const options *o, const cli_program *p, int per_rank, char *err,
                       size_t errlen)
 {
-    if (o->ranks > 1 && per_rank)
-        return rt_exec_new_rank(p->g, p->mp->offset_by_id, p->mp->device_bytes, o->rank, err,
+    const cli_world *w = o->world;
+    if (w->ranks > 1 && per_rank)
+        return rt_exec_new_rank(p->g, p->mp->offset_by_id, p->mp->device_bytes, w->rank, err,
                                 errlen);
     return rt_exec_new_planned(p->g, p->mp->offset_by_id, p->mp->device_bytes, err, errlen);
 }

@@ -265,7 +265,7 @@ int cmd_train(const options *o)
     rt_dataset train = {0}, test = {0};
     model tm = {0}, em = {0};
     FILE *log = NULL;
-    int rc = 1, root = o->rank == 0;  /* the rank that reports (the only one without MPI) */
+    int rc = 1, root = o->world->rank == 0; /* the rank that reports (the only one without MPI) */
     if (o->threads)
         rt_set_threads(o->threads);
     if (rt_dataset_load(&train, dir, "train", err, sizeof err) ||
@@ -344,7 +344,7 @@ int cmd_train(const options *o)
                tm.g->name, per_epoch, batch, total - step);
     if (root && tm.prog.plan && tm.prog.plan->ndevices > 1)
         printf("on %d %s: %s, predicted step %.3f ms on %s\n", tm.prog.plan->ndevices,
-               o->ranks > 1 ? "MPI ranks, one device each" : "virtual devices",
+               o->world->ranks > 1 ? "MPI ranks, one device each" : "virtual devices",
                tm.prog.plan->strategy, tm.prog.plan->step_ms, tm.prog.plan->cost.name);
     long long first_step = step;
     for (; step < total; step++) {
@@ -384,12 +384,10 @@ int cmd_train(const options *o)
                  sizeof eta);
         /* plain lines: ten per epoch, or every step of a short run */
         long long every = total - first_step <= 50 ? 1 : per_epoch / 10 ? per_epoch / 10 : 1;
-        if (!root)
-            ;
-        else if (tty)
+        if (root && tty)
             fprintf(stderr, "\r  epoch %lld  step %lld/%lld  loss %.4f  lr %.4g  %.0f images/s  "
                     "ETA %s ", epoch + 1, pos + 1, per_epoch, loss, lr, ips, eta);
-        else if ((pos + 1) % every == 0 || step + 1 == total)
+        else if (root && ((pos + 1) % every == 0 || step + 1 == total))
             printf("  epoch %lld  step %lld/%lld  loss %.4f  lr %.4g  %.0f images/s  ETA %s\n",
                    epoch + 1, pos + 1, per_epoch, loss, lr, ips, eta);
         if (pos + 1 < per_epoch && step + 1 < total)
@@ -405,9 +403,7 @@ int cmd_train(const options *o)
             fprintf(stderr, "gnc: error: step %lld: %s\n", step, err);
             goto done;
         }
-        if (!root) {
-            ;
-        } else if (pos + 1 == per_epoch) {
+        if (root && pos + 1 == per_epoch) {
             copy_weights(&em, &tm);
             if (evaluate(&em, &test, &acc, &test_loss) != 0)
                 goto done;
@@ -419,7 +415,7 @@ int cmd_train(const options *o)
                         epoch_loss / (double)epoch_steps, acc, ips, secs);
                 fflush(log);
             }
-        } else {
+        } else if (root) {
             printf("stopped after step %lld in epoch %lld: train loss %.4f over its last %lld "
                    "steps, %.0f images/s\n", step + 1, epoch + 1,
                    epoch_loss / (double)epoch_steps, epoch_steps, ips);
