@@ -33,6 +33,8 @@ static const char usage_main[] =
     "  help     show help for a command\n"
     "\n"
     "FILE is a model (.net) or IR text (.gir, as written by gnc dump).\n"
+    "Under mpirun -np N, train, run and compile run a program of N devices, one per\n"
+    "rank (docs/partition.md, \"Running under MPI\").\n"
     "Run 'gnc <command> --help' for a command's options.  Documentation: docs/.\n";
 
 static const char usage_common[] =
