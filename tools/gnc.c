@@ -53,7 +53,8 @@ static const char usage_train_graph[] =
 static const char usage_partition[] =
     "partitioning (docs/partition.md):\n"
     "  --gpus N        compile for N GPUs (cost model h100-nvlink)\n"
-    "  --devices cpu:N run on N virtual CPU devices, a thread each (cost model cpu)\n"
+    "  --devices cpu:N run on N virtual CPU devices, a thread each (cost model cpu);\n"
+    "                  under mpirun -np N, N devices, a process each\n"
     "  --strategy data|pipeline|tensor|hybrid:dp=A,pp=B|auto   (default auto: the\n"
     "                  fastest predicted strategy that fits every device)\n"
     "  --microbatches N    pipeline: microbatches per step (default 2 per stage)\n"
