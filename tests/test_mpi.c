@@ -19,10 +19,10 @@
  *     the sub-groups {0, 2} and {1, 3}) and deterministic data parallelism
  *     bitwise; lenet with data parallelism within 1e-5 (see below).
  *
- * Why bitwise: each process runs its kernels on one thread, as the in-process
- * executor runs each device's (its device threads' parallel regions are
- * nested, so inactive), so each device computes the same bits either way;
- * and a sum over two ranks is a + b in any order.  A sum over four ranks is
+ * Why bitwise: the executor computes the same bits on any number of threads
+ * and inside a parallel region (runtime/exec.h), so each device computes the
+ * same bits in its own process as on its thread of the one-process run; and a
+ * sum over two ranks is a + b in any order.  A sum over four ranks is
  * associated as MPI likes ((a0 + a1) + (a2 + a3) in Open MPI's recursive
  * doubling), comm.c's as ((a0 + a1) + a2) + a3, so lenet x4 data parallelism
  * is held to a tolerance (and the line says whether it came out bitwise all
@@ -405,7 +405,7 @@ int main(int argc, char **argv)
     }
     root = argv[1];
     const char *only = argc > 2 ? argv[2] : NULL;
-    rt_set_threads(1); /* as each device of the in-process run computes */
+    rt_set_threads(1); /* a rank per core; the bits do not depend on it */
 #define WANT(m) (!only || strcmp(only, m) == 0)
     if (size == 2) {
         static const struct { const char *model; int batch; float lr; int bn; } models[] = {

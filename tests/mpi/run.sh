@@ -13,9 +13,9 @@
 #      x pp=1, and deterministic data parallelism: the printed losses of the 10
 #      steps, the epoch's line (train loss, test loss, test accuracy), the CSV
 #      log and the checkpoint file are those of the one-process run, byte for
-#      byte; a resumed pipeline run too.  Both runs use --threads 1, so that
-#      every device runs its kernels on one thread either way (test_mpi.c says
-#      why that makes the bits equal).
+#      byte; a resumed pipeline run too.  Each run takes its default threads
+#      (the one process two, each rank one): the executor's bits do not depend
+#      on them (runtime/exec.h).
 #   3. gnc run: the outputs (.npy files) of lenet, mlp and resnet18 with data
 #      parallelism and a pipeline, byte for byte; gnc compile and gnc eval print
 #      once, rank 0's.
@@ -65,7 +65,7 @@ idx_slice train-labels-idx1-ubyte 160 1 "$data" >tiny/train-labels-idx1-ubyte
 idx_slice t10k-images-idx3-ubyte 100 3 "$data" >tiny/t10k-images-idx3-ubyte
 idx_slice t10k-labels-idx1-ubyte 100 1 "$data" >tiny/t10k-labels-idx1-ubyte
 lenet=$src/models/lenet.net
-T=("$gnc" train "$lenet" --data tiny --batch 16 --lr 0.05 --momentum 0.9 --seed 3 --threads 1)
+T=("$gnc" train "$lenet" --data tiny --batch 16 --lr 0.05 --momentum 0.9 --seed 3)
 
 # the figures of a run's output that do not depend on time
 figures() { grep -oE 'step [0-9]+/[0-9]+  loss [0-9.]+|train loss [0-9.]+, test loss [0-9.]+, test accuracy [0-9.]+' <<<"$1"; }
@@ -95,7 +95,7 @@ same half.st full.st "a resumed pipeline under MPI"
 # 3. gnc run, compile and eval
 for m in lenet mlp resnet18; do
     for s in data pipeline; do
-        R=("$gnc" run "$src/models/$m.net" -D batch=4 --seed 5 --threads 1 --strategy $s)
+        R=("$gnc" run "$src/models/$m.net" -D batch=4 --seed 5 --strategy $s)
         expect 0 "${R[@]}" --devices cpu:2 -o "run-one-$m-$s"
         expect 0 "${MPI[@]}" -np 2 "${R[@]}" -o "run-mpi-$m-$s"
         for f in run-one-$m-$s/*.npy; do same "$f" "run-mpi-$m-$s/$(basename "$f")" "gnc run $m --strategy $s"; done
