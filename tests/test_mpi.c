@@ -6,7 +6,8 @@
  *   2 ranks: lenet, mlp and resnet18 at a small batch, with data parallelism
  *     (and sync-bn where there is batchnorm), pipelines of 1 microbatch and of
  *     the default 4 (1F1B), and deterministic data parallelism; lenet and mlp
- *     also with GPipe, hybrid dp=2 x pp=1 and dp=1 x pp=2:
+ *     also with GPipe, hybrid dp=2 x pp=1 and dp=1 x pp=2, and tensor
+ *     parallelism:
  *       - inference: every output, on rank 0, bitwise the in-process run's;
  *       - training: the losses of 10 steps of SGD with momentum, and then every
  *         parameter, buffer and momentum (gathered to rank 0), bitwise the
@@ -263,6 +264,9 @@ static const char *describe(const pt_options *o)
         snprintf(buf, sizeof buf, "pipeline/mb%d%s", o->microbatches,
                  o->schedule == PT_GPIPE ? "/gpipe" : "");
         break;
+    case PT_TENSOR:
+        snprintf(buf, sizeof buf, "tensor");
+        break;
     default:
         snprintf(buf, sizeof buf, "hybrid/dp%d/pp%d/mb%d", o->dp, o->pp, o->microbatches);
         break;
@@ -430,6 +434,7 @@ int main(int argc, char **argv)
                                                    .pp = 1}, 1, 0);
                 model_case(m, b, lr, &(pt_options){.devices = 2, .strategy = PT_HYBRID, .dp = 1,
                                                    .pp = 2, .microbatches = 2}, 1, 0);
+                model_case(m, b, lr, &(pt_options){.devices = 2, .strategy = PT_TENSOR}, 1, 0);
             }
             model_case(m, b, lr, &(pt_options){.devices = 2, .strategy = PT_DATA,
                                                .deterministic = 1, .sync_bn = 1,
