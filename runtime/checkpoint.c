@@ -104,6 +104,31 @@ static slab slab_of(const ir_value *s)
     return b;
 }
 
+static int assemble(const ir_graph *g, rt_exec *x, const entry *e, char *out, char *err,
+                    size_t errlen);
+
+int rt_exec_read_param(const ir_graph *g, rt_exec *x, const char *name, const ir_type *t,
+                       void *out, char *err, size_t errlen)
+{
+    for (int i = 0; i < g->nparams; i++) {
+        const ir_value *v = g->params[i];
+        if (v->shard.of ? strcmp(v->shard.of, name) != 0 : strcmp(v->name, name) != 0)
+            continue;
+        if (!ir_type_eq(v->shard.of ? &v->shard.type : &v->type, t))
+            return fail(err, errlen, "%s has another type here", name);
+        if (v->shard.of) {
+            entry e = {v->shard.of, v->shard.type, v};
+            return assemble(g, x, &e, out, err, errlen);
+        }
+        const void *src = rt_exec_data(x, v);
+        if (!src)
+            continue; /* a whole no device holds (its shards are the data) */
+        memcpy(out, src, (size_t)ir_type_numel(t) * elem_size(t->dtype));
+        return 0;
+    }
+    return fail(err, errlen, "the program holds no %s", name);
+}
+
 /* The whole tensor of entry e (a shard's) assembled from every shard of it in
  * g, into out.  Fails when the shards leave a part of it uncovered or a shard
  * has no data (no device holds it). */

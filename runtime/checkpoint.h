@@ -38,6 +38,12 @@ int rt_checkpoint_save(const ir_graph *g, rt_exec *x, const char *path, const rt
  * checkpoint's optimizer state).  Otherwise nothing is changed and err lists the
  * differences (several lines).  meta, if not NULL, receives the file's
  * metadata. */
+/* The whole tensor of parameter, buffer or state name (of type t) in x's program
+ * g, into out: its data, or its shards' assembled (a tensor-parallel program).
+ * Returns 0, or -1 with a message. */
+int rt_exec_read_param(const ir_graph *g, rt_exec *x, const char *name, const ir_type *t,
+                       void *out, char *err, size_t errlen);
+
 int rt_checkpoint_load(const ir_graph *g, rt_exec *x, const char *path, rt_ckpt_meta *meta, char *err,
                        size_t errlen);
 

@@ -139,17 +139,23 @@ static void feed(model *m, const rt_dataset *ds, const int64_t *order, int64_t f
     free(labels);
 }
 
-/* Copies every param and buffer of dst's graph from src's by name. */
-static void copy_weights(model *dst, const model *src)
+/* Copies every param and buffer of dst's graph from src's by name (a
+ * tensor-parallel program's shards assembled into the whole). */
+static int copy_weights(model *dst, const model *src)
 {
+    char err[512];
     for (int i = 0; i < dst->g->nparams; i++) {
         const ir_value *v = dst->g->params[i];
-        const ir_value *s = ir_find_value(src->g, v->name);
-        if (s && ir_type_eq(&s->type, &v->type))
-            memcpy(rt_exec_data(dst->x, v), rt_exec_data(src->x, s),
-                   (size_t)ir_type_numel(&v->type) * sizeof(float));
+        if (v->kind == IR_VALUE_STATE)
+            continue;
+        if (rt_exec_read_param(src->g, src->x, v->name, &v->type, rt_exec_data(dst->x, v), err,
+                               sizeof err) != 0) {
+            fprintf(stderr, "gnc: error: evaluation: %s\n", err);
+            return -1;
+        }
     }
     rt_exec_weights_changed(dst->x);
+    return 0;
 }
 
 /* Test accuracy and mean loss over the whole test set. */
@@ -404,8 +410,7 @@ int cmd_train(const options *o)
             goto done;
         }
         if (root && pos + 1 == per_epoch) {
-            copy_weights(&em, &tm);
-            if (evaluate(&em, &test, &acc, &test_loss) != 0)
+            if (copy_weights(&em, &tm) != 0 || evaluate(&em, &test, &acc, &test_loss) != 0)
                 goto done;
             printf("epoch %lld: train loss %.4f, test loss %.4f, test accuracy %.4f, %.0f "
                    "images/s, %.1f s\n", epoch + 1, epoch_loss / (double)epoch_steps, test_loss,

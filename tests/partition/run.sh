@@ -103,4 +103,22 @@ same one.loss two.loss "lenet: the 5th step's loss on 1 and 2 devices (4 digits)
 expect 0 "$gnc" train "$lenet" --steps 5 --batch 64 --seed 4 --devices cpu:2 --strategy pipeline
 grep "step 5/" <<<"$out" | sed 's/.*loss \([0-9.]*\).*/\1/' > pp.loss
 same one.loss pp.loss "lenet: the 5th step's loss on 1 device and a 2-stage pipeline"
+# whole epochs on a small slice of the data: evaluation reads the weights back
+# from every strategy's devices (a tensor-parallel program's shards assembled)
+data=/usr/share/datasets/fashion-mnist
+mkdir -p tiny
+idx_slice train-images-idx3-ubyte 256 3 "$data" >tiny/train-images-idx3-ubyte
+idx_slice train-labels-idx1-ubyte 256 1 "$data" >tiny/train-labels-idx1-ubyte
+idx_slice t10k-images-idx3-ubyte 200 3 "$data" >tiny/t10k-images-idx3-ubyte
+idx_slice t10k-labels-idx1-ubyte 200 1 "$data" >tiny/t10k-labels-idx1-ubyte
+expect 0 "$gnc" train "$lenet" --data tiny --batch 64 --epochs 1 --seed 2 --momentum 0.9
+grep "^epoch 1" <<<"$out" | sed 's/, [0-9]* images.*//' > epoch.one
+for s in data pipeline tensor; do
+    expect 0 "$gnc" train "$lenet" --data tiny --batch 64 --epochs 1 --seed 2 --momentum 0.9 \
+        --devices cpu:2 --strategy $s --checkpoint $s.safetensors
+    grep "^epoch 1" <<<"$out" | sed 's/, [0-9]* images.*//' > epoch.$s
+    same epoch.one epoch.$s "lenet's epoch (train loss, test loss and accuracy) on 1 device and $s x2"
+    expect 0 "$gnc" eval "$lenet" --data tiny --weights $s.safetensors
+    has "test accuracy"
+done
 summary partition-cli
