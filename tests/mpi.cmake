@@ -5,7 +5,7 @@
 # never passed; tools/deps.sh installs both, so CI runs it.
 set(GNC_FMNIST /usr/share/datasets/fashion-mnist CACHE PATH "Fashion-MNIST IDX files")
 if(MPI_C_FOUND)
-  add_executable(test_mpi ${CMAKE_CURRENT_LIST_DIR}/test_mpi.c)
+  add_executable(test_mpi ${CMAKE_CURRENT_LIST_DIR}/test_mpi.c ${CMAKE_CURRENT_LIST_DIR}/harness.c)
   target_link_libraries(test_mpi PRIVATE gnc_frontend gnc_passes gnc_runtime m)
   set(GNC_TEST_MPI $<TARGET_FILE:test_mpi>)
 else()

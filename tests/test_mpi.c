@@ -41,10 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag.h"
-#include "exec.h"
-#include "frontend.h"
-#include "passes.h"
+#include "harness.h"
 
 #define STEPS 10
 
@@ -92,25 +89,14 @@ static void program_free(program *p)
  * same on every rank. */
 static void compile(const char *model, int batch, int train, const pt_options *o, program *p)
 {
-    char path[4096], b[32];
-    snprintf(path, sizeof path, "%s/models/%s.net", root, model);
-    snprintf(b, sizeof b, "%d", batch);
-    const char *names[1] = {"batch"}, *values[1] = {b};
-    fe_options fo = {NULL, 1, names, values};
     diag d;
     diag_init(&d);
     memset(p, 0, sizeof *p);
-    p->g = fe_load_file(path, &fo, &d);
-    ad_optimizer opt = ad_optimizer_default(AD_SGD);
-    opt.momentum = 0.9;
-    pm_options pm = {0, 0, NULL, NULL, stderr, o};
-    if (!p->g || (train && ad_training_graph(p->g, &opt, &d) != 0) ||
-        pm_run(p->g, pm_default_pipeline(train, 0, 1), &pm, &d) != 0 || ir_verify(p->g, &d)) {
+    if (!(p->g = th_compile(root, model, batch, train, NULL, o, &d, &p->plan))) {
         diag_print(&d, stderr);
         die(model, "does not compile");
     }
     diag_free(&d);
-    p->plan = mp_plan_graph(p->g);
 }
 
 static rt_exec *rank_exec(const program *p)
@@ -133,27 +119,8 @@ static rt_exec *local_exec(const program *p)
     return x;
 }
 
-/* The inputs of step (as tests/test_partition.c feeds them), on every rank. */
-static void feed(const ir_graph *g, rt_exec *x, int step, float lr)
-{
-    for (int i = 0; i < g->ninputs; i++) {
-        const ir_value *v = g->inputs[i];
-        void *data = rt_exec_data(x, v);
-        int64_t n = ir_type_numel(&v->type);
-        if (strcmp(v->name, AD_INPUT_LR) == 0)
-            *(float *)data = lr;
-        else if (strcmp(v->name, AD_INPUT_STEP) == 0)
-            *(int64_t *)data = step;
-        else if (strcmp(v->name, AD_INPUT_SEED) == 0)
-            *(int64_t *)data = 5;
-        else if (v->type.dtype == IR_I32)
-            for (int64_t k = 0; k < n; k++)
-                ((int32_t *)data)[k] = (int32_t)((k * 7 + step * 3) % 10);
-        else
-            for (int64_t k = 0; k < n; k++)
-                ((float *)data)[k] = (float)sin(0.1 * (double)k + 1.7 * step) * 0.5f + 0.5f;
-    }
-}
+/* The inputs of step (as the other tests feed them), on every rank. */
+static void feed(const ir_graph *g, rt_exec *x, int step, float lr) { th_feed(g, x, step, lr); }
 
 static void run(rt_exec *x, const char *what)
 {
@@ -162,20 +129,7 @@ static void run(rt_exec *x, const char *what)
         die(what, err);
 }
 
-/* The largest difference as a fraction of (|ref| + rms(ref)), as
- * tests/test_partition.c measures; NaN counts as infinite. */
-static double worst(const float *got, const float *ref, int64_t n)
-{
-    double ss = 0, w = 0;
-    for (int64_t i = 0; i < n; i++)
-        ss += (double)ref[i] * ref[i];
-    double rms = sqrt(ss / (double)(n ? n : 1));
-    for (int64_t i = 0; i < n; i++) {
-        double e = fabs((double)got[i] - ref[i]) / (fabs(ref[i]) + rms + 1e-30);
-        w = isnan(got[i]) || isnan(e) ? INFINITY : e > w ? e : w;
-    }
-    return w;
-}
+#define worst th_worst
 
 /* What a run leaves on rank 0: the outputs or the losses, and every
  * parameter, buffer and state value. */

@@ -27,112 +27,32 @@
  *
  *   test_partition SOURCE_DIR [MODEL]        (only MODEL's cases) */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag.h"
-#include "exec.h"
-#include "frontend.h"
-#include "passes.h"
+#include "harness.h"
 
 #define STEPS 10
 
-static int passed, failed;
 static const char *root;
 static float learning_rate = 0.05f;
 static int steps = STEPS;       /* of the model at hand */
+#define check th_check
+#define worst th_worst
 
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(int ok, const char *fmt, ...)
-{
-    if (ok) {
-        passed++;
-        return;
-    }
-    failed++;
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("FAIL: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
+typedef th_program program;
+#define program_free th_program_free
 
-/* A compiled program: its graph, plan and executor. */
-typedef struct {
-    ir_graph *g;
-    mp_plan *plan;
-    rt_exec *x;
-} program;
-
-static void program_free(program *p)
-{
-    rt_exec_free(p->x);
-    mp_plan_free(p->plan);
-    if (p->g)
-        ir_graph_free(p->g);
-}
-
-/* Loads MODEL at batch, as a training step when train, through the default
- * pipeline with o's partitioning (NULL: one device).  On failure the
- * diagnostics go to d (which the caller prints or checks). */
+/* MODEL at batch, as a training step when train, partitioned by o (NULL: one
+ * device), with its executor; the problems on d. */
 static int compile(const char *model, int batch, int train, const pt_options *o, diag *d,
                    program *p)
 {
-    char path[4096], b[32];
-    snprintf(path, sizeof path, "%s/models/%s.net", root, model);
-    snprintf(b, sizeof b, "%d", batch);
-    const char *names[1] = {"batch"}, *values[1] = {b};
-    fe_options fo = {NULL, 1, names, values};
-    memset(p, 0, sizeof *p);
-    p->g = fe_load_file(path, &fo, d);
-    ad_optimizer opt = ad_optimizer_default(AD_SGD);
-    opt.momentum = 0.9;
-    int partitioned = o && (o->devices > 1 || o->deterministic);
-    pm_options pm = {1, 0, NULL, NULL, stderr, partitioned ? o : NULL};
-    if (!p->g || (train && ad_training_graph(p->g, &opt, d) != 0) ||
-        pm_run(p->g, pm_default_pipeline(train, 0, partitioned), &pm, d) != 0 ||
-        ir_verify(p->g, d) != 0)
-        return -1;
-    p->plan = mp_plan_graph(p->g);
-    char err[512];
-    if (mp_check(p->g, p->plan, err, sizeof err) != 0) {
-        fprintf(stderr, "%s: memory plan: %s\n", model, err);
-        return -1;
-    }
-    if (!(p->x = rt_exec_new_planned(p->g, p->plan->offset_by_id, p->plan->device_bytes, err,
-                                     sizeof err))) {
-        fprintf(stderr, "%s: %s\n", model, err);
-        return -1;
-    }
-    rt_exec_init_params(p->x, 11);
-    return 0;
+    return th_program_new(root, model, batch, train, NULL, o, d, p);
 }
 
-/* The inputs of step: images from a formula of (step, index), labels too. */
-static void feed(program *p, int step)
-{
-    const ir_graph *g = p->g;
-    for (int i = 0; i < g->ninputs; i++) {
-        const ir_value *v = g->inputs[i];
-        void *data = rt_exec_data(p->x, v);
-        int64_t n = ir_type_numel(&v->type);
-        if (strcmp(v->name, AD_INPUT_LR) == 0)
-            *(float *)data = learning_rate;
-        else if (strcmp(v->name, AD_INPUT_STEP) == 0)
-            *(int64_t *)data = step;
-        else if (strcmp(v->name, AD_INPUT_SEED) == 0)
-            *(int64_t *)data = 5;
-        else if (v->type.dtype == IR_I32)
-            for (int64_t k = 0; k < n; k++)
-                ((int32_t *)data)[k] = (int32_t)((k * 7 + step * 3) % 10);
-        else
-            for (int64_t k = 0; k < n; k++)
-                ((float *)data)[k] = (float)sin(0.1 * (double)k + 1.7 * step) * 0.5f + 0.5f;
-    }
-}
+static void feed(program *p, int step) { th_feed(p->g, p->x, step, learning_rate); }
 
 /* Runs STEPS steps (one for inference), keeping the losses. */
 static int run(program *p, int steps, float *loss)
@@ -148,21 +68,6 @@ static int run(program *p, int steps, float *loss)
             loss[s] = *(const float *)rt_exec_data(p->x, p->g->loss);
     }
     return 0;
-}
-
-/* The largest difference between two float tensors, as a fraction of
- * (|ref| + rms(ref)). */
-static double worst(const float *got, const float *ref, int64_t n)
-{
-    double ss = 0, w = 0;
-    for (int64_t i = 0; i < n; i++)
-        ss += (double)ref[i] * ref[i];
-    double rms = sqrt(ss / (double)(n ? n : 1));
-    for (int64_t i = 0; i < n; i++) {
-        double e = fabs((double)got[i] - ref[i]) / (fabs(ref[i]) + rms + 1e-30);
-        w = e > w || isnan(got[i]) ? (isnan(got[i]) ? INFINITY : e) : w;
-    }
-    return w;
 }
 
 /* Every parameter's values, by the order of g->params. */
@@ -477,6 +382,6 @@ int main(int argc, char **argv)
                "the batch of 6 does not split into 4 equal parts");
     error_case("lenet", 8, &(pt_options){.devices = 3, .strategy = PT_DATA, .deterministic = 1},
                "which 3 devices do not share evenly");
-    printf("partition: %d checks, %d failed\n", passed + failed, failed);
-    return failed ? 1 : 0;
+    printf("partition: %d checks, %d failed\n", th_passed + th_failed, th_failed);
+    return th_failed ? 1 : 0;
 }
