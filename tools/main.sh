@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set-up and the main job: installs what is missing (tools/deps.sh), builds gnc in
-# build/, checks ResNet-18, prints the start of LeNet's graph IR, runs LeNet's
-# inference on random inputs, then trains LeNet on Fashion-MNIST on the CPU.
+# build/, checks ResNet-18 and plans its training on 2 GPUs, prints the start of
+# LeNet's graph IR, runs LeNet's inference on random inputs, then trains LeNet on
+# Fashion-MNIST on the CPU.
 #   bash tools/main.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,6 +14,8 @@ gnc=build/gnc
 
 set -x
 "$gnc" compile models/resnet18.net
+# what runs where on 2 GPUs: the strategies costed, the plan of the fastest
+"$gnc" compile models/resnet18.net --gpus 2 --train --dump-plan | sed -n '/^plan:/,/^device 0:/p'
 # sed rather than head: it reads to the end, so gnc never dies of SIGPIPE
 "$gnc" dump models/lenet.net | sed -n '1,10p'
 "$gnc" run models/lenet.net --seed 1
