@@ -163,7 +163,9 @@ void pt_plan_print(const pt_plan *p, const ir_graph *g, FILE *f)
     fprintf(f, "plan: %s on %d device%s (%s): predicted step %.3f ms", p->strategy, p->ndevices,
             p->ndevices == 1 ? "" : "s", p->cost.name, p->step_ms);
     if (p->ndevices > 1)
-        fprintf(f, ", devices idle %.1f%% of it", 100 * p->bubble);
+        fprintf(f, ", devices idle %.1f%% of it%s", 100 * p->bubble,
+                strstr(p->strategy, "pipeline") || strstr(p->strategy, "pp=")
+                    ? " (the pipeline bubble)" : "");
     fputc('\n', f);
     for (int i = 0; i < p->ncandidates; i++) {
         const pt_candidate *k = &p->candidates[i];
