@@ -41,20 +41,33 @@ void diag_free(diag *d)
     memset(d, 0, sizeof *d);
 }
 
-const char *diag_add_source(diag *d, const char *file, const char *text, size_t len)
+/* The entry for file, made (without text) when there is none: entries keep
+ * the file names that locations point to, so a message outlives the graph or
+ * buffer its location came from. */
+static struct diag_source *source_entry(diag *d, const char *file)
 {
     for (struct diag_source *s = d->sources; s; s = s->next)
         if (strcmp(s->file, file) == 0)
-            return s->file;
+            return s;
     struct diag_source *s = xrealloc(NULL, sizeof *s);
     s->file = xrealloc(NULL, strlen(file) + 1);
     strcpy(s->file, file);
-    s->text = xrealloc(NULL, len + 1);
-    memcpy(s->text, text, len);
-    s->text[len] = '\0';
-    s->len = len;
+    s->text = NULL;
+    s->len = 0;
     s->next = d->sources;
     d->sources = s;
+    return s;
+}
+
+const char *diag_add_source(diag *d, const char *file, const char *text, size_t len)
+{
+    struct diag_source *s = source_entry(d, file);
+    if (!s->text) {
+        s->text = xrealloc(NULL, len + 1);
+        memcpy(s->text, text, len);
+        s->text[len] = '\0';
+        s->len = len;
+    }
     return s->file;
 }
 
@@ -77,6 +90,8 @@ void diag_vreport(diag *d, diag_level level, ir_loc loc, const char *fmt, va_lis
         d->cap = d->cap ? 2 * d->cap : 16;
         d->entries = xrealloc(d->entries, (size_t)d->cap * sizeof *d->entries);
     }
+    if (loc.file)
+        loc.file = source_entry(d, loc.file)->file;
     d->entries[d->n++] = (diag_entry){level, loc, msg};
 }
 
@@ -142,7 +157,7 @@ void diag_print(const diag *d, FILE *f)
         else
             fprintf(f, "gnc: %s: %s\n", names[e->level], e->msg);
         const struct diag_source *s = find_source(d, e->loc.file);
-        if (s && e->loc.line > 0)
+        if (s && s->text && e->loc.line > 0)
             quote_line(f, s, e->loc.line, e->loc.col);
     }
     if (d->max_errors && d->nerrors > d->max_errors)

@@ -8,7 +8,9 @@
  *       y = conv2d(x, 64, kernel = 3)
  *           ^
  *
- * Sources registered with diag_add_source() supply the quoted line and caret. */
+ * Sources registered with diag_add_source() supply the quoted line and caret.
+ * A message keeps its own copy of its location's file name: callers free a graph
+ * that fails (it owns the names its locations point to) before they print. */
 #ifndef GNC_DIAG_H
 #define GNC_DIAG_H
 

@@ -15,10 +15,7 @@
  * A value counts as defined once step 2, or the node computing it in step 3, has
  * passed it.  A node with an operand that is undefined or has a broken type is
  * not typed, so that one mistake gives one message, not one per use.
- *
- * Callers free a graph that fails before they print the diagnostics, and the
- * graph owns the file names of its locations; so every message carries the copy
- * of its file name that the diag keeps (diag_add_source), not the graph's. */
+ */
 #include "diag.h"
 #include "ir.h"
 
@@ -124,8 +121,6 @@ typedef struct {
 DIAG_PRINTF(3, 4)
 static void report(verifier *V, ir_loc loc, const char *fmt, ...)
 {
-    if (loc.file)
-        loc.file = diag_add_source(V->d, loc.file, "", 0);
     va_list ap;
     va_start(ap, fmt);
     diag_vreport(V->d, DIAG_ERROR, loc, fmt, ap);

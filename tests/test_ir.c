@@ -1006,6 +1006,27 @@ static void test_verify_after_free(void)
     diag_free(&d);
 }
 
+/* Any stage's message outlives the string its location names the file by, and
+ * a source registered after the message still gives it its quoted line. */
+static void test_diag_owns_file(void)
+{
+    char *file = strdup("owned.net");
+    diag d;
+    diag_init(&d);
+    diag_error(&d, (ir_loc){file, 2, 3}, "something is wrong");
+    free(file);
+    diag_add_source(&d, "owned.net", "line one\nab cd\n", 15);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    diag_print(&d, f);
+    fclose(f);
+    CHECK(strcmp(buf, "owned.net:2:3: error: something is wrong\n    ab cd\n      ^\n") == 0,
+          "the message prints otherwise:\n%s", buf);
+    free(buf);
+    diag_free(&d);
+}
+
 /* ---- robustness ---- */
 
 static uint64_t rng_state;
@@ -1199,6 +1220,7 @@ int main(int argc, char **argv)
     test_verify();
     test_verify_text();
     test_verify_after_free();
+    test_diag_owns_file();
     test_robustness();
     printf("test_ir: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
