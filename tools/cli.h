@@ -61,8 +61,8 @@ typedef struct {
     const char *device;         /* --device cpu|cuda; NULL: the default */
     const char *program_flag;   /* the first option given that shapes a program
                                    (cli_is_program_flag): a plan refuses it */
-    int argc;                   /* the command's arguments, for a plan's meta */
-    char **argv;
+    char flags[1024];           /* the options given that shape a program, in order
+                                   (cli_flag_record): a plan's meta records them */
     cli_world *world;           /* under mpirun: rank r runs device r of the program */
 } options;
 
@@ -126,12 +126,15 @@ struct rt_exec *cli_exec_new(const options *o, const cli_program *p, int per_ran
                              size_t errlen);
 
 /* Plan files (tools/plan.c; docs/plan.md).  cli_is_plan: FILE ends in .gnc or
- * starts with the plan magic.  cli_plan_write: gnc compile -o, the program
+ * starts with the plan magic.  cli_is_program_flag: an option a plan refuses
+ * (it shapes a program, or prints while compiling one); cli_flag_record
+ * notes a shaping one in o->flags.  cli_plan_write: gnc compile -o, the program
  * with its meta (flags, strategy, ...).  cli_plan_open: the plan of o->file,
  * checked against --device, --devices and the MPI world; -1 after saying why.
  * cmd_inspect: gnc inspect. */
 int cli_is_plan(const char *path);
 int cli_is_program_flag(const char *flag);
+void cli_flag_record(options *o, const char *flag, const char *value);
 int cli_plan_write(const options *o, const cli_program *p, const char *path);
 int cli_plan_open(const options *o, cli_program *out);
 int cmd_inspect(const options *o);

@@ -350,6 +350,7 @@ static int parse_args(int argc, char **argv, options *o)
                 return usage_error(cmdsp, "%s needs a value", f->name);
             val = argv[++i];
         }
+        cli_flag_record(o, f->name, f->valued ? val : NULL);
         const char *name = f->name;
         unsigned long long u;
         if (strcmp(name, "-D") == 0) {
@@ -1052,7 +1053,6 @@ static int command(int argc, char **argv, cli_world *world)
                  .strategy_auto = 1, .part = {.devices = 1, .strategy = PT_DATA}};
     o.opt.weight_decay = -1; /* unset: the optimizer's default */
     o.world = world;
-    o.argc = argc - 2, o.argv = argv + 2;
     int rc = parse_args(argc - 2, argv + 2, &o);
     if (rc) {
         options_free(&o);

@@ -22,62 +22,69 @@ int cli_is_plan(const char *path)
     return yes;
 }
 
-/* The options that shape a compiled program: a plan was compiled with its
- * own, so they do not apply to one.  Keep in step with tools/gnc.c's flags. */
-static const char *const program_flags[] = {
+/* The options that shape a compiled program, and those that only print
+ * something while compiling: a plan was compiled with its own, so neither
+ * applies to one.  The plan's meta records the first kind (cli_flag_record).
+ * Keep in step with tools/gnc.c's flags. */
+static const char *const shaping_flags[] = {
     "-D", "--model", "--passes", "--train", "--optimizer", "--momentum", "--nesterov",
-    "--weight-decay", "--remat", "--gpus", "--strategy", "--microbatches",
+    "--weight-decay", "--remat", "--gpus", "--devices", "--strategy", "--microbatches",
     "--pipeline-schedule", "--bucket-mb", "--sync-bn", "--deterministic", "--micro-shards",
-    "--mem-cap", "--device-model", "--batch", "--dump-ir", "--dump-dir", "--time-passes",
-    "--dump-memory", "--stats", "--dump-plan", "--verify-each",
+    "--mem-cap", "--device-model", "--batch",
+};
+static const char *const compiling_flags[] = {
+    "--dump-ir", "--dump-dir", "--time-passes", "--dump-memory", "--stats", "--dump-plan",
+    "--verify-each",
 };
 
-int cli_is_program_flag(const char *flag)
+static int listed(const char *flag, const char *const *list, size_t n)
 {
-    for (size_t i = 0; i < sizeof program_flags / sizeof *program_flags; i++)
-        if (strcmp(flag, program_flags[i]) == 0)
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(flag, list[i]) == 0)
             return 1;
     return 0;
 }
 
-/* The command line that made the program, for the plan's meta: every argument
- * but the file and -o's, a value with blanks or quotes in single quotes. */
-static void flags_of(const options *o, char *buf, size_t len)
+int cli_is_program_flag(const char *flag)
 {
-    size_t at = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < o->argc && at + 1 < len; i++) {
-        const char *a = o->argv[i];
-        if (a == o->file)
-            continue;
-        if (strcmp(a, "-o") == 0) {
-            i++;
-            continue;
-        }
-        if (strncmp(a, "-o=", 3) == 0)
-            continue;
-        int quote = a[0] == '\0' || strpbrk(a, " \t'\"\\") != NULL;
-        at += (size_t)snprintf(buf + at, len - at, "%s%s", at ? " " : "", quote ? "'" : "");
-        for (const char *c = a; *c && at + 2 < len; c++)
-            buf[at++] = *c == '\'' || *c < 0x20 || *c > 0x7e ? '?' : *c;
-        buf[at < len ? at : len - 1] = '\0';
-        if (quote && at + 1 < len)
-            buf[at++] = '\'', buf[at] = '\0';
-    }
+    /* --devices may name a plan's own count (cli_plan_open checks it) */
+    return strcmp(flag, "--devices") != 0 &&
+           (listed(flag, shaping_flags, sizeof shaping_flags / sizeof *shaping_flags) ||
+            listed(flag, compiling_flags, sizeof compiling_flags / sizeof *compiling_flags));
+}
+
+void cli_flag_record(options *o, const char *flag, const char *value)
+{
+    if (!listed(flag, shaping_flags, sizeof shaping_flags / sizeof *shaping_flags))
+        return;
+    size_t at = strlen(o->flags), len = sizeof o->flags;
+    if (at + strlen(flag) + 2 >= len)
+        return;
+    at += (size_t)snprintf(o->flags + at, len - at, "%s%s", at ? " " : "", flag);
+    if (!value || at + 4 >= len)
+        return;
+    int quote = value[0] == '\0' || strpbrk(value, " \t'\"\\") != NULL;
+    o->flags[at++] = ' ';
+    if (quote)
+        o->flags[at++] = '\'';
+    for (const char *c = value; *c && at + 2 < len; c++)
+        o->flags[at++] = *c == '\'' || *c < 0x20 || *c > 0x7e ? '?' : *c;
+    if (quote)
+        o->flags[at++] = '\'';
+    o->flags[at] = '\0';
 }
 
 int cli_plan_write(const options *o, const cli_program *p, const char *path)
 {
-    char flags[2048], devices[16], step[64], opt[160];
+    char devices[16], step[64], opt[160];
     int partitioned = o->part.devices > 1 || o->part.deterministic;
-    flags_of(o, flags, sizeof flags);
     snprintf(devices, sizeof devices, "%d", p->mp->ndevices);
     rt_plan_kv meta[16];
     int n = 0;
     meta[n++] = (rt_plan_kv){"writer", "gnc " GNC_VERSION};
     meta[n++] = (rt_plan_kv){"model", p->g->name};
     meta[n++] = (rt_plan_kv){"source", o->file};
-    meta[n++] = (rt_plan_kv){"flags", flags};
+    meta[n++] = (rt_plan_kv){"flags", o->flags};
     meta[n++] = (rt_plan_kv){"devices", devices};
     meta[n++] = (rt_plan_kv){"strategy", p->strategy};
     meta[n++] = (rt_plan_kv){"passes", o->passes ? o->passes
@@ -245,9 +252,10 @@ static void device_comm(const ir_graph *g, int d)
         }
         const ir_attr *id = ir_get_attr(n, "id");
         human((double)cost_comm_bytes(n), b, sizeof b);
+        int tensors = n->op == IR_OP_RECV ? n->nout : n->nin;
         printf("    %s #%lld%s: %d tensor%s, %s\n", ir_ops[n->op].name,
-               id && id->kind == IR_ATTR_INT ? (long long)id->i : 0LL, where, n->nin,
-               n->nin == 1 ? "" : "s", b);
+               id && id->kind == IR_ATTR_INT ? (long long)id->i : 0LL, where, tensors,
+               tensors == 1 ? "" : "s", b);
     }
     if (shown > 12)
         printf("    ... and %d more\n", shown - 12);

@@ -13,12 +13,13 @@
  *     int main(int argc, char **argv)
  *     {
  *         gnc_error err = {.message = "usage: example PLAN.gnc"};
+ *         gnc_session_options cpu = {.device = "cpu", .seed = 1};
  *         gnc_plan *plan = NULL;
  *         gnc_session *s = NULL;
  *         gnc_tensor_info t;
  *         float *y = NULL;
  *         if (argc != 2 || gnc_plan_load(&plan, argv[1], &err) != GNC_OK ||
- *             gnc_session_init(&s, plan, NULL, &err) != GNC_OK)
+ *             gnc_session_init(&s, plan, &cpu, &err) != GNC_OK)
  *             goto fail;
  *         for (int i = 0; i < gnc_plan_input_count(plan); i++) {
  *             gnc_plan_input(plan, i, &t);
