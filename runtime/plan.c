@@ -196,7 +196,7 @@ int rt_plan_encode(const ir_graph *g, const mp_plan *mp, const rt_plan_kv *meta,
     uint64_t nres = 0;
     ir_for_each_node(g, n)
         nres += (uint64_t)n->nout;
-    size_t mem_len = 16 + 8 * (size_t)ndev + 8 + 8 * (size_t)nres;
+    size_t mem_len = 8 + 8 * (size_t)ndev + 8 + 8 * (size_t)nres;
     unsigned char *mem = calloc(1, mem_len);
     /* the meta lines */
     size_t meta_len = 0;
@@ -209,8 +209,8 @@ int rt_plan_encode(const ir_graph *g, const mp_plan *mp, const rt_plan_kv *meta,
     }
     put32(mem, (uint32_t)ndev);
     for (int d = 0; d < ndev; d++)
-        put64(mem + 16 + 8 * (size_t)d, (uint64_t)mp->device_bytes[d]);
-    unsigned char *p = mem + 16 + 8 * (size_t)ndev;
+        put64(mem + 8 + 8 * (size_t)d, (uint64_t)mp->device_bytes[d]);
+    unsigned char *p = mem + 8 + 8 * (size_t)ndev;
     put64(p, nres);
     p += 8;
     ir_for_each_node(g, n)
@@ -401,7 +401,7 @@ static int read_memory(reader *r, rt_plan *p, const rt_plan_section *s)
 {
     const unsigned char *m = r->data + s->offset;
     uint64_t size = s->size, ndev = (uint64_t)p->ndevices;
-    if (size < 16)
+    if (size < 8)
         return BAD(r, "section memory: %llu bytes, too short for its counts",
                    (unsigned long long)size);
     if (get32(m) != ndev)
@@ -409,12 +409,12 @@ static int read_memory(reader *r, rt_plan *p, const rt_plan_section *s)
                    p->ndevices);
     if (get32(m + 4) != 0)
         return BAD(r, "section memory: reserved field is %u, not 0", get32(m + 4));
-    /* 16 + 8 x devices bytes of arenas, then the count of results: ndev is at
-       most IR_MAX_DEVICES, so this is small */
-    if (size - 16 < 8 * ndev + 8)
+    /* 8 x devices bytes of arenas, then the count of results: ndev is at most
+       IR_MAX_DEVICES, so this is small */
+    if (size - 8 < 8 * ndev + 8)
         return BAD(r, "section memory: %llu bytes, too short for %d arenas",
                    (unsigned long long)size, p->ndevices);
-    uint64_t nres = get64(m + 16 + 8 * ndev), left = size - 16 - 8 * ndev - 8;
+    uint64_t nres = get64(m + 8 + 8 * ndev), left = size - 16 - 8 * ndev;
     if (left % 8 != 0 || left / 8 != nres)
         return BAD(r, "section memory: %llu bytes after its counts, but %llu node results "
                    "take 8 bytes each", (unsigned long long)left, (unsigned long long)nres);
@@ -442,7 +442,7 @@ static int read_memory(reader *r, rt_plan *p, const rt_plan_section *s)
         mp->offset_by_id[i] = -1;
     int rc = -1;
     for (uint64_t d = 0; d < ndev; d++) {
-        uint64_t a = get64(m + 16 + 8 * d);
+        uint64_t a = get64(m + 8 + 8 * d);
         if (a > (uint64_t)INT64_MAX / 2) {
             BAD(r, "section memory: device %llu's arena of %llu bytes is beyond any memory",
                 (unsigned long long)d, (unsigned long long)a);
@@ -450,7 +450,7 @@ static int read_memory(reader *r, rt_plan *p, const rt_plan_section *s)
         }
         mp->device_bytes[d] = mp->dev[d].arena_bytes = (int64_t)a;
     }
-    const unsigned char *o = m + 16 + 8 * ndev + 8;
+    const unsigned char *o = m + 16 + 8 * ndev;
     ir_for_each_node(p->g, n)
         for (int i = 0; i < n->nout; i++, o += 8) {
             const ir_value *v = n->out[i];

@@ -573,14 +573,14 @@ static uint64_t ends(const unsigned char *m, int nres)
 {
     uint64_t end = 0;
     for (int i = 0; i < nres; i++) {
-        uint64_t o = get64(m + 32 + 8 * (size_t)i);
+        uint64_t o = get64(m + 24 + 8 * (size_t)i);
         if (o != UINT64_MAX && o + 256 > end)
             end = o + 256;
     }
     return end;
 }
 
-/* Variants of the memory section of a one-device plan: mem[] is 16 bytes of
+/* Variants of the memory section of a one-device plan: m[] is 8 bytes of
  * counts, the arena, the result count, then an offset per node result. */
 static void test_memory_cases(const parts *P, const ir_graph *g)
 {
@@ -597,8 +597,8 @@ static void test_memory_cases(const parts *P, const ir_graph *g)
         nres += node->nout;
     }
     check(h >= 0 && r >= 0 && wn >= 0 && x >= 0, "tiny's results are where they should be");
-    unsigned char *off = m + 16 + 8 + 8;
-    int64_t arena = (int64_t)get64(P->memory + 16);
+    unsigned char *off = m + 24;
+    int64_t arena = (int64_t)get64(P->memory + 8);
 
 #define CASE(what, edit, want)                                  \
     do {                                                        \
@@ -611,12 +611,12 @@ static void test_memory_cases(const parts *P, const ir_graph *g)
     CASE("the memory section as written", (void)0, NULL);
     CASE("2 devices in memory", put32(m, 2), "section memory: 2 devices, but the header says 1");
     CASE("memory reserved field", put32(m + 4, 7), "reserved field is 7");
-    CASE("memory of 12 bytes", rep[1].size = 12, "too short for its counts");
-    CASE("memory without its arenas", rep[1].size = 20, "too short for 1 arenas");
-    CASE("one result fewer", put64(m + 24, (uint64_t)nres - 1),
+    CASE("memory of 6 bytes", rep[1].size = 6, "too short for its counts");
+    CASE("memory without its arenas", rep[1].size = 12, "too short for 1 arenas");
+    CASE("one result fewer", put64(m + 16, (uint64_t)nres - 1),
          "but 3 node results take 8 bytes each");
-    CASE("2^61 results", put64(m + 24, (uint64_t)1 << 61), "node results take 8 bytes each");
-    CASE("an offset missing", (put64(m + 24, (uint64_t)nres - 1), rep[1].size = n - 8),
+    CASE("2^61 results", put64(m + 16, (uint64_t)1 << 61), "node results take 8 bytes each");
+    CASE("an offset missing", (put64(m + 16, (uint64_t)nres - 1), rep[1].size = n - 8),
          "offsets of 3 node results, but the program has 4");
     CASE("an unaligned offset", put64(off + 8 * (size_t)r, 8), "at offset 8 does not fit");
     CASE("an offset past the arena", put64(off + 8 * (size_t)r, (uint64_t)arena),
@@ -624,8 +624,8 @@ static void test_memory_cases(const parts *P, const ir_graph *g)
     CASE("an offset of 2^63 - 256", put64(off + 8 * (size_t)r, ((uint64_t)1 << 63) - 256),
          "does not fit");
     CASE("an offset of -512", put64(off + 8 * (size_t)r, (uint64_t)-512), "does not fit");
-    CASE("an arena of 2^62", put64(m + 16, (uint64_t)1 << 62), "beyond any memory");
-    CASE("an arena larger than its buffers", put64(m + 16, (uint64_t)arena + 256),
+    CASE("an arena of 2^62", put64(m + 8, (uint64_t)1 << 62), "beyond any memory");
+    CASE("an arena larger than its buffers", put64(m + 8, (uint64_t)arena + 256),
          "but its buffers end at");
     CASE("an arena value without a place", put64(off + 8 * (size_t)h, UINT64_MAX),
          "the memory plan does not hold: %h has no aligned place");
@@ -634,7 +634,7 @@ static void test_memory_cases(const parts *P, const ir_graph *g)
     /* h and the loss are not in place of each other and both live at the
        cross_entropy: the same offset collides (r takes h's place in place) */
     CASE("two live buffers overlapping",
-         (put64(off + 8 * (size_t)x, get64(off + 8 * (size_t)r)), put64(m + 16, ends(m, nres))),
+         (put64(off + 8 * (size_t)x, get64(off + 8 * (size_t)r)), put64(m + 8, ends(m, nres))),
          "overlap while both are live");
 #undef CASE
     free(m);
