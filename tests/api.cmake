@@ -1,7 +1,8 @@
 # The embedding API (include/gnc/gnc.h, libgnc; docs/api.md).  api_plans
 # compiles the plans the others run (tests/api/plans.sh).  api_example cuts
 # the example out of gnc.h's opening comment, builds it against libgnc and runs
-# it, so the header's example is the API as it is.  api (tests/api/test_api.c)
+# it, so the header's example is the API as it is; api_doc checks that
+# docs/api.md shows the same.  api (tests/api/test_api.c)
 # goes through the whole API with only the public header.  api_install installs
 # libgnc and builds examples/app.c against it with pkg-config and with
 # find_package, as CI does (tests/api/install.sh).
@@ -20,6 +21,12 @@ target_compile_options(api_example PRIVATE -Werror)
 add_test(NAME api_example COMMAND sh -c "out=$(\"$0\" \"$1\") && echo \"$out\" && echo \"$out\" | grep -q '^logits: 40 values, the first '"
          $<TARGET_FILE:api_example> ${CMAKE_CURRENT_BINARY_DIR}/api-plans/lenet.gnc)
 set_tests_properties(api_example PROPERTIES FIXTURES_REQUIRED api_plans LABELS "api" TIMEOUT 60)
+
+# docs/api.md shows the same example
+add_test(NAME api_doc COMMAND ${CMAKE_COMMAND} -DIN=${CMAKE_SOURCE_DIR}/include/gnc/gnc.h
+         -DOUT=${CMAKE_CURRENT_BINARY_DIR}/api_doc_example.c -DDOC=${CMAKE_SOURCE_DIR}/docs/api.md
+         -P ${CMAKE_CURRENT_SOURCE_DIR}/api/example.cmake)
+set_tests_properties(api_doc PROPERTIES LABELS "api")
 
 add_executable(test_api ${CMAKE_CURRENT_SOURCE_DIR}/api/test_api.c)
 target_link_libraries(test_api PRIVATE gnc_lib m)
