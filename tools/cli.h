@@ -6,6 +6,7 @@
 #include "ir.h"
 #include "passes.h"
 
+#define GNC_VERSION "0.1.0"
 #define MAX_DEFINES 64
 #define MAX_INPUTS 64
 #define MAX_CAPS 4096           /* devices a --mem-cap can name */
@@ -57,6 +58,11 @@ typedef struct {
     const char *schedule;       /* --schedule constant|step|cosine */
     long long epochs, steps, batch, warmup, step_size;
     double lr, gamma;
+    const char *device;         /* --device cpu|cuda; NULL: the default */
+    const char *program_flag;   /* the first option given that shapes a program
+                                   (cli_is_program_flag): a plan refuses it */
+    char flags[1024];           /* the options given that shape a program, in order
+                                   (cli_flag_record): a plan's meta records them */
     cli_world *world;           /* under mpirun: rank r runs device r of the program */
 } options;
 
@@ -69,12 +75,14 @@ ir_graph *cli_load(const options *o, long long batch, diag *d);
 mp_plan *cli_optimize(const options *o, ir_graph *g, int training, diag *d);
 double cli_now_ms(void);
 
-/* A compiled program: graph, memory plan, partition plan. */
+/* A compiled program: graph, memory plan, partition plan; or a plan file's
+ * program and memory plan (file), which it owns then. */
 typedef struct {
     ir_graph *g;
     mp_plan *mp;
     pt_plan *plan;
     char strategy[96];
+    struct rt_plan *file;
 } cli_program;
 
 /* Compiles o's model (at batch, as cli_load; as a training step when train)
@@ -116,6 +124,20 @@ int cli_mpi_agree(const options *o, const cli_program *p, diag *d);
  * per_rank), else all of it in this process. */
 struct rt_exec *cli_exec_new(const options *o, const cli_program *p, int per_rank, char *err,
                              size_t errlen);
+
+/* Plan files (tools/plan.c; docs/plan.md).  cli_is_plan: FILE ends in .gnc or
+ * starts with the plan magic.  cli_is_program_flag: an option a plan refuses
+ * (it shapes a program, or prints while compiling one); cli_flag_record
+ * notes a shaping one in o->flags.  cli_plan_write: gnc compile -o, the program
+ * with its meta (flags, strategy, ...).  cli_plan_open: the plan of o->file,
+ * checked against --device, --devices and the MPI world; -1 after saying why.
+ * cmd_inspect: gnc inspect. */
+int cli_is_plan(const char *path);
+int cli_is_program_flag(const char *flag);
+void cli_flag_record(options *o, const char *flag, const char *value);
+int cli_plan_write(const options *o, const cli_program *p, const char *path);
+int cli_plan_open(const options *o, cli_program *out);
+int cmd_inspect(const options *o);
 
 int cmd_train(const options *o);
 int cmd_eval(const options *o);

@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
-# Fuzzes the frontend with libFuzzer for SECONDS seconds:
-#   bash tools/fuzz.sh SECONDS          (build dir: build-fuzz, or $GNC_FUZZ_BUILD)
-# Builds tests/fuzz/fuzz_frontend.c with clang, AddressSanitizer and UBSan, then runs
-# it on a working copy of the seed corpus (models/*.net, tests/dsl/**/*.net,
-# tests/fuzz/regressions/*.net) kept in the build dir, so nothing is written into
-# the repository.  Exits non-zero on any crash, sanitizer report, leak or timeout,
+# Fuzzes the frontend, the IR text parser or the plan loader with libFuzzer for
+# SECONDS seconds:
+#   bash tools/fuzz.sh SECONDS [frontend|ir|plan]   (build dir: build-fuzz, or $GNC_FUZZ_BUILD)
+# Builds tests/fuzz/fuzz_TARGET.c with clang, AddressSanitizer and UBSan, then runs
+# it on a working copy of its seed corpus (frontend: models/*.net, tests/dsl/**/*.net,
+# tests/fuzz/regressions/*.net; ir: tests/{ir,passes,comm}/*.gir; plan:
+# tests/fuzz/plans/*.gnc) kept in the build dir, so nothing is written into the
+# repository.  Exits non-zero on any crash, sanitizer report, leak or timeout,
 # and prints the path of the input that caused it and how to reproduce it.
 set -euo pipefail
 if [ $# -lt 1 ] || [ $# -gt 2 ] || ! [[ $1 =~ ^[0-9]+$ ]] || [ "$1" -lt 1 ] ||
-   ! [[ ${2:-frontend} =~ ^(frontend|ir)$ ]]; then
-    echo "usage: bash tools/fuzz.sh SECONDS [frontend|ir]" >&2
+   ! [[ ${2:-frontend} =~ ^(frontend|ir|plan)$ ]]; then
+    echo "usage: bash tools/fuzz.sh SECONDS [frontend|ir|plan]" >&2
     exit 2
 fi
 seconds=$1
-target=${2:-frontend}         # frontend: .net files; ir: .gir text
+target=${2:-frontend}         # frontend: .net files; ir: .gir text; plan: .gnc plan files
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${GNC_FUZZ_BUILD:-$root/build-fuzz}
 command -v clang >/dev/null || { echo "fuzz: needs clang (bash tools/deps.sh)" >&2; exit 1; }
@@ -26,9 +28,14 @@ corpus=$work/corpus          # grows from run to run; the seeds are copied in ea
 artifacts=$work/artifacts
 mkdir -p "$corpus" "$artifacts"
 shopt -s nullglob globstar
+max_len=4096
 if [ "$target" = ir ]; then
     seeds=("$root"/tests/ir/*.gir "$root"/tests/passes/*.gir "$root"/tests/comm/*.gir)
     dict=()
+elif [ "$target" = plan ]; then
+    seeds=("$root"/tests/fuzz/plans/*.gnc)
+    dict=()
+    max_len=16384             # the largest seed is about 7 KiB
 else
     seeds=("$root"/models/*.net "$root"/tests/dsl/**/*.net "$root"/tests/fuzz/regressions/*.net)
     dict=(-dict="$root/tests/fuzz/dsl.dict")
@@ -43,7 +50,7 @@ echo "fuzz: ${#seeds[@]} seeds, $(ls "$corpus" | wc -l) inputs in $corpus; runni
 before=$(ls "$artifacts" | sort)
 log=$work/fuzz.log
 set +e
-"$build/fuzz_$target" -max_total_time="$seconds" -max_len=4096 -timeout=10 \
+"$build/fuzz_$target" -max_total_time="$seconds" -max_len="$max_len" -timeout=10 \
     "${dict[@]}" -artifact_prefix="$artifacts/" -print_final_stats=1 \
     "$corpus" 2>&1 | tee "$log" | grep -v -E '^#[0-9]+\s+(NEW|REDUCE|pulse)'
 rc=${PIPESTATUS[0]}

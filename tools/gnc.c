@@ -9,15 +9,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "device.h"
 #include "diag.h"
 #include "exec.h"
 #include "frontend.h"
 #include "ir.h"
 #include "npy.h"
 #include "passes.h"
+#include "plan.h"
 #include "cli.h"
-
-#define GNC_VERSION "0.1.0"
 
 static const char usage_main[] =
     "usage: gnc <command> [options] FILE\n"
@@ -26,13 +26,16 @@ static const char usage_main[] =
     "\n"
     "commands:\n"
     "  dump     print the elaborated graph IR as text\n"
-    "  compile  parse, elaborate and check shapes; print a one-screen summary\n"
+    "  compile  parse, elaborate and check shapes; print a one-screen summary;\n"
+    "           with -o FILE.gnc, write the compiled program as a plan file\n"
     "  run      run inference on the CPU on random inputs or given .npy inputs\n"
     "  train    train a model on an IDX data set (Fashion-MNIST by default)\n"
     "  eval     test accuracy of trained weights\n"
+    "  inspect  print what a plan file holds\n"
     "  help     show help for a command\n"
     "\n"
-    "FILE is a model (.net) or IR text (.gir, as written by gnc dump).\n"
+    "FILE is a model (.net), IR text (.gir, as written by gnc dump) or, for run,\n"
+    "train, eval, dump and inspect, a plan (.gnc, as written by gnc compile -o).\n"
     "Under mpirun -np N, train, run and compile run a program of N devices, one per\n"
     "rank (docs/partition.md, \"Running under MPI\").\n"
     "Run 'gnc <command> --help' for a command's options.  Documentation: docs/.\n";
@@ -96,7 +99,10 @@ static const char usage_compile[] =
     "  --remat         with --train: recompute batchnorm-ReLU results in the backward\n"
     "                  pass; reports the memory saved and the FLOPs added\n"
     "  --dump-plan[=FILE.json]   the partition plan: per device its ops, memory,\n"
-    "                  predicted time and communication (JSON into FILE)\n";
+    "                  predicted time and communication (JSON into FILE)\n"
+    "  -o FILE.gnc     write the compiled program, its memory plan and its flags as a\n"
+    "                  plan file (docs/plan.md), atomically; gnc run, train and the\n"
+    "                  embedding library (docs/api.md) run it\n";
 
 static const char usage_run[] =
     "usage: gnc run [options] FILE\n"
@@ -113,7 +119,12 @@ static const char usage_run[] =
     "  -o DIR          write each output to DIR/NAME.npy\n"
     "  --threads N     CPU threads (default: all cores)\n"
     "  --repeat N      run N times and report the median time (default 1)\n"
-    "  --profile       print the time spent in each op\n";
+    "  --profile       print the time spent in each op\n"
+    "  --device cpu|cuda   where to run a plan (default cuda where a GPU is present,\n"
+    "                  else cpu; there is no CUDA runtime yet); a model runs on the CPU\n"
+    "\n"
+    "FILE may be a plan (gnc compile -o): it runs as compiled, on as many virtual\n"
+    "devices as it was compiled for; options that shape a program do not apply.\n";
 
 static const char usage_train[] =
     "usage: gnc train [options] MODEL.net\n"
@@ -144,7 +155,13 @@ static const char usage_train[] =
     "  --threads N     CPU threads (default: all cores)\n"
     "  --remat         recompute batchnorm-ReLU results in the backward pass\n"
     "  --profile       print the time spent in each op of the training step\n"
-    "  --device cpu    where to train (only cpu in this build)\n";
+    "  --device cpu|cuda   where to train a plan (default cuda where a GPU is present,\n"
+    "                  else cpu; there is no CUDA runtime yet); a model trains on the CPU\n"
+    "\n"
+    "MODEL may be a training plan (gnc compile MODEL.net --train -o FILE.gnc): it\n"
+    "trains as compiled (batch, optimizer, devices); each epoch ends with its\n"
+    "training loss, as a plan holds no inference program to test with (gnc eval\n"
+    "takes an inference plan and the checkpoint).\n";
 
 static const char usage_eval[] =
     "usage: gnc eval [options] MODEL.net\n"
@@ -156,7 +173,22 @@ static const char usage_eval[] =
     "  --data DIR      IDX files (default /usr/share/datasets/fashion-mnist)\n"
     "  --batch N       images per step (default: the largest divisor of the test set\n"
     "                  up to 256)\n"
-    "  --threads N     CPU threads (default: all cores)\n";
+    "  --threads N     CPU threads (default: all cores)\n"
+    "  --device cpu|cuda   as for gnc run\n"
+    "\n"
+    "MODEL may be an inference plan (gnc compile -o), at the batch it was compiled for.\n";
+
+static const char usage_inspect[] =
+    "usage: gnc inspect FILE.gnc\n"
+    "\n"
+    "Checks a plan file (gnc compile -o; docs/plan.md) as gnc run would and prints\n"
+    "what it holds: its sections, the flags it was compiled with, each device's\n"
+    "arena and holdings, the inputs, outputs and parameters (with initializers),\n"
+    "each device's collectives and transfers with their bytes, and its kernels.\n"
+    "An invalid plan gives an error saying what is wrong, and exit status 1.\n"
+    "\n"
+    "options:\n"
+    "  -h, --help      show this help\n";
 
 static void print_usage(const char *cmd, FILE *f)
 {
@@ -168,8 +200,11 @@ static void print_usage(const char *cmd, FILE *f)
                   : strcmp(cmd, "compile") == 0 ? usage_compile
                   : strcmp(cmd, "train") == 0   ? usage_train
                   : strcmp(cmd, "eval") == 0    ? usage_eval
+                  : strcmp(cmd, "inspect") == 0 ? usage_inspect
                                                 : usage_run;
     fputs(u, f);
+    if (u == usage_inspect)
+        return;
     if (u == usage_dump || u == usage_compile)
         fputs(usage_train_graph, f);
     if (u != usage_eval)
@@ -207,7 +242,7 @@ static const struct flag {
 } flags[] = {
     {"-D", "dump compile run train eval", 1},
     {"--model", "dump compile run train eval", 1},
-    {"-o", "dump run", 1},
+    {"-o", "dump compile run", 1},
     {"--seed", "run train", 1},
     {"--input", "run", 1},
     {"--threads", "run train eval", 1},
@@ -308,11 +343,14 @@ static int parse_args(int argc, char **argv, options *o)
         }
         if (!applies(f, o->cmd))
             return usage_error(cmdsp, "option '%s' does not apply to this command", f->name);
+        if (!o->program_flag && cli_is_program_flag(f->name))
+            o->program_flag = f->name;
         if (f->valued && !val) {
             if (i + 1 >= argc)
                 return usage_error(cmdsp, "%s needs a value", f->name);
             val = argv[++i];
         }
+        cli_flag_record(o, f->name, f->valued ? val : NULL);
         const char *name = f->name;
         unsigned long long u;
         if (strcmp(name, "-D") == 0) {
@@ -472,9 +510,9 @@ static int parse_args(int argc, char **argv, options *o)
                 return usage_error(cmdsp, "%s needs an integer from 1 to 64", name);
             *(name[7] == 'b' ? &o->part.microbatches : &o->part.micro_shards) = (int)u;
         } else if (strcmp(name, "--device") == 0) {
-            if (strcmp(val, "cpu") != 0)
-                return usage_error(cmdsp, "--device: only 'cpu' is available in this build, got '%s'",
-                                   val);
+            if (strcmp(val, "cpu") != 0 && strcmp(val, "cuda") != 0)
+                return usage_error(cmdsp, "--device needs cpu or cuda, got '%s'", val);
+            o->device = val;
         } else if (strcmp(name, "--data") == 0) {
             o->data = val;
         } else if (strcmp(name, "--weights") == 0) {
@@ -786,10 +824,12 @@ static void print_stats(const ir_graph *g, const mp_plan *plan, double ms)
     printf("params.bytes: %lld\ncompile_ms: %.3f\n", (long long)plan->param_bytes, ms);
 }
 
-static void fill_random(const ir_value *v, uint64_t seed, void *data)
+/* Input `index` of the program (its place in g->inputs, which a plan keeps) at
+ * random for seed: the same values for the model and for its plan. */
+static void fill_random(const ir_value *v, int index, uint64_t seed, void *data)
 {
     int64_t n = ir_type_numel(&v->type);
-    uint64_t s = seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull + (uint64_t)v->id;
+    uint64_t s = seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull + (uint64_t)index;
     for (int64_t i = 0; i < n; i++) {
         s ^= s << 13;
         s ^= s >> 7;
@@ -841,6 +881,12 @@ static int cmd_run(const options *o, const cli_program *p)
 {
     char err[512];
     ir_graph *g = p->g;
+    if (p->file && p->file->training) {
+        fprintf(stderr, "gnc: error: %s is a training step; train it with 'gnc train %s --data "
+                "DIR', or run an inference plan (gnc compile without --train)\n", o->file,
+                o->file);
+        return 1;
+    }
     if (o->threads)
         rt_set_threads(o->threads);
     rt_exec *x = cli_exec_new(o, p, 1, err, sizeof err);
@@ -852,7 +898,7 @@ static int cmd_run(const options *o, const cli_program *p)
     rt_exec_set_profile(x, o->profile);
     int rc = 1;
     for (int i = 0; i < g->ninputs; i++)
-        fill_random(g->inputs[i], o->seed, rt_exec_data(x, g->inputs[i]));
+        fill_random(g->inputs[i], i, o->seed, rt_exec_data(x, g->inputs[i]));
     for (int k = 0; k < o->ninputs; k++) {
         const ir_value *v = NULL;
         if (!o->input_names[k] && g->ninputs == 1)
@@ -936,6 +982,37 @@ done:
     return rc;
 }
 
+static void options_free(options *o)
+{
+    for (int i = 0; i < o->ndefines; i++)
+        free((char *)o->define_names[i]);
+    for (int i = 0; i < o->ninputs; i++)
+        free((char *)o->input_names[i]);
+    o->ndefines = o->ninputs = 0;
+}
+
+/* A plan given as FILE: the options that apply, --device.  Returns 0 or the
+ * exit status. */
+static int plan_options(options *o, int is_plan)
+{
+    if (is_plan && strcmp(o->cmd, "compile") == 0)
+        return usage_error("compile ", "%s is a plan, compiled already (see 'gnc inspect')",
+                           o->file);
+    if (is_plan && o->program_flag) {
+        fprintf(stderr, "gnc: error: option '%s' shapes a compiled program, and %s is a plan, "
+                "compiled with its own (see 'gnc inspect %s')\n(see 'gnc %s --help')\n",
+                o->program_flag, o->file, o->file, o->cmd);
+        return 2;
+    }
+    if (!is_plan && o->device && strcmp(o->device, "cpu") != 0) {
+        fprintf(stderr, "gnc: error: --device %s: this build of gnc has no CUDA runtime yet, and "
+                "a model (.net, .gir) runs on the CPU executor: leave --device out, or compile "
+                "a plan (gnc compile -o) for the CUDA runtime to come\n", o->device);
+        return 1;
+    }
+    return 0;
+}
+
 /* One gnc command; world: the MPI world it runs in (cli_mpi_init). */
 static int command(int argc, char **argv, cli_world *world)
 {
@@ -952,13 +1029,14 @@ static int command(int argc, char **argv, cli_world *world)
         printf("gnc %s\n", GNC_VERSION);
         return 0;
     }
-    static const char *const cmds[] = {"dump", "compile", "run", "train", "eval", "help"};
+    static const char *const cmds[] = {"dump", "compile", "run", "train", "eval", "inspect",
+                                       "help"};
     int known = 0;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 7; i++)
         known |= strcmp(cmd, cmds[i]) == 0;
     if (strcmp(cmd, "help") == 0) {
         int ok = argc <= 2;
-        for (int i = 0; i < 5 && !ok; i++)
+        for (int i = 0; i < 6 && !ok; i++)
             ok = strcmp(argv[2], cmds[i]) == 0;
         if (!ok)
             return usage_error(NULL, "unknown command '%s'", argv[2]);
@@ -966,7 +1044,7 @@ static int command(int argc, char **argv, cli_world *world)
         return 0;
     }
     if (!known) {
-        const char *s = diag_suggest(cmd, cmds, 6);
+        const char *s = diag_suggest(cmd, cmds, 7);
         fprintf(stderr, "gnc: error: unknown command '%s'%s%s%s\n(see 'gnc --help')\n", cmd,
                 s ? "; did you mean '" : "", s ? s : "", s ? "'?" : "");
         return 2;
@@ -976,8 +1054,17 @@ static int command(int argc, char **argv, cli_world *world)
     o.opt.weight_decay = -1; /* unset: the optimizer's default */
     o.world = world;
     int rc = parse_args(argc - 2, argv + 2, &o);
-    if (rc)
+    if (rc) {
+        options_free(&o);
         return rc == 1 ? 0 : rc;
+    }
+    if (strcmp(cmd, "inspect") == 0)
+        return world->rank > 0 ? 0 : cmd_inspect(&o);
+    int is_plan = cli_is_plan(o.file);
+    if ((rc = plan_options(&o, is_plan)) != 0) {
+        options_free(&o);
+        return rc;
+    }
     if ((rc = cli_mpi_options(&o, cmd)) != 0)
         return rc;
     if (world->rank > 0 && (strcmp(cmd, "dump") == 0 || strcmp(cmd, "eval") == 0))
@@ -994,6 +1081,17 @@ static int command(int argc, char **argv, cli_world *world)
         rc = strcmp(cmd, "train") == 0 ? cmd_train(&o) : cmd_eval(&o);
         for (int i = 0; i < o.ndefines; i++)
             free((char *)o.define_names[i]);
+        return rc;
+    }
+
+    if (is_plan) { /* dump or run a plan file's program */
+        cli_program prog;
+        rc = 1;
+        if (cli_plan_open(&o, &prog) == 0)
+            rc = strcmp(cmd, "dump") == 0 ? (world->rank > 0 ? 0 : cmd_dump(&o, prog.g))
+                                          : cmd_run(&o, &prog);
+        cli_program_free(&prog);
+        options_free(&o);
         return rc;
     }
 
@@ -1039,6 +1137,11 @@ static int command(int argc, char **argv, cli_world *world)
             rc = cli_write_plan(&prog, o.dump_plan_file) != 0;
     } else
         rc = cmd_run(&o, &prog);
+    if (rc == 0 && strcmp(cmd, "compile") == 0 && o.out && world->rank == 0) {
+        rc = cli_plan_write(&o, &prog, o.out) != 0;
+        if (rc == 0 && !o.stats && !o.dump_memory)
+            printf("plan: %s\n", o.out);
+    }
     cli_candidates_free(prog.plan);
     cli_program_free(&prog);
     for (int i = 0; i < o.ndefines; i++)

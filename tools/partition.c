@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "plan.h"
 
 /* "80GiB", "512MB", "1e9": bytes; 0 on a bad size. */
 static int64_t parse_size(const char *s, const char *end)
@@ -196,9 +197,13 @@ fail_kept:
 void cli_program_free(cli_program *p)
 {
     pt_plan_free(p->plan);
-    mp_plan_free(p->mp);
-    if (p->g)
-        ir_graph_free(p->g);
+    if (p->file) { /* a plan file's: it owns g and mp */
+        rt_plan_free(p->file);
+    } else {
+        mp_plan_free(p->mp);
+        if (p->g)
+            ir_graph_free(p->g);
+    }
     memset(p, 0, sizeof *p);
 }
 

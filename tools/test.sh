@@ -2,8 +2,9 @@
 # Set-up and the tests:
 #   bash tools/test.sh                 install what is missing, build in build/, run ctest
 #   bash tools/test.sh --asan          the same with AddressSanitizer and UBSan, in build-asan/
-#   bash tools/test.sh --fuzz SECONDS [frontend|ir]
-#                                      fuzz the frontend or the IR parser instead (tools/fuzz.sh)
+#   bash tools/test.sh --fuzz SECONDS [frontend|ir|plan]
+#                                      fuzz the frontend, the IR parser or the plan
+#                                      loader instead (tools/fuzz.sh)
 # GNC_BUILD_DIR overrides the build directory.  Exits non-zero if a step or a test fails.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,8 +15,8 @@ while [ $# -gt 0 ]; do
     --fuzz)
         [ $# -ge 2 ] || { echo "test: --fuzz needs SECONDS" >&2; exit 2; }
         fuzz=$2; shift
-        case ${2:-} in frontend|ir) fuzz_target=$2; shift ;; esac ;;
-    -h|--help) sed -n '2,7s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        case ${2:-} in frontend|ir|plan) fuzz_target=$2; shift ;; esac ;;
+    -h|--help) sed -n '2,8s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "test: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift

@@ -24,6 +24,7 @@
 #include "cli.h"
 #include "data.h"
 #include "exec.h"
+#include "plan.h"
 
 #define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
 
@@ -47,25 +48,43 @@ static void model_free(model *m)
 
 /* Loads o's model at batch (as a training step when train), finds its image and
  * label inputs and its logits, and makes its executor: under MPI the training
- * step's device of this rank (collectively), the inference graph whole. */
+ * step's device of this rank (collectively), the inference graph whole.  A
+ * plan file is taken as compiled (batch, optimizer, devices); it must be a
+ * training step to train and an inference program to evaluate. */
 static int model_load(const options *o, long long batch, int train, model *m)
 {
-    diag d;
-    diag_init(&d);
     memset(m, 0, sizeof *m);
-    /* the optimized, partitioned, memory-planned program (the pipeline keeps
-       every value the loop reads: inputs, outputs, the loss); evaluation runs
-       on one device */
-    options one = *o;
-    if (!train)
-        one.part = (pt_options){.devices = 1, .strategy = PT_DATA};
-    if (cli_compile_partitioned(&one, batch, train, &m->prog, &d) != 0)
-        cli_program_free(&m->prog);
-    m->g = m->prog.g;
-    int bad = train ? cli_mpi_agree(o, &m->prog, &d) != 0 : (diag_print(&d, stderr), !m->g);
-    diag_free(&d);
-    if (bad)
-        return -1;
+    if (cli_is_plan(o->file)) {
+        if (cli_plan_open(o, &m->prog) != 0)
+            return -1;
+        m->g = m->prog.g;
+        if (m->prog.file->training != train) {
+            if (o->world->rank == 0)
+                fprintf(stderr, train ? "gnc: error: %s is an inference program, no training step: "
+                                    "compile one with 'gnc compile MODEL.net --train -o FILE.gnc'\n"
+                                  : "gnc: error: %s is a training step; evaluate with an inference "
+                                    "plan (gnc compile MODEL.net -o FILE.gnc) or the model\n",
+                    o->file);
+            o->world->together = 1; /* every rank read the same file */
+            return -1;
+        }
+    } else {
+        diag d;
+        diag_init(&d);
+        /* the optimized, partitioned, memory-planned program (the pipeline keeps
+           every value the loop reads: inputs, outputs, the loss); evaluation runs
+           on one device */
+        options one = *o;
+        if (!train)
+            one.part = (pt_options){.devices = 1, .strategy = PT_DATA};
+        if (cli_compile_partitioned(&one, batch, train, &m->prog, &d) != 0)
+            cli_program_free(&m->prog);
+        m->g = m->prog.g;
+        int bad = train ? cli_mpi_agree(o, &m->prog, &d) != 0 : (diag_print(&d, stderr), !m->g);
+        diag_free(&d);
+        if (bad)
+            return -1;
+    }
     ir_graph *g = m->g;
     for (int i = 0; i < g->ninputs; i++) {
         const ir_value *v = g->inputs[i];
@@ -252,7 +271,8 @@ static int save(const options *o, model *m, long long step, long long epoch, uin
     rt_ckpt_meta_set(&meta, "seed", buf);
     rt_ckpt_meta_set(&meta, "rng", "counter-based: (seed, step) is the whole state");
     snprintf(buf, sizeof buf, "%016llx", (unsigned long long)hash);
-    rt_ckpt_meta_set(&meta, "model_hash", buf);
+    if (hash) /* 0: a plan's run, which has no model to hash */
+        rt_ckpt_meta_set(&meta, "model_hash", buf);
     snprintf(buf, sizeof buf, "%lld", (long long)m->image->type.dims[0]);
     rt_ckpt_meta_set(&meta, "batch", buf);
     rt_ckpt_meta_set(&meta, "optimizer", o->opt.kind == AD_SGD ? "sgd" : o->opt.kind == AD_ADAM
@@ -272,10 +292,12 @@ int cmd_train(const options *o)
     model tm = {0}, em = {0};
     FILE *log = NULL;
     int rc = 1, root = o->world->rank == 0; /* the rank that reports (the only one without MPI) */
+    /* a plan is the training step alone: no inference program to test with */
+    int plan = cli_is_plan(o->file), testing = root && !plan;
     if (o->threads)
         rt_set_threads(o->threads);
     if (rt_dataset_load(&train, dir, "train", err, sizeof err) ||
-        (root && rt_dataset_load(&test, dir, "t10k", err, sizeof err))) {
+        (testing && rt_dataset_load(&test, dir, "t10k", err, sizeof err))) {
         fprintf(stderr, "gnc: error: %s\n", err);
         goto done;
     }
@@ -283,8 +305,8 @@ int cmd_train(const options *o)
         goto done;
     long long batch = tm.image->type.dims[0];
     if (check_data(&tm, &train, "training") != 0 ||
-        (root && (model_load(o, divisor_upto(test.n, batch), 0, &em) != 0 ||
-                  check_data(&em, &test, "test") != 0)))
+        (testing && (model_load(o, divisor_upto(test.n, batch), 0, &em) != 0 ||
+                     check_data(&em, &test, "test") != 0)))
         goto done;
     long long per_epoch = train.n / batch;
     if (per_epoch < 1) {
@@ -295,7 +317,7 @@ int cmd_train(const options *o)
     long long epochs = o->epochs ? o->epochs : 1, total = epochs * per_epoch;
     if (o->steps && o->steps < total)
         total = o->steps;
-    uint64_t hash = root ? model_hash(em.g) : 0, seed = o->seed;
+    uint64_t hash = testing ? model_hash(em.g) : 0, seed = o->seed;
     long long step = 0;
 
     rt_exec_init_params(tm.x, seed);
@@ -318,7 +340,7 @@ int cmd_train(const options *o)
         }
         step = atoll(s);
         seed = strtoull(sd, NULL, 10);
-        if (root && h && strcmp(h, hb) != 0)
+        if (root && hash && h && strcmp(h, hb) != 0)
             fprintf(stderr, "gnc: warning: %s was written for another version of the model\n",
                     o->resume);
         rt_ckpt_meta_free(&meta);
@@ -352,6 +374,10 @@ int cmd_train(const options *o)
         printf("on %d %s: %s, predicted step %.3f ms on %s\n", tm.prog.plan->ndevices,
                o->world->ranks > 1 ? "MPI ranks, one device each" : "virtual devices",
                tm.prog.plan->strategy, tm.prog.plan->step_ms, tm.prog.plan->cost.name);
+    if (root && plan && tm.prog.file->ndevices > 1)
+        printf("on %d %s: %s (as compiled into %s)\n", tm.prog.file->ndevices,
+               o->world->ranks > 1 ? "MPI ranks, one device each" : "virtual devices",
+               tm.prog.strategy, o->file);
     long long first_step = step;
     for (; step < total; step++) {
         long long epoch = step / per_epoch, pos = step % per_epoch;
@@ -409,7 +435,16 @@ int cmd_train(const options *o)
             fprintf(stderr, "gnc: error: step %lld: %s\n", step, err);
             goto done;
         }
-        if (root && pos + 1 == per_epoch) {
+        if (root && pos + 1 == per_epoch && plan) {
+            printf("epoch %lld: train loss %.4f, %.0f images/s, %.1f s (no test: a plan holds the "
+                   "training step alone)\n", epoch + 1, epoch_loss / (double)epoch_steps, ips,
+                   secs);
+            if (log) {
+                fprintf(log, "%lld,%lld,%.9g,nan,%.9g,%.9g\n", epoch + 1, step + 1,
+                        epoch_loss / (double)epoch_steps, ips, secs);
+                fflush(log);
+            }
+        } else if (root && pos + 1 == per_epoch) {
             if (copy_weights(&em, &tm) != 0 || evaluate(&em, &test, &acc, &test_loss) != 0)
                 goto done;
             printf("epoch %lld: train loss %.4f, test loss %.4f, test accuracy %.4f, %.0f "

@@ -18,7 +18,7 @@ expect 2 "$gnc" dump --frobnicate x.net;   has "unknown option '--frobnicate'"
 expect 2 "$gnc" dump -D batch x.net;       has "-D needs NAME=VALUE"
 expect 2 "$gnc" run --seed -3 x.net;       has "--seed needs a non-negative integer"
 expect 2 "$gnc" run --threads 0 x.net;     has "--threads needs an integer"
-expect 2 "$gnc" compile -o y x.net;        has "does not apply to this command"
+expect 2 "$gnc" compile --seed 1 x.net;    has "does not apply to this command"
 expect 2 "$gnc" dump a.net b.net;          has "more than one input file"
 expect 1 "$gnc" dump missing.net;          has "missing.net: error: cannot read file"
 

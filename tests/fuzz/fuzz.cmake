@@ -1,5 +1,5 @@
-# libFuzzer target for the frontend (included from the top-level CMakeLists.txt
-# when GNC_FUZZ is ON).  Needs clang:
+# libFuzzer targets for the frontend, the IR text and the plan loader (included
+# from the top-level CMakeLists.txt when GNC_FUZZ is ON).  Needs clang:
 #   CC=clang cmake -S . -B build-fuzz -G Ninja -DGNC_FUZZ=ON && ninja -C build-fuzz fuzz_frontend
 # or simply: bash tools/fuzz.sh SECONDS
 #
@@ -12,7 +12,7 @@ endif()
 
 set(GNC_FUZZ_SANITIZE -fsanitize=address,undefined -fno-sanitize-recover=undefined
                       -fno-omit-frame-pointer)
-foreach(lib gnc_ir gnc_frontend)
+foreach(lib gnc_ir gnc_frontend gnc_passes gnc_runtime)
   target_compile_options(${lib} PRIVATE -fsanitize=fuzzer-no-link ${GNC_FUZZ_SANITIZE})
   target_link_options(${lib} INTERFACE -fsanitize=address,undefined)
 endforeach()
@@ -27,3 +27,10 @@ add_executable(fuzz_ir ${CMAKE_CURRENT_LIST_DIR}/fuzz_ir.c)
 target_link_libraries(fuzz_ir PRIVATE gnc_ir)
 target_compile_options(fuzz_ir PRIVATE -fsanitize=fuzzer ${GNC_FUZZ_SANITIZE})
 target_link_options(fuzz_ir PRIVATE -fsanitize=fuzzer,address,undefined)
+
+# The plan loader (bash tools/fuzz.sh SECONDS plan): runtime/plan.c, with the
+# IR parser and verifier and the memory plan's proof behind it.
+add_executable(fuzz_plan ${CMAKE_CURRENT_LIST_DIR}/fuzz_plan.c)
+target_link_libraries(fuzz_plan PRIVATE gnc_runtime gnc_passes gnc_ir)
+target_compile_options(fuzz_plan PRIVATE -fsanitize=fuzzer ${GNC_FUZZ_SANITIZE})
+target_link_options(fuzz_plan PRIVATE -fsanitize=fuzzer,address,undefined)

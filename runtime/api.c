@@ -1,0 +1,342 @@
+/* libgnc: the embedding API of include/gnc/gnc.h over the runtime.
+ *
+ * A gnc_plan is an rt_plan (plan.c: the program, proven memory plan, meta); a
+ * gnc_session an executor of it (exec.c: the CPU executor, virtual devices
+ * for a partitioned plan) with the plan's inputs, outputs and training
+ * scalars looked up once.  Messages come from the runtime's err strings; the
+ * status says what kind of failure it was. */
+#include <gnc/gnc.h>
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "device.h"
+#include "exec.h"
+#include "passes.h"
+#include "plan.h"
+
+struct gnc_plan {
+    rt_plan *p;
+};
+
+struct gnc_session {
+    const gnc_plan *plan;
+    rt_exec *x;
+    uint64_t seed;
+    const ir_value *lr, *step, *train_seed;   /* a training step's scalars, or NULL */
+};
+
+static gnc_status set_error(gnc_error *err, gnc_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static gnc_status set_error(gnc_error *err, gnc_status st, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        va_end(ap);
+        err->status = st;
+    }
+    return st;
+}
+
+static gnc_status ok(gnc_error *err)
+{
+    if (err) {
+        err->status = GNC_OK;
+        err->message[0] = '\0';
+    }
+    return GNC_OK;
+}
+
+/* The status of a runtime message: files that cannot be read or written, memory,
+ * or else fallback. */
+static gnc_status kind_of(const char *msg, gnc_status fallback)
+{
+    if (strstr(msg, "out of memory"))
+        return GNC_ERROR_MEMORY;
+    if (strstr(msg, "cannot read") || strstr(msg, "cannot write") || strstr(msg, "cannot seek"))
+        return GNC_ERROR_IO;
+    return fallback;
+}
+
+const char *gnc_version(void) { return "0.1.0"; }
+
+/* ---- plans ---- */
+
+static gnc_status plan_made(gnc_plan **out, rt_plan *p, const char *msg, gnc_error *err)
+{
+    if (!p)
+        return set_error(err, kind_of(msg, GNC_ERROR_FORMAT), "%s", msg);
+    gnc_plan *plan = malloc(sizeof *plan);
+    if (!plan) {
+        rt_plan_free(p);
+        return set_error(err, GNC_ERROR_MEMORY, "out of memory");
+    }
+    plan->p = p;
+    *out = plan;
+    return ok(err);
+}
+
+gnc_status gnc_plan_load(gnc_plan **out, const char *path, gnc_error *err)
+{
+    char msg[512];
+    if (!out || !path)
+        return set_error(err, GNC_ERROR_ARGUMENT, "gnc_plan_load: NULL argument");
+    *out = NULL;
+    return plan_made(out, rt_plan_load(path, msg, sizeof msg), msg, err);
+}
+
+gnc_status gnc_plan_load_memory(gnc_plan **out, const void *data, size_t size, gnc_error *err)
+{
+    char msg[512];
+    if (!out || (!data && size))
+        return set_error(err, GNC_ERROR_ARGUMENT, "gnc_plan_load_memory: NULL argument");
+    *out = NULL;
+    return plan_made(out, rt_plan_decode(data ? data : "", size, "plan", msg, sizeof msg), msg,
+                     err);
+}
+
+void gnc_plan_free(gnc_plan *plan)
+{
+    if (!plan)
+        return;
+    rt_plan_free(plan->p);
+    free(plan);
+}
+
+int gnc_plan_devices(const gnc_plan *plan) { return plan->p->ndevices; }
+int gnc_plan_is_training(const gnc_plan *plan) { return plan->p->training; }
+int gnc_plan_input_count(const gnc_plan *plan) { return plan->p->g->ninputs; }
+int gnc_plan_output_count(const gnc_plan *plan) { return plan->p->g->noutputs; }
+
+/* Bytes of v's data as sessions exchange it: floats as float32. */
+static size_t data_bytes(const ir_value *v)
+{
+    ir_dtype t = v->type.dtype;
+    size_t es = t == IR_I64 ? 8 : t == IR_U8 ? 1 : 4;
+    return (size_t)ir_type_numel(&v->type) * es;
+}
+
+static void info_of(const char *name, const ir_value *v, gnc_tensor_info *info)
+{
+    memset(info, 0, sizeof *info);
+    info->name = name;
+    info->dtype = (gnc_dtype)v->type.dtype;
+    info->rank = v->type.rank;
+    for (int k = 0; k < v->type.rank; k++)
+        info->dims[k] = v->type.dims[k];
+    info->bytes = data_bytes(v);
+}
+
+gnc_status gnc_plan_input(const gnc_plan *plan, int i, gnc_tensor_info *info)
+{
+    const ir_graph *g = plan->p->g;
+    if (i < 0 || i >= g->ninputs || !info)
+        return GNC_ERROR_ARGUMENT;
+    info_of(g->inputs[i]->name, g->inputs[i], info);
+    return GNC_OK;
+}
+
+gnc_status gnc_plan_output(const gnc_plan *plan, int i, gnc_tensor_info *info)
+{
+    const ir_graph *g = plan->p->g;
+    if (i < 0 || i >= g->noutputs || !info)
+        return GNC_ERROR_ARGUMENT;
+    info_of(g->outputs[i].name, g->outputs[i].value, info);
+    return GNC_OK;
+}
+
+/* ---- sessions ---- */
+
+gnc_status gnc_session_init(gnc_session **out, const gnc_plan *plan,
+                            const gnc_session_options *options, gnc_error *err)
+{
+    char msg[512];
+    gnc_session_options o = options ? *options : (gnc_session_options){0};
+    if (!out || !plan)
+        return set_error(err, GNC_ERROR_ARGUMENT, "gnc_session_init: NULL argument");
+    *out = NULL;
+    rt_device_kind kind;
+    int rc = rt_device_pick(o.device, &kind, msg, sizeof msg);
+    if (rc != 0)
+        return set_error(err, rc == -2 ? GNC_ERROR_UNSUPPORTED : GNC_ERROR_ARGUMENT, "%s", msg);
+    gnc_session *s = calloc(1, sizeof *s);
+    if (!s)
+        return set_error(err, GNC_ERROR_MEMORY, "out of memory");
+    const rt_plan *p = plan->p;
+    s->plan = plan;
+    s->seed = o.seed;
+    s->x = rt_exec_new_planned(p->g, p->mp->offset_by_id, p->mp->device_bytes, msg, sizeof msg);
+    if (!s->x) {
+        free(s);
+        return set_error(err, kind_of(msg, GNC_ERROR_FORMAT), "%s", msg);
+    }
+    rt_exec_init_params(s->x, o.seed);
+    if (p->training) {
+        s->lr = ir_find_value(p->g, AD_INPUT_LR);
+        s->step = ir_find_value(p->g, AD_INPUT_STEP);
+        s->train_seed = ir_find_value(p->g, AD_INPUT_SEED);
+    }
+    *out = s;
+    return ok(err);
+}
+
+void gnc_session_free(gnc_session *s)
+{
+    if (!s)
+        return;
+    rt_exec_free(s->x);
+    free(s);
+}
+
+const char *gnc_session_device(const gnc_session *s)
+{
+    (void)s;
+    return "cpu";
+}
+
+static const ir_value *input_named(const ir_graph *g, const char *name)
+{
+    for (int i = 0; i < g->ninputs; i++)
+        if (strcmp(g->inputs[i]->name, name) == 0)
+            return g->inputs[i];
+    return NULL;
+}
+
+static const ir_value *output_named(const ir_graph *g, const char *name)
+{
+    for (int i = 0; i < g->noutputs; i++)
+        if (strcmp(g->outputs[i].name, name) == 0)
+            return g->outputs[i].value;
+    return NULL;
+}
+
+gnc_status gnc_session_set_input(gnc_session *s, const char *name, const void *data,
+                                 size_t bytes, gnc_error *err)
+{
+    if (!s || !name || !data)
+        return set_error(err, GNC_ERROR_ARGUMENT, "gnc_session_set_input: NULL argument");
+    const ir_value *v = input_named(s->plan->p->g, name);
+    if (!v)
+        return set_error(err, GNC_ERROR_ARGUMENT, "the plan has no input '%s'", name);
+    if (bytes != data_bytes(v)) {
+        char t[128];
+        return set_error(err, GNC_ERROR_ARGUMENT, "input %s is %s: %zu bytes, not %zu", name,
+                         ir_type_str(&v->type, t, sizeof t), data_bytes(v), bytes);
+    }
+    memcpy(rt_exec_data(s->x, v), data, bytes);
+    return ok(err);
+}
+
+static gnc_status run(gnc_session *s, gnc_error *err)
+{
+    char msg[512];
+    if (rt_exec_run(s->x, msg, sizeof msg) != 0)
+        return set_error(err, kind_of(msg, GNC_ERROR_RUN), "%s", msg);
+    return ok(err);
+}
+
+gnc_status gnc_session_run(gnc_session *s, gnc_error *err)
+{
+    if (!s)
+        return set_error(err, GNC_ERROR_ARGUMENT, "gnc_session_run: NULL session");
+    if (s->plan->p->training)
+        return set_error(err, GNC_ERROR_ARGUMENT, "the plan is a training step: run it with "
+                         "gnc_session_train_step");
+    return run(s, err);
+}
+
+gnc_status gnc_session_train_step(gnc_session *s, double lr, int64_t step, gnc_error *err)
+{
+    if (!s)
+        return set_error(err, GNC_ERROR_ARGUMENT, "gnc_session_train_step: NULL session");
+    if (!s->plan->p->training)
+        return set_error(err, GNC_ERROR_ARGUMENT, "the plan is an inference program, no training "
+                         "step: compile one with gnc compile MODEL.net --train -o FILE.gnc");
+    if (!(lr >= 0) || step < 0)
+        return set_error(err, GNC_ERROR_ARGUMENT, "a training step needs a learning rate >= 0 "
+                         "and a step >= 0, got %g and %lld", lr, (long long)step);
+    if (s->lr && s->lr->type.dtype == IR_F32 && s->lr->type.rank == 0)
+        *(float *)rt_exec_data(s->x, s->lr) = (float)lr;
+    if (s->step && s->step->type.dtype == IR_I64 && s->step->type.rank == 0)
+        *(int64_t *)rt_exec_data(s->x, s->step) = step;
+    if (s->train_seed && s->train_seed->type.dtype == IR_I64 && s->train_seed->type.rank == 0)
+        *(int64_t *)rt_exec_data(s->x, s->train_seed) = (int64_t)s->seed;
+    return run(s, err);
+}
+
+gnc_status gnc_session_output(const gnc_session *s, const char *name, void *data, size_t bytes,
+                              gnc_error *err)
+{
+    if (!s || !name || !data)
+        return set_error(err, GNC_ERROR_ARGUMENT, "gnc_session_output: NULL argument");
+    const ir_value *v = output_named(s->plan->p->g, name);
+    if (!v)
+        return set_error(err, GNC_ERROR_ARGUMENT, "the plan has no output '%s'", name);
+    if (bytes != data_bytes(v)) {
+        char t[128];
+        return set_error(err, GNC_ERROR_ARGUMENT, "output %s is %s: %zu bytes, not %zu", name,
+                         ir_type_str(&v->type, t, sizeof t), data_bytes(v), bytes);
+    }
+    memcpy(data, rt_exec_data(s->x, v), bytes);
+    return ok(err);
+}
+
+gnc_status gnc_session_loss(const gnc_session *s, double *loss, gnc_error *err)
+{
+    if (!s || !loss)
+        return set_error(err, GNC_ERROR_ARGUMENT, "gnc_session_loss: NULL argument");
+    const ir_value *v = s->plan->p->g->loss;
+    if (!v)
+        return set_error(err, GNC_ERROR_ARGUMENT, "the plan's model has no loss");
+    *loss = *(const float *)rt_exec_data(s->x, v);
+    return ok(err);
+}
+
+gnc_status gnc_session_save_checkpoint(gnc_session *s, const char *path, int64_t step,
+                                       gnc_error *err)
+{
+    char msg[1024], buf[32];
+    if (!s || !path)
+        return set_error(err, GNC_ERROR_ARGUMENT, "gnc_session_save_checkpoint: NULL argument");
+    rt_ckpt_meta meta = {0};
+    snprintf(buf, sizeof buf, "%lld", (long long)step);
+    rt_ckpt_meta_set(&meta, "step", buf);
+    snprintf(buf, sizeof buf, "%llu", (unsigned long long)s->seed);
+    rt_ckpt_meta_set(&meta, "seed", buf);
+    int rc = rt_checkpoint_save(s->plan->p->g, s->x, path, &meta, msg, sizeof msg);
+    rt_ckpt_meta_free(&meta);
+    if (rc != 0)
+        return set_error(err, kind_of(msg, GNC_ERROR_IO), "%s", msg);
+    return ok(err);
+}
+
+gnc_status gnc_session_load_checkpoint(gnc_session *s, const char *path, int64_t *step,
+                                       gnc_error *err)
+{
+    char msg[1024];
+    if (!s || !path)
+        return set_error(err, GNC_ERROR_ARGUMENT, "gnc_session_load_checkpoint: NULL argument");
+    rt_ckpt_meta meta = {0};
+    if (rt_checkpoint_load(s->plan->p->g, s->x, path, &meta, msg, sizeof msg) != 0) {
+        /* several lines when several tensors differ: one line of them */
+        char *w = msg;
+        for (const char *r = msg; *r; r++)
+            if (*r != '\n' && !(*r == ' ' && w > msg && w[-1] == ' '))
+                *w++ = *r;
+            else if (*r == '\n' && r[1])
+                *w++ = ' ';
+        *w = '\0';
+        rt_ckpt_meta_free(&meta);
+        return set_error(err, kind_of(msg, GNC_ERROR_FORMAT), "%s", msg);
+    }
+    const char *st = rt_ckpt_meta_get(&meta, "step");
+    if (step)
+        *step = st ? strtoll(st, NULL, 10) : 0;
+    rt_ckpt_meta_free(&meta);
+    return ok(err);
+}

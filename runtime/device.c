@@ -1,0 +1,40 @@
+/* Device selection: see device.h. */
+#include "device.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+int rt_gpu_present(void)
+{
+    DIR *dir = opendir("/proc/driver/nvidia/gpus");
+    if (dir) {
+        int found = 0;
+        for (struct dirent *e; !found && (e = readdir(dir));)
+            found = e->d_name[0] != '.';
+        closedir(dir);
+        if (found)
+            return 1;
+    }
+    return access("/dev/nvidia0", F_OK) == 0;
+}
+
+int rt_device_pick(const char *name, rt_device_kind *kind, char *err, size_t errlen)
+{
+    int dflt = name == NULL;
+    if (dflt)
+        name = rt_gpu_present() ? "cuda" : "cpu";
+    if (strcmp(name, "cpu") == 0) {
+        *kind = RT_DEVICE_CPU;
+        return 0;
+    }
+    if (strcmp(name, "cuda") == 0) {
+        snprintf(err, errlen, "device cuda%s: this build of gnc has no CUDA runtime yet (it comes "
+                 "with the CUDA backend); run on the CPU instead (device cpu)", dflt
+                 ? " (the default where a GPU is present)" : "");
+        return -2;
+    }
+    snprintf(err, errlen, "unknown device '%s' (cpu or cuda)", name);
+    return -1;
+}

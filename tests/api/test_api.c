@@ -1,0 +1,353 @@
+/* The embedding API (include/gnc/gnc.h), through libgnc alone: this file sees
+ * the public header and nothing else.
+ *
+ *   1. Plans: what loads and what does not (a missing file, bytes that are no
+ *      plan, a corrupt plan), with the status of each; a plan's inputs and
+ *      outputs as gnc_tensor_info.
+ *   2. Sessions: devices (cpu, cuda refused, unknown names, the default);
+ *      inputs and outputs by name with their sizes checked; runs that repeat
+ *      to the same bits; seeds that change the parameters; a tensor-parallel
+ *      plan on two virtual devices.
+ *   3. Training: steps that lower the loss on a fixed batch; a checkpoint
+ *      saved mid-way and loaded into a fresh session continues to the same
+ *      bits; an inference session takes a training checkpoint's weights;
+ *      checkpoints of another model and paths that cannot be written fail.
+ *   4. Misuse: runs of the wrong kind of plan, bad learning rates, NULLs
+ *      (with and without an error to fill).
+ *
+ *   test_api PLANS_DIR   (tests/api/plans.sh writes the plans) */
+#include <gnc/gnc.h>
+
+#include <dirent.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int passed, failed;
+
+static void check(int ok, const char *fmt, ...)
+{
+    if (ok) {
+        passed++;
+        return;
+    }
+    failed++;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "FAIL: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+static const char *dir;
+static char *path(const char *name)
+{
+    static char buf[4][1024];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+    return buf[k];
+}
+
+static const gnc_session_options cpu = {.device = "cpu", .seed = 3};
+
+/* Every input of s's plan from a seeded sequence: floats in [0, 1), integers
+ * in [0, 10). */
+static void feed(gnc_session *s, const gnc_plan *p, unsigned seed)
+{
+    for (int i = 0; i < gnc_plan_input_count(p); i++) {
+        gnc_tensor_info t;
+        gnc_plan_input(p, i, &t);
+        unsigned char *b = malloc(t.bytes);
+        size_t n = t.dtype == GNC_I64 ? t.bytes / 8 : t.dtype == GNC_U8 ? t.bytes : t.bytes / 4;
+        unsigned x = seed * 2654435761u + (unsigned)i;
+        for (size_t k = 0; k < n; k++) {
+            x = x * 1664525u + 1013904223u;
+            if (t.dtype == GNC_I32)
+                ((int32_t *)b)[k] = (int32_t)(x >> 8) % 10;
+            else if (t.dtype == GNC_I64)
+                ((int64_t *)b)[k] = (int64_t)((x >> 8) % 10);
+            else if (t.dtype == GNC_U8)
+                b[k] = (unsigned char)((x >> 8) % 10);
+            else
+                ((float *)b)[k] = (float)(x >> 8) / 16777216.0f;
+        }
+        gnc_error err;
+        check(gnc_session_set_input(s, t.name, b, t.bytes, &err) == GNC_OK, "set input %s: %s",
+              t.name, err.message);
+        free(b);
+    }
+}
+
+static float *output(const gnc_session *s, const gnc_plan *p, int i, size_t *bytes)
+{
+    gnc_tensor_info t;
+    gnc_error err;
+    gnc_plan_output(p, i, &t);
+    float *y = malloc(t.bytes);
+    check(gnc_session_output(s, t.name, y, t.bytes, &err) == GNC_OK, "output %s: %s", t.name,
+          err.message);
+    *bytes = t.bytes;
+    return y;
+}
+
+static int gpu_present(void)
+{
+    DIR *d = opendir("/proc/driver/nvidia/gpus");
+    int found = 0;
+    if (d) {
+        for (struct dirent *e; !found && (e = readdir(d));)
+            found = e->d_name[0] != '.';
+        closedir(d);
+    }
+    return found || access("/dev/nvidia0", F_OK) == 0;
+}
+
+static void test_plans(void)
+{
+    gnc_error err;
+    gnc_plan *p = (gnc_plan *)&err; /* set to NULL on failure */
+    check(strcmp(gnc_version(), "0.1.0") == 0, "gnc_version");
+    check(gnc_plan_load(&p, path("missing.gnc"), &err) == GNC_ERROR_IO && !p &&
+          err.status == GNC_ERROR_IO && strstr(err.message, "missing.gnc: cannot read"),
+          "a missing plan: IO, '%s'", err.message);
+    check(gnc_plan_load_memory(&p, "hello, world", 12, &err) == GNC_ERROR_FORMAT &&
+          strstr(err.message, "not a gnc plan file"), "bytes that are no plan: '%s'", err.message);
+    check(gnc_plan_load_memory(&p, NULL, 0, &err) == GNC_ERROR_FORMAT, "no bytes at all");
+
+    /* a plan corrupted in memory: its checksum says so */
+    FILE *f = fopen(path("lenet.gnc"), "rb");
+    unsigned char buf[1 << 16];
+    size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
+    if (f)
+        fclose(f);
+    check(n > 100 && n < sizeof buf, "lenet.gnc is read (%zu bytes)", n);
+    check(gnc_plan_load_memory(&p, buf, n, &err) == GNC_OK && p, "lenet.gnc from memory: %s",
+          err.message);
+    gnc_plan_free(p);
+    buf[n / 2] ^= 0x10;
+    check(gnc_plan_load_memory(&p, buf, n, &err) == GNC_ERROR_FORMAT &&
+          strstr(err.message, "checksum does not match"), "a flipped bit: '%s'", err.message);
+    check(gnc_plan_load_memory(&p, buf, n - 1, &err) == GNC_ERROR_FORMAT &&
+          strstr(err.message, "truncated"), "a byte short: '%s'", err.message);
+
+    check(gnc_plan_load(&p, path("lenet.gnc"), &err) == GNC_OK && err.status == GNC_OK &&
+          err.message[0] == '\0', "lenet.gnc loads");
+    if (!p)
+        return;
+    check(gnc_plan_devices(p) == 1 && !gnc_plan_is_training(p), "lenet.gnc: 1 device, inference");
+    gnc_tensor_info t;
+    check(gnc_plan_input_count(p) == 2 && gnc_plan_input(p, 0, &t) == GNC_OK &&
+          strcmp(t.name, "image") == 0 && t.dtype == GNC_F32 && t.rank == 4 && t.dims[0] == 4 &&
+          t.dims[3] == 28 && t.bytes == 4 * 784 * 4, "lenet's image input");
+    check(gnc_plan_input(p, 1, &t) == GNC_OK && strcmp(t.name, "label") == 0 &&
+          t.dtype == GNC_I32 && t.bytes == 16, "lenet's label input");
+    check(gnc_plan_output_count(p) == 1 && gnc_plan_output(p, 0, &t) == GNC_OK &&
+          strcmp(t.name, "logits") == 0 && t.rank == 2 && t.dims[1] == 10 && t.bytes == 160,
+          "lenet's logits output");
+    check(gnc_plan_input(p, 2, &t) == GNC_ERROR_ARGUMENT &&
+          gnc_plan_output(p, -1, &t) == GNC_ERROR_ARGUMENT, "inputs and outputs out of range");
+    gnc_plan_free(p);
+    gnc_plan_free(NULL);
+}
+
+static void test_sessions(void)
+{
+    gnc_error err;
+    gnc_plan *p;
+    gnc_session *s = NULL;
+    if (gnc_plan_load(&p, path("lenet.gnc"), &err) != GNC_OK) {
+        check(0, "lenet.gnc: %s", err.message);
+        return;
+    }
+    gnc_session_options o = {.device = "cuda"};
+    check(gnc_session_init(&s, p, &o, &err) == GNC_ERROR_UNSUPPORTED && !s &&
+          strstr(err.message, "no CUDA runtime yet"), "cuda: '%s'", err.message);
+    o.device = "tpu";
+    check(gnc_session_init(&s, p, &o, &err) == GNC_ERROR_ARGUMENT &&
+          strstr(err.message, "unknown device 'tpu'"), "tpu: '%s'", err.message);
+    gnc_status st = gnc_session_init(&s, p, NULL, &err);
+    if (gpu_present())
+        check(st == GNC_ERROR_UNSUPPORTED && strstr(err.message, "the default where a GPU is"),
+              "the default device with a GPU: '%s'", err.message);
+    else
+        check(st == GNC_OK && strcmp(gnc_session_device(s), "cpu") == 0,
+              "the default device without a GPU is cpu: %s", err.message);
+    gnc_session_free(s);
+    s = NULL;
+
+    check(gnc_session_init(&s, p, &cpu, &err) == GNC_OK && s, "a cpu session: %s", err.message);
+    if (!s) {
+        gnc_plan_free(p);
+        return;
+    }
+    float x[4 * 784];
+    check(gnc_session_set_input(s, "nope", x, sizeof x, &err) == GNC_ERROR_ARGUMENT &&
+          strstr(err.message, "no input 'nope'"), "an unknown input: '%s'", err.message);
+    check(gnc_session_set_input(s, "image", x, sizeof x - 4, &err) == GNC_ERROR_ARGUMENT &&
+          strstr(err.message, "input image is f32[4, 1, 28, 28]: 12544 bytes, not 12540"),
+          "a short input: '%s'", err.message);
+    check(gnc_session_train_step(s, 0.1, 0, &err) == GNC_ERROR_ARGUMENT &&
+          strstr(err.message, "no training step"), "a step of an inference plan: '%s'",
+          err.message);
+    feed(s, p, 1);
+    check(gnc_session_run(s, &err) == GNC_OK, "run: %s", err.message);
+    size_t bytes;
+    float *y1 = output(s, p, 0, &bytes);
+    double loss;
+    check(gnc_session_loss(s, &loss, &err) == GNC_OK && isfinite(loss) && loss > 0,
+          "the loss: %g", loss);
+    check(gnc_session_run(s, &err) == GNC_OK, "run again");
+    float *y2 = output(s, p, 0, &bytes);
+    check(memcmp(y1, y2, bytes) == 0, "two runs on the same inputs: the same bits");
+    float small[3];
+    check(gnc_session_output(s, "logits", small, sizeof small, &err) == GNC_ERROR_ARGUMENT,
+          "a short output buffer");
+    check(gnc_session_output(s, "probs", y2, bytes, &err) == GNC_ERROR_ARGUMENT &&
+          strstr(err.message, "no output 'probs'"), "an unknown output: '%s'", err.message);
+
+    /* another seed: other parameters, other outputs; the same seed: the same */
+    gnc_session *s2, *s3;
+    gnc_session_options other = {.device = "cpu", .seed = 4};
+    check(gnc_session_init(&s2, p, &other, &err) == GNC_OK, "seed 4");
+    check(gnc_session_init(&s3, p, &cpu, &err) == GNC_OK, "seed 3 again");
+    feed(s2, p, 1);
+    feed(s3, p, 1);
+    check(gnc_session_run(s2, &err) == GNC_OK && gnc_session_run(s3, &err) == GNC_OK, "runs");
+    float *z2 = output(s2, p, 0, &bytes), *z3 = output(s3, p, 0, &bytes);
+    check(memcmp(z2, y1, bytes) != 0, "another seed, other outputs");
+    check(memcmp(z3, y1, bytes) == 0, "the same seed, the same outputs");
+    free(y1), free(y2), free(z2), free(z3);
+    gnc_session_free(s2);
+    gnc_session_free(s3);
+    gnc_session_free(s);
+    gnc_plan_free(p);
+
+    /* two virtual devices, the weights in shards */
+    if (gnc_plan_load(&p, path("mlp-tensor2.gnc"), &err) != GNC_OK) {
+        check(0, "mlp-tensor2.gnc: %s", err.message);
+        return;
+    }
+    check(gnc_plan_devices(p) == 2 && gnc_plan_output_count(p) == 2, "mlp-tensor2: 2 devices");
+    check(gnc_session_init(&s, p, &cpu, &err) == GNC_OK, "mlp-tensor2 session: %s", err.message);
+    feed(s, p, 2);
+    check(gnc_session_run(s, &err) == GNC_OK, "mlp-tensor2 runs: %s", err.message);
+    float *probs = output(s, p, 1, &bytes);
+    double sum = 0;
+    for (size_t i = 0; i < bytes / 4 / 4; i++)
+        sum += probs[i];
+    check(fabs(sum - 1) < 1e-5, "mlp-tensor2: a row of probabilities sums to 1 (%g)", sum);
+    free(probs);
+    gnc_session_free(s);
+    gnc_plan_free(p);
+}
+
+static int steps(gnc_session *s, int64_t from, int count, double *loss)
+{
+    gnc_error err;
+    for (int k = 0; k < count; k++)
+        if (gnc_session_train_step(s, 0.05, from + k, &err) != GNC_OK ||
+            gnc_session_loss(s, loss, &err) != GNC_OK) {
+            check(0, "step %lld: %s", (long long)(from + k), err.message);
+            return -1;
+        }
+    return 0;
+}
+
+static void test_training(void)
+{
+    gnc_error err;
+    gnc_plan *p, *inf;
+    gnc_session *a, *b, *c;
+    if (gnc_plan_load(&p, path("lenet-train2.gnc"), &err) != GNC_OK ||
+        gnc_plan_load(&inf, path("lenet.gnc"), &err) != GNC_OK) {
+        check(0, "plans: %s", err.message);
+        return;
+    }
+    check(gnc_plan_is_training(p) && gnc_plan_devices(p) == 2, "lenet-train2: a step on 2");
+    check(gnc_plan_input_count(p) == 5, "a training step's inputs: image, label, train.*");
+    check(gnc_session_init(&a, p, &cpu, &err) == GNC_OK, "a training session: %s", err.message);
+    check(gnc_session_run(a, &err) == GNC_ERROR_ARGUMENT &&
+          strstr(err.message, "gnc_session_train_step"), "run on a training plan: '%s'",
+          err.message);
+    check(gnc_session_train_step(a, -1, 0, &err) == GNC_ERROR_ARGUMENT &&
+          gnc_session_train_step(a, NAN, 0, &err) == GNC_ERROR_ARGUMENT &&
+          gnc_session_train_step(a, 0.1, -1, &err) == GNC_ERROR_ARGUMENT,
+          "negative or NaN learning rates, negative steps");
+    feed(a, p, 5);
+    double first, loss;
+    if (steps(a, 0, 1, &first) != 0 || steps(a, 1, 39, &loss) != 0)
+        return;
+    check(loss < 0.9 * first, "40 steps on one batch lower the loss: %g -> %g", first, loss);
+
+    /* a checkpoint in the middle: a fresh session continues to the same bits */
+    double la, lb;
+    check(gnc_session_save_checkpoint(a, path("a.safetensors"), 40, &err) == GNC_OK,
+          "save: %s", err.message);
+    steps(a, 40, 3, &la);
+    gnc_session_options seed9 = {.device = "cpu", .seed = 9};
+    check(gnc_session_init(&b, p, &seed9, &err) == GNC_OK, "a second session");
+    int64_t at = -1;
+    check(gnc_session_load_checkpoint(b, path("a.safetensors"), &at, &err) == GNC_OK && at == 40,
+          "load: step %lld, %s", (long long)at, err.message);
+    feed(b, p, 5);
+    steps(b, 40, 3, &lb);
+    check(memcmp(&la, &lb, sizeof la) == 0, "resumed from the checkpoint: %.9g and %.9g", la, lb);
+
+    /* an inference session takes the weights (and leaves the momentum) */
+    check(gnc_session_init(&c, inf, &cpu, &err) == GNC_OK, "an inference session");
+    feed(c, inf, 5);
+    double before, after;
+    gnc_session_run(c, &err);
+    gnc_session_loss(c, &before, &err);
+    check(gnc_session_load_checkpoint(c, path("a.safetensors"), NULL, &err) == GNC_OK,
+          "a training checkpoint into an inference session: %s", err.message);
+    gnc_session_run(c, &err);
+    gnc_session_loss(c, &after, &err);
+    check(before != after, "the loaded weights change the outputs (%g, %g)", before, after);
+
+    /* checkpoints that do not fit, paths that do not work */
+    gnc_plan *mlp;
+    gnc_session *m;
+    check(gnc_plan_load(&mlp, path("mlp-tensor2.gnc"), &err) == GNC_OK &&
+          gnc_session_init(&m, mlp, &cpu, &err) == GNC_OK, "mlp session");
+    check(gnc_session_load_checkpoint(m, path("a.safetensors"), NULL, &err) == GNC_ERROR_FORMAT &&
+          strstr(err.message, "does not match the model") && !strchr(err.message, '\n'),
+          "lenet's checkpoint into mlp: '%s'", err.message);
+    check(gnc_session_load_checkpoint(m, path("none.safetensors"), NULL, &err) == GNC_ERROR_IO,
+          "a missing checkpoint: '%s'", err.message);
+    check(gnc_session_save_checkpoint(a, "/nonexistent-dir/x.safetensors", 1, &err) ==
+          GNC_ERROR_IO, "an unwritable checkpoint: '%s'", err.message);
+    gnc_session_free(m);
+    gnc_plan_free(mlp);
+
+    /* NULLs, with and without an error to fill */
+    check(gnc_session_set_input(a, NULL, NULL, 0, NULL) == GNC_ERROR_ARGUMENT, "NULLs, no err");
+    check(gnc_session_loss(a, NULL, &err) == GNC_ERROR_ARGUMENT, "loss into NULL");
+    check(gnc_session_init(NULL, p, NULL, &err) == GNC_ERROR_ARGUMENT, "no session pointer");
+    check(gnc_plan_load(NULL, "x", &err) == GNC_ERROR_ARGUMENT, "no plan pointer");
+    gnc_session_free(NULL);
+    gnc_session_free(a);
+    gnc_session_free(b);
+    gnc_session_free(c);
+    gnc_plan_free(p);
+    gnc_plan_free(inf);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_api PLANS_DIR\n");
+        return 2;
+    }
+    dir = argv[1];
+    test_plans();
+    test_sessions();
+    test_training();
+    printf("test_api: %d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# Plan files from the command line: run.sh GNC SOURCE_DIR WORK_DIR DATA_DIR.
+# gnc compile -o writes the same bytes for the same model and flags (1 and 2
+# devices, inference and training); a plan runs to the same outputs as its
+# model (every strategy), trains to the same checkpoint, evaluates alike;
+# gnc inspect prints valid plans and refuses broken ones with a message;
+# options a plan cannot take, training plans run and inference plans trained,
+# and devices (cuda, the default, counts) give their errors; the fuzzer's
+# seed plans still load.  Ends with "N passed, M failed"; fails if any did.
+set -u
+gnc=$1 src=$2 work=$3 data=$4
+. "$(cd "$(dirname "$0")/.." && pwd)/lib.sh"
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+lenet=$src/models/lenet.net mlp=$src/models/mlp.net
+strip() { grep -v '^time:' <<<"$1"; }
+# the data of a safetensors checkpoint: what follows its header (whose metadata
+# says which model wrote it)
+tensors() { local n; n=$(od -An -t u8 -N8 "$1" | tr -d ' '); tail -c +$((9 + n)) "$1"; }
+# a GPU as gnc sees one (runtime/device.c)
+gpu=0
+if ls /proc/driver/nvidia/gpus/* >/dev/null 2>&1 || [ -e /dev/nvidia0 ]; then gpu=1; fi
+
+# a slice of Fashion-MNIST for training and evaluation
+mkdir tiny
+idx_slice train-images-idx3-ubyte 256 3 "$data" >tiny/train-images-idx3-ubyte
+idx_slice train-labels-idx1-ubyte 256 1 "$data" >tiny/train-labels-idx1-ubyte
+idx_slice t10k-images-idx3-ubyte 200 3 "$data" >tiny/t10k-images-idx3-ubyte
+idx_slice t10k-labels-idx1-ubyte 200 1 "$data" >tiny/t10k-labels-idx1-ubyte
+
+# reproducible: the same model and flags, the same bytes (-o's name is no flag)
+expect 0 "$gnc" compile "$lenet" -D batch=4 -o a.gnc
+has "plan: a.gnc"
+expect 0 "$gnc" compile "$lenet" -D batch=4 -o b.gnc
+same a.gnc b.gnc "lenet, 1 device, compiled twice"
+expect 0 "$gnc" compile "$lenet" -D batch=4 -o a.gnc --stats
+same a.gnc b.gnc "lenet, written over itself (--stats prints, it does not shape)"
+if ! ls ./*.tmp* >/dev/null 2>&1; then ok; else bad "-o left a temporary file"; fi
+T2=(--train -D batch=64 --momentum 0.9 --devices cpu:2 --strategy data)
+expect 0 "$gnc" compile "$lenet" "${T2[@]}" -o t2a.gnc
+expect 0 "$gnc" compile "$lenet" "${T2[@]}" -o t2b.gnc
+same t2a.gnc t2b.gnc "lenet training step, 2 devices, compiled twice"
+expect 0 "$gnc" compile "$mlp" -D batch=8 --gpus 2 -o g2a.gnc
+expect 0 "$gnc" compile "$mlp" -D batch=8 --gpus 2 -o g2b.gnc
+same g2a.gnc g2b.gnc "mlp for 2 GPUs (auto strategy), compiled twice"
+expect 2 "$gnc" compile "$lenet" -D batch=4 --seed 3 -o c.gnc
+if [ ! -e c.gnc ]; then ok; else bad "a compile with a usage error wrote a plan"; fi
+cmp -s a.gnc t2a.gnc && bad "different flags gave the same plan" || ok
+# a compile that fails writes nothing
+printf 'model m() {\n    input x: f32[2]\n    output y = relu(x) +\n}\n' >broken.net
+expect 1 "$gnc" compile broken.net -o broken.gnc
+if [ ! -e broken.gnc ] && ! ls broken.gnc.tmp* >/dev/null 2>&1; then ok; else bad "a failed compile left a plan"; fi
+
+# a plan runs to its model's outputs: 1 device, and every strategy on 2
+expect 0 "$gnc" run "$lenet" -D batch=4 --seed 5;  want=$(strip "$out")
+expect 0 "$gnc" run a.gnc --seed 5 --device cpu;   got=$(strip "$out")
+if [ "$want" = "$got" ]; then ok; else bad "lenet: the plan's outputs differ from the model's"; fi
+lenet_out=$want
+has "logits: f32[4, 10]"
+for s in data pipeline tensor; do
+    P=(-D batch=8 --devices cpu:2 --strategy $s)
+    expect 0 "$gnc" run "$mlp" "${P[@]}" --seed 2;   want=$(strip "$out")
+    expect 0 "$gnc" compile "$mlp" "${P[@]}" -o mlp-$s.gnc
+    expect 0 "$gnc" run mlp-$s.gnc --seed 2 --device cpu;  got=$(strip "$out")
+    if [ "$want" = "$got" ]; then ok; else bad "mlp $s x2: the plan's outputs differ"; fi
+    expect 0 "$gnc" run mlp-$s.gnc --seed 2 --devices cpu:2 --device cpu
+done
+# given inputs, written by the model's run and fed to the plan's
+expect 0 "$gnc" run "$lenet" -D batch=4 --seed 6 -o outs
+expect 1 "$gnc" run a.gnc --device cpu --input image=outs/logits.npy
+has "does not match the input's f32[4, 1, 28, 28]"
+# the plan's program is the compiled one, and dumps as IR text that loads
+expect 0 "$gnc" dump a.gnc -o a.gir
+expect 0 "$gnc" dump a.gir
+has "graph lenet {"
+
+# inspect: every part of a valid plan
+expect 0 "$gnc" inspect t2a.gnc
+for want in "gnc plan format 1" "program " "memory " "meta " "a training step on 2 devices" \
+            "strategy: data" "flags: --train -D batch=64 --momentum 0.9 --devices cpu:2 --strategy data" \
+            "optimizer: sgd momentum=0.9" "device 0: " "device 1: " "arena " "inputs: 5" \
+            "train.lr" "outputs: " "loss: " "parameters: 20 tensors (10 trainable, 0 buffers, 10 optimizer state)" \
+            "conv1.weight" "uniform(-0.2, 0.2)" "momentum_buffer" "all_reduce #1 over [0, 1]: 10 tensors, 241.0 KiB" \
+            "kernels: none yet"; do
+    has "$want"
+done
+expect 0 "$gnc" inspect mlp-tensor.gnc
+has "shard of fc0.weight"
+expect 0 "$gnc" inspect mlp-pipeline.gnc
+has "send #"
+has "recv #"
+expect 0 "$gnc" inspect a.gnc
+has "device 0: none"
+# ... and a clear error for a broken one
+size=$(stat -c %s a.gnc)
+head -c $((size - 100)) a.gnc >cut.gnc
+expect 1 "$gnc" inspect cut.gnc;  has "cut.gnc: truncated: the header says $size bytes"
+cp a.gnc flip.gnc; printf '\x01' | dd of=flip.gnc bs=1 seek=300 conv=notrunc 2>/dev/null
+expect 1 "$gnc" inspect flip.gnc; has "checksum does not match"
+expect 1 "$gnc" run flip.gnc --device cpu;  has "checksum does not match"
+cp a.gnc ver.gnc; printf '\x07' | dd of=ver.gnc bs=1 seek=8 conv=notrunc 2>/dev/null
+expect 1 "$gnc" inspect ver.gnc;  has "plan format version 7; this gnc reads version 1"
+expect 1 "$gnc" inspect "$lenet"; has "not a gnc plan file"
+expect 1 "$gnc" inspect missing.gnc; has "missing.gnc: cannot read"
+: >empty.gnc
+expect 1 "$gnc" run empty.gnc --device cpu;  has "not a gnc plan file"
+expect 2 "$gnc" inspect;          has "no input file"
+expect 0 "$gnc" help inspect;     has "usage: gnc inspect FILE.gnc"
+
+# what a plan cannot take
+expect 2 "$gnc" run a.gnc -D batch=8;           has "option '-D' shapes a compiled program"
+expect 2 "$gnc" run a.gnc --strategy data;      has "option '--strategy' shapes"
+expect 2 "$gnc" train t2a.gnc --batch 32;       has "option '--batch' shapes"
+expect 2 "$gnc" compile a.gnc;                  has "a.gnc is a plan, compiled already"
+expect 1 "$gnc" run a.gnc --devices cpu:2 --device cpu;  has "compiled for 1 device"
+expect 1 "$gnc" run t2a.gnc --device cpu;       has "t2a.gnc is a training step; train it with"
+expect 1 "$gnc" train a.gnc --data tiny --device cpu;  has "is an inference program, no training step"
+expect 1 "$gnc" eval t2a.gnc --weights x --data tiny --device cpu;  has "is a training step; evaluate"
+
+# devices: cuda is refused until its runtime exists; the default is cuda only
+# where a GPU is present
+expect 1 "$gnc" run a.gnc --device cuda;   has "no CUDA runtime yet"
+expect 1 "$gnc" run "$lenet" --device cuda; has "a model (.net, .gir) runs on the CPU executor"
+expect 2 "$gnc" run a.gnc --device tpu;    has "--device needs cpu or cuda"
+if [ $gpu = 0 ]; then
+    expect 0 "$gnc" run a.gnc --seed 5
+    if [ "$(strip "$out")" = "$lenet_out" ]; then ok; else bad "the default device (cpu) ran otherwise"; fi
+else
+    expect 1 "$gnc" run a.gnc;  has "the default where a GPU is present"
+fi
+
+# training from a plan: the same bits as from the model, resume included
+R=(--data tiny --epochs 2 --lr 0.05 --seed 7 --device cpu)
+expect 0 "$gnc" train "$lenet" --batch 64 --momentum 0.9 --devices cpu:2 --strategy data "${R[@]}" \
+    --checkpoint model.st
+expect 0 "$gnc" train t2a.gnc "${R[@]}" --checkpoint plan.st --log plan.csv
+has "on 2 virtual devices: data (as compiled into t2a.gnc)"
+has "epoch 2: train loss"
+has "no test: a plan holds the training step alone"
+if cmp -s <(tensors model.st) <(tensors plan.st); then ok; else bad "training from the plan and from the model differ"; fi
+if [ "$(cut -d, -f1,2,4 plan.csv | tail -1)" = "2,8,nan" ]; then ok; else bad "plan.csv: $(cat plan.csv)"; fi
+expect 0 "$gnc" train t2a.gnc "${R[@]}" --epochs 1 --checkpoint resumed.st
+expect 0 "$gnc" train t2a.gnc "${R[@]}" --resume resumed.st --checkpoint resumed.st
+has "resuming resumed.st at step 4"
+same plan.st resumed.st "a plan's training resumed at an epoch end"
+# an inference plan evaluates the checkpoint as the model does
+expect 0 "$gnc" eval "$lenet" --weights plan.st --data tiny --batch 100
+want=$out
+expect 0 "$gnc" compile "$lenet" -D batch=100 -o eval.gnc
+expect 0 "$gnc" eval eval.gnc --weights plan.st --data tiny --device cpu
+if [ "$want" = "$out" ]; then ok; else bad "eval of a plan: $out, of the model: $want"; fi
+
+# the fuzzer's seeds (tests/fuzz/plans/) are plans this gnc reads
+for f in "$src"/tests/fuzz/plans/*.gnc; do
+    expect 0 "$gnc" inspect "$f"
+done
+summary plan-cli

@@ -1,0 +1,354 @@
+/* Plan files from the command line (docs/plan.md): gnc compile -o writes one,
+ * gnc run, train, eval and dump open one in place of a model, gnc inspect
+ * prints what one holds. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "device.h"
+#include "plan.h"
+
+int cli_is_plan(const char *path)
+{
+    size_t n = strlen(path);
+    if (n >= 4 && strcmp(path + n - 4, ".gnc") == 0)
+        return 1;
+    unsigned char head[8];
+    FILE *f = fopen(path, "rb");
+    int yes = f && fread(head, 1, 8, f) == 8 && rt_plan_is_plan(head, 8);
+    if (f)
+        fclose(f);
+    return yes;
+}
+
+/* The options that shape a compiled program, and those that only print
+ * something while compiling: a plan was compiled with its own, so neither
+ * applies to one.  The plan's meta records the first kind (cli_flag_record).
+ * Keep in step with tools/gnc.c's flags. */
+static const char *const shaping_flags[] = {
+    "-D", "--model", "--passes", "--train", "--optimizer", "--momentum", "--nesterov",
+    "--weight-decay", "--remat", "--gpus", "--devices", "--strategy", "--microbatches",
+    "--pipeline-schedule", "--bucket-mb", "--sync-bn", "--deterministic", "--micro-shards",
+    "--mem-cap", "--device-model", "--batch",
+};
+static const char *const compiling_flags[] = {
+    "--dump-ir", "--dump-dir", "--time-passes", "--dump-memory", "--stats", "--dump-plan",
+    "--verify-each",
+};
+
+static int listed(const char *flag, const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(flag, list[i]) == 0)
+            return 1;
+    return 0;
+}
+
+int cli_is_program_flag(const char *flag)
+{
+    /* --devices may name a plan's own count (cli_plan_open checks it) */
+    return strcmp(flag, "--devices") != 0 &&
+           (listed(flag, shaping_flags, sizeof shaping_flags / sizeof *shaping_flags) ||
+            listed(flag, compiling_flags, sizeof compiling_flags / sizeof *compiling_flags));
+}
+
+void cli_flag_record(options *o, const char *flag, const char *value)
+{
+    if (!listed(flag, shaping_flags, sizeof shaping_flags / sizeof *shaping_flags))
+        return;
+    size_t at = strlen(o->flags), len = sizeof o->flags;
+    if (at + strlen(flag) + 2 >= len)
+        return;
+    at += (size_t)snprintf(o->flags + at, len - at, "%s%s", at ? " " : "", flag);
+    if (!value || at + 4 >= len)
+        return;
+    int quote = value[0] == '\0' || strpbrk(value, " \t'\"\\") != NULL;
+    o->flags[at++] = ' ';
+    if (quote)
+        o->flags[at++] = '\'';
+    for (const char *c = value; *c && at + 2 < len; c++)
+        o->flags[at++] = *c == '\'' || *c < 0x20 || *c > 0x7e ? '?' : *c;
+    if (quote)
+        o->flags[at++] = '\'';
+    o->flags[at] = '\0';
+}
+
+int cli_plan_write(const options *o, const cli_program *p, const char *path)
+{
+    char devices[16], step[64], opt[160];
+    int partitioned = o->part.devices > 1 || o->part.deterministic;
+    snprintf(devices, sizeof devices, "%d", p->mp->ndevices);
+    rt_plan_kv meta[16];
+    int n = 0;
+    meta[n++] = (rt_plan_kv){"writer", "gnc " GNC_VERSION};
+    meta[n++] = (rt_plan_kv){"model", p->g->name};
+    meta[n++] = (rt_plan_kv){"source", o->file};
+    meta[n++] = (rt_plan_kv){"flags", o->flags};
+    meta[n++] = (rt_plan_kv){"devices", devices};
+    meta[n++] = (rt_plan_kv){"strategy", p->strategy};
+    meta[n++] = (rt_plan_kv){"passes", o->passes ? o->passes
+                                                 : pm_default_pipeline(o->train, o->remat,
+                                                                       partitioned)};
+    if (o->train) {
+        const ad_optimizer *a = &o->opt;
+        if (a->kind == AD_SGD)
+            snprintf(opt, sizeof opt, "sgd momentum=%g nesterov=%d weight_decay=%g", a->momentum,
+                     a->nesterov, a->weight_decay);
+        else
+            snprintf(opt, sizeof opt, "%s betas=%g,%g eps=%g weight_decay=%g",
+                     a->kind == AD_ADAM ? "adam" : "adamw", a->beta1, a->beta2, a->eps,
+                     a->weight_decay);
+        meta[n++] = (rt_plan_kv){"optimizer", opt};
+    }
+    if (p->plan) {
+        meta[n++] = (rt_plan_kv){"cost_model", p->plan->cost.name};
+        snprintf(step, sizeof step, "%.6g", p->plan->step_ms);
+        meta[n++] = (rt_plan_kv){"predicted_step_ms", step};
+    }
+    char err[1024];
+    if (rt_plan_write(path, p->g, p->mp, meta, n, err, sizeof err) != 0) {
+        fprintf(stderr, "gnc: error: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+int cli_plan_open(const options *o, cli_program *out)
+{
+    char err[1024];
+    memset(out, 0, sizeof *out);
+    rt_device_kind kind;
+    if (rt_device_pick(o->device, &kind, err, sizeof err) != 0) {
+        fprintf(stderr, "gnc: error: %s\n", err);
+        return -1;
+    }
+    rt_plan *p = rt_plan_load(o->file, err, sizeof err);
+    if (!p) {
+        o->world->together = 1; /* every rank reads the same file */
+        if (o->world->rank == 0)
+            fprintf(stderr, "gnc: error: %s\n", err);
+        return -1;
+    }
+    if (o->world->ranks > 1 && p->ndevices != o->world->ranks) {
+        o->world->together = 1; /* every rank reads the same file */
+        if (o->world->rank == 0)
+            fprintf(stderr, "gnc: error: %s is compiled for %d device%s, but mpirun started %d "
+                    "ranks: each rank runs one device\n", o->file, p->ndevices,
+                    p->ndevices == 1 ? "" : "s", o->world->ranks);
+        rt_plan_free(p);
+        return -1;
+    }
+    if (o->world->ranks <= 1 && o->devices_given && o->part.devices != p->ndevices) {
+        fprintf(stderr, "gnc: error: --devices cpu:%d, but %s is compiled for %d device%s\n",
+                o->part.devices, o->file, p->ndevices, p->ndevices == 1 ? "" : "s");
+        rt_plan_free(p);
+        return -1;
+    }
+    out->file = p;
+    out->g = p->g;
+    out->mp = p->mp;
+    const char *s = rt_plan_meta(p, "strategy");
+    snprintf(out->strategy, sizeof out->strategy, "%s", s ? s : "as partitioned in the plan");
+    return 0;
+}
+
+/* ---- gnc inspect ---- */
+
+static void human(double b, char *buf, size_t len)
+{
+    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (b >= 1024 && u < 4) {
+        b /= 1024;
+        u++;
+    }
+    snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", b, units[u]);
+}
+
+static const char *init_str(const ir_init *in, char *buf, size_t len)
+{
+    switch (in->kind) {
+    case IR_INIT_ZEROS: return "zeros";
+    case IR_INIT_ONES: return "ones";
+    case IR_INIT_UNIFORM: snprintf(buf, len, "uniform(%.6g, %.6g)", in->a, in->b); return buf;
+    case IR_INIT_NORMAL: snprintf(buf, len, "normal(%.6g, %.6g)", in->a, in->b); return buf;
+    default: return "none";
+    }
+}
+
+/* Device d's holdings: nodes, arena buffers, and the bytes of the parameters
+ * (and weights computed once) and inputs it reads or updates. */
+static void device_summary(const ir_graph *g, const mp_plan *mp, int d, unsigned char *seen)
+{
+    int nodes = 0, bufs = 0;
+    int64_t params = 0, inputs = 0;
+    memset(seen, 0, (size_t)g->nvalues + 1);
+    ir_for_each_node(g, n) {
+        if (n->device != d)
+            continue;
+        nodes++;
+        for (int i = 0; i < n->nout; i++) {
+            if (mp->offset_by_id[n->out[i]->id] >= 0)
+                bufs++;
+            else
+                params += mp_value_bytes(n->out[i]);
+        }
+        for (int i = 0; i < n->nin; i++) {
+            const ir_value *v = n->in[i];
+            if (v->kind == IR_VALUE_NODE || seen[v->id])
+                continue;
+            seen[v->id] = 1;
+            *(v->kind == IR_VALUE_INPUT ? &inputs : &params) += mp_value_bytes(v);
+        }
+    }
+    for (int i = 0; i < g->nupdates; i++) {
+        const ir_value *t = g->updates[i].target;
+        if (g->updates[i].device == d && !seen[t->id]) {
+            seen[t->id] = 1;
+            params += mp_value_bytes(t);
+        }
+    }
+    char a[32], pb[32], ib[32];
+    human((double)mp->device_bytes[d], a, sizeof a);
+    human((double)params, pb, sizeof pb);
+    human((double)inputs, ib, sizeof ib);
+    printf("  device %d: %d nodes; arena %s (%lld bytes) holding %d buffers; parameters %s, "
+           "inputs %s\n", d, nodes, a, (long long)mp->device_bytes[d], bufs, pb, ib);
+}
+
+/* Device d's collectives and transfers, one line each (the first 12). */
+static void device_comm(const ir_graph *g, int d)
+{
+    int count = 0;
+    int64_t total = 0;
+    ir_for_each_node(g, n)
+        if (n->device == d && ir_op_communicates(n->op)) {
+            count++;
+            total += cost_comm_bytes(n);
+        }
+    char b[32];
+    human((double)total, b, sizeof b);
+    if (!count) {
+        printf("  device %d: none\n", d);
+        return;
+    }
+    printf("  device %d: %d, %s in all\n", d, count, b);
+    int shown = 0;
+    ir_for_each_node(g, n) {
+        if (n->device != d || !ir_op_communicates(n->op) || shown++ >= 12)
+            continue;
+        char where[128] = "";
+        const ir_attr *grp = ir_get_attr(n, "group"), *peer = ir_get_attr(n, "peer");
+        if (grp && grp->kind == IR_ATTR_INTS) {
+            size_t at = (size_t)snprintf(where, sizeof where, " over [");
+            for (int k = 0; k < grp->n && at + 16 < sizeof where; k++)
+                at += (size_t)snprintf(where + at, sizeof where - at, "%s%lld", k ? ", " : "",
+                                       (long long)grp->ints[k]);
+            snprintf(where + at, sizeof where - at, "]");
+        } else if (peer && peer->kind == IR_ATTR_INT) {
+            snprintf(where, sizeof where, " %s device %lld",
+                     n->op == IR_OP_SEND ? "to" : "from", (long long)peer->i);
+        }
+        const ir_attr *id = ir_get_attr(n, "id");
+        human((double)cost_comm_bytes(n), b, sizeof b);
+        int tensors = n->op == IR_OP_RECV ? n->nout : n->nin;
+        printf("    %s #%lld%s: %d tensor%s, %s\n", ir_ops[n->op].name,
+               id && id->kind == IR_ATTR_INT ? (long long)id->i : 0LL, where, tensors,
+               tensors == 1 ? "" : "s", b);
+    }
+    if (shown > 12)
+        printf("    ... and %d more\n", shown - 12);
+}
+
+int cmd_inspect(const options *o)
+{
+    char err[1024], t[160], b[32], nb[160], ib[96];
+    rt_plan *p = rt_plan_load(o->file, err, sizeof err);
+    if (!p) {
+        fprintf(stderr, "gnc: error: %s\n", err);
+        return 1;
+    }
+    const ir_graph *g = p->g;
+    printf("plan %s: gnc plan format %u, %llu bytes, %d sections\n", o->file, p->version,
+           (unsigned long long)p->file_bytes, p->nsections);
+    int kernels = 0;
+    for (int i = 0; i < p->nsections; i++) {
+        const rt_plan_section *s = &p->sections[i];
+        const char *name = rt_section_name(s->kind);
+        char dev[24] = "all devices";
+        if (s->device != RT_PLAN_ALL_DEVICES)
+            snprintf(dev, sizeof dev, "device %u", s->device);
+        snprintf(t, sizeof t, "kind %u", s->kind);
+        int used = s->kind == RT_SECTION_PROGRAM || s->kind == RT_SECTION_MEMORY ||
+                   s->kind == RT_SECTION_META;
+        printf("  %-12s %-11s %10llu bytes  crc %08x%s%s\n", name ? name : t, dev,
+               (unsigned long long)s->size, s->crc,
+               s->flags & RT_SECTION_REQUIRED ? "  required" : "",
+               used ? "" : "  (not read by this gnc)");
+        kernels += s->kind == RT_SECTION_KERNEL_IMAGE;
+    }
+    printf("model %s: %s on %d device%s\n", g->name,
+           p->training ? "a training step" : "an inference program", p->ndevices,
+           p->ndevices == 1 ? "" : "s");
+    for (int i = 0; i < p->nmeta; i++)
+        printf("  %s: %s\n", p->meta[i].key, p->meta[i].value);
+
+    printf("devices: %d\n", p->ndevices);
+    unsigned char *seen = malloc((size_t)g->nvalues + 1);
+    if (!seen) {
+        rt_plan_free(p);
+        fprintf(stderr, "gnc: error: out of memory\n");
+        return 1;
+    }
+    for (int d = 0; d < p->ndevices; d++)
+        device_summary(g, p->mp, d, seen);
+    free(seen);
+
+    printf("inputs: %d\n", g->ninputs);
+    for (int i = 0; i < g->ninputs; i++)
+        printf("  %-24s %s\n", ir_name_str(nb, sizeof nb, g->inputs[i]->name),
+               ir_type_str(&g->inputs[i]->type, t, sizeof t));
+    printf("outputs: %d\n", g->noutputs);
+    for (int i = 0; i < g->noutputs; i++)
+        printf("  %-24s %s\n", ir_name_str(nb, sizeof nb, g->outputs[i].name),
+               ir_type_str(&g->outputs[i].value->type, t, sizeof t));
+    if (g->loss)
+        printf("loss: %s %s\n", ir_name_str(nb, sizeof nb, g->loss->name),
+               ir_type_str(&g->loss->type, t, sizeof t));
+
+    int64_t elems = 0, bytes = 0;
+    int counts[3] = {0};
+    for (int i = 0; i < g->nparams; i++) {
+        const ir_value *v = g->params[i];
+        elems += ir_type_numel(&v->type);
+        bytes += (int64_t)ir_type_bytes(&v->type);
+        counts[v->kind == IR_VALUE_PARAM ? 0 : v->kind == IR_VALUE_BUFFER ? 1 : 2]++;
+    }
+    human((double)bytes, b, sizeof b);
+    printf("parameters: %d tensors (%d trainable, %d buffers, %d optimizer state), %lld values, "
+           "%s\n", g->nparams, counts[0], counts[1], counts[2], (long long)elems, b);
+    for (int i = 0; i < g->nparams; i++) {
+        const ir_value *v = g->params[i];
+        const char *kind = v->kind == IR_VALUE_PARAM ? "param" : v->kind == IR_VALUE_BUFFER
+                         ? "buffer" : "state";
+        printf("  %-6s %-32s %-22s %s", kind, ir_name_str(nb, sizeof nb, v->name),
+               ir_type_str(&v->type, t, sizeof t), init_str(&v->init, ib, sizeof ib));
+        if (v->shard.of)
+            printf("  shard of %s %s, axis %d from %lld", ir_name_str(nb, sizeof nb, v->shard.of),
+                   ir_type_str(&v->shard.type, t, sizeof t), v->shard.axis,
+                   (long long)v->shard.start);
+        putchar('\n');
+    }
+
+    printf("collectives and transfers:\n");
+    for (int d = 0; d < p->ndevices; d++)
+        device_comm(g, d);
+    if (kernels)
+        printf("kernels: %d kernel image sections, which this gnc does not read\n", kernels);
+    else
+        printf("kernels: none yet: the plan holds no device code (the CPU executor runs its "
+               "program; CUDA kernels come with codegen)\n");
+    rt_plan_free(p);
+    return fflush(stdout) == 0 ? 0 : 1;
+}
