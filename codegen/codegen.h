@@ -1,0 +1,364 @@
+/* Code generation for NVIDIA GPUs: an optimized graph in, a program of steps
+ * and the CUDA C of its kernels out (docs/codegen.md).
+ *
+ *   mp_plan *mp = mp_plan_graph(g);                 after pm_run's passes
+ *   cg_options o = cg_options_default();
+ *   o.precision = CG_TF32;
+ *   cg_program *p = cg_generate(g, mp, &o, &d);     NULL after reporting on d
+ *   cg_program_print(p, stdout);                    steps, kernels, regions
+ *   cg_compile(p, NULL, err, sizeof err);           NVRTC: cubin per arch, PTX
+ *   ... p->devices[d].steps: what device d runs, in order, every step ...
+ *   cg_program_free(p);
+ *
+ * For each device the program is an ordered list of steps.  A step is a
+ * launch of a generated kernel, a cuBLASLt matmul, a cuDNN convolution, a
+ * collective or point-to-point transfer (NCCL), or a copy.  Steps name memory
+ * as (region, offset): the device's arena (node results at the memory plan's
+ * offsets), its parameters (parameters, buffers, optimizer state, weights
+ * computed once, low-precision shadows, the program's own state), its inputs,
+ * and a workspace that lives only from one step to the next.  Shapes are
+ * static: every step is fully described, every kernel is specialized to its
+ * shapes, and nothing is decided at run time but where the regions are.
+ *
+ * The program borrows g and mp (names, values, locations): both must outlive it.
+ *
+ * Errors: cg_generate reports on d what the graph asks that codegen cannot do
+ * (a dtype or op it has no kernel for) and returns NULL; cg_compile returns -1
+ * with a message naming the kernel and the line of its generated source. */
+#ifndef GNC_CODEGEN_H
+#define GNC_CODEGEN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "diag.h"
+#include "ir.h"
+#include "passes.h"
+
+/* ---- options ---- */
+
+typedef enum {
+    CG_FP32,        /* float everywhere, GEMMs and convolutions in exact fp32 */
+    CG_TF32,        /* float storage, GEMMs and convolutions on TF32 tensor cores */
+    CG_BF16,        /* bfloat16 activations, fp32 master weights and accumulation */
+    CG_FP16         /* float16 activations, fp32 master weights, dynamic loss scaling */
+} cg_precision;
+
+#define CG_MAX_ARCHS 8
+
+typedef struct {
+    cg_precision precision;
+    int narchs;                 /* target architectures; 0: sm_80 and sm_90 */
+    const char *archs[CG_MAX_ARCHS];   /* "sm_80", "sm_90", ...: a cubin each, and PTX
+                                          of the newest for the GPUs after it */
+    int kernels_per_module;     /* kernels per translation unit at most; 0: 48 */
+    double loss_scale;          /* fp16: the initial loss scale; 0: 65536 */
+    int loss_scale_interval;    /* fp16: good steps before it doubles; 0: 2000 */
+    int64_t gemm_workspace;     /* bytes of workspace per cuBLASLt call; 0: 4 MiB */
+    int64_t conv_workspace;     /* bytes a cuDNN algorithm may use at most; 0: 64 MiB */
+} cg_options;
+
+cg_options cg_options_default(void);
+const char *cg_precision_name(cg_precision p);       /* "fp32", "tf32", "bf16", "fp16" */
+int cg_precision_lookup(const char *name);           /* -1 if unknown */
+
+/* ---- memory ---- */
+
+typedef enum {
+    CG_ARENA,       /* node results, at the memory plan's offsets (mp_plan.offset_by_id) */
+    CG_PARAMS,      /* parameters, buffers, optimizer state, weights computed once,
+                       low-precision copies of weights, the program's state */
+    CG_INPUTS,      /* the inputs the device reads, fed by the caller */
+    CG_WORKSPACE,   /* scratch: library workspaces, staging, converted operands */
+    CG_NREGIONS
+} cg_region;
+
+typedef struct {
+    cg_region region;
+    int64_t offset;             /* bytes from the region's start, 256-byte aligned */
+} cg_ref;
+
+typedef enum {
+    CG_VALUE_INPUT,             /* an input: the caller writes it before a run */
+    CG_VALUE_PARAM,             /* a parameter, buffer or optimizer state */
+    CG_VALUE_WEIGHT,            /* computed from weights alone, by the init steps */
+    CG_VALUE_NODE,              /* a node result in the arena */
+    CG_VALUE_SHADOW,            /* a low-precision copy of a parameter (bf16, fp16) */
+    CG_VALUE_STATE              /* the program's own: gnc.status, gnc.loss_scale */
+} cg_value_kind;
+
+/* Where one value lives on one device, and as what. */
+typedef struct {
+    cg_value_kind kind;
+    const ir_value *value;      /* NULL for the program's state */
+    const char *name;           /* the value's name; shadows "NAME.bf16", "NAME.fp16" */
+    cg_ref at;
+    ir_dtype dtype;             /* as stored: floats as f32, bf16 or f16 (precision) */
+    int64_t numel, bytes;       /* bytes = numel x the dtype's size */
+} cg_value;
+
+/* The program's state word of a device (region CG_PARAMS): a kernel that finds
+ * an index or label out of range sets it (the first one wins) and the step
+ * named by step reports it as the CPU executor would. */
+typedef struct {
+    int32_t code;               /* 0: fine; CG_STATUS_* */
+    int32_t step;               /* the step that failed */
+    int64_t index, value;       /* the position and the bad index or label */
+} cg_status;
+
+enum { CG_STATUS_OK, CG_STATUS_EMBEDDING_INDEX, CG_STATUS_LABEL };
+
+/* ---- steps ---- */
+
+typedef enum { CG_ARG_BUFFER, CG_ARG_I64, CG_ARG_F32 } cg_arg_kind;
+
+typedef struct {
+    cg_arg_kind kind;
+    cg_ref buf;                 /* CG_ARG_BUFFER: a device pointer */
+    int64_t i;                  /* CG_ARG_I64 */
+    float f;                    /* CG_ARG_F32 */
+} cg_arg;
+
+/* A kernel launch: kernel is an index into cg_program.kernels; its parameters
+ * are args, in order (cuLaunchKernel's kernelParams). */
+typedef struct {
+    int kernel;
+    unsigned grid[3], block[3];
+    int shared_bytes;           /* dynamic shared memory (the kernels use static) */
+    int nargs;
+    cg_arg *args;
+} cg_launch;
+
+/* The data types of library calls (cudaDataType, cublasComputeType_t). */
+typedef enum { CG_COMPUTE_32F, CG_COMPUTE_32F_FAST_TF32 } cg_compute;
+
+/* cuBLASLt epilogues (cublasLtEpilogue_t) */
+typedef enum {
+    CG_EPI_DEFAULT,             /* CUBLASLT_EPILOGUE_DEFAULT */
+    CG_EPI_RELU,                /* CUBLASLT_EPILOGUE_RELU */
+    CG_EPI_BIAS,                /* CUBLASLT_EPILOGUE_BIAS: D += bias[m], each column */
+    CG_EPI_RELU_BIAS            /* CUBLASLT_EPILOGUE_RELU_BIAS */
+} cg_epilogue;
+
+/* One cublasLtMatmul, column-major as cuBLAS sees memory:
+ *   D[m, n] = epilogue(alpha op(A)[m, k] op(B)[k, n] + beta C[m, n])
+ * batch times, each operand advancing by its stride (elements; 0 broadcasts it).
+ * A row-major product Y = X W^T is Y^T = W X^T: codegen does the swapping. */
+typedef struct {
+    int trans_a, trans_b;       /* CUBLAS_OP_T where set */
+    int64_t m, n, k;
+    int64_t lda, ldb, ldc;      /* ldd = ldc */
+    int64_t batch;
+    int64_t stride_a, stride_b, stride_c;
+    float alpha, beta;
+    cg_ref a, b, c, d;          /* c: read when beta != 0; d: written (c == d here) */
+    cg_ref bias;                /* CG_EPI_BIAS, CG_EPI_RELU_BIAS: m elements */
+    ir_dtype type_a, type_b, type_d, type_bias;   /* type_c = type_d */
+    cg_compute compute;
+    cg_epilogue epilogue;
+    cg_ref workspace;           /* CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES of it */
+    int64_t workspace_bytes;
+} cg_gemm;
+
+typedef enum { CG_CONV_FORWARD, CG_CONV_BACKWARD_DATA, CG_CONV_BACKWARD_FILTER } cg_conv_kind;
+
+typedef enum {
+    CG_MATH_FMA,                /* CUDNN_FMA_MATH: exact fp32 */
+    CG_MATH_TENSOR_OP,          /* CUDNN_TENSOR_OP_MATH: TF32 for fp32 data, and half data */
+} cg_math;
+
+/* One cuDNN convolution, NCHW (CUDNN_TENSOR_NCHW), cross-correlation
+ * (CUDNN_CROSS_CORRELATION), as cudnnConvolutionForward / BackwardData /
+ * BackwardFilter, the algorithm the runtime's choice within workspace bytes:
+ *   forward:         y = act(alpha conv(x, w) + beta z + bias)
+ *                    (cudnnConvolutionBiasActivationForward where any of
+ *                    bias, z, relu is set; z may be y)
+ *   backward data:   dx = alpha conv_transpose(dy, w)           (y holds dy, x dx)
+ *   backward filter: dw = alpha conv^T(x, dy)                   (y holds dy, w dw) */
+typedef struct {
+    cg_conv_kind kind;
+    int64_t n, c, h, w;         /* x: [n, c, h, w] */
+    int64_t k, r, s;            /* w: [k, c / groups, r, s] */
+    int64_t p, q;               /* y: [n, k, p, q] */
+    int pad[2], stride[2], dilation[2], groups;
+    cg_ref x, wt, y;            /* forward reads x, wt, writes y; ... */
+    int has_bias, has_z, relu;  /* forward only */
+    cg_ref bias, z;             /* bias: k elements; z: like y */
+    ir_dtype dtype;             /* of x, w, y, z, bias; computed in float */
+    cg_math math;
+    float alpha, beta;          /* beta: z's factor (1 with z, else 0) */
+    cg_ref workspace;           /* what the algorithm may use: workspace_bytes at most */
+    int64_t workspace_bytes;
+} cg_conv;
+
+/* One NCCL call (ncclGroupStart/End around several tensors of one all_reduce):
+ *   all_reduce      recv[t] = the sum over the group of send[t]        count[t] elements
+ *   all_gather      recv = every rank's send, in rank order            count: per rank
+ *   reduce_scatter  recv = the sum of every rank's send, rank's part   count: per rank
+ *   broadcast       recv = root's send                                 count elements
+ *   send / recv     to / from device peer                              count elements
+ * An IR all_gather or reduce_scatter along an axis other than the outermost is
+ * one along the outermost of a staging buffer, which a generated kernel packs
+ * or unpacks (the step before or after). */
+typedef struct {
+    ir_op op;                   /* IR_OP_ALL_REDUCE ... IR_OP_RECV */
+    int64_t id;                 /* the IR's: the calls of one collective share it */
+    int ngroup;
+    const int64_t *group;       /* devices in rank order (for send/recv: the pair) */
+    int rank;                   /* this device's rank in group */
+    int peer, root;             /* send/recv: the other device; broadcast: the root rank */
+    int ntensors;
+    cg_ref *send, *recv;        /* [ntensors] */
+    int64_t *count;             /* [ntensors] elements */
+    ir_dtype dtype;
+    int reduce_max;             /* ncclMax instead of ncclSum (fp16's overflow flag) */
+    int64_t bytes;              /* what this device sends */
+} cg_comm;
+
+typedef struct {
+    cg_ref src, dst;
+    int64_t bytes;
+} cg_copy;
+
+typedef enum {
+    CG_STEP_KERNEL, CG_STEP_GEMM, CG_STEP_CONV, CG_STEP_COMM, CG_STEP_COPY
+} cg_step_kind;
+
+typedef struct {
+    cg_step_kind kind;
+    const ir_node *node;        /* the IR node it comes from (a fused node's first
+                                   member); NULL for the program's own steps */
+    const char *what;           /* a short description: "fused dense+relu %fc1" */
+    /* Steps run in order on the device's compute stream, but communication
+     * steps, which may run on a stream of their own: wait is then the latest
+     * earlier step of the other stream whose memory this one reads or writes
+     * (-1: none), what a runtime must wait for to overlap them safely. */
+    int wait;
+    union {
+        cg_launch launch;
+        cg_gemm gemm;
+        cg_conv conv;
+        cg_comm comm;
+        cg_copy copy;
+    } u;
+} cg_step;
+
+/* ---- the program ---- */
+
+typedef struct {
+    char *name;                 /* the extern "C" name */
+    int module;                 /* the translation unit it is in */
+    const ir_node *node;        /* the first IR node it computes */
+    int elementwise;            /* an elementwise chain: must not spill registers */
+    int block;                  /* threads per block it is written for */
+    /* after cg_compile, from ptxas, per arch (index into cg_program.archs) */
+    int regs[CG_MAX_ARCHS], spill_stores[CG_MAX_ARCHS], spill_loads[CG_MAX_ARCHS];
+    int shared_bytes[CG_MAX_ARCHS];
+} cg_kernel;
+
+/* A compiled image of a module for one target. */
+typedef struct {
+    char arch[16];              /* "sm_80", or "compute_90" for PTX */
+    int ptx;
+    void *data;
+    size_t size;
+    int from_cache;
+} cg_image;
+
+typedef struct {
+    char *source;               /* the translation unit: the prelude, then kernels */
+    size_t source_len;
+    size_t body_offset;         /* where the kernels start (after the prelude) */
+    int nkernels;
+    int *kernels;               /* its kernels, in source order */
+    int *kernel_line;           /* [nkernels]: the first line of each in source */
+    int nimages;                /* after cg_compile: a cubin per arch, then PTX */
+    cg_image *images;
+    char *log;                  /* ptxas -v output of the last compile (NULL from cache) */
+} cg_module;
+
+typedef struct {
+    int64_t region_bytes[CG_NREGIONS];
+    int nvalues;
+    cg_value *values;           /* everything the device holds */
+    int *slot_by_id;            /* ir value id -> index into values, or -1 */
+    int ninit;
+    cg_step *init;              /* the weights computed once: before the first run,
+                                   and after the caller writes parameters */
+    int nsteps;
+    cg_step *steps;             /* one run: ends with the updates' copies */
+    cg_ref status;              /* a cg_status */
+    cg_ref loss_scale;          /* fp16: the scaler's state (below) */
+} cg_device;
+
+/* fp16 dynamic loss scaling, as torch.cuda.amp.GradScaler: the loss gradient
+ * is seeded with scale instead of 1; before the optimizers a kernel checks
+ * every gradient they read (and an all_reduce with max shares the result
+ * between devices); the optimizers unscale, and skip the step when a gradient
+ * is not finite; a last kernel halves the scale after such a step, and
+ * doubles it after interval good steps in a row.  State, 16 bytes per device:
+ * float scale, int32 good steps, int32 found_inf, float 1/scale. */
+typedef struct {
+    int enabled;
+    float init, growth, backoff;
+    int interval;
+} cg_loss_scale;
+
+typedef struct {
+    cg_options opts;
+    int narchs;
+    char archs[CG_MAX_ARCHS][16];
+    int nkernels;
+    cg_kernel *kernels;
+    int nmodules;
+    cg_module *modules;
+    int ndevices;
+    cg_device *devices;
+    cg_loss_scale loss_scale;
+    const ir_graph *graph;
+    struct cg_block *pool;      /* internal: what the program allocated */
+} cg_program;
+
+/* Generates the program of g (verified; fused or not) with memory plan mp
+ * (mp_plan_graph(g) after the last pass).  Returns NULL after reporting on d. */
+cg_program *cg_generate(const ir_graph *g, const mp_plan *mp, const cg_options *o, diag *d);
+void cg_program_free(cg_program *p);
+
+/* Device d's place for v, or NULL when d holds no v. */
+const cg_value *cg_value_of(const cg_program *p, int d, const ir_value *v);
+
+/* The program as text: per device its regions, values, init steps and steps;
+ * then the kernels.  With sources, every module's source too. */
+void cg_program_print(const cg_program *p, int sources, FILE *f);
+
+/* ---- compiling (nvrtc.c; only where CMake found the CUDA toolkit) ---- */
+
+typedef struct {
+    const char *cache_dir;      /* NULL: $GNC_CACHE_DIR, else ~/.cache/gnc; "": no cache */
+    int threads;                /* compiles at once; 0: the online CPUs */
+    int ptxas_info;             /* fill cg_kernel's registers and spills */
+} cg_compile_options;
+
+typedef struct {
+    int compiles;               /* NVRTC runs */
+    int cache_hits;             /* images read from the cache */
+    int cache_corrupt;          /* entries found damaged, compiled again */
+    double ms;                  /* wall time */
+} cg_compile_stats;
+
+/* 1 when this build has NVRTC (the CUDA toolkit), else 0 and cg_compile fails. */
+int cg_have_nvrtc(void);
+/* "13.0": the NVRTC version, or NULL without it. */
+const char *cg_nvrtc_version(void);
+
+/* Compiles every module of p for each of its archs (a cubin each) and the
+ * newest as PTX, architectures and modules on parallel threads, through the
+ * cache: an image is looked up by the SHA-256 of its source, the options and
+ * the NVRTC version; an entry that fails its checksum is compiled again and
+ * rewritten.  Returns 0, or -1 with the first error: a compile error names the
+ * kernel, the line of the generated source and that line. */
+int cg_compile(cg_program *p, const cg_compile_options *o, cg_compile_stats *stats, char *err,
+               size_t errlen);
+
+#endif

@@ -1,0 +1,160 @@
+/* Inside codegen: the generator's state and what its files share.  Not a
+ * public header.  codegen.c walks the graph and makes the steps; kernels.c
+ * writes the CUDA C of kernels; library.c describes cuBLASLt and cuDNN calls;
+ * nvrtc.c compiles. */
+#ifndef GNC_CG_INTERNAL_H
+#define GNC_CG_INTERNAL_H
+
+#include <stdarg.h>
+
+#include "codegen.h"
+
+/* ---- small things ---- */
+
+typedef struct {
+    char *s;
+    size_t len, cap;
+} cg_sb;
+
+void cg_sb_printf(cg_sb *b, const char *fmt, ...) DIAG_PRINTF(2, 3);
+void cg_sb_vprintf(cg_sb *b, const char *fmt, va_list ap);
+void cg_sb_put(cg_sb *b, const char *s, size_t n);
+void cg_sb_free(cg_sb *b);
+
+void *cg_xmalloc(size_t n);
+void *cg_xcalloc(size_t n, size_t size);
+void *cg_xrealloc(void *p, size_t n);
+char *cg_xstrdup(const char *s);
+
+/* Allocations that live as long as the program (freed by cg_program_free). */
+void *cg_palloc(cg_program *p, size_t n);
+char *cg_pstrdup(cg_program *p, const char *s);
+char *cg_pprintf(cg_program *p, const char *fmt, ...) DIAG_PRINTF(2, 3);
+void cg_pool_free(cg_program *p);
+
+typedef struct {
+    uint32_t h[8];
+    uint64_t len;
+    unsigned char buf[64];
+    size_t n;
+} cg_sha256;
+
+void cg_sha256_init(cg_sha256 *s);
+void cg_sha256_update(cg_sha256 *s, const void *data, size_t n);
+void cg_sha256_final(cg_sha256 *s, unsigned char out[32]);
+uint64_t cg_hash64(const void *data, size_t n);      /* FNV-1a, for tables */
+
+extern const char cg_prelude[];        /* codegen/prelude.cuh, embedded */
+extern const size_t cg_prelude_len;
+
+/* ---- the generator ---- */
+
+/* One memory access of a step, for the stream dependences (cg_step.wait) and
+ * the check that a fused kernel never writes what it reads elsewhere. */
+typedef struct {
+    cg_ref at;
+    int64_t bytes;
+    int write;
+    int aligned;       /* element i read or written by the thread of element i */
+    ir_dtype dtype;
+} cg_access;
+
+typedef struct {
+    cg_step step;
+    int naccess;
+    cg_access *access;
+} cg_pending;
+
+typedef struct cg_gen {
+    const ir_graph *g;
+    const mp_plan *mp;
+    cg_options o;
+    diag *d;
+    cg_program *p;
+    int nvalues;
+    int nnodes;
+    int *pos;                   /* by out[0]'s id: the node's position in the list */
+    ir_dtype *dtype;            /* by value id: as stored */
+    unsigned char *weight;      /* by value id: computed from weights alone */
+    unsigned char *external;    /* by value id: an output, the loss or an update source */
+    int *rstart, *readers;      /* by value id: the positions of the nodes reading it */
+    const ir_node **node_at;    /* by position */
+    int failed;
+
+    /* the device being generated */
+    int dev;
+    cg_device *D;
+    int init;                   /* generating its init steps */
+    cg_pending *list;           /* the steps so far of the list being made */
+    int nlist, caplist;
+    int64_t ws_top, ws_max;     /* the workspace of the unit being made */
+    int64_t staging_top;        /* communication staging (above the rest) */
+    cg_ref *alias;              /* by value id: read from here instead (a free reshape) */
+    unsigned char *aliased;
+    unsigned char *shadow_fresh;/* by value id: its shadow is up to date in this list */
+    int *dev_kernels;           /* the kernels this device uses, first use first */
+    int ndev_kernels, capdev_kernels;
+
+    /* kernels, program-wide: text with the name as "@K@", deduplicated */
+    int capkernels;
+    char **khead, **kbody;      /* the first instance's comment and text */
+    char **kkey;                /* the body with value-made identifiers numbered */
+    uint64_t *khash;
+    cg_sb *kalso;               /* the other nodes a shared kernel computes */
+    int *nalso;
+} cg_gen;
+
+/* Where v is read from on the current device (a free reshape's alias
+ * included), and as what. */
+cg_ref cg_ref_of(cg_gen *G, const ir_value *v);
+ir_dtype cg_dtype_of(cg_gen *G, const ir_value *v);
+int cg_is_float(ir_dtype t);
+size_t cg_dtype_size(ir_dtype t);
+/* The DSL name of v (without a partition prefix). */
+const char *cg_name(const ir_value *v);
+/* Whether v is a const node's result that kernels take as a literal. */
+int cg_const_inline(cg_gen *G, const ir_value *v);
+/* Whether the gradient constant v is scaled by the fp16 loss scale. */
+int cg_const_scaled(cg_gen *G, const ir_value *v);
+/* v as dt for a library call: its own bytes, a 16-bit copy of a parameter
+ * (made once per list), or a converted copy in the workspace. */
+cg_ref cg_operand_as(cg_gen *G, const ir_value *v, ir_dtype dt);
+/* Bytes of the workspace for this unit, 256-byte aligned. */
+cg_ref cg_workspace(cg_gen *G, int64_t bytes);
+/* Appends a step; access lists are copied.  Returns its index in the list. */
+int cg_add_step(cg_gen *G, const cg_step *s, const cg_access *acc, int nacc);
+/* The kernel of head (a comment) and body (its name written "@K@"), named from
+ * base.  A kernel whose body is the same but for the identifiers made from
+ * value names (idents) is shared: the first one's text is kept, and its
+ * comment lists the nodes it also computes.  Returns its index. */
+int cg_add_kernel(cg_gen *G, const char *head, const char *body, const char *const *idents,
+                  int nidents, const char *base, const ir_node *node, int elementwise, int block);
+/* An internal error: reported on d at n's location, generation fails. */
+void cg_fail(cg_gen *G, const ir_node *n, const char *fmt, ...) DIAG_PRINTF(3, 4);
+
+/* Whether op is computed by a library call (library.c). */
+int cg_is_library(ir_op op);
+/* Steps of the library call heading members m[0 .. nm-1] and of the members it
+ * takes as its epilogue.  Returns how many members it took (1 or more). */
+int cg_emit_library(cg_gen *G, const ir_node *const *m, int nm);
+
+/* Whether op's element i can be computed from its operands by index alone
+ * (kernels.c: elementwise ops, gathers, pooling, data movement, optimizers). */
+int cg_is_map(const ir_node *n);
+/* A kernel for members m[0 .. nm-1]: map ops, then at most one other op
+ * (special: its index, or -1), then map ops on its first result.  Returns 0,
+ * or -1 when the kernel would write memory it reads at other elements (the
+ * caller splits it). */
+int cg_emit_kernel(cg_gen *G, const ir_node *const *m, int nm, int special);
+/* A kernel converting n elements from src (sdt) to dst (ddt). */
+void cg_emit_cast(cg_gen *G, const ir_node *n, const char *what, cg_ref src, ir_dtype sdt,
+                  cg_ref dst, ir_dtype ddt, int64_t numel);
+/* Kernels of the program's own: the updates of an fp16 step (copies unless a
+ * gradient overflowed), the scaler's update, staging of collectives. */
+void cg_emit_masked_copy(cg_gen *G, const ir_value *target, const ir_value *source);
+void cg_emit_scaler_update(cg_gen *G);
+void cg_emit_gather_unpack(cg_gen *G, const ir_node *n, cg_ref staging, int pack);
+/* The C type of a storage dtype in kernels ("float", "bf16", "int", ...). */
+const char *cg_ctype(ir_dtype t);
+
+#endif

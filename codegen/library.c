@@ -1,0 +1,343 @@
+/* Library calls: the GEMM-shaped ops as cuBLASLt matmuls, the convolutions as
+ * cuDNN calls (docs/codegen.md says why cuDNN and not generated implicit-GEMM
+ * kernels).
+ *
+ * cuBLAS sees memory column-major: a row-major matrix X[r, c] is the
+ * column-major X^T[c, r] with leading dimension c.  So a row-major product
+ * Y = A B is computed as Y^T = B^T A^T, operands swapped:
+ *
+ *   dense              y[rows, out] = x[rows, in] w[out, in]^T (+ b)
+ *                      D[out, rows] = W^T X: A = w (T), B = x (N), bias per row of D
+ *   matmul             y[m, n] = a[m, k] b[k, n]:  D[n, m] = B A, batched
+ *   dense_grad_input   dx[rows, in] = dy[rows, out] w[out, in]:  D[in, rows] = W DY
+ *   dense_grad_weight  dw[out, in] = dy[rows, out]^T x[rows, in]:  D[in, out] = X DY^T
+ *
+ * An epilogue takes what follows in the fused node where the library can: a
+ * dense's ReLU (CUBLASLT_EPILOGUE_RELU_BIAS), a convolution's residual add and
+ * ReLU (cudnnConvolutionBiasActivationForward's z and activation).  The rest
+ * of a fused node is a kernel reading the library's result.
+ *
+ * At bf16 and fp16 the operands are 16-bit (a weight through its 16-bit copy),
+ * the accumulation float; a matmul may write float, a convolution writes its
+ * data type, converted afterwards where the result is kept in float. */
+#include <string.h>
+
+#include "internal.h"
+
+int cg_is_library(ir_op op)
+{
+    switch (op) {
+    case IR_OP_DENSE: case IR_OP_MATMUL: case IR_OP_CONV2D: case IR_OP_DENSE_GRAD_INPUT:
+    case IR_OP_DENSE_GRAD_WEIGHT: case IR_OP_CONV2D_GRAD_INPUT: case IR_OP_CONV2D_GRAD_WEIGHT:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static int lowp(const cg_gen *G)
+{
+    return G->o.precision == CG_BF16 || G->o.precision == CG_FP16;
+}
+
+static ir_dtype half_type(const cg_gen *G) { return G->o.precision == CG_BF16 ? IR_BF16 : IR_F16; }
+
+/* Whether the member after the running value v is the only reader of v. */
+static int only_reader(cg_gen *G, const ir_value *v, const ir_node *next)
+{
+    return !G->external[v->id] && G->rstart[v->id + 1] - G->rstart[v->id] == 1 &&
+           G->node_at[G->readers[G->rstart[v->id]]] == next;
+}
+
+static int64_t bytes_of(cg_gen *G, const ir_value *v, ir_dtype dt)
+{
+    (void)G;
+    return ir_type_numel(&v->type) * (int64_t)cg_dtype_size(dt);
+}
+
+/* ---------------------------------------------------------------- cuBLASLt */
+
+typedef struct {
+    const ir_value *a, *b, *bias, *d;
+} gemm_values;
+
+static void add_gemm(cg_gen *G, const ir_node *n, cg_gemm *m, const gemm_values *v,
+                     const char *what)
+{
+    cg_step s = {.kind = CG_STEP_GEMM, .node = n, .what = what};
+    m->compute = G->o.precision == CG_TF32 ? CG_COMPUTE_32F_FAST_TF32 : CG_COMPUTE_32F;
+    m->workspace_bytes = G->o.gemm_workspace > 0 ? G->o.gemm_workspace : (int64_t)4 << 20;
+    m->workspace = cg_workspace(G, m->workspace_bytes);
+    m->c = m->d;
+    s.u.gemm = *m;
+    cg_access acc[5];
+    int na = 0;
+    int64_t abytes = (m->batch - 1) * m->stride_a + (m->trans_a ? m->m : m->k) * m->lda;
+    int64_t bbytes = (m->batch - 1) * m->stride_b + (m->trans_b ? m->k : m->n) * m->ldb;
+    int64_t dbytes = (m->batch - 1) * m->stride_c + m->n * m->ldc;
+    acc[na++] = (cg_access){m->a, abytes * (int64_t)cg_dtype_size(m->type_a), 0, 0, m->type_a};
+    acc[na++] = (cg_access){m->b, bbytes * (int64_t)cg_dtype_size(m->type_b), 0, 0, m->type_b};
+    if (v->bias)
+        acc[na++] = (cg_access){m->bias, m->m * (int64_t)cg_dtype_size(m->type_bias), 0, 0,
+                                m->type_bias};
+    acc[na++] = (cg_access){m->d, dbytes * (int64_t)cg_dtype_size(m->type_d), 1, 0, m->type_d};
+    acc[na++] = (cg_access){m->workspace, m->workspace_bytes, 1, 0, IR_U8};
+    cg_add_step(G, &s, acc, na);
+}
+
+static int emit_dense(cg_gen *G, const ir_node *const *mm, int nm)
+{
+    const ir_node *n = mm[0];
+    const ir_value *x = n->in[0], *w = n->in[1], *b = n->nin == 3 ? n->in[2] : NULL;
+    const ir_value *res = n->out[0];
+    int take = 1, relu = 0;
+    if (nm > 1 && mm[1]->op == IR_OP_RELU && mm[1]->in[0] == res && only_reader(G, res, mm[1])) {
+        relu = 1;
+        take = 2;
+        res = mm[1]->out[0];
+    }
+    int64_t in = w->type.dims[1], out = w->type.dims[0], rows = ir_type_numel(&x->type) / in;
+    ir_dtype op_t = lowp(G) ? half_type(G) : IR_F32;
+    cg_gemm m;
+    memset(&m, 0, sizeof m);
+    m.type_a = m.type_b = op_t;
+    m.a = cg_operand_as(G, w, op_t);
+    m.b = cg_operand_as(G, x, op_t);
+    m.type_d = cg_dtype_of(G, res);
+    m.d = cg_ref_of(G, res);
+    if (b) {
+        m.type_bias = m.type_d;
+        m.bias = cg_operand_as(G, b, m.type_bias);
+    }
+    m.trans_a = 1;
+    m.m = out, m.n = rows, m.k = in;
+    m.lda = in, m.ldb = in, m.ldc = out;
+    m.batch = 1;
+    m.alpha = 1;
+    m.epilogue = b ? (relu ? CG_EPI_RELU_BIAS : CG_EPI_BIAS) : (relu ? CG_EPI_RELU : CG_EPI_DEFAULT);
+    gemm_values v = {w, x, b, res};
+    add_gemm(G, n, &m, &v, cg_pprintf(G->p, "dense%s %%%s", relu ? "+relu" : "", cg_name(res)));
+    return take;
+}
+
+/* Offset in elements of operand t's matrix for batch index bi of out. */
+static int64_t batch_offset(const ir_type *t, const ir_type *out, int64_t bi)
+{
+    int r = out->rank - 2, tr = t->rank - 2;
+    int64_t off = 0, stride = t->dims[t->rank - 1] * t->dims[t->rank - 2];
+    for (int i = r - 1, k = tr - 1; i >= 0; i--, k--) {
+        int64_t idx = bi % out->dims[i];
+        bi /= out->dims[i];
+        if (k >= 0) {
+            if (t->dims[k] != 1)
+                off += idx * stride;
+            stride *= t->dims[k];
+        }
+    }
+    return off;
+}
+
+/* The batch stride of operand t when one stride serves every batch index (its
+ * batch dims all out's, or none of them), else -1. */
+static int64_t batch_stride(const ir_type *t, const ir_type *out)
+{
+    int64_t tb = 1, ob = 1;
+    for (int i = 0; i < t->rank - 2; i++)
+        tb *= t->dims[i];
+    for (int i = 0; i < out->rank - 2; i++)
+        ob *= out->dims[i];
+    if (tb == 1)
+        return 0;
+    if (tb != ob)
+        return -1;
+    return t->dims[t->rank - 1] * t->dims[t->rank - 2];
+}
+
+static int emit_matmul(cg_gen *G, const ir_node *n)
+{
+    const ir_value *a = n->in[0], *b = n->in[1], *y = n->out[0];
+    const ir_type *ta = &a->type, *tb = &b->type, *ty = &y->type;
+    int64_t M = ta->dims[ta->rank - 2], K = ta->dims[ta->rank - 1], N = tb->dims[tb->rank - 1];
+    int64_t batch = ir_type_numel(ty) / (M * N);
+    ir_dtype op_t = lowp(G) ? half_type(G) : IR_F32;
+    cg_gemm m;
+    memset(&m, 0, sizeof m);
+    m.type_a = m.type_b = op_t;
+    cg_ref ra = cg_operand_as(G, b, op_t), rb = cg_operand_as(G, a, op_t);
+    m.type_d = cg_dtype_of(G, y);
+    cg_ref rd = cg_ref_of(G, y);
+    m.m = N, m.n = M, m.k = K;
+    m.lda = N, m.ldb = K, m.ldc = N;
+    m.alpha = 1;
+    int64_t sa = batch_stride(tb, ty), sb = batch_stride(ta, ty);
+    gemm_values v = {b, a, NULL, y};
+    if (sa >= 0 && sb >= 0) {
+        m.a = ra, m.b = rb, m.d = rd;
+        m.batch = batch;
+        m.stride_a = sa, m.stride_b = sb, m.stride_c = M * N;
+        add_gemm(G, n, &m, &v, cg_pprintf(G->p, "matmul %%%s", cg_name(y)));
+        return 1;
+    }
+    /* batch dims broadcast in a way no one stride says: a call per matrix */
+    m.batch = 1;
+    for (int64_t bi = 0; bi < batch; bi++) {
+        m.a = ra, m.b = rb, m.d = rd;
+        m.a.offset += batch_offset(tb, ty, bi) * (int64_t)cg_dtype_size(op_t);
+        m.b.offset += batch_offset(ta, ty, bi) * (int64_t)cg_dtype_size(op_t);
+        m.d.offset += bi * M * N * (int64_t)cg_dtype_size(m.type_d);
+        add_gemm(G, n, &m, &v, cg_pprintf(G->p, "matmul %%%s [%lld]", cg_name(y), (long long)bi));
+    }
+    return 1;
+}
+
+static int emit_dense_grad(cg_gen *G, const ir_node *n)
+{
+    const ir_value *dy = n->in[0], *other = n->in[1], *res = n->out[0];
+    const ir_type *tdy = &dy->type;
+    int64_t out = tdy->dims[tdy->rank - 1], rows = ir_type_numel(tdy) / out;
+    ir_dtype op_t = lowp(G) ? half_type(G) : IR_F32;
+    cg_gemm m;
+    memset(&m, 0, sizeof m);
+    m.type_a = m.type_b = op_t;
+    m.type_d = cg_dtype_of(G, res);
+    m.d = cg_ref_of(G, res);
+    m.batch = 1;
+    m.alpha = 1;
+    gemm_values v = {other, dy, NULL, res};
+    if (n->op == IR_OP_DENSE_GRAD_INPUT) {   /* D[in, rows] = W[in, out] DY[out, rows] */
+        int64_t in = other->type.dims[1];
+        m.a = cg_operand_as(G, other, op_t);
+        m.b = cg_operand_as(G, dy, op_t);
+        m.m = in, m.n = rows, m.k = out;
+        m.lda = in, m.ldb = out, m.ldc = in;
+    } else {                                 /* D[in, out] = X[in, rows] DY^T[rows, out] */
+        int64_t in = other->type.dims[other->type.rank - 1];
+        m.a = cg_operand_as(G, other, op_t);
+        m.b = cg_operand_as(G, dy, op_t);
+        m.trans_b = 1;
+        m.m = in, m.n = out, m.k = rows;
+        m.lda = in, m.ldb = out, m.ldc = in;
+    }
+    add_gemm(G, n, &m, &v, cg_pprintf(G->p, "%s %%%s", ir_ops[n->op].name, cg_name(res)));
+    return 1;
+}
+
+/* ---------------------------------------------------------------- cuDNN */
+
+static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)
+{
+    const ir_node *n = mm[0];
+    cg_conv c;
+    memset(&c, 0, sizeof c);
+    const int64_t *st = ir_attr_ints(n, "stride", NULL), *pd = ir_attr_ints(n, "pad", NULL),
+                  *dl = ir_attr_ints(n, "dilation", NULL);
+    c.groups = (int)ir_attr_int(n, "groups");
+    for (int i = 0; i < 2; i++)
+        c.stride[i] = (int)st[i], c.pad[i] = (int)pd[i], c.dilation[i] = (int)dl[i];
+    const ir_type *tx, *tw, *ty;
+    const ir_value *res = n->out[0];
+    if (n->op == IR_OP_CONV2D)
+        tx = &n->in[0]->type, tw = &n->in[1]->type, ty = &n->out[0]->type;
+    else if (n->op == IR_OP_CONV2D_GRAD_INPUT)
+        tx = &n->out[0]->type, tw = &n->in[1]->type, ty = &n->in[0]->type;
+    else
+        tx = &n->in[1]->type, tw = &n->out[0]->type, ty = &n->in[0]->type;
+    c.n = tx->dims[0], c.c = tx->dims[1], c.h = tx->dims[2], c.w = tx->dims[3];
+    c.k = tw->dims[0], c.r = tw->dims[2], c.s = tw->dims[3];
+    c.p = ty->dims[2], c.q = ty->dims[3];
+    c.dtype = lowp(G) ? half_type(G) : IR_F32;
+    c.math = G->o.precision == CG_FP32 ? CG_MATH_FMA : CG_MATH_TENSOR_OP;
+    c.alpha = 1;
+    int take = 1;
+    const ir_value *z = NULL;
+    if (n->op == IR_OP_CONV2D) {
+        c.kind = CG_CONV_FORWARD;
+        const ir_value *run = res;
+        if (take < nm && mm[take]->op == IR_OP_ADD && only_reader(G, run, mm[take])) {
+            const ir_node *a = mm[take];
+            const ir_value *other = a->in[0] == run ? a->in[1] : a->in[0];
+            if (ir_type_eq(&other->type, &run->type) && other != run &&
+                !(other->def && other->def->op == IR_OP_CONST)) {
+                z = other;
+                run = a->out[0];
+                take++;
+            }
+        }
+        if (take < nm && mm[take]->op == IR_OP_RELU && mm[take]->in[0] == run &&
+            only_reader(G, run, mm[take])) {
+            c.relu = 1;
+            run = mm[take]->out[0];
+            take++;
+        }
+        res = run;
+    } else {
+        c.kind = n->op == IR_OP_CONV2D_GRAD_INPUT ? CG_CONV_BACKWARD_DATA : CG_CONV_BACKWARD_FILTER;
+    }
+    /* the operands in the data type; the result in place or converted after */
+    cg_access acc[7];
+    int na = 0;
+    ir_dtype dt = c.dtype;
+    int64_t es = (int64_t)cg_dtype_size(dt);
+    int64_t xb = c.n * c.c * c.h * c.w * es, wb = c.k * (c.c / c.groups) * c.r * c.s * es,
+            yb = c.n * c.k * c.p * c.q * es;
+    cg_ref out_tmp = {CG_WORKSPACE, -1};
+    int converted = cg_dtype_of(G, res) != dt;
+    if (n->op == IR_OP_CONV2D) {
+        c.x = cg_operand_as(G, n->in[0], dt);
+        c.wt = cg_operand_as(G, n->in[1], dt);
+        if (n->nin == 3) {
+            c.has_bias = 1;
+            c.bias = cg_operand_as(G, n->in[2], dt);
+            acc[na++] = (cg_access){c.bias, c.k * es, 0, 0, dt};
+        }
+        if (z) {
+            c.has_z = 1;
+            c.beta = 1;
+            c.z = cg_operand_as(G, z, dt);
+            acc[na++] = (cg_access){c.z, yb, 0, 1, dt};
+        }
+        c.y = converted ? (out_tmp = cg_workspace(G, yb)) : cg_ref_of(G, res);
+        acc[na++] = (cg_access){c.x, xb, 0, 0, dt};
+        acc[na++] = (cg_access){c.wt, wb, 0, 0, dt};
+        acc[na++] = (cg_access){c.y, yb, 1, 1, dt};
+    } else if (n->op == IR_OP_CONV2D_GRAD_INPUT) {
+        c.y = cg_operand_as(G, n->in[0], dt);
+        c.wt = cg_operand_as(G, n->in[1], dt);
+        c.x = converted ? (out_tmp = cg_workspace(G, xb)) : cg_ref_of(G, res);
+        acc[na++] = (cg_access){c.y, yb, 0, 0, dt};
+        acc[na++] = (cg_access){c.wt, wb, 0, 0, dt};
+        acc[na++] = (cg_access){c.x, xb, 1, 0, dt};
+    } else {
+        c.y = cg_operand_as(G, n->in[0], dt);
+        c.x = cg_operand_as(G, n->in[1], dt);
+        c.wt = converted ? (out_tmp = cg_workspace(G, wb)) : cg_ref_of(G, res);
+        acc[na++] = (cg_access){c.y, yb, 0, 0, dt};
+        acc[na++] = (cg_access){c.x, xb, 0, 0, dt};
+        acc[na++] = (cg_access){c.wt, wb, 1, 0, dt};
+    }
+    c.workspace_bytes = G->o.conv_workspace > 0 ? G->o.conv_workspace : (int64_t)64 << 20;
+    c.workspace = cg_workspace(G, c.workspace_bytes);
+    acc[na++] = (cg_access){c.workspace, c.workspace_bytes, 1, 0, IR_U8};
+    static const char *const what[] = {"conv2d", "conv2d_grad_input", "conv2d_grad_weight"};
+    cg_step s = {.kind = CG_STEP_CONV, .node = n};
+    s.what = cg_pprintf(G->p, "%s%s%s %%%s", what[c.kind], z ? "+add" : "", c.relu ? "+relu" : "",
+                        cg_name(res));
+    s.u.conv = c;
+    cg_add_step(G, &s, acc, na);
+    if (converted)
+        cg_emit_cast(G, n, cg_pprintf(G->p, "%%%s to %s", res->name,
+                                      ir_dtype_name(cg_dtype_of(G, res))),
+                     out_tmp, dt, cg_ref_of(G, res), cg_dtype_of(G, res), ir_type_numel(&res->type));
+    (void)bytes_of;
+    return take;
+}
+
+int cg_emit_library(cg_gen *G, const ir_node *const *m, int nm)
+{
+    switch (m[0]->op) {
+    case IR_OP_DENSE: return emit_dense(G, m, nm);
+    case IR_OP_MATMUL: return emit_matmul(G, m[0]);
+    case IR_OP_DENSE_GRAD_INPUT: case IR_OP_DENSE_GRAD_WEIGHT: return emit_dense_grad(G, m[0]);
+    default: return emit_conv(G, m, nm);
+    }
+}

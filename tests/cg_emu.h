@@ -1,0 +1,351 @@
+/* Host emulation of the CUDA C that codegen writes, for the tests: the same
+ * source compiled by the host C++ compiler, each thread block run on one host
+ * thread with its CUDA threads as fibers (blocks on several host threads).
+ *
+ *   - threadIdx, blockIdx, blockDim, gridDim: per host thread, set for the
+ *     fiber that runs;
+ *   - __shared__: a static thread_local, so the fibers of one block share it;
+ *   - __syncthreads(): the fiber waits until every thread of its block is
+ *     there; a thread that returns while others wait, or threads of one warp
+ *     waiting at different places, are reported (divergent barriers: bugs a
+ *     GPU would only sometimes show);
+ *   - __shfl_xor_sync, __shfl_sync: the lanes of a warp exchange values at a
+ *     barrier of that warp alone;
+ *   - atomics: the host's.
+ * Fibers switch by a few instructions of assembly on x86-64 (ucontext
+ * elsewhere): a block of 1024 threads reducing with shuffles runs in
+ * microseconds, where an OS thread per CUDA thread took milliseconds per
+ * barrier.
+ *
+ * Use: include this header, then the generated sources (each in a namespace
+ * of its own); EMU_ENTRY(ns::kernel) is a launcher for the table the test
+ * writes.  Not shipped: codegen's kernels never include it. */
+#ifndef GNC_CG_EMU_H
+#define GNC_CG_EMU_H
+
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <utility>
+
+#if !defined(__x86_64__)
+#include <ucontext.h>
+#endif
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static thread_local
+#define GNC_KERNEL static
+
+struct uint3 { unsigned x, y, z; };
+struct dim3 { unsigned x, y, z; };
+struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(8) uint2 { unsigned x, y; };
+static inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+
+inline thread_local uint3 threadIdx, blockIdx;
+inline thread_local dim3 blockDim, gridDim;
+
+static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+static inline float __int_as_float(int u) { float f; memcpy(&f, &u, 4); return f; }
+static inline int __float_as_int(float f) { int u; memcpy(&u, &f, 4); return u; }
+
+static inline int atomicCAS(int *p, int expect, int want)
+{
+    __atomic_compare_exchange_n(p, &expect, want, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return expect;
+}
+static inline int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+static inline int atomicOr(int *p, int v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }
+static inline int atomicMax(int *p, int v)
+{
+    int old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
+    while (old < v && !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_SEQ_CST,
+                                                   __ATOMIC_SEQ_CST)) {
+    }
+    return old;
+}
+
+namespace emu {
+
+enum { RUN, AT_BLOCK, AT_WARP, DONE };
+enum { STACK = 64 << 10, MAX_THREADS = 1024 };
+
+struct fiber {
+    void *sp;
+    int state;
+    unsigned parity;            /* shuffles so far: which exchange slots are its */
+};
+
+struct block {
+    int n;                      /* threads */
+    int cur;
+    fiber f[MAX_THREADS];
+    char *stacks;
+    void *sched_sp;
+    double slot[2][MAX_THREADS];
+    void (*call)(void *);
+    void *arg;
+    const char *error;
+#if !defined(__x86_64__)
+    ucontext_t sched_uc, uc[MAX_THREADS];
+#endif
+};
+
+inline thread_local block *cur_block;
+inline thread_local block *own_block; /* this host thread's, reused from launch to launch */
+inline block *all_blocks[256];        /* every host thread's, for release() */
+inline int nall_blocks;
+
+#if defined(__x86_64__)
+extern "C" void gnc_emu_switch(void **save, void *to);
+asm(".text\n"
+    ".globl gnc_emu_switch\n"
+    ".hidden gnc_emu_switch\n"
+    ".type gnc_emu_switch, @function\n"
+    "gnc_emu_switch:\n"
+    "    pushq %rbp\n    pushq %rbx\n    pushq %r12\n    pushq %r13\n    pushq %r14\n    pushq %r15\n"
+    "    movq %rsp, (%rdi)\n"
+    "    movq %rsi, %rsp\n"
+    "    popq %r15\n    popq %r14\n    popq %r13\n    popq %r12\n    popq %rbx\n    popq %rbp\n"
+    "    ret\n"
+    ".size gnc_emu_switch, .-gnc_emu_switch\n"
+    ".section .note.GNU-stack,\"\",@progbits\n"
+    ".text\n");
+#endif
+
+/* from the running fiber back to the scheduler */
+static inline void yield_to_scheduler()
+{
+    block *b = cur_block;
+#if defined(__x86_64__)
+    gnc_emu_switch(&b->f[b->cur].sp, b->sched_sp);
+#else
+    swapcontext(&b->uc[b->cur], &b->sched_uc);
+#endif
+}
+
+static void fiber_main()
+{
+    block *b = cur_block;
+    b->call(b->arg);
+    b = cur_block;
+    b->f[b->cur].state = DONE;
+    yield_to_scheduler();
+    abort(); /* never resumed */
+}
+
+#if !defined(__x86_64__)
+static void fiber_main_uc() { fiber_main(); }
+#endif
+
+static void start_fiber(block *b, int t)
+{
+    char *top = b->stacks + (size_t)(t + 1) * STACK;
+#if defined(__x86_64__)
+    void **sp = (void **)((uintptr_t)top & ~(uintptr_t)15) - 8;
+    for (int i = 0; i < 6; i++)
+        sp[i] = 0;
+    sp[6] = (void *)&fiber_main;
+    sp[7] = 0;
+    b->f[t].sp = sp;
+#else
+    getcontext(&b->uc[t]);
+    b->uc[t].uc_stack.ss_sp = top - STACK;
+    b->uc[t].uc_stack.ss_size = STACK;
+    b->uc[t].uc_link = NULL;
+    makecontext(&b->uc[t], fiber_main_uc, 0);
+#endif
+    b->f[t].state = RUN;
+    b->f[t].parity = 0;
+}
+
+static void resume(block *b, int t)
+{
+    b->cur = t;
+    threadIdx.x = (unsigned)t % blockDim.x;
+    threadIdx.y = (unsigned)t / blockDim.x % blockDim.y;
+    threadIdx.z = (unsigned)t / (blockDim.x * blockDim.y);
+#if defined(__x86_64__)
+    gnc_emu_switch(&b->sched_sp, b->f[t].sp);
+#else
+    swapcontext(&b->sched_uc, &b->uc[t]);
+#endif
+}
+
+/* Runs one block to its end; returns an error or NULL. */
+static const char *run_block(block *b)
+{
+    for (int t = 0; t < b->n; t++)
+        start_fiber(b, t);
+    int done = 0;
+    b->error = NULL;
+    while (done < b->n) {
+        for (int t = 0; t < b->n; t++)
+            if (b->f[t].state == RUN) {
+                resume(b, t);
+                if (b->f[t].state == DONE)
+                    done++;
+            }
+        if (done == b->n)
+            break;
+        int released = 0;
+        /* warps whose every lane waits at the warp's barrier */
+        for (int w = 0; w * 32 < b->n; w++) {
+            int lo = w * 32, hi = lo + 32 < b->n ? lo + 32 : b->n, at = 0, gone = 0, other = 0;
+            for (int t = lo; t < hi; t++)
+                at += b->f[t].state == AT_WARP, gone += b->f[t].state == DONE,
+                    other += b->f[t].state == AT_BLOCK;
+            if (!at)
+                continue;
+            if (gone || other)
+                return gone ? "a lane returned while its warp waits at a shuffle"
+                            : "the lanes of a warp wait at a shuffle and at __syncthreads";
+            for (int t = lo; t < hi; t++)
+                b->f[t].state = RUN;
+            released = 1;
+        }
+        if (released)
+            continue;
+        int at = 0;
+        for (int t = 0; t < b->n; t++)
+            at += b->f[t].state == AT_BLOCK;
+        if (at && done)
+            return "a thread returned while others wait at __syncthreads";
+        if (at == b->n - done && at) {
+            for (int t = 0; t < b->n; t++)
+                b->f[t].state = RUN;
+            continue;
+        }
+        return "threads wait forever";
+    }
+    return NULL;
+}
+
+static inline void wait_warp()
+{
+    block *b = cur_block;
+    b->f[b->cur].state = AT_WARP;
+    yield_to_scheduler();
+}
+
+template <class T> static inline T exchange(T v, int src)
+{
+    block *b = cur_block;
+    int t = b->cur;
+    unsigned par = b->f[t].parity++ & 1;
+    memcpy(&b->slot[par][t], &v, sizeof v);
+    wait_warp();
+    b = cur_block;
+    T r;
+    memcpy(&r, &b->slot[par][src], sizeof r);
+    return r;
+}
+
+} /* namespace emu */
+
+static inline void __syncthreads()
+{
+    emu::block *b = emu::cur_block;
+    b->f[b->cur].state = emu::AT_BLOCK;
+    emu::yield_to_scheduler();
+}
+
+static inline void __syncwarp(unsigned = 0xffffffffu) { emu::wait_warp(); }
+
+template <class T> static inline T __shfl_xor_sync(unsigned, T v, int mask)
+{
+    int t = emu::cur_block->cur;
+    return emu::exchange(v, (t & ~31) | ((t & 31) ^ mask));
+}
+
+template <class T> static inline T __shfl_sync(unsigned, T v, int lane)
+{
+    int t = emu::cur_block->cur;
+    return emu::exchange(v, (t & ~31) | (lane & 31));
+}
+
+namespace emu {
+
+/* One block per host thread at a time; the blocks of a grid on all of them. */
+template <class F> static const char *launch(const unsigned grid[3], const unsigned blk[3], F &body)
+{
+    unsigned n = blk[0] * blk[1] * blk[2];
+    if (n == 0 || n > MAX_THREADS)
+        return "a block of more than 1024 threads";
+    if (grid[0] == 0 || grid[1] > 65535 || grid[2] > 65535 || grid[1] == 0 || grid[2] == 0)
+        return "a grid out of range";
+    long nblocks = (long)grid[0] * grid[1] * grid[2];
+    const char *err = NULL;
+#pragma omp parallel
+    {
+        if (!own_block) {
+            own_block = (block *)calloc(1, sizeof *own_block);
+            own_block->stacks = (char *)malloc((size_t)MAX_THREADS * STACK);
+#pragma omp critical(gnc_emu_blocks)
+            if (nall_blocks < 256)
+                all_blocks[nall_blocks++] = own_block;
+        }
+        block *mine = cur_block = own_block;
+        blockDim = dim3{blk[0], blk[1], blk[2]};
+        gridDim = dim3{grid[0], grid[1], grid[2]};
+        mine->n = (int)n;
+        mine->call = [](void *a) { (*(F *)a)(); };
+        mine->arg = &body;
+#pragma omp for schedule(dynamic, 1)
+        for (long i = 0; i < nblocks; i++) {
+            if (__atomic_load_n(&err, __ATOMIC_SEQ_CST))
+                continue;
+            blockIdx = uint3{(unsigned)(i % grid[0]), (unsigned)(i / grid[0] % grid[1]),
+                             (unsigned)(i / ((long)grid[0] * grid[1]))};
+            const char *e = run_block(mine);
+            if (e)
+                __atomic_store_n(&err, e, __ATOMIC_SEQ_CST);
+        }
+    }
+    return err;
+}
+
+template <class F> struct thunk;
+template <class... A> struct thunk<void (*)(A...)> {
+    template <void (*K)(A...), size_t... I>
+    static const char *go(const unsigned *grid, const unsigned *blk, void **args,
+                          std::index_sequence<I...>)
+    {
+        auto body = [args]() { K(*(A *)args[I]...); };
+        return launch(grid, blk, body);
+    }
+    template <void (*K)(A...)>
+    static const char *run(const unsigned *grid, const unsigned *blk, void **args)
+    {
+        return go<K>(grid, blk, args, std::index_sequence_for<A...>{});
+    }
+};
+
+typedef const char *(*entry)(const unsigned *grid, const unsigned *blk, void **args);
+
+} /* namespace emu */
+
+#define EMU_ENTRY(f) (&emu::thunk<decltype(&f)>::run<&f>)
+
+/* Frees what the host threads hold (before the library is closed). */
+extern "C" void gnc_emu_release(void)
+{
+    for (int i = 0; i < emu::nall_blocks; i++) {
+        free(emu::all_blocks[i]->stacks);
+        free(emu::all_blocks[i]);
+    }
+    emu::nall_blocks = 0;
+#pragma omp parallel
+    emu::own_block = NULL;
+}
+
+#endif

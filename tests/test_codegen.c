@@ -1,0 +1,892 @@
+/* Codegen's kernels against the CPU executor, on the host: the generated CUDA
+ * C compiled by the host C++ compiler through tests/cg_emu.h, library calls by
+ * reference implementations (tests/cg_host.c).  No GPU and no CUDA toolkit
+ * needed.
+ *
+ *   1. every op of ir/ops.def but the communication ones (section 3 has
+ *      those): a graph of the op over graph inputs (IR text below), fp32;
+ *      the elementwise ops and reductions also at bf16 and fp16, between two
+ *      other kernels so that they read and write 16-bit activations;
+ *   2. every kind of fused node (a library call with its epilogue, map
+ *      chains, reductions with prologues and epilogues): small graphs
+ *      through the fuse pass;
+ *   3. whole programs: lenet and mlp, inference and one training step (SGD
+ *      with momentum, mlp's dropout masks), fp32, on one device and on two
+ *      (data parallel: all_reduce buckets, slices, all_gather), plus tf32;
+ *   4. the program's state: an out-of-range label and embedding index are
+ *      reported with their step, position and value; fp16 loss scaling
+ *      counts a good step, and after an overflowing one skips the update
+ *      and halves the scale.
+ * Inputs and weights are seeded random values, the same for both; every
+ * output, the loss and every updated weight must satisfy
+ *   |got - ref| <= atol + rtol |ref|
+ * per case; a failure names the case, the value and its first mismatches.
+ *
+ *   test_codegen SOURCE_DIR WORK_DIR [-v] */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cg_host.h"
+#include "codegen.h"
+#include "exec.h"
+#include "frontend.h"
+#include "passes.h"
+
+static int npassed, nfailed, verbose;
+static const char *workdir;
+
+static void fail(const char *what, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(const char *what, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("FAIL %s: ", what);
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    nfailed++;
+}
+
+/* ---------------------------------------------------------------- cases */
+
+typedef struct {
+    const char *name;
+    const char *ir;
+    double atol, rtol;
+    int fuse;                   /* through the fuse pass */
+    int lowp;                   /* also at bf16 and fp16, between two kernels */
+} op_case;
+
+#define G(body) "graph t {\n" body "}\n"
+#define EL(op, shape) G("  input %x: f32" shape "\n  %y: f32" shape " = " op "(%x)\n  output y = %y\n")
+
+static const op_case cases[] = {
+    /* elementwise: an odd element count (one element a thread) and a multiple of 4 (float4) */
+    {"neg", EL("neg", "[3, 37]"), 0, 0, 0, 1},
+    {"relu", EL("relu", "[4, 64]"), 0, 0, 0, 1},
+    {"sigmoid", EL("sigmoid", "[3, 37]"), 1e-6, 1e-5, 0, 1},
+    {"tanh", EL("tanh", "[4, 64]"), 1e-6, 1e-5, 0, 1},
+    {"gelu", EL("gelu", "[3, 37]"), 1e-6, 1e-5, 0, 1},
+    {"dropout", G("  input %x: f32[4, 64]\n  %y: f32[4, 64] = dropout(%x) {p = 0.5}\n  output y = %y\n"),
+     0, 0, 0, 1},
+    {"add", G("  input %a: f32[3, 37]\n  input %b: f32[3, 37]\n  %y: f32[3, 37] = add(%a, %b)\n"
+              "  output y = %y\n"), 0, 1e-7, 0, 1},
+    {"sub broadcast row", G("  input %a: f32[3, 37]\n  input %b: f32[37]\n"
+                            "  %y: f32[3, 37] = sub(%a, %b)\n  output y = %y\n"), 0, 1e-7, 0, 1},
+    {"mul broadcast column", G("  input %a: f32[4, 64]\n  input %b: f32[4, 1]\n"
+                               "  %y: f32[4, 64] = mul(%a, %b)\n  output y = %y\n"), 0, 1e-7, 0, 1},
+    {"div scalar", G("  input %a: f32[3, 37]\n  input %pos_b: f32[]\n"
+                     "  %y: f32[3, 37] = div(%a, %pos_b)\n  output y = %y\n"), 0, 1e-6, 0, 1},
+    {"add two broadcasts", G("  input %a: f32[2, 3, 1, 5]\n  input %b: f32[3, 4, 5]\n"
+                             "  %y: f32[2, 3, 4, 5] = add(%a, %b)\n  output y = %y\n"), 0, 1e-7, 0, 1},
+    {"const", G("  input %x: f32[3, 4]\n  %c: f32[3, 4] = const() {value = 0.5}\n"
+                "  %s: f32[] = const() {value = 2.5}\n  %y: f32[3, 4] = mul(%x, %s)\n"
+                "  output c = %c\n  output y = %y\n"), 0, 1e-7, 0, 0},
+    /* linear algebra: cuBLASLt */
+    {"matmul", G("  input %a: f32[2, 3, 5]\n  input %b: f32[5, 4]\n"
+                 "  %y: f32[2, 3, 4] = matmul(%a, %b)\n  output y = %y\n"), 1e-6, 1e-5, 0, 0},
+    {"matmul broadcast batch", G("  input %a: f32[2, 3, 4, 5]\n  input %b: f32[2, 1, 5, 6]\n"
+                                 "  %y: f32[2, 3, 4, 6] = matmul(%a, %b)\n  output y = %y\n"),
+     1e-6, 1e-5, 0, 0},
+    {"dense", G("  input %x: f32[2, 3, 7]\n  input %w: f32[5, 7]\n  input %b: f32[5]\n"
+                "  %y: f32[2, 3, 5] = dense(%x, %w, %b)\n  output y = %y\n"), 1e-6, 1e-5, 0, 0},
+    {"dense without bias", G("  input %x: f32[6, 7]\n  input %w: f32[5, 7]\n"
+                             "  %y: f32[6, 5] = dense(%x, %w)\n  output y = %y\n"), 1e-6, 1e-5, 0, 0},
+    /* convolutions: cuDNN */
+    {"conv2d stride pad", G("  input %x: f32[2, 4, 9, 9]\n  input %w: f32[6, 4, 3, 3]\n  input %b: f32[6]\n"
+                            "  %y: f32[2, 6, 5, 5] = conv2d(%x, %w, %b) {stride = [2, 2], pad = [1, 1], "
+                            "dilation = [1, 1], groups = 1}\n  output y = %y\n"), 1e-5, 1e-5, 0, 0},
+    {"conv2d groups dilation", G("  input %x: f32[2, 4, 8, 8]\n  input %w: f32[6, 2, 3, 3]\n"
+                                 "  %y: f32[2, 6, 8, 8] = conv2d(%x, %w) {stride = [1, 1], pad = [2, 2], "
+                                 "dilation = [2, 2], groups = 2}\n  output y = %y\n"), 1e-5, 1e-5, 0, 0},
+    /* normalization, softmax */
+    {"batchnorm", G("  input %x: f32[2, 3, 4, 5]\n  input %w: f32[3]\n  input %b: f32[3]\n"
+                    "  input %m: f32[3]\n  input %pos_var: f32[3]\n"
+                    "  %y: f32[2, 3, 4, 5] = batchnorm(%x, %w, %b, %m, %pos_var) {eps = 1e-05, momentum = 0.1}\n"
+                    "  output y = %y\n"), 1e-6, 1e-5, 0, 1},
+    {"layernorm over 2 dims", G("  input %x: f32[3, 4, 6]\n  input %w: f32[4, 6]\n  input %b: f32[4, 6]\n"
+                                "  %y: f32[3, 4, 6] = layernorm(%x, %w, %b) {eps = 1e-05}\n"
+                                "  output y = %y\n"), 1e-5, 1e-5, 0, 1},
+    {"layernorm long rows", G("  input %x: f32[2, 1500]\n  input %w: f32[1500]\n  input %b: f32[1500]\n"
+                              "  %y: f32[2, 1500] = layernorm(%x, %w, %b) {eps = 1e-05}\n"
+                              "  output y = %y\n"), 1e-5, 1e-5, 0, 1},
+    {"softmax columns", G("  input %x: f32[3, 5, 4]\n  %y: f32[3, 5, 4] = softmax(%x) {axis = 1}\n"
+                          "  output y = %y\n"), 1e-7, 1e-5, 0, 1},
+    {"softmax rows", G("  input %x: f32[3, 5, 40]\n  %y: f32[3, 5, 40] = softmax(%x) {axis = 2}\n"
+                       "  output y = %y\n"), 1e-7, 1e-5, 0, 1},
+    {"softmax long rows", G("  input %x: f32[2, 3000]\n  %y: f32[2, 3000] = softmax(%x) {axis = 1}\n"
+                            "  output y = %y\n"), 1e-8, 1e-5, 0, 1},
+    {"log_softmax columns", G("  input %x: f32[3, 5, 4]\n  %y: f32[3, 5, 4] = log_softmax(%x) {axis = 1}\n"
+                              "  output y = %y\n"), 1e-6, 1e-5, 0, 1},
+    {"log_softmax rows", G("  input %x: f32[6, 10]\n  %y: f32[6, 10] = log_softmax(%x) {axis = 1}\n"
+                           "  output y = %y\n"), 1e-6, 1e-5, 0, 1},
+    /* pooling */
+    {"maxpool2d", G("  input %x: f32[2, 3, 9, 9]\n  %y: f32[2, 3, 5, 5] = maxpool2d(%x) {kernel = [3, 3], "
+                    "stride = [2, 2], pad = [1, 1], dilation = [1, 1]}\n  output y = %y\n"), 0, 0, 0, 1},
+    {"maxpool2d dilation", G("  input %x: f32[2, 3, 9, 9]\n  %y: f32[2, 3, 7, 7] = maxpool2d(%x) "
+                             "{kernel = [2, 2], stride = [1, 1], pad = [0, 0], dilation = [2, 2]}\n"
+                             "  output y = %y\n"), 0, 0, 0, 0},
+    {"avgpool2d tiles", G("  input %x: f32[2, 3, 8, 8]\n  %y: f32[2, 3, 4, 4] = avgpool2d(%x) {kernel = [2, 2], "
+                          "stride = [2, 2], pad = [0, 0], count_include_pad = 1}\n  output y = %y\n"),
+     1e-7, 1e-6, 0, 1},
+    {"avgpool2d padded", G("  input %x: f32[2, 3, 9, 9]\n  %y: f32[2, 3, 5, 5] = avgpool2d(%x) {kernel = [3, 3], "
+                           "stride = [2, 2], pad = [1, 1], count_include_pad = 0}\n  output y = %y\n"),
+     1e-7, 1e-6, 0, 0},
+    {"avgpool2d padded counted", G("  input %x: f32[2, 3, 9, 9]\n  %y: f32[2, 3, 5, 5] = avgpool2d(%x) "
+                                   "{kernel = [3, 3], stride = [2, 2], pad = [1, 1], count_include_pad = 1}\n"
+                                   "  output y = %y\n"), 1e-7, 1e-6, 0, 0},
+    {"global_avgpool warps", G("  input %x: f32[2, 3, 6, 6]\n  %y: f32[2, 3, 1, 1] = global_avgpool(%x)\n"
+                               "  output y = %y\n"), 1e-7, 1e-6, 0, 1},
+    {"global_avgpool threads", G("  input %x: f32[2, 3, 4, 4]\n  %y: f32[2, 3, 1, 1] = global_avgpool(%x)\n"
+                                 "  output y = %y\n"), 1e-7, 1e-6, 0, 1},
+    /* data movement */
+    {"reshape", G("  input %x: f32[2, 12]\n  %y: f32[4, 6] = reshape(%x) {shape = [4, 6]}\n"
+                  "  output y = %y\n"), 0, 0, 0, 0},
+    {"transpose", G("  input %x: f32[2, 3, 4]\n  %y: f32[4, 2, 3] = transpose(%x) {perm = [2, 0, 1]}\n"
+                    "  output y = %y\n"), 0, 0, 0, 1},
+    {"concat", G("  input %a: f32[2, 3, 4]\n  input %b: f32[2, 1, 4]\n  input %c: f32[2, 2, 4]\n"
+                 "  %y: f32[2, 6, 4] = concat(%a, %b, %c) {axis = 1}\n  output y = %y\n"), 0, 0, 0, 1},
+    {"concat i32", G("  input %a: i32[2, 3]\n  input %b: i32[2, 2]\n"
+                     "  %y: i32[2, 5] = concat(%a, %b) {axis = 1}\n  output y = %y\n"), 0, 0, 0, 0},
+    {"embedding", G("  input %idx: i32[3, 4]\n  input %w: f32[10, 5]\n"
+                    "  %y: f32[3, 4, 5] = embedding(%idx, %w)\n  output y = %y\n"), 0, 0, 0, 1},
+    {"embedding i64", G("  input %idx: i64[6]\n  input %w: f32[10, 5]\n"
+                        "  %y: f32[6, 5] = embedding(%idx, %w)\n  output y = %y\n"), 0, 0, 0, 0},
+    /* losses */
+    {"cross_entropy", G("  input %x: f32[6, 10]\n  input %label: i32[6]\n"
+                        "  %y: f32[] = cross_entropy(%x, %label)\n  output y = %y\n"), 1e-6, 1e-5, 0, 1},
+    {"cross_entropy i64", G("  input %x: f32[40, 3]\n  input %label: i64[40]\n"
+                            "  %y: f32[] = cross_entropy(%x, %label)\n  output y = %y\n"), 1e-6, 1e-5, 0, 0},
+    {"mse", G("  input %a: f32[5, 7]\n  input %b: f32[5, 7]\n  %y: f32[] = mse(%a, %b)\n  output y = %y\n"),
+     1e-7, 1e-5, 0, 1},
+    /* training forms */
+    {"batchnorm_train", G("  input %x: f32[4, 3, 5, 5]\n  input %w: f32[3]\n  input %b: f32[3]\n"
+                          "  input %rm: f32[3]\n  input %pos_rv: f32[3]\n"
+                          "  %y: f32[4, 3, 5, 5], %mean: f32[3], %invstd: f32[3], %rm2: f32[3], %rv2: f32[3] = "
+                          "batchnorm_train(%x, %w, %b, %rm, %pos_rv) {eps = 1e-05, momentum = 0.1}\n"
+                          "  output y = %y\n  output mean = %mean\n  output invstd = %invstd\n"
+                          "  output rm2 = %rm2\n  output rv2 = %rv2\n"), 1e-5, 1e-5, 0, 1},
+    {"batchnorm_apply", G("  input %x: f32[4, 3, 5, 5]\n  input %w: f32[3]\n  input %b: f32[3]\n"
+                          "  input %m: f32[3]\n  input %pos_invstd: f32[3]\n"
+                          "  %y: f32[4, 3, 5, 5] = batchnorm_apply(%x, %w, %b, %m, %pos_invstd) "
+                          "{eps = 1e-05, momentum = 0.1}\n  output y = %y\n"), 1e-6, 1e-6, 0, 1},
+    {"dropout_train", G("  input %x: f32[4, 64]\n  input %train.step: i64[]\n  input %train.seed: i64[]\n"
+                        "  %y: f32[4, 64], %mask: f32[4, 64] = dropout_train(%x, %train.step, %train.seed) "
+                        "{p = 0.3, salt = 5, shard = []}\n  output y = %y\n  output mask = %mask\n"),
+     0, 0, 0, 1},
+    {"dropout_train shard", G("  input %x: f32[4, 8, 6]\n  input %train.step: i64[]\n  input %train.seed: i64[]\n"
+                              "  %y: f32[4, 8, 6], %mask: f32[4, 8, 6] = dropout_train(%x, %train.step, "
+                              "%train.seed) {p = 0.5, salt = 2, shard = [1, 8, 32]}\n"
+                              "  output y = %y\n  output mask = %mask\n"), 0, 0, 0, 0},
+    {"sum_to channels", G("  input %x: f32[4, 6, 5, 5]\n  %y: f32[1, 6, 1, 1] = sum_to(%x) {shape = [1, 6, 1, 1]}\n"
+                          "  output y = %y\n"), 1e-6, 1e-5, 0, 1},
+    {"sum_to rows", G("  input %x: f32[4, 10]\n  %y: f32[10] = sum_to(%x) {shape = [10]}\n  output y = %y\n"),
+     1e-6, 1e-5, 0, 1},
+    {"sum_to long", G("  input %x: f32[4096, 3]\n  %y: f32[3] = sum_to(%x) {shape = [3]}\n  output y = %y\n"),
+     1e-5, 1e-5, 0, 1},
+    {"broadcast_to", G("  input %x: f32[3, 1]\n  %y: f32[2, 3, 4] = broadcast_to(%x) {shape = [2, 3, 4]}\n"
+                       "  output y = %y\n"), 0, 0, 0, 1},
+    {"slice", G("  input %x: f32[4, 6, 3]\n  %y: f32[4, 3, 3] = slice(%x) {axis = 1, start = 2, size = 3}\n"
+                "  output y = %y\n"), 0, 0, 0, 1},
+    {"slice i32", G("  input %x: i32[8]\n  %y: i32[4] = slice(%x) {axis = 0, start = 4, size = 4}\n"
+                    "  output y = %y\n"), 0, 0, 0, 0},
+    /* gradients */
+    {"relu_grad", G("  input %dy: f32[3, 37]\n  input %y0: f32[3, 37]\n"
+                    "  %y: f32[3, 37] = relu_grad(%dy, %y0)\n  output y = %y\n"), 0, 0, 0, 1},
+    {"sigmoid_grad", G("  input %dy: f32[3, 37]\n  input %y0: f32[3, 37]\n"
+                       "  %y: f32[3, 37] = sigmoid_grad(%dy, %y0)\n  output y = %y\n"), 1e-7, 1e-6, 0, 1},
+    {"tanh_grad", G("  input %dy: f32[4, 64]\n  input %y0: f32[4, 64]\n"
+                    "  %y: f32[4, 64] = tanh_grad(%dy, %y0)\n  output y = %y\n"), 1e-7, 1e-6, 0, 1},
+    {"gelu_grad", G("  input %dy: f32[3, 37]\n  input %x: f32[3, 37]\n"
+                    "  %y: f32[3, 37] = gelu_grad(%dy, %x)\n  output y = %y\n"), 1e-6, 1e-5, 0, 1},
+    {"dense_grad_input", G("  input %dy: f32[2, 3, 5]\n  input %w: f32[5, 7]\n"
+                           "  %y: f32[2, 3, 7] = dense_grad_input(%dy, %w)\n  output y = %y\n"),
+     1e-6, 1e-5, 0, 0},
+    {"dense_grad_weight", G("  input %dy: f32[2, 3, 5]\n  input %x: f32[2, 3, 7]\n"
+                            "  %y: f32[5, 7] = dense_grad_weight(%dy, %x)\n  output y = %y\n"),
+     1e-6, 1e-5, 0, 0},
+    {"conv2d_grad_input", G("  input %dy: f32[2, 6, 5, 5]\n  input %w: f32[6, 4, 3, 3]\n"
+                            "  %y: f32[2, 4, 9, 9] = conv2d_grad_input(%dy, %w) {stride = [2, 2], pad = [1, 1], "
+                            "dilation = [1, 1], groups = 1, shape = [2, 4, 9, 9]}\n  output y = %y\n"),
+     1e-5, 1e-5, 0, 0},
+    {"conv2d_grad_weight", G("  input %dy: f32[2, 6, 5, 5]\n  input %x: f32[2, 4, 9, 9]\n"
+                             "  %y: f32[6, 4, 3, 3] = conv2d_grad_weight(%dy, %x) {stride = [2, 2], "
+                             "pad = [1, 1], dilation = [1, 1], groups = 1, shape = [6, 4, 3, 3]}\n"
+                             "  output y = %y\n"), 1e-5, 1e-5, 0, 0},
+    {"batchnorm_grad", G("  input %dy: f32[4, 3, 5, 5]\n  input %x: f32[4, 3, 5, 5]\n  input %w: f32[3]\n"
+                         "  input %m: f32[3]\n  input %pos_invstd: f32[3]\n"
+                         "  %dx: f32[4, 3, 5, 5], %dw: f32[3], %db: f32[3] = batchnorm_grad(%dy, %x, %w, %m, "
+                         "%pos_invstd) {eps = 1e-05, momentum = 0.1}\n"
+                         "  output dx = %dx\n  output dw = %dw\n  output db = %db\n"), 1e-5, 1e-5, 0, 1},
+    {"layernorm_grad", G("  input %dy: f32[3, 24]\n  input %x: f32[3, 24]\n  input %w: f32[24]\n"
+                         "  %dx: f32[3, 24], %dw: f32[24], %db: f32[24] = layernorm_grad(%dy, %x, %w) "
+                         "{eps = 1e-05}\n  output dx = %dx\n  output dw = %dw\n  output db = %db\n"),
+     1e-5, 1e-5, 0, 1},
+    {"softmax_grad rows", G("  input %dy: f32[3, 5, 7]\n  input %y0: f32[3, 5, 7]\n"
+                            "  %y: f32[3, 5, 7] = softmax_grad(%dy, %y0) {axis = 2}\n  output y = %y\n"),
+     1e-6, 1e-5, 0, 1},
+    {"softmax_grad columns", G("  input %dy: f32[3, 5, 7]\n  input %y0: f32[3, 5, 7]\n"
+                               "  %y: f32[3, 5, 7] = softmax_grad(%dy, %y0) {axis = 1}\n  output y = %y\n"),
+     1e-6, 1e-5, 0, 0},
+    {"log_softmax_grad", G("  input %dy: f32[6, 10]\n  input %y0: f32[6, 10]\n"
+                           "  %y: f32[6, 10] = log_softmax_grad(%dy, %y0) {axis = 1}\n  output y = %y\n"),
+     1e-6, 1e-5, 0, 1},
+    {"maxpool2d_grad", G("  input %dy: f32[2, 3, 5, 5]\n  input %x: f32[2, 3, 9, 9]\n"
+                         "  %y: f32[2, 3, 9, 9] = maxpool2d_grad(%dy, %x) {kernel = [3, 3], stride = [2, 2], "
+                         "pad = [1, 1], dilation = [1, 1]}\n  output y = %y\n"), 0, 0, 0, 1},
+    {"avgpool2d_grad tiles", G("  input %dy: f32[2, 3, 4, 4]\n  %y: f32[2, 3, 8, 8] = avgpool2d_grad(%dy) "
+                               "{kernel = [2, 2], stride = [2, 2], pad = [0, 0], count_include_pad = 1, "
+                               "shape = [2, 3, 8, 8]}\n  output y = %y\n"), 0, 0, 0, 1},
+    {"avgpool2d_grad padded", G("  input %dy: f32[2, 3, 5, 5]\n  %y: f32[2, 3, 9, 9] = avgpool2d_grad(%dy) "
+                                "{kernel = [3, 3], stride = [2, 2], pad = [1, 1], count_include_pad = 0, "
+                                "shape = [2, 3, 9, 9]}\n  output y = %y\n"), 0, 0, 0, 0},
+    {"embedding_grad", G("  input %dy: f32[3, 4, 5]\n  input %idx: i32[3, 4]\n"
+                         "  %y: f32[10, 5] = embedding_grad(%dy, %idx) {shape = [10, 5]}\n  output y = %y\n"),
+     0, 0, 0, 0},
+    {"cross_entropy_grad", G("  input %dl: f32[]\n  input %x: f32[6, 10]\n  input %label: i32[6]\n"
+                             "  %y: f32[6, 10] = cross_entropy_grad(%dl, %x, %label)\n  output y = %y\n"),
+     1e-7, 1e-5, 0, 1},
+    /* optimizers */
+    {"sgd", G("  input %p: f32[3, 7]\n  input %g: f32[3, 7]\n  input %train.lr: f32[]\n"
+              "  %y: f32[3, 7] = sgd(%p, %g, %train.lr) {momentum = 0.0, nesterov = 0, weight_decay = 0.0}\n"
+              "  output y = %y\n"), 1e-7, 1e-6, 0, 0},
+    {"sgd nesterov", G("  input %p: f32[3, 8]\n  input %g: f32[3, 8]\n  input %train.lr: f32[]\n"
+                       "  input %buf: f32[3, 8]\n"
+                       "  %y: f32[3, 8], %buf2: f32[3, 8] = sgd(%p, %g, %train.lr, %buf) {momentum = 0.9, "
+                       "nesterov = 1, weight_decay = 0.01}\n  output y = %y\n  output buf2 = %buf2\n"),
+     1e-7, 1e-6, 0, 0},
+    {"adam", G("  input %p: f32[3, 7]\n  input %g: f32[3, 7]\n  input %m: f32[3, 7]\n"
+               "  input %pos_v: f32[3, 7]\n  input %train.lr: f32[]\n  input %train.step: i64[]\n"
+               "  %y: f32[3, 7], %m2: f32[3, 7], %v2: f32[3, 7] = adam(%p, %g, %m, %pos_v, %train.lr, "
+               "%train.step) {beta1 = 0.9, beta2 = 0.999, eps = 1e-08, weight_decay = 0.0, decoupled = 0}\n"
+               "  output y = %y\n  output m2 = %m2\n  output v2 = %v2\n"), 1e-6, 1e-5, 0, 0},
+    {"adamw", G("  input %p: f32[4, 8]\n  input %g: f32[4, 8]\n  input %m: f32[4, 8]\n"
+                "  input %pos_v: f32[4, 8]\n  input %train.lr: f32[]\n  input %train.step: i64[]\n"
+                "  %y: f32[4, 8], %m2: f32[4, 8], %v2: f32[4, 8] = adam(%p, %g, %m, %pos_v, %train.lr, "
+                "%train.step) {beta1 = 0.9, beta2 = 0.999, eps = 1e-08, weight_decay = 0.01, decoupled = 1}\n"
+                "  output y = %y\n  output m2 = %m2\n  output v2 = %v2\n"), 1e-6, 1e-5, 0, 0},
+    {"bn_fold_scale", G("  input %g: f32[8]\n  input %pos_var: f32[8]\n"
+                        "  %y: f32[8] = bn_fold_scale(%g, %pos_var) {eps = 1e-05}\n  output y = %y\n"),
+     0, 1e-6, 0, 0},
+
+    /* ---- fused nodes (the fuse pass makes them) ---- */
+    {"fused dense+relu", G("  input %x: f32[4, 7]\n  input %w: f32[5, 7]\n  input %b: f32[5]\n"
+                           "  %d: f32[4, 5] = dense(%x, %w, %b)\n  %y: f32[4, 5] = relu(%d)\n"
+                           "  output y = %y\n"), 1e-6, 1e-5, 1, 0},
+    {"fused conv2d+add+relu", G("  input %x: f32[2, 3, 6, 6]\n  input %w: f32[4, 3, 3, 3]\n  input %b: f32[4]\n"
+                                "  input %r: f32[2, 4, 6, 6]\n"
+                                "  %c: f32[2, 4, 6, 6] = conv2d(%x, %w, %b) {stride = [1, 1], pad = [1, 1], "
+                                "dilation = [1, 1], groups = 1}\n  %s: f32[2, 4, 6, 6] = add(%r, %c)\n"
+                                "  %y: f32[2, 4, 6, 6] = relu(%s)\n  output y = %y\n"), 1e-5, 1e-5, 1, 0},
+    {"fused conv2d+relu+global_avgpool", G("  input %x: f32[2, 3, 6, 6]\n  input %w: f32[4, 3, 3, 3]\n"
+                                           "  %c: f32[2, 4, 6, 6] = conv2d(%x, %w) {stride = [1, 1], "
+                                           "pad = [1, 1], dilation = [1, 1], groups = 1}\n"
+                                           "  %r: f32[2, 4, 6, 6] = relu(%c)\n"
+                                           "  %y: f32[2, 4, 1, 1] = global_avgpool(%r)\n  output y = %y\n"),
+     1e-5, 1e-5, 1, 0},
+    {"fused conv2d+batchnorm+sigmoid", G("  input %x: f32[2, 3, 6, 6]\n  input %w: f32[4, 3, 3, 3]\n"
+                                         "  input %g: f32[4]\n  input %b: f32[4]\n  input %m: f32[4]\n"
+                                         "  input %pos_v: f32[4]\n"
+                                         "  %c: f32[2, 4, 6, 6] = conv2d(%x, %w) {stride = [1, 1], "
+                                         "pad = [1, 1], dilation = [1, 1], groups = 1}\n"
+                                         "  %n: f32[2, 4, 6, 6] = batchnorm(%c, %g, %b, %m, %pos_v) "
+                                         "{eps = 1e-05, momentum = 0.1}\n"
+                                         "  %y: f32[2, 4, 6, 6] = sigmoid(%n)\n  output y = %y\n"),
+     1e-5, 1e-5, 1, 0},
+    {"fused elementwise chain", G("  input %x: f32[4, 64]\n  input %b: f32[64]\n  input %s: f32[]\n"
+                                  "  input %x2: f32[4, 64]\n  %a: f32[4, 64] = sub(%x, %b)\n"
+                                  "  %c: f32[4, 64] = mul(%a, %s)\n  %d: f32[4, 64] = add(%c, %x2)\n"
+                                  "  %y: f32[4, 64] = tanh(%d)\n  output y = %y\n"), 1e-6, 1e-5, 1, 1},
+    {"fused dense+layernorm+gelu+dropout", G("  input %x: f32[4, 7]\n  input %w: f32[16, 7]\n  input %b: f32[16]\n"
+                                             "  input %g: f32[16]\n  input %be: f32[16]\n"
+                                             "  %d: f32[4, 16] = dense(%x, %w, %b)\n"
+                                             "  %n: f32[4, 16] = layernorm(%d, %g, %be) {eps = 1e-05}\n"
+                                             "  %e: f32[4, 16] = gelu(%n)\n"
+                                             "  %y: f32[4, 16] = dropout(%e) {p = 0.1}\n  output y = %y\n"),
+     1e-5, 1e-5, 1, 0},
+    {"fused batchnorm_train+add+relu", G("  input %x: f32[4, 3, 5, 5]\n  input %w: f32[3]\n  input %b: f32[3]\n"
+                                         "  input %rm: f32[3]\n  input %pos_rv: f32[3]\n  input %r: f32[4, 3, 5, 5]\n"
+                                         "  %n: f32[4, 3, 5, 5], %mean: f32[3], %invstd: f32[3], %rm2: f32[3], "
+                                         "%rv2: f32[3] = batchnorm_train(%x, %w, %b, %rm, %pos_rv) "
+                                         "{eps = 1e-05, momentum = 0.1}\n"
+                                         "  %s: f32[4, 3, 5, 5] = add(%n, %r)\n  %y: f32[4, 3, 5, 5] = relu(%s)\n"
+                                         "  output y = %y\n  output mean = %mean\n  output invstd = %invstd\n"
+                                         "  output rm2 = %rm2\n  output rv2 = %rv2\n"), 1e-5, 1e-5, 1, 1},
+    {"fused dense_grad_input+relu_grad", G("  input %dy: f32[4, 5]\n  input %w: f32[5, 7]\n  input %y0: f32[4, 7]\n"
+                                           "  %g: f32[4, 7] = dense_grad_input(%dy, %w)\n"
+                                           "  %y: f32[4, 7] = relu_grad(%g, %y0)\n  output y = %y\n"),
+     1e-6, 1e-5, 1, 0},
+    {"fused avgpool2d_grad+relu_grad", G("  input %dy: f32[2, 3, 4, 4]\n  input %y0: f32[2, 3, 8, 8]\n"
+                                         "  %g: f32[2, 3, 8, 8] = avgpool2d_grad(%dy) {kernel = [2, 2], stride = [2, 2], "
+                                         "pad = [0, 0], count_include_pad = 1, shape = [2, 3, 8, 8]}\n"
+                                         "  %y: f32[2, 3, 8, 8] = relu_grad(%g, %y0)\n  output y = %y\n"),
+     0, 0, 1, 1},
+    {"fused broadcast_to+relu_grad", G("  input %dy: f32[2, 3, 1, 1]\n  input %y0: f32[2, 3, 4, 4]\n"
+                                       "  %g: f32[2, 3, 4, 4] = broadcast_to(%dy) {shape = [2, 3, 4, 4]}\n"
+                                       "  %y: f32[2, 3, 4, 4] = relu_grad(%g, %y0)\n  output y = %y\n"),
+     0, 0, 1, 1},
+    {"fused add+relu+layernorm+gelu", G("  input %x: f32[4, 16]\n  input %r: f32[4, 16]\n  input %g: f32[16]\n"
+                                        "  input %b: f32[16]\n  %a: f32[4, 16] = add(%x, %r)\n"
+                                        "  %u: f32[4, 16] = relu(%a)\n"
+                                        "  %n: f32[4, 16] = layernorm(%u, %g, %b) {eps = 1e-05}\n"
+                                        "  %y: f32[4, 16] = gelu(%n)\n  output y = %y\n"), 1e-5, 1e-5, 1, 1},
+    {"fused softmax+mul", G("  input %x: f32[3, 10]\n  input %s: f32[3, 10]\n"
+                            "  %p: f32[3, 10] = softmax(%x) {axis = 1}\n  %y: f32[3, 10] = mul(%p, %s)\n"
+                            "  output y = %y\n"), 1e-7, 1e-5, 1, 1},
+    {"fused add+relu+global_avgpool", G("  input %x: f32[2, 3, 6, 6]\n  input %r: f32[2, 3, 6, 6]\n"
+                                        "  %a: f32[2, 3, 6, 6] = add(%x, %r)\n  %u: f32[2, 3, 6, 6] = relu(%a)\n"
+                                        "  %y: f32[2, 3, 1, 1] = global_avgpool(%u)\n  output y = %y\n"),
+     1e-6, 1e-5, 1, 1},
+    {"fused reshape+mul", G("  input %x: f32[2, 12]\n  input %s: f32[4, 6]\n"
+                            "  %r: f32[4, 6] = reshape(%x) {shape = [4, 6]}\n"
+                            "  %y: f32[4, 6] = mul(%r, %s)\n  output y = %y\n"), 0, 1e-7, 1, 1},
+    {"fused mul+cross_entropy", G("  input %x: f32[6, 10]\n  input %s: f32[]\n  input %label: i32[6]\n"
+                                  "  %z: f32[6, 10] = mul(%x, %s)\n  %y: f32[] = cross_entropy(%z, %label)\n"
+                                  "  output y = %y\n"), 1e-6, 1e-5, 1, 0},
+    {"fused sub+mse", G("  input %a: f32[5, 8]\n  input %c: f32[5, 8]\n  input %b: f32[5, 8]\n"
+                        "  %z: f32[5, 8] = sub(%a, %c)\n  %y: f32[] = mse(%z, %b)\n  output y = %y\n"),
+     1e-7, 1e-5, 1, 0},
+};
+
+#define NCASES ((int)(sizeof cases / sizeof cases[0]))
+
+/* ---------------------------------------------------------------- data */
+
+static uint64_t rng;
+static double uniform(void)
+{
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (double)(rng >> 11) * 0x1.0p-53;
+}
+
+static int is_float(ir_dtype t) { return t == IR_F32 || t == IR_F16 || t == IR_BF16; }
+
+static size_t value_size(const ir_value *v)
+{
+    ir_dtype t = v->type.dtype;
+    size_t es = t == IR_I64 ? 8 : t == IR_U8 ? 1 : 4;
+    return (size_t)ir_type_numel(&v->type) * es;
+}
+
+/* The largest index integer input v may hold: classes, rows of an embedding. */
+static int64_t index_bound(const ir_graph *g, const ir_value *v)
+{
+    int64_t bound = 10;
+    ir_for_each_node(g, n)
+        for (int i = 0; i < n->nin; i++) {
+            if (n->in[i] != v)
+                continue;
+            if (n->op == IR_OP_CROSS_ENTROPY && i == 1)
+                bound = n->in[0]->type.dims[1];
+            if (n->op == IR_OP_CROSS_ENTROPY_GRAD && i == 2)
+                bound = n->in[1]->type.dims[1];
+            if (n->op == IR_OP_EMBEDDING && i == 0)
+                bound = n->in[1]->type.dims[0];
+            if (n->op == IR_OP_EMBEDDING_GRAD && i == 1)
+                bound = ir_attr_ints(n, "shape", NULL)[0];
+        }
+    return bound;
+}
+
+/* Seeded by v's name, so that every program of a graph gets the same data. */
+static void fill(const ir_graph *g, const ir_value *v, void *data, uint64_t seed)
+{
+    uint64_t h = seed;
+    const char *name = pt_dsl_name(v->name);
+    for (const char *s = name; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    rng = h | 1;
+    int64_t n = ir_type_numel(&v->type), bound = index_bound(g, v);
+    int pos = strncmp(name, "pos_", 4) == 0 || strstr(name, "running_var") || strstr(name, "exp_avg_sq");
+    for (int64_t i = 0; i < n; i++)
+        switch (v->type.dtype) {
+        case IR_I32: ((int32_t *)data)[i] = (int32_t)(uniform() * (double)bound); break;
+        case IR_I64:
+            ((int64_t *)data)[i] = strcmp(name, "train.seed") == 0   ? 7
+                                   : strcmp(name, "train.step") == 0 ? 3
+                                                                      : (int64_t)(uniform() * (double)bound);
+            break;
+        case IR_U8: ((uint8_t *)data)[i] = (uint8_t)(uniform() * 256); break;
+        default:
+            ((float *)data)[i] = strcmp(name, "train.lr") == 0 ? 0.01f
+                                 : pos                         ? (float)(0.5 + uniform())
+                                                               : (float)(2 * uniform() - 1);
+        }
+}
+
+/* ---------------------------------------------------------------- running */
+
+typedef struct {
+    char what[160];
+    ir_graph *g;
+    mp_plan *mp;
+    cg_program *p;
+    double atol, rtol;
+    int prog;                   /* index in the host library */
+    int model;                  /* weights from their initializers */
+} run;
+
+/* Each float input x read through neg(x), each float output y written through
+ * neg(y): the kernel under test reads and writes the program's activations. */
+static void sandwich(ir_graph *g)
+{
+    for (int i = 0; i < g->ninputs; i++) {
+        ir_value *x = g->inputs[i];
+        if (x->type.dtype != IR_F32 || strncmp(x->name, "train.", 6) == 0)
+            continue;
+        ir_node *n = ir_node_new(g, IR_OP_NEG, 1, &x, 1, "in", (ir_loc){0});
+        n->out[0]->type = x->type;
+        ir_replace_uses(g, x, n->out[0]);
+        ir_insert_before(g, g->head, n);
+    }
+    for (int i = 0; i < g->noutputs; i++) {
+        ir_value *y = g->outputs[i].value;
+        if (y->type.dtype != IR_F32 || y->type.rank == 0)
+            continue;
+        ir_node *n = ir_node_new(g, IR_OP_NEG, 1, &y, 1, "out", (ir_loc){0});
+        n->out[0]->type = y->type;
+        ir_append(g, n);
+        g->outputs[i].value = n->out[0];
+    }
+}
+
+/* A case's program at precision prec; NULL (reported) when it cannot be made. */
+static run *prepare(const char *what, ir_graph *g, cg_precision prec, double atol, double rtol)
+{
+    diag d;
+    diag_init(&d);
+    run *r = calloc(1, sizeof *r);
+    snprintf(r->what, sizeof r->what, "%s [%s]", what, cg_precision_name(prec));
+    r->g = g;
+    r->atol = atol;
+    r->rtol = rtol;
+    char err[512];
+    if (ir_verify(g, &d)) {
+        diag_print(&d, stdout);
+        fail(r->what, "the graph does not verify");
+        goto bad;
+    }
+    r->mp = mp_plan_graph(g);
+    if (mp_check(g, r->mp, err, sizeof err)) {
+        fail(r->what, "%s", err);
+        goto bad;
+    }
+    cg_options o = cg_options_default();
+    o.precision = prec;
+    r->p = cg_generate(g, r->mp, &o, &d);
+    if (!r->p) {
+        diag_print(&d, stdout);
+        fail(r->what, "cg_generate failed");
+        goto bad;
+    }
+    diag_free(&d);
+    return r;
+bad:
+    diag_free(&d);
+    mp_plan_free(r->mp);
+    ir_graph_free(r->g);
+    free(r);
+    return NULL;
+}
+
+static void run_free(run *r)
+{
+    if (!r)
+        return;
+    cg_program_free(r->p);
+    mp_plan_free(r->mp);
+    ir_graph_free(r->g);
+    free(r);
+}
+
+/* got against ref, n floats: 1 when all are within tolerance, else 0 and the
+ * first mismatches reported. */
+static int compare(const char *what, const char *name, const float *got, const float *ref,
+                   int64_t n, double atol, double rtol)
+{
+    int64_t bad = 0, first[3];
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - ref[i]), tol = atol + rtol * fabs(ref[i]);
+        int same_nan = isnan(got[i]) && isnan(ref[i]);
+        if (!(e <= tol) && !same_nan) {
+            if (bad < 3)
+                first[bad] = i;
+            bad++;
+            worst = e > worst ? e : worst;
+        }
+    }
+    if (!bad)
+        return 1;
+    printf("FAIL %s: %%%s: %lld of %lld elements off (worst by %.3g):", what, name, (long long)bad,
+           (long long)n, worst);
+    for (int64_t k = 0; k < bad && k < 3; k++)
+        printf(" [%lld] got %.9g want %.9g;", (long long)first[k], got[first[k]], ref[first[k]]);
+    printf(" (atol %g, rtol %g)\n", atol, rtol);
+    return 0;
+}
+
+static int compare_value(run *r, rt_exec *x, cg_host_mem *m, int d, const ir_value *v)
+{
+    size_t bytes = value_size(v);
+    void *got = malloc(bytes ? bytes : 1);
+    if (cg_host_read(r->p, m, d, v, got) != 0) {
+        free(got);
+        return 1; /* this device holds no copy */
+    }
+    const void *ref = rt_exec_data(x, v);
+    int ok;
+    if (is_float(v->type.dtype)) {
+        ok = compare(r->what, v->name, got, ref, ir_type_numel(&v->type), r->atol, r->rtol);
+    } else {
+        ok = memcmp(got, ref, bytes) == 0;
+        if (!ok)
+            printf("FAIL %s: %%%s: integers differ\n", r->what, v->name);
+    }
+    free(got);
+    return ok;
+}
+
+/* The program on the host against the CPU executor on the same graph. */
+static void check(cg_host *h, run *r)
+{
+    char err[1024];
+    const ir_graph *g = r->g;
+    rt_exec *x = rt_exec_new(g, err, sizeof err);
+    if (!x) {
+        fail(r->what, "rt_exec_new: %s", err);
+        return;
+    }
+    cg_host_mem *m = cg_host_mem_new(r->p);
+    for (int i = 0; i < g->ninputs; i++) {
+        fill(g, g->inputs[i], rt_exec_data(x, g->inputs[i]), 1);
+        for (int d = 0; d < r->p->ndevices; d++)
+            cg_host_write(r->p, m, d, g->inputs[i], rt_exec_data(x, g->inputs[i]));
+    }
+    /* a model's weights from its initializers (activations of the sizes
+       training sees); an op's parameters at random */
+    if (r->model)
+        rt_exec_init_params(x, 3);
+    for (int i = 0; i < g->nparams; i++) {
+        if (!r->model)
+            fill(g, g->params[i], rt_exec_data(x, g->params[i]), 2);
+        rt_exec_weights_changed(x);
+        for (int d = 0; d < r->p->ndevices; d++)
+            cg_host_write(r->p, m, d, g->params[i], rt_exec_data(x, g->params[i]));
+    }
+    if (r->p->loss_scale.enabled)
+        for (int d = 0; d < r->p->ndevices; d++) {
+            float *s = (float *)(m[d].region[CG_PARAMS] + r->p->devices[d].loss_scale.offset);
+            s[0] = r->p->loss_scale.init, s[3] = 1 / r->p->loss_scale.init;
+        }
+    if (rt_exec_run(x, err, sizeof err)) {
+        fail(r->what, "the CPU executor: %s", err);
+        goto done;
+    }
+    if (cg_host_run(h, r->prog, r->p, m, 1, err, sizeof err) ||
+        cg_host_run(h, r->prog, r->p, m, 0, err, sizeof err)) {
+        fail(r->what, "%s", err);
+        goto done;
+    }
+    int ok = 1;
+    for (int i = 0; i < g->noutputs; i++) {
+        const ir_value *v = g->outputs[i].value;
+        int d = v->kind == IR_VALUE_NODE ? v->def->device : 0;
+        ok &= compare_value(r, x, m, d, v);
+    }
+    if (g->loss)
+        ok &= compare_value(r, x, m, g->loss->def->device, g->loss);
+    for (int i = 0; i < g->nupdates; i++)
+        ok &= compare_value(r, x, m, g->updates[i].device, g->updates[i].target);
+    for (int d = 0; d < r->p->ndevices; d++) {
+        const cg_status *st =
+            (const cg_status *)(m[d].region[CG_PARAMS] + r->p->devices[d].status.offset);
+        if (st->code) {
+            printf("FAIL %s: device %d reports status %d at step %d\n", r->what, d, st->code,
+                   st->step);
+            ok = 0;
+        }
+    }
+    if (ok) {
+        npassed++;
+        if (verbose)
+            printf("ok %s\n", r->what);
+    } else {
+        nfailed++;
+    }
+done:
+    cg_host_mem_free(r->p, m);
+    rt_exec_free(x);
+}
+
+static ir_graph *parse_case(const op_case *c, int fuse, int sand)
+{
+    diag d;
+    diag_init(&d);
+    ir_graph *g = ir_parse(c->name, c->ir, strlen(c->ir), &d);
+    if (!g || ir_verify(g, &d)) {
+        diag_print(&d, stdout);
+        fail(c->name, "the case does not parse");
+        if (g)
+            ir_graph_free(g);
+        diag_free(&d);
+        return NULL;
+    }
+    if (sand)
+        sandwich(g);
+    if (fuse && pass_fuse(g, &d) < 0) {
+        fail(c->name, "the fuse pass fails");
+        ir_graph_free(g);
+        g = NULL;
+    } else if (fuse && g) {
+        int fused = 0;
+        ir_for_each_node(g, n)
+            fused |= n->group != 0;
+        if (!fused) {
+            fail(c->name, "the case has no fused node");
+            ir_graph_free(g);
+            g = NULL;
+        }
+    }
+    diag_free(&d);
+    return g;
+}
+
+/* lenet or mlp at batch 4: inference, or one training step; on devices devices */
+static ir_graph *model(const char *src, const char *name, int train, int devices)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/models/%s.net", src, name);
+    const char *dn[] = {"batch"}, *dv[] = {"4"};
+    fe_options fo = {NULL, 1, dn, dv};
+    diag d;
+    diag_init(&d);
+    ir_graph *g = fe_load_file(path, &fo, &d);
+    ad_optimizer opt = ad_optimizer_default(AD_SGD);
+    opt.momentum = 0.9;
+    pt_options po = {0};
+    po.devices = devices;
+    po.strategy = PT_DATA;
+    pm_options pm = {1, 0, NULL, NULL, stdout, devices > 1 ? &po : NULL};
+    if (!g || (train && ad_training_graph(g, &opt, &d) != 0) ||
+        pm_run(g, pm_default_pipeline(train, 0, devices > 1), &pm, &d) != 0) {
+        diag_print(&d, stdout);
+        fail(name, "does not compile");
+        if (g)
+            ir_graph_free(g);
+        g = NULL;
+    }
+    diag_free(&d);
+    return g;
+}
+
+/* ---------------------------------------------------------------- 4. state */
+
+/* A program whose label (or index) is out of range: the status names the
+ * step, the row and the label. */
+static void status_case(cg_host *h, run *r, int code, int64_t pos, int64_t bad)
+{
+    char err[512];
+    const ir_graph *g = r->g;
+    cg_host_mem *m = cg_host_mem_new(r->p);
+    for (int i = 0; i < g->ninputs; i++) {
+        const ir_value *v = g->inputs[i];
+        void *data = calloc(1, value_size(v) + 8);
+        fill(g, v, data, 1);
+        if (!is_float(v->type.dtype)) {
+            if (v->type.dtype == IR_I32)
+                ((int32_t *)data)[pos] = (int32_t)bad;
+            else
+                ((int64_t *)data)[pos] = bad;
+        }
+        cg_host_write(r->p, m, 0, v, data);
+        free(data);
+    }
+    if (cg_host_run(h, r->prog, r->p, m, 0, err, sizeof err)) {
+        fail(r->what, "%s", err);
+    } else {
+        const cg_status *st = (const cg_status *)(m[0].region[CG_PARAMS] + r->p->devices[0].status.offset);
+        int want_step = -1;
+        for (int s = 0; s < r->p->devices[0].nsteps; s++)
+            if (r->p->devices[0].steps[s].kind == CG_STEP_KERNEL)
+                want_step = want_step < 0 ? s : want_step;
+        if (st->code != code || st->index != pos || st->value != bad || st->step != want_step)
+            fail(r->what, "status %d step %d position %lld value %lld, want %d, %d, %lld, %lld",
+                 st->code, st->step, (long long)st->index, (long long)st->value, code, want_step,
+                 (long long)pos, (long long)bad);
+        else
+            npassed++;
+    }
+    cg_host_mem_free(r->p, m);
+}
+
+/* fp16 training: a step with the initial scale counts a good step; a step
+ * whose scale makes the gradients overflow leaves every weight as it was,
+ * halves the scale and starts counting again. */
+static void loss_scale_case(cg_host *h, run *r)
+{
+    char err[512];
+    const ir_graph *g = r->g;
+    const cg_program *p = r->p;
+    cg_host_mem *m = cg_host_mem_new(p);
+    float *before = NULL, *after = NULL;
+    for (int i = 0; i < g->ninputs; i++) {
+        void *data = calloc(1, value_size(g->inputs[i]) + 8);
+        fill(g, g->inputs[i], data, 1);
+        cg_host_write(p, m, 0, g->inputs[i], data);
+        free(data);
+    }
+    for (int i = 0; i < g->nparams; i++) {
+        void *data = calloc(1, value_size(g->params[i]) + 8);
+        fill(g, g->params[i], data, 2);
+        cg_host_write(p, m, 0, g->params[i], data);
+        free(data);
+    }
+    float *sc = (float *)(m[0].region[CG_PARAMS] + p->devices[0].loss_scale.offset);
+    int32_t *si = (int32_t *)sc;
+    sc[0] = 2, sc[3] = 0.5f; /* small: fp16 weight gradients of sums of many terms fit */
+    const ir_value *w = NULL;
+    for (int i = 0; i < g->nparams && !w; i++)
+        if (g->params[i]->kind == IR_VALUE_PARAM)
+            w = g->params[i];
+    int64_t n = ir_type_numel(&w->type);
+    before = malloc((size_t)n * sizeof *before);
+    after = malloc((size_t)n * sizeof *after);
+    cg_host_read(p, m, 0, w, before);
+    if (cg_host_run(h, r->prog, p, m, 0, err, sizeof err)) {
+        fail(r->what, "%s", err);
+        goto done;
+    }
+    cg_host_read(p, m, 0, w, after);
+    if (!(sc[0] == 2 && si[1] == 1 && si[2] == 0 && memcmp(before, after, (size_t)n * 4) != 0)) {
+        fail(r->what, "after a good step: scale %g, %d good steps, overflow %d, weights %s", sc[0],
+             si[1], si[2], memcmp(before, after, (size_t)n * 4) ? "updated" : "not updated");
+        goto done;
+    }
+    sc[0] = 3e38f, sc[3] = 1.0f / 3e38f; /* the scaled loss gradient overflows fp16 */
+    memcpy(before, after, (size_t)n * 4);
+    if (cg_host_run(h, r->prog, p, m, 0, err, sizeof err)) {
+        fail(r->what, "%s", err);
+        goto done;
+    }
+    cg_host_read(p, m, 0, w, after);
+    if (!(sc[0] == 1.5e38f && si[1] == 0 && si[2] == 0 && memcmp(before, after, (size_t)n * 4) == 0)) {
+        fail(r->what, "after an overflow: scale %g, %d good steps, overflow %d, weights %s", sc[0],
+             si[1], si[2], memcmp(before, after, (size_t)n * 4) ? "changed" : "kept");
+        goto done;
+    }
+    npassed++;
+done:
+    free(before);
+    free(after);
+    cg_host_mem_free(p, m);
+}
+
+/* ---------------------------------------------------------------- main */
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: test_codegen SOURCE_DIR WORK_DIR [-v]\n");
+        return 2;
+    }
+    const char *src = argv[1];
+    workdir = argv[2];
+    verbose = argc > 3 && strcmp(argv[3], "-v") == 0;
+    rt_set_threads(1);
+
+    run *runs[512];
+    int nruns = 0;
+    int ops_seen[IR_NOPS] = {0};
+    /* 1, 2: the cases */
+    for (int i = 0; i < NCASES; i++) {
+        const op_case *c = &cases[i];
+        ir_graph *g = parse_case(c, c->fuse, 0);
+        if (!g)
+            continue;
+        ir_for_each_node(g, n)
+            ops_seen[n->op] = 1;
+        run *r = prepare(c->name, g, CG_FP32, c->atol, c->rtol);
+        if (r)
+            runs[nruns++] = r;
+        for (int lp = 0; c->lowp && lp < 2; lp++) {
+            ir_graph *h = parse_case(c, c->fuse, 1);
+            /* a few roundings to 8 (bf16) or 11 (fp16) bits of the operands'
+               and results' size */
+            double tol = lp ? 4e-3 : 3e-2;
+            if (h && (r = prepare(c->name, h, lp ? CG_FP16 : CG_BF16, tol, tol)))
+                runs[nruns++] = r;
+        }
+    }
+    for (int op = 0; op < IR_NOPS; op++)
+        if (!ops_seen[op] && !ir_op_communicates((ir_op)op))
+            fail(ir_ops[op].name, "no case runs this op");
+    /* 3: whole programs */
+    static const char *const names[] = {"lenet", "mlp"};
+    int first_model = nruns;
+    for (int i = 0; i < 2; i++)
+        for (int train = 0; train < 2; train++)
+            for (int devices = 1; devices <= 2; devices++) {
+                ir_graph *g = model(src, names[i], train, devices);
+                char what[128];
+                snprintf(what, sizeof what, "%s %s, %d device%s", names[i],
+                         train ? "training step" : "inference", devices, devices > 1 ? "s" : "");
+                run *r = g ? prepare(what, g, CG_FP32, 2e-5, 2e-4) : NULL;
+                if (r)
+                    runs[nruns++] = r, r->model = 1;
+            }
+    {
+        ir_graph *g = model(src, "lenet", 0, 1);
+        run *r = g ? prepare("lenet inference", g, CG_TF32, 2e-2, 2e-2) : NULL;
+        if (r)
+            runs[nruns++] = r, r->model = 1;
+    }
+    /* 4: the state */
+    int first_state = nruns;
+    const op_case *ce = NULL, *em = NULL;
+    for (int i = 0; i < NCASES; i++) {
+        if (strcmp(cases[i].name, "cross_entropy") == 0)
+            ce = &cases[i];
+        if (strcmp(cases[i].name, "embedding") == 0)
+            em = &cases[i];
+    }
+    run *rce = prepare("label out of range", parse_case(ce, 0, 0), CG_FP32, 0, 0);
+    run *rem = prepare("index out of range", parse_case(em, 0, 0), CG_FP32, 0, 0);
+    ir_graph *lg = model(src, "lenet", 1, 1);
+    run *rls = lg ? prepare("lenet fp16 loss scaling", lg, CG_FP16, 0, 0) : NULL;
+    if (rce)
+        runs[nruns++] = rce;
+    if (rem)
+        runs[nruns++] = rem;
+    if (rls)
+        runs[nruns++] = rls;
+
+    cg_program *progs[512];
+    for (int i = 0; i < nruns; i++) {
+        runs[i]->prog = i;
+        progs[i] = runs[i]->p;
+    }
+    char err[4096];
+    cg_host *h = cg_host_build(progs, nruns, workdir, err, sizeof err);
+    if (!h) {
+        fail("the host build of the kernels", "%s", err);
+    } else {
+        for (int i = 0; i < first_state; i++)
+            check(h, runs[i]);
+        (void)first_model;
+        if (rce)
+            status_case(h, rce, CG_STATUS_LABEL, 4, 12);
+        if (rem)
+            status_case(h, rem, CG_STATUS_EMBEDDING_INDEX, 5, -3);
+        if (rls)
+            loss_scale_case(h, rls);
+        cg_host_free(h);
+    }
+    for (int i = 0; i < nruns; i++)
+        run_free(runs[i]);
+    printf("%d passed, %d failed\n", npassed, nfailed);
+    return nfailed ? 1 : 0;
+}
