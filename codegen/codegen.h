@@ -332,6 +332,10 @@ const cg_value *cg_value_of(const cg_program *p, int d, const ir_value *v);
  * then the kernels.  With sources, every module's source too. */
 void cg_program_print(const cg_program *p, int sources, FILE *f);
 
+/* The SHA-256 of n bytes at data, into out: what a plan file binds a module's
+ * source and its images with (runtime/plan.c). */
+void cg_sha256_of(const void *data, size_t n, unsigned char out[32]);
+
 /* ---- compiling (nvrtc.c; only where CMake found the CUDA toolkit) ---- */
 
 typedef struct {

@@ -224,3 +224,11 @@ uint64_t cg_hash64(const void *data, size_t n)
         h = (h ^ p[i]) * 0x100000001b3ull;
     return h;
 }
+
+void cg_sha256_of(const void *data, size_t n, unsigned char out[32])
+{
+    cg_sha256 s;
+    cg_sha256_init(&s);
+    cg_sha256_update(&s, data, n);
+    cg_sha256_final(&s, out);
+}

@@ -160,6 +160,13 @@ typedef struct {
 int rt_plan_encode(const ir_graph *g, const mp_plan *mp, const rt_plan_kv *meta, int nmeta,
                    unsigned char **data, size_t *size, char *err, size_t errlen)
 {
+    return rt_plan_encode_with(g, mp, meta, nmeta, NULL, 0, data, size, err, errlen);
+}
+
+int rt_plan_encode_with(const ir_graph *g, const mp_plan *mp, const rt_plan_kv *meta, int nmeta,
+                        const rt_plan_blob *extra, int nextra, unsigned char **data,
+                        size_t *size, char *err, size_t errlen)
+{
     *data = NULL;
     *size = 0;
     int ndev = devices_of(g);
@@ -222,19 +229,31 @@ int rt_plan_encode(const ir_graph *g, const mp_plan *mp, const rt_plan_kv *meta,
     for (int i = 0; i < nmeta; i++)
         m += sprintf(m, "%s=%s\n", meta[i].key, meta[i].value);
 
-    out_section secs[] = {
-        {RT_SECTION_PROGRAM, RT_SECTION_REQUIRED, RT_PLAN_ALL_DEVICES,
-         (const unsigned char *)text, text_len},
-        {RT_SECTION_MEMORY, RT_SECTION_REQUIRED, RT_PLAN_ALL_DEVICES, mem, mem_len},
-        {RT_SECTION_META, 0, RT_PLAN_ALL_DEVICES, (const unsigned char *)mtext, meta_len},
-    };
-    uint32_t nsec = sizeof secs / sizeof *secs;
+    if (nextra < 0 || nextra > RT_PLAN_MAX_SECTIONS - 3) {
+        free(text), free(mem), free(mtext);
+        return fail(err, errlen, "%d sections, more than a plan holds", nextra + 3);
+    }
+    out_section *secs = malloc((3 + (size_t)nextra) * sizeof *secs);
+    if (!secs) {
+        free(text), free(mem), free(mtext);
+        return fail(err, errlen, "out of memory");
+    }
+    secs[0] = (out_section){RT_SECTION_PROGRAM, RT_SECTION_REQUIRED, RT_PLAN_ALL_DEVICES,
+                            (const unsigned char *)text, text_len};
+    secs[1] = (out_section){RT_SECTION_MEMORY, RT_SECTION_REQUIRED, RT_PLAN_ALL_DEVICES, mem,
+                            mem_len};
+    secs[2] = (out_section){RT_SECTION_META, 0, RT_PLAN_ALL_DEVICES,
+                            (const unsigned char *)mtext, meta_len};
+    for (int i = 0; i < nextra; i++)
+        secs[3 + i] = (out_section){extra[i].kind, extra[i].flags, extra[i].device,
+                                    extra[i].data, extra[i].size};
+    uint32_t nsec = 3 + (uint32_t)nextra;
     uint64_t total = align8(RT_PLAN_HEADER_BYTES + (uint64_t)nsec * RT_PLAN_ENTRY_BYTES);
     for (uint32_t i = 0; i < nsec; i++)
         total = align8(total + secs[i].size);
     unsigned char *buf = calloc(1, (size_t)total);
     if (!buf) {
-        free(text), free(mem), free(mtext);
+        free(text), free(mem), free(mtext), free(secs);
         return fail(err, errlen, "out of memory");
     }
     memcpy(buf, RT_PLAN_MAGIC, 8);
@@ -257,7 +276,7 @@ int rt_plan_encode(const ir_graph *g, const mp_plan *mp, const rt_plan_kv *meta,
         at = align8(at + secs[i].size);
     }
     put32(buf + 36, header_crc(buf, nsec));
-    free(text), free(mem), free(mtext);
+    free(text), free(mem), free(mtext), free(secs);
 
     /* what the loader would say about it: a plan that does not load is a bug here */
     char e2[512];
@@ -289,9 +308,16 @@ static int write_all(int fd, const unsigned char *p, size_t n)
 int rt_plan_write(const char *path, const ir_graph *g, const mp_plan *mp, const rt_plan_kv *meta,
                   int nmeta, char *err, size_t errlen)
 {
+    return rt_plan_write_program(path, g, mp, meta, nmeta, NULL, err, errlen);
+}
+
+int rt_plan_write_program(const char *path, const ir_graph *g, const mp_plan *mp,
+                          const rt_plan_kv *meta, int nmeta, const cg_program *cg, char *err,
+                          size_t errlen)
+{
     unsigned char *data;
     size_t size;
-    if (rt_plan_encode(g, mp, meta, nmeta, &data, &size, err, errlen) != 0)
+    if (rt_plan_encode_program(g, mp, meta, nmeta, cg, &data, &size, err, errlen) != 0)
         return -1;
     size_t n = strlen(path) + 32;
     char *tmp = malloc(n);
@@ -532,6 +558,139 @@ static int read_meta(reader *r, rt_plan *p, const rt_plan_section *s)
     return 0;
 }
 
+/* The architectures of the meta's archs ("sm_80,sm_90"): 1 to CG_MAX_ARCHS
+ * names sm_ and digits (an 'a' may end one), no name twice.  Returns how many,
+ * or -1. */
+int rt_plan_archs(const char *list, char archs[][16])
+{
+    int n = 0;
+    for (const char *a = list; a && *a;) {
+        size_t len = strcspn(a, ",");
+        int ok = n < CG_MAX_ARCHS && len >= 4 && len < 16 && strncmp(a, "sm_", 3) == 0 &&
+                 a[3] >= '1' && a[3] <= '9';
+        for (size_t i = 3; ok && i < len; i++)
+            ok = (a[i] >= '0' && a[i] <= '9') || (a[i] == 'a' && i == len - 1);
+        if (!ok)
+            return -1;
+        memcpy(archs[n], a, len);
+        archs[n][len] = 0;
+        for (int j = 0; j < n; j++)
+            if (strcmp(archs[j], archs[n]) == 0)
+                return -1;
+        n++;
+        a += len;
+        if (*a == ',' && !*++a)
+            return -1;
+    }
+    return n > 0 ? n : -1;
+}
+
+/* The CUDA backend's sections (docs/plan.md): cuda_source sections, one per
+ * module in module order, then kernel_image sections, for each module a cubin
+ * per arch of the meta's archs in that order and then the PTX of the newest;
+ * each source's SHA-256 holds and each image names it.  rt_plan_program
+ * proves the rest: that the sources are what the program generates. */
+#define SRC_HEAD 40             /* module, reserved, SHA-256 */
+#define IMG_HEAD 56             /* module, flags, target[16], SHA-256 */
+static int read_cuda(reader *r, rt_plan *p)
+{
+    int nsrc = 0, nimg = 0;
+    for (int i = 0; i < p->nsections; i++) {
+        nsrc += p->sections[i].kind == RT_SECTION_CUDA_SOURCE;
+        nimg += p->sections[i].kind == RT_SECTION_KERNEL_IMAGE;
+    }
+    if (!nsrc && !nimg)
+        return 0;
+    if (!nsrc)
+        return BAD(r, "kernel images, but no cuda_source section");
+    const char *list = rt_plan_meta(p, "archs"), *prec = rt_plan_meta(p, "precision");
+    char archs[CG_MAX_ARCHS][16];
+    int narchs = rt_plan_archs(list, archs);
+    if (narchs < 0)
+        return BAD(r, "kernels, but the meta's archs (%s) is not a list of sm_NN",
+                   list ? list : "missing");
+    if (!prec || cg_precision_lookup(prec) < 0)
+        return BAD(r, "kernels, but the meta's precision (%s) is not fp32, tf32, bf16 or fp16",
+                   prec ? prec : "missing");
+    int newest = 0;
+    for (int a = 1; a < narchs; a++)
+        if (atoi(archs[a] + 3) > atoi(archs[newest] + 3))
+            newest = a;
+    if ((uint64_t)nimg != (uint64_t)nsrc * (uint64_t)(narchs + 1))
+        return BAD(r, "%d kernel images for %d modules, but each needs %d (a cubin per arch of "
+                   "%s, and PTX)", nimg, nsrc, narchs + 1, list);
+    p->modules = calloc((size_t)nsrc, sizeof *p->modules);
+    if (!p->modules)
+        return BAD(r, "out of memory");
+    p->nmodules = nsrc;         /* rt_plan_free frees what is filled in */
+    int m = 0, img = 0;         /* the next source; the next image of module m - ... */
+    int mi = 0;                 /* the module whose images come next */
+    for (int i = 0; i < p->nsections; i++) {
+        const rt_plan_section *s = &p->sections[i];
+        const unsigned char *b = r->data + s->offset;
+        if (s->kind != RT_SECTION_CUDA_SOURCE && s->kind != RT_SECTION_KERNEL_IMAGE)
+            continue;
+        if (s->device != RT_PLAN_ALL_DEVICES || s->flags != 0)
+            return BAD(r, "section %d (%s) must be the whole program's and optional", i,
+                       rt_section_name(s->kind));
+        if (s->kind == RT_SECTION_CUDA_SOURCE) {
+            if (m == nsrc || mi > 0 || img > 0)
+                return BAD(r, "section %d (cuda_source) after a kernel image", i);
+            if (s->size < SRC_HEAD || get32(b) != (uint32_t)m || get32(b + 4) != 0)
+                return BAD(r, "section %d (cuda_source): not module %d's source (%llu bytes, "
+                           "a 40-byte head)", i, m, (unsigned long long)s->size);
+            rt_plan_module *M = &p->modules[m];
+            size_t n = (size_t)(s->size - SRC_HEAD);
+            if (memchr(b + SRC_HEAD, 0, n))
+                return BAD(r, "section %d (cuda_source): a NUL byte in module %d's source", i, m);
+            cg_sha256_of(b + SRC_HEAD, n, M->sha256);
+            if (memcmp(M->sha256, b + 8, 32) != 0)
+                return BAD(r, "section %d (cuda_source): module %d's source does not match its "
+                           "SHA-256", i, m);
+            M->source = malloc(n + 1);
+            M->images = calloc((size_t)narchs + 1, sizeof *M->images);
+            if (!M->source || !M->images)
+                return BAD(r, "out of memory");
+            memcpy(M->source, b + SRC_HEAD, n);
+            M->source[n] = 0;
+            M->source_len = n;
+            m++;
+            continue;
+        }
+        /* image number img of module mi: cubins in arch order, then the PTX */
+        if (m < nsrc)
+            return BAD(r, "section %d (kernel_image) before every module's source", i);
+        int ptx = img == narchs;
+        const int a = ptx ? newest : img;
+        char want[16];
+        snprintf(want, sizeof want, "%s%s", ptx ? "compute_" : "", ptx ? archs[a] + 3 : archs[a]);
+        if (s->size <= IMG_HEAD || get32(b) != (uint32_t)mi || get32(b + 4) != (uint32_t)ptx ||
+            memcmp(b + 8, want, strlen(want)) != 0)
+            return BAD(r, "section %d (kernel_image): not module %d's %s %s", i, mi,
+                       ptx ? "PTX" : "cubin", want);
+        for (int k = (int)strlen(want); k < 16; k++)
+            if (b[8 + k] != 0)
+                return BAD(r, "section %d (kernel_image): not module %d's %s %s", i, mi,
+                           ptx ? "PTX" : "cubin", want);
+        rt_plan_module *M = &p->modules[mi];
+        if (memcmp(b + 24, M->sha256, 32) != 0)
+            return BAD(r, "section %d (kernel_image): module %d's %s is not compiled from its "
+                       "source (SHA-256)", i, mi, want);
+        cg_image *I = &M->images[M->nimages];
+        snprintf(I->arch, sizeof I->arch, "%s", want);
+        I->ptx = ptx;
+        I->size = (size_t)(s->size - IMG_HEAD);
+        I->data = malloc(I->size);
+        if (!I->data)
+            return BAD(r, "out of memory");
+        memcpy(I->data, b + IMG_HEAD, I->size);
+        M->nimages++;
+        if (++img == narchs + 1)
+            img = 0, mi++;
+    }
+    return 0;
+}
+
 rt_plan *rt_plan_decode(const void *bytes, size_t nbytes, const char *name, char *err,
                         size_t errlen)
 {
@@ -684,7 +843,7 @@ rt_plan *rt_plan_decode(const void *bytes, size_t nbytes, const char *name, char
         goto fail;
     }
     if (read_program(r, p, program) != 0 || read_memory(r, p, memory) != 0 ||
-        (meta && read_meta(r, p, meta) != 0))
+        (meta && read_meta(r, p, meta) != 0) || read_cuda(r, p) != 0)
         goto fail;
     return p;
 fail:
@@ -735,6 +894,13 @@ void rt_plan_free(rt_plan *p)
     }
     free(p->meta);
     free(p->sections);
+    for (int m = 0; m < p->nmodules; m++) {
+        free(p->modules[m].source);
+        for (int i = 0; i < p->modules[m].nimages; i++)
+            free(p->modules[m].images[i].data);
+        free(p->modules[m].images);
+    }
+    free(p->modules);
     free(p);
 }
 

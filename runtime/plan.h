@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "codegen.h"
 #include "ir.h"
 #include "passes.h"
 
@@ -84,6 +85,18 @@ typedef struct {
     const char *key, *value;
 } rt_plan_kv;
 
+/* One generated module as a plan stores it (sections cuda_source and
+ * kernel_image), checked for form by the loader: its source's SHA-256 holds,
+ * and it has a cubin for each architecture of the meta's archs, in that order,
+ * then the PTX of the newest, each compiled from that source. */
+typedef struct {
+    unsigned char sha256[32];   /* of source */
+    char *source;               /* NUL-terminated; source_len bytes before the NUL */
+    size_t source_len;
+    int nimages;
+    cg_image *images;           /* arch, ptx, data, size */
+} rt_plan_module;
+
 typedef struct rt_plan {
     uint32_t version;
     uint64_t file_bytes;
@@ -96,7 +109,16 @@ typedef struct rt_plan {
     int nmeta;
     rt_plan_section *sections;  /* the table, known kinds and skipped ones alike */
     int nsections;
+    int nmodules;               /* the CUDA backend's modules; 0: the plan has none */
+    rt_plan_module *modules;
 } rt_plan;
+
+/* A section beside the program, memory and meta, for rt_plan_encode_with. */
+typedef struct {
+    uint32_t kind, flags, device;
+    const void *data;
+    size_t size;
+} rt_plan_blob;
 
 /* The bytes of the plan of program g (verified, memory plan mp from
  * mp_plan_graph and proven) with meta's lines in their order, into *data
@@ -105,6 +127,36 @@ typedef struct rt_plan {
  * are returned.  Returns 0, or -1 with a message. */
 int rt_plan_encode(const ir_graph *g, const mp_plan *mp, const rt_plan_kv *meta, int nmeta,
                    unsigned char **data, size_t *size, char *err, size_t errlen);
+/* As rt_plan_encode, with extra sections after the meta, in their order. */
+int rt_plan_encode_with(const ir_graph *g, const mp_plan *mp, const rt_plan_kv *meta, int nmeta,
+                        const rt_plan_blob *extra, int nextra, unsigned char **data,
+                        size_t *size, char *err, size_t errlen);
+/* The plan with cg's modules (sections cuda_source and kernel_image): cg must
+ * be generated from this very plan's program and memory plan as a loader
+ * decodes them, with the precision and archs of meta ("precision", "archs"),
+ * and compiled (cg_compile: a cubin per arch and the PTX).  NULL cg: as
+ * rt_plan_encode.  Writes path atomically, after reading the bytes back. */
+int rt_plan_encode_program(const ir_graph *g, const mp_plan *mp, const rt_plan_kv *meta,
+                           int nmeta, const cg_program *cg, unsigned char **data, size_t *size,
+                           char *err, size_t errlen);
+int rt_plan_write_program(const char *path, const ir_graph *g, const mp_plan *mp,
+                          const rt_plan_kv *meta, int nmeta, const cg_program *cg, char *err,
+                          size_t errlen);
+
+/* The program a CUDA runtime runs: cg_generate on the plan's program and
+ * memory plan with the precision and archs of its meta, each module's source
+ * proven byte for byte equal to the stored one (so the stored images are the
+ * compiles of exactly this source), and each module's images (a cubin per
+ * arch, then PTX) attached from the file as copies (cg_module.images).
+ * Returns NULL with a message when the plan has no kernels, when generation
+ * fails, or when anything disagrees.  The program borrows p->g and p->mp: free
+ * it (cg_program_free) before rt_plan_free(p). */
+cg_program *rt_plan_program(const rt_plan *p, char *err, size_t errlen);
+
+/* The architectures of a meta archs list ("sm_80,sm_90") into archs: how many,
+ * or -1 when it is not 1 to CG_MAX_ARCHS distinct names sm_NN. */
+int rt_plan_archs(const char *list, char archs[][16]);
+
 /* The same into path, atomically, after reading the bytes back. */
 int rt_plan_write(const char *path, const ir_graph *g, const mp_plan *mp, const rt_plan_kv *meta,
                   int nmeta, char *err, size_t errlen);

@@ -102,7 +102,12 @@ static const char usage_compile[] =
     "                  predicted time and communication (JSON into FILE)\n"
     "  -o FILE.gnc     write the compiled program, its memory plan and its flags as a\n"
     "                  plan file (docs/plan.md), atomically; gnc run, train and the\n"
-    "                  embedding library (docs/api.md) run it\n";
+    "                  embedding library (docs/api.md) run it.  Where gnc has NVRTC,\n"
+    "                  the plan also holds the CUDA kernels (docs/codegen.md):\n"
+    "  --precision fp32|tf32|bf16|fp16   the kernels' arithmetic (default fp32)\n"
+    "  --arch LIST     the cubins it holds, as sm_80,sm_90 (the default), and the\n"
+    "                  PTX of the newest\n"
+    "  --no-kernels    no CUDA kernels in the plan\n";
 
 static const char usage_run[] =
     "usage: gnc run [options] FILE\n"
@@ -285,6 +290,9 @@ static const struct flag {
     {"--deterministic", "dump compile run train", 0},
     {"--micro-shards", "dump compile run train", 1},
     {"--dump-plan", "compile", 2},
+    {"--precision", "compile", 1},
+    {"--arch", "compile", 1},
+    {"--no-kernels", "compile", 0},
     {"--mem-cap", "compile run train", 1},
     {"--device-model", "compile run train", 1},
 };
@@ -488,6 +496,19 @@ static int parse_args(int argc, char **argv, options *o)
             o->part.bucket_bytes = (int64_t)(mb * 1048576.0);
             if (o->part.bucket_bytes < 1)
                 o->part.bucket_bytes = 1;
+        } else if (strcmp(name, "--precision") == 0) {
+            if (cg_precision_lookup(val) < 0)
+                return usage_error(cmdsp, "--precision needs fp32, tf32, bf16 or fp16, got '%s'",
+                                   val);
+            o->precision = cg_precision_lookup(val);
+        } else if (strcmp(name, "--arch") == 0) {
+            char archs[CG_MAX_ARCHS][16];
+            if (rt_plan_archs(val, archs) < 0)
+                return usage_error(cmdsp, "--arch needs 1 to 8 distinct architectures as "
+                                   "sm_80,sm_90, got '%s'", val);
+            o->archs = val;
+        } else if (strcmp(name, "--no-kernels") == 0) {
+            o->no_kernels = 1;
         } else if (strcmp(name, "--dump-plan") == 0) {
             o->dump_plan = 1;
             o->dump_plan_file = *val ? val : NULL;

@@ -30,7 +30,7 @@ static const char *const shaping_flags[] = {
     "-D", "--model", "--passes", "--train", "--optimizer", "--momentum", "--nesterov",
     "--weight-decay", "--remat", "--gpus", "--devices", "--strategy", "--microbatches",
     "--pipeline-schedule", "--bucket-mb", "--sync-bn", "--deterministic", "--micro-shards",
-    "--mem-cap", "--device-model", "--batch",
+    "--mem-cap", "--device-model", "--batch", "--precision", "--arch", "--no-kernels",
 };
 static const char *const compiling_flags[] = {
     "--dump-ir", "--dump-dir", "--time-passes", "--dump-memory", "--stats", "--dump-plan",
@@ -79,7 +79,7 @@ int cli_plan_write(const options *o, const cli_program *p, const char *path)
     char devices[16], step[64], opt[160];
     int partitioned = o->part.devices > 1 || o->part.deterministic;
     snprintf(devices, sizeof devices, "%d", p->mp->ndevices);
-    rt_plan_kv meta[16];
+    rt_plan_kv meta[20];
     int n = 0;
     meta[n++] = (rt_plan_kv){"writer", "gnc " GNC_VERSION};
     meta[n++] = (rt_plan_kv){"model", p->g->name};
@@ -106,12 +106,55 @@ int cli_plan_write(const options *o, const cli_program *p, const char *path)
         snprintf(step, sizeof step, "%.6g", p->plan->step_ms);
         meta[n++] = (rt_plan_kv){"predicted_step_ms", step};
     }
-    char err[1024];
-    if (rt_plan_write(path, p->g, p->mp, meta, n, err, sizeof err) != 0) {
-        fprintf(stderr, "gnc: error: %s\n", err);
-        return -1;
+    /* the kernels: generated from the program and memory plan exactly as a
+       loader decodes them (so rt_plan_program regenerates the same sources),
+       compiled, and stored beside them; without NVRTC, none */
+    int kernels = !o->no_kernels && cg_have_nvrtc();
+    const char *archs = o->archs ? o->archs : "sm_80,sm_90";
+    meta[n++] = (rt_plan_kv){"precision", cg_precision_name((cg_precision)o->precision)};
+    if (kernels) {
+        meta[n++] = (rt_plan_kv){"archs", archs};
+        meta[n++] = (rt_plan_kv){"nvrtc", cg_nvrtc_version()};
     }
-    return 0;
+    char err[1024];
+    int rc = -1;
+    rt_plan *base = NULL;
+    cg_program *cg = NULL;
+    if (kernels) {
+        unsigned char *bytes;
+        size_t size;
+        if (rt_plan_encode(p->g, p->mp, meta, n, &bytes, &size, err, sizeof err) != 0)
+            goto done;
+        base = rt_plan_decode(bytes, size, path, err, sizeof err);
+        free(bytes);
+        if (!base)
+            goto done;
+        char list[CG_MAX_ARCHS][16];
+        cg_options co = cg_options_default();
+        co.precision = (cg_precision)o->precision;
+        co.narchs = rt_plan_archs(archs, list);
+        for (int a = 0; a < co.narchs; a++)
+            co.archs[a] = list[a];
+        diag d;
+        diag_init(&d);
+        cg = cg_generate(base->g, base->mp, &co, &d);
+        diag_print(&d, stderr);
+        diag_free(&d);
+        if (!cg) {
+            snprintf(err, sizeof err, "%s: no CUDA kernels for this program (--no-kernels "
+                     "writes the plan without them)", path);
+            goto done;
+        }
+        if (cg_compile(cg, NULL, NULL, err, sizeof err) != 0)
+            goto done;
+    }
+    rc = rt_plan_write_program(path, p->g, p->mp, meta, n, cg, err, sizeof err);
+done:
+    if (rc != 0)
+        fprintf(stderr, "gnc: error: %s\n", err);
+    cg_program_free(cg);
+    rt_plan_free(base);
+    return rc;
 }
 
 int cli_plan_open(const options *o, cli_program *out)

@@ -1,0 +1,148 @@
+/* The CUDA backend's part of a plan (docs/plan.md, "cuda_source" and
+ * "kernel_image"): writing a generated, compiled program's modules beside the
+ * program, and giving a runtime that program back with its images.
+ *
+ * The launch lists are not stored: rt_plan_program regenerates them with
+ * cg_generate from the plan's own program, memory plan and meta (precision,
+ * archs); generation is deterministic, and the regenerated sources must equal
+ * the stored ones byte for byte, so the stored images are proven to be the
+ * compiles of exactly the kernels the regenerated steps launch. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+
+static void put32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+int rt_plan_encode_program(const ir_graph *g, const mp_plan *mp, const rt_plan_kv *meta,
+                           int nmeta, const cg_program *cg, unsigned char **data, size_t *size,
+                           char *err, size_t errlen)
+{
+    if (!cg)
+        return rt_plan_encode(g, mp, meta, nmeta, data, size, err, errlen);
+    int nblobs = 0;
+    for (int m = 0; m < cg->nmodules; m++) {
+        if (cg->modules[m].nimages != cg->narchs + 1) {
+            snprintf(err, errlen, "module %d has %d images, not a cubin per arch and PTX: "
+                     "compile the program first", m, cg->modules[m].nimages);
+            return -1;
+        }
+        nblobs += 1 + cg->modules[m].nimages;
+    }
+    rt_plan_blob *blobs = calloc((size_t)nblobs + 1, sizeof *blobs);
+    unsigned char **heads = calloc((size_t)nblobs + 1, sizeof *heads);
+    int rc = -1, n = 0;
+    if (!blobs || !heads) {
+        snprintf(err, errlen, "out of memory");
+        goto done;
+    }
+    /* the sources first, then the images: the order the loader demands */
+    for (int pass = 0; pass < 2; pass++)
+        for (int m = 0; m < cg->nmodules; m++) {
+            const cg_module *M = &cg->modules[m];
+            unsigned char sha[32];
+            cg_sha256_of(M->source, M->source_len, sha);
+            for (int i = pass ? 0 : -1; i < (pass ? M->nimages : 0); i++) {
+                const void *body = i < 0 ? (const void *)M->source : M->images[i].data;
+                size_t len = i < 0 ? M->source_len : M->images[i].size;
+                size_t head = i < 0 ? 40 : 56;
+                unsigned char *b = heads[n] = calloc(1, head + len);
+                if (!b) {
+                    snprintf(err, errlen, "out of memory");
+                    goto done;
+                }
+                put32(b, (uint32_t)m);
+                if (i < 0) {
+                    memcpy(b + 8, sha, 32);
+                } else {
+                    put32(b + 4, (uint32_t)(M->images[i].ptx != 0));
+                    memcpy(b + 8, M->images[i].arch, strnlen(M->images[i].arch, 15));
+                    memcpy(b + 24, sha, 32);
+                }
+                memcpy(b + head, body, len);
+                blobs[n++] = (rt_plan_blob){i < 0 ? RT_SECTION_CUDA_SOURCE
+                                                  : RT_SECTION_KERNEL_IMAGE,
+                                            0, RT_PLAN_ALL_DEVICES, b, head + len};
+            }
+        }
+    rc = rt_plan_encode_with(g, mp, meta, nmeta, blobs, n, data, size, err, errlen);
+done:
+    for (int i = 0; heads && i < n; i++)
+        free(heads[i]);
+    free(heads);
+    free(blobs);
+    return rc;
+}
+
+cg_program *rt_plan_program(const rt_plan *p, char *err, size_t errlen)
+{
+    if (p->nmodules == 0) {
+        snprintf(err, errlen, "the plan holds no kernels: it was compiled with --no-kernels or "
+                 "by a gnc without NVRTC (gnc compile -o again with one)");
+        return NULL;
+    }
+    /* the loader checked both keys where there are modules */
+    char archs[CG_MAX_ARCHS][16];
+    cg_options o = cg_options_default();
+    o.precision = (cg_precision)cg_precision_lookup(rt_plan_meta(p, "precision"));
+    o.narchs = rt_plan_archs(rt_plan_meta(p, "archs"), archs);
+    for (int a = 0; a < o.narchs; a++)
+        o.archs[a] = archs[a];
+    diag d;
+    diag_init(&d);
+    cg_program *cg = cg_generate(p->g, p->mp, &o, &d);
+    if (!cg) {
+        const char *msg = "(no message)";
+        for (int i = 0; i < d.n; i++)
+            if (d.entries[i].level == DIAG_ERROR) {
+                msg = d.entries[i].msg;
+                break;
+            }
+        snprintf(err, errlen, "the plan's program does not generate: %s", msg);
+        diag_free(&d);
+        return NULL;
+    }
+    diag_free(&d);
+    if (cg->nmodules != p->nmodules) {
+        snprintf(err, errlen, "the program generates %d modules, but the plan holds %d: it was "
+                 "written by another gnc, or is inconsistent", cg->nmodules, p->nmodules);
+        cg_program_free(cg);
+        return NULL;
+    }
+    for (int m = 0; m < cg->nmodules; m++) {
+        cg_module *M = &cg->modules[m];
+        const rt_plan_module *S = &p->modules[m];
+        if (M->source_len != S->source_len || memcmp(M->source, S->source, S->source_len) != 0) {
+            snprintf(err, errlen, "module %d: the source generated from the plan's program "
+                     "differs from the stored one, which its images were compiled from: it was "
+                     "written by another gnc, or is inconsistent", m);
+            cg_program_free(cg);
+            return NULL;
+        }
+        M->images = calloc((size_t)S->nimages, sizeof *M->images);
+        if (!M->images) {
+            snprintf(err, errlen, "out of memory");
+            cg_program_free(cg);
+            return NULL;
+        }
+        for (int i = 0; i < S->nimages; i++) {
+            cg_image *I = &M->images[i];
+            *I = S->images[i];
+            I->from_cache = 0;
+            I->data = malloc(I->size);
+            if (!I->data) {
+                snprintf(err, errlen, "out of memory");
+                cg_program_free(cg);
+                return NULL;
+            }
+            memcpy(I->data, S->images[i].data, I->size);
+            M->nimages++;
+        }
+    }
+    return cg;
+}
