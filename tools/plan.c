@@ -304,6 +304,101 @@ static void device_comm(const ir_graph *g, int d)
         printf("    ... and %d more\n", shown - 12);
 }
 
+static void print_ref(cg_ref r)
+{
+    static const char *const names[] = {"arena", "params", "inputs", "workspace"};
+    printf("%s+%lld", r.region < CG_NREGIONS ? names[r.region] : "?", (long long)r.offset);
+}
+
+/* One step on one line: what it runs and its shape, not every argument. */
+static void print_step(const cg_program *cg, const cg_step *s, int i)
+{
+    printf("    %4d ", i);
+    switch (s->kind) {
+    case CG_STEP_KERNEL: {
+        const cg_launch *l = &s->u.launch;
+        printf("kernel %s grid %ux%ux%u block %u smem %d, %d args", cg->kernels[l->kernel].name,
+               l->grid[0], l->grid[1], l->grid[2], l->block[0], l->shared_bytes, l->nargs);
+        break;
+    }
+    case CG_STEP_GEMM: {
+        const cg_gemm *m = &s->u.gemm;
+        printf("gemm %c%c m=%lld n=%lld k=%lld", m->trans_a ? 'T' : 'N', m->trans_b ? 'T' : 'N',
+               (long long)m->m, (long long)m->n, (long long)m->k);
+        if (m->batch > 1)
+            printf(" batch=%lld", (long long)m->batch);
+        printf(" %s%s", ir_dtype_name(m->type_a),
+               m->compute == CG_COMPUTE_32F_FAST_TF32 ? " tf32" : "");
+        break;
+    }
+    case CG_STEP_CONV: {
+        const cg_conv *c = &s->u.conv;
+        static const char *const kind[] = {"forward", "backward_data", "backward_filter"};
+        printf("conv %s x=[%lld,%lld,%lld,%lld] w=[%lld,%lld,%lld,%lld] y=[%lld,%lld,%lld,%lld] "
+               "stride %d pad %d %s%s", kind[c->kind], (long long)c->n, (long long)c->c,
+               (long long)c->h, (long long)c->w, (long long)c->k,
+               (long long)(c->c / (c->groups ? c->groups : 1)), (long long)c->r, (long long)c->s,
+               (long long)c->n, (long long)c->k, (long long)c->p, (long long)c->q, c->stride[0],
+               c->pad[0], ir_dtype_name(c->dtype), c->math == CG_MATH_TENSOR_OP ? " tensor-op" : "");
+        break;
+    }
+    case CG_STEP_COMM: {
+        const cg_comm *c = &s->u.comm;
+        char b[32];
+        human((double)c->bytes, b, sizeof b);
+        printf("%s #%lld group [", ir_ops[c->op].name, (long long)c->id);
+        for (int k = 0; k < c->ngroup; k++)
+            printf("%s%lld", k ? "," : "", (long long)c->group[k]);
+        printf("] rank %d, %d tensor%s, %s %s", c->rank, c->ntensors, c->ntensors == 1 ? "" : "s",
+               b, ir_dtype_name(c->dtype));
+        break;
+    }
+    case CG_STEP_COPY:
+        printf("copy %lld bytes ", (long long)s->u.copy.bytes);
+        print_ref(s->u.copy.src);
+        printf(" -> ");
+        print_ref(s->u.copy.dst);
+        break;
+    }
+    printf("   # %s\n", s->what ? s->what : "");
+}
+
+/* The plan's CUDA program: per device its regions and steps, then the
+ * modules and their images. */
+static void print_cuda(const cg_program *cg)
+{
+    char b[4][32];
+    printf("cuda: %s, %d kernels in %d modules, archs", cg_precision_name(cg->opts.precision),
+           cg->nkernels, cg->nmodules);
+    for (int a = 0; a < cg->narchs; a++)
+        printf(" %s", cg->archs[a]);
+    putchar('\n');
+    for (int d = 0; d < cg->ndevices; d++) {
+        const cg_device *D = &cg->devices[d];
+        for (int r = 0; r < CG_NREGIONS; r++)
+            human((double)D->region_bytes[r], b[r], sizeof b[r]);
+        printf("  device %d: arena %s, params %s, inputs %s, workspace %s\n", d, b[0], b[1],
+               b[2], b[3]);
+        if (D->ninit)
+            printf("   init: %d steps\n", D->ninit);
+        for (int i = 0; i < D->ninit; i++)
+            print_step(cg, &D->init[i], i);
+        printf("   steps: %d\n", D->nsteps);
+        for (int i = 0; i < D->nsteps; i++)
+            print_step(cg, &D->steps[i], i);
+    }
+    for (int m = 0; m < cg->nmodules; m++) {
+        const cg_module *M = &cg->modules[m];
+        human((double)M->source_len, b[0], sizeof b[0]);
+        printf("  module %d: %d kernels, source %s;", m, M->nkernels, b[0]);
+        for (int i = 0; i < M->nimages; i++) {
+            human((double)M->images[i].size, b[1], sizeof b[1]);
+            printf(" %s %s %s%s", M->images[i].ptx ? "ptx" : "cubin", M->images[i].arch, b[1],
+                   i + 1 < M->nimages ? "," : "\n");
+        }
+    }
+}
+
 int cmd_inspect(const options *o)
 {
     char err[1024], t[160], b[32], nb[160], ib[96];
@@ -324,12 +419,13 @@ int cmd_inspect(const options *o)
             snprintf(dev, sizeof dev, "device %u", s->device);
         snprintf(t, sizeof t, "kind %u", s->kind);
         int used = s->kind == RT_SECTION_PROGRAM || s->kind == RT_SECTION_MEMORY ||
-                   s->kind == RT_SECTION_META;
+                   s->kind == RT_SECTION_META || s->kind == RT_SECTION_CUDA_SOURCE ||
+                   s->kind == RT_SECTION_KERNEL_IMAGE;
         printf("  %-12s %-11s %10llu bytes  crc %08x%s%s\n", name ? name : t, dev,
                (unsigned long long)s->size, s->crc,
                s->flags & RT_SECTION_REQUIRED ? "  required" : "",
                used ? "" : "  (not read by this gnc)");
-        kernels += s->kind == RT_SECTION_KERNEL_IMAGE;
+        kernels += s->kind == RT_SECTION_CUDA_SOURCE;
     }
     printf("model %s: %s on %d device%s\n", g->name,
            p->training ? "a training step" : "an inference program", p->ndevices,
@@ -387,11 +483,20 @@ int cmd_inspect(const options *o)
     printf("collectives and transfers:\n");
     for (int d = 0; d < p->ndevices; d++)
         device_comm(g, d);
-    if (kernels)
-        printf("kernels: %d kernel image sections, which this gnc does not read\n", kernels);
-    else
-        printf("kernels: none yet: the plan holds no device code (the CPU executor runs its "
-               "program; CUDA kernels come with codegen)\n");
+    int rc = 0;
+    if (kernels) {
+        cg_program *cg = rt_plan_program(p, err, sizeof err);
+        if (cg) {
+            print_cuda(cg);
+            cg_program_free(cg);
+        } else {
+            fprintf(stderr, "gnc: error: %s: %s\n", o->file, err);
+            rc = 1;
+        }
+    } else {
+        printf("kernels: none: compiled with --no-kernels or by a gnc without NVRTC (the CPU "
+               "executor runs the program)\n");
+    }
     rt_plan_free(p);
-    return fflush(stdout) == 0 ? 0 : 1;
+    return fflush(stdout) == 0 ? rc : 1;
 }
