@@ -4,5 +4,6 @@
 # options a plan refuses.  Needs Fashion-MNIST (dataset-fashion-mnist).
 set(GNC_FMNIST /usr/share/datasets/fashion-mnist CACHE PATH "Fashion-MNIST IDX files")
 add_test(NAME plan_cli COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/plan/run.sh
-         $<TARGET_FILE:gnc> ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/plan-work ${GNC_FMNIST})
+         $<TARGET_FILE:gnc> ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/plan-work ${GNC_FMNIST}
+         ${GNC_HAVE_NVRTC})
 set_tests_properties(plan_cli PROPERTIES LABELS "cli;exec" TIMEOUT 600)

@@ -519,8 +519,11 @@ static void test_section_cases(const parts *P)
     sec cuda = {17, 0, 0, "sm_90\0cubin...", 15};
     sec cuda_req = {18, 1, 0, "steps", 5};
     expect_case("an unknown optional section is skipped", P, 1, 0, 1, &unknown_opt, 1, NULL, NULL);
-    expect_case("the CUDA backend's kinds are skipped", P, 1, 0, 1, (sec[]){cuda, cuda_req}, 2,
-                NULL, NULL);
+    sec steps = {18, 0, 0, "steps", 5};
+    expect_case("the CUDA backend's kinds not read yet are skipped", P, 1, 0, 1,
+                (sec[]){steps, cuda_req}, 2, NULL, NULL);
+    expect_case("a kernel image without its source", P, 1, 0, 1, &cuda, 1, NULL,
+                "kernel images, but no cuda_source section");
     expect_case("an unknown required section", P, 1, 0, 1, &unknown_req, 1, NULL,
                 "has kind 99, unknown to this gnc (plan format 1), and is required");
     sec dev5 = {99, 0, 5, junk, sizeof junk};

@@ -8,7 +8,7 @@
 # and devices (cuda, the default, counts) give their errors; the fuzzer's
 # seed plans still load.  Ends with "N passed, M failed"; fails if any did.
 set -u
-gnc=$1 src=$2 work=$3 data=$4
+gnc=$1 src=$2 work=$3 data=$4 nvrtc=${5:-OFF}
 . "$(cd "$(dirname "$0")/.." && pwd)/lib.sh"
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 lenet=$src/models/lenet.net mlp=$src/models/mlp.net
@@ -45,6 +45,28 @@ same g2a.gnc g2b.gnc "mlp for 2 GPUs (auto strategy), compiled twice"
 expect 2 "$gnc" compile "$lenet" -D batch=4 --seed 3 -o c.gnc
 if [ ! -e c.gnc ]; then ok; else bad "a compile with a usage error wrote a plan"; fi
 cmp -s a.gnc t2a.gnc && bad "different flags gave the same plan" || ok
+# the CUDA kernels (docs/codegen.md): where gnc has NVRTC a plan holds them, and
+# the same bytes with a cold compile cache and a warm one
+export GNC_CACHE_DIR=$work/cache
+if [ "$nvrtc" = ON ]; then
+    rm -rf "$GNC_CACHE_DIR"
+    K=(--train -D batch=8 --gpus 2 --precision bf16 --arch sm_80)
+    expect 0 "$gnc" compile "$lenet" "${K[@]}" -o kcold.gnc
+    expect 0 "$gnc" compile "$lenet" "${K[@]}" -o kwarm.gnc
+    same kcold.gnc kwarm.gnc "lenet kernels, a cold compile cache and a warm one"
+    expect 0 "$gnc" inspect kwarm.gnc
+    has "cuda: bf16, "; has "archs sm_80"; has "ptx compute_80 "
+    grep -qF "cubin sm_90" <<<"$out" && bad "--arch sm_80 gave an sm_90 cubin" || ok
+    expect 0 "$gnc" compile "$lenet" "${K[@]}" --no-kernels -o knone.gnc
+    expect 0 "$gnc" inspect knone.gnc; has "kernels: none"
+    if [ "$(stat -c %s knone.gnc)" -lt "$(stat -c %s kwarm.gnc)" ]; then ok; else bad "--no-kernels plan not smaller"; fi
+    # a plan whose stored source is not what its program generates: refused
+    expect 0 "$gnc" compile "$lenet" "${K[@]}" --precision fp32 -o k32.gnc
+    cmp -s k32.gnc kwarm.gnc && bad "another precision gave the same plan" || ok
+fi
+expect 2 "$gnc" compile "$lenet" --precision fp8 -o p.gnc; has "--precision needs fp32, tf32, bf16 or fp16"
+expect 2 "$gnc" compile "$lenet" --arch sm_80,sm_80 -o p.gnc; has "--arch needs"
+expect 2 "$gnc" run a.gnc --precision fp16; has "does not apply"
 # a compile that fails writes nothing
 printf 'model m() {\n    input x: f32[2]\n    output y = relu(x) +\n}\n' >broken.net
 expect 1 "$gnc" compile broken.net -o broken.gnc
@@ -80,9 +102,18 @@ for want in "gnc plan format 1" "program " "memory " "meta " "a training step on
             "optimizer: sgd momentum=0.9" "device 0: " "device 1: " "arena " "inputs: 5" \
             "train.lr" "outputs: " "loss: " "parameters: 20 tensors (10 trainable, 0 buffers, 10 optimizer state)" \
             "conv1.weight" "uniform(-0.2, 0.2)" "momentum_buffer" "all_reduce #1 over [0, 1]: 10 tensors, 241.0 KiB" \
-            "kernels: none yet"; do
+            ; do
     has "$want"
 done
+if [ "$nvrtc" = ON ]; then
+    for want in "cuda_source " "kernel_image " "cuda: fp32, " "archs sm_80 sm_90" "workspace " \
+                "kernel " "grid " "block " "conv forward x=[32,1,28,28]" "gemm TN" "all_reduce #1 group [0,1]" \
+                "cubin sm_80 " "cubin sm_90 " "ptx compute_90 " "precision: fp32" "archs: sm_80,sm_90"; do
+        has "$want"
+    done
+else
+    has "kernels: none: compiled with --no-kernels or by a gnc without NVRTC"
+fi
 expect 0 "$gnc" inspect mlp-tensor.gnc
 has "shard of fc0.weight"
 expect 0 "$gnc" inspect mlp-pipeline.gnc
