@@ -319,6 +319,169 @@ static void test_corruptions(const char *what, const unsigned char *good, size_t
     free(buf);
 }
 
+/* ---- 2b. plans with kernels ---- */
+
+/* meta of a plan with kernels: what rt_plan_program regenerates them with */
+static const rt_plan_kv kmeta[] = {{"writer", "test_plan"}, {"precision", "fp32"},
+                                   {"archs", "sm_80,sm_90"}};
+
+/* g's program generated from its plan as a loader decodes it, with made-up
+ * images (a loader checks their form and their source, not their code, so no
+ * NVRTC is needed): the bytes of the plan with kernels, or NULL. */
+static unsigned char *kernel_plan(ir_graph *g, const rt_plan_kv *m, size_t *size,
+                                  cg_program **out, rt_plan **base_out)
+{
+    mp_plan *mp = mp_plan_graph(g);
+    char err[1024];
+    unsigned char *data = NULL;
+    size_t n;
+    rt_plan *base = NULL;
+    cg_program *cg = NULL;
+    if (rt_plan_encode(g, mp, m, 3, &data, &n, err, sizeof err) == 0)
+        base = rt_plan_decode(data, n, "base", err, sizeof err);
+    free(data);
+    data = NULL;
+    if (base) {
+        cg_options o = cg_options_default();
+        diag d;
+        diag_init(&d);
+        cg = cg_generate(base->g, base->mp, &o, &d);
+        diag_free(&d);
+    }
+    check(cg != NULL, "kernels: the program generates (%s)", base ? "" : err);
+    for (int i = 0; cg && i < cg->nmodules; i++) {
+        cg_module *M = &cg->modules[i];
+        M->images = calloc(3, sizeof *M->images);
+        static const char *const arch[] = {"sm_80", "sm_90", "compute_90"};
+        for (int k = 0; k < 3; k++, M->nimages++) {
+            snprintf(M->images[k].arch, sizeof M->images[k].arch, "%s", arch[k]);
+            M->images[k].ptx = k == 2;
+            M->images[k].size = 40 + 8 * (size_t)k;
+            M->images[k].data = malloc(M->images[k].size);
+            memset(M->images[k].data, 'a' + i + k, M->images[k].size);
+        }
+    }
+    if (cg && rt_plan_encode_program(g, mp, m, 3, cg, &data, size, err, sizeof err) != 0) {
+        check(0, "kernels: encode: %s", err);
+        data = NULL;
+    }
+    mp_plan_free(mp);
+    *out = cg;
+    *base_out = base;
+    return data;
+}
+
+static void test_kernels(void)
+{
+    ir_graph *g = parse("tiny.gir", tiny_gir, sizeof tiny_gir - 1);
+    char err[1024];
+    size_t size = 0, size2 = 0;
+    cg_program *cg = NULL, *cg2 = NULL;
+    rt_plan *base = NULL, *base2 = NULL;
+    unsigned char *data = kernel_plan(g, kmeta, &size, &cg, &base);
+    unsigned char *again = kernel_plan(g, kmeta, &size2, &cg2, &base2);
+    check(data && again && size == size2 && memcmp(data, again, size) == 0,
+          "kernels: encoding twice gives the same bytes");
+    rt_plan *p = data ? rt_plan_decode(data, size, "k.gnc", err, sizeof err) : NULL;
+    check(p && cg && p->nmodules == cg->nmodules && p->nmodules > 0, "kernels: decode: %s",
+          p ? "modules" : err);
+    cg_program *back = p ? rt_plan_program(p, err, sizeof err) : NULL;
+    check(back != NULL, "kernels: rt_plan_program: %s", back ? "" : err);
+    if (back && cg) {
+        int same = back->nmodules == cg->nmodules && back->ndevices == cg->ndevices &&
+                   back->nkernels == cg->nkernels;
+        for (int m = 0; same && m < cg->nmodules; m++) {
+            const cg_module *a = &cg->modules[m], *b = &back->modules[m];
+            same = a->source_len == b->source_len && strcmp(a->source, b->source) == 0 &&
+                   a->nimages == b->nimages;
+            for (int i = 0; same && i < a->nimages; i++)
+                same = a->images[i].size == b->images[i].size && a->images[i].ptx == b->images[i].ptx &&
+                       strcmp(a->images[i].arch, b->images[i].arch) == 0 &&
+                       memcmp(a->images[i].data, b->images[i].data, a->images[i].size) == 0;
+        }
+        for (int d = 0; same && d < cg->ndevices; d++)
+            same = back->devices[d].nsteps == cg->devices[d].nsteps &&
+                   memcmp(back->devices[d].region_bytes, cg->devices[d].region_bytes,
+                          sizeof cg->devices[d].region_bytes) == 0;
+        check(same, "kernels: the program comes back: sources, images, steps, regions");
+        unsigned char *third = NULL;
+        size_t size3 = 0;
+        check(rt_plan_encode_program(p->g, p->mp, p->meta, p->nmeta, back, &third, &size3, err,
+                                     sizeof err) == 0 && size3 == size &&
+              memcmp(third, data, size) == 0, "kernels: a decoded plan encodes to the same bytes");
+        free(third);
+    }
+    cg_program_free(back);
+    rt_plan_free(p);
+
+    /* another precision in the meta: the stored sources are not what the
+       program generates, so the images cannot be trusted */
+    if (g && cg) {
+        mp_plan *mp = mp_plan_graph(g);
+        rt_plan_kv bf[3] = {kmeta[0], {"precision", "bf16"}, kmeta[2]};
+        unsigned char *b = NULL;
+        size_t n;
+        check(rt_plan_encode_program(g, mp, bf, 3, cg, &b, &n, err, sizeof err) == 0,
+              "kernels: encode with another precision: %s", err);
+        rt_plan *q = b ? rt_plan_decode(b, n, "bf.gnc", err, sizeof err) : NULL;
+        cg_program *x = q ? rt_plan_program(q, err, sizeof err) : NULL;
+        check(q && !x && strstr(err, "differs from the stored one"),
+              "kernels: sources that the program does not generate are refused: '%s'", err);
+        cg_program_free(x);
+        rt_plan_free(q);
+        free(b);
+        /* no kernels at all */
+        check(rt_plan_encode(g, mp, kmeta, 3, &b, &n, err, sizeof err) == 0, "kernels: plain");
+        q = rt_plan_decode(b, n, "plain.gnc", err, sizeof err);
+        x = q ? rt_plan_program(q, err, sizeof err) : NULL;
+        check(q && !x && strstr(err, "holds no kernels"), "kernels: a plan without: '%s'", err);
+        rt_plan_free(q);
+        free(b);
+        /* a module without its images cannot be written */
+        cg->modules[0].nimages--;
+        check(rt_plan_encode_program(g, mp, kmeta, 3, cg, &b, &n, err, sizeof err) != 0 &&
+              strstr(err, "compile the program first"), "kernels: a missing image: '%s'", err);
+        cg->modules[0].nimages++;
+        mp_plan_free(mp);
+    }
+    if (data) {
+        test_corruptions("tiny with kernels", data, size);
+        /* behind the checksums, through rt_plan_program too: a program or a
+           message, never a crash */
+        unsigned char *buf = malloc(size);
+        int loaded = 0, ok = 1;
+        for (int k = 0; k < 2000; k++) {
+            memcpy(buf, data, size);
+            size_t at = next() % size;
+            buf[at] ^= (unsigned char)(1u << (next() % 8));
+            rt_plan_fix_checksums(buf, size);
+            err[0] = 0;
+            rt_plan *q = rt_plan_decode(buf, size, "fixed.gnc", err, sizeof err);
+            if (q) {
+                loaded++;
+                err[0] = 0;
+                cg_program *x = rt_plan_program(q, err, sizeof err);
+                ok &= x != NULL || err[0] != 0;
+                cg_program_free(x);
+            } else {
+                ok &= err[0] != 0;
+            }
+            rt_plan_free(q);
+        }
+        check(ok, "kernels: 2000 bit flips with fixed checksums: a program or a message "
+              "(%d loaded)", loaded);
+        free(buf);
+    }
+    cg_program_free(cg);
+    cg_program_free(cg2);
+    rt_plan_free(base);
+    rt_plan_free(base2);
+    free(data);
+    free(again);
+    if (g)
+        ir_graph_free(g);
+}
+
 /* ---- 3. inconsistencies, made on purpose ---- */
 
 /* The format again, written here from docs/plan.md: a header, a table, each
@@ -651,6 +814,7 @@ int main(int argc, char **argv)
     }
     rt_set_threads(1);
     test_round_trips(argv[1]);
+    test_kernels();
 
     ir_graph *g = parse("tiny.gir", tiny_gir, sizeof tiny_gir - 1);
     parts P;
