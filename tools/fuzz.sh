@@ -35,7 +35,7 @@ if [ "$target" = ir ]; then
 elif [ "$target" = plan ]; then
     seeds=("$root"/tests/fuzz/plans/*.gnc)
     dict=()
-    max_len=16384             # the largest seed is about 7 KiB
+    max_len=65536             # the largest seed (with kernels) is about 40 KiB
 else
     seeds=("$root"/models/*.net "$root"/tests/dsl/**/*.net "$root"/tests/fuzz/regressions/*.net)
     dict=(-dict="$root/tests/fuzz/dsl.dict")

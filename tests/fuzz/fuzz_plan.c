@@ -3,7 +3,8 @@
  * mostly exercises the header, the table and the checksums, and with every
  * checksum recomputed (rt_plan_fix_checksums), which lets a mutation reach the
  * checks behind them: the sections' kinds and places, the IR text, the device
- * counts, the memory plan, the meta lines.  A plan that loads must hold: its
+ * counts, the memory plan, the meta lines, the kernels' sections (and
+ * rt_plan_program on a plan with kernels).  A plan that loads must hold: its
  * memory plan passes mp_check again, and it encodes back to bytes that load.
  * A crash, a sanitizer report, a leak, a timeout, or a loaded plan that does
  * not hold is a bug; a rejection with a message is the expected outcome.
@@ -38,6 +39,16 @@ static void decode(const uint8_t *data, size_t size)
         abort();
     }
     free(again);
+    /* a plan with kernels: the CUDA runtime's program, or a message */
+    if (p->nmodules) {
+        err[0] = '\0';
+        cg_program *cg = rt_plan_program(p, err, sizeof err);
+        if (!cg && err[0] == '\0') {
+            fputs("fuzz_plan: rt_plan_program failed without a message\n", stderr);
+            abort();
+        }
+        cg_program_free(cg);
+    }
     rt_plan_free(p);
 }
 
