@@ -121,7 +121,7 @@ static void test_plans(void)
 
     /* a plan corrupted in memory: its checksum says so */
     FILE *f = fopen(path("lenet.gnc"), "rb");
-    unsigned char buf[1 << 16];
+    static unsigned char buf[1 << 20]; /* a plan with kernels: about 80 KiB */
     size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
     if (f)
         fclose(f);
