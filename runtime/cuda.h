@@ -1,0 +1,83 @@
+/* The GPU executor: runs a compiled cg_program (codegen/codegen.h, after
+ * cg_compile) on CUDA GPUs, with the step semantics that tests/cg_host.c
+ * emulates on the host.
+ *
+ *   rt_cuda *x = rt_cuda_open(p, NULL, err, sizeof err);   NULL with a message
+ *   rt_cuda_init_params(x, seed);                          or rt_cuda_write each
+ *   rt_cuda_write(x, -1, input, data);                     floats as float
+ *   rt_cuda_run(x, err, sizeof err);                       init steps when due, one run
+ *   rt_cuda_read(x, 0, output, out);
+ *   rt_cuda_close(x);
+ *
+ * Libraries are loaded with dlopen at run time (libcuda.so.1), so that a gnc
+ * built with the CUDA toolkit still runs where there is no GPU: opening then
+ * fails with "no CUDA driver (libcuda.so.1)".  Errors are return values with
+ * messages; nothing is printed and nothing exits.
+ *
+ * Not all of it exists yet (docs/runtime.md): kernel and copy steps run;
+ * programs with cuBLASLt, cuDNN or NCCL steps are refused at open with a
+ * message naming the first such step.  None of it has run on a GPU yet. */
+#ifndef GNC_CUDA_H
+#define GNC_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codegen.h"
+
+typedef struct rt_cuda rt_cuda;
+
+typedef struct {
+    const int *gpus;            /* program device d -> CUDA ordinal; NULL: d % count */
+    int eager;                  /* launch step by step instead of replaying a CUDA graph */
+    const char *driver;         /* the driver library; NULL: "libcuda.so.1" (tests name
+                                   one that does not exist) */
+} rt_cuda_options;
+
+/* 0 when the driver loads, initializes and sees a GPU; else -1 with a message. */
+int rt_cuda_probe(const char *driver, char *err, size_t errlen);
+
+rt_cuda *rt_cuda_open(const cg_program *p, const int *gpus, char *err, size_t errlen);
+rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *err,
+                         size_t errlen);
+void rt_cuda_close(rt_cuda *x);
+
+/* Value v of program device d (-1: every device that holds it) from or to the
+ * host, in the CPU executor's layout (floats as float, integers as
+ * themselves), converted to or from its storage dtype.  0, or -1 with a
+ * message when no such device holds v or a copy fails. */
+int rt_cuda_write(rt_cuda *x, int device, const ir_value *v, const void *data, char *err,
+                  size_t errlen);
+int rt_cuda_read(rt_cuda *x, int device, const ir_value *v, void *out, char *err, size_t errlen);
+
+/* Every parameter, buffer and state value from its initializer, the values
+ * rt_exec_init_params gives with the same seed (filled on the host by
+ * ir_init_fill, then uploaded). */
+int rt_cuda_init_params(rt_cuda *x, uint64_t seed, char *err, size_t errlen);
+
+/* Runs the init steps when due (first run, after parameters were written),
+ * then one run; then checks each device's status word and reports an index
+ * or label out of range as the CPU executor does.  0, or -1 with a message. */
+int rt_cuda_run(rt_cuda *x, char *err, size_t errlen);
+
+/* The bytes of device d's allocation of region r (what was allocated). */
+int64_t rt_cuda_region_bytes(const rt_cuda *x, int d, cg_region r);
+
+/* The program a plan runs on the GPU.  For now generated and compiled here
+ * (cg_generate with the default options, then cg_compile through the NVRTC
+ * cache) from the plan's graph and proven memory plan; once plan files carry
+ * their kernels this becomes rt_plan_program (runtime/plan.h), which is the
+ * one call to switch.  NULL with a message; free with cg_program_free. */
+cg_program *rt_cuda_program(const ir_graph *g, const mp_plan *mp, char *err, size_t errlen);
+
+/* The check made before allocating: device d (named name) needs the sum of
+ * region_bytes, free bytes are free.  0 when it fits, else -1 with both
+ * numbers in MiB.  Pure, for tests. */
+int rt_cuda_check_memory(int d, const char *name, const int64_t region_bytes[CG_NREGIONS],
+                         uint64_t free, char *err, size_t errlen);
+
+/* The message of a status word as the CPU executor words it; node is the
+ * step's IR node (a fused node's first member). */
+void rt_cuda_status_message(const cg_status *st, const ir_node *node, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,115 @@
+/* What of the CUDA runtime (runtime/cuda.c) can be tested without a GPU: the
+ * messages of its refusals.  A driver that is not there gives "no CUDA
+ * driver"; a plan larger than the free memory gives both numbers; a status
+ * word is worded as the CPU executor words the same failure; a program with
+ * a library step is refused with the step named (it is, before any driver is
+ * loaded).  Runs everywhere: with or without the toolkit. */
+#include <stdio.h>
+#include <string.h>
+
+#include "codegen.h"
+#include "cuda.h"
+#include "passes.h"
+
+static int nfailed, npassed;
+
+static void expect(const char *what, const char *got, const char *want)
+{
+    if (!strstr(got, want)) {
+        printf("FAIL %s: got \"%s\", want it to contain \"%s\"\n", what, got, want);
+        nfailed++;
+    } else {
+        npassed++;
+    }
+}
+
+static cg_program *program(const char *text, ir_graph **g, mp_plan **mp)
+{
+    diag d;
+    diag_init(&d);
+    *g = ir_parse("t", text, strlen(text), &d);
+    if (!*g || ir_verify(*g, &d)) {
+        diag_print(&d, stdout);
+        diag_free(&d);
+        return NULL;
+    }
+    *mp = mp_plan_graph(*g);
+    cg_options o = cg_options_default();
+    cg_program *p = cg_generate(*g, *mp, &o, &d);
+    diag_free(&d);
+    return p;
+}
+
+int main(void)
+{
+    char err[512];
+#ifdef GNC_HAVE_CUDA_DRIVER
+    const int built = 1;
+#else
+    const int built = 0;
+#endif
+    /* the free-memory check */
+    int64_t regions[CG_NREGIONS] = {3 << 20, 1 << 20, 0, 1 << 20};
+    if (rt_cuda_check_memory(0, "NVIDIA H100", regions, 5u << 20, err, sizeof err) != 0) {
+        printf("FAIL memory: 5 MiB needed, 5 free, refused: %s\n", err);
+        nfailed++;
+    }
+    err[0] = 0;
+    if (rt_cuda_check_memory(1, "NVIDIA H100", regions, 2u << 20, err, sizeof err) == 0) {
+        printf("FAIL memory: 5 MiB needed, 2 free, accepted\n");
+        nfailed++;
+    }
+    expect("plan too large", err, "device 1 (NVIDIA H100): the plan needs 5.0 MiB, 2.0 MiB free");
+
+    /* no driver */
+    rt_cuda_probe("libgnc-no-such-driver.so.1", err, sizeof err);
+    expect("no driver", err, built ? "no CUDA driver (libgnc-no-such-driver.so.1)" : "no CUDA runtime");
+
+    /* a program of kernels only, opened without a driver */
+    ir_graph *g;
+    mp_plan *mp;
+    cg_program *p = program("graph t {\n  input %x: f32[4, 64]\n  %y: f32[4, 64] = relu(%x)\n"
+                            "  output y = %y\n}\n", &g, &mp);
+    if (!p) {
+        printf("FAIL the relu program does not generate\n");
+        return 1;
+    }
+    rt_cuda_options o = {0};
+    o.driver = "libgnc-no-such-driver.so.1";
+    if (rt_cuda_open_ex(p, &o, err, sizeof err)) {
+        printf("FAIL opened without a driver\n");
+        nfailed++;
+    }
+    /* the program is not compiled here (no cg_compile): that comes first */
+    expect("not compiled", err, built ? "not compiled" : "no CUDA runtime");
+    cg_program_free(p);
+    mp_plan_free(mp);
+    ir_graph_free(g);
+
+    /* a program with a cuBLASLt step: refused, the step named */
+    p = program("graph t {\n  input %a: f32[3, 5]\n  input %b: f32[5, 4]\n"
+                "  %y: f32[3, 4] = matmul(%a, %b)\n  output y = %y\n}\n", &g, &mp);
+    if (p) {
+        if (rt_cuda_open_ex(p, &o, err, sizeof err))
+            nfailed++;
+        expect("gemm refused", err, built ? "a cuBLASLt matmul, which the CUDA runtime does not run yet"
+                                          : "no CUDA runtime");
+        cg_program_free(p);
+        mp_plan_free(mp);
+        ir_graph_free(g);
+    }
+
+    /* status words, worded as the CPU executor's failures */
+    p = program("graph t {\n  input %x: f32[6, 10]\n  input %label: i32[6]\n"
+                "  %y: f32[] = cross_entropy(%x, %label)\n  output y = %y\n}\n", &g, &mp);
+    if (p) {
+        cg_status st = {CG_STATUS_LABEL, 0, 4, 12};
+        rt_cuda_status_message(&st, g->head, err, sizeof err);
+        expect("label status", err, "cross_entropy label 12 at position 4 of 'label' is out of range [0, 10)");
+        cg_program_free(p);
+        mp_plan_free(mp);
+        ir_graph_free(g);
+    }
+    printf("%d passed, %d failed\n", npassed, nfailed);
+    return nfailed ? 1 : 0;
+}
