@@ -78,25 +78,6 @@ void rt_cuda_status_message(const cg_status *st, const ir_node *node, char *err,
     }
 }
 
-cg_program *rt_cuda_program(const ir_graph *g, const mp_plan *mp, char *err, size_t errlen)
-{
-    diag d;
-    diag_init(&d);
-    cg_options o = cg_options_default();
-    cg_program *p = cg_generate(g, mp, &o, &d);
-    if (!p) {
-        fail(err, errlen, "%s", d.n > 0 ? d.entries[0].msg : "the program has no GPU code");
-        diag_free(&d);
-        return NULL;
-    }
-    diag_free(&d);
-    if (cg_compile(p, NULL, NULL, err, errlen)) {
-        cg_program_free(p);
-        return NULL;
-    }
-    return p;
-}
-
 #ifndef GNC_HAVE_CUDA_DRIVER
 
 /* A build without the CUDA toolkit's headers: everything is refused. */

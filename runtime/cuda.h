@@ -63,13 +63,6 @@ int rt_cuda_run(rt_cuda *x, char *err, size_t errlen);
 /* The bytes of device d's allocation of region r (what was allocated). */
 int64_t rt_cuda_region_bytes(const rt_cuda *x, int d, cg_region r);
 
-/* The program a plan runs on the GPU.  For now generated and compiled here
- * (cg_generate with the default options, then cg_compile through the NVRTC
- * cache) from the plan's graph and proven memory plan; once plan files carry
- * their kernels this becomes rt_plan_program (runtime/plan.h), which is the
- * one call to switch.  NULL with a message; free with cg_program_free. */
-cg_program *rt_cuda_program(const ir_graph *g, const mp_plan *mp, char *err, size_t errlen);
-
 /* The check made before allocating: device d (named name) needs the sum of
  * region_bytes, free bytes are free.  0 when it fits, else -1 with both
  * numbers in MiB.  Pure, for tests. */
