@@ -325,6 +325,12 @@ typedef struct {
 cg_program *cg_generate(const ir_graph *g, const mp_plan *mp, const cg_options *o, diag *d);
 void cg_program_free(cg_program *p);
 
+/* A bfloat16 or float16 (t: IR_BF16, IR_F16) to float and back, rounding to
+ * nearest even as the kernels' conversions do: how the host reads and writes
+ * values stored in half precision. */
+float cg_half_to_f32(unsigned short h, ir_dtype t);
+unsigned short cg_f32_to_half(float f, ir_dtype t);
+
 /* Device d's place for v, or NULL when d holds no v. */
 const cg_value *cg_value_of(const cg_program *p, int d, const ir_value *v);
 

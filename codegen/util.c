@@ -1,6 +1,7 @@
 /* What the codegen files share: string building, checked allocation, the
  * program's own allocations, SHA-256 (the compile cache's keys) and FNV-1a
  * (tables). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,4 +232,52 @@ void cg_sha256_of(const void *data, size_t n, unsigned char out[32])
     cg_sha256_init(&s);
     cg_sha256_update(&s, data, n);
     cg_sha256_final(&s, out);
+}
+
+/* ---- 16-bit floats (codegen.h) ---- */
+
+float cg_half_to_f32(unsigned short h, ir_dtype t)
+{
+    unsigned u;
+    float f;
+    if (t == IR_BF16) {
+        u = (unsigned)h << 16;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    unsigned s = (unsigned)(h & 0x8000u) << 16, e = (h >> 10) & 31u, m = h & 1023u;
+    if (e == 31) {
+        u = s | 0x7f800000u | (m << 13);
+    } else if (e == 0) {
+        f = (float)m * 5.9604644775390625e-8f;
+        return s ? -f : f;
+    } else {
+        u = s | ((e + 112) << 23) | (m << 13);
+    }
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+unsigned short cg_f32_to_half(float f, ir_dtype t)
+{
+    unsigned u;
+    memcpy(&u, &f, 4);
+    if (t == IR_BF16) {
+        if ((u & 0x7fffffffu) > 0x7f800000u)
+            return (unsigned short)((u >> 16) | 0x40u);
+        return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    }
+    unsigned s = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    if (a > 0x7f800000u)
+        return (unsigned short)(s | 0x7e00u);
+    if (a >= 0x477ff000u)
+        return (unsigned short)(s | 0x7c00u);
+    if (a < 0x38800000u) {
+        float q;
+        memcpy(&q, &a, 4);
+        return (unsigned short)(s | (unsigned)rintf(q * 16777216.0f));
+    }
+    unsigned h = (a >> 13) - (112u << 10), rest = a & 0x1fffu;
+    h += rest > 0x1000u || (rest == 0x1000u && (h & 1u));
+    return (unsigned short)(s | h);
 }

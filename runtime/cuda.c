@@ -483,53 +483,6 @@ int64_t rt_cuda_region_bytes(const rt_cuda *x, int d, cg_region r)
 
 static int is_float(ir_dtype t) { return t == IR_F32 || t == IR_F16 || t == IR_BF16; }
 
-/* float to and from the 16-bit types, round to nearest even: as tests/cg_host.c */
-static float half_to_f32(unsigned short h, ir_dtype t)
-{
-    unsigned u;
-    float f;
-    if (t == IR_BF16) {
-        u = (unsigned)h << 16;
-        memcpy(&f, &u, 4);
-        return f;
-    }
-    unsigned s = (unsigned)(h & 0x8000u) << 16, e = (h >> 10) & 31u, m = h & 1023u;
-    if (e == 31) {
-        u = s | 0x7f800000u | (m << 13);
-    } else if (e == 0) {
-        f = (float)m * 5.9604644775390625e-8f;
-        return s ? -f : f;
-    } else {
-        u = s | ((e + 112) << 23) | (m << 13);
-    }
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static unsigned short f32_to_half(float f, ir_dtype t)
-{
-    unsigned u;
-    memcpy(&u, &f, 4);
-    if (t == IR_BF16) {
-        if ((u & 0x7fffffffu) > 0x7f800000u)
-            return (unsigned short)((u >> 16) | 0x40u);
-        return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-    }
-    unsigned s = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-    if (a > 0x7f800000u)
-        return (unsigned short)(s | 0x7e00u);
-    if (a >= 0x477ff000u)
-        return (unsigned short)(s | 0x7c00u);
-    if (a < 0x38800000u) {
-        float q;
-        memcpy(&q, &a, 4);
-        return (unsigned short)(s | (unsigned)rintf(q * 16777216.0f));
-    }
-    unsigned h = (a >> 13) - (112u << 10), rest = a & 0x1fffu;
-    h += rest > 0x1000u || (rest == 0x1000u && (h & 1u));
-    return (unsigned short)(s | h);
-}
-
 static int transfer(rt_cuda *x, int device, const ir_value *v, void *host, int up, char *err,
                     size_t errlen)
 {
@@ -546,7 +499,7 @@ static int transfer(rt_cuda *x, int device, const ir_value *v, void *host, int u
             if (!stage)
                 return fail(err, errlen, "out of memory");
             for (int64_t i = 0; up && i < cv->numel; i++)
-                ((unsigned short *)stage)[i] = f32_to_half(((const float *)host)[i], cv->dtype);
+                ((unsigned short *)stage)[i] = cg_f32_to_half(((const float *)host)[i], cv->dtype);
         }
         CUresult r;
         x->L.cuCtxSetCurrent(G->ctx);
@@ -557,7 +510,7 @@ static int transfer(rt_cuda *x, int device, const ir_value *v, void *host, int u
         if (r == CUDA_SUCCESS)
             r = x->L.cuStreamSynchronize(G->stream[S_COPY]);
         for (int64_t i = 0; !up && r == CUDA_SUCCESS && stage != host && i < cv->numel; i++)
-            ((float *)host)[i] = half_to_f32(((const unsigned short *)stage)[i], cv->dtype);
+            ((float *)host)[i] = cg_half_to_f32(((const unsigned short *)stage)[i], cv->dtype);
         if (stage != host)
             free(stage);
         if (r != CUDA_SUCCESS) {

@@ -141,58 +141,13 @@ void cg_host_mem_free(const cg_program *p, cg_host_mem *m)
     free(m);
 }
 
-float cg_host_half_to_f32(unsigned short h, ir_dtype t)
-{
-    if (t == IR_BF16) {
-        unsigned u = (unsigned)h << 16;
-        float f;
-        memcpy(&f, &u, 4);
-        return f;
-    }
-    unsigned s = (unsigned)(h & 0x8000u) << 16, e = (h >> 10) & 31u, mm = h & 1023u, u;
-    if (e == 31)
-        u = s | 0x7f800000u | (mm << 13);
-    else if (e == 0) {
-        float f = (float)mm * 5.9604644775390625e-8f;
-        return s ? -f : f;
-    } else
-        u = s | ((e + 112) << 23) | (mm << 13);
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-unsigned short cg_host_f32_to_half(float f, ir_dtype t)
-{
-    unsigned u;
-    memcpy(&u, &f, 4);
-    if (t == IR_BF16) {
-        if ((u & 0x7fffffffu) > 0x7f800000u)
-            return (unsigned short)((u >> 16) | 0x40u);
-        return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-    }
-    unsigned s = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-    if (a > 0x7f800000u)
-        return (unsigned short)(s | 0x7e00u);
-    if (a >= 0x477ff000u)
-        return (unsigned short)(s | 0x7c00u);
-    if (a < 0x38800000u) {
-        float q;
-        memcpy(&q, &a, 4);
-        return (unsigned short)(s | (unsigned)rintf(q * 16777216.0f));
-    }
-    unsigned h = (a >> 13) - (112u << 10), rest = a & 0x1fffu;
-    h += rest > 0x1000u || (rest == 0x1000u && (h & 1u));
-    return (unsigned short)(s | h);
-}
-
 static int is_float(ir_dtype t) { return t == IR_F32 || t == IR_F16 || t == IR_BF16; }
 
 static double get(const unsigned char *p, ir_dtype t, int64_t i)
 {
     switch (t) {
     case IR_F32: return ((const float *)p)[i];
-    case IR_BF16: case IR_F16: return cg_host_half_to_f32(((const unsigned short *)p)[i], t);
+    case IR_BF16: case IR_F16: return cg_half_to_f32(((const unsigned short *)p)[i], t);
     case IR_I32: return ((const int32_t *)p)[i];
     case IR_I64: return (double)((const int64_t *)p)[i];
     default: return p[i];
@@ -203,7 +158,7 @@ static void put(unsigned char *p, ir_dtype t, int64_t i, double v)
 {
     switch (t) {
     case IR_F32: ((float *)p)[i] = (float)v; break;
-    case IR_BF16: case IR_F16: ((unsigned short *)p)[i] = cg_host_f32_to_half((float)v, t); break;
+    case IR_BF16: case IR_F16: ((unsigned short *)p)[i] = cg_f32_to_half((float)v, t); break;
     case IR_I32: ((int32_t *)p)[i] = (int32_t)v; break;
     case IR_I64: ((int64_t *)p)[i] = (int64_t)v; break;
     default: p[i] = (unsigned char)v;

@@ -39,8 +39,4 @@ int cg_host_run(cg_host *h, int prog, const cg_program *p, cg_host_mem *m, int i
 int cg_host_write(const cg_program *p, cg_host_mem *m, int d, const ir_value *v, const void *data);
 int cg_host_read(const cg_program *p, cg_host_mem *m, int d, const ir_value *v, void *out);
 
-/* float to and from the 16-bit types (round to nearest even). */
-float cg_host_half_to_f32(unsigned short h, ir_dtype t);
-unsigned short cg_host_f32_to_half(float f, ir_dtype t);
-
 #endif
