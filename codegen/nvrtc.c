@@ -310,66 +310,69 @@ static void describe_error(job *j, const char *log)
              line, j->module, p->archs[j->arch], (int)mlen, msg, line, text);
 }
 
-/* Reads ptxas -v's report into the kernels' registers and spills. */
+/* Where what starts on the line at s, or NULL when that line lacks it. */
+static const char *on_line(const char *s, const char *what)
+{
+    const char *q = strstr(s, what);
+    return q && q < s + strcspn(s, "\n") ? q : NULL;
+}
+
+/* The number just before q ("12 bytes spill stores": 12), looking no further
+ * back than start. */
+static int number_before(const char *start, const char *q)
+{
+    while (q > start && q[-1] == ' ')
+        q--;
+    while (q > start && q[-1] >= '0' && q[-1] <= '9')
+        q--;
+    return atoi(q);
+}
+
+/* The index of module m's kernel whose name starts at q and ends at one of
+ * stop, or -1. */
+static int kernel_named(const cg_program *p, const cg_module *m, const char *q, const char *stop)
+{
+    size_t n = strcspn(q, stop);
+    for (int i = 0; i < m->nkernels; i++) {
+        const char *name = p->kernels[m->kernels[i]].name;
+        if (strlen(name) == n && strncmp(name, q, n) == 0)
+            return m->kernels[i];
+    }
+    return -1;
+}
+
+/* Reads ptxas -v's report into the kernels' registers and spills: a kernel's
+ * lines follow the line that names it. */
 static void parse_ptxas(job *j, const char *log)
 {
     cg_program *p = j->p;
     const cg_module *m = &p->modules[j->module];
+    static const char props[] = "Function properties for ", entry[] = "Compiling entry function '";
     int k = -1;
     for (const char *s = log; s && *s; s = strchr(s, '\n'), s = s ? s + 1 : NULL) {
         const char *q;
-        char name[256];
-        if ((q = strstr(s, "Function properties for ")) && q < s + strcspn(s, "\n")) {
-            q += strlen("Function properties for ");
-            size_t n = strcspn(q, " \n");
-            snprintf(name, sizeof name, "%.*s", (int)(n < 255 ? n : 255), q);
-            k = -1;
-            for (int i = 0; i < m->nkernels; i++)
-                if (strcmp(p->kernels[m->kernels[i]].name, name) == 0)
-                    k = m->kernels[i];
+        if ((q = on_line(s, props))) {
+            k = kernel_named(p, m, q + strlen(props), " \n");
             continue;
         }
-        if ((q = strstr(s, "Compiling entry function '")) && q < s + strcspn(s, "\n")) {
-            q += strlen("Compiling entry function '");
-            size_t n = strcspn(q, "'\n");
-            snprintf(name, sizeof name, "%.*s", (int)(n < 255 ? n : 255), q);
-            k = -1;
-            for (int i = 0; i < m->nkernels; i++)
-                if (strcmp(p->kernels[m->kernels[i]].name, name) == 0)
-                    k = m->kernels[i];
+        if ((q = on_line(s, entry))) {
+            k = kernel_named(p, m, q + strlen(entry), "'\n");
             continue;
         }
         if (k < 0)
             continue;
         cg_kernel *K = &p->kernels[k];
-        if ((q = strstr(s, "bytes spill stores")) && q < s + strcspn(s, "\n")) {
-            const char *b = q;
-            while (b > s && b[-1] == ' ')
-                b--;
-            while (b > s && b[-1] >= '0' && b[-1] <= '9')
-                b--;
-            K->spill_stores[j->arch] = atoi(b);
+        if ((q = on_line(s, "bytes spill stores"))) {
+            K->spill_stores[j->arch] = number_before(s, q);
             const char *l = strstr(q, "bytes spill loads");
-            if (l) {
-                b = l;
-                while (b > q && b[-1] == ' ')
-                    b--;
-                while (b > q && b[-1] >= '0' && b[-1] <= '9')
-                    b--;
-                K->spill_loads[j->arch] = atoi(b);
-            }
+            if (l)
+                K->spill_loads[j->arch] = number_before(q, l);
         }
-        if ((q = strstr(s, "Used ")) && q < s + strcspn(s, "\n")) {
+        if ((q = on_line(s, "Used "))) {
             K->regs[j->arch] = atoi(q + 5);
-            const char *sm = strstr(q, "bytes smem");
-            if (sm && sm < s + strcspn(s, "\n")) {
-                const char *b = sm;
-                while (b > q && b[-1] == ' ')
-                    b--;
-                while (b > q && b[-1] >= '0' && b[-1] <= '9')
-                    b--;
-                K->shared_bytes[j->arch] = atoi(b);
-            }
+            const char *sm = on_line(q, "bytes smem");
+            if (sm)
+                K->shared_bytes[j->arch] = number_before(q, sm);
         }
     }
 }

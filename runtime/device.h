@@ -1,6 +1,6 @@
 /* The devices a program runs on: the CPU executor, and CUDA GPUs once the
- * CUDA runtime exists (it comes with the CUDA backend; until then a cuda
- * device is refused with a message saying so).
+ * CUDA runtime (runtime/cuda.c, partial: docs/runtime.md) serves gnc and
+ * libgnc; until then a cuda device is refused with a message saying so).
  *
  * The default device is cuda where a GPU is present and cpu elsewhere, so a
  * program written for one machine runs on the other unchanged. */

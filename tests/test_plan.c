@@ -23,7 +23,6 @@
  *
  *   test_plan SOURCE_DIR */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,25 +31,11 @@
 #include "diag.h"
 #include "exec.h"
 #include "filecheck.h"
+#include "harness.h"
 #include "passes.h"
 #include "plan.h"
 
-static int passed, failed;
-
-static void check(int ok, const char *fmt, ...)
-{
-    if (ok) {
-        passed++;
-        return;
-    }
-    failed++;
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "FAIL: ");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
+#define check th_check
 
 /* A small program: two inputs, a weight computed once from a parameter (neg),
  * an output and a loss. */
@@ -838,6 +823,6 @@ int main(int argc, char **argv)
     test_memory_cases(&P, g);
     free(P.file);
     ir_graph_free(g);
-    printf("test_plan: %d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    printf("test_plan: %d passed, %d failed\n", th_passed, th_failed);
+    return th_failed ? 1 : 0;
 }

@@ -137,7 +137,8 @@ GNC_API gnc_status gnc_plan_output(const gnc_plan *plan, int i, gnc_tensor_info 
 
 typedef struct {
     const char *device;     /* "cpu" or "cuda"; NULL: cuda where a GPU is present, else cpu.
-                               There is no CUDA runtime yet: cuda fails, GNC_ERROR_UNSUPPORTED */
+                               Sessions have no CUDA runtime yet (runtime/cuda.c is partial and not
+                               wired to them): cuda fails, GNC_ERROR_UNSUPPORTED */
     uint64_t seed;          /* the parameters' initializers and dropout masks */
 } gnc_session_options;
 
