@@ -83,9 +83,9 @@ void rt_cuda_status_message(const cg_status *st, const ir_node *node, char *err,
 /* A build without the CUDA toolkit's headers: everything is refused. */
 #define NO_CUDA "this build of gnc has no CUDA runtime (built without the CUDA toolkit)"
 
-int rt_cuda_probe(const char *driver, char *err, size_t errlen)
+int rt_cuda_probe(const char *libdir, char *err, size_t errlen)
 {
-    (void)driver;
+    (void)libdir;
     return fail(err, errlen, NO_CUDA);
 }
 
@@ -164,8 +164,23 @@ typedef struct {
 #undef MEMBER
 } driver;
 
-static int driver_load(driver *L, const char *path, char *err, size_t errlen)
+/* Library soname from folder libdir (NULL: $GNC_CUDA_LIBDIR, else none: the
+ * loader's search path) into path. */
+static const char *lib_path(const char *libdir, const char *soname, char *path, size_t len)
 {
+    if (!libdir)
+        libdir = getenv("GNC_CUDA_LIBDIR");
+    if (libdir && *libdir)
+        snprintf(path, len, "%s/%s", libdir, soname);
+    else
+        snprintf(path, len, "%s", soname);
+    return path;
+}
+
+static int driver_load(driver *L, const char *libdir, char *err, size_t errlen)
+{
+    char path[4096];
+    lib_path(libdir, "libcuda.so.1", path, sizeof path);
     memset(L, 0, sizeof *L);
     L->so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!L->so)
@@ -206,10 +221,10 @@ static int driver_load(driver *L, const char *path, char *err, size_t errlen)
         }                                                                            \
     } while (0)
 
-int rt_cuda_probe(const char *driver_path, char *err, size_t errlen)
+int rt_cuda_probe(const char *libdir, char *err, size_t errlen)
 {
     driver L;
-    if (driver_load(&L, driver_path ? driver_path : "libcuda.so.1", err, errlen))
+    if (driver_load(&L, libdir, err, errlen))
         return -1;
     dlclose(L.so);
     return 0;
@@ -400,7 +415,7 @@ rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *er
     x->p = p;
     x->eager = o->eager;
     x->init_due = 1;
-    if (driver_load(&x->L, o->driver ? o->driver : "libcuda.so.1", err, errlen)) {
+    if (driver_load(&x->L, o->libdir, err, errlen)) {
         free(x);
         return NULL;
     }

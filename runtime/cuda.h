@@ -30,12 +30,15 @@ typedef struct rt_cuda rt_cuda;
 typedef struct {
     const int *gpus;            /* program device d -> CUDA ordinal; NULL: d % count */
     int eager;                  /* launch step by step instead of replaying a CUDA graph */
-    const char *driver;         /* the driver library; NULL: "libcuda.so.1" (tests name
-                                   one that does not exist) */
+    const char *libdir;         /* the folder of libcuda.so.1, libcublasLt.so.13,
+                                   libcudnn.so.9 and libnccl.so.2; NULL: $GNC_CUDA_LIBDIR,
+                                   else the dynamic loader's search path (tests name a
+                                   folder of stand-ins, or one that does not exist) */
 } rt_cuda_options;
 
-/* 0 when the driver loads, initializes and sees a GPU; else -1 with a message. */
-int rt_cuda_probe(const char *driver, char *err, size_t errlen);
+/* 0 when the driver (in libdir, as in rt_cuda_options) loads, initializes and
+ * sees a GPU; else -1 with a message. */
+int rt_cuda_probe(const char *libdir, char *err, size_t errlen);
 
 rt_cuda *rt_cuda_open(const cg_program *p, const int *gpus, char *err, size_t errlen);
 rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *err,
