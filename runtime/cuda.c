@@ -4,19 +4,23 @@
  * prototypes: every entry point is a pointer of __typeof__ the prototype, its
  * symbol the versioned name the header's macros give), cuInit, per program
  * device its GPU's primary context, the free-memory check before anything is
- * allocated, one allocation per region, every module loaded (the cubin for
- * the device's sm_XY or an older minor of its major, else the PTX), kernel
- * functions looked up, three streams (compute, communication, copy), each
- * kernel step's argument block built once (the regions never move).
+ * allocated, one allocation per region (and a staging buffer for the next
+ * run's inputs), every module loaded (the cubin for the device's sm_XY or an
+ * older minor of its major, else the PTX), kernel functions looked up, three
+ * streams (compute, communication, copy), each kernel step's argument block
+ * built once (the regions never move); then the libraries' state
+ * (cuda_lib.c: cuBLASLt, cuDNN, NCCL).
  *
- * Run: the init steps when due, then one run, eagerly or (by default) captured
- * once into a CUDA graph on device 0's compute stream and replayed; then each
- * device's status word is read back and reported.
+ * Run: the init steps when due, the prefetched inputs put in place, then one
+ * run of every device: eagerly, or (by default) captured once into one CUDA
+ * graph on device 0's compute stream (forked to every other stream and
+ * joined back) and replayed.  Communication steps run on the communication
+ * streams, ordered against the compute streams by events where a step's
+ * `wait` says.  Waiting for a run reads back each device's status word.
  *
- * NOT IMPLEMENTED YET (refused at open, with the step named): cuBLASLt gemm
- * steps, cuDNN convolution steps, NCCL communication steps, and programs of
- * more than one device.  None of this file has run on a GPU: it was written
- * and compiled on a machine without one. */
+ * None of this file has run on a real GPU: it was written on a machine
+ * without one, and is tested there against stand-in libraries
+ * (tests/fakecuda/). */
 #include "cuda.h"
 
 #include <math.h>
@@ -112,6 +116,13 @@ int rt_cuda_write(rt_cuda *x, int device, const ir_value *v, const void *data, c
     return fail(err, errlen, NO_CUDA);
 }
 
+int rt_cuda_prefetch(rt_cuda *x, int device, const ir_value *v, const void *data, char *err,
+                     size_t errlen)
+{
+    (void)x, (void)device, (void)v, (void)data;
+    return fail(err, errlen, NO_CUDA);
+}
+
 int rt_cuda_read(rt_cuda *x, int device, const ir_value *v, void *out, char *err, size_t errlen)
 {
     (void)x, (void)device, (void)v, (void)out;
@@ -121,6 +132,18 @@ int rt_cuda_read(rt_cuda *x, int device, const ir_value *v, void *out, char *err
 int rt_cuda_init_params(rt_cuda *x, uint64_t seed, char *err, size_t errlen)
 {
     (void)x, (void)seed;
+    return fail(err, errlen, NO_CUDA);
+}
+
+int rt_cuda_launch(rt_cuda *x, char *err, size_t errlen)
+{
+    (void)x;
+    return fail(err, errlen, NO_CUDA);
+}
+
+int rt_cuda_wait(rt_cuda *x, char *err, size_t errlen)
+{
+    (void)x;
     return fail(err, errlen, NO_CUDA);
 }
 
@@ -138,35 +161,20 @@ int64_t rt_cuda_region_bytes(const rt_cuda *x, int d, cg_region r)
 
 #else
 
-#include <cuda.h>
 #include <dlfcn.h>
 
-/* ---------------------------------------------------------------- the driver */
+#include "cuda_internal.h"
 
-/* Every entry point used, once.  The names are cuda.h's macros where it has
- * them (cuMemAlloc is cuMemAlloc_v2): the member and the symbol both expand. */
-#define DRIVER_FNS(X) X(cuInit) X(cuGetErrorString) X(cuDeviceGetCount) X(cuDeviceGet) \
-    X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) \
-    X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) X(cuMemGetInfo) X(cuMemAlloc) X(cuMemFree) \
-    X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemsetD8Async) \
-    X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuStreamCreate) \
-    X(cuStreamDestroy) X(cuStreamSynchronize) X(cuLaunchKernel) X(cuStreamBeginCapture) \
-    X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphDestroy) \
-    X(cuGraphExecDestroy)
+int cuda_fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
 
-#define XSTR(x) STR(x)
-#define STR(x) #x
-
-typedef struct {
-    void *so;
-#define MEMBER(f) __typeof__(f) *f;
-    DRIVER_FNS(MEMBER)
-#undef MEMBER
-} driver;
-
-/* Library soname from folder libdir (NULL: $GNC_CUDA_LIBDIR, else none: the
- * loader's search path) into path. */
-static const char *lib_path(const char *libdir, const char *soname, char *path, size_t len)
+const char *cuda_lib_path(const char *libdir, const char *soname, char *path, size_t len)
 {
     if (!libdir)
         libdir = getenv("GNC_CUDA_LIBDIR");
@@ -177,10 +185,15 @@ static const char *lib_path(const char *libdir, const char *soname, char *path, 
     return path;
 }
 
-static int driver_load(driver *L, const char *libdir, char *err, size_t errlen)
+/* ---------------------------------------------------------------- the driver */
+
+#define XSTR(x) STR(x)
+#define STR(x) #x
+
+static int driver_load(cuda_driver *L, const char *libdir, char *err, size_t errlen)
 {
     char path[4096];
-    lib_path(libdir, "libcuda.so.1", path, sizeof path);
+    cuda_lib_path(libdir, "libcuda.so.1", path, sizeof path);
     memset(L, 0, sizeof *L);
     L->so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!L->so)
@@ -188,6 +201,7 @@ static int driver_load(driver *L, const char *libdir, char *err, size_t errlen)
 #define LOAD(f)                                                                      \
     if (!(*(void **)&L->f = dlsym(L->so, XSTR(f)))) {                                \
         dlclose(L->so);                                                              \
+        L->so = NULL;                                                                \
         return fail(err, errlen, "the CUDA driver %s has no %s: too old for the "    \
                     "CUDA %d toolkit gnc was built with", path, XSTR(f), CUDA_VERSION); \
     }
@@ -201,65 +215,35 @@ static int driver_load(driver *L, const char *libdir, char *err, size_t errlen)
         const char *s = NULL;
         if (r != CUDA_SUCCESS)
             L->cuGetErrorString(r, &s);
-        fail(err, errlen, "no GPU: the CUDA driver %s", r != CUDA_SUCCESS ? "fails to initialize: " : "sees none");
-        if (s)
-            snprintf(err + strlen(err), errlen - strlen(err), "%s", s);
+        fail(err, errlen, "no GPU: the CUDA driver %s%s",
+             r != CUDA_SUCCESS ? "fails to initialize: " : "sees none", s ? s : "");
         dlclose(L->so);
+        L->so = NULL;
         return -1;
     }
     return 0;
 }
 
-/* The checking macro of every driver call: the call, its site, the driver's words. */
-#define CU(call)                                                                     \
-    do {                                                                             \
-        CUresult cu_r_ = (x->L.call);                                                \
-        if (cu_r_ != CUDA_SUCCESS) {                                                 \
-            const char *cu_s_ = "?";                                                 \
-            x->L.cuGetErrorString(cu_r_, &cu_s_);                                    \
-            return fail(err, errlen, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cu_s_); \
-        }                                                                            \
-    } while (0)
-
 int rt_cuda_probe(const char *libdir, char *err, size_t errlen)
 {
-    driver L;
+    cuda_driver L;
     if (driver_load(&L, libdir, err, errlen))
         return -1;
     dlclose(L.so);
     return 0;
 }
 
-/* ---------------------------------------------------------------- the executor */
+/* ---------------------------------------------------------------- opening */
 
-enum { S_COMPUTE, S_COMM, S_COPY, S_N };
-
-typedef struct {
-    int ordinal;
-    char name[128];
-    CUcontext ctx;
-    CUstream stream[S_N];
-    CUdeviceptr region[CG_NREGIONS];
-    int64_t bytes[CG_NREGIONS];
-    CUmodule *modules;
-    CUfunction *functions;      /* by kernel index */
-    void ***kargs;              /* per step: its kernelParams, or NULL */
-    void ***iargs;              /* per init step */
-} gpu;
-
-struct rt_cuda {
-    const cg_program *p;
-    driver L;
-    int eager;
-    int init_due;               /* the init steps run before the next run */
-    gpu *dev;
-    CUgraphExec graph;          /* the captured run, once captured */
-};
-
-static CUdeviceptr ptr(const gpu *G, cg_ref r) { return G->region[r.region] + (CUdeviceptr)r.offset; }
+static const cg_step *steps_of(const rt_cuda *x, int d, int init, int *n)
+{
+    const cg_device *D = &x->p->devices[d];
+    *n = init ? D->ninit : D->nsteps;
+    return init ? D->init : D->steps;
+}
 
 /* One block: the pointers cuLaunchKernel reads, then the values they point at. */
-static void **kernel_args(const gpu *G, const cg_launch *l)
+static void **kernel_args(const cuda_gpu *G, const cg_launch *l)
 {
     size_t n = (size_t)l->nargs;
     void **a = calloc(1, n * sizeof(void *) + n * 8 + 8);
@@ -270,7 +254,7 @@ static void **kernel_args(const gpu *G, const cg_launch *l)
         const cg_arg *g = &l->args[i];
         unsigned char *v = vals + 8 * i;
         if (g->kind == CG_ARG_BUFFER) {
-            CUdeviceptr q = ptr(G, g->buf);
+            CUdeviceptr q = cuda_ptr(G, g->buf);
             memcpy(v, &q, sizeof q);
         } else if (g->kind == CG_ARG_I64) {
             memcpy(v, &g->i, 8);
@@ -280,16 +264,6 @@ static void **kernel_args(const gpu *G, const cg_launch *l)
         a[i] = v;
     }
     return a;
-}
-
-static const char *refused(const cg_step *s)
-{
-    switch (s->kind) {
-    case CG_STEP_GEMM: return "a cuBLASLt matmul";
-    case CG_STEP_CONV: return "a cuDNN convolution";
-    case CG_STEP_COMM: return "an NCCL communication step";
-    default: return NULL;
-    }
 }
 
 /* The image of module m for a GPU of compute capability major.minor: its
@@ -313,11 +287,33 @@ static const cg_image *pick_image(const cg_module *m, int major, int minor)
     return best;
 }
 
+/* Per step (of the run or the init steps): its argument block if it is a
+ * kernel, an event if a step of the other stream waits for it. */
+static int prepare_steps(rt_cuda *x, int d, int init, char *err, size_t errlen)
+{
+    cuda_gpu *G = &x->dev[d];
+    int n;
+    const cg_step *steps = steps_of(x, d, init, &n);
+    G->args[init] = calloc((size_t)n + 1, sizeof *G->args[init]);
+    G->done[init] = calloc((size_t)n + 1, sizeof *G->done[init]);
+    if (!G->args[init] || !G->done[init])
+        return fail(err, errlen, "out of memory");
+    for (int s = 0; s < n; s++) {
+        if (steps[s].kind == CG_STEP_KERNEL &&
+            !(G->args[init][s] = kernel_args(G, &steps[s].u.launch)))
+            return fail(err, errlen, "out of memory");
+        int w = steps[s].wait;
+        if (w >= 0 && w < s && !G->done[init][w])
+            CU(cuEventCreate(&G->done[init][w], CU_EVENT_DISABLE_TIMING));
+    }
+    return 0;
+}
+
 static int open_device(rt_cuda *x, int d, char *err, size_t errlen)
 {
     const cg_program *p = x->p;
     const cg_device *D = &p->devices[d];
-    gpu *G = &x->dev[d];
+    cuda_gpu *G = &x->dev[d];
     CUdevice dev;
     CU(cuDeviceGet(&dev, G->ordinal));
     CU(cuDeviceGetName(G->name, (int)sizeof G->name, dev));
@@ -325,15 +321,26 @@ static int open_device(rt_cuda *x, int d, char *err, size_t errlen)
     CU(cuCtxSetCurrent(G->ctx));
     size_t freeb = 0, total = 0;
     CU(cuMemGetInfo(&freeb, &total));
-    if (rt_cuda_check_memory(d, G->name, D->region_bytes, freeb, err, errlen))
+    /* the inputs twice: the region and the next run's, prefetched */
+    int64_t need[CG_NREGIONS];
+    memcpy(need, D->region_bytes, sizeof need);
+    need[CG_INPUTS] *= 2;
+    if (rt_cuda_check_memory(d, G->name, need, freeb, err, errlen))
         return -1;
     for (int r = 0; r < CG_NREGIONS; r++) {
         G->bytes[r] = D->region_bytes[r];
         if (G->bytes[r] > 0)
             CU(cuMemAlloc(&G->region[r], (size_t)G->bytes[r]));
     }
-    for (int s = 0; s < S_N; s++)
+    if (G->bytes[CG_INPUTS] > 0)
+        CU(cuMemAlloc(&G->staging, (size_t)G->bytes[CG_INPUTS]));
+    for (int s = 0; s < S_N; s++) {
         CU(cuStreamCreate(&G->stream[s], CU_STREAM_NON_BLOCKING));
+        CU(cuEventCreate(&G->join[s], CU_EVENT_DISABLE_TIMING));
+    }
+    CU(cuEventCreate(&G->fork, CU_EVENT_DISABLE_TIMING));
+    CU(cuEventCreate(&G->prefetched, CU_EVENT_DISABLE_TIMING));
+    CU(cuEventCreate(&G->staged, CU_EVENT_DISABLE_TIMING));
     int major = 0, minor = 0;
     CU(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
     CU(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
@@ -352,19 +359,7 @@ static int open_device(rt_cuda *x, int d, char *err, size_t errlen)
     for (int k = 0; k < p->nkernels; k++)
         CU(cuModuleGetFunction(&G->functions[k], G->modules[p->kernels[k].module],
                                p->kernels[k].name));
-    G->kargs = calloc((size_t)D->nsteps + 1, sizeof *G->kargs);
-    G->iargs = calloc((size_t)D->ninit + 1, sizeof *G->iargs);
-    if (!G->kargs || !G->iargs)
-        return fail(err, errlen, "out of memory");
-    for (int s = 0; s < D->nsteps; s++)
-        if (D->steps[s].kind == CG_STEP_KERNEL &&
-            !(G->kargs[s] = kernel_args(G, &D->steps[s].u.launch)))
-            return fail(err, errlen, "out of memory");
-    for (int s = 0; s < D->ninit; s++)
-        if (D->init[s].kind == CG_STEP_KERNEL &&
-            !(G->iargs[s] = kernel_args(G, &D->init[s].u.launch)))
-            return fail(err, errlen, "out of memory");
-    return 0;
+    return prepare_steps(x, d, 0, err, errlen) || prepare_steps(x, d, 1, err, errlen) ? -1 : 0;
 }
 
 /* The fp16 loss scaler's state as a fresh one: scale, good steps, found_inf, 1/scale. */
@@ -373,11 +368,11 @@ static int reset_loss_scale(rt_cuda *x, int d, char *err, size_t errlen)
     const cg_program *p = x->p;
     if (!p->loss_scale.enabled)
         return 0;
-    gpu *G = &x->dev[d];
+    cuda_gpu *G = &x->dev[d];
     float st[4] = {p->loss_scale.init, 0, 0, 1 / p->loss_scale.init};
     memset(&st[1], 0, 8);
     CU(cuCtxSetCurrent(G->ctx));
-    CU(cuMemcpyHtoDAsync(ptr(G, p->devices[d].loss_scale), st, sizeof st, G->stream[S_COPY]));
+    CU(cuMemcpyHtoDAsync(cuda_ptr(G, p->devices[d].loss_scale), st, sizeof st, G->stream[S_COPY]));
     CU(cuStreamSynchronize(G->stream[S_COPY]));
     return 0;
 }
@@ -387,28 +382,19 @@ rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *er
     rt_cuda_options dflt = {0};
     if (!o)
         o = &dflt;
-    if (p->ndevices != 1) {
-        fail(err, errlen, "the CUDA runtime runs programs of one device so far; this one has %d",
-             p->ndevices);
-        return NULL;
-    }
-    for (int d = 0; d < p->ndevices; d++)
-        for (int s = 0; s < p->devices[d].nsteps + p->devices[d].ninit; s++) {
-            const cg_device *D = &p->devices[d];
-            const cg_step *st = s < D->ninit ? &D->init[s] : &D->steps[s - D->ninit];
-            if (refused(st)) {
-                fail(err, errlen, "device %d: step '%s' is %s, which the CUDA runtime does not "
-                     "run yet", d, st->what ? st->what : "?", refused(st));
-                return NULL;
-            }
-        }
     for (int m = 0; m < p->nmodules; m++)
         if (!p->modules[m].nimages) {
             fail(err, errlen, "the program is not compiled (cg_compile) for the GPU");
             return NULL;
         }
     rt_cuda *x = calloc(1, sizeof *x);
-    if (!x) {
+    int ninputs = 0;
+    for (int d = 0; d < p->ndevices; d++)
+        ninputs += p->devices[d].nvalues;
+    if (x)
+        x->pending = calloc((size_t)ninputs + 1, sizeof *x->pending);
+    if (!x || !x->pending) {
+        free(x);
         fail(err, errlen, "out of memory");
         return NULL;
     }
@@ -416,7 +402,7 @@ rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *er
     x->eager = o->eager;
     x->init_due = 1;
     if (driver_load(&x->L, o->libdir, err, errlen)) {
-        free(x);
+        rt_cuda_close(x);
         return NULL;
     }
     int count = 0;
@@ -436,11 +422,17 @@ rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *er
             return NULL;
         }
     }
-    for (int d = 0; d < p->ndevices; d++)
-        if (open_device(x, d, err, errlen) || reset_loss_scale(x, d, err, errlen)) {
-            rt_cuda_close(x);
-            return NULL;
-        }
+    int rc = 0;
+    for (int d = 0; d < p->ndevices && !rc; d++)
+        rc = open_device(x, d, err, errlen);
+    if (!rc)
+        rc = cuda_libs_open(x, o->libdir, err, errlen);
+    for (int d = 0; d < p->ndevices && !rc; d++)
+        rc = reset_loss_scale(x, d, err, errlen);
+    if (rc) {
+        rt_cuda_close(x);
+        return NULL;
+    }
     return x;
 }
 
@@ -455,28 +447,51 @@ void rt_cuda_close(rt_cuda *x)
 {
     if (!x)
         return;
+    if (x->L.so && x->in_flight) {
+        for (int d = 0; d < x->p->ndevices; d++) {
+            x->L.cuCtxSetCurrent(x->dev[d].ctx);
+            x->L.cuStreamSynchronize(x->dev[d].stream[S_COMPUTE]);
+        }
+    }
+    if (x->L.so)
+        cuda_libs_close(x);
     if (x->graph)
         x->L.cuGraphExecDestroy(x->graph);
     for (int d = 0; x->dev && d < x->p->ndevices; d++) {
-        gpu *G = &x->dev[d];
+        cuda_gpu *G = &x->dev[d];
         if (!G->ctx)
             continue;
         x->L.cuCtxSetCurrent(G->ctx);
-        for (int s = 0; s < S_N; s++)
+        for (int s = 0; s < S_N; s++) {
             if (G->stream[s])
                 x->L.cuStreamDestroy(G->stream[s]);
+            if (G->join[s])
+                x->L.cuEventDestroy(G->join[s]);
+        }
+        CUevent ev[3] = {G->fork, G->prefetched, G->staged};
+        for (int e = 0; e < 3; e++)
+            if (ev[e])
+                x->L.cuEventDestroy(ev[e]);
         for (int m = 0; G->modules && m < x->p->nmodules; m++)
             if (G->modules[m])
                 x->L.cuModuleUnload(G->modules[m]);
         for (int r = 0; r < CG_NREGIONS; r++)
             if (G->region[r])
                 x->L.cuMemFree(G->region[r]);
-        for (int s = 0; G->kargs && s < x->p->devices[d].nsteps; s++)
-            free(G->kargs[s]);
-        for (int s = 0; G->iargs && s < x->p->devices[d].ninit; s++)
-            free(G->iargs[s]);
-        free(G->kargs);
-        free(G->iargs);
+        if (G->staging)
+            x->L.cuMemFree(G->staging);
+        for (int init = 0; init < 2; init++) {
+            int n;
+            steps_of(x, d, init, &n);
+            for (int s = 0; s < n; s++) {
+                if (G->args[init])
+                    free(G->args[init][s]);
+                if (G->done[init] && G->done[init][s])
+                    x->L.cuEventDestroy(G->done[init][s]);
+            }
+            free(G->args[init]);
+            free(G->done[init]);
+        }
         free(G->modules);
         free(G->functions);
         CUdevice dev;
@@ -484,6 +499,7 @@ void rt_cuda_close(rt_cuda *x)
             x->L.cuDevicePrimaryCtxRelease(dev);
     }
     free(x->dev);
+    free(x->pending);
     if (x->L.so)
         dlclose(x->L.so);
     free(x);
@@ -498,41 +514,75 @@ int64_t rt_cuda_region_bytes(const rt_cuda *x, int d, cg_region r)
 
 static int is_float(ir_dtype t) { return t == IR_F32 || t == IR_F16 || t == IR_BF16; }
 
-static int transfer(rt_cuda *x, int device, const ir_value *v, void *host, int up, char *err,
-                    size_t errlen)
+/* Copies value v of device d between the host (floats as float) and where it
+ * lives (to the inputs' staging buffer for a prefetch); synchronous for the
+ * caller's buffer, and for the whole copy unless prefetching. */
+static int copy_value(rt_cuda *x, int d, const cg_value *cv, void *host, int up, int prefetch,
+                      char *err, size_t errlen)
+{
+    cuda_gpu *G = &x->dev[d];
+    unsigned char *stage = host;
+    if (is_float(cv->dtype) && cv->dtype != IR_F32) {
+        stage = malloc((size_t)cv->bytes + 1);
+        if (!stage)
+            return fail(err, errlen, "out of memory");
+        for (int64_t i = 0; up && i < cv->numel; i++)
+            ((unsigned short *)stage)[i] = cg_f32_to_half(((const float *)host)[i], cv->dtype);
+    }
+    CUstream st = G->stream[S_COPY];
+    CUresult r = x->L.cuCtxSetCurrent(G->ctx);
+    if (r == CUDA_SUCCESS && prefetch) {
+        /* the last launch's copy out of staging must have read it */
+        r = x->L.cuStreamWaitEvent(st, G->staged, 0);
+        if (r == CUDA_SUCCESS)
+            r = x->L.cuMemcpyHtoDAsync(G->staging + (CUdeviceptr)cv->at.offset, stage,
+                                       (size_t)cv->bytes, st);
+        if (r == CUDA_SUCCESS)
+            r = x->L.cuEventRecord(G->prefetched, st);
+    } else if (r == CUDA_SUCCESS) {
+        if (up)
+            r = x->L.cuMemcpyHtoDAsync(cuda_ptr(G, cv->at), stage, (size_t)cv->bytes, st);
+        else
+            r = x->L.cuMemcpyDtoHAsync(stage, cuda_ptr(G, cv->at), (size_t)cv->bytes, st);
+        if (r == CUDA_SUCCESS)
+            r = x->L.cuStreamSynchronize(st);
+    }
+    for (int64_t i = 0; !up && r == CUDA_SUCCESS && stage != host && i < cv->numel; i++)
+        ((float *)host)[i] = cg_half_to_f32(((const unsigned short *)stage)[i], cv->dtype);
+    if (stage != host)
+        free(stage);
+    if (r != CUDA_SUCCESS) {
+        const char *s = "?";
+        x->L.cuGetErrorString(r, &s);
+        return fail(err, errlen, "device %d: copying %s %s the GPU: %s", d, cv->name,
+                    up ? "to" : "from", s);
+    }
+    return 0;
+}
+
+static int transfer(rt_cuda *x, int device, const ir_value *v, void *host, int up, int prefetch,
+                    char *err, size_t errlen)
 {
     const cg_program *p = x->p;
+    /* a write or a read waits for the run in flight (a prefetch does not) */
+    if (!prefetch && x->in_flight && rt_cuda_wait(x, err, errlen))
+        return -1;
     int done = 0;
     for (int d = device < 0 ? 0 : device; d < p->ndevices && (device < 0 || d == device); d++) {
         const cg_value *cv = cg_value_of(p, d, v);
         if (!cv)
             continue;
-        gpu *G = &x->dev[d];
-        unsigned char *stage = host;
-        if (is_float(cv->dtype) && cv->dtype != IR_F32) {
-            stage = malloc((size_t)cv->bytes + 1);
-            if (!stage)
-                return fail(err, errlen, "out of memory");
-            for (int64_t i = 0; up && i < cv->numel; i++)
-                ((unsigned short *)stage)[i] = cg_f32_to_half(((const float *)host)[i], cv->dtype);
-        }
-        CUresult r;
-        x->L.cuCtxSetCurrent(G->ctx);
-        if (up)
-            r = x->L.cuMemcpyHtoDAsync(ptr(G, cv->at), stage, (size_t)cv->bytes, G->stream[S_COPY]);
-        else
-            r = x->L.cuMemcpyDtoHAsync(stage, ptr(G, cv->at), (size_t)cv->bytes, G->stream[S_COPY]);
-        if (r == CUDA_SUCCESS)
-            r = x->L.cuStreamSynchronize(G->stream[S_COPY]);
-        for (int64_t i = 0; !up && r == CUDA_SUCCESS && stage != host && i < cv->numel; i++)
-            ((float *)host)[i] = cg_half_to_f32(((const unsigned short *)stage)[i], cv->dtype);
-        if (stage != host)
-            free(stage);
-        if (r != CUDA_SUCCESS) {
-            const char *s = "?";
-            x->L.cuGetErrorString(r, &s);
-            return fail(err, errlen, "device %d: copying %s %s the GPU: %s", d, v->name,
-                        up ? "to" : "from", s);
+        if (prefetch && cv->kind != CG_VALUE_INPUT)
+            return fail(err, errlen, "%s is not an input: only inputs are prefetched", v->name);
+        if (copy_value(x, d, cv, host, up, prefetch, err, errlen))
+            return -1;
+        if (prefetch) {
+            int i = 0;
+            while (i < x->npending && !(x->pending[i].device == d &&
+                                        x->pending[i].offset == cv->at.offset))
+                i++;
+            x->pending[i] = (cuda_pending){d, cv->at.offset, cv->bytes};
+            x->npending += i == x->npending;
         }
         if (up && cv->kind == CG_VALUE_PARAM)
             x->init_due = 1; /* the weights computed from it are stale */
@@ -549,12 +599,18 @@ static int transfer(rt_cuda *x, int device, const ir_value *v, void *host, int u
 int rt_cuda_write(rt_cuda *x, int device, const ir_value *v, const void *data, char *err,
                   size_t errlen)
 {
-    return transfer(x, device, v, (void *)data, 1, err, errlen);
+    return transfer(x, device, v, (void *)data, 1, 0, err, errlen);
+}
+
+int rt_cuda_prefetch(rt_cuda *x, int device, const ir_value *v, const void *data, char *err,
+                     size_t errlen)
+{
+    return transfer(x, device, v, (void *)data, 1, 1, err, errlen);
 }
 
 int rt_cuda_read(rt_cuda *x, int device, const ir_value *v, void *out, char *err, size_t errlen)
 {
-    return transfer(x, device, v, out, 0, err, errlen);
+    return transfer(x, device, v, out, 0, 0, err, errlen);
 }
 
 int rt_cuda_init_params(rt_cuda *x, uint64_t seed, char *err, size_t errlen)
@@ -583,41 +639,179 @@ int rt_cuda_init_params(rt_cuda *x, uint64_t seed, char *err, size_t errlen)
     return 0;
 }
 
-/* ---------------------------------------------------------------- running */
+/* ---------------------------------------------------------------- issuing */
 
-static int launch(rt_cuda *x, gpu *G, const cg_step *s, void **args, char *err, size_t errlen)
+/* Step s of device d, not a communication step, on its compute stream: after
+ * the communication step it waits for, and recording its event if one waits
+ * for it. */
+static int issue_step(rt_cuda *x, int d, int init, int s, char *err, size_t errlen)
 {
-    CUstream st = G->stream[S_COMPUTE];
-    if (s->kind == CG_STEP_KERNEL) {
-        const cg_launch *l = &s->u.launch;
+    cuda_gpu *G = &x->dev[d];
+    int n;
+    const cg_step *st = &steps_of(x, d, init, &n)[s];
+    CUstream cs = G->stream[S_COMPUTE];
+    CU(cuCtxSetCurrent(G->ctx));
+    if (st->wait >= 0)
+        CU(cuStreamWaitEvent(cs, G->done[init][st->wait], 0));
+    if (st->kind == CG_STEP_KERNEL) {
+        const cg_launch *l = &st->u.launch;
         CU(cuLaunchKernel(G->functions[l->kernel], l->grid[0], l->grid[1], l->grid[2],
-                          l->block[0], l->block[1], l->block[2], (unsigned)l->shared_bytes, st,
-                          args, NULL));
-    } else if (s->kind == CG_STEP_COPY) {
-        CU(cuMemcpyDtoDAsync(ptr(G, s->u.copy.dst), ptr(G, s->u.copy.src),
-                             (size_t)s->u.copy.bytes, st));
-    } else {
-        return fail(err, errlen, "step '%s' cannot run yet", s->what ? s->what : "?");
+                          l->block[0], l->block[1], l->block[2], (unsigned)l->shared_bytes, cs,
+                          G->args[init][s], NULL));
+    } else if (st->kind == CG_STEP_COPY) {
+        CU(cuMemcpyDtoDAsync(cuda_ptr(G, st->u.copy.dst), cuda_ptr(G, st->u.copy.src),
+                             (size_t)st->u.copy.bytes, cs));
+    } else if (cuda_lib_issue(x, d, st, G->lib[init][s], cs, err, errlen)) {
+        return -1;
+    }
+    if (G->done[init][s])
+        CU(cuEventRecord(G->done[init][s], cs));
+    return 0;
+}
+
+/* One communication call: devs[i]'s step idx[i], i < n, on the
+ * communication streams, each after the compute step it waits for. */
+static int issue_comm(rt_cuda *x, int init, int n, const int *devs, const int *idx, char *err,
+                      size_t errlen)
+{
+    const cg_step *steps[64];
+    for (int i = 0; i < n; i++) {
+        cuda_gpu *G = &x->dev[devs[i]];
+        int count;
+        steps[i] = &steps_of(x, devs[i], init, &count)[idx[i]];
+        CU(cuCtxSetCurrent(G->ctx));
+        if (steps[i]->wait >= 0)
+            CU(cuStreamWaitEvent(G->stream[S_COMM], G->done[init][steps[i]->wait], 0));
+    }
+    if (cuda_comm_issue(x, n, devs, steps, err, errlen))
+        return -1;
+    for (int i = 0; i < n; i++) {
+        cuda_gpu *G = &x->dev[devs[i]];
+        CU(cuCtxSetCurrent(G->ctx));
+        if (G->done[init][idx[i]])
+            CU(cuEventRecord(G->done[init][idx[i]], G->stream[S_COMM]));
     }
     return 0;
 }
 
-/* Issues the steps of one run (or the init steps) of every device; the
- * status word is cleared first, so that each run reports its own. */
-static int issue(rt_cuda *x, int init, char *err, size_t errlen)
+/* Issues the steps of one run (or the init steps) of every device, in
+ * lockstep as tests/cg_host.c runs them: each device up to its next
+ * communication step; then every collective whose whole group is there, and
+ * every send whose recv is there, as one NCCL group call each (one thread
+ * drives every GPU, which NCCL requires to be grouped). */
+static int issue_all(rt_cuda *x, int init, char *err, size_t errlen)
 {
-    for (int d = 0; d < x->p->ndevices; d++) {
-        const cg_device *D = &x->p->devices[d];
-        gpu *G = &x->dev[d];
-        if (!init)
-            CU(cuMemsetD8Async(ptr(G, D->status), 0, sizeof(cg_status), G->stream[S_COMPUTE]));
-        int n = init ? D->ninit : D->nsteps;
-        for (int s = 0; s < n; s++)
-            if (launch(x, G, init ? &D->init[s] : &D->steps[s], init ? G->iargs[s] : G->kargs[s],
-                       err, errlen))
+    int nd = x->p->ndevices, pos[64] = {0};
+    if (nd > 64)
+        return fail(err, errlen, "more than 64 devices in one process");
+    for (;;) {
+        int progress = 0, left = 0;
+        const cg_comm *at[64];
+        for (int d = 0; d < nd; d++) {
+            int n;
+            const cg_step *steps = steps_of(x, d, init, &n);
+            for (; pos[d] < n && steps[pos[d]].kind != CG_STEP_COMM; pos[d]++, progress = 1)
+                if (issue_step(x, d, init, pos[d], err, errlen))
+                    return -1;
+            at[d] = pos[d] < n ? &steps[pos[d]].u.comm : NULL;
+            left += at[d] != NULL;
+        }
+        if (!left)
+            return 0;
+        for (int d = 0; d < nd; d++) {
+            const cg_comm *c = at[d];
+            int devs[64], idx[64], n = 0;
+            if (!c || c->op == IR_OP_RECV)
+                continue;
+            if (c->op == IR_OP_SEND) {
+                int e = c->peer;
+                if (e < 0 || e >= nd || !at[e] || at[e]->op != IR_OP_RECV || at[e]->id != c->id)
+                    continue;
+                devs[0] = d, devs[1] = e, n = 2;
+            } else {
+                for (int q = 0; q < c->ngroup; q++) {
+                    int e = (int)c->group[q];
+                    if (e < 0 || e >= nd || !at[e] || at[e]->op != c->op || at[e]->id != c->id)
+                        break;
+                    devs[n++] = e;
+                }
+                if (n != c->ngroup)
+                    continue;
+            }
+            for (int i = 0; i < n; i++)
+                idx[i] = pos[devs[i]];
+            if (issue_comm(x, init, n, devs, idx, err, errlen))
                 return -1;
+            for (int i = 0; i < n; i++)
+                pos[devs[i]]++, at[devs[i]] = NULL;
+            progress = 1;
+        }
+        if (!progress)
+            return fail(err, errlen, "the program's devices wait for each other forever "
+                        "(a communication step without its partners)");
+    }
+}
+
+/* One run (or the init steps) between a fork from device 0's compute stream
+ * and a join back into it, so that a CUDA graph captured on that stream holds
+ * all of it, and an eager run is ordered after the last. */
+static int issue_run(rt_cuda *x, int init, char *err, size_t errlen)
+{
+    const cg_program *p = x->p;
+    cuda_gpu *G0 = &x->dev[0];
+    CU(cuCtxSetCurrent(G0->ctx));
+    CU(cuEventRecord(G0->fork, G0->stream[S_COMPUTE]));
+    for (int d = 0; d < p->ndevices; d++) {
+        cuda_gpu *G = &x->dev[d];
+        CU(cuCtxSetCurrent(G->ctx));
+        for (int s = d == 0 ? S_COMM : S_COMPUTE; s <= S_COMM; s++)
+            CU(cuStreamWaitEvent(G->stream[s], G0->fork, 0));
+        if (!init)
+            CU(cuMemsetD8Async(cuda_ptr(G, p->devices[d].status), 0, sizeof(cg_status),
+                               G->stream[S_COMPUTE]));
+    }
+    if (issue_all(x, init, err, errlen))
+        return -1;
+    for (int d = 0; d < p->ndevices; d++) {
+        cuda_gpu *G = &x->dev[d];
+        for (int s = d == 0 ? S_COMM : S_COMPUTE; s <= S_COMM; s++) {
+            CU(cuCtxSetCurrent(G->ctx));
+            CU(cuEventRecord(G->join[s], G->stream[s]));
+            CU(cuCtxSetCurrent(G0->ctx));
+            CU(cuStreamWaitEvent(G0->stream[S_COMPUTE], G->join[s], 0));
+        }
     }
     return 0;
+}
+
+static int capture(rt_cuda *x, char *err, size_t errlen)
+{
+    CUstream st = x->dev[0].stream[S_COMPUTE];
+    CUgraph graph = NULL;
+    CU(cuCtxSetCurrent(x->dev[0].ctx));
+    CU(cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    int rc = issue_run(x, 0, err, errlen);
+    x->L.cuCtxSetCurrent(x->dev[0].ctx);
+    CUresult r = x->L.cuStreamEndCapture(st, &graph);
+    if (rc) {
+        if (graph)
+            x->L.cuGraphDestroy(graph);
+        return -1;
+    }
+    const char *s = "?";
+    if (r == CUDA_SUCCESS) {
+        r = x->L.cuGraphInstantiate(&x->graph, graph, 0);
+        x->L.cuGraphDestroy(graph);
+        if (r != CUDA_SUCCESS) {
+            x->graph = NULL;
+            x->L.cuGetErrorString(r, &s);
+            return fail(err, errlen, "instantiating the run's CUDA graph failed: %s", s);
+        }
+        return 0;
+    }
+    x->L.cuGetErrorString(r, &s);
+    return fail(err, errlen, "capturing the run into a CUDA graph failed: %s (run it eagerly: "
+                "rt_cuda_options.eager)", s);
 }
 
 static int sync_all(rt_cuda *x, char *err, size_t errlen)
@@ -625,48 +819,80 @@ static int sync_all(rt_cuda *x, char *err, size_t errlen)
     for (int d = 0; d < x->p->ndevices; d++) {
         CU(cuCtxSetCurrent(x->dev[d].ctx));
         CU(cuStreamSynchronize(x->dev[d].stream[S_COMPUTE]));
+        CU(cuStreamSynchronize(x->dev[d].stream[S_COMM]));
     }
     return 0;
 }
 
-int rt_cuda_run(rt_cuda *x, char *err, size_t errlen)
+/* The prefetched inputs into place, on each device's compute stream, device 0's
+ * compute stream (where the run starts) after all of them. */
+static int place_prefetched(rt_cuda *x, char *err, size_t errlen)
 {
-    CU(cuCtxSetCurrent(x->dev[0].ctx));
+    if (!x->npending)
+        return 0;
+    cuda_gpu *G0 = &x->dev[0];
+    for (int d = 0; d < x->p->ndevices; d++) {
+        cuda_gpu *G = &x->dev[d];
+        CUstream cs = G->stream[S_COMPUTE];
+        int any = 0;
+        CU(cuCtxSetCurrent(G->ctx));
+        for (int i = 0; i < x->npending; i++) {
+            const cuda_pending *q = &x->pending[i];
+            if (q->device != d)
+                continue;
+            if (!any)
+                CU(cuStreamWaitEvent(cs, G->prefetched, 0));
+            any = 1;
+            CU(cuMemcpyDtoDAsync(G->region[CG_INPUTS] + (CUdeviceptr)q->offset,
+                                 G->staging + (CUdeviceptr)q->offset, (size_t)q->bytes, cs));
+        }
+        if (!any)
+            continue;
+        CU(cuEventRecord(G->staged, cs));
+        CU(cuCtxSetCurrent(G0->ctx));
+        CU(cuStreamWaitEvent(G0->stream[S_COMPUTE], G->staged, 0));
+    }
+    x->npending = 0;
+    return 0;
+}
+
+int rt_cuda_launch(rt_cuda *x, char *err, size_t errlen)
+{
+    if (x->in_flight)
+        return fail(err, errlen, "a run is in flight: wait for it (rt_cuda_wait) first");
     if (x->init_due) {
-        if (issue(x, 1, err, errlen) || sync_all(x, err, errlen))
+        if (issue_run(x, 1, err, errlen) || sync_all(x, err, errlen))
             return -1;
         x->init_due = 0;
     }
+    if (place_prefetched(x, err, errlen))
+        return -1;
     if (x->eager) {
-        if (issue(x, 0, err, errlen))
+        if (issue_run(x, 0, err, errlen))
             return -1;
     } else {
-        if (!x->graph) {
-            /* captured once: the regions never move and every argument is fixed */
-            CUgraph graph;
-            CU(cuStreamBeginCapture(x->dev[0].stream[S_COMPUTE], CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-            int rc = issue(x, 0, err, errlen);
-            CUresult r = x->L.cuStreamEndCapture(x->dev[0].stream[S_COMPUTE], &graph);
-            if (rc)
-                return -1;
-            if (r != CUDA_SUCCESS)
-                return fail(err, errlen, "capturing the run into a CUDA graph failed (%d)", (int)r);
-            r = x->L.cuGraphInstantiate(&x->graph, graph, 0);
-            x->L.cuGraphDestroy(graph);
-            if (r != CUDA_SUCCESS) {
-                x->graph = NULL;
-                return fail(err, errlen, "instantiating the run's CUDA graph failed (%d)", (int)r);
-            }
-        }
+        if (!x->graph && capture(x, err, errlen))
+            return -1;
+        CU(cuCtxSetCurrent(x->dev[0].ctx));
         CU(cuGraphLaunch(x->graph, x->dev[0].stream[S_COMPUTE]));
     }
+    x->in_flight = 1;
+    return 0;
+}
+
+int rt_cuda_wait(rt_cuda *x, char *err, size_t errlen)
+{
+    if (!x->in_flight)
+        return 0;
+    x->in_flight = 0;
     if (sync_all(x, err, errlen))
         return -1;
     for (int d = 0; d < x->p->ndevices; d++) {
         const cg_device *D = &x->p->devices[d];
-        gpu *G = &x->dev[d];
+        cuda_gpu *G = &x->dev[d];
         cg_status st;
-        CU(cuMemcpyDtoHAsync(&st, ptr(G, D->status), sizeof st, G->stream[S_COPY]));
+        CU(cuCtxSetCurrent(G->ctx));
+        CU(cuMemcpyDtoHAsync(&st, cuda_ptr(G, D->status), sizeof st, G->stream[S_COPY]));
         CU(cuStreamSynchronize(G->stream[S_COPY]));
         if (st.code != CG_STATUS_OK) {
             const ir_node *n = st.step >= 0 && st.step < D->nsteps ? D->steps[st.step].node : NULL;
@@ -675,6 +901,11 @@ int rt_cuda_run(rt_cuda *x, char *err, size_t errlen)
         }
     }
     return 0;
+}
+
+int rt_cuda_run(rt_cuda *x, char *err, size_t errlen)
+{
+    return rt_cuda_launch(x, err, errlen) || rt_cuda_wait(x, err, errlen) ? -1 : 0;
 }
 
 #endif

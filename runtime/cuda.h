@@ -9,14 +9,23 @@
  *   rt_cuda_read(x, 0, output, out);
  *   rt_cuda_close(x);
  *
+ * Overlapping the next batch's copy with the current run:
+ *
+ *   rt_cuda_launch(x, ...);                   the run starts, the call returns
+ *   rt_cuda_prefetch(x, -1, input, next);     on the copy stream, into staging
+ *   rt_cuda_wait(x, ...);                     the run's end, its status
+ *   rt_cuda_read(x, 0, loss, &l);             then launch again: the prefetched
+ *                                             inputs are put in place first
+ *
  * Libraries are loaded with dlopen at run time (libcuda.so.1), so that a gnc
  * built with the CUDA toolkit still runs where there is no GPU: opening then
  * fails with "no CUDA driver (libcuda.so.1)".  Errors are return values with
  * messages; nothing is printed and nothing exits.
  *
- * Not all of it exists yet (docs/runtime.md): kernel and copy steps run;
- * programs with cuBLASLt, cuDNN or NCCL steps are refused at open with a
- * message naming the first such step.  None of it has run on a GPU yet. */
+ * Every kind of step runs: kernels, copies, cuBLASLt matmuls, cuDNN
+ * convolutions, NCCL communication between the program's devices (one GPU
+ * each, one process).  None of it has run on a real GPU yet; CI runs it on
+ * stand-in libraries (tests/fakecuda/, docs/runtime.md). */
 #ifndef GNC_CUDA_H
 #define GNC_CUDA_H
 
@@ -51,6 +60,10 @@ void rt_cuda_close(rt_cuda *x);
  * message when no such device holds v or a copy fails. */
 int rt_cuda_write(rt_cuda *x, int device, const ir_value *v, const void *data, char *err,
                   size_t errlen);
+/* Input v's value for the next launch, copied on the copy stream while a
+ * launched run goes on; data may be reused when it returns. */
+int rt_cuda_prefetch(rt_cuda *x, int device, const ir_value *v, const void *data, char *err,
+                     size_t errlen);
 int rt_cuda_read(rt_cuda *x, int device, const ir_value *v, void *out, char *err, size_t errlen);
 
 /* Every parameter, buffer and state value from its initializer, the values
@@ -60,8 +73,13 @@ int rt_cuda_init_params(rt_cuda *x, uint64_t seed, char *err, size_t errlen);
 
 /* Runs the init steps when due (first run, after parameters were written),
  * then one run; then checks each device's status word and reports an index
- * or label out of range as the CPU executor does.  0, or -1 with a message. */
+ * or label out of range as the CPU executor does.  0, or -1 with a message.
+ * rt_cuda_run is rt_cuda_launch (returns once the run is issued) and then
+ * rt_cuda_wait (its end and status).  A write or read waits for the run in
+ * flight first. */
 int rt_cuda_run(rt_cuda *x, char *err, size_t errlen);
+int rt_cuda_launch(rt_cuda *x, char *err, size_t errlen);
+int rt_cuda_wait(rt_cuda *x, char *err, size_t errlen);
 
 /* The bytes of device d's allocation of region r (what was allocated). */
 int64_t rt_cuda_region_bytes(const rt_cuda *x, int d, cg_region r);

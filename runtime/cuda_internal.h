@@ -1,0 +1,118 @@
+/* What runtime/cuda.c (the driver, memory, scheduling, graphs) and
+ * runtime/cuda_lib.c (cuBLASLt, cuDNN, NCCL) share.  Only compiled with the
+ * toolkit's headers (GNC_HAVE_CUDA_DRIVER).  docs/runtime.md explains it. */
+#ifndef GNC_CUDA_INTERNAL_H
+#define GNC_CUDA_INTERNAL_H
+
+#include <cuda.h>
+
+#include "cuda.h"
+
+int cuda_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* libdir/soname, or soname alone (the loader's search path) when libdir is
+ * NULL and $GNC_CUDA_LIBDIR is unset, into path. */
+const char *cuda_lib_path(const char *libdir, const char *soname, char *path, size_t len);
+
+/* ---- the driver: every entry point used, once.  The names are cuda.h's
+ * macros where it has them (cuMemAlloc is cuMemAlloc_v2): the member and the
+ * symbol both expand. */
+#define DRIVER_FNS(X) X(cuInit) X(cuGetErrorString) X(cuDeviceGetCount) X(cuDeviceGet) \
+    X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) \
+    X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) X(cuMemGetInfo) X(cuMemAlloc) X(cuMemFree) \
+    X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemsetD8Async) \
+    X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuStreamCreate) \
+    X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuEventCreate) \
+    X(cuEventDestroy) X(cuEventRecord) X(cuLaunchKernel) X(cuStreamBeginCapture) \
+    X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphDestroy) \
+    X(cuGraphExecDestroy)
+
+typedef struct {
+    void *so;
+#define CUDA_MEMBER(f) __typeof__(f) *f;
+    DRIVER_FNS(CUDA_MEMBER)
+#undef CUDA_MEMBER
+} cuda_driver;
+
+/* The checking macro of every driver call, in a function with x, err and
+ * errlen in scope: the call, its site, the driver's words. */
+#define CU(call)                                                                     \
+    do {                                                                             \
+        CUresult cu_r_ = (x->L.call);                                                \
+        if (cu_r_ != CUDA_SUCCESS) {                                                 \
+            const char *cu_s_ = "?";                                                 \
+            x->L.cuGetErrorString(cu_r_, &cu_s_);                                    \
+            return cuda_fail(err, errlen, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cu_s_); \
+        }                                                                            \
+    } while (0)
+
+/* ---- the executor's state */
+
+enum { S_COMPUTE, S_COMM, S_COPY, S_N };
+
+typedef struct cuda_libs cuda_libs;     /* cuda_lib.c: the libraries' entry points */
+typedef struct cuda_step_lib cuda_step_lib;   /* cuda_lib.c: a library step, prepared */
+
+typedef struct {
+    int ordinal;
+    char name[128];
+    CUcontext ctx;
+    CUstream stream[S_N];
+    CUdeviceptr region[CG_NREGIONS];
+    int64_t bytes[CG_NREGIONS];
+    CUdeviceptr staging;        /* the next run's inputs, prefetched (region CG_INPUTS' size) */
+    CUmodule *modules;
+    CUfunction *functions;      /* by kernel index */
+    void ***args[2];            /* [init][step]: a kernel step's kernelParams, or NULL */
+    CUevent *done[2];           /* [init][step]: recorded after a step another waits for */
+    CUevent fork, join[S_N], prefetched, staged;
+    cuda_step_lib **lib[2];     /* [init][step]: a library step's state, or NULL */
+    void *blas, *dnn;           /* this device's cuBLASLt and cuDNN handles */
+    CUdeviceptr zeros;          /* float zeros for a fused convolution without bias */
+} cuda_gpu;
+
+/* A prefetched range of the inputs region: staging -> inputs at the next launch. */
+typedef struct {
+    int device;
+    int64_t offset, bytes;
+} cuda_pending;
+
+struct rt_cuda {
+    const cg_program *p;
+    cuda_driver L;
+    cuda_libs *libs;
+    int eager;
+    int init_due;               /* the init steps run before the next run */
+    int in_flight;              /* launched, not waited for */
+    cuda_gpu *dev;
+    CUgraphExec graph;          /* the captured run, once captured */
+    int npending;
+    cuda_pending *pending;      /* [number of inputs x devices] at most */
+};
+
+static inline CUdeviceptr cuda_ptr(const cuda_gpu *G, cg_ref r)
+{
+    return G->region[r.region] + (CUdeviceptr)r.offset;
+}
+
+/* ---- cuda_lib.c */
+
+/* Loads the libraries program p needs (cuBLASLt for gemm steps, cuDNN for
+ * convolutions, NCCL for communication) from libdir, creates per-device
+ * handles and communicators, and prepares every library step: descriptors
+ * and algorithms chosen once, by heuristics (never timed).  0, or -1 with a
+ * message naming the step. */
+int cuda_libs_open(rt_cuda *x, const char *libdir, char *err, size_t errlen);
+void cuda_libs_close(rt_cuda *x);
+
+/* Issues library step s of device d (a gemm or a convolution) on stream st. */
+int cuda_lib_issue(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *prepared, CUstream st,
+                   char *err, size_t errlen);
+
+/* Issues one communication call: steps[i] of devices devs[i], i < n, the
+ * members of one collective (or a send and its recv), in one NCCL group,
+ * each on its device's communication stream. */
+int cuda_comm_issue(rt_cuda *x, int n, const int *devs, const cg_step *const *steps,
+                    char *err, size_t errlen);
+
+#endif

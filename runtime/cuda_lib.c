@@ -1,0 +1,710 @@
+/* The GPU executor's library steps (cuda_internal.h): cuBLASLt matmuls, cuDNN
+ * convolutions, NCCL communication.  Each library is opened with dlopen only
+ * when the program has a step that needs it, and its entry points are
+ * pointers of __typeof__ the toolkit header's prototypes, as for the driver.
+ *
+ * Everything about a step is decided at open: descriptors, the algorithm (the
+ * libraries' heuristics within the step's workspace; never timed, so the same
+ * plan makes the same choices on the same GPU and library), the handles and
+ * the communicators.  Issuing a step is one library call.  What is decided
+ * here and why: docs/runtime.md. */
+#ifdef GNC_HAVE_CUDA_DRIVER
+
+#include "cuda_internal.h"
+
+#include <cublasLt.h>
+#include <cudnn.h>
+#include <dlfcn.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define XSTR(x) STR(x)
+#define STR(x) #x
+
+#define BLAS_FNS(X) X(cublasLtCreate) X(cublasLtDestroy) X(cublasLtGetStatusString) \
+    X(cublasLtMatmulDescCreate) X(cublasLtMatmulDescDestroy) X(cublasLtMatmulDescSetAttribute) \
+    X(cublasLtMatrixLayoutCreate) X(cublasLtMatrixLayoutDestroy) \
+    X(cublasLtMatrixLayoutSetAttribute) X(cublasLtMatmulPreferenceCreate) \
+    X(cublasLtMatmulPreferenceDestroy) X(cublasLtMatmulPreferenceSetAttribute) \
+    X(cublasLtMatmulAlgoGetHeuristic) X(cublasLtMatmul)
+
+#define DNN_FNS(X) X(cudnnCreate) X(cudnnDestroy) X(cudnnSetStream) X(cudnnGetErrorString) \
+    X(cudnnCreateTensorDescriptor) X(cudnnSetTensor4dDescriptor) X(cudnnDestroyTensorDescriptor) \
+    X(cudnnCreateFilterDescriptor) X(cudnnSetFilter4dDescriptor) X(cudnnDestroyFilterDescriptor) \
+    X(cudnnCreateConvolutionDescriptor) X(cudnnSetConvolution2dDescriptor) \
+    X(cudnnSetConvolutionGroupCount) X(cudnnSetConvolutionMathType) \
+    X(cudnnDestroyConvolutionDescriptor) X(cudnnCreateActivationDescriptor) \
+    X(cudnnSetActivationDescriptor) X(cudnnDestroyActivationDescriptor) \
+    X(cudnnGetConvolutionForwardAlgorithm_v7) X(cudnnGetConvolutionBackwardDataAlgorithm_v7) \
+    X(cudnnGetConvolutionBackwardFilterAlgorithm_v7) X(cudnnGetConvolutionForwardWorkspaceSize) \
+    X(cudnnConvolutionForward) X(cudnnConvolutionBackwardData) X(cudnnConvolutionBackwardFilter) \
+    X(cudnnConvolutionBiasActivationForward)
+
+#define NCCL_FNS(X) X(ncclGetErrorString) X(ncclCommInitAll) X(ncclCommSplit) \
+    X(ncclCommDestroy) X(ncclGroupStart) X(ncclGroupEnd) X(ncclAllReduce) X(ncclAllGather) \
+    X(ncclReduceScatter) X(ncclBroadcast) X(ncclSend) X(ncclRecv)
+
+#define MEMBER(f) __typeof__(f) *f;
+
+/* A communicator of one group of program devices: comm[i] is group[i]'s. */
+typedef struct {
+    int n;
+    int64_t *group;
+    ncclComm_t *comm;
+} nccl_group;
+
+struct cuda_libs {
+    void *blas_so, *dnn_so, *nccl_so;
+    struct { BLAS_FNS(MEMBER) } b;
+    struct { DNN_FNS(MEMBER) } n;
+    struct { NCCL_FNS(MEMBER) } c;
+    ncclComm_t *world;          /* [ndevices]: rank d is program device d */
+    int ngroups;
+    nccl_group *groups;         /* the collectives' other groups, split from world */
+};
+
+struct cuda_step_lib {
+    /* cuBLASLt */
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+    /* cuDNN */
+    cudnnTensorDescriptor_t x, y, bias;
+    cudnnFilterDescriptor_t w;
+    cudnnConvolutionDescriptor_t conv;
+    cudnnActivationDescriptor_t act;
+    int algorithm;              /* the cudnnConvolution*Algo_t chosen */
+    int fused;                  /* cudnnConvolutionBiasActivationForward */
+    int copy_z;                 /* forward with z != y, no fusion: y = z first */
+};
+
+/* ---------------------------------------------------------------- loading */
+
+static int load(void **so, void **fns, const char *const *names, int n, const char *libdir,
+                const char *soname, const char *what, char *err, size_t errlen)
+{
+    char path[4096];
+    cuda_lib_path(libdir, soname, path, sizeof path);
+    *so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!*so)
+        return cuda_fail(err, errlen, "the program needs %s (%s), which does not load: %s", what,
+                         path, dlerror());
+    for (int i = 0; i < n; i++)
+        if (!(fns[i] = dlsym(*so, names[i])))
+            return cuda_fail(err, errlen, "%s (%s) has no %s: older than the one gnc was built "
+                             "with", what, path, names[i]);
+    return 0;
+}
+
+#define NAME(f) XSTR(f),
+#define LOAD(lib, FNS, soname, what)                                                     \
+    do {                                                                                 \
+        static const char *const names[] = {FNS(NAME)};                                  \
+        int n_ = (int)(sizeof names / sizeof *names);                                    \
+        if (sizeof(lib) != (size_t)n_ * sizeof(void *))                                  \
+            return cuda_fail(err, errlen, "internal: %s table", what);                   \
+        if (load(&so_, (void **)&(lib), names, n_, libdir, soname, what, err, errlen))   \
+            return -1;                                                                   \
+    } while (0)
+
+/* ---------------------------------------------------------------- checks */
+
+#define BLAS(call)                                                                       \
+    do {                                                                                 \
+        cublasStatus_t st_ = (B->b.call);                                                \
+        if (st_ != CUBLAS_STATUS_SUCCESS)                                                \
+            return cuda_fail(err, errlen, "%s: %s: %s", what, #call,                     \
+                             B->b.cublasLtGetStatusString(st_));                         \
+    } while (0)
+
+#define DNN(call)                                                                        \
+    do {                                                                                 \
+        cudnnStatus_t st_ = (B->n.call);                                                 \
+        if (st_ != CUDNN_STATUS_SUCCESS)                                                 \
+            return cuda_fail(err, errlen, "%s: %s: %s", what, #call,                     \
+                             B->n.cudnnGetErrorString(st_));                             \
+    } while (0)
+
+#define NCCL(call)                                                                       \
+    do {                                                                                 \
+        ncclResult_t st_ = (B->c.call);                                                  \
+        if (st_ != ncclSuccess)                                                          \
+            return cuda_fail(err, errlen, "%s: %s: %s", what, #call,                     \
+                             B->c.ncclGetErrorString(st_));                              \
+    } while (0)
+
+static cudaDataType_t blas_type(ir_dtype t)
+{
+    return t == IR_F16 ? CUDA_R_16F : t == IR_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+static cudnnDataType_t dnn_type(ir_dtype t)
+{
+    return t == IR_F16 ? CUDNN_DATA_HALF : t == IR_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+}
+
+static int nccl_type(ir_dtype t, ncclDataType_t *out)
+{
+    switch (t) {
+    case IR_F32: *out = ncclFloat32; return 0;
+    case IR_F16: *out = ncclFloat16; return 0;
+    case IR_BF16: *out = ncclBfloat16; return 0;
+    case IR_I64: *out = ncclInt64; return 0;
+    case IR_I32: *out = ncclInt32; return 0;
+    default: return -1;
+    }
+}
+
+/* ---------------------------------------------------------------- cuBLASLt */
+
+static int layout(cuda_libs *B, cublasLtMatrixLayout_t *l, ir_dtype t, int64_t rows,
+                  int64_t cols, int64_t ld, int64_t batch, int64_t stride, const char *what,
+                  char *err, size_t errlen)
+{
+    BLAS(cublasLtMatrixLayoutCreate(l, blas_type(t), (uint64_t)rows, (uint64_t)cols, ld));
+    if (batch > 1) {
+        int32_t count = (int32_t)batch;
+        BLAS(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                              sizeof count));
+        BLAS(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                              &stride, sizeof stride));
+    }
+    return 0;
+}
+
+static int prepare_gemm(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *P, char *err,
+                        size_t errlen)
+{
+    cuda_libs *B = x->libs;
+    const cg_gemm *g = &s->u.gemm;
+    const cuda_gpu *G = &x->dev[d];
+    const char *what = s->what ? s->what : "a matmul";
+    cublasComputeType_t compute = g->compute == CG_COMPUTE_32F_FAST_TF32
+                                      ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    BLAS(cublasLtMatmulDescCreate(&P->op, compute, CUDA_R_32F));
+    int32_t ta = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    BLAS(cublasLtMatmulDescSetAttribute(P->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    BLAS(cublasLtMatmulDescSetAttribute(P->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    static const cublasLtEpilogue_t epilogues[] = {
+        [CG_EPI_DEFAULT] = CUBLASLT_EPILOGUE_DEFAULT, [CG_EPI_RELU] = CUBLASLT_EPILOGUE_RELU,
+        [CG_EPI_BIAS] = CUBLASLT_EPILOGUE_BIAS, [CG_EPI_RELU_BIAS] = CUBLASLT_EPILOGUE_RELU_BIAS};
+    cublasLtEpilogue_t epi = epilogues[g->epilogue];
+    BLAS(cublasLtMatmulDescSetAttribute(P->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    if (g->epilogue == CG_EPI_BIAS || g->epilogue == CG_EPI_RELU_BIAS) {
+        void *bias = (void *)(uintptr_t)cuda_ptr(G, g->bias);
+        int32_t bt = blas_type(g->type_bias);
+        BLAS(cublasLtMatmulDescSetAttribute(P->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                            sizeof bias));
+        BLAS(cublasLtMatmulDescSetAttribute(P->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt,
+                                            sizeof bt));
+    }
+    if (layout(B, &P->la, g->type_a, g->trans_a ? g->k : g->m, g->trans_a ? g->m : g->k, g->lda,
+               g->batch, g->stride_a, what, err, errlen) ||
+        layout(B, &P->lb, g->type_b, g->trans_b ? g->n : g->k, g->trans_b ? g->k : g->n, g->ldb,
+               g->batch, g->stride_b, what, err, errlen) ||
+        layout(B, &P->lc, g->type_d, g->m, g->n, g->ldc, g->batch, g->stride_c, what, err, errlen))
+        return -1;
+    cublasLtMatmulPreference_t pref;
+    BLAS(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = (uint64_t)g->workspace_bytes;
+    cublasLtMatmulHeuristicResult_t r;
+    int found = 0;
+    cublasStatus_t st = B->b.cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = B->b.cublasLtMatmulAlgoGetHeuristic(G->blas, P->op, P->la, P->lb, P->lc, P->lc, pref,
+                                                 1, &r, &found);
+    B->b.cublasLtMatmulPreferenceDestroy(pref);
+    if (st != CUBLAS_STATUS_SUCCESS || found < 1)
+        return cuda_fail(err, errlen, "%s: cuBLASLt has no algorithm for it (m %lld n %lld k %lld, "
+                         "%lld bytes of workspace)%s%s", what, (long long)g->m, (long long)g->n,
+                         (long long)g->k, (long long)g->workspace_bytes,
+                         st != CUBLAS_STATUS_SUCCESS ? ": " : "",
+                         st != CUBLAS_STATUS_SUCCESS ? B->b.cublasLtGetStatusString(st) : "");
+    P->algo = r.algo;
+    return 0;
+}
+
+static int issue_gemm(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *P, CUstream st,
+                      char *err, size_t errlen)
+{
+    cuda_libs *B = x->libs;
+    const cg_gemm *g = &s->u.gemm;
+    const cuda_gpu *G = &x->dev[d];
+    const char *what = s->what ? s->what : "a matmul";
+#define PTR(r) ((void *)(uintptr_t)cuda_ptr(G, r))
+    BLAS(cublasLtMatmul(G->blas, P->op, &g->alpha, PTR(g->a), P->la, PTR(g->b), P->lb, &g->beta,
+                        PTR(g->c), P->lc, PTR(g->d), P->lc, &P->algo, PTR(g->workspace),
+                        (size_t)g->workspace_bytes, (cudaStream_t)st));
+    return 0;
+}
+
+/* ---------------------------------------------------------------- cuDNN */
+
+/* The first of a _v7 heuristic's results that works within the workspace,
+ * deterministic if one is (graph replay then stays bitwise equal to eager),
+ * and exact fp32 (no tensor-op math) where the step asks for FMA math. */
+#define PICK(perf, count, c, out)                                                        \
+    do {                                                                                 \
+        for (int pass = 0; pass < 2 && (out) < 0; pass++)                                \
+            for (int i_ = 0; i_ < (count) && (out) < 0; i_++)                            \
+                if ((perf)[i_].status == CUDNN_STATUS_SUCCESS &&                         \
+                    (perf)[i_].memory <= (size_t)(c)->workspace_bytes &&                 \
+                    ((c)->math == CG_MATH_TENSOR_OP || (perf)[i_].mathType == CUDNN_FMA_MATH || \
+                     (perf)[i_].mathType == CUDNN_DEFAULT_MATH) &&                       \
+                    (pass == 1 || (perf)[i_].determinism == CUDNN_DETERMINISTIC)) {      \
+                    (out) = (int)(perf)[i_].algo;                                        \
+                    math = (perf)[i_].mathType;                                          \
+                }                                                                        \
+    } while (0)
+
+static int prepare_conv(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *P, char *err,
+                        size_t errlen)
+{
+    cuda_libs *B = x->libs;
+    const cg_conv *c = &s->u.conv;
+    const cuda_gpu *G = &x->dev[d];
+    const char *what = s->what ? s->what : "a convolution";
+    cudnnDataType_t t = dnn_type(c->dtype);
+    DNN(cudnnCreateTensorDescriptor(&P->x));
+    DNN(cudnnSetTensor4dDescriptor(P->x, CUDNN_TENSOR_NCHW, t, (int)c->n, (int)c->c, (int)c->h,
+                                   (int)c->w));
+    DNN(cudnnCreateTensorDescriptor(&P->y));
+    DNN(cudnnSetTensor4dDescriptor(P->y, CUDNN_TENSOR_NCHW, t, (int)c->n, (int)c->k, (int)c->p,
+                                   (int)c->q));
+    DNN(cudnnCreateFilterDescriptor(&P->w));
+    DNN(cudnnSetFilter4dDescriptor(P->w, t, CUDNN_TENSOR_NCHW, (int)c->k, (int)(c->c / c->groups),
+                                   (int)c->r, (int)c->s));
+    DNN(cudnnCreateConvolutionDescriptor(&P->conv));
+    DNN(cudnnSetConvolution2dDescriptor(P->conv, c->pad[0], c->pad[1], c->stride[0],
+                                        c->stride[1], c->dilation[0], c->dilation[1],
+                                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    DNN(cudnnSetConvolutionGroupCount(P->conv, c->groups));
+    cudnnMathType_t math = c->math == CG_MATH_TENSOR_OP ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+    DNN(cudnnSetConvolutionMathType(P->conv, math));
+    P->algorithm = -1;
+    enum { N = 16 };
+    int count = 0;
+    if (c->kind == CG_CONV_FORWARD && (c->relu || c->has_bias)) {
+        /* cudnnConvolutionBiasActivationForward: its identity activation
+         * (no ReLU) runs with IMPLICIT_PRECOMP_GEMM alone */
+        P->fused = 1;
+        DNN(cudnnCreateActivationDescriptor(&P->act));
+        DNN(cudnnSetActivationDescriptor(P->act, c->relu ? CUDNN_ACTIVATION_RELU
+                                                         : CUDNN_ACTIVATION_IDENTITY,
+                                         CUDNN_NOT_PROPAGATE_NAN, 0.0));
+        DNN(cudnnCreateTensorDescriptor(&P->bias));
+        DNN(cudnnSetTensor4dDescriptor(P->bias, CUDNN_TENSOR_NCHW, t, 1, (int)c->k, 1, 1));
+        if (!c->relu) {
+            size_t need = 0;
+            P->algorithm = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+            DNN(cudnnGetConvolutionForwardWorkspaceSize(G->dnn, P->x, P->w, P->conv, P->y,
+                                                        CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
+                                                        &need));
+            if (need > (size_t)c->workspace_bytes)
+                return cuda_fail(err, errlen, "%s: cuDNN's fused bias forward needs %zu bytes of "
+                                 "workspace, the program gives %lld", what, need,
+                                 (long long)c->workspace_bytes);
+        }
+    }
+    if (c->kind == CG_CONV_FORWARD && P->algorithm < 0) {
+        cudnnConvolutionFwdAlgoPerf_t perf[N];
+        DNN(cudnnGetConvolutionForwardAlgorithm_v7(G->dnn, P->x, P->w, P->conv, P->y, N, &count, perf));
+        PICK(perf, count, c, P->algorithm);
+    } else if (c->kind == CG_CONV_BACKWARD_DATA) {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[N];
+        DNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(G->dnn, P->w, P->y, P->conv, P->x, N,
+                                                        &count, perf));
+        PICK(perf, count, c, P->algorithm);
+    } else if (c->kind == CG_CONV_BACKWARD_FILTER) {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[N];
+        DNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(G->dnn, P->x, P->y, P->conv, P->w, N,
+                                                          &count, perf));
+        PICK(perf, count, c, P->algorithm);
+    }
+    if (P->algorithm < 0)
+        return cuda_fail(err, errlen, "%s: cuDNN offers no algorithm within %lld bytes of "
+                         "workspace%s", what, (long long)c->workspace_bytes,
+                         c->math == CG_MATH_FMA ? " in exact fp32 math" : "");
+    DNN(cudnnSetConvolutionMathType(P->conv, math));
+    P->copy_z = c->kind == CG_CONV_FORWARD && !P->fused && c->has_z &&
+                (c->z.region != c->y.region || c->z.offset != c->y.offset);
+    return 0;
+}
+
+static int issue_conv(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *P, CUstream st,
+                      char *err, size_t errlen)
+{
+    cuda_libs *B = x->libs;
+    const cg_conv *c = &s->u.conv;
+    const cuda_gpu *G = &x->dev[d];
+    const char *what = s->what ? s->what : "a convolution";
+    float alpha = c->alpha, beta = c->has_z ? c->beta : 0.0f, zero = 0.0f;
+    void *ws = PTR(c->workspace);
+    size_t wsb = (size_t)c->workspace_bytes;
+    DNN(cudnnSetStream(G->dnn, (cudaStream_t)st));
+    if (c->kind == CG_CONV_FORWARD && P->fused) {
+        void *bias = c->has_bias ? PTR(c->bias) : (void *)(uintptr_t)G->zeros;
+        void *z = c->has_z ? PTR(c->z) : PTR(c->y);
+        DNN(cudnnConvolutionBiasActivationForward(
+            G->dnn, &alpha, P->x, PTR(c->x), P->w, PTR(c->wt), P->conv,
+            (cudnnConvolutionFwdAlgo_t)P->algorithm, ws, wsb, &beta, P->y, z, P->bias, bias,
+            P->act, P->y, PTR(c->y)));
+    } else if (c->kind == CG_CONV_FORWARD) {
+        if (P->copy_z) {
+            size_t bytes = (size_t)(c->n * c->k * c->p * c->q) * (c->dtype == IR_F32 ? 4 : 2);
+            CU(cuMemcpyDtoDAsync(cuda_ptr(G, c->y), cuda_ptr(G, c->z), bytes, st));
+        }
+        DNN(cudnnConvolutionForward(G->dnn, &alpha, P->x, PTR(c->x), P->w, PTR(c->wt), P->conv,
+                                    (cudnnConvolutionFwdAlgo_t)P->algorithm, ws, wsb, &beta,
+                                    P->y, PTR(c->y)));
+    } else if (c->kind == CG_CONV_BACKWARD_DATA) {
+        DNN(cudnnConvolutionBackwardData(G->dnn, &alpha, P->w, PTR(c->wt), P->y, PTR(c->y),
+                                         P->conv, (cudnnConvolutionBwdDataAlgo_t)P->algorithm,
+                                         ws, wsb, &zero, P->x, PTR(c->x)));
+    } else {
+        DNN(cudnnConvolutionBackwardFilter(G->dnn, &alpha, P->x, PTR(c->x), P->y, PTR(c->y),
+                                           P->conv, (cudnnConvolutionBwdFilterAlgo_t)P->algorithm,
+                                           ws, wsb, &zero, P->w, PTR(c->wt)));
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- NCCL */
+
+static int same_group(const nccl_group *g, const cg_comm *c)
+{
+    if (g->n != c->ngroup)
+        return 0;
+    for (int i = 0; i < g->n; i++)
+        if (g->group[i] != c->group[i])
+            return 0;
+    return 1;
+}
+
+static int is_world(const rt_cuda *x, const cg_comm *c)
+{
+    if (c->ngroup != x->p->ndevices)
+        return 0;
+    for (int i = 0; i < c->ngroup; i++)
+        if (c->group[i] != i)
+            return 0;
+    return 1;
+}
+
+/* The communicator of device d for communication step c. */
+static ncclComm_t comm_of(const rt_cuda *x, int d, const cg_comm *c)
+{
+    const cuda_libs *B = x->libs;
+    if (c->op == IR_OP_SEND || c->op == IR_OP_RECV || is_world(x, c))
+        return B->world[d];
+    for (int g = 0; g < B->ngroups; g++)
+        if (same_group(&B->groups[g], c))
+            for (int i = 0; i < c->ngroup; i++)
+                if (B->groups[g].group[i] == d)
+                    return B->groups[g].comm[i];
+    return NULL;
+}
+
+/* One communicator for all devices (ncclCommInitAll: rank d on program device
+ * d's GPU), then one per other group of a collective, split from it. */
+static int open_comms(rt_cuda *x, char *err, size_t errlen)
+{
+    cuda_libs *B = x->libs;
+    const cg_program *p = x->p;
+    int nd = p->ndevices;
+    const char *what = "NCCL";
+    int *ordinals = calloc((size_t)nd, sizeof *ordinals);
+    B->world = calloc((size_t)nd, sizeof *B->world);
+    if (!ordinals || !B->world) {
+        free(ordinals);
+        return cuda_fail(err, errlen, "out of memory");
+    }
+    for (int d = 0; d < nd; d++) {
+        ordinals[d] = x->dev[d].ordinal;
+        for (int e = 0; e < d; e++)
+            if (ordinals[e] == ordinals[d]) {
+                free(ordinals);
+                return cuda_fail(err, errlen, "program devices %d and %d are both on GPU %d: "
+                                 "NCCL needs a GPU of its own for each (the program has %d "
+                                 "devices; give it that many GPUs)", e, d, ordinals[d], nd);
+            }
+    }
+    ncclResult_t r = B->c.ncclCommInitAll(B->world, nd, ordinals);
+    free(ordinals);
+    if (r != ncclSuccess) {
+        memset(B->world, 0, (size_t)nd * sizeof *B->world);
+        return cuda_fail(err, errlen, "NCCL: ncclCommInitAll over %d GPUs: %s", nd,
+                         B->c.ncclGetErrorString(r));
+    }
+    for (int d = 0; d < nd; d++)
+        for (int s = 0; s < p->devices[d].nsteps; s++) {
+            const cg_step *st = &p->devices[d].steps[s];
+            if (st->kind != CG_STEP_COMM || st->u.comm.op == IR_OP_SEND ||
+                st->u.comm.op == IR_OP_RECV || is_world(x, &st->u.comm))
+                continue;
+            int known = 0;
+            for (int g = 0; g < B->ngroups && !known; g++)
+                known = same_group(&B->groups[g], &st->u.comm);
+            if (known)
+                continue;
+            nccl_group *ng = realloc(B->groups, (size_t)(B->ngroups + 1) * sizeof *ng);
+            if (!ng)
+                return cuda_fail(err, errlen, "out of memory");
+            B->groups = ng;
+            nccl_group *g = &B->groups[B->ngroups++];
+            g->n = st->u.comm.ngroup;
+            g->group = calloc((size_t)g->n, sizeof *g->group);
+            g->comm = calloc((size_t)g->n, sizeof *g->comm);
+            if (!g->group || !g->comm)
+                return cuda_fail(err, errlen, "out of memory");
+            memcpy(g->group, st->u.comm.group, (size_t)g->n * sizeof *g->group);
+            /* ncclCommSplit is collective over world: every device calls it,
+             * those outside the group with no color, in one group call */
+            ncclComm_t mine[64];
+            if (nd > 64)
+                return cuda_fail(err, errlen, "more than 64 devices");
+            NCCL(ncclGroupStart());
+            for (int e = 0; e < nd; e++) {
+                int rank = -1;
+                for (int i = 0; i < g->n; i++)
+                    if (g->group[i] == e)
+                        rank = i;
+                mine[e] = NULL;
+                r = B->c.ncclCommSplit(B->world[e], rank < 0 ? NCCL_SPLIT_NOCOLOR : 0,
+                                       rank < 0 ? 0 : rank, &mine[e], NULL);
+                if (r != ncclSuccess)
+                    break;
+            }
+            ncclResult_t r2 = B->c.ncclGroupEnd();
+            if (r != ncclSuccess || r2 != ncclSuccess)
+                return cuda_fail(err, errlen, "NCCL: ncclCommSplit for a group of %d: %s", g->n,
+                                 B->c.ncclGetErrorString(r != ncclSuccess ? r : r2));
+            for (int i = 0; i < g->n; i++)
+                g->comm[i] = mine[g->group[i]];
+        }
+    return 0;
+}
+
+static int issue_one(rt_cuda *x, int d, const cg_comm *c, char *err, size_t errlen)
+{
+    cuda_libs *B = x->libs;
+    const cuda_gpu *G = &x->dev[d];
+    cudaStream_t st = (cudaStream_t)G->stream[S_COMM];
+    const char *what = "NCCL";
+    ncclDataType_t t;
+    ncclComm_t comm = comm_of(x, d, c);
+    if (nccl_type(c->dtype, &t) || !comm)
+        return cuda_fail(err, errlen, "device %d: communication %lld has no %s", d,
+                         (long long)c->id, comm ? "NCCL data type" : "communicator");
+    switch (c->op) {
+    case IR_OP_ALL_REDUCE:
+        for (int i = 0; i < c->ntensors; i++)
+            NCCL(ncclAllReduce(PTR(c->send[i]), PTR(c->recv[i]), (size_t)c->count[i], t,
+                               c->reduce_max ? ncclMax : ncclSum, comm, st));
+        return 0;
+    case IR_OP_ALL_GATHER:
+        NCCL(ncclAllGather(PTR(c->send[0]), PTR(c->recv[0]), (size_t)c->count[0], t, comm, st));
+        return 0;
+    case IR_OP_REDUCE_SCATTER:
+        NCCL(ncclReduceScatter(PTR(c->send[0]), PTR(c->recv[0]), (size_t)c->count[0], t, ncclSum,
+                               comm, st));
+        return 0;
+    case IR_OP_BROADCAST:
+        NCCL(ncclBroadcast(PTR(c->send[0]), PTR(c->recv[0]), (size_t)c->count[0], t, c->root,
+                           comm, st));
+        return 0;
+    case IR_OP_SEND:
+        NCCL(ncclSend(PTR(c->send[0]), (size_t)c->count[0], t, c->peer, comm, st));
+        return 0;
+    case IR_OP_RECV:
+        NCCL(ncclRecv(PTR(c->recv[0]), (size_t)c->count[0], t, c->peer, comm, st));
+        return 0;
+    default:
+        return cuda_fail(err, errlen, "device %d: communication %lld: unknown operation", d,
+                         (long long)c->id);
+    }
+}
+
+int cuda_comm_issue(rt_cuda *x, int n, const int *devs, const cg_step *const *steps, char *err,
+                    size_t errlen)
+{
+    cuda_libs *B = x->libs;
+    const char *what = "NCCL";
+    NCCL(ncclGroupStart());
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++)
+        rc = issue_one(x, devs[i], &steps[i]->u.comm, err, errlen);
+    ncclResult_t r = B->c.ncclGroupEnd();
+    if (rc)
+        return -1;
+    if (r != ncclSuccess)
+        return cuda_fail(err, errlen, "NCCL: %s (communication %lld): %s",
+                         steps[0]->what ? steps[0]->what : "?", (long long)steps[0]->u.comm.id,
+                         B->c.ncclGetErrorString(r));
+    return 0;
+}
+
+/* ---------------------------------------------------------------- open, close */
+
+int cuda_lib_issue(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *P, CUstream st, char *err,
+                   size_t errlen)
+{
+    if (s->kind == CG_STEP_GEMM)
+        return issue_gemm(x, d, s, P, st, err, errlen);
+    return issue_conv(x, d, s, P, st, err, errlen);
+}
+
+static int prepare_steps(rt_cuda *x, int d, const cg_step *steps, int n, cuda_step_lib ***out,
+                         char *err, size_t errlen)
+{
+    *out = calloc((size_t)n + 1, sizeof **out);
+    if (!*out)
+        return cuda_fail(err, errlen, "out of memory");
+    for (int s = 0; s < n; s++) {
+        if (steps[s].kind != CG_STEP_GEMM && steps[s].kind != CG_STEP_CONV)
+            continue;
+        cuda_step_lib *P = calloc(1, sizeof *P);
+        if (!P)
+            return cuda_fail(err, errlen, "out of memory");
+        (*out)[s] = P;
+        int rc = steps[s].kind == CG_STEP_GEMM ? prepare_gemm(x, d, &steps[s], P, err, errlen)
+                                               : prepare_conv(x, d, &steps[s], P, err, errlen);
+        if (rc) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", err);
+            return cuda_fail(err, errlen, "device %d step %d: %s", d, s, msg);
+        }
+    }
+    return 0;
+}
+
+int cuda_libs_open(rt_cuda *x, const char *libdir, char *err, size_t errlen)
+{
+    const cg_program *p = x->p;
+    int need[CG_STEP_COPY + 1] = {0};
+    int64_t max_k = 0;
+    for (int d = 0; d < p->ndevices; d++)
+        for (int s = 0; s < p->devices[d].ninit + p->devices[d].nsteps; s++) {
+            const cg_device *D = &p->devices[d];
+            const cg_step *st = s < D->ninit ? &D->init[s] : &D->steps[s - D->ninit];
+            need[st->kind] = 1;
+            if (st->kind == CG_STEP_CONV && st->u.conv.k > max_k)
+                max_k = st->u.conv.k;
+        }
+    cuda_libs *B = x->libs = calloc(1, sizeof *B);
+    if (!B)
+        return cuda_fail(err, errlen, "out of memory");
+    void *so_;
+    if (need[CG_STEP_GEMM]) {
+        LOAD(B->b, BLAS_FNS, "libcublasLt.so." XSTR(CUBLAS_VER_MAJOR), "cuBLASLt");
+        B->blas_so = so_;
+    }
+    if (need[CG_STEP_CONV]) {
+        LOAD(B->n, DNN_FNS, "libcudnn.so." XSTR(CUDNN_MAJOR), "cuDNN");
+        B->dnn_so = so_;
+    }
+    if (need[CG_STEP_COMM]) {
+        LOAD(B->c, NCCL_FNS, "libnccl.so." XSTR(NCCL_MAJOR), "NCCL");
+        B->nccl_so = so_;
+    }
+    for (int d = 0; d < p->ndevices; d++) {
+        cuda_gpu *G = &x->dev[d];
+        const char *what = G->name;
+        CU(cuCtxSetCurrent(G->ctx));
+        if (B->blas_so)
+            BLAS(cublasLtCreate((cublasLtHandle_t *)&G->blas));
+        if (B->dnn_so) {
+            DNN(cudnnCreate((cudnnHandle_t *)&G->dnn));
+            /* the bias of a fused convolution that has none: zeros, of any type */
+            CU(cuMemAlloc(&G->zeros, (size_t)max_k * sizeof(float)));
+            CU(cuMemsetD8Async(G->zeros, 0, (size_t)max_k * sizeof(float), G->stream[S_COPY]));
+            CU(cuStreamSynchronize(G->stream[S_COPY]));
+        }
+        const cg_device *D = &p->devices[d];
+        if (prepare_steps(x, d, D->steps, D->nsteps, &G->lib[0], err, errlen) ||
+            prepare_steps(x, d, D->init, D->ninit, &G->lib[1], err, errlen))
+            return -1;
+    }
+    if (B->nccl_so && open_comms(x, err, errlen))
+        return -1;
+    return 0;
+}
+
+static void free_steps(cuda_libs *B, cuda_step_lib **lib, int n)
+{
+    for (int s = 0; lib && s < n; s++) {
+        cuda_step_lib *P = lib[s];
+        if (!P)
+            continue;
+        if (P->op)
+            B->b.cublasLtMatmulDescDestroy(P->op);
+        if (P->la)
+            B->b.cublasLtMatrixLayoutDestroy(P->la);
+        if (P->lb)
+            B->b.cublasLtMatrixLayoutDestroy(P->lb);
+        if (P->lc)
+            B->b.cublasLtMatrixLayoutDestroy(P->lc);
+        if (P->x)
+            B->n.cudnnDestroyTensorDescriptor(P->x);
+        if (P->y)
+            B->n.cudnnDestroyTensorDescriptor(P->y);
+        if (P->bias)
+            B->n.cudnnDestroyTensorDescriptor(P->bias);
+        if (P->w)
+            B->n.cudnnDestroyFilterDescriptor(P->w);
+        if (P->conv)
+            B->n.cudnnDestroyConvolutionDescriptor(P->conv);
+        if (P->act)
+            B->n.cudnnDestroyActivationDescriptor(P->act);
+        free(P);
+    }
+    free(lib);
+}
+
+void cuda_libs_close(rt_cuda *x)
+{
+    cuda_libs *B = x->libs;
+    if (!B)
+        return;
+    for (int g = 0; g < B->ngroups; g++) {
+        for (int i = 0; i < B->groups[g].n; i++)
+            if (B->groups[g].comm[i])
+                B->c.ncclCommDestroy(B->groups[g].comm[i]);
+        free(B->groups[g].group);
+        free(B->groups[g].comm);
+    }
+    free(B->groups);
+    for (int d = 0; B->world && d < x->p->ndevices; d++)
+        if (B->world[d])
+            B->c.ncclCommDestroy(B->world[d]);
+    free(B->world);
+    for (int d = 0; x->dev && d < x->p->ndevices; d++) {
+        cuda_gpu *G = &x->dev[d];
+        if (G->ctx)
+            x->L.cuCtxSetCurrent(G->ctx);
+        free_steps(B, G->lib[0], x->p->devices[d].nsteps);
+        free_steps(B, G->lib[1], x->p->devices[d].ninit);
+        G->lib[0] = G->lib[1] = NULL;
+        if (G->blas)
+            B->b.cublasLtDestroy(G->blas);
+        if (G->dnn)
+            B->n.cudnnDestroy(G->dnn);
+        if (G->zeros)
+            x->L.cuMemFree(G->zeros);
+        G->blas = G->dnn = NULL;
+        G->zeros = 0;
+    }
+    if (B->blas_so)
+        dlclose(B->blas_so);
+    if (B->dnn_so)
+        dlclose(B->dnn_so);
+    if (B->nccl_so)
+        dlclose(B->nccl_so);
+    free(B);
+    x->libs = NULL;
+}
+
+#endif
