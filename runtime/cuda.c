@@ -93,6 +93,11 @@ int rt_cuda_probe(const char *libdir, char *err, size_t errlen)
     return fail(err, errlen, NO_CUDA);
 }
 
+int rt_cuda_gpu_count(const char *libdir, char *err, size_t errlen)
+{
+    return rt_cuda_probe(libdir, err, errlen);
+}
+
 rt_cuda *rt_cuda_open(const cg_program *p, const int *gpus, char *err, size_t errlen)
 {
     (void)p, (void)gpus;
@@ -224,13 +229,20 @@ static int driver_load(cuda_driver *L, const char *libdir, char *err, size_t err
     return 0;
 }
 
-int rt_cuda_probe(const char *libdir, char *err, size_t errlen)
+int rt_cuda_gpu_count(const char *libdir, char *err, size_t errlen)
 {
     cuda_driver L;
+    int count = 0;
     if (driver_load(&L, libdir, err, errlen))
         return -1;
+    L.cuDeviceGetCount(&count);
     dlclose(L.so);
-    return 0;
+    return count;
+}
+
+int rt_cuda_probe(const char *libdir, char *err, size_t errlen)
+{
+    return rt_cuda_gpu_count(libdir, err, errlen) < 0 ? -1 : 0;
 }
 
 /* ---------------------------------------------------------------- opening */
@@ -576,6 +588,10 @@ static int transfer(rt_cuda *x, int device, const ir_value *v, void *host, int u
             return fail(err, errlen, "%s is not an input: only inputs are prefetched", v->name);
         if (copy_value(x, d, cv, host, up, prefetch, err, errlen))
             return -1;
+        /* a value written now is not overwritten by an earlier prefetch */
+        for (int i = 0; up && !prefetch && i < x->npending; i++)
+            if (x->pending[i].device == d && x->pending[i].offset == cv->at.offset)
+                x->pending[i--] = x->pending[--x->npending];
         if (prefetch) {
             int i = 0;
             while (i < x->npending && !(x->pending[i].device == d &&

@@ -48,6 +48,8 @@ typedef struct {
 /* 0 when the driver (in libdir, as in rt_cuda_options) loads, initializes and
  * sees a GPU; else -1 with a message. */
 int rt_cuda_probe(const char *libdir, char *err, size_t errlen);
+/* The number of GPUs the driver sees, or -1 with a message (as rt_cuda_probe). */
+int rt_cuda_gpu_count(const char *libdir, char *err, size_t errlen);
 
 rt_cuda *rt_cuda_open(const cg_program *p, const int *gpus, char *err, size_t errlen);
 rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *err,

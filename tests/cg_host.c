@@ -106,6 +106,11 @@ cg_host *cg_host_build(cg_program *const *progs, int n, const char *dir, char *e
     return h;
 }
 
+cg_host_kernel cg_host_entry(const cg_host *h, int prog, int k)
+{
+    return h->table[h->base[prog] + k];
+}
+
 void cg_host_free(cg_host *h)
 {
     if (!h)

@@ -19,6 +19,11 @@ typedef struct cg_host cg_host;
 cg_host *cg_host_build(cg_program *const *progs, int n, const char *dir, char *err, size_t errlen);
 void cg_host_free(cg_host *h);
 
+/* The host emulation of kernel k of program prog: entry(grid, block,
+ * kernelParams) runs it, returning NULL or what went wrong. */
+typedef const char *(*cg_host_kernel)(const unsigned *grid, const unsigned *block, void **args);
+cg_host_kernel cg_host_entry(const cg_host *h, int prog, int k);
+
 /* The memory of every device of a program: its regions, zeroed. */
 typedef struct {
     unsigned char *region[CG_NREGIONS];

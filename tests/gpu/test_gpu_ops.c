@@ -1,18 +1,18 @@
-/* The CUDA runtime on a GPU against the CPU executor (label gpu).  Exits 77,
- * which CTest reports as skipped, where there is no driver, no GPU or no
- * NVRTC: never passed without having run.
+/* The CUDA runtime against the CPU executor, op by op: on a GPU (label gpu;
+ * exits 77, which CTest reports as skipped, where there is no driver, no GPU
+ * or no NVRTC: never passed without having run), or on the stand-in
+ * libraries of tests/fakecuda/ (label unit: what CI can run).
  *
- *   1. ops whose programs are kernels alone (the op list of
- *      tests/test_codegen.c; those with cuBLASLt, cuDNN or NCCL steps wait for
- *      the runtime to run such steps), eager, against rt_exec within
- *      atol + rtol |ref|;
+ *   1. ops of generated kernels, of cuBLASLt matmuls (with their bias and
+ *      ReLU epilogues) and of cuDNN convolutions (forward with bias, residual
+ *      and ReLU fused; backward data and filter), eager, against rt_exec
+ *      within atol + rtol |ref|;
  *   2. the same program replayed as a CUDA graph: bitwise equal to eager (fp32,
- *      the same kernels in the same order on one stream);
+ *      the same kernels and library calls in the same order);
  *   3. the arena allocated is the memory plan's size, to the byte.
- * Not here yet: resnet18 training against the CPU losses (needs gemm and conv
- * steps).  This file compiles without a GPU; it has never run on one.
+ * Training steps, several devices: tests/gpu/test_gpu_train.c.
  *
- *   test_gpu_ops */
+ *   test_gpu_ops WORK_DIR [--fake DIR] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,35 +21,71 @@
 #include "codegen.h"
 #include "cuda.h"
 #include "exec.h"
+#include "gpu_env.h"
 #include "passes.h"
 
 typedef struct {
     const char *name, *ir;
     double atol, rtol;
+    int fuse;                   /* run the fuse pass first */
 } op_case;
 
 #define G(body) "graph t {\n" body "}\n"
 #define EL(op, shape) G("  input %x: f32" shape "\n  %y: f32" shape " = " op "(%x)\n  output y = %y\n")
 
 static const op_case cases[] = {
-    {"neg", EL("neg", "[3, 37]"), 0, 0},
-    {"relu", EL("relu", "[4, 64]"), 0, 0},
-    {"sigmoid", EL("sigmoid", "[3, 37]"), 1e-6, 1e-5},
-    {"tanh", EL("tanh", "[4, 64]"), 1e-6, 1e-5},
-    {"gelu", EL("gelu", "[3, 37]"), 1e-6, 1e-5},
+    {"neg", EL("neg", "[3, 37]"), 0, 0, 0},
+    {"relu", EL("relu", "[4, 64]"), 0, 0, 0},
+    {"sigmoid", EL("sigmoid", "[3, 37]"), 1e-6, 1e-5, 0},
+    {"tanh", EL("tanh", "[4, 64]"), 1e-6, 1e-5, 0},
+    {"gelu", EL("gelu", "[3, 37]"), 1e-6, 1e-5, 0},
     {"add", G("  input %a: f32[3, 37]\n  input %b: f32[3, 37]\n  %y: f32[3, 37] = add(%a, %b)\n"
-              "  output y = %y\n"), 0, 1e-7},
+              "  output y = %y\n"), 0, 1e-7, 0},
     {"softmax rows", G("  input %x: f32[3, 5, 40]\n  %y: f32[3, 5, 40] = softmax(%x) {axis = 2}\n"
-                       "  output y = %y\n"), 1e-7, 1e-5},
+                       "  output y = %y\n"), 1e-7, 1e-5, 0},
     {"layernorm", G("  input %x: f32[2, 1500]\n  input %w: f32[1500]\n  input %b: f32[1500]\n"
                     "  %y: f32[2, 1500] = layernorm(%x, %w, %b) {eps = 1e-05}\n  output y = %y\n"),
-     1e-5, 1e-5},
+     1e-5, 1e-5, 0},
     {"maxpool2d", G("  input %x: f32[2, 3, 9, 9]\n  %y: f32[2, 3, 5, 5] = maxpool2d(%x) {kernel = [3, 3], "
-                    "stride = [2, 2], pad = [1, 1], dilation = [1, 1]}\n  output y = %y\n"), 0, 0},
+                    "stride = [2, 2], pad = [1, 1], dilation = [1, 1]}\n  output y = %y\n"), 0, 0, 0},
     {"transpose", G("  input %x: f32[2, 3, 4]\n  %y: f32[4, 2, 3] = transpose(%x) {perm = [2, 0, 1]}\n"
-                    "  output y = %y\n"), 0, 0},
+                    "  output y = %y\n"), 0, 0, 0},
     {"cross_entropy", G("  input %x: f32[6, 10]\n  input %label: i32[6]\n"
-                        "  %y: f32[] = cross_entropy(%x, %label)\n  output y = %y\n"), 1e-6, 1e-5},
+                        "  %y: f32[] = cross_entropy(%x, %label)\n  output y = %y\n"), 1e-6, 1e-5, 0},
+    /* cuBLASLt */
+    {"matmul", G("  input %a: f32[2, 3, 5]\n  input %b: f32[5, 4]\n"
+                 "  %y: f32[2, 3, 4] = matmul(%a, %b)\n  output y = %y\n"), 1e-6, 1e-5, 0},
+    {"matmul broadcast batch", G("  input %a: f32[2, 3, 4, 5]\n  input %b: f32[2, 1, 5, 6]\n"
+                                 "  %y: f32[2, 3, 4, 6] = matmul(%a, %b)\n  output y = %y\n"), 1e-6, 1e-5, 0},
+    {"dense", G("  input %x: f32[2, 3, 7]\n  input %w: f32[5, 7]\n  input %b: f32[5]\n"
+                "  %y: f32[2, 3, 5] = dense(%x, %w, %b)\n  output y = %y\n"), 1e-6, 1e-5, 0},
+    {"dense_grad_input", G("  input %dy: f32[2, 3, 5]\n  input %w: f32[5, 7]\n"
+                           "  %y: f32[2, 3, 7] = dense_grad_input(%dy, %w)\n  output y = %y\n"), 1e-6, 1e-5, 0},
+    {"dense_grad_weight", G("  input %dy: f32[2, 3, 5]\n  input %x: f32[2, 3, 7]\n"
+                            "  %y: f32[5, 7] = dense_grad_weight(%dy, %x)\n  output y = %y\n"), 1e-6, 1e-5, 0},
+    {"fused dense+relu", G("  input %x: f32[4, 7]\n  input %w: f32[5, 7]\n  input %b: f32[5]\n"
+                           "  %d: f32[4, 5] = dense(%x, %w, %b)\n  %y: f32[4, 5] = relu(%d)\n"
+                           "  output y = %y\n"), 1e-6, 1e-5, 1},
+    /* cuDNN */
+    {"conv2d stride pad", G("  input %x: f32[2, 4, 9, 9]\n  input %w: f32[6, 4, 3, 3]\n  input %b: f32[6]\n"
+                            "  %y: f32[2, 6, 5, 5] = conv2d(%x, %w, %b) {stride = [2, 2], pad = [1, 1], "
+                            "dilation = [1, 1], groups = 1}\n  output y = %y\n"), 1e-5, 1e-5, 0},
+    {"conv2d groups dilation", G("  input %x: f32[2, 4, 8, 8]\n  input %w: f32[6, 2, 3, 3]\n"
+                                 "  %y: f32[2, 6, 8, 8] = conv2d(%x, %w) {stride = [1, 1], pad = [2, 2], "
+                                 "dilation = [2, 2], groups = 2}\n  output y = %y\n"), 1e-5, 1e-5, 0},
+    {"conv2d_grad_input", G("  input %dy: f32[2, 6, 5, 5]\n  input %w: f32[6, 4, 3, 3]\n"
+                            "  %y: f32[2, 4, 9, 9] = conv2d_grad_input(%dy, %w) {stride = [2, 2], pad = [1, 1], "
+                            "dilation = [1, 1], groups = 1, shape = [2, 4, 9, 9]}\n  output y = %y\n"),
+     1e-5, 1e-5, 0},
+    {"conv2d_grad_weight", G("  input %dy: f32[2, 6, 5, 5]\n  input %x: f32[2, 4, 9, 9]\n"
+                             "  %y: f32[6, 4, 3, 3] = conv2d_grad_weight(%dy, %x) {stride = [2, 2], "
+                             "pad = [1, 1], dilation = [1, 1], groups = 1, shape = [6, 4, 3, 3]}\n"
+                             "  output y = %y\n"), 1e-5, 1e-5, 0},
+    {"fused conv2d+add+relu", G("  input %x: f32[2, 3, 6, 6]\n  input %w: f32[4, 3, 3, 3]\n  input %b: f32[4]\n"
+                                "  input %r: f32[2, 4, 6, 6]\n"
+                                "  %c: f32[2, 4, 6, 6] = conv2d(%x, %w, %b) {stride = [1, 1], pad = [1, 1], "
+                                "dilation = [1, 1], groups = 1}\n  %s: f32[2, 4, 6, 6] = add(%r, %c)\n"
+                                "  %y: f32[2, 4, 6, 6] = relu(%s)\n  output y = %y\n"), 1e-5, 1e-5, 1},
 };
 
 static int nfailed, npassed;
@@ -67,13 +103,13 @@ static void fill(const ir_value *v, void *data, uint64_t seed)
     }
 }
 
-static void one(const op_case *c)
+static void one(const gpu_env *env, const op_case *c)
 {
     char err[1024];
     diag d;
     diag_init(&d);
     ir_graph *g = ir_parse(c->name, c->ir, strlen(c->ir), &d);
-    if (!g || ir_verify(g, &d)) {
+    if (!g || ir_verify(g, &d) || (c->fuse && pass_fuse(g, &d) < 0)) {
         printf("FAIL %s: does not parse\n", c->name);
         nfailed++;
         diag_free(&d);
@@ -83,16 +119,15 @@ static void one(const op_case *c)
     cg_options o = cg_options_default();
     cg_program *p = cg_generate(g, mp, &o, &d);
     rt_exec *x = rt_exec_new(g, err, sizeof err);
+    gpu_run *ge = NULL, *gg = NULL;
     rt_cuda *eager = NULL, *graph = NULL;
-    rt_cuda_options co = {0};
-    co.eager = 1;
     if (!p || cg_compile(p, NULL, NULL, err, sizeof err) || !x ||
-        !(eager = rt_cuda_open_ex(p, &co, err, sizeof err)) ||
-        !(graph = rt_cuda_open(p, NULL, err, sizeof err))) {
+        !(ge = gpu_open(env, p, 1, err, sizeof err)) || !(gg = gpu_open(env, p, 0, err, sizeof err))) {
         printf("FAIL %s: %s\n", c->name, err);
         nfailed++;
         goto done;
     }
+    eager = ge->x, graph = gg->x;
     if (rt_cuda_region_bytes(eager, 0, CG_ARENA) != p->devices[0].region_bytes[CG_ARENA] ||
         p->devices[0].region_bytes[CG_ARENA] != mp->device_bytes[0]) {
         printf("FAIL %s: arena of %lld bytes, the plan's %lld\n", c->name,
@@ -134,8 +169,8 @@ static void one(const op_case *c)
         free(b);
     }
 done:
-    rt_cuda_close(eager);
-    rt_cuda_close(graph);
+    gpu_close(ge);
+    gpu_close(gg);
     rt_exec_free(x);
     cg_program_free(p);
     mp_plan_free(mp);
@@ -143,20 +178,24 @@ done:
     diag_free(&d);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     char err[512];
-    if (!cg_have_nvrtc()) {
-        printf("skipped: this build has no NVRTC\n");
-        return 77;
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_gpu_ops WORK_DIR [--fake DIR]\n");
+        return 2;
     }
-    if (rt_cuda_probe(NULL, err, sizeof err)) {
-        printf("skipped: %s\n", err);
-        return 77;
+    gpu_env env;
+    int rc = gpu_env_init(&env, argc >= 4 && strcmp(argv[2], "--fake") == 0 ? argv[3] : NULL,
+                          argv[1], err, sizeof err);
+    if (rc) {
+        printf("%s: %s\n", rc == 77 ? "skipped" : "FAIL", err);
+        return rc == 77 ? 77 : 1;
     }
     rt_set_threads(1);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        one(&cases[i]);
+        one(&env, &cases[i]);
+    gpu_env_free(&env);
     printf("%d passed, %d failed\n", npassed, nfailed);
     return nfailed ? 1 : 0;
 }
