@@ -321,6 +321,49 @@ static int prepare_steps(rt_cuda *x, int d, int init, char *err, size_t errlen)
     return 0;
 }
 
+static int64_t dtype_bytes(ir_dtype t)
+{
+    return t == IR_F16 || t == IR_BF16 ? 2 : t == IR_I64 ? 8 : t == IR_U8 ? 1 : 4;
+}
+
+/* Device d's messages (one per recv step), 256-byte aligned in its mailbox;
+ * the mailbox's bytes, or -1 out of memory. */
+static int64_t plan_mailbox(rt_cuda *x, int d)
+{
+    cuda_gpu *G = &x->dev[d];
+    int64_t at = 0;
+    for (int init = 0; init < 2; init++) {
+        int n;
+        const cg_step *steps = steps_of(x, d, init, &n);
+        for (int s = 0; s < n; s++) {
+            if (steps[s].kind != CG_STEP_COMM || steps[s].u.comm.op != IR_OP_RECV)
+                continue;
+            const cg_comm *c = &steps[s].u.comm;
+            cuda_message *m = realloc(G->messages, (size_t)(G->nmessages + 1) * sizeof *m);
+            if (!m)
+                return -1;
+            G->messages = m;
+            m = &G->messages[G->nmessages++];
+            memset(m, 0, sizeof *m);
+            m->init = init;
+            m->id = c->id;
+            m->offset = at;
+            m->sender = c->peer;
+            m->bytes = c->count[0] * dtype_bytes(c->dtype);
+            at += (m->bytes + 255) / 256 * 256;
+        }
+    }
+    return at;
+}
+
+static cuda_message *message(cuda_gpu *G, int init, int64_t id)
+{
+    for (int i = 0; i < G->nmessages; i++)
+        if (G->messages[i].init == init && G->messages[i].id == id)
+            return &G->messages[i];
+    return NULL;
+}
+
 static int open_device(rt_cuda *x, int d, char *err, size_t errlen)
 {
     const cg_program *p = x->p;
@@ -333,10 +376,15 @@ static int open_device(rt_cuda *x, int d, char *err, size_t errlen)
     CU(cuCtxSetCurrent(G->ctx));
     size_t freeb = 0, total = 0;
     CU(cuMemGetInfo(&freeb, &total));
-    /* the inputs twice: the region and the next run's, prefetched */
+    /* the inputs twice: the region and the next run's, prefetched; and the
+     * mailbox of the messages it receives */
+    int64_t mailbox = plan_mailbox(x, d);
+    if (mailbox < 0)
+        return fail(err, errlen, "out of memory");
     int64_t need[CG_NREGIONS];
     memcpy(need, D->region_bytes, sizeof need);
     need[CG_INPUTS] *= 2;
+    need[CG_WORKSPACE] += mailbox;
     if (rt_cuda_check_memory(d, G->name, need, freeb, err, errlen))
         return -1;
     for (int r = 0; r < CG_NREGIONS; r++) {
@@ -346,6 +394,8 @@ static int open_device(rt_cuda *x, int d, char *err, size_t errlen)
     }
     if (G->bytes[CG_INPUTS] > 0)
         CU(cuMemAlloc(&G->staging, (size_t)G->bytes[CG_INPUTS]));
+    if (G->nmessages)
+        CU(cuMemAlloc(&G->mailbox, (size_t)mailbox));
     for (int s = 0; s < S_N; s++) {
         CU(cuStreamCreate(&G->stream[s], CU_STREAM_NON_BLOCKING));
         CU(cuEventCreate(&G->join[s], CU_EVENT_DISABLE_TIMING));
@@ -372,6 +422,20 @@ static int open_device(rt_cuda *x, int d, char *err, size_t errlen)
         CU(cuModuleGetFunction(&G->functions[k], G->modules[p->kernels[k].module],
                                p->kernels[k].name));
     return prepare_steps(x, d, 0, err, errlen) || prepare_steps(x, d, 1, err, errlen) ? -1 : 0;
+}
+
+/* Each message's event, on its sender's device (where it is recorded). */
+static int open_messages(rt_cuda *x, int d, char *err, size_t errlen)
+{
+    for (int i = 0; i < x->dev[d].nmessages; i++) {
+        cuda_message *m = &x->dev[d].messages[i];
+        if (m->sender < 0 || m->sender >= x->p->ndevices)
+            return fail(err, errlen, "device %d: message %lld comes from device %d, which the "
+                        "program does not have", d, (long long)m->id, m->sender);
+        CU(cuCtxSetCurrent(x->dev[m->sender].ctx));
+        CU(cuEventCreate(&m->sent, CU_EVENT_DISABLE_TIMING));
+    }
+    return 0;
 }
 
 /* The fp16 loss scaler's state as a fresh one: scale, good steps, found_inf, 1/scale. */
@@ -437,6 +501,8 @@ rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *er
     int rc = 0;
     for (int d = 0; d < p->ndevices && !rc; d++)
         rc = open_device(x, d, err, errlen);
+    for (int d = 0; d < p->ndevices && !rc; d++)
+        rc = open_messages(x, d, err, errlen);
     if (!rc)
         rc = cuda_libs_open(x, o->libdir, err, errlen);
     for (int d = 0; d < p->ndevices && !rc; d++)
@@ -465,10 +531,11 @@ void rt_cuda_close(rt_cuda *x)
             x->L.cuStreamSynchronize(x->dev[d].stream[S_COMPUTE]);
         }
     }
-    if (x->L.so)
-        cuda_libs_close(x);
+    /* the graph first: its nodes hold the libraries' work (NCCL's, cuDNN's) */
     if (x->graph)
         x->L.cuGraphExecDestroy(x->graph);
+    if (x->L.so)
+        cuda_libs_close(x);
     for (int d = 0; x->dev && d < x->p->ndevices; d++) {
         cuda_gpu *G = &x->dev[d];
         if (!G->ctx)
@@ -492,6 +559,15 @@ void rt_cuda_close(rt_cuda *x)
                 x->L.cuMemFree(G->region[r]);
         if (G->staging)
             x->L.cuMemFree(G->staging);
+        if (G->mailbox)
+            x->L.cuMemFree(G->mailbox);
+        for (int i = 0; i < G->nmessages; i++)
+            if (G->messages[i].sent) {
+                x->L.cuCtxSetCurrent(x->dev[G->messages[i].sender].ctx);
+                x->L.cuEventDestroy(G->messages[i].sent);
+                x->L.cuCtxSetCurrent(G->ctx);
+            }
+        free(G->messages);
         for (int init = 0; init < 2; init++) {
             int n;
             steps_of(x, d, init, &n);
@@ -606,6 +682,9 @@ static int transfer(rt_cuda *x, int device, const ir_value *v, void *host, int u
         if (!up)
             break;
     }
+    /* an input the program does not read (an optimizer's unused step) */
+    if (!done && up && device < 0 && v->kind == IR_VALUE_INPUT)
+        return 0;
     if (!done)
         return fail(err, errlen, "no device%s holds %s", device < 0 ? "" : " of that number",
                     v->name);
@@ -710,16 +789,56 @@ static int issue_comm(rt_cuda *x, int init, int n, const int *devs, const int *i
     return 0;
 }
 
+/* A point-to-point step of device d: a send copies into the receiver's
+ * mailbox at once (peer to peer) and records the message's event; a recv,
+ * issued after its send, waits for that event and copies out of the
+ * mailbox.  Both on the communication stream, after what the step waits for.
+ * So a send never waits for its receiver, as in the CPU executor: pipeline
+ * schedules whose sends cross (each stage sending before it receives) cannot
+ * deadlock, as they would as NCCL sends on one stream. */
+static int issue_p2p(rt_cuda *x, int d, int init, int s, cuda_message *m, char *err,
+                     size_t errlen)
+{
+    cuda_gpu *G = &x->dev[d];
+    int n;
+    const cg_step *st = &steps_of(x, d, init, &n)[s];
+    const cg_comm *c = &st->u.comm;
+    CUstream cs = G->stream[S_COMM];
+    CU(cuCtxSetCurrent(G->ctx));
+    if (st->wait >= 0)
+        CU(cuStreamWaitEvent(cs, G->done[init][st->wait], 0));
+    if (c->op == IR_OP_SEND) {
+        cuda_gpu *R = &x->dev[c->peer];
+        CUdeviceptr to = R->mailbox + (CUdeviceptr)m->offset;
+        if (R->ctx == G->ctx)
+            CU(cuMemcpyDtoDAsync(to, cuda_ptr(G, c->send[0]), (size_t)m->bytes, cs));
+        else
+            CU(cuMemcpyPeerAsync(to, R->ctx, cuda_ptr(G, c->send[0]), G->ctx, (size_t)m->bytes, cs));
+        CU(cuEventRecord(m->sent, cs));
+        m->issued = 1;
+    } else {
+        CU(cuStreamWaitEvent(cs, m->sent, 0));
+        CU(cuMemcpyDtoDAsync(cuda_ptr(G, c->recv[0]), G->mailbox + (CUdeviceptr)m->offset,
+                             (size_t)m->bytes, cs));
+    }
+    if (G->done[init][s])
+        CU(cuEventRecord(G->done[init][s], cs));
+    return 0;
+}
+
 /* Issues the steps of one run (or the init steps) of every device, in
  * lockstep as tests/cg_host.c runs them: each device up to its next
- * communication step; then every collective whose whole group is there, and
- * every send whose recv is there, as one NCCL group call each (one thread
- * drives every GPU, which NCCL requires to be grouped). */
+ * communication step; then every collective whose whole group is there as
+ * one NCCL group call (one thread drives every GPU, which NCCL requires to
+ * be grouped), every send, and every recv whose send was issued. */
 static int issue_all(rt_cuda *x, int init, char *err, size_t errlen)
 {
     int nd = x->p->ndevices, pos[64] = {0};
     if (nd > 64)
         return fail(err, errlen, "more than 64 devices in one process");
+    for (int d = 0; d < nd; d++)
+        for (int i = 0; i < x->dev[d].nmessages; i++)
+            x->dev[d].messages[i].issued = 0;
     for (;;) {
         int progress = 0, left = 0;
         const cg_comm *at[64];
@@ -737,13 +856,21 @@ static int issue_all(rt_cuda *x, int init, char *err, size_t errlen)
         for (int d = 0; d < nd; d++) {
             const cg_comm *c = at[d];
             int devs[64], idx[64], n = 0;
-            if (!c || c->op == IR_OP_RECV)
+            if (!c)
                 continue;
-            if (c->op == IR_OP_SEND) {
-                int e = c->peer;
-                if (e < 0 || e >= nd || !at[e] || at[e]->op != IR_OP_RECV || at[e]->id != c->id)
+            if (c->op == IR_OP_SEND || c->op == IR_OP_RECV) {
+                int e = c->op == IR_OP_SEND ? c->peer : d;
+                cuda_message *m = e >= 0 && e < nd ? message(&x->dev[e], init, c->id) : NULL;
+                if (!m)
+                    return fail(err, errlen, "device %d: message %lld has no receiver", d,
+                                (long long)c->id);
+                if (c->op == IR_OP_RECV && !m->issued)
                     continue;
-                devs[0] = d, devs[1] = e, n = 2;
+                if (issue_p2p(x, d, init, pos[d], m, err, errlen))
+                    return -1;
+                pos[d]++, at[d] = NULL;
+                progress = 1;
+                continue;
             } else {
                 for (int q = 0; q < c->ngroup; q++) {
                     int e = (int)c->group[q];
@@ -764,7 +891,7 @@ static int issue_all(rt_cuda *x, int init, char *err, size_t errlen)
         }
         if (!progress)
             return fail(err, errlen, "the program's devices wait for each other forever "
-                        "(a communication step without its partners)");
+                        "(a collective without its whole group, or a recv without its send)");
     }
 }
 

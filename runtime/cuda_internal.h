@@ -20,7 +20,8 @@ const char *cuda_lib_path(const char *libdir, const char *soname, char *path, si
 #define DRIVER_FNS(X) X(cuInit) X(cuGetErrorString) X(cuDeviceGetCount) X(cuDeviceGet) \
     X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) \
     X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) X(cuMemGetInfo) X(cuMemAlloc) X(cuMemFree) \
-    X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemsetD8Async) \
+    X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemcpyPeerAsync) \
+    X(cuMemsetD8Async) \
     X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuStreamCreate) \
     X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuEventCreate) \
     X(cuEventDestroy) X(cuEventRecord) X(cuLaunchKernel) X(cuStreamBeginCapture) \
@@ -53,6 +54,17 @@ enum { S_COMPUTE, S_COMM, S_COPY, S_N };
 typedef struct cuda_libs cuda_libs;     /* cuda_lib.c: the libraries' entry points */
 typedef struct cuda_step_lib cuda_step_lib;   /* cuda_lib.c: a library step, prepared */
 
+/* A point-to-point message's place on the receiver: the sender copies into
+ * it when it reaches its send, the receiver out of it at its recv. */
+typedef struct {
+    int init;                   /* of the init steps */
+    int64_t id;                 /* the send/recv pair's id */
+    int64_t offset, bytes;      /* in the receiver's mailbox */
+    int sender;                 /* the device that sends it */
+    CUevent sent;               /* the sender's: recorded after its copy */
+    int issued;                 /* the send was issued in this run */
+} cuda_message;
+
 typedef struct {
     int ordinal;
     char name[128];
@@ -69,6 +81,9 @@ typedef struct {
     cuda_step_lib **lib[2];     /* [init][step]: a library step's state, or NULL */
     void *blas, *dnn;           /* this device's cuBLASLt and cuDNN handles */
     CUdeviceptr zeros;          /* float zeros for a fused convolution without bias */
+    CUdeviceptr mailbox;        /* the messages this device receives */
+    int nmessages;
+    cuda_message *messages;
 } cuda_gpu;
 
 /* A prefetched range of the inputs region: staging -> inputs at the next launch. */

@@ -590,7 +590,10 @@ int cuda_libs_open(rt_cuda *x, const char *libdir, char *err, size_t errlen)
         for (int s = 0; s < p->devices[d].ninit + p->devices[d].nsteps; s++) {
             const cg_device *D = &p->devices[d];
             const cg_step *st = s < D->ninit ? &D->init[s] : &D->steps[s - D->ninit];
-            need[st->kind] = 1;
+            /* sends and recvs are peer-to-peer copies (cuda.c), not NCCL */
+            if (st->kind != CG_STEP_COMM || (st->u.comm.op != IR_OP_SEND &&
+                                             st->u.comm.op != IR_OP_RECV))
+                need[st->kind] = 1;
             if (st->kind == CG_STEP_CONV && st->u.conv.k > max_k)
                 max_k = st->u.conv.k;
         }

@@ -15,7 +15,8 @@
  * (skipped) without a driver or a GPU, or without NVRTC.
  *
  * On the stand-ins (label unit, CI): lenet and mlp for 4 steps on one and on
- * two devices, within 1e-4 + 1e-4 |loss| per step, the weights after the
+ * two devices (data parallel and pipeline; mlp also tensor parallel, and
+ * hybrid on four devices: NCCL's split communicators, send/recv), within 1e-4 + 1e-4 |loss| per step, the weights after the
  * last step within 1e-4 + 1e-3 |w|, eager and graph bitwise equal, and the
  * next batch prefetched while a step runs. */
 #include <math.h>
@@ -34,7 +35,8 @@ static int npassed, nfailed;
 
 /* ---------------------------------------------------------------- models */
 
-static ir_graph *model(const char *src, const char *name, int batch, int devices)
+static ir_graph *model(const char *src, const char *name, int batch, int devices,
+                       pt_strategy strategy)
 {
     char path[4096], b[16];
     snprintf(path, sizeof path, "%s/models/%s.net", src, name);
@@ -48,7 +50,9 @@ static ir_graph *model(const char *src, const char *name, int batch, int devices
     opt.momentum = 0.9;
     pt_options po = {0};
     po.devices = devices;
-    po.strategy = PT_DATA;
+    po.strategy = strategy;
+    if (strategy == PT_HYBRID)
+        po.dp = 2, po.pp = devices / 2;
     pm_options pm = {1, 0, NULL, NULL, stdout, devices > 1 ? &po : NULL};
     if (!g || ad_training_graph(g, &opt, &d) != 0 ||
         pm_run(g, pm_default_pipeline(1, 0, devices > 1), &pm, &d) != 0) {
@@ -109,6 +113,7 @@ static void step_inputs(const ir_graph *g, rt_exec *x, int k, float lr)
 typedef struct {
     const char *model;
     int batch, devices, steps;
+    pt_strategy strategy;
     float lr;
     double atol, rtol, first_rtol;   /* per step's loss; the first step's */
     double watol, wrtol;             /* the weights after the last step; < 0: not compared */
@@ -124,9 +129,11 @@ static int near(double got, double want, double atol, double rtol)
 static void one(const gpu_env *env, const char *src, const train_case *c)
 {
     char err[1024], what[128];
-    snprintf(what, sizeof what, "%s, batch %d, %d device%s, %d steps", c->model, c->batch,
-             c->devices, c->devices > 1 ? "s" : "", c->steps);
-    ir_graph *g = model(src, c->model, c->batch, c->devices);
+    static const char *const strategies[] = {"data", "pipeline", "tensor", "hybrid"};
+    snprintf(what, sizeof what, "%s, batch %d, %d device%s%s, %d steps", c->model, c->batch,
+             c->devices, c->devices > 1 ? "s " : "", c->devices > 1 ? strategies[c->strategy] : "",
+             c->steps);
+    ir_graph *g = model(src, c->model, c->batch, c->devices, c->strategy);
     if (!g)
         return;
     diag d;
@@ -261,16 +268,21 @@ int main(int argc, char **argv)
     rt_set_threads(fake ? 2 : 16);
     if (fake) {
         static const train_case cases[] = {
-            {"lenet", 4, 1, 4, 0.05f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3},
-            {"mlp", 4, 1, 4, 0.05f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3},
-            {"lenet", 4, 2, 4, 0.05f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3},
-            {"mlp", 4, 2, 4, 0.05f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3},
+            {"lenet", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3},
+            {"mlp", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3},
+            {"mlp", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3},
+            {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3},
+            {"lenet", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3},
+            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3},
+            {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3},
         };
         for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
             one(&env, argv[1], &cases[i]);
     } else {
-        static const train_case resnet = {"resnet18", 32, 1, 50, 0.05f, 2e-3, 2e-2, 1e-4, -1, -1};
-        static const train_case lenet2 = {"lenet", 32, 2, 50, 0.05f, 2e-3, 2e-2, 1e-4, -1, -1};
+        static const train_case resnet = {"resnet18", 32, 1, 50, PT_DATA, 0.05f, 2e-3, 2e-2, 1e-4,
+                                          -1, -1};
+        static const train_case lenet2 = {"lenet", 32, 2, 50, PT_DATA, 0.05f, 2e-3, 2e-2, 1e-4, -1, -1};
         one(&env, argv[1], &resnet);
         if (env.gpus >= 2)
             one(&env, argv[1], &lenet2);
