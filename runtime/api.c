@@ -1,10 +1,10 @@
 /* libgnc: the embedding API of include/gnc/gnc.h over the runtime.
  *
  * A gnc_plan is an rt_plan (plan.c: the program, proven memory plan, meta); a
- * gnc_session an executor of it (exec.c: the CPU executor, virtual devices
- * for a partitioned plan) with the plan's inputs, outputs and training
- * scalars looked up once.  Messages come from the runtime's err strings; the
- * status says what kind of failure it was. */
+ * gnc_session an rt_session of it (session.c: the CPU executor, virtual
+ * devices for a partitioned plan, or the GPU executor beside a host copy).
+ * Messages come from the runtime's err strings; the status says what kind of
+ * failure it was. */
 #include <gnc/gnc.h>
 
 #include <stdarg.h>
@@ -14,9 +14,9 @@
 
 #include "checkpoint.h"
 #include "device.h"
-#include "exec.h"
 #include "passes.h"
 #include "plan.h"
+#include "session.h"
 
 struct gnc_plan {
     rt_plan *p;
@@ -24,9 +24,8 @@ struct gnc_plan {
 
 struct gnc_session {
     const gnc_plan *plan;
-    rt_exec *x;
+    rt_session *s;
     uint64_t seed;
-    const ir_value *lr, *step, *train_seed;   /* a training step's scalars, or NULL */
 };
 
 static gnc_status set_error(gnc_error *err, gnc_status st, const char *fmt, ...)
@@ -167,19 +166,15 @@ gnc_status gnc_session_init(gnc_session **out, const gnc_plan *plan,
     gnc_session *s = calloc(1, sizeof *s);
     if (!s)
         return set_error(err, GNC_ERROR_MEMORY, "out of memory");
-    const rt_plan *p = plan->p;
     s->plan = plan;
     s->seed = o.seed;
-    s->x = rt_exec_new_planned(p->g, p->mp->offset_by_id, p->mp->device_bytes, msg, sizeof msg);
-    if (!s->x) {
+    /* libdir NULL: $GNC_CUDA_LIBDIR, else the loader's search path */
+    rt_session_options so = {.device = kind, .seed = o.seed};
+    if (!(s->s = rt_session_open(plan->p, &so, msg, sizeof msg))) {
         free(s);
-        return set_error(err, kind_of(msg, GNC_ERROR_FORMAT), "%s", msg);
-    }
-    rt_exec_init_params(s->x, o.seed);
-    if (p->training) {
-        s->lr = ir_find_value(p->g, AD_INPUT_LR);
-        s->step = ir_find_value(p->g, AD_INPUT_STEP);
-        s->train_seed = ir_find_value(p->g, AD_INPUT_SEED);
+        /* cuda: no driver, no GPU, a program it cannot run yet */
+        return set_error(err, kind_of(msg, kind == RT_DEVICE_CUDA ? GNC_ERROR_UNSUPPORTED
+                                                                  : GNC_ERROR_FORMAT), "%s", msg);
     }
     *out = s;
     return ok(err);
@@ -189,14 +184,13 @@ void gnc_session_free(gnc_session *s)
 {
     if (!s)
         return;
-    rt_exec_free(s->x);
+    rt_session_free(s->s);
     free(s);
 }
 
 const char *gnc_session_device(const gnc_session *s)
 {
-    (void)s;
-    return "cpu";
+    return rt_session_device_name(s->s);
 }
 
 static const ir_value *input_named(const ir_graph *g, const char *name)
@@ -228,14 +222,16 @@ gnc_status gnc_session_set_input(gnc_session *s, const char *name, const void *d
         return set_error(err, GNC_ERROR_ARGUMENT, "input %s is %s: %zu bytes, not %zu", name,
                          ir_type_str(&v->type, t, sizeof t), data_bytes(v), bytes);
     }
-    memcpy(rt_exec_data(s->x, v), data, bytes);
+    char msg[512];
+    if (rt_session_set_input(s->s, v, data, msg, sizeof msg) != 0)
+        return set_error(err, kind_of(msg, GNC_ERROR_RUN), "%s", msg);
     return ok(err);
 }
 
 static gnc_status run(gnc_session *s, gnc_error *err)
 {
     char msg[512];
-    if (rt_exec_run(s->x, msg, sizeof msg) != 0)
+    if (rt_session_run(s->s, msg, sizeof msg) != 0)
         return set_error(err, kind_of(msg, GNC_ERROR_RUN), "%s", msg);
     return ok(err);
 }
@@ -260,12 +256,9 @@ gnc_status gnc_session_train_step(gnc_session *s, double lr, int64_t step, gnc_e
     if (!(lr >= 0) || step < 0)
         return set_error(err, GNC_ERROR_ARGUMENT, "a training step needs a learning rate >= 0 "
                          "and a step >= 0, got %g and %lld", lr, (long long)step);
-    if (s->lr && s->lr->type.dtype == IR_F32 && s->lr->type.rank == 0)
-        *(float *)rt_exec_data(s->x, s->lr) = (float)lr;
-    if (s->step && s->step->type.dtype == IR_I64 && s->step->type.rank == 0)
-        *(int64_t *)rt_exec_data(s->x, s->step) = step;
-    if (s->train_seed && s->train_seed->type.dtype == IR_I64 && s->train_seed->type.rank == 0)
-        *(int64_t *)rt_exec_data(s->x, s->train_seed) = (int64_t)s->seed;
+    char msg[512];
+    if (rt_session_set_train(s->s, lr, step, s->seed, msg, sizeof msg) != 0)
+        return set_error(err, kind_of(msg, GNC_ERROR_RUN), "%s", msg);
     return run(s, err);
 }
 
@@ -282,7 +275,7 @@ gnc_status gnc_session_output(const gnc_session *s, const char *name, void *data
         return set_error(err, GNC_ERROR_ARGUMENT, "output %s is %s: %zu bytes, not %zu", name,
                          ir_type_str(&v->type, t, sizeof t), data_bytes(v), bytes);
     }
-    memcpy(data, rt_exec_data(s->x, v), bytes);
+    memcpy(data, rt_session_data(s->s, v), bytes);
     return ok(err);
 }
 
@@ -293,7 +286,7 @@ gnc_status gnc_session_loss(const gnc_session *s, double *loss, gnc_error *err)
     const ir_value *v = s->plan->p->g->loss;
     if (!v)
         return set_error(err, GNC_ERROR_ARGUMENT, "the plan's model has no loss");
-    *loss = *(const float *)rt_exec_data(s->x, v);
+    *loss = *(const float *)rt_session_data(s->s, v);
     return ok(err);
 }
 
@@ -308,7 +301,7 @@ gnc_status gnc_session_save_checkpoint(gnc_session *s, const char *path, int64_t
     rt_ckpt_meta_set(&meta, "step", buf);
     snprintf(buf, sizeof buf, "%llu", (unsigned long long)s->seed);
     rt_ckpt_meta_set(&meta, "seed", buf);
-    int rc = rt_checkpoint_save(s->plan->p->g, s->x, path, &meta, msg, sizeof msg);
+    int rc = rt_session_save(s->s, path, &meta, msg, sizeof msg);
     rt_ckpt_meta_free(&meta);
     if (rc != 0)
         return set_error(err, kind_of(msg, GNC_ERROR_IO), "%s", msg);
@@ -322,7 +315,7 @@ gnc_status gnc_session_load_checkpoint(gnc_session *s, const char *path, int64_t
     if (!s || !path)
         return set_error(err, GNC_ERROR_ARGUMENT, "gnc_session_load_checkpoint: NULL argument");
     rt_ckpt_meta meta = {0};
-    if (rt_checkpoint_load(s->plan->p->g, s->x, path, &meta, msg, sizeof msg) != 0) {
+    if (rt_session_load(s->s, path, &meta, msg, sizeof msg) != 0) {
         /* several lines when several tensors differ: one line of them */
         char *w = msg;
         for (const char *r = msg; *r; r++)

@@ -1,4 +1,5 @@
-/* Device selection: see device.h. */
+/* Device selection: see device.h.  GNC_HAVE_CUDA_DRIVER: runtime/cuda.c is
+ * the real GPU executor in this build (CMakeLists.txt defines it for both). */
 #include "device.h"
 
 #include <dirent.h>
@@ -30,10 +31,15 @@ int rt_device_pick(const char *name, rt_device_kind *kind, char *err, size_t err
         return 0;
     }
     if (strcmp(name, "cuda") == 0) {
-        snprintf(err, errlen, "device cuda%s: this build of gnc has no CUDA runtime yet (it comes "
-                 "with the CUDA backend); run on the CPU instead (device cpu)", dflt
+#ifdef GNC_HAVE_CUDA_DRIVER
+        *kind = RT_DEVICE_CUDA;
+        return 0;
+#else
+        snprintf(err, errlen, "device cuda%s: this build of gnc has no CUDA runtime (built "
+                 "without the CUDA toolkit); run on the CPU instead (device cpu)", dflt
                  ? " (the default where a GPU is present)" : "");
         return -2;
+#endif
     }
     snprintf(err, errlen, "unknown device '%s' (cpu or cuda)", name);
     return -1;

@@ -30,6 +30,8 @@ set_tests_properties(api_doc PROPERTIES LABELS "api")
 
 add_executable(test_api ${CMAKE_CURRENT_SOURCE_DIR}/api/test_api.c)
 target_link_libraries(test_api PRIVATE gnc_lib m)
+# whether libgnc has the GPU executor (the message a cuda session fails with)
+target_compile_definitions(test_api PRIVATE GNC_TEST_CUDA_RUNTIME=$<BOOL:${GNC_HAVE_CUDA_RUNTIME}>)
 add_test(NAME api COMMAND test_api ${CMAKE_CURRENT_BINARY_DIR}/api-plans)
 set_tests_properties(api PROPERTIES FIXTURES_REQUIRED api_plans LABELS "unit;api" TIMEOUT 300)
 
@@ -38,4 +40,5 @@ if(GNC_SANITIZE)
 endif()
 add_test(NAME api_install COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/api/install.sh ${CMAKE_BINARY_DIR}
          ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/api-install ${CMAKE_C_COMPILER} ${GNC_APP_FLAGS})
-set_tests_properties(api_install PROPERTIES LABELS "api;cli" TIMEOUT 600)
+set_tests_properties(api_install PROPERTIES LABELS "api;cli" TIMEOUT 600
+                     ENVIRONMENT GNC_TEST_CUDA_RUNTIME=${GNC_HAVE_CUDA_RUNTIME})

@@ -4,7 +4,8 @@
 set(GNC_FMNIST /usr/share/datasets/fashion-mnist CACHE PATH "Fashion-MNIST IDX files")
 add_test(NAME train COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/train/run.sh
          $<TARGET_FILE:gnc> ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/train-work ${GNC_FMNIST})
-set_tests_properties(train PROPERTIES LABELS "cli;train" TIMEOUT 900)
+set_tests_properties(train PROPERTIES LABELS "cli;train" TIMEOUT 900
+                     ENVIRONMENT GNC_TEST_CUDA_RUNTIME=${GNC_HAVE_CUDA_RUNTIME})
 
 # The training bar: lenet on the whole of Fashion-MNIST, 2 epochs, >= 0.85 test
 # accuracy (about 20 s).

@@ -59,6 +59,7 @@ typedef struct {
     long long epochs, steps, batch, warmup, step_size;
     double lr, gamma;
     const char *device;         /* --device cpu|cuda; NULL: the default */
+    int cuda;                   /* the device picked (cli_device) is cuda */
     /* the CUDA backend of gnc compile -o (docs/codegen.md) */
     int precision;              /* --precision: a cg_precision; default CG_FP32 */
     const char *archs;          /* --arch sm_80,sm_90: the cubins a plan holds */
@@ -80,13 +81,18 @@ mp_plan *cli_optimize(const options *o, ir_graph *g, int training, diag *d);
 double cli_now_ms(void);
 
 /* A compiled program: graph, memory plan, partition plan; or a plan file's
- * program and memory plan (file), which it owns then. */
+ * program and memory plan (file), which it owns then.  A model compiled for
+ * the cuda device is made a plan in memory (cli_plan_memory): g and mp are
+ * then the plan's, and the compiled ones are kept in compiled_g and
+ * compiled_mp until the program is freed. */
 typedef struct {
     ir_graph *g;
     mp_plan *mp;
     pt_plan *plan;
     char strategy[96];
     struct rt_plan *file;
+    ir_graph *compiled_g;
+    mp_plan *compiled_mp;
 } cli_program;
 
 /* Compiles o's model (at batch, as cli_load; as a training step when train)
@@ -129,12 +135,29 @@ int cli_mpi_agree(const options *o, const cli_program *p, diag *d);
 struct rt_exec *cli_exec_new(const options *o, const cli_program *p, int per_rank, char *err,
                              size_t errlen);
 
+/* Devices (tools/plan.c; runtime/session.h).  cli_device: --device of run,
+ * train and eval (or the default: cuda where a GPU is present, but cpu under
+ * mpirun) into o->cuda; with cuda, the driver is probed at once, so that a
+ * machine without one fails before anything is compiled, read or written.
+ * Returns 0, or 1 after saying why (an unknown name is a usage error of
+ * parse_args already).  cli_session_new: the session that runs p on o's
+ * device with its parameters from seed: on cpu around cli_exec_new's
+ * executor, on cuda from p's plan (a plan file, or cli_plan_memory's).
+ * cli_plan_memory: for the cuda device, p (a model compiled in this process)
+ * becomes the plan gnc compile -o would write of it, kernels included,
+ * decoded from memory; train: a training step.  Returns 0, or -1 after saying
+ * why. */
+int cli_device(options *o);
+struct rt_session *cli_session_new(const options *o, const cli_program *p, int per_rank,
+                                   uint64_t seed, char *err, size_t errlen);
+int cli_plan_memory(const options *o, cli_program *p, int train);
+
 /* Plan files (tools/plan.c; docs/plan.md).  cli_is_plan: FILE ends in .gnc or
  * starts with the plan magic.  cli_is_program_flag: an option a plan refuses
  * (it shapes a program, or prints while compiling one); cli_flag_record
  * notes a shaping one in o->flags.  cli_plan_write: gnc compile -o, the program
  * with its meta (flags, strategy, ...).  cli_plan_open: the plan of o->file,
- * checked against --device, --devices and the MPI world; -1 after saying why.
+ * checked against --devices and the MPI world; -1 after saying why.
  * cmd_inspect: gnc inspect. */
 int cli_is_plan(const char *path);
 int cli_is_program_flag(const char *flag);

@@ -17,6 +17,7 @@
 #include "npy.h"
 #include "passes.h"
 #include "plan.h"
+#include "session.h"
 #include "cli.h"
 
 static const char usage_main[] =
@@ -125,8 +126,9 @@ static const char usage_run[] =
     "  --threads N     CPU threads (default: all cores)\n"
     "  --repeat N      run N times and report the median time (default 1)\n"
     "  --profile       print the time spent in each op\n"
-    "  --device cpu|cuda   where to run a plan (default cuda where a GPU is present,\n"
-    "                  else cpu; there is no CUDA runtime yet); a model runs on the CPU\n"
+    "  --device cpu|cuda   where to run (default cuda where a GPU is present, else\n"
+    "                  cpu; cpu under mpirun); a model runs on cuda as the plan\n"
+    "                  gnc compile -o makes of it (compiled in memory)\n"
     "\n"
     "FILE may be a plan (gnc compile -o): it runs as compiled, on as many virtual\n"
     "devices as it was compiled for; options that shape a program do not apply.\n";
@@ -134,7 +136,7 @@ static const char usage_run[] =
 static const char usage_train[] =
     "usage: gnc train [options] MODEL.net\n"
     "\n"
-    "Trains the model on the CPU: each step runs the training graph (gnc dump --train)\n"
+    "Trains the model on --device: each step runs the training graph (gnc dump --train)\n"
     "on a shuffled batch; after each epoch, test accuracy on the whole test set.\n"
     "The model's first float input takes the images, its integer input the labels.\n"
     "\n"
@@ -160,8 +162,9 @@ static const char usage_train[] =
     "  --threads N     CPU threads (default: all cores)\n"
     "  --remat         recompute batchnorm-ReLU results in the backward pass\n"
     "  --profile       print the time spent in each op of the training step\n"
-    "  --device cpu|cuda   where to train a plan (default cuda where a GPU is present,\n"
-    "                  else cpu; there is no CUDA runtime yet); a model trains on the CPU\n"
+    "  --device cpu|cuda   where to train (default cuda where a GPU is present, else\n"
+    "                  cpu; cpu under mpirun); parameters and optimizer state stay on\n"
+    "                  the GPU and are read back for evaluation and checkpoints\n"
     "\n"
     "MODEL may be a training plan (gnc compile MODEL.net --train -o FILE.gnc): it\n"
     "trains as compiled (batch, optimizer, devices); each epoch ends with its\n"
@@ -910,16 +913,15 @@ static int cmd_run(const options *o, const cli_program *p)
     }
     if (o->threads)
         rt_set_threads(o->threads);
-    rt_exec *x = cli_exec_new(o, p, 1, err, sizeof err);
-    if (!x) {
+    rt_session *s = cli_session_new(o, p, 1, o->seed, err, sizeof err);
+    if (!s) {
         fprintf(stderr, "gnc: error: %s\n", err);
         return 1;
     }
-    rt_exec_init_params(x, o->seed);
-    rt_exec_set_profile(x, o->profile);
+    rt_exec_set_profile(rt_session_host(s), o->profile);
     int rc = 1;
     for (int i = 0; i < g->ninputs; i++)
-        fill_random(g->inputs[i], i, o->seed, rt_exec_data(x, g->inputs[i]));
+        fill_random(g->inputs[i], i, o->seed, rt_session_data(s, g->inputs[i]));
     for (int k = 0; k < o->ninputs; k++) {
         const ir_value *v = NULL;
         if (!o->input_names[k] && g->ninputs == 1)
@@ -936,18 +938,23 @@ static int cmd_run(const options *o, const cli_program *p)
             fprintf(stderr, "gnc: error: --input: the model has no input '%s'\n", o->input_names[k]);
             goto done;
         }
-        if (npy_read(o->input_files[k], &v->type, rt_exec_data(x, v), err, sizeof err) != 0) {
+        if (npy_read(o->input_files[k], &v->type, rt_session_data(s, v), err, sizeof err) != 0) {
             fprintf(stderr, "gnc: error: %s\n", err);
             goto done;
         }
     }
+    for (int i = 0; i < g->ninputs; i++)
+        if (rt_session_set_input(s, g->inputs[i], NULL, err, sizeof err) != 0) {
+            fprintf(stderr, "gnc: error: %s\n", err);
+            goto done;
+        }
     int repeat = o->repeat ? o->repeat : 1;
     double *times = calloc((size_t)repeat, sizeof *times);
     if (!times)
         goto done;
     for (int r = 0; r < repeat; r++) {
         double t0 = cli_now_ms();
-        if (rt_exec_run(x, err, sizeof err) != 0) {
+        if (rt_session_run(s, err, sizeof err) != 0) {
             fprintf(stderr, "gnc: error: %s\n", err);
             free(times);
             goto done;
@@ -961,7 +968,7 @@ static int cmd_run(const options *o, const cli_program *p)
         goto done;
     }
     for (int i = 0; i < g->noutputs; i++)
-        if (!rt_exec_data(x, g->outputs[i].value)) {
+        if (!rt_session_data(s, g->outputs[i].value)) {
             fprintf(stderr, "gnc: error: output %s is computed on device %d, and under MPI only "
                     "rank 0's are printed\n", g->outputs[i].name,
                     g->outputs[i].value->def ? g->outputs[i].value->def->device : 0);
@@ -970,12 +977,12 @@ static int cmd_run(const options *o, const cli_program *p)
         }
     for (int i = 0; i < g->noutputs; i++)
         print_tensor(g->outputs[i].name, g->outputs[i].value,
-                     rt_exec_data(x, g->outputs[i].value));
-    if (g->loss && rt_exec_data(x, g->loss))
-        print_tensor("loss", g->loss, rt_exec_data(x, g->loss));
+                     rt_session_data(s, g->outputs[i].value));
+    if (g->loss && rt_session_data(s, g->loss))
+        print_tensor("loss", g->loss, rt_session_data(s, g->loss));
     printf("time: %.2f ms (median of %d)\n", times[repeat / 2], repeat);
     if (o->profile)
-        rt_exec_print_profile(x, stdout);
+        rt_exec_print_profile(rt_session_host(s), stdout);
     free(times);
     if (o->out) {
         if (mkdir(o->out, 0777) != 0 && errno != EEXIST) {
@@ -989,7 +996,7 @@ static int cmd_run(const options *o, const cli_program *p)
                 goto done;
             snprintf(path, n, "%s/%s.npy", o->out, g->outputs[i].name);
             int bad = npy_write(path, &g->outputs[i].value->type,
-                                rt_exec_data(x, g->outputs[i].value), err, sizeof err);
+                                rt_session_data(s, g->outputs[i].value), err, sizeof err);
             free(path);
             if (bad) {
                 fprintf(stderr, "gnc: error: %s\n", err);
@@ -999,7 +1006,7 @@ static int cmd_run(const options *o, const cli_program *p)
     }
     rc = 0;
 done:
-    rt_exec_free(x);
+    rt_session_free(s);
     return rc;
 }
 
@@ -1012,8 +1019,8 @@ static void options_free(options *o)
     o->ndefines = o->ninputs = 0;
 }
 
-/* A plan given as FILE: the options that apply, --device.  Returns 0 or the
- * exit status. */
+/* A plan given as FILE: the options that apply; and the device of the
+ * commands that run (cli_device).  Returns 0 or the exit status. */
 static int plan_options(options *o, int is_plan)
 {
     if (is_plan && strcmp(o->cmd, "compile") == 0)
@@ -1025,12 +1032,9 @@ static int plan_options(options *o, int is_plan)
                 o->program_flag, o->file, o->file, o->cmd);
         return 2;
     }
-    if (!is_plan && o->device && strcmp(o->device, "cpu") != 0) {
-        fprintf(stderr, "gnc: error: --device %s: this build of gnc has no CUDA runtime yet, and "
-                "a model (.net, .gir) runs on the CPU executor: leave --device out, or compile "
-                "a plan (gnc compile -o) for the CUDA runtime to come\n", o->device);
-        return 1;
-    }
+    if (strcmp(o->cmd, "run") == 0 || strcmp(o->cmd, "train") == 0 ||
+        strcmp(o->cmd, "eval") == 0)
+        return cli_device(o);
     return 0;
 }
 
@@ -1156,7 +1160,9 @@ static int command(int argc, char **argv, cli_world *world)
             fputc('\n', stdout);
         if (rc == 0 && o.dump_plan)
             rc = cli_write_plan(&prog, o.dump_plan_file) != 0;
-    } else
+    } else if (o.cuda && cli_plan_memory(&o, &prog, o.train) != 0)
+        rc = 1; /* the model as its plan, the GPU's program */
+    else
         rc = cmd_run(&o, &prog);
     if (rc == 0 && strcmp(cmd, "compile") == 0 && o.out && world->rank == 0) {
         rc = cli_plan_write(&o, &prog, o.out) != 0;

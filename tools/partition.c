@@ -199,6 +199,9 @@ void cli_program_free(cli_program *p)
     pt_plan_free(p->plan);
     if (p->file) { /* a plan file's: it owns g and mp */
         rt_plan_free(p->file);
+        mp_plan_free(p->compiled_mp);
+        if (p->compiled_g)
+            ir_graph_free(p->compiled_g);
     } else {
         mp_plan_free(p->mp);
         if (p->g)

@@ -6,8 +6,10 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cuda.h"
 #include "device.h"
 #include "plan.h"
+#include "session.h"
 
 int cli_is_plan(const char *path)
 {
@@ -74,7 +76,9 @@ void cli_flag_record(options *o, const char *flag, const char *value)
     o->flags[at] = '\0';
 }
 
-int cli_plan_write(const options *o, const cli_program *p, const char *path)
+/* The plan of p with o's meta, written to path (mem NULL) or decoded from
+ * memory into *mem (path names it in messages).  0, or -1 after saying why. */
+static int plan_make(const options *o, const cli_program *p, const char *path, rt_plan **mem)
 {
     char devices[16], step[64], opt[160];
     int partitioned = o->part.devices > 1 || o->part.deterministic;
@@ -148,7 +152,17 @@ int cli_plan_write(const options *o, const cli_program *p, const char *path)
         if (cg_compile(cg, NULL, NULL, err, sizeof err) != 0)
             goto done;
     }
-    rc = rt_plan_write_program(path, p->g, p->mp, meta, n, cg, err, sizeof err);
+    if (!mem) {
+        rc = rt_plan_write_program(path, p->g, p->mp, meta, n, cg, err, sizeof err);
+    } else {
+        unsigned char *bytes;
+        size_t size;
+        if (rt_plan_encode_program(p->g, p->mp, meta, n, cg, &bytes, &size, err, sizeof err) == 0) {
+            *mem = rt_plan_decode(bytes, size, path, err, sizeof err);
+            free(bytes);
+            rc = *mem ? 0 : -1;
+        }
+    }
 done:
     if (rc != 0)
         fprintf(stderr, "gnc: error: %s\n", err);
@@ -157,15 +171,81 @@ done:
     return rc;
 }
 
+int cli_plan_write(const options *o, const cli_program *p, const char *path)
+{
+    return plan_make(o, p, path, NULL);
+}
+
+int cli_plan_memory(const options *o, cli_program *p, int train)
+{
+    options as = *o;
+    as.train = train;
+    rt_plan *file = NULL;
+    if (plan_make(&as, p, o->file, &file) != 0)
+        return -1;
+    p->compiled_g = p->g;
+    p->compiled_mp = p->mp;
+    p->file = file;
+    p->g = file->g;
+    p->mp = file->mp;
+    return 0;
+}
+
+int cli_device(options *o)
+{
+    char err[1024];
+    rt_device_kind kind = RT_DEVICE_CPU;
+    const char *name = o->device;
+    if (!name && o->world->ranks > 1)
+        name = "cpu"; /* under mpirun, the CPU executor alone */
+    if (rt_device_pick(name, &kind, err, sizeof err) != 0) {
+        fprintf(stderr, "gnc: error: %s\n", err);
+        return 1;
+    }
+    o->cuda = kind == RT_DEVICE_CUDA;
+    if (o->cuda && o->world->ranks > 1) {
+        o->world->together = 1;
+        if (o->world->rank == 0)
+            fprintf(stderr, "gnc: error: --device cuda: under mpirun gnc runs on the CPU executor "
+                    "alone, one device per process (--device cpu)\n");
+        return 1;
+    }
+    if (o->cuda && o->profile) {
+        fprintf(stderr, "gnc: error: --profile times the CPU executor's ops: add --device cpu\n");
+        return 1;
+    }
+    if (o->cuda && rt_cuda_probe(NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "gnc: error: device cuda%s: %s\n", o->device ? ""
+                : " (the default where a GPU is present; --device cpu runs on the CPU)", err);
+        return 1;
+    }
+    return 0;
+}
+
+struct rt_session *cli_session_new(const options *o, const cli_program *p, int per_rank,
+                                   uint64_t seed, char *err, size_t errlen)
+{
+    if (o->cuda) {
+        if (!p->file) { /* cli_plan_memory makes one of a model */
+            snprintf(err, errlen, "internal error: a program for the cuda device without its plan");
+            return NULL;
+        }
+        rt_session_options so = {.device = RT_DEVICE_CUDA, .seed = seed};
+        return rt_session_open(p->file, &so, err, errlen);
+    }
+    struct rt_exec *x = cli_exec_new(o, p, per_rank, err, errlen);
+    if (!x)
+        return NULL;
+    rt_session *s = rt_session_adopt(p->g, x, seed);
+    if (!s)
+        snprintf(err, errlen, "out of memory");
+    return s;
+}
+
 int cli_plan_open(const options *o, cli_program *out)
 {
     char err[1024];
     memset(out, 0, sizeof *out);
-    rt_device_kind kind;
-    if (rt_device_pick(o->device, &kind, err, sizeof err) != 0) {
-        fprintf(stderr, "gnc: error: %s\n", err);
-        return -1;
-    }
     rt_plan *p = rt_plan_load(o->file, err, sizeof err);
     if (!p) {
         o->world->together = 1; /* every rank reads the same file */

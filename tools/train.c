@@ -12,7 +12,14 @@
  * of the training step; rank 0, which holds the loss and, after
  * rt_exec_gather_params, every parameter, alone prints, logs, evaluates (the
  * inference graph is its alone) and writes checkpoints.  On resume every rank
- * reads the checkpoint into its own copies. */
+ * reads the checkpoint into its own copies.
+ *
+ * Each graph runs in a session (runtime/session.h) on --device: the CPU
+ * executor, or the GPU with the parameters and optimizer state kept there;
+ * these are read back into the host copy before an evaluation copies them
+ * and before a checkpoint is written.  A model (not a plan) trained on the
+ * GPU is compiled into a plan in memory first, as gnc compile -o would write
+ * it (cli_plan_memory). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -25,23 +32,23 @@
 #include "data.h"
 #include "exec.h"
 #include "plan.h"
+#include "session.h"
 
 #define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
 
-/* A graph with its executor and the values the loop feeds and reads. */
+/* A graph with its session and the values the loop feeds and reads. */
 typedef struct {
     cli_program prog;
     ir_graph *g;
-    rt_exec *x;
+    rt_session *s;
     const ir_value *image, *label, *logits;
-    const ir_value *lr, *step, *seed;   /* training graph only */
 } model;
 
 static int is_float(ir_dtype t) { return t == IR_F32 || t == IR_F16 || t == IR_BF16; }
 
 static void model_free(model *m)
 {
-    rt_exec_free(m->x);
+    rt_session_free(m->s);
     cli_candidates_free(m->prog.plan);
     cli_program_free(&m->prog);
 }
@@ -82,8 +89,9 @@ static int model_load(const options *o, long long batch, int train, model *m)
         m->g = m->prog.g;
         int bad = train ? cli_mpi_agree(o, &m->prog, &d) != 0 : (diag_print(&d, stderr), !m->g);
         diag_free(&d);
-        if (bad)
+        if (bad || (o->cuda && cli_plan_memory(o, &m->prog, train) != 0))
             return -1;
+        m->g = m->prog.g; /* the plan's, for the GPU */
     }
     ir_graph *g = m->g;
     for (int i = 0; i < g->ninputs; i++) {
@@ -111,11 +119,8 @@ static int model_load(const options *o, long long batch, int train, model *m)
                 "cross_entropy(logits, label)\n", o->file);
         return -1;
     }
-    m->lr = ir_find_value(g, AD_INPUT_LR);
-    m->step = ir_find_value(g, AD_INPUT_STEP);
-    m->seed = ir_find_value(g, AD_INPUT_SEED);
     char err[512];
-    if (!(m->x = cli_exec_new(o, &m->prog, train, err, sizeof err))) {
+    if (!(m->s = cli_session_new(o, &m->prog, train, o->seed, err, sizeof err))) {
         fprintf(stderr, "gnc: error: %s\n", err);
         return -1;
     }
@@ -142,13 +147,17 @@ static int check_data(const model *m, const rt_dataset *ds, const char *what)
     return 0;
 }
 
-/* Copies a batch of examples into the model's inputs. */
-static void feed(model *m, const rt_dataset *ds, const int64_t *order, int64_t first)
+/* Copies a batch of examples into the model's inputs.  0, or -1 with a
+ * message. */
+static int feed(model *m, const rt_dataset *ds, const int64_t *order, int64_t first, char *err,
+                size_t errlen)
 {
     int64_t n = m->image->type.dims[0];
     int32_t *labels = malloc((size_t)n * sizeof *labels);
-    rt_dataset_batch(ds, order, first, n, rt_exec_data(m->x, m->image), labels);
-    void *dst = rt_exec_data(m->x, m->label);
+    if (!labels)
+        return snprintf(err, errlen, "out of memory"), -1;
+    rt_dataset_batch(ds, order, first, n, rt_session_data(m->s, m->image), labels);
+    void *dst = rt_session_data(m->s, m->label);
     for (int64_t i = 0; i < n; i++) {
         if (m->label->type.dtype == IR_I64)
             ((int64_t *)dst)[i] = labels[i];
@@ -156,10 +165,16 @@ static void feed(model *m, const rt_dataset *ds, const int64_t *order, int64_t f
             ((int32_t *)dst)[i] = labels[i];
     }
     free(labels);
+    if (rt_session_set_input(m->s, m->image, NULL, err, errlen) != 0 ||
+        rt_session_set_input(m->s, m->label, NULL, err, errlen) != 0)
+        return -1;
+    return 0;
 }
 
 /* Copies every param and buffer of dst's graph from src's by name (a
- * tensor-parallel program's shards assembled into the whole). */
+ * tensor-parallel program's shards assembled into the whole), through the
+ * host copies: src's read back from its device first (rt_session_pull, done
+ * by the caller), dst's written to its device after. */
 static int copy_weights(model *dst, const model *src)
 {
     char err[512];
@@ -167,13 +182,16 @@ static int copy_weights(model *dst, const model *src)
         const ir_value *v = dst->g->params[i];
         if (v->kind == IR_VALUE_STATE)
             continue;
-        if (rt_exec_read_param(src->g, src->x, v->name, &v->type, rt_exec_data(dst->x, v), err,
-                               sizeof err) != 0) {
+        if (rt_exec_read_param(src->g, rt_session_host(src->s), v->name, &v->type,
+                               rt_session_data(dst->s, v), err, sizeof err) != 0) {
             fprintf(stderr, "gnc: error: evaluation: %s\n", err);
             return -1;
         }
     }
-    rt_exec_weights_changed(dst->x);
+    if (rt_session_push(dst->s, err, sizeof err) != 0) {
+        fprintf(stderr, "gnc: error: evaluation: %s\n", err);
+        return -1;
+    }
     return 0;
 }
 
@@ -185,12 +203,12 @@ static int evaluate(model *m, const rt_dataset *test, double *acc, double *loss)
     double total = 0;
     char err[512];
     for (int64_t first = 0; first + batch <= test->n; first += batch) {
-        feed(m, test, NULL, first);
-        if (rt_exec_run(m->x, err, sizeof err) != 0) {
+        if (feed(m, test, NULL, first, err, sizeof err) != 0 ||
+            rt_session_run(m->s, err, sizeof err) != 0) {
             fprintf(stderr, "gnc: error: %s\n", err);
             return -1;
         }
-        const float *z = rt_exec_data(m->x, m->logits);
+        const float *z = rt_session_data(m->s, m->logits);
         for (int64_t i = 0; i < batch; i++) {
             int64_t best = 0;
             for (int64_t k = 1; k < classes; k++)
@@ -198,7 +216,7 @@ static int evaluate(model *m, const rt_dataset *test, double *acc, double *loss)
                     best = k;
             correct += best == test->labels[first + i];
         }
-        total += *(const float *)rt_exec_data(m->x, m->g->loss) * (double)batch;
+        total += *(const float *)rt_session_data(m->s, m->g->loss) * (double)batch;
         seen += batch;
     }
     *acc = (double)correct / (double)seen;
@@ -277,7 +295,7 @@ static int save(const options *o, model *m, long long step, long long epoch, uin
     rt_ckpt_meta_set(&meta, "batch", buf);
     rt_ckpt_meta_set(&meta, "optimizer", o->opt.kind == AD_SGD ? "sgd" : o->opt.kind == AD_ADAM
                                          ? "adam" : "adamw");
-    int rc = rt_checkpoint_save(m->g, m->x, o->checkpoint, &meta, err, sizeof err);
+    int rc = rt_session_save(m->s, o->checkpoint, &meta, err, sizeof err);
     rt_ckpt_meta_free(&meta);
     if (rc)
         fprintf(stderr, "gnc: error: %s\n", err);
@@ -320,11 +338,11 @@ int cmd_train(const options *o)
     uint64_t hash = testing ? model_hash(em.g) : 0, seed = o->seed;
     long long step = 0;
 
-    rt_exec_init_params(tm.x, seed);
-    rt_exec_set_profile(tm.x, o->profile);
+    /* the parameters are filled from o->seed (cli_session_new) */
+    rt_exec_set_profile(rt_session_host(tm.s), o->profile);
     if (o->resume) {
         rt_ckpt_meta meta;
-        if (rt_checkpoint_load(tm.g, tm.x, o->resume, &meta, err, sizeof err) != 0) {
+        if (rt_session_load(tm.s, o->resume, &meta, err, sizeof err) != 0) {
             fprintf(stderr, "gnc: error: %s\n", err);
             goto done;
         }
@@ -383,17 +401,15 @@ int cmd_train(const options *o)
         long long epoch = step / per_epoch, pos = step % per_epoch;
         if (pos == 0 || epoch_steps == 0)
             rt_dataset_order(order, train.n, seed, (uint64_t)epoch);
-        feed(&tm, &train, order, pos * batch);
         double lr = lr_at(o, step, epoch, total);
-        *(float *)rt_exec_data(tm.x, tm.lr) = (float)lr;
-        *(int64_t *)rt_exec_data(tm.x, tm.step) = step;
-        *(int64_t *)rt_exec_data(tm.x, tm.seed) = (int64_t)seed;
-        if (rt_exec_run(tm.x, err, sizeof err) != 0) {
+        if (feed(&tm, &train, order, pos * batch, err, sizeof err) != 0 ||
+            rt_session_set_train(tm.s, lr, step, seed, err, sizeof err) != 0 ||
+            rt_session_run(tm.s, err, sizeof err) != 0) {
             fprintf(stderr, "\ngnc: error: step %lld: %s\n", step, err);
             goto done;
         }
         /* the loss is on device 0 (the partitioner ends it there) */
-        const float *lp = rt_exec_data(tm.x, tm.g->loss);
+        const float *lp = rt_session_data(tm.s, tm.g->loss);
         float loss = lp ? *lp : 0;
         if (root && !lp) {
             fprintf(stderr, "\ngnc: error: the loss is computed on device %d, not on rank 0\n",
@@ -431,7 +447,8 @@ int cmd_train(const options *o)
         if (tty)
             fputc('\n', stderr);
         if ((pos + 1 == per_epoch || o->checkpoint) &&
-            rt_exec_gather_params(tm.x, err, sizeof err) != 0) {
+            (rt_exec_gather_params(rt_session_host(tm.s), err, sizeof err) != 0 ||
+             rt_session_pull(tm.s, err, sizeof err) != 0)) {
             fprintf(stderr, "gnc: error: step %lld: %s\n", step, err);
             goto done;
         }
@@ -466,7 +483,7 @@ int cmd_train(const options *o)
     }
     free(order);
     if (root && o->profile)
-        rt_exec_print_profile(tm.x, stdout);
+        rt_exec_print_profile(rt_session_host(tm.s), stdout);
     rc = 0;
 done:
     if (log && fclose(log) != 0) {
@@ -499,7 +516,7 @@ int cmd_eval(const options *o)
     long long batch = o->batch ? o->batch : divisor_upto(test.n, 256);
     if (model_load(o, batch, 0, &m) != 0 || check_data(&m, &test, "test") != 0)
         goto done;
-    if (rt_checkpoint_load(m.g, m.x, o->weights, NULL, err, sizeof err) != 0) {
+    if (rt_session_load(m.s, o->weights, NULL, err, sizeof err) != 0) {
         fprintf(stderr, "gnc: error: %s\n", err);
         goto done;
     }

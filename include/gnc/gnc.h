@@ -86,7 +86,7 @@ typedef enum {
     GNC_ERROR_IO,           /* a file cannot be read or written */
     GNC_ERROR_FORMAT,       /* a plan or checkpoint is malformed, corrupt or does not fit */
     GNC_ERROR_ARGUMENT,     /* a bad argument: an unknown name, a wrong size, a NULL */
-    GNC_ERROR_UNSUPPORTED,  /* valid, but not in this build (the cuda device) */
+    GNC_ERROR_UNSUPPORTED,  /* valid, but not here (the cuda device without a driver) */
     GNC_ERROR_RUN,          /* running failed (an embedding index or label out of range) */
     GNC_ERROR_MEMORY        /* out of memory */
 } gnc_status;
@@ -137,8 +137,9 @@ GNC_API gnc_status gnc_plan_output(const gnc_plan *plan, int i, gnc_tensor_info 
 
 typedef struct {
     const char *device;     /* "cpu" or "cuda"; NULL: cuda where a GPU is present, else cpu.
-                               Sessions have no CUDA runtime yet (runtime/cuda.c is partial and not
-                               wired to them): cuda fails, GNC_ERROR_UNSUPPORTED */
+                               cuda without a driver or GPU (libcuda.so.1, from $GNC_CUDA_LIBDIR
+                               if set), or in a build without the CUDA toolkit:
+                               GNC_ERROR_UNSUPPORTED with the reason (docs/api.md, Devices) */
     uint64_t seed;          /* the parameters' initializers and dropout masks */
 } gnc_session_options;
 
@@ -148,7 +149,7 @@ typedef struct {
 GNC_API gnc_status gnc_session_init(gnc_session **s, const gnc_plan *plan,
                                     const gnc_session_options *options, gnc_error *err);
 GNC_API void gnc_session_free(gnc_session *s);
-/* "cpu" */
+/* "cpu" or "cuda" */
 GNC_API const char *gnc_session_device(const gnc_session *s);
 
 /* Copies bytes of data (exactly the input's gnc_tensor_info.bytes) into input

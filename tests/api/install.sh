@@ -50,7 +50,16 @@ for plan in lenet.gnc mlp2.gnc; do
 done
 has "probs: f32[4, 10]"
 expect 0 ./app step.gnc --steps 3 --lr 0.05 --device cpu;  has "step 3: loss"
-expect 1 ./app lenet.gnc --device cuda;  has "no CUDA runtime yet"
+# cuda where the driver cannot load: the GPU executor's message (a build
+# without the toolkit refuses the device; GNC_TEST_CUDA_RUNTIME from tests/api.cmake)
+if [ "${GNC_TEST_CUDA_RUNTIME:-ON}" = ON ]; then
+    expect 1 env GNC_CUDA_LIBDIR=/nonexistent-gnc ./app lenet.gnc --device cuda
+    has "no CUDA driver (/nonexistent-gnc/libcuda.so.1)"
+    expect 1 env GNC_CUDA_LIBDIR=/nonexistent-gnc ./app step.gnc --steps 1 --device cuda
+    has "no CUDA driver (/nonexistent-gnc/libcuda.so.1)"
+else
+    expect 1 ./app lenet.gnc --device cuda;  has "no CUDA runtime (built without the CUDA toolkit)"
+fi
 expect 1 ./app "$src/models/lenet.net" --device cpu;  has "not a gnc plan file"
 # a given input: a file of its raw bytes (zeros), against --input of gnc run
 head -c $((4 * 784 * 4)) /dev/zero >zeros.bin

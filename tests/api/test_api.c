@@ -4,7 +4,9 @@
  *   1. Plans: what loads and what does not (a missing file, bytes that are no
  *      plan, a corrupt plan), with the status of each; a plan's inputs and
  *      outputs as gnc_tensor_info.
- *   2. Sessions: devices (cpu, cuda refused, unknown names, the default);
+ *   2. Sessions: devices (cpu; cuda without a driver, made certain by
+ *      GNC_CUDA_LIBDIR=/nonexistent-gnc, or in a build without the toolkit;
+ *      unknown names; the default);
  *      inputs and outputs by name with their sizes checked; runs that repeat
  *      to the same bits; seeds that change the parameters; a tensor-parallel
  *      plan on two virtual devices.
@@ -164,21 +166,37 @@ static void test_sessions(void)
         check(0, "lenet.gnc: %s", err.message);
         return;
     }
+    /* cuda where the driver cannot load, even on a machine with a GPU: the
+       GPU executor's own message (GNC_TEST_CUDA_RUNTIME: a build with the
+       toolkit, tests/api.cmake) */
+    setenv("GNC_CUDA_LIBDIR", "/nonexistent-gnc", 1);
+    const char *no_cuda = GNC_TEST_CUDA_RUNTIME ? "no CUDA driver (/nonexistent-gnc/libcuda.so.1)"
+                                                : "no CUDA runtime (built without the CUDA toolkit)";
     gnc_session_options o = {.device = "cuda"};
     check(gnc_session_init(&s, p, &o, &err) == GNC_ERROR_UNSUPPORTED && !s &&
-          strstr(err.message, "no CUDA runtime yet"), "cuda: '%s'", err.message);
+          strstr(err.message, no_cuda), "cuda: '%s'", err.message);
+    gnc_plan *step;
+    if (gnc_plan_load(&step, path("lenet-train2.gnc"), &err) == GNC_OK) {
+        check(gnc_session_init(&s, step, &o, &err) == GNC_ERROR_UNSUPPORTED && !s &&
+              strstr(err.message, no_cuda), "cuda, a training plan: '%s'", err.message);
+        gnc_plan_free(step);
+    } else {
+        check(0, "lenet-train2.gnc: %s", err.message);
+    }
     o.device = "tpu";
     check(gnc_session_init(&s, p, &o, &err) == GNC_ERROR_ARGUMENT &&
           strstr(err.message, "unknown device 'tpu'"), "tpu: '%s'", err.message);
     gnc_status st = gnc_session_init(&s, p, NULL, &err);
     if (gpu_present())
-        check(st == GNC_ERROR_UNSUPPORTED && strstr(err.message, "the default where a GPU is"),
+        check(st == GNC_ERROR_UNSUPPORTED && strstr(err.message, GNC_TEST_CUDA_RUNTIME ? no_cuda
+                                                   : "the default where a GPU is"),
               "the default device with a GPU: '%s'", err.message);
     else
         check(st == GNC_OK && strcmp(gnc_session_device(s), "cpu") == 0,
               "the default device without a GPU is cpu: %s", err.message);
     gnc_session_free(s);
     s = NULL;
+    unsetenv("GNC_CUDA_LIBDIR");
 
     check(gnc_session_init(&s, p, &cpu, &err) == GNC_OK && s, "a cpu session: %s", err.message);
     if (!s) {

@@ -147,16 +147,29 @@ expect 1 "$gnc" run t2a.gnc --device cpu;       has "t2a.gnc is a training step;
 expect 1 "$gnc" train a.gnc --data tiny --device cpu;  has "is an inference program, no training step"
 expect 1 "$gnc" eval t2a.gnc --weights x --data tiny --device cpu;  has "is a training step; evaluate"
 
-# devices: cuda is refused until its runtime exists; the default is cuda only
-# where a GPU is present
-expect 1 "$gnc" run a.gnc --device cuda;   has "no CUDA runtime yet"
-expect 1 "$gnc" run "$lenet" --device cuda; has "a model (.net, .gir) runs on the CPU executor"
+# devices: the default is cuda only where a GPU is present
+# cuda where the driver cannot load (GNC_CUDA_LIBDIR names no folder, even on a
+# machine with a GPU): the GPU executor's message, status 1, nothing written;
+# a build without the toolkit refuses the device (GNC_TEST_CUDA_RUNTIME, set by
+# tests/CMakeLists.txt)
+if [ "${GNC_TEST_CUDA_RUNTIME:-ON}" = ON ]; then
+    nocuda="no CUDA driver (/nonexistent-gnc/libcuda.so.1)"
+else
+    nocuda="this build of gnc has no CUDA runtime (built without the CUDA toolkit)"
+fi
+X=(env GNC_CUDA_LIBDIR=/nonexistent-gnc "$gnc")
+rm -rf cudaout
+expect 1 "${X[@]}" run a.gnc --device cuda -o cudaout;      has "$nocuda"
+expect 1 "${X[@]}" run "$lenet" --device cuda -o cudaout;   has "$nocuda"
+if [ ! -e cudaout ]; then ok; else bad "a failed cuda run left cudaout"; fi
+expect 1 "${X[@]}" eval a.gnc --weights x --data tiny --device cuda;  has "$nocuda"
+expect 1 "${X[@]}" run a.gnc --device cuda --profile;  has "--profile times the CPU executor's ops"
 expect 2 "$gnc" run a.gnc --device tpu;    has "--device needs cpu or cuda"
 if [ $gpu = 0 ]; then
     expect 0 "$gnc" run a.gnc --seed 5
     if [ "$(strip "$out")" = "$lenet_out" ]; then ok; else bad "the default device (cpu) ran otherwise"; fi
 else
-    expect 1 "$gnc" run a.gnc;  has "the default where a GPU is present"
+    expect 1 "${X[@]}" run a.gnc;  has "the default where a GPU is present"
 fi
 
 # training from a plan: the same bits as from the model, resume included
@@ -169,6 +182,9 @@ has "epoch 2: train loss"
 has "no test: a plan holds the training step alone"
 if cmp -s <(tensors model.st) <(tensors plan.st); then ok; else bad "training from the plan and from the model differ"; fi
 if [ "$(cut -d, -f1,2,4 plan.csv | tail -1)" = "2,8,nan" ]; then ok; else bad "plan.csv: $(cat plan.csv)"; fi
+expect 1 "${X[@]}" train t2a.gnc "${R[@]}" --device cuda --checkpoint cuda.st --log cuda.csv
+has "$nocuda"
+if [ ! -e cuda.st ] && [ ! -e cuda.csv ]; then ok; else bad "a failed cuda training left files"; fi
 expect 0 "$gnc" train t2a.gnc "${R[@]}" --epochs 1 --checkpoint resumed.st
 expect 0 "$gnc" train t2a.gnc "${R[@]}" --resume resumed.st --checkpoint resumed.st
 has "resuming resumed.st at step 4"

@@ -1,0 +1,104 @@
+/* A session: one program run on one kind of device through one interface,
+ * the CPU executor (exec.h) or the GPU executor (cuda.h), for libgnc
+ * (runtime/api.c) and the gnc commands that run programs.
+ *
+ *   rt_session_options o = {.device = RT_DEVICE_CUDA, .seed = 1};
+ *   rt_session *s = rt_session_open(plan, &o, err, sizeof err);   NULL: err says why
+ *   rt_session_set_input(s, v, data, err, sizeof err);             each input
+ *   rt_session_run(s, err, sizeof err);                            or set_train first
+ *   float *y = rt_session_data(s, output);                         the host copy
+ *   rt_session_save(s, path, &meta, err, sizeof err);              checkpoints
+ *   rt_session_free(s);
+ *
+ * A session always keeps a CPU executor of the program, the host copy: it
+ * fills the parameters from their initializers, holds the inputs as set and
+ * the outputs and loss of the last run, and is what checkpoints are written
+ * from and read into.  On the cpu device it also runs the program.  On cuda
+ * the session adds the plan's GPU program (rt_plan_program) and an rt_cuda:
+ *   open      the driver is probed first (so a machine without one gets "no
+ *             CUDA driver (libcuda.so.1): ..." whatever the program), then the
+ *             parameters are filled by rt_cuda_init_params with the same seed
+ *             (the values rt_exec_init_params gives the host copy), and the
+ *             inputs (zeros) uploaded;
+ *   inputs    written to the GPU when set;
+ *   run       rt_cuda_run, then every output and the loss read back into the
+ *             host copy; the parameters, buffers and optimizer state stay on
+ *             the GPU, where the steps update them;
+ *   save      every value a checkpoint holds (parameters, buffers, optimizer
+ *             state) read back into the host copy first (rt_session_pull);
+ *   load      into the host copy, then all of them written to the GPU
+ *             (rt_session_push).
+ *
+ * Errors are return values with messages; nothing is printed and nothing
+ * exits.  A session is used by one thread at a time. */
+#ifndef GNC_SESSION_H
+#define GNC_SESSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "checkpoint.h"
+#include "device.h"
+#include "exec.h"
+#include "plan.h"
+
+typedef struct rt_session rt_session;
+
+typedef struct {
+    rt_device_kind device;      /* from rt_device_pick */
+    uint64_t seed;              /* the parameters' initializers */
+    const char *libdir;         /* cuda: the folder of libcuda.so.1 and the libraries
+                                   (rt_cuda_options.libdir); NULL: $GNC_CUDA_LIBDIR, else
+                                   the dynamic loader's search path */
+    int eager;                  /* cuda: launch step by step, no CUDA graph */
+} rt_session_options;
+
+/* A session of plan p (which must outlive it) on o->device, its parameters
+ * filled with o->seed and its inputs zero.  NULL with a message: the cuda
+ * device without a driver or GPU (rt_cuda's own words), a plan without
+ * kernels, a program the GPU executor cannot run yet, memory. */
+rt_session *rt_session_open(const rt_plan *p, const rt_session_options *o, char *err,
+                            size_t errlen);
+/* A cpu session of an executor made elsewhere (an MPI rank's, or one of a
+ * program compiled in this process), of program g; the session owns x from
+ * here on and fills its parameters with seed. */
+rt_session *rt_session_adopt(const ir_graph *g, rt_exec *x, uint64_t seed);
+void rt_session_free(rt_session *s);
+
+rt_device_kind rt_session_device(const rt_session *s);
+/* "cpu" or "cuda" */
+const char *rt_session_device_name(const rt_session *s);
+/* The host copy: for what only the CPU executor has (profiles, MPI's
+ * rt_exec_gather_params).  Values on the GPU are not in it unless read back. */
+rt_exec *rt_session_host(rt_session *s);
+/* The host copy of v (rt_exec_data): an input as last set, an output or the
+ * loss as the last run left it. */
+void *rt_session_data(rt_session *s, const ir_value *v);
+
+/* Input v from data (in rt_exec_data's layout), or, with data NULL, from its
+ * host copy as the caller filled it (rt_session_data).  0, or -1 with a message. */
+int rt_session_set_input(rt_session *s, const ir_value *v, const void *data, char *err,
+                         size_t errlen);
+/* A training step's scalar inputs (AD_INPUT_LR, AD_INPUT_STEP, AD_INPUT_SEED),
+ * those the program has. */
+int rt_session_set_train(rt_session *s, double lr, int64_t step, uint64_t seed, char *err,
+                         size_t errlen);
+/* One run; on cuda the outputs and the loss come back to the host copy.  0, or
+ * -1 with a message (an index or label out of range, a driver error). */
+int rt_session_run(rt_session *s, char *err, size_t errlen);
+
+/* Every parameter, buffer and optimizer state value from the GPU into the
+ * host copy (pull), or from the host copy to the GPU (push: after writing
+ * them through rt_session_data; it also marks the host's weights changed,
+ * rt_exec_weights_changed).  On cpu, pull does nothing and push only marks. */
+int rt_session_pull(rt_session *s, char *err, size_t errlen);
+int rt_session_push(rt_session *s, char *err, size_t errlen);
+
+/* rt_checkpoint_save and rt_checkpoint_load on the session's program, with
+ * the GPU's values read back first, or written after. */
+int rt_session_save(rt_session *s, const char *path, const rt_ckpt_meta *meta, char *err,
+                    size_t errlen);
+int rt_session_load(rt_session *s, const char *path, rt_ckpt_meta *meta, char *err,
+                    size_t errlen);
+
+#endif
