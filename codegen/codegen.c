@@ -1227,6 +1227,8 @@ static void print_step(const cg_program *p, const cg_step *s, int i, FILE *f)
         }
         if (m->beta != 0)
             fprintf(f, " beta=%g", m->beta);
+        if (m->tuned)
+            fputs(" algo=tuned", f);
         break;
     }
     case CG_STEP_CONV: {
@@ -1247,6 +1249,8 @@ static void print_step(const cg_program *p, const cg_step *s, int i, FILE *f)
         put_ref(f, c->y);
         if (c->relu)
             fputs(" relu", f);
+        if (c->tuned)
+            fprintf(f, " algo=%d", c->algo);
         break;
     }
     case CG_STEP_COMM: {

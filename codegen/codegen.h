@@ -159,6 +159,9 @@ typedef struct {
     cg_epilogue epilogue;
     cg_ref workspace;           /* CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES of it */
     int64_t workspace_bytes;
+    int tuned;                  /* algo holds the cublasLtMatmulAlgo_t --autotune timed
+                                   fastest; else the runtime asks the heuristic */
+    uint64_t algo[8];
 } cg_gemm;
 
 typedef enum { CG_CONV_FORWARD, CG_CONV_BACKWARD_DATA, CG_CONV_BACKWARD_FILTER } cg_conv_kind;
@@ -190,6 +193,9 @@ typedef struct {
     float alpha, beta;          /* beta: z's factor (1 with z, else 0) */
     cg_ref workspace;           /* what the algorithm may use: workspace_bytes at most */
     int64_t workspace_bytes;
+    int tuned;                  /* algo is the cudnnConvolution*Algo_t --autotune timed
+                                   fastest; else the runtime asks the _v7 heuristics */
+    int algo;
 } cg_conv;
 
 /* One NCCL call (ncclGroupStart/End around several tensors of one all_reduce):

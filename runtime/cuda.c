@@ -146,6 +146,12 @@ int rt_cuda_launch(rt_cuda *x, char *err, size_t errlen)
     return fail(err, errlen, NO_CUDA);
 }
 
+int rt_cuda_autotune(rt_cuda *x, cg_program *p, char *err, size_t errlen)
+{
+    (void)x, (void)p;
+    return fail(err, errlen, NO_CUDA);
+}
+
 int rt_cuda_wait(rt_cuda *x, char *err, size_t errlen)
 {
     (void)x;
@@ -1049,6 +1055,20 @@ int rt_cuda_wait(rt_cuda *x, char *err, size_t errlen)
 int rt_cuda_run(rt_cuda *x, char *err, size_t errlen)
 {
     return rt_cuda_launch(x, err, errlen) || rt_cuda_wait(x, err, errlen) ? -1 : 0;
+}
+
+int rt_cuda_autotune(rt_cuda *x, cg_program *p, char *err, size_t errlen)
+{
+    if (p != x->p)
+        return fail(err, errlen, "rt_cuda_autotune: not the program this executor runs");
+    if (x->in_flight && rt_cuda_wait(x, err, errlen))
+        return -1;
+    if (x->graph) {
+        /* captured with the algorithms before */
+        x->L.cuGraphExecDestroy(x->graph);
+        x->graph = NULL;
+    }
+    return x->libs ? cuda_libs_autotune(x, p, err, errlen) : 0;
 }
 
 #endif

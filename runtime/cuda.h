@@ -83,6 +83,14 @@ int rt_cuda_run(rt_cuda *x, char *err, size_t errlen);
 int rt_cuda_launch(rt_cuda *x, char *err, size_t errlen);
 int rt_cuda_wait(rt_cuda *x, char *err, size_t errlen);
 
+/* gnc compile --autotune: runs each library step of p (the program x was
+ * opened on, compiled for this GPU) with every candidate algorithm, times
+ * them (cuBLASLt: the heuristic's first 8, 10 calls each; cuDNN: its
+ * cudnnFind*AlgorithmEx), and records the fastest in p's steps, where a plan
+ * file keeps them.  It overwrites the activations; call it before running.
+ * 0, or -1 with a message. */
+int rt_cuda_autotune(rt_cuda *x, cg_program *p, char *err, size_t errlen);
+
 /* The bytes of device d's allocation of region r (what was allocated). */
 int64_t rt_cuda_region_bytes(const rt_cuda *x, int d, cg_region r);
 

@@ -24,7 +24,7 @@ const char *cuda_lib_path(const char *libdir, const char *soname, char *path, si
     X(cuMemsetD8Async) \
     X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuStreamCreate) \
     X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuEventCreate) \
-    X(cuEventDestroy) X(cuEventRecord) X(cuLaunchKernel) X(cuStreamBeginCapture) \
+    X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuLaunchKernel) X(cuStreamBeginCapture) \
     X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphDestroy) \
     X(cuGraphExecDestroy)
 
@@ -119,6 +119,10 @@ static inline CUdeviceptr cuda_ptr(const cuda_gpu *G, cg_ref r)
  * message naming the step. */
 int cuda_libs_open(rt_cuda *x, const char *libdir, char *err, size_t errlen);
 void cuda_libs_close(rt_cuda *x);
+
+/* Times each library step of the run (rt_cuda_autotune) and records the
+ * fastest algorithm in the step (p is x's program). */
+int cuda_libs_autotune(rt_cuda *x, cg_program *p, char *err, size_t errlen);
 
 /* Issues library step s of device d (a gemm or a convolution) on stream st. */
 int cuda_lib_issue(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *prepared, CUstream st,

@@ -28,7 +28,7 @@
     X(cublasLtMatrixLayoutCreate) X(cublasLtMatrixLayoutDestroy) \
     X(cublasLtMatrixLayoutSetAttribute) X(cublasLtMatmulPreferenceCreate) \
     X(cublasLtMatmulPreferenceDestroy) X(cublasLtMatmulPreferenceSetAttribute) \
-    X(cublasLtMatmulAlgoGetHeuristic) X(cublasLtMatmul)
+    X(cublasLtMatmulAlgoGetHeuristic) X(cublasLtMatmulAlgoCheck) X(cublasLtMatmul)
 
 #define DNN_FNS(X) X(cudnnCreate) X(cudnnDestroy) X(cudnnSetStream) X(cudnnGetErrorString) \
     X(cudnnCreateTensorDescriptor) X(cudnnSetTensor4dDescriptor) X(cudnnDestroyTensorDescriptor) \
@@ -40,7 +40,8 @@
     X(cudnnGetConvolutionForwardAlgorithm_v7) X(cudnnGetConvolutionBackwardDataAlgorithm_v7) \
     X(cudnnGetConvolutionBackwardFilterAlgorithm_v7) X(cudnnGetConvolutionForwardWorkspaceSize) \
     X(cudnnConvolutionForward) X(cudnnConvolutionBackwardData) X(cudnnConvolutionBackwardFilter) \
-    X(cudnnConvolutionBiasActivationForward)
+    X(cudnnConvolutionBiasActivationForward) X(cudnnFindConvolutionForwardAlgorithmEx) \
+    X(cudnnFindConvolutionBackwardDataAlgorithmEx) X(cudnnFindConvolutionBackwardFilterAlgorithmEx)
 
 #define NCCL_FNS(X) X(ncclGetErrorString) X(ncclCommInitAll) X(ncclCommSplit) \
     X(ncclCommDestroy) X(ncclGroupStart) X(ncclGroupEnd) X(ncclAllReduce) X(ncclAllGather) \
@@ -206,6 +207,19 @@ static int prepare_gemm(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *P, c
                g->batch, g->stride_b, what, err, errlen) ||
         layout(B, &P->lc, g->type_d, g->m, g->n, g->ldc, g->batch, g->stride_c, what, err, errlen))
         return -1;
+    if (g->tuned) {
+        /* the plan's: checked, as it may come from another GPU or library */
+        cublasLtMatmulHeuristicResult_t r;
+        memcpy(&P->algo, g->algo, sizeof P->algo);
+        cublasStatus_t st = B->b.cublasLtMatmulAlgoCheck(G->blas, P->op, P->la, P->lb, P->lc,
+                                                          P->lc, &P->algo, &r);
+        if (st != CUBLAS_STATUS_SUCCESS || r.workspaceSize > (size_t)g->workspace_bytes)
+            return cuda_fail(err, errlen, "%s: the plan's autotuned cuBLASLt algorithm does not "
+                             "run here (%s): compile it again on this GPU, or without --autotune",
+                             what, st != CUBLAS_STATUS_SUCCESS ? B->b.cublasLtGetStatusString(st)
+                                                               : "too much workspace");
+        return 0;
+    }
     cublasLtMatmulPreference_t pref;
     BLAS(cublasLtMatmulPreferenceCreate(&pref));
     uint64_t ws = (uint64_t)g->workspace_bytes;
@@ -309,7 +323,9 @@ static int prepare_conv(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *P, c
                                  (long long)c->workspace_bytes);
         }
     }
-    if (c->kind == CG_CONV_FORWARD && P->algorithm < 0) {
+    if (c->tuned && P->algorithm < 0) {
+        P->algorithm = c->algo;  /* the plan's: cuDNN refuses it at the call if it is wrong */
+    } else if (c->kind == CG_CONV_FORWARD && P->algorithm < 0) {
         cudnnConvolutionFwdAlgoPerf_t perf[N];
         DNN(cudnnGetConvolutionForwardAlgorithm_v7(G->dnn, P->x, P->w, P->conv, P->y, N, &count, perf));
         PICK(perf, count, c, P->algorithm);
@@ -544,6 +560,139 @@ int cuda_comm_issue(rt_cuda *x, int n, const int *devs, const cg_step *const *st
         return cuda_fail(err, errlen, "NCCL: %s (communication %lld): %s",
                          steps[0]->what ? steps[0]->what : "?", (long long)steps[0]->u.comm.id,
                          B->c.ncclGetErrorString(r));
+    return 0;
+}
+
+/* ---------------------------------------------------------------- autotuning */
+
+enum { TUNE_CANDIDATES = 8, TUNE_REPS = 10 };
+
+/* The milliseconds of TUNE_REPS calls of gemm step s with algorithm a, after
+ * one to warm up; -1 when it fails. */
+static double time_gemm(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *P,
+                        const cublasLtMatmulAlgo_t *a, CUevent t0, CUevent t1)
+{
+    cuda_gpu *G = &x->dev[d];
+    CUstream st = G->stream[S_COMPUTE];
+    cublasLtMatmulAlgo_t keep = P->algo;
+    char err[256];
+    size_t errlen = sizeof err;
+    float ms = -1;
+    P->algo = *a;
+    int rc = issue_gemm(x, d, s, P, st, err, errlen);
+    rc = rc || x->L.cuEventRecord(t0, st) != CUDA_SUCCESS;
+    for (int i = 0; i < TUNE_REPS && !rc; i++)
+        rc = issue_gemm(x, d, s, P, st, err, errlen);
+    rc = rc || x->L.cuEventRecord(t1, st) != CUDA_SUCCESS ||
+         x->L.cuEventSynchronize(t1) != CUDA_SUCCESS ||
+         x->L.cuEventElapsedTime(&ms, t0, t1) != CUDA_SUCCESS;
+    P->algo = keep;
+    return rc ? -1 : ms;
+}
+
+static int tune_gemm(rt_cuda *x, int d, cg_step *s, cuda_step_lib *P, CUevent t0, CUevent t1,
+                     char *err, size_t errlen)
+{
+    cuda_libs *B = x->libs;
+    cg_gemm *g = &s->u.gemm;
+    const char *what = s->what ? s->what : "a matmul";
+    cublasLtMatmulPreference_t pref;
+    BLAS(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = (uint64_t)g->workspace_bytes;
+    cublasLtMatmulHeuristicResult_t r[TUNE_CANDIDATES];
+    int found = 0;
+    cublasStatus_t st = B->b.cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = B->b.cublasLtMatmulAlgoGetHeuristic(x->dev[d].blas, P->op, P->la, P->lb, P->lc,
+                                                 P->lc, pref, TUNE_CANDIDATES, r, &found);
+    B->b.cublasLtMatmulPreferenceDestroy(pref);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return cuda_fail(err, errlen, "%s: cuBLASLt heuristic: %s", what,
+                         B->b.cublasLtGetStatusString(st));
+    double best = -1;
+    for (int i = 0; i < found; i++) {
+        if (r[i].state != CUBLAS_STATUS_SUCCESS)
+            continue;
+        double ms = time_gemm(x, d, s, P, &r[i].algo, t0, t1);
+        if (ms >= 0 && (best < 0 || ms < best)) {
+            best = ms;
+            P->algo = r[i].algo;
+        }
+    }
+    if (best < 0)
+        return cuda_fail(err, errlen, "%s: no cuBLASLt algorithm ran", what);
+    g->tuned = 1;
+    memcpy(g->algo, &P->algo, sizeof g->algo);
+    return 0;
+}
+
+/* cuDNN's own timing (cudnnFind*AlgorithmEx, on the step's buffers and
+ * workspace), the result chosen as at open from its list, fastest first. */
+static int tune_conv(rt_cuda *x, int d, cg_step *s, cuda_step_lib *P, char *err, size_t errlen)
+{
+    cuda_libs *B = x->libs;
+    cg_conv *c = &s->u.conv;
+    const cuda_gpu *G = &x->dev[d];
+    const char *what = s->what ? s->what : "a convolution";
+    if (P->fused && !c->relu)
+        return 0; /* the identity activation runs IMPLICIT_PRECOMP_GEMM alone */
+    enum { N = 16 };
+    int count = 0, algo = -1;
+    cudnnMathType_t math = c->math == CG_MATH_TENSOR_OP ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+    void *ws = PTR(c->workspace);
+    size_t wsb = (size_t)c->workspace_bytes;
+    DNN(cudnnSetStream(G->dnn, (cudaStream_t)G->stream[S_COMPUTE]));
+    if (c->kind == CG_CONV_FORWARD) {
+        cudnnConvolutionFwdAlgoPerf_t perf[N];
+        DNN(cudnnFindConvolutionForwardAlgorithmEx(G->dnn, P->x, PTR(c->x), P->w, PTR(c->wt),
+                                                   P->conv, P->y, PTR(c->y), N, &count, perf, ws,
+                                                   wsb));
+        PICK(perf, count, c, algo);
+    } else if (c->kind == CG_CONV_BACKWARD_DATA) {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[N];
+        DNN(cudnnFindConvolutionBackwardDataAlgorithmEx(G->dnn, P->w, PTR(c->wt), P->y, PTR(c->y),
+                                                        P->conv, P->x, PTR(c->x), N, &count, perf,
+                                                        ws, wsb));
+        PICK(perf, count, c, algo);
+    } else {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[N];
+        DNN(cudnnFindConvolutionBackwardFilterAlgorithmEx(G->dnn, P->x, PTR(c->x), P->y, PTR(c->y),
+                                                          P->conv, P->w, PTR(c->wt), N, &count,
+                                                          perf, ws, wsb));
+        PICK(perf, count, c, algo);
+    }
+    if (algo < 0)
+        return cuda_fail(err, errlen, "%s: cuDNN timed no algorithm that fits", what);
+    DNN(cudnnSetConvolutionMathType(P->conv, math));
+    P->algorithm = algo;
+    c->tuned = 1;
+    c->algo = algo;
+    return 0;
+}
+
+int cuda_libs_autotune(rt_cuda *x, cg_program *p, char *err, size_t errlen)
+{
+    for (int d = 0; d < p->ndevices; d++) {
+        cuda_gpu *G = &x->dev[d];
+        CUevent t0, t1;
+        CU(cuCtxSetCurrent(G->ctx));
+        CU(cuEventCreate(&t0, CU_EVENT_DEFAULT));
+        CU(cuEventCreate(&t1, CU_EVENT_DEFAULT));
+        int rc = 0;
+        for (int s = 0; s < p->devices[d].nsteps && !rc; s++) {
+            cg_step *st = &p->devices[d].steps[s];
+            if (st->kind == CG_STEP_GEMM)
+                rc = tune_gemm(x, d, st, G->lib[0][s], t0, t1, err, errlen);
+            else if (st->kind == CG_STEP_CONV)
+                rc = tune_conv(x, d, st, G->lib[0][s], err, errlen);
+        }
+        x->L.cuEventDestroy(t0);
+        x->L.cuEventDestroy(t1);
+        if (rc)
+            return -1;
+        CU(cuStreamSynchronize(G->stream[S_COMPUTE]));
+    }
     return 0;
 }
 

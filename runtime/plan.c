@@ -110,6 +110,7 @@ const char *rt_section_name(uint32_t kind)
     case RT_SECTION_COMM_GROUPS: return "comm_groups";
     case RT_SECTION_REGIONS: return "regions";
     case RT_SECTION_WEIGHTS: return "weights";
+    case RT_SECTION_TUNING: return "tuning";
     default: return NULL;
     }
 }
@@ -585,6 +586,36 @@ int rt_plan_archs(const char *list, char archs[][16])
     return n > 0 ? n : -1;
 }
 
+/* The tuning section: at most one, the whole program's, after kernels, of
+ * printable ASCII lines; what the lines say is checked by rt_plan_program,
+ * against the steps it regenerates. */
+static int read_tuning(reader *r, rt_plan *p)
+{
+    for (int i = 0; i < p->nsections; i++) {
+        const rt_plan_section *s = &p->sections[i];
+        if (s->kind != RT_SECTION_TUNING)
+            continue;
+        if (p->tuning)
+            return BAD(r, "section %d: a second tuning section", i);
+        if (!p->nmodules)
+            return BAD(r, "section %d (tuning): a plan without kernels has nothing to tune", i);
+        if (s->device != RT_PLAN_ALL_DEVICES)
+            return BAD(r, "section %d (tuning) names device %u; it is the whole program's", i,
+                       s->device);
+        const unsigned char *b = r->data + s->offset;
+        for (uint64_t k = 0; k < s->size; k++)
+            if (b[k] != '\n' && (b[k] < 0x20 || b[k] > 0x7e))
+                return BAD(r, "section %d (tuning): byte %llu is not printable ASCII", i,
+                           (unsigned long long)k);
+        p->tuning = malloc((size_t)s->size + 1);
+        if (!p->tuning)
+            return BAD(r, "out of memory");
+        memcpy(p->tuning, b, (size_t)s->size);
+        p->tuning[s->size] = '\0';
+    }
+    return 0;
+}
+
 /* The CUDA backend's sections (docs/plan.md): cuda_source sections, one per
  * module in module order, then kernel_image sections, for each module a cubin
  * per arch of the meta's archs in that order and then the PTX of the newest;
@@ -843,7 +874,7 @@ rt_plan *rt_plan_decode(const void *bytes, size_t nbytes, const char *name, char
         goto fail;
     }
     if (read_program(r, p, program) != 0 || read_memory(r, p, memory) != 0 ||
-        (meta && read_meta(r, p, meta) != 0) || read_cuda(r, p) != 0)
+        (meta && read_meta(r, p, meta) != 0) || read_cuda(r, p) != 0 || read_tuning(r, p) != 0)
         goto fail;
     return p;
 fail:
@@ -901,6 +932,7 @@ void rt_plan_free(rt_plan *p)
         free(p->modules[m].images);
     }
     free(p->modules);
+    free(p->tuning);
     free(p);
 }
 

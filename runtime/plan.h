@@ -67,8 +67,10 @@ typedef enum {
     RT_SECTION_COMM_GROUPS = 19,    /* the collectives' NCCL groups */
     RT_SECTION_REGIONS = 20,        /* one device's regions beside its arena: parameters,
                                        inputs, workspace */
-    RT_SECTION_WEIGHTS = 21         /* weights to start from (safetensors), instead of
+    RT_SECTION_WEIGHTS = 21,        /* weights to start from (safetensors), instead of
                                        the initializers */
+    RT_SECTION_TUNING = 22          /* the library algorithms gnc compile --autotune timed
+                                       fastest, a line per step (docs/plan.md) */
 } rt_section_kind;
 
 /* The name of a kind ("program", "kernel_image"), or NULL for an unknown one. */
@@ -111,6 +113,8 @@ typedef struct rt_plan {
     int nsections;
     int nmodules;               /* the CUDA backend's modules; 0: the plan has none */
     rt_plan_module *modules;
+    char *tuning;               /* the tuning section's text (NUL-terminated), or NULL;
+                                   rt_plan_program checks and applies it */
 } rt_plan;
 
 /* A section beside the program, memory and meta, for rt_plan_encode_with. */

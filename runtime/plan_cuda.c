@@ -19,6 +19,90 @@ static void put32(unsigned char *p, uint32_t v)
         p[i] = (unsigned char)(v >> (8 * i));
 }
 
+/* The tuning section's text (docs/plan.md): a line per tuned step of the
+ * run, "DEVICE STEP gemm HEX" (the 64 bytes of the cublasLtMatmulAlgo_t) or
+ * "DEVICE STEP conv ALGO"; NULL when no step is tuned (or out of memory). */
+static char *tuning_text(const cg_program *cg, size_t *len)
+{
+    size_t cap = 64, n = 0;
+    char *t = NULL;
+    for (int d = 0; d < cg->ndevices; d++)
+        for (int s = 0; s < cg->devices[d].nsteps; s++) {
+            const cg_step *st = &cg->devices[d].steps[s];
+            int gemm = st->kind == CG_STEP_GEMM && st->u.gemm.tuned;
+            if (!gemm && !(st->kind == CG_STEP_CONV && st->u.conv.tuned))
+                continue;
+            if (!t || n + 200 > cap) {
+                char *u = realloc(t, cap *= 4);
+                if (!u) {
+                    free(t);
+                    return NULL;
+                }
+                t = u;
+            }
+            n += (size_t)snprintf(t + n, cap - n, "%d %d %s ", d, s, gemm ? "gemm" : "conv");
+            if (gemm)
+                for (int w = 0; w < 8; w++)
+                    n += (size_t)snprintf(t + n, cap - n, "%016llx",
+                                          (unsigned long long)st->u.gemm.algo[w]);
+            else
+                n += (size_t)snprintf(t + n, cap - n, "%d", st->u.conv.algo);
+            t[n++] = '\n';
+        }
+    *len = n;
+    return t;
+}
+
+/* Applies the tuning section's lines to the regenerated program; -1 with the
+ * line that does not fit it. */
+static int apply_tuning(cg_program *cg, const char *text, char *err, size_t errlen)
+{
+    int line = 0;
+    for (const char *l = text; *l; line++) {
+        const char *end = strchr(l, '\n');
+        size_t len = end ? (size_t)(end - l) : strlen(l);
+        char buf[256], kind[8], hex[129] = "";
+        int d, s, algo = -1, used = 0;
+        if (len >= sizeof buf)
+            goto bad;
+        memcpy(buf, l, len);
+        buf[len] = '\0';
+        if (sscanf(buf, "%d %d %7s %n", &d, &s, kind, &used) != 3 || d < 0 ||
+            d >= cg->ndevices || s < 0 || s >= cg->devices[d].nsteps)
+            goto bad;
+        cg_step *st = &cg->devices[d].steps[s];
+        if (strcmp(kind, "gemm") == 0 && st->kind == CG_STEP_GEMM) {
+            if (strlen(buf + used) != 128 || strspn(buf + used, "0123456789abcdef") != 128)
+                goto bad;
+            memcpy(hex, buf + used, 128);
+            for (int w = 0; w < 8; w++) {
+                char word[17];
+                memcpy(word, hex + 16 * w, 16);
+                word[16] = '\0';
+                st->u.gemm.algo[w] = strtoull(word, NULL, 16);
+            }
+            st->u.gemm.tuned = 1;
+        } else if (strcmp(kind, "conv") == 0 && st->kind == CG_STEP_CONV) {
+            char *e;
+            long v = strtol(buf + used, &e, 10);
+            if (e == buf + used || *e || v < 0 || v > 64)
+                goto bad;
+            algo = (int)v;
+            st->u.conv.algo = algo;
+            st->u.conv.tuned = 1;
+        } else {
+            goto bad;
+        }
+        l += len + (end != NULL);
+        continue;
+    bad:
+        snprintf(err, errlen, "the plan's tuning, line %d ('%.*s'), names no such library step "
+                 "of the program: the plan is inconsistent", line + 1, (int)(len < 80 ? len : 80), l);
+        return -1;
+    }
+    return 0;
+}
+
 int rt_plan_encode_program(const ir_graph *g, const mp_plan *mp, const rt_plan_kv *meta,
                            int nmeta, const cg_program *cg, unsigned char **data, size_t *size,
                            char *err, size_t errlen)
@@ -34,7 +118,9 @@ int rt_plan_encode_program(const ir_graph *g, const mp_plan *mp, const rt_plan_k
         }
         nblobs += 1 + cg->modules[m].nimages;
     }
-    rt_plan_blob *blobs = calloc((size_t)nblobs + 1, sizeof *blobs);
+    size_t tuning_len = 0;
+    char *tuning = tuning_text(cg, &tuning_len);
+    rt_plan_blob *blobs = calloc((size_t)nblobs + 2, sizeof *blobs);
     unsigned char **heads = calloc((size_t)nblobs + 1, sizeof *heads);
     int rc = -1, n = 0;
     if (!blobs || !heads) {
@@ -70,8 +156,12 @@ int rt_plan_encode_program(const ir_graph *g, const mp_plan *mp, const rt_plan_k
                                             0, RT_PLAN_ALL_DEVICES, b, head + len};
             }
         }
-    rc = rt_plan_encode_with(g, mp, meta, nmeta, blobs, n, data, size, err, errlen);
+    if (tuning)
+        blobs[n] = (rt_plan_blob){RT_SECTION_TUNING, 0, RT_PLAN_ALL_DEVICES, tuning, tuning_len};
+    rc = rt_plan_encode_with(g, mp, meta, nmeta, blobs, n + (tuning != NULL), data, size, err,
+                             errlen);
 done:
+    free(tuning);
     for (int i = 0; heads && i < n; i++)
         free(heads[i]);
     free(heads);
@@ -143,6 +233,10 @@ cg_program *rt_plan_program(const rt_plan *p, char *err, size_t errlen)
             memcpy(I->data, S->images[i].data, I->size);
             M->nimages++;
         }
+    }
+    if (p->tuning && apply_tuning(cg, p->tuning, err, errlen) != 0) {
+        cg_program_free(cg);
+        return NULL;
     }
     return cg;
 }

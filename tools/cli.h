@@ -64,6 +64,7 @@ typedef struct {
     int precision;              /* --precision: a cg_precision; default CG_FP32 */
     const char *archs;          /* --arch sm_80,sm_90: the cubins a plan holds */
     int no_kernels;             /* --no-kernels: no codegen, no kernel sections */
+    int autotune;               /* --autotune: library algorithms timed on the GPU */
     const char *program_flag;   /* the first option given that shapes a program
                                    (cli_is_program_flag): a plan refuses it */
     char flags[1024];           /* the options given that shape a program, in order

@@ -108,7 +108,10 @@ static const char usage_compile[] =
     "  --precision fp32|tf32|bf16|fp16   the kernels' arithmetic (default fp32)\n"
     "  --arch LIST     the cubins it holds, as sm_80,sm_90 (the default), and the\n"
     "                  PTX of the newest\n"
-    "  --no-kernels    no CUDA kernels in the plan\n";
+    "  --no-kernels    no CUDA kernels in the plan\n"
+    "  --autotune      time each cuBLASLt and cuDNN call's candidate algorithms on\n"
+    "                  this machine's GPU and record the fastest in the plan (the\n"
+    "                  default asks the libraries' heuristics at load, untimed)\n";
 
 static const char usage_run[] =
     "usage: gnc run [options] FILE\n"
@@ -296,6 +299,7 @@ static const struct flag {
     {"--precision", "compile", 1},
     {"--arch", "compile", 1},
     {"--no-kernels", "compile", 0},
+    {"--autotune", "compile", 0},
     {"--mem-cap", "compile run train", 1},
     {"--device-model", "compile run train", 1},
 };
@@ -512,6 +516,8 @@ static int parse_args(int argc, char **argv, options *o)
             o->archs = val;
         } else if (strcmp(name, "--no-kernels") == 0) {
             o->no_kernels = 1;
+        } else if (strcmp(name, "--autotune") == 0) {
+            o->autotune = 1;
         } else if (strcmp(name, "--dump-plan") == 0) {
             o->dump_plan = 1;
             o->dump_plan_file = *val ? val : NULL;

@@ -33,6 +33,7 @@ static const char *const shaping_flags[] = {
     "--weight-decay", "--remat", "--gpus", "--devices", "--strategy", "--microbatches",
     "--pipeline-schedule", "--bucket-mb", "--sync-bn", "--deterministic", "--micro-shards",
     "--mem-cap", "--device-model", "--batch", "--precision", "--arch", "--no-kernels",
+    "--autotune",
 };
 static const char *const compiling_flags[] = {
     "--dump-ir", "--dump-dir", "--time-passes", "--dump-memory", "--stats", "--dump-plan",
@@ -78,6 +79,25 @@ void cli_flag_record(options *o, const char *flag, const char *value)
 
 /* The plan of p with o's meta, written to path (mem NULL) or decoded from
  * memory into *mem (path names it in messages).  0, or -1 after saying why. */
+/* --autotune: the program opened on this machine's GPU (NULL libdir: the
+ * driver, or $GNC_CUDA_LIBDIR's), its library calls timed, the fastest
+ * algorithms recorded in cg's steps. */
+static int autotune(cg_program *cg, char *err, size_t errlen)
+{
+    char msg[768];
+    rt_cuda *x = rt_cuda_open(cg, NULL, msg, sizeof msg);
+    if (!x) {
+        snprintf(err, errlen, "--autotune times the library calls on a GPU, and this machine "
+                 "has none to open: %s", msg);
+        return -1;
+    }
+    int rc = rt_cuda_autotune(x, cg, msg, sizeof msg);
+    rt_cuda_close(x);
+    if (rc)
+        snprintf(err, errlen, "--autotune: %s", msg);
+    return rc;
+}
+
 static int plan_make(const options *o, const cli_program *p, const char *path, rt_plan **mem)
 {
     char devices[16], step[64], opt[160];
@@ -114,6 +134,11 @@ static int plan_make(const options *o, const cli_program *p, const char *path, r
        loader decodes them (so rt_plan_program regenerates the same sources),
        compiled, and stored beside them; without NVRTC, none */
     int kernels = !o->no_kernels && cg_have_nvrtc();
+    if (o->autotune && !kernels) {
+        fprintf(stderr, "gnc: error: --autotune tunes the plan's CUDA kernels' library calls, "
+                "and the plan has none (%s)\n", o->no_kernels ? "--no-kernels" : "no NVRTC");
+        return -1;
+    }
     const char *archs = o->archs ? o->archs : "sm_80,sm_90";
     meta[n++] = (rt_plan_kv){"precision", cg_precision_name((cg_precision)o->precision)};
     if (kernels) {
@@ -149,7 +174,8 @@ static int plan_make(const options *o, const cli_program *p, const char *path, r
                      "writes the plan without them)", path);
             goto done;
         }
-        if (cg_compile(cg, NULL, NULL, err, sizeof err) != 0)
+        if (cg_compile(cg, NULL, NULL, err, sizeof err) != 0 ||
+            (o->autotune && autotune(cg, err, sizeof err) != 0))
             goto done;
     }
     if (!mem) {
@@ -407,8 +433,8 @@ static void print_step(const cg_program *cg, const cg_step *s, int i)
                (long long)m->m, (long long)m->n, (long long)m->k);
         if (m->batch > 1)
             printf(" batch=%lld", (long long)m->batch);
-        printf(" %s%s", ir_dtype_name(m->type_a),
-               m->compute == CG_COMPUTE_32F_FAST_TF32 ? " tf32" : "");
+        printf(" %s%s%s", ir_dtype_name(m->type_a),
+               m->compute == CG_COMPUTE_32F_FAST_TF32 ? " tf32" : "", m->tuned ? ", tuned" : "");
         break;
     }
     case CG_STEP_CONV: {
@@ -420,6 +446,8 @@ static void print_step(const cg_program *cg, const cg_step *s, int i)
                (long long)(c->c / (c->groups ? c->groups : 1)), (long long)c->r, (long long)c->s,
                (long long)c->n, (long long)c->k, (long long)c->p, (long long)c->q, c->stride[0],
                c->pad[0], ir_dtype_name(c->dtype), c->math == CG_MATH_TENSOR_OP ? " tensor-op" : "");
+        if (c->tuned)
+            printf(", algorithm %d (tuned)", c->algo);
         break;
     }
     case CG_STEP_COMM: {
