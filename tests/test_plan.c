@@ -467,6 +467,64 @@ static void test_kernels(void)
         ir_graph_free(g);
 }
 
+/* The tuning section (gnc compile --autotune): a tuned matmul's algorithm
+ * comes back in the regenerated step, bit for bit; a line naming a step that
+ * is not a matmul is refused with its line. */
+static void test_tuning(void)
+{
+    ir_graph *g = parse("tiny.gir", tiny_gir, sizeof tiny_gir - 1);
+    char err[1024];
+    size_t size = 0;
+    cg_program *cg = NULL;
+    rt_plan *base = NULL;
+    unsigned char *plain = kernel_plan(g, kmeta, &size, &cg, &base), *data = NULL;
+    int gs = -1;
+    for (int s = 0; cg && s < cg->devices[0].nsteps && gs < 0; s++)
+        if (cg->devices[0].steps[s].kind == CG_STEP_GEMM)
+            gs = s;
+    check(gs >= 0, "tuning: tiny has a matmul step");
+    if (gs >= 0 && g) {
+        cg_gemm *m = &cg->devices[0].steps[gs].u.gemm;
+        m->tuned = 1;
+        for (int w = 0; w < 8; w++)
+            m->algo[w] = 0x0123456789abcdefull * (uint64_t)(w + 1);
+        mp_plan *mp = mp_plan_graph(g);
+        check(rt_plan_encode_program(g, mp, kmeta, 3, cg, &data, &size, err, sizeof err) == 0,
+              "tuning: encode: %s", err);
+        mp_plan_free(mp);
+    }
+    rt_plan *p = data ? rt_plan_decode(data, size, "t.gnc", err, sizeof err) : NULL;
+    check(p && p->tuning, "tuning: the section is read back: %s", p ? "none" : err);
+    cg_program *back = p ? rt_plan_program(p, err, sizeof err) : NULL;
+    check(back && back->devices[0].steps[gs].u.gemm.tuned &&
+          memcmp(back->devices[0].steps[gs].u.gemm.algo, cg->devices[0].steps[gs].u.gemm.algo,
+                 64) == 0, "tuning: the algorithm comes back: %s", back ? "differs" : err);
+    cg_program_free(back);
+    rt_plan_free(p);
+    /* the line's step made another: refused behind the checksums */
+    char *line = NULL;
+    for (size_t i = 0; data && i + 5 < size && !line; i++)
+        if (memcmp(data + i, " gemm ", 6) == 0)
+            line = (char *)data + i;
+    if (line) {
+        line[-1] = line[-1] == '0' ? '1' : '0';   /* the step number's last digit */
+        rt_plan_fix_checksums(data, size);
+        p = rt_plan_decode(data, size, "t.gnc", err, sizeof err);
+        back = p ? rt_plan_program(p, err, sizeof err) : NULL;
+        check(p && !back && strstr(err, "tuning, line 1"), "tuning: a line naming no matmul "
+              "is refused: '%s'", err);
+        cg_program_free(back);
+        rt_plan_free(p);
+    }
+    check(line != NULL, "tuning: the line is in the file");
+    cg_program_free(cg);
+    rt_plan_free(base);
+    free(plain);
+    free(data);
+    if (g)
+        ir_graph_free(g);
+}
+
 /* ---- 3. inconsistencies, made on purpose ---- */
 
 /* The format again, written here from docs/plan.md: a header, a table, each
@@ -800,6 +858,7 @@ int main(int argc, char **argv)
     rt_set_threads(1);
     test_round_trips(argv[1]);
     test_kernels();
+    test_tuning();
 
     ir_graph *g = parse("tiny.gir", tiny_gir, sizeof tiny_gir - 1);
     parts P;
