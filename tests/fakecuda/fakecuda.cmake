@@ -1,0 +1,44 @@
+# Host-memory stand-ins of the CUDA libraries (tests/fakecuda/, docs/runtime.md
+# "Testing without a GPU"): libcuda.so.1, libcublasLt.so.13, libcudnn.so.9 and
+# libnccl.so.2 in one folder, build/tests/fakecuda/, for the GPU executor's
+# libdir.  Each includes the toolkit's real header, so its symbols are the ones
+# the real library exports; none links a real CUDA library.  The driver holds
+# the core (streams, memory, capture); the other three link it by its soname
+# and find it beside themselves ($ORIGIN).
+set(GNC_FAKECUDA_DIR ${CMAKE_BINARY_DIR}/tests/fakecuda)
+set(fk ${CMAKE_CURRENT_LIST_DIR})
+
+function(gnc_fakecuda_lib target file soname)
+  set_target_properties(${target} PROPERTIES
+    LIBRARY_OUTPUT_DIRECTORY ${GNC_FAKECUDA_DIR} OUTPUT_NAME ${file} PREFIX "" SUFFIX ""
+    C_VISIBILITY_PRESET hidden BUILD_RPATH "$ORIGIN")
+  target_include_directories(${target} PRIVATE ${fk} ${CUDAToolkit_INCLUDE_DIRS})
+  target_link_options(${target} PRIVATE -Wl,-soname,${soname} -Wl,--no-undefined)
+endfunction()
+
+# the driver, with codegen's float16/bfloat16 conversions compiled in
+add_library(fakecuda_driver SHARED ${fk}/driver.c ${CMAKE_SOURCE_DIR}/codegen/util.c)
+gnc_fakecuda_lib(fakecuda_driver libcuda.so.1 libcuda.so.1)
+target_include_directories(fakecuda_driver PRIVATE
+  $<TARGET_PROPERTY:gnc_codegen,INTERFACE_INCLUDE_DIRECTORIES>)
+target_link_libraries(fakecuda_driver PRIVATE gnc_ir m)
+target_link_options(fakecuda_driver PRIVATE -Wl,--exclude-libs,ALL)
+
+foreach(lib cublaslt:libcublasLt.so.13 cudnn:libcudnn.so.9 nccl:libnccl.so.2)
+  string(REPLACE ":" ";" pair ${lib})
+  list(GET pair 0 name)
+  list(GET pair 1 file)
+  add_library(fakecuda_${name} SHARED ${fk}/${name}.c)
+  gnc_fakecuda_lib(fakecuda_${name} ${file} ${file})
+  target_link_libraries(fakecuda_${name} PRIVATE fakecuda_driver m)
+endforeach()
+
+# the fakes through their API, as the executor uses them (tests/test_fakecuda.c)
+add_executable(test_fakecuda ${CMAKE_CURRENT_LIST_DIR}/../test_fakecuda.c)
+target_include_directories(test_fakecuda PRIVATE ${fk} ${CUDAToolkit_INCLUDE_DIRS})
+target_compile_definitions(test_fakecuda PRIVATE GNC_FAKECUDA_DIR="${GNC_FAKECUDA_DIR}")
+target_link_libraries(test_fakecuda PRIVATE gnc_codegen ${CMAKE_DL_LIBS} m)
+add_dependencies(test_fakecuda fakecuda_driver fakecuda_cublaslt fakecuda_cudnn fakecuda_nccl)
+add_test(NAME fakecuda COMMAND test_fakecuda)
+set_tests_properties(fakecuda PROPERTIES LABELS "unit" SKIP_RETURN_CODE 77 TIMEOUT 120)
+
