@@ -272,6 +272,10 @@ static void test_order_and_kernels(CUstream a, CUstream b)
     CHECK(L.cuStreamSynchronize(a) == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "sync while capturing");
     CHECK(L.cuMemcpyDtoHAsync(y, d, 4, a) == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "host copy in capture");
     CHECK(L.cuStreamEndCapture(a, &graph) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "invalidated capture");
+    CUdeviceptr q;
+    CHECK(L.cuStreamBeginCapture(a, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS, "begin");
+    CHECK(L.cuMemAlloc(&q, 64) == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "cuMemAlloc in a capture");
+    CHECK(L.cuStreamEndCapture(a, &graph) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "invalidated capture");
     download(y, d, sizeof y, a);
     CHECK(y[0] == 4, "nothing of the failed captures ran: x[0] = %g", y[0]);
 

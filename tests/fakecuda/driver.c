@@ -27,7 +27,10 @@
  *     dependencies; other streams join by waiting on an event recorded in the
  *     capture and must be joined back before cuStreamEndCapture
  *     (CUDA_ERROR_STREAM_CAPTURE_UNJOINED); synchronizing or host copies
- *     during capture invalidate it.  A launched graph runs each node on a
+ *     during capture invalidate it, and so do cuMemAlloc, cuMemFree and
+ *     synchronizing any stream or event while a global or thread-local
+ *     capture of this thread is in progress (CUDA's "potentially unsafe"
+ *     calls).  A launched graph runs each node on a
  *     queue of its own captured stream, after the launch stream's earlier
  *     work and before its later work.
  *
@@ -122,6 +125,8 @@ struct capture {
     CUstream *streams;  /* slot -> stream, the origin first */
     int nstreams;
     CUresult invalid;   /* why it was invalidated, or CUDA_SUCCESS */
+    int strict;         /* not CU_STREAM_CAPTURE_MODE_RELAXED */
+    const void *thread; /* the thread that began it (&thread_tag) */
 };
 
 struct CUgraph_st {
@@ -172,6 +177,7 @@ static struct {
 } F;
 
 static __thread CUcontext current;
+static __thread char thread_tag;    /* its address tells the threads apart */
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
@@ -509,6 +515,23 @@ static capture *event_capture(CUevent e)
     return NULL;
 }
 
+/* A potentially unsafe call (one that may synchronize or allocate) while a
+ * capture in global or thread-local mode is in progress on this thread (in
+ * global mode: on any thread): CUDA refuses it and invalidates the capture.
+ * Returns CUDA_SUCCESS when the call may go on. */
+static CUresult capture_forbids(const char *who)
+{
+    for (int i = 0; i < F.ncaptures; i++) {
+        capture *c = F.captures[i];
+        if (c->strict && (c->strict == 2 || c->thread == &thread_tag)) {
+            say("%s while stream %d is capturing (not in relaxed mode)", who, c->origin->id);
+            capture_invalidate(c, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+            return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
 /* Ends stream s's part in its capture (s is the origin: the whole capture). */
 static void capture_leave(CUstream s)
 {
@@ -825,6 +848,8 @@ CUresult cuCtxSynchronize(void)
             capture_invalidate(F.streams[i]->cap, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
             return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
         }
+    if (capture_forbids("cuCtxSynchronize"))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return run_until(device_idle, &d, d, "cuCtxSynchronize");
 }
 
@@ -855,6 +880,8 @@ CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
     CTX_CHECK(d);
     if (!dptr || bytesize == 0)
         return CUDA_ERROR_INVALID_VALUE;
+    if (capture_forbids("cuMemAlloc"))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     device *D = &F.gpu[d];
     size_t rounded = (bytesize + 255) / 256 * 256;
     if (rounded < bytesize || rounded > F.free_bytes - D->allocated)
@@ -877,6 +904,8 @@ CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
 CUresult cuMemFree(CUdeviceptr dptr)
 {
     CTX_CHECK(d);
+    if (capture_forbids("cuMemFree"))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     device *D = &F.gpu[d];
     for (int i = 0; i < D->nallocs; i++)
         if (D->allocs[i].base == (uintptr_t)dptr) {
@@ -1066,6 +1095,8 @@ CUresult cuStreamSynchronize(CUstream hStream)
     if (r)
         return r;
     CUstream s = resolve(hStream);
+    if (!s->cap && capture_forbids("cuStreamSynchronize"))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (s->cap) {
         say("cuStreamSynchronize: stream %d is capturing", s->id);
         capture_invalidate(s->cap, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
@@ -1239,6 +1270,8 @@ CUresult cuEventSynchronize(CUevent hEvent)
         capture_invalidate(hEvent->cap, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
+    if (capture_forbids("cuEventSynchronize"))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return run_until(event_reached, hEvent, hEvent->dev, "cuEventSynchronize");
 }
 
@@ -1247,7 +1280,10 @@ CUresult cuEventSynchronize(CUevent hEvent)
 CUresult cuStreamBeginCapture(CUstream hStream, CUstreamCaptureMode mode)
 {
     CTX_CHECK(d);
-    (void)d, (void)mode;
+    (void)d;
+    if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+        mode != CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
     if (!hStream)
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* the legacy stream cannot capture */
     CUresult r = fk_stream_check(hStream);
@@ -1259,6 +1295,8 @@ CUresult cuStreamBeginCapture(CUstream hStream, CUstreamCaptureMode mode)
     F.captures = xrealloc(F.captures, (size_t)(F.ncaptures + 1) * sizeof *F.captures);
     F.captures[F.ncaptures++] = c;
     c->origin = hStream;
+    c->strict = mode == CU_STREAM_CAPTURE_MODE_GLOBAL ? 2 : mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+    c->thread = &thread_tag;
     hStream->cap = c;
     capture_slot(c, hStream);
     set_frontier(hStream, NULL, 0);
@@ -1704,4 +1742,41 @@ CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTable
     if (ppExportTable)
         *ppExportTable = NULL;
     return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* ---------------------------------------------------------------- unloading */
+
+/* The library unloaded (the last dlclose): everything it holds goes, as a
+ * process's device state goes at exit.  Graphs and events the caller still
+ * holds are the caller's leak. */
+__attribute__((destructor)) static void fk_unload(void)
+{
+    while (F.nstreams) {
+        CUstream s = F.streams[F.nstreams - 1];
+        while (s->head) {
+            entry *e = s->head;
+            s->head = e->next;
+            entry_free(e);
+        }
+        s->live = 0;
+        stream_unlink(s);
+    }
+    free(F.streams);
+    while (F.ncaptures)
+        capture_free(F.captures[0]);
+    free(F.captures);
+    for (int i = 0; i < F.nfunctions; i++)
+        free(F.functions[i]);
+    free(F.functions);
+    for (int i = 0; i < F.nmodules; i++) {
+        free(F.modules[i]->image);
+        free(F.modules[i]);
+    }
+    free(F.modules);
+    for (int i = 0; i < F.nkernels; i++)
+        free(F.kernels[i].name);
+    free(F.kernels);
+    for (int d = 0; d < F.ngpus; d++)
+        free_allocs(d);
+    memset(&F, 0, sizeof F);
 }

@@ -66,7 +66,9 @@ size_t fk_type_size(cudaDataType t);
 
 /* The test's registration of a kernel's host emulation (by its name):
  * args[i] points at the i-th argument as for cuLaunchKernel; a non-NULL
- * return is the failure's message. */
+ * return is the failure's message.  Registrations live as long as the library
+ * stays loaded: a test keeps its own dlopen handle, so that an executor's
+ * dlclose does not unload the fake (and forget them) between runs. */
 typedef const char *(*fk_kernel)(const unsigned *grid, const unsigned *block, void **args);
 int fakecuda_register(const char *name, fk_kernel entry);
 

@@ -787,3 +787,13 @@ EXPORT ncclResult_t ncclGroupEnd(void)
     fk_progress();
     return r;
 }
+
+/* The library unloaded: what it still holds goes. */
+__attribute__((destructor)) static void fake_nccl_unload(void)
+{
+    free(N.cliques);
+    free(N.grouped);
+    free(N.inits);
+    free(N.splits);
+    memset(&N, 0, sizeof N);
+}
