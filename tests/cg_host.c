@@ -117,6 +117,16 @@ void cg_host_free(cg_host *h)
     free(h);
 }
 
+cg_host_kernel cg_host_entry(const cg_host *h, int prog, int k)
+{
+    if (!h || prog < 0 || prog >= h->nprogs || k < 0)
+        return NULL;
+    int i = h->base[prog] + k;
+    if (i >= h->nentries || (prog + 1 < h->nprogs && i >= h->base[prog + 1]))
+        return NULL;
+    return h->table[i];
+}
+
 /* ---------------------------------------------------------------- memory and values */
 
 cg_host_mem *cg_host_mem_new(const cg_program *p)

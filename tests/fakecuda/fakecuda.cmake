@@ -42,3 +42,27 @@ add_dependencies(test_fakecuda fakecuda_driver fakecuda_cublaslt fakecuda_cudnn 
 add_test(NAME fakecuda COMMAND test_fakecuda)
 set_tests_properties(fakecuda PROPERTIES LABELS "unit" SKIP_RETURN_CODE 77 TIMEOUT 120)
 
+# The GPU executor on the fakes against the CPU executor (tests/test_cuda_fake.c):
+# kernels compiled by NVRTC, their host emulations (tests/cg_host.c) registered
+# with the fake driver.  cuda_fake_lazy runs the same with the fake's lazy
+# schedule (work runs only when synchronized, streams visited in reverse), which
+# exposes a missing wait between streams.
+add_executable(test_cuda_fake ${CMAKE_CURRENT_LIST_DIR}/../test_cuda_fake.c
+               ${CMAKE_CURRENT_LIST_DIR}/../cg_host.c)
+target_compile_definitions(test_cuda_fake PRIVATE GNC_HOST_CXX="${GNC_HOST_CXX}"
+                           GNC_TESTS_DIR="${CMAKE_SOURCE_DIR}/tests")
+target_include_directories(test_cuda_fake PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+target_link_libraries(test_cuda_fake PRIVATE gnc_runtime gnc_codegen gnc_passes gnc_ir
+                      ${CMAKE_DL_LIBS} m)
+add_dependencies(test_cuda_fake fakecuda_driver fakecuda_cublaslt fakecuda_cudnn fakecuda_nccl)
+file(MAKE_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/fakecuda-work)
+foreach(sched eager lazy)
+  set(name cuda_fake)
+  if(sched STREQUAL "lazy")
+    set(name cuda_fake_lazy)
+  endif()
+  add_test(NAME ${name} COMMAND test_cuda_fake ${GNC_FAKECUDA_DIR}
+           ${CMAKE_CURRENT_BINARY_DIR}/fakecuda-work)
+  set_tests_properties(${name} PROPERTIES LABELS "unit" SKIP_RETURN_CODE 77 TIMEOUT 300
+                       ENVIRONMENT "GNC_FAKECUDA_SCHEDULE=${sched}")
+endforeach()
