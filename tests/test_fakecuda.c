@@ -13,7 +13,10 @@
  *   8. NCCL across 2 fake devices in a group (all_reduce, all_gather,
  *      broadcast, send/recv), a duplicate GPU and out-of-group calls refused,
  *      the hang that follows reported as a deadlock;
- *   9. a failing kernel's error, sticky.
+ *   9. NCCL communicators from ncclCommInitRank in a group and from
+ *      ncclCommSplit; a reduce_scatter captured across both devices into one
+ *      graph and replayed;
+ *  10. a failing kernel's error, sticky.
  * The fakes print their refusals to stderr: expected here. */
 #include <cublasLt.h>
 #include <cuda.h>
@@ -48,7 +51,9 @@
     X(cudnnCreateActivationDescriptor) X(cudnnSetActivationDescriptor) \
     X(cudnnDestroyActivationDescriptor) X(cudnnConvolutionBiasActivationForward)
 #define NCCL(X) X(ncclCommInitAll) X(ncclCommDestroy) X(ncclGroupStart) X(ncclGroupEnd) \
-    X(ncclAllReduce) X(ncclAllGather) X(ncclBroadcast) X(ncclSend) X(ncclRecv)
+    X(ncclAllReduce) X(ncclAllGather) X(ncclBroadcast) X(ncclSend) X(ncclRecv) \
+    X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommSplit) X(ncclCommCount) \
+    X(ncclCommUserRank) X(ncclReduceScatter)
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -585,6 +590,98 @@ static void test_nccl(CUstream s[2])
     L.cuCtxSetCurrent(ctx[0]);
 }
 
+/* Communicators by ncclCommInitRank and ncclCommSplit; a two-device capture. */
+static void test_nccl_init_and_capture(CUstream s[2])
+{
+    ncclUniqueId id;
+    ncclComm_t c[2], solo[2];
+    L.ncclGetUniqueId(&id);
+    L.ncclGroupStart();
+    for (int r = 0; r < 2; r++) {
+        L.cuCtxSetCurrent(ctx[0]);
+        CHECK(L.ncclCommInitRank(&c[r], 2, id, r) == ncclSuccess, "init rank %d", r);
+    }
+    CHECK(L.ncclGroupEnd() == ncclInvalidUsage, "two ranks on device 0: Duplicate GPU detected");
+    L.ncclGetUniqueId(&id);
+    L.cuCtxSetCurrent(ctx[0]);
+    CHECK(L.ncclCommInitRank(&c[0], 2, id, 0) == ncclInternalError,
+          "a rank of another process, outside a group");
+    L.ncclGroupStart();
+    for (int r = 0; r < 2; r++) {
+        L.cuCtxSetCurrent(ctx[r]);
+        L.ncclCommInitRank(&c[r], 2, id, r);
+    }
+    CHECK(L.ncclGroupEnd() == ncclSuccess, "init ranks in a group");
+    int n = 0, rank = -1;
+    CHECK(L.ncclCommCount(c[1], &n) == ncclSuccess && n == 2 &&
+          L.ncclCommUserRank(c[1], &rank) == ncclSuccess && rank == 1, "count and rank");
+    CHECK(L.ncclCommSplit(c[0], 0, 0, &solo[0], NULL) == ncclInvalidUsage, "split outside a group");
+    L.ncclGroupStart();
+    for (int r = 0; r < 2; r++)
+        L.ncclCommSplit(c[r], r, 0, &solo[r], NULL); /* each rank alone */
+    CHECK(L.ncclGroupEnd() == ncclSuccess, "split");
+    CHECK(L.ncclCommCount(solo[1], &n) == ncclSuccess && n == 1, "a split of one rank: %d", n);
+
+    /* reduce_scatter on both devices, captured from device 0's stream into one graph */
+    enum { m = 4 };
+    float v[2][2 * m], got[m];
+    CUdeviceptr in[2], out[2];
+    for (int r = 0; r < 2; r++) {
+        for (int i = 0; i < 2 * m; i++)
+            v[r][i] = (float)(r + 1) * (float)i;
+        L.cuCtxSetCurrent(ctx[r]);
+        in[r] = upload(v[r], sizeof v[r], s[r]);
+        L.cuMemAlloc(&out[r], m * 4);
+        L.cuMemsetD8Async(out[r], 0, m * 4, s[r]);
+        L.cuStreamSynchronize(s[r]);
+    }
+    CUevent fork, join;
+    L.cuCtxSetCurrent(ctx[0]);
+    L.cuEventCreate(&fork, 0);
+    L.cuCtxSetCurrent(ctx[1]);
+    L.cuEventCreate(&join, 0);
+    L.cuCtxSetCurrent(ctx[0]);
+    CHECK(L.cuStreamBeginCapture(s[0], CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS, "begin");
+    L.cuEventRecord(fork, s[0]);
+    L.cuCtxSetCurrent(ctx[1]);
+    CHECK(L.cuStreamWaitEvent(s[1], fork, 0) == CUDA_SUCCESS, "device 1 joins the capture");
+    L.ncclGroupStart();
+    for (int r = 0; r < 2; r++)
+        L.ncclReduceScatter((void *)(uintptr_t)in[r], (void *)(uintptr_t)out[r], m, ncclFloat32, ncclSum,
+                            c[r], (cudaStream_t)s[r]);
+    CHECK(L.ncclGroupEnd() == ncclSuccess, "captured group");
+    L.cuEventRecord(join, s[1]);
+    L.cuCtxSetCurrent(ctx[0]);
+    L.cuStreamWaitEvent(s[0], join, 0);
+    CUgraph graph;
+    CUgraphExec exec;
+    CHECK(L.cuStreamEndCapture(s[0], &graph) == CUDA_SUCCESS, "end of a two-device capture");
+    CHECK(L.cuGraphInstantiate(&exec, graph, 0) == CUDA_SUCCESS, "instantiate");
+    L.cuGraphDestroy(graph);
+    download(got, out[0], sizeof got, s[0]);
+    CHECK(got[1] == 0, "nothing ran at capture: %g", got[1]);
+    CHECK(L.cuGraphLaunch(exec, s[0]) == CUDA_SUCCESS && L.cuGraphLaunch(exec, s[0]) == CUDA_SUCCESS,
+          "two launches");
+    CHECK(L.cuStreamSynchronize(s[0]) == CUDA_SUCCESS, "sync");
+    L.cuCtxSetCurrent(ctx[1]);
+    download(got, out[1], sizeof got, s[1]);
+    CHECK(got[0] == 3 * 4 && got[3] == 3 * 7, "rank 1's share: %g %g", got[0], got[3]);
+    L.cuCtxSetCurrent(ctx[0]);
+    download(got, out[0], sizeof got, s[0]);
+    CHECK(got[0] == 0 && got[3] == 3 * 3, "rank 0's share: %g %g", got[0], got[3]);
+    L.cuGraphExecDestroy(exec);
+    L.cuEventDestroy(fork);
+    L.cuEventDestroy(join);
+    for (int r = 0; r < 2; r++) {
+        L.cuCtxSetCurrent(ctx[r]);
+        L.cuMemFree(in[r]);
+        L.cuMemFree(out[r]);
+        L.ncclCommDestroy(c[r]);
+        L.ncclCommDestroy(solo[r]);
+    }
+    L.cuCtxSetCurrent(ctx[0]);
+}
+
 int main(void)
 {
     void *cu = load("libcuda.so.1"), *lt = load("libcublasLt.so.13"), *dnn = load("libcudnn.so.9");
@@ -623,6 +720,7 @@ int main(void)
     test_matmul(s[0], CUDA_R_16BF, 0, 1, 1, CUBLASLT_EPILOGUE_DEFAULT);
     test_conv(s[0]);
     test_nccl(s);
+    test_nccl_init_and_capture(s);
     test_sticky();
     L.cuStreamDestroy(b);
     L.cuStreamDestroy(s[0]);
