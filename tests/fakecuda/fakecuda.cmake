@@ -3,22 +3,28 @@
 # libnccl.so.2 in one folder, build/tests/fakecuda/, for the GPU executor's
 # libdir.  Each includes the toolkit's real header, so its symbols are the ones
 # the real library exports; none links a real CUDA library.  The driver holds
-# the core (streams, memory, capture); the other three link it by its soname
-# and find it beside themselves ($ORIGIN).
+# the core (streams, memory, capture); the other three link it and find it
+# beside themselves ($ORIGIN).
 set(GNC_FAKECUDA_DIR ${CMAKE_BINARY_DIR}/tests/fakecuda)
 set(fk ${CMAKE_CURRENT_LIST_DIR})
 
 function(gnc_fakecuda_lib target file soname)
   set_target_properties(${target} PROPERTIES
     LIBRARY_OUTPUT_DIRECTORY ${GNC_FAKECUDA_DIR} OUTPUT_NAME ${file} PREFIX "" SUFFIX ""
-    C_VISIBILITY_PRESET hidden BUILD_RPATH "$ORIGIN")
+    C_VISIBILITY_PRESET hidden BUILD_RPATH "$ORIGIN" NO_SONAME ON)
   target_include_directories(${target} PRIVATE ${fk} ${CUDAToolkit_INCLUDE_DIRS})
   target_link_options(${target} PRIVATE -Wl,-soname,${soname} -Wl,--no-undefined)
 endfunction()
 
-# the driver, with codegen's float16/bfloat16 conversions compiled in
+# the driver, with codegen's float16/bfloat16 conversions compiled in.  Its
+# soname is its own (libgnc-fakecuda.so, a link to libcuda.so.1 beside it), so
+# that the other fakes bind to it and never to a real libcuda.so.1 that NVRTC
+# or anything else may have loaded first.
 add_library(fakecuda_driver SHARED ${fk}/driver.c ${CMAKE_SOURCE_DIR}/codegen/util.c)
-gnc_fakecuda_lib(fakecuda_driver libcuda.so.1 libcuda.so.1)
+gnc_fakecuda_lib(fakecuda_driver libcuda.so.1 libgnc-fakecuda.so)
+add_custom_command(TARGET fakecuda_driver POST_BUILD
+  COMMAND ${CMAKE_COMMAND} -E create_symlink libcuda.so.1 ${GNC_FAKECUDA_DIR}/libgnc-fakecuda.so
+  VERBATIM)
 target_include_directories(fakecuda_driver PRIVATE
   $<TARGET_PROPERTY:gnc_codegen,INTERFACE_INCLUDE_DIRECTORIES>)
 target_link_libraries(fakecuda_driver PRIVATE gnc_ir m)
