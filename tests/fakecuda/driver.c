@@ -34,8 +34,11 @@
  *     queue of its own captured stream, after the launch stream's earlier
  *     work and before its later work.
  *
- * Not modelled: kernel arguments are read when the kernel runs, not copied
- * at cuLaunchKernel; host copies are staged (HtoD reads the host buffer when
+ * Kernel arguments are copied at cuLaunchKernel, their sizes read from the
+ * image (a cubin's EIATTR_KPARAM_INFO records, PTX's .entry); where the image
+ * does not say, they are read when the kernel runs.
+ *
+ * Not modelled: host copies are staged (HtoD reads the host buffer when
  * issued, DtoH writes it when run), as for pageable memory; no unified
  * addressing across devices (a pointer belongs to the device that allocated
  * it); no thread safety; the legacy default stream (NULL) is a stream of its
@@ -147,10 +150,14 @@ struct CUmod_st {
     size_t bytes;
 };
 
+#define MAX_PARAMS 256
+
 struct CUfunc_st {
     CUmodule mod;
     fk_kernel entry;
     char name[256];
+    int nparams;        /* from the image; -1: unknown, arguments read when run */
+    int size[MAX_PARAMS];
 };
 
 typedef struct {
@@ -1644,6 +1651,101 @@ static int image_has(const CUmodule m, const char *name)
     return 0;
 }
 
+/* The sizes of kernel name's parameters, as the driver learns them from the
+ * image: a cubin's .nv.info.<name> section (EIATTR_KPARAM_INFO records), or
+ * PTX's .entry declaration.  The count, or -1 when the image does not say. */
+static int cubin_params(const CUmodule m, const char *name, int *size)
+{
+    const unsigned char *b = m->image;
+    uint64_t shoff;
+    uint16_t shentsize, shnum, shstrndx;
+    memcpy(&shoff, b + 0x28, 8);
+    memcpy(&shentsize, b + 0x3a, 2);
+    memcpy(&shnum, b + 0x3c, 2);
+    memcpy(&shstrndx, b + 0x3e, 2);
+    if (shentsize < 64 || shstrndx >= shnum || shoff + (uint64_t)shnum * shentsize > m->bytes)
+        return -1;
+    uint64_t stroff, strsize;
+    memcpy(&stroff, b + shoff + (uint64_t)shstrndx * shentsize + 0x18, 8);
+    memcpy(&strsize, b + shoff + (uint64_t)shstrndx * shentsize + 0x20, 8);
+    if (stroff + strsize > m->bytes)
+        return -1;
+    char want[300];
+    snprintf(want, sizeof want, ".nv.info.%s", name);
+    for (int i = 0; i < shnum; i++) {
+        const unsigned char *sh = b + shoff + (uint64_t)i * shentsize;
+        uint32_t nm;
+        uint64_t off, len;
+        memcpy(&nm, sh, 4);
+        memcpy(&off, sh + 0x18, 8);
+        memcpy(&len, sh + 0x20, 8);
+        if (nm >= strsize || off + len > m->bytes ||
+            strncmp((const char *)b + stroff + nm, want, strsize - nm))
+            continue;
+        int n = 0;
+        for (uint64_t k = 0; k + 2 <= len;) { /* records: format, attribute, value */
+            unsigned fmt = b[off + k], attr = b[off + k + 1];
+            uint16_t vlen = 2;
+            if (fmt == 4) { /* EIFMT_SVAL: a 16-bit length, then the value */
+                if (k + 4 > len)
+                    break;
+                memcpy(&vlen, b + off + k + 2, 2);
+                k += 4;
+            } else {
+                vlen = fmt == 1 ? 0 : 2, k += 2;
+            }
+            if (k + vlen > len)
+                break;
+            if (fmt == 4 && attr == 0x17 && vlen >= 12) { /* EIATTR_KPARAM_INFO */
+                uint16_t ordinal;
+                uint32_t w;
+                memcpy(&ordinal, b + off + k + 4, 2);
+                memcpy(&w, b + off + k + 8, 4);
+                if (ordinal >= MAX_PARAMS)
+                    return -1;
+                size[ordinal] = (int)((w >> 18) & 0x3fff);
+                n = ordinal + 1 > n ? ordinal + 1 : n;
+            }
+            k += vlen;
+        }
+        return n;
+    }
+    return -1;
+}
+
+static int ptx_params(const CUmodule m, const char *name, int *size)
+{
+    const char *t = (const char *)m->image;
+    size_t k = strlen(name);
+    for (const char *e = strstr(t, ".entry "); e; e = strstr(e + 1, ".entry ")) {
+        const char *p = e + 7;
+        while (*p == ' ')
+            p++;
+        if (strncmp(p, name, k) || (p[k] != '(' && p[k] != ' ' && p[k] != '\n'))
+            continue;
+        const char *end = strchr(p, ')');
+        int n = 0;
+        for (const char *q = strstr(p, ".param"); q && end && q < end && n < MAX_PARAMS;
+             q = strstr(q + 6, ".param")) {
+            const char *ty = strstr(q + 6, " .");
+            int bytes = 8;
+            if (ty && ty < end) {
+                if (!strncmp(ty + 2, "align", 5))
+                    ty = strstr(ty + 7, " .");
+                if (ty && ty < end)
+                    bytes = strtol(ty + 3, NULL, 10) / 8; /* .u64, .f32, .b8 ... */
+                const char *br = strchr(ty ? ty : q, '[');
+                const char *next = strstr(q + 6, ".param");
+                if (br && br < end && (!next || br < next))
+                    bytes *= (int)strtol(br + 1, NULL, 10);
+            }
+            size[n++] = bytes;
+        }
+        return n;
+    }
+    return -1;
+}
+
 CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
 {
     CTX_CHECK(d);
@@ -1669,6 +1771,7 @@ CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
     f->mod = hmod;
     f->entry = entry;
     snprintf(f->name, sizeof f->name, "%s", name);
+    f->nparams = hmod->image[0] == 0x7f ? cubin_params(hmod, name, f->size) : ptx_params(hmod, name, f->size);
     F.functions = xrealloc(F.functions, (size_t)(F.nfunctions + 1) * sizeof *F.functions);
     F.functions[F.nfunctions++] = f;
     *hfunc = f;
@@ -1678,8 +1781,18 @@ CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
 typedef struct {
     fk_kernel entry;
     unsigned grid[3], block[3];
-    void **args;
+    void **args;        /* into values, or the caller's when the sizes are unknown */
+    unsigned char *values;
 } kernel_call;
+
+static void kernel_call_release(void *p)
+{
+    kernel_call *k = p;
+    if (k->values)
+        free(k->args);
+    free(k->values);
+    free(k);
+}
 
 static int kernel_run(void *ctx, void **state, char *why, size_t whylen)
 {
@@ -1726,9 +1839,26 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
     k->grid[0] = gridDimX, k->grid[1] = gridDimY, k->grid[2] = gridDimZ;
     k->block[0] = blockDimX, k->block[1] = blockDimY, k->block[2] = blockDimZ;
     k->args = kernelParams;
+    if (f->nparams > 0) {
+        /* the arguments' values are copied now, as the driver does */
+        if (!kernelParams) {
+            free(k);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        size_t total = 0;
+        for (int i = 0; i < f->nparams; i++)
+            total += (size_t)(f->size[i] + 7) / 8 * 8;
+        k->values = xcalloc(total + 8, 1);
+        k->args = xcalloc((size_t)f->nparams, sizeof *k->args);
+        for (int i = 0, at = 0; i < f->nparams; i++) {
+            memcpy(k->values + at, kernelParams[i], (size_t)f->size[i]);
+            k->args[i] = k->values + at;
+            at += (f->size[i] + 7) / 8 * 8;
+        }
+    }
     char what[300];
     snprintf(what, sizeof what, "kernel %s", f->name);
-    return fk_enqueue(hStream, fk_task_new(what, kernel_run, NULL, k, free, NULL));
+    return fk_enqueue(hStream, fk_task_new(what, kernel_run, NULL, k, kernel_call_release, NULL));
 }
 
 /* ---------------------------------------------------------------- NVRTC's probe */
