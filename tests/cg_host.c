@@ -106,6 +106,11 @@ cg_host *cg_host_build(cg_program *const *progs, int n, const char *dir, char *e
     return h;
 }
 
+cg_host_kernel cg_host_entry(const cg_host *h, int prog, int k)
+{
+    return h->table[h->base[prog] + k];
+}
+
 void cg_host_free(cg_host *h)
 {
     if (!h)
@@ -115,16 +120,6 @@ void cg_host_free(cg_host *h)
     dlclose(h->so);
     free(h->base);
     free(h);
-}
-
-cg_host_kernel cg_host_entry(const cg_host *h, int prog, int k)
-{
-    if (!h || prog < 0 || prog >= h->nprogs || k < 0)
-        return NULL;
-    int i = h->base[prog] + k;
-    if (i >= h->nentries || (prog + 1 < h->nprogs && i >= h->base[prog + 1]))
-        return NULL;
-    return h->table[i];
 }
 
 /* ---------------------------------------------------------------- memory and values */

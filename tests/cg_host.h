@@ -19,11 +19,8 @@ typedef struct cg_host cg_host;
 cg_host *cg_host_build(cg_program *const *progs, int n, const char *dir, char *err, size_t errlen);
 void cg_host_free(cg_host *h);
 
-/* The host emulation of kernel k of program prog (its index in
- * cg_host_build's list), called as cuLaunchKernel calls a kernel: args[i]
- * points at the i-th argument.  A non-NULL return is the failure's message.
- * The stand-in driver (tests/fakecuda) runs these for the kernels it loads;
- * NULL when there is no such kernel. */
+/* The host emulation of kernel k of program prog: entry(grid, block,
+ * kernelParams) runs it, returning NULL or what went wrong. */
 typedef const char *(*cg_host_kernel)(const unsigned *grid, const unsigned *block, void **args);
 cg_host_kernel cg_host_entry(const cg_host *h, int prog, int k);
 
