@@ -370,19 +370,34 @@ static int matmul_run(void *ctx, void **state, char *why, size_t whylen)
     int bias = g->d.epilogue == CUBLASLT_EPILOGUE_BIAS || g->d.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
     cudaDataType bt = g->d.bias_type < 0 ? g->dd.type : (cudaDataType)g->d.bias_type;
     int ta = g->d.trans_a == CUBLAS_OP_T, tb = g->d.trans_b == CUBLAS_OP_T;
-    /* D may alias C (in place): each element reads its C before writing its D */
-    for (int64_t bt_ = 0; bt_ < g->dd.batch; bt_++)
+    /* op(A) (m x k, row i contiguous) and op(B) (n x k, column j contiguous)
+     * of one batch as doubles, rounded to TF32 where asked: the sums then run
+     * over plain arrays.  D may alias C: each element reads its C before
+     * writing its D. */
+    double *a = malloc((size_t)(m * k + 1) * sizeof *a), *b = malloc((size_t)(n * k + 1) * sizeof *b);
+    if (!a || !b) {
+        free(a);
+        free(b);
+        snprintf(why, whylen, "out of host memory");
+        return CUDA_ERROR_LAUNCH_FAILED;
+    }
+    for (int64_t bt_ = 0; bt_ < g->dd.batch; bt_++) {
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t l = 0; l < k; l++) {
+                double x = fk_load(g->A, bt_ * g->a.stride + (ta ? l + i * g->a.ld : i + l * g->a.ld), g->a.type);
+                a[i * k + l] = t32 ? tf32(x) : x;
+            }
+        for (int64_t j = 0; j < n; j++)
+            for (int64_t l = 0; l < k; l++) {
+                double y = fk_load(g->B, bt_ * g->b.stride + (tb ? j + l * g->b.ld : l + j * g->b.ld), g->b.type);
+                b[j * k + l] = t32 ? tf32(y) : y;
+            }
         for (int64_t j = 0; j < n; j++)
             for (int64_t i = 0; i < m; i++) {
                 double s = 0;
-                for (int64_t l = 0; l < k; l++) {
-                    int64_t ia = bt_ * g->a.stride + (ta ? l + i * g->a.ld : i + l * g->a.ld);
-                    int64_t ib = bt_ * g->b.stride + (tb ? j + l * g->b.ld : l + j * g->b.ld);
-                    double x = fk_load(g->A, ia, g->a.type), y = fk_load(g->B, ib, g->b.type);
-                    if (t32)
-                        x = tf32(x), y = tf32(y);
-                    s += x * y;
-                }
+                const double *ai = a + i * k, *bj = b + j * k;
+                for (int64_t l = 0; l < k; l++)
+                    s += ai[l] * bj[l];
                 double v = (double)g->alpha * s;
                 if (g->beta != 0)
                     v += (double)g->beta * fk_load(g->C, bt_ * g->c.stride + i + j * g->c.ld, g->c.type);
@@ -392,6 +407,9 @@ static int matmul_run(void *ctx, void **state, char *why, size_t whylen)
                     v = 0;
                 fk_store(g->D, bt_ * g->dd.stride + i + j * g->dd.ld, g->dd.type, v);
             }
+    }
+    free(a);
+    free(b);
     return 0;
 }
 

@@ -442,32 +442,53 @@ static int conv_run(void *ctx, void **state, char *why, size_t whylen)
         snprintf(why, whylen, "out of host memory");
         return CUDA_ERROR_LAUNCH_FAILED;
     }
+    /* the inputs as contiguous doubles (x and dy in NCHW order, whatever their
+     * strides), rounded to TF32 where asked: the loops then run over plain arrays */
+    double *dx_ = cv->kind == BWD_DATA ? NULL : malloc((size_t)nx * sizeof(double));
+    double *dw_ = cv->kind == BWD_FILTER ? NULL : malloc((size_t)nw * sizeof(double));
+    double *dy_ = cv->kind == FWD ? NULL : malloc((size_t)ny * sizeof(double));
+    if ((cv->kind != BWD_DATA && !dx_) || (cv->kind != BWD_FILTER && !dw_) || (cv->kind != FWD && !dy_)) {
+        free(acc), free(dx_), free(dw_), free(dy_);
+        snprintf(why, whylen, "out of host memory");
+        return CUDA_ERROR_LAUNCH_FAILED;
+    }
 #define RD(P, i) (t32 ? tf32(fk_load(P, i, t)) : fk_load(P, i, t))
+    for (int64_t i = 0; dx_ && i < nx; i++)
+        dx_[i] = RD(xp, at(X, i / X->w / X->h / X->c, i / X->w / X->h % X->c, i / X->w % X->h, i % X->w));
+    for (int64_t i = 0; dw_ && i < nw; i++)
+        dw_[i] = RD(wp, i);
+    for (int64_t i = 0; dy_ && i < ny; i++)
+        dy_[i] = RD(yp, at(Y, i / Y->w / Y->h / Y->c, i / Y->w / Y->h % Y->c, i / Y->w % Y->h, i % Y->w));
+#undef RD
     for (int64_t n = 0; n < X->n; n++)
         for (int64_t k = 0; k < W->k; k++)
             for (int64_t p = 0; p < pb->p; p++)
                 for (int64_t q = 0; q < pb->q; q++) {
                     int64_t g = k / kg, iy = (((n * W->k) + k) * pb->p + p) * pb->q + q;
-                    double dy = cv->kind == FWD ? 0 : RD(yp, at(Y, n, k, p, q));
+                    double dy = cv->kind == FWD ? 0 : dy_[iy], s = 0;
                     for (int64_t ch = 0; ch < cg; ch++)
-                        for (int64_t r = 0; r < W->r; r++)
-                            for (int64_t s = 0; s < W->s; s++) {
-                                int64_t yy = p * C->stride[0] - C->pad[0] + r * C->dilation[0];
-                                int64_t xx = q * C->stride[1] - C->pad[1] + s * C->dilation[1];
-                                if (yy < 0 || yy >= X->h || xx < 0 || xx >= X->w)
+                        for (int64_t r = 0; r < W->r; r++) {
+                            int64_t yy = p * C->stride[0] - C->pad[0] + r * C->dilation[0];
+                            if (yy < 0 || yy >= X->h)
+                                continue;
+                            int64_t xrow = ((n * X->c + g * cg + ch) * X->h + yy) * X->w;
+                            int64_t wrow = ((k * cg + ch) * W->r + r) * W->s;
+                            for (int64_t sx = 0; sx < W->s; sx++) {
+                                int64_t xx = q * C->stride[1] - C->pad[1] + sx * C->dilation[1];
+                                if (xx < 0 || xx >= X->w)
                                     continue;
-                                int64_t ix = at(X, n, g * cg + ch, yy, xx);
-                                int64_t iw = ((k * cg + ch) * W->r + r) * W->s + s;
                                 if (cv->kind == FWD)
-                                    acc[iy] += RD(xp, ix) * RD(wp, iw);
+                                    s += dx_[xrow + xx] * dw_[wrow + sx];
                                 else if (cv->kind == BWD_DATA)
-                                    acc[(((n * X->c) + g * cg + ch) * X->h + yy) * X->w + xx] +=
-                                        dy * RD(wp, iw);
+                                    acc[xrow + xx] += dy * dw_[wrow + sx];
                                 else
-                                    acc[iw] += dy * RD(xp, ix);
+                                    acc[wrow + sx] += dy * dx_[xrow + xx];
                             }
+                        }
+                    if (cv->kind == FWD)
+                        acc[iy] = s;
                 }
-#undef RD
+    free(dx_), free(dw_), free(dy_);
     /* out = alpha acc + beta out, or the fused forward's act(alpha1 acc + alpha2 z + bias);
      * every value is read before any is written (z may be y) */
     double *res = calloc((size_t)nacc + 1, sizeof *res);
