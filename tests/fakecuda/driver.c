@@ -1617,7 +1617,7 @@ CUresult cuModuleLoadData(CUmodule *module, const void *image)
     CUmodule m = xcalloc(1, sizeof *m);
     m->dev = d;
     m->bytes = n;
-    m->image = xcalloc(n, 1);
+    m->image = xcalloc(n + 1, 1); /* PTX stays a string */
     memcpy(m->image, image, n);
     F.modules = xrealloc(F.modules, (size_t)(F.nmodules + 1) * sizeof *F.modules);
     F.modules[F.nmodules++] = m;

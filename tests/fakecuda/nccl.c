@@ -103,6 +103,7 @@ static struct {
     } *splits;
     int nsplits;
     unsigned id_counter;
+    int unloaded;       /* at exit: the cliques are gone, queued parts let go */
 } N;
 
 static ncclResult_t complain(ncclResult_t r, const char *who, const char *fmt, const char *arg)
@@ -146,13 +147,24 @@ static clique *clique_new(int nranks, const ncclUniqueId *id)
     return cl;
 }
 
-static void clique_unref(clique *cl)
+static void free_pending(pending *q)
 {
-    if (--cl->refs > 0)
-        return;
+    while (q) {
+        pending *x = q;
+        q = q->next;
+        free(x);
+    }
+}
+
+static void clique_free(clique *cl)
+{
     for (int i = 0; i < N.ncliques; i++)
         if (N.cliques[i] == cl)
             N.cliques[i] = N.cliques[--N.ncliques];
+    for (int k = 0; k < cl->nranks * cl->nranks; k++) {
+        free_pending(cl->sends[k]);
+        free_pending(cl->recvs[k]);
+    }
     for (int i = 0; i < cl->nslots; i++) {
         free(cl->slots[i]->op);
         free(cl->slots[i]);
@@ -163,6 +175,12 @@ static void clique_unref(clique *cl)
     free(cl->next_coll);
     free(cl->rank);
     free(cl);
+}
+
+static void clique_unref(clique *cl)
+{
+    if (!N.unloaded && --cl->refs == 0)
+        clique_free(cl);
 }
 
 /* Two ranks of cl on one device: NCCL's "Duplicate GPU detected". */
@@ -486,7 +504,7 @@ typedef struct {
 static void part_release(void *ctx)
 {
     part *p = ctx;
-    clique_unref(p->m->cl);
+    clique_unref(p->m->cl); /* after unloading: nothing */
     free(p->calls);
     free(p);
 }
@@ -519,7 +537,7 @@ static void arrival_free(void *ctx, void *state)
     part *p = ctx;
     arrival *a = state;
     clique *cl = p->m->cl;
-    for (int i = 0; i < p->ncalls; i++) {
+    for (int i = 0; i < p->ncalls && !N.unloaded; i++) {
         if (a->slots[i]) {
             if (!a->slots[i]->done)
                 a->slots[i]->op[p->m->rank] = NULL, a->slots[i]->arrived--;
@@ -788,12 +806,17 @@ EXPORT ncclResult_t ncclGroupEnd(void)
     return r;
 }
 
-/* The library unloaded: what it still holds goes. */
+/* The library unloaded (at exit: it is never unloaded before): what it
+ * still holds goes.  The driver's own destructor runs later and releases
+ * parts still queued; they must not touch the cliques then. */
 __attribute__((destructor)) static void fake_nccl_unload(void)
 {
+    while (N.ncliques)
+        clique_free(N.cliques[0]);
     free(N.cliques);
     free(N.grouped);
     free(N.inits);
     free(N.splits);
     memset(&N, 0, sizeof N);
+    N.unloaded = 1;
 }
