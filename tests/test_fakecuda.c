@@ -1,0 +1,736 @@
+/* The stand-ins of the CUDA libraries (tests/fakecuda/) through their APIs,
+ * loaded with dlopen from their folder as runtime/cuda.c loads the real ones:
+ *
+ *   1. memory: ranges checked, unknown frees refused, free memory accounted;
+ *   2. contexts: a stream of another device refused;
+ *   3. ordering: work on two streams joined by an event;
+ *   4. kernels: a registered host entry launched, names checked in the image;
+ *   5. capture: a forked and joined capture replayed twice, an unjoined one
+ *      refused, synchronizing while capturing refused;
+ *   6. cuBLASLt against a naive product (transposes, batch, bias and relu, fp16);
+ *   7. cuDNN forward, backward data and filter against direct loops (groups,
+ *      stride, padding), inconsistent descriptors refused;
+ *   8. NCCL across 2 fake devices in a group (all_reduce, all_gather,
+ *      broadcast, send/recv), a duplicate GPU and out-of-group calls refused,
+ *      the hang that follows reported as a deadlock;
+ *   9. NCCL communicators from ncclCommInitRank in a group and from
+ *      ncclCommSplit; a reduce_scatter captured across both devices into one
+ *      graph and replayed;
+ *  10. a failing kernel's error, sticky.
+ * The fakes print their refusals to stderr: expected here. */
+#include <cublasLt.h>
+#include <cuda.h>
+#include <cudnn.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen.h"
+#include "fake.h"
+
+#define DRIVER(X) X(cuInit) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDevicePrimaryCtxRetain) \
+    X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) X(cuMemGetInfo) X(cuMemAlloc) X(cuMemFree) \
+    X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemsetD8Async) \
+    X(cuModuleLoadData) X(cuModuleGetFunction) X(cuLaunchKernel) X(cuStreamCreate) \
+    X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuEventCreate) \
+    X(cuEventDestroy) X(cuEventRecord) X(cuStreamBeginCapture) X(cuStreamEndCapture) \
+    X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy) \
+    X(cuCtxSynchronize) X(cuModuleUnload)
+#define BLAS(X) X(cublasLtCreate) X(cublasLtDestroy) X(cublasLtMatmulDescCreate) \
+    X(cublasLtMatmulDescDestroy) X(cublasLtMatmulDescSetAttribute) X(cublasLtMatrixLayoutCreate) \
+    X(cublasLtMatrixLayoutDestroy) X(cublasLtMatrixLayoutSetAttribute) X(cublasLtMatmul)
+#define DNN(X) X(cudnnCreate) X(cudnnDestroy) X(cudnnSetStream) X(cudnnCreateTensorDescriptor) \
+    X(cudnnSetTensor4dDescriptor) X(cudnnDestroyTensorDescriptor) X(cudnnCreateFilterDescriptor) \
+    X(cudnnSetFilter4dDescriptor) X(cudnnDestroyFilterDescriptor) \
+    X(cudnnCreateConvolutionDescriptor) X(cudnnDestroyConvolutionDescriptor) \
+    X(cudnnSetConvolution2dDescriptor) X(cudnnSetConvolutionGroupCount) \
+    X(cudnnConvolutionForward) X(cudnnConvolutionBackwardData) X(cudnnConvolutionBackwardFilter) \
+    X(cudnnCreateActivationDescriptor) X(cudnnSetActivationDescriptor) \
+    X(cudnnDestroyActivationDescriptor) X(cudnnConvolutionBiasActivationForward)
+#define NCCL(X) X(ncclCommInitAll) X(ncclCommDestroy) X(ncclGroupStart) X(ncclGroupEnd) \
+    X(ncclAllReduce) X(ncclAllGather) X(ncclBroadcast) X(ncclSend) X(ncclRecv) \
+    X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommSplit) X(ncclCommCount) \
+    X(ncclCommUserRank) X(ncclReduceScatter)
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+/* every entry point, named by the headers' macros (cuMemAlloc is cuMemAlloc_v2) */
+static struct {
+#define MEMBER(f) __typeof__(f) *f;
+    DRIVER(MEMBER) BLAS(MEMBER) DNN(MEMBER) NCCL(MEMBER)
+#undef MEMBER
+    int (*fakecuda_register)(const char *, fk_kernel);
+} L;
+
+static int nfailed, npassed;
+
+#define CHECK(cond, ...)                                                             \
+    do {                                                                             \
+        if (cond) {                                                                  \
+            npassed++;                                                               \
+        } else {                                                                     \
+            nfailed++;                                                               \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                              \
+            printf(__VA_ARGS__);                                                     \
+            printf("\n");                                                            \
+        }                                                                            \
+    } while (0)
+
+static void *load(const char *name)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", GNC_FAKECUDA_DIR, name);
+    void *so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!so) {
+        printf("FAIL cannot load %s: %s\n", path, dlerror());
+        exit(1);
+    }
+    return so;
+}
+
+static void bind(void *so, void **slot, const char *sym)
+{
+    if (!(*slot = dlsym(so, sym))) {
+        printf("FAIL no %s\n", sym);
+        exit(1);
+    }
+}
+
+/* 1 when got is within atol + rtol |want| everywhere; prints the first miss */
+static int close_to(const char *what, const float *got, const double *want, int n, double atol,
+                    double rtol)
+{
+    for (int i = 0; i < n; i++)
+        if (!(fabs(got[i] - want[i]) <= atol + rtol * fabs(want[i]))) {
+            printf("FAIL %s: [%d] got %.9g want %.9g\n", what, i, got[i], want[i]);
+            return 0;
+        }
+    return 1;
+}
+
+static float frand(unsigned *s)
+{
+    *s = *s * 1664525u + 1013904223u;
+    return (float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+/* element i of an fp32, fp16 or bf16 array (the fakes' own are not linked here) */
+static double tload(const void *p, int64_t i, cudaDataType t)
+{
+    if (t == CUDA_R_32F)
+        return ((const float *)p)[i];
+    return cg_half_to_f32(((const unsigned short *)p)[i], t == CUDA_R_16F ? IR_F16 : IR_BF16);
+}
+
+static void tstore(void *p, int64_t i, cudaDataType t, double v)
+{
+    if (t == CUDA_R_32F)
+        ((float *)p)[i] = (float)v;
+    else
+        ((unsigned short *)p)[i] = cg_f32_to_half((float)v, t == CUDA_R_16F ? IR_F16 : IR_BF16);
+}
+
+static CUcontext ctx[2];
+
+static CUdeviceptr upload(const void *host, size_t bytes, CUstream s)
+{
+    CUdeviceptr p = 0;
+    CHECK(L.cuMemAlloc(&p, bytes) == CUDA_SUCCESS, "alloc %zu", bytes);
+    CHECK(L.cuMemcpyHtoDAsync(p, host, bytes, s) == CUDA_SUCCESS, "upload");
+    return p;
+}
+
+static void download(void *host, CUdeviceptr p, size_t bytes, CUstream s)
+{
+    CHECK(L.cuMemcpyDtoHAsync(host, p, bytes, s) == CUDA_SUCCESS, "download");
+    CHECK(L.cuStreamSynchronize(s) == CUDA_SUCCESS, "sync after download");
+}
+
+/* ---------------------------------------------------------------- driver */
+
+/* the test's kernel: x[i] += 1 for i < n; args (float *x, long n) */
+static const char *add_one(const unsigned *grid, const unsigned *block, void **args)
+{
+    float *x = *(float **)args[0];
+    long n = *(long *)args[1];
+    long threads = (long)grid[0] * block[0];
+    if (threads < n)
+        return "too few threads";
+    for (long i = 0; i < n; i++)
+        x[i] += 1;
+    return NULL;
+}
+
+static const char *always_fails(const unsigned *grid, const unsigned *block, void **args)
+{
+    (void)grid, (void)block, (void)args;
+    return "trap: the kernel's status says so";
+}
+
+static const char ptx[] = "//\n// Generated for the fake\n.version 8.0\n.target sm_90\n"
+                          ".visible .entry add_one(.param .u64 x, .param .u64 n)\n{ ret; }\n"
+                          ".visible .entry always_fails()\n{ ret; }\n";
+
+static void test_memory(CUstream s)
+{
+    size_t free0, free1, total;
+    CHECK(L.cuMemGetInfo(&free0, &total) == CUDA_SUCCESS && total == 80000ull << 20, "meminfo");
+    CUdeviceptr p;
+    CHECK(L.cuMemAlloc(&p, 1000) == CUDA_SUCCESS && p % 256 == 0, "alloc aligned");
+    L.cuMemGetInfo(&free1, &total);
+    CHECK(free0 - free1 == 1024, "free memory fell by %zu, want 1024", free0 - free1);
+    char buf[1000] = {0};
+    CHECK(L.cuMemcpyHtoDAsync(p, buf, 1000, s) == CUDA_SUCCESS, "copy in range");
+    CHECK(L.cuMemcpyHtoDAsync(p + 8, buf, 1000, s) == CUDA_ERROR_INVALID_VALUE, "copy past the end");
+    CHECK(L.cuMemsetD8Async(p + 2000, 0, 1, s) == CUDA_ERROR_INVALID_VALUE, "memset outside");
+    CHECK(L.cuMemFree(p + 16) == CUDA_ERROR_INVALID_VALUE, "free of an inner pointer");
+    CHECK(L.cuMemFree(p) == CUDA_SUCCESS, "free");
+    CHECK(L.cuMemFree(p) == CUDA_ERROR_INVALID_VALUE, "double free");
+    L.cuMemGetInfo(&free1, &total);
+    CHECK(free1 == free0, "free memory back");
+}
+
+static void test_contexts(void)
+{
+    CUstream s1;
+    L.cuCtxSetCurrent(ctx[1]);
+    L.cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING);
+    L.cuCtxSetCurrent(ctx[0]);
+    CUdeviceptr p;
+    L.cuMemAlloc(&p, 64);
+    CHECK(L.cuMemsetD8Async(p, 0, 64, s1) == CUDA_ERROR_INVALID_HANDLE,
+          "a stream of device 1 under device 0's context");
+    CHECK(L.cuStreamSynchronize(s1) == CUDA_ERROR_INVALID_HANDLE, "sync of another device's stream");
+    L.cuCtxSetCurrent(ctx[1]);
+    CHECK(L.cuMemsetD8Async(p, 0, 64, s1) == CUDA_ERROR_INVALID_VALUE, "device 0's memory on device 1");
+    L.cuStreamDestroy(s1);
+    L.cuCtxSetCurrent(ctx[0]);
+    L.cuMemFree(p);
+}
+
+static void test_order_and_kernels(CUstream a, CUstream b)
+{
+    CUmodule mod;
+    CHECK(L.cuModuleLoadData(&mod, "not an image") == CUDA_ERROR_INVALID_IMAGE, "junk image");
+    CHECK(L.cuModuleLoadData(&mod, ptx) == CUDA_SUCCESS, "PTX image");
+    CUfunction f, g;
+    CHECK(L.cuModuleGetFunction(&f, mod, "absent") == CUDA_ERROR_NOT_FOUND, "unknown kernel");
+    CHECK(L.cuModuleGetFunction(&f, mod, "add_one") == CUDA_SUCCESS, "registered kernel");
+    CHECK(L.cuModuleGetFunction(&g, mod, "always_fails") == CUDA_SUCCESS, "registered kernel");
+    float x[100];
+    for (int i = 0; i < 100; i++)
+        x[i] = (float)i;
+    CUdeviceptr d = upload(x, sizeof x, a), e2;
+    CHECK(L.cuMemAlloc(&e2, sizeof x) == CUDA_SUCCESS, "alloc");
+    long n = 100;
+    void *args[] = {&d, &n};
+    CUevent ev;
+    L.cuEventCreate(&ev, 0);
+    /* a: x += 1 twice, record; b: waits, copies x to e2 */
+    CHECK(L.cuLaunchKernel(f, 1, 1, 1, 128, 1, 1, 0, a, args, NULL) == CUDA_SUCCESS, "launch");
+    CHECK(L.cuLaunchKernel(f, 1, 1, 1, 128, 1, 1, 0, a, args, NULL) == CUDA_SUCCESS, "launch");
+    CHECK(L.cuLaunchKernel(f, 1, 1, 1, 2048, 1, 1, 0, a, args, NULL) == CUDA_ERROR_INVALID_VALUE,
+          "a block of 2048 threads");
+    L.cuEventRecord(ev, a);
+    L.cuStreamWaitEvent(b, ev, 0);
+    L.cuMemcpyDtoDAsync(e2, d, sizeof x, b);
+    float y[100];
+    download(y, e2, sizeof y, b);
+    int ok = 1;
+    for (int i = 0; i < 100; i++)
+        ok &= y[i] == (float)i + 2;
+    CHECK(ok, "the event orders b's copy after a's kernels");
+
+    /* capture: a forks into b, b joins back */
+    CUevent fork, join;
+    L.cuEventCreate(&fork, 0);
+    L.cuEventCreate(&join, 0);
+    CUgraph graph;
+    CHECK(L.cuStreamBeginCapture(a, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS, "begin");
+    L.cuLaunchKernel(f, 1, 1, 1, 128, 1, 1, 0, a, args, NULL);
+    L.cuEventRecord(fork, a);
+    L.cuStreamWaitEvent(b, fork, 0);
+    L.cuMemcpyDtoDAsync(e2, d, sizeof x, b);
+    L.cuEventRecord(join, b);
+    L.cuStreamWaitEvent(a, join, 0);
+    CHECK(L.cuStreamEndCapture(a, &graph) == CUDA_SUCCESS, "end of a joined capture");
+    n = 1; /* the capture holds the arguments' values: replays still see 100 */
+    download(y, d, sizeof y, a);
+    CHECK(y[0] == 2, "captured work did not run: x[0] = %g", y[0]);
+    CUgraphExec exec;
+    CHECK(L.cuGraphInstantiate(&exec, graph, 0) == CUDA_SUCCESS, "instantiate");
+    L.cuGraphDestroy(graph);
+    CHECK(L.cuGraphLaunch(exec, a) == CUDA_SUCCESS && L.cuGraphLaunch(exec, a) == CUDA_SUCCESS, "launch");
+    download(y, e2, sizeof y, a);
+    CHECK(y[0] == 4 && y[99] == 103, "two replays: e2[0] = %g e2[99] = %g, want 4 and 103", y[0], y[99]);
+    n = 100;
+    L.cuGraphExecDestroy(exec);
+
+    CHECK(L.cuStreamBeginCapture(a, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS, "begin");
+    L.cuEventRecord(fork, a);
+    L.cuStreamWaitEvent(b, fork, 0);
+    L.cuLaunchKernel(f, 1, 1, 1, 128, 1, 1, 0, b, args, NULL);
+    CHECK(L.cuStreamEndCapture(a, &graph) == CUDA_ERROR_STREAM_CAPTURE_UNJOINED, "unjoined capture");
+
+    CHECK(L.cuStreamBeginCapture(a, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS, "begin");
+    CHECK(L.cuStreamSynchronize(a) == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "sync while capturing");
+    CHECK(L.cuMemcpyDtoHAsync(y, d, 4, a) == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "host copy in capture");
+    CHECK(L.cuStreamEndCapture(a, &graph) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "invalidated capture");
+    CUdeviceptr q;
+    CHECK(L.cuStreamBeginCapture(a, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS, "begin");
+    CHECK(L.cuMemAlloc(&q, 64) == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "cuMemAlloc in a capture");
+    CHECK(L.cuStreamEndCapture(a, &graph) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "invalidated capture");
+    download(y, d, sizeof y, a);
+    CHECK(y[0] == 4, "nothing of the failed captures ran: x[0] = %g", y[0]);
+
+    L.cuEventDestroy(ev);
+    L.cuEventDestroy(fork);
+    L.cuEventDestroy(join);
+    L.cuMemFree(d);
+    L.cuMemFree(e2);
+    L.cuModuleUnload(mod);
+}
+
+/* A failing kernel: its error comes at the next synchronization, then every call has it. */
+static void test_sticky(void)
+{
+    L.cuCtxSetCurrent(ctx[1]);
+    CUmodule mod;
+    CUfunction g;
+    CUstream s;
+    L.cuStreamCreate(&s, 0);
+    L.cuModuleLoadData(&mod, ptx);
+    L.cuModuleGetFunction(&g, mod, "always_fails");
+    CHECK(L.cuLaunchKernel(g, 1, 1, 1, 1, 1, 1, 0, s, (void *[]){NULL}, NULL) == CUDA_SUCCESS,
+          "launch is asynchronous");
+    CHECK(L.cuStreamSynchronize(s) == CUDA_ERROR_LAUNCH_FAILED, "the failure at sync");
+    CUdeviceptr p;
+    CHECK(L.cuMemAlloc(&p, 16) == CUDA_ERROR_LAUNCH_FAILED, "sticky");
+    L.cuCtxSetCurrent(ctx[0]);
+}
+
+/* ---------------------------------------------------------------- cuBLASLt */
+
+static void test_matmul(CUstream s, cudaDataType t, int ta, int tb, int batch, cublasLtEpilogue_t epi)
+{
+    const int m = 5, n = 4, k = 3;
+    int lda = ta ? k + 1 : m + 2, ldb = tb ? n : k, ldc = m + 1;
+    int acols = ta ? m : k, bcols = tb ? k : n;
+    int64_t sa = (int64_t)lda * acols, sb = (int64_t)ldb * bcols, sc = (int64_t)ldc * n;
+    size_t es = t == CUDA_R_32F ? 4 : 2;
+    unsigned seed = 7;
+    size_t na = (size_t)(sa * batch), nb = (size_t)(sb * batch), nc = (size_t)(sc * batch);
+    void *A = calloc(na, es), *B = calloc(nb, es), *C = calloc(nc, es), *bias = calloc((size_t)m, es);
+    for (size_t i = 0; i < na; i++)
+        tstore(A, (int64_t)i, t, frand(&seed));
+    for (size_t i = 0; i < nb; i++)
+        tstore(B, (int64_t)i, t, frand(&seed));
+    for (size_t i = 0; i < nc; i++)
+        tstore(C, (int64_t)i, t, frand(&seed));
+    for (int i = 0; i < m; i++)
+        tstore(bias, i, t, frand(&seed));
+    float alpha = 1.5f, beta = 0.5f;
+    double *want = calloc(nc, sizeof *want);
+    for (int bt = 0; bt < batch; bt++)
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) {
+                double acc = 0;
+                for (int l = 0; l < k; l++)
+                    acc += tload(A, bt * sa + (ta ? l + i * lda : i + l * lda), t) *
+                           tload(B, bt * sb + (tb ? j + l * ldb : l + j * ldb), t);
+                double v = alpha * acc + beta * tload(C, bt * sc + i + j * ldc, t);
+                if (epi == CUBLASLT_EPILOGUE_BIAS || epi == CUBLASLT_EPILOGUE_RELU_BIAS)
+                    v += tload(bias, i, t);
+                if ((epi == CUBLASLT_EPILOGUE_RELU || epi == CUBLASLT_EPILOGUE_RELU_BIAS) && v < 0)
+                    v = 0;
+                want[bt * sc + i + j * ldc] = v;
+            }
+    CUdeviceptr dA = upload(A, na * es, s), dB = upload(B, nb * es, s), dC = upload(C, nc * es, s);
+    CUdeviceptr dbias = upload(bias, (size_t)m * es, s);
+    cublasLtHandle_t h;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    L.cublasLtCreate(&h);
+    L.cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    int32_t tra = ta ? CUBLAS_OP_T : CUBLAS_OP_N, trb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    L.cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tra, sizeof tra);
+    L.cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &trb, sizeof trb);
+    uint32_t e = epi;
+    L.cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
+    void *bp = (void *)(uintptr_t)dbias;
+    L.cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp);
+    L.cublasLtMatrixLayoutCreate(&la, t, (uint64_t)(ta ? k : m), (uint64_t)acols, lda);
+    L.cublasLtMatrixLayoutCreate(&lb, t, (uint64_t)(tb ? n : k), (uint64_t)bcols, ldb);
+    L.cublasLtMatrixLayoutCreate(&lc, t, (uint64_t)m, (uint64_t)n, ldc);
+    int32_t bc = batch;
+    cublasLtMatrixLayout_t ls[3] = {la, lb, lc};
+    int64_t strides[3] = {sa, sb, sc};
+    for (int i = 0; i < 3; i++) {
+        L.cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc);
+        L.cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                           &strides[i], sizeof strides[i]);
+    }
+    void *pA = (void *)(uintptr_t)dA, *pB = (void *)(uintptr_t)dB, *pC = (void *)(uintptr_t)dC;
+    cublasStatus_t st = L.cublasLtMatmul(h, op, &alpha, pA, la, pB, lb, &beta, pC, lc, pC, lc,
+                                         NULL, NULL, 0, (cudaStream_t)s);
+    CHECK(st == CUBLAS_STATUS_SUCCESS, "matmul: status %d", (int)st);
+    /* B's layout as C's: the shapes disagree */
+    CHECK(L.cublasLtMatmul(h, op, &alpha, pA, la, pC, lc, &beta, pC, lc, pC, lc, NULL, NULL, 0,
+                           (cudaStream_t)s) == CUBLAS_STATUS_INVALID_VALUE,
+          "shapes that disagree");
+    download(C, dC, nc * es, s);
+    float *got = calloc(nc, sizeof *got);
+    double *wantc = calloc(nc, sizeof *wantc);
+    int cnt = 0;
+    for (int bt = 0; bt < batch; bt++)
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++, cnt++) {
+                got[cnt] = (float)tload(C, bt * sc + i + j * ldc, t);
+                wantc[cnt] = want[bt * sc + i + j * ldc];
+            }
+    char what[128];
+    snprintf(what, sizeof what, "matmul type %d ta %d tb %d batch %d epilogue %d", (int)t, ta, tb,
+             batch, (int)epi);
+    CHECK(close_to(what, got, wantc, cnt, t == CUDA_R_32F ? 1e-6 : 1e-2, t == CUDA_R_32F ? 1e-6 : 1e-2),
+          "%s", what);
+    L.cublasLtMatrixLayoutDestroy(la);
+    L.cublasLtMatrixLayoutDestroy(lb);
+    L.cublasLtMatrixLayoutDestroy(lc);
+    L.cublasLtMatmulDescDestroy(op);
+    L.cublasLtDestroy(h);
+    L.cuMemFree(dA);
+    L.cuMemFree(dB);
+    L.cuMemFree(dC);
+    L.cuMemFree(dbias);
+    free(A), free(B), free(C), free(bias), free(want), free(got), free(wantc);
+}
+
+/* ---------------------------------------------------------------- cuDNN */
+
+static void test_conv(CUstream s)
+{
+    enum { N = 2, C = 4, H = 7, W = 6, K = 6, G = 2, R = 3, S = 3, PAD = 1, STR = 2 };
+    const int P = (H + 2 * PAD - R) / STR + 1, Q = (W + 2 * PAD - S) / STR + 1;
+    const int nx = N * C * H * W, nw = K * (C / G) * R * S, ny = N * K * P * Q;
+    float *x = calloc(nx, 4), *w = calloc(nw, 4), *y = calloc(ny, 4), *got = calloc(nx + nw + ny, 4);
+    double *rx = calloc(nx, 8), *rw = calloc(nw, 8), *ry = calloc(ny, 8);
+    unsigned seed = 3;
+    for (int i = 0; i < nx; i++)
+        x[i] = frand(&seed);
+    for (int i = 0; i < nw; i++)
+        w[i] = frand(&seed);
+    for (int i = 0; i < ny; i++)
+        y[i] = frand(&seed); /* the output's old value (beta) and dy */
+    /* direct loops: ry = conv(x, w) + 0.5 y; rx = convT(y, w); rw = corr(y, x) */
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < K; k++)
+            for (int p = 0; p < P; p++)
+                for (int q = 0; q < Q; q++) {
+                    int iy = ((n * K + k) * P + p) * Q + q, g = k / (K / G);
+                    double acc = 0;
+                    for (int c = 0; c < C / G; c++)
+                        for (int r = 0; r < R; r++)
+                            for (int t = 0; t < S; t++) {
+                                int hh = p * STR - PAD + r, ww = q * STR - PAD + t;
+                                if (hh < 0 || hh >= H || ww < 0 || ww >= W)
+                                    continue;
+                                int ix = ((n * C + g * (C / G) + c) * H + hh) * W + ww;
+                                int iw = ((k * (C / G) + c) * R + r) * S + t;
+                                acc += (double)x[ix] * w[iw];
+                                rx[ix] += (double)y[iy] * w[iw];
+                                rw[iw] += (double)y[iy] * x[ix];
+                            }
+                    ry[iy] = acc + 0.5 * y[iy];
+                }
+    CUdeviceptr dx = upload(x, nx * 4, s), dw = upload(w, nw * 4, s), dy = upload(y, ny * 4, s);
+    cudnnHandle_t h;
+    cudnnTensorDescriptor_t tx, ty, tbad;
+    cudnnFilterDescriptor_t fw;
+    cudnnConvolutionDescriptor_t cv;
+    CHECK(L.cudnnCreate(&h) == CUDNN_STATUS_SUCCESS, "cudnnCreate");
+    L.cudnnSetStream(h, (cudaStream_t)s);
+    L.cudnnCreateTensorDescriptor(&tx);
+    L.cudnnCreateTensorDescriptor(&ty);
+    L.cudnnCreateTensorDescriptor(&tbad);
+    L.cudnnCreateFilterDescriptor(&fw);
+    L.cudnnCreateConvolutionDescriptor(&cv);
+    L.cudnnSetTensor4dDescriptor(tx, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, C, H, W);
+    L.cudnnSetTensor4dDescriptor(ty, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, K, P, Q);
+    L.cudnnSetTensor4dDescriptor(tbad, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, K, P + 1, Q);
+    L.cudnnSetFilter4dDescriptor(fw, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, K, C / G, R, S);
+    L.cudnnSetConvolution2dDescriptor(cv, PAD, PAD, STR, STR, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
+    L.cudnnSetConvolutionGroupCount(cv, G);
+    float one = 1, half = 0.5f, zero = 0;
+    void *px = (void *)(uintptr_t)dx, *pw = (void *)(uintptr_t)dw, *py = (void *)(uintptr_t)dy;
+    CHECK(L.cudnnConvolutionForward(h, &one, tx, px, fw, pw, cv, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
+                                    NULL, 0, &half, tbad, py) == CUDNN_STATUS_BAD_PARAM, "y of wrong dims");
+    /* backward first: they read y as dy before the forward overwrites it */
+    CUdeviceptr dx2, dw2;
+    L.cuMemAlloc(&dx2, nx * 4);
+    L.cuMemAlloc(&dw2, nw * 4);
+    void *px2 = (void *)(uintptr_t)dx2, *pw2 = (void *)(uintptr_t)dw2;
+    CHECK(L.cudnnConvolutionBackwardData(h, &one, fw, pw, ty, py, cv, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1,
+                                         NULL, 0, &zero, tx, px2) == CUDNN_STATUS_SUCCESS, "bwd data");
+    CHECK(L.cudnnConvolutionBackwardFilter(h, &one, tx, px, ty, py, cv, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1,
+                                           NULL, 0, &zero, fw, pw2) == CUDNN_STATUS_SUCCESS, "bwd filter");
+    CHECK(L.cudnnConvolutionForward(h, &one, tx, px, fw, pw, cv, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
+                                    NULL, 0, &half, ty, py) == CUDNN_STATUS_SUCCESS, "forward");
+    download(got, dy, ny * 4, s);
+    CHECK(close_to("conv forward", got, ry, ny, 1e-5, 1e-5), "conv forward");
+    download(got, dx2, nx * 4, s);
+    CHECK(close_to("conv backward data", got, rx, nx, 1e-5, 1e-5), "conv backward data");
+    download(got, dw2, nw * 4, s);
+    CHECK(close_to("conv backward filter", got, rw, nw, 1e-5, 1e-5), "conv backward filter");
+    /* the fused forward takes IDENTITY only with IMPLICIT_PRECOMP_GEMM */
+    cudnnActivationDescriptor_t act;
+    cudnnTensorDescriptor_t tb;
+    L.cudnnCreateActivationDescriptor(&act);
+    L.cudnnSetActivationDescriptor(act, CUDNN_ACTIVATION_IDENTITY, CUDNN_PROPAGATE_NAN, 0);
+    L.cudnnCreateTensorDescriptor(&tb);
+    L.cudnnSetTensor4dDescriptor(tb, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, K, 1, 1);
+    CHECK(L.cudnnConvolutionBiasActivationForward(h, &one, tx, px, fw, pw, cv,
+                                                  CUDNN_CONVOLUTION_FWD_ALGO_GEMM, NULL, 0, &zero, ty,
+                                                  py, tb, pw, act, ty, py) == CUDNN_STATUS_NOT_SUPPORTED,
+          "identity activation with another algorithm");
+    CHECK(L.cudnnConvolutionBiasActivationForward(h, &one, tx, px, fw, pw, cv,
+                                                  CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, NULL, 0,
+                                                  &zero, ty, py, tb, pw, act, ty, py) == CUDNN_STATUS_SUCCESS,
+          "fused forward");
+    download(got, dy, ny * 4, s);
+    for (int i = 0; i < ny; i++)
+        ry[i] = ry[i] - 0.5 * y[i] + w[i / (P * Q) % K];
+    CHECK(close_to("fused forward", got, ry, ny, 1e-5, 1e-5), "fused forward");
+    L.cudnnDestroyActivationDescriptor(act);
+    L.cudnnDestroyTensorDescriptor(tb);
+    L.cudnnDestroyTensorDescriptor(tx);
+    L.cudnnDestroyTensorDescriptor(ty);
+    L.cudnnDestroyTensorDescriptor(tbad);
+    L.cudnnDestroyFilterDescriptor(fw);
+    L.cudnnDestroyConvolutionDescriptor(cv);
+    L.cudnnDestroy(h);
+    L.cuMemFree(dx), L.cuMemFree(dw), L.cuMemFree(dy), L.cuMemFree(dx2), L.cuMemFree(dw2);
+    free(x), free(w), free(y), free(got), free(rx), free(rw), free(ry);
+}
+
+/* ---------------------------------------------------------------- NCCL */
+
+static void test_nccl(CUstream s[2])
+{
+    ncclComm_t comm[2], dup[2];
+    CHECK(L.ncclCommInitAll(dup, 2, (int[]){0, 0}) == ncclInvalidUsage, "Duplicate GPU detected");
+    CHECK(L.ncclCommInitAll(comm, 2, NULL) == ncclSuccess, "init all");
+    enum { n = 6 };
+    CUdeviceptr buf[2], gath[2];
+    float v[2][n];
+    for (int r = 0; r < 2; r++) {
+        for (int i = 0; i < n; i++)
+            v[r][i] = (float)(r * 10 + i);
+        L.cuCtxSetCurrent(ctx[r]);
+        buf[r] = upload(v[r], sizeof v[r], s[r]);
+        L.cuMemAlloc(&gath[r], 2 * sizeof v[r]);
+    }
+    L.ncclGroupStart();
+    for (int r = 0; r < 2; r++) {
+        void *b = (void *)(uintptr_t)buf[r], *g = (void *)(uintptr_t)gath[r];
+        CHECK(L.ncclAllGather(b, g, n, ncclFloat32, comm[r], (cudaStream_t)s[r]) == ncclSuccess, "all_gather");
+        CHECK(L.ncclAllReduce(b, b, n, ncclFloat32, ncclSum, comm[r], (cudaStream_t)s[r]) == ncclSuccess,
+              "all_reduce");
+    }
+    CHECK(L.ncclGroupEnd() == ncclSuccess, "group end");
+    float got[2][2 * n];
+    for (int r = 0; r < 2; r++) {
+        L.cuCtxSetCurrent(ctx[r]);
+        download(got[r], buf[r], sizeof v[r], s[r]);
+        int ok = 1;
+        for (int i = 0; i < n; i++)
+            ok &= got[r][i] == v[0][i] + v[1][i];
+        CHECK(ok, "all_reduce on rank %d", r);
+        download(got[r], gath[r], 2 * sizeof v[r], s[r]);
+        ok = 1;
+        for (int i = 0; i < 2 * n; i++)
+            ok &= got[r][i] == v[i / n][i % n];
+        CHECK(ok, "all_gather on rank %d", r);
+    }
+    /* broadcast from rank 1, then rank 0 sends its buffer to rank 1's gather buffer */
+    L.ncclGroupStart();
+    for (int r = 0; r < 2; r++)
+        L.ncclBroadcast((void *)(uintptr_t)gath[r], (void *)(uintptr_t)buf[r], n, ncclFloat32, 1,
+                        comm[r], (cudaStream_t)s[r]);
+    L.ncclSend((void *)(uintptr_t)gath[0], n, ncclFloat32, 1, comm[0], (cudaStream_t)s[0]);
+    L.ncclRecv((void *)(uintptr_t)buf[1], n, ncclFloat32, 0, comm[1], (cudaStream_t)s[1]);
+    CHECK(L.ncclGroupEnd() == ncclSuccess, "group end");
+    for (int r = 0; r < 2; r++) {
+        L.cuCtxSetCurrent(ctx[r]);
+        download(got[r], buf[r], sizeof v[r], s[r]);
+    }
+    CHECK(got[0][0] == 0 && got[0][5] == 5 && got[1][0] == 0 && got[1][5] == 5,
+          "broadcast then send/recv: %g %g %g %g", got[0][0], got[0][5], got[1][0], got[1][5]);
+
+    /* one thread, two ranks, no group: real NCCL hangs; the fake says why */
+    void *b0 = (void *)(uintptr_t)buf[0], *b1 = (void *)(uintptr_t)buf[1];
+    CHECK(L.ncclAllReduce(b0, b0, n, ncclFloat32, ncclSum, comm[0], (cudaStream_t)s[0]) == ncclSuccess,
+          "rank 0 alone is queued");
+    CHECK(L.ncclAllReduce(b1, b1, n, ncclFloat32, ncclSum, comm[1], (cudaStream_t)s[1]) == ncclInvalidUsage,
+          "rank 1 outside a group after rank 0");
+    L.cuCtxSetCurrent(ctx[0]);
+    CHECK(L.cuStreamSynchronize(s[0]) == CUDA_ERROR_LAUNCH_FAILED, "rank 0 waits forever: a deadlock");
+    L.ncclGroupStart();
+    L.ncclAllReduce(b1, b1, n, ncclFloat32, ncclSum, comm[1], (cudaStream_t)s[1]);
+    L.ncclGroupEnd();
+    download(got[0], buf[0], sizeof v[0], s[0]);
+    CHECK(got[0][1] == 2, "rank 1's part completes the collective: %g", got[0][1]);
+    for (int r = 0; r < 2; r++) {
+        L.cuCtxSetCurrent(ctx[r]);
+        L.cuStreamSynchronize(s[r]);
+        L.cuMemFree(buf[r]);
+        L.cuMemFree(gath[r]);
+        L.ncclCommDestroy(comm[r]);
+    }
+    L.cuCtxSetCurrent(ctx[0]);
+}
+
+/* Communicators by ncclCommInitRank and ncclCommSplit; a two-device capture. */
+static void test_nccl_init_and_capture(CUstream s[2])
+{
+    ncclUniqueId id;
+    ncclComm_t c[2], solo[2];
+    L.ncclGetUniqueId(&id);
+    L.ncclGroupStart();
+    for (int r = 0; r < 2; r++) {
+        L.cuCtxSetCurrent(ctx[0]);
+        CHECK(L.ncclCommInitRank(&c[r], 2, id, r) == ncclSuccess, "init rank %d", r);
+    }
+    CHECK(L.ncclGroupEnd() == ncclInvalidUsage, "two ranks on device 0: Duplicate GPU detected");
+    L.ncclGetUniqueId(&id);
+    L.cuCtxSetCurrent(ctx[0]);
+    CHECK(L.ncclCommInitRank(&c[0], 2, id, 0) == ncclInternalError,
+          "a rank of another process, outside a group");
+    L.ncclGroupStart();
+    for (int r = 0; r < 2; r++) {
+        L.cuCtxSetCurrent(ctx[r]);
+        L.ncclCommInitRank(&c[r], 2, id, r);
+    }
+    CHECK(L.ncclGroupEnd() == ncclSuccess, "init ranks in a group");
+    int n = 0, rank = -1;
+    CHECK(L.ncclCommCount(c[1], &n) == ncclSuccess && n == 2 &&
+          L.ncclCommUserRank(c[1], &rank) == ncclSuccess && rank == 1, "count and rank");
+    CHECK(L.ncclCommSplit(c[0], 0, 0, &solo[0], NULL) == ncclInvalidUsage, "split outside a group");
+    L.ncclGroupStart();
+    for (int r = 0; r < 2; r++)
+        L.ncclCommSplit(c[r], r, 0, &solo[r], NULL); /* each rank alone */
+    CHECK(L.ncclGroupEnd() == ncclSuccess, "split");
+    CHECK(L.ncclCommCount(solo[1], &n) == ncclSuccess && n == 1, "a split of one rank: %d", n);
+
+    /* reduce_scatter on both devices, captured from device 0's stream into one graph */
+    enum { m = 4 };
+    float v[2][2 * m], got[m];
+    CUdeviceptr in[2], out[2];
+    for (int r = 0; r < 2; r++) {
+        for (int i = 0; i < 2 * m; i++)
+            v[r][i] = (float)(r + 1) * (float)i;
+        L.cuCtxSetCurrent(ctx[r]);
+        in[r] = upload(v[r], sizeof v[r], s[r]);
+        L.cuMemAlloc(&out[r], m * 4);
+        L.cuMemsetD8Async(out[r], 0, m * 4, s[r]);
+        L.cuStreamSynchronize(s[r]);
+    }
+    CUevent fork, join;
+    L.cuCtxSetCurrent(ctx[0]);
+    L.cuEventCreate(&fork, 0);
+    L.cuCtxSetCurrent(ctx[1]);
+    L.cuEventCreate(&join, 0);
+    L.cuCtxSetCurrent(ctx[0]);
+    CHECK(L.cuStreamBeginCapture(s[0], CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS, "begin");
+    L.cuEventRecord(fork, s[0]);
+    L.cuCtxSetCurrent(ctx[1]);
+    CHECK(L.cuStreamWaitEvent(s[1], fork, 0) == CUDA_SUCCESS, "device 1 joins the capture");
+    L.ncclGroupStart();
+    for (int r = 0; r < 2; r++)
+        L.ncclReduceScatter((void *)(uintptr_t)in[r], (void *)(uintptr_t)out[r], m, ncclFloat32, ncclSum,
+                            c[r], (cudaStream_t)s[r]);
+    CHECK(L.ncclGroupEnd() == ncclSuccess, "captured group");
+    L.cuEventRecord(join, s[1]);
+    L.cuCtxSetCurrent(ctx[0]);
+    L.cuStreamWaitEvent(s[0], join, 0);
+    CUgraph graph;
+    CUgraphExec exec;
+    CHECK(L.cuStreamEndCapture(s[0], &graph) == CUDA_SUCCESS, "end of a two-device capture");
+    CHECK(L.cuGraphInstantiate(&exec, graph, 0) == CUDA_SUCCESS, "instantiate");
+    L.cuGraphDestroy(graph);
+    download(got, out[0], sizeof got, s[0]);
+    CHECK(got[1] == 0, "nothing ran at capture: %g", got[1]);
+    CHECK(L.cuGraphLaunch(exec, s[0]) == CUDA_SUCCESS && L.cuGraphLaunch(exec, s[0]) == CUDA_SUCCESS,
+          "two launches");
+    CHECK(L.cuStreamSynchronize(s[0]) == CUDA_SUCCESS, "sync");
+    L.cuCtxSetCurrent(ctx[1]);
+    download(got, out[1], sizeof got, s[1]);
+    CHECK(got[0] == 3 * 4 && got[3] == 3 * 7, "rank 1's share: %g %g", got[0], got[3]);
+    L.cuCtxSetCurrent(ctx[0]);
+    download(got, out[0], sizeof got, s[0]);
+    CHECK(got[0] == 0 && got[3] == 3 * 3, "rank 0's share: %g %g", got[0], got[3]);
+    L.cuGraphExecDestroy(exec);
+    L.cuEventDestroy(fork);
+    L.cuEventDestroy(join);
+    for (int r = 0; r < 2; r++) {
+        L.cuCtxSetCurrent(ctx[r]);
+        L.cuMemFree(in[r]);
+        L.cuMemFree(out[r]);
+        L.ncclCommDestroy(c[r]);
+        L.ncclCommDestroy(solo[r]);
+    }
+    L.cuCtxSetCurrent(ctx[0]);
+}
+
+int main(void)
+{
+    void *cu = load("libcuda.so.1"), *lt = load("libcublasLt.so.13"), *dnn = load("libcudnn.so.9");
+    void *nc = load("libnccl.so.2");
+#define B(so, f) bind(so, (void **)&L.f, STR(f));
+#define BCU(f) B(cu, f)
+#define BLT(f) B(lt, f)
+#define BDNN(f) B(dnn, f)
+#define BNC(f) B(nc, f)
+    DRIVER(BCU) BLAS(BLT) DNN(BDNN) NCCL(BNC)
+    bind(cu, (void **)&L.fakecuda_register, "fakecuda_register");
+    L.fakecuda_register("add_one", add_one);
+    L.fakecuda_register("always_fails", always_fails);
+
+    int count = 0;
+    CHECK(L.cuInit(0) == CUDA_SUCCESS && L.cuDeviceGetCount(&count) == CUDA_SUCCESS && count == 2,
+          "two fake GPUs, %d", count);
+    for (int d = 0; d < 2; d++) {
+        CUdevice dev;
+        L.cuDeviceGet(&dev, d);
+        L.cuDevicePrimaryCtxRetain(&ctx[d], dev);
+    }
+    CUstream s[2], b;
+    for (int d = 1; d >= 0; d--) {
+        L.cuCtxSetCurrent(ctx[d]);
+        L.cuStreamCreate(&s[d], CU_STREAM_NON_BLOCKING);
+    }
+    L.cuStreamCreate(&b, CU_STREAM_NON_BLOCKING);
+    test_memory(s[0]);
+    test_contexts();
+    test_order_and_kernels(s[0], b);
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            test_matmul(s[0], CUDA_R_32F, ta, tb, 1 + ta, ta ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS);
+    test_matmul(s[0], CUDA_R_16F, 1, 0, 2, CUBLASLT_EPILOGUE_RELU);
+    test_matmul(s[0], CUDA_R_16BF, 0, 1, 1, CUBLASLT_EPILOGUE_DEFAULT);
+    test_conv(s[0]);
+    test_nccl(s);
+    test_nccl_init_and_capture(s);
+    test_sticky();
+    L.cuStreamDestroy(b);
+    L.cuStreamDestroy(s[0]);
+    for (int d = 0; d < 2; d++) {
+        CUdevice dev;
+        L.cuDeviceGet(&dev, d);
+        L.cuDevicePrimaryCtxRelease(dev);
+    }
+    printf("%d passed, %d failed\n", npassed, nfailed);
+    return nfailed ? 1 : 0;
+}
