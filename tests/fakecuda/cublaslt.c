@@ -445,6 +445,38 @@ EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandl
     return CUBLAS_STATUS_SUCCESS;
 }
 
+/* An algorithm a plan recorded: valid when it is the one the heuristic gives. */
+EXPORT cublasStatus_t cublasLtMatmulAlgoCheck(cublasLtHandle_t lightHandle,
+                                              cublasLtMatmulDesc_t operationDesc,
+                                              cublasLtMatrixLayout_t Adesc,
+                                              cublasLtMatrixLayout_t Bdesc,
+                                              cublasLtMatrixLayout_t Cdesc,
+                                              cublasLtMatrixLayout_t Ddesc,
+                                              const cublasLtMatmulAlgo_t *algo,
+                                              cublasLtMatmulHeuristicResult_t *result)
+{
+    if (!lightHandle || lightHandle->magic != MAGIC_HANDLE)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (!desc_of(operationDesc) || !layout_of(Adesc) || !layout_of(Bdesc) || !layout_of(Cdesc) ||
+        !layout_of(Ddesc) || !algo || !result)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    matmul g = {*desc_of(operationDesc), *layout_of(Adesc), *layout_of(Bdesc), *layout_of(Cdesc),
+                *layout_of(Ddesc), 1, 0, NULL, NULL, NULL, NULL, 0};
+    int64_t m, n, k;
+    cublasStatus_t st = check_shapes(&g, &m, &n, &k);
+    if (st)
+        return st;
+    if (algo->data[0] != 0x66616b65) {
+        say("cublasLtMatmulAlgoCheck: not an algorithm cublasLtMatmulAlgoGetHeuristic returns");
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    memset(result, 0, sizeof *result);
+    result->algo = *algo;
+    result->state = CUBLAS_STATUS_SUCCESS;
+    result->wavesCount = 1;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc,
                                      const void *alpha, const void *A, cublasLtMatrixLayout_t Adesc,
                                      const void *B, cublasLtMatrixLayout_t Bdesc, const void *beta,

@@ -52,27 +52,26 @@ add_dependencies(test_fakecuda fakecuda_driver fakecuda_cublaslt fakecuda_cudnn 
 add_test(NAME fakecuda COMMAND test_fakecuda)
 set_tests_properties(fakecuda PROPERTIES LABELS "unit" SKIP_RETURN_CODE 77 TIMEOUT 120)
 
-# The GPU executor on the fakes against the CPU executor (tests/test_cuda_fake.c):
-# kernels compiled by NVRTC, their host emulations (tests/cg_host.c) registered
-# with the fake driver.  cuda_fake_lazy runs the same with the fake's lazy
-# schedule (work runs only when synchronized, streams visited in reverse), which
-# exposes a missing wait between streams.
-add_executable(test_cuda_fake ${CMAKE_CURRENT_LIST_DIR}/../test_cuda_fake.c
-               ${CMAKE_CURRENT_LIST_DIR}/../cg_host.c)
-target_compile_definitions(test_cuda_fake PRIVATE GNC_HOST_CXX="${GNC_HOST_CXX}"
-                           GNC_TESTS_DIR="${CMAKE_SOURCE_DIR}/tests")
-target_include_directories(test_cuda_fake PRIVATE ${CMAKE_SOURCE_DIR}/tests)
-target_link_libraries(test_cuda_fake PRIVATE gnc_runtime gnc_codegen gnc_passes gnc_ir
-                      ${CMAKE_DL_LIBS} m)
-add_dependencies(test_cuda_fake fakecuda_driver fakecuda_cublaslt fakecuda_cudnn fakecuda_nccl)
+# The GPU tests (tests/gpu/) on the fakes, label unit: the executor end to end
+# against the CPU executor, its kernels' host emulations (tests/cg_host.c)
+# registered with the fake driver: every op (gpu_ops_fake) and training steps
+# of lenet and mlp on 1, 2 and 4 devices, data, pipeline, tensor and hybrid
+# (gpu_train_fake).  The _lazy runs use the fake's lazy schedule (work runs
+# only when synchronized, streams visited in reverse), which exposes a missing
+# wait between streams.
 file(MAKE_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/fakecuda-work)
 foreach(sched eager lazy)
-  set(name cuda_fake)
+  set(suffix "")
   if(sched STREQUAL "lazy")
-    set(name cuda_fake_lazy)
+    set(suffix "_lazy")
   endif()
-  add_test(NAME ${name} COMMAND test_cuda_fake ${GNC_FAKECUDA_DIR}
-           ${CMAKE_CURRENT_BINARY_DIR}/fakecuda-work)
-  set_tests_properties(${name} PROPERTIES LABELS "unit" SKIP_RETURN_CODE 77 TIMEOUT 300
-                       ENVIRONMENT "GNC_FAKECUDA_SCHEDULE=${sched}")
+  add_test(NAME gpu_ops_fake${suffix} COMMAND test_gpu_ops ${CMAKE_CURRENT_BINARY_DIR}/fakecuda-work
+           --fake ${GNC_FAKECUDA_DIR})
+  add_test(NAME gpu_train_fake${suffix} COMMAND test_gpu_train ${CMAKE_SOURCE_DIR}
+           ${CMAKE_CURRENT_BINARY_DIR}/fakecuda-work --fake ${GNC_FAKECUDA_DIR})
+  set_tests_properties(gpu_ops_fake${suffix} gpu_train_fake${suffix} PROPERTIES LABELS "unit"
+                       TIMEOUT 900 ENVIRONMENT "GNC_FAKECUDA_SCHEDULE=${sched};GNC_FAKECUDA_GPUS=4")
+endforeach()
+foreach(t test_gpu_ops test_gpu_train)
+  add_dependencies(${t} fakecuda_driver fakecuda_cublaslt fakecuda_cudnn fakecuda_nccl)
 endforeach()

@@ -8,7 +8,7 @@
 # and devices (cuda, the default, counts) give their errors; the fuzzer's
 # seed plans still load.  Ends with "N passed, M failed"; fails if any did.
 set -u
-gnc=$1 src=$2 work=$3 data=$4 nvrtc=${5:-OFF}
+gnc=$1 src=$2 work=$3 data=$4 nvrtc=${5:-OFF} fake=${6:-}
 . "$(cd "$(dirname "$0")/.." && pwd)/lib.sh"
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 lenet=$src/models/lenet.net mlp=$src/models/mlp.net
@@ -165,6 +165,22 @@ if [ ! -e cudaout ]; then ok; else bad "a failed cuda run left cudaout"; fi
 expect 1 "${X[@]}" eval a.gnc --weights x --data tiny --device cuda;  has "$nocuda"
 expect 1 "${X[@]}" run a.gnc --device cuda --profile;  has "--profile times the CPU executor's ops"
 expect 2 "$gnc" run a.gnc --device tpu;    has "--device needs cpu or cuda"
+# --autotune times the library calls on a GPU: without one, an error and no
+# plan; on the stand-in libraries (tests/fakecuda/, where the build has them)
+# the plan's tuning section names each matmul and convolution
+rm -f tuned.gnc
+expect 1 "${X[@]}" compile "$lenet" --train --autotune -o tuned.gnc
+if [ "$nvrtc" = ON ]; then has "--autotune times the library calls on a GPU"
+else has "--autotune tunes the plan's CUDA kernels' library calls, and the plan has none"; fi
+if [ ! -e tuned.gnc ]; then ok; else bad "a failed --autotune left tuned.gnc"; fi
+if [ -n "$fake" ] && [ -e "$fake/libcuda.so.1" ]; then
+    expect 0 env GNC_CUDA_LIBDIR="$fake" "$gnc" compile "$lenet" --train --autotune -o tuned.gnc
+    expect 0 "$gnc" inspect tuned.gnc
+    has "tuning "
+    has "conv forward x=[256,1,28,28] w=[6,1,5,5] y=[256,6,28,28] stride 1 pad 2 f32, algorithm 1 (tuned)"
+    has "gemm TN m=120 n=256 k=400 f32, tuned"
+    if ! grep -q "not read by this gnc" <<<"$out"; then ok; else bad "inspect skips the tuning section"; fi
+fi
 if [ $gpu = 0 ]; then
     expect 0 "$gnc" run a.gnc --seed 5
     if [ "$(strip "$out")" = "$lenet_out" ]; then ok; else bad "the default device (cpu) ran otherwise"; fi
