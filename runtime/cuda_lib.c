@@ -442,10 +442,11 @@ static int open_comms(rt_cuda *x, char *err, size_t errlen)
         ordinals[d] = x->dev[d].ordinal;
         for (int e = 0; e < d; e++)
             if (ordinals[e] == ordinals[d]) {
+                int gpu = ordinals[d];
                 free(ordinals);
                 return cuda_fail(err, errlen, "program devices %d and %d are both on GPU %d: "
                                  "NCCL needs a GPU of its own for each (the program has %d "
-                                 "devices; give it that many GPUs)", e, d, ordinals[d], nd);
+                                 "devices; give it that many GPUs)", e, d, gpu, nd);
             }
     }
     ncclResult_t r = B->c.ncclCommInitAll(B->world, nd, ordinals);
