@@ -251,6 +251,39 @@ done:
     diag_free(&d);
 }
 
+/* Two program devices placed on one GPU: NCCL cannot have both, which the
+ * executor says at open (on the stand-ins, which refuse it as NCCL does). */
+static void shared_gpu(const gpu_env *env, const char *src)
+{
+    char err[1024];
+    ir_graph *g = model(src, "mlp", 4, 2, PT_DATA);
+    if (!g)
+        return;
+    diag d;
+    diag_init(&d);
+    mp_plan *mp = mp_plan_graph(g);
+    cg_options o = cg_options_default();
+    cg_program *p = cg_generate(g, mp, &o, &d);
+    rt_cuda_options co = {0};
+    int gpus[2] = {0, 0};
+    co.gpus = gpus;
+    co.libdir = env->fake;
+    rt_cuda *x = NULL;
+    if (p && !cg_compile(p, NULL, NULL, err, sizeof err))
+        x = rt_cuda_open_ex(p, &co, err, sizeof err);
+    if (!x && strstr(err, "program devices 0 and 1 are both on GPU 0")) {
+        npassed++;
+    } else {
+        printf("FAIL two devices on one GPU: %s\n", x ? "opened" : err);
+        nfailed++;
+    }
+    rt_cuda_close(x);
+    cg_program_free(p);
+    mp_plan_free(mp);
+    ir_graph_free(g);
+    diag_free(&d);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -279,6 +312,7 @@ int main(int argc, char **argv)
         };
         for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
             one(&env, argv[1], &cases[i]);
+        shared_gpu(&env, argv[1]);
     } else {
         static const train_case resnet = {"resnet18", 32, 1, 50, PT_DATA, 0.05f, 2e-3, 2e-2, 1e-4,
                                           -1, -1};
