@@ -621,6 +621,7 @@ static void gen_comm(cg_gen *G, const ir_node *n)
     cg_comm *c = &s.u.comm;
     c->op = n->op;
     c->id = ir_attr_int(n, "id");
+    c->local_kernel = -1;
     c->dtype = G->dtype[n->out[0]->id];
     if (n->op == IR_OP_SEND)
         c->dtype = G->dtype[n->in[0]->id];
@@ -659,6 +660,8 @@ static void gen_comm(cg_gen *G, const ir_node *n)
             c->rank = r;
     if (n->op == IR_OP_BROADCAST)
         c->root = (int)ir_attr_int(n, "root");
+    if (n->op == IR_OP_ALL_REDUCE || n->op == IR_OP_REDUCE_SCATTER)
+        c->local_kernel = cg_local_reduce_kernel(G, c->dtype, 0);
     if (n->op == IR_OP_ALL_REDUCE || n->op == IR_OP_BROADCAST) {
         for (int t = 0; t < nt; t++) {
             c->send[t] = cg_ref_of(G, n->in[t]);
@@ -831,6 +834,7 @@ static void gen_updates(cg_gen *G)
         c->count[0] = 1;
         c->dtype = IR_I32;
         c->reduce_max = 1;
+        c->local_kernel = cg_local_reduce_kernel(G, IR_I32, 1);
         c->bytes = 4;
         s.what = "all_reduce (max) of the loss scaler's overflow flag";
         cg_access acc = {c->send[0], 4, 1, 0, IR_I32};

@@ -220,6 +220,10 @@ typedef struct {
     ir_dtype dtype;
     int reduce_max;             /* ncclMax instead of ncclSum (fp16's overflow flag) */
     int64_t bytes;              /* what this device sends */
+    int local_kernel;           /* all_reduce, reduce_scatter: the kernel that reduces
+                                   without NCCL, for devices that share a GPU:
+                                   acc[i] = acc[i] + x[i] (max with reduce_max), args
+                                   (acc, x, n), blocks of 256; -1 for the others */
 } cg_comm;
 
 typedef struct {

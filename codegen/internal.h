@@ -153,6 +153,8 @@ void cg_emit_cast(cg_gen *G, const ir_node *n, const char *what, cg_ref src, ir_
  * gradient overflowed), the scaler's update, staging of collectives. */
 void cg_emit_masked_copy(cg_gen *G, const ir_value *target, const ir_value *source);
 void cg_emit_scaler_update(cg_gen *G);
+/* The kernel that reduces a collective locally (cg_comm.local_kernel). */
+int cg_local_reduce_kernel(cg_gen *G, ir_dtype t, int max);
 void cg_emit_gather_unpack(cg_gen *G, const ir_node *n, cg_ref staging, int pack);
 /* The C type of a storage dtype in kernels ("float", "bf16", "int", ...). */
 const char *cg_ctype(ir_dtype t);

@@ -1963,6 +1963,26 @@ void cg_emit_masked_copy(cg_gen *G, const ir_value *target, const ir_value *sour
     cg_add_step(G, &st, acc, 3);
 }
 
+int cg_local_reduce_kernel(cg_gen *G, ir_dtype t, int max)
+{
+    cg_sb b = {0};
+    const char *ct = cg_ctype(t);
+    cg_sb_printf(&b, "/* a collective between devices that share a GPU, reduced without NCCL: "
+                 "acc %s= x */\n"
+                 "GNC_KERNEL void __launch_bounds__(256) @K@(%s *__restrict__ acc, "
+                 "const %s *__restrict__ x, i64 n)\n{\n"
+                 "    const i64 i = (i64)blockIdx.x * 256 + threadIdx.x;\n"
+                 "    if (i < n) {\n"
+                 "        const auto a = ld(acc, i), v = ld(x, i);\n"
+                 "        st(acc, i, %s);\n    }\n}\n",
+                 max ? "max" : "+", ct, ct, max ? "a > v ? a : v" : "a + v");
+    char base[64];
+    snprintf(base, sizeof base, "local_%s_%s", max ? "max" : "sum", ir_dtype_name(t));
+    int k = cg_add_kernel(G, "", b.s, NULL, 0, base, NULL, 1, 256);
+    cg_sb_free(&b);
+    return k;
+}
+
 void cg_emit_scaler_update(cg_gen *G)
 {
     const cg_loss_scale *ls = &G->p->loss_scale;

@@ -362,6 +362,30 @@ static int64_t plan_mailbox(rt_cuda *x, int d)
     return at;
 }
 
+/* The scratch device d needs to lead local collectives (it is rank 0 of
+ * their groups): an all_reduce's largest tensor from another device; a
+ * reduce_scatter's whole input twice (a sum and an operand). */
+static int64_t scratch_bytes(rt_cuda *x, int d)
+{
+    int64_t need = 0;
+    for (int init = 0; init < 2; init++) {
+        int n;
+        const cg_step *steps = steps_of(x, d, init, &n);
+        for (int s = 0; s < n; s++) {
+            const cg_comm *c = &steps[s].u.comm;
+            if (steps[s].kind != CG_STEP_COMM || c->group[0] != d)
+                continue;
+            int64_t es = dtype_bytes(c->dtype), b = 0;
+            for (int t = 0; c->op == IR_OP_ALL_REDUCE && t < c->ntensors; t++)
+                b = c->count[t] * es > b ? c->count[t] * es : b;
+            if (c->op == IR_OP_REDUCE_SCATTER)
+                b = 2 * ((c->count[0] * c->ngroup * es + 255) / 256 * 256);
+            need = b > need ? b : need;
+        }
+    }
+    return need;
+}
+
 static cuda_message *message(cuda_gpu *G, int init, int64_t id)
 {
     for (int i = 0; i < G->nmessages; i++)
@@ -387,10 +411,11 @@ static int open_device(rt_cuda *x, int d, char *err, size_t errlen)
     int64_t mailbox = plan_mailbox(x, d);
     if (mailbox < 0)
         return fail(err, errlen, "out of memory");
+    G->scratch_bytes = x->local_comm ? scratch_bytes(x, d) : 0;
     int64_t need[CG_NREGIONS];
     memcpy(need, D->region_bytes, sizeof need);
     need[CG_INPUTS] *= 2;
-    need[CG_WORKSPACE] += mailbox;
+    need[CG_WORKSPACE] += mailbox + G->scratch_bytes;
     if (rt_cuda_check_memory(d, G->name, need, freeb, err, errlen))
         return -1;
     for (int r = 0; r < CG_NREGIONS; r++) {
@@ -402,6 +427,10 @@ static int open_device(rt_cuda *x, int d, char *err, size_t errlen)
         CU(cuMemAlloc(&G->staging, (size_t)G->bytes[CG_INPUTS]));
     if (G->nmessages)
         CU(cuMemAlloc(&G->mailbox, (size_t)mailbox));
+    if (G->scratch_bytes)
+        CU(cuMemAlloc(&G->scratch, (size_t)G->scratch_bytes));
+    CU(cuEventCreate(&G->tail, CU_EVENT_DISABLE_TIMING));
+    CU(cuEventCreate(&G->coll, CU_EVENT_DISABLE_TIMING));
     for (int s = 0; s < S_N; s++) {
         CU(cuStreamCreate(&G->stream[s], CU_STREAM_NON_BLOCKING));
         CU(cuEventCreate(&G->join[s], CU_EVENT_DISABLE_TIMING));
@@ -504,6 +533,9 @@ rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *er
             return NULL;
         }
     }
+    for (int d = 0; d < p->ndevices; d++)
+        for (int e = 0; e < d; e++)
+            x->local_comm |= x->dev[d].ordinal == x->dev[e].ordinal;
     int rc = 0;
     for (int d = 0; d < p->ndevices && !rc; d++)
         rc = open_device(x, d, err, errlen);
@@ -567,6 +599,12 @@ void rt_cuda_close(rt_cuda *x)
             x->L.cuMemFree(G->staging);
         if (G->mailbox)
             x->L.cuMemFree(G->mailbox);
+        if (G->scratch)
+            x->L.cuMemFree(G->scratch);
+        if (G->tail)
+            x->L.cuEventDestroy(G->tail);
+        if (G->coll)
+            x->L.cuEventDestroy(G->coll);
         for (int i = 0; i < G->nmessages; i++)
             if (G->messages[i].sent) {
                 x->L.cuCtxSetCurrent(x->dev[G->messages[i].sender].ctx);
@@ -770,6 +808,118 @@ static int issue_step(rt_cuda *x, int d, int init, int s, char *err, size_t errl
     return 0;
 }
 
+/* bytes from device s's src to device d's dst on stream st (of the current context) */
+static int copy_between(rt_cuda *x, int d, CUdeviceptr dst, int s, CUdeviceptr src, int64_t bytes,
+                        CUstream st, char *err, size_t errlen)
+{
+    if (x->dev[d].ctx == x->dev[s].ctx)
+        CU(cuMemcpyDtoDAsync(dst, src, (size_t)bytes, st));
+    else
+        CU(cuMemcpyPeerAsync(dst, x->dev[d].ctx, src, x->dev[s].ctx, (size_t)bytes, st));
+    return 0;
+}
+
+/* acc += x (or max), n elements, with the step's reduction kernel on the
+ * leader's stream. */
+static int reduce_into(rt_cuda *x, int lead, const cg_comm *c, CUdeviceptr acc, CUdeviceptr from,
+                       int64_t n, CUstream st, char *err, size_t errlen)
+{
+    if (c->local_kernel < 0 || c->local_kernel >= x->p->nkernels)
+        return fail(err, errlen, "communication %lld has no reduction kernel for devices that "
+                    "share a GPU", (long long)c->id);
+    void *args[3] = {&acc, &from, &n};
+    CU(cuLaunchKernel(x->dev[lead].functions[c->local_kernel], (unsigned)((n + 255) / 256), 1, 1,
+                      256, 1, 1, 0, st, args, NULL));
+    return 0;
+}
+
+/* One collective between devices of which some share a GPU, without NCCL:
+ * its members' communication streams so far joined into the leader's (rank
+ * 0's); there the data moves (device-to-device and peer copies) and the
+ * reductions run (the step's reduction kernel); then each member's stream
+ * waits for the leader's. */
+static int issue_local(rt_cuda *x, int init, int n, const int *devs, const cg_step *const *steps,
+                       char *err, size_t errlen)
+{
+    int lead = devs[0];
+    cuda_gpu *L = &x->dev[lead];
+    CUstream ls = L->stream[S_COMM];
+    const cg_comm *c0 = &steps[0]->u.comm;
+    int64_t es = dtype_bytes(c0->dtype);
+    for (int i = 0; i < n; i++) {
+        cuda_gpu *G = &x->dev[devs[i]];
+        CU(cuCtxSetCurrent(G->ctx));
+        if (steps[i]->wait >= 0)
+            CU(cuStreamWaitEvent(G->stream[S_COMM], G->done[init][steps[i]->wait], 0));
+        if (i == 0)
+            continue;
+        CU(cuEventRecord(G->tail, G->stream[S_COMM]));
+        CU(cuCtxSetCurrent(L->ctx));
+        CU(cuStreamWaitEvent(ls, G->tail, 0));
+    }
+    CU(cuCtxSetCurrent(L->ctx));
+#define SEND(i, t) cuda_ptr(&x->dev[devs[i]], steps[i]->u.comm.send[t])
+#define RECV(i, t) cuda_ptr(&x->dev[devs[i]], steps[i]->u.comm.recv[t])
+    switch (c0->op) {
+    case IR_OP_ALL_REDUCE:
+        for (int t = 0; t < c0->ntensors; t++) {
+            int64_t bytes = c0->count[t] * es;
+            if (SEND(0, t) != RECV(0, t))
+                CU(cuMemcpyDtoDAsync(RECV(0, t), SEND(0, t), (size_t)bytes, ls));
+            for (int i = 1; i < n; i++)
+                if (copy_between(x, lead, L->scratch, devs[i], SEND(i, t), bytes, ls, err, errlen) ||
+                    reduce_into(x, lead, c0, RECV(0, t), L->scratch, c0->count[t], ls, err, errlen))
+                    return -1;
+            for (int i = 1; i < n; i++)
+                if (copy_between(x, devs[i], RECV(i, t), lead, RECV(0, t), bytes, ls, err, errlen))
+                    return -1;
+        }
+        break;
+    case IR_OP_BROADCAST:
+        for (int i = 0; i < n; i++)
+            if (copy_between(x, devs[i], RECV(i, 0), devs[c0->root], SEND(c0->root, 0),
+                             c0->count[0] * es, ls, err, errlen))
+                return -1;
+        break;
+    case IR_OP_ALL_GATHER: {
+        int64_t part = c0->count[0] * es;
+        for (int i = 0; i < n; i++)
+            if (copy_between(x, lead, RECV(0, 0) + (CUdeviceptr)(i * part), devs[i], SEND(i, 0),
+                             part, ls, err, errlen))
+                return -1;
+        for (int i = 1; i < n; i++)
+            if (copy_between(x, devs[i], RECV(i, 0), lead, RECV(0, 0), part * n, ls, err, errlen))
+                return -1;
+        break;
+    }
+    case IR_OP_REDUCE_SCATTER: {
+        int64_t all = c0->count[0] * n, part = c0->count[0] * es;
+        CUdeviceptr sum = L->scratch, operand = L->scratch + (CUdeviceptr)(L->scratch_bytes / 2);
+        CU(cuMemcpyDtoDAsync(sum, SEND(0, 0), (size_t)(all * es), ls));
+        for (int i = 1; i < n; i++)
+            if (copy_between(x, lead, operand, devs[i], SEND(i, 0), all * es, ls, err, errlen) ||
+                reduce_into(x, lead, c0, sum, operand, all, ls, err, errlen))
+                return -1;
+        for (int i = 0; i < n; i++)
+            if (copy_between(x, devs[i], RECV(i, 0), lead, sum + (CUdeviceptr)(i * part), part, ls,
+                             err, errlen))
+                return -1;
+        break;
+    }
+    default:
+        return fail(err, errlen, "communication %lld: not a collective", (long long)c0->id);
+    }
+#undef SEND
+#undef RECV
+    CU(cuEventRecord(L->coll, ls));
+    for (int i = 1; i < n; i++) {
+        cuda_gpu *G = &x->dev[devs[i]];
+        CU(cuCtxSetCurrent(G->ctx));
+        CU(cuStreamWaitEvent(G->stream[S_COMM], L->coll, 0));
+    }
+    return 0;
+}
+
 /* One communication call: devs[i]'s step idx[i], i < n, on the
  * communication streams, each after the compute step it waits for. */
 static int issue_comm(rt_cuda *x, int init, int n, const int *devs, const int *idx, char *err,
@@ -777,15 +927,22 @@ static int issue_comm(rt_cuda *x, int init, int n, const int *devs, const int *i
 {
     const cg_step *steps[64];
     for (int i = 0; i < n; i++) {
-        cuda_gpu *G = &x->dev[devs[i]];
         int count;
         steps[i] = &steps_of(x, devs[i], init, &count)[idx[i]];
-        CU(cuCtxSetCurrent(G->ctx));
-        if (steps[i]->wait >= 0)
-            CU(cuStreamWaitEvent(G->stream[S_COMM], G->done[init][steps[i]->wait], 0));
     }
-    if (cuda_comm_issue(x, n, devs, steps, err, errlen))
-        return -1;
+    if (x->local_comm) {
+        if (issue_local(x, init, n, devs, steps, err, errlen))
+            return -1;
+    } else {
+        for (int i = 0; i < n; i++) {
+            cuda_gpu *G = &x->dev[devs[i]];
+            CU(cuCtxSetCurrent(G->ctx));
+            if (steps[i]->wait >= 0)
+                CU(cuStreamWaitEvent(G->stream[S_COMM], G->done[init][steps[i]->wait], 0));
+        }
+        if (cuda_comm_issue(x, n, devs, steps, err, errlen))
+            return -1;
+    }
     for (int i = 0; i < n; i++) {
         cuda_gpu *G = &x->dev[devs[i]];
         CU(cuCtxSetCurrent(G->ctx));

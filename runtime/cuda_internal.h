@@ -81,6 +81,10 @@ typedef struct {
     cuda_step_lib **lib[2];     /* [init][step]: a library step's state, or NULL */
     void *blas, *dnn;           /* this device's cuBLASLt and cuDNN handles */
     CUdeviceptr zeros;          /* float zeros for a fused convolution without bias */
+    CUevent tail, coll;         /* local collectives: this device's communication stream
+                                   so far; the end of one it led */
+    CUdeviceptr scratch;        /* local collectives it leads: operands from the others */
+    int64_t scratch_bytes;
     CUdeviceptr mailbox;        /* the messages this device receives */
     int nmessages;
     cuda_message *messages;
@@ -97,6 +101,8 @@ struct rt_cuda {
     cuda_driver L;
     cuda_libs *libs;
     int eager;
+    int local_comm;             /* two program devices share a GPU: collectives are
+                                   copies and reduction kernels, not NCCL */
     int init_due;               /* the init steps run before the next run */
     int in_flight;              /* launched, not waited for */
     cuda_gpu *dev;

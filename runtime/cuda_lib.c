@@ -740,8 +740,9 @@ int cuda_libs_open(rt_cuda *x, const char *libdir, char *err, size_t errlen)
         for (int s = 0; s < p->devices[d].ninit + p->devices[d].nsteps; s++) {
             const cg_device *D = &p->devices[d];
             const cg_step *st = s < D->ninit ? &D->init[s] : &D->steps[s - D->ninit];
-            /* sends and recvs are peer-to-peer copies (cuda.c), not NCCL */
-            if (st->kind != CG_STEP_COMM || (st->u.comm.op != IR_OP_SEND &&
+            /* sends and recvs are peer-to-peer copies (cuda.c), not NCCL, and so
+             * are collectives between devices that share a GPU */
+            if (st->kind != CG_STEP_COMM || (!x->local_comm && st->u.comm.op != IR_OP_SEND &&
                                              st->u.comm.op != IR_OP_RECV))
                 need[st->kind] = 1;
             if (st->kind == CG_STEP_CONV && st->u.conv.k > max_k)

@@ -22,14 +22,18 @@ typedef struct {
 int gpu_env_init(gpu_env *e, const char *fake, const char *workdir, char *err, size_t errlen);
 void gpu_env_free(gpu_env *e);
 
+typedef struct gpu_host gpu_host;
+
 typedef struct {
     rt_cuda *x;
-    cg_host *host;              /* the stand-ins' kernels, or NULL */
+    gpu_host *host;             /* the stand-ins' kernels, or NULL */
 } gpu_run;
 
-/* Program p (compiled) opened on device 0.. (eagerly or as a CUDA graph).
- * On the stand-ins its kernels are built for the host and registered first. */
-gpu_run *gpu_open(const gpu_env *e, cg_program *p, int eager, char *err, size_t errlen);
+/* Program p (compiled) opened on GPUs gpus[d] (NULL: d % count), eagerly or
+ * as a CUDA graph.  On the stand-ins its kernels are built for the host and
+ * registered first (once for runs of the same program open at once). */
+gpu_run *gpu_open(const gpu_env *e, cg_program *p, const int *gpus, int eager, char *err,
+                  size_t errlen);
 void gpu_close(gpu_run *r);
 
 #endif

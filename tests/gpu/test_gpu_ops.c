@@ -122,7 +122,8 @@ static void one(const gpu_env *env, const op_case *c)
     gpu_run *ge = NULL, *gg = NULL;
     rt_cuda *eager = NULL, *graph = NULL;
     if (!p || cg_compile(p, NULL, NULL, err, sizeof err) || !x ||
-        !(ge = gpu_open(env, p, 1, err, sizeof err)) || !(gg = gpu_open(env, p, 0, err, sizeof err))) {
+        !(ge = gpu_open(env, p, NULL, 1, err, sizeof err)) ||
+        !(gg = gpu_open(env, p, NULL, 0, err, sizeof err))) {
         printf("FAIL %s: %s\n", c->name, err);
         nfailed++;
         goto done;

@@ -11,12 +11,13 @@
  * 2e-3 + 2e-2 |loss| of the CPU executor's (the first within 1e-4 relative),
  * the graph's losses bitwise equal to the eager ones, and the loss falling
  * (the batches repeat, so the model learns them).  The same for lenet on two
- * devices (data parallel, NCCL) where two GPUs are present.  Exits 77
+ * devices sharing the GPU, and on two GPUs (NCCL) where two are present.  Exits 77
  * (skipped) without a driver or a GPU, or without NVRTC.
  *
  * On the stand-ins (label unit, CI): lenet and mlp for 4 steps on one and on
  * two devices (data parallel and pipeline; mlp also tensor parallel, and
- * hybrid on four devices: NCCL's split communicators, send/recv), within 1e-4 + 1e-4 |loss| per step, the weights after the
+ * hybrid on four devices: NCCL's split communicators, send/recv), and again
+ * with devices sharing GPUs (collectives without NCCL), within 1e-4 + 1e-4 |loss| per step, the weights after the
  * last step within 1e-4 + 1e-3 |w|, eager and graph bitwise equal, and the
  * next batch prefetched while a step runs. */
 #include <math.h>
@@ -117,6 +118,7 @@ typedef struct {
     float lr;
     double atol, rtol, first_rtol;   /* per step's loss; the first step's */
     double watol, wrtol;             /* the weights after the last step; < 0: not compared */
+    const int *gpus;                 /* device d on GPU gpus[d]; NULL: on GPU d */
 } train_case;
 
 static int near(double got, double want, double atol, double rtol)
@@ -130,9 +132,9 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
 {
     char err[1024], what[128];
     static const char *const strategies[] = {"data", "pipeline", "tensor", "hybrid"};
-    snprintf(what, sizeof what, "%s, batch %d, %d device%s%s, %d steps", c->model, c->batch,
+    snprintf(what, sizeof what, "%s, batch %d, %d device%s%s, %d steps%s", c->model, c->batch,
              c->devices, c->devices > 1 ? "s " : "", c->devices > 1 ? strategies[c->strategy] : "",
-             c->steps);
+             c->steps, c->gpus ? ", devices sharing GPUs" : "");
     ir_graph *g = model(src, c->model, c->batch, c->devices, c->strategy);
     if (!g)
         return;
@@ -146,8 +148,8 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
     double *cpu = calloc((size_t)c->steps, sizeof *cpu), *ge = calloc((size_t)c->steps, sizeof *ge),
            *gg = calloc((size_t)c->steps, sizeof *gg);
     if (!p || !x || cg_compile(p, NULL, NULL, err, sizeof err) ||
-        !(eager = gpu_open(env, p, 1, err, sizeof err)) ||
-        !(graph = gpu_open(env, p, 0, err, sizeof err))) {
+        !(eager = gpu_open(env, p, c->gpus, 1, err, sizeof err)) ||
+        !(graph = gpu_open(env, p, c->gpus, 0, err, sizeof err))) {
         if (!p)
             diag_print(&d, stdout);
         printf("FAIL %s: %s\n", what, p ? err : "cg_generate failed");
@@ -251,39 +253,6 @@ done:
     diag_free(&d);
 }
 
-/* Two program devices placed on one GPU: NCCL cannot have both, which the
- * executor says at open (on the stand-ins, which refuse it as NCCL does). */
-static void shared_gpu(const gpu_env *env, const char *src)
-{
-    char err[1024];
-    ir_graph *g = model(src, "mlp", 4, 2, PT_DATA);
-    if (!g)
-        return;
-    diag d;
-    diag_init(&d);
-    mp_plan *mp = mp_plan_graph(g);
-    cg_options o = cg_options_default();
-    cg_program *p = cg_generate(g, mp, &o, &d);
-    rt_cuda_options co = {0};
-    int gpus[2] = {0, 0};
-    co.gpus = gpus;
-    co.libdir = env->fake;
-    rt_cuda *x = NULL;
-    if (p && !cg_compile(p, NULL, NULL, err, sizeof err))
-        x = rt_cuda_open_ex(p, &co, err, sizeof err);
-    if (!x && strstr(err, "program devices 0 and 1 are both on GPU 0")) {
-        npassed++;
-    } else {
-        printf("FAIL two devices on one GPU: %s\n", x ? "opened" : err);
-        nfailed++;
-    }
-    rt_cuda_close(x);
-    cg_program_free(p);
-    mp_plan_free(mp);
-    ir_graph_free(g);
-    diag_free(&d);
-}
-
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -300,28 +269,38 @@ int main(int argc, char **argv)
     }
     rt_set_threads(fake ? 2 : 16);
     if (fake) {
+        static const int one_gpu[] = {0, 0, 0, 0}, two_gpus[] = {0, 0, 1, 1};
         static const train_case cases[] = {
-            {"lenet", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3},
-            {"mlp", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3},
-            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3},
-            {"mlp", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3},
-            {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3},
-            {"lenet", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3},
-            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3},
-            {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3},
+            {"lenet", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL},
+            {"mlp", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL},
+            {"mlp", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL},
+            {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL},
+            {"lenet", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL},
+            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL},
+            {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL},
+            /* devices that share a GPU: collectives as copies and reduction kernels */
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu},
+            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu},
+            {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu},
+            {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, two_gpus},
         };
         for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
             one(&env, argv[1], &cases[i]);
-        shared_gpu(&env, argv[1]);
     } else {
+        static const int one_gpu[] = {0, 0};
         static const train_case resnet = {"resnet18", 32, 1, 50, PT_DATA, 0.05f, 2e-3, 2e-2, 1e-4,
-                                          -1, -1};
-        static const train_case lenet2 = {"lenet", 32, 2, 50, PT_DATA, 0.05f, 2e-3, 2e-2, 1e-4, -1, -1};
+                                          -1, -1, NULL};
+        static const train_case lenet2 = {"lenet", 32, 2, 50, PT_DATA, 0.05f, 2e-3, 2e-2, 1e-4, -1,
+                                          -1, NULL};
+        static const train_case shared = {"lenet", 32, 2, 50, PT_DATA, 0.05f, 2e-3, 2e-2, 1e-4, -1,
+                                          -1, one_gpu};
         one(&env, argv[1], &resnet);
+        one(&env, argv[1], &shared);
         if (env.gpus >= 2)
             one(&env, argv[1], &lenet2);
         else
-            printf("not run: lenet on 2 devices (one GPU here)\n");
+            printf("not run: lenet on 2 devices on 2 GPUs (one GPU here)\n");
     }
     gpu_env_free(&env);
     printf("%d passed, %d failed\n", npassed, nfailed);
