@@ -47,6 +47,18 @@ static int near(double got, double want, double atol, double rtol)
 
 /* ---------------------------------------------------------------- plans */
 
+/* A small convolutional net with batch normalization: running statistics
+ * (buffers) that training updates and inference reads. */
+static const char bnnet[] =
+    "model bnnet(batch = 4, classes = 10) {\n"
+    "    input image: f32[batch, 1, 28, 28]\n"
+    "    input label: i32[batch]\n"
+    "    x = avgpool2d(relu(batchnorm(conv2d(image, 4, kernel = 5, pad = 2, bias = false, name = \"conv\"))), 4)\n"
+    "    logits = dense(flatten(x), classes, name = \"fc\")\n"
+    "    output logits\n"
+    "    loss cross_entropy(logits, label)\n"
+    "}\n";
+
 /* The plan of model name (batch, on devices devices, data parallel; a
  * training step with SGD and momentum where train), with its kernels for
  * sm_90 (the stand-ins' GPUs), or NULL with a message. */
@@ -54,19 +66,22 @@ static rt_plan *plan_of(const char *name, int batch, int devices, int train, cha
                         size_t errlen)
 {
     char path[4096], b[16];
-    snprintf(path, sizeof path, "%s/models/%s.net", srcdir, name);
+    snprintf(path, sizeof path, "%.3900s/models/%s.net", srcdir, name);
     snprintf(b, sizeof b, "%d", batch);
     const char *dn[] = {"batch"}, *dv[] = {b};
     fe_options fo = {NULL, 1, dn, dv};
     diag d;
     diag_init(&d);
-    ad_optimizer opt = ad_optimizer_default(AD_SGD);
-    opt.momentum = 0.9;
+    ad_optimizer opt = ad_optimizer_default(train == 2 ? AD_ADAM : AD_SGD);
+    if (train == 1)
+        opt.momentum = 0.9;
     pt_options po = {0};
     po.devices = devices;
     po.strategy = PT_DATA;
     pm_options pm = {1, 0, NULL, NULL, stdout, devices > 1 ? &po : NULL};
-    ir_graph *g = fe_load_file(path, &fo, &d);
+    ir_graph *g = strcmp(name, "bnnet") == 0
+                      ? fe_load_string("bnnet.net", bnnet, strlen(bnnet), &fo, &d)
+                      : fe_load_file(path, &fo, &d);
     mp_plan *mp = NULL;
     rt_plan *base = NULL, *p = NULL;
     cg_program *cg = NULL;
@@ -265,18 +280,20 @@ static int step(const ir_graph *g, rt_session *const *s, int n, int k, char *err
 
 static const char *const session_names[] = {"cpu", "cuda", "cuda eager"};
 
-/* The checkpoint of lenet's training on one device, for the inference case. */
+/* The checkpoint of the last training on one device, for the inference case
+ * of that model that follows it ("" when it failed). */
 static char trained[4096];
 
-static void training(const char *model, int batch, int devices)
+static void training(const char *model, int batch, int devices, int optimizer)
 {
     char what[128], err[2048], at[256], path[3][4096];
-    snprintf(what, sizeof what, "%s training, %d device%s", model, devices,
-             devices > 1 ? "s, data parallel" : "");
+    snprintf(what, sizeof what, "%s training (%s), %d device%s", model,
+             optimizer == 2 ? "adam" : "sgd", devices, devices > 1 ? "s, data parallel" : "");
+    trained[0] = 0;
     kernels k = {0};
     /* cpu, cuda (a CUDA graph), cuda launched step by step */
     rt_session *s[3] = {NULL, NULL, NULL}, *check[2] = {NULL, NULL}, *again = NULL;
-    rt_plan *p = plan_of(model, batch, devices, 1, err, sizeof err);
+    rt_plan *p = plan_of(model, batch, devices, optimizer, err, sizeof err);
     if (!p || kernels_register(p, &k, err, sizeof err) != 0 ||
         !(s[0] = open_session(p, RT_DEVICE_CPU, 0, 5, err, sizeof err)) ||
         !(s[1] = open_session(p, RT_DEVICE_CUDA, 0, 5, err, sizeof err)) ||
@@ -353,7 +370,7 @@ static void training(const char *model, int batch, int devices)
             ok = 0;
         }
     }
-    if (ok && devices == 1 && !strcmp(model, "lenet"))
+    if (ok && devices == 1)
         snprintf(trained, sizeof trained, "%s", path[0]);
     if (ok) {
         npassed++;
@@ -390,8 +407,8 @@ static void inference(const char *model, int batch, int devices)
         goto done;
     }
     int ok = same_results(what, p->g, s[1], s[0]);
-    /* the trained weights of lenet's training checkpoint (its optimizer
-       state ignored), another batch */
+    /* the weights (and running statistics) of the training's checkpoint
+       before (its optimizer state ignored), another batch */
     if (ok && trained[0]) {
         char at[160];
         snprintf(at, sizeof at, "%s, trained weights", what);
@@ -435,10 +452,12 @@ int main(int argc, char **argv)
         return 1;
     }
     rt_set_threads(2);
-    training("lenet", 4, 1);
-    training("lenet", 4, 2);
-    training("mlp", 4, 2);
+    training("lenet", 4, 1, 1);
     inference("lenet", 4, 1);
+    training("bnnet", 4, 1, 2);
+    inference("bnnet", 4, 1);
+    training("lenet", 4, 2, 1);
+    training("mlp", 4, 2, 1);
     dlclose(driver);
     printf("%d passed, %d failed\n", npassed, nfailed);
     return nfailed ? 1 : 0;
