@@ -7,19 +7,24 @@
  * Each case builds a plan with kernels in memory (the program compiled with
  * NVRTC and stored as gnc compile stores it), registers the host emulations
  * of rt_plan_program's kernels (the names the session's executor looks up),
- * and opens a cpu and a cuda session of it with the same seed:
+ * and opens sessions of it with the same seed: cpu, cuda (a CUDA graph) and
+ * cuda eager:
  *
  *   training   4 steps with the same batches (random images and labels, lr
  *              0.02): each step's loss and outputs within 1e-4 + 1e-4 |ref|;
- *              then both sessions saved, each checkpoint loaded into a fresh
- *              cpu session, every tensor within 1e-4 of the other's; then the
- *              cpu session's checkpoint loaded into a fresh cuda session (of
- *              another seed), and one more step on it and on the cpu session:
- *              the losses agree;
- *   inference  the inputs set, one run: the outputs and loss agree.
+ *              then the cpu and cuda sessions saved, each checkpoint loaded
+ *              into a fresh cpu session, every tensor within 1e-4 of the
+ *              other's; the cpu session's checkpoint loaded into a fresh cuda
+ *              session (of another seed) and one more step on it and on the
+ *              cpu session: loss and outputs agree; and both cuda sessions,
+ *              which ran, rewound to the cpu's checkpoint after step 1: step 2
+ *              run again gives step 2's loss;
+ *   inference  the inputs set, one run: the outputs and loss agree; then the
+ *              model's training checkpoint loaded into both, another batch.
  *
- * The cases: lenet training on 1 device, lenet and mlp data parallel on 2,
- * lenet inference on 1.  Exits 77 (skipped) without NVRTC. */
+ * The cases: lenet (SGD with momentum) and a small net with batch
+ * normalization (Adam) trained on 1 device, each followed by its inference;
+ * lenet and mlp data parallel on 2 devices.  Exits 77 (skipped) without NVRTC. */
 #include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
