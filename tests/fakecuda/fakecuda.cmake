@@ -75,3 +75,27 @@ endforeach()
 foreach(t test_gpu_ops test_gpu_train)
   add_dependencies(${t} fakecuda_driver fakecuda_cublaslt fakecuda_cudnn fakecuda_nccl)
 endforeach()
+
+# The session layer (runtime/session.h) on the fakes: a cpu and a cuda session
+# of plans with kernels, built in memory, side by side: lenet (SGD) and a
+# batch-norm net (Adam) training on one device and their inference, lenet and
+# mlp data parallel on two (4 steps, checkpoints saved by both and loaded
+# across, sessions that ran rewound) (tests/gpu/test_session_fake.c).
+add_executable(test_session_fake ${CMAKE_CURRENT_LIST_DIR}/../gpu/test_session_fake.c
+               ${CMAKE_CURRENT_LIST_DIR}/../cg_host.c)
+target_include_directories(test_session_fake PRIVATE ${CMAKE_CURRENT_LIST_DIR}/..)
+target_compile_definitions(test_session_fake PRIVATE GNC_HOST_CXX="${GNC_HOST_CXX}"
+                           GNC_TESTS_DIR="${CMAKE_CURRENT_LIST_DIR}/..")
+target_link_libraries(test_session_fake PRIVATE gnc_runtime gnc_codegen gnc_frontend gnc_passes
+                      gnc_ir ${CMAKE_DL_LIBS} m)
+add_dependencies(test_session_fake fakecuda_driver fakecuda_cublaslt fakecuda_cudnn fakecuda_nccl)
+foreach(sched eager lazy)
+  set(suffix "")
+  if(sched STREQUAL "lazy")
+    set(suffix "_lazy")
+  endif()
+  add_test(NAME session_fake${suffix} COMMAND test_session_fake ${CMAKE_SOURCE_DIR}
+           ${CMAKE_CURRENT_BINARY_DIR}/fakecuda-work ${GNC_FAKECUDA_DIR})
+  set_tests_properties(session_fake${suffix} PROPERTIES LABELS "unit" SKIP_RETURN_CODE 77
+                       TIMEOUT 900 ENVIRONMENT "GNC_FAKECUDA_SCHEDULE=${sched};GNC_FAKECUDA_GPUS=4")
+endforeach()

@@ -1,0 +1,469 @@
+/* The session layer (runtime/session.h) on the cuda device against the cpu
+ * device, on the stand-in CUDA libraries (tests/fakecuda/), whose driver runs
+ * each kernel as its host emulation (tests/cg_host.h):
+ *
+ *   test_session_fake SOURCE_DIR WORK_DIR FAKE_DIR
+ *
+ * Each case builds a plan with kernels in memory (the program compiled with
+ * NVRTC and stored as gnc compile stores it), registers the host emulations
+ * of rt_plan_program's kernels (the names the session's executor looks up),
+ * and opens sessions of it with the same seed: cpu, cuda (a CUDA graph) and
+ * cuda eager:
+ *
+ *   training   4 steps with the same batches (random images and labels, lr
+ *              0.02): each step's loss and outputs within 1e-4 + 1e-4 |ref|;
+ *              then the cpu and cuda sessions saved, each checkpoint loaded
+ *              into a fresh cpu session, every tensor within 1e-4 of the
+ *              other's; the cpu session's checkpoint loaded into a fresh cuda
+ *              session (of another seed) and one more step on it and on the
+ *              cpu session: loss and outputs agree; and both cuda sessions,
+ *              which ran, rewound to the cpu's checkpoint after step 1: step 2
+ *              run again gives step 2's loss;
+ *   inference  the inputs set, one run: the outputs and loss agree; then the
+ *              model's training checkpoint loaded into both, another batch.
+ *
+ * The cases: lenet (SGD with momentum) and a small net with batch
+ * normalization (Adam) trained on 1 device, each followed by its inference;
+ * lenet and mlp data parallel on 2 devices.  Exits 77 (skipped) without NVRTC. */
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cg_host.h"
+#include "codegen.h"
+#include "frontend.h"
+#include "passes.h"
+#include "plan.h"
+#include "session.h"
+
+static int npassed, nfailed;
+static const char *srcdir, *workdir, *fakedir;
+static void *driver;            /* the stand-in driver: the handle the executor gets too */
+
+#define ATOL 1e-4
+#define RTOL 1e-4
+
+static int near(double got, double want, double atol, double rtol)
+{
+    return fabs(got - want) <= atol + rtol * fabs(want);
+}
+
+/* ---------------------------------------------------------------- plans */
+
+/* A small convolutional net with batch normalization: running statistics
+ * (buffers) that training updates and inference reads. */
+static const char bnnet[] =
+    "model bnnet(batch = 4, classes = 10) {\n"
+    "    input image: f32[batch, 1, 28, 28]\n"
+    "    input label: i32[batch]\n"
+    "    x = avgpool2d(relu(batchnorm(conv2d(image, 4, kernel = 5, pad = 2, bias = false, name = \"conv\"))), 4)\n"
+    "    logits = dense(flatten(x), classes, name = \"fc\")\n"
+    "    output logits\n"
+    "    loss cross_entropy(logits, label)\n"
+    "}\n";
+
+/* The plan of model name (batch, on devices devices, data parallel; a
+ * training step with SGD and momentum where train), with its kernels for
+ * sm_90 (the stand-ins' GPUs), or NULL with a message. */
+static rt_plan *plan_of(const char *name, int batch, int devices, int train, char *err,
+                        size_t errlen)
+{
+    char path[4096], b[16];
+    snprintf(path, sizeof path, "%.3900s/models/%s.net", srcdir, name);
+    snprintf(b, sizeof b, "%d", batch);
+    const char *dn[] = {"batch"}, *dv[] = {b};
+    fe_options fo = {NULL, 1, dn, dv};
+    diag d;
+    diag_init(&d);
+    ad_optimizer opt = ad_optimizer_default(train == 2 ? AD_ADAM : AD_SGD);
+    if (train == 1)
+        opt.momentum = 0.9;
+    pt_options po = {0};
+    po.devices = devices;
+    po.strategy = PT_DATA;
+    pm_options pm = {1, 0, NULL, NULL, stdout, devices > 1 ? &po : NULL};
+    ir_graph *g = strcmp(name, "bnnet") == 0
+                      ? fe_load_string("bnnet.net", bnnet, strlen(bnnet), &fo, &d)
+                      : fe_load_file(path, &fo, &d);
+    mp_plan *mp = NULL;
+    rt_plan *base = NULL, *p = NULL;
+    cg_program *cg = NULL;
+    unsigned char *bytes = NULL;
+    size_t size;
+    if (!g || (train && ad_training_graph(g, &opt, &d) != 0) ||
+        pm_run(g, pm_default_pipeline(train, 0, devices > 1), &pm, &d) != 0) {
+        diag_print(&d, stdout);
+        snprintf(err, errlen, "does not compile");
+        goto done;
+    }
+    /* as gnc compile writes it (tools/plan.c): the kernels generated from the
+       program and memory plan as a loader decodes them, then compiled */
+    static const rt_plan_kv meta[] = {{"writer", "test_session_fake"}, {"precision", "fp32"},
+                                      {"archs", "sm_90"}};
+    mp = mp_plan_graph(g);
+    if (rt_plan_encode(g, mp, meta, 3, &bytes, &size, err, errlen) != 0 ||
+        !(base = rt_plan_decode(bytes, size, name, err, errlen)))
+        goto done;
+    free(bytes);
+    bytes = NULL;
+    cg_options co = cg_options_default();
+    co.narchs = 1;
+    co.archs[0] = "sm_90";
+    if (!(cg = cg_generate(base->g, base->mp, &co, &d))) {
+        diag_print(&d, stdout);
+        snprintf(err, errlen, "cg_generate failed");
+        goto done;
+    }
+    if (cg_compile(cg, NULL, NULL, err, errlen) != 0 ||
+        rt_plan_encode_program(g, mp, meta, 3, cg, &bytes, &size, err, errlen) != 0)
+        goto done;
+    p = rt_plan_decode(bytes, size, name, err, errlen);
+done:
+    free(bytes);
+    cg_program_free(cg);
+    rt_plan_free(base);
+    mp_plan_free(mp);
+    if (g)
+        ir_graph_free(g);
+    diag_free(&d);
+    return p;
+}
+
+/* The host emulations of p's GPU program registered with the stand-in
+ * driver; what must live while a session of p runs (free: kernels_free). */
+typedef struct {
+    cg_program *prog;
+    cg_host *host;
+} kernels;
+
+static int kernels_register(const rt_plan *p, kernels *k, char *err, size_t errlen)
+{
+    typedef int (*register_fn)(const char *name, cg_host_kernel entry);
+    register_fn reg;
+    *(void **)&reg = dlsym(driver, "fakecuda_register");
+    k->host = NULL;
+    if (!(k->prog = rt_plan_program(p, err, errlen)) ||
+        !(k->host = cg_host_build(&k->prog, 1, workdir, err, errlen)))
+        return -1;
+    for (int i = 0; i < k->prog->nkernels; i++)
+        if (reg(k->prog->kernels[i].name, cg_host_entry(k->host, 0, i)) != 0) {
+            snprintf(err, errlen, "the stand-in driver refuses kernel %s",
+                     k->prog->kernels[i].name);
+            return -1;
+        }
+    return 0;
+}
+
+static void kernels_free(kernels *k)
+{
+    cg_host_free(k->host);
+    cg_program_free(k->prog);
+}
+
+/* ---------------------------------------------------------------- data */
+
+static uint64_t rng;
+static double uniform(void)
+{
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (double)(rng >> 11) * 0x1.0p-53;
+}
+
+static int is_train_scalar(const ir_value *v)
+{
+    return !strcmp(v->name, AD_INPUT_LR) || !strcmp(v->name, AD_INPUT_STEP) ||
+           !strcmp(v->name, AD_INPUT_SEED);
+}
+
+/* Batch k of every input but the training scalars into both sessions:
+ * images in [0, 1), labels < 10. */
+static int set_batch(const ir_graph *g, rt_session *const *s, int n, int k, char *err,
+                     size_t errlen)
+{
+    for (int i = 0; i < g->ninputs; i++) {
+        const ir_value *v = g->inputs[i];
+        if (is_train_scalar(v))
+            continue;
+        rng = 0x9e3779b97f4a7c15ull * (uint64_t)(k + 1) + (uint64_t)strlen(v->name);
+        int64_t m = ir_type_numel(&v->type);
+        void *data = malloc((size_t)m * 8 + 8);
+        if (!data)
+            return snprintf(err, errlen, "out of memory"), -1;
+        for (int64_t j = 0; j < m; j++)
+            if (v->type.dtype == IR_I32)
+                ((int32_t *)data)[j] = (int32_t)(uniform() * 10);
+            else if (v->type.dtype == IR_I64)
+                ((int64_t *)data)[j] = (int64_t)(uniform() * 10);
+            else
+                ((float *)data)[j] = (float)uniform();
+        int rc = 0;
+        for (int j = 0; j < n && rc == 0; j++)
+            rc = rt_session_set_input(s[j], v, data, err, errlen);
+        free(data);
+        if (rc)
+            return -1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- comparing */
+
+/* Value v of session got against want's: floats within atol + rtol |want|,
+ * others equal.  1, or 0 after printing the first mismatch. */
+static int same_value(const char *what, const ir_value *v, rt_session *got, rt_session *want,
+                      double atol, double rtol)
+{
+    const void *a = rt_session_data(got, v), *b = rt_session_data(want, v);
+    if (!a || !b) {
+        printf("FAIL %s: %s: no host copy (%s)\n", what, v->name, a ? "reference" : "cuda");
+        return 0;
+    }
+    int64_t n = ir_type_numel(&v->type);
+    ir_dtype t = v->type.dtype;
+    for (int64_t i = 0; i < n; i++) {
+        double x, y;
+        if (t == IR_F32 || t == IR_F16 || t == IR_BF16)
+            x = ((const float *)a)[i], y = ((const float *)b)[i];
+        else if (t == IR_I64)
+            x = (double)((const int64_t *)a)[i], y = (double)((const int64_t *)b)[i];
+        else if (t == IR_U8)
+            x = ((const uint8_t *)a)[i], y = ((const uint8_t *)b)[i];
+        else
+            x = ((const int32_t *)a)[i], y = ((const int32_t *)b)[i];
+        int ok = t == IR_F32 || t == IR_F16 || t == IR_BF16 ? near(x, y, atol, rtol) : x == y;
+        if (!ok) {
+            printf("FAIL %s: %s[%lld] %.7g, want %.7g\n", what, v->name, (long long)i, x, y);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The loss and every output of got against want's. */
+static int same_results(const char *what, const ir_graph *g, rt_session *got, rt_session *want)
+{
+    int ok = 1;
+    if (g->loss)
+        ok = same_value(what, g->loss, got, want, ATOL, RTOL);
+    for (int i = 0; i < g->noutputs; i++)
+        ok = same_value(what, g->outputs[i].value, got, want, ATOL, RTOL) && ok;
+    return ok;
+}
+
+static int saved(const ir_value *v)
+{
+    return v->kind == IR_VALUE_PARAM || v->kind == IR_VALUE_BUFFER || v->kind == IR_VALUE_STATE;
+}
+
+/* ---------------------------------------------------------------- the cases */
+
+static rt_session *open_session(const rt_plan *p, rt_device_kind dev, int eager, uint64_t seed,
+                                char *err, size_t errlen)
+{
+    rt_session_options o = {0};
+    o.device = dev;
+    o.seed = seed;
+    o.libdir = dev == RT_DEVICE_CUDA ? fakedir : NULL;
+    o.eager = eager;
+    return rt_session_open(p, &o, err, errlen);
+}
+
+/* One step (k, from 0) on every session of s: the batch, the training
+ * scalars, a run. */
+static int step(const ir_graph *g, rt_session *const *s, int n, int k, char *err, size_t errlen)
+{
+    if (set_batch(g, s, n, k, err, errlen) != 0)
+        return -1;
+    for (int i = 0; i < n; i++)
+        if (rt_session_set_train(s[i], 0.02, k + 1, 7, err, errlen) != 0 ||
+            rt_session_run(s[i], err, errlen) != 0)
+            return -1;
+    return 0;
+}
+
+static const char *const session_names[] = {"cpu", "cuda", "cuda eager"};
+
+/* The checkpoint of the last training on one device, for the inference case
+ * of that model that follows it ("" when it failed). */
+static char trained[4096];
+
+static void training(const char *model, int batch, int devices, int optimizer)
+{
+    char what[128], err[2048], at[256], path[3][4096];
+    snprintf(what, sizeof what, "%s training (%s), %d device%s", model,
+             optimizer == 2 ? "adam" : "sgd", devices, devices > 1 ? "s, data parallel" : "");
+    trained[0] = 0;
+    kernels k = {0};
+    /* cpu, cuda (a CUDA graph), cuda launched step by step */
+    rt_session *s[3] = {NULL, NULL, NULL}, *check[2] = {NULL, NULL}, *again = NULL;
+    rt_plan *p = plan_of(model, batch, devices, optimizer, err, sizeof err);
+    if (!p || kernels_register(p, &k, err, sizeof err) != 0 ||
+        !(s[0] = open_session(p, RT_DEVICE_CPU, 0, 5, err, sizeof err)) ||
+        !(s[1] = open_session(p, RT_DEVICE_CUDA, 0, 5, err, sizeof err)) ||
+        !(s[2] = open_session(p, RT_DEVICE_CUDA, 1, 5, err, sizeof err))) {
+        printf("FAIL %s: %s\n", what, err);
+        nfailed++;
+        goto done;
+    }
+    const ir_graph *g = p->g;
+    for (int i = 0; i < 3; i++)
+        snprintf(path[i], sizeof path[i], "%.3900s/session_%s_%d_%s.safetensors", workdir, model,
+                 devices, i == 0 ? "cpu" : i == 1 ? "cuda" : "cpu-step2");
+    int ok = 1;
+    double loss[4] = {0};
+    for (int i = 0; i < 4 && ok; i++) {
+        if (step(g, s, 3, i, err, sizeof err) != 0) {
+            printf("FAIL %s: step %d: %s\n", what, i, err);
+            ok = 0;
+            break;
+        }
+        loss[i] = *(const float *)rt_session_data(s[0], g->loss);
+        for (int j = 1; j < 3; j++) {
+            snprintf(at, sizeof at, "%s: step %d, %s session", what, i, session_names[j]);
+            ok = same_results(at, g, s[j], s[0]) && ok;
+        }
+        /* after two steps, a checkpoint to rewind to */
+        if (ok && i == 1 && rt_session_save(s[0], path[2], NULL, err, sizeof err) != 0) {
+            printf("FAIL %s: saving after step 1: %s\n", what, err);
+            ok = 0;
+        }
+    }
+    /* checkpoints: both saved, each read back by a fresh cpu session of
+       another seed */
+    for (int i = 0; i < 2 && ok; i++) {
+        rt_ckpt_meta meta = {0};
+        rt_ckpt_meta_set(&meta, "step", "4");
+        ok = rt_session_save(s[i], path[i], &meta, err, sizeof err) == 0 &&
+             (check[i] = open_session(p, RT_DEVICE_CPU, 0, 99, err, sizeof err)) &&
+             rt_session_load(check[i], path[i], NULL, err, sizeof err) == 0;
+        rt_ckpt_meta_free(&meta);
+        if (!ok)
+            printf("FAIL %s: the %s session's checkpoint: %s\n", what, session_names[i], err);
+    }
+    snprintf(at, sizeof at, "%s: the checkpoints", what);
+    for (int i = 0; ok && i < g->nparams; i++)
+        if (saved(g->params[i]))
+            ok = same_value(at, g->params[i], check[1], check[0], ATOL, 0) && ok;
+    /* the cpu session's checkpoint into a fresh cuda session, one more step */
+    if (ok) {
+        rt_session *pair[2] = {s[0], NULL};
+        if (!(again = open_session(p, RT_DEVICE_CUDA, 0, 1234, err, sizeof err)) ||
+            rt_session_load(again, path[0], NULL, err, sizeof err) != 0 ||
+            (pair[1] = again, step(g, pair, 2, 4, err, sizeof err)) != 0) {
+            printf("FAIL %s: loaded into a fresh cuda session: %s\n", what, err);
+            ok = 0;
+        } else {
+            snprintf(at, sizeof at, "%s: step 4, a fresh cuda session loaded", what);
+            ok = same_results(at, g, again, s[0]);
+        }
+    }
+    /* the cuda sessions that ran rewound to the checkpoint after step 1: step 2
+       again gives step 2's loss (the graph's parameters written under it) */
+    for (int j = 1; j < 3 && ok; j++) {
+        if (rt_session_load(s[j], path[2], NULL, err, sizeof err) != 0 ||
+            step(g, &s[j], 1, 2, err, sizeof err) != 0) {
+            printf("FAIL %s: the %s session rewound: %s\n", what, session_names[j], err);
+            ok = 0;
+            break;
+        }
+        double l = *(const float *)rt_session_data(s[j], g->loss);
+        if (!near(l, loss[2], ATOL, RTOL)) {
+            printf("FAIL %s: the %s session rewound to step 2: loss %.7g, step 2's %.7g\n", what,
+                   session_names[j], l, loss[2]);
+            ok = 0;
+        }
+    }
+    if (ok && devices == 1)
+        snprintf(trained, sizeof trained, "%s", path[0]);
+    if (ok) {
+        npassed++;
+        printf("ok %s: loss %.5f -> %.5f, checkpoints agree, loaded %.5f\n", what, loss[0],
+               loss[3], *(const float *)rt_session_data(again, g->loss));
+    } else {
+        nfailed++;
+    }
+done:
+    for (int i = 0; i < 3; i++)
+        rt_session_free(s[i]);
+    for (int i = 0; i < 2; i++)
+        rt_session_free(check[i]);
+    rt_session_free(again);
+    kernels_free(&k);
+    rt_plan_free(p);
+}
+
+static void inference(const char *model, int batch, int devices)
+{
+    char what[128], err[2048];
+    snprintf(what, sizeof what, "%s inference, %d device%s", model, devices,
+             devices > 1 ? "s, data parallel" : "");
+    kernels k = {0};
+    rt_session *s[2] = {NULL, NULL};
+    rt_plan *p = plan_of(model, batch, devices, 0, err, sizeof err);
+    if (!p || kernels_register(p, &k, err, sizeof err) != 0 ||
+        !(s[0] = open_session(p, RT_DEVICE_CPU, 0, 3, err, sizeof err)) ||
+        !(s[1] = open_session(p, RT_DEVICE_CUDA, 0, 3, err, sizeof err)) ||
+        set_batch(p->g, s, 2, 0, err, sizeof err) != 0 ||
+        rt_session_run(s[0], err, sizeof err) != 0 || rt_session_run(s[1], err, sizeof err) != 0) {
+        printf("FAIL %s: %s\n", what, err);
+        nfailed++;
+        goto done;
+    }
+    int ok = same_results(what, p->g, s[1], s[0]);
+    /* the weights (and running statistics) of the training's checkpoint
+       before (its optimizer state ignored), another batch */
+    if (ok && trained[0]) {
+        char at[160];
+        snprintf(at, sizeof at, "%s, trained weights", what);
+        for (int i = 0; i < 2 && ok; i++)
+            ok = rt_session_load(s[i], trained, NULL, err, sizeof err) == 0;
+        ok = ok && set_batch(p->g, s, 2, 1, err, sizeof err) == 0 &&
+             rt_session_run(s[0], err, sizeof err) == 0 && rt_session_run(s[1], err, sizeof err) == 0;
+        if (!ok)
+            printf("FAIL %s: %s\n", at, err);
+        ok = ok && same_results(at, p->g, s[1], s[0]);
+    }
+    if (ok) {
+        npassed++;
+        printf("ok %s%s\n", what, trained[0] ? ", initial and trained weights" : "");
+    } else {
+        nfailed++;
+    }
+done:
+    rt_session_free(s[0]);
+    rt_session_free(s[1]);
+    kernels_free(&k);
+    rt_plan_free(p);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 4) {
+        fprintf(stderr, "usage: test_session_fake SOURCE_DIR WORK_DIR FAKE_DIR\n");
+        return 2;
+    }
+    srcdir = argv[1], workdir = argv[2], fakedir = argv[3];
+    if (!cg_have_nvrtc()) {
+        printf("skipped: this build has no NVRTC\n");
+        return 77;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/libcuda.so.1", fakedir);
+    if (!(driver = dlopen(path, RTLD_NOW | RTLD_LOCAL)) || !dlsym(driver, "fakecuda_register")) {
+        printf("FAIL %s is not the stand-in driver: %s\n", path,
+               driver ? "no fakecuda_register" : dlerror());
+        return 1;
+    }
+    rt_set_threads(2);
+    training("lenet", 4, 1, 1);
+    inference("lenet", 4, 1);
+    training("bnnet", 4, 1, 2);
+    inference("bnnet", 4, 1);
+    training("lenet", 4, 2, 1);
+    training("mlp", 4, 2, 1);
+    dlclose(driver);
+    printf("%d passed, %d failed\n", npassed, nfailed);
+    return nfailed ? 1 : 0;
+}
