@@ -197,9 +197,32 @@ static int read_back(rt_session *s, const ir_value *v, char *err, size_t errlen)
 
 int rt_session_run(rt_session *s, char *err, size_t errlen)
 {
+    return rt_session_launch(s, err, errlen) || rt_session_wait(s, err, errlen) ? -1 : 0;
+}
+
+int rt_session_launch(rt_session *s, char *err, size_t errlen)
+{
+    return s->gpu ? rt_cuda_launch(s->gpu, err, errlen) : rt_exec_run(s->host, err, errlen);
+}
+
+int rt_session_prefetch(rt_session *s, const ir_value *v, const void *data, char *err,
+                        size_t errlen)
+{
+    void *h = rt_exec_data(s->host, v);
+    if (!h)
+        return fail(err, errlen, "this process holds no input %s", v->name);
+    if (data && data != h)
+        memcpy(h, data, host_bytes(v));
+    if (s->gpu && on_gpu(s, v))
+        return rt_cuda_prefetch(s->gpu, -1, v, h, err, errlen);
+    return 0;
+}
+
+int rt_session_wait(rt_session *s, char *err, size_t errlen)
+{
     if (!s->gpu)
-        return rt_exec_run(s->host, err, errlen);
-    if (rt_cuda_run(s->gpu, err, errlen) != 0)
+        return 0;
+    if (rt_cuda_wait(s->gpu, err, errlen) != 0)
         return -1;
     for (int i = 0; i < s->g->noutputs; i++)
         if (read_back(s, s->g->outputs[i].value, err, errlen) != 0)

@@ -86,6 +86,15 @@ int rt_session_set_train(rt_session *s, double lr, int64_t step, uint64_t seed, 
 /* One run; on cuda the outputs and the loss come back to the host copy.  0, or
  * -1 with a message (an index or label out of range, a driver error). */
 int rt_session_run(rt_session *s, char *err, size_t errlen);
+/* rt_session_run in two halves, so that the next batch is copied while a run
+ * goes on: launch (on cuda it returns once the run is issued; on the CPU it
+ * runs it), then wait (its end; outputs and loss to the host copy).  Between
+ * them rt_session_prefetch sets an input for the next launch: into its host
+ * copy, and on cuda onto the GPU on the copy stream. */
+int rt_session_launch(rt_session *s, char *err, size_t errlen);
+int rt_session_wait(rt_session *s, char *err, size_t errlen);
+int rt_session_prefetch(rt_session *s, const ir_value *v, const void *data, char *err,
+                        size_t errlen);
 
 /* Every parameter, buffer and optimizer state value from the GPU into the
  * host copy (pull), or from the host copy to the GPU (push: after writing

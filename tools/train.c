@@ -147,10 +147,11 @@ static int check_data(const model *m, const rt_dataset *ds, const char *what)
     return 0;
 }
 
-/* Copies a batch of examples into the model's inputs.  0, or -1 with a
- * message. */
-static int feed(model *m, const rt_dataset *ds, const int64_t *order, int64_t first, char *err,
-                size_t errlen)
+/* Copies a batch of examples into the model's inputs, for the next run, or
+ * (next) for the run after the one launched, prefetched while it goes on.  0,
+ * or -1 with a message. */
+static int feed_batch(model *m, const rt_dataset *ds, const int64_t *order, int64_t first,
+                      int next, char *err, size_t errlen)
 {
     int64_t n = m->image->type.dims[0];
     int32_t *labels = malloc((size_t)n * sizeof *labels);
@@ -165,10 +166,17 @@ static int feed(model *m, const rt_dataset *ds, const int64_t *order, int64_t fi
             ((int32_t *)dst)[i] = labels[i];
     }
     free(labels);
-    if (rt_session_set_input(m->s, m->image, NULL, err, errlen) != 0 ||
-        rt_session_set_input(m->s, m->label, NULL, err, errlen) != 0)
+    int (*set)(rt_session *, const ir_value *, const void *, char *, size_t) =
+        next ? rt_session_prefetch : rt_session_set_input;
+    if (set(m->s, m->image, NULL, err, errlen) != 0 || set(m->s, m->label, NULL, err, errlen) != 0)
         return -1;
     return 0;
+}
+
+static int feed(model *m, const rt_dataset *ds, const int64_t *order, int64_t first, char *err,
+                size_t errlen)
+{
+    return feed_batch(m, ds, order, first, 0, err, errlen);
 }
 
 /* Copies every param and buffer of dst's graph from src's by name (a
@@ -397,14 +405,26 @@ int cmd_train(const options *o)
                o->world->ranks > 1 ? "MPI ranks, one device each" : "virtual devices",
                tm.prog.strategy, o->file);
     long long first_step = step;
+    /* on a GPU the next batch is copied while the step runs (ahead: this
+       step's batch was); the CPU executor takes each batch as it comes */
+    int pipelined = rt_session_device(tm.s) == RT_DEVICE_CUDA, ahead = 0;
     for (; step < total; step++) {
         long long epoch = step / per_epoch, pos = step % per_epoch;
-        if (pos == 0 || epoch_steps == 0)
+        if (!ahead && (pos == 0 || epoch_steps == 0))
             rt_dataset_order(order, train.n, seed, (uint64_t)epoch);
         double lr = lr_at(o, step, epoch, total);
-        if (feed(&tm, &train, order, pos * batch, err, sizeof err) != 0 ||
-            rt_session_set_train(tm.s, lr, step, seed, err, sizeof err) != 0 ||
-            rt_session_run(tm.s, err, sizeof err) != 0) {
+        int rc = (!ahead && feed(&tm, &train, order, pos * batch, err, sizeof err) != 0) ||
+                 rt_session_set_train(tm.s, lr, step, seed, err, sizeof err) != 0 ||
+                 rt_session_launch(tm.s, err, sizeof err) != 0;
+        ahead = 0;
+        if (!rc && pipelined && step + 1 < total) {
+            long long next = (step + 1) % per_epoch;
+            if (next == 0)
+                rt_dataset_order(order, train.n, seed, (uint64_t)((step + 1) / per_epoch));
+            rc = feed_batch(&tm, &train, order, next * batch, 1, err, sizeof err) != 0;
+            ahead = 1;
+        }
+        if (rc || rt_session_wait(tm.s, err, sizeof err) != 0) {
             fprintf(stderr, "\ngnc: error: step %lld: %s\n", step, err);
             goto done;
         }
