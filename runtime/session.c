@@ -161,17 +161,26 @@ static size_t host_bytes(const ir_value *v)
     return (size_t)ir_type_numel(&v->type) * (t == IR_I64 ? 8 : t == IR_U8 ? 1 : 4);
 }
 
-int rt_session_set_input(rt_session *s, const ir_value *v, const void *data, char *err,
-                         size_t errlen)
+/* Input v into its host copy, and onto the GPU now or (prefetch) for the
+ * next launch. */
+static int put_input(rt_session *s, const ir_value *v, const void *data, int prefetch, char *err,
+                     size_t errlen)
 {
     void *h = rt_exec_data(s->host, v);
     if (!h)
         return fail(err, errlen, "this process holds no input %s", v->name);
     if (data && data != h)
         memcpy(h, data, host_bytes(v));
-    if (s->gpu && on_gpu(s, v))
-        return rt_cuda_write(s->gpu, -1, v, h, err, errlen);
-    return 0;
+    if (!s->gpu || !on_gpu(s, v))
+        return 0;
+    return prefetch ? rt_cuda_prefetch(s->gpu, -1, v, h, err, errlen)
+                    : rt_cuda_write(s->gpu, -1, v, h, err, errlen);
+}
+
+int rt_session_set_input(rt_session *s, const ir_value *v, const void *data, char *err,
+                         size_t errlen)
+{
+    return put_input(s, v, data, 0, err, errlen);
 }
 
 int rt_session_set_train(rt_session *s, double lr, int64_t step, uint64_t seed, char *err,
@@ -208,14 +217,7 @@ int rt_session_launch(rt_session *s, char *err, size_t errlen)
 int rt_session_prefetch(rt_session *s, const ir_value *v, const void *data, char *err,
                         size_t errlen)
 {
-    void *h = rt_exec_data(s->host, v);
-    if (!h)
-        return fail(err, errlen, "this process holds no input %s", v->name);
-    if (data && data != h)
-        memcpy(h, data, host_bytes(v));
-    if (s->gpu && on_gpu(s, v))
-        return rt_cuda_prefetch(s->gpu, -1, v, h, err, errlen);
-    return 0;
+    return put_input(s, v, data, 1, err, errlen);
 }
 
 int rt_session_wait(rt_session *s, char *err, size_t errlen)
