@@ -114,6 +114,18 @@ rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *er
 
 void rt_cuda_close(rt_cuda *x) { (void)x; }
 
+int rt_cuda_unique_id(const char *libdir, rt_cuda_id *id, char *err, size_t errlen)
+{
+    (void)libdir, (void)id;
+    return fail(err, errlen, NO_CUDA);
+}
+
+int rt_cuda_holds(const rt_cuda *x, const ir_value *v)
+{
+    (void)x, (void)v;
+    return 0;
+}
+
 int rt_cuda_write(rt_cuda *x, int device, const ir_value *v, const void *data, char *err,
                   size_t errlen)
 {
@@ -459,15 +471,22 @@ static int open_device(rt_cuda *x, int d, char *err, size_t errlen)
     return prepare_steps(x, d, 0, err, errlen) || prepare_steps(x, d, 1, err, errlen) ? -1 : 0;
 }
 
-/* Each message's event, on its sender's device (where it is recorded). */
+/* The device whose context records message m's event: its sender's, or
+ * (from another process) its receiver d's. */
+static int recorder(const rt_cuda *x, int d, const cuda_message *m)
+{
+    return cuda_mine(x, m->sender) ? m->sender : d;
+}
+
+/* Each message's event, on the device that records it. */
 static int open_messages(rt_cuda *x, int d, char *err, size_t errlen)
 {
     for (int i = 0; i < x->dev[d].nmessages; i++) {
         cuda_message *m = &x->dev[d].messages[i];
-        if (m->sender < 0 || m->sender >= x->p->ndevices)
+        if (m->sender < 0 || m->sender >= x->p->ndevices || m->sender == d)
             return fail(err, errlen, "device %d: message %lld comes from device %d, which the "
                         "program does not have", d, (long long)m->id, m->sender);
-        CU(cuCtxSetCurrent(x->dev[m->sender].ctx));
+        CU(cuCtxSetCurrent(x->dev[recorder(x, d, m)].ctx));
         CU(cuEventCreate(&m->sent, CU_EVENT_DISABLE_TIMING));
     }
     return 0;
@@ -477,7 +496,7 @@ static int open_messages(rt_cuda *x, int d, char *err, size_t errlen)
 static int reset_loss_scale(rt_cuda *x, int d, char *err, size_t errlen)
 {
     const cg_program *p = x->p;
-    if (!p->loss_scale.enabled)
+    if (!p->loss_scale.enabled || !cuda_mine(x, d))
         return 0;
     cuda_gpu *G = &x->dev[d];
     float st[4] = {p->loss_scale.init, 0, 0, 1 / p->loss_scale.init};
@@ -512,6 +531,18 @@ rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *er
     x->p = p;
     x->eager = o->eager;
     x->init_due = 1;
+    x->rank = -1;
+    if (o->ranks > 1) {
+        if (o->ranks != p->ndevices || o->rank < 0 || o->rank >= o->ranks || !o->id) {
+            fail(err, errlen, "a program of %d device%s across %d processes: %s", p->ndevices,
+                 p->ndevices == 1 ? "" : "s", o->ranks,
+                 o->ranks != p->ndevices ? "each process runs one device"
+                 : !o->id ? "no NCCL id (rt_cuda_unique_id on rank 0)" : "rank out of range");
+            rt_cuda_close(x);
+            return NULL;
+        }
+        x->rank = o->rank;
+    }
     if (driver_load(&x->L, o->libdir, err, errlen)) {
         rt_cuda_close(x);
         return NULL;
@@ -525,6 +556,8 @@ rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *er
         return NULL;
     }
     for (int d = 0; d < p->ndevices; d++) {
+        if (!cuda_mine(x, d))
+            continue;
         x->dev[d].ordinal = o->gpus ? o->gpus[d] : d % count;
         if (x->dev[d].ordinal < 0 || x->dev[d].ordinal >= count) {
             fail(err, errlen, "device %d: GPU %d does not exist (%d present)", d,
@@ -533,16 +566,16 @@ rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *er
             return NULL;
         }
     }
-    for (int d = 0; d < p->ndevices; d++)
+    for (int d = 0; x->rank < 0 && d < p->ndevices; d++)
         for (int e = 0; e < d; e++)
             x->local_comm |= x->dev[d].ordinal == x->dev[e].ordinal;
     int rc = 0;
     for (int d = 0; d < p->ndevices && !rc; d++)
-        rc = open_device(x, d, err, errlen);
+        rc = cuda_mine(x, d) ? open_device(x, d, err, errlen) : 0;
     for (int d = 0; d < p->ndevices && !rc; d++)
-        rc = open_messages(x, d, err, errlen);
+        rc = cuda_mine(x, d) ? open_messages(x, d, err, errlen) : 0;
     if (!rc)
-        rc = cuda_libs_open(x, o->libdir, err, errlen);
+        rc = cuda_libs_open(x, o->libdir, o->id, err, errlen);
     for (int d = 0; d < p->ndevices && !rc; d++)
         rc = reset_loss_scale(x, d, err, errlen);
     if (rc) {
@@ -565,6 +598,8 @@ void rt_cuda_close(rt_cuda *x)
         return;
     if (x->L.so && x->in_flight) {
         for (int d = 0; d < x->p->ndevices; d++) {
+            if (!x->dev[d].ctx)
+                continue;
             x->L.cuCtxSetCurrent(x->dev[d].ctx);
             x->L.cuStreamSynchronize(x->dev[d].stream[S_COMPUTE]);
         }
@@ -607,7 +642,7 @@ void rt_cuda_close(rt_cuda *x)
             x->L.cuEventDestroy(G->coll);
         for (int i = 0; i < G->nmessages; i++)
             if (G->messages[i].sent) {
-                x->L.cuCtxSetCurrent(x->dev[G->messages[i].sender].ctx);
+                x->L.cuCtxSetCurrent(x->dev[recorder(x, d, &G->messages[i])].ctx);
                 x->L.cuEventDestroy(G->messages[i].sent);
                 x->L.cuCtxSetCurrent(G->ctx);
             }
@@ -699,9 +734,11 @@ static int transfer(rt_cuda *x, int device, const ir_value *v, void *host, int u
     /* a write or a read waits for the run in flight (a prefetch does not) */
     if (!prefetch && x->in_flight && rt_cuda_wait(x, err, errlen))
         return -1;
+    if (device >= 0 && device < p->ndevices && !cuda_mine(x, device))
+        return fail(err, errlen, "device %d runs in another process (rank %d)", device, device);
     int done = 0;
     for (int d = device < 0 ? 0 : device; d < p->ndevices && (device < 0 || d == device); d++) {
-        const cg_value *cv = cg_value_of(p, d, v);
+        const cg_value *cv = cuda_mine(x, d) ? cg_value_of(p, d, v) : NULL;
         if (!cv)
             continue;
         if (prefetch && cv->kind != CG_VALUE_INPUT)
@@ -726,12 +763,21 @@ static int transfer(rt_cuda *x, int device, const ir_value *v, void *host, int u
         if (!up)
             break;
     }
-    /* an input the program does not read (an optimizer's unused step) */
+    /* an input the program does not read (an optimizer's unused step), or
+       that only other processes' devices read */
     if (!done && up && device < 0 && v->kind == IR_VALUE_INPUT)
         return 0;
     if (!done)
-        return fail(err, errlen, "no device%s holds %s", device < 0 ? "" : " of that number",
-                    v->name);
+        return fail(err, errlen, "no device%s holds %s", device < 0 ? " of this process"
+                    : " of that number", v->name);
+    return 0;
+}
+
+int rt_cuda_holds(const rt_cuda *x, const ir_value *v)
+{
+    for (int d = 0; d < x->p->ndevices; d++)
+        if (cuda_mine(x, d) && cg_value_of(x->p, d, v))
+            return 1;
     return 0;
 }
 
@@ -766,7 +812,7 @@ int rt_cuda_init_params(rt_cuda *x, uint64_t seed, char *err, size_t errlen)
         ir_init_fill(v, seed, buf);
         int rc = 0;
         for (int d = 0; d < x->p->ndevices && !rc; d++)
-            if (cg_value_of(x->p, d, v))
+            if (cuda_mine(x, d) && cg_value_of(x->p, d, v))
                 rc = rt_cuda_write(x, d, v, buf, err, errlen);
         free(buf);
         if (rc)
@@ -958,7 +1004,11 @@ static int issue_comm(rt_cuda *x, int init, int n, const int *devs, const int *i
  * mailbox.  Both on the communication stream, after what the step waits for.
  * So a send never waits for its receiver, as in the CPU executor: pipeline
  * schedules whose sends cross (each stage sending before it receives) cannot
- * deadlock, as they would as NCCL sends on one stream. */
+ * deadlock, as they would as NCCL sends on one stream.
+ *
+ * Across processes a send is an NCCL send (m is NULL then) on the
+ * communicator of its direction, whose receive the receiver posted when its
+ * run started (post_recvs); the send waits for nothing else. */
 static int issue_p2p(rt_cuda *x, int d, int init, int s, cuda_message *m, char *err,
                      size_t errlen)
 {
@@ -970,7 +1020,11 @@ static int issue_p2p(rt_cuda *x, int d, int init, int s, cuda_message *m, char *
     CU(cuCtxSetCurrent(G->ctx));
     if (st->wait >= 0)
         CU(cuStreamWaitEvent(cs, G->done[init][st->wait], 0));
-    if (c->op == IR_OP_SEND) {
+    if (c->op == IR_OP_SEND && !m) {
+        if (cuda_comm_p2p(x, d, 1, c->peer, cuda_ptr(G, c->send[0]),
+                          c->count[0] * dtype_bytes(c->dtype), cs, err, errlen))
+            return -1;
+    } else if (c->op == IR_OP_SEND) {
         cuda_gpu *R = &x->dev[c->peer];
         CUdeviceptr to = R->mailbox + (CUdeviceptr)m->offset;
         if (R->ctx == G->ctx)
@@ -989,6 +1043,63 @@ static int issue_p2p(rt_cuda *x, int d, int init, int s, cuda_message *m, char *
     return 0;
 }
 
+/* Across processes, when a run (or the init steps) starts: every message
+ * this process's device will receive from the others, its NCCL receive
+ * posted into the mailbox on the receiving stream, in the order its sender
+ * sends them, and its event recorded after it. */
+static int post_recvs(rt_cuda *x, int init, char *err, size_t errlen)
+{
+    int d = x->rank;
+    cuda_gpu *G = &x->dev[d];
+    CUstream rs = G->stream[S_RECV];
+    CU(cuCtxSetCurrent(G->ctx));
+    for (int a = 0; a < x->p->ndevices; a++) {
+        int n;
+        const cg_step *steps = steps_of(x, a, init, &n);
+        for (int s = 0; s < n && a != d; s++) {
+            const cg_comm *c = &steps[s].u.comm;
+            if (steps[s].kind != CG_STEP_COMM || c->op != IR_OP_SEND || c->peer != d)
+                continue;
+            cuda_message *m = message(G, init, c->id);
+            if (!m)
+                return fail(err, errlen, "device %d sends message %lld, which device %d never "
+                            "receives", a, (long long)c->id, d);
+            if (cuda_comm_p2p(x, d, 0, a, G->mailbox + (CUdeviceptr)m->offset, m->bytes, rs, err,
+                              errlen))
+                return -1;
+            CU(cuEventRecord(m->sent, rs));
+        }
+    }
+    return 0;
+}
+
+/* Issues the steps of one run (or the init steps) of this process's one
+ * device, in order: each collective its own NCCL call (the group's other
+ * members make theirs in their processes). */
+static int issue_rank(rt_cuda *x, int init, char *err, size_t errlen)
+{
+    int d = x->rank, n;
+    const cg_step *steps = steps_of(x, d, init, &n);
+    for (int s = 0; s < n; s++) {
+        const cg_comm *c = &steps[s].u.comm;
+        int rc;
+        if (steps[s].kind != CG_STEP_COMM) {
+            rc = issue_step(x, d, init, s, err, errlen);
+        } else if (c->op == IR_OP_SEND || c->op == IR_OP_RECV) {
+            cuda_message *m = c->op == IR_OP_RECV ? message(&x->dev[d], init, c->id) : NULL;
+            if (c->op == IR_OP_RECV && !m)
+                return fail(err, errlen, "device %d: message %lld has no receiver", d,
+                            (long long)c->id);
+            rc = issue_p2p(x, d, init, s, m, err, errlen);
+        } else {
+            rc = issue_comm(x, init, 1, &d, &s, err, errlen);
+        }
+        if (rc)
+            return -1;
+    }
+    return 0;
+}
+
 /* Issues the steps of one run (or the init steps) of every device, in
  * lockstep as tests/cg_host.c runs them: each device up to its next
  * communication step; then every collective whose whole group is there as
@@ -997,6 +1108,8 @@ static int issue_p2p(rt_cuda *x, int d, int init, int s, cuda_message *m, char *
 static int issue_all(rt_cuda *x, int init, char *err, size_t errlen)
 {
     int nd = x->p->ndevices, pos[64] = {0};
+    if (x->rank >= 0)
+        return post_recvs(x, init, err, errlen) || issue_rank(x, init, err, errlen) ? -1 : 0;
     if (nd > 64)
         return fail(err, errlen, "more than 64 devices in one process");
     for (int d = 0; d < nd; d++)
@@ -1058,19 +1171,31 @@ static int issue_all(rt_cuda *x, int init, char *err, size_t errlen)
     }
 }
 
-/* One run (or the init steps) between a fork from device 0's compute stream
+/* The first device of this process: its compute stream is where runs start
+ * and end. */
+static cuda_gpu *origin(rt_cuda *x)
+{
+    return &x->dev[x->rank < 0 ? 0 : x->rank];
+}
+
+/* One run (or the init steps) between a fork from the origin's compute stream
  * and a join back into it, so that a CUDA graph captured on that stream holds
- * all of it, and an eager run is ordered after the last. */
+ * all of it, and an eager run is ordered after the last.  The streams forked
+ * and joined: compute and communication, and the receiving stream across
+ * processes. */
 static int issue_run(rt_cuda *x, int init, char *err, size_t errlen)
 {
     const cg_program *p = x->p;
-    cuda_gpu *G0 = &x->dev[0];
+    cuda_gpu *G0 = origin(x);
+    int last = x->rank < 0 ? S_COMM : S_RECV;
     CU(cuCtxSetCurrent(G0->ctx));
     CU(cuEventRecord(G0->fork, G0->stream[S_COMPUTE]));
     for (int d = 0; d < p->ndevices; d++) {
         cuda_gpu *G = &x->dev[d];
+        if (!cuda_mine(x, d))
+            continue;
         CU(cuCtxSetCurrent(G->ctx));
-        for (int s = d == 0 ? S_COMM : S_COMPUTE; s <= S_COMM; s++)
+        for (int s = G == G0 ? S_COMM : S_COMPUTE; s <= last; s++)
             CU(cuStreamWaitEvent(G->stream[s], G0->fork, 0));
         if (!init)
             CU(cuMemsetD8Async(cuda_ptr(G, p->devices[d].status), 0, sizeof(cg_status),
@@ -1080,7 +1205,7 @@ static int issue_run(rt_cuda *x, int init, char *err, size_t errlen)
         return -1;
     for (int d = 0; d < p->ndevices; d++) {
         cuda_gpu *G = &x->dev[d];
-        for (int s = d == 0 ? S_COMM : S_COMPUTE; s <= S_COMM; s++) {
+        for (int s = G == G0 ? S_COMM : S_COMPUTE; s <= last && cuda_mine(x, d); s++) {
             CU(cuCtxSetCurrent(G->ctx));
             CU(cuEventRecord(G->join[s], G->stream[s]));
             CU(cuCtxSetCurrent(G0->ctx));
@@ -1092,12 +1217,12 @@ static int issue_run(rt_cuda *x, int init, char *err, size_t errlen)
 
 static int capture(rt_cuda *x, char *err, size_t errlen)
 {
-    CUstream st = x->dev[0].stream[S_COMPUTE];
+    CUstream st = origin(x)->stream[S_COMPUTE];
     CUgraph graph = NULL;
-    CU(cuCtxSetCurrent(x->dev[0].ctx));
+    CU(cuCtxSetCurrent(origin(x)->ctx));
     CU(cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
     int rc = issue_run(x, 0, err, errlen);
-    x->L.cuCtxSetCurrent(x->dev[0].ctx);
+    x->L.cuCtxSetCurrent(origin(x)->ctx);
     CUresult r = x->L.cuStreamEndCapture(st, &graph);
     if (rc) {
         if (graph)
@@ -1123,24 +1248,28 @@ static int capture(rt_cuda *x, char *err, size_t errlen)
 static int sync_all(rt_cuda *x, char *err, size_t errlen)
 {
     for (int d = 0; d < x->p->ndevices; d++) {
+        if (!cuda_mine(x, d))
+            continue;
         CU(cuCtxSetCurrent(x->dev[d].ctx));
-        CU(cuStreamSynchronize(x->dev[d].stream[S_COMPUTE]));
-        CU(cuStreamSynchronize(x->dev[d].stream[S_COMM]));
+        for (int s = S_COMPUTE; s <= S_RECV; s++)
+            CU(cuStreamSynchronize(x->dev[d].stream[s]));
     }
     return 0;
 }
 
-/* The prefetched inputs into place, on each device's compute stream, device 0's
- * compute stream (where the run starts) after all of them. */
+/* The prefetched inputs into place, on each device's compute stream, the
+ * origin's compute stream (where the run starts) after all of them. */
 static int place_prefetched(rt_cuda *x, char *err, size_t errlen)
 {
     if (!x->npending)
         return 0;
-    cuda_gpu *G0 = &x->dev[0];
+    cuda_gpu *G0 = origin(x);
     for (int d = 0; d < x->p->ndevices; d++) {
         cuda_gpu *G = &x->dev[d];
         CUstream cs = G->stream[S_COMPUTE];
         int any = 0;
+        if (!cuda_mine(x, d))
+            continue;
         CU(cuCtxSetCurrent(G->ctx));
         for (int i = 0; i < x->npending; i++) {
             const cuda_pending *q = &x->pending[i];
@@ -1179,8 +1308,8 @@ int rt_cuda_launch(rt_cuda *x, char *err, size_t errlen)
     } else {
         if (!x->graph && capture(x, err, errlen))
             return -1;
-        CU(cuCtxSetCurrent(x->dev[0].ctx));
-        CU(cuGraphLaunch(x->graph, x->dev[0].stream[S_COMPUTE]));
+        CU(cuCtxSetCurrent(origin(x)->ctx));
+        CU(cuGraphLaunch(x->graph, origin(x)->stream[S_COMPUTE]));
     }
     x->in_flight = 1;
     return 0;
@@ -1197,6 +1326,8 @@ int rt_cuda_wait(rt_cuda *x, char *err, size_t errlen)
         const cg_device *D = &x->p->devices[d];
         cuda_gpu *G = &x->dev[d];
         cg_status st;
+        if (!cuda_mine(x, d))
+            continue;
         CU(cuCtxSetCurrent(G->ctx));
         CU(cuMemcpyDtoHAsync(&st, cuda_ptr(G, D->status), sizeof st, G->stream[S_COPY]));
         CU(cuStreamSynchronize(G->stream[S_COPY]));

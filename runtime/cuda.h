@@ -24,7 +24,8 @@
  *
  * Every kind of step runs: kernels, copies, cuBLASLt matmuls, cuDNN
  * convolutions, NCCL communication between the program's devices (one GPU
- * each, one process).  None of it has run on a real GPU yet; CI runs it on
+ * each; in one process, or one device per process, MPI's ranks, with
+ * rt_cuda_options.ranks).  None of it has run on a real GPU yet; CI runs it on
  * stand-in libraries (tests/fakecuda/, docs/runtime.md). */
 #ifndef GNC_CUDA_H
 #define GNC_CUDA_H
@@ -36,6 +37,12 @@
 
 typedef struct rt_cuda rt_cuda;
 
+/* What ties the processes of one program together: NCCL's unique id, made by
+ * rank 0 (rt_cuda_unique_id) and sent to the others (MPI_Bcast of its bytes). */
+typedef struct {
+    char bytes[128];
+} rt_cuda_id;
+
 typedef struct {
     const int *gpus;            /* program device d -> CUDA ordinal; NULL: d % count */
     int eager;                  /* launch step by step instead of replaying a CUDA graph */
@@ -43,7 +50,16 @@ typedef struct {
                                    libcudnn.so.9 and libnccl.so.2; NULL: $GNC_CUDA_LIBDIR,
                                    else the dynamic loader's search path (tests name a
                                    folder of stand-ins, or one that does not exist) */
+    int ranks;                  /* 0 or 1: every device of the program in this process; N:
+                                   N processes (MPI ranks) run the program's N devices, */
+    int rank;                   /* this one device `rank`, with NCCL communicators across */
+    const rt_cuda_id *id;       /* the processes from rank 0's id (ranks > 1) */
 } rt_cuda_options;
+
+/* Rank 0's part of opening a program across processes: NCCL's unique id
+ * (ncclGetUniqueId of libnccl.so.2 in libdir, as in rt_cuda_options).  0, or
+ * -1 with a message. */
+int rt_cuda_unique_id(const char *libdir, rt_cuda_id *id, char *err, size_t errlen);
 
 /* 0 when the driver (in libdir, as in rt_cuda_options) loads, initializes and
  * sees a GPU; else -1 with a message. */
@@ -56,10 +72,15 @@ rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *er
                          size_t errlen);
 void rt_cuda_close(rt_cuda *x);
 
-/* Value v of program device d (-1: every device that holds it) from or to the
- * host, in the CPU executor's layout (floats as float, integers as
- * themselves), converted to or from its storage dtype.  0, or -1 with a
- * message when no such device holds v or a copy fails. */
+/* Whether a device of this process holds v (all of them but one are in
+ * other processes when the program runs across processes). */
+int rt_cuda_holds(const rt_cuda *x, const ir_value *v);
+
+/* Value v of program device d (-1: every device of this process that holds
+ * it) from or to the host, in the CPU executor's layout (floats as float,
+ * integers as themselves), converted to or from its storage dtype.  0, or -1
+ * with a message when no such device holds v, d runs in another process, or
+ * a copy fails. */
 int rt_cuda_write(rt_cuda *x, int device, const ir_value *v, const void *data, char *err,
                   size_t errlen);
 /* Input v's value for the next launch, copied on the copy stream while a

@@ -49,19 +49,24 @@ typedef struct {
 
 /* ---- the executor's state */
 
-enum { S_COMPUTE, S_COMM, S_COPY, S_N };
+/* Streams per device: compute, communication, the messages from other
+ * processes (their receives, posted when a run starts), copies from the host. */
+enum { S_COMPUTE, S_COMM, S_RECV, S_COPY, S_N };
 
 typedef struct cuda_libs cuda_libs;     /* cuda_lib.c: the libraries' entry points */
 typedef struct cuda_step_lib cuda_step_lib;   /* cuda_lib.c: a library step, prepared */
 
 /* A point-to-point message's place on the receiver: the sender copies into
- * it when it reaches its send, the receiver out of it at its recv. */
+ * it when it reaches its send (from another process: the receiver's NCCL
+ * receive into it, posted when the run starts), the receiver out of it at
+ * its recv. */
 typedef struct {
     int init;                   /* of the init steps */
     int64_t id;                 /* the send/recv pair's id */
     int64_t offset, bytes;      /* in the receiver's mailbox */
     int sender;                 /* the device that sends it */
-    CUevent sent;               /* the sender's: recorded after its copy */
+    CUevent sent;               /* recorded after the copy into the mailbox (on the
+                                   sender's device; the receiver's across processes) */
     int issued;                 /* the send was issued in this run */
 } cuda_message;
 
@@ -101,6 +106,8 @@ struct rt_cuda {
     cuda_driver L;
     cuda_libs *libs;
     int eager;
+    int rank;                   /* the one program device this process runs (the others
+                                   are other processes'), or -1: all of them */
     int local_comm;             /* two program devices share a GPU: collectives are
                                    copies and reduction kernels, not NCCL */
     int init_due;               /* the init steps run before the next run */
@@ -111,6 +118,12 @@ struct rt_cuda {
     cuda_pending *pending;      /* [number of inputs x devices] at most */
 };
 
+/* Whether program device d runs in this process. */
+static inline int cuda_mine(const rt_cuda *x, int d)
+{
+    return x->rank < 0 || x->rank == d;
+}
+
 static inline CUdeviceptr cuda_ptr(const cuda_gpu *G, cg_ref r)
 {
     return G->region[r.region] + (CUdeviceptr)r.offset;
@@ -120,10 +133,11 @@ static inline CUdeviceptr cuda_ptr(const cuda_gpu *G, cg_ref r)
 
 /* Loads the libraries program p needs (cuBLASLt for gemm steps, cuDNN for
  * convolutions, NCCL for communication) from libdir, creates per-device
- * handles and communicators, and prepares every library step: descriptors
+ * handles and communicators (across processes from id), and prepares every library step: descriptors
  * and algorithms chosen once, by heuristics (never timed).  0, or -1 with a
  * message naming the step. */
-int cuda_libs_open(rt_cuda *x, const char *libdir, char *err, size_t errlen);
+int cuda_libs_open(rt_cuda *x, const char *libdir, const rt_cuda_id *id, char *err,
+                   size_t errlen);
 void cuda_libs_close(rt_cuda *x);
 
 /* Times each library step of the run (rt_cuda_autotune) and records the
@@ -139,5 +153,12 @@ int cuda_lib_issue(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *prepared,
  * each on its device's communication stream. */
 int cuda_comm_issue(rt_cuda *x, int n, const int *devs, const cg_step *const *steps,
                     char *err, size_t errlen);
+
+/* Across processes: bytes at ptr of device d (this process's) sent to, or
+ * received from, program device peer (another process's) on stream st, on
+ * the communicator of that direction alone (so that sends crossing in
+ * opposite directions never wait for each other). */
+int cuda_comm_p2p(rt_cuda *x, int d, int send, int peer, CUdeviceptr ptr, int64_t bytes,
+                  CUstream st, char *err, size_t errlen);
 
 #endif

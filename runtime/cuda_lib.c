@@ -43,7 +43,7 @@
     X(cudnnConvolutionBiasActivationForward) X(cudnnFindConvolutionForwardAlgorithmEx) \
     X(cudnnFindConvolutionBackwardDataAlgorithmEx) X(cudnnFindConvolutionBackwardFilterAlgorithmEx)
 
-#define NCCL_FNS(X) X(ncclGetErrorString) X(ncclCommInitAll) X(ncclCommSplit) \
+#define NCCL_FNS(X) X(ncclGetErrorString) X(ncclCommInitAll) X(ncclCommInitRank) X(ncclCommSplit) \
     X(ncclCommDestroy) X(ncclGroupStart) X(ncclGroupEnd) X(ncclAllReduce) X(ncclAllGather) \
     X(ncclReduceScatter) X(ncclBroadcast) X(ncclSend) X(ncclRecv)
 
@@ -64,6 +64,9 @@ struct cuda_libs {
     ncclComm_t *world;          /* [ndevices]: rank d is program device d */
     int ngroups;
     nccl_group *groups;         /* the collectives' other groups, split from world */
+    ncclComm_t *pair;           /* across processes, [a * ndevices + b]: the messages from
+                                   device a to device b (a rank 0, b rank 1), split from
+                                   world; NULL where this process is neither */
 };
 
 struct cuda_step_lib {
@@ -424,21 +427,110 @@ static ncclComm_t comm_of(const rt_cuda *x, int d, const cg_comm *c)
     return NULL;
 }
 
-/* One communicator for all devices (ncclCommInitAll: rank d on program device
- * d's GPU), then one per other group of a collective, split from it. */
-static int open_comms(rt_cuda *x, char *err, size_t errlen)
+/* Splits world into the communicator of devices group[0..n) (ranked in that
+ * order): collective over world, every device of this process calls it, those
+ * outside the group with no color, in one group call.  comm[i] becomes
+ * group[i]'s (NULL for the devices of other processes). */
+static int split(rt_cuda *x, const int64_t *group, int n, ncclComm_t *comm, char *err,
+                 size_t errlen)
+{
+    cuda_libs *B = x->libs;
+    int nd = x->p->ndevices;
+    const char *what = "NCCL";
+    ncclComm_t mine[64];
+    ncclResult_t r = ncclSuccess;
+    if (nd > 64)
+        return cuda_fail(err, errlen, "more than 64 devices");
+    NCCL(ncclGroupStart());
+    for (int e = 0; e < nd; e++) {
+        int rank = -1;
+        for (int i = 0; i < n; i++)
+            if (group[i] == e)
+                rank = i;
+        mine[e] = NULL;
+        if (!cuda_mine(x, e))
+            continue;
+        r = B->c.ncclCommSplit(B->world[e], rank < 0 ? NCCL_SPLIT_NOCOLOR : 0, rank < 0 ? 0 : rank,
+                               &mine[e], NULL);
+        if (r != ncclSuccess)
+            break;
+    }
+    ncclResult_t r2 = B->c.ncclGroupEnd();
+    if (r != ncclSuccess || r2 != ncclSuccess)
+        return cuda_fail(err, errlen, "NCCL: ncclCommSplit for a group of %d: %s", n,
+                         B->c.ncclGetErrorString(r != ncclSuccess ? r : r2));
+    for (int i = 0; i < n; i++)
+        comm[i] = mine[group[i]];
+    return 0;
+}
+
+/* One communicator for this process's device across processes
+ * (ncclCommInitRank: its rank is its program device), and one per direction
+ * of point-to-point traffic, split from it. */
+static int open_world_rank(rt_cuda *x, const rt_cuda_id *id, char *err, size_t errlen)
 {
     cuda_libs *B = x->libs;
     const cg_program *p = x->p;
     int nd = p->ndevices;
-    const char *what = "NCCL";
+    ncclUniqueId uid;
+    memcpy(&uid, id->bytes, sizeof uid < sizeof id->bytes ? sizeof uid : sizeof id->bytes);
+    CU(cuCtxSetCurrent(x->dev[x->rank].ctx));
+    ncclResult_t r = B->c.ncclCommInitRank(&B->world[x->rank], nd, uid, x->rank);
+    if (r != ncclSuccess) {
+        B->world[x->rank] = NULL;
+        return cuda_fail(err, errlen, "NCCL: ncclCommInitRank as rank %d of %d: %s", x->rank, nd,
+                         B->c.ncclGetErrorString(r));
+    }
+    unsigned char *made = calloc((size_t)nd * (size_t)nd, 1);
+    if (!made || !(B->pair = calloc((size_t)nd * (size_t)nd, sizeof *B->pair))) {
+        free(made);
+        return cuda_fail(err, errlen, "out of memory");
+    }
+    /* the directions in the order the program's sends first take them, the
+       same in every process */
+    for (int a = 0; a < nd; a++)
+        for (int init = 0; init < 2; init++) {
+            const cg_device *D = &p->devices[a];
+            const cg_step *steps = init ? D->init : D->steps;
+            for (int s = 0; s < (init ? D->ninit : D->nsteps); s++) {
+                const cg_comm *c = &steps[s].u.comm;
+                int64_t ends[2] = {a, c->peer};
+                ncclComm_t two[2] = {NULL, NULL};
+                if (steps[s].kind != CG_STEP_COMM || c->op != IR_OP_SEND || c->peer < 0 ||
+                    c->peer >= nd || c->peer == a || made[a * nd + c->peer])
+                    continue;
+                if (split(x, ends, 2, two, err, errlen)) {
+                    free(made);
+                    return -1;
+                }
+                made[a * nd + c->peer] = 1;
+                B->pair[a * nd + c->peer] = two[0] ? two[0] : two[1];
+            }
+        }
+    free(made);
+    return 0;
+}
+
+/* One communicator for all devices (ncclCommInitAll: rank d on program device
+ * d's GPU; across processes ncclCommInitRank), then one per other group of a
+ * collective, split from it. */
+static int open_comms(rt_cuda *x, const rt_cuda_id *id, char *err, size_t errlen)
+{
+    cuda_libs *B = x->libs;
+    const cg_program *p = x->p;
+    int nd = p->ndevices;
     int *ordinals = calloc((size_t)nd, sizeof *ordinals);
     B->world = calloc((size_t)nd, sizeof *B->world);
     if (!ordinals || !B->world) {
         free(ordinals);
         return cuda_fail(err, errlen, "out of memory");
     }
-    for (int d = 0; d < nd; d++) {
+    if (x->rank >= 0) {
+        free(ordinals);
+        if (open_world_rank(x, id, err, errlen))
+            return -1;
+    }
+    for (int d = 0; x->rank < 0 && d < nd; d++) {
         ordinals[d] = x->dev[d].ordinal;
         for (int e = 0; e < d; e++)
             if (ordinals[e] == ordinals[d]) {
@@ -449,8 +541,9 @@ static int open_comms(rt_cuda *x, char *err, size_t errlen)
                                  "devices; give it that many GPUs)", e, d, gpu, nd);
             }
     }
-    ncclResult_t r = B->c.ncclCommInitAll(B->world, nd, ordinals);
-    free(ordinals);
+    ncclResult_t r = x->rank >= 0 ? ncclSuccess : B->c.ncclCommInitAll(B->world, nd, ordinals);
+    if (x->rank < 0)
+        free(ordinals);
     if (r != ncclSuccess) {
         memset(B->world, 0, (size_t)nd * sizeof *B->world);
         return cuda_fail(err, errlen, "NCCL: ncclCommInitAll over %d GPUs: %s", nd,
@@ -478,31 +571,51 @@ static int open_comms(rt_cuda *x, char *err, size_t errlen)
             if (!g->group || !g->comm)
                 return cuda_fail(err, errlen, "out of memory");
             memcpy(g->group, st->u.comm.group, (size_t)g->n * sizeof *g->group);
-            /* ncclCommSplit is collective over world: every device calls it,
-             * those outside the group with no color, in one group call */
-            ncclComm_t mine[64];
-            if (nd > 64)
-                return cuda_fail(err, errlen, "more than 64 devices");
-            NCCL(ncclGroupStart());
-            for (int e = 0; e < nd; e++) {
-                int rank = -1;
-                for (int i = 0; i < g->n; i++)
-                    if (g->group[i] == e)
-                        rank = i;
-                mine[e] = NULL;
-                r = B->c.ncclCommSplit(B->world[e], rank < 0 ? NCCL_SPLIT_NOCOLOR : 0,
-                                       rank < 0 ? 0 : rank, &mine[e], NULL);
-                if (r != ncclSuccess)
-                    break;
-            }
-            ncclResult_t r2 = B->c.ncclGroupEnd();
-            if (r != ncclSuccess || r2 != ncclSuccess)
-                return cuda_fail(err, errlen, "NCCL: ncclCommSplit for a group of %d: %s", g->n,
-                                 B->c.ncclGetErrorString(r != ncclSuccess ? r : r2));
-            for (int i = 0; i < g->n; i++)
-                g->comm[i] = mine[g->group[i]];
+            if (split(x, g->group, g->n, g->comm, err, errlen))
+                return -1;
         }
     return 0;
+}
+
+int cuda_comm_p2p(rt_cuda *x, int d, int send, int peer, CUdeviceptr ptr, int64_t bytes,
+                  CUstream st, char *err, size_t errlen)
+{
+    cuda_libs *B = x->libs;
+    int nd = x->p->ndevices;
+    const char *what = "NCCL";
+    ncclComm_t comm = B->pair ? B->pair[send ? d * nd + peer : peer * nd + d] : NULL;
+    if (!comm)
+        return cuda_fail(err, errlen, "device %d: no communicator for messages %s device %d", d,
+                         send ? "to" : "from", peer);
+    if (send)
+        NCCL(ncclSend((const void *)ptr, (size_t)bytes, ncclUint8, 1, comm, (cudaStream_t)st));
+    else
+        NCCL(ncclRecv((void *)ptr, (size_t)bytes, ncclUint8, 0, comm, (cudaStream_t)st));
+    return 0;
+}
+
+int rt_cuda_unique_id(const char *libdir, rt_cuda_id *id, char *err, size_t errlen)
+{
+    char path[4096];
+    cuda_lib_path(libdir, "libnccl.so." XSTR(NCCL_MAJOR), path, sizeof path);
+    void *so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!so)
+        return cuda_fail(err, errlen, "NCCL (%s) does not load: %s", path, dlerror());
+    __typeof__(ncclGetUniqueId) *get;
+    __typeof__(ncclGetErrorString) *say;
+    *(void **)&get = dlsym(so, "ncclGetUniqueId");
+    *(void **)&say = dlsym(so, "ncclGetErrorString");
+    ncclUniqueId uid;
+    ncclResult_t r = get && say ? get(&uid) : ncclSystemError;
+    int rc = 0;
+    if (!get || !say)
+        rc = cuda_fail(err, errlen, "NCCL (%s) has no ncclGetUniqueId", path);
+    else if (r != ncclSuccess)
+        rc = cuda_fail(err, errlen, "NCCL: ncclGetUniqueId: %s", say(r));
+    memset(id, 0, sizeof *id);
+    memcpy(id->bytes, &uid, sizeof uid < sizeof id->bytes ? sizeof uid : sizeof id->bytes);
+    dlclose(so);
+    return rc;
 }
 
 static int issue_one(rt_cuda *x, int d, const cg_comm *c, char *err, size_t errlen)
@@ -677,6 +790,8 @@ int cuda_libs_autotune(rt_cuda *x, cg_program *p, char *err, size_t errlen)
     for (int d = 0; d < p->ndevices; d++) {
         cuda_gpu *G = &x->dev[d];
         CUevent t0, t1;
+        if (!cuda_mine(x, d))
+            continue;
         CU(cuCtxSetCurrent(G->ctx));
         CU(cuEventCreate(&t0, CU_EVENT_DEFAULT));
         CU(cuEventCreate(&t1, CU_EVENT_DEFAULT));
@@ -731,7 +846,8 @@ static int prepare_steps(rt_cuda *x, int d, const cg_step *steps, int n, cuda_st
     return 0;
 }
 
-int cuda_libs_open(rt_cuda *x, const char *libdir, char *err, size_t errlen)
+int cuda_libs_open(rt_cuda *x, const char *libdir, const rt_cuda_id *id, char *err,
+                   size_t errlen)
 {
     const cg_program *p = x->p;
     int need[CG_STEP_COPY + 1] = {0};
@@ -740,10 +856,12 @@ int cuda_libs_open(rt_cuda *x, const char *libdir, char *err, size_t errlen)
         for (int s = 0; s < p->devices[d].ninit + p->devices[d].nsteps; s++) {
             const cg_device *D = &p->devices[d];
             const cg_step *st = s < D->ninit ? &D->init[s] : &D->steps[s - D->ninit];
-            /* sends and recvs are peer-to-peer copies (cuda.c), not NCCL, and so
-             * are collectives between devices that share a GPU */
-            if (st->kind != CG_STEP_COMM || (!x->local_comm && st->u.comm.op != IR_OP_SEND &&
-                                             st->u.comm.op != IR_OP_RECV))
+            /* in one process sends and recvs are peer-to-peer copies (cuda.c),
+             * not NCCL, and so are collectives between devices that share a
+             * GPU; across processes everything is NCCL (every process loads it,
+             * its communicators are collective) */
+            if (st->kind != CG_STEP_COMM || x->rank >= 0 ||
+                (!x->local_comm && st->u.comm.op != IR_OP_SEND && st->u.comm.op != IR_OP_RECV))
                 need[st->kind] = 1;
             if (st->kind == CG_STEP_CONV && st->u.conv.k > max_k)
                 max_k = st->u.conv.k;
@@ -767,6 +885,8 @@ int cuda_libs_open(rt_cuda *x, const char *libdir, char *err, size_t errlen)
     for (int d = 0; d < p->ndevices; d++) {
         cuda_gpu *G = &x->dev[d];
         const char *what = G->name;
+        if (!cuda_mine(x, d))
+            continue;
         CU(cuCtxSetCurrent(G->ctx));
         if (B->blas_so)
             BLAS(cublasLtCreate((cublasLtHandle_t *)&G->blas));
@@ -782,7 +902,7 @@ int cuda_libs_open(rt_cuda *x, const char *libdir, char *err, size_t errlen)
             prepare_steps(x, d, D->init, D->ninit, &G->lib[1], err, errlen))
             return -1;
     }
-    if (B->nccl_so && open_comms(x, err, errlen))
+    if (B->nccl_so && open_comms(x, id, err, errlen))
         return -1;
     return 0;
 }
@@ -831,6 +951,11 @@ void cuda_libs_close(rt_cuda *x)
         free(B->groups[g].comm);
     }
     free(B->groups);
+    int nd = x->p->ndevices;
+    for (int i = 0; B->pair && i < nd * nd; i++)
+        if (B->pair[i])
+            B->c.ncclCommDestroy(B->pair[i]);
+    free(B->pair);
     for (int d = 0; B->world && d < x->p->ndevices; d++)
         if (B->world[d])
             B->c.ncclCommDestroy(B->world[d]);

@@ -67,13 +67,10 @@ static int saved(const ir_value *v)
     return v->kind == IR_VALUE_PARAM || v->kind == IR_VALUE_BUFFER || v->kind == IR_VALUE_STATE;
 }
 
-/* Whether some device of the GPU program holds v. */
+/* Whether some device of the GPU program in this process holds v. */
 static int on_gpu(const rt_session *s, const ir_value *v)
 {
-    for (int d = 0; d < s->prog->ndevices; d++)
-        if (cg_value_of(s->prog, d, v))
-            return 1;
-    return 0;
+    return rt_cuda_holds(s->gpu, v);
 }
 
 static int is_float(ir_dtype t) { return t == IR_F32 || t == IR_F16 || t == IR_BF16; }
@@ -91,6 +88,10 @@ static int open_gpu(rt_session *s, const rt_plan *p, const rt_session_options *o
     rt_cuda_options co = {0};
     co.libdir = o->libdir;
     co.eager = o->eager;
+    co.gpus = o->gpus;
+    co.ranks = o->ranks;
+    co.rank = o->rank;
+    co.id = o->id;
     if (!(s->gpu = rt_cuda_open_ex(s->prog, &co, err, errlen)) ||
         rt_cuda_init_params(s->gpu, o->seed, err, errlen) != 0)
         return -1;
@@ -115,7 +116,9 @@ rt_session *rt_session_open(const rt_plan *p, const rt_session_options *o, char 
     rt_session_options dflt = {0};
     if (!o)
         o = &dflt;
-    rt_exec *x = rt_exec_new_planned(p->g, p->mp->offset_by_id, p->mp->device_bytes, err, errlen);
+    rt_exec *x = o->host ? o->host
+                         : rt_exec_new_planned(p->g, p->mp->offset_by_id, p->mp->device_bytes, err,
+                                               errlen);
     if (!x)
         return NULL;
     rt_session *s = made(p->g, x);

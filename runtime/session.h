@@ -28,6 +28,11 @@
  *             state) read back into the host copy first (rt_session_pull);
  *   load      into the host copy, then all of them written to the GPU
  *             (rt_session_push).
+ * Across processes (o->ranks, under mpirun) the GPU executor runs device
+ * o->rank of the program alone, and the host copy is the rank's CPU executor
+ * (o->host, rt_exec_new_rank): the values read back and written are this
+ * process's device's; rt_exec_gather_params on the host copy, after
+ * rt_session_pull, brings rank 0 the rest.
  *
  * Errors are return values with messages; nothing is printed and nothing
  * exits.  A session is used by one thread at a time. */
@@ -38,6 +43,7 @@
 #include <stdint.h>
 
 #include "checkpoint.h"
+#include "cuda.h"
 #include "device.h"
 #include "exec.h"
 #include "plan.h"
@@ -51,6 +57,12 @@ typedef struct {
                                    (rt_cuda_options.libdir); NULL: $GNC_CUDA_LIBDIR, else
                                    the dynamic loader's search path */
     int eager;                  /* cuda: launch step by step, no CUDA graph */
+    const int *gpus;            /* cuda: program device d on GPU gpus[d] (rt_cuda_options) */
+    int ranks, rank;            /* cuda across processes (rt_cuda_options): this process */
+    const rt_cuda_id *id;       /* runs device rank of ranks, NCCL's id from rank 0 */
+    rt_exec *host;              /* the host copy made elsewhere (an MPI rank's executor,
+                                   rt_exec_new_rank), which the session then owns; NULL:
+                                   made of the plan */
 } rt_session_options;
 
 /* A session of plan p (which must outlive it) on o->device, its parameters

@@ -26,3 +26,8 @@ file(MAKE_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/gpu-work)
 add_test(NAME gpu_ops COMMAND test_gpu_ops ${CMAKE_CURRENT_BINARY_DIR}/gpu-work)
 add_test(NAME gpu_train COMMAND test_gpu_train ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/gpu-work)
 set_tests_properties(gpu_ops gpu_train PROPERTIES LABELS "gpu" SKIP_RETURN_CODE 77 TIMEOUT 900)
+# One device per process on two GPUs (NCCL across processes); skipped with
+# fewer GPUs, without mpirun or MPI.
+add_test(NAME gpu_train_mpi COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/gpu/mpirun.sh 2
+         $<TARGET_FILE:test_gpu_train> ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/gpu-work --mpi)
+set_tests_properties(gpu_train_mpi PROPERTIES LABELS "gpu" SKIP_RETURN_CODE 77 TIMEOUT 900)

@@ -15,6 +15,7 @@
 typedef struct {
     int ranks;                  /* its size; 1: not under MPI */
     int rank;                   /* this process's: it runs device rank */
+    int local_rank;             /* its rank among the ranks on its node: its GPU's */
     int together;               /* the failure being reported was found by every rank
                                    at once (a collective check): the job ends through
                                    MPI_Finalize with the status, not MPI_Abort */
@@ -125,6 +126,11 @@ const cost_device *cli_device_model(const options *o, cost_device *buf, char *er
 int cli_mpi_init(int *argc, char ***argv, cli_world *w);
 int cli_mpi_options(options *o, const char *cmd);
 int cli_mpi_end(const cli_world *w, int rc);
+/* Under MPI, collectively: whether every rank has a GPU of its own (its local
+ * rank below its node's GPU count); and NCCL's id, made by rank 0 and sent to
+ * every rank (0, or -1 on every rank with rank 0's reason in err). */
+int cli_mpi_gpus(const cli_world *w);
+int cli_mpi_cuda_id(const cli_world *w, void *id, size_t bytes, char *err, size_t errlen);
 /* Under MPI, collectively after every rank compiled: reports d (rank 0 its
  * own problems; another rank only those that rank 0 does not have) and checks
  * that every rank compiled the same program and plan (g NULL: this rank
@@ -137,8 +143,8 @@ struct rt_exec *cli_exec_new(const options *o, const cli_program *p, int per_ran
                              size_t errlen);
 
 /* Devices (tools/plan.c; runtime/session.h).  cli_device: --device of run,
- * train and eval (or the default: cuda where a GPU is present, but cpu under
- * mpirun) into o->cuda; with cuda, the driver is probed at once, so that a
+ * train and eval (or the default: cuda where a GPU is present; under mpirun
+ * where every rank has one of its own) into o->cuda; with cuda, the driver is probed at once, so that a
  * machine without one fails before anything is compiled, read or written.
  * Returns 0, or 1 after saying why (an unknown name is a usage error of
  * parse_args already).  cli_session_new: the session that runs p on o's

@@ -23,6 +23,7 @@
 #endif
 
 #include "cli.h"
+#include "cuda.h"
 #include "exec.h"
 
 /* The ranks a launcher announces: Open MPI's mpirun, or MPICH's and Intel's
@@ -45,7 +46,7 @@ static int launcher_ranks(int *rank)
 int cli_mpi_init(int *argc, char ***argv, cli_world *w)
 {
     int rank, n = launcher_ranks(&rank);
-    w->ranks = 1, w->rank = 0, w->together = 0;
+    w->ranks = 1, w->rank = 0, w->local_rank = 0, w->together = 0;
     if (n <= 1)
         return 0;
 #ifdef GNC_HAVE_MPI
@@ -57,6 +58,12 @@ int cli_mpi_init(int *argc, char ***argv, cli_world *w)
     }
     MPI_Comm_size(MPI_COMM_WORLD, &w->ranks);
     MPI_Comm_rank(MPI_COMM_WORLD, &w->rank);
+    MPI_Comm node;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
+        MPI_SUCCESS) {
+        MPI_Comm_rank(node, &w->local_rank);
+        MPI_Comm_free(&node);
+    }
     return 0;
 #else
     (void)argc, (void)argv;
@@ -120,6 +127,33 @@ int cli_mpi_options(options *o, const char *cmd)
         o->dump_dir = NULL;
     }
     return 0;
+}
+
+int cli_mpi_gpus(const cli_world *w)
+{
+    char err[512];
+    int count = rt_cuda_gpu_count(NULL, err, sizeof err), mine = count > w->local_rank;
+#ifdef GNC_HAVE_MPI
+    if (w->ranks > 1)
+        MPI_Allreduce(MPI_IN_PLACE, &mine, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+#endif
+    return mine;
+}
+
+int cli_mpi_cuda_id(const cli_world *w, void *id, size_t bytes, char *err, size_t errlen)
+{
+    rt_cuda_id made;
+    int rc = w->rank == 0 ? rt_cuda_unique_id(NULL, &made, err, errlen) : 0;
+    if (bytes > sizeof made.bytes)
+        bytes = sizeof made.bytes;
+    memcpy(id, made.bytes, w->rank == 0 ? bytes : 0);
+#ifdef GNC_HAVE_MPI
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Bcast(id, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
+#endif
+    if (rc && w->rank != 0)
+        snprintf(err, errlen, "rank 0 could not make NCCL's id");
+    return rc ? -1 : 0;
 }
 
 int cli_mpi_end(const cli_world *w, int rc)

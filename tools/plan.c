@@ -223,19 +223,12 @@ int cli_device(options *o)
     rt_device_kind kind = RT_DEVICE_CPU;
     const char *name = o->device;
     if (!name && o->world->ranks > 1)
-        name = "cpu"; /* under mpirun, the CPU executor alone */
+        name = cli_mpi_gpus(o->world) ? "cuda" : "cpu"; /* each rank its own GPU, or none */
     if (rt_device_pick(name, &kind, err, sizeof err) != 0) {
         fprintf(stderr, "gnc: error: %s\n", err);
         return 1;
     }
     o->cuda = kind == RT_DEVICE_CUDA;
-    if (o->cuda && o->world->ranks > 1) {
-        o->world->together = 1;
-        if (o->world->rank == 0)
-            fprintf(stderr, "gnc: error: --device cuda: under mpirun gnc runs on the CPU executor "
-                    "alone, one device per process (--device cpu)\n");
-        return 1;
-    }
     if (o->cuda && o->profile) {
         fprintf(stderr, "gnc: error: --profile times the CPU executor's ops: add --device cpu\n");
         return 1;
@@ -257,7 +250,34 @@ struct rt_session *cli_session_new(const options *o, const cli_program *p, int p
             return NULL;
         }
         rt_session_options so = {.device = RT_DEVICE_CUDA, .seed = seed};
-        return rt_session_open(p->file, &so, err, errlen);
+        const cli_world *w = o->world;
+        if (w->ranks <= 1)
+            return rt_session_open(p->file, &so, err, errlen);
+        /* under mpirun: the GPU of this rank's local rank; a training step's
+           device `rank` of it, NCCL across the ranks (collectively); an
+           inference program whole */
+        char why[512];
+        int count = rt_cuda_gpu_count(NULL, why, sizeof why);
+        int n = p->file->ndevices, *gpus = calloc((size_t)n, sizeof *gpus);
+        rt_cuda_id id;
+        if (!gpus) {
+            snprintf(err, errlen, "out of memory");
+            return NULL;
+        }
+        for (int d = 0; d < n; d++)
+            gpus[d] = count > 0 ? w->local_rank % count : 0;
+        so.gpus = gpus;
+        if (per_rank && n == w->ranks) {
+            if (cli_mpi_cuda_id(w, id.bytes, sizeof id.bytes, err, errlen) != 0 ||
+                !(so.host = cli_exec_new(o, p, 1, err, errlen))) {
+                free(gpus);
+                return NULL;
+            }
+            so.ranks = w->ranks, so.rank = w->rank, so.id = &id;
+        }
+        struct rt_session *s = rt_session_open(p->file, &so, err, errlen);
+        free(gpus);
+        return s;
     }
     struct rt_exec *x = cli_exec_new(o, p, per_rank, err, errlen);
     if (!x)

@@ -467,8 +467,8 @@ int cmd_train(const options *o)
         if (tty)
             fputc('\n', stderr);
         if ((pos + 1 == per_epoch || o->checkpoint) &&
-            (rt_exec_gather_params(rt_session_host(tm.s), err, sizeof err) != 0 ||
-             rt_session_pull(tm.s, err, sizeof err) != 0)) {
+            (rt_session_pull(tm.s, err, sizeof err) != 0 ||
+             rt_exec_gather_params(rt_session_host(tm.s), err, sizeof err) != 0)) {
             fprintf(stderr, "gnc: error: step %lld: %s\n", step, err);
             goto done;
         }

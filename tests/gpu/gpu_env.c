@@ -52,6 +52,15 @@ void gpu_env_free(gpu_env *e)
 gpu_run *gpu_open(const gpu_env *e, cg_program *p, const int *gpus, int eager, char *err,
                   size_t errlen)
 {
+    rt_cuda_options o = {0};
+    o.eager = eager;
+    o.gpus = gpus;
+    return gpu_open_ex(e, p, &o, err, errlen);
+}
+
+gpu_run *gpu_open_ex(const gpu_env *e, cg_program *p, const rt_cuda_options *options, char *err,
+                     size_t errlen)
+{
     gpu_run *r = calloc(1, sizeof *r);
     if (!r) {
         snprintf(err, errlen, "out of memory");
@@ -79,9 +88,7 @@ gpu_run *gpu_open(const gpu_env *e, cg_program *p, const int *gpus, int eager, c
                 return NULL;
             }
     }
-    rt_cuda_options o = {0};
-    o.eager = eager;
-    o.gpus = gpus;
+    rt_cuda_options o = *options;
     o.libdir = e->fake;
     if (!(r->x = rt_cuda_open_ex(p, &o, err, errlen))) {
         gpu_close(r);

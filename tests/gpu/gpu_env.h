@@ -34,6 +34,10 @@ typedef struct {
  * registered first (once for runs of the same program open at once). */
 gpu_run *gpu_open(const gpu_env *e, cg_program *p, const int *gpus, int eager, char *err,
                   size_t errlen);
+/* The same with every option of rt_cuda_open_ex (its libdir set here), for
+ * a program run across processes (o->ranks). */
+gpu_run *gpu_open_ex(const gpu_env *e, cg_program *p, const rt_cuda_options *o, char *err,
+                     size_t errlen);
 void gpu_close(gpu_run *r);
 
 #endif

@@ -19,11 +19,22 @@
  * hybrid on four devices: NCCL's split communicators, send/recv), and again
  * with devices sharing GPUs (collectives without NCCL), within 1e-4 + 1e-4 |loss| per step, the weights after the
  * last step within 1e-4 + 1e-3 |w|, eager and graph bitwise equal, and the
- * next batch prefetched while a step runs. */
+ * next batch prefetched while a step runs.
+ *
+ *   mpirun -np N test_gpu_train SOURCE_DIR WORK_DIR [--fake DIR] --mpi
+ *
+ * runs N-device programs one device per process (rt_cuda_options.ranks:
+ * NCCL communicators across the processes from rank 0's id, sends as NCCL
+ * sends against receives posted up front): on two ranks lenet data parallel
+ * and mlp pipeline (sends crossing both ways) and tensor parallel, on four
+ * mlp hybrid; every rank compares what its device holds with the CPU
+ * executor running the whole program, the loss's rank the losses.  On GPUs
+ * it needs one per rank. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "codegen.h"
 #include "cuda.h"
@@ -32,7 +43,12 @@
 #include "gpu_env.h"
 #include "passes.h"
 
+#ifdef GNC_HAVE_MPI
+#include <mpi.h>
+#endif
+
 static int npassed, nfailed;
+static int ranks = 1, rank;     /* under mpirun --mpi: the world; else one process */
 
 /* ---------------------------------------------------------------- models */
 
@@ -126,18 +142,62 @@ static int near(double got, double want, double atol, double rtol)
     return fabs(got - want) <= atol + rtol * fabs(want);
 }
 
+/* Across processes: two NCCL ids (for the eager run and the graph's), made
+ * on rank 0 and broadcast.  Collective. */
+static int share_ids(const gpu_env *env, rt_cuda_id ids[2], char *err, size_t errlen)
+{
+#ifdef GNC_HAVE_MPI
+    int rc = 0;
+    if (rank == 0)
+        rc = rt_cuda_unique_id(env->fake, &ids[0], err, errlen) ||
+             rt_cuda_unique_id(env->fake, &ids[1], err, errlen);
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Bcast(ids, (int)(2 * sizeof *ids), MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (rc && rank != 0)
+        snprintf(err, errlen, "rank 0 has no NCCL id");
+    return rc;
+#else
+    (void)env, (void)ids;
+    snprintf(err, errlen, "built without MPI");
+    return -1;
+#endif
+}
+
+/* Whether any rank failed (every rank gets the answer). */
+static int any_rank(int failed)
+{
+#ifdef GNC_HAVE_MPI
+    if (ranks > 1)
+        MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+#endif
+    return failed;
+}
+
 /* The program's losses over c->steps steps on the GPU (eager and graph) and
  * on the CPU executor. */
 static void one(const gpu_env *env, const char *src, const train_case *c)
 {
     char err[1024], what[128];
     static const char *const strategies[] = {"data", "pipeline", "tensor", "hybrid"};
-    snprintf(what, sizeof what, "%s, batch %d, %d device%s%s, %d steps%s", c->model, c->batch,
+    char who[32] = "";
+    if (ranks > 1)
+        snprintf(who, sizeof who, " (rank %d of %d)", rank, ranks);
+    snprintf(what, sizeof what, "%s, batch %d, %d device%s%s, %d steps%s%s", c->model, c->batch,
              c->devices, c->devices > 1 ? "s " : "", c->devices > 1 ? strategies[c->strategy] : "",
-             c->steps, c->gpus ? ", devices sharing GPUs" : "");
+             c->steps, c->gpus ? ", devices sharing GPUs" : "", who);
     ir_graph *g = model(src, c->model, c->batch, c->devices, c->strategy);
     if (!g)
         return;
+    rt_cuda_options oe = {0}, og = {0};
+    rt_cuda_id ids[2];
+    oe.eager = 1;
+    oe.gpus = og.gpus = c->gpus;
+    if (ranks > 1) {
+        oe.ranks = og.ranks = ranks;
+        oe.rank = og.rank = rank;
+        oe.id = &ids[0], og.id = &ids[1];
+    }
+    int failed = 0;
     diag d;
     diag_init(&d);
     mp_plan *mp = mp_plan_graph(g);
@@ -147,24 +207,26 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
     gpu_run *eager = NULL, *graph = NULL;
     double *cpu = calloc((size_t)c->steps, sizeof *cpu), *ge = calloc((size_t)c->steps, sizeof *ge),
            *gg = calloc((size_t)c->steps, sizeof *gg);
-    if (!p || !x || cg_compile(p, NULL, NULL, err, sizeof err) ||
-        !(eager = gpu_open(env, p, c->gpus, 1, err, sizeof err)) ||
-        !(graph = gpu_open(env, p, c->gpus, 0, err, sizeof err))) {
+    int shared = ranks > 1 ? share_ids(env, ids, err, sizeof err) : 0;
+    if (!p || !x || shared || cg_compile(p, NULL, NULL, err, sizeof err) ||
+        !(eager = gpu_open_ex(env, p, &oe, err, sizeof err)) ||
+        !(graph = gpu_open_ex(env, p, &og, err, sizeof err))) {
         if (!p)
             diag_print(&d, stdout);
         printf("FAIL %s: %s\n", what, p ? err : "cg_generate failed");
-        nfailed++;
+        failed = 1;
         goto done;
     }
     rt_exec_init_params(x, 5);
     if (rt_cuda_init_params(eager->x, 5, err, sizeof err) ||
         rt_cuda_init_params(graph->x, 5, err, sizeof err)) {
         printf("FAIL %s: %s\n", what, err);
-        nfailed++;
+        failed = 1;
         goto done;
     }
     const ir_value *loss = g->loss;
     int ld = loss->def ? loss->def->device : 0;
+    int has_loss = ranks == 1 || rank == ld; /* this process reads the loss */
     int ok = 1;
     for (int k = 0; k < c->steps && ok; k++) {
         step_inputs(g, x, k, c->lr);
@@ -175,9 +237,9 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
             ok = !rt_cuda_write(eager->x, -1, v, rt_exec_data(x, v), err, sizeof err) &&
                  (k > 0 || !rt_cuda_write(graph->x, -1, v, rt_exec_data(x, v), err, sizeof err));
         }
-        float l;
+        float l = 0;
         ok = ok && !rt_exec_run(x, err, sizeof err) && !rt_cuda_run(eager->x, err, sizeof err) &&
-             !rt_cuda_read(eager->x, ld, loss, &l, err, sizeof err);
+             (!has_loss || !rt_cuda_read(eager->x, ld, loss, &l, err, sizeof err));
         cpu[k] = *(const float *)rt_exec_data(x, loss);
         ge[k] = l;
         if (k == 0)
@@ -189,7 +251,7 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
                                        err, sizeof err);
         }
         ok = ok && !rt_cuda_wait(graph->x, err, sizeof err) &&
-             !rt_cuda_read(graph->x, ld, loss, &l, err, sizeof err);
+             (!has_loss || !rt_cuda_read(graph->x, ld, loss, &l, err, sizeof err));
         gg[k] = l;
         if (ok && k + 1 < c->steps)
             ok = !rt_cuda_launch(graph->x, err, sizeof err);
@@ -197,11 +259,11 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
             printf("FAIL %s: step %d: %s\n", what, k, err);
     }
     if (!ok) {
-        nfailed++;
+        failed = 1;
         goto done;
     }
     int bad = 0;
-    for (int k = 0; k < c->steps; k++) {
+    for (int k = 0; k < c->steps && has_loss; k++) {
         double tol_r = k == 0 ? c->first_rtol : c->rtol, tol_a = k == 0 ? 0 : c->atol;
         if (!near(ge[k], cpu[k], tol_a, tol_r) && bad++ < 3)
             printf("FAIL %s: step %d: loss %.7g on the GPU, %.7g on the CPU\n", what, k, ge[k],
@@ -210,12 +272,12 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
             printf("FAIL %s: step %d: graph replay's loss %.9g, eager %.9g\n", what, k, gg[k],
                    ge[k]);
     }
-    if (c->steps >= 10 && !(ge[c->steps - 1] < 0.5 * ge[0]) && bad++ < 4)
+    if (has_loss && c->steps >= 10 && !(ge[c->steps - 1] < 0.5 * ge[0]) && bad++ < 4)
         printf("FAIL %s: the loss does not fall: %.5g at the first step, %.5g at the last\n",
                what, ge[0], ge[c->steps - 1]);
     for (int i = 0; c->watol >= 0 && i < g->nparams; i++) {
         const ir_value *v = g->params[i];
-        if (v->type.dtype != IR_F32)
+        if (v->type.dtype != IR_F32 || !rt_cuda_holds(eager->x, v))
             continue;
         int64_t n = ir_type_numel(&v->type);
         float *w = malloc((size_t)n * sizeof *w + 4);
@@ -233,14 +295,15 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
             }
         free(w);
     }
-    if (bad) {
-        nfailed++;
-    } else {
-        npassed++;
+    failed = bad != 0;
+    if (!failed && has_loss)
         printf("ok %s: loss %.5f -> %.5f (CPU %.5f -> %.5f)\n", what, ge[0], ge[c->steps - 1],
                cpu[0], cpu[c->steps - 1]);
-    }
 done:
+    if (any_rank(failed))
+        nfailed++;
+    else
+        npassed++;
     free(cpu);
     free(ge);
     free(gg);
@@ -253,23 +316,17 @@ done:
     diag_free(&d);
 }
 
-int main(int argc, char **argv)
+static int in_one_process(const char *src, const char *work, const char *fake)
 {
-    if (argc < 3) {
-        fprintf(stderr, "usage: test_gpu_train SOURCE_DIR WORK_DIR [--fake DIR]\n");
-        return 2;
-    }
-    const char *fake = argc >= 5 && strcmp(argv[3], "--fake") == 0 ? argv[4] : NULL;
     char err[512];
     gpu_env env;
-    int rc = gpu_env_init(&env, fake, argv[2], err, sizeof err);
+    int rc = gpu_env_init(&env, fake, work, err, sizeof err);
     if (rc) {
         printf("%s: %s\n", rc == 77 ? "skipped" : "FAIL", err);
         return rc == 77 ? 77 : 1;
     }
     rt_set_threads(fake ? 2 : 16);
-    if (fake) {
-        static const int one_gpu[] = {0, 0, 0, 0}, two_gpus[] = {0, 0, 1, 1};
+    if (fake) {        static const int one_gpu[] = {0, 0, 0, 0}, two_gpus[] = {0, 0, 1, 1};
         static const train_case cases[] = {
             {"lenet", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL},
             {"mlp", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL},
@@ -286,7 +343,7 @@ int main(int argc, char **argv)
             {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, two_gpus},
         };
         for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-            one(&env, argv[1], &cases[i]);
+            one(&env, src, &cases[i]);
     } else {
         static const int one_gpu[] = {0, 0};
         static const train_case resnet = {"resnet18", 32, 1, 50, PT_DATA, 0.05f, 2e-3, 2e-2, 1e-4,
@@ -295,14 +352,82 @@ int main(int argc, char **argv)
                                           -1, NULL};
         static const train_case shared = {"lenet", 32, 2, 50, PT_DATA, 0.05f, 2e-3, 2e-2, 1e-4, -1,
                                           -1, one_gpu};
-        one(&env, argv[1], &resnet);
-        one(&env, argv[1], &shared);
+        one(&env, src, &resnet);
+        one(&env, src, &shared);
         if (env.gpus >= 2)
-            one(&env, argv[1], &lenet2);
+            one(&env, src, &lenet2);
         else
             printf("not run: lenet on 2 devices on 2 GPUs (one GPU here)\n");
     }
     gpu_env_free(&env);
     printf("%d passed, %d failed\n", npassed, nfailed);
     return nfailed ? 1 : 0;
+}
+
+/* Under mpirun: the programs of as many devices as there are ranks, one
+ * device per process.  Every rank returns the same code. */
+static int across_processes(int argc, char **argv, const char *src, const char *work,
+                            const char *fake)
+{
+#ifdef GNC_HAVE_MPI
+    MPI_Init(&argc, &argv);
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    char err[512], dir[4096];
+    /* each rank builds its own host emulations */
+    snprintf(dir, sizeof dir, "%s/rank%d", work, rank);
+    mkdir(dir, 0777);
+    gpu_env env;
+    int rc = gpu_env_init(&env, fake, dir, err, sizeof err);
+    if (!rc && env.gpus < ranks) {
+        snprintf(err, sizeof err, "%d GPU%s for %d ranks", env.gpus, env.gpus == 1 ? "" : "s",
+                 ranks);
+        rc = 77;
+    }
+    if (any_rank(rc != 0)) {
+        if (rank == 0)
+            printf("%s: %s\n", rc == 77 ? "skipped" : "FAIL", rc ? err : "another rank failed");
+        gpu_env_free(&env);
+        MPI_Finalize();
+        return rc == 77 ? 77 : 1;
+    }
+    rt_set_threads(1);
+    static const train_case two[] = {
+        {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL},
+        {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL},
+        {"lenet", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL},
+        {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL},
+    };
+    static const train_case four[] = {
+        {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL},
+        {"mlp", 8, 4, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL},
+    };
+    const train_case *cases = ranks == 2 ? two : ranks == 4 ? four : NULL;
+    size_t n = ranks == 2 ? sizeof two / sizeof *two : ranks == 4 ? sizeof four / sizeof *four : 0;
+    if (!n && rank == 0)
+        printf("FAIL: run on 2 or 4 ranks, not %d\n", ranks);
+    for (size_t i = 0; i < n; i++)
+        one(&env, src, &cases[i]);
+    gpu_env_free(&env);
+    if (rank == 0)
+        printf("%d passed, %d failed (on %d ranks)\n", npassed, nfailed, ranks);
+    MPI_Finalize();
+    return nfailed || !n ? 1 : 0;
+#else
+    (void)argc, (void)argv, (void)src, (void)work, (void)fake;
+    printf("skipped: built without MPI\n");
+    return 77;
+#endif
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: test_gpu_train SOURCE_DIR WORK_DIR [--fake DIR] [--mpi]\n");
+        return 2;
+    }
+    const char *fake = argc >= 5 && strcmp(argv[3], "--fake") == 0 ? argv[4] : NULL;
+    int mpi = strcmp(argv[argc - 1], "--mpi") == 0;
+    return mpi ? across_processes(argc, argv, argv[1], argv[2], fake)
+               : in_one_process(argv[1], argv[2], fake);
 }

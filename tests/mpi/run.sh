@@ -121,6 +121,12 @@ if [ "$(grep -c 'test accuracy' <<<"$out")" = 1 ]; then ok; else bad "gnc eval s
 expect 2 "${MPI[@]}" -np 2 "${T[@]}" --devices cpu:4
 has "--devices gives 4 devices, but mpirun started 2 ranks"
 if [ "$(grep -c 'but mpirun started' <<<"$out")" = 1 ]; then ok; else bad "the mismatch should be said once"; fi
+# --device cuda under mpirun where there is no GPU: said before anything runs
+if ! command -v nvidia-smi >/dev/null; then
+    expect 1 "${MPI[@]}" -np 2 "${T[@]}" --device cuda --steps 2 --checkpoint cuda.st
+    has "gnc: error: device cuda: "
+    if [ ! -e cuda.st ]; then ok; else bad "a failed cuda run left cuda.st"; fi
+fi
 # labels 0 1 2 99: with data parallelism rank 1 reads 2 and 99
 {
     printf '\223NUMPY\001\000\166\000'
