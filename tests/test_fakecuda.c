@@ -16,7 +16,17 @@
  *   9. NCCL communicators from ncclCommInitRank in a group and from
  *      ncclCommSplit; a reduce_scatter captured across both devices into one
  *      graph and replayed;
- *  10. a failing kernel's error, sticky.
+ *  10. a failing kernel's error, sticky;
+ *  11. NCCL across processes, one rank each (forked before the parent touches
+ *      the driver, so each starts from a fresh fake as a process of its own):
+ *      init outside a group and in a group of its one call, all_reduce (sum,
+ *      max; float, int32, uint8), all_gather, reduce_scatter, broadcast of
+ *      int8, a split into a sub-group and into a pair; crossing sends with the
+ *      receives posted first on a stream of their own; a captured graph of
+ *      receive, send and all_reduce replayed 3 times; and what must fail:
+ *      crossing sends each before its receive on one stream (a timeout, not a
+ *      hang), two ranks on one GPU, a rank that never joins, collectives that
+ *      do not match.  Each check also finds the id's directory removed.
  * The fakes print their refusals to stderr: expected here. */
 #include <cublasLt.h>
 #include <cuda.h>
@@ -27,6 +37,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "codegen.h"
 #include "fake.h"
@@ -53,7 +66,7 @@
 #define NCCL(X) X(ncclCommInitAll) X(ncclCommDestroy) X(ncclGroupStart) X(ncclGroupEnd) \
     X(ncclAllReduce) X(ncclAllGather) X(ncclBroadcast) X(ncclSend) X(ncclRecv) \
     X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommSplit) X(ncclCommCount) \
-    X(ncclCommUserRank) X(ncclReduceScatter)
+    X(ncclCommUserRank) X(ncclReduceScatter) X(ncclGetErrorString)
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -605,9 +618,6 @@ static void test_nccl_init_and_capture(CUstream s[2])
     }
     CHECK(L.ncclGroupEnd() == ncclInvalidUsage, "two ranks on device 0: Duplicate GPU detected");
     L.ncclGetUniqueId(&id);
-    L.cuCtxSetCurrent(ctx[0]);
-    CHECK(L.ncclCommInitRank(&c[0], 2, id, 0) == ncclInternalError,
-          "a rank of another process, outside a group");
     L.ncclGroupStart();
     for (int r = 0; r < 2; r++) {
         L.cuCtxSetCurrent(ctx[r]);
@@ -684,6 +694,350 @@ static void test_nccl_init_and_capture(CUstream s[2])
     L.cuCtxSetCurrent(ctx[0]);
 }
 
+/* ---------------------------------------------------------------- NCCL across processes */
+
+#define DP(x) ((void *)(uintptr_t)(x))
+
+typedef void (*rank_fn)(int rank, int nranks, const ncclUniqueId *id, CUstream s, CUstream rs);
+
+static double wall(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Calls grouped one by one, as the executor issues them. */
+static ncclResult_t send1(CUdeviceptr p, size_t n, ncclDataType_t t, int peer, ncclComm_t c, CUstream s)
+{
+    L.ncclGroupStart();
+    ncclResult_t r = L.ncclSend(DP(p), n, t, peer, c, (cudaStream_t)s);
+    ncclResult_t e = L.ncclGroupEnd();
+    return r ? r : e;
+}
+
+static ncclResult_t recv1(CUdeviceptr p, size_t n, ncclDataType_t t, int peer, ncclComm_t c, CUstream s)
+{
+    L.ncclGroupStart();
+    ncclResult_t r = L.ncclRecv(DP(p), n, t, peer, c, (cudaStream_t)s);
+    ncclResult_t e = L.ncclGroupEnd();
+    return r ? r : e;
+}
+
+/* Of a world of 2: pair[a] carries a's messages to the other rank, a its rank 0. */
+static void open_pairs(int rank, ncclComm_t world, ncclComm_t pair[2])
+{
+    for (int a = 0; a < 2; a++) {
+        L.ncclGroupStart();
+        ncclResult_t r = L.ncclCommSplit(world, 0, rank == a ? 0 : 1, &pair[a], NULL);
+        CHECK(L.ncclGroupEnd() == ncclSuccess && r == ncclSuccess && pair[a], "rank %d: pair %d", rank, a);
+    }
+}
+
+/* 3 ranks: collectives on the world, a sub-group {2, 0} and a pair 2 -> 0. */
+static void rank_collectives(int rank, int nranks, const ncclUniqueId *id, CUstream s, CUstream rs)
+{
+    ncclComm_t world = NULL, sub = NULL, pair = NULL;
+    cudaStream_t cs = (cudaStream_t)s;
+    CHECK(L.ncclCommInitRank(&world, nranks, *id, rank) == ncclSuccess, "rank %d: init outside a group",
+          rank);
+    int n = 0, me = -1;
+    CHECK(L.ncclCommCount(world, &n) == ncclSuccess && n == nranks &&
+          L.ncclCommUserRank(world, &me) == ncclSuccess && me == rank,
+          "rank %d: count %d, rank %d", rank, n, me);
+    enum { m = 6 };
+    float x[m], xs[3 * m], got[3 * m];
+    int32_t k[m];
+    int8_t b[m];
+    uint8_t u[m];
+    int64_t l = rank + 1;
+    for (int i = 0; i < m; i++) {
+        x[i] = (float)((rank + 1) * i) + 0.25f;
+        k[i] = rank * 10 - i;
+        b[i] = rank == 2 ? (int8_t)(i - 3) : 0;
+        u[i] = (uint8_t)(100 + rank);
+    }
+    for (int i = 0; i < 3 * m; i++)
+        xs[i] = (float)(rank + i);
+    CUdeviceptr dx = upload(x, sizeof x, s), dk = upload(k, sizeof k, s), db = upload(b, sizeof b, s);
+    CUdeviceptr du = upload(u, sizeof u, s), dxs = upload(xs, sizeof xs, s), dl = upload(&l, sizeof l, s);
+    CUdeviceptr dg, dsum;
+    L.cuMemAlloc(&dg, sizeof xs);
+    L.cuMemAlloc(&dsum, sizeof x);
+    CHECK(L.ncclAllReduce(DP(dx), DP(dsum), m, ncclFloat32, ncclSum, world, cs) == ncclSuccess &&
+          L.ncclAllGather(DP(dx), DP(dg), m, ncclFloat32, world, cs) == ncclSuccess, "rank %d: issue", rank);
+    L.ncclGroupStart();
+    L.ncclAllReduce(DP(dk), DP(dk), m, ncclInt32, ncclMax, world, cs);
+    L.ncclAllReduce(DP(du), DP(du), m, ncclUint8, ncclSum, world, cs);
+    CHECK(L.ncclGroupEnd() == ncclSuccess, "rank %d: a group of two collectives", rank);
+    download(got, dsum, sizeof x, s);
+    int ok = 1;
+    for (int i = 0; i < m; i++)
+        ok &= got[i] == (float)(6 * i) + 0.75f;
+    CHECK(ok, "rank %d: all_reduce sum: [1] %g", rank, got[1]);
+    download(got, dg, sizeof xs, s);
+    ok = 1;
+    for (int i = 0; i < 3 * m; i++)
+        ok &= got[i] == (float)((i / m + 1) * (i % m)) + 0.25f;
+    CHECK(ok, "rank %d: all_gather: [7] %g", rank, got[7]);
+    download(k, dk, sizeof k, s);
+    download(u, du, sizeof u, s);
+    ok = 1;
+    for (int i = 0; i < m; i++)
+        ok &= k[i] == 20 - i && u[i] == (uint8_t)(303 % 256);
+    CHECK(ok, "rank %d: all_reduce max int32 %d, sum uint8 %d (wrapped)", rank, k[0], u[0]);
+    CHECK(L.ncclReduceScatter(DP(dxs), DP(dsum), m, ncclFloat32, ncclSum, world, cs) == ncclSuccess &&
+          L.ncclBroadcast(DP(db), DP(db), m, ncclInt8, 2, world, cs) == ncclSuccess, "rank %d: issue", rank);
+    download(got, dsum, sizeof x, s);
+    download(b, db, sizeof b, s);
+    ok = 1;
+    for (int i = 0; i < m; i++)
+        ok &= got[i] == (float)(3 * (rank * m + i) + 3) && b[i] == i - 3;
+    CHECK(ok, "rank %d: reduce_scatter [0] %g, broadcast of int8 [0] %d", rank, got[0], b[0]);
+
+    /* the sub-group {2, 0}, ordered by key; rank 1 outside it */
+    L.ncclGroupStart();
+    L.ncclCommSplit(world, rank == 1 ? NCCL_SPLIT_NOCOLOR : 0, 2 - rank, &sub, NULL);
+    CHECK(L.ncclGroupEnd() == ncclSuccess, "rank %d: split", rank);
+    if (rank == 1) {
+        CHECK(sub == NULL, "rank 1 has no color: no communicator");
+    } else {
+        CHECK(sub && L.ncclCommCount(sub, &n) == ncclSuccess && n == 2 &&
+              L.ncclCommUserRank(sub, &me) == ncclSuccess && me == (rank == 2 ? 0 : 1),
+              "rank %d: in the sub-group %d of %d", rank, me, n);
+        CHECK(L.ncclAllReduce(DP(dl), DP(dl), 1, ncclInt64, ncclSum, sub, cs) == ncclSuccess, "rank %d", rank);
+        download(&l, dl, sizeof l, s);
+        CHECK(l == 4, "rank %d: all_reduce of the sub-group (ranks 0 and 2): %lld", rank, (long long)l);
+    }
+    /* the pair 2 -> 0 (split outside a group): 2 sends on s, 0 receives on rs */
+    CHECK(L.ncclCommSplit(world, rank == 1 ? NCCL_SPLIT_NOCOLOR : 0, rank == 2 ? 0 : 1, &pair, NULL) ==
+          ncclSuccess && (rank == 1) == (pair == NULL), "rank %d: pair", rank);
+    if (rank == 2)
+        CHECK(send1(dx, m, ncclFloat32, 1, pair, s) == ncclSuccess, "send");
+    if (rank == 0) {
+        CHECK(recv1(dsum, m, ncclFloat32, 0, pair, rs) == ncclSuccess, "recv");
+        download(got, dsum, sizeof x, rs);
+        CHECK(got[1] == 3.25f && got[5] == 15.25f, "rank 0 received rank 2's x: %g %g", got[1], got[5]);
+    }
+    CHECK(L.cuStreamSynchronize(s) == CUDA_SUCCESS, "rank %d: sync", rank);
+    if (sub)
+        L.ncclCommDestroy(sub);
+    CHECK(L.ncclCommDestroy(world) == ncclSuccess, "rank %d: destroy", rank);
+    if (pair)
+        L.ncclCommDestroy(pair);
+    L.cuMemFree(dx), L.cuMemFree(dk), L.cuMemFree(db), L.cuMemFree(du), L.cuMemFree(dxs);
+    L.cuMemFree(dl), L.cuMemFree(dg), L.cuMemFree(dsum);
+}
+
+/* 2 ranks: crossing sends, the receives posted first on rs; then the same
+ * captured with an all_reduce and replayed. */
+static void rank_p2p(int rank, int nranks, const ncclUniqueId *id, CUstream s, CUstream rs)
+{
+    ncclComm_t world = NULL, pair[2] = {NULL, NULL};
+    L.ncclGroupStart();
+    ncclResult_t r = L.ncclCommInitRank(&world, nranks, *id, rank);
+    CHECK(L.ncclGroupEnd() == ncclSuccess && r == ncclSuccess, "rank %d: init in a group", rank);
+    open_pairs(rank, world, pair);
+    int peer = 1 - rank;
+    ncclComm_t out = pair[rank], in = pair[peer];
+    enum { m = 8 };
+    float v[m], a[m], got[m];
+    uint8_t raw[m], rgot[m];
+    for (int i = 0; i < m; i++)
+        v[i] = (float)(rank * 100 + i), raw[i] = (uint8_t)(rank * 16 + i);
+    CUdeviceptr dv = upload(v, sizeof v, s), draw = upload(raw, sizeof raw, s), dr, drr, acc, sum;
+    L.cuMemAlloc(&dr, sizeof v);
+    L.cuMemAlloc(&drr, sizeof raw);
+    L.cuMemAlloc(&acc, sizeof a);
+    L.cuMemAlloc(&sum, sizeof a);
+    CHECK(L.cuStreamSynchronize(s) == CUDA_SUCCESS, "sync");
+    CHECK(recv1(dr, m, ncclFloat32, 0, in, rs) == ncclSuccess &&
+          recv1(drr, m, ncclUint8, 0, in, rs) == ncclSuccess &&
+          send1(dv, m, ncclFloat32, 1, out, s) == ncclSuccess &&
+          send1(draw, m, ncclUint8, 1, out, s) == ncclSuccess, "rank %d: issue", rank);
+    CHECK(L.cuStreamSynchronize(s) == CUDA_SUCCESS && L.cuStreamSynchronize(rs) == CUDA_SUCCESS,
+          "rank %d: crossing sends with the receives posted first", rank);
+    download(got, dr, sizeof got, rs);
+    download(rgot, drr, sizeof rgot, rs);
+    int ok = 1;
+    for (int i = 0; i < m; i++)
+        ok &= got[i] == (float)(peer * 100 + i) && rgot[i] == peer * 16 + i;
+    CHECK(ok, "rank %d received %g and %d, in order", rank, got[1], rgot[1]);
+
+    CUevent fork = NULL, join = NULL;
+    CUgraph g = NULL;
+    CUgraphExec exec = NULL;
+    L.cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING);
+    L.cuEventCreate(&join, CU_EVENT_DISABLE_TIMING);
+    CHECK(L.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS, "begin");
+    L.cuEventRecord(fork, s);
+    L.cuStreamWaitEvent(rs, fork, 0);
+    CHECK(recv1(dr, m, ncclFloat32, 0, in, rs) == ncclSuccess &&
+          send1(dv, m, ncclFloat32, 1, out, s) == ncclSuccess &&
+          L.ncclAllReduce(DP(acc), DP(sum), m, ncclFloat32, ncclSum, world, (cudaStream_t)s) == ncclSuccess,
+          "rank %d: captured calls", rank);
+    L.cuEventRecord(join, rs);
+    L.cuStreamWaitEvent(s, join, 0);
+    CHECK(L.cuStreamEndCapture(s, &g) == CUDA_SUCCESS && L.cuGraphInstantiate(&exec, g, 0) == CUDA_SUCCESS,
+          "rank %d: capture", rank);
+    L.cuGraphDestroy(g);
+    for (int it = 0; it < 3; it++) {
+        for (int i = 0; i < m; i++)
+            v[i] = (float)(rank * 100 + it * 10 + i), a[i] = (float)((rank + 1) * (it + 1) + i);
+        L.cuMemcpyHtoDAsync(dv, v, sizeof v, s);
+        L.cuMemcpyHtoDAsync(acc, a, sizeof a, s);
+        CHECK(L.cuGraphLaunch(exec, s) == CUDA_SUCCESS, "launch");
+        download(got, dr, sizeof got, s);
+        ok = 1;
+        for (int i = 0; i < m; i++)
+            ok &= got[i] == (float)(peer * 100 + it * 10 + i);
+        CHECK(ok, "rank %d, replay %d: received %g", rank, it, got[1]);
+        download(got, sum, sizeof got, s);
+        ok = 1;
+        for (int i = 0; i < m; i++)
+            ok &= got[i] == (float)(3 * (it + 1) + 2 * i);
+        CHECK(ok, "rank %d, replay %d: all_reduce %g", rank, it, got[1]);
+    }
+    L.cuGraphExecDestroy(exec);
+    L.cuEventDestroy(fork);
+    L.cuEventDestroy(join);
+    L.ncclCommDestroy(pair[0]);
+    L.ncclCommDestroy(pair[1]);
+    L.ncclCommDestroy(world);
+    L.cuMemFree(dv), L.cuMemFree(draw), L.cuMemFree(dr), L.cuMemFree(drr), L.cuMemFree(acc), L.cuMemFree(sum);
+}
+
+/* 2 ranks, each sending before receiving on one stream: each send waits for
+ * a receive that never reaches the head of its stream. */
+static void rank_crossing_deadlock(int rank, int nranks, const ncclUniqueId *id, CUstream s, CUstream rs)
+{
+    (void)rs;
+    ncclComm_t world = NULL, pair[2] = {NULL, NULL};
+    CHECK(L.ncclCommInitRank(&world, nranks, *id, rank) == ncclSuccess, "rank %d: init", rank);
+    open_pairs(rank, world, pair);
+    CUdeviceptr dv, dr;
+    L.cuMemAlloc(&dv, 64);
+    L.cuMemAlloc(&dr, 64);
+    CHECK(send1(dv, 16, ncclFloat32, 1, pair[rank], s) == ncclSuccess &&
+          recv1(dr, 16, ncclFloat32, 0, pair[1 - rank], s) == ncclSuccess, "rank %d: issue", rank);
+    double t0 = wall();
+    CHECK(L.cuStreamSynchronize(s) == CUDA_ERROR_LAUNCH_FAILED, "rank %d: crossing sends fail", rank);
+    double dt = wall() - t0;
+    CHECK(dt > 0.8 && dt < 10, "rank %d failed after %.2f s, not after waiting for the other process "
+          "until the timeout (1 s)", rank, dt);
+    L.ncclCommDestroy(pair[0]);
+    L.ncclCommDestroy(pair[1]);
+    L.ncclCommDestroy(world);
+}
+
+static void rank_duplicate(int rank, int nranks, const ncclUniqueId *id, CUstream s, CUstream rs)
+{
+    (void)s, (void)rs;
+    ncclComm_t world = NULL;
+    ncclResult_t r = L.ncclCommInitRank(&world, nranks, *id, rank);
+    CHECK(r == ncclInvalidUsage, "rank %d: two processes on one GPU: %s", rank, L.ncclGetErrorString(r));
+}
+
+static void rank_missing(int rank, int nranks, const ncclUniqueId *id, CUstream s, CUstream rs)
+{
+    (void)s, (void)rs;
+    ncclComm_t world = NULL;
+    ncclResult_t r = L.ncclCommInitRank(&world, nranks, *id, rank);
+    CHECK(r == ncclRemoteError, "rank %d: init without rank 2: %s", rank, L.ncclGetErrorString(r));
+}
+
+static void rank_mismatch(int rank, int nranks, const ncclUniqueId *id, CUstream s, CUstream rs)
+{
+    (void)rs;
+    ncclComm_t world = NULL;
+    CHECK(L.ncclCommInitRank(&world, nranks, *id, rank) == ncclSuccess, "rank %d: init", rank);
+    CUdeviceptr d;
+    L.cuMemAlloc(&d, 64);
+    CHECK(L.ncclAllReduce(DP(d), DP(d), 4 + (size_t)rank, ncclFloat32, ncclSum, world, (cudaStream_t)s) ==
+          ncclSuccess, "issue");
+    CHECK(L.cuStreamSynchronize(s) == CUDA_ERROR_LAUNCH_FAILED, "rank %d: counts 4 and 5 fail", rank);
+    L.ncclCommDestroy(world);
+}
+
+/* Rank rank's process: a fresh fake of 3 GPUs, fn on GPU gpu; its stderr
+ * must hold expect (when not NULL).  Exits 0 when its checks pass. */
+static void rank_process(int rank, int nranks, int gpu, const ncclUniqueId *id, rank_fn fn,
+                         const char *expect)
+{
+    alarm(60); /* never a hang, even of a broken fake */
+    setenv("GNC_FAKECUDA_GPUS", "3", 1);
+    nfailed = npassed = 0;
+    FILE *log = expect ? tmpfile() : NULL;
+    int err = dup(2);
+    if (log)
+        dup2(fileno(log), 2);
+    CUdevice dev;
+    CUcontext c;
+    CUstream s = NULL, rs = NULL;
+    CHECK(L.cuInit(0) == CUDA_SUCCESS && L.cuDeviceGet(&dev, gpu) == CUDA_SUCCESS &&
+          L.cuDevicePrimaryCtxRetain(&c, dev) == CUDA_SUCCESS && L.cuCtxSetCurrent(c) == CUDA_SUCCESS,
+          "rank %d: GPU %d", rank, gpu);
+    L.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+    L.cuStreamCreate(&rs, CU_STREAM_NON_BLOCKING);
+    fn(rank, nranks, id, s, rs);
+    L.cuStreamDestroy(s);
+    L.cuStreamDestroy(rs);
+    L.cuDevicePrimaryCtxRelease(dev);
+    if (log) {
+        char text[8192];
+        fflush(stderr);
+        dup2(err, 2);
+        rewind(log);
+        size_t n = fread(text, 1, sizeof text - 1, log);
+        text[n] = 0;
+        fputs(text, stderr);
+        CHECK(strstr(text, expect) != NULL, "rank %d: no '%s' among its messages", rank, expect);
+        fclose(log);
+    }
+    close(err);
+    fflush(stdout);
+    exit(nfailed ? 1 : 0);
+}
+
+/* Runs fn in processes of ranks 0..started-1 of nranks, rank r on GPU gpu[r],
+ * with FAKECUDA_NCCL_TIMEOUT timeout, their id made here; each must pass and
+ * the id's directory be gone after them. */
+static void run_ranks(const char *what, int nranks, int started, const int *gpu, rank_fn fn,
+                      const char *timeout, const char *expect)
+{
+    ncclUniqueId id;
+    CHECK(L.ncclGetUniqueId(&id) == ncclSuccess, "ncclGetUniqueId");
+    setenv("FAKECUDA_NCCL_TIMEOUT", timeout, 1);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid[4];
+    for (int r = 0; r < started; r++)
+        if ((pid[r] = fork()) == 0)
+            rank_process(r, nranks, gpu[r], &id, fn, expect);
+    for (int r = 0; r < started; r++) {
+        int st = 0;
+        CHECK(pid[r] > 0 && waitpid(pid[r], &st, 0) == pid[r] && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+              "%s: rank %d's process failed (status 0x%x)", what, r, st);
+    }
+    unsetenv("FAKECUDA_NCCL_TIMEOUT");
+    const char *dir = strchr(id.internal, '/');
+    CHECK(dir && access(dir, F_OK) != 0, "%s: %s left behind", what, dir ? dir : "(no directory in the id)");
+}
+
+static void test_nccl_processes(void)
+{
+    double t0 = wall();
+    /* 20 s where nothing should wait: a broken fake fails before the alarm */
+    run_ranks("collectives and splits of 3 processes", 3, 3, (int[]){0, 1, 2}, rank_collectives, "20", NULL);
+    run_ranks("sends across processes, captured", 2, 2, (int[]){0, 1}, rank_p2p, "20", NULL);
+    run_ranks("crossing sends before their receives", 2, 2, (int[]){0, 1}, rank_crossing_deadlock, "1",
+              "waits for that rank's ncclRecv to reach the head of its stream");
+    run_ranks("two processes on one GPU", 2, 2, (int[]){1, 1}, rank_duplicate, "20", "Duplicate GPU detected");
+    run_ranks("a rank that never joins", 3, 2, (int[]){0, 1}, rank_missing, "1", "waits for rank 2");
+    run_ranks("collectives that do not match", 2, 2, (int[]){0, 1}, rank_mismatch, "20", "with other arguments");
+    printf("NCCL across processes: %.1f s\n", wall() - t0);
+}
+
 int main(void)
 {
     void *cu = load("libcuda.so.1"), *lt = load("libcublasLt.so.13"), *dnn = load("libcudnn.so.9");
@@ -697,6 +1051,7 @@ int main(void)
     bind(cu, (void **)&L.fakecuda_register, "fakecuda_register");
     L.fakecuda_register("add_one", add_one);
     L.fakecuda_register("always_fails", always_fails);
+    test_nccl_processes(); /* first: the children start from a fake the parent never touched */
 
     int count = 0;
     CHECK(L.cuInit(0) == CUDA_SUCCESS && L.cuDeviceGetCount(&count) == CUDA_SUCCESS && count == 2,

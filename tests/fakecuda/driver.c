@@ -17,7 +17,9 @@
  *     GNC_FAKECUDA_SCHEDULE=lazy runs work only in synchronizing calls and
  *     visits streams in reverse, which exposes missing cross-stream waits.  A
  *     synchronizing call that cannot finish is a deadlock: the waits are
- *     printed and CUDA_ERROR_LAUNCH_FAILED returned (never a hang);
+ *     printed and CUDA_ERROR_LAUNCH_FAILED returned (never a hang), unless a
+ *     task waits on another process (ready() says FK_WAIT_REMOTE): then the
+ *     call polls until that task runs or gives up on its own timeout;
  *   - failures while running (a kernel's message, a range outside memory) are
  *     sticky: every later call on that device returns the error;
  *   - kernels: modules are images (ELF cubin or PTX text) that must contain
@@ -52,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MAX_GPUS 16
 
@@ -182,6 +185,7 @@ static struct {
     int nfunctions;
     capture **captures; /* those in progress */
     int ncaptures;
+    int remote_waits;   /* heads that waited on another process since run_until looked */
 } F;
 
 static __thread CUcontext current;
@@ -372,7 +376,9 @@ static int step(CUstream s)
         return 0;
     device *D = &F.gpu[s->dev];
     if (D->sticky == CUDA_SUCCESS) {
-        if (e->task->ready && !e->task->ready(e->task->ctx, &e->state))
+        int ready = e->task->ready ? e->task->ready(e->task->ctx, &e->state) : 1;
+        F.remote_waits += ready == FK_WAIT_REMOTE;
+        if (!ready || ready == FK_WAIT_REMOTE)
             return 0;
         char why[512] = "";
         int r = e->task->run ? e->task->run(e->task->ctx, &e->state, why, sizeof why) : 0;
@@ -389,10 +395,11 @@ static int step(CUstream s)
     return 1;
 }
 
-/* Runs until nothing more can run. */
-static void drain(void)
+/* Runs until nothing more can run; 1 when something ran. */
+static int drain(void)
 {
-    for (int progress = 1; progress;) {
+    int any = 0;
+    for (int progress = 1; progress; any |= progress) {
         progress = 0;
         for (int k = 0; k < F.nstreams; k++) {
             CUstream s = F.streams[F.lazy ? F.nstreams - 1 - k : k];
@@ -405,6 +412,7 @@ static void drain(void)
             }
         }
     }
+    return any;
 }
 
 void fk_progress(void)
@@ -429,15 +437,25 @@ static void report_deadlock(const char *in)
 }
 
 /* Runs until done(arg) or nothing can run: CUDA_SUCCESS, the sticky error of
- * device dev (-1: any), or CUDA_ERROR_LAUNCH_FAILED on a deadlock. */
+ * device dev (-1: any), or CUDA_ERROR_LAUNCH_FAILED on a deadlock.  While a
+ * head waits on another process it polls, sleeping between visits (50 us
+ * after progress, doubling to 2 ms without); such a task gives up on its own
+ * timeout, so this ends. */
 static CUresult run_until(int (*done)(void *), void *arg, int dev, const char *in)
 {
-    drain();
-    for (int d = 0; d < F.ngpus; d++)
-        if ((dev < 0 || d == dev) && F.gpu[d].sticky)
-            return F.gpu[d].sticky;
-    if (done(arg))
-        return CUDA_SUCCESS;
+    for (long nap = 50000;; nap = nap < 2000000 ? 2 * nap : nap) {
+        F.remote_waits = 0;
+        if (drain())
+            nap = 50000;
+        for (int d = 0; d < F.ngpus; d++)
+            if ((dev < 0 || d == dev) && F.gpu[d].sticky)
+                return F.gpu[d].sticky;
+        if (done(arg))
+            return CUDA_SUCCESS;
+        if (!F.remote_waits)
+            break;
+        nanosleep(&(struct timespec){0, nap}, NULL);
+    }
     report_deadlock(in);
     return CUDA_ERROR_LAUNCH_FAILED;
 }
@@ -1510,7 +1528,7 @@ static int launch_ready(void *ctx, void **state)
     for (int i = 0; i < q->self.ndeps; i++)
         if (!q->l->done[q->self.deps[i]])
             return 0;
-    return !q->self.task->ready || q->self.task->ready(q->self.task->ctx, state);
+    return q->self.task->ready ? q->self.task->ready(q->self.task->ctx, state) : 1;
 }
 
 static int launch_run(void *ctx, void **state, char *why, size_t whylen)

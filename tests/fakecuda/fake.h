@@ -23,7 +23,14 @@ typedef struct fk_task fk_task;
 
 /* 0, or a CUresult with the reason in why (printed, made sticky). */
 typedef int (*fk_run_fn)(void *ctx, void **state, char *why, size_t whylen);
+/* What ready() returns: 0 while the task waits on work of this process (when
+ * nothing else can run, a synchronizing call reports a deadlock), 1 when it
+ * may run, FK_WAIT_REMOTE while it waits on another process (NCCL ranks
+ * there): synchronizing calls then poll, sleeping briefly between visits,
+ * instead of reporting a deadlock.  Such a task must become ready in bounded
+ * time, failing in run() when it gives up (its own timeout). */
 typedef int (*fk_ready_fn)(void *ctx, void **state);
+#define FK_WAIT_REMOTE 2
 
 /* A new task (one reference, owned by the caller until fk_enqueue). what
  * names it in messages; release frees ctx with the last reference; free_state

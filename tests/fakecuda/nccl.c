@@ -1,6 +1,7 @@
-/* The fake NCCL (libnccl.so.2): communicators of one process whose ranks
- * are fake devices, collectives and point-to-point calls computed on host
- * memory when every rank's part has reached the head of its stream.
+/* The fake NCCL (libnccl.so.2): communicators whose ranks are fake devices,
+ * of this process or of other processes of the host, collectives and
+ * point-to-point calls computed on host memory when every rank's part has
+ * reached the head of its stream.
  *
  * Models: cliques made by ncclCommInitAll, by ncclCommInitRank for every rank
  * within one ncclGroupStart/End, or by ncclCommSplit (every rank, within a
@@ -12,24 +13,74 @@
  * (the n-th collective of each rank) of every rank, its sends and receives
  * pair by (sender, receiver) in order.  AllReduce and ReduceScatter with
  * ncclSum and ncclMax (floats summed in float, in rank order, rounded to the
- * type; integers exactly), AllGather, Broadcast, Send/Recv; ncclFloat32,
- * Float16, Bfloat16, Int32, Int64.  Calls of different ranks that do not
- * match (kind, count, type, op, root) fail the part.
+ * type; integers exactly, wrapping), AllGather, Broadcast, Send/Recv;
+ * ncclFloat32, Float16, Bfloat16, Int8, Uint8, Int32, Int64.  Calls of
+ * different ranks that do not match (kind, count, type, op, root) fail the part.
  *
  * Single-thread strictness: one thread issuing calls for two ranks of one
  * communicator outside a group would hang real NCCL (a call blocks until its
  * peers join, NCCL's own rule for several devices per thread); the fake
  * refuses such a call with ncclInvalidUsage and a message instead.
  *
- * Not modelled: ranks in other processes (ncclCommInitRank for a clique not
- * completed in this process fails with ncclInternalError), threads, other
- * reductions and types, non-blocking communicators and ncclConfig_t, the
- * synchronization of several streams within one group (each (communicator,
- * stream) pair is its own part). */
+ * Ranks in other processes (one per process; each process's fake driver has
+ * the same devices: ordinal d is the same GPU everywhere).  ncclGetUniqueId
+ * names a directory, $TMPDIR (or /tmp)/gnc-fakecuda-nccl.<pid>.<n>.<nonce>,
+ * in the id ("gnc-fakecuda-nccl:" and the path); the ranks make it and
+ * exchange files there, each written under a temporary name and renamed, so
+ * that a file present is complete, and poll for them.
+ *   - ncclCommInitRank of a rank whose clique this process does not complete
+ *     (called outside a group, or in a group holding no other rank of it)
+ *     writes init.<rank> (nranks, device) and waits for every rank's: nranks
+ *     that differ, a rank taken twice and two ranks on one device fail on
+ *     every rank.
+ *   - ncclCommSplit: each rank writes split<n>.<rank> (color, key, device) in
+ *     the parent's directory, n counting the parent's splits (the same on
+ *     every rank when all split in one order), and waits for all; a color of
+ *     several ranks gets the subdirectory s<n>.c<color>; one alone is a
+ *     communicator of this process.
+ *   - the n-th collective: at arrival the rank writes c<n>.<rank> (the call,
+ *     its send buffer); when every rank's is there each computes the result
+ *     alone, as above, and writes r<n>.<rank> (read); who finds every rank's
+ *     read marker removes the collective's files.
+ *   - the k-th message from rank a to rank b: b's receive, on arriving (at
+ *     the head of its stream), writes p<a>.<b>.<k> (count, type) and waits
+ *     for m<a>.<b>.<k>; a's send is not ready until that posted marker is
+ *     there (the rendezvous: a send completes only after its receive reached
+ *     the head of its stream), then writes m<a>.<b>.<k> (the data), removes
+ *     the marker and completes; the receive copies the data and removes it.
+ *     Two ranks each sending before receiving on one stream wait for ever,
+ *     as on GPUs.
+ * A part waiting on another process tells the driver (FK_WAIT_REMOTE), whose
+ * synchronizing calls then poll instead of reporting a deadlock.  No wait is
+ * for ever: after FAKECUDA_NCCL_TIMEOUT seconds (default 60) from the part's
+ * arrival, or from the start of an init or split, it fails with a message
+ * naming the communicator (its directory), the call and the rank waited for:
+ * the part's device fails (sticky), the init or split returns ncclRemoteError.
+ * When the last communicator of a world (its splits included) of a process
+ * is freed (destroyed, its queued work done or dropped; at the latest at exit)
+ * the process writes done.<rank>; who finds every rank's there removes the
+ * directory.  A rank whose init times out removes it at once.  A process
+ * killed before exit leaves it behind.
+ *
+ * A process's streams progress only within its driver and library calls: a
+ * process blocked elsewhere (MPI_Barrier) while another waits on its queued
+ * NCCL work stalls that one until its timeout; synchronize first.
+ *
+ * Not modelled: threads, a process holding several but not all ranks of one
+ * communicator (refused), other reductions and types, non-blocking
+ * communicators and ncclConfig_t, the synchronization of several streams
+ * within one group (each (communicator, stream) pair is its own part). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <nccl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "fake.h"
 
@@ -50,6 +101,15 @@ typedef struct {
 } call;
 
 typedef struct clique clique;
+
+/* A world across processes: its directory (its splits' are inside) and this
+ * process's rank in it. */
+typedef struct {
+    char *dir;
+    int rank, nranks;
+    int cliques;        /* its cliques alive in this process */
+    int pid;            /* the process that joined (a child forked later is not it) */
+} world;
 
 struct ncclComm {
     clique *cl;
@@ -81,6 +141,13 @@ struct clique {
     int nslots;
     pending **sends, **recvs;   /* by sender * nranks + receiver, FIFO */
     int ungrouped_rank;         /* the last rank called outside a group, or -1 */
+    /* across processes (dir not NULL): rank me is this process's, the others
+       are elsewhere; sends and receives pair through files in dir */
+    char *dir;
+    world *w;
+    int me;
+    int nsplits;                /* splits of it so far */
+    int64_t *sent, *received;   /* by peer: messages to it, from it, that arrived */
 };
 
 static struct {
@@ -102,15 +169,20 @@ static struct {
         int color, key;
     } *splits;
     int nsplits;
-    unsigned id_counter;
+    unsigned id_counter, tmp_counter;
     int unloaded;       /* at exit: the cliques are gone, queued parts let go */
 } N;
 
-static ncclResult_t complain(ncclResult_t r, const char *who, const char *fmt, const char *arg)
+static ncclResult_t complain(ncclResult_t r, const char *who, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static ncclResult_t complain(ncclResult_t r, const char *who, const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
     fprintf(stderr, "fakecuda: %s: ", who);
-    fprintf(stderr, fmt, arg);
+    vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
+    va_end(ap);
     return r;
 }
 
@@ -123,8 +195,211 @@ EXPORT const char *ncclGetErrorString(ncclResult_t result)
     case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
     case ncclInvalidArgument: return "invalid argument";
     case ncclInvalidUsage: return "invalid usage";
+    case ncclRemoteError: return "remote process exited or there was a network error";
     default: return "unknown result code";
     }
+}
+
+/* ---------------------------------------------------------------- files */
+
+enum { PATHLEN = 4096 };
+#define ID_MAGIC "gnc-fakecuda-nccl:"
+
+/* What a rank writes: a call (or an init's or a split's facts), then bytes of data. */
+typedef struct {
+    int32_t kind, type, op, root;
+    int32_t dev, color, key, nranks;
+    uint64_t count, bytes;
+} wire;
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* FAKECUDA_NCCL_TIMEOUT: how long a rank waits for another process. */
+static double timeout_s(void)
+{
+    const char *v = getenv("FAKECUDA_NCCL_TIMEOUT");
+    char *end = NULL;
+    double t = v ? strtod(v, &end) : 0;
+    return v && end != v && t > 0 ? t : 60;
+}
+
+static void nap(void) { nanosleep(&(struct timespec){0, 1000000}, NULL); }
+
+static int present(const char *path) { return access(path, F_OK) == 0; }
+
+/* dir/name (name a format) into path[PATHLEN]. */
+static void path_of(char *path, const char *dir, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void path_of(char *path, const char *dir, const char *fmt, ...)
+{
+    int n = snprintf(path, PATHLEN, "%s/", dir);
+    va_list ap;
+    va_start(ap, fmt);
+    if (n > 0 && n < PATHLEN)
+        vsnprintf(path + n, (size_t)(PATHLEN - n), fmt, ap);
+    va_end(ap);
+}
+
+static int write_all(int fd, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    while (n) {
+        ssize_t k = write(fd, b, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        b += k, n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* Writes w and then data (w->bytes of it) to path all at once: under a
+ * temporary name, then renamed; excl: linked instead, failing with EEXIST
+ * when path is taken.  0, or -1 with errno. */
+static int put_file(const char *path, const wire *w, const void *data, int excl)
+{
+    char tmp[PATHLEN];
+    const char *slash = strrchr(path, '/');
+    int len = slash ? (int)(slash - path) : 1;
+    snprintf(tmp, sizeof tmp, "%.*s/.tmp.%d.%u", len, slash ? path : ".", (int)getpid(),
+             ++N.tmp_counter);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (fd < 0)
+        return -1;
+    int r = write_all(fd, w, sizeof *w);
+    if (!r && w->bytes)
+        r = write_all(fd, data, (size_t)w->bytes);
+    int e = errno;
+    if (close(fd) && !r)
+        r = -1, e = errno;
+    if (!r) {
+        r = excl ? link(tmp, path) : rename(tmp, path);
+        e = errno;
+    }
+    if (excl || r)
+        unlink(tmp);
+    errno = e;
+    return r;
+}
+
+/* The file at path: its header in *w, its data (w->bytes, malloc'd, NULL when
+ * none) in *data.  0, or -1 when it is absent or malformed. */
+static int get_file(const char *path, wire *w, unsigned char **data)
+{
+    *data = NULL;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    int ok = !fstat(fd, &st) && (uint64_t)st.st_size >= sizeof *w;
+    size_t got = 0, want = ok ? (size_t)st.st_size : 0;
+    unsigned char *b = ok ? malloc(want) : NULL;
+    while (b && got < want) {
+        ssize_t k = read(fd, b + got, want - got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+    }
+    close(fd);
+    if (!b || got != want) {
+        free(b);
+        return -1;
+    }
+    memcpy(w, b, sizeof *w);
+    if (w->bytes != want - sizeof *w) {
+        free(b);
+        return -1;
+    }
+    if (w->bytes) {
+        *data = malloc((size_t)w->bytes);
+        if (*data)
+            memcpy(*data, b + sizeof *w, (size_t)w->bytes);
+    }
+    free(b);
+    return w->bytes && !*data ? -1 : 0;
+}
+
+/* Removes dir and what it holds; other processes may be doing the same. */
+static void rm_tree(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        char path[PATHLEN];
+        while ((e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                continue;
+            path_of(path, dir, "%s", e->d_name);
+            struct stat st;
+            if (!lstat(path, &st) && S_ISDIR(st.st_mode))
+                rm_tree(path);
+            else
+                unlink(path);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+/* The first k < n without dir/<prefix>.<k> (skipping those seen[k], then
+ * set), or -1 when all are there. */
+static int missing_seen(const char *dir, const char *prefix, int n, char *seen)
+{
+    char path[PATHLEN];
+    int first = -1;
+    for (int k = 0; k < n; k++) {
+        if (seen && seen[k])
+            continue;
+        path_of(path, dir, "%s.%d", prefix, k);
+        if (present(path)) {
+            if (seen)
+                seen[k] = 1;
+        } else if (first < 0) {
+            first = k;
+            if (!seen)
+                break;
+        }
+    }
+    return first;
+}
+
+static int missing(const char *dir, const char *prefix, int n)
+{
+    return missing_seen(dir, prefix, n, NULL);
+}
+
+/* Waits up to the timeout for dir/<prefix>.<k>, every k < n: -1, or the
+ * first rank never seen (a rank that timed out first may have removed the
+ * others' files since). */
+static int await_all(const char *dir, const char *prefix, int n)
+{
+    double t0 = now(), limit = timeout_s();
+    char *seen = calloc((size_t)n + 1, 1);
+    int k;
+    while ((k = missing_seen(dir, prefix, n, seen)) >= 0 && now() - t0 <= limit)
+        nap();
+    free(seen);
+    return k;
+}
+
+/* This process, rank rank of the world in dir, is done with it: the last
+ * rank done removes the directory. */
+static void world_done(const char *dir, int rank, int nranks)
+{
+    char path[PATHLEN];
+    path_of(path, dir, "done.%d", rank);
+    wire w = {0};
+    put_file(path, &w, NULL, 0);
+    if (missing(dir, "done", nranks) < 0)
+        rm_tree(dir);
 }
 
 /* ---------------------------------------------------------------- cliques */
@@ -161,6 +436,15 @@ static void clique_free(clique *cl)
     for (int i = 0; i < N.ncliques; i++)
         if (N.cliques[i] == cl)
             N.cliques[i] = N.cliques[--N.ncliques];
+    if (cl->w && --cl->w->cliques == 0) {
+        if (cl->w->pid == (int)getpid())
+            world_done(cl->w->dir, cl->w->rank, cl->w->nranks);
+        free(cl->w->dir);
+        free(cl->w);
+    }
+    free(cl->dir);
+    free(cl->sent);
+    free(cl->received);
     for (int k = 0; k < cl->nranks * cl->nranks; k++) {
         free_pending(cl->sends[k]);
         free_pending(cl->recvs[k]);
@@ -196,12 +480,107 @@ static ncclResult_t check_duplicates(const clique *cl, const char *who)
     return ncclSuccess;
 }
 
+/* A clique's ranks and devices fixed; rank me is this process's, the others
+ * in other processes, exchanging files in dir of world w. */
+static void clique_make_remote(clique *cl, int me, const char *dir, world *w)
+{
+    cl->dir = strdup(dir);
+    cl->w = w;
+    w->cliques++;
+    cl->me = me;
+    cl->sent = calloc((size_t)cl->nranks, sizeof *cl->sent);
+    cl->received = calloc((size_t)cl->nranks, sizeof *cl->received);
+    cl->ninit = cl->nranks;
+}
+
+/* Its ranks that live go; the clique with them (nothing of it was queued). */
+static void clique_drop(clique *cl)
+{
+    for (int r = 0, n = cl->nranks; r < n; r++)
+        if (cl->rank[r].live) {
+            cl->rank[r].live = 0;
+            if (--cl->refs == 0) {
+                clique_free(cl);
+                return;
+            }
+        }
+}
+
+/* The id names a directory (ncclCommInitRank across processes makes it). */
 EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
 {
     if (!uniqueId)
         return ncclInvalidArgument;
-    memset(uniqueId, 0, sizeof *uniqueId);
-    snprintf(uniqueId->internal, sizeof uniqueId->internal, "gnc-fakecuda-%u", ++N.id_counter);
+    const char *tmp = getenv("TMPDIR");
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    unsigned long long nonce = ((unsigned long long)t.tv_sec << 30) ^ (unsigned long long)t.tv_nsec ^
+                               ((unsigned long long)(uintptr_t)&t << 7);
+    for (int i = 0; i < 2; i++, tmp = "/tmp") {
+        memset(uniqueId, 0, sizeof *uniqueId);
+        int n = snprintf(uniqueId->internal, sizeof uniqueId->internal,
+                         ID_MAGIC "%s/gnc-fakecuda-nccl.%d.%u.%llx", tmp && *tmp ? tmp : "/tmp",
+                         (int)getpid(), N.id_counter + 1, nonce);
+        if (n > 0 && n < (int)sizeof uniqueId->internal)
+            break;
+    }
+    N.id_counter++;
+    return ncclSuccess;
+}
+
+/* Rank me of cl, whose other ranks are in other processes, meets them in the
+ * id's directory (init.<rank>): ncclSuccess, cl across processes then; or a
+ * failure, after a message. */
+static ncclResult_t join(clique *cl, int me, const ncclUniqueId *id)
+{
+    const char *who = "ncclCommInitRank";
+    if (strncmp(id->internal, ID_MAGIC, strlen(ID_MAGIC)) ||
+        !memchr(id->internal, 0, sizeof id->internal))
+        return complain(ncclInvalidArgument, who, "the id is not one from ncclGetUniqueId");
+    const char *dir = id->internal + strlen(ID_MAGIC);
+    struct stat st;
+    if (mkdir(dir, 0700) && (errno != EEXIST || stat(dir, &st) || !S_ISDIR(st.st_mode)))
+        return complain(ncclSystemError, who, "cannot make %s: %s", dir, strerror(errno));
+    char path[PATHLEN];
+    path_of(path, dir, "init.%d", me);
+    wire w = {.kind = -1, .dev = cl->rank[me].dev, .nranks = cl->nranks};
+    if (put_file(path, &w, NULL, 1))
+        return complain(errno == EEXIST ? ncclInvalidUsage : ncclSystemError, who,
+                        "rank %d of %s: %s", me, dir,
+                        errno == EEXIST ? "initialized twice (another process has it)" : strerror(errno));
+    int late = await_all(dir, "init", cl->nranks);
+    if (late >= 0) {
+        complain(ncclRemoteError, who, "timed out after %g s in %s (FAKECUDA_NCCL_TIMEOUT): rank %d "
+                 "of %d waits for rank %d, which never called ncclCommInitRank with this id",
+                 timeout_s(), dir, me, cl->nranks, late);
+        rm_tree(dir);
+        return ncclRemoteError;
+    }
+    ncclResult_t r = ncclSuccess;
+    for (int k = 0; k < cl->nranks && !r; k++) {
+        unsigned char *data;
+        path_of(path, dir, "init.%d", k);
+        if (get_file(path, &w, &data))
+            r = complain(ncclSystemError, who, "cannot read %s", path);
+        else if (w.nranks != cl->nranks)
+            r = complain(ncclInvalidArgument, who, "nranks differs between ranks: %d for rank %d, "
+                         "%d for rank %d (in %s)", cl->nranks, me, w.nranks, k, dir);
+        else
+            cl->rank[k].dev = w.dev;
+        free(data);
+    }
+    if (!r)
+        r = check_duplicates(cl, who);
+    if (r) {
+        world_done(dir, me, cl->nranks);
+        return r;
+    }
+    world *wd = calloc(1, sizeof *wd);
+    wd->dir = strdup(dir);
+    wd->rank = me;
+    wd->nranks = cl->nranks;
+    wd->pid = (int)getpid();
+    clique_make_remote(cl, me, dir, wd);
     return ncclSuccess;
 }
 
@@ -247,14 +626,8 @@ EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId 
             cl = N.cliques[i];
     if (cl && cl->nranks != nranks)
         return complain(ncclInvalidArgument, "ncclCommInitRank", "%s", "nranks differs between ranks");
-    if (!cl) {
-        if (nranks > 1 && !N.group_depth)
-            return complain(ncclInternalError, "ncclCommInitRank", "%s",
-                            "a clique of several ranks initialized outside a group: its other "
-                            "ranks would be in other processes or threads, which the fake does "
-                            "not model (init every rank within ncclGroupStart/End)");
+    if (!cl)
         cl = clique_new(nranks, &commId);
-    }
     if (cl->rank[rank].dev >= 0)
         return complain(ncclInvalidUsage, "ncclCommInitRank", "%s", "a rank initialized twice");
     cl->rank[rank].dev = dev;
@@ -265,8 +638,17 @@ EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId 
     if (N.group_depth) {
         N.inits = realloc(N.inits, (size_t)(N.ninits + 1) * sizeof *N.inits);
         N.inits[N.ninits++].comm = *comm;
+        return ncclSuccess;
     }
-    return ncclSuccess;
+    if (nranks == 1)
+        return ncclSuccess;
+    /* outside a group: the other ranks are in other processes */
+    ncclResult_t r = join(cl, rank, &commId);
+    if (r) {
+        clique_drop(cl);
+        *comm = NULL;
+    }
+    return r;
 }
 
 static int comm_ok(ncclComm_t c)
@@ -312,7 +694,7 @@ EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_
         return ncclInvalidArgument;
     struct split s = {comm, newcomm, color, key};
     if (!N.group_depth) {
-        if (comm->cl->nranks > 1)
+        if (comm->cl->nranks > 1 && !comm->cl->dir)
             return complain(ncclInvalidUsage, "ncclCommSplit", "%s",
                             "splitting a communicator of several ranks outside a group: the call "
                             "waits for every rank, which one thread cannot give (real NCCL hangs)");
@@ -323,11 +705,89 @@ EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_
     return ncclSuccess;
 }
 
+/* Orders members[0..n) by key[], then by old rank. */
+static void sort_members(int *members, int n, const int *key)
+{
+    for (int a = 1; a < n; a++)
+        for (int b = a; b > 0 && key[members[b]] < key[members[b - 1]]; b--) {
+            int t = members[b];
+            members[b] = members[b - 1], members[b - 1] = t;
+        }
+}
+
+/* A split of a communicator across processes: this process's rank meets the
+ * others in the parent's directory (split<n>.<rank>). */
+static ncclResult_t split_remote(const struct split *s)
+{
+    const char *who = "ncclCommSplit";
+    clique *pa = s->comm->cl;
+    int me = pa->me, n = pa->nsplits++, R = pa->nranks;
+    char path[PATHLEN];
+    path_of(path, pa->dir, "split%d.%d", n, me);
+    wire w = {.kind = -1, .dev = pa->rank[me].dev, .color = s->color, .key = s->key};
+    if (put_file(path, &w, NULL, 0))
+        return complain(ncclSystemError, who, "cannot write %s: %s", path, strerror(errno));
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "split%d", n);
+    int late = await_all(pa->dir, prefix, R);
+    if (late >= 0)
+        return complain(ncclRemoteError, who, "timed out after %g s on communicator %s "
+                        "(FAKECUDA_NCCL_TIMEOUT): rank %d's split %d waits for rank %d's",
+                        timeout_s(), pa->dir, me, n, late);
+    int *color = calloc((size_t)R, sizeof *color), *key = calloc((size_t)R, sizeof *key);
+    int *dev = calloc((size_t)R, sizeof *dev), *members = calloc((size_t)R, sizeof *members);
+    ncclResult_t r = ncclSuccess;
+    for (int k = 0; k < R && !r; k++) {
+        unsigned char *data;
+        path_of(path, pa->dir, "split%d.%d", n, k);
+        if (get_file(path, &w, &data))
+            r = complain(ncclSystemError, who, "cannot read %s", path);
+        color[k] = w.color, key[k] = w.key, dev[k] = w.dev;
+        free(data);
+    }
+    int nm = 0, mine = -1;
+    for (int k = 0; k < R && !r && s->color != NCCL_SPLIT_NOCOLOR; k++)
+        if (color[k] == s->color)
+            members[nm++] = k;
+    sort_members(members, nm, key);
+    *s->out = NULL;
+    for (int a = 0; a < nm; a++)
+        mine = members[a] == me ? a : mine;
+    if (nm) {
+        clique *cl = clique_new(nm, NULL);
+        for (int a = 0; a < nm; a++)
+            cl->rank[a].dev = dev[members[a]];
+        cl->rank[mine].live = 1;
+        cl->ninit = nm;
+        cl->refs = 1;
+        if (nm > 1) {
+            path_of(path, pa->dir, "s%d.c%d", n, s->color);
+            if (mkdir(path, 0700) && errno != EEXIST) {
+                r = complain(ncclSystemError, who, "cannot make %s: %s", path, strerror(errno));
+                clique_drop(cl);
+                cl = NULL;
+            } else {
+                clique_make_remote(cl, mine, path, pa->w);
+            }
+        }
+        if (cl)
+            *s->out = &cl->rank[mine];
+    }
+    free(color), free(key), free(dev), free(members);
+    return r;
+}
+
 /* The splits of one group: each parent's ranks all split, grouped by color,
  * ordered by key then old rank. */
 static ncclResult_t do_splits(struct split *sp, int n)
 {
     for (int i = 0; i < n; i++) {
+        if (sp[i].comm && sp[i].comm->cl->dir) {
+            ncclResult_t r = split_remote(&sp[i]);
+            sp[i].comm = NULL;
+            if (r)
+                return r;
+        }
         if (!sp[i].comm)
             continue;
         clique *parent = sp[i].comm->cl;
@@ -350,15 +810,11 @@ static ncclResult_t do_splits(struct split *sp, int n)
                 mine[r]->comm = NULL;
                 continue;
             }
-            int members[256], nm = 0;
-            for (int q = 0; q < parent->nranks && nm < 256; q++)
+            int members[256], keys[256], nm = 0;
+            for (int q = 0; q < parent->nranks && q < 256; q++)
                 if (mine[q]->comm && mine[q]->color == color)
-                    members[nm++] = q;
-            for (int a = 1; a < nm; a++) /* by key, then old rank */
-                for (int b = a; b > 0 && mine[members[b]]->key < mine[members[b - 1]]->key; b--) {
-                    int t = members[b];
-                    members[b] = members[b - 1], members[b - 1] = t;
-                }
+                    keys[q] = mine[q]->key, members[nm++] = q;
+            sort_members(members, nm, keys);
             clique *cl = clique_new(nm, NULL);
             for (int a = 0; a < nm; a++) {
                 cl->rank[a].dev = parent->rank[members[a]].dev;
@@ -375,33 +831,52 @@ static ncclResult_t do_splits(struct split *sp, int n)
 
 /* ---------------------------------------------------------------- values */
 
+/* The floating types' (-1 for the others). */
 static cudaDataType cuda_type(ncclDataType_t t)
 {
     switch (t) {
     case ncclFloat32: return CUDA_R_32F;
     case ncclFloat16: return CUDA_R_16F;
     case ncclBfloat16: return CUDA_R_16BF;
-    case ncclInt32: return CUDA_R_32I;
-    case ncclInt64: return CUDA_R_64I;
     default: return (cudaDataType)-1;
     }
 }
 
-static size_t type_size(ncclDataType_t t) { return fk_type_size(cuda_type(t)); }
+/* 0 for the types not modelled. */
+static size_t type_size(ncclDataType_t t)
+{
+    switch (t) {
+    case ncclInt8: case ncclUint8: return 1;
+    case ncclInt32: return 4;
+    case ncclInt64: return 8;
+    default: return fk_type_size(cuda_type(t));
+    }
+}
 
-static int is_int(ncclDataType_t t) { return t == ncclInt32 || t == ncclInt64; }
+static int is_int(ncclDataType_t t)
+{
+    return t == ncclInt8 || t == ncclUint8 || t == ncclInt32 || t == ncclInt64;
+}
 
 static int64_t load_int(const void *p, size_t i, ncclDataType_t t)
 {
-    return t == ncclInt64 ? ((const int64_t *)p)[i] : ((const int32_t *)p)[i];
+    switch (t) {
+    case ncclInt8: return ((const int8_t *)p)[i];
+    case ncclUint8: return ((const uint8_t *)p)[i];
+    case ncclInt32: return ((const int32_t *)p)[i];
+    default: return ((const int64_t *)p)[i];
+    }
 }
 
+/* v wrapped to the type, as the GPU's integer arithmetic wraps. */
 static void store_int(void *p, size_t i, ncclDataType_t t, int64_t v)
 {
     if (t == ncclInt64)
         ((int64_t *)p)[i] = v;
+    else if (t == ncclInt32)
+        ((uint32_t *)p)[i] = (uint32_t)v;
     else
-        ((int32_t *)p)[i] = (int32_t)v;
+        ((uint8_t *)p)[i] = (uint8_t)v;
 }
 
 /* The bytes each rank's send and receive buffers span. */
@@ -428,61 +903,85 @@ static int buffers_ok(const call *c, const struct ncclComm *m, const char *who)
            (!r || !fk_check_range(m->dev, c->recv, r, who, "receive buffer"));
 }
 
-/* Runs collective s, every rank arrived: 0, or a message in s->err. */
-static void collective(clique *cl, slot *s)
+/* 0 when the calls op[0..R) of collective seq match; else -1 and why in err. */
+static int mismatch(const call *const *op, int R, int64_t seq, char *err, size_t errlen)
 {
-    const call *c0 = s->op[0];
-    for (int r = 1; r < cl->nranks; r++) {
-        const call *c = s->op[r];
+    const call *c0 = op[0];
+    for (int r = 1; r < R; r++) {
+        const call *c = op[r];
         if (c->kind != c0->kind || c->count != c0->count || c->type != c0->type ||
             c->op != c0->op || c->root != c0->root) {
-            snprintf(s->err, sizeof s->err, "collective %lld: rank 0 calls %s (count %zu), rank %d "
-                     "%s (count %zu) with other arguments", (long long)s->seq, kind_name[c0->kind],
+            snprintf(err, errlen, "collective %lld: rank 0 calls %s (count %zu), rank %d "
+                     "%s (count %zu) with other arguments", (long long)seq, kind_name[c0->kind],
                      c0->count, r, kind_name[c->kind], c->count);
-            return;
+            return -1;
         }
     }
-    for (int r = 0; r < cl->nranks; r++)
-        if (!buffers_ok(s->op[r], &cl->rank[r], "running an NCCL collective")) {
-            snprintf(s->err, sizeof s->err, "rank %d's buffers were freed before the collective ran", r);
-            return;
-        }
+    return 0;
+}
+
+/* The result of matching calls op[0..R) (op[r]->send: rank r's data), the
+ * same on every rank: a new array of *total elements. */
+static unsigned char *reduce(const call *const *op, int R, size_t *total)
+{
+    const call *c0 = op[0];
     size_t n = c0->count, esz = type_size(c0->type);
-    int R = cl->nranks;
     ncclDataType_t t = c0->type;
     cudaDataType ct = cuda_type(t);
-    size_t total = c0->kind == K_ALLREDUCE || c0->kind == K_BROADCAST ? n : n * (size_t)R;
-    unsigned char *tmp = calloc(total + 1, esz); /* results, before any buffer is written */
+    *total = c0->kind == K_ALLREDUCE || c0->kind == K_BROADCAST ? n : n * (size_t)R;
+    unsigned char *tmp = calloc(*total + 1, esz);
     if (c0->kind == K_ALLGATHER) {
         for (int r = 0; r < R; r++)
-            memcpy(tmp + (size_t)r * n * esz, s->op[r]->send, n * esz);
+            memcpy(tmp + (size_t)r * n * esz, op[r]->send, n * esz);
     } else if (c0->kind == K_BROADCAST) {
-        memcpy(tmp, s->op[c0->root]->send, n * esz);
+        memcpy(tmp, op[c0->root]->send, n * esz);
     } else {
-        for (size_t i = 0; i < total; i++) {
+        for (size_t i = 0; i < *total; i++) {
             if (is_int(t)) {
-                int64_t a = load_int(s->op[0]->send, i, t);
+                int64_t a = load_int(op[0]->send, i, t);
                 for (int r = 1; r < R; r++) {
-                    int64_t b = load_int(s->op[r]->send, i, t);
-                    a = c0->op == ncclSum ? a + b : a > b ? a : b;
+                    int64_t b = load_int(op[r]->send, i, t);
+                    a = c0->op == ncclSum ? (int64_t)((uint64_t)a + (uint64_t)b) : a > b ? a : b;
                 }
                 store_int(tmp, i, t, a);
             } else {
-                float a = (float)fk_load(s->op[0]->send, (int64_t)i, ct);
+                float a = (float)fk_load(op[0]->send, (int64_t)i, ct);
                 for (int r = 1; r < R; r++) {
-                    float b = (float)fk_load(s->op[r]->send, (int64_t)i, ct);
+                    float b = (float)fk_load(op[r]->send, (int64_t)i, ct);
                     a = c0->op == ncclSum ? a + b : a > b ? a : b;
                 }
                 fk_store(tmp, (int64_t)i, ct, a);
             }
         }
     }
-    for (int r = 0; r < R; r++) {
-        if (c0->kind == K_REDUCESCATTER)
-            memcpy(s->op[r]->recv, tmp + (size_t)r * n * esz, n * esz);
-        else
-            memcpy(s->op[r]->recv, tmp, total * esz);
-    }
+    return tmp;
+}
+
+/* Rank r's share of result tmp into its receive buffer. */
+static void deliver(const call *c, int r, const unsigned char *tmp, size_t total)
+{
+    size_t esz = type_size(c->type);
+    if (c->kind == K_REDUCESCATTER)
+        memcpy(c->recv, tmp + (size_t)r * c->count * esz, c->count * esz);
+    else
+        memcpy(c->recv, tmp, total * esz);
+}
+
+/* Runs collective s, every rank arrived: 0, or a message in s->err. */
+static void collective(clique *cl, slot *s)
+{
+    const call *const *op = (const call *const *)s->op;
+    if (mismatch(op, cl->nranks, s->seq, s->err, sizeof s->err))
+        return;
+    for (int r = 0; r < cl->nranks; r++)
+        if (!buffers_ok(op[r], &cl->rank[r], "running an NCCL collective")) {
+            snprintf(s->err, sizeof s->err, "rank %d's buffers were freed before the collective ran", r);
+            return;
+        }
+    size_t total;
+    unsigned char *tmp = reduce(op, cl->nranks, &total); /* before any buffer is written */
+    for (int r = 0; r < cl->nranks; r++)
+        deliver(op[r], r, tmp, total);
     free(tmp);
 }
 
@@ -497,14 +996,18 @@ typedef struct {
 /* A part's arrival, per queue entry. */
 typedef struct {
     slot **slots;       /* by call: its collective's slot, or NULL */
-    int *done;          /* by call (point-to-point) */
-    char err[256];
+    int *done;          /* by call (point-to-point; across processes every call) */
+    int64_t *seq;       /* across processes, by call: its number on the communicator
+                           (collectives) or between its two ranks (the others) */
+    double since;       /* across processes: when it arrived */
+    char err[512];
 } arrival;
 
 static void part_release(void *ctx)
 {
     part *p = ctx;
-    clique_unref(p->m->cl); /* after unloading: nothing */
+    if (!N.unloaded) /* after unloading the cliques are gone */
+        clique_unref(p->m->cl);
     free(p->calls);
     free(p);
 }
@@ -536,8 +1039,8 @@ static void arrival_free(void *ctx, void *state)
 {
     part *p = ctx;
     arrival *a = state;
-    clique *cl = p->m->cl;
-    for (int i = 0; i < p->ncalls && !N.unloaded; i++) {
+    clique *cl = N.unloaded ? NULL : p->m->cl;
+    for (int i = 0; cl && !cl->dir && i < p->ncalls; i++) {
         if (a->slots[i]) {
             if (!a->slots[i]->done)
                 a->slots[i]->op[p->m->rank] = NULL, a->slots[i]->arrived--;
@@ -551,6 +1054,7 @@ static void arrival_free(void *ctx, void *state)
     }
     free(a->slots);
     free(a->done);
+    free(a->seq);
     free(a);
 }
 
@@ -587,6 +1091,211 @@ static void pair(clique *cl, int a, int b)
     }
 }
 
+/* ---------------------------------------------------------------- parts across processes */
+
+/* Call c of rank me arrives as number seq: a collective's contribution, a
+ * receive's posted marker written.  0, or -1 with why in err. */
+static int remote_arrive(const part *p, const call *c, int64_t seq, char *err, size_t errlen)
+{
+    clique *cl = p->m->cl;
+    int me = cl->me;
+    char path[PATHLEN];
+    wire w = {.kind = c->kind, .type = c->type, .op = c->op, .root = c->root, .count = c->count};
+    const void *data = NULL;
+    if (c->kind == K_SEND)
+        return 0;
+    if (c->kind == K_RECV) {
+        path_of(path, cl->dir, "p%d.%d.%lld", c->root, me, (long long)seq);
+    } else {
+        size_t sb, rb;
+        extents(c, cl->nranks, &sb, &rb);
+        if (c->kind != K_BROADCAST || me == c->root) {
+            if (fk_check_range(p->m->dev, c->send, sb, "running an NCCL collective", "send buffer")) {
+                snprintf(err, errlen, "rank %d's send buffer was freed before the collective ran", me);
+                return -1;
+            }
+            w.bytes = sb, data = c->send;
+        }
+        path_of(path, cl->dir, "c%lld.%d", (long long)seq, me);
+    }
+    if (put_file(path, &w, data, 0)) {
+        snprintf(err, errlen, "cannot write %.300s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Collective c, number seq: 1 when done (or failed, why in err), 0 while rank
+ * *late's contribution is not there. */
+static int remote_collective(const part *p, const call *c, int64_t seq, int *late, char *err,
+                             size_t errlen)
+{
+    clique *cl = p->m->cl;
+    int R = cl->nranks, me = cl->me;
+    char path[PATHLEN], prefix[64];
+    snprintf(prefix, sizeof prefix, "c%lld", (long long)seq);
+    if ((*late = missing(cl->dir, prefix, R)) >= 0)
+        return 0;
+    size_t nr = R > 0 ? (size_t)R : 1;
+    call *ops = calloc(nr, sizeof *ops);
+    const call **op = calloc(nr, sizeof *op);
+    unsigned char **data = calloc(nr, sizeof *data);
+    uint64_t *bytes = calloc(nr, sizeof *bytes);
+    for (int k = 0; k < R && !err[0]; k++) {
+        wire w = {0};
+        path_of(path, cl->dir, "c%lld.%d", (long long)seq, k);
+        if (get_file(path, &w, &data[k]) || w.kind < K_ALLREDUCE || w.kind > K_BROADCAST)
+            snprintf(err, errlen, "cannot read %.300s", path);
+        ops[k] = (call){w.kind, data[k], NULL, (size_t)w.count, w.type, w.op, w.root};
+        op[k] = &ops[k];
+        bytes[k] = w.bytes;
+    }
+    ops[me].recv = c->recv;
+    size_t sb, rb;
+    extents(c, R, &sb, &rb);
+    if (!err[0] && !mismatch(op, R, seq, err, errlen)) {
+        for (int k = 0; k < R && !err[0]; k++)
+            if (bytes[k] != (c->kind != K_BROADCAST || k == c->root ? sb : 0))
+                snprintf(err, errlen, "collective %lld: rank %d's contribution in %.300s has %llu bytes",
+                         (long long)seq, k, cl->dir, (unsigned long long)bytes[k]);
+        if (!err[0] && fk_check_range(p->m->dev, c->recv, rb, "running an NCCL collective", "receive buffer"))
+            snprintf(err, errlen, "rank %d's receive buffer was freed before the collective ran", me);
+        if (!err[0]) {
+            size_t total;
+            unsigned char *tmp = reduce(op, R, &total);
+            deliver(&ops[me], me, tmp, total);
+            free(tmp);
+        }
+    } else if (err[0] && strlen(err) + 2 < errlen) {
+        size_t n = strlen(err);
+        snprintf(err + n, errlen - n, " (communicator %s)", cl->dir);
+    }
+    for (int k = 0; k < R; k++)
+        free(data[k]);
+    free(data), free(ops), free(op), free(bytes);
+    /* read: the last rank to say so removes the collective's files */
+    wire w = {0};
+    path_of(path, cl->dir, "r%lld.%d", (long long)seq, me);
+    put_file(path, &w, NULL, 0);
+    snprintf(prefix, sizeof prefix, "r%lld", (long long)seq);
+    if (missing(cl->dir, prefix, R) < 0)
+        for (int k = 0; k < R; k++) {
+            path_of(path, cl->dir, "c%lld.%d", (long long)seq, k);
+            unlink(path);
+            path_of(path, cl->dir, "r%lld.%d", (long long)seq, k);
+            unlink(path);
+        }
+    return 1;
+}
+
+/* Send c, number seq to its peer: 0 until the peer's receive is posted, then
+ * 1 with the message written (or why in err). */
+static int remote_send(const part *p, const call *c, int64_t seq, char *err, size_t errlen)
+{
+    clique *cl = p->m->cl;
+    int me = cl->me, peer = c->root;
+    char posted[PATHLEN], path[PATHLEN];
+    path_of(posted, cl->dir, "p%d.%d.%lld", me, peer, (long long)seq);
+    if (!present(posted))
+        return 0;
+    wire w = {0};
+    unsigned char *none = NULL;
+    size_t bytes = c->count * type_size(c->type);
+    wire m = {.kind = K_SEND, .type = c->type, .root = me, .count = c->count, .bytes = bytes};
+    path_of(path, cl->dir, "m%d.%d.%lld", me, peer, (long long)seq);
+    if (get_file(posted, &w, &none))
+        snprintf(err, errlen, "cannot read %.300s", posted);
+    else if (fk_check_range(p->m->dev, c->send, bytes, "running ncclSend", "send buffer"))
+        snprintf(err, errlen, "rank %d's send buffer was freed before ncclSend ran", me);
+    else if (put_file(path, &m, c->send, 0))
+        snprintf(err, errlen, "cannot write %.300s: %s", path, strerror(errno));
+    else if (w.count != c->count || w.type != (int32_t)c->type) /* sent: the receiver fails too */
+        snprintf(err, errlen, "rank %d sends %zu elements of type %d to rank %d, which receives "
+                 "%llu of type %d (communicator %s)", me, c->count, (int)c->type, peer,
+                 (unsigned long long)w.count, (int)w.type, cl->dir);
+    free(none);
+    unlink(posted);
+    return 1;
+}
+
+/* Receive c, number seq from its peer: 0 until the message is there, then 1
+ * with the data copied (or why in err). */
+static int remote_recv(const part *p, const call *c, int64_t seq, char *err, size_t errlen)
+{
+    clique *cl = p->m->cl;
+    int me = cl->me, peer = c->root;
+    char path[PATHLEN];
+    path_of(path, cl->dir, "m%d.%d.%lld", peer, me, (long long)seq);
+    if (!present(path))
+        return 0;
+    wire w = {0};
+    unsigned char *data = NULL;
+    size_t bytes = c->count * type_size(c->type);
+    if (get_file(path, &w, &data))
+        snprintf(err, errlen, "cannot read %.300s", path);
+    else if (w.count != c->count || w.type != (int32_t)c->type || w.bytes != bytes)
+        snprintf(err, errlen, "rank %d sends %llu elements of type %d to rank %d, which receives "
+                 "%zu of type %d (communicator %s)", peer, (unsigned long long)w.count, (int)w.type,
+                 me, c->count, (int)c->type, cl->dir);
+    else if (fk_check_range(p->m->dev, c->recv, bytes, "running ncclRecv", "receive buffer"))
+        snprintf(err, errlen, "rank %d's receive buffer was freed before ncclRecv ran", me);
+    else if (bytes)
+        memcpy(c->recv, data, bytes);
+    free(data);
+    unlink(path);
+    return 1;
+}
+
+/* A part of a communicator across processes: arrives once, then polls;
+ * FK_WAIT_REMOTE while a call waits on another process, until the timeout. */
+static int remote_ready(part *p, arrival *a)
+{
+    clique *cl = p->m->cl;
+    if (!a->seq) {
+        a->seq = calloc((size_t)p->ncalls + 1, sizeof *a->seq);
+        a->since = now();
+        for (int i = 0; i < p->ncalls && !a->err[0]; i++) {
+            const call *c = &p->calls[i];
+            a->seq[i] = c->kind == K_SEND   ? cl->sent[c->root]++
+                        : c->kind == K_RECV ? cl->received[c->root]++
+                                            : cl->next_coll[cl->me]++;
+            remote_arrive(p, c, a->seq[i], a->err, sizeof a->err);
+        }
+    }
+    int wait = -1, late = -1;
+    for (int i = 0; i < p->ncalls && !a->err[0]; i++) {
+        const call *c = &p->calls[i];
+        int k = c->root;
+        if (a->done[i])
+            continue;
+        if (c->kind == K_SEND)
+            a->done[i] = remote_send(p, c, a->seq[i], a->err, sizeof a->err);
+        else if (c->kind == K_RECV)
+            a->done[i] = remote_recv(p, c, a->seq[i], a->err, sizeof a->err);
+        else
+            a->done[i] = remote_collective(p, c, a->seq[i], &k, a->err, sizeof a->err);
+        if (!a->done[i] && wait < 0)
+            wait = i, late = k;
+    }
+    if (a->err[0] || wait < 0)
+        return 1;
+    double limit = timeout_s();
+    if (now() - a->since <= limit)
+        return FK_WAIT_REMOTE;
+    const call *c = &p->calls[wait];
+    const char *what = c->kind == K_SEND   ? "message %lld to rank %d) waits for that rank's "
+                                             "ncclRecv to reach the head of its stream"
+                       : c->kind == K_RECV ? "message %lld from rank %d) waits for that rank's ncclSend"
+                                           : "collective %lld) waits for rank %d's";
+    int n = snprintf(a->err, sizeof a->err, "timed out after %g s (FAKECUDA_NCCL_TIMEOUT) on "
+                     "communicator %s: rank %d's %s (", limit, cl->dir, cl->me, kind_name[c->kind]);
+    if (n > 0 && n < (int)sizeof a->err)
+        snprintf(a->err + n, sizeof a->err - (size_t)n, what, (long long)a->seq[wait], late);
+    return 1;
+}
+
+/* ---------------------------------------------------------------- parts, continued */
+
 static int part_ready(void *ctx, void **state)
 {
     part *p = ctx;
@@ -597,7 +1306,7 @@ static int part_ready(void *ctx, void **state)
         a = *state = calloc(1, sizeof *a);
         a->slots = calloc((size_t)p->ncalls + 1, sizeof *a->slots);
         a->done = calloc((size_t)p->ncalls + 1, sizeof *a->done);
-        for (int i = 0; i < p->ncalls; i++) {
+        for (int i = 0; i < p->ncalls && !cl->dir; i++) {
             const call *c = &p->calls[i];
             if (c->kind == K_SEND || c->kind == K_RECV) {
                 int peer = c->root;
@@ -629,6 +1338,8 @@ static int part_ready(void *ctx, void **state)
             }
         }
     }
+    if (cl->dir)
+        return remote_ready(p, a);
     for (int i = 0; i < p->ncalls; i++)
         if (a->slots[i] ? !a->slots[i]->done : !a->done[i])
             return 0;
@@ -677,7 +1388,7 @@ static ncclResult_t issue(ncclComm_t comm, cudaStream_t stream, call c)
     const char *who = kind_name[c.kind];
     if (!comm_ok(comm))
         return complain(ncclInvalidArgument, who, "%s", "not a live communicator");
-    if (cuda_type(c.type) == (cudaDataType)-1 || (c.op != ncclSum && c.op != ncclMax))
+    if (!type_size(c.type) || (c.op != ncclSum && c.op != ncclMax))
         return complain(ncclInvalidArgument, who, "%s", "a type or reduction not modelled");
     if ((c.kind == K_BROADCAST || c.kind == K_SEND || c.kind == K_RECV) &&
         (c.root < 0 || c.root >= comm->cl->nranks))
@@ -748,19 +1459,40 @@ EXPORT ncclResult_t ncclGroupStart(void)
     return ncclSuccess;
 }
 
-/* The inits of the group: every clique they touch complete and without duplicates. */
+/* The inits of the group: each clique they touch complete and without
+ * duplicates, or with one rank here and the others in other processes.  A
+ * clique that fails goes. */
 static ncclResult_t finish_inits(void)
 {
     ncclResult_t r = ncclSuccess;
-    for (int i = 0; i < N.ninits && !r; i++) {
-        clique *cl = N.inits[i].comm->cl;
-        if (cl->ninit < cl->nranks)
-            r = complain(ncclInternalError, "ncclGroupEnd", "%s",
-                         "ncclCommInitRank: not every rank of the clique was initialized in this "
-                         "group; ranks in other processes are not modelled");
-        else
-            r = check_duplicates(cl, "ncclCommInitRank");
+    clique **cls = calloc((size_t)N.ninits + 1, sizeof *cls);
+    int *first = calloc((size_t)N.ninits + 1, sizeof *first), n = 0;
+    for (int i = 0; i < N.ninits; i++) { /* the cliques, before any goes */
+        int seen = 0;
+        for (int j = 0; j < n; j++)
+            seen |= cls[j] == N.inits[i].comm->cl;
+        if (!seen)
+            first[n] = N.inits[i].comm->rank, cls[n++] = N.inits[i].comm->cl;
     }
+    for (int i = 0; i < n; i++) {
+        clique *cl = cls[i];
+        ncclResult_t q;
+        if (cl->ninit == cl->nranks)
+            q = check_duplicates(cl, "ncclCommInitRank");
+        else if (cl->ninit == 1)
+            q = join(cl, first[i], &cl->id);
+        else
+            q = complain(ncclInvalidUsage, "ncclGroupEnd", "ncclCommInitRank: %d of the %d ranks of "
+                         "a communicator initialized in this process, the others elsewhere: a "
+                         "process holding several but not all ranks is not modelled",
+                         cl->ninit, cl->nranks);
+        if (q) {
+            clique_drop(cl);
+            r = r ? r : q;
+        }
+    }
+    free(cls);
+    free(first);
     free(N.inits);
     N.inits = NULL;
     N.ninits = 0;
