@@ -542,6 +542,17 @@ rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *er
             return NULL;
         }
         x->rank = o->rank;
+        /* the init steps run again in the process whose parameters were
+           written (init_due), which the other processes cannot know */
+        for (int d = 0; d < p->ndevices; d++)
+            for (int i = 0; i < p->devices[d].ninit; i++)
+                if (p->devices[d].init[i].kind == CG_STEP_COMM) {
+                    fail(err, errlen, "device %d derives weights through communication "
+                         "(init step %d), which gnc does not run across processes yet: run "
+                         "the program in one process", d, i);
+                    rt_cuda_close(x);
+                    return NULL;
+                }
     }
     if (driver_load(&x->L, o->libdir, err, errlen)) {
         rt_cuda_close(x);
