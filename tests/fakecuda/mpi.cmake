@@ -20,3 +20,15 @@ foreach(sched eager lazy)
                          ENVIRONMENT "GNC_FAKECUDA_SCHEDULE=${sched};GNC_FAKECUDA_GPUS=4;FAKECUDA_NCCL_TIMEOUT=120")
   endforeach()
 endforeach()
+
+# The session layer as gnc train uses it under mpirun (test_session_fake
+# --mpi): a cuda session of each rank's device beside the whole program on
+# the CPU, the parameters read back and gathered to rank 0.
+add_test(NAME session_mpi_fake
+         COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/../gpu/mpirun.sh 2
+                 $<TARGET_FILE:test_session_fake> ${CMAKE_SOURCE_DIR}
+                 ${CMAKE_CURRENT_BINARY_DIR}/fakecuda-work/session-mpi ${GNC_FAKECUDA_DIR} --mpi)
+file(MAKE_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/fakecuda-work/session-mpi)
+set_tests_properties(session_mpi_fake PROPERTIES LABELS "unit;mpi" SKIP_RETURN_CODE 77
+                     TIMEOUT 900 PROCESSORS 2
+                     ENVIRONMENT "GNC_FAKECUDA_GPUS=4;FAKECUDA_NCCL_TIMEOUT=120")

@@ -26,9 +26,21 @@
  *
  * The cases: lenet (SGD with momentum) and a small net with batch
  * normalization (Adam) trained on 1 device, each followed by its inference;
- * lenet and mlp data parallel on 2 devices.  Exits 77 (skipped) without NVRTC. */
+ * lenet and mlp data parallel on 2 devices.  Exits 77 (skipped) without NVRTC.
+ *
+ *   mpirun -np 2 test_session_fake SOURCE_DIR WORK_DIR FAKE_DIR --mpi
+ *
+ * runs sessions as gnc train does under mpirun: each rank a cuda session of
+ * its device alone (NCCL across the ranks, its host copy the rank's CPU
+ * executor, rt_exec_new_rank) beside a cpu session of the whole program in
+ * the process: lenet data parallel and mlp pipeline, 4 steps with the next
+ * batch prefetched; rank 0's loss and outputs against the whole program's at
+ * every step; then every rank's parameters read back and gathered to rank 0
+ * (rt_session_pull, rt_exec_gather_params), all of them against the whole
+ * program's within 1e-4. */
 #include <dlfcn.h>
 #include <math.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +51,10 @@
 #include "passes.h"
 #include "plan.h"
 #include "session.h"
+
+#ifdef GNC_HAVE_MPI
+#include <mpi.h>
+#endif
 
 static int npassed, nfailed;
 static const char *srcdir, *workdir, *fakedir;
@@ -66,11 +82,11 @@ static const char bnnet[] =
     "    loss cross_entropy(logits, label)\n"
     "}\n";
 
-/* The plan of model name (batch, on devices devices, data parallel; a
- * training step with SGD and momentum where train), with its kernels for
- * sm_90 (the stand-ins' GPUs), or NULL with a message. */
-static rt_plan *plan_of(const char *name, int batch, int devices, int train, char *err,
-                        size_t errlen)
+/* The plan of model name (batch, on devices devices, partitioned by
+ * strategy; a training step with SGD and momentum where train), with its
+ * kernels for sm_90 (the stand-ins' GPUs), or NULL with a message. */
+static rt_plan *plan_of(const char *name, int batch, int devices, pt_strategy strategy, int train,
+                        char *err, size_t errlen)
 {
     char path[4096], b[16];
     snprintf(path, sizeof path, "%.3900s/models/%s.net", srcdir, name);
@@ -84,7 +100,7 @@ static rt_plan *plan_of(const char *name, int batch, int devices, int train, cha
         opt.momentum = 0.9;
     pt_options po = {0};
     po.devices = devices;
-    po.strategy = PT_DATA;
+    po.strategy = strategy;
     pm_options pm = {1, 0, NULL, NULL, stdout, devices > 1 ? &po : NULL};
     ir_graph *g = strcmp(name, "bnnet") == 0
                       ? fe_load_string("bnnet.net", bnnet, strlen(bnnet), &fo, &d)
@@ -307,7 +323,7 @@ static void training(const char *model, int batch, int devices, int optimizer)
     kernels k = {0};
     /* cpu, cuda (a CUDA graph), cuda launched step by step */
     rt_session *s[3] = {NULL, NULL, NULL}, *check[2] = {NULL, NULL}, *again = NULL;
-    rt_plan *p = plan_of(model, batch, devices, optimizer, err, sizeof err);
+    rt_plan *p = plan_of(model, batch, devices, PT_DATA, optimizer, err, sizeof err);
     if (!p || kernels_register(p, &k, err, sizeof err) != 0 ||
         !(s[0] = open_session(p, RT_DEVICE_CPU, 0, 5, err, sizeof err)) ||
         !(s[1] = open_session(p, RT_DEVICE_CUDA, 0, 5, err, sizeof err)) ||
@@ -419,7 +435,7 @@ static void inference(const char *model, int batch, int devices)
              devices > 1 ? "s, data parallel" : "");
     kernels k = {0};
     rt_session *s[2] = {NULL, NULL};
-    rt_plan *p = plan_of(model, batch, devices, 0, err, sizeof err);
+    rt_plan *p = plan_of(model, batch, devices, PT_DATA, 0, err, sizeof err);
     if (!p || kernels_register(p, &k, err, sizeof err) != 0 ||
         !(s[0] = open_session(p, RT_DEVICE_CPU, 0, 3, err, sizeof err)) ||
         !(s[1] = open_session(p, RT_DEVICE_CUDA, 0, 3, err, sizeof err)) ||
@@ -456,10 +472,127 @@ done:
     rt_plan_free(p);
 }
 
+/* ---------------------------------------------------------------- under MPI */
+
+#ifdef GNC_HAVE_MPI
+static int rank, ranks;
+
+/* A cuda session of device `rank` of p across the ranks (collective). */
+static rt_session *rank_session(const rt_plan *p, char *err, size_t errlen)
+{
+    rt_cuda_id id;
+    int rc = rank == 0 ? rt_cuda_unique_id(fakedir, &id, err, errlen) : 0;
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (rc) {
+        snprintf(err, errlen, "rank 0 has no NCCL id");
+        return NULL;
+    }
+    rt_session_options o = {0};
+    o.device = RT_DEVICE_CUDA;
+    o.seed = 5;
+    o.libdir = fakedir;
+    o.ranks = ranks, o.rank = rank, o.id = &id;
+    o.host = rt_exec_new_rank(p->g, p->mp->offset_by_id, p->mp->device_bytes, rank, err, errlen);
+    return o.host ? rt_session_open(p, &o, err, errlen) : NULL;
+}
+
+static void across(const char *model, pt_strategy strategy)
+{
+    char what[128], err[2048], at[256];
+    snprintf(what, sizeof what, "%s %s on %d ranks (rank %d)", model,
+             strategy == PT_PIPELINE ? "pipeline" : "data parallel", ranks, rank);
+    kernels k = {0};
+    rt_session *s[2] = {NULL, NULL};   /* the whole program on cpu; this rank's on cuda */
+    rt_plan *p = plan_of(model, 4, ranks, strategy, 1, err, sizeof err);
+    int ok = p && kernels_register(p, &k, err, sizeof err) == 0 &&
+             (s[0] = open_session(p, RT_DEVICE_CPU, 0, 5, err, sizeof err));
+    /* every rank makes its session, even after a failure of its own: it is collective */
+    s[1] = p ? rank_session(p, err, sizeof err) : NULL;
+    ok = ok && s[1];
+    if (!ok)
+        printf("FAIL %s: %s\n", what, err);
+    const ir_graph *g = p ? p->g : NULL;
+    double first = 0, last = 0;
+    for (int i = 0; i < 4 && ok; i++) {
+        int rc = i == 0 && set_batch(g, s, 2, 0, err, sizeof err) != 0;
+        for (int j = 0; j < 2 && !rc; j++)
+            rc = rt_session_set_train(s[j], 0.02, i + 1, 7, err, sizeof err) != 0 ||
+                 (j == 1 ? rt_session_launch(s[j], err, sizeof err)
+                         : rt_session_run(s[j], err, sizeof err)) != 0;
+        if (!rc && i + 1 < 4)
+            rc = set_batch_as(g, s, 2, i + 1, 1, err, sizeof err) != 0;
+        if (rc || rt_session_wait(s[1], err, sizeof err) != 0) {
+            printf("FAIL %s: step %d: %s\n", what, i, err);
+            ok = 0;
+            break;
+        }
+        snprintf(at, sizeof at, "%s: step %d", what, i);
+        if (rank == 0) {
+            ok = same_results(at, g, s[1], s[0]);
+            last = *(const float *)rt_session_data(s[1], g->loss);
+            first = i == 0 ? last : first;
+        }
+    }
+    /* the model's state on rank 0, as gnc train brings it there for a
+       checkpoint; collective, so every rank takes part */
+    int pulled = s[1] && rt_session_pull(s[1], err, sizeof err) == 0;
+    if (s[1] && rt_exec_gather_params(rt_session_host(s[1]), err, sizeof err) != 0)
+        pulled = 0;
+    if (ok && !pulled) {
+        printf("FAIL %s: gathering the parameters: %s\n", what, err);
+        ok = 0;
+    }
+    snprintf(at, sizeof at, "%s: the parameters gathered on rank 0", what);
+    for (int i = 0; ok && rank == 0 && i < g->nparams; i++)
+        if (saved(g->params[i]))
+            ok = same_value(at, g->params[i], s[1], s[0], ATOL, RTOL) && ok;
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (ok) {
+        npassed++;
+        if (rank == 0)
+            printf("ok %s: loss %.5f -> %.5f, the gathered parameters agree\n", what, first,
+                   last);
+    } else {
+        nfailed++;
+    }
+    rt_session_free(s[0]);
+    rt_session_free(s[1]);
+    kernels_free(&k);
+    rt_plan_free(p);
+}
+
+static int mpi_main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    static char dir[4096];
+    snprintf(dir, sizeof dir, "%.4000s/rank%d", workdir, rank);
+    mkdir(dir, 0777);
+    workdir = dir;
+    rt_set_threads(1);
+    if (ranks != 2) {
+        if (rank == 0)
+            printf("FAIL: run on 2 ranks, not %d\n", ranks);
+        nfailed++;
+    } else {
+        across("lenet", PT_DATA);
+        across("mlp", PT_PIPELINE);
+    }
+    if (rank == 0)
+        printf("%d passed, %d failed (on %d ranks)\n", npassed, nfailed, ranks);
+    dlclose(driver);
+    MPI_Finalize();
+    return nfailed ? 1 : 0;
+}
+#endif
+
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: test_session_fake SOURCE_DIR WORK_DIR FAKE_DIR\n");
+    int mpi = argc == 5 && strcmp(argv[4], "--mpi") == 0;
+    if (argc != 4 && !mpi) {
+        fprintf(stderr, "usage: test_session_fake SOURCE_DIR WORK_DIR FAKE_DIR [--mpi]\n");
         return 2;
     }
     srcdir = argv[1], workdir = argv[2], fakedir = argv[3];
@@ -473,6 +606,14 @@ int main(int argc, char **argv)
         printf("FAIL %s is not the stand-in driver: %s\n", path,
                driver ? "no fakecuda_register" : dlerror());
         return 1;
+    }
+    if (mpi) {
+#ifdef GNC_HAVE_MPI
+        return mpi_main(argc, argv);
+#else
+        printf("skipped: built without MPI\n");
+        return 77;
+#endif
     }
     rt_set_threads(2);
     training("lenet", 4, 1, 1);
