@@ -1017,7 +1017,7 @@ static int issue_comm(rt_cuda *x, int init, int n, const int *devs, const int *i
  * schedules whose sends cross (each stage sending before it receives) cannot
  * deadlock, as they would as NCCL sends on one stream.
  *
- * Across processes a send is an NCCL send (m is NULL then) on the
+ * Across processes a send is an NCCL send (m is NULL) on the
  * communicator of its direction, whose receive the receiver posted when its
  * run started (post_recvs); the send waits for nothing else. */
 static int issue_p2p(rt_cuda *x, int d, int init, int s, cuda_message *m, char *err,
@@ -1031,7 +1031,7 @@ static int issue_p2p(rt_cuda *x, int d, int init, int s, cuda_message *m, char *
     CU(cuCtxSetCurrent(G->ctx));
     if (st->wait >= 0)
         CU(cuStreamWaitEvent(cs, G->done[init][st->wait], 0));
-    if (c->op == IR_OP_SEND && !m) {
+    if (c->op == IR_OP_SEND && x->rank >= 0) {
         if (cuda_comm_p2p(x, d, 1, c->peer, cuda_ptr(G, c->send[0]),
                           c->count[0] * dtype_bytes(c->dtype), cs, err, errlen))
             return -1;
@@ -1216,7 +1216,9 @@ static int issue_run(rt_cuda *x, int init, char *err, size_t errlen)
         return -1;
     for (int d = 0; d < p->ndevices; d++) {
         cuda_gpu *G = &x->dev[d];
-        for (int s = G == G0 ? S_COMM : S_COMPUTE; s <= last && cuda_mine(x, d); s++) {
+        if (!cuda_mine(x, d))
+            continue;
+        for (int s = G == G0 ? S_COMM : S_COMPUTE; s <= last; s++) {
             CU(cuCtxSetCurrent(G->ctx));
             CU(cuEventRecord(G->join[s], G->stream[s]));
             CU(cuCtxSetCurrent(G0->ctx));

@@ -464,73 +464,30 @@ static int split(rt_cuda *x, const int64_t *group, int n, ncclComm_t *comm, char
     return 0;
 }
 
-/* One communicator for this process's device across processes
- * (ncclCommInitRank: its rank is its program device), and one per direction
- * of point-to-point traffic, split from it. */
-static int open_world_rank(rt_cuda *x, const rt_cuda_id *id, char *err, size_t errlen)
+/* The world communicator, rank d on program device d: in one process by
+ * ncclCommInitAll over the devices' GPUs (one GPU each); across processes
+ * this process's device's alone, by ncclCommInitRank from rank 0's id. */
+static int open_world(rt_cuda *x, const rt_cuda_id *id, char *err, size_t errlen)
 {
     cuda_libs *B = x->libs;
-    const cg_program *p = x->p;
-    int nd = p->ndevices;
-    ncclUniqueId uid;
-    memcpy(&uid, id->bytes, sizeof uid < sizeof id->bytes ? sizeof uid : sizeof id->bytes);
-    CU(cuCtxSetCurrent(x->dev[x->rank].ctx));
-    ncclResult_t r = B->c.ncclCommInitRank(&B->world[x->rank], nd, uid, x->rank);
-    if (r != ncclSuccess) {
+    int nd = x->p->ndevices;
+    ncclResult_t r;
+    if (!(B->world = calloc((size_t)nd, sizeof *B->world)))
+        return cuda_fail(err, errlen, "out of memory");
+    if (x->rank >= 0) {
+        ncclUniqueId uid;
+        memcpy(&uid, id->bytes, sizeof uid < sizeof id->bytes ? sizeof uid : sizeof id->bytes);
+        CU(cuCtxSetCurrent(x->dev[x->rank].ctx));
+        if ((r = B->c.ncclCommInitRank(&B->world[x->rank], nd, uid, x->rank)) == ncclSuccess)
+            return 0;
         B->world[x->rank] = NULL;
         return cuda_fail(err, errlen, "NCCL: ncclCommInitRank as rank %d of %d: %s", x->rank, nd,
                          B->c.ncclGetErrorString(r));
     }
-    unsigned char *made = calloc((size_t)nd * (size_t)nd, 1);
-    if (!made || !(B->pair = calloc((size_t)nd * (size_t)nd, sizeof *B->pair))) {
-        free(made);
-        return cuda_fail(err, errlen, "out of memory");
-    }
-    /* the directions in the order the program's sends first take them, the
-       same in every process */
-    for (int a = 0; a < nd; a++)
-        for (int init = 0; init < 2; init++) {
-            const cg_device *D = &p->devices[a];
-            const cg_step *steps = init ? D->init : D->steps;
-            for (int s = 0; s < (init ? D->ninit : D->nsteps); s++) {
-                const cg_comm *c = &steps[s].u.comm;
-                int64_t ends[2] = {a, c->peer};
-                ncclComm_t two[2] = {NULL, NULL};
-                if (steps[s].kind != CG_STEP_COMM || c->op != IR_OP_SEND || c->peer < 0 ||
-                    c->peer >= nd || c->peer == a || made[a * nd + c->peer])
-                    continue;
-                if (split(x, ends, 2, two, err, errlen)) {
-                    free(made);
-                    return -1;
-                }
-                made[a * nd + c->peer] = 1;
-                B->pair[a * nd + c->peer] = two[0] ? two[0] : two[1];
-            }
-        }
-    free(made);
-    return 0;
-}
-
-/* One communicator for all devices (ncclCommInitAll: rank d on program device
- * d's GPU; across processes ncclCommInitRank), then one per other group of a
- * collective, split from it. */
-static int open_comms(rt_cuda *x, const rt_cuda_id *id, char *err, size_t errlen)
-{
-    cuda_libs *B = x->libs;
-    const cg_program *p = x->p;
-    int nd = p->ndevices;
     int *ordinals = calloc((size_t)nd, sizeof *ordinals);
-    B->world = calloc((size_t)nd, sizeof *B->world);
-    if (!ordinals || !B->world) {
-        free(ordinals);
+    if (!ordinals)
         return cuda_fail(err, errlen, "out of memory");
-    }
-    if (x->rank >= 0) {
-        free(ordinals);
-        if (open_world_rank(x, id, err, errlen))
-            return -1;
-    }
-    for (int d = 0; x->rank < 0 && d < nd; d++) {
+    for (int d = 0; d < nd; d++) {
         ordinals[d] = x->dev[d].ordinal;
         for (int e = 0; e < d; e++)
             if (ordinals[e] == ordinals[d]) {
@@ -541,14 +498,58 @@ static int open_comms(rt_cuda *x, const rt_cuda_id *id, char *err, size_t errlen
                                  "devices; give it that many GPUs)", e, d, gpu, nd);
             }
     }
-    ncclResult_t r = x->rank >= 0 ? ncclSuccess : B->c.ncclCommInitAll(B->world, nd, ordinals);
-    if (x->rank < 0)
-        free(ordinals);
-    if (r != ncclSuccess) {
-        memset(B->world, 0, (size_t)nd * sizeof *B->world);
-        return cuda_fail(err, errlen, "NCCL: ncclCommInitAll over %d GPUs: %s", nd,
-                         B->c.ncclGetErrorString(r));
+    r = B->c.ncclCommInitAll(B->world, nd, ordinals);
+    free(ordinals);
+    if (r == ncclSuccess)
+        return 0;
+    memset(B->world, 0, (size_t)nd * sizeof *B->world);
+    return cuda_fail(err, errlen, "NCCL: ncclCommInitAll over %d GPUs: %s", nd,
+                     B->c.ncclGetErrorString(r));
+}
+
+/* Across processes: a communicator per direction of point-to-point traffic
+ * (sender rank 0, receiver rank 1), split from world in the order the
+ * program's sends first take them, the same in every process. */
+static int open_pairs(rt_cuda *x, char *err, size_t errlen)
+{
+    cuda_libs *B = x->libs;
+    const cg_program *p = x->p;
+    int nd = p->ndevices;
+    unsigned char *made = calloc((size_t)nd * (size_t)nd, 1);
+    if (!made || !(B->pair = calloc((size_t)nd * (size_t)nd, sizeof *B->pair))) {
+        free(made);
+        return cuda_fail(err, errlen, "out of memory");
     }
+    int rc = 0;
+    for (int a = 0; a < nd && !rc; a++)
+        for (int init = 0; init < 2 && !rc; init++) {
+            const cg_device *D = &p->devices[a];
+            const cg_step *steps = init ? D->init : D->steps;
+            for (int s = 0; s < (init ? D->ninit : D->nsteps) && !rc; s++) {
+                const cg_comm *c = &steps[s].u.comm;
+                int64_t ends[2] = {a, c->peer};
+                ncclComm_t two[2] = {NULL, NULL};
+                if (steps[s].kind != CG_STEP_COMM || c->op != IR_OP_SEND || c->peer < 0 ||
+                    c->peer >= nd || c->peer == a || made[a * nd + c->peer])
+                    continue;
+                rc = split(x, ends, 2, two, err, errlen);
+                made[a * nd + c->peer] = 1;
+                B->pair[a * nd + c->peer] = two[0] ? two[0] : two[1];
+            }
+        }
+    free(made);
+    return rc;
+}
+
+/* The world communicator, then one per other group of a collective, split
+ * from it, and across processes the directions' pairs. */
+static int open_comms(rt_cuda *x, const rt_cuda_id *id, char *err, size_t errlen)
+{
+    cuda_libs *B = x->libs;
+    const cg_program *p = x->p;
+    int nd = p->ndevices;
+    if (open_world(x, id, err, errlen))
+        return -1;
     for (int d = 0; d < nd; d++)
         for (int s = 0; s < p->devices[d].nsteps; s++) {
             const cg_step *st = &p->devices[d].steps[s];
@@ -574,7 +575,7 @@ static int open_comms(rt_cuda *x, const rt_cuda_id *id, char *err, size_t errlen
             if (split(x, g->group, g->n, g->comm, err, errlen))
                 return -1;
         }
-    return 0;
+    return x->rank >= 0 ? open_pairs(x, err, errlen) : 0;
 }
 
 int cuda_comm_p2p(rt_cuda *x, int d, int send, int peer, CUdeviceptr ptr, int64_t bytes,

@@ -16,6 +16,7 @@ typedef struct {
     int ranks;                  /* its size; 1: not under MPI */
     int rank;                   /* this process's: it runs device rank */
     int local_rank;             /* its rank among the ranks on its node: its GPU's */
+    int local_ranks;            /* the ranks on its node, which share its cores */
     int together;               /* the failure being reported was found by every rank
                                    at once (a collective check): the job ends through
                                    MPI_Finalize with the status, not MPI_Abort */
@@ -144,8 +145,9 @@ struct rt_exec *cli_exec_new(const options *o, const cli_program *p, int per_ran
 
 /* Devices (tools/plan.c; runtime/session.h).  cli_device: --device of run,
  * train and eval (or the default: cuda where a GPU is present; under mpirun
- * where every rank has one of its own) into o->cuda; with cuda, the driver is probed at once, so that a
- * machine without one fails before anything is compiled, read or written.
+ * where every rank has one of its own) into o->cuda; with cuda, the driver is
+ * probed at once, so that a machine without one fails before anything is
+ * compiled, read or written.
  * Returns 0, or 1 after saying why (an unknown name is a usage error of
  * parse_args already).  cli_session_new: the session that runs p on o's
  * device with its parameters from seed: on cpu around cli_exec_new's

@@ -46,7 +46,7 @@ static int launcher_ranks(int *rank)
 int cli_mpi_init(int *argc, char ***argv, cli_world *w)
 {
     int rank, n = launcher_ranks(&rank);
-    w->ranks = 1, w->rank = 0, w->local_rank = 0, w->together = 0;
+    w->ranks = 1, w->rank = 0, w->local_rank = 0, w->local_ranks = 1, w->together = 0;
     if (n <= 1)
         return 0;
 #ifdef GNC_HAVE_MPI
@@ -62,6 +62,7 @@ int cli_mpi_init(int *argc, char ***argv, cli_world *w)
     if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
         MPI_SUCCESS) {
         MPI_Comm_rank(node, &w->local_rank);
+        MPI_Comm_size(node, &w->local_ranks);
         MPI_Comm_free(&node);
     }
     return 0;
@@ -77,16 +78,10 @@ int cli_mpi_init(int *argc, char ***argv, cli_world *w)
 
 /* This rank's share of the cores: those it may run on, split between the
  * ranks on its node. */
-static int share_of_cores(void)
+static int share_of_cores(const cli_world *w)
 {
 #ifdef GNC_HAVE_MPI
-    MPI_Comm node;
-    int local = 1;
-    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
-        MPI_SUCCESS) {
-        MPI_Comm_size(node, &local);
-        MPI_Comm_free(&node);
-    }
+    int local = w->local_ranks;
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     int mine = (int)online;
     cpu_set_t set;
@@ -96,6 +91,7 @@ static int share_of_cores(void)
     share = share < mine ? share : mine;
     return share > 0 ? share : 1;
 #else
+    (void)w;
     return 0;
 #endif
 }
@@ -120,7 +116,7 @@ int cli_mpi_options(options *o, const char *cmd)
     o->part.devices = w->ranks;
     o->devices_given = 1;
     if (!o->threads)
-        o->threads = share_of_cores();
+        o->threads = share_of_cores(w);
     if (w->rank > 0) { /* what only prints: rank 0 prints it */
         o->time_passes = 0;
         o->dump_ir = NULL;

@@ -308,6 +308,22 @@ static int step(const ir_graph *g, rt_session *const *s, int n, int k, char *err
     return 0;
 }
 
+/* Step k of steps on the n sessions of s as gnc train runs on a GPU: s[1]
+ * launched, batch k + 1 prefetched while it runs, then waited for; the
+ * others run.  Batch 0 is set at step 0. */
+static int step_prefetched(const ir_graph *g, rt_session *const *s, int n, int k, int steps,
+                           char *err, size_t errlen)
+{
+    int rc = k == 0 && set_batch(g, s, n, 0, err, errlen) != 0;
+    for (int j = 0; j < n && !rc; j++)
+        rc = rt_session_set_train(s[j], 0.02, k + 1, 7, err, errlen) != 0 ||
+             (j == 1 ? rt_session_launch(s[j], err, errlen) : rt_session_run(s[j], err, errlen)) !=
+                 0;
+    if (!rc && k + 1 < steps)
+        rc = set_batch_as(g, s, n, k + 1, 1, err, errlen) != 0;
+    return rc || rt_session_wait(s[1], err, errlen) != 0 ? -1 : 0;
+}
+
 static const char *const session_names[] = {"cpu", "cuda", "cuda eager"};
 
 /* The checkpoint of the last training on one device, for the inference case
@@ -339,16 +355,7 @@ static void training(const char *model, int batch, int devices, int optimizer)
     int ok = 1;
     double loss[4] = {0};
     for (int i = 0; i < 4 && ok; i++) {
-        /* as gnc train on a GPU: batch i + 1 prefetched while step i runs
-           (launched, then waited for, in the graph session) */
-        int rc = i == 0 && set_batch(g, s, 3, 0, err, sizeof err) != 0;
-        for (int j = 0; j < 3 && !rc; j++)
-            rc = rt_session_set_train(s[j], 0.02, i + 1, 7, err, sizeof err) != 0 ||
-                 (j == 1 ? rt_session_launch(s[j], err, sizeof err)
-                         : rt_session_run(s[j], err, sizeof err)) != 0;
-        if (!rc && i + 1 < 4)
-            rc = set_batch_as(g, s, 3, i + 1, 1, err, sizeof err) != 0;
-        if (rc || rt_session_wait(s[1], err, sizeof err) != 0) {
+        if (step_prefetched(g, s, 3, i, 4, err, sizeof err) != 0) {
             printf("FAIL %s: step %d: %s\n", what, i, err);
             ok = 0;
             break;
@@ -515,14 +522,7 @@ static void across(const char *model, pt_strategy strategy)
     const ir_graph *g = p ? p->g : NULL;
     double first = 0, last = 0;
     for (int i = 0; i < 4 && ok; i++) {
-        int rc = i == 0 && set_batch(g, s, 2, 0, err, sizeof err) != 0;
-        for (int j = 0; j < 2 && !rc; j++)
-            rc = rt_session_set_train(s[j], 0.02, i + 1, 7, err, sizeof err) != 0 ||
-                 (j == 1 ? rt_session_launch(s[j], err, sizeof err)
-                         : rt_session_run(s[j], err, sizeof err)) != 0;
-        if (!rc && i + 1 < 4)
-            rc = set_batch_as(g, s, 2, i + 1, 1, err, sizeof err) != 0;
-        if (rc || rt_session_wait(s[1], err, sizeof err) != 0) {
+        if (step_prefetched(g, s, 2, i, 4, err, sizeof err) != 0) {
             printf("FAIL %s: step %d: %s\n", what, i, err);
             ok = 0;
             break;
