@@ -804,6 +804,11 @@ rt_plan *rt_plan_decode(const void *bytes, size_t nbytes, const char *name, char
         *s = (rt_plan_section){get32(e), get32(e + 4), get32(e + 8), get32(e + 12), get64(e + 16),
                                get64(e + 24)};
         kind_str(s->kind, kb, sizeof kb);
+        if (align8(at) > nbytes) {
+            BAD(r, "truncated: section %u (%s) would start at byte %llu, after the file's end "
+                "(%zu bytes)", i, kb, (unsigned long long)align8(at), nbytes);
+            goto fail;
+        }
         for (uint64_t q = at; q < align8(at); q++)
             if (h[q] != 0) {
                 BAD(r, "byte %llu, padding before section %u, is not 0",
