@@ -58,6 +58,20 @@ cg_options cg_options_default(void)
 }
 
 static const char *const precision_names[] = {"fp32", "tf32", "bf16", "fp16"};
+static const char *const conv_names[] = {"cudnn", "igemm"};
+
+const char *cg_conv_name(cg_conv_impl c)
+{
+    return c >= CG_CONV_CUDNN && c <= CG_CONV_IGEMM ? conv_names[c] : "?";
+}
+
+int cg_conv_lookup(const char *name)
+{
+    for (int i = 0; name && i < 2; i++)
+        if (strcmp(name, conv_names[i]) == 0)
+            return i;
+    return -1;
+}
 
 const char *cg_precision_name(cg_precision p)
 {
@@ -968,6 +982,11 @@ static void write_sources(cg_gen *G)
         cg_sb_printf(&b, "/* gnc: %s, module %d of %d: %d kernel%s, %s */\n", p->graph->name, i + 1,
                      p->nmodules, m->nkernels, m->nkernels == 1 ? "" : "s",
                      cg_precision_name(p->opts.precision));
+        int wmma = 0;
+        for (int j = 0; j < m->nkernels; j++)
+            wmma |= p->kernels[m->kernels[j]].wmma;
+        if (wmma)                      /* the prelude includes <mma.h> */
+            cg_sb_printf(&b, "#define GNC_WMMA 1\n");
         cg_sb_put(&b, cg_prelude, cg_prelude_len);
         m->body_offset = b.len;
         m->kernel_line = cg_xmalloc((size_t)(m->nkernels ? m->nkernels : 1) * sizeof(int));

@@ -45,6 +45,10 @@ typedef enum {
     CG_FP16         /* float16 activations, fp32 master weights, dynamic loss scaling */
 } cg_precision;
 
+/* How convolutions run: cuDNN calls, or implicit-GEMM kernels codegen writes
+ * (codegen/igemm.c).  docs/codegen.md says how to choose. */
+typedef enum { CG_CONV_CUDNN, CG_CONV_IGEMM } cg_conv_impl;
+
 #define CG_MAX_ARCHS 8
 
 typedef struct {
@@ -57,11 +61,14 @@ typedef struct {
     int loss_scale_interval;    /* fp16: good steps before it doubles; 0: 2000 */
     int64_t gemm_workspace;     /* bytes of workspace per cuBLASLt call; 0: 4 MiB */
     int64_t conv_workspace;     /* bytes a cuDNN algorithm may use at most; 0: 64 MiB */
+    cg_conv_impl conv;          /* cuDNN (default) or generated implicit GEMMs */
 } cg_options;
 
 cg_options cg_options_default(void);
 const char *cg_precision_name(cg_precision p);       /* "fp32", "tf32", "bf16", "fp16" */
 int cg_precision_lookup(const char *name);           /* -1 if unknown */
+const char *cg_conv_name(cg_conv_impl c);            /* "cudnn", "igemm" */
+int cg_conv_lookup(const char *name);                /* -1 if unknown */
 
 /* ---- memory ---- */
 
@@ -262,6 +269,7 @@ typedef struct {
     const ir_node *node;        /* the first IR node it computes */
     int elementwise;            /* an elementwise chain: must not spill registers */
     int block;                  /* threads per block it is written for */
+    int wmma;                   /* uses the tensor cores through wmma (<mma.h>) */
     /* after cg_compile, from ptxas, per arch (index into cg_program.archs) */
     int regs[CG_MAX_ARCHS], spill_stores[CG_MAX_ARCHS], spill_loads[CG_MAX_ARCHS];
     int shared_bytes[CG_MAX_ARCHS];

@@ -156,6 +156,16 @@ void cg_emit_scaler_update(cg_gen *G);
 /* The kernel that reduces a collective locally (cg_comm.local_kernel). */
 int cg_local_reduce_kernel(cg_gen *G, ir_dtype t, int max);
 void cg_emit_gather_unpack(cg_gen *G, const ir_node *n, cg_ref staging, int pack);
+/* A line " *   %y: f32[..] = op(%x, ...) {attrs}  @file:line:col" of a kernel's
+ * comment, for node n. */
+void cg_describe_node(cg_sb *b, const ir_node *n);
+/* Whether convolution c can be an implicit-GEMM kernel (igemm.c): its tensors'
+ * elements are counted in int. */
+int cg_igemm_fits(const cg_conv *c);
+/* The launches of convolution c (from node n; the result written as out_dt,
+ * the operands read as c->dtype) as a generated implicit-GEMM kernel. */
+void cg_emit_igemm(cg_gen *G, const ir_node *n, const cg_conv *c, ir_dtype out_dt,
+                   const char *what);
 /* The C type of a storage dtype in kernels ("float", "bf16", "int", ...). */
 const char *cg_ctype(ir_dtype t);
 

@@ -469,7 +469,7 @@ static void put_safe(cg_sb *b, const char *s)
     }
 }
 
-static void describe_node(cg_sb *b, const ir_node *n)
+void cg_describe_node(cg_sb *b, const ir_node *n)
 {
     char t[160];
     cg_sb_put(b, " *   ", 5);
@@ -519,7 +519,7 @@ static void kb_init(kb *k, cg_gen *G, const ir_node *const *m, int nm, int sp, c
     k->itype = "int";
     cg_sb_printf(&k->head, "/* %s\n", what);
     for (int i = 0; i < nm; i++)
-        describe_node(&k->head, m[i]);
+        cg_describe_node(&k->head, m[i]);
     cg_sb_put(&k->head, " */\n", 4);
 }
 
@@ -1860,7 +1860,7 @@ static int special_kernel(kb *k)
         k2.indent = 1;
         k2.idx = "i";
         cg_sb_printf(&k2.head, "/* the weight's and bias's gradients of\n");
-        describe_node(&k2.head, n);
+        cg_describe_node(&k2.head, n);
         cg_sb_put(&k2.head, " */\n", 4);
         sp_layernorm_grad(k, n, &k2);
         d = ir_type_numel(&n->in[2]->type);

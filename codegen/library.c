@@ -1,6 +1,6 @@
 /* Library calls: the GEMM-shaped ops as cuBLASLt matmuls, the convolutions as
- * cuDNN calls (docs/codegen.md says why cuDNN and not generated implicit-GEMM
- * kernels).
+ * cuDNN calls, or as generated implicit-GEMM kernels with --conv igemm
+ * (igemm.c; docs/codegen.md says how to choose).
  *
  * cuBLAS sees memory column-major: a row-major matrix X[r, c] is the
  * column-major X^T[c, r] with leading dimension c.  So a row-major product
@@ -281,7 +281,9 @@ static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)
     int64_t xb = c.n * c.c * c.h * c.w * es, wb = c.k * (c.c / c.groups) * c.r * c.s * es,
             yb = c.n * c.k * c.p * c.q * es;
     cg_ref out_tmp = {CG_WORKSPACE, -1};
-    int converted = cg_dtype_of(G, res) != dt;
+    /* a generated kernel writes the result as it is stored; cuDNN writes dt */
+    int igemm = G->o.conv == CG_CONV_IGEMM && cg_igemm_fits(&c);
+    int converted = !igemm && cg_dtype_of(G, res) != dt;
     if (n->op == IR_OP_CONV2D) {
         c.x = cg_operand_as(G, n->in[0], dt);
         c.wt = cg_operand_as(G, n->in[1], dt);
@@ -315,13 +317,17 @@ static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)
         acc[na++] = (cg_access){c.x, xb, 0, 0, dt};
         acc[na++] = (cg_access){c.wt, wb, 1, 0, dt};
     }
-    c.workspace_bytes = G->o.conv_workspace > 0 ? G->o.conv_workspace : (int64_t)64 << 20;
-    c.workspace = cg_workspace(G, c.workspace_bytes);
-    acc[na++] = (cg_access){c.workspace, c.workspace_bytes, 1, 0, IR_U8};
     static const char *const what[] = {"conv2d", "conv2d_grad_input", "conv2d_grad_weight"};
     cg_step s = {.kind = CG_STEP_CONV, .node = n};
     s.what = cg_pprintf(G->p, "%s%s%s %%%s", what[c.kind], z ? "+add" : "", c.relu ? "+relu" : "",
                         cg_name(res));
+    if (igemm) {
+        cg_emit_igemm(G, n, &c, cg_dtype_of(G, res), s.what);
+        return take;
+    }
+    c.workspace_bytes = G->o.conv_workspace > 0 ? G->o.conv_workspace : (int64_t)64 << 20;
+    c.workspace = cg_workspace(G, c.workspace_bytes);
+    acc[na++] = (cg_access){c.workspace, c.workspace_bytes, 1, 0, IR_U8};
     s.u.conv = c;
     cg_add_step(G, &s, acc, na);
     if (converted)

@@ -268,3 +268,203 @@ struct gnc_scaler {           /* codegen.h, cg_loss_scale */
     int good_steps, found_inf;
     float inv_scale;
 };
+
+/* ---- implicit-GEMM convolutions (codegen/igemm.c) ----
+ * A convolution as a matrix product per group g,
+ *     C[m][j] = sum over k of A(g, m, k) B(g, k, j),
+ * whose operands are gathered from the tensors by a problem P that codegen
+ * writes for each convolution: its sizes (M, N, K, G groups, SPLIT parts of
+ * K), MFAST (m, not j, is the contiguous index of the result and of A's
+ * tensor), a(g, m, k) and b(g, k, j) (0 outside the tensors), and out(g, m, j,
+ * v), the epilogue and the store.
+ *
+ * A block of 256 threads computes a 64 x 64 tile of C in steps of 16 along k:
+ * each thread loads its 4 + 4 elements of the next step into registers while
+ * the current step, in shared memory, is multiplied.  MODE says how:
+ *   0  fp32 fused multiply-adds, a thread 4 x 4 elements (exact fp32)
+ *   1  TF32 tensor cores (wmma m16n16k8), operands rounded to TF32
+ *   2  bf16 tensor cores (wmma m16n16k16), float accumulation
+ *   3  fp16 likewise
+ * (tensor cores: 8 warps of 16 x 32 elements, 4 along m, 2 along j).  With
+ * SPLIT > 1 the parts of k (block z) write partial sums and a second launch
+ * (igemm_reduce) adds them in part order: the same bits on every run. */
+#define IG_BM 64
+#define IG_BN 64
+#define IG_BK 16
+#define IG_LD 72        /* a row of a shared tile: 64 + 8, keeping wmma's 32-byte alignment */
+
+#if defined(GNC_WMMA) && !defined(GNC_EMU)
+#include <mma.h>
+#endif
+
+/* MODE's element in shared memory, and the conversion to it */
+template <int MODE> struct ig_elem {
+    typedef float T;
+    static __device__ __forceinline__ float put(float v) { return v; }
+};
+#ifdef GNC_WMMA
+template <> struct ig_elem<1> {
+    typedef float T;
+    static __device__ __forceinline__ float put(float v) { return nvcuda::wmma::__float_to_tf32(v); }
+};
+template <> struct ig_elem<2> {
+    typedef __nv_bfloat16 T;
+    static __device__ __forceinline__ T put(float v) { return __float2bfloat16_rn(v); }
+};
+template <> struct ig_elem<3> {
+    typedef __half T;
+    static __device__ __forceinline__ T put(float v) { return __float2half_rn(v); }
+};
+#endif
+
+/* The accumulators of one thread (MODE 0) or warp (tensor cores).  step
+ * multiplies a step's tiles As[k][m], Bs[k][j]; store writes C as Cs[j][m]. */
+template <int MODE, bool TC = (MODE > 0)> struct ig_acc {
+    float c[4][4];
+    __device__ __forceinline__ void zero()
+    {
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 4; j++)
+                c[i][j] = 0.0f;
+    }
+    __device__ __forceinline__ void step(const float (*As)[IG_LD], const float (*Bs)[IG_LD])
+    {
+        const int tm = threadIdx.x / 16 * 4, tj = threadIdx.x % 16 * 4;
+        for (int k = 0; k < IG_BK; k++) {
+            float a[4], b[4];
+            for (int i = 0; i < 4; i++)
+                a[i] = As[k][tm + i], b[i] = Bs[k][tj + i];
+            for (int i = 0; i < 4; i++)
+                for (int j = 0; j < 4; j++)
+                    c[i][j] = fmaf(a[i], b[j], c[i][j]);
+        }
+    }
+    __device__ __forceinline__ void store(float (*Cs)[IG_LD])
+    {
+        const int tm = threadIdx.x / 16 * 4, tj = threadIdx.x % 16 * 4;
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 4; j++)
+                Cs[tj + j][tm + i] = c[i][j];
+    }
+};
+
+#ifdef GNC_WMMA
+template <int MODE> struct ig_wmma;             /* a fragment's depth and element */
+template <> struct ig_wmma<1> { enum { K = 8 }; typedef nvcuda::wmma::precision::tf32 E; };
+template <> struct ig_wmma<2> { enum { K = 16 }; typedef __nv_bfloat16 E; };
+template <> struct ig_wmma<3> { enum { K = 16 }; typedef __half E; };
+
+template <int MODE> struct ig_acc<MODE, true> {
+    typedef typename ig_wmma<MODE>::E E;
+    typedef typename ig_elem<MODE>::T T;
+    enum { KK = ig_wmma<MODE>::K };
+    nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, KK, float> c[2];
+    __device__ __forceinline__ void zero()
+    {
+        nvcuda::wmma::fill_fragment(c[0], 0.0f);
+        nvcuda::wmma::fill_fragment(c[1], 0.0f);
+    }
+    __device__ __forceinline__ void step(const T (*As)[IG_LD], const T (*Bs)[IG_LD])
+    {
+        using namespace nvcuda::wmma;
+        const int warp = threadIdx.x / 32, wm = warp / 2 * 16, wj = warp % 2 * 32;
+        for (int k = 0; k < IG_BK; k += KK) {
+            fragment<matrix_a, 16, 16, KK, E, col_major> a;
+            fragment<matrix_b, 16, 16, KK, E, row_major> b;
+            load_matrix_sync(a, &As[k][wm], IG_LD);
+            for (int j = 0; j < 2; j++) {
+                load_matrix_sync(b, &Bs[k][wj + 16 * j], IG_LD);
+                mma_sync(c[j], a, b, c[j]);
+            }
+        }
+    }
+    __device__ __forceinline__ void store(float (*Cs)[IG_LD])
+    {
+        const int warp = threadIdx.x / 32, wm = warp / 2 * 16, wj = warp % 2 * 32;
+        for (int j = 0; j < 2; j++)
+            nvcuda::wmma::store_matrix_sync(&Cs[wj + 16 * j][wm], c[j], IG_LD,
+                                            nvcuda::wmma::mem_col_major);
+    }
+};
+#endif
+
+/* Where the partial sum or result (g, m, j) of C lies, contiguous index fastest. */
+template <class P> __device__ __forceinline__ i64 ig_at(int g, int m, int j)
+{
+    return P::MFAST ? ((i64)g * P::N + j) * P::M + m : ((i64)g * P::M + m) * P::N + j;
+}
+
+/* This thread's elements i = 0..3 of a step's tiles: A's by its contiguous
+ * index, B's along k (the weights' and the images' contiguous index). */
+template <class P> __device__ __forceinline__ void ig_fetch(const P &pr, int g, int m0, int j0, int k0,
+                                                            int kend, float *ra, float *rb)
+{
+    const int t = threadIdx.x;
+    for (int i = 0; i < 4; i++) {
+        const int m = m0 + (P::MFAST ? t % IG_BM : t / IG_BK + 16 * i);
+        const int k = k0 + (P::MFAST ? t / IG_BM + 4 * i : t % IG_BK);
+        ra[i] = m < P::M && k < kend ? pr.a(g, m, k) : 0.0f;
+        const int kb = k0 + t % IG_BK, j = j0 + t / IG_BK + 16 * i;
+        rb[i] = j < P::N && kb < kend ? pr.b(g, kb, j) : 0.0f;
+    }
+}
+
+template <int MODE, class P> __device__ __forceinline__ void igemm(const P &pr,
+                                                                   float *__restrict__ partial)
+{
+    typedef typename ig_elem<MODE>::T T;
+    __shared__ __align__(32) T As[IG_BK][IG_LD];
+    __shared__ __align__(32) T Bs[IG_BK][IG_LD];
+    __shared__ __align__(32) float Cs[IG_BN][IG_LD];
+    const int t = threadIdx.x;
+    const int g = blockIdx.z / P::SPLIT, part = blockIdx.z % P::SPLIT;
+    const int m0 = blockIdx.x * IG_BM, j0 = blockIdx.y * IG_BN;
+    const int steps = (P::K + IG_BK - 1) / IG_BK, per = (steps + P::SPLIT - 1) / P::SPLIT;
+    const int kbegin = part * per * IG_BK;
+    const int kend = P::K < kbegin + per * IG_BK ? P::K : kbegin + per * IG_BK;
+    ig_acc<MODE> acc;
+    acc.zero();
+    float ra[4], rb[4];
+    if (kbegin < kend)
+        ig_fetch(pr, g, m0, j0, kbegin, kend, ra, rb);
+    for (int k0 = kbegin; k0 < kend; k0 += IG_BK) {
+        for (int i = 0; i < 4; i++) {
+            if (P::MFAST)
+                As[t / IG_BM + 4 * i][t % IG_BM] = ig_elem<MODE>::put(ra[i]);
+            else
+                As[t % IG_BK][t / IG_BK + 16 * i] = ig_elem<MODE>::put(ra[i]);
+            Bs[t % IG_BK][t / IG_BK + 16 * i] = ig_elem<MODE>::put(rb[i]);
+        }
+        __syncthreads();
+        if (k0 + IG_BK < kend)
+            ig_fetch(pr, g, m0, j0, k0 + IG_BK, kend, ra, rb);
+        acc.step(As, Bs);
+        __syncthreads();
+    }
+    acc.store(Cs);
+    __syncthreads();
+    for (int e = t; e < IG_BM * IG_BN; e += 256) {
+        const int dm = P::MFAST ? e % IG_BM : e / IG_BN, dj = P::MFAST ? e / IG_BM : e % IG_BN;
+        const int m = m0 + dm, j = j0 + dj;
+        if (m >= P::M || j >= P::N)
+            continue;
+        if (P::SPLIT == 1)
+            pr.out(g, m, j, Cs[dj][dm]);
+        else
+            partial[(i64)part * P::G * P::M * P::N + ig_at<P>(g, m, j)] = Cs[dj][dm];
+    }
+}
+
+/* The second launch of a split product: thread e adds element e's parts. */
+template <class P> __device__ __forceinline__ void igemm_reduce(const P &pr,
+                                                                const float *__restrict__ partial)
+{
+    const i64 total = (i64)P::G * P::M * P::N, e = (i64)blockIdx.x * 256 + threadIdx.x;
+    if (e >= total)
+        return;
+    float v = 0.0f;
+    for (int s = 0; s < P::SPLIT; s++)
+        v += partial[s * total + e];
+    const int g = (int)(e / ((i64)P::M * P::N)), r = (int)(e % ((i64)P::M * P::N));
+    pr.out(g, P::MFAST ? r % P::M : r / P::N, P::MFAST ? r / P::M : r % P::N, v);
+}

@@ -180,6 +180,8 @@ cg_program *rt_plan_program(const rt_plan *p, char *err, size_t errlen)
     char archs[CG_MAX_ARCHS][16];
     cg_options o = cg_options_default();
     o.precision = (cg_precision)cg_precision_lookup(rt_plan_meta(p, "precision"));
+    if (rt_plan_meta(p, "conv"))
+        o.conv = (cg_conv_impl)cg_conv_lookup(rt_plan_meta(p, "conv"));
     o.narchs = rt_plan_archs(rt_plan_meta(p, "archs"), archs);
     for (int a = 0; a < o.narchs; a++)
         o.archs[a] = archs[a];

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <type_traits>
 #include <utility>
 
 #if !defined(__x86_64__)
@@ -335,6 +336,118 @@ typedef const char *(*entry)(const unsigned *grid, const unsigned *blk, void **a
 } /* namespace emu */
 
 #define EMU_ENTRY(f) (&emu::thunk<decltype(&f)>::run<&f>)
+
+/* The tensor cores' wmma API, for the implicit-GEMM convolutions
+ * (codegen/prelude.cuh).  A fragment holds its whole tile in every lane of
+ * the warp (a GPU spreads it over the lanes in an unspecified layout, which
+ * the kernels never depend on): each lane loads, multiplies and stores the
+ * same tile, products exact in float and summed in k order. */
+#define GNC_EMU 1
+#define __align__(n) __attribute__((aligned(n)))
+
+struct __nv_bfloat16 { unsigned short x; };
+struct __half { unsigned short x; };
+
+static inline __nv_bfloat16 __float2bfloat16_rn(float f)
+{
+    unsigned u = __float_as_uint(f);
+    __nv_bfloat16 r;
+    r.x = (u & 0x7fffffffu) > 0x7f800000u ? (unsigned short)((u >> 16) | 0x40u)
+                                           : (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    return r;
+}
+
+static inline __half __float2half_rn(float f)
+{
+    _Float16 h = (_Float16)f;           /* the host's conversion rounds to nearest even */
+    __half r;
+    memcpy(&r.x, &h, 2);
+    return r;
+}
+
+namespace nvcuda {
+namespace wmma {
+
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+namespace precision { struct tf32 {}; }
+enum layout_t { mem_row_major, mem_col_major };
+
+/* cvt.rna.tf32.f32: 10 bits of mantissa, to nearest, ties away from zero */
+static inline float __float_to_tf32(float f)
+{
+    unsigned u = __float_as_uint(f);
+    if ((u & 0x7f800000u) != 0x7f800000u)
+        u = (u + 0x1000u) & 0xffffe000u;
+    return __uint_as_float(u);
+}
+
+static inline float value(float v) { return v; }
+static inline float value(__nv_bfloat16 v) { return __uint_as_float((unsigned)v.x << 16); }
+static inline float value(__half v)
+{
+    _Float16 h;
+    memcpy(&h, &v.x, 2);
+    return (float)h;
+}
+
+template <class Use, int M, int N, int K, class T, class Layout = void> struct fragment {
+    enum {
+        rows = std::is_same<Use, matrix_b>::value ? K : M,
+        cols = std::is_same<Use, matrix_a>::value ? K : N,
+        num_elements = rows * cols
+    };
+    float x[num_elements];
+};
+
+template <class Use, int M, int N, int K, class T, class L>
+static inline void fill_fragment(fragment<Use, M, N, K, T, L> &f, float v)
+{
+    for (int i = 0; i < f.num_elements; i++)
+        f.x[i] = v;
+}
+
+template <class Use, int M, int N, int K, class T, class L, class S>
+static inline void load_matrix_sync(fragment<Use, M, N, K, T, L> &f, const S *p, unsigned ldm)
+{
+    typedef fragment<Use, M, N, K, T, L> F;
+    for (int r = 0; r < F::rows; r++)
+        for (int c = 0; c < F::cols; c++)
+            f.x[r * F::cols + c] = value(std::is_same<L, col_major>::value ? p[(size_t)c * ldm + r]
+                                                                           : p[(size_t)r * ldm + c]);
+}
+
+template <int M, int N, int K, class TA, class TB, class LA, class LB>
+static inline void mma_sync(fragment<accumulator, M, N, K, float> &d,
+                            const fragment<matrix_a, M, N, K, TA, LA> &a,
+                            const fragment<matrix_b, M, N, K, TB, LB> &b,
+                            const fragment<accumulator, M, N, K, float> &c)
+{
+    float out[M * N];
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float s = c.x[i * N + j];
+            for (int k = 0; k < K; k++)
+                s += a.x[i * K + k] * b.x[k * N + j];
+            out[i * N + j] = s;
+        }
+    memcpy(d.x, out, sizeof out);
+}
+
+template <int M, int N, int K>
+static inline void store_matrix_sync(float *p, const fragment<accumulator, M, N, K, float> &f,
+                                     unsigned ldm, layout_t layout)
+{
+    for (int r = 0; r < M; r++)
+        for (int c = 0; c < N; c++)
+            p[layout == mem_col_major ? (size_t)c * ldm + r : (size_t)r * ldm + c] = f.x[r * N + c];
+}
+
+} /* namespace wmma */
+} /* namespace nvcuda */
 
 /* Frees what the host threads hold (before the library is closed). */
 extern "C" void gnc_emu_release(void)

@@ -52,7 +52,8 @@ cg_host *cg_host_build(cg_program *const *progs, int n, const char *dir, char *e
         fail(err, errlen, "cannot write %s", src);
         return NULL;
     }
-    fprintf(f, "#include \"cg_emu.h\"\n");
+    /* every module's prelude with the tensor cores' templates (cg_emu.h has wmma) */
+    fprintf(f, "#include \"cg_emu.h\"\n#define GNC_WMMA 1\n");
     for (int i = 0; i < n; i++) {
         const cg_program *p = progs[i];
         fprintf(f, "namespace p%d {\n", i);

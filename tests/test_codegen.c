@@ -216,6 +216,23 @@ static const op_case cases[] = {
                              "  %y: f32[6, 4, 3, 3] = conv2d_grad_weight(%dy, %x) {stride = [2, 2], "
                              "pad = [1, 1], dilation = [1, 1], groups = 1, shape = [6, 4, 3, 3]}\n"
                              "  output y = %y\n"), 1e-5, 1e-5, 0, 0},
+    /* shapes for the implicit-GEMM kernels: several 64 x 64 tiles each way; a
+       gradient whose k (n, p, q) is split over blocks; groups and dilation */
+    {"conv2d tiles", G("  input %x: f32[2, 8, 12, 12]\n  input %w: f32[72, 8, 3, 3]\n"
+                       "  %y: f32[2, 72, 12, 12] = conv2d(%x, %w) {stride = [1, 1], pad = [1, 1], "
+                       "dilation = [1, 1], groups = 1}\n  output y = %y\n"), 1e-5, 1e-5, 0, 0},
+    {"conv2d_grad_weight split", G("  input %dy: f32[4, 8, 16, 16]\n  input %x: f32[4, 4, 16, 16]\n"
+                                   "  %y: f32[8, 4, 3, 3] = conv2d_grad_weight(%dy, %x) {stride = [1, 1], "
+                                   "pad = [1, 1], dilation = [1, 1], groups = 1, shape = [8, 4, 3, 3]}\n"
+                                   "  output y = %y\n"), 1e-4, 1e-5, 0, 0},
+    {"conv2d_grad_input groups dilation", G("  input %dy: f32[2, 6, 8, 8]\n  input %w: f32[6, 2, 3, 3]\n"
+                                            "  %y: f32[2, 4, 8, 8] = conv2d_grad_input(%dy, %w) {stride = [1, 1], "
+                                            "pad = [2, 2], dilation = [2, 2], groups = 2, shape = [2, 4, 8, 8]}\n"
+                                            "  output y = %y\n"), 1e-5, 1e-5, 0, 0},
+    {"conv2d_grad_weight groups stride", G("  input %dy: f32[2, 6, 4, 4]\n  input %x: f32[2, 4, 8, 8]\n"
+                                           "  %y: f32[6, 2, 3, 3] = conv2d_grad_weight(%dy, %x) {stride = [2, 2], "
+                                           "pad = [1, 1], dilation = [1, 1], groups = 2, shape = [6, 2, 3, 3]}\n"
+                                           "  output y = %y\n"), 1e-5, 1e-5, 0, 0},
     {"batchnorm_grad", G("  input %dy: f32[4, 3, 5, 5]\n  input %x: f32[4, 3, 5, 5]\n  input %w: f32[3]\n"
                          "  input %m: f32[3]\n  input %pos_invstd: f32[3]\n"
                          "  %dx: f32[4, 3, 5, 5], %dw: f32[3], %db: f32[3] = batchnorm_grad(%dy, %x, %w, %m, "
@@ -453,13 +470,16 @@ static void sandwich(ir_graph *g)
     }
 }
 
-/* A case's program at precision prec; NULL (reported) when it cannot be made. */
-static run *prepare(const char *what, ir_graph *g, cg_precision prec, double atol, double rtol)
+/* A case's program at precision prec, convolutions by conv; NULL (reported)
+ * when it cannot be made. */
+static run *prepare_conv(const char *what, ir_graph *g, cg_precision prec, cg_conv_impl conv,
+                         double atol, double rtol)
 {
     diag d;
     diag_init(&d);
     run *r = calloc(1, sizeof *r);
-    snprintf(r->what, sizeof r->what, "%s [%s]", what, cg_precision_name(prec));
+    snprintf(r->what, sizeof r->what, "%s [%s%s]", what, cg_precision_name(prec),
+             conv == CG_CONV_IGEMM ? ", igemm" : "");
     r->g = g;
     r->atol = atol;
     r->rtol = rtol;
@@ -476,6 +496,7 @@ static run *prepare(const char *what, ir_graph *g, cg_precision prec, double ato
     }
     cg_options o = cg_options_default();
     o.precision = prec;
+    o.conv = conv;
     r->p = cg_generate(g, r->mp, &o, &d);
     if (!r->p) {
         diag_print(&d, stdout);
@@ -490,6 +511,11 @@ bad:
     ir_graph_free(r->g);
     free(r);
     return NULL;
+}
+
+static run *prepare(const char *what, ir_graph *g, cg_precision prec, double atol, double rtol)
+{
+    return prepare_conv(what, g, prec, CG_CONV_CUDNN, atol, rtol);
 }
 
 static void run_free(run *r)
@@ -821,6 +847,40 @@ int main(int argc, char **argv)
                 runs[nruns++] = r;
         }
     }
+    /* 2b: the convolutions as implicit-GEMM kernels (--conv igemm), at every
+       precision: fp32 FMAs; TF32, bf16, fp16 on the tensor cores (wmma) */
+    int nigemm = 0;
+    for (int i = 0; i < NCASES; i++) {
+        const op_case *c = &cases[i];
+        if (!strstr(c->name, "conv2d"))
+            continue;
+        static const double tol[] = {0, 1e-2, 3e-2, 4e-3};
+        for (int prec = CG_FP32; prec <= CG_FP16; prec++) {
+            ir_graph *g = parse_case(c, c->fuse, prec >= CG_BF16);
+            double atol = prec == CG_FP32 ? c->atol : tol[prec];
+            double rtol = prec == CG_FP32 ? c->rtol : tol[prec];
+            run *r = g ? prepare_conv(c->name, g, (cg_precision)prec, CG_CONV_IGEMM, atol, rtol) : NULL;
+            if (!r)
+                continue;
+            runs[nruns++] = r;
+            int conv_steps = 0, launches = 0;
+            for (int d = 0; d < r->p->ndevices; d++)
+                for (int k = 0; k < r->p->devices[d].nsteps; k++) {
+                    const cg_step *st = &r->p->devices[d].steps[k];
+                    conv_steps += st->kind == CG_STEP_CONV;
+                    launches += st->kind == CG_STEP_KERNEL &&
+                                strstr(r->p->kernels[st->u.launch.kernel].name, "igemm");
+                }
+            if (conv_steps || !launches)
+                fail(r->what, "%d cuDNN steps and %d implicit-GEMM launches: want 0 and some",
+                     conv_steps, launches);
+            if (strstr(c->name, "split") && launches < 2)
+                fail(r->what, "the gradient's k is not split (%d launches)", launches);
+            nigemm++;
+        }
+    }
+    if (nigemm < 4 * 8)
+        fail("igemm", "only %d implicit-GEMM convolution runs", nigemm);
     for (int op = 0; op < IR_NOPS; op++)
         if (!ops_seen[op] && !ir_op_communicates((ir_op)op))
             fail(ir_ops[op].name, "no case runs this op");
@@ -841,6 +901,21 @@ int main(int argc, char **argv)
     {
         ir_graph *g = model(src, "lenet", 0, 1);
         run *r = g ? prepare("lenet inference", g, CG_TF32, 2e-2, 2e-2) : NULL;
+        if (r)
+            runs[nruns++] = r, r->model = 1;
+    }
+    /* lenet's training step with its convolutions as implicit GEMMs */
+    for (int devices = 1; devices <= 2; devices++) {
+        ir_graph *g = model(src, "lenet", 1, devices);
+        char what[64];
+        snprintf(what, sizeof what, "lenet training step, %d device%s", devices, devices > 1 ? "s" : "");
+        run *r = g ? prepare_conv(what, g, CG_FP32, CG_CONV_IGEMM, 2e-5, 2e-4) : NULL;
+        if (r)
+            runs[nruns++] = r, r->model = 1;
+    }
+    {
+        ir_graph *g = model(src, "lenet", 1, 1);
+        run *r = g ? prepare_conv("lenet training step", g, CG_BF16, CG_CONV_IGEMM, 5e-2, 5e-2) : NULL;
         if (r)
             runs[nruns++] = r, r->model = 1;
     }

@@ -3,7 +3,9 @@
  *   a. every model of models/, inference and training step, on 1 and 2
  *      devices (data parallel), at every precision, compiles to a cubin for
  *      sm_80 and one for sm_90 and to PTX for compute_90; ptxas reports no
- *      register spills for the elementwise kernels;
+ *      register spills for the elementwise kernels; and the training steps of
+ *      the models with convolutions again with them as implicit-GEMM kernels
+ *      (--conv igemm), which must not spill either;
  *   c. the cache: a second compile reads every image from it, the same bytes;
  *      an entry with a flipped byte and a truncated one are compiled again
  *      and rewritten (the third compile hits again);
@@ -67,7 +69,7 @@ static void prog_free(prog *x)
 /* A model's program: the default pipeline (and the partition pass), planned,
  * generated.  0, or -1 reported. */
 static int make(const char *src, const char *name, int train, int devices, cg_precision prec,
-                const char *batch, prog *x)
+                cg_conv_impl conv, const char *batch, prog *x)
 {
     char path[4096], what[256];
     snprintf(path, sizeof path, "%s/models/%s.net", src, name);
@@ -96,6 +98,7 @@ static int make(const char *src, const char *name, int train, int devices, cg_pr
     x->mp = mp_plan_graph(x->g);
     cg_options o = cg_options_default();
     o.precision = prec;
+    o.conv = conv;
     x->p = cg_generate(x->g, x->mp, &o, &d);
     if (!x->p) {
         diag_print(&d, stdout);
@@ -171,9 +174,11 @@ static int check_spills(const char *what, const cg_program *p, int *ok)
                 fail(what, "ptxas said nothing of kernel %s for %s", K->name, p->archs[a]);
                 *ok = 0;
             }
-            if (K->elementwise && (K->spill_stores[a] || K->spill_loads[a])) {
-                fail(what, "elementwise kernel %s spills on %s: %d bytes stored, %d loaded",
-                     K->name, p->archs[a], K->spill_stores[a], K->spill_loads[a]);
+            int igemm = strstr(K->name, "igemm") != NULL;
+            if ((K->elementwise || igemm) && (K->spill_stores[a] || K->spill_loads[a])) {
+                fail(what, "%s kernel %s spills on %s: %d bytes stored, %d loaded",
+                     igemm ? "implicit-GEMM" : "elementwise", K->name, p->archs[a],
+                     K->spill_stores[a], K->spill_loads[a]);
                 *ok = 0;
             }
         }
@@ -187,36 +192,47 @@ static void every_model(const char *src, const char *cache)
     static const char *const models[] = {"lenet", "mlp", "resnet18"};
     int programs = 0, kernels = 0, elementwise = 0, images = 0;
     double t0 = now_ms();
+    int igemm_kernels = 0;
     for (int i = 0; i < 3; i++)
-        for (int train = 0; train < 2; train++)
-            for (int devices = 1; devices <= 2; devices++)
-                for (int prec = CG_FP32; prec <= CG_FP16; prec++) {
-                    char what[256], err[4096];
-                    snprintf(what, sizeof what, "%s %s on %d device%s at %s", models[i],
-                             train ? "training" : "inference", devices, devices > 1 ? "s" : "",
-                             cg_precision_name((cg_precision)prec));
-                    prog x;
-                    if (make(src, models[i], train, devices, (cg_precision)prec, NULL, &x))
-                        continue;
-                    cg_compile_options co = {cache, 0, 1};
-                    cg_compile_stats st;
-                    int ok = 1;
-                    if (cg_compile(x.p, &co, &st, err, sizeof err) != 0) {
-                        fail(what, "%s", err);
-                        ok = 0;
-                    } else {
-                        ok &= check_images(what, x.p);
-                        elementwise += check_spills(what, x.p, &ok);
+        for (int conv = CG_CONV_CUDNN; conv <= CG_CONV_IGEMM; conv++)
+            for (int train = conv == CG_CONV_IGEMM; train < 2; train++)
+                for (int devices = 1; devices <= 2; devices++)
+                    for (int prec = CG_FP32; prec <= CG_FP16; prec++) {
+                        if (conv == CG_CONV_IGEMM && strcmp(models[i], "mlp") == 0)
+                            continue;
+                        char what[256], err[4096];
+                        snprintf(what, sizeof what, "%s %s on %d device%s at %s%s", models[i],
+                                 train ? "training" : "inference", devices, devices > 1 ? "s" : "",
+                                 cg_precision_name((cg_precision)prec),
+                                 conv == CG_CONV_IGEMM ? ", --conv igemm" : "");
+                        prog x;
+                        if (make(src, models[i], train, devices, (cg_precision)prec,
+                                 (cg_conv_impl)conv, NULL, &x))
+                            continue;
+                        for (int k = 0; k < x.p->nkernels; k++)
+                            igemm_kernels += strstr(x.p->kernels[k].name, "igemm") != NULL;
+                        cg_compile_options co = {cache, 0, 1};
+                        cg_compile_stats st;
+                        int ok = 1;
+                        if (cg_compile(x.p, &co, &st, err, sizeof err) != 0) {
+                            fail(what, "%s", err);
+                            ok = 0;
+                        } else {
+                            ok &= check_images(what, x.p);
+                            elementwise += check_spills(what, x.p, &ok);
+                        }
+                        programs++;
+                        kernels += x.p->nkernels;
+                        for (int m = 0; m < x.p->nmodules; m++)
+                            images += x.p->modules[m].nimages;
+                        npassed += ok;
+                        prog_free(&x);
                     }
-                    programs++;
-                    kernels += x.p->nkernels;
-                    for (int m = 0; m < x.p->nmodules; m++)
-                        images += x.p->modules[m].nimages;
-                    npassed += ok;
-                    prog_free(&x);
-                }
-    printf("%d programs, %d kernels (%d elementwise, no spills), %d images in %.1f s\n", programs,
-           kernels, elementwise, images, (now_ms() - t0) / 1e3);
+    if (igemm_kernels < 2 * 2 * 4 * 3)
+        fail("--conv igemm", "only %d implicit-GEMM kernels in the models' training steps",
+             igemm_kernels);
+    printf("%d programs, %d kernels (%d elementwise, %d implicit-GEMM, no spills), %d images in "
+           "%.1f s\n", programs, kernels, elementwise, igemm_kernels, images, (now_ms() - t0) / 1e3);
 }
 
 /* ---------------------------------------------------------------- c */
@@ -227,7 +243,7 @@ static void cache_test(const char *src, const char *work)
     snprintf(cache, sizeof cache, "%s/cache-%d", work, (int)getpid());
     rm_tree(cache);
     prog x;
-    if (make(src, "lenet", 1, 1, CG_FP32, "8", &x))
+    if (make(src, "lenet", 1, 1, CG_FP32, CG_CONV_CUDNN, "8", &x))
         return;
     cg_compile_options co = {cache, 0, 1};
     cg_compile_stats s1, s2, s3, s4;
@@ -324,7 +340,7 @@ static void error_test(const char *src)
 {
     prog x;
     char err[4096];
-    if (make(src, "mlp", 0, 1, CG_FP32, "8", &x))
+    if (make(src, "mlp", 0, 1, CG_FP32, CG_CONV_CUDNN, "8", &x))
         return;
     /* break the second line of the body of module 0's last kernel */
     cg_module *m = &x.p->modules[0];
@@ -374,7 +390,7 @@ static void bench(const char *src, const char *work)
     for (int run = 0; run < 3; run++) {
         double t0 = now_ms();
         prog x;
-        if (make(src, "resnet18", 1, 2, CG_FP32, NULL, &x))
+        if (make(src, "resnet18", 1, 2, CG_FP32, CG_CONV_CUDNN, NULL, &x))
             return;
         double t1 = now_ms();
         cg_compile_options co = {cache, 0, 1};

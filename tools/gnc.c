@@ -106,6 +106,8 @@ static const char usage_compile[] =
     "                  embedding library (docs/api.md) run it.  Where gnc has NVRTC,\n"
     "                  the plan also holds the CUDA kernels (docs/codegen.md):\n"
     "  --precision fp32|tf32|bf16|fp16   the kernels' arithmetic (default fp32)\n"
+    "  --conv cudnn|igemm   convolutions as cuDNN calls (the default) or as\n"
+    "                  generated implicit-GEMM kernels (tensor cores but at fp32)\n"
     "  --arch LIST     the cubins it holds, as sm_80,sm_90 (the default), and the\n"
     "                  PTX of the newest\n"
     "  --no-kernels    no CUDA kernels in the plan\n"
@@ -297,6 +299,7 @@ static const struct flag {
     {"--micro-shards", "dump compile run train", 1},
     {"--dump-plan", "compile", 2},
     {"--precision", "compile", 1},
+    {"--conv", "compile", 1},
     {"--arch", "compile", 1},
     {"--no-kernels", "compile", 0},
     {"--autotune", "compile", 0},
@@ -508,6 +511,10 @@ static int parse_args(int argc, char **argv, options *o)
                 return usage_error(cmdsp, "--precision needs fp32, tf32, bf16 or fp16, got '%s'",
                                    val);
             o->precision = cg_precision_lookup(val);
+        } else if (strcmp(name, "--conv") == 0) {
+            if (cg_conv_lookup(val) < 0)
+                return usage_error(cmdsp, "--conv needs cudnn or igemm, got '%s'", val);
+            o->conv = cg_conv_lookup(val);
         } else if (strcmp(name, "--arch") == 0) {
             char archs[CG_MAX_ARCHS][16];
             if (rt_plan_archs(val, archs) < 0)

@@ -32,7 +32,7 @@ static const char *const shaping_flags[] = {
     "-D", "--model", "--passes", "--train", "--optimizer", "--momentum", "--nesterov",
     "--weight-decay", "--remat", "--gpus", "--devices", "--strategy", "--microbatches",
     "--pipeline-schedule", "--bucket-mb", "--sync-bn", "--deterministic", "--micro-shards",
-    "--mem-cap", "--device-model", "--batch", "--precision", "--arch", "--no-kernels",
+    "--mem-cap", "--device-model", "--batch", "--precision", "--conv", "--arch", "--no-kernels",
     "--autotune",
 };
 static const char *const compiling_flags[] = {
@@ -141,6 +141,8 @@ static int plan_make(const options *o, const cli_program *p, const char *path, r
     }
     const char *archs = o->archs ? o->archs : "sm_80,sm_90";
     meta[n++] = (rt_plan_kv){"precision", cg_precision_name((cg_precision)o->precision)};
+    if (o->conv != CG_CONV_CUDNN)      /* absent: cuDNN, as plans before --conv */
+        meta[n++] = (rt_plan_kv){"conv", cg_conv_name((cg_conv_impl)o->conv)};
     if (kernels) {
         meta[n++] = (rt_plan_kv){"archs", archs};
         meta[n++] = (rt_plan_kv){"nvrtc", cg_nvrtc_version()};
@@ -161,6 +163,7 @@ static int plan_make(const options *o, const cli_program *p, const char *path, r
         char list[CG_MAX_ARCHS][16];
         cg_options co = cg_options_default();
         co.precision = (cg_precision)o->precision;
+        co.conv = (cg_conv_impl)o->conv;
         co.narchs = rt_plan_archs(archs, list);
         for (int a = 0; a < co.narchs; a++)
             co.archs[a] = list[a];
@@ -496,8 +499,9 @@ static void print_step(const cg_program *cg, const cg_step *s, int i)
 static void print_cuda(const cg_program *cg)
 {
     char b[4][32];
-    printf("cuda: %s, %d kernels in %d modules, archs", cg_precision_name(cg->opts.precision),
-           cg->nkernels, cg->nmodules);
+    printf("cuda: %s, convolutions by %s, %d kernels in %d modules, archs",
+           cg_precision_name(cg->opts.precision), cg_conv_name(cg->opts.conv), cg->nkernels,
+           cg->nmodules);
     for (int a = 0; a < cg->narchs; a++)
         printf(" %s", cg->archs[a]);
     putchar('\n');
