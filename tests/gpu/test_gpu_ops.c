@@ -9,7 +9,8 @@
  *      within atol + rtol |ref|;
  *   2. the same program replayed as a CUDA graph: bitwise equal to eager (fp32,
  *      the same kernels and library calls in the same order);
- *   3. the arena allocated is the memory plan's size, to the byte.
+ *   3. the arena allocated is the memory plan's size, to the byte;
+ *   4. the convolutions again as implicit-GEMM kernels (--conv igemm), fp32.
  * Training steps, several devices: tests/gpu/test_gpu_train.c.
  *
  *   test_gpu_ops WORK_DIR [--fake DIR] */
@@ -103,7 +104,7 @@ static void fill(const ir_value *v, void *data, uint64_t seed)
     }
 }
 
-static void one(const gpu_env *env, const op_case *c)
+static void one(const gpu_env *env, const op_case *c, cg_conv_impl conv)
 {
     char err[1024];
     diag d;
@@ -117,6 +118,7 @@ static void one(const gpu_env *env, const op_case *c)
     }
     mp_plan *mp = mp_plan_graph(g);
     cg_options o = cg_options_default();
+    o.conv = conv;
     cg_program *p = cg_generate(g, mp, &o, &d);
     rt_exec *x = rt_exec_new(g, err, sizeof err);
     gpu_run *ge = NULL, *gg = NULL;
@@ -195,7 +197,15 @@ int main(int argc, char **argv)
     }
     rt_set_threads(1);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        one(&env, &cases[i]);
+        one(&env, &cases[i], CG_CONV_CUDNN);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (strstr(cases[i].name, "conv2d")) {
+            op_case c = cases[i];
+            char name[128];
+            snprintf(name, sizeof name, "%s (igemm)", c.name);
+            c.name = name;
+            one(&env, &c, CG_CONV_IGEMM);
+        }
     gpu_env_free(&env);
     printf("%d passed, %d failed\n", npassed, nfailed);
     return nfailed ? 1 : 0;

@@ -19,7 +19,8 @@
  * hybrid on four devices: NCCL's split communicators, send/recv), and again
  * with devices sharing GPUs (collectives without NCCL), within 1e-4 + 1e-4 |loss| per step, the weights after the
  * last step within 1e-4 + 1e-3 |w|, eager and graph bitwise equal, and the
- * next batch prefetched while a step runs.
+ * next batch prefetched while a step runs; lenet data parallel also with its
+ * convolutions as implicit-GEMM kernels (--conv igemm; on a GPU, resnet18).
  *
  *   mpirun -np N test_gpu_train SOURCE_DIR WORK_DIR [--fake DIR] --mpi
  *
@@ -135,6 +136,7 @@ typedef struct {
     double atol, rtol, first_rtol;   /* per step's loss; the first step's */
     double watol, wrtol;             /* the weights after the last step; < 0: not compared */
     const int *gpus;                 /* device d on GPU gpus[d]; NULL: on GPU d */
+    cg_conv_impl conv;               /* convolutions by cuDNN or implicit-GEMM kernels */
 } train_case;
 
 static int near(double got, double want, double atol, double rtol)
@@ -182,9 +184,10 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
     char who[32] = "";
     if (ranks > 1)
         snprintf(who, sizeof who, " (rank %d of %d)", rank, ranks);
-    snprintf(what, sizeof what, "%s, batch %d, %d device%s%s, %d steps%s%s", c->model, c->batch,
+    snprintf(what, sizeof what, "%s, batch %d, %d device%s%s, %d steps%s%s%s", c->model, c->batch,
              c->devices, c->devices > 1 ? "s " : "", c->devices > 1 ? strategies[c->strategy] : "",
-             c->steps, c->gpus ? ", devices sharing GPUs" : "", who);
+             c->steps, c->gpus ? ", devices sharing GPUs" : "",
+             c->conv == CG_CONV_IGEMM ? ", --conv igemm" : "", who);
     ir_graph *g = model(src, c->model, c->batch, c->devices, c->strategy);
     if (!g)
         return;
@@ -202,6 +205,7 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
     diag_init(&d);
     mp_plan *mp = mp_plan_graph(g);
     cg_options o = cg_options_default();
+    o.conv = c->conv;
     cg_program *p = cg_generate(g, mp, &o, &d);
     rt_exec *x = rt_exec_new(g, err, sizeof err);
     gpu_run *eager = NULL, *graph = NULL;
@@ -328,32 +332,37 @@ static int in_one_process(const char *src, const char *work, const char *fake)
     rt_set_threads(fake ? 2 : 16);
     if (fake) {        static const int one_gpu[] = {0, 0, 0, 0}, two_gpus[] = {0, 0, 1, 1};
         static const train_case cases[] = {
-            {"lenet", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL},
-            {"mlp", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL},
-            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL},
-            {"mlp", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL},
-            {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL},
-            {"lenet", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL},
-            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL},
-            {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL},
+            {"lenet", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN},
+            {"mlp", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN},
+            {"mlp", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN},
+            {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN},
+            {"lenet", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN},
+            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN},
+            {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN},
             /* devices that share a GPU: collectives as copies and reduction kernels */
-            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu},
-            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu},
-            {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu},
-            {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, two_gpus},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN},
+            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN},
+            {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN},
+            {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, two_gpus, CG_CONV_CUDNN},
+            /* the convolutions as implicit-GEMM kernels (split k in the gradients) */
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_IGEMM},
         };
         for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
             one(&env, src, &cases[i]);
     } else {
         static const int one_gpu[] = {0, 0};
         static const train_case resnet = {"resnet18", 32, 1, 50, PT_DATA, 0.05f, 2e-3, 2e-2, 1e-4,
-                                          -1, -1, NULL};
+                                          -1, -1, NULL, CG_CONV_CUDNN};
         static const train_case lenet2 = {"lenet", 32, 2, 50, PT_DATA, 0.05f, 2e-3, 2e-2, 1e-4, -1,
-                                          -1, NULL};
+                                          -1, NULL, CG_CONV_CUDNN};
         static const train_case shared = {"lenet", 32, 2, 50, PT_DATA, 0.05f, 2e-3, 2e-2, 1e-4, -1,
-                                          -1, one_gpu};
+                                          -1, one_gpu, CG_CONV_CUDNN};
+        static const train_case resnet_igemm = {"resnet18", 32, 1, 50, PT_DATA, 0.05f, 2e-3, 2e-2,
+                                                1e-4, -1, -1, NULL, CG_CONV_IGEMM};
         one(&env, src, &resnet);
         one(&env, src, &shared);
+        one(&env, src, &resnet_igemm);
         if (env.gpus >= 2)
             one(&env, src, &lenet2);
         else
@@ -393,14 +402,14 @@ static int across_processes(int argc, char **argv, const char *src, const char *
     }
     rt_set_threads(1);
     static const train_case two[] = {
-        {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL},
-        {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL},
-        {"lenet", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL},
-        {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL},
+        {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN},
+        {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN},
+        {"lenet", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN},
+        {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN},
     };
     static const train_case four[] = {
-        {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL},
-        {"mlp", 8, 4, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL},
+        {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN},
+        {"mlp", 8, 4, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN},
     };
     const train_case *cases = ranks == 2 ? two : ranks == 4 ? four : NULL;
     size_t n = ranks == 2 ? sizeof two / sizeof *two : ranks == 4 ? sizeof four / sizeof *four : 0;
