@@ -415,6 +415,15 @@ static void test_kernels(void)
         cg_program_free(x);
         rt_plan_free(q);
         free(b);
+        /* a way of convolving that codegen does not know */
+        rt_plan_kv cv[4] = {kmeta[0], kmeta[1], kmeta[2], {"conv", "winograd"}};
+        b = NULL;      /* refused as the writer reads its plan back, or by the loader */
+        q = rt_plan_encode_program(g, mp, cv, 4, cg, &b, &n, err, sizeof err) == 0
+                ? rt_plan_decode(b, n, "cv.gnc", err, sizeof err) : NULL;
+        check(!q && strstr(err, "the meta's conv (winograd) is not cudnn or igemm"),
+              "kernels: an unknown conv in the meta is refused: '%s'", err);
+        rt_plan_free(q);
+        free(b);
         /* no kernels at all */
         check(rt_plan_encode(g, mp, kmeta, 3, &b, &n, err, sizeof err) == 0, "kernels: plain");
         q = rt_plan_decode(b, n, "plain.gnc", err, sizeof err);

@@ -63,7 +63,18 @@ if [ "$nvrtc" = ON ]; then
     # a plan whose stored source is not what its program generates: refused
     expect 0 "$gnc" compile "$lenet" "${K[@]}" --precision fp32 -o k32.gnc
     cmp -s k32.gnc kwarm.gnc && bad "another precision gave the same plan" || ok
+    # --conv igemm: the convolutions as generated kernels, the choice in the meta
+    expect 0 "$gnc" compile "$lenet" "${K[@]}" --conv igemm -o kig.gnc
+    expect 0 "$gnc" compile "$lenet" "${K[@]}" --conv igemm -o kig2.gnc
+    same kig.gnc kig2.gnc "lenet with --conv igemm, compiled twice"
+    cmp -s kig.gnc kwarm.gnc && bad "--conv igemm gave the same plan as cuDNN" || ok
+    expect 0 "$gnc" inspect kig.gnc
+    has "conv: igemm"; has "convolutions by igemm"; has "kernel conv2d_igemm"
+    has "kernel conv2d_grad_input_igemm"; has "kernel conv2d_grad_weight_igemm"
+    grep -qF "conv forward" <<<"$out" && bad "--conv igemm left a cuDNN convolution" || ok
 fi
+expect 2 "$gnc" compile "$lenet" --conv winograd -o p.gnc; has "--conv needs cudnn or igemm, got 'winograd'"
+expect 2 "$gnc" run a.gnc --conv igemm; has "does not apply"
 expect 2 "$gnc" compile "$lenet" --precision fp8 -o p.gnc; has "--precision needs fp32, tf32, bf16 or fp16"
 expect 2 "$gnc" compile "$lenet" --arch sm_80,sm_80 -o p.gnc; has "--arch needs"
 expect 2 "$gnc" run a.gnc --precision fp16; has "does not apply"
