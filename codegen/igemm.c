@@ -37,7 +37,14 @@ int cg_igemm_fits(const cg_conv *c)
 {
     int64_t x = c->n * c->c * c->h * c->w, w = c->k * (c->c / c->groups) * c->r * c->s,
             y = c->n * c->k * c->p * c->q;
-    return x < INT32_MAX && w < INT32_MAX && y < INT32_MAX;
+    /* the grid's y counts the tiles along j, its z the groups times the parts
+       of k: at most max(groups, groups + WANT_BLOCKS), as only a product of
+       fewer than WANT_BLOCKS tiles (groups included) splits */
+    int64_t j = c->kind == CG_CONV_FORWARD ? c->k / c->groups
+              : c->kind == CG_CONV_BACKWARD_DATA ? c->c / c->groups
+                                                 : (c->c / c->groups) * c->r * c->s;
+    return x < INT32_MAX && w < INT32_MAX && y < INT32_MAX && div_up(j, TILE_N) <= 65535 &&
+           c->groups + (int64_t)WANT_BLOCKS <= 65535;
 }
 
 /* "p * 2 - 1 + r * 2": a tap's input row from an output row, or back */

@@ -160,7 +160,8 @@ void cg_emit_gather_unpack(cg_gen *G, const ir_node *n, cg_ref staging, int pack
  * comment, for node n. */
 void cg_describe_node(cg_sb *b, const ir_node *n);
 /* Whether convolution c can be an implicit-GEMM kernel (igemm.c): its tensors'
- * elements are counted in int. */
+ * elements are counted in int, and its grid is within CUDA's limits.  The
+ * others stay cuDNN calls. */
 int cg_igemm_fits(const cg_conv *c);
 /* The launches of convolution c (from node n; the result written as out_dt,
  * the operands read as c->dtype) as a generated implicit-GEMM kernel. */

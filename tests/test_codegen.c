@@ -881,6 +881,22 @@ int main(int argc, char **argv)
     }
     if (nigemm < 4 * 8)
         fail("igemm", "only %d implicit-GEMM convolution runs", nigemm);
+    {   /* 2^31 elements: the kernels index in int, so it stays a cuDNN call
+           (generated only, never run) */
+        static const op_case big = {"conv2d 2^31 elements",
+            G("  input %x: f32[64, 512, 256, 256]\n  input %w: f32[8, 512, 1, 1]\n"
+              "  %y: f32[64, 8, 256, 256] = conv2d(%x, %w) {stride = [1, 1], pad = [0, 0], "
+              "dilation = [1, 1], groups = 1}\n  output y = %y\n"), 0, 0, 0, 0};
+        run *r = prepare_conv(big.name, parse_case(&big, 0, 0), CG_FP32, CG_CONV_IGEMM, 0, 0);
+        int cudnn = 0;
+        for (int k = 0; r && k < r->p->devices[0].nsteps; k++)
+            cudnn += r->p->devices[0].steps[k].kind == CG_STEP_CONV;
+        if (!r || cudnn != 1)
+            fail(big.name, "not one cuDNN step with --conv igemm (%d)", cudnn);
+        else
+            npassed++;
+        run_free(r);
+    }
     for (int op = 0; op < IR_NOPS; op++)
         if (!ops_seen[op] && !ir_op_communicates((ir_op)op))
             fail(ir_ops[op].name, "no case runs this op");
