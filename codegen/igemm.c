@@ -60,8 +60,9 @@ static void lin(cg_sb *b, const char *v, int mul, int add, const char *u, int um
         cg_sb_printf(b, " * %d", umul < 0 ? -umul : umul);
 }
 
-/* The input pixel (ih, iw) of output pixel (p, q) at tap (r, s); 0 outside. */
-static void input_pixel(cg_sb *b, const cg_conv *c)
+/* x at image n, channel c of group g, under output pixel (p, q) at tap
+ * (r, s): 0 in the padding. */
+static void read_x(cg_sb *b, const cg_conv *c)
 {
     cg_sb_printf(b, "        const int ih = ");
     lin(b, "p", c->stride[0], -c->pad[0], "r", c->dilation[0]);
@@ -69,6 +70,8 @@ static void input_pixel(cg_sb *b, const cg_conv *c)
     lin(b, "q", c->stride[1], -c->pad[1], "s", c->dilation[1]);
     cg_sb_printf(b, ";\n        if ((unsigned)ih >= %lldu || (unsigned)iw >= %lldu)\n"
                     "            return 0.0f;\n", (long long)c->h, (long long)c->w);
+    cg_sb_printf(b, "        return ld(x, ((n * %lld + g * %lld + c) * %lld + ih) * %lld + iw);\n",
+                 (long long)c->c, (long long)(c->c / c->groups), (long long)c->h, (long long)c->w);
 }
 
 void cg_emit_igemm(cg_gen *G, const ir_node *n, const cg_conv *c, ir_dtype out_dt,
@@ -128,9 +131,7 @@ void cg_emit_igemm(cg_gen *G, const ir_node *n, const cg_conv *c, ir_dtype out_d
         cg_sb_printf(&b, "        const int q = m %% %lld, p = m / %lld %% %lld, n = m / %lld;\n"
                          "        const int s = k %% %lld, r = k / %lld %% %lld, c = k / %lld;\n",
                      Q, Q, P, P * Q, S, S, R, R * S);
-        input_pixel(&b, c);
-        cg_sb_printf(&b, "        return ld(x, ((n * %lld + g * %lld + c) * %lld + ih) * %lld + iw);\n",
-                     C, CG, H, W);
+        read_x(&b, c);
     } else if (bwd_data) {
         cg_sb_printf(&b, "        const int iw = m %% %lld, ih = m / %lld %% %lld, n = m / %lld;\n"
                          "        const int s = k %% %lld, r = k / %lld %% %lld, kk = k / %lld;\n",
@@ -167,9 +168,7 @@ void cg_emit_igemm(cg_gen *G, const ir_node *n, const cg_conv *c, ir_dtype out_d
         cg_sb_printf(&b, "        const int q = k %% %lld, p = k / %lld %% %lld, n = k / %lld;\n"
                          "        const int s = j %% %lld, r = j / %lld %% %lld, c = j / %lld;\n",
                      Q, Q, P, P * Q, S, S, R, R * S);
-        input_pixel(&b, c);
-        cg_sb_printf(&b, "        return ld(x, ((n * %lld + g * %lld + c) * %lld + ih) * %lld + iw);\n",
-                     C, CG, H, W);
+        read_x(&b, c);
     }
 
     /* out(g, m, j, v): the epilogue */
