@@ -519,5 +519,6 @@ EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmu
     snprintf(what, sizeof what, "cublasLtMatmul %lldx%lldx%lld (batch %d)", (long long)m,
              (long long)n, (long long)k, g->dd.batch);
     fk_task *t = fk_task_new(what, matmul_run, NULL, g, free, NULL);
+    fk_task_cost(t, FK_COST_LIBRARY);
     return fk_enqueue((CUstream)stream, t) ? CUBLAS_STATUS_EXECUTION_FAILED : CUBLAS_STATUS_SUCCESS;
 }

@@ -592,6 +592,7 @@ static cudnnStatus_t issue(cudnnHandle_t handle, conv *cv, const char *who, void
         return CUDNN_STATUS_BAD_PARAM;
     }
     fk_task *t = fk_task_new(who, conv_run, NULL, cv, free, NULL);
+    fk_task_cost(t, FK_COST_LIBRARY);
     return fk_enqueue((CUstream)handle->stream, t) ? CUDNN_STATUS_EXECUTION_FAILED : CUDNN_STATUS_SUCCESS;
 }
 

@@ -24,7 +24,14 @@
  *     sticky: every later call on that device returns the error;
  *   - kernels: modules are images (ELF cubin or PTX text) that must contain
  *     the function's name; the function runs the host emulation the test
- *     registered under that name (fakecuda_register);
+ *     registered under that name (fakecuda_register); a launch of one with
+ *     none fails, unless GNC_FAKECUDA_UNEMULATED=skip (for timing a program
+ *     whose results nobody reads: gnc compile --conv auto --autotune);
+ *   - time: each device has a clock that a kernel advances by
+ *     GNC_FAKECUDA_KERNEL_MS and a library call by GNC_FAKECUDA_LIBRARY_MS
+ *     (default 0.001 each; other work takes no time) when it runs, and
+ *     cuEventElapsedTime is the clock's advance between the two events: a
+ *     model that makes timing-based choices deterministic and steerable;
  *   - stream capture: work on a capturing stream is recorded with its
  *     dependencies; other streams join by waiting on an event recorded in the
  *     capture and must be joined back before cuStreamEndCapture
@@ -77,6 +84,7 @@ typedef struct {
     size_t allocated;
     CUresult sticky;    /* the first failure while running; CUDA_SUCCESS */
     CUstream null_stream;
+    double clock;       /* milliseconds of the time model (above) */
 } device;
 
 struct fk_task {
@@ -87,6 +95,7 @@ struct fk_task {
     void *ctx;
     void (*release)(void *);
     void (*free_state)(void *ctx, void *state);
+    double ms;          /* what running it advances its device's clock by */
 };
 
 typedef struct entry {
@@ -113,6 +122,7 @@ struct CUevent_st {
     int timing;         /* created without CU_EVENT_DISABLE_TIMING */
     int refs;           /* the user's (1 until destroyed) and pending tasks' */
     int64_t recorded, done; /* record points issued and reached */
+    double at;          /* the device's clock when the last one was reached */
     capture *cap;       /* recorded in this capture, at cap_frontier */
     int *cap_frontier;
     int ncap_frontier;
@@ -186,6 +196,8 @@ static struct {
     capture **captures; /* those in progress */
     int ncaptures;
     int remote_waits;   /* heads that waited on another process since run_until looked */
+    double cost[3];     /* ms of a task of each fk_cost */
+    int skip_unemulated;
 } F;
 
 static __thread CUcontext current;
@@ -249,6 +261,11 @@ fk_task *fk_task_new(const char *what, fk_run_fn run, fk_ready_fn ready, void *c
     t->run = run, t->ready = ready, t->ctx = ctx, t->release = release;
     t->free_state = free_state;
     return t;
+}
+
+void fk_task_cost(fk_task *t, fk_cost c)
+{
+    t->ms = F.cost[c];
 }
 
 void fk_task_unref(fk_task *t)
@@ -382,6 +399,7 @@ static int step(CUstream s)
             return 0;
         char why[512] = "";
         int r = e->task->run ? e->task->run(e->task->ctx, &e->state, why, sizeof why) : 0;
+        D->clock += e->task->ms;
         if (r) {
             say("device %d: %s failed: %s", s->dev, e->task->what, why);
             D->sticky = (CUresult)r;
@@ -679,6 +697,11 @@ CUresult cuInit(unsigned int flags)
     F.free_bytes = (size_t)env_int("GNC_FAKECUDA_FREE_MIB", 80000) << 20;
     const char *sched = getenv("GNC_FAKECUDA_SCHEDULE");
     F.lazy = sched && !strcmp(sched, "lazy");
+    const char *kms = getenv("GNC_FAKECUDA_KERNEL_MS"), *lms = getenv("GNC_FAKECUDA_LIBRARY_MS"),
+               *skip = getenv("GNC_FAKECUDA_UNEMULATED");
+    F.cost[FK_COST_KERNEL] = kms && *kms ? atof(kms) : 0.001;
+    F.cost[FK_COST_LIBRARY] = lms && *lms ? atof(lms) : 0.001;
+    F.skip_unemulated = skip && !strcmp(skip, "skip");
     for (int d = 0; d < F.ngpus; d++)
         F.gpu[d].ctx.dev = d;
     F.initialized = 1;
@@ -1156,8 +1179,10 @@ static int record_run(void *ctx, void **state, char *why, size_t whylen)
 {
     (void)state, (void)why, (void)whylen;
     event_point *p = ctx;
-    if (p->e->done < p->point)
+    if (p->e->done < p->point) {
         p->e->done = p->point;
+        p->e->at = F.gpu[p->e->dev].clock;
+    }
     return 0;
 }
 
@@ -1301,9 +1326,8 @@ CUresult cuEventSynchronize(CUevent hEvent)
     return run_until(event_reached, hEvent, hEvent->dev, "cuEventSynchronize");
 }
 
-/* Both events recorded (outside captures), reached, with timing: the "time"
- * between them is 0.001 ms per record point in between on the host, which
- * means nothing but is deterministic. */
+/* Both events recorded (outside captures), reached, with timing: the time
+ * model's clock between them (at the top). */
 CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
 {
     INIT_CHECK();
@@ -1317,7 +1341,7 @@ CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
         return CUDA_ERROR_INVALID_HANDLE;
     if (hStart->done < hStart->recorded || hEnd->done < hEnd->recorded)
         return CUDA_ERROR_NOT_READY;
-    *pMilliseconds = 0.001f;
+    *pMilliseconds = (float)(hEnd->at - hStart->at);
     return CUDA_SUCCESS;
 }
 
@@ -1587,6 +1611,7 @@ CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
         }
         fk_task *t = fk_task_new(what, launch_run, launch_ready, q, launch_part_release,
                                  i >= 0 && i < g->n ? launch_state_free : NULL);
+        t->ms = i >= 0 && i < g->n ? q->self.task->ms : 0;
         if (i >= 0 && i < g->n)
             queue_push(hGraphExec->streams[g->nodes[i].slot], t);
         else
@@ -1836,7 +1861,7 @@ static int kernel_run(void *ctx, void **state, char *why, size_t whylen)
 {
     (void)state;
     kernel_call *k = ctx;
-    const char *msg = k->entry(k->grid, k->block, k->args);
+    const char *msg = k->entry ? k->entry(k->grid, k->block, k->args) : NULL;
     if (msg) {
         snprintf(why, whylen, "%s", msg);
         return CUDA_ERROR_LAUNCH_FAILED;
@@ -1864,7 +1889,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
         say("cuLaunchKernel: 'extra' is not modelled; pass kernelParams");
         return CUDA_ERROR_INVALID_VALUE;
     }
-    if (!f->entry) {
+    if (!f->entry && !F.skip_unemulated) {
         say("cuLaunchKernel: no host emulation of '%s' is registered (fakecuda_register)", f->name);
         return CUDA_ERROR_NOT_FOUND;
     }
@@ -1900,7 +1925,9 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
     }
     char what[300];
     snprintf(what, sizeof what, "kernel %s", f->name);
-    return fk_enqueue(hStream, fk_task_new(what, kernel_run, NULL, k, kernel_call_release, NULL));
+    fk_task *t = fk_task_new(what, kernel_run, NULL, k, kernel_call_release, NULL);
+    fk_task_cost(t, FK_COST_KERNEL);
+    return fk_enqueue(hStream, t);
 }
 
 /* ---------------------------------------------------------------- NVRTC's probe */

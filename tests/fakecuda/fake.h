@@ -40,6 +40,12 @@ fk_task *fk_task_new(const char *what, fk_run_fn run, fk_ready_fn ready, void *c
                      void (*free_state)(void *ctx, void *state));
 void fk_task_unref(fk_task *t);
 
+/* What running t costs on its device's clock, which cuEventElapsedTime
+ * reads (driver.c, "time"): a kernel's GNC_FAKECUDA_KERNEL_MS, a library
+ * call's GNC_FAKECUDA_LIBRARY_MS; tasks cost nothing unless told. */
+typedef enum { FK_COST_NONE, FK_COST_KERNEL, FK_COST_LIBRARY } fk_cost;
+void fk_task_cost(fk_task *t, fk_cost c);
+
 /* Puts t on stream s (recorded instead when s is capturing) and takes the
  * reference.  Fails when s is not a live stream of the current context or
  * the device has a sticky error; t is released then too. */
