@@ -73,6 +73,19 @@ int cg_conv_lookup(const char *name)
     return -1;
 }
 
+int cg_is_conv(const ir_node *n)
+{
+    return n->op == IR_OP_CONV2D || n->op == IR_OP_CONV2D_GRAD_INPUT ||
+           n->op == IR_OP_CONV2D_GRAD_WEIGHT;
+}
+
+cg_conv_impl cg_conv_of(const cg_options *o, const ir_node *n)
+{
+    if (o->conv_choice && cg_is_conv(n) && o->conv_choice[n->out[0]->id] >= 0)
+        return (cg_conv_impl)o->conv_choice[n->out[0]->id];
+    return o->conv;
+}
+
 const char *cg_precision_name(cg_precision p)
 {
     return p >= CG_FP32 && p <= CG_FP16 ? precision_names[p] : "?";
@@ -1112,6 +1125,11 @@ cg_program *cg_generate(const ir_graph *g, const mp_plan *mp, const cg_options *
         G.o.archs[1] = "sm_90";
     }
     cg_program *p = G.p = cg_xcalloc(1, sizeof *p);
+    if (G.o.conv_choice) {
+        signed char *c = cg_palloc(p, (size_t)g->nvalues + 1);
+        memcpy(c, G.o.conv_choice, (size_t)g->nvalues);
+        G.o.conv_choice = c;
+    }
     p->opts = G.o;
     p->graph = g;
     p->narchs = G.o.narchs > CG_MAX_ARCHS ? CG_MAX_ARCHS : G.o.narchs;

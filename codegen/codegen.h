@@ -46,7 +46,8 @@ typedef enum {
 } cg_precision;
 
 /* How convolutions run: cuDNN calls, or implicit-GEMM kernels codegen writes
- * (codegen/igemm.c).  docs/codegen.md says how to choose. */
+ * (codegen/igemm.c).  docs/codegen.md says how to choose; gnc compile --conv
+ * auto --autotune times both for each convolution (cg_options.conv_choice). */
 typedef enum { CG_CONV_CUDNN, CG_CONV_IGEMM } cg_conv_impl;
 
 #define CG_MAX_ARCHS 8
@@ -62,6 +63,10 @@ typedef struct {
     int64_t gemm_workspace;     /* bytes of workspace per cuBLASLt call; 0: 4 MiB */
     int64_t conv_workspace;     /* bytes a cuDNN algorithm may use at most; 0: 64 MiB */
     cg_conv_impl conv;          /* cuDNN (default) or generated implicit GEMMs */
+    const signed char *conv_choice;  /* NULL, or one convolution's own choice: indexed
+                                   by the id of its node's first result (the
+                                   graph's nvalues entries), a cg_conv_impl, or -1
+                                   for conv's; cg_generate keeps a copy */
 } cg_options;
 
 cg_options cg_options_default(void);
@@ -69,6 +74,10 @@ const char *cg_precision_name(cg_precision p);       /* "fp32", "tf32", "bf16", 
 int cg_precision_lookup(const char *name);           /* -1 if unknown */
 const char *cg_conv_name(cg_conv_impl c);            /* "cudnn", "igemm" */
 int cg_conv_lookup(const char *name);                /* -1 if unknown */
+/* Whether n is a convolution (forward, backward data or filter), and how o
+ * runs it: its conv_choice, else conv. */
+int cg_is_conv(const ir_node *n);
+cg_conv_impl cg_conv_of(const cg_options *o, const ir_node *n);
 
 /* ---- memory ---- */
 
@@ -372,6 +381,9 @@ typedef struct {
     int compiles;               /* NVRTC runs */
     int cache_hits;             /* images read from the cache */
     int cache_corrupt;          /* entries found damaged, compiled again */
+    int cache_unwritten;        /* images compiled but not stored: the cache's folder
+                                   cannot be made or written (a warm compile will
+                                   compile them again) */
     double ms;                  /* wall time */
 } cg_compile_stats;
 

@@ -282,7 +282,7 @@ static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)
             yb = c.n * c.k * c.p * c.q * es;
     cg_ref out_tmp = {CG_WORKSPACE, -1};
     /* a generated kernel writes the result as it is stored; cuDNN writes dt */
-    int igemm = G->o.conv == CG_CONV_IGEMM && cg_igemm_fits(&c);
+    int igemm = cg_conv_of(&G->o, n) == CG_CONV_IGEMM && cg_igemm_fits(&c);
     int converted = !igemm && cg_dtype_of(G, res) != dt;
     if (n->op == IR_OP_CONV2D) {
         c.x = cg_operand_as(G, n->in[0], dt);

@@ -53,6 +53,7 @@ const char *cg_nvrtc_version(void)
 
 typedef struct {
     char dir[4096];             /* "" without a cache */
+    int broken;                 /* one was asked for, and its folder cannot be made */
 } cache;
 
 static int mkdirs(char *path)
@@ -71,6 +72,7 @@ static int mkdirs(char *path)
 static void cache_open(cache *c, const char *want)
 {
     c->dir[0] = 0;
+    c->broken = 0;
     const char *env = getenv("GNC_CACHE_DIR"), *home = getenv("HOME");
     if (want)
         snprintf(c->dir, sizeof c->dir, "%s", want);
@@ -78,8 +80,10 @@ static void cache_open(cache *c, const char *want)
         snprintf(c->dir, sizeof c->dir, "%s", env);
     else if (home && *home)
         snprintf(c->dir, sizeof c->dir, "%s/.cache/gnc", home);
-    if (c->dir[0] && mkdirs(c->dir) != 0)
-        c->dir[0] = 0; /* no cache where none can be made */
+    if (c->dir[0] && mkdirs(c->dir) != 0) {
+        c->dir[0] = 0; /* no cache where none can be made: cache_put says so */
+        c->broken = 1;
+    }
 }
 
 static void hex(const unsigned char *k, char *out)
@@ -155,17 +159,19 @@ done:
     return NULL;
 }
 
-static void cache_put(const cache *c, const unsigned char key[32], const char *ext,
-                      const void *data, size_t n)
+/* 0 when stored (or no cache was asked for), -1 when the cache could not
+ * take it (counted in cg_compile_stats.cache_unwritten). */
+static int cache_put(const cache *c, const unsigned char key[32], const char *ext,
+                     const void *data, size_t n)
 {
     if (!c->dir[0])
-        return;
+        return c->broken ? -1 : 0;
     char path[4200], tmp[4300];
     entry_path(c, key, ext, path, sizeof path);
     snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
     int fd = mkstemp(tmp);
     if (fd < 0)
-        return;
+        return -1;
     unsigned char h[HEADER];
     memcpy(h, MAGIC, MAGIC_LEN);
     memcpy(h + MAGIC_LEN, key, 32);
@@ -179,8 +185,10 @@ static void cache_put(const cache *c, const unsigned char key[32], const char *e
     ok = f && fclose(f) == 0 && ok;
     if (!f)
         close(fd);
-    if (!ok || rename(tmp, path) != 0)
-        unlink(tmp);
+    if (ok && rename(tmp, path) == 0)
+        return 0;
+    unlink(tmp);
+    return -1;
 }
 
 /* ---- jobs ---- */
@@ -196,7 +204,7 @@ typedef struct {
     /* results */
     int rc;
     char err[2048];
-    int compiled, hits, corrupt;
+    int compiled, hits, corrupt, unwritten;
     cg_image cubin, ptximg;
     char *log;
 } job;
@@ -472,11 +480,11 @@ static void run_job(job *j)
         parse_ptxas(j, log);
     size_t n;
     unsigned char *pl = payload(log, j->cubin.data, j->cubin.size, &n);
-    cache_put(j->c, kc, "cubin", pl, n);
+    j->unwritten += cache_put(j->c, kc, "cubin", pl, n) != 0;
     free(pl);
     if (j->ptx) {
         pl = payload("", j->ptximg.data, j->ptximg.size, &n);
-        cache_put(j->c, kp, "ptx", pl, n);
+        j->unwritten += cache_put(j->c, kp, "ptx", pl, n) != 0;
         free(pl);
     }
     j->log = log;
@@ -573,6 +581,7 @@ int cg_compile(cg_program *p, const cg_compile_options *o, cg_compile_stats *sta
             st.compiles += j->compiled;
             st.cache_hits += j->hits;
             st.cache_corrupt += j->corrupt;
+            st.cache_unwritten += j->unwritten;
             if (j->rc && !rc) {
                 rc = -1;
                 snprintf(err, errlen, "%s", j->err);

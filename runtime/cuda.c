@@ -164,6 +164,12 @@ int rt_cuda_autotune(rt_cuda *x, cg_program *p, char *err, size_t errlen)
     return fail(err, errlen, NO_CUDA);
 }
 
+int rt_cuda_time_convs(rt_cuda *x, double *ms, char *err, size_t errlen)
+{
+    (void)x, (void)ms;
+    return fail(err, errlen, NO_CUDA);
+}
+
 int rt_cuda_wait(rt_cuda *x, char *err, size_t errlen)
 {
     (void)x;
@@ -1370,6 +1376,75 @@ int rt_cuda_autotune(rt_cuda *x, cg_program *p, char *err, size_t errlen)
         x->graph = NULL;
     }
     return x->libs ? cuda_libs_autotune(x, p, err, errlen) : 0;
+}
+
+/* Device d's steps of the convolution node of step first, in order, REPS
+ * times between events t0 and t1 after a first run that warms the caches:
+ * the mean milliseconds of one run; -1 after saying why. */
+static double time_node(rt_cuda *x, int d, const cg_step *first, CUevent t0, CUevent t1,
+                        char *err, size_t errlen)
+{
+    enum { REPS = 10 };
+    const cg_device *D = &x->p->devices[d];
+    CUstream cs = x->dev[d].stream[S_COMPUTE];
+    float elapsed = 0;
+    for (int r = -1; r < REPS; r++) {
+        if (r == 0 && x->L.cuEventRecord(t0, cs) != CUDA_SUCCESS)
+            return cuda_fail(err, errlen, "cuEventRecord failed");
+        for (int s = 0; s < D->nsteps; s++)
+            if (D->steps[s].node == first->node && issue_step(x, d, 0, s, err, errlen))
+                return -1;
+    }
+    if (x->L.cuEventRecord(t1, cs) != CUDA_SUCCESS || x->L.cuEventSynchronize(t1) != CUDA_SUCCESS ||
+        x->L.cuEventElapsedTime(&elapsed, t0, t1) != CUDA_SUCCESS)
+        return cuda_fail(err, errlen, "%s: timing with events failed", first->what);
+    return elapsed / REPS;
+}
+
+int cuda_each_timed(rt_cuda *x, cuda_timed_fn fn, void *arg, char *err, size_t errlen)
+{
+    for (int d = 0; d < x->p->ndevices; d++) {
+        CUevent t0, t1;
+        if (!cuda_mine(x, d))
+            continue;
+        CU(cuCtxSetCurrent(x->dev[d].ctx));
+        CU(cuEventCreate(&t0, CU_EVENT_DEFAULT));
+        CU(cuEventCreate(&t1, CU_EVENT_DEFAULT));
+        int rc = fn(x, d, t0, t1, arg, err, errlen);
+        x->L.cuEventDestroy(t0);
+        x->L.cuEventDestroy(t1);
+        if (rc)
+            return -1;
+    }
+    return 0;
+}
+
+/* Each convolution node of device d's run, timed once (at its first step). */
+static int time_device(rt_cuda *x, int d, CUevent t0, CUevent t1, void *arg, char *err,
+                       size_t errlen)
+{
+    double *ms = arg;
+    const cg_device *D = &x->p->devices[d];
+    for (int s = 0; s < D->nsteps; s++) {
+        const ir_node *n = D->steps[s].node;
+        int first = 1;
+        for (int e = 0; e < s && first; e++)
+            first = D->steps[e].node != n;
+        if (!n || !first || !cg_is_conv(n))
+            continue;
+        double t = time_node(x, d, &D->steps[s], t0, t1, err, errlen);
+        if (t < 0)
+            return -1;
+        ms[n->out[0]->id] += t;
+    }
+    return 0;
+}
+
+int rt_cuda_time_convs(rt_cuda *x, double *ms, char *err, size_t errlen)
+{
+    if (x->in_flight && rt_cuda_wait(x, err, errlen))
+        return -1;
+    return cuda_each_timed(x, time_device, ms, err, errlen);
 }
 
 #endif

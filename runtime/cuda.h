@@ -112,6 +112,15 @@ int rt_cuda_wait(rt_cuda *x, char *err, size_t errlen);
  * 0, or -1 with a message. */
 int rt_cuda_autotune(rt_cuda *x, cg_program *p, char *err, size_t errlen);
 
+/* gnc compile --conv auto --autotune: the mean milliseconds of each
+ * convolution of the program x runs (every step of its node, alone on the
+ * compute stream: a cuDNN call, or its implicit-GEMM launches, with a
+ * conversion of the result after), over 10 runs after a warm-up, added to
+ * ms[id of the node's first result] (ms: the graph's nvalues entries).  The
+ * runs overwrite activations, like rt_cuda_autotune's.  0, or -1 with a
+ * message. */
+int rt_cuda_time_convs(rt_cuda *x, double *ms, char *err, size_t errlen);
+
 /* The bytes of device d's allocation of region r (what was allocated). */
 int64_t rt_cuda_region_bytes(const rt_cuda *x, int d, cg_region r);
 

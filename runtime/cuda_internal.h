@@ -140,6 +140,12 @@ int cuda_libs_open(rt_cuda *x, const char *libdir, const rt_cuda_id *id, char *e
                    size_t errlen);
 void cuda_libs_close(rt_cuda *x);
 
+/* fn(x, d, t0, t1, arg, ...) for each device d of this process, in its
+ * context, with two timing events of its own; the first failure's -1. */
+typedef int (*cuda_timed_fn)(rt_cuda *x, int d, CUevent t0, CUevent t1, void *arg, char *err,
+                             size_t errlen);
+int cuda_each_timed(rt_cuda *x, cuda_timed_fn fn, void *arg, char *err, size_t errlen);
+
 /* Times each library step of the run (rt_cuda_autotune) and records the
  * fastest algorithm in the step (p is x's program). */
 int cuda_libs_autotune(rt_cuda *x, cg_program *p, char *err, size_t errlen);

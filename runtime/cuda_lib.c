@@ -786,31 +786,25 @@ static int tune_conv(rt_cuda *x, int d, cg_step *s, cuda_step_lib *P, char *err,
     return 0;
 }
 
+static int tune_device(rt_cuda *x, int d, CUevent t0, CUevent t1, void *arg, char *err,
+                       size_t errlen)
+{
+    cg_program *p = arg;
+    cuda_gpu *G = &x->dev[d];
+    for (int s = 0; s < p->devices[d].nsteps; s++) {
+        cg_step *st = &p->devices[d].steps[s];
+        if ((st->kind == CG_STEP_GEMM &&
+             tune_gemm(x, d, st, G->lib[0][s], t0, t1, err, errlen) != 0) ||
+            (st->kind == CG_STEP_CONV && tune_conv(x, d, st, G->lib[0][s], err, errlen) != 0))
+            return -1;
+    }
+    CU(cuStreamSynchronize(G->stream[S_COMPUTE]));
+    return 0;
+}
+
 int cuda_libs_autotune(rt_cuda *x, cg_program *p, char *err, size_t errlen)
 {
-    for (int d = 0; d < p->ndevices; d++) {
-        cuda_gpu *G = &x->dev[d];
-        CUevent t0, t1;
-        if (!cuda_mine(x, d))
-            continue;
-        CU(cuCtxSetCurrent(G->ctx));
-        CU(cuEventCreate(&t0, CU_EVENT_DEFAULT));
-        CU(cuEventCreate(&t1, CU_EVENT_DEFAULT));
-        int rc = 0;
-        for (int s = 0; s < p->devices[d].nsteps && !rc; s++) {
-            cg_step *st = &p->devices[d].steps[s];
-            if (st->kind == CG_STEP_GEMM)
-                rc = tune_gemm(x, d, st, G->lib[0][s], t0, t1, err, errlen);
-            else if (st->kind == CG_STEP_CONV)
-                rc = tune_conv(x, d, st, G->lib[0][s], err, errlen);
-        }
-        x->L.cuEventDestroy(t0);
-        x->L.cuEventDestroy(t1);
-        if (rc)
-            return -1;
-        CU(cuStreamSynchronize(G->stream[S_COMPUTE]));
-    }
-    return 0;
+    return cuda_each_timed(x, tune_device, p, err, errlen);
 }
 
 /* ---------------------------------------------------------------- open, close */

@@ -644,8 +644,8 @@ static int read_cuda(reader *r, rt_plan *p)
         return BAD(r, "kernels, but the meta's precision (%s) is not fp32, tf32, bf16 or fp16",
                    prec ? prec : "missing");
     const char *conv = rt_plan_meta(p, "conv");
-    if (conv && cg_conv_lookup(conv) < 0)
-        return BAD(r, "kernels, but the meta's conv (%s) is not cudnn or igemm", conv);
+    if (conv && cg_conv_lookup(conv) < 0 && strcmp(conv, "auto") != 0)
+        return BAD(r, "kernels, but the meta's conv (%s) is not cudnn, igemm or auto", conv);
     int newest = 0;
     for (int a = 1; a < narchs; a++)
         if (atoi(archs[a] + 3) > atoi(archs[newest] + 3))

@@ -7,6 +7,7 @@
  * archs); generation is deterministic, and the regenerated sources must equal
  * the stored ones byte for byte, so the stored images are proven to be the
  * compiles of exactly the kernels the regenerated steps launch. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,38 +20,109 @@ static void put32(unsigned char *p, uint32_t v)
         p[i] = (unsigned char)(v >> (8 * i));
 }
 
-/* The tuning section's text (docs/plan.md): a line per tuned step of the
- * run, "DEVICE STEP gemm HEX" (the 64 bytes of the cublasLtMatmulAlgo_t) or
- * "DEVICE STEP conv ALGO"; NULL when no step is tuned (or out of memory). */
+/* Appends a line to *t (of *n bytes, room for *cap); -1 when out of memory. */
+static int add_line(char **t, size_t *n, size_t *cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int add_line(char **t, size_t *n, size_t *cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (!*t || *n + (size_t)len + 2 > *cap) {
+        size_t c = (*n + (size_t)len + 2) * 2;
+        char *u = realloc(*t, c);
+        if (!u)
+            return -1;
+        *t = u, *cap = c;
+    }
+    va_start(ap, fmt);
+    *n += (size_t)vsnprintf(*t + *n, *cap - *n, fmt, ap);
+    va_end(ap);
+    (*t)[(*n)++] = '\n';
+    return 0;
+}
+
+/* The tuning section's text (docs/plan.md): a line per convolution whose
+ * implementation was chosen, "convolution NAME cudnn|igemm", then a line per
+ * tuned step of the run, "DEVICE STEP gemm HEX" (the 64 bytes of the
+ * cublasLtMatmulAlgo_t) or "DEVICE STEP conv ALGO"; NULL when nothing was
+ * tuned (or out of memory). */
 static char *tuning_text(const cg_program *cg, size_t *len)
 {
-    size_t cap = 64, n = 0;
+    size_t cap = 0, n = 0;
     char *t = NULL;
-    for (int d = 0; d < cg->ndevices; d++)
-        for (int s = 0; s < cg->devices[d].nsteps; s++) {
+    int rc = 0;
+    const signed char *choice = cg->opts.conv_choice;
+    for (const ir_node *nd = cg->graph->head; choice && nd && !rc; nd = nd->next)
+        if (cg_is_conv(nd) && choice[nd->out[0]->id] >= 0)
+            rc = add_line(&t, &n, &cap, "convolution %s %s", nd->out[0]->name,
+                          cg_conv_name((cg_conv_impl)choice[nd->out[0]->id]));
+    for (int d = 0; d < cg->ndevices && !rc; d++)
+        for (int s = 0; s < cg->devices[d].nsteps && !rc; s++) {
             const cg_step *st = &cg->devices[d].steps[s];
-            int gemm = st->kind == CG_STEP_GEMM && st->u.gemm.tuned;
-            if (!gemm && !(st->kind == CG_STEP_CONV && st->u.conv.tuned))
-                continue;
-            if (!t || n + 200 > cap) {
-                char *u = realloc(t, cap *= 4);
-                if (!u) {
-                    free(t);
-                    return NULL;
-                }
-                t = u;
-            }
-            n += (size_t)snprintf(t + n, cap - n, "%d %d %s ", d, s, gemm ? "gemm" : "conv");
-            if (gemm)
+            if (st->kind == CG_STEP_GEMM && st->u.gemm.tuned) {
+                char hex[129];
                 for (int w = 0; w < 8; w++)
-                    n += (size_t)snprintf(t + n, cap - n, "%016llx",
-                                          (unsigned long long)st->u.gemm.algo[w]);
-            else
-                n += (size_t)snprintf(t + n, cap - n, "%d", st->u.conv.algo);
-            t[n++] = '\n';
+                    snprintf(hex + 16 * w, 17, "%016llx", (unsigned long long)st->u.gemm.algo[w]);
+                rc = add_line(&t, &n, &cap, "%d %d gemm %s", d, s, hex);
+            } else if (st->kind == CG_STEP_CONV && st->u.conv.tuned) {
+                rc = add_line(&t, &n, &cap, "%d %d conv %d", d, s, st->u.conv.algo);
+            }
         }
+    if (rc) {
+        free(t);
+        return NULL;
+    }
     *len = n;
     return t;
+}
+
+/* The convolution lines of the tuning section as cg_options.conv_choice
+ * (*choice: NULL without any, else the graph's nvalues entries); -1 with the
+ * line that names no convolution. */
+static int tuning_choices(const rt_plan *p, signed char **choice, char *err, size_t errlen)
+{
+    *choice = NULL;
+    int line = 0;
+    for (const char *l = p->tuning; l && *l; line++) {
+        const char *end = strchr(l, '\n');
+        size_t len = end ? (size_t)(end - l) : strlen(l);
+        char name[200], impl[8];
+        int used = 0;
+        if (len > 12 && strncmp(l, "convolution ", 12) == 0) {
+            char buf[256];
+            const ir_value *v = NULL;
+            int c = -1;
+            if (len < sizeof buf) {
+                memcpy(buf, l, len);
+                buf[len] = '\0';
+                if (sscanf(buf, "convolution %199s %7s%n", name, impl, &used) == 2 &&
+                    !buf[used]) {
+                    v = ir_find_value(p->g, name);
+                    c = cg_conv_lookup(impl);
+                }
+            }
+            if (!*choice && (*choice = malloc((size_t)p->g->nvalues + 1)))
+                memset(*choice, -1, (size_t)p->g->nvalues + 1);
+            if (!*choice) {
+                snprintf(err, errlen, "out of memory");
+                return -1;
+            }
+            if (!v || c < 0 || !v->def || !cg_is_conv(v->def) || v->def->out[0] != v ||
+                (*choice)[v->id] >= 0) {
+                snprintf(err, errlen, "the plan's tuning, line %d ('%.*s'), names no convolution "
+                         "of the program, or one twice: the plan is inconsistent", line + 1,
+                         (int)(len < 80 ? len : 80), l);
+                free(*choice);
+                *choice = NULL;
+                return -1;
+            }
+            (*choice)[v->id] = (signed char)c;
+        }
+        l += len + (end != NULL);
+    }
+    return 0;
 }
 
 /* Applies the tuning section's lines to the regenerated program; -1 with the
@@ -63,6 +135,10 @@ static int apply_tuning(cg_program *cg, const char *text, char *err, size_t errl
         size_t len = end ? (size_t)(end - l) : strlen(l);
         char buf[256], kind[8], hex[129] = "";
         int d, s, algo = -1, used = 0;
+        if (len > 12 && strncmp(l, "convolution ", 12) == 0) {
+            l += len + (end != NULL);       /* tuning_choices' */
+            continue;
+        }
         if (len >= sizeof buf)
             goto bad;
         memcpy(buf, l, len);
@@ -180,14 +256,31 @@ cg_program *rt_plan_program(const rt_plan *p, char *err, size_t errlen)
     char archs[CG_MAX_ARCHS][16];
     cg_options o = cg_options_default();
     o.precision = (cg_precision)cg_precision_lookup(rt_plan_meta(p, "precision"));
-    if (rt_plan_meta(p, "conv"))
-        o.conv = (cg_conv_impl)cg_conv_lookup(rt_plan_meta(p, "conv"));
+    /* conv: cudnn (or absent), igemm, or auto: each convolution as the
+     * tuning section says (gnc compile --conv auto --autotune) */
+    const char *conv = rt_plan_meta(p, "conv");
+    int automatic = conv && strcmp(conv, "auto") == 0;
+    signed char *choice = NULL;
+    if (conv && !automatic)
+        o.conv = (cg_conv_impl)cg_conv_lookup(conv);
+    if (tuning_choices(p, &choice, err, errlen) != 0)
+        return NULL;
+    if (automatic != (choice != NULL)) {
+        snprintf(err, errlen, automatic ? "the plan's convolutions are chosen one by one (conv "
+                 "auto), but its tuning section chooses none: the plan is inconsistent"
+                 : "the plan's tuning section chooses convolutions one by one, but its conv is "
+                 "not auto: the plan is inconsistent");
+        free(choice);
+        return NULL;
+    }
+    o.conv_choice = choice;
     o.narchs = rt_plan_archs(rt_plan_meta(p, "archs"), archs);
     for (int a = 0; a < o.narchs; a++)
         o.archs[a] = archs[a];
     diag d;
     diag_init(&d);
     cg_program *cg = cg_generate(p->g, p->mp, &o, &d);
+    free(choice);
     if (!cg) {
         const char *msg = "(no message)";
         for (int i = 0; i < d.n; i++)

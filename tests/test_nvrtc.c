@@ -265,9 +265,9 @@ static void cache_test(const char *src, const char *work)
             memcpy(q, x.p->modules[m].images[i].data, x.p->modules[m].images[i].size);
             q += x.p->modules[m].images[i].size;
         }
-    if (s1.compiles != x.p->nmodules * x.p->narchs || s1.cache_hits != 0)
-        fail("cache: cold", "%d compiles and %d hits, want %d and 0", s1.compiles, s1.cache_hits,
-             x.p->nmodules * x.p->narchs);
+    if (s1.compiles != x.p->nmodules * x.p->narchs || s1.cache_hits != 0 || s1.cache_unwritten)
+        fail("cache: cold", "%d compiles, %d hits and %d unwritten, want %d, 0 and 0",
+             s1.compiles, s1.cache_hits, s1.cache_unwritten, x.p->nmodules * x.p->narchs);
     if (cg_compile(x.p, &co, &s2, err, sizeof err)) {
         fail("cache: warm", "%s", err);
         free(cold);
@@ -327,6 +327,14 @@ static void cache_test(const char *src, const char *work)
         s4.cache_hits != nimages)
         fail("cache: rewritten", "%d compiles, %d corrupt, %d hits of %d", s4.compiles,
              s4.cache_corrupt, s4.cache_hits, nimages);
+    else
+        npassed++;
+    /* a cache whose folder cannot be made: compiled, each image counted unwritten */
+    cg_compile_options nowhere = {"/dev/null/gnc-cache", 0, 1};
+    if (cg_compile(x.p, &nowhere, &s4, err, sizeof err) || s4.cache_hits != 0 ||
+        s4.cache_unwritten != nimages)
+        fail("cache: unwritable", "%d hits, %d of %d images unwritten", s4.cache_hits,
+             s4.cache_unwritten, nimages);
     else
         npassed++;
 done:

@@ -313,8 +313,8 @@ static const rt_plan_kv kmeta[] = {{"writer", "test_plan"}, {"precision", "fp32"
 /* g's program generated from its plan as a loader decodes it, with made-up
  * images (a loader checks their form and their source, not their code, so no
  * NVRTC is needed): the bytes of the plan with kernels, or NULL. */
-static unsigned char *kernel_plan(ir_graph *g, const rt_plan_kv *m, size_t *size,
-                                  cg_program **out, rt_plan **base_out)
+static unsigned char *kernel_plan(ir_graph *g, const rt_plan_kv *m, int nm, const cg_options *o,
+                                  size_t *size, cg_program **out, rt_plan **base_out)
 {
     mp_plan *mp = mp_plan_graph(g);
     char err[1024];
@@ -322,16 +322,28 @@ static unsigned char *kernel_plan(ir_graph *g, const rt_plan_kv *m, size_t *size
     size_t n;
     rt_plan *base = NULL;
     cg_program *cg = NULL;
-    if (rt_plan_encode(g, mp, m, 3, &data, &n, err, sizeof err) == 0)
+    if (rt_plan_encode(g, mp, m, nm, &data, &n, err, sizeof err) == 0)
         base = rt_plan_decode(data, n, "base", err, sizeof err);
     free(data);
     data = NULL;
     if (base) {
-        cg_options o = cg_options_default();
+        /* a conv_choice by g's value ids, made one by the decoded graph's */
+        cg_options oo = o ? *o : cg_options_default();
+        signed char *choice = NULL;
+        if (oo.conv_choice) {
+            choice = malloc((size_t)base->g->nvalues);
+            memset(choice, -1, (size_t)base->g->nvalues);
+            for (const ir_node *v = base->g->head; v; v = v->next)
+                if (cg_is_conv(v))
+                    choice[v->out[0]->id] =
+                        oo.conv_choice[ir_find_value(g, v->out[0]->name)->id];
+            oo.conv_choice = choice;
+        }
         diag d;
         diag_init(&d);
-        cg = cg_generate(base->g, base->mp, &o, &d);
+        cg = cg_generate(base->g, base->mp, &oo, &d);
         diag_free(&d);
+        free(choice);
     }
     check(cg != NULL, "kernels: the program generates (%s)", base ? "" : err);
     for (int i = 0; cg && i < cg->nmodules; i++) {
@@ -346,7 +358,7 @@ static unsigned char *kernel_plan(ir_graph *g, const rt_plan_kv *m, size_t *size
             memset(M->images[k].data, 'a' + i + k, M->images[k].size);
         }
     }
-    if (cg && rt_plan_encode_program(g, mp, m, 3, cg, &data, size, err, sizeof err) != 0) {
+    if (cg && rt_plan_encode_program(g, mp, m, nm, cg, &data, size, err, sizeof err) != 0) {
         check(0, "kernels: encode: %s", err);
         data = NULL;
     }
@@ -363,8 +375,8 @@ static void test_kernels(void)
     size_t size = 0, size2 = 0;
     cg_program *cg = NULL, *cg2 = NULL;
     rt_plan *base = NULL, *base2 = NULL;
-    unsigned char *data = kernel_plan(g, kmeta, &size, &cg, &base);
-    unsigned char *again = kernel_plan(g, kmeta, &size2, &cg2, &base2);
+    unsigned char *data = kernel_plan(g, kmeta, 3, NULL, &size, &cg, &base);
+    unsigned char *again = kernel_plan(g, kmeta, 3, NULL, &size2, &cg2, &base2);
     check(data && again && size == size2 && memcmp(data, again, size) == 0,
           "kernels: encoding twice gives the same bytes");
     rt_plan *p = data ? rt_plan_decode(data, size, "k.gnc", err, sizeof err) : NULL;
@@ -420,7 +432,7 @@ static void test_kernels(void)
         b = NULL;      /* refused as the writer reads its plan back, or by the loader */
         q = rt_plan_encode_program(g, mp, cv, 4, cg, &b, &n, err, sizeof err) == 0
                 ? rt_plan_decode(b, n, "cv.gnc", err, sizeof err) : NULL;
-        check(!q && strstr(err, "the meta's conv (winograd) is not cudnn or igemm"),
+        check(!q && strstr(err, "the meta's conv (winograd) is not cudnn, igemm or auto"),
               "kernels: an unknown conv in the meta is refused: '%s'", err);
         rt_plan_free(q);
         free(b);
@@ -486,7 +498,7 @@ static void test_tuning(void)
     size_t size = 0;
     cg_program *cg = NULL;
     rt_plan *base = NULL;
-    unsigned char *plain = kernel_plan(g, kmeta, &size, &cg, &base), *data = NULL;
+    unsigned char *plain = kernel_plan(g, kmeta, 3, NULL, &size, &cg, &base), *data = NULL;
     int gs = -1;
     for (int s = 0; cg && s < cg->devices[0].nsteps && gs < 0; s++)
         if (cg->devices[0].steps[s].kind == CG_STEP_GEMM)
@@ -532,6 +544,113 @@ static void test_tuning(void)
     free(data);
     if (g)
         ir_graph_free(g);
+}
+
+/* The plan of g whose convolutions are chosen one by one by choice (nm meta
+ * entries of m), edit_from made edit_to in its bytes, decoded (*plan, which
+ * the program borrows) and regenerated; NULL where it does not load, with
+ * the message in err. */
+static cg_program *chosen(ir_graph *g, const rt_plan_kv *m, int nm, const signed char *choice,
+                          const char *edit_from, const char *edit_to, rt_plan **plan, char *err,
+                          size_t errlen)
+{
+    cg_options o = cg_options_default();
+    o.conv_choice = choice;
+    size_t size = 0;
+    cg_program *cg = NULL;
+    rt_plan *base = NULL;
+    unsigned char *data = kernel_plan(g, m, nm, &o, &size, &cg, &base);
+    cg_program_free(cg);
+    rt_plan_free(base);
+    /* a line made another (same length), behind the checksums */
+    size_t at = 0, len = edit_from ? strlen(edit_from) : 0;
+    while (data && len && at + len <= size && memcmp(data + at, edit_from, len) != 0)
+        at++;
+    if (data && len && at + len <= size) {
+        memcpy(data + at, edit_to, len);
+        rt_plan_fix_checksums(data, size);
+    }
+    check(!len || (data && at + len <= size), "conv choice: '%s' is in the plan", edit_from);
+    rt_plan *p = *plan = data ? rt_plan_decode(data, size, "c.gnc", err, errlen) : NULL;
+    free(data);
+    return p ? rt_plan_program(p, err, errlen) : NULL;
+}
+
+/* --conv auto's choices, the tuning section's convolution lines: each
+ * convolution comes back as chosen, a cuDNN call or implicit-GEMM kernels;
+ * lines naming no convolution or no way, choices without conv auto in the
+ * meta and conv auto without choices are refused. */
+static void test_conv_choice(const char *src)
+{
+    ir_graph *g = load_gir(src, "tests/ir/lenet.gir");
+    diag d;
+    diag_init(&d);
+    ad_optimizer opt = ad_optimizer_default(AD_SGD);
+    check(g && ad_training_graph(g, &opt, &d) == 0 && ir_verify(g, &d) == 0,
+          "conv choice: lenet's training step");
+    diag_free(&d);
+    if (!g)
+        return;
+    signed char *choice = malloc((size_t)g->nvalues);
+    memset(choice, -1, (size_t)g->nvalues);
+    int k = 0;
+    for (const ir_node *n = g->head; n; n = n->next)
+        if (cg_is_conv(n))
+            choice[n->out[0]->id] = (signed char)(k++ % 2);
+    check(k >= 4, "conv choice: lenet's step has forward and backward convolutions (%d)", k);
+    rt_plan_kv am[4] = {kmeta[0], kmeta[1], kmeta[2], {"conv", "auto"}};
+    char err[1024] = "";
+    rt_plan *p = NULL;
+    cg_program *back = chosen(g, am, 4, choice, NULL, NULL, &p, err, sizeof err);
+    check(back != NULL, "conv choice: the plan loads: %s", err);
+    int same = 0, total = 0;
+    for (const ir_node *n = g->head; back && n; n = n->next) {
+        if (!cg_is_conv(n))
+            continue;
+        total++;
+        /* the regenerated program's node of the same name, and how it runs */
+        const ir_value *v = ir_find_value(back->graph, n->out[0]->name);
+        int library = 0, kernels = 0;
+        for (int s = 0; v && s < back->devices[0].nsteps; s++) {
+            const cg_step *st = &back->devices[0].steps[s];
+            library += st->node == v->def && st->kind == CG_STEP_CONV;
+            kernels += st->node == v->def && st->kind == CG_STEP_KERNEL;
+        }
+        int want = choice[n->out[0]->id];
+        same += v && (int)cg_conv_of(&back->opts, v->def) == want &&
+                (want == CG_CONV_IGEMM ? kernels >= 1 && !library : library == 1);
+    }
+    check(back && same == total, "conv choice: %d of %d convolutions come back as chosen", same,
+          total);
+    cg_program_free(back);
+    rt_plan_free(p);
+
+    static const struct {
+        const char *from, *to, *msg;
+    } edits[] = {
+        {" igemm\n", " igemx\n", "names no convolution of the program"},
+        {"convolution conv1 ", "convolution relu0 ", "names no convolution of the program"},
+        {"convolution conv1 ", "convolution cXnv1 ", "names no convolution of the program"},
+    };
+    for (size_t i = 0; i < sizeof edits / sizeof *edits; i++) {
+        back = chosen(g, am, 4, choice, edits[i].from, edits[i].to, &p, err, sizeof err);
+        check(!back && strstr(err, edits[i].msg) && strstr(err, "tuning, line"),
+              "conv choice: '%s' for '%s' is refused: '%s'", edits[i].to, edits[i].from, err);
+        cg_program_free(back);
+        rt_plan_free(p);
+    }
+    back = chosen(g, kmeta, 3, choice, NULL, NULL, &p, err, sizeof err);
+    check(!back && strstr(err, "but its conv is not auto"),
+          "conv choice: choices without conv auto are refused: '%s'", err);
+    cg_program_free(back);
+    rt_plan_free(p);
+    back = chosen(g, am, 4, NULL, NULL, NULL, &p, err, sizeof err);
+    check(!back && strstr(err, "chooses none"), "conv choice: conv auto without choices is "
+          "refused: '%s'", err);
+    cg_program_free(back);
+    rt_plan_free(p);
+    free(choice);
+    ir_graph_free(g);
 }
 
 /* ---- 3. inconsistencies, made on purpose ---- */
@@ -885,6 +1004,7 @@ int main(int argc, char **argv)
     test_round_trips(argv[1]);
     test_kernels();
     test_tuning();
+    test_conv_choice(argv[1]);
 
     ir_graph *g = parse("tiny.gir", tiny_gir, sizeof tiny_gir - 1);
     parts P;

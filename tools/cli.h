@@ -65,6 +65,7 @@ typedef struct {
     /* the CUDA backend of gnc compile -o (docs/codegen.md) */
     int precision;              /* --precision: a cg_precision; default CG_FP32 */
     int conv;                   /* --conv: a cg_conv_impl; default CG_CONV_CUDNN */
+    int conv_auto;              /* --conv auto: each convolution timed both ways */
     const char *archs;          /* --arch sm_80,sm_90: the cubins a plan holds */
     int no_kernels;             /* --no-kernels: no codegen, no kernel sections */
     int autotune;               /* --autotune: library algorithms timed on the GPU */

@@ -98,6 +98,99 @@ static int autotune(cg_program *cg, char *err, size_t errlen)
     return rc;
 }
 
+/* cg_compile through the kernel cache, with a warning where the cache would
+ * not take the images (a warm compile would not be warm). */
+static int compile(cg_program *cg, char *err, size_t errlen)
+{
+    cg_compile_stats st;
+    if (cg_compile(cg, NULL, &st, err, errlen) != 0)
+        return -1;
+    if (st.cache_unwritten)
+        fprintf(stderr, "gnc: warning: %d compiled kernel image%s could not be written to the "
+                "kernel cache ($GNC_CACHE_DIR, else ~/.cache/gnc): the next compile compiles "
+                "%s again\n", st.cache_unwritten, st.cache_unwritten == 1 ? "" : "s",
+                st.cache_unwritten == 1 ? "it" : "them");
+    return 0;
+}
+
+/* One implementation's times of every convolution of base's program (ms,
+ * by the id of the node's first result): generated with co's options and
+ * conv impl, compiled, opened on the GPU, cuDNN's algorithms tuned first. */
+static int time_convs(const rt_plan *base, const cg_options *co, cg_conv_impl impl, double *ms,
+                      char *err, size_t errlen)
+{
+    cg_options oi = *co;
+    oi.conv = impl;
+    diag d;
+    diag_init(&d);
+    cg_program *cg = cg_generate(base->g, base->mp, &oi, &d);
+    diag_free(&d);
+    if (!cg) {
+        snprintf(err, errlen, "--conv auto: the program does not generate with --conv %s",
+                 cg_conv_name(impl));
+        return -1;
+    }
+    char msg[768];
+    int rc = -1;
+    rt_cuda *x = NULL;
+    if (compile(cg, err, errlen) != 0)
+        goto done;
+    if (!(x = rt_cuda_open(cg, NULL, msg, sizeof msg)))
+        snprintf(err, errlen, "--autotune times the library calls on a GPU, and this machine "
+                 "has none to open: %s", msg);
+    else if (rt_cuda_autotune(x, cg, msg, sizeof msg) != 0 ||
+             rt_cuda_time_convs(x, ms, msg, sizeof msg) != 0)
+        snprintf(err, errlen, "--conv auto: %s", msg);
+    else
+        rc = 0;
+done:
+    rt_cuda_close(x);
+    cg_program_free(cg);
+    return rc;
+}
+
+/* --conv auto: each convolution of base's program timed as cuDNN calls and
+ * as implicit-GEMM kernels, *choice (the graph's nvalues entries) the
+ * faster, cuDNN on a tie; each printed with both times. */
+static int choose_convs(const rt_plan *base, const cg_options *co, signed char **choice,
+                        char *err, size_t errlen)
+{
+    size_t nv = (size_t)base->g->nvalues + 1;
+    double *ms[2] = {calloc(nv, sizeof(double)), calloc(nv, sizeof(double))};
+    *choice = malloc(nv);
+    int rc = -1;
+    if (!ms[0] || !ms[1] || !*choice) {
+        snprintf(err, errlen, "out of memory");
+        goto done;
+    }
+    memset(*choice, -1, nv);
+    if (time_convs(base, co, CG_CONV_CUDNN, ms[CG_CONV_CUDNN], err, errlen) != 0 ||
+        time_convs(base, co, CG_CONV_IGEMM, ms[CG_CONV_IGEMM], err, errlen) != 0)
+        goto done;
+    int count[2] = {0, 0};
+    for (const ir_node *n = base->g->head; n; n = n->next) {
+        if (!cg_is_conv(n))
+            continue;
+        int id = n->out[0]->id, c = ms[CG_CONV_IGEMM][id] < ms[CG_CONV_CUDNN][id];
+        (*choice)[id] = (signed char)c;
+        count[c]++;
+        printf("  %-18s %%%-24s cudnn %8.4f ms  igemm %8.4f ms  -> %s\n", ir_ops[n->op].name,
+               n->out[0]->name, ms[CG_CONV_CUDNN][id], ms[CG_CONV_IGEMM][id],
+               cg_conv_name((cg_conv_impl)c));
+    }
+    printf("convolutions (--conv auto, timed on this GPU): %d by cuDNN, %d by igemm\n",
+           count[CG_CONV_CUDNN], count[CG_CONV_IGEMM]);
+    rc = 0;
+done:
+    free(ms[0]);
+    free(ms[1]);
+    if (rc) {
+        free(*choice);
+        *choice = NULL;
+    }
+    return rc;
+}
+
 static int plan_make(const options *o, const cli_program *p, const char *path, rt_plan **mem)
 {
     char devices[16], step[64], opt[160];
@@ -141,8 +234,9 @@ static int plan_make(const options *o, const cli_program *p, const char *path, r
     }
     const char *archs = o->archs ? o->archs : "sm_80,sm_90";
     meta[n++] = (rt_plan_kv){"precision", cg_precision_name((cg_precision)o->precision)};
-    if (o->conv != CG_CONV_CUDNN)      /* absent: cuDNN, as plans before --conv */
-        meta[n++] = (rt_plan_kv){"conv", cg_conv_name((cg_conv_impl)o->conv)};
+    if (o->conv != CG_CONV_CUDNN || o->conv_auto)  /* absent: cuDNN, as before --conv */
+        meta[n++] = (rt_plan_kv){"conv", o->conv_auto ? "auto"
+                                                      : cg_conv_name((cg_conv_impl)o->conv)};
     if (kernels) {
         meta[n++] = (rt_plan_kv){"archs", archs};
         meta[n++] = (rt_plan_kv){"nvrtc", cg_nvrtc_version()};
@@ -167,9 +261,14 @@ static int plan_make(const options *o, const cli_program *p, const char *path, r
         co.narchs = rt_plan_archs(archs, list);
         for (int a = 0; a < co.narchs; a++)
             co.archs[a] = list[a];
+        signed char *choice = NULL;
+        if (o->conv_auto && choose_convs(base, &co, &choice, err, sizeof err) != 0)
+            goto done;
+        co.conv_choice = choice;
         diag d;
         diag_init(&d);
         cg = cg_generate(base->g, base->mp, &co, &d);
+        free(choice);              /* cg keeps its own */
         diag_print(&d, stderr);
         diag_free(&d);
         if (!cg) {
@@ -177,7 +276,7 @@ static int plan_make(const options *o, const cli_program *p, const char *path, r
                      "writes the plan without them)", path);
             goto done;
         }
-        if (cg_compile(cg, NULL, NULL, err, sizeof err) != 0 ||
+        if (compile(cg, err, sizeof err) != 0 ||
             (o->autotune && autotune(cg, err, sizeof err) != 0))
             goto done;
     }
@@ -498,10 +597,18 @@ static void print_step(const cg_program *cg, const cg_step *s, int i)
  * modules and their images. */
 static void print_cuda(const cg_program *cg)
 {
-    char b[4][32];
-    printf("cuda: %s, convolutions by %s, %d kernels in %d modules, archs",
-           cg_precision_name(cg->opts.precision), cg_conv_name(cg->opts.conv), cg->nkernels,
-           cg->nmodules);
+    char b[4][32], how[96];
+    int count[2] = {0, 0};
+    for (const ir_node *n = cg->graph->head; cg->opts.conv_choice && n; n = n->next)
+        if (cg_is_conv(n))
+            count[cg_conv_of(&cg->opts, n)]++;
+    if (cg->opts.conv_choice)
+        snprintf(how, sizeof how, "each timed: %d by cudnn, %d by igemm", count[CG_CONV_CUDNN],
+                 count[CG_CONV_IGEMM]);
+    else
+        snprintf(how, sizeof how, "by %s", cg_conv_name(cg->opts.conv));
+    printf("cuda: %s, convolutions %s, %d kernels in %d modules, archs",
+           cg_precision_name(cg->opts.precision), how, cg->nkernels, cg->nmodules);
     for (int a = 0; a < cg->narchs; a++)
         printf(" %s", cg->archs[a]);
     putchar('\n');

@@ -20,7 +20,10 @@
  * with devices sharing GPUs (collectives without NCCL), within 1e-4 + 1e-4 |loss| per step, the weights after the
  * last step within 1e-4 + 1e-3 |w|, eager and graph bitwise equal, and the
  * next batch prefetched while a step runs; lenet data parallel also with its
- * convolutions as implicit-GEMM kernels (--conv igemm; on a GPU, resnet18).
+ * convolutions as implicit-GEMM kernels (--conv igemm; on a GPU, resnet18),
+ * and with cuDNN and igemm in turn (as --conv auto may choose), each
+ * convolution first timed by rt_cuda_time_convs (on the stand-ins' clock,
+ * exactly its steps' count times 0.001 ms).
  *
  *   mpirun -np N test_gpu_train SOURCE_DIR WORK_DIR [--fake DIR] --mpi
  *
@@ -137,11 +140,42 @@ typedef struct {
     double watol, wrtol;             /* the weights after the last step; < 0: not compared */
     const int *gpus;                 /* device d on GPU gpus[d]; NULL: on GPU d */
     cg_conv_impl conv;               /* convolutions by cuDNN or implicit-GEMM kernels */
+    int mixed;                       /* each convolution by its own: alternately cuDNN
+                                        and igemm, as --conv auto records, and each
+                                        timed (rt_cuda_time_convs) */
 } train_case;
 
 static int near(double got, double want, double atol, double rtol)
 {
     return fabs(got - want) <= atol + rtol * fabs(want);
+}
+
+/* rt_cuda_time_convs on x, the program p of graph g: every convolution
+ * timed, on the stand-ins by their clock exactly (each kernel and library
+ * call 0.001 ms: the node's steps); 0, or -1 after saying why. */
+static int check_conv_times(const gpu_env *env, rt_cuda *x, const cg_program *p,
+                            const ir_graph *g, const char *what)
+{
+    char err[1024];
+    double *ms = calloc((size_t)g->nvalues, sizeof *ms);
+    int bad = rt_cuda_time_convs(x, ms, err, sizeof err) != 0;
+    if (bad)
+        printf("FAIL %s: rt_cuda_time_convs: %s\n", what, err);
+    for (const ir_node *n = g->head; n && !bad; n = n->next) {
+        if (!cg_is_conv(n))
+            continue;
+        int steps = 0;
+        for (int d = 0; d < p->ndevices; d++)
+            for (int s = 0; s < p->devices[d].nsteps; s++)
+                steps += p->devices[d].steps[s].node == n;
+        double t = ms[n->out[0]->id], want = 0.001 * steps;
+        if (steps == 0 || !(t > 0) || (env->fake && fabs(t - want) > 1e-6)) {
+            printf("FAIL %s: %%%s timed %.6f ms for %d steps\n", what, n->out[0]->name, t, steps);
+            bad = 1;
+        }
+    }
+    free(ms);
+    return bad ? -1 : 0;
 }
 
 /* Across processes: two NCCL ids (for the eager run and the graph's), made
@@ -187,7 +221,8 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
     snprintf(what, sizeof what, "%s, batch %d, %d device%s%s, %d steps%s%s%s", c->model, c->batch,
              c->devices, c->devices > 1 ? "s " : "", c->devices > 1 ? strategies[c->strategy] : "",
              c->steps, c->gpus ? ", devices sharing GPUs" : "",
-             c->conv == CG_CONV_IGEMM ? ", --conv igemm" : "", who);
+             c->mixed ? ", convolutions by cuDNN and igemm in turn"
+                      : c->conv == CG_CONV_IGEMM ? ", --conv igemm" : "", who);
     ir_graph *g = model(src, c->model, c->batch, c->devices, c->strategy);
     if (!g)
         return;
@@ -206,7 +241,17 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
     mp_plan *mp = mp_plan_graph(g);
     cg_options o = cg_options_default();
     o.conv = c->conv;
+    signed char *choice = c->mixed ? malloc((size_t)g->nvalues) : NULL;
+    if (choice) {
+        int k = 0;
+        memset(choice, -1, (size_t)g->nvalues);
+        for (const ir_node *n = g->head; n; n = n->next)
+            if (cg_is_conv(n))
+                choice[n->out[0]->id] = (signed char)(k++ % 2 ? CG_CONV_IGEMM : CG_CONV_CUDNN);
+    }
+    o.conv_choice = choice;
     cg_program *p = cg_generate(g, mp, &o, &d);
+    free(choice);
     rt_exec *x = rt_exec_new(g, err, sizeof err);
     gpu_run *eager = NULL, *graph = NULL;
     double *cpu = calloc((size_t)c->steps, sizeof *cpu), *ge = calloc((size_t)c->steps, sizeof *ge),
@@ -218,6 +263,10 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
         if (!p)
             diag_print(&d, stdout);
         printf("FAIL %s: %s\n", what, p ? err : "cg_generate failed");
+        failed = 1;
+        goto done;
+    }
+    if (c->mixed && check_conv_times(env, eager->x, p, g, what)) {
         failed = 1;
         goto done;
     }
@@ -332,37 +381,42 @@ static int in_one_process(const char *src, const char *work, const char *fake)
     rt_set_threads(fake ? 2 : 16);
     if (fake) {        static const int one_gpu[] = {0, 0, 0, 0}, two_gpus[] = {0, 0, 1, 1};
         static const train_case cases[] = {
-            {"lenet", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN},
-            {"mlp", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN},
-            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN},
-            {"mlp", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN},
-            {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN},
-            {"lenet", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN},
-            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN},
-            {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN},
+            {"lenet", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0},
+            {"mlp", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0},
+            {"mlp", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0},
+            {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0},
+            {"lenet", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0},
+            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0},
+            {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0},
             /* devices that share a GPU: collectives as copies and reduction kernels */
-            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN},
-            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN},
-            {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN},
-            {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, two_gpus, CG_CONV_CUDNN},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0},
+            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0},
+            {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0},
+            {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, two_gpus, CG_CONV_CUDNN, 0},
             /* the convolutions as implicit-GEMM kernels (split k in the gradients) */
-            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_IGEMM},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_IGEMM, 0},
+            /* each convolution its own way (--conv auto), each timed */
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 1},
         };
         for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
             one(&env, src, &cases[i]);
     } else {
         static const int one_gpu[] = {0, 0};
         static const train_case resnet = {"resnet18", 32, 1, 50, PT_DATA, 0.05f, 2e-3, 2e-2, 1e-4,
-                                          -1, -1, NULL, CG_CONV_CUDNN};
+                                          -1, -1, NULL, CG_CONV_CUDNN, 0};
         static const train_case lenet2 = {"lenet", 32, 2, 50, PT_DATA, 0.05f, 2e-3, 2e-2, 1e-4, -1,
-                                          -1, NULL, CG_CONV_CUDNN};
+                                          -1, NULL, CG_CONV_CUDNN, 0};
         static const train_case shared = {"lenet", 32, 2, 50, PT_DATA, 0.05f, 2e-3, 2e-2, 1e-4, -1,
-                                          -1, one_gpu, CG_CONV_CUDNN};
+                                          -1, one_gpu, CG_CONV_CUDNN, 0};
         static const train_case resnet_igemm = {"resnet18", 32, 1, 50, PT_DATA, 0.05f, 2e-3, 2e-2,
-                                                1e-4, -1, -1, NULL, CG_CONV_IGEMM};
+                                                1e-4, -1, -1, NULL, CG_CONV_IGEMM, 0};
+        static const train_case resnet_mixed = {"resnet18", 32, 1, 50, PT_DATA, 0.05f, 2e-3, 2e-2,
+                                                1e-4, -1, -1, NULL, CG_CONV_CUDNN, 1};
         one(&env, src, &resnet);
         one(&env, src, &shared);
         one(&env, src, &resnet_igemm);
+        one(&env, src, &resnet_mixed);
         if (env.gpus >= 2)
             one(&env, src, &lenet2);
         else
@@ -402,14 +456,14 @@ static int across_processes(int argc, char **argv, const char *src, const char *
     }
     rt_set_threads(1);
     static const train_case two[] = {
-        {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN},
-        {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN},
-        {"lenet", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN},
-        {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN},
+        {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0},
+        {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0},
+        {"lenet", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0},
+        {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0},
     };
     static const train_case four[] = {
-        {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN},
-        {"mlp", 8, 4, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN},
+        {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0},
+        {"mlp", 8, 4, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0},
     };
     const train_case *cases = ranks == 2 ? two : ranks == 4 ? four : NULL;
     size_t n = ranks == 2 ? sizeof two / sizeof *two : ranks == 4 ? sizeof four / sizeof *four : 0;

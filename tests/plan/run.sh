@@ -73,7 +73,7 @@ if [ "$nvrtc" = ON ]; then
     has "kernel conv2d_grad_input_igemm"; has "kernel conv2d_grad_weight_igemm"
     grep -qF "conv forward" <<<"$out" && bad "--conv igemm left a cuDNN convolution" || ok
 fi
-expect 2 "$gnc" compile "$lenet" --conv winograd -o p.gnc; has "--conv needs cudnn or igemm, got 'winograd'"
+expect 2 "$gnc" compile "$lenet" --conv winograd -o p.gnc; has "--conv needs cudnn, igemm or auto, got 'winograd'"
 expect 2 "$gnc" run a.gnc --conv igemm; has "does not apply"
 expect 2 "$gnc" compile "$lenet" --precision fp8 -o p.gnc; has "--precision needs fp32, tf32, bf16 or fp16"
 expect 2 "$gnc" compile "$lenet" --arch sm_80,sm_80 -o p.gnc; has "--arch needs"
@@ -191,6 +191,44 @@ if [ -n "$fake" ] && [ -e "$fake/libcuda.so.1" ]; then
     has "conv forward x=[256,1,28,28] w=[6,1,5,5] y=[256,6,28,28] stride 1 pad 2 f32, algorithm 1 (tuned)"
     has "gemm TN m=120 n=256 k=400 f32, tuned"
     if ! grep -q "not read by this gnc" <<<"$out"; then ok; else bad "inspect skips the tuning section"; fi
+fi
+# a kernel cache that cannot be written: the plan all the same, and a warning
+if [ "$nvrtc" = ON ]; then
+    expect 0 env GNC_CACHE_DIR=/dev/null/gnc-cache "$gnc" compile "$lenet" -D batch=4 -o nc.gnc
+    has "gnc: warning: 3 compiled kernel images could not be written to the kernel cache"
+    same a.gnc nc.gnc "lenet compiled without a cache it could write"
+fi
+# --conv auto: each convolution timed as a cuDNN call and as implicit-GEMM
+# kernels, the faster recorded (the tuning section's convolution lines).  On
+# the stand-ins a kernel costs 0.6 ms and a library call 1 ms of their clock:
+# igemm wins but where split k makes it two launches (the filter gradients);
+# at 2 ms a kernel cuDNN wins everywhere.
+expect 2 "$gnc" compile "$lenet" --train --conv auto -o auto.gnc
+has "--conv auto times both ways of each convolution on the GPU: it needs --autotune"
+expect 2 "$gnc" compile "$lenet" --train --conv fft -o auto.gnc
+has "--conv needs cudnn, igemm or auto, got 'fft'"
+expect 1 "${X[@]}" compile "$lenet" --train --conv auto --autotune -o auto.gnc
+if [ "$nvrtc" = ON ]; then has "--autotune times the library calls on a GPU, and this machine has none"
+else has "--autotune tunes the plan's CUDA kernels' library calls, and the plan has none"; fi
+if [ ! -e auto.gnc ]; then ok; else bad "a failed --conv auto left auto.gnc"; fi
+if [ -n "$fake" ] && [ -e "$fake/libcuda.so.1" ]; then
+    F=(env GNC_CUDA_LIBDIR="$fake" GNC_FAKECUDA_UNEMULATED=skip GNC_FAKECUDA_LIBRARY_MS=1)
+    expect 0 "${F[@]}" GNC_FAKECUDA_KERNEL_MS=0.6 "$gnc" compile "$lenet" --train --conv auto \
+        --autotune -o auto.gnc
+    has "conv2d             %conv1                    cudnn   1.0000 ms  igemm   0.6000 ms  -> igemm"
+    has "conv2d_grad_weight %conv1.weight.grad        cudnn   1.0000 ms  igemm   1.2000 ms  -> cudnn"
+    has "convolutions (--conv auto, timed on this GPU): 2 by cuDNN, 3 by igemm"
+    expect 0 "$gnc" inspect auto.gnc
+    has "conv: auto"
+    has "convolutions each timed: 2 by cudnn, 3 by igemm"
+    has "conv backward_filter x=[256,1,28,28] w=[6,1,5,5] y=[256,6,28,28] stride 1 pad 2 f32, algorithm 1 (tuned)"
+    has "kernel conv2d_igemm"
+    expect 0 "${F[@]}" GNC_FAKECUDA_KERNEL_MS=2 "$gnc" compile "$lenet" --train --conv auto \
+        --autotune -o auto.gnc
+    has "convolutions (--conv auto, timed on this GPU): 5 by cuDNN, 0 by igemm"
+    expect 0 "$gnc" inspect auto.gnc
+    has "convolutions each timed: 5 by cudnn, 0 by igemm"
+    if ! grep -q " kernel conv2d.*igemm" <<<"$out"; then ok; else bad "cuDNN chosen everywhere, yet igemm kernels"; fi
 fi
 if [ $gpu = 0 ]; then
     expect 0 "$gnc" run a.gnc --seed 5
