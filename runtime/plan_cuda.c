@@ -78,6 +78,12 @@ static char *tuning_text(const cg_program *cg, size_t *len)
     return t;
 }
 
+/* Whether the tuning line l (len bytes) is a convolution's choice. */
+static int choice_line(const char *l, size_t len)
+{
+    return len > 12 && strncmp(l, "convolution ", 12) == 0;
+}
+
 /* The convolution lines of the tuning section as cg_options.conv_choice
  * (*choice: NULL without any, else the graph's nvalues entries); -1 with the
  * line that names no convolution. */
@@ -90,7 +96,7 @@ static int tuning_choices(const rt_plan *p, signed char **choice, char *err, siz
         size_t len = end ? (size_t)(end - l) : strlen(l);
         char name[200], impl[8];
         int used = 0;
-        if (len > 12 && strncmp(l, "convolution ", 12) == 0) {
+        if (choice_line(l, len)) {
             char buf[256];
             const ir_value *v = NULL;
             int c = -1;
@@ -135,7 +141,7 @@ static int apply_tuning(cg_program *cg, const char *text, char *err, size_t errl
         size_t len = end ? (size_t)(end - l) : strlen(l);
         char buf[256], kind[8], hex[129] = "";
         int d, s, algo = -1, used = 0;
-        if (len > 12 && strncmp(l, "convolution ", 12) == 0) {
+        if (choice_line(l, len)) {
             l += len + (end != NULL);       /* tuning_choices' */
             continue;
         }

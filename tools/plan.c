@@ -81,8 +81,9 @@ void cli_flag_record(options *o, const char *flag, const char *value)
  * memory into *mem (path names it in messages).  0, or -1 after saying why. */
 /* --autotune: the program opened on this machine's GPU (NULL libdir: the
  * driver, or $GNC_CUDA_LIBDIR's), its library calls timed, the fastest
- * algorithms recorded in cg's steps. */
-static int autotune(cg_program *cg, char *err, size_t errlen)
+ * algorithms recorded in cg's steps; then, with conv_ms (--conv auto), its
+ * convolutions timed into it (rt_cuda_time_convs). */
+static int autotune(cg_program *cg, double *conv_ms, char *err, size_t errlen)
 {
     char msg[768];
     rt_cuda *x = rt_cuda_open(cg, NULL, msg, sizeof msg);
@@ -91,11 +92,12 @@ static int autotune(cg_program *cg, char *err, size_t errlen)
                  "has none to open: %s", msg);
         return -1;
     }
-    int rc = rt_cuda_autotune(x, cg, msg, sizeof msg);
+    int rc = rt_cuda_autotune(x, cg, msg, sizeof msg) != 0 ||
+             (conv_ms && rt_cuda_time_convs(x, conv_ms, msg, sizeof msg) != 0);
     rt_cuda_close(x);
     if (rc)
         snprintf(err, errlen, "--autotune: %s", msg);
-    return rc;
+    return rc ? -1 : 0;
 }
 
 /* cg_compile through the kernel cache, with a warning where the cache would
@@ -130,21 +132,7 @@ static int time_convs(const rt_plan *base, const cg_options *co, cg_conv_impl im
                  cg_conv_name(impl));
         return -1;
     }
-    char msg[768];
-    int rc = -1;
-    rt_cuda *x = NULL;
-    if (compile(cg, err, errlen) != 0)
-        goto done;
-    if (!(x = rt_cuda_open(cg, NULL, msg, sizeof msg)))
-        snprintf(err, errlen, "--autotune times the library calls on a GPU, and this machine "
-                 "has none to open: %s", msg);
-    else if (rt_cuda_autotune(x, cg, msg, sizeof msg) != 0 ||
-             rt_cuda_time_convs(x, ms, msg, sizeof msg) != 0)
-        snprintf(err, errlen, "--conv auto: %s", msg);
-    else
-        rc = 0;
-done:
-    rt_cuda_close(x);
+    int rc = compile(cg, err, errlen) != 0 || autotune(cg, ms, err, errlen) != 0 ? -1 : 0;
     cg_program_free(cg);
     return rc;
 }
@@ -277,7 +265,7 @@ static int plan_make(const options *o, const cli_program *p, const char *path, r
             goto done;
         }
         if (compile(cg, err, sizeof err) != 0 ||
-            (o->autotune && autotune(cg, err, sizeof err) != 0))
+            (o->autotune && autotune(cg, NULL, err, sizeof err) != 0))
             goto done;
     }
     if (!mem) {
