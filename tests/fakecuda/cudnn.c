@@ -2,8 +2,9 @@
  * backward data, backward filter and the fused bias-activation forward, on
  * host memory, queued on the handle's stream like kernels (fake.h).
  *
- * Models: 4-d tensors (NCHW, or any strides through
- * cudnnSetTensor4dDescriptorEx), NCHW (KCRS) filters, 2-d cross-correlation
+ * Models: 4-d tensors (NCHW, NHWC, or any strides through
+ * cudnnSetTensor4dDescriptorEx), NCHW (KCRS) and NHWC (KRSC) filters, 2-d
+ * cross-correlation
  * with padding, strides, dilation and groups, compute type FLOAT, data FLOAT,
  * HALF or BFLOAT16 (all operands alike), y = alpha op + beta y with host
  * alpha and beta, sums in double rounded once to the data type;
@@ -16,7 +17,11 @@
  * the real one does.  The handle belongs to the device current at
  * cudnnCreate; its stream must be of that device.
  *
- * Not modelled: true convolution (flipped), NHWC, 3-d, other compute types,
+ * A call on a KRSC filter costs GNC_FAKECUDA_NHWC_MS on the device's clock
+ * (default: GNC_FAKECUDA_LIBRARY_MS, as the others), so a test can make
+ * --conv auto choose the channels-last way.
+ *
+ * Not modelled: true convolution (flipped), 3-d, other compute types,
  * algorithm differences (every algorithm computes the same, needs no
  * workspace), TF32 under CUDNN_DEFAULT_MATH (the real library may use it),
  * activations other than RELU and IDENTITY. */
@@ -45,6 +50,7 @@ struct cudnnFilterStruct {
     int set;
     cudnnDataType_t type;
     int k, c, r, s;
+    int krsc;              /* CUDNN_TENSOR_NHWC: [k][r][s][c] */
 };
 
 struct cudnnConvolutionStruct {
@@ -172,6 +178,8 @@ EXPORT cudnnStatus_t cudnnSetTensor4dDescriptorEx(cudnnTensorDescriptor_t t, cud
 EXPORT cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t t, cudnnTensorFormat_t format,
                                                 cudnnDataType_t dataType, int n, int c, int h, int w)
 {
+    if (format == CUDNN_TENSOR_NHWC)
+        return cudnnSetTensor4dDescriptorEx(t, dataType, n, c, h, w, h * w * c, 1, w * c, c);
     if (format != CUDNN_TENSOR_NCHW)
         return CUDNN_STATUS_NOT_SUPPORTED; /* not modelled */
     return cudnnSetTensor4dDescriptorEx(t, dataType, n, c, h, w, c * h * w, h * w, w, 1);
@@ -182,11 +190,11 @@ EXPORT cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t f, cudnn
 {
     if (!f)
         return CUDNN_STATUS_BAD_PARAM;
-    if (format != CUDNN_TENSOR_NCHW || !data_type_ok(dataType))
+    if ((format != CUDNN_TENSOR_NCHW && format != CUDNN_TENSOR_NHWC) || !data_type_ok(dataType))
         return CUDNN_STATUS_NOT_SUPPORTED;
     if (k <= 0 || c <= 0 || h <= 0 || w <= 0)
         return bad("cudnnSetFilter4dDescriptor", "dims must be positive");
-    *f = (struct cudnnFilterStruct){1, dataType, k, c, h, w};
+    *f = (struct cudnnFilterStruct){1, dataType, k, c, h, w, format == CUDNN_TENSOR_NHWC};
     return CUDNN_STATUS_SUCCESS;
 }
 
@@ -435,6 +443,15 @@ static int64_t at(const struct cudnnTensorStruct *t, int64_t n, int64_t c, int64
     return n * t->ns + c * t->cs + h * t->hs + w * t->ws;
 }
 
+/* Where the filter's element i in KCRS order lies. */
+static int64_t w_at(const struct cudnnFilterStruct *f, int64_t i)
+{
+    if (!f->krsc)
+        return i;
+    int64_t rs = (int64_t)f->r * f->s, k = i / (f->c * rs), c = i / rs % f->c;
+    return (k * rs + i % rs) * f->c + c;
+}
+
 static int operands_ok(const conv *cv, const char *who)
 {
     const problem *pb = &cv->pb;
@@ -502,7 +519,7 @@ static int conv_run(void *ctx, void **state, char *why, size_t whylen)
     for (int64_t i = 0; dx_ && i < nx; i++)
         dx_[i] = RD(xp, at(X, i / X->w / X->h / X->c, i / X->w / X->h % X->c, i / X->w % X->h, i % X->w));
     for (int64_t i = 0; dw_ && i < nw; i++)
-        dw_[i] = RD(wp, i);
+        dw_[i] = RD(wp, w_at(W, i));
     for (int64_t i = 0; dy_ && i < ny; i++)
         dy_[i] = RD(yp, at(Y, i / Y->w / Y->h / Y->c, i / Y->w / Y->h % Y->c, i / Y->w % Y->h, i % Y->w));
 #undef RD
@@ -544,7 +561,7 @@ static int conv_run(void *ctx, void **state, char *why, size_t whylen)
         return CUDA_ERROR_LAUNCH_FAILED;
     }
     for (int64_t i = 0; i < nacc; i++) {
-        int64_t o = i;
+        int64_t o = w_at(W, i);
         if (cv->kind != BWD_FILTER) {
             const struct cudnnTensorStruct *T = cv->kind == FWD ? Y : X;
             int64_t w_ = i % T->w, h_ = i / T->w % T->h, c_ = i / T->w / T->h % T->c;
@@ -560,7 +577,7 @@ static int conv_run(void *ctx, void **state, char *why, size_t whylen)
         res[i] = cv->alpha * acc[i] + (cv->beta != 0 ? cv->beta * fk_load(cv->out, o, t) : 0);
     }
     for (int64_t i = 0; i < nacc; i++) {
-        int64_t o = i;
+        int64_t o = w_at(W, i);
         if (cv->kind != BWD_FILTER) {
             const struct cudnnTensorStruct *T = cv->kind == FWD ? Y : X;
             o = at(T, i / T->w / T->h / T->c, i / T->w / T->h % T->c, i / T->w % T->h, i % T->w);
@@ -592,7 +609,7 @@ static cudnnStatus_t issue(cudnnHandle_t handle, conv *cv, const char *who, void
         return CUDNN_STATUS_BAD_PARAM;
     }
     fk_task *t = fk_task_new(who, conv_run, NULL, cv, free, NULL);
-    fk_task_cost(t, FK_COST_LIBRARY);
+    fk_task_cost(t, cv->pb.w.krsc ? FK_COST_LIBRARY_NHWC : FK_COST_LIBRARY);
     return fk_enqueue((CUstream)handle->stream, t) ? CUDNN_STATUS_EXECUTION_FAILED : CUDNN_STATUS_SUCCESS;
 }
 

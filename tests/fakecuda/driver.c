@@ -29,7 +29,10 @@
  *     whose results nobody reads: gnc compile --conv auto --autotune);
  *   - time: each device has a clock that a kernel advances by
  *     GNC_FAKECUDA_KERNEL_MS and a library call by GNC_FAKECUDA_LIBRARY_MS
- *     (default 0.001 each; other work takes no time) when it runs, and
+ *     (default 0.001 each; other work takes no time) when it runs (an
+ *     implicit-GEMM kernel, named *igemm*, by GNC_FAKECUDA_IGEMM_MS, a cuDNN
+ *     call on channels-last copies by GNC_FAKECUDA_NHWC_MS: by default as
+ *     the others), and
  *     cuEventElapsedTime is the clock's advance between the two events: a
  *     model that makes timing-based choices deterministic and steerable;
  *   - stream capture: work on a capturing stream is recorded with its
@@ -196,7 +199,7 @@ static struct {
     capture **captures; /* those in progress */
     int ncaptures;
     int remote_waits;   /* heads that waited on another process since run_until looked */
-    double cost[3];     /* ms of a task of each fk_cost */
+    double cost[FK_NCOSTS];   /* ms of a task of each fk_cost */
     int skip_unemulated;
 } F;
 
@@ -698,9 +701,12 @@ CUresult cuInit(unsigned int flags)
     const char *sched = getenv("GNC_FAKECUDA_SCHEDULE");
     F.lazy = sched && !strcmp(sched, "lazy");
     const char *kms = getenv("GNC_FAKECUDA_KERNEL_MS"), *lms = getenv("GNC_FAKECUDA_LIBRARY_MS"),
+               *ims = getenv("GNC_FAKECUDA_IGEMM_MS"), *nms = getenv("GNC_FAKECUDA_NHWC_MS"),
                *skip = getenv("GNC_FAKECUDA_UNEMULATED");
     F.cost[FK_COST_KERNEL] = kms && *kms ? atof(kms) : 0.001;
+    F.cost[FK_COST_IGEMM] = ims && *ims ? atof(ims) : F.cost[FK_COST_KERNEL];
     F.cost[FK_COST_LIBRARY] = lms && *lms ? atof(lms) : 0.001;
+    F.cost[FK_COST_LIBRARY_NHWC] = nms && *nms ? atof(nms) : F.cost[FK_COST_LIBRARY];
     F.skip_unemulated = skip && !strcmp(skip, "skip");
     for (int d = 0; d < F.ngpus; d++)
         F.gpu[d].ctx.dev = d;
@@ -1926,7 +1932,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
     char what[300];
     snprintf(what, sizeof what, "kernel %s", f->name);
     fk_task *t = fk_task_new(what, kernel_run, NULL, k, kernel_call_release, NULL);
-    fk_task_cost(t, FK_COST_KERNEL);
+    fk_task_cost(t, strstr(f->name, "igemm") ? FK_COST_IGEMM : FK_COST_KERNEL);
     return fk_enqueue(hStream, t);
 }
 

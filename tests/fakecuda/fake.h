@@ -41,9 +41,14 @@ fk_task *fk_task_new(const char *what, fk_run_fn run, fk_ready_fn ready, void *c
 void fk_task_unref(fk_task *t);
 
 /* What running t costs on its device's clock, which cuEventElapsedTime
- * reads (driver.c, "time"): a kernel's GNC_FAKECUDA_KERNEL_MS, a library
- * call's GNC_FAKECUDA_LIBRARY_MS; tasks cost nothing unless told. */
-typedef enum { FK_COST_NONE, FK_COST_KERNEL, FK_COST_LIBRARY } fk_cost;
+ * reads (driver.c, "time"): a kernel's GNC_FAKECUDA_KERNEL_MS (an
+ * implicit-GEMM kernel's GNC_FAKECUDA_IGEMM_MS), a library call's
+ * GNC_FAKECUDA_LIBRARY_MS (a cuDNN call on a KRSC filter's
+ * GNC_FAKECUDA_NHWC_MS); tasks cost nothing unless told. */
+typedef enum {
+    FK_COST_NONE, FK_COST_KERNEL, FK_COST_IGEMM, FK_COST_LIBRARY, FK_COST_LIBRARY_NHWC,
+    FK_NCOSTS
+} fk_cost;
 void fk_task_cost(fk_task *t, fk_cost c);
 
 /* Puts t on stream s (recorded instead when s is capturing) and takes the
