@@ -58,16 +58,16 @@ cg_options cg_options_default(void)
 }
 
 static const char *const precision_names[] = {"fp32", "tf32", "bf16", "fp16"};
-static const char *const conv_names[] = {"cudnn", "igemm"};
+static const char *const conv_names[CG_CONV_NIMPLS] = {"cudnn", "igemm", "cudnn-nhwc"};
 
 const char *cg_conv_name(cg_conv_impl c)
 {
-    return c >= CG_CONV_CUDNN && c <= CG_CONV_IGEMM ? conv_names[c] : "?";
+    return c >= CG_CONV_CUDNN && c < CG_CONV_NIMPLS ? conv_names[c] : "?";
 }
 
 int cg_conv_lookup(const char *name)
 {
-    for (int i = 0; name && i < 2; i++)
+    for (int i = 0; name && i < CG_CONV_NIMPLS; i++)
         if (strcmp(name, conv_names[i]) == 0)
             return i;
     return -1;

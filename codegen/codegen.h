@@ -45,10 +45,12 @@ typedef enum {
     CG_FP16         /* float16 activations, fp32 master weights, dynamic loss scaling */
 } cg_precision;
 
-/* How convolutions run: cuDNN calls, or implicit-GEMM kernels codegen writes
- * (codegen/igemm.c).  docs/codegen.md says how to choose; gnc compile --conv
- * auto --autotune times both for each convolution (cg_options.conv_choice). */
-typedef enum { CG_CONV_CUDNN, CG_CONV_IGEMM } cg_conv_impl;
+/* How convolutions run: cuDNN calls, implicit-GEMM kernels codegen writes
+ * (codegen/igemm.c), or cuDNN calls on channels-last copies of the operands
+ * (NHWC tensors, KRSC filters, transposed by generated kernels around the
+ * call).  docs/codegen.md says how to choose; gnc compile --conv auto
+ * --autotune times all three for each convolution (cg_options.conv_choice). */
+typedef enum { CG_CONV_CUDNN, CG_CONV_IGEMM, CG_CONV_CUDNN_NHWC, CG_CONV_NIMPLS } cg_conv_impl;
 
 #define CG_MAX_ARCHS 8
 
@@ -62,7 +64,8 @@ typedef struct {
     int loss_scale_interval;    /* fp16: good steps before it doubles; 0: 2000 */
     int64_t gemm_workspace;     /* bytes of workspace per cuBLASLt call; 0: 4 MiB */
     int64_t conv_workspace;     /* bytes a cuDNN algorithm may use at most; 0: 64 MiB */
-    cg_conv_impl conv;          /* cuDNN (default) or generated implicit GEMMs */
+    cg_conv_impl conv;          /* cuDNN (default), generated implicit GEMMs, or
+                                   cuDNN on channels-last copies */
     const signed char *conv_choice;  /* NULL, or one convolution's own choice: indexed
                                    by the id of its node's first result (the
                                    graph's nvalues entries), a cg_conv_impl, or -1
@@ -72,7 +75,7 @@ typedef struct {
 cg_options cg_options_default(void);
 const char *cg_precision_name(cg_precision p);       /* "fp32", "tf32", "bf16", "fp16" */
 int cg_precision_lookup(const char *name);           /* -1 if unknown */
-const char *cg_conv_name(cg_conv_impl c);            /* "cudnn", "igemm" */
+const char *cg_conv_name(cg_conv_impl c);            /* "cudnn", "igemm", "cudnn-nhwc" */
 int cg_conv_lookup(const char *name);                /* -1 if unknown */
 /* Whether n is a convolution (forward, backward data or filter), and how o
  * runs it: its conv_choice, else conv. */
@@ -187,7 +190,8 @@ typedef enum {
     CG_MATH_TENSOR_OP,          /* CUDNN_TENSOR_OP_MATH: TF32 for fp32 data, and half data */
 } cg_math;
 
-/* One cuDNN convolution, NCHW (CUDNN_TENSOR_NCHW), cross-correlation
+/* One cuDNN convolution, NCHW (CUDNN_TENSOR_NCHW, KCRS filters; with nhwc
+ * set CUDNN_TENSOR_NHWC, KRSC filters), cross-correlation
  * (CUDNN_CROSS_CORRELATION), as cudnnConvolutionForward / BackwardData /
  * BackwardFilter, the algorithm the runtime's choice within workspace bytes:
  *   forward:         y = act(alpha conv(x, w) + beta z + bias)
@@ -204,6 +208,7 @@ typedef struct {
     cg_ref x, wt, y;            /* forward reads x, wt, writes y; ... */
     int has_bias, has_z, relu;  /* forward only */
     cg_ref bias, z;             /* bias: k elements; z: like y */
+    int nhwc;                   /* x, y, z channels-last, w KRSC (bias: k elements) */
     ir_dtype dtype;             /* of x, w, y, z, bias; computed in float */
     cg_math math;
     float alpha, beta;          /* beta: z's factor (1 with z, else 0) */

@@ -149,6 +149,10 @@ int cg_emit_kernel(cg_gen *G, const ir_node *const *m, int nm, int special);
 /* A kernel converting n elements from src (sdt) to dst (ddt). */
 void cg_emit_cast(cg_gen *G, const ir_node *n, const char *what, cg_ref src, ir_dtype sdt,
                   cg_ref dst, ir_dtype ddt, int64_t numel);
+/* A kernel transposing batch matrices of rows x cols elements from src (sdt)
+ * into dst (ddt): the channels-last copies of --conv cudnn-nhwc. */
+void cg_emit_transpose(cg_gen *G, const ir_node *n, const char *what, cg_ref src, ir_dtype sdt,
+                       cg_ref dst, ir_dtype ddt, int64_t batch, int64_t rows, int64_t cols);
 /* Kernels of the program's own: the updates of an fp16 step (copies unless a
  * gradient overflowed), the scaler's update, staging of collectives. */
 void cg_emit_masked_copy(cg_gen *G, const ir_value *target, const ir_value *source);

@@ -1934,6 +1934,38 @@ void cg_emit_cast(cg_gen *G, const ir_node *n, const char *what, cg_ref src, ir_
     cg_add_step(G, &st, acc, 2);
 }
 
+/* batch matrices of rows x cols elements from src (sdt) transposed into dst
+ * (ddt): prelude.cuh's transpose_tiles, one kernel per shape and types. */
+void cg_emit_transpose(cg_gen *G, const ir_node *n, const char *what, cg_ref src, ir_dtype sdt,
+                       cg_ref dst, ir_dtype ddt, int64_t batch, int64_t rows, int64_t cols)
+{
+    const char *s = cg_ctype(sdt), *d = cg_ctype(ddt);
+    cg_sb t = {0};
+    cg_sb_printf(&t, "/* %lld matrices of %lld x %lld %s elements transposed to %s */\n",
+                 (long long)batch, (long long)rows, (long long)cols, s, d);
+    cg_sb_printf(&t, "GNC_KERNEL void __launch_bounds__(256) @K@(const %s *__restrict__ src, "
+                 "%s *__restrict__ dst)\n{\n    transpose_tiles<%lld, %lld>(src, dst);\n}\n",
+                 s, d, (long long)rows, (long long)cols);
+    char base[64];
+    snprintf(base, sizeof base, "transpose_%s_to_%s", ir_dtype_name(sdt), ir_dtype_name(ddt));
+    int kernel = cg_add_kernel(G, "", t.s, NULL, 0, base, n, 0, 256);
+    cg_sb_free(&t);
+    cg_step st = {.kind = CG_STEP_KERNEL, .node = n, .what = what};
+    cg_launch *l = &st.u.launch;
+    l->kernel = kernel;
+    l->grid[0] = (unsigned)div_up(cols, 32), l->grid[1] = (unsigned)div_up(rows, 32);
+    l->grid[2] = (unsigned)batch;
+    l->block[0] = 32, l->block[1] = 8, l->block[2] = 1;
+    l->nargs = 2;
+    l->args = cg_palloc(G->p, 2 * sizeof *l->args);
+    l->args[0] = (cg_arg){CG_ARG_BUFFER, src, 0, 0};
+    l->args[1] = (cg_arg){CG_ARG_BUFFER, dst, 0, 0};
+    int64_t numel = batch * rows * cols;
+    cg_access acc[2] = {{src, numel * (int64_t)cg_dtype_size(sdt), 0, 0, sdt},
+                        {dst, numel * (int64_t)cg_dtype_size(ddt), 1, 0, ddt}};
+    cg_add_step(G, &st, acc, 2);
+}
+
 void cg_emit_masked_copy(cg_gen *G, const ir_value *target, const ir_value *source)
 {
     const char *t =

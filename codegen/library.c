@@ -1,6 +1,7 @@
 /* Library calls: the GEMM-shaped ops as cuBLASLt matmuls, the convolutions as
- * cuDNN calls, or as generated implicit-GEMM kernels with --conv igemm
- * (igemm.c; docs/codegen.md says how to choose).
+ * cuDNN calls, as generated implicit-GEMM kernels with --conv igemm (igemm.c),
+ * or as cuDNN calls on channels-last copies with --conv cudnn-nhwc
+ * (docs/codegen.md says how to choose).
  *
  * cuBLAS sees memory column-major: a row-major matrix X[r, c] is the
  * column-major X^T[c, r] with leading dimension c.  So a row-major product
@@ -224,6 +225,69 @@ static int emit_dense_grad(cg_gen *G, const ir_node *n)
 
 /* ---------------------------------------------------------------- cuDNN */
 
+/* --conv cudnn-nhwc: the call of s on channels-last copies in the workspace.
+ * c's operands, NCHW and KCRS in c->dtype, are transposed first (x, dy and z
+ * to NHWC, w to KRSC); cuDNN writes its result channels-last (over z's copy
+ * where z is set), and a last kernel transposes it into c's result, as
+ * out_dt.  A transpose is a batch of matrices: NCHW is [n][c][h w], NHWC
+ * [n][h w][c]; KCRS is [k][c][r s], KRSC [k][r s][c].  Where a tensor has one
+ * channel or one pixel (a filter one tap) the two orders are the same bytes:
+ * it is read where it is, and written there unless its type changes. */
+static void emit_conv_nhwc(cg_gen *G, cg_step *s, cg_conv *c, ir_dtype out_dt)
+{
+    const ir_node *n = s->node;
+    ir_dtype dt = c->dtype;
+    int64_t es = (int64_t)cg_dtype_size(dt);
+    struct {
+        cg_ref *ref;
+        const char *name;
+        int64_t batch, ch, px;
+        int out, used, moved;
+    } t[] = {
+        {&c->x, n->op == IR_OP_CONV2D_GRAD_INPUT ? "dx" : "x", c->n, c->c, c->h * c->w,
+         c->kind == CG_CONV_BACKWARD_DATA, 1, 0},
+        {&c->z, "z", c->n, c->k, c->p * c->q, 0, c->has_z, 0},
+        {&c->y, c->kind == CG_CONV_FORWARD ? "y" : "dy", c->n, c->k, c->p * c->q,
+         c->kind == CG_CONV_FORWARD, 1, 0},
+        {&c->wt, c->kind == CG_CONV_BACKWARD_FILTER ? "dw" : "w", c->k, c->c / c->groups,
+         c->r * c->s, c->kind == CG_CONV_BACKWARD_FILTER, 1, 0},
+    };
+    enum { NT = sizeof t / sizeof t[0] };
+    cg_ref result = {CG_WORKSPACE, -1};
+    cg_access acc[NT + 2];
+    int na = 0;
+    for (int i = 0; i < NT; i++) {
+        if (!t[i].used)
+            continue;
+        int64_t bytes = t[i].batch * t[i].ch * t[i].px * es;
+        int same = t[i].ch == 1 || t[i].px == 1;
+        if (t[i].out) {
+            result = *t[i].ref;
+            t[i].moved = !same || out_dt != dt;
+            if (t[i].moved)
+                *t[i].ref = c->has_z && t[1].moved ? c->z : cg_workspace(G, bytes);
+        } else if ((t[i].moved = !same)) {
+            cg_ref copy = cg_workspace(G, bytes);
+            cg_emit_transpose(G, n, cg_pprintf(G->p, "%s: %s channels-last", s->what, t[i].name),
+                              *t[i].ref, dt, copy, dt, t[i].batch, t[i].ch, t[i].px);
+            *t[i].ref = copy;
+        }
+        acc[na++] = (cg_access){*t[i].ref, bytes, t[i].out, t[i].ref == &c->z || t[i].ref == &c->y,
+                                dt};
+    }
+    if (c->has_bias)
+        acc[na++] = (cg_access){c->bias, c->k * es, 0, 0, dt};
+    c->nhwc = 1;
+    c->workspace = cg_workspace(G, c->workspace_bytes);
+    acc[na++] = (cg_access){c->workspace, c->workspace_bytes, 1, 0, IR_U8};
+    s->u.conv = *c;
+    cg_add_step(G, s, acc, na);
+    for (int i = 0; i < NT; i++)
+        if (t[i].used && t[i].out && t[i].moved)
+            cg_emit_transpose(G, n, cg_pprintf(G->p, "%s: %s back", s->what, t[i].name),
+                              *t[i].ref, dt, result, out_dt, t[i].batch, t[i].px, t[i].ch);
+}
+
 static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)
 {
     const ir_node *n = mm[0];
@@ -283,7 +347,8 @@ static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)
     cg_ref out_tmp = {CG_WORKSPACE, -1};
     /* a generated kernel writes the result as it is stored; cuDNN writes dt */
     int igemm = cg_conv_of(&G->o, n) == CG_CONV_IGEMM && cg_igemm_fits(&c);
-    int converted = !igemm && cg_dtype_of(G, res) != dt;
+    int nhwc = cg_conv_of(&G->o, n) == CG_CONV_CUDNN_NHWC;
+    int converted = !igemm && !nhwc && cg_dtype_of(G, res) != dt;
     if (n->op == IR_OP_CONV2D) {
         c.x = cg_operand_as(G, n->in[0], dt);
         c.wt = cg_operand_as(G, n->in[1], dt);
@@ -326,6 +391,10 @@ static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)
         return take;
     }
     c.workspace_bytes = G->o.conv_workspace > 0 ? G->o.conv_workspace : (int64_t)64 << 20;
+    if (nhwc) {
+        emit_conv_nhwc(G, &s, &c, cg_dtype_of(G, res));
+        return take;
+    }
     c.workspace = cg_workspace(G, c.workspace_bytes);
     acc[na++] = (cg_access){c.workspace, c.workspace_bytes, 1, 0, IR_U8};
     s.u.conv = c;

@@ -269,6 +269,33 @@ struct gnc_scaler {           /* codegen.h, cg_loss_scale */
     float inv_scale;
 };
 
+/* ---- channels-last copies (--conv cudnn-nhwc, codegen/library.c) ----
+ * out[b][j][i] = in[b][i][j] for in of [B][R][C] elements: NCHW to NHWC is
+ * R = channels, C = pixels; back is R = pixels, C = channels; KCRS filters to
+ * KRSC is R = C/groups, C = taps.  A block of 32 x 8 threads moves a 32 x 32
+ * tile through shared memory (a row of 33: no bank conflicts), so both the
+ * loads and the stores are coalesced; grid (C / 32, R / 32, B), rounded up. */
+template <int R, int C, class TI, class TO>
+__device__ __forceinline__ void transpose_tiles(const TI *__restrict__ in, TO *__restrict__ out)
+{
+    __shared__ float tile[32][33];
+    const i64 b = blockIdx.z;
+    const int i0 = blockIdx.y * 32, j0 = blockIdx.x * 32;
+    in += b * R * C;
+    out += b * R * C;
+    for (int di = threadIdx.y; di < 32; di += 8) {
+        const int i = i0 + di, j = j0 + threadIdx.x;
+        if (i < R && j < C)
+            tile[di][threadIdx.x] = ld(in, (i64)i * C + j);
+    }
+    __syncthreads();
+    for (int dj = threadIdx.y; dj < 32; dj += 8) {
+        const int j = j0 + dj, i = i0 + threadIdx.x;
+        if (i < R && j < C)
+            st(out, (i64)j * R + i, tile[threadIdx.x][dj]);
+    }
+}
+
 /* ---- implicit-GEMM convolutions (codegen/igemm.c) ----
  * A convolution as a matrix product per group g,
  *     C[m][j] = sum over k of A(g, m, k) B(g, k, j),

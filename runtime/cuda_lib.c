@@ -285,14 +285,17 @@ static int prepare_conv(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *P, c
     const cuda_gpu *G = &x->dev[d];
     const char *what = s->what ? s->what : "a convolution";
     cudnnDataType_t t = dnn_type(c->dtype);
+    /* x, y (z shares its descriptor) and the filter: NCHW and KCRS, or
+       NHWC and KRSC for --conv cudnn-nhwc; the bias is k elements either way */
+    cudnnTensorFormat_t format = c->nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
     DNN(cudnnCreateTensorDescriptor(&P->x));
-    DNN(cudnnSetTensor4dDescriptor(P->x, CUDNN_TENSOR_NCHW, t, (int)c->n, (int)c->c, (int)c->h,
+    DNN(cudnnSetTensor4dDescriptor(P->x, format, t, (int)c->n, (int)c->c, (int)c->h,
                                    (int)c->w));
     DNN(cudnnCreateTensorDescriptor(&P->y));
-    DNN(cudnnSetTensor4dDescriptor(P->y, CUDNN_TENSOR_NCHW, t, (int)c->n, (int)c->k, (int)c->p,
+    DNN(cudnnSetTensor4dDescriptor(P->y, format, t, (int)c->n, (int)c->k, (int)c->p,
                                    (int)c->q));
     DNN(cudnnCreateFilterDescriptor(&P->w));
-    DNN(cudnnSetFilter4dDescriptor(P->w, t, CUDNN_TENSOR_NCHW, (int)c->k, (int)(c->c / c->groups),
+    DNN(cudnnSetFilter4dDescriptor(P->w, t, format, (int)c->k, (int)(c->c / c->groups),
                                    (int)c->r, (int)c->s));
     DNN(cudnnCreateConvolutionDescriptor(&P->conv));
     DNN(cudnnSetConvolution2dDescriptor(P->conv, c->pad[0], c->pad[1], c->stride[0],

@@ -645,7 +645,7 @@ static int read_cuda(reader *r, rt_plan *p)
                    prec ? prec : "missing");
     const char *conv = rt_plan_meta(p, "conv");
     if (conv && cg_conv_lookup(conv) < 0 && strcmp(conv, "auto") != 0)
-        return BAD(r, "kernels, but the meta's conv (%s) is not cudnn, igemm or auto", conv);
+        return BAD(r, "kernels, but the meta's conv (%s) is not cudnn, igemm, cudnn-nhwc or auto", conv);
     int newest = 0;
     for (int a = 1; a < narchs; a++)
         if (atoi(archs[a] + 3) > atoi(archs[newest] + 3))

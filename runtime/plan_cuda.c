@@ -44,8 +44,8 @@ static int add_line(char **t, size_t *n, size_t *cap, const char *fmt, ...)
 }
 
 /* The tuning section's text (docs/plan.md): a line per convolution whose
- * implementation was chosen, "convolution NAME cudnn|igemm", then a line per
- * tuned step of the run, "DEVICE STEP gemm HEX" (the 64 bytes of the
+ * implementation was chosen, "convolution NAME cudnn|igemm|cudnn-nhwc",
+ * then a line per tuned step of the run, "DEVICE STEP gemm HEX" (the 64 bytes of the
  * cublasLtMatmulAlgo_t) or "DEVICE STEP conv ALGO"; NULL when nothing was
  * tuned (or out of memory). */
 static char *tuning_text(const cg_program *cg, size_t *len)
@@ -94,7 +94,7 @@ static int tuning_choices(const rt_plan *p, signed char **choice, char *err, siz
     for (const char *l = p->tuning; l && *l; line++) {
         const char *end = strchr(l, '\n');
         size_t len = end ? (size_t)(end - l) : strlen(l);
-        char name[200], impl[8];
+        char name[200], impl[16];
         int used = 0;
         if (choice_line(l, len)) {
             char buf[256];
@@ -103,7 +103,7 @@ static int tuning_choices(const rt_plan *p, signed char **choice, char *err, siz
             if (len < sizeof buf) {
                 memcpy(buf, l, len);
                 buf[len] = '\0';
-                if (sscanf(buf, "convolution %199s %7s%n", name, impl, &used) == 2 &&
+                if (sscanf(buf, "convolution %199s %15s%n", name, impl, &used) == 2 &&
                     !buf[used]) {
                     v = ir_find_value(p->g, name);
                     c = cg_conv_lookup(impl);
@@ -262,7 +262,7 @@ cg_program *rt_plan_program(const rt_plan *p, char *err, size_t errlen)
     char archs[CG_MAX_ARCHS][16];
     cg_options o = cg_options_default();
     o.precision = (cg_precision)cg_precision_lookup(rt_plan_meta(p, "precision"));
-    /* conv: cudnn (or absent), igemm, or auto: each convolution as the
+    /* conv: cudnn (or absent), igemm, cudnn-nhwc, or auto: each convolution as the
      * tuning section says (gnc compile --conv auto --autotune) */
     const char *conv = rt_plan_meta(p, "conv");
     int automatic = conv && strcmp(conv, "auto") == 0;

@@ -255,9 +255,13 @@ static int ref_conv(const cg_conv *c, cg_host_mem *m, int d, char *err, size_t e
     ir_dtype t = c->dtype;
     int t32 = c->math == CG_MATH_TENSOR_OP && t == IR_F32;
     unsigned char *X = at(m, d, c->x), *W = at(m, d, c->wt), *Y = at(m, d, c->y);
-#define XI(n_, c_, y_, x_) ((((n_) * c->c + (c_)) * c->h + (y_)) * c->w + (x_))
-#define WI(k_, c_, r_, s_) ((((k_) * cg + (c_)) * c->r + (r_)) * c->s + (s_))
-#define YI(n_, k_, p_, q_) ((((n_) * c->k + (k_)) * c->p + (p_)) * c->q + (q_))
+    /* element offsets: NCHW and KCRS, or NHWC and KRSC (c->nhwc) */
+#define XI(n_, c_, y_, x_) (c->nhwc ? (((n_) * c->h + (y_)) * c->w + (x_)) * c->c + (c_) \
+                                    : (((n_) * c->c + (c_)) * c->h + (y_)) * c->w + (x_))
+#define WI(k_, c_, r_, s_) (c->nhwc ? (((k_) * c->r + (r_)) * c->s + (s_)) * cg + (c_) \
+                                    : (((k_) * cg + (c_)) * c->r + (r_)) * c->s + (s_))
+#define YI(n_, k_, p_, q_) (c->nhwc ? (((n_) * c->p + (p_)) * c->q + (q_)) * c->k + (k_) \
+                                    : (((n_) * c->k + (k_)) * c->p + (p_)) * c->q + (q_))
 #define RD(P, i) (t32 ? tf32(get(P, t, i)) : get(P, t, i))
     if (c->kind == CG_CONV_FORWARD) {
         int64_t ny = c->n * c->k * c->p * c->q;

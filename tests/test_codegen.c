@@ -478,8 +478,8 @@ static run *prepare_conv(const char *what, ir_graph *g, cg_precision prec, cg_co
     diag d;
     diag_init(&d);
     run *r = calloc(1, sizeof *r);
-    snprintf(r->what, sizeof r->what, "%s [%s%s]", what, cg_precision_name(prec),
-             conv == CG_CONV_IGEMM ? ", igemm" : "");
+    snprintf(r->what, sizeof r->what, "%s [%s%s%s]", what, cg_precision_name(prec),
+             conv != CG_CONV_CUDNN ? ", " : "", conv != CG_CONV_CUDNN ? cg_conv_name(conv) : "");
     r->g = g;
     r->atol = atol;
     r->rtol = rtol;
@@ -847,40 +847,52 @@ int main(int argc, char **argv)
                 runs[nruns++] = r;
         }
     }
-    /* 2b: the convolutions as implicit-GEMM kernels (--conv igemm), at every
-       precision: fp32 FMAs; TF32, bf16, fp16 on the tensor cores (wmma) */
-    int nigemm = 0;
-    for (int i = 0; i < NCASES; i++) {
-        const op_case *c = &cases[i];
-        if (!strstr(c->name, "conv2d"))
-            continue;
-        static const double tol[] = {0, 1e-2, 3e-2, 4e-3};
-        for (int prec = CG_FP32; prec <= CG_FP16; prec++) {
-            ir_graph *g = parse_case(c, c->fuse, prec >= CG_BF16);
-            double atol = prec == CG_FP32 ? c->atol : tol[prec];
-            double rtol = prec == CG_FP32 ? c->rtol : tol[prec];
-            run *r = g ? prepare_conv(c->name, g, (cg_precision)prec, CG_CONV_IGEMM, atol, rtol) : NULL;
-            if (!r)
+    /* 2b: the convolutions as implicit-GEMM kernels (--conv igemm: fp32
+       FMAs; TF32, bf16, fp16 on the tensor cores through wmma) and as cuDNN
+       on channels-last copies (--conv cudnn-nhwc: the transposes around each
+       call), at every precision */
+    int nways[CG_CONV_NIMPLS] = {0};
+    for (int impl = CG_CONV_IGEMM; impl < CG_CONV_NIMPLS; impl++)
+        for (int i = 0; i < NCASES; i++) {
+            const op_case *c = &cases[i];
+            if (!strstr(c->name, "conv2d"))
                 continue;
-            runs[nruns++] = r;
-            int conv_steps = 0, launches = 0;
-            for (int d = 0; d < r->p->ndevices; d++)
-                for (int k = 0; k < r->p->devices[d].nsteps; k++) {
-                    const cg_step *st = &r->p->devices[d].steps[k];
-                    conv_steps += st->kind == CG_STEP_CONV;
-                    launches += st->kind == CG_STEP_KERNEL &&
-                                strstr(r->p->kernels[st->u.launch.kernel].name, "igemm");
-                }
-            if (conv_steps || !launches)
-                fail(r->what, "%d cuDNN steps and %d implicit-GEMM launches: want 0 and some",
-                     conv_steps, launches);
-            if (strstr(c->name, "split") && launches < 2)
-                fail(r->what, "the gradient's k is not split (%d launches)", launches);
-            nigemm++;
+            static const double tol[] = {0, 1e-2, 3e-2, 4e-3};
+            for (int prec = CG_FP32; prec <= CG_FP16; prec++) {
+                ir_graph *g = parse_case(c, c->fuse, prec >= CG_BF16);
+                double atol = prec == CG_FP32 ? c->atol : tol[prec];
+                double rtol = prec == CG_FP32 ? c->rtol : tol[prec];
+                run *r = g ? prepare_conv(c->name, g, (cg_precision)prec, (cg_conv_impl)impl, atol,
+                                          rtol)
+                           : NULL;
+                if (!r)
+                    continue;
+                runs[nruns++] = r;
+                const char *kernel = impl == CG_CONV_IGEMM ? "igemm" : "transpose";
+                int conv_steps = 0, nhwc_steps = 0, launches = 0;
+                for (int d = 0; d < r->p->ndevices; d++)
+                    for (int k = 0; k < r->p->devices[d].nsteps; k++) {
+                        const cg_step *st = &r->p->devices[d].steps[k];
+                        conv_steps += st->kind == CG_STEP_CONV;
+                        nhwc_steps += st->kind == CG_STEP_CONV && st->u.conv.nhwc;
+                        launches += st->kind == CG_STEP_KERNEL &&
+                                    strstr(r->p->kernels[st->u.launch.kernel].name, kernel);
+                    }
+                if (impl == CG_CONV_IGEMM && (conv_steps || !launches))
+                    fail(r->what, "%d cuDNN steps and %d implicit-GEMM launches: want 0 and some",
+                         conv_steps, launches);
+                if (impl == CG_CONV_CUDNN_NHWC && (!nhwc_steps || nhwc_steps != conv_steps ||
+                                                   !launches))
+                    fail(r->what, "%d of %d cuDNN steps channels-last, %d transposes: want all "
+                         "and some", nhwc_steps, conv_steps, launches);
+                if (impl == CG_CONV_IGEMM && strstr(c->name, "split") && launches < 2)
+                    fail(r->what, "the gradient's k is not split (%d launches)", launches);
+                nways[impl]++;
+            }
         }
-    }
-    if (nigemm < 4 * 8)
-        fail("igemm", "only %d implicit-GEMM convolution runs", nigemm);
+    for (int impl = CG_CONV_IGEMM; impl < CG_CONV_NIMPLS; impl++)
+        if (nways[impl] < 4 * 8)
+            fail(cg_conv_name((cg_conv_impl)impl), "only %d convolution runs", nways[impl]);
     {   /* 2^31 elements: the kernels index in int, so it stays a cuDNN call
            (generated only, never run) */
         static const op_case big = {"conv2d 2^31 elements",

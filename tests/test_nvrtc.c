@@ -194,17 +194,22 @@ static void every_model(const char *src, const char *cache)
     double t0 = now_ms();
     int igemm_kernels = 0;
     for (int i = 0; i < 3; i++)
-        for (int conv = CG_CONV_CUDNN; conv <= CG_CONV_IGEMM; conv++)
-            for (int train = conv == CG_CONV_IGEMM; train < 2; train++)
+        for (int conv = CG_CONV_CUDNN; conv < CG_CONV_NIMPLS; conv++)
+            for (int train = conv != CG_CONV_CUDNN; train < 2; train++)
                 for (int devices = 1; devices <= 2; devices++)
                     for (int prec = CG_FP32; prec <= CG_FP16; prec++) {
-                        if (conv == CG_CONV_IGEMM && strcmp(models[i], "mlp") == 0)
+                        /* the other ways: their convolutions' kernels, training
+                           (cudnn-nhwc's transposes on one device) */
+                        if (conv != CG_CONV_CUDNN && strcmp(models[i], "mlp") == 0)
+                            continue;
+                        if (conv == CG_CONV_CUDNN_NHWC && devices > 1)
                             continue;
                         char what[256], err[4096];
-                        snprintf(what, sizeof what, "%s %s on %d device%s at %s%s", models[i],
+                        snprintf(what, sizeof what, "%s %s on %d device%s at %s%s%s", models[i],
                                  train ? "training" : "inference", devices, devices > 1 ? "s" : "",
                                  cg_precision_name((cg_precision)prec),
-                                 conv == CG_CONV_IGEMM ? ", --conv igemm" : "");
+                                 conv != CG_CONV_CUDNN ? ", --conv " : "",
+                                 conv != CG_CONV_CUDNN ? cg_conv_name((cg_conv_impl)conv) : "");
                         prog x;
                         if (make(src, models[i], train, devices, (cg_precision)prec,
                                  (cg_conv_impl)conv, NULL, &x))

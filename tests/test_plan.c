@@ -432,7 +432,7 @@ static void test_kernels(void)
         b = NULL;      /* refused as the writer reads its plan back, or by the loader */
         q = rt_plan_encode_program(g, mp, cv, 4, cg, &b, &n, err, sizeof err) == 0
                 ? rt_plan_decode(b, n, "cv.gnc", err, sizeof err) : NULL;
-        check(!q && strstr(err, "the meta's conv (winograd) is not cudnn, igemm or auto"),
+        check(!q && strstr(err, "the meta's conv (winograd) is not cudnn, igemm, cudnn-nhwc or auto"),
               "kernels: an unknown conv in the meta is refused: '%s'", err);
         rt_plan_free(q);
         free(b);
@@ -577,7 +577,8 @@ static cg_program *chosen(ir_graph *g, const rt_plan_kv *m, int nm, const signed
 }
 
 /* --conv auto's choices, the tuning section's convolution lines: each
- * convolution comes back as chosen, a cuDNN call or implicit-GEMM kernels;
+ * convolution comes back as chosen, a cuDNN call, implicit-GEMM kernels, or a
+ * channels-last cuDNN call between transposes;
  * lines naming no convolution or no way, choices without conv auto in the
  * meta and conv auto without choices are refused. */
 static void test_conv_choice(const char *src)
@@ -596,7 +597,7 @@ static void test_conv_choice(const char *src)
     int k = 0;
     for (const ir_node *n = g->head; n; n = n->next)
         if (cg_is_conv(n))
-            choice[n->out[0]->id] = (signed char)(k++ % 2);
+            choice[n->out[0]->id] = (signed char)(k++ % CG_CONV_NIMPLS);
     check(k >= 4, "conv choice: lenet's step has forward and backward convolutions (%d)", k);
     rt_plan_kv am[4] = {kmeta[0], kmeta[1], kmeta[2], {"conv", "auto"}};
     char err[1024] = "";
@@ -610,15 +611,18 @@ static void test_conv_choice(const char *src)
         total++;
         /* the regenerated program's node of the same name, and how it runs */
         const ir_value *v = ir_find_value(back->graph, n->out[0]->name);
-        int library = 0, kernels = 0;
+        int library = 0, kernels = 0, nhwc = 0;
         for (int s = 0; v && s < back->devices[0].nsteps; s++) {
             const cg_step *st = &back->devices[0].steps[s];
             library += st->node == v->def && st->kind == CG_STEP_CONV;
+            nhwc += st->node == v->def && st->kind == CG_STEP_CONV && st->u.conv.nhwc;
             kernels += st->node == v->def && st->kind == CG_STEP_KERNEL;
         }
         int want = choice[n->out[0]->id];
         same += v && (int)cg_conv_of(&back->opts, v->def) == want &&
-                (want == CG_CONV_IGEMM ? kernels >= 1 && !library : library == 1);
+                (want == CG_CONV_IGEMM ? kernels >= 1 && !library
+                 : want == CG_CONV_CUDNN_NHWC ? library == 1 && nhwc == 1 && kernels >= 1
+                                               : library == 1 && !nhwc);
     }
     check(back && same == total, "conv choice: %d of %d convolutions come back as chosen", same,
           total);
@@ -629,6 +633,7 @@ static void test_conv_choice(const char *src)
         const char *from, *to, *msg;
     } edits[] = {
         {" igemm\n", " igemx\n", "names no convolution of the program"},
+        {" cudnn-nhwc\n", " cudnn-nchw\n", "names no convolution of the program"},
         {"convolution conv1 ", "convolution relu0 ", "names no convolution of the program"},
         {"convolution conv1 ", "convolution cXnv1 ", "names no convolution of the program"},
     };

@@ -106,9 +106,10 @@ static const char usage_compile[] =
     "                  embedding library (docs/api.md) run it.  Where gnc has NVRTC,\n"
     "                  the plan also holds the CUDA kernels (docs/codegen.md):\n"
     "  --precision fp32|tf32|bf16|fp16   the kernels' arithmetic (default fp32)\n"
-    "  --conv cudnn|igemm|auto   convolutions as cuDNN calls (the default), as\n"
-    "                  generated implicit-GEMM kernels (tensor cores but at fp32),\n"
-    "                  or each the faster of the two on this machine's GPU (auto,\n"
+    "  --conv cudnn|igemm|cudnn-nhwc|auto   convolutions as cuDNN calls (the\n"
+    "                  default), as generated implicit-GEMM kernels (tensor cores but\n"
+    "                  at fp32), as cuDNN calls on channels-last (NHWC) copies, or\n"
+    "                  each the fastest of the three on this machine's GPU (auto,\n"
     "                  with --autotune)\n"
     "  --arch LIST     the cubins it holds, as sm_80,sm_90 (the default), and the\n"
     "                  PTX of the newest\n"
@@ -516,7 +517,8 @@ static int parse_args(int argc, char **argv, options *o)
         } else if (strcmp(name, "--conv") == 0) {
             o->conv_auto = strcmp(val, "auto") == 0;
             if (cg_conv_lookup(val) < 0 && !o->conv_auto)
-                return usage_error(cmdsp, "--conv needs cudnn, igemm or auto, got '%s'", val);
+                return usage_error(cmdsp, "--conv needs cudnn, igemm, cudnn-nhwc or auto, "
+                                   "got '%s'", val);
             o->conv = o->conv_auto ? CG_CONV_CUDNN : cg_conv_lookup(val);
         } else if (strcmp(name, "--arch") == 0) {
             char archs[CG_MAX_ARCHS][16];
@@ -578,7 +580,7 @@ static int parse_args(int argc, char **argv, options *o)
     if (!o->file)
         return usage_error(cmdsp, "no input file%s", "");
     if (o->conv_auto && !o->autotune)
-        return usage_error(cmdsp, "--conv auto times both ways of each convolution on the GPU: "
+        return usage_error(cmdsp, "--conv auto times every way of each convolution on the GPU: "
                            "it needs --autotune%s", "");
     return 0;
 }

@@ -137,41 +137,48 @@ static int time_convs(const rt_plan *base, const cg_options *co, cg_conv_impl im
     return rc;
 }
 
-/* --conv auto: each convolution of base's program timed as cuDNN calls and
- * as implicit-GEMM kernels, *choice (the graph's nvalues entries) the
- * faster, cuDNN on a tie; each printed with both times. */
+/* --conv auto: each convolution of base's program timed as cuDNN calls, as
+ * implicit-GEMM kernels and as cuDNN calls on channels-last copies (their
+ * transposes included), *choice (the graph's nvalues entries) the fastest,
+ * the earlier way on a tie (cuDNN first); each printed with its times. */
 static int choose_convs(const rt_plan *base, const cg_options *co, signed char **choice,
                         char *err, size_t errlen)
 {
     size_t nv = (size_t)base->g->nvalues + 1;
-    double *ms[2] = {calloc(nv, sizeof(double)), calloc(nv, sizeof(double))};
+    double *ms[CG_CONV_NIMPLS];
+    int rc = -1, ok = 1;
+    for (int i = 0; i < CG_CONV_NIMPLS; i++)
+        ok &= (ms[i] = calloc(nv, sizeof(double))) != NULL;
     *choice = malloc(nv);
-    int rc = -1;
-    if (!ms[0] || !ms[1] || !*choice) {
+    if (!ok || !*choice) {
         snprintf(err, errlen, "out of memory");
         goto done;
     }
     memset(*choice, -1, nv);
-    if (time_convs(base, co, CG_CONV_CUDNN, ms[CG_CONV_CUDNN], err, errlen) != 0 ||
-        time_convs(base, co, CG_CONV_IGEMM, ms[CG_CONV_IGEMM], err, errlen) != 0)
-        goto done;
-    int count[2] = {0, 0};
+    for (int i = 0; i < CG_CONV_NIMPLS; i++)
+        if (time_convs(base, co, (cg_conv_impl)i, ms[i], err, errlen) != 0)
+            goto done;
+    int count[CG_CONV_NIMPLS] = {0};
     for (const ir_node *n = base->g->head; n; n = n->next) {
         if (!cg_is_conv(n))
             continue;
-        int id = n->out[0]->id, c = ms[CG_CONV_IGEMM][id] < ms[CG_CONV_CUDNN][id];
+        int id = n->out[0]->id, c = 0;
+        for (int i = 1; i < CG_CONV_NIMPLS; i++)
+            if (ms[i][id] < ms[c][id])
+                c = i;
         (*choice)[id] = (signed char)c;
         count[c]++;
-        printf("  %-18s %%%-24s cudnn %8.4f ms  igemm %8.4f ms  -> %s\n", ir_ops[n->op].name,
-               n->out[0]->name, ms[CG_CONV_CUDNN][id], ms[CG_CONV_IGEMM][id],
-               cg_conv_name((cg_conv_impl)c));
+        printf("  %-18s %%%-24s cudnn %8.4f  igemm %8.4f  cudnn-nhwc %8.4f ms  -> %s\n",
+               ir_ops[n->op].name, n->out[0]->name, ms[CG_CONV_CUDNN][id],
+               ms[CG_CONV_IGEMM][id], ms[CG_CONV_CUDNN_NHWC][id], cg_conv_name((cg_conv_impl)c));
     }
-    printf("convolutions (--conv auto, timed on this GPU): %d by cuDNN, %d by igemm\n",
-           count[CG_CONV_CUDNN], count[CG_CONV_IGEMM]);
+    printf("convolutions (--conv auto, timed on this GPU): %d by cuDNN, %d by igemm, "
+           "%d by cuDNN on channels-last copies\n",
+           count[CG_CONV_CUDNN], count[CG_CONV_IGEMM], count[CG_CONV_CUDNN_NHWC]);
     rc = 0;
 done:
-    free(ms[0]);
-    free(ms[1]);
+    for (int i = 0; i < CG_CONV_NIMPLS; i++)
+        free(ms[i]);
     if (rc) {
         free(*choice);
         *choice = NULL;
@@ -533,8 +540,11 @@ static void print_step(const cg_program *cg, const cg_step *s, int i)
     switch (s->kind) {
     case CG_STEP_KERNEL: {
         const cg_launch *l = &s->u.launch;
-        printf("kernel %s grid %ux%ux%u block %u smem %d, %d args", cg->kernels[l->kernel].name,
-               l->grid[0], l->grid[1], l->grid[2], l->block[0], l->shared_bytes, l->nargs);
+        printf("kernel %s grid %ux%ux%u block %u", cg->kernels[l->kernel].name, l->grid[0],
+               l->grid[1], l->grid[2], l->block[0]);
+        if (l->block[1] > 1 || l->block[2] > 1)
+            printf("x%ux%u", l->block[1], l->block[2]);
+        printf(" smem %d, %d args", l->shared_bytes, l->nargs);
         break;
     }
     case CG_STEP_GEMM: {
@@ -551,11 +561,12 @@ static void print_step(const cg_program *cg, const cg_step *s, int i)
         const cg_conv *c = &s->u.conv;
         static const char *const kind[] = {"forward", "backward_data", "backward_filter"};
         printf("conv %s x=[%lld,%lld,%lld,%lld] w=[%lld,%lld,%lld,%lld] y=[%lld,%lld,%lld,%lld] "
-               "stride %d pad %d %s%s", kind[c->kind], (long long)c->n, (long long)c->c,
+               "stride %d pad %d %s%s%s", kind[c->kind], (long long)c->n, (long long)c->c,
                (long long)c->h, (long long)c->w, (long long)c->k,
                (long long)(c->c / (c->groups ? c->groups : 1)), (long long)c->r, (long long)c->s,
                (long long)c->n, (long long)c->k, (long long)c->p, (long long)c->q, c->stride[0],
-               c->pad[0], ir_dtype_name(c->dtype), c->math == CG_MATH_TENSOR_OP ? " tensor-op" : "");
+               c->pad[0], ir_dtype_name(c->dtype), c->math == CG_MATH_TENSOR_OP ? " tensor-op" : "",
+               c->nhwc ? " channels-last" : "");
         if (c->tuned)
             printf(", algorithm %d (tuned)", c->algo);
         break;
@@ -586,13 +597,13 @@ static void print_step(const cg_program *cg, const cg_step *s, int i)
 static void print_cuda(const cg_program *cg)
 {
     char b[4][32], how[96];
-    int count[2] = {0, 0};
+    int count[CG_CONV_NIMPLS] = {0};
     for (const ir_node *n = cg->graph->head; cg->opts.conv_choice && n; n = n->next)
         if (cg_is_conv(n))
             count[cg_conv_of(&cg->opts, n)]++;
     if (cg->opts.conv_choice)
-        snprintf(how, sizeof how, "each timed: %d by cudnn, %d by igemm", count[CG_CONV_CUDNN],
-                 count[CG_CONV_IGEMM]);
+        snprintf(how, sizeof how, "each timed: %d by cudnn, %d by igemm, %d by cudnn-nhwc",
+                 count[CG_CONV_CUDNN], count[CG_CONV_IGEMM], count[CG_CONV_CUDNN_NHWC]);
     else
         snprintf(how, sizeof how, "by %s", cg_conv_name(cg->opts.conv));
     printf("cuda: %s, convolutions %s, %d kernels in %d modules, archs",

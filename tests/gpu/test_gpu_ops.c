@@ -198,14 +198,15 @@ int main(int argc, char **argv)
     rt_set_threads(1);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         one(&env, &cases[i], CG_CONV_CUDNN);
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        if (strstr(cases[i].name, "conv2d")) {
-            op_case c = cases[i];
-            char name[128];
-            snprintf(name, sizeof name, "%s (igemm)", c.name);
-            c.name = name;
-            one(&env, &c, CG_CONV_IGEMM);
-        }
+    for (int impl = CG_CONV_IGEMM; impl < CG_CONV_NIMPLS; impl++)
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            if (strstr(cases[i].name, "conv2d")) {
+                op_case c = cases[i];
+                char name[128];
+                snprintf(name, sizeof name, "%s (%s)", c.name, cg_conv_name((cg_conv_impl)impl));
+                c.name = name;
+                one(&env, &c, (cg_conv_impl)impl);
+            }
     gpu_env_free(&env);
     printf("%d passed, %d failed\n", npassed, nfailed);
     return nfailed ? 1 : 0;

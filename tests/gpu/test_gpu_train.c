@@ -139,10 +139,11 @@ typedef struct {
     double atol, rtol, first_rtol;   /* per step's loss; the first step's */
     double watol, wrtol;             /* the weights after the last step; < 0: not compared */
     const int *gpus;                 /* device d on GPU gpus[d]; NULL: on GPU d */
-    cg_conv_impl conv;               /* convolutions by cuDNN or implicit-GEMM kernels */
-    int mixed;                       /* each convolution by its own: alternately cuDNN
-                                        and igemm, as --conv auto records, and each
-                                        timed (rt_cuda_time_convs) */
+    cg_conv_impl conv;               /* convolutions by cuDNN, implicit-GEMM kernels, or
+                                        cuDNN on channels-last copies */
+    int mixed;                       /* each convolution by its own: cuDNN, igemm and
+                                        cudnn-nhwc in turn, as --conv auto records, and
+                                        each timed (rt_cuda_time_convs) */
 } train_case;
 
 static int near(double got, double want, double atol, double rtol)
@@ -213,16 +214,18 @@ static int any_rank(int failed)
  * on the CPU executor. */
 static void one(const gpu_env *env, const char *src, const train_case *c)
 {
-    char err[1024], what[128];
+    char err[1024], what[160], how[48] = "";
     static const char *const strategies[] = {"data", "pipeline", "tensor", "hybrid"};
     char who[32] = "";
     if (ranks > 1)
         snprintf(who, sizeof who, " (rank %d of %d)", rank, ranks);
+    if (c->mixed)
+        snprintf(how, sizeof how, ", convolutions by each way in turn");
+    else if (c->conv != CG_CONV_CUDNN)
+        snprintf(how, sizeof how, ", --conv %s", cg_conv_name(c->conv));
     snprintf(what, sizeof what, "%s, batch %d, %d device%s%s, %d steps%s%s%s", c->model, c->batch,
              c->devices, c->devices > 1 ? "s " : "", c->devices > 1 ? strategies[c->strategy] : "",
-             c->steps, c->gpus ? ", devices sharing GPUs" : "",
-             c->mixed ? ", convolutions by cuDNN and igemm in turn"
-                      : c->conv == CG_CONV_IGEMM ? ", --conv igemm" : "", who);
+             c->steps, c->gpus ? ", devices sharing GPUs" : "", how, who);
     ir_graph *g = model(src, c->model, c->batch, c->devices, c->strategy);
     if (!g)
         return;
@@ -247,7 +250,7 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
         memset(choice, -1, (size_t)g->nvalues);
         for (const ir_node *n = g->head; n; n = n->next)
             if (cg_is_conv(n))
-                choice[n->out[0]->id] = (signed char)(k++ % 2 ? CG_CONV_IGEMM : CG_CONV_CUDNN);
+                choice[n->out[0]->id] = (signed char)(k++ % CG_CONV_NIMPLS);
     }
     o.conv_choice = choice;
     cg_program *p = cg_generate(g, mp, &o, &d);
@@ -396,6 +399,8 @@ static int in_one_process(const char *src, const char *work, const char *fake)
             {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, two_gpus, CG_CONV_CUDNN, 0},
             /* the convolutions as implicit-GEMM kernels (split k in the gradients) */
             {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_IGEMM, 0},
+            /* cuDNN on channels-last copies */
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN_NHWC, 0},
             /* each convolution its own way (--conv auto), each timed */
             {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 1},
         };
@@ -411,11 +416,14 @@ static int in_one_process(const char *src, const char *work, const char *fake)
                                           -1, one_gpu, CG_CONV_CUDNN, 0};
         static const train_case resnet_igemm = {"resnet18", 32, 1, 50, PT_DATA, 0.05f, 2e-3, 2e-2,
                                                 1e-4, -1, -1, NULL, CG_CONV_IGEMM, 0};
+        static const train_case resnet_nhwc = {"resnet18", 32, 1, 50, PT_DATA, 0.05f, 2e-3, 2e-2,
+                                               1e-4, -1, -1, NULL, CG_CONV_CUDNN_NHWC, 0};
         static const train_case resnet_mixed = {"resnet18", 32, 1, 50, PT_DATA, 0.05f, 2e-3, 2e-2,
                                                 1e-4, -1, -1, NULL, CG_CONV_CUDNN, 1};
         one(&env, src, &resnet);
         one(&env, src, &shared);
         one(&env, src, &resnet_igemm);
+        one(&env, src, &resnet_nhwc);
         one(&env, src, &resnet_mixed);
         if (env.gpus >= 2)
             one(&env, src, &lenet2);

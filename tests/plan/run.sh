@@ -72,8 +72,17 @@ if [ "$nvrtc" = ON ]; then
     has "conv: igemm"; has "convolutions by igemm"; has "kernel conv2d_igemm"
     has "kernel conv2d_grad_input_igemm"; has "kernel conv2d_grad_weight_igemm"
     grep -qF "conv forward" <<<"$out" && bad "--conv igemm left a cuDNN convolution" || ok
+    # --conv cudnn-nhwc: cuDNN calls on channels-last copies, transposes around them
+    expect 0 "$gnc" compile "$lenet" "${K[@]}" --conv cudnn-nhwc -o knhwc.gnc
+    expect 0 "$gnc" compile "$lenet" "${K[@]}" --conv cudnn-nhwc -o knhwc2.gnc
+    same knhwc.gnc knhwc2.gnc "lenet with --conv cudnn-nhwc, compiled twice"
+    expect 0 "$gnc" inspect knhwc.gnc
+    has "conv: cudnn-nhwc"; has "convolutions by cudnn-nhwc"
+    has "conv forward x=[4,6,14,14] w=[16,6,5,5] y=[4,16,10,10] stride 1 pad 0 bf16 tensor-op channels-last"
+    has "kernel transpose_bf16_to_bf16"
+    grep -q "conv .*tensor-op$" <<<"$out" && bad "--conv cudnn-nhwc left an NCHW cuDNN convolution" || ok
 fi
-expect 2 "$gnc" compile "$lenet" --conv winograd -o p.gnc; has "--conv needs cudnn, igemm or auto, got 'winograd'"
+expect 2 "$gnc" compile "$lenet" --conv winograd -o p.gnc; has "--conv needs cudnn, igemm, cudnn-nhwc or auto, got 'winograd'"
 expect 2 "$gnc" run a.gnc --conv igemm; has "does not apply"
 expect 2 "$gnc" compile "$lenet" --precision fp8 -o p.gnc; has "--precision needs fp32, tf32, bf16 or fp16"
 expect 2 "$gnc" compile "$lenet" --arch sm_80,sm_80 -o p.gnc; has "--arch needs"
@@ -198,15 +207,18 @@ if [ "$nvrtc" = ON ]; then
     has "gnc: warning: 3 compiled kernel images could not be written to the kernel cache"
     same a.gnc nc.gnc "lenet compiled without a cache it could write"
 fi
-# --conv auto: each convolution timed as a cuDNN call and as implicit-GEMM
-# kernels, the faster recorded (the tuning section's convolution lines).  On
-# the stand-ins a kernel costs 0.6 ms and a library call 1 ms of their clock:
-# igemm wins but where split k makes it two launches (the filter gradients);
-# at 2 ms a kernel cuDNN wins everywhere.
+# --conv auto: each convolution timed as a cuDNN call, as implicit-GEMM
+# kernels and as a cuDNN call on channels-last copies, the fastest recorded
+# (the tuning section's convolution lines).  On the stand-ins a kernel costs
+# 0.6 ms and a library call 1 ms of their clock: igemm wins but where split k
+# makes it two launches (the filter gradients); cudnn-nhwc, a call and its
+# transposes (conv1's one channel and its filter need none), never.  At 2 ms
+# a kernel cuDNN wins everywhere; with a cuDNN call on channels-last copies at
+# 0.2 ms, kernels at 0.1 and igemm's at 2, cudnn-nhwc does.
 expect 2 "$gnc" compile "$lenet" --train --conv auto -o auto.gnc
-has "--conv auto times both ways of each convolution on the GPU: it needs --autotune"
+has "--conv auto times every way of each convolution on the GPU: it needs --autotune"
 expect 2 "$gnc" compile "$lenet" --train --conv fft -o auto.gnc
-has "--conv needs cudnn, igemm or auto, got 'fft'"
+has "--conv needs cudnn, igemm, cudnn-nhwc or auto, got 'fft'"
 expect 1 "${X[@]}" compile "$lenet" --train --conv auto --autotune -o auto.gnc
 if [ "$nvrtc" = ON ]; then has "--autotune times the library calls on a GPU, and this machine has none"
 else has "--autotune tunes the plan's CUDA kernels' library calls, and the plan has none"; fi
@@ -215,20 +227,31 @@ if [ -n "$fake" ] && [ -e "$fake/libcuda.so.1" ]; then
     F=(env GNC_CUDA_LIBDIR="$fake" GNC_FAKECUDA_UNEMULATED=skip GNC_FAKECUDA_LIBRARY_MS=1)
     expect 0 "${F[@]}" GNC_FAKECUDA_KERNEL_MS=0.6 "$gnc" compile "$lenet" --train --conv auto \
         --autotune -o auto.gnc
-    has "conv2d             %conv1                    cudnn   1.0000 ms  igemm   0.6000 ms  -> igemm"
-    has "conv2d_grad_weight %conv1.weight.grad        cudnn   1.0000 ms  igemm   1.2000 ms  -> cudnn"
-    has "convolutions (--conv auto, timed on this GPU): 2 by cuDNN, 3 by igemm"
+    has "conv2d             %conv1                    cudnn   1.0000  igemm   0.6000  cudnn-nhwc   1.6000 ms  -> igemm"
+    has "conv2d_grad_weight %conv1.weight.grad        cudnn   1.0000  igemm   1.2000  cudnn-nhwc   1.6000 ms  -> cudnn"
+    has "convolutions (--conv auto, timed on this GPU): 2 by cuDNN, 3 by igemm, 0 by cuDNN on channels-last copies"
     expect 0 "$gnc" inspect auto.gnc
     has "conv: auto"
-    has "convolutions each timed: 2 by cudnn, 3 by igemm"
+    has "convolutions each timed: 2 by cudnn, 3 by igemm, 0 by cudnn-nhwc"
     has "conv backward_filter x=[256,1,28,28] w=[6,1,5,5] y=[256,6,28,28] stride 1 pad 2 f32, algorithm 1 (tuned)"
     has "kernel conv2d_igemm"
     expect 0 "${F[@]}" GNC_FAKECUDA_KERNEL_MS=2 "$gnc" compile "$lenet" --train --conv auto \
         --autotune -o auto.gnc
-    has "convolutions (--conv auto, timed on this GPU): 5 by cuDNN, 0 by igemm"
+    has "convolutions (--conv auto, timed on this GPU): 5 by cuDNN, 0 by igemm, 0 by cuDNN on channels-last copies"
     expect 0 "$gnc" inspect auto.gnc
-    has "convolutions each timed: 5 by cudnn, 0 by igemm"
+    has "convolutions each timed: 5 by cudnn, 0 by igemm, 0 by cudnn-nhwc"
     if ! grep -q " kernel conv2d.*igemm" <<<"$out"; then ok; else bad "cuDNN chosen everywhere, yet igemm kernels"; fi
+    if ! grep -q "transpose" <<<"$out"; then ok; else bad "cuDNN chosen everywhere, yet transposes"; fi
+    expect 0 "${F[@]}" GNC_FAKECUDA_KERNEL_MS=0.1 GNC_FAKECUDA_IGEMM_MS=2 GNC_FAKECUDA_NHWC_MS=0.2 \
+        "$gnc" compile "$lenet" --train --conv auto --autotune -o auto.gnc
+    has "conv2d             %conv2                    cudnn   1.0000  igemm   2.0000  cudnn-nhwc   0.5000 ms  -> cudnn-nhwc"
+    has "conv2d_grad_weight %conv1.weight.grad        cudnn   1.0000  igemm   4.0000  cudnn-nhwc   0.3000 ms  -> cudnn-nhwc"
+    has "convolutions (--conv auto, timed on this GPU): 0 by cuDNN, 0 by igemm, 5 by cuDNN on channels-last copies"
+    expect 0 "$gnc" inspect auto.gnc
+    has "convolutions each timed: 0 by cudnn, 0 by igemm, 5 by cudnn-nhwc"
+    has "conv backward_data x=[256,6,14,14] w=[16,6,5,5] y=[256,16,10,10] stride 1 pad 0 f32 channels-last, algorithm 1 (tuned)"
+    has "kernel transpose_f32_to_f32_2 grid 7x1x256 block 32x8x1 smem 0, 2 args   # conv2d+relu %relu1: x channels-last"
+    grep -qF "convolution conv2 cudnn-nhwc" auto.gnc && ok || bad "no 'convolution conv2 cudnn-nhwc' in the plan's tuning"
 fi
 if [ $gpu = 0 ]; then
     expect 0 "$gnc" run a.gnc --seed 5
