@@ -288,6 +288,21 @@ static void emit_conv_nhwc(cg_gen *G, cg_step *s, cg_conv *c, ir_dtype out_dt)
                               *t[i].ref, dt, result, out_dt, t[i].batch, t[i].px, t[i].ch);
 }
 
+/* Whether emit_conv_nhwc's transposes of c fit CUDA's grid: a block per 32 x
+ * 32 tile of an image (or a filter), at most 65535 images and 65535 tiles
+ * along the y of the grid.  The others stay NCHW cuDNN calls. */
+static int nhwc_fits(const cg_conv *c)
+{
+    int64_t most = c->h * c->w > c->c ? c->h * c->w : c->c;
+    if (c->p * c->q > most)
+        most = c->p * c->q;
+    if (c->k > most)
+        most = c->k;
+    if (c->r * c->s > most)
+        most = c->r * c->s;
+    return c->n <= 65535 && c->k <= 65535 && (most + 31) / 32 <= 65535;
+}
+
 static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)
 {
     const ir_node *n = mm[0];
@@ -347,7 +362,7 @@ static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)
     cg_ref out_tmp = {CG_WORKSPACE, -1};
     /* a generated kernel writes the result as it is stored; cuDNN writes dt */
     int igemm = cg_conv_of(&G->o, n) == CG_CONV_IGEMM && cg_igemm_fits(&c);
-    int nhwc = cg_conv_of(&G->o, n) == CG_CONV_CUDNN_NHWC;
+    int nhwc = cg_conv_of(&G->o, n) == CG_CONV_CUDNN_NHWC && nhwc_fits(&c);
     int converted = !igemm && !nhwc && cg_dtype_of(G, res) != dt;
     if (n->op == IR_OP_CONV2D) {
         c.x = cg_operand_as(G, n->in[0], dt);

@@ -909,6 +909,24 @@ int main(int argc, char **argv)
             npassed++;
         run_free(r);
     }
+    {   /* 70000 images: more than a transpose's grid takes, so it stays an
+           NCHW cuDNN call with --conv cudnn-nhwc (generated only, never run) */
+        static const op_case many = {"conv2d 70000 images",
+            G("  input %x: f32[70000, 2, 3, 3]\n  input %w: f32[4, 2, 3, 3]\n"
+              "  %y: f32[70000, 4, 1, 1] = conv2d(%x, %w) {stride = [1, 1], pad = [0, 0], "
+              "dilation = [1, 1], groups = 1}\n  output y = %y\n"), 0, 0, 0, 0};
+        run *r = prepare_conv(many.name, parse_case(&many, 0, 0), CG_FP32, CG_CONV_CUDNN_NHWC, 0, 0);
+        int nchw = 0, steps = r ? r->p->devices[0].nsteps : 0;
+        for (int k = 0; k < steps; k++)
+            nchw += r->p->devices[0].steps[k].kind == CG_STEP_CONV &&
+                    !r->p->devices[0].steps[k].u.conv.nhwc;
+        if (!r || nchw != 1 || steps != 1)
+            fail(many.name, "not one NCHW cuDNN step alone with --conv cudnn-nhwc (%d of %d)",
+                 nchw, steps);
+        else
+            npassed++;
+        run_free(r);
+    }
     for (int op = 0; op < IR_NOPS; op++)
         if (!ops_seen[op] && !ir_op_communicates((ir_op)op))
             fail(ir_ops[op].name, "no case runs this op");
