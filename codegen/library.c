@@ -255,7 +255,7 @@ static void emit_conv_nhwc(cg_gen *G, cg_step *s, cg_conv *c, ir_dtype out_dt)
     enum { NT = sizeof t / sizeof t[0] };
     cg_ref result = {CG_WORKSPACE, -1};
     cg_access acc[NT + 2];
-    int na = 0;
+    int na = 0, z_copied = 0;
     for (int i = 0; i < NT; i++) {
         if (!t[i].used)
             continue;
@@ -264,9 +264,10 @@ static void emit_conv_nhwc(cg_gen *G, cg_step *s, cg_conv *c, ir_dtype out_dt)
         if (t[i].out) {
             result = *t[i].ref;
             t[i].moved = !same || out_dt != dt;
-            if (t[i].moved)
-                *t[i].ref = c->has_z && t[1].moved ? c->z : cg_workspace(G, bytes);
+            if (t[i].moved)   /* z comes before y in t: over its copy, if it has one */
+                *t[i].ref = z_copied ? c->z : cg_workspace(G, bytes);
         } else if ((t[i].moved = !same)) {
+            z_copied |= t[i].ref == &c->z;
             cg_ref copy = cg_workspace(G, bytes);
             cg_emit_transpose(G, n, cg_pprintf(G->p, "%s: %s channels-last", s->what, t[i].name),
                               *t[i].ref, dt, copy, dt, t[i].batch, t[i].ch, t[i].px);
@@ -289,18 +290,15 @@ static void emit_conv_nhwc(cg_gen *G, cg_step *s, cg_conv *c, ir_dtype out_dt)
 }
 
 /* Whether emit_conv_nhwc's transposes of c fit CUDA's grid: a block per 32 x
- * 32 tile of an image (or a filter), at most 65535 images and 65535 tiles
- * along the y of the grid.  The others stay NCHW cuDNN calls. */
+ * 32 tile, the images (or filters) along its z and the tiles of a matrix's
+ * rows along its y, at most 65535 each.  The others stay NCHW cuDNN calls. */
 static int nhwc_fits(const cg_conv *c)
 {
-    int64_t most = c->h * c->w > c->c ? c->h * c->w : c->c;
-    if (c->p * c->q > most)
-        most = c->p * c->q;
-    if (c->k > most)
-        most = c->k;
-    if (c->r * c->s > most)
-        most = c->r * c->s;
-    return c->n <= 65535 && c->k <= 65535 && (most + 31) / 32 <= 65535;
+    const int64_t rows[] = {c->c, c->k, c->h * c->w, c->p * c->q, c->r * c->s};
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
+        if ((rows[i] + 31) / 32 > 65535)
+            return 0;
+    return c->n <= 65535 && c->k <= 65535;
 }
 
 static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)

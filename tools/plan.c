@@ -168,9 +168,10 @@ static int choose_convs(const rt_plan *base, const cg_options *co, signed char *
                 c = i;
         (*choice)[id] = (signed char)c;
         count[c]++;
-        printf("  %-18s %%%-24s cudnn %8.4f  igemm %8.4f  cudnn-nhwc %8.4f ms  -> %s\n",
-               ir_ops[n->op].name, n->out[0]->name, ms[CG_CONV_CUDNN][id],
-               ms[CG_CONV_IGEMM][id], ms[CG_CONV_CUDNN_NHWC][id], cg_conv_name((cg_conv_impl)c));
+        printf("  %-18s %%%-24s", ir_ops[n->op].name, n->out[0]->name);
+        for (int i = 0; i < CG_CONV_NIMPLS; i++)
+            printf(" %s %8.4f ", cg_conv_name((cg_conv_impl)i), ms[i][id]);
+        printf("ms  -> %s\n", cg_conv_name((cg_conv_impl)c));
     }
     printf("convolutions (--conv auto, timed on this GPU): %d by cuDNN, %d by igemm, "
            "%d by cuDNN on channels-last copies\n",
