@@ -294,8 +294,8 @@ static void layout(cg_gen *G)
     for (int i = 0; i < g->nupdates; i++)
         if (g->updates[i].device == d)
             held[g->updates[i].target->id] = 1;
-    /* room for every value twice (shadows) and the state */
-    D->values = cg_palloc(G->p, (2 * (size_t)G->nvalues + 8) * sizeof *D->values);
+    /* room for every value three times (shadows) and the state */
+    D->values = cg_palloc(G->p, (3 * (size_t)G->nvalues + 8) * sizeof *D->values);
     D->slot_by_id = cg_palloc(G->p, ((size_t)G->nvalues + 1) * sizeof *D->slot_by_id);
     for (int i = 0; i < G->nvalues; i++)
         D->slot_by_id[i] = -1;
@@ -357,45 +357,85 @@ cg_ref cg_ref_of(cg_gen *G, const ir_value *v)
 
 ir_dtype cg_dtype_of(cg_gen *G, const ir_value *v) { return G->dtype[v->id]; }
 
-/* A 16-bit copy of parameter (or weight) v for a library call: in the params
- * region, converted once per list (every step: the weights change). */
-static cg_ref shadow(cg_gen *G, const ir_value *v, ir_dtype dt)
+/* A copy of parameter (or weight, or input) v for a library call, in the
+ * params region and made once per list (every step: the weights and inputs
+ * change): as dt (a 16-bit copy, "NAME.bf16"), or with krsc a filter
+ * channels-last as dt ("NAME.krsc", "NAME.bf16.krsc": KCRS to KRSC and
+ * converted, in one transpose). */
+static cg_ref shadow(cg_gen *G, const ir_value *v, ir_dtype dt, int krsc)
 {
     cg_device *D = G->D;
+    const char *name = cg_pprintf(G->p, "%s%s%s", v->name,
+                                  dt == IR_BF16 ? ".bf16" : dt == IR_F16 ? ".fp16" : "",
+                                  krsc ? ".krsc" : "");
     int slot = -1;
     for (int i = 0; i < D->nvalues; i++)
-        if (D->values[i].kind == CG_VALUE_SHADOW && D->values[i].value == v)
+        if (D->values[i].kind == CG_VALUE_SHADOW && !strcmp(D->values[i].name, name))
             slot = i;
     if (slot < 0) {
         int64_t top = D->region_bytes[CG_PARAMS];
-        slot = add_value(G, CG_VALUE_SHADOW, v,
-                         cg_pprintf(G->p, "%s.%s", v->name, dt == IR_BF16 ? "bf16" : "fp16"),
-                         CG_PARAMS, NULL, dt, ir_type_numel(&v->type));
+        slot = add_value(G, CG_VALUE_SHADOW, v, name, CG_PARAMS, NULL, dt,
+                         ir_type_numel(&v->type));
         D->values[slot].at.offset = top;
         D->region_bytes[CG_PARAMS] = top + align_up(D->values[slot].bytes);
     }
-    if (!G->shadow_fresh[v->id]) {
-        G->shadow_fresh[v->id] = 1;
-        cg_emit_cast(G, v->def, cg_pprintf(G->p, "%%%s as %s", v->name, ir_dtype_name(dt)),
-                     cg_ref_of(G, v), G->dtype[v->id], D->values[slot].at, dt,
-                     ir_type_numel(&v->type));
+    unsigned char made = (unsigned char)(krsc ? 2 : 1);
+    if (!(G->shadow_fresh[v->id] & made)) {
+        G->shadow_fresh[v->id] |= made;
+        const char *what = cg_pprintf(G->p, "%%%s%s as %s", v->name, krsc ? " channels-last" : "",
+                                      ir_dtype_name(dt));
+        const int64_t *d = v->type.dims;
+        if (krsc)
+            cg_emit_transpose(G, v->def, what, cg_ref_of(G, v), G->dtype[v->id],
+                              D->values[slot].at, dt, d[0], d[1], d[2] * d[3]);
+        else
+            cg_emit_cast(G, v->def, what, cg_ref_of(G, v), G->dtype[v->id], D->values[slot].at,
+                         dt, ir_type_numel(&v->type));
     }
     return D->values[slot].at;
 }
 
-/* v as dt for a library call: its own bytes, a shadow, or a converted copy in
- * the workspace. */
+/* Whether v is a parameter (or weight) or an input: the same bytes from the
+ * start of a list to its end, but for the optimizer's updates after the last
+ * reader. */
+static int in_region(cg_gen *G, const ir_value *v, cg_region r)
+{
+    int s = G->D->slot_by_id[v->id];
+    return s >= 0 && G->D->values[s].at.region == r && !G->aliased[v->id];
+}
+
+/* v as dt for a library call: its own bytes, a shadow of a parameter or an
+ * input, or a converted copy in the workspace. */
 cg_ref cg_operand_as(cg_gen *G, const ir_value *v, ir_dtype dt)
 {
     if (G->dtype[v->id] == dt)
         return cg_ref_of(G, v);
-    int s = G->D->slot_by_id[v->id];
-    if (s >= 0 && G->D->values[s].at.region == CG_PARAMS && !G->aliased[v->id])
-        return shadow(G, v, dt);
+    if (in_region(G, v, CG_PARAMS) || in_region(G, v, CG_INPUTS))
+        return shadow(G, v, dt, 0);
     int64_t n = ir_type_numel(&v->type);
     cg_ref t = cg_workspace(G, n * (int64_t)cg_dtype_size(dt));
     cg_emit_cast(G, v->def, cg_pprintf(G->p, "%%%s as %s", v->name, ir_dtype_name(dt)),
                  cg_ref_of(G, v), G->dtype[v->id], t, dt, n);
+    return t;
+}
+
+/* A transpose to channels-last is one of a batch of matrices: NCHW is
+ * [n][c][h w] and NHWC [n][h w][c]; a filter's KCRS [k][c][r s] and KRSC
+ * [k][r s][c].  With one channel or one pixel (a filter's one tap) the two
+ * orders are the same bytes. */
+cg_ref cg_operand_nhwc(cg_gen *G, const ir_node *n, const char *what, const ir_value *v,
+                       ir_dtype dt, int *copied)
+{
+    const int64_t *d = v->type.dims;
+    int64_t px = d[2] * d[3], numel = d[0] * d[1] * px;
+    *copied = 0;
+    if (d[1] == 1 || px == 1)
+        return cg_operand_as(G, v, dt);
+    if (in_region(G, v, CG_PARAMS))
+        return shadow(G, v, dt, 1);
+    cg_ref t = cg_workspace(G, numel * (int64_t)cg_dtype_size(dt));
+    cg_emit_transpose(G, n, what, cg_ref_of(G, v), G->dtype[v->id], t, dt, d[0], d[1], px);
+    *copied = 1;
     return t;
 }
 

@@ -103,7 +103,7 @@ typedef enum {
     CG_VALUE_PARAM,             /* a parameter, buffer or optimizer state */
     CG_VALUE_WEIGHT,            /* computed from weights alone, by the init steps */
     CG_VALUE_NODE,              /* a node result in the arena */
-    CG_VALUE_SHADOW,            /* a low-precision copy of a parameter (bf16, fp16) */
+    CG_VALUE_SHADOW,            /* a copy of a parameter or input: bf16, fp16, KRSC */
     CG_VALUE_STATE              /* the program's own: gnc.status, gnc.loss_scale */
 } cg_value_kind;
 

@@ -116,9 +116,15 @@ const char *cg_name(const ir_value *v);
 int cg_const_inline(cg_gen *G, const ir_value *v);
 /* Whether the gradient constant v is scaled by the fp16 loss scale. */
 int cg_const_scaled(cg_gen *G, const ir_value *v);
-/* v as dt for a library call: its own bytes, a 16-bit copy of a parameter
- * (made once per list), or a converted copy in the workspace. */
+/* v as dt for a library call: its own bytes, a 16-bit copy of a parameter or
+ * an input (made once per list), or a converted copy in the workspace. */
 cg_ref cg_operand_as(cg_gen *G, const ir_value *v, ir_dtype dt);
+/* v, NCHW (or a KCRS filter), channels-last (NHWC, KRSC) as dt for a cuDNN
+ * call: a shadow of a parameter, else a copy in the workspace that one
+ * transpose of step n ("what") makes and converts, setting *copied; where one
+ * channel or one pixel makes both orders the same bytes, cg_operand_as. */
+cg_ref cg_operand_nhwc(cg_gen *G, const ir_node *n, const char *what, const ir_value *v,
+                       ir_dtype dt, int *copied);
 /* Bytes of the workspace for this unit, 256-byte aligned. */
 cg_ref cg_workspace(cg_gen *G, int64_t bytes);
 /* Appends a step; access lists are copied.  Returns its index in the list. */

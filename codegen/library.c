@@ -50,12 +50,6 @@ static int only_reader(cg_gen *G, const ir_value *v, const ir_node *next)
            G->node_at[G->readers[G->rstart[v->id]]] == next;
 }
 
-static int64_t bytes_of(cg_gen *G, const ir_value *v, ir_dtype dt)
-{
-    (void)G;
-    return ir_type_numel(&v->type) * (int64_t)cg_dtype_size(dt);
-}
-
 /* ---------------------------------------------------------------- cuBLASLt */
 
 typedef struct {
@@ -225,73 +219,10 @@ static int emit_dense_grad(cg_gen *G, const ir_node *n)
 
 /* ---------------------------------------------------------------- cuDNN */
 
-/* --conv cudnn-nhwc: the call of s on channels-last copies in the workspace.
- * c's operands, NCHW and KCRS in c->dtype, are transposed first (x, dy and z
- * to NHWC, w to KRSC); cuDNN writes its result channels-last (over z's copy
- * where z is set), and a last kernel transposes it into c's result, as
- * out_dt.  A transpose is a batch of matrices: NCHW is [n][c][h w], NHWC
- * [n][h w][c]; KCRS is [k][c][r s], KRSC [k][r s][c].  Where a tensor has one
- * channel or one pixel (a filter one tap) the two orders are the same bytes:
- * it is read where it is, and written there unless its type changes. */
-static void emit_conv_nhwc(cg_gen *G, cg_step *s, cg_conv *c, ir_dtype out_dt)
-{
-    const ir_node *n = s->node;
-    ir_dtype dt = c->dtype;
-    int64_t es = (int64_t)cg_dtype_size(dt);
-    struct {
-        cg_ref *ref;
-        const char *name;
-        int64_t batch, ch, px;
-        int out, used, moved;
-    } t[] = {
-        {&c->x, n->op == IR_OP_CONV2D_GRAD_INPUT ? "dx" : "x", c->n, c->c, c->h * c->w,
-         c->kind == CG_CONV_BACKWARD_DATA, 1, 0},
-        {&c->z, "z", c->n, c->k, c->p * c->q, 0, c->has_z, 0},
-        {&c->y, c->kind == CG_CONV_FORWARD ? "y" : "dy", c->n, c->k, c->p * c->q,
-         c->kind == CG_CONV_FORWARD, 1, 0},
-        {&c->wt, c->kind == CG_CONV_BACKWARD_FILTER ? "dw" : "w", c->k, c->c / c->groups,
-         c->r * c->s, c->kind == CG_CONV_BACKWARD_FILTER, 1, 0},
-    };
-    enum { NT = sizeof t / sizeof t[0] };
-    cg_ref result = {CG_WORKSPACE, -1};
-    cg_access acc[NT + 2];
-    int na = 0, z_copied = 0;
-    for (int i = 0; i < NT; i++) {
-        if (!t[i].used)
-            continue;
-        int64_t bytes = t[i].batch * t[i].ch * t[i].px * es;
-        int same = t[i].ch == 1 || t[i].px == 1;
-        if (t[i].out) {
-            result = *t[i].ref;
-            t[i].moved = !same || out_dt != dt;
-            if (t[i].moved)   /* z comes before y in t: over its copy, if it has one */
-                *t[i].ref = z_copied ? c->z : cg_workspace(G, bytes);
-        } else if ((t[i].moved = !same)) {
-            z_copied |= t[i].ref == &c->z;
-            cg_ref copy = cg_workspace(G, bytes);
-            cg_emit_transpose(G, n, cg_pprintf(G->p, "%s: %s channels-last", s->what, t[i].name),
-                              *t[i].ref, dt, copy, dt, t[i].batch, t[i].ch, t[i].px);
-            *t[i].ref = copy;
-        }
-        acc[na++] = (cg_access){*t[i].ref, bytes, t[i].out, t[i].ref == &c->z || t[i].ref == &c->y,
-                                dt};
-    }
-    if (c->has_bias)
-        acc[na++] = (cg_access){c->bias, c->k * es, 0, 0, dt};
-    c->nhwc = 1;
-    c->workspace = cg_workspace(G, c->workspace_bytes);
-    acc[na++] = (cg_access){c->workspace, c->workspace_bytes, 1, 0, IR_U8};
-    s->u.conv = *c;
-    cg_add_step(G, s, acc, na);
-    for (int i = 0; i < NT; i++)
-        if (t[i].used && t[i].out && t[i].moved)
-            cg_emit_transpose(G, n, cg_pprintf(G->p, "%s: %s back", s->what, t[i].name),
-                              *t[i].ref, dt, result, out_dt, t[i].batch, t[i].px, t[i].ch);
-}
-
-/* Whether emit_conv_nhwc's transposes of c fit CUDA's grid: a block per 32 x
- * 32 tile, the images (or filters) along its z and the tiles of a matrix's
- * rows along its y, at most 65535 each.  The others stay NCHW cuDNN calls. */
+/* Whether the transposes of c with --conv cudnn-nhwc fit CUDA's grid: a
+ * block per 32 x 32 tile, the images (or filters) along its z and the tiles
+ * of a matrix's rows along its y, at most 65535 each.  The others stay NCHW
+ * cuDNN calls. */
 static int nhwc_fits(const cg_conv *c)
 {
     const int64_t rows[] = {c->c, c->k, c->h * c->w, c->p * c->q, c->r * c->s};
@@ -299,6 +230,21 @@ static int nhwc_fits(const cg_conv *c)
         if ((rows[i] + 31) / 32 > 65535)
             return 0;
     return c->n <= 65535 && c->k <= 65535;
+}
+
+/* Operand v of convolution s as dt, and channels-last with --conv cudnn-nhwc
+ * (cg_operand_nhwc: *copied says whether the copy is s's own). */
+static cg_ref conv_operand(cg_gen *G, const cg_step *s, const ir_value *v, ir_dtype dt, int nhwc,
+                           const char *name, int *copied)
+{
+    int own = 0;
+    cg_ref r = nhwc ? cg_operand_nhwc(G, s->node,
+                                      cg_pprintf(G->p, "%s: %s channels-last", s->what, name),
+                                      v, dt, &own)
+                    : cg_operand_as(G, v, dt);
+    if (copied)
+        *copied = own;
+    return r;
 }
 
 static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)
@@ -350,21 +296,28 @@ static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)
     } else {
         c.kind = n->op == IR_OP_CONV2D_GRAD_INPUT ? CG_CONV_BACKWARD_DATA : CG_CONV_BACKWARD_FILTER;
     }
-    /* the operands in the data type; the result in place or converted after */
-    cg_access acc[7];
-    int na = 0;
-    ir_dtype dt = c.dtype;
+    /* the operands in the data type (and channels-last with nhwc); the result
+       in place, or as dt (and channels-last) in the workspace and moved after */
+    ir_dtype dt = c.dtype, out_dt = cg_dtype_of(G, res);
     int64_t es = (int64_t)cg_dtype_size(dt);
     int64_t xb = c.n * c.c * c.h * c.w * es, wb = c.k * (c.c / c.groups) * c.r * c.s * es,
             yb = c.n * c.k * c.p * c.q * es;
-    cg_ref out_tmp = {CG_WORKSPACE, -1};
-    /* a generated kernel writes the result as it is stored; cuDNN writes dt */
     int igemm = cg_conv_of(&G->o, n) == CG_CONV_IGEMM && cg_igemm_fits(&c);
     int nhwc = cg_conv_of(&G->o, n) == CG_CONV_CUDNN_NHWC && nhwc_fits(&c);
-    int converted = !igemm && !nhwc && cg_dtype_of(G, res) != dt;
+    static const char *const what[] = {"conv2d", "conv2d_grad_input", "conv2d_grad_weight"};
+    cg_step s = {.kind = CG_STEP_CONV, .node = n};
+    s.what = cg_pprintf(G->p, "%s%s%s %%%s", what[c.kind], z ? "+add" : "", c.relu ? "+relu" : "",
+                        cg_name(res));
+    const int64_t *rd = res->type.dims;
+    int same = rd[1] == 1 || rd[2] * rd[3] == 1;   /* NCHW and NHWC the same bytes */
+    /* a generated kernel writes the result as it is stored; cuDNN writes dt */
+    int moved = igemm ? 0 : nhwc ? !same || out_dt != dt : out_dt != dt;
+    int z_copied = 0;
+    cg_access acc[7];
+    int na = 0;
     if (n->op == IR_OP_CONV2D) {
-        c.x = cg_operand_as(G, n->in[0], dt);
-        c.wt = cg_operand_as(G, n->in[1], dt);
+        c.x = conv_operand(G, &s, n->in[0], dt, nhwc, "x", NULL);
+        c.wt = conv_operand(G, &s, n->in[1], dt, nhwc, "w", NULL);
         if (n->nin == 3) {
             c.has_bias = 1;
             c.bias = cg_operand_as(G, n->in[2], dt);
@@ -373,50 +326,47 @@ static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)
         if (z) {
             c.has_z = 1;
             c.beta = 1;
-            c.z = cg_operand_as(G, z, dt);
+            c.z = conv_operand(G, &s, z, dt, nhwc, "z", &z_copied);
             acc[na++] = (cg_access){c.z, yb, 0, 1, dt};
         }
-        c.y = converted ? (out_tmp = cg_workspace(G, yb)) : cg_ref_of(G, res);
+        /* cuDNN may write y over z: over z's channels-last copy, if it has one */
+        c.y = !moved ? cg_ref_of(G, res) : nhwc && z_copied ? c.z : cg_workspace(G, yb);
         acc[na++] = (cg_access){c.x, xb, 0, 0, dt};
         acc[na++] = (cg_access){c.wt, wb, 0, 0, dt};
         acc[na++] = (cg_access){c.y, yb, 1, 1, dt};
     } else if (n->op == IR_OP_CONV2D_GRAD_INPUT) {
-        c.y = cg_operand_as(G, n->in[0], dt);
-        c.wt = cg_operand_as(G, n->in[1], dt);
-        c.x = converted ? (out_tmp = cg_workspace(G, xb)) : cg_ref_of(G, res);
+        c.y = conv_operand(G, &s, n->in[0], dt, nhwc, "dy", NULL);
+        c.wt = conv_operand(G, &s, n->in[1], dt, nhwc, "w", NULL);
+        c.x = moved ? cg_workspace(G, xb) : cg_ref_of(G, res);
         acc[na++] = (cg_access){c.y, yb, 0, 0, dt};
         acc[na++] = (cg_access){c.wt, wb, 0, 0, dt};
         acc[na++] = (cg_access){c.x, xb, 1, 0, dt};
     } else {
-        c.y = cg_operand_as(G, n->in[0], dt);
-        c.x = cg_operand_as(G, n->in[1], dt);
-        c.wt = converted ? (out_tmp = cg_workspace(G, wb)) : cg_ref_of(G, res);
+        c.y = conv_operand(G, &s, n->in[0], dt, nhwc, "dy", NULL);
+        c.x = conv_operand(G, &s, n->in[1], dt, nhwc, "x", NULL);
+        c.wt = moved ? cg_workspace(G, wb) : cg_ref_of(G, res);
         acc[na++] = (cg_access){c.y, yb, 0, 0, dt};
         acc[na++] = (cg_access){c.x, xb, 0, 0, dt};
         acc[na++] = (cg_access){c.wt, wb, 1, 0, dt};
     }
-    static const char *const what[] = {"conv2d", "conv2d_grad_input", "conv2d_grad_weight"};
-    cg_step s = {.kind = CG_STEP_CONV, .node = n};
-    s.what = cg_pprintf(G->p, "%s%s%s %%%s", what[c.kind], z ? "+add" : "", c.relu ? "+relu" : "",
-                        cg_name(res));
     if (igemm) {
-        cg_emit_igemm(G, n, &c, cg_dtype_of(G, res), s.what);
+        cg_emit_igemm(G, n, &c, out_dt, s.what);
         return take;
     }
+    c.nhwc = nhwc;
     c.workspace_bytes = G->o.conv_workspace > 0 ? G->o.conv_workspace : (int64_t)64 << 20;
-    if (nhwc) {
-        emit_conv_nhwc(G, &s, &c, cg_dtype_of(G, res));
-        return take;
-    }
     c.workspace = cg_workspace(G, c.workspace_bytes);
     acc[na++] = (cg_access){c.workspace, c.workspace_bytes, 1, 0, IR_U8};
     s.u.conv = c;
     cg_add_step(G, &s, acc, na);
-    if (converted)
-        cg_emit_cast(G, n, cg_pprintf(G->p, "%%%s to %s", res->name,
-                                      ir_dtype_name(cg_dtype_of(G, res))),
-                     out_tmp, dt, cg_ref_of(G, res), cg_dtype_of(G, res), ir_type_numel(&res->type));
-    (void)bytes_of;
+    static const char *const result[] = {"y", "dx", "dw"};
+    cg_ref written = c.kind == CG_CONV_FORWARD ? c.y : c.kind == CG_CONV_BACKWARD_DATA ? c.x : c.wt;
+    if (moved && nhwc)
+        cg_emit_transpose(G, n, cg_pprintf(G->p, "%s: %s back", s.what, result[c.kind]), written,
+                          dt, cg_ref_of(G, res), out_dt, rd[0], rd[2] * rd[3], rd[1]);
+    else if (moved)
+        cg_emit_cast(G, n, cg_pprintf(G->p, "%%%s to %s", res->name, ir_dtype_name(out_dt)),
+                     written, dt, cg_ref_of(G, res), out_dt, ir_type_numel(&res->type));
     return take;
 }
 

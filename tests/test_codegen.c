@@ -950,20 +950,47 @@ int main(int argc, char **argv)
         if (r)
             runs[nruns++] = r, r->model = 1;
     }
-    /* lenet's training step with its convolutions as implicit GEMMs */
-    for (int devices = 1; devices <= 2; devices++) {
-        ir_graph *g = model(src, "lenet", 1, devices);
-        char what[64];
-        snprintf(what, sizeof what, "lenet training step, %d device%s", devices, devices > 1 ? "s" : "");
-        run *r = g ? prepare_conv(what, g, CG_FP32, CG_CONV_IGEMM, 2e-5, 2e-4) : NULL;
-        if (r)
-            runs[nruns++] = r, r->model = 1;
-    }
-    {
+    /* lenet's training step with its convolutions as implicit GEMMs, and as
+       cuDNN calls on channels-last copies (conv2's filter a shadow, made
+       channels-last once a step and read by its forward and backward data).
+       At bf16 the image is converted once a step, for conv1's forward and
+       filter gradient both (a shadow of the input). */
+    for (int impl = CG_CONV_IGEMM; impl < CG_CONV_NIMPLS; impl++) {
+        const char *way = cg_conv_name((cg_conv_impl)impl);
+        for (int devices = 1; devices <= 2; devices++) {
+            ir_graph *g = model(src, "lenet", 1, devices);
+            char what[96];
+            snprintf(what, sizeof what, "lenet training step, %d device%s, %s", devices,
+                     devices > 1 ? "s" : "", way);
+            run *r = g ? prepare_conv(what, g, CG_FP32, (cg_conv_impl)impl, 2e-5, 2e-4) : NULL;
+            if (r)
+                runs[nruns++] = r, r->model = 1;
+        }
         ir_graph *g = model(src, "lenet", 1, 1);
-        run *r = g ? prepare_conv("lenet training step", g, CG_BF16, CG_CONV_IGEMM, 5e-2, 5e-2) : NULL;
+        char what[96];
+        snprintf(what, sizeof what, "lenet training step at bf16, %s", way);
+        run *r = g ? prepare_conv(what, g, CG_BF16, (cg_conv_impl)impl, 5e-2, 5e-2) : NULL;
         if (r)
             runs[nruns++] = r, r->model = 1;
+        if (r) {
+            int nhwc = impl == CG_CONV_CUDNN_NHWC, filters = 0, images = 0, shadows = 0;
+            const cg_device *d = &r->p->devices[0];
+            for (int k = 0; k < d->nsteps; k++) {
+                const char *sw = d->steps[k].kind == CG_STEP_KERNEL ? d->steps[k].what : "";
+                filters += strstr(sw, "%conv2.weight channels-last as bf16") != NULL;
+                images += strstr(sw, "%image as bf16") != NULL;
+            }
+            for (int i = 0; i < d->nvalues; i++)
+                shadows += d->values[i].kind == CG_VALUE_SHADOW &&
+                           (strcmp(d->values[i].name, "conv2.weight.bf16.krsc") == 0 ||
+                            strcmp(d->values[i].name, "image.bf16") == 0);
+            if (filters != nhwc || images != 1 || shadows != 1 + nhwc)
+                fail(what, "conv2's filter made channels-last %d times, the image converted %d "
+                     "times, %d such shadows: want %d, 1 and %d", filters, images, shadows, nhwc,
+                     1 + nhwc);
+            else
+                npassed++;
+        }
     }
     /* 4: the state */
     int first_state = nruns;

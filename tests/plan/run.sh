@@ -214,7 +214,9 @@ fi
 # makes it two launches (the filter gradients); cudnn-nhwc, a call and its
 # transposes (conv1's one channel and its filter need none), never.  At 2 ms
 # a kernel cuDNN wins everywhere; with a cuDNN call on channels-last copies at
-# 0.2 ms, kernels at 0.1 and igemm's at 2, cudnn-nhwc does.
+# 0.2 ms, kernels at 0.1 and igemm's at 2, cudnn-nhwc does.  A filter's
+# channels-last copy is a shadow made once per step, outside any one
+# convolution's time: conv2's forward pays for x's transpose and y's.
 expect 2 "$gnc" compile "$lenet" --train --conv auto -o auto.gnc
 has "--conv auto times every way of each convolution on the GPU: it needs --autotune"
 expect 2 "$gnc" compile "$lenet" --train --conv fft -o auto.gnc
@@ -244,13 +246,16 @@ if [ -n "$fake" ] && [ -e "$fake/libcuda.so.1" ]; then
     if ! grep -q "transpose" <<<"$out"; then ok; else bad "cuDNN chosen everywhere, yet transposes"; fi
     expect 0 "${F[@]}" GNC_FAKECUDA_KERNEL_MS=0.1 GNC_FAKECUDA_IGEMM_MS=2 GNC_FAKECUDA_NHWC_MS=0.2 \
         "$gnc" compile "$lenet" --train --conv auto --autotune -o auto.gnc
-    has "conv2d             %conv2                    cudnn   1.0000  igemm   2.0000  cudnn-nhwc   0.5000 ms  -> cudnn-nhwc"
+    has "conv2d             %conv2                    cudnn   1.0000  igemm   2.0000  cudnn-nhwc   0.4000 ms  -> cudnn-nhwc"
     has "conv2d_grad_weight %conv1.weight.grad        cudnn   1.0000  igemm   4.0000  cudnn-nhwc   0.3000 ms  -> cudnn-nhwc"
     has "convolutions (--conv auto, timed on this GPU): 0 by cuDNN, 0 by igemm, 5 by cuDNN on channels-last copies"
     expect 0 "$gnc" inspect auto.gnc
     has "convolutions each timed: 0 by cudnn, 0 by igemm, 5 by cudnn-nhwc"
     has "conv backward_data x=[256,6,14,14] w=[16,6,5,5] y=[256,16,10,10] stride 1 pad 0 f32 channels-last, algorithm 1 (tuned)"
     has "kernel transpose_f32_to_f32_2 grid 7x1x256 block 32x8x1 smem 0, 2 args   # conv2d+relu %relu1: x channels-last"
+    n=$(grep -c "# %conv2.weight channels-last as f32$" <<<"$out")
+    [ "$n" = 1 ] && ok || bad "conv2's filter made channels-last $n times in a step, not once"
+    grep -q ": w channels-last" <<<"$out" && bad "a convolution copied its filter itself" || ok
     grep -qF "convolution conv2 cudnn-nhwc" auto.gnc && ok || bad "no 'convolution conv2 cudnn-nhwc' in the plan's tuning"
 fi
 if [ $gpu = 0 ]; then
