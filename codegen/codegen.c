@@ -361,8 +361,10 @@ ir_dtype cg_dtype_of(cg_gen *G, const ir_value *v) { return G->dtype[v->id]; }
  * params region and made once per list (every step: the weights and inputs
  * change): as dt (a 16-bit copy, "NAME.bf16"), or with krsc a filter
  * channels-last as dt ("NAME.krsc", "NAME.bf16.krsc": KCRS to KRSC and
- * converted, in one transpose). */
-static cg_ref shadow(cg_gen *G, const ir_value *v, ir_dtype dt, int krsc)
+ * converted, in one transpose).  The step that makes it belongs to node by:
+ * a filter's to the first convolution that reads it, so that --conv auto
+ * times it there. */
+static cg_ref shadow(cg_gen *G, const ir_value *v, ir_dtype dt, int krsc, const ir_node *by)
 {
     cg_device *D = G->D;
     const char *name = cg_pprintf(G->p, "%s%s%s", v->name,
@@ -386,11 +388,11 @@ static cg_ref shadow(cg_gen *G, const ir_value *v, ir_dtype dt, int krsc)
                                       ir_dtype_name(dt));
         const int64_t *d = v->type.dims;
         if (krsc)
-            cg_emit_transpose(G, v->def, what, cg_ref_of(G, v), G->dtype[v->id],
-                              D->values[slot].at, dt, d[0], d[1], d[2] * d[3]);
+            cg_emit_transpose(G, by, what, cg_ref_of(G, v), G->dtype[v->id], D->values[slot].at,
+                              dt, d[0], d[1], d[2] * d[3]);
         else
-            cg_emit_cast(G, v->def, what, cg_ref_of(G, v), G->dtype[v->id], D->values[slot].at,
-                         dt, ir_type_numel(&v->type));
+            cg_emit_cast(G, by, what, cg_ref_of(G, v), G->dtype[v->id], D->values[slot].at, dt,
+                         ir_type_numel(&v->type));
     }
     return D->values[slot].at;
 }
@@ -411,7 +413,7 @@ cg_ref cg_operand_as(cg_gen *G, const ir_value *v, ir_dtype dt)
     if (G->dtype[v->id] == dt)
         return cg_ref_of(G, v);
     if (in_region(G, v, CG_PARAMS) || in_region(G, v, CG_INPUTS))
-        return shadow(G, v, dt, 0);
+        return shadow(G, v, dt, 0, v->def);
     int64_t n = ir_type_numel(&v->type);
     cg_ref t = cg_workspace(G, n * (int64_t)cg_dtype_size(dt));
     cg_emit_cast(G, v->def, cg_pprintf(G->p, "%%%s as %s", v->name, ir_dtype_name(dt)),
@@ -432,7 +434,7 @@ cg_ref cg_operand_nhwc(cg_gen *G, const ir_node *n, const char *what, const ir_v
     if (d[1] == 1 || px == 1)
         return cg_operand_as(G, v, dt);
     if (in_region(G, v, CG_PARAMS))
-        return shadow(G, v, dt, 1);
+        return shadow(G, v, dt, 1, n);
     cg_ref t = cg_workspace(G, numel * (int64_t)cg_dtype_size(dt));
     cg_emit_transpose(G, n, what, cg_ref_of(G, v), G->dtype[v->id], t, dt, d[0], d[1], px);
     *copied = 1;

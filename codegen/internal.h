@@ -120,9 +120,10 @@ int cg_const_scaled(cg_gen *G, const ir_value *v);
  * an input (made once per list), or a converted copy in the workspace. */
 cg_ref cg_operand_as(cg_gen *G, const ir_value *v, ir_dtype dt);
 /* v, NCHW (or a KCRS filter), channels-last (NHWC, KRSC) as dt for a cuDNN
- * call: a shadow of a parameter, else a copy in the workspace that one
- * transpose of step n ("what") makes and converts, setting *copied; where one
- * channel or one pixel makes both orders the same bytes, cg_operand_as. */
+ * call of node n: a shadow of a parameter (made by a step of n if this is its
+ * first reader in the list), else a copy in the workspace that one transpose
+ * of n ("what") makes and converts, setting *copied; where one channel or one
+ * pixel makes both orders the same bytes, cg_operand_as. */
 cg_ref cg_operand_nhwc(cg_gen *G, const ir_node *n, const char *what, const ir_value *v,
                        ir_dtype dt, int *copied);
 /* Bytes of the workspace for this unit, 256-byte aligned. */
