@@ -372,7 +372,8 @@ static cg_ref shadow(cg_gen *G, const ir_value *v, ir_dtype dt, int krsc, const 
                                   krsc ? ".krsc" : "");
     int slot = -1;
     for (int i = 0; i < D->nvalues; i++)
-        if (D->values[i].kind == CG_VALUE_SHADOW && !strcmp(D->values[i].name, name))
+        if (D->values[i].kind == CG_VALUE_SHADOW && D->values[i].value == v &&
+            !strcmp(D->values[i].name, name))
             slot = i;
     if (slot < 0) {
         int64_t top = D->region_bytes[CG_PARAMS];
