@@ -398,9 +398,10 @@ static cg_ref shadow(cg_gen *G, const ir_value *v, ir_dtype dt, int krsc, const 
     return D->values[slot].at;
 }
 
-/* Whether v is a parameter (or weight) or an input: the same bytes from the
- * start of a list to its end, but for the optimizer's updates after the last
- * reader. */
+/* Whether v lives in its own bytes in region r.  In the params region (a
+ * parameter or weight) and the inputs region, those bytes are the same from a
+ * list's start to its last reader (the optimizer's updates come after), so a
+ * shadow made at the first reader serves them all. */
 static int in_region(cg_gen *G, const ir_value *v, cg_region r)
 {
     int s = G->D->slot_by_id[v->id];
@@ -426,13 +427,18 @@ cg_ref cg_operand_as(cg_gen *G, const ir_value *v, ir_dtype dt)
  * [n][c][h w] and NHWC [n][h w][c]; a filter's KCRS [k][c][r s] and KRSC
  * [k][r s][c].  With one channel or one pixel (a filter's one tap) the two
  * orders are the same bytes. */
+int cg_nhwc_same(const ir_type *t)
+{
+    return t->dims[1] == 1 || t->dims[2] * t->dims[3] == 1;
+}
+
 cg_ref cg_operand_nhwc(cg_gen *G, const ir_node *n, const char *what, const ir_value *v,
                        ir_dtype dt, int *copied)
 {
     const int64_t *d = v->type.dims;
     int64_t px = d[2] * d[3], numel = d[0] * d[1] * px;
     *copied = 0;
-    if (d[1] == 1 || px == 1)
+    if (cg_nhwc_same(&v->type))
         return cg_operand_as(G, v, dt);
     if (in_region(G, v, CG_PARAMS))
         return shadow(G, v, dt, 1, n);

@@ -126,6 +126,9 @@ cg_ref cg_operand_as(cg_gen *G, const ir_value *v, ir_dtype dt);
  * pixel makes both orders the same bytes, cg_operand_as. */
 cg_ref cg_operand_nhwc(cg_gen *G, const ir_node *n, const char *what, const ir_value *v,
                        ir_dtype dt, int *copied);
+/* Whether a 4-d NCHW (or KCRS) tensor has the same bytes channels-last: one
+ * channel, or one pixel. */
+int cg_nhwc_same(const ir_type *t);
 /* Bytes of the workspace for this unit, 256-byte aligned. */
 cg_ref cg_workspace(cg_gen *G, int64_t bytes);
 /* Appends a step; access lists are copied.  Returns its index in the list. */

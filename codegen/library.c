@@ -233,18 +233,15 @@ static int nhwc_fits(const cg_conv *c)
 }
 
 /* Operand v of convolution s as dt, and channels-last with --conv cudnn-nhwc
- * (cg_operand_nhwc: *copied says whether the copy is s's own). */
+ * (cg_operand_nhwc; copied, if not NULL, says whether the copy is s's own). */
 static cg_ref conv_operand(cg_gen *G, const cg_step *s, const ir_value *v, ir_dtype dt, int nhwc,
                            const char *name, int *copied)
 {
-    int own = 0;
-    cg_ref r = nhwc ? cg_operand_nhwc(G, s->node,
-                                      cg_pprintf(G->p, "%s: %s channels-last", s->what, name),
-                                      v, dt, &own)
-                    : cg_operand_as(G, v, dt);
-    if (copied)
-        *copied = own;
-    return r;
+    int own;
+    if (!nhwc)
+        return cg_operand_as(G, v, dt);
+    return cg_operand_nhwc(G, s->node, cg_pprintf(G->p, "%s: %s channels-last", s->what, name),
+                           v, dt, copied ? copied : &own);
 }
 
 static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)
@@ -308,10 +305,8 @@ static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)
     cg_step s = {.kind = CG_STEP_CONV, .node = n};
     s.what = cg_pprintf(G->p, "%s%s%s %%%s", what[c.kind], z ? "+add" : "", c.relu ? "+relu" : "",
                         cg_name(res));
-    const int64_t *rd = res->type.dims;
-    int same = rd[1] == 1 || rd[2] * rd[3] == 1;   /* NCHW and NHWC the same bytes */
     /* a generated kernel writes the result as it is stored; cuDNN writes dt */
-    int moved = igemm ? 0 : nhwc ? !same || out_dt != dt : out_dt != dt;
+    int moved = igemm ? 0 : nhwc ? !cg_nhwc_same(&res->type) || out_dt != dt : out_dt != dt;
     int z_copied = 0;
     cg_access acc[7];
     int na = 0;
@@ -330,7 +325,7 @@ static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)
             acc[na++] = (cg_access){c.z, yb, 0, 1, dt};
         }
         /* cuDNN may write y over z: over z's channels-last copy, if it has one */
-        c.y = !moved ? cg_ref_of(G, res) : nhwc && z_copied ? c.z : cg_workspace(G, yb);
+        c.y = !moved ? cg_ref_of(G, res) : z_copied ? c.z : cg_workspace(G, yb);
         acc[na++] = (cg_access){c.x, xb, 0, 0, dt};
         acc[na++] = (cg_access){c.wt, wb, 0, 0, dt};
         acc[na++] = (cg_access){c.y, yb, 1, 1, dt};
@@ -363,7 +358,8 @@ static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)
     cg_ref written = c.kind == CG_CONV_FORWARD ? c.y : c.kind == CG_CONV_BACKWARD_DATA ? c.x : c.wt;
     if (moved && nhwc)
         cg_emit_transpose(G, n, cg_pprintf(G->p, "%s: %s back", s.what, result[c.kind]), written,
-                          dt, cg_ref_of(G, res), out_dt, rd[0], rd[2] * rd[3], rd[1]);
+                          dt, cg_ref_of(G, res), out_dt, res->type.dims[0],
+                          res->type.dims[2] * res->type.dims[3], res->type.dims[1]);
     else if (moved)
         cg_emit_cast(G, n, cg_pprintf(G->p, "%%%s to %s", res->name, ir_dtype_name(out_dt)),
                      written, dt, cg_ref_of(G, res), out_dt, ir_type_numel(&res->type));
