@@ -455,6 +455,22 @@ static int open_device(rt_cuda *x, int d, char *err, size_t errlen)
     }
     CU(cuEventCreate(&G->fork, CU_EVENT_DISABLE_TIMING));
     CU(cuEventCreate(&G->prefetched, CU_EVENT_DISABLE_TIMING));
+    if (x->rank >= 0 && G->nmessages) {
+        /* a receiving stream per sender: one stream for all would hold a
+           sender's message behind another's that is sent only after it
+           (1F1B's middle stages: a gradient behind the next activation) */
+        G->from = calloc((size_t)p->ndevices, sizeof *G->from);
+        G->from_join = calloc((size_t)p->ndevices, sizeof *G->from_join);
+        if (!G->from || !G->from_join)
+            return fail(err, errlen, "out of memory");
+        for (int i = 0; i < G->nmessages; i++) {
+            int a = G->messages[i].sender;
+            if (a < 0 || a >= p->ndevices || G->from[a])
+                continue;
+            CU(cuStreamCreate(&G->from[a], CU_STREAM_NON_BLOCKING));
+            CU(cuEventCreate(&G->from_join[a], CU_EVENT_DISABLE_TIMING));
+        }
+    }
     CU(cuEventCreate(&G->staged, CU_EVENT_DISABLE_TIMING));
     int major = 0, minor = 0;
     CU(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
@@ -637,6 +653,14 @@ void rt_cuda_close(rt_cuda *x)
             if (G->join[s])
                 x->L.cuEventDestroy(G->join[s]);
         }
+        for (int a = 0; G->from && a < x->p->ndevices; a++) {
+            if (G->from[a])
+                x->L.cuStreamDestroy(G->from[a]);
+            if (G->from_join[a])
+                x->L.cuEventDestroy(G->from_join[a]);
+        }
+        free(G->from);
+        free(G->from_join);
         CUevent ev[3] = {G->fork, G->prefetched, G->staged};
         for (int e = 0; e < 3; e++)
             if (ev[e])
@@ -1062,23 +1086,26 @@ static int issue_p2p(rt_cuda *x, int d, int init, int s, cuda_message *m, char *
 
 /* Across processes, when a run (or the init steps) starts: every message
  * this process's device will receive from the others, its NCCL receive
- * posted into the mailbox on the receiving stream, in the order its sender
- * sends them, and its event recorded after it. */
+ * posted into the mailbox on the stream of its sender, in the order the
+ * sender sends them, and its event recorded after it.  A send then waits
+ * only for the sender's own earlier messages, never for another device's,
+ * so the run cannot deadlock where the program does not (NCCL's send waits
+ * until its receive is at the head of its stream). */
 static int post_recvs(rt_cuda *x, int init, char *err, size_t errlen)
 {
     int d = x->rank;
     cuda_gpu *G = &x->dev[d];
-    CUstream rs = G->stream[S_RECV];
     CU(cuCtxSetCurrent(G->ctx));
     for (int a = 0; a < x->p->ndevices; a++) {
         int n;
         const cg_step *steps = steps_of(x, a, init, &n);
+        CUstream rs = G->from ? G->from[a] : NULL;
         for (int s = 0; s < n && a != d; s++) {
             const cg_comm *c = &steps[s].u.comm;
             if (steps[s].kind != CG_STEP_COMM || c->op != IR_OP_SEND || c->peer != d)
                 continue;
             cuda_message *m = message(G, init, c->id);
-            if (!m)
+            if (!m || !rs)
                 return fail(err, errlen, "device %d sends message %lld, which device %d never "
                             "receives", a, (long long)c->id, d);
             if (cuda_comm_p2p(x, d, 0, a, G->mailbox + (CUdeviceptr)m->offset, m->bytes, rs, err,
@@ -1195,16 +1222,34 @@ static cuda_gpu *origin(rt_cuda *x)
     return &x->dev[x->rank < 0 ? 0 : x->rank];
 }
 
+/* The streams of device d that a run uses, and the events that join them
+ * back: compute and communication, and across processes the receiving
+ * stream of each sender.  i < S_COMM + 1: stream[i]; beyond: from[]. */
+static int run_stream(const rt_cuda *x, int d, int i, CUstream *st, CUevent *join)
+{
+    const cuda_gpu *G = &x->dev[d];
+    if (i <= S_COMM) {
+        *st = G->stream[i], *join = G->join[i];
+        return 1;
+    }
+    int a = i - S_COMM - 1;
+    if (a >= x->p->ndevices)
+        return -1;
+    *st = G->from ? G->from[a] : NULL;
+    *join = G->from ? G->from_join[a] : NULL;
+    return *st != NULL;
+}
+
 /* One run (or the init steps) between a fork from the origin's compute stream
- * and a join back into it, so that a CUDA graph captured on that stream holds
- * all of it, and an eager run is ordered after the last.  The streams forked
- * and joined: compute and communication, and the receiving stream across
- * processes. */
+ * and a join back into it (run_stream's streams), so that a CUDA graph
+ * captured on that stream holds all of it, and an eager run is ordered after
+ * the last. */
 static int issue_run(rt_cuda *x, int init, char *err, size_t errlen)
 {
     const cg_program *p = x->p;
     cuda_gpu *G0 = origin(x);
-    int last = x->rank < 0 ? S_COMM : S_RECV;
+    CUstream st;
+    CUevent join;
     CU(cuCtxSetCurrent(G0->ctx));
     CU(cuEventRecord(G0->fork, G0->stream[S_COMPUTE]));
     for (int d = 0; d < p->ndevices; d++) {
@@ -1212,8 +1257,9 @@ static int issue_run(rt_cuda *x, int init, char *err, size_t errlen)
         if (!cuda_mine(x, d))
             continue;
         CU(cuCtxSetCurrent(G->ctx));
-        for (int s = G == G0 ? S_COMM : S_COMPUTE; s <= last; s++)
-            CU(cuStreamWaitEvent(G->stream[s], G0->fork, 0));
+        for (int i = G == G0 ? S_COMM : S_COMPUTE, on; (on = run_stream(x, d, i, &st, &join)) >= 0; i++)
+            if (on)
+                CU(cuStreamWaitEvent(st, G0->fork, 0));
         if (!init)
             CU(cuMemsetD8Async(cuda_ptr(G, p->devices[d].status), 0, sizeof(cg_status),
                                G->stream[S_COMPUTE]));
@@ -1224,11 +1270,13 @@ static int issue_run(rt_cuda *x, int init, char *err, size_t errlen)
         cuda_gpu *G = &x->dev[d];
         if (!cuda_mine(x, d))
             continue;
-        for (int s = G == G0 ? S_COMM : S_COMPUTE; s <= last; s++) {
+        for (int i = G == G0 ? S_COMM : S_COMPUTE, on; (on = run_stream(x, d, i, &st, &join)) >= 0; i++) {
+            if (!on)
+                continue;
             CU(cuCtxSetCurrent(G->ctx));
-            CU(cuEventRecord(G->join[s], G->stream[s]));
+            CU(cuEventRecord(join, st));
             CU(cuCtxSetCurrent(G0->ctx));
-            CU(cuStreamWaitEvent(G0->stream[S_COMPUTE], G->join[s], 0));
+            CU(cuStreamWaitEvent(G0->stream[S_COMPUTE], join, 0));
         }
     }
     return 0;
@@ -1269,9 +1317,12 @@ static int sync_all(rt_cuda *x, char *err, size_t errlen)
     for (int d = 0; d < x->p->ndevices; d++) {
         if (!cuda_mine(x, d))
             continue;
+        CUstream st;
+        CUevent join;
         CU(cuCtxSetCurrent(x->dev[d].ctx));
-        for (int s = S_COMPUTE; s <= S_RECV; s++)
-            CU(cuStreamSynchronize(x->dev[d].stream[s]));
+        for (int i = S_COMPUTE, on; (on = run_stream(x, d, i, &st, &join)) >= 0; i++)
+            if (on)
+                CU(cuStreamSynchronize(st));
     }
     return 0;
 }

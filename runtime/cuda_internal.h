@@ -49,9 +49,10 @@ typedef struct {
 
 /* ---- the executor's state */
 
-/* Streams per device: compute, communication, the messages from other
- * processes (their receives, posted when a run starts), copies from the host. */
-enum { S_COMPUTE, S_COMM, S_RECV, S_COPY, S_N };
+/* Streams per device: compute, communication, copies from the host.  Across
+ * processes a device also has a receiving stream per device that sends to it
+ * (cuda_gpu.from). */
+enum { S_COMPUTE, S_COMM, S_COPY, S_N };
 
 typedef struct cuda_libs cuda_libs;     /* cuda_lib.c: the libraries' entry points */
 typedef struct cuda_step_lib cuda_step_lib;   /* cuda_lib.c: a library step, prepared */
@@ -83,6 +84,11 @@ typedef struct {
     void ***args[2];            /* [init][step]: a kernel step's kernelParams, or NULL */
     CUevent *done[2];           /* [init][step]: recorded after a step another waits for */
     CUevent fork, join[S_N], prefetched, staged;
+    CUstream *from;             /* across processes, [sender]: the NCCL receives of the
+                                   messages that device sends this one, posted when a
+                                   run starts in the order it sends them; NULL where
+                                   it sends none */
+    CUevent *from_join;         /* [sender]: the end of from[sender]'s part of a run */
     cuda_step_lib **lib[2];     /* [init][step]: a library step's state, or NULL */
     void *blas, *dnn;           /* this device's cuBLASLt and cuDNN handles */
     CUdeviceptr zeros;          /* float zeros for a fused convolution without bias */

@@ -1,14 +1,14 @@
 # Programs run one device per process on the stand-ins (label unit, CI):
 # test_gpu_train --mpi under mpirun on 2 ranks (lenet data parallel, mlp and
-# lenet pipeline, mlp tensor parallel) and on 4 (mlp hybrid and data
-# parallel): NCCL communicators across processes from rank 0's id, sends
+# lenet pipeline, mlp tensor parallel), on 3 (mlp pipelines of 3 stages)
+# and on 4 (mlp hybrid, data parallel, pipelines of 4 stages): NCCL communicators across processes from rank 0's id, sends
 # against receives posted when a run starts.  Both schedules of the fake.
 foreach(sched eager lazy)
   set(suffix "")
   if(sched STREQUAL "lazy")
     set(suffix "_lazy")
   endif()
-  foreach(n 2 4)
+  foreach(n 2 3 4)
     add_test(NAME gpu_mpi${n}_fake${suffix}
              COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/../gpu/mpirun.sh ${n}
                      $<TARGET_FILE:test_gpu_train> ${CMAKE_SOURCE_DIR}

@@ -15,10 +15,11 @@
  * (skipped) without a driver or a GPU, or without NVRTC.
  *
  * On the stand-ins (label unit, CI): lenet and mlp for 4 steps on one and on
- * two devices (data parallel and pipeline; mlp also tensor parallel, and
- * hybrid on four devices: NCCL's split communicators, send/recv), and again
- * with devices sharing GPUs (collectives without NCCL), within 1e-4 + 1e-4 |loss| per step, the weights after the
- * last step within 1e-4 + 1e-3 |w|, eager and graph bitwise equal, and the
+ * two devices (data parallel and pipeline; mlp also tensor parallel,
+ * hybrid on four devices: NCCL's split communicators, send/recv, and
+ * pipelines of 3 and 4 stages, 1F1B and GPipe), and again with devices
+ * sharing GPUs (collectives without NCCL), within 1e-4 + 1e-4 |loss| per
+ * step, the weights after the last step within 1e-4 + 1e-3 |w|, eager and graph bitwise equal, and the
  * next batch prefetched while a step runs; lenet data parallel also with its
  * convolutions as implicit-GEMM kernels (--conv igemm; on a GPU, resnet18),
  * and with cuDNN and igemm in turn (as --conv auto may choose), each
@@ -30,8 +31,9 @@
  * runs N-device programs one device per process (rt_cuda_options.ranks:
  * NCCL communicators across the processes from rank 0's id, sends as NCCL
  * sends against receives posted up front): on two ranks lenet data parallel
- * and mlp pipeline (sends crossing both ways) and tensor parallel, on four
- * mlp hybrid; every rank compares what its device holds with the CPU
+ * and mlp pipeline (sends crossing both ways) and tensor parallel, on three
+ * and four mlp pipelines of as many stages (1F1B and GPipe), on four mlp
+ * hybrid and data parallel; every rank compares what its device holds with the CPU
  * executor running the whole program, the loss's rank the losses.  On GPUs
  * it needs one per rank. */
 #include <math.h>
@@ -57,7 +59,7 @@ static int ranks = 1, rank;     /* under mpirun --mpi: the world; else one proce
 /* ---------------------------------------------------------------- models */
 
 static ir_graph *model(const char *src, const char *name, int batch, int devices,
-                       pt_strategy strategy)
+                       pt_strategy strategy, pt_schedule schedule)
 {
     char path[4096], b[16];
     snprintf(path, sizeof path, "%s/models/%s.net", src, name);
@@ -72,6 +74,7 @@ static ir_graph *model(const char *src, const char *name, int batch, int devices
     pt_options po = {0};
     po.devices = devices;
     po.strategy = strategy;
+    po.schedule = schedule;
     if (strategy == PT_HYBRID)
         po.dp = 2, po.pp = devices / 2;
     pm_options pm = {1, 0, NULL, NULL, stdout, devices > 1 ? &po : NULL};
@@ -144,6 +147,7 @@ typedef struct {
     int mixed;                       /* each convolution by its own: cuDNN, igemm and
                                         cudnn-nhwc in turn, as --conv auto records, and
                                         each timed (rt_cuda_time_convs) */
+    pt_schedule schedule;            /* pipelines: 1F1B (0) or GPipe */
 } train_case;
 
 static int near(double got, double want, double atol, double rtol)
@@ -223,10 +227,12 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
         snprintf(how, sizeof how, ", convolutions by each way in turn");
     else if (c->conv != CG_CONV_CUDNN)
         snprintf(how, sizeof how, ", --conv %s", cg_conv_name(c->conv));
-    snprintf(what, sizeof what, "%s, batch %d, %d device%s%s, %d steps%s%s%s", c->model, c->batch,
-             c->devices, c->devices > 1 ? "s " : "", c->devices > 1 ? strategies[c->strategy] : "",
+    snprintf(what, sizeof what, "%s, batch %d, %d device%s%s%s, %d steps%s%s%s", c->model,
+             c->batch, c->devices, c->devices > 1 ? "s " : "",
+             c->devices > 1 ? strategies[c->strategy] : "",
+             c->strategy != PT_PIPELINE ? "" : c->schedule == PT_GPIPE ? " gpipe" : " 1f1b",
              c->steps, c->gpus ? ", devices sharing GPUs" : "", how, who);
-    ir_graph *g = model(src, c->model, c->batch, c->devices, c->strategy);
+    ir_graph *g = model(src, c->model, c->batch, c->devices, c->strategy, c->schedule);
     if (!g)
         return;
     rt_cuda_options oe = {0}, og = {0};
@@ -384,42 +390,47 @@ static int in_one_process(const char *src, const char *work, const char *fake)
     rt_set_threads(fake ? 2 : 16);
     if (fake) {        static const int one_gpu[] = {0, 0, 0, 0}, two_gpus[] = {0, 0, 1, 1};
         static const train_case cases[] = {
-            {"lenet", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0},
-            {"mlp", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0},
-            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0},
-            {"mlp", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0},
-            {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0},
-            {"lenet", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0},
-            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0},
-            {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0},
+            {"lenet", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
+            {"mlp", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
+            {"mlp", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
+            {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
+            {"lenet", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
+            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
+            {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
+            /* 3 and 4 stages: the middle ones receive from both sides */
+            {"mlp", 24, 3, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
+            {"mlp", 24, 3, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_GPIPE},
+            {"mlp", 24, 4, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
+            {"mlp", 24, 4, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_GPIPE},
             /* devices that share a GPU: collectives as copies and reduction kernels */
-            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0},
-            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0},
-            {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0},
-            {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, two_gpus, CG_CONV_CUDNN, 0},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B},
+            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B},
+            {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B},
+            {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, two_gpus, CG_CONV_CUDNN, 0, PT_1F1B},
             /* the convolutions as implicit-GEMM kernels (split k in the gradients) */
-            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_IGEMM, 0},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_IGEMM, 0, PT_1F1B},
             /* cuDNN on channels-last copies */
-            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN_NHWC, 0},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN_NHWC, 0, PT_1F1B},
             /* each convolution its own way (--conv auto), each timed */
-            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 1},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 1, PT_1F1B},
         };
         for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
             one(&env, src, &cases[i]);
     } else {
         static const int one_gpu[] = {0, 0};
         static const train_case resnet = {"resnet18", 32, 1, 50, PT_DATA, 0.05f, 2e-3, 2e-2, 1e-4,
-                                          -1, -1, NULL, CG_CONV_CUDNN, 0};
+                                          -1, -1, NULL, CG_CONV_CUDNN, 0, PT_1F1B};
         static const train_case lenet2 = {"lenet", 32, 2, 50, PT_DATA, 0.05f, 2e-3, 2e-2, 1e-4, -1,
-                                          -1, NULL, CG_CONV_CUDNN, 0};
+                                          -1, NULL, CG_CONV_CUDNN, 0, PT_1F1B};
         static const train_case shared = {"lenet", 32, 2, 50, PT_DATA, 0.05f, 2e-3, 2e-2, 1e-4, -1,
-                                          -1, one_gpu, CG_CONV_CUDNN, 0};
+                                          -1, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B};
         static const train_case resnet_igemm = {"resnet18", 32, 1, 50, PT_DATA, 0.05f, 2e-3, 2e-2,
-                                                1e-4, -1, -1, NULL, CG_CONV_IGEMM, 0};
+                                                1e-4, -1, -1, NULL, CG_CONV_IGEMM, 0, PT_1F1B};
         static const train_case resnet_nhwc = {"resnet18", 32, 1, 50, PT_DATA, 0.05f, 2e-3, 2e-2,
-                                               1e-4, -1, -1, NULL, CG_CONV_CUDNN_NHWC, 0};
+                                               1e-4, -1, -1, NULL, CG_CONV_CUDNN_NHWC, 0, PT_1F1B};
         static const train_case resnet_mixed = {"resnet18", 32, 1, 50, PT_DATA, 0.05f, 2e-3, 2e-2,
-                                                1e-4, -1, -1, NULL, CG_CONV_CUDNN, 1};
+                                                1e-4, -1, -1, NULL, CG_CONV_CUDNN, 1, PT_1F1B};
         one(&env, src, &resnet);
         one(&env, src, &shared);
         one(&env, src, &resnet_igemm);
@@ -464,19 +475,28 @@ static int across_processes(int argc, char **argv, const char *src, const char *
     }
     rt_set_threads(1);
     static const train_case two[] = {
-        {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0},
-        {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0},
-        {"lenet", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0},
-        {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0},
+        {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
+        {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
+        {"lenet", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
+        {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
+    };
+    /* 3 and 4 stages: a middle stage's receives from both sides, which
+       deadlocked on one receiving stream under 1F1B */
+    static const train_case three[] = {
+        {"mlp", 24, 3, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
+        {"mlp", 24, 3, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_GPIPE},
     };
     static const train_case four[] = {
-        {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0},
-        {"mlp", 8, 4, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0},
+        {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
+        {"mlp", 8, 4, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
+        {"mlp", 24, 4, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
+        {"mlp", 24, 4, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_GPIPE},
     };
-    const train_case *cases = ranks == 2 ? two : ranks == 4 ? four : NULL;
-    size_t n = ranks == 2 ? sizeof two / sizeof *two : ranks == 4 ? sizeof four / sizeof *four : 0;
+    const train_case *cases = ranks == 2 ? two : ranks == 3 ? three : ranks == 4 ? four : NULL;
+    size_t n = ranks == 2 ? sizeof two / sizeof *two : ranks == 3 ? sizeof three / sizeof *three
+               : ranks == 4 ? sizeof four / sizeof *four : 0;
     if (!n && rank == 0)
-        printf("FAIL: run on 2 or 4 ranks, not %d\n", ranks);
+        printf("FAIL: run on 2, 3 or 4 ranks, not %d\n", ranks);
     for (size_t i = 0; i < n; i++)
         one(&env, src, &cases[i]);
     gpu_env_free(&env);
