@@ -214,6 +214,15 @@ const char *cuda_lib_path(const char *libdir, const char *soname, char *path, si
     return path;
 }
 
+/* Every NVIDIA library is loaded once and never unloaded (RTLD_NODELETE, and
+ * no dlclose): they start threads of their own that outlive the calls that
+ * started them (NCCL's bootstrap thread from ncclGetUniqueId; the driver's),
+ * and a library unmapped under a running thread crashes the process. */
+void *cuda_dlopen(const char *path)
+{
+    return dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+}
+
 /* ---------------------------------------------------------------- the driver */
 
 #define XSTR(x) STR(x)
@@ -224,12 +233,11 @@ static int driver_load(cuda_driver *L, const char *libdir, char *err, size_t err
     char path[4096];
     cuda_lib_path(libdir, "libcuda.so.1", path, sizeof path);
     memset(L, 0, sizeof *L);
-    L->so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    L->so = cuda_dlopen(path);
     if (!L->so)
         return fail(err, errlen, "no CUDA driver (%s): %s", path, dlerror());
 #define LOAD(f)                                                                      \
     if (!(*(void **)&L->f = dlsym(L->so, XSTR(f)))) {                                \
-        dlclose(L->so);                                                              \
         L->so = NULL;                                                                \
         return fail(err, errlen, "the CUDA driver %s has no %s: too old for the "    \
                     "CUDA %d toolkit gnc was built with", path, XSTR(f), CUDA_VERSION); \
@@ -246,7 +254,6 @@ static int driver_load(cuda_driver *L, const char *libdir, char *err, size_t err
             L->cuGetErrorString(r, &s);
         fail(err, errlen, "no GPU: the CUDA driver %s%s",
              r != CUDA_SUCCESS ? "fails to initialize: " : "sees none", s ? s : "");
-        dlclose(L->so);
         L->so = NULL;
         return -1;
     }
@@ -260,7 +267,6 @@ int rt_cuda_gpu_count(const char *libdir, char *err, size_t errlen)
     if (driver_load(&L, libdir, err, errlen))
         return -1;
     L.cuDeviceGetCount(&count);
-    dlclose(L.so);
     return count;
 }
 
@@ -708,8 +714,6 @@ void rt_cuda_close(rt_cuda *x)
     }
     free(x->dev);
     free(x->pending);
-    if (x->L.so)
-        dlclose(x->L.so);
     free(x);
 }
 

@@ -10,6 +10,9 @@
 
 int cuda_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* dlopen of an NVIDIA library, for good: never dlclose'd (cuda.c says why). */
+void *cuda_dlopen(const char *path);
+
 /* libdir/soname, or soname alone (the loader's search path) when libdir is
  * NULL and $GNC_CUDA_LIBDIR is unset, into path. */
 const char *cuda_lib_path(const char *libdir, const char *soname, char *path, size_t len);

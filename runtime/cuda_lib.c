@@ -91,7 +91,7 @@ static int load(void **so, void **fns, const char *const *names, int n, const ch
 {
     char path[4096];
     cuda_lib_path(libdir, soname, path, sizeof path);
-    *so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    *so = cuda_dlopen(path);
     if (!*so)
         return cuda_fail(err, errlen, "the program needs %s (%s), which does not load: %s", what,
                          path, dlerror());
@@ -602,7 +602,7 @@ int rt_cuda_unique_id(const char *libdir, rt_cuda_id *id, char *err, size_t errl
 {
     char path[4096];
     cuda_lib_path(libdir, "libnccl.so." XSTR(NCCL_MAJOR), path, sizeof path);
-    void *so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    void *so = cuda_dlopen(path);
     if (!so)
         return cuda_fail(err, errlen, "NCCL (%s) does not load: %s", path, dlerror());
     __typeof__(ncclGetUniqueId) *get;
@@ -618,8 +618,7 @@ int rt_cuda_unique_id(const char *libdir, rt_cuda_id *id, char *err, size_t errl
         rc = cuda_fail(err, errlen, "NCCL: ncclGetUniqueId: %s", say(r));
     memset(id, 0, sizeof *id);
     memcpy(id->bytes, &uid, sizeof uid < sizeof id->bytes ? sizeof uid : sizeof id->bytes);
-    dlclose(so);
-    return rc;
+    return rc; /* NCCL stays loaded: its bootstrap thread serves the id */
 }
 
 static int issue_one(rt_cuda *x, int d, const cg_comm *c, char *err, size_t errlen)
@@ -974,13 +973,7 @@ void cuda_libs_close(rt_cuda *x)
         G->blas = G->dnn = NULL;
         G->zeros = 0;
     }
-    if (B->blas_so)
-        dlclose(B->blas_so);
-    if (B->dnn_so)
-        dlclose(B->dnn_so);
-    if (B->nccl_so)
-        dlclose(B->nccl_so);
-    free(B);
+    free(B); /* the libraries stay loaded (cuda_dlopen) */
     x->libs = NULL;
 }
 

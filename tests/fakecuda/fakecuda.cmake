@@ -36,11 +36,10 @@ foreach(lib cublaslt:libcublasLt.so.13 cudnn:libcudnn.so.9 nccl:libnccl.so.2)
   list(GET pair 1 file)
   add_library(fakecuda_${name} SHARED ${fk}/${name}.c)
   gnc_fakecuda_lib(fakecuda_${name} ${file} ${file})
-  target_link_libraries(fakecuda_${name} PRIVATE fakecuda_driver m)
-  # never unloaded: work they queued (a captured graph's nodes) points at their
-  # code, and a graph outlives the library that filled it, as on a GPU where the
-  # nodes are kernels the driver holds
-  target_link_options(fakecuda_${name} PRIVATE -Wl,-z,nodelete)
+  target_link_libraries(fakecuda_${name} PRIVATE fakecuda_driver m Threads::Threads)
+  # unloadable, as the real libraries are: the executor must keep them loaded
+  # (RTLD_NODELETE), since work they queued (a captured graph's nodes) points
+  # at their code and NCCL's bootstrap thread runs it
 endforeach()
 
 # the fakes through their API, as the executor uses them (tests/test_fakecuda.c)

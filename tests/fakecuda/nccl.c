@@ -25,7 +25,10 @@
  * Ranks in other processes (one per process; each process's fake driver has
  * the same devices: ordinal d is the same GPU everywhere).  ncclGetUniqueId
  * names a directory, $TMPDIR (or /tmp)/gnc-fakecuda-nccl.<pid>.<n>.<nonce>,
- * in the id ("gnc-fakecuda-nccl:" and the path); the ranks make it and
+ * in the id ("gnc-fakecuda-nccl:" and the path), and starts a thread that
+ * lives until every rank has joined (NCCL's bootstrap root, whose code must
+ * stay mapped: unloading the library under it crashes, as with the real
+ * one); the ranks make the directory and
  * exchange files there, each written under a temporary name and renamed, so
  * that a file present is complete, and poll for them.
  *   - ncclCommInitRank of a rank whose clique this process does not complete
@@ -74,6 +77,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <nccl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -506,6 +510,36 @@ static void clique_drop(clique *cl)
         }
 }
 
+/* NCCL's bootstrap root: ncclGetUniqueId starts a thread that serves the id
+ * until every rank has met through it, or until the timeout.  Here it waits
+ * until the id's directory holds every rank's init file (or has come and
+ * gone), waking every 10 ms.  Its code is this library's, so a process that
+ * unloads the library while it runs crashes, as it does with the real one. */
+static void *bootstrap_root(void *arg)
+{
+    char *dir = arg, path[PATHLEN];
+    double t0 = now(), limit = timeout_s();
+    int seen = 0;
+    while (now() - t0 <= limit) {
+        struct stat st;
+        int here = stat(dir, &st) == 0;
+        if (seen && !here)
+            break;
+        seen |= here;
+        wire w;
+        unsigned char *data;
+        path_of(path, dir, "init.0");
+        if (here && get_file(path, &w, &data) == 0) {
+            free(data);
+            if (w.nranks > 0 && missing(dir, "init", w.nranks) < 0)
+                break;
+        }
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+    }
+    free(dir);
+    return NULL;
+}
+
 /* The id names a directory (ncclCommInitRank across processes makes it). */
 EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
 {
@@ -525,6 +559,13 @@ EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
             break;
     }
     N.id_counter++;
+    pthread_t root;
+    char *dir = strdup(uniqueId->internal + strlen(ID_MAGIC));
+    if (!dir || pthread_create(&root, NULL, bootstrap_root, dir)) {
+        free(dir);
+        return ncclSystemError;
+    }
+    pthread_detach(root);
     return ncclSuccess;
 }
 

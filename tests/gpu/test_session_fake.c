@@ -26,7 +26,9 @@
  *
  * The cases: lenet (SGD with momentum) and a small net with batch
  * normalization (Adam) trained on 1 device, each followed by its inference;
- * lenet and mlp data parallel on 2 devices.  Exits 77 (skipped) without NVRTC.
+ * lenet and mlp data parallel on 2 devices.  Before them: a process that
+ * makes an NCCL id (rt_cuda_unique_id) survives NCCL's bootstrap thread.
+ * Exits 77 (skipped) without NVRTC.
  *
  *   mpirun -np 2 test_session_fake SOURCE_DIR WORK_DIR FAKE_DIR --mpi
  *
@@ -44,6 +46,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cg_host.h"
 #include "codegen.h"
@@ -588,6 +593,36 @@ static int mpi_main(int argc, char **argv)
 }
 #endif
 
+/* rt_cuda_unique_id starts NCCL's bootstrap thread (the stand-in's too),
+ * which runs the library's code after the call: the library must stay
+ * loaded.  A child makes an id and lives on 100 ms (the thread wakes every
+ * 10 ms); unloaded under the thread, it dies of SIGSEGV. */
+static void unique_id_keeps_nccl(void)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        char err[512];
+        rt_cuda_id id;
+        int rc = rt_cuda_unique_id(fakedir, &id, err, sizeof err);
+        if (rc)
+            printf("rt_cuda_unique_id: %s\n", err);
+        nanosleep(&(struct timespec){0, 100000000}, NULL);
+        fflush(stdout);
+        _exit(rc ? 2 : 0);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0) {
+        printf("FAIL rt_cuda_unique_id: the process %s after making an id\n",
+               pid > 0 && WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) : "failed");
+        nfailed++;
+    } else {
+        printf("ok rt_cuda_unique_id: NCCL stays loaded under its bootstrap thread\n");
+        npassed++;
+    }
+}
+
 int main(int argc, char **argv)
 {
     int mpi = argc == 5 && strcmp(argv[4], "--mpi") == 0;
@@ -616,6 +651,7 @@ int main(int argc, char **argv)
 #endif
     }
     rt_set_threads(2);
+    unique_id_keeps_nccl();
     training("lenet", 4, 1, 1);
     inference("lenet", 4, 1);
     training("bnnet", 4, 1, 2);
