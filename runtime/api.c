@@ -169,7 +169,7 @@ gnc_status gnc_session_init(gnc_session **out, const gnc_plan *plan,
     s->plan = plan;
     s->seed = o.seed;
     /* libdir NULL: $GNC_CUDA_LIBDIR, else the loader's search path */
-    rt_session_options so = {.device = kind, .seed = o.seed};
+    rt_session_options so = {.device = kind, .seed = o.seed, .eager = o.eager};
     if (!(s->s = rt_session_open(plan->p, &so, msg, sizeof msg))) {
         free(s);
         /* cuda: no driver, no GPU, a program it cannot run yet */
@@ -191,6 +191,11 @@ void gnc_session_free(gnc_session *s)
 const char *gnc_session_device(const gnc_session *s)
 {
     return rt_session_device_name(s->s);
+}
+
+const char *gnc_session_warning(const gnc_session *s)
+{
+    return s ? rt_session_warning(s->s) : NULL;
 }
 
 static const ir_value *input_named(const ir_graph *g, const char *name)

@@ -114,6 +114,12 @@ rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *er
 
 void rt_cuda_close(rt_cuda *x) { (void)x; }
 
+const char *rt_cuda_warning(const rt_cuda *x)
+{
+    (void)x;
+    return NULL;
+}
+
 int rt_cuda_unique_id(const char *libdir, rt_cuda_id *id, char *err, size_t errlen)
 {
     (void)libdir, (void)id;
@@ -557,7 +563,13 @@ rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *er
         return NULL;
     }
     x->p = p;
-    x->eager = o->eager;
+    const char *env = getenv("GNC_CUDA_EAGER");
+    if (env && *env && strcmp(env, "0") && strcmp(env, "1")) {
+        fail(err, errlen, "GNC_CUDA_EAGER must be 0 or 1, not '%s'", env);
+        rt_cuda_close(x);
+        return NULL;
+    }
+    x->eager = o->eager || (env && !strcmp(env, "1"));
     x->init_due = 1;
     x->rank = -1;
     if (o->ranks > 1) {
@@ -617,6 +629,10 @@ rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *er
         rc = cuda_libs_open(x, o->libdir, o->id, err, errlen);
     for (int d = 0; d < p->ndevices && !rc; d++)
         rc = reset_loss_scale(x, d, err, errlen);
+    /* NCCL: "using multiple GPUs per process with CUDA graph capture may
+       result in deadlocks ... likely with single-threaded applications" */
+    if (!rc && x->rank < 0 && cuda_libs_nccl(x))
+        x->eager = 1;
     if (rc) {
         rt_cuda_close(x);
         return NULL;
@@ -715,6 +731,11 @@ void rt_cuda_close(rt_cuda *x)
     free(x->dev);
     free(x->pending);
     free(x);
+}
+
+const char *rt_cuda_warning(const rt_cuda *x)
+{
+    return x && x->warning[0] ? x->warning : NULL;
 }
 
 int64_t rt_cuda_region_bytes(const rt_cuda *x, int d, cg_region r)
@@ -1296,9 +1317,11 @@ static int capture(rt_cuda *x, char *err, size_t errlen)
     x->L.cuCtxSetCurrent(origin(x)->ctx);
     CUresult r = x->L.cuStreamEndCapture(st, &graph);
     if (rc) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", err);
         if (graph)
             x->L.cuGraphDestroy(graph);
-        return -1;
+        return fail(err, errlen, "capturing the run into a CUDA graph failed: %s", why);
     }
     const char *s = "?";
     if (r == CUDA_SUCCESS) {
@@ -1312,8 +1335,7 @@ static int capture(rt_cuda *x, char *err, size_t errlen)
         return 0;
     }
     x->L.cuGetErrorString(r, &s);
-    return fail(err, errlen, "capturing the run into a CUDA graph failed: %s (run it eagerly: "
-                "rt_cuda_options.eager)", s);
+    return fail(err, errlen, "capturing the run into a CUDA graph failed: %s", s);
 }
 
 static int sync_all(rt_cuda *x, char *err, size_t errlen)
@@ -1376,12 +1398,27 @@ int rt_cuda_launch(rt_cuda *x, char *err, size_t errlen)
     }
     if (place_prefetched(x, err, errlen))
         return -1;
-    if (x->eager) {
+    if (!x->eager && x->warm && !x->graph && capture(x, err, errlen)) {
+        /* across processes every rank must launch its NCCL calls the same
+           way, captured or not, and this one cannot tell the others */
+        if (x->rank >= 0) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", err);
+            return fail(err, errlen, "%s: run every rank step by step (gnc --eager, "
+                        "GNC_CUDA_EAGER=1, rt_cuda_options.eager)", why);
+        }
+        snprintf(x->warning, sizeof x->warning, "%.400s; running step by step from now on "
+                 "(--eager or GNC_CUDA_EAGER=1 skips the attempt)", err);
+        x->eager = 1;
+    }
+    if (x->eager || !x->warm) {
+        /* the first run eagerly, also where graphs follow: what the libraries
+           set up at their first use (NCCL's connections, cuDNN's plans,
+           lazily loaded modules) is then done before a capture */
         if (issue_run(x, 0, err, errlen))
             return -1;
+        x->warm = 1;
     } else {
-        if (!x->graph && capture(x, err, errlen))
-            return -1;
         CU(cuCtxSetCurrent(origin(x)->ctx));
         CU(cuGraphLaunch(x->graph, origin(x)->stream[S_COMPUTE]));
     }

@@ -45,7 +45,11 @@ typedef struct {
 
 typedef struct {
     const int *gpus;            /* program device d -> CUDA ordinal; NULL: d % count */
-    int eager;                  /* launch step by step instead of replaying a CUDA graph */
+    int eager;                  /* launch step by step instead of replaying a CUDA graph;
+                                   also where $GNC_CUDA_EAGER is 1.  Either way the first
+                                   run is eager, and so is every run of a program that
+                                   drives several GPUs through NCCL from this process
+                                   (docs/runtime.md, CUDA graphs) */
     const char *libdir;         /* the folder of libcuda.so.1, libcublasLt.so.13,
                                    libcudnn.so.9 and libnccl.so.2; NULL: $GNC_CUDA_LIBDIR,
                                    else the dynamic loader's search path (tests name a
@@ -71,6 +75,11 @@ rt_cuda *rt_cuda_open(const cg_program *p, const int *gpus, char *err, size_t er
 rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *err,
                          size_t errlen);
 void rt_cuda_close(rt_cuda *x);
+
+/* What went wrong without failing, for the caller to tell the user: a run
+ * that could not be captured into a CUDA graph (this run and the next ones
+ * then launch step by step).  NULL when nothing did. */
+const char *rt_cuda_warning(const rt_cuda *x);
 
 /* Whether a device of this process holds v (all of them but one are in
  * other processes when the program runs across processes). */

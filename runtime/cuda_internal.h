@@ -114,7 +114,9 @@ struct rt_cuda {
     const cg_program *p;
     cuda_driver L;
     cuda_libs *libs;
-    int eager;
+    int eager;                  /* no CUDA graph: asked for, or since a capture failed */
+    int warm;                   /* a run was issued: the next may be captured */
+    char warning[512];          /* rt_cuda_warning's, or "" */
     int rank;                   /* the one program device this process runs (the others
                                    are other processes'), or -1: all of them */
     int local_comm;             /* two program devices share a GPU: collectives are
@@ -147,6 +149,8 @@ static inline CUdeviceptr cuda_ptr(const cuda_gpu *G, cg_ref r)
  * message naming the step. */
 int cuda_libs_open(rt_cuda *x, const char *libdir, const rt_cuda_id *id, char *err,
                    size_t errlen);
+/* Whether x drives devices through NCCL (loaded by cuda_libs_open). */
+int cuda_libs_nccl(const rt_cuda *x);
 void cuda_libs_close(rt_cuda *x);
 
 /* fn(x, d, t0, t1, arg, ...) for each device d of this process, in its

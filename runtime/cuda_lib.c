@@ -904,6 +904,11 @@ int cuda_libs_open(rt_cuda *x, const char *libdir, const rt_cuda_id *id, char *e
     return 0;
 }
 
+int cuda_libs_nccl(const rt_cuda *x)
+{
+    return x->libs && x->libs->nccl_so;
+}
+
 static void free_steps(cuda_libs *B, cuda_step_lib **lib, int n)
 {
     for (int s = 0; lib && s < n; s++) {

@@ -148,6 +148,11 @@ void rt_session_free(rt_session *s)
 
 rt_device_kind rt_session_device(const rt_session *s) { return s->device; }
 
+const char *rt_session_warning(const rt_session *s)
+{
+    return s->gpu ? rt_cuda_warning(s->gpu) : NULL;
+}
+
 const char *rt_session_device_name(const rt_session *s)
 {
     return s->device == RT_DEVICE_CUDA ? "cuda" : "cpu";

@@ -80,6 +80,9 @@ void rt_session_free(rt_session *s);
 rt_device_kind rt_session_device(const rt_session *s);
 /* "cpu" or "cuda" */
 const char *rt_session_device_name(const rt_session *s);
+/* cuda: what went wrong without failing (rt_cuda_warning: a run that could
+ * not be captured into a CUDA graph, the session eager since); else NULL. */
+const char *rt_session_warning(const rt_session *s);
 /* The host copy: for what only the CPU executor has (profiles, MPI's
  * rt_exec_gather_params).  Values on the GPU are not in it unless read back. */
 rt_exec *rt_session_host(rt_session *s);

@@ -62,6 +62,7 @@ typedef struct {
     double lr, gamma;
     const char *device;         /* --device cpu|cuda; NULL: the default */
     int cuda;                   /* the device picked (cli_device) is cuda */
+    int eager;                  /* --eager: cuda launches step by step, no CUDA graph */
     /* the CUDA backend of gnc compile -o (docs/codegen.md) */
     int precision;              /* --precision: a cg_precision; default CG_FP32 */
     int conv;                   /* --conv: a cg_conv_impl; default CG_CONV_CUDNN */
@@ -161,6 +162,8 @@ struct rt_exec *cli_exec_new(const options *o, const cli_program *p, int per_ran
 int cli_device(options *o);
 struct rt_session *cli_session_new(const options *o, const cli_program *p, int per_rank,
                                    uint64_t seed, char *err, size_t errlen);
+/* Prints the session's warning (rt_session_warning), once per process. */
+void cli_session_warn(const struct rt_session *s);
 int cli_plan_memory(const options *o, cli_program *p, int train);
 
 /* Plan files (tools/plan.c; docs/plan.md).  cli_is_plan: FILE ends in .gnc or

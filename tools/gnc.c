@@ -137,6 +137,8 @@ static const char usage_run[] =
     "  --device cpu|cuda   where to run (default cuda where a GPU is present, under\n"
     "                  mpirun one per rank, else cpu); a model runs on cuda as the plan\n"
     "                  gnc compile -o makes of it (compiled in memory)\n"
+    "  --eager         cuda: launch step by step instead of replaying a CUDA graph\n"
+    "                  (also GNC_CUDA_EAGER=1; docs/runtime.md)\n"
     "\n"
     "FILE may be a plan (gnc compile -o): it runs as compiled, on as many virtual\n"
     "devices as it was compiled for; options that shape a program do not apply.\n";
@@ -173,6 +175,8 @@ static const char usage_train[] =
     "  --device cpu|cuda   where to train (default cuda where a GPU is present, under\n"
     "                  mpirun one per rank, else cpu); parameters and optimizer state stay on\n"
     "                  the GPU and are read back for evaluation and checkpoints\n"
+    "  --eager         cuda: launch step by step instead of replaying a CUDA graph\n"
+    "                  (also GNC_CUDA_EAGER=1; docs/runtime.md)\n"
     "\n"
     "MODEL may be a training plan (gnc compile MODEL.net --train -o FILE.gnc): it\n"
     "trains as compiled (batch, optimizer, devices); each epoch ends with its\n"
@@ -191,6 +195,7 @@ static const char usage_eval[] =
     "                  up to 256)\n"
     "  --threads N     CPU threads (default: all cores)\n"
     "  --device cpu|cuda   as for gnc run\n"
+    "  --eager         as for gnc run\n"
     "\n"
     "MODEL may be an inference plan (gnc compile -o), at the batch it was compiled for.\n";
 
@@ -265,6 +270,7 @@ static const struct flag {
     {"--repeat", "run", 1},
     {"--train", "dump compile", 0},
     {"--profile", "run train", 0},
+    {"--eager", "run train eval", 0},
     {"--passes", "dump compile run train eval", 1},
     {"--dump-ir", "compile", 1},
     {"--dump-dir", "compile", 1},
@@ -407,6 +413,8 @@ static int parse_args(int argc, char **argv, options *o)
             o->train = 1;
         } else if (strcmp(name, "--profile") == 0) {
             o->profile = 1;
+        } else if (strcmp(name, "--eager") == 0) {
+            o->eager = 1;
         } else if (strcmp(name, "--passes") == 0) {
             for (const char *p = val; *p;) {
                 const char *end = strchr(p, ',');
@@ -980,6 +988,7 @@ static int cmd_run(const options *o, const cli_program *p)
             free(times);
             goto done;
         }
+        cli_session_warn(s);
         times[r] = cli_now_ms() - t0;
     }
     qsort(times, (size_t)repeat, sizeof *times, cmp_double);

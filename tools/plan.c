@@ -327,6 +327,11 @@ int cli_device(options *o)
         return 1;
     }
     o->cuda = kind == RT_DEVICE_CUDA;
+    if (!o->cuda && o->eager) {
+        fprintf(stderr, "gnc: error: --eager launches CUDA step by step: it needs --device cuda%s\n",
+                o->device ? "" : " (the default here is cpu)");
+        return 1;
+    }
     if (o->cuda && o->profile) {
         fprintf(stderr, "gnc: error: --profile times the CPU executor's ops: add --device cpu\n");
         return 1;
@@ -339,6 +344,16 @@ int cli_device(options *o)
     return 0;
 }
 
+void cli_session_warn(const struct rt_session *s)
+{
+    static int told;
+    const char *w = rt_session_warning(s);
+    if (w && !told) {
+        fprintf(stderr, "gnc: warning: %s\n", w);
+        told = 1;
+    }
+}
+
 struct rt_session *cli_session_new(const options *o, const cli_program *p, int per_rank,
                                    uint64_t seed, char *err, size_t errlen)
 {
@@ -347,7 +362,7 @@ struct rt_session *cli_session_new(const options *o, const cli_program *p, int p
             snprintf(err, errlen, "internal error: a program for the cuda device without its plan");
             return NULL;
         }
-        rt_session_options so = {.device = RT_DEVICE_CUDA, .seed = seed};
+        rt_session_options so = {.device = RT_DEVICE_CUDA, .seed = seed, .eager = o->eager};
         const cli_world *w = o->world;
         if (w->ranks <= 1)
             return rt_session_open(p->file, &so, err, errlen);

@@ -216,6 +216,7 @@ static int evaluate(model *m, const rt_dataset *test, double *acc, double *loss)
             fprintf(stderr, "gnc: error: %s\n", err);
             return -1;
         }
+        cli_session_warn(m->s);
         const float *z = rt_session_data(m->s, m->logits);
         for (int64_t i = 0; i < batch; i++) {
             int64_t best = 0;
@@ -428,6 +429,7 @@ int cmd_train(const options *o)
             fprintf(stderr, "\ngnc: error: step %lld: %s\n", step, err);
             goto done;
         }
+        cli_session_warn(tm.s);
         /* the loss is on device 0 (the partitioner ends it there) */
         const float *lp = rt_session_data(tm.s, tm.g->loss);
         float loss = lp ? *lp : 0;

@@ -141,6 +141,8 @@ typedef struct {
                                if set), or in a build without the CUDA toolkit:
                                GNC_ERROR_UNSUPPORTED with the reason (docs/api.md, Devices) */
     uint64_t seed;          /* the parameters' initializers and dropout masks */
+    int eager;              /* cuda: launch step by step instead of replaying a CUDA graph
+                               (also where the environment has GNC_CUDA_EAGER=1) */
 } gnc_session_options;
 
 /* A session runs plan on a device (a partitioned plan on as many virtual
@@ -151,6 +153,11 @@ GNC_API gnc_status gnc_session_init(gnc_session **s, const gnc_plan *plan,
 GNC_API void gnc_session_free(gnc_session *s);
 /* "cpu" or "cuda" */
 GNC_API const char *gnc_session_device(const gnc_session *s);
+/* What went wrong without failing, for the application to tell its user, or
+ * NULL: on cuda, a run that could not be captured into a CUDA graph (the
+ * session runs step by step since; docs/runtime.md).  Valid until the next
+ * call on s. */
+GNC_API const char *gnc_session_warning(const gnc_session *s);
 
 /* Copies bytes of data (exactly the input's gnc_tensor_info.bytes) into input
  * name; it stays set for later runs. */

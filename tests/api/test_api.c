@@ -196,6 +196,13 @@ static void test_sessions(void)
               "the default device without a GPU is cpu: %s", err.message);
     gnc_session_free(s);
     s = NULL;
+    /* eager is the cuda device's: a cpu session takes it and warns of nothing */
+    gnc_session_options eager = {.device = "cpu", .eager = 1};
+    st = gnc_session_init(&s, p, &eager, &err);
+    check(st == GNC_OK && gnc_session_run(s, &err) == GNC_OK && !gnc_session_warning(s),
+          "a cpu session with eager set: %s", err.message);
+    gnc_session_free(s);
+    s = NULL;
     unsetenv("GNC_CUDA_LIBDIR");
 
     check(gnc_session_init(&s, p, &cpu, &err) == GNC_OK && s, "a cpu session: %s", err.message);

@@ -44,7 +44,9 @@
  *     capture of this thread is in progress (CUDA's "potentially unsafe"
  *     calls).  A launched graph runs each node on a
  *     queue of its own captured stream, after the launch stream's earlier
- *     work and before its later work.
+ *     work and before its later work.  GNC_FAKECUDA_GRAPHS=invalidate makes
+ *     every capture fail at its first node, =noinstantiate every
+ *     cuGraphInstantiate: faults to test the way back to eager launches.
  *
  * Kernel arguments are copied at cuLaunchKernel, their sizes read from the
  * image (a cubin's EIATTR_KPARAM_INFO records, PTX's .entry); where the image
@@ -618,12 +620,27 @@ static void queue_push(CUstream s, fk_task *t)
 }
 
 /* Puts t on s, the stream resolved (live, not internal), or records it. */
+/* GNC_FAKECUDA_GRAPHS=invalidate or noinstantiate: a fault of the graph
+ * path injected (as a driver refuses a node it cannot capture, or a graph it
+ * cannot instantiate), read at each call so that a test can set it late. */
+static int graphs_fault(const char *which)
+{
+    const char *v = getenv("GNC_FAKECUDA_GRAPHS");
+    return v && !strcmp(v, which);
+}
+
 static CUresult push_or_capture(CUstream s, fk_task *t)
 {
     if (s->cap) {
         if (s->cap->invalid) {
             fk_task_unref(t);
             return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        }
+        if (graphs_fault("invalidate")) {
+            say("capture: GNC_FAKECUDA_GRAPHS=invalidate: the capture's first node is refused");
+            capture_invalidate(s->cap, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+            fk_task_unref(t);
+            return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
         }
         capture_add(s, t);
         return CUDA_SUCCESS;
@@ -731,6 +748,11 @@ static const struct {
     {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
     {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
     {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
+    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
+     "peer access is already enabled"},
+    {CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED",
+     "peer access is not supported between these two devices"},
     {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
      "operation not permitted when stream is capturing"},
     {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
@@ -1479,6 +1501,10 @@ CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned l
     INIT_CHECK();
     if (!phGraphExec || !hGraph || flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
+    if (graphs_fault("noinstantiate")) {
+        say("cuGraphInstantiate: GNC_FAKECUDA_GRAPHS=noinstantiate");
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
     CUgraphExec e = xcalloc(1, sizeof *e);
     e->g.n = hGraph->n;
     e->g.nodes = nodes_copy(hGraph->nodes, hGraph->n);

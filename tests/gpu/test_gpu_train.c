@@ -24,7 +24,9 @@
  * convolutions as implicit-GEMM kernels (--conv igemm; on a GPU, resnet18),
  * and with cuDNN and igemm in turn (as --conv auto may choose), each
  * convolution first timed by rt_cuda_time_convs (on the stand-ins' clock,
- * exactly its steps' count times 0.001 ms).
+ * exactly its steps' count times 0.001 ms).  With the stand-ins refusing
+ * every capture (or instantiation), a graph executor warns once and runs
+ * step by step, its losses still the eager ones (graph_faults).
  *
  *   mpirun -np N test_gpu_train SOURCE_DIR WORK_DIR [--fake DIR] --mpi
  *
@@ -378,6 +380,80 @@ done:
     diag_free(&d);
 }
 
+/* The way back to eager launches, on the stand-ins with every capture
+ * refused or every graph's instantiation (GNC_FAKECUDA_GRAPHS): a graph
+ * executor's first run is eager (no capture tried, no warning), its second
+ * tries, warns and runs step by step, and every loss equals an eager
+ * executor's bitwise.  mlp on two GPUs, data parallel, drives them through
+ * NCCL from one thread: never captured (no warning), as NCCL advises. */
+static void graph_faults(const gpu_env *env, const char *src)
+{
+    static const char *const faults[] = {"invalidate", "noinstantiate"};
+    for (int f = 0; f < 2; f++)
+        for (int devices = 1; devices <= 2; devices++) {
+            char err[1024], what[128];
+            snprintf(what, sizeof what, "GNC_FAKECUDA_GRAPHS=%s, mlp on %d GPU%s", faults[f],
+                     devices, devices > 1 ? "s" : "");
+            ir_graph *g = model(src, "mlp", 4, devices, PT_DATA, PT_1F1B);
+            if (!g)
+                continue;
+            diag d;
+            diag_init(&d);
+            mp_plan *mp = mp_plan_graph(g);
+            cg_options o = cg_options_default();
+            cg_program *p = cg_generate(g, mp, &o, &d);
+            rt_exec *x = rt_exec_new(g, err, sizeof err);
+            rt_cuda_options oe = {0}, og = {0};
+            oe.eager = 1;
+            gpu_run *eager = NULL, *graph = NULL;
+            int bad = !p || !x || cg_compile(p, NULL, NULL, err, sizeof err) ||
+                      !(eager = gpu_open_ex(env, p, &oe, err, sizeof err)) ||
+                      !(graph = gpu_open_ex(env, p, &og, err, sizeof err)) ||
+                      rt_cuda_init_params(eager->x, 5, err, sizeof err) ||
+                      rt_cuda_init_params(graph->x, 5, err, sizeof err);
+            if (bad)
+                printf("FAIL %s: %s\n", what, p ? err : "cg_generate failed");
+            setenv("GNC_FAKECUDA_GRAPHS", faults[f], 1);
+            for (int k = 0; k < 3 && !bad; k++) {
+                float le = 0, lg = 0;
+                step_inputs(g, x, k, 0.02f);
+                for (int i = 0; i < g->ninputs && !bad; i++)
+                    bad = rt_cuda_write(eager->x, -1, g->inputs[i], rt_exec_data(x, g->inputs[i]),
+                                        err, sizeof err) ||
+                          rt_cuda_write(graph->x, -1, g->inputs[i], rt_exec_data(x, g->inputs[i]),
+                                        err, sizeof err);
+                bad = bad || rt_cuda_run(eager->x, err, sizeof err) ||
+                      rt_cuda_run(graph->x, err, sizeof err) ||
+                      rt_cuda_read(eager->x, -1, g->loss, &le, err, sizeof err) ||
+                      rt_cuda_read(graph->x, -1, g->loss, &lg, err, sizeof err);
+                if (bad) {
+                    printf("FAIL %s: step %d: %s\n", what, k, err);
+                    break;
+                }
+                const char *w = rt_cuda_warning(graph->x);
+                int want = devices == 1 && k > 0;
+                if (memcmp(&le, &lg, sizeof le) != 0 || !w != !want ||
+                    (w && !strstr(w, "running step by step from now on"))) {
+                    printf("FAIL %s: step %d: loss %.9g eager, %.9g; warning %s\n", what, k, le,
+                           lg, w ? w : "none");
+                    bad = 1;
+                }
+            }
+            unsetenv("GNC_FAKECUDA_GRAPHS");
+            if (!bad)
+                printf("ok %s: the first run eager, then %s\n", what,
+                       devices == 1 ? "one warning and eager runs" : "eager runs, no capture");
+            bad ? nfailed++ : npassed++;
+            gpu_close(eager);
+            gpu_close(graph);
+            rt_exec_free(x);
+            cg_program_free(p);
+            mp_plan_free(mp);
+            ir_graph_free(g);
+            diag_free(&d);
+        }
+}
+
 static int in_one_process(const char *src, const char *work, const char *fake)
 {
     char err[512];
@@ -417,6 +493,7 @@ static int in_one_process(const char *src, const char *work, const char *fake)
         };
         for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
             one(&env, src, &cases[i]);
+        graph_faults(&env, src);
     } else {
         static const int one_gpu[] = {0, 0};
         static const train_case resnet = {"resnet18", 32, 1, 50, PT_DATA, 0.05f, 2e-3, 2e-2, 1e-4,

@@ -267,6 +267,32 @@ else
     expect 1 "${X[@]}" run a.gnc;  has "the default where a GPU is present"
 fi
 
+# CUDA graphs: the first run step by step, the next captured.  On the
+# stand-ins, a capture the driver refuses (GNC_FAKECUDA_GRAPHS) warns once and
+# the runs go on step by step; --eager and GNC_CUDA_EAGER=1 never capture;
+# GNC_CUDA_EAGER's other values are refused, and so is --eager on the CPU
+expect 1 "$gnc" run a.gnc --eager --device cpu
+has "--eager launches CUDA step by step: it needs --device cuda"
+if [ -n "$fake" ] && [ -e "$fake/libcuda.so.1" ] && [ "$nvrtc" = ON ]; then
+    G=(env GNC_CUDA_LIBDIR="$fake" GNC_FAKECUDA_UNEMULATED=skip)
+    expect 0 "$gnc" compile "$mlp" --train -D batch=8 -o graphs.gnc
+    expect 0 "${G[@]}" GNC_FAKECUDA_GRAPHS=invalidate "$gnc" train graphs.gnc --data tiny \
+        --steps 3 --device cuda
+    n=$(grep -c "^gnc: warning: capturing the run into a CUDA graph failed" <<<"$out")
+    [ "$n" = 1 ] && ok || bad "a refused capture warned $n times, not once"
+    has "running step by step from now on"
+    expect 0 "${G[@]}" GNC_FAKECUDA_GRAPHS=noinstantiate "$gnc" run a.gnc --device cuda --repeat 3
+    has "gnc: warning: instantiating the run's CUDA graph failed: operation not supported"
+    expect 0 "${G[@]}" GNC_FAKECUDA_GRAPHS=invalidate "$gnc" train graphs.gnc --data tiny \
+        --steps 3 --device cuda --eager
+    grep -q "warning" <<<"$out" && bad "--eager tried a CUDA graph" || ok
+    expect 0 "${G[@]}" GNC_FAKECUDA_GRAPHS=invalidate GNC_CUDA_EAGER=1 "$gnc" run a.gnc \
+        --device cuda --repeat 3
+    grep -q "warning" <<<"$out" && bad "GNC_CUDA_EAGER=1 tried a CUDA graph" || ok
+    expect 1 "${G[@]}" GNC_CUDA_EAGER=yes "$gnc" run a.gnc --device cuda
+    has "GNC_CUDA_EAGER must be 0 or 1, not 'yes'"
+fi
+
 # training from a plan: the same bits as from the model, resume included
 R=(--data tiny --epochs 2 --lr 0.05 --seed 7 --device cpu)
 expect 0 "$gnc" train "$lenet" --batch 64 --momentum 0.9 --devices cpu:2 --strategy data "${R[@]}" \
