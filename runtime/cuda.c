@@ -526,6 +526,36 @@ static int open_messages(rt_cuda *x, int d, char *err, size_t errlen)
     return 0;
 }
 
+/* Peer access between the GPUs of this process's devices, both ways, where
+ * the GPUs can: peer copies (messages, collectives without NCCL) then go
+ * GPU to GPU instead of through the host.  The primary contexts are shared,
+ * so another executor may have enabled it already. */
+static int enable_peers(rt_cuda *x, char *err, size_t errlen)
+{
+    for (int d = 0; d < x->p->ndevices; d++)
+        for (int e = 0; e < x->p->ndevices; e++) {
+            cuda_gpu *G = &x->dev[d], *H = &x->dev[e];
+            CUdevice a, b;
+            int can = 0;
+            if (!cuda_mine(x, d) || !cuda_mine(x, e) || G->ctx == H->ctx)
+                continue;
+            CU(cuDeviceGet(&a, G->ordinal));
+            CU(cuDeviceGet(&b, H->ordinal));
+            CU(cuDeviceCanAccessPeer(&can, a, b));
+            if (!can)
+                continue;
+            CU(cuCtxSetCurrent(G->ctx));
+            CUresult r = x->L.cuCtxEnablePeerAccess(H->ctx, 0);
+            if (r != CUDA_SUCCESS && r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
+                const char *s = "?";
+                x->L.cuGetErrorString(r, &s);
+                return fail(err, errlen, "device %d (GPU %d): peer access to GPU %d: %s", d,
+                            G->ordinal, H->ordinal, s);
+            }
+        }
+    return 0;
+}
+
 /* The fp16 loss scaler's state as a fresh one: scale, good steps, found_inf, 1/scale. */
 static int reset_loss_scale(rt_cuda *x, int d, char *err, size_t errlen)
 {
@@ -625,6 +655,8 @@ rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *er
         rc = cuda_mine(x, d) ? open_device(x, d, err, errlen) : 0;
     for (int d = 0; d < p->ndevices && !rc; d++)
         rc = cuda_mine(x, d) ? open_messages(x, d, err, errlen) : 0;
+    if (!rc)
+        rc = enable_peers(x, err, errlen);
     if (!rc)
         rc = cuda_libs_open(x, o->libdir, o->id, err, errlen);
     for (int d = 0; d < p->ndevices && !rc; d++)

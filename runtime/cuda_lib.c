@@ -39,6 +39,7 @@
     X(cudnnSetActivationDescriptor) X(cudnnDestroyActivationDescriptor) \
     X(cudnnGetConvolutionForwardAlgorithm_v7) X(cudnnGetConvolutionBackwardDataAlgorithm_v7) \
     X(cudnnGetConvolutionBackwardFilterAlgorithm_v7) X(cudnnGetConvolutionForwardWorkspaceSize) \
+    X(cudnnGetConvolutionBackwardDataWorkspaceSize) X(cudnnGetConvolutionBackwardFilterWorkspaceSize) \
     X(cudnnConvolutionForward) X(cudnnConvolutionBackwardData) X(cudnnConvolutionBackwardFilter) \
     X(cudnnConvolutionBiasActivationForward) X(cudnnFindConvolutionForwardAlgorithmEx) \
     X(cudnnFindConvolutionBackwardDataAlgorithmEx) X(cudnnFindConvolutionBackwardFilterAlgorithmEx)
@@ -277,6 +278,31 @@ static int issue_gemm(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *P, CUs
                 }                                                                        \
     } while (0)
 
+/* The math an algorithm runs with: exact fp32 (CUDNN_FMA_MATH) where the
+ * step asks for it, whatever the algorithm's list said (CUDNN_DEFAULT_MATH
+ * may use TF32 on Ampere and Hopper); else the list's. */
+static cudnnMathType_t math_of(const cg_conv *c, cudnnMathType_t listed)
+{
+    return c->math == CG_MATH_FMA ? CUDNN_FMA_MATH : listed;
+}
+
+/* The workspace algorithm algo of step c needs, or -1 when cuDNN refuses it. */
+static int64_t workspace_of(const cuda_libs *B, const cuda_gpu *G, const cg_conv *c,
+                            const cuda_step_lib *P, int algo)
+{
+    size_t need = 0;
+    cudnnStatus_t st =
+        c->kind == CG_CONV_FORWARD
+            ? B->n.cudnnGetConvolutionForwardWorkspaceSize(G->dnn, P->x, P->w, P->conv, P->y,
+                                                           (cudnnConvolutionFwdAlgo_t)algo, &need)
+        : c->kind == CG_CONV_BACKWARD_DATA
+            ? B->n.cudnnGetConvolutionBackwardDataWorkspaceSize(
+                  G->dnn, P->w, P->y, P->conv, P->x, (cudnnConvolutionBwdDataAlgo_t)algo, &need)
+            : B->n.cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                  G->dnn, P->x, P->y, P->conv, P->w, (cudnnConvolutionBwdFilterAlgo_t)algo, &need);
+    return st == CUDNN_STATUS_SUCCESS ? (int64_t)need : -1;
+}
+
 static int prepare_conv(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *P, char *err,
                         size_t errlen)
 {
@@ -330,7 +356,15 @@ static int prepare_conv(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *P, c
         }
     }
     if (c->tuned && P->algorithm < 0) {
-        P->algorithm = c->algo;  /* the plan's: cuDNN refuses it at the call if it is wrong */
+        /* the plan's: checked as the heuristic's are, as it may come from
+           another GPU or library */
+        int64_t need = workspace_of(B, G, c, P, c->algo);
+        if (need < 0 || need > c->workspace_bytes)
+            return cuda_fail(err, errlen, "%s: the plan's autotuned cuDNN algorithm %d does not "
+                             "run here (%s): compile it again on this GPU, or without "
+                             "--autotune", what, c->algo, need < 0 ? "cuDNN refuses it"
+                             : "it needs more workspace than the program gives");
+        P->algorithm = c->algo;
     } else if (c->kind == CG_CONV_FORWARD && P->algorithm < 0) {
         cudnnConvolutionFwdAlgoPerf_t perf[N];
         DNN(cudnnGetConvolutionForwardAlgorithm_v7(G->dnn, P->x, P->w, P->conv, P->y, N, &count, perf));
@@ -350,7 +384,7 @@ static int prepare_conv(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *P, c
         return cuda_fail(err, errlen, "%s: cuDNN offers no algorithm within %lld bytes of "
                          "workspace%s", what, (long long)c->workspace_bytes,
                          c->math == CG_MATH_FMA ? " in exact fp32 math" : "");
-    DNN(cudnnSetConvolutionMathType(P->conv, math));
+    DNN(cudnnSetConvolutionMathType(P->conv, math_of(c, math)));
     P->copy_z = c->kind == CG_CONV_FORWARD && !P->fused && c->has_z &&
                 (c->z.region != c->y.region || c->z.offset != c->y.offset);
     return 0;
@@ -781,7 +815,7 @@ static int tune_conv(rt_cuda *x, int d, cg_step *s, cuda_step_lib *P, char *err,
     }
     if (algo < 0)
         return cuda_fail(err, errlen, "%s: cuDNN timed no algorithm that fits", what);
-    DNN(cudnnSetConvolutionMathType(P->conv, math));
+    DNN(cudnnSetConvolutionMathType(P->conv, math_of(c, math)));
     P->algorithm = algo;
     c->tuned = 1;
     c->algo = algo;

@@ -90,6 +90,7 @@ typedef struct {
     CUresult sticky;    /* the first failure while running; CUDA_SUCCESS */
     CUstream null_stream;
     double clock;       /* milliseconds of the time model (above) */
+    unsigned char peer[MAX_GPUS];   /* peer access enabled from this context to device i's */
 } device;
 
 struct fk_task {
@@ -203,6 +204,7 @@ static struct {
     int remote_waits;   /* heads that waited on another process since run_until looked */
     double cost[FK_NCOSTS];   /* ms of a task of each fk_cost */
     int skip_unemulated;
+    long staged_peer_copies;    /* cuMemcpyPeerAsync between GPUs without peer access */
 } F;
 
 static __thread CUcontext current;
@@ -881,6 +883,10 @@ CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
     D->null_stream = NULL;
     free_allocs(dev);
     D->sticky = CUDA_SUCCESS;
+    /* peer access goes with the context, both ways */
+    memset(D->peer, 0, sizeof D->peer);
+    for (int e = 0; e < F.ngpus; e++)
+        F.gpu[e].peer[dev] = 0;
     return CUDA_SUCCESS;
 }
 
@@ -941,6 +947,35 @@ CUresult cuCtxSynchronize(void)
         if (F.gpu[d].sticky)                                                         \
             return F.gpu[d].sticky;                                                  \
     } while (0)
+
+CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)
+{
+    INIT_CHECK();
+    if (!canAccessPeer)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= F.ngpus || peerDev < 0 || peerDev >= F.ngpus)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *canAccessPeer = dev != peerDev;
+    return CUDA_SUCCESS;
+}
+
+/* Access from the current context to peerContext's memory; enabled twice is
+ * CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, as with the real driver. */
+CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
+{
+    CTX_CHECK(d);
+    int e = fk_context_device(peerContext);
+    if (Flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (e < 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (e == d)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (F.gpu[d].peer[e])
+        return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+    F.gpu[d].peer[e] = 1;
+    return CUDA_SUCCESS;
+}
 
 CUresult cuMemGetInfo(size_t *free_bytes, size_t *total)
 {
@@ -1094,6 +1129,9 @@ CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdevice
     int dd = fk_context_device(dstContext), sd = fk_context_device(srcContext);
     if (dd < 0 || sd < 0)
         return CUDA_ERROR_INVALID_CONTEXT;
+    /* without peer access the driver stages the copy through the host */
+    if (dd != sd && !F.gpu[sd].peer[dd] && !F.gpu[dd].peer[sd])
+        F.staged_peer_copies++;
     return issue_copy("cuMemcpyPeerAsync", hStream, dd, PTR(dstDevice), sd, PTR(srcDevice),
                       ByteCount, 0, 0);
 }
@@ -1654,6 +1692,11 @@ CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
 }
 
 /* ---------------------------------------------------------------- modules and kernels */
+
+long fakecuda_staged_peer_copies(void)
+{
+    return F.staged_peer_copies;
+}
 
 int fakecuda_register(const char *name, fk_kernel entry)
 {

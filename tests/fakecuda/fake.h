@@ -90,4 +90,9 @@ size_t fk_type_size(cudaDataType t);
 typedef const char *(*fk_kernel)(const unsigned *grid, const unsigned *block, void **args);
 int fakecuda_register(const char *name, fk_kernel entry);
 
+/* Peer copies between two GPUs neither of which has peer access to the
+ * other (the driver stages them through the host), since the library
+ * loaded: a test that they are direct. */
+long fakecuda_staged_peer_copies(void);
+
 #endif

@@ -38,6 +38,7 @@
  * hybrid and data parallel; every rank compares what its device holds with the CPU
  * executor running the whole program, the loss's rank the losses.  On GPUs
  * it needs one per rank. */
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -268,6 +269,11 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
     double *cpu = calloc((size_t)c->steps, sizeof *cpu), *ge = calloc((size_t)c->steps, sizeof *ge),
            *gg = calloc((size_t)c->steps, sizeof *gg);
     int shared = ranks > 1 ? share_ids(env, ids, err, sizeof err) : 0;
+    /* on the stand-ins: peer copies go GPU to GPU (peer access enabled) */
+    long (*staged)(void) = NULL;
+    if (env->fake)
+        *(void **)&staged = dlsym(env->driver, "fakecuda_staged_peer_copies");
+    long staged0 = staged ? staged() : 0;
     if (!p || !x || shared || cg_compile(p, NULL, NULL, err, sizeof err) ||
         !(eager = gpu_open_ex(env, p, &oe, err, sizeof err)) ||
         !(graph = gpu_open_ex(env, p, &og, err, sizeof err))) {
@@ -336,6 +342,9 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
             printf("FAIL %s: step %d: graph replay's loss %.9g, eager %.9g\n", what, k, gg[k],
                    ge[k]);
     }
+    if (staged && staged() != staged0 && bad++ < 4)
+        printf("FAIL %s: %ld peer copies went through the host (no peer access)\n", what,
+               staged() - staged0);
     if (has_loss && c->steps >= 10 && !(ge[c->steps - 1] < 0.5 * ge[0]) && bad++ < 4)
         printf("FAIL %s: the loss does not fall: %.5g at the first step, %.5g at the last\n",
                what, ge[0], ge[c->steps - 1]);
