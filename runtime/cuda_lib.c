@@ -179,6 +179,50 @@ static int layout(cuda_libs *B, cublasLtMatrixLayout_t *l, ir_dtype t, int64_t r
     return 0;
 }
 
+/* The largest power of two up to 256 that divides the address of every
+ * batch entry of an operand at p (the batch advancing by stride elements of
+ * t): what the algorithm may assume of its alignment. */
+static uint32_t alignment(CUdeviceptr p, int64_t batch, int64_t stride, ir_dtype t)
+{
+    uint64_t bits = (uint64_t)p;
+    if (batch > 1)
+        bits |= (uint64_t)stride * (uint64_t)ir_dtype_size(t);
+    uint32_t a = 256;
+    while (a > 1 && bits % a)
+        a /= 2;
+    return a;
+}
+
+/* The heuristic's preferences for gemm step g of device G: its workspace,
+ * and the operands' alignments (the header's default assumes 256 bytes,
+ * which a batch entry at an offset of a broadcast matmul may not have). */
+static int gemm_preference(cuda_libs *B, const cuda_gpu *G, const cg_gemm *g,
+                           cublasLtMatmulPreference_t *pref, const char *what, char *err,
+                           size_t errlen)
+{
+    uint64_t ws = (uint64_t)g->workspace_bytes;
+    uint32_t align[4] = {
+        alignment(cuda_ptr(G, g->a), g->batch, g->stride_a, g->type_a),
+        alignment(cuda_ptr(G, g->b), g->batch, g->stride_b, g->type_b),
+        alignment(cuda_ptr(G, g->c), g->batch, g->stride_c, g->type_d),
+        alignment(cuda_ptr(G, g->d), g->batch, g->stride_c, g->type_d)};
+    static const cublasLtMatmulPreferenceAttributes_t names[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    BLAS(cublasLtMatmulPreferenceCreate(pref));
+    cublasStatus_t st = B->b.cublasLtMatmulPreferenceSetAttribute(
+        *pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; i++)
+        st = B->b.cublasLtMatmulPreferenceSetAttribute(*pref, names[i], &align[i],
+                                                       sizeof align[i]);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        B->b.cublasLtMatmulPreferenceDestroy(*pref);
+        return cuda_fail(err, errlen, "%s: cublasLtMatmulPreferenceSetAttribute: %s", what,
+                         B->b.cublasLtGetStatusString(st));
+    }
+    return 0;
+}
+
 static int prepare_gemm(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *P, char *err,
                         size_t errlen)
 {
@@ -225,15 +269,12 @@ static int prepare_gemm(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *P, c
         return 0;
     }
     cublasLtMatmulPreference_t pref;
-    BLAS(cublasLtMatmulPreferenceCreate(&pref));
-    uint64_t ws = (uint64_t)g->workspace_bytes;
+    if (gemm_preference(B, G, g, &pref, what, err, errlen))
+        return -1;
     cublasLtMatmulHeuristicResult_t r;
     int found = 0;
-    cublasStatus_t st = B->b.cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = B->b.cublasLtMatmulAlgoGetHeuristic(G->blas, P->op, P->la, P->lb, P->lc, P->lc, pref,
-                                                 1, &r, &found);
+    cublasStatus_t st = B->b.cublasLtMatmulAlgoGetHeuristic(G->blas, P->op, P->la, P->lb, P->lc,
+                                                            P->lc, pref, 1, &r, &found);
     B->b.cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS || found < 1)
         return cuda_fail(err, errlen, "%s: cuBLASLt has no algorithm for it (m %lld n %lld k %lld, "
@@ -748,15 +789,13 @@ static int tune_gemm(rt_cuda *x, int d, cg_step *s, cuda_step_lib *P, CUevent t0
     cg_gemm *g = &s->u.gemm;
     const char *what = s->what ? s->what : "a matmul";
     cublasLtMatmulPreference_t pref;
-    BLAS(cublasLtMatmulPreferenceCreate(&pref));
-    uint64_t ws = (uint64_t)g->workspace_bytes;
+    if (gemm_preference(B, &x->dev[d], g, &pref, what, err, errlen))
+        return -1;
     cublasLtMatmulHeuristicResult_t r[TUNE_CANDIDATES];
     int found = 0;
-    cublasStatus_t st = B->b.cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = B->b.cublasLtMatmulAlgoGetHeuristic(x->dev[d].blas, P->op, P->la, P->lb, P->lc,
-                                                 P->lc, pref, TUNE_CANDIDATES, r, &found);
+    cublasStatus_t st = B->b.cublasLtMatmulAlgoGetHeuristic(x->dev[d].blas, P->op, P->la, P->lb,
+                                                            P->lc, P->lc, pref, TUNE_CANDIDATES,
+                                                            r, &found);
     B->b.cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS)
         return cuda_fail(err, errlen, "%s: cuBLASLt heuristic: %s", what,

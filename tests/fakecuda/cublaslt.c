@@ -9,7 +9,10 @@
  * CUDA_R_16F or CUDA_R_16BF (A and B alike, C and D alike).  Sums in double,
  * rounded once to D's type.  Checked as cuBLASLt checks: the shapes of op(A),
  * op(B), C and D agree, ld >= rows, batch counts agree, attribute sizes are
- * right; every operand's extent lies in one allocation of the stream's device.
+ * right; every operand's extent lies in one allocation of the stream's device;
+ * every batch entry of every operand is aligned as the preferences the
+ * algorithm was chosen with say (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES,
+ * 256 bytes unless set, as the header says).
  *
  * Not modelled: row-major or other orders, device pointer modes, other
  * epilogues (GELU, auxiliary outputs), other compute types, algorithm
@@ -57,7 +60,13 @@ typedef struct {
 typedef struct {
     unsigned magic;
     uint64_t max_workspace;
+    uint32_t align[4];      /* CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_{A,B,C,D}_BYTES */
 } pref;
+
+/* An algorithm's data: data[0] the fake's mark, data[1..4] the alignments of
+ * A, B, C and D (bytes) the heuristic chose it for, which the operands of
+ * every call must have. */
+#define ALGO_MARK 0x66616b65
 
 static void say(const char *what)
 {
@@ -228,6 +237,8 @@ EXPORT cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t 
     if (!q)
         return CUBLAS_STATUS_ALLOC_FAILED;
     q->magic = MAGIC_PREF;
+    for (int i = 0; i < 4; i++)
+        q->align[i] = 256; /* the header's default */
     *p = (cublasLtMatmulPreference_t)q;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -255,9 +266,14 @@ EXPORT cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPrefere
     pref *q = pref_of(p);
     if (!q || !buf)
         return CUBLAS_STATUS_INVALID_VALUE;
-    if (attr != CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES)
-        return CUBLAS_STATUS_NOT_SUPPORTED;
-    SET(q->max_workspace, uint64_t);
+    switch (attr) {
+    case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES: SET(q->max_workspace, uint64_t); break;
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES: SET(q->align[0], uint32_t); break;
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES: SET(q->align[1], uint32_t); break;
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES: SET(q->align[2], uint32_t); break;
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES: SET(q->align[3], uint32_t); break;
+    default: return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -326,6 +342,29 @@ static size_t extent(const layout *l)
         return 0;
     return (size_t)((int64_t)(l->batch - 1) * l->stride + (int64_t)(l->cols - 1) * l->ld +
                     (int64_t)l->rows);
+}
+
+/* Whether every batch entry of every operand has the alignment the
+ * algorithm was chosen for (the real library's kernels assume it: a
+ * misaligned operand is CUBLAS_STATUS_NOT_SUPPORTED, or worse). */
+static int aligned_ok(const matmul *g, const cublasLtMatmulAlgo_t *algo)
+{
+    const layout *ls[4] = {&g->a, &g->b, &g->c, &g->dd};
+    const void *ps[4] = {g->A, g->B, g->C, g->D};
+    for (int i = 0; i < 4; i++) {
+        uint64_t a = algo->data[1 + i] ? algo->data[1 + i] : 256;
+        uint64_t bits = (uint64_t)(uintptr_t)ps[i];
+        if (ls[i]->batch > 1)
+            bits |= (uint64_t)ls[i]->stride * fk_type_size(ls[i]->type);
+        if (bits % a) {
+            fprintf(stderr, "fakecuda: cublasLtMatmul: %c (%p, batch stride %lld elements) is not "
+                    "aligned to the %llu bytes its algorithm was chosen for "
+                    "(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_%c_BYTES)\n", "ABCD"[i], ps[i],
+                    (long long)ls[i]->stride, (unsigned long long)a, "ABCD"[i]);
+            return 0;
+        }
+    }
+    return 1;
 }
 
 static int operands_ok(const matmul *g, const char *who)
@@ -437,7 +476,9 @@ EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandl
     if (st)
         return st;
     memset(&heuristicResultsArray[0], 0, sizeof heuristicResultsArray[0]);
-    heuristicResultsArray[0].algo.data[0] = 0x66616b65; /* what cublasLtMatmul expects back */
+    heuristicResultsArray[0].algo.data[0] = ALGO_MARK; /* what cublasLtMatmul expects back */
+    for (int i = 0; i < 4; i++)
+        heuristicResultsArray[0].algo.data[1 + i] = pref_of(preference)->align[i];
     heuristicResultsArray[0].workspaceSize = 0;
     heuristicResultsArray[0].state = CUBLAS_STATUS_SUCCESS;
     heuristicResultsArray[0].wavesCount = 1;
@@ -466,7 +507,7 @@ EXPORT cublasStatus_t cublasLtMatmulAlgoCheck(cublasLtHandle_t lightHandle,
     cublasStatus_t st = check_shapes(&g, &m, &n, &k);
     if (st)
         return st;
-    if (algo->data[0] != 0x66616b65) {
+    if (algo->data[0] != ALGO_MARK) {
         say("cublasLtMatmulAlgoCheck: not an algorithm cublasLtMatmulAlgoGetHeuristic returns");
         return CUBLAS_STATUS_NOT_SUPPORTED;
     }
@@ -489,7 +530,7 @@ EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmu
     if (!desc_of(computeDesc) || !layout_of(Adesc) || !layout_of(Bdesc) || !layout_of(Cdesc) ||
         !layout_of(Ddesc) || !alpha || !beta)
         return CUBLAS_STATUS_INVALID_VALUE;
-    if (algo && algo->data[0] != 0x66616b65) {
+    if (algo && algo->data[0] != ALGO_MARK) {
         say("the algo is not one cublasLtMatmulAlgoGetHeuristic returned");
         return CUBLAS_STATUS_INVALID_VALUE;
     }
@@ -508,6 +549,8 @@ EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmu
     }
     if (!st && !operands_ok(g, "cublasLtMatmul"))
         st = CUBLAS_STATUS_INVALID_VALUE;
+    if (!st && algo && !aligned_ok(g, algo))
+        st = CUBLAS_STATUS_NOT_SUPPORTED;
     if (!st && workspaceSizeInBytes &&
         fk_check_range(g->dev, workspace, workspaceSizeInBytes, "cublasLtMatmul", "workspace"))
         st = CUBLAS_STATUS_INVALID_VALUE;
