@@ -40,16 +40,34 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 }
 
 int rt_cuda_check_memory(int d, const char *name, const int64_t region_bytes[CG_NREGIONS],
-                         uint64_t free, char *err, size_t errlen)
+                         uint64_t reserve, uint64_t free, char *err, size_t errlen)
 {
     uint64_t need = 0;
     for (int r = 0; r < CG_NREGIONS; r++)
         need += (uint64_t)(region_bytes[r] > 0 ? region_bytes[r] : 0);
-    if (need <= free)
+    if (need + reserve <= free)
         return 0;
     const double mib = 1024.0 * 1024.0;
-    return fail(err, errlen, "device %d (%s): the plan needs %.1f MiB, %.1f MiB free", d, name,
-                (double)need / mib, (double)free / mib);
+    return fail(err, errlen, "device %d (%s): the plan needs %.1f MiB and the CUDA libraries "
+                "about %.1f MiB more (GNC_CUDA_RESERVE_MIB), %.1f MiB free", d, name,
+                (double)need / mib, (double)reserve / mib, (double)free / mib);
+}
+
+uint64_t rt_cuda_reserve(const cg_program *p, int d, int nccl_comms)
+{
+    const uint64_t mib = 1 << 20;
+    const char *env = getenv("GNC_CUDA_RESERVE_MIB");
+    char *end = NULL;
+    long long v = env && *env ? strtoll(env, &end, 10) : -1;
+    if (env && *env && end && !*end && v >= 0)
+        return (uint64_t)v * mib;
+    int libs = 0;
+    const cg_device *D = &p->devices[d];
+    for (int s = 0; s < D->nsteps + D->ninit; s++) {
+        const cg_step *st = s < D->nsteps ? &D->steps[s] : &D->init[s - D->nsteps];
+        libs |= st->kind == CG_STEP_GEMM || st->kind == CG_STEP_CONV;
+    }
+    return (libs ? 256 * mib : 0) + (uint64_t)nccl_comms * 256 * mib;
 }
 
 void rt_cuda_status_message(const cg_status *st, const ir_node *node, char *err, size_t errlen)
@@ -424,6 +442,48 @@ static cuda_message *message(cuda_gpu *G, int init, int64_t id)
     return NULL;
 }
 
+/* Whether communication step c goes through NCCL: across processes every
+ * one; in one process the collectives, unless devices share a GPU. */
+static int by_nccl(const rt_cuda *x, const cg_comm *c)
+{
+    int p2p = c->op == IR_OP_SEND || c->op == IR_OP_RECV;
+    return x->rank >= 0 || (!p2p && !x->local_comm);
+}
+
+/* The NCCL communicators device d will be in (cuda_lib.c's open_comms): the
+ * world of every device where any step needs NCCL; each other group of d's
+ * collectives; across processes each direction d sends or receives in. */
+static int nccl_comms(const rt_cuda *x, int d)
+{
+    const cg_program *p = x->p;
+    const cg_comm *met[128];
+    int n = 0, any = 0;
+    for (int e = 0; e < p->ndevices; e++)
+        for (int init = 0; init < 2; init++) {
+            int count;
+            const cg_step *steps = steps_of(x, e, init, &count);
+            for (int s = 0; s < count; s++) {
+                const cg_comm *c = &steps[s].u.comm;
+                if (steps[s].kind != CG_STEP_COMM || !by_nccl(x, c))
+                    continue;
+                any = 1;
+                int p2p = c->op == IR_OP_SEND || c->op == IR_OP_RECV;
+                if (e != d || (!p2p && c->ngroup == p->ndevices))
+                    continue; /* another's, or the world */
+                int k = 0;
+                for (; k < n; k++)
+                    if (p2p ? met[k]->op == c->op && met[k]->peer == c->peer
+                            : met[k]->op != IR_OP_SEND && met[k]->op != IR_OP_RECV &&
+                                  met[k]->ngroup == c->ngroup &&
+                                  !memcmp(met[k]->group, c->group, (size_t)c->ngroup * sizeof *c->group))
+                        break;
+                if (k == n && n < 128)
+                    met[n++] = c;
+            }
+        }
+    return any ? 1 + n : 0;
+}
+
 static int open_device(rt_cuda *x, int d, char *err, size_t errlen)
 {
     const cg_program *p = x->p;
@@ -446,15 +506,22 @@ static int open_device(rt_cuda *x, int d, char *err, size_t errlen)
     memcpy(need, D->region_bytes, sizeof need);
     need[CG_INPUTS] *= 2;
     need[CG_WORKSPACE] += mailbox + G->scratch_bytes;
-    if (rt_cuda_check_memory(d, G->name, need, freeb, err, errlen))
+    if (rt_cuda_check_memory(d, G->name, need, rt_cuda_reserve(p, d, nccl_comms(x, d)), freeb,
+                             err, errlen))
         return -1;
     for (int r = 0; r < CG_NREGIONS; r++) {
         G->bytes[r] = D->region_bytes[r];
         if (G->bytes[r] > 0)
             CU(cuMemAlloc(&G->region[r], (size_t)G->bytes[r]));
     }
-    if (G->bytes[CG_INPUTS] > 0)
+    if (G->bytes[CG_INPUTS] > 0) {
         CU(cuMemAlloc(&G->staging, (size_t)G->bytes[CG_INPUTS]));
+        /* page-locked, or (where the system refuses) prefetches copy from
+           pageable memory, synchronously */
+        if (x->L.cuMemHostAlloc((void **)&G->pinned, (size_t)G->bytes[CG_INPUTS], 0) !=
+            CUDA_SUCCESS)
+            G->pinned = NULL;
+    }
     if (G->nmessages)
         CU(cuMemAlloc(&G->mailbox, (size_t)mailbox));
     if (G->scratch_bytes)
@@ -727,6 +794,8 @@ void rt_cuda_close(rt_cuda *x)
                 x->L.cuMemFree(G->region[r]);
         if (G->staging)
             x->L.cuMemFree(G->staging);
+        if (G->pinned)
+            x->L.cuMemFreeHost(G->pinned);
         if (G->mailbox)
             x->L.cuMemFree(G->mailbox);
         if (G->scratch)
@@ -787,15 +856,25 @@ static int copy_value(rt_cuda *x, int d, const cg_value *cv, void *host, int up,
 {
     cuda_gpu *G = &x->dev[d];
     unsigned char *stage = host;
-    if (is_float(cv->dtype) && cv->dtype != IR_F32) {
+    CUresult r = x->L.cuCtxSetCurrent(G->ctx);
+    int half = is_float(cv->dtype) && cv->dtype != IR_F32;
+    if (prefetch && G->pinned) {
+        /* through the page-locked copy of staging, so that the copy is
+           asynchronous; the last copy out of it must have read it */
+        if (r == CUDA_SUCCESS && G->pinned_busy)
+            r = x->L.cuEventSynchronize(G->prefetched);
+        G->pinned_busy = 0;
+        stage = G->pinned + cv->at.offset;
+        if (!half)
+            memcpy(stage, host, (size_t)cv->bytes);
+    } else if (half) {
         stage = malloc((size_t)cv->bytes + 1);
         if (!stage)
             return fail(err, errlen, "out of memory");
-        for (int64_t i = 0; up && i < cv->numel; i++)
-            ((unsigned short *)stage)[i] = cg_f32_to_half(((const float *)host)[i], cv->dtype);
     }
+    for (int64_t i = 0; up && half && i < cv->numel; i++)
+        ((unsigned short *)stage)[i] = cg_f32_to_half(((const float *)host)[i], cv->dtype);
     CUstream st = G->stream[S_COPY];
-    CUresult r = x->L.cuCtxSetCurrent(G->ctx);
     if (r == CUDA_SUCCESS && prefetch) {
         /* the last launch's copy out of staging must have read it */
         r = x->L.cuStreamWaitEvent(st, G->staged, 0);
@@ -804,6 +883,7 @@ static int copy_value(rt_cuda *x, int d, const cg_value *cv, void *host, int up,
                                        (size_t)cv->bytes, st);
         if (r == CUDA_SUCCESS)
             r = x->L.cuEventRecord(G->prefetched, st);
+        G->pinned_busy = G->pinned != NULL;
     } else if (r == CUDA_SUCCESS) {
         if (up)
             r = x->L.cuMemcpyHtoDAsync(cuda_ptr(G, cv->at), stage, (size_t)cv->bytes, st);
@@ -814,7 +894,7 @@ static int copy_value(rt_cuda *x, int d, const cg_value *cv, void *host, int up,
     }
     for (int64_t i = 0; !up && r == CUDA_SUCCESS && stage != host && i < cv->numel; i++)
         ((float *)host)[i] = cg_half_to_f32(((const unsigned short *)stage)[i], cv->dtype);
-    if (stage != host)
+    if (stage != host && !(prefetch && G->pinned))
         free(stage);
     if (r != CUDA_SUCCESS) {
         const char *s = "?";

@@ -134,10 +134,19 @@ int rt_cuda_time_convs(rt_cuda *x, double *ms, char *err, size_t errlen);
 int64_t rt_cuda_region_bytes(const rt_cuda *x, int d, cg_region r);
 
 /* The check made before allocating: device d (named name) needs the sum of
- * region_bytes, free bytes are free.  0 when it fits, else -1 with both
+ * region_bytes and reserve (what the libraries allocate for themselves,
+ * rt_cuda_reserve), free bytes are free.  0 when it fits, else -1 with the
  * numbers in MiB.  Pure, for tests. */
 int rt_cuda_check_memory(int d, const char *name, const int64_t region_bytes[CG_NREGIONS],
-                         uint64_t free, char *err, size_t errlen);
+                         uint64_t reserve, uint64_t free, char *err, size_t errlen);
+
+/* The memory the CUDA libraries take on device d beside the plan's regions,
+ * as estimated before they load: 256 MiB when the device has cuBLASLt or
+ * cuDNN steps (handles, the kernels they load), 256 MiB per NCCL
+ * communicator it is in (nccl_comms: its buffers and channels); or
+ * $GNC_CUDA_RESERVE_MIB, where set.  docs/runtime.md says where the numbers
+ * come from.  Pure, for tests. */
+uint64_t rt_cuda_reserve(const cg_program *p, int d, int nccl_comms);
 
 /* The message of a status word as the CPU executor words it; node is the
  * step's IR node (a fused node's first member). */

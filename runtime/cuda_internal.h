@@ -23,7 +23,7 @@ const char *cuda_lib_path(const char *libdir, const char *soname, char *path, si
 #define DRIVER_FNS(X) X(cuInit) X(cuGetErrorString) X(cuDeviceGetCount) X(cuDeviceGet) \
     X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) \
     X(cuDevicePrimaryCtxRelease) X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuCtxSetCurrent) X(cuMemGetInfo) X(cuMemAlloc) X(cuMemFree) \
-    X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemcpyPeerAsync) \
+    X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemcpyPeerAsync) \
     X(cuMemsetD8Async) \
     X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuStreamCreate) \
     X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuEventCreate) \
@@ -82,6 +82,9 @@ typedef struct {
     CUdeviceptr region[CG_NREGIONS];
     int64_t bytes[CG_NREGIONS];
     CUdeviceptr staging;        /* the next run's inputs, prefetched (region CG_INPUTS' size) */
+    unsigned char *pinned;      /* page-locked host memory of staging's size, which the
+                                   prefetches copy from, or NULL */
+    int pinned_busy;            /* a copy out of pinned may not have read it yet */
     CUmodule *modules;
     CUfunction *functions;      /* by kernel index */
     void ***args[2];            /* [init][step]: a kernel step's kernelParams, or NULL */

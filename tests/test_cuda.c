@@ -6,6 +6,7 @@
  * everywhere: with or without the toolkit.  The executor's runs are tested
  * on stand-in libraries (tests/fakecuda/). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "codegen.h"
@@ -51,16 +52,17 @@ int main(void)
 #endif
     /* the free-memory check */
     int64_t regions[CG_NREGIONS] = {3 << 20, 1 << 20, 0, 1 << 20};
-    if (rt_cuda_check_memory(0, "NVIDIA H100", regions, 5u << 20, err, sizeof err) != 0) {
-        printf("FAIL memory: 5 MiB needed, 5 free, refused: %s\n", err);
+    if (rt_cuda_check_memory(0, "NVIDIA H100", regions, 1u << 20, 6u << 20, err, sizeof err) != 0) {
+        printf("FAIL memory: 5 MiB needed and 1 reserved, 6 free, refused: %s\n", err);
         nfailed++;
     }
     err[0] = 0;
-    if (rt_cuda_check_memory(1, "NVIDIA H100", regions, 2u << 20, err, sizeof err) == 0) {
-        printf("FAIL memory: 5 MiB needed, 2 free, accepted\n");
+    if (rt_cuda_check_memory(1, "NVIDIA H100", regions, 1u << 20, 5u << 20, err, sizeof err) == 0) {
+        printf("FAIL memory: 5 MiB needed and 1 reserved, 5 free, accepted\n");
         nfailed++;
     }
-    expect("plan too large", err, "device 1 (NVIDIA H100): the plan needs 5.0 MiB, 2.0 MiB free");
+    expect("plan too large", err, "device 1 (NVIDIA H100): the plan needs 5.0 MiB and the CUDA "
+           "libraries about 1.0 MiB more (GNC_CUDA_RESERVE_MIB), 5.0 MiB free");
 
     /* no driver */
     rt_cuda_probe("/nonexistent-gnc", err, sizeof err);
@@ -74,6 +76,11 @@ int main(void)
     if (!p) {
         printf("FAIL the relu program does not generate\n");
         return 1;
+    }
+    if (rt_cuda_reserve(p, 0, 0) != 0) {
+        printf("FAIL reserve: kernels alone reserve %llu bytes\n",
+               (unsigned long long)rt_cuda_reserve(p, 0, 0));
+        nfailed++;
     }
     rt_cuda_options o = {0};
     o.libdir = "/nonexistent-gnc";
@@ -96,6 +103,20 @@ int main(void)
             nfailed++;
         expect("gemm without a driver", err, built ? "no CUDA driver (/nonexistent-gnc/libcuda.so.1)"
                                                    : "no CUDA runtime");
+        /* the libraries' own memory: 256 MiB beside a library step, 256 more
+           per NCCL communicator, or what GNC_CUDA_RESERVE_MIB says */
+        uint64_t r0 = rt_cuda_reserve(p, 0, 0), r2 = rt_cuda_reserve(p, 0, 2);
+        setenv("GNC_CUDA_RESERVE_MIB", "100", 1);
+        uint64_t rset = rt_cuda_reserve(p, 0, 2);
+        unsetenv("GNC_CUDA_RESERVE_MIB");
+        if (r0 != 256u << 20 || r2 != 768u << 20 || rset != 100u << 20) {
+            printf("FAIL reserve: %llu, with 2 communicators %llu, GNC_CUDA_RESERVE_MIB=100 %llu "
+                   "bytes\n", (unsigned long long)r0, (unsigned long long)r2,
+                   (unsigned long long)rset);
+            nfailed++;
+        } else {
+            npassed++;
+        }
         cg_program_free(p);
         mp_plan_free(mp);
         ir_graph_free(g);

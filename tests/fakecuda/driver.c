@@ -52,8 +52,9 @@
  * image (a cubin's EIATTR_KPARAM_INFO records, PTX's .entry); where the image
  * does not say, they are read when the kernel runs.
  *
- * Not modelled: host copies are staged (HtoD reads the host buffer when
- * issued, DtoH writes it when run), as for pageable memory; no unified
+ * Host copies: HtoD from pageable memory reads the host buffer when issued,
+ * from page-locked memory (cuMemHostAlloc) when it runs; DtoH writes it when
+ * run.  Not modelled: no unified
  * addressing across devices (a pointer belongs to the device that allocated
  * it); no thread safety; the legacy default stream (NULL) is a stream of its
  * own per device, without implicit synchronization with other streams. */
@@ -205,6 +206,8 @@ static struct {
     double cost[FK_NCOSTS];   /* ms of a task of each fk_cost */
     int skip_unemulated;
     long staged_peer_copies;    /* cuMemcpyPeerAsync between GPUs without peer access */
+    alloc *pinned;              /* cuMemHostAlloc's */
+    int npinned;
 } F;
 
 static __thread CUcontext current;
@@ -987,6 +990,49 @@ CUresult cuMemGetInfo(size_t *free_bytes, size_t *total)
     return CUDA_SUCCESS;
 }
 
+/* Page-locked host memory: a copy from it reads it when the copy runs (as
+ * the GPU's DMA does), not when it is issued as from pageable memory, so a
+ * caller that overwrites it too early is caught. */
+CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+    CTX_CHECK(d);
+    (void)d;
+    if (!pp || bytesize == 0 || (Flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE |
+                                                   CU_MEMHOSTALLOC_DEVICEMAP |
+                                                   CU_MEMHOSTALLOC_WRITECOMBINED)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (capture_forbids("cuMemHostAlloc"))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    void *p = malloc(bytesize);
+    if (!p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    F.pinned = xrealloc(F.pinned, (size_t)(F.npinned + 1) * sizeof *F.pinned);
+    F.pinned[F.npinned++] = (alloc){(uintptr_t)p, bytesize};
+    *pp = p;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemFreeHost(void *p)
+{
+    INIT_CHECK();
+    for (int i = 0; i < F.npinned; i++)
+        if (F.pinned[i].base == (uintptr_t)p) {
+            F.pinned[i] = F.pinned[--F.npinned];
+            free(p);
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+static int pinned(const void *p, size_t bytes)
+{
+    for (int i = 0; i < F.npinned; i++)
+        if ((uintptr_t)p >= F.pinned[i].base &&
+            (uintptr_t)p + bytes <= F.pinned[i].base + F.pinned[i].bytes)
+            return 1;
+    return 0;
+}
+
 CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
 {
     CTX_CHECK(d);
@@ -1087,7 +1133,7 @@ static CUresult issue_copy(const char *what, CUstream s, int dst_dev, void *dst,
         return CUDA_ERROR_INVALID_VALUE;
     copy *c = xcalloc(1, sizeof *c);
     *c = (copy){dst_dev, src_dev, dst, src, NULL, bytes, set, value};
-    if (src_dev < 0 && !set) {
+    if (src_dev < 0 && !set && !pinned(src, bytes)) {
         c->staged = xcalloc(bytes, 1);
         memcpy(c->staged, src, bytes);
     }
@@ -2036,6 +2082,9 @@ __attribute__((destructor)) static void fk_unload(void)
         stream_unlink(s);
     }
     free(F.streams);
+    for (int i = 0; i < F.npinned; i++)
+        free((void *)F.pinned[i].base);
+    free(F.pinned);
     while (F.ncaptures)
         capture_free(F.captures[0]);
     free(F.captures);
