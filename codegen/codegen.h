@@ -62,7 +62,9 @@ typedef struct {
     int kernels_per_module;     /* kernels per translation unit at most; 0: 48 */
     double loss_scale;          /* fp16: the initial loss scale; 0: 65536 */
     int loss_scale_interval;    /* fp16: good steps before it doubles; 0: 2000 */
-    int64_t gemm_workspace;     /* bytes of workspace per cuBLASLt call; 0: 4 MiB */
+    int64_t gemm_workspace;     /* bytes of workspace per cuBLASLt call; 0: 32 MiB if an
+                                   arch is sm_90 or later (NVIDIA's advice for Hopper),
+                                   else 4 MiB */
     int64_t conv_workspace;     /* bytes a cuDNN algorithm may use at most; 0: 64 MiB */
     cg_conv_impl conv;          /* cuDNN (default), generated implicit GEMMs, or
                                    cuDNN on channels-last copies */
@@ -195,8 +197,12 @@ typedef enum {
  * (CUDNN_CROSS_CORRELATION), as cudnnConvolutionForward / BackwardData /
  * BackwardFilter, the algorithm the runtime's choice within workspace bytes:
  *   forward:         y = act(alpha conv(x, w) + beta z + bias)
- *                    (cudnnConvolutionBiasActivationForward where any of
- *                    bias, z, relu is set; z may be y)
+ *                    (cudnnConvolutionBiasActivationForward where relu is
+ *                    set, z may be y; else cudnnConvolutionForward with
+ *                    beta onto y holding z.  Codegen sets relu, and bias with
+ *                    it, only where the fused call is documented to run:
+ *                    fp32 or fp16, NCHW; elsewhere a kernel after the call
+ *                    takes them, library.c says why)
  *   backward data:   dx = alpha conv_transpose(dy, w)           (y holds dy, x dx)
  *   backward filter: dw = alpha conv^T(x, dy)                   (y holds dy, w dw) */
 typedef struct {

@@ -43,8 +43,8 @@ int cg_igemm_fits(const cg_conv *c)
     int64_t j = c->kind == CG_CONV_FORWARD ? c->k / c->groups
               : c->kind == CG_CONV_BACKWARD_DATA ? c->c / c->groups
                                                  : (c->c / c->groups) * c->r * c->s;
-    return x < INT32_MAX && w < INT32_MAX && y < INT32_MAX && div_up(j, TILE_N) <= 65535 &&
-           c->groups + (int64_t)WANT_BLOCKS <= 65535;
+    return x <= CG_INT_ELEMENTS && w <= CG_INT_ELEMENTS && y <= CG_INT_ELEMENTS &&
+           div_up(j, TILE_N) <= 65535 && c->groups + (int64_t)WANT_BLOCKS <= 65535;
 }
 
 /* "p * 2 - 1 + r * 2": a tap's input row from an output row, or back */

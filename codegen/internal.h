@@ -156,6 +156,15 @@ int cg_is_map(const ir_node *n);
  * or -1 when the kernel would write memory it reads at other elements (the
  * caller splits it). */
 int cg_emit_kernel(cg_gen *G, const ir_node *const *m, int nm, int special);
+/* The most elements a generated kernel indexes in int: 2^31 less a margin,
+ * because the threads of a grid's last block compute their index (up to a
+ * block of 1024 threads of 4 elements past the end) before they test it.
+ * Larger tensors are indexed in i64 (kernels.c), or stay library calls
+ * (cg_igemm_fits). */
+#define CG_INT_ELEMENTS (((int64_t)1 << 31) - 4096)
+/* Whether a launch of grid x * y * z blocks is within CUDA's limits (x below
+ * 2^31, y and z at most 65535); if not, generation fails naming n and what. */
+int cg_grid_fits(cg_gen *G, const ir_node *n, const char *what, int64_t x, int64_t y, int64_t z);
 /* A kernel converting n elements from src (sdt) to dst (ddt). */
 void cg_emit_cast(cg_gen *G, const ir_node *n, const char *what, cg_ref src, ir_dtype sdt,
                   cg_ref dst, ir_dtype ddt, int64_t numel);
@@ -163,6 +172,13 @@ void cg_emit_cast(cg_gen *G, const ir_node *n, const char *what, cg_ref src, ir_
  * into dst (ddt): the channels-last copies of --conv cudnn-nhwc. */
 void cg_emit_transpose(cg_gen *G, const ir_node *n, const char *what, cg_ref src, ir_dtype sdt,
                        cg_ref dst, ir_dtype ddt, int64_t batch, int64_t rows, int64_t cols);
+/* A kernel adding a convolution's bias (bias: NULL for none; k elements of
+ * bdt) and applying its ReLU (relu), in place on its result y (ydt) of n
+ * images of k channels of px pixels, NCHW or NHWC (nhwc): where cuDNN's
+ * fused call is not documented to run (library.c, emit_conv). */
+void cg_emit_bias_relu(cg_gen *G, const ir_node *n, const char *what, cg_ref y, ir_dtype ydt,
+                       const cg_ref *bias, ir_dtype bdt, int64_t images, int64_t k, int64_t px,
+                       int nhwc, int relu);
 /* Kernels of the program's own: the updates of an fp16 step (copies unless a
  * gradient overflowed), the scaler's update, staging of collectives. */
 void cg_emit_masked_copy(cg_gen *G, const ir_value *target, const ir_value *source);
@@ -174,8 +190,9 @@ void cg_emit_gather_unpack(cg_gen *G, const ir_node *n, cg_ref staging, int pack
  * comment, for node n. */
 void cg_describe_node(cg_sb *b, const ir_node *n);
 /* Whether convolution c can be an implicit-GEMM kernel (igemm.c): its tensors'
- * elements are counted in int, and its grid is within CUDA's limits.  The
- * others stay cuDNN calls. */
+ * elements are counted in int (at most CG_INT_ELEMENTS: a tile's rows and
+ * columns run up to 63 past the product's), and its grid is within CUDA's
+ * limits.  The others stay cuDNN calls. */
 int cg_igemm_fits(const cg_conv *c);
 /* The launches of convolution c (from node n; the result written as out_dt,
  * the operands read as c->dtype) as a generated implicit-GEMM kernel. */

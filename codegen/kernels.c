@@ -556,6 +556,22 @@ static int accesses_safe(const kb *k)
 
 static int64_t div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+/* int where every tensor the kernel touches has at most CG_INT_ELEMENTS, so
+ * the common kernels keep 32-bit arithmetic (64-bit division is several
+ * times slower on a GPU); else i64. */
+static const char *index_type(int64_t most) { return most <= CG_INT_ELEMENTS ? "int" : "i64"; }
+
+int cg_grid_fits(cg_gen *G, const ir_node *n, const char *what, int64_t x, int64_t y, int64_t z)
+{
+    if (x >= 1 && x <= INT32_MAX && y >= 1 && y <= 65535 && z >= 1 && z <= 65535)
+        return 1;
+    cg_fail(G, n, "%s%s%s%s: a grid of %lld x %lld x %lld blocks is over CUDA's limits "
+            "(2^31 - 1 x 65535 x 65535): its tensors are too large for one launch",
+            n ? "%" : "", n ? n->out[0]->name : "", n ? ", " : "", what, (long long)x,
+            (long long)y, (long long)z);
+    return 0;
+}
+
 /* Writes the kernel (signature from its parameters), adds it and its launch.
  * Returns -1 when its accesses are unsafe (nothing added). */
 static int finish(kb *k, const char *base, int block, int64_t grid, int elementwise,
@@ -567,6 +583,8 @@ static int finish(kb *k, const char *base, int block, int64_t grid, int elementw
                 node->out[0]->name);
         return 0;
     }
+    if (!cg_grid_fits(G, node, what, grid, 1, 1))
+        return 0;
     if (!accesses_safe(k))
         return -1;
     cg_sb t = {0};
@@ -663,7 +681,7 @@ static const char *channel(kb *k, const ir_type *t)
     cg_sb b = {0};
     term(&b, k->idx, inner, t->dims[1], 1);
     const char *c = tmp(k, "chan");
-    line(k, "const int %s = %s;", c, b.s);
+    line(k, "const %s %s = %s;", k->itype, c, b.s);
     cg_sb_free(&b);
     return c;
 }
@@ -690,9 +708,9 @@ static void plane_coords(kb *k, int64_t rows, int64_t cols, const char **pl, con
                          const char **c)
 {
     *pl = tmp(k, "plane"), *r = tmp(k, "py"), *c = tmp(k, "px");
-    line(k, "const int %s = %s / %lld, %s = %s / %lld %% %lld, %s = %s %% %lld;", *pl, k->idx,
-         (long long)(rows * cols), *r, k->idx, (long long)cols, (long long)rows, *c, k->idx,
-         (long long)cols);
+    line(k, "const %s %s = %s / %lld, %s = %s / %lld %% %lld, %s = %s %% %lld;", k->itype, *pl,
+         k->idx, (long long)(rows * cols), *r, k->idx, (long long)cols, (long long)rows, *c,
+         k->idx, (long long)cols);
 }
 
 /* The first maximum of maxpool's window (oy, ox) of plane pl, as grad.c finds
@@ -704,14 +722,14 @@ static void window_argmax(kb *k, const pool_geom *g, const char *x, const char *
     line(k, "float %s = NEG_INF;", m);
     line(k, "for (int ky = 0; ky < %lld; ky++) {", (long long)g->kh);
     k->indent++;
-    line(k, "const int iy = %s * %lld - %lld + ky * %lld;", oy, (long long)g->sh, (long long)g->ph,
-         (long long)g->dh);
+    line(k, "const %s iy = %s * %lld - %lld + ky * %lld;", k->itype, oy, (long long)g->sh,
+         (long long)g->ph, (long long)g->dh);
     line(k, "if (iy < 0 || iy >= %lld)", (long long)g->h);
     line(k, "    continue;");
     line(k, "for (int kx = 0; kx < %lld; kx++) {", (long long)g->kw);
     k->indent++;
-    line(k, "const int ix = %s * %lld - %lld + kx * %lld;", ox, (long long)g->sw, (long long)g->pw,
-         (long long)g->dw);
+    line(k, "const %s ix = %s * %lld - %lld + kx * %lld;", k->itype, ox, (long long)g->sw,
+         (long long)g->pw, (long long)g->dw);
     line(k, "if (ix < 0 || ix >= %lld)", (long long)g->w);
     line(k, "    continue;");
     line(k, "const float v = ld(%s, (%s * %lld + iy) * %lld + ix);", x, pl, (long long)g->h,
@@ -737,11 +755,11 @@ static void window_range(kb *k, const char *y, int64_t pad, int64_t stride, int6
 {
     /* oy stride <= y + pad, oy stride > y + pad - kern dil (first tap reaches y) */
     int64_t span = (kern - 1) * dil;
-    line(k, "const int %s = %s + %lld < %lld ? 0 : (%s + %lld - %lld + %lld) / %lld;", lo, y,
-         (long long)pad, (long long)span, y, (long long)pad, (long long)span,
+    line(k, "const %s %s = %s + %lld < %lld ? 0 : (%s + %lld - %lld + %lld) / %lld;", k->itype, lo,
+         y, (long long)pad, (long long)span, y, (long long)pad, (long long)span,
          (long long)(stride - 1), (long long)stride);
-    line(k, "const int %s = (%s + %lld) / %lld < %lld ? (%s + %lld) / %lld : %lld;", hi, y,
-         (long long)pad, (long long)stride, (long long)(out - 1), y, (long long)pad,
+    line(k, "const %s %s = (%s + %lld) / %lld < %lld ? (%s + %lld) / %lld : %lld;", k->itype, hi,
+         y, (long long)pad, (long long)stride, (long long)(out - 1), y, (long long)pad,
          (long long)stride, (long long)(out - 1));
 }
 
@@ -825,14 +843,15 @@ static void emit_map(kb *k, const ir_node *n)
         int ns;
         const int64_t *sh = ir_attr_ints(n, "shard", &ns);
         const char *at = k->idx;
-        if (ns == 3) { /* the element's index in the whole tensor */
+        if (ns == 3) { /* the element's index in the whole tensor, in i64: the whole may
+                          have 2^31 elements where this device's part has fewer */
             const ir_type *t = &n->in[0]->type;
             int64_t part = t->dims[sh[0]], inner = 1;
             for (int d = (int)sh[0] + 1; d < t->rank; d++)
                 inner *= t->dims[d];
             at = tmp(k, "drop_at");
-            line(k, "const i64 %s = (i64)(%s / %lld) * %lld + (%lld + %s / %lld %% %lld) * %lld + "
-                 "%s %% %lld;", at, k->idx, (long long)(part * inner),
+            line(k, "const i64 %s = (i64)(%s / %lld) * %lld + (i64)(%lld + %s / %lld %% %lld) * "
+                 "%lld + %s %% %lld;", at, k->idx, (long long)(part * inner),
                  (long long)(sh[2] * inner), (long long)sh[1], k->idx, (long long)inner,
                  (long long)part, (long long)inner, k->idx, (long long)inner);
         }
@@ -934,9 +953,9 @@ static void emit_map(kb *k, const ir_node *n)
         int axis = (int)ir_attr_int(n, "axis");
         around(&y->type, axis, &outer, &len, &inner);
         const char *pos = tmp(k, "cat_pos"), *u = tmp(k, "cat_outer"), *r = tmp(k, "cat_inner"), *v = tmp(k, "cat_v");
-        line(k, "const int %s = %s / %lld %% %lld, %s = %s / %lld, %s = %s %% %lld;", pos, k->idx,
-             (long long)inner, (long long)len, u, k->idx, (long long)(len * inner), r, k->idx,
-             (long long)inner);
+        line(k, "const %s %s = %s / %lld %% %lld, %s = %s / %lld, %s = %s %% %lld;", k->itype, pos,
+             k->idx, (long long)inner, (long long)len, u, k->idx, (long long)(len * inner), r,
+             k->idx, (long long)inner);
         line(k, "%s %s;", rtype(cg_dtype_of(G, y)), v);
         int64_t at = 0;
         for (int i = 0; i < n->nin; i++) {
@@ -977,13 +996,13 @@ static void emit_map(kb *k, const ir_node *n)
         line(k, "float %s = NEG_INF; /* padding never wins */", m);
         line(k, "for (int ky = 0; ky < %lld; ky++) {", (long long)g.kh);
         k->indent++;
-        line(k, "const int iy = %s * %lld - %lld + ky * %lld;", oy, (long long)g.sh,
+        line(k, "const %s iy = %s * %lld - %lld + ky * %lld;", k->itype, oy, (long long)g.sh,
              (long long)g.ph, (long long)g.dh);
         line(k, "if (iy < 0 || iy >= %lld)", (long long)g.h);
         line(k, "    continue;");
         line(k, "for (int kx = 0; kx < %lld; kx++) {", (long long)g.kw);
         k->indent++;
-        line(k, "const int ix = %s * %lld - %lld + kx * %lld;", ox, (long long)g.sw,
+        line(k, "const %s ix = %s * %lld - %lld + kx * %lld;", k->itype, ox, (long long)g.sw,
              (long long)g.pw, (long long)g.dw);
         line(k, "const float v = ix >= 0 && ix < %lld ? ld(%s, (%s * %lld + iy) * %lld + ix) : "
              "NEG_INF;", (long long)g.w, x, pl, (long long)g.h, (long long)g.w);
@@ -1010,18 +1029,18 @@ static void emit_map(kb *k, const ir_node *n)
             return;
         }
         int incl = ir_attr_int(n, "count_include_pad") != 0;
-        line(k, "const int y0 = %s * %lld - %lld, x0 = %s * %lld - %lld;", oy, (long long)g.sh,
-             (long long)g.ph, ox, (long long)g.sw, (long long)g.pw);
-        line(k, "const int y1 = y0 + %lld < %lld ? y0 + %lld : %lld, x1 = x0 + %lld < %lld ? x0 + "
-             "%lld : %lld;", (long long)g.kh, (long long)(g.h + g.ph), (long long)g.kh,
+        line(k, "const %s y0 = %s * %lld - %lld, x0 = %s * %lld - %lld;", k->itype, oy,
+             (long long)g.sh, (long long)g.ph, ox, (long long)g.sw, (long long)g.pw);
+        line(k, "const %s y1 = y0 + %lld < %lld ? y0 + %lld : %lld, x1 = x0 + %lld < %lld ? x0 + "
+             "%lld : %lld;", k->itype, (long long)g.kh, (long long)(g.h + g.ph), (long long)g.kh,
              (long long)(g.h + g.ph), (long long)g.kw, (long long)(g.w + g.pw), (long long)g.kw,
              (long long)(g.w + g.pw));
-        line(k, "const int ya = y0 < 0 ? 0 : y0, yb = y1 > %lld ? %lld : y1;", (long long)g.h,
-             (long long)g.h);
-        line(k, "const int xa = x0 < 0 ? 0 : x0, xb = x1 > %lld ? %lld : x1;", (long long)g.w,
-             (long long)g.w);
-        line(k, "for (int iy = ya; iy < yb; iy++)");
-        line(k, "    for (int ix = xa; ix < xb; ix++)");
+        line(k, "const %s ya = y0 < 0 ? 0 : y0, yb = y1 > %lld ? %lld : y1;", k->itype,
+             (long long)g.h, (long long)g.h);
+        line(k, "const %s xa = x0 < 0 ? 0 : x0, xb = x1 > %lld ? %lld : x1;", k->itype,
+             (long long)g.w, (long long)g.w);
+        line(k, "for (%s iy = ya; iy < yb; iy++)", k->itype);
+        line(k, "    for (%s ix = xa; ix < xb; ix++)", k->itype);
         line(k, "        %s += ld(%s, (%s * %lld + iy) * %lld + ix);", s, x, pl, (long long)g.h,
              (long long)g.w);
         set(k, y, kstr(k, "%s / (float)(%s)", s,
@@ -1045,19 +1064,19 @@ static void emit_map(kb *k, const ir_node *n)
         line(k, "float %s = 0.0f;", s);
         window_range(k, iy, g.ph, g.sh, g.kh, 1, g.oh, "oy0", "oy1");
         window_range(k, ix, g.pw, g.sw, g.kw, 1, g.ow, "ox0", "ox1");
-        line(k, "for (int oy = oy0; oy <= oy1; oy++)");
-        line(k, "    for (int ox = ox0; ox <= ox1; ox++) {");
+        line(k, "for (%s oy = oy0; oy <= oy1; oy++)", k->itype);
+        line(k, "    for (%s ox = ox0; ox <= ox1; ox++) {", k->itype);
         k->indent += 2;
-        line(k, "const int y0 = oy * %lld - %lld, x0 = ox * %lld - %lld;", (long long)g.sh,
+        line(k, "const %s y0 = oy * %lld - %lld, x0 = ox * %lld - %lld;", k->itype, (long long)g.sh,
              (long long)g.ph, (long long)g.sw, (long long)g.pw);
-        line(k, "const int y1 = y0 + %lld < %lld ? y0 + %lld : %lld, x1 = x0 + %lld < %lld ? x0 + "
-             "%lld : %lld;", (long long)g.kh, (long long)(g.h + g.ph), (long long)g.kh,
+        line(k, "const %s y1 = y0 + %lld < %lld ? y0 + %lld : %lld, x1 = x0 + %lld < %lld ? x0 + "
+             "%lld : %lld;", k->itype, (long long)g.kh, (long long)(g.h + g.ph), (long long)g.kh,
              (long long)(g.h + g.ph), (long long)g.kw, (long long)(g.w + g.pw), (long long)g.kw,
              (long long)(g.w + g.pw));
-        line(k, "const int ya = y0 < 0 ? 0 : y0, yb = y1 > %lld ? %lld : y1;", (long long)g.h,
-             (long long)g.h);
-        line(k, "const int xa = x0 < 0 ? 0 : x0, xb = x1 > %lld ? %lld : x1;", (long long)g.w,
-             (long long)g.w);
+        line(k, "const %s ya = y0 < 0 ? 0 : y0, yb = y1 > %lld ? %lld : y1;", k->itype,
+             (long long)g.h, (long long)g.h);
+        line(k, "const %s xa = x0 < 0 ? 0 : x0, xb = x1 > %lld ? %lld : x1;", k->itype,
+             (long long)g.w, (long long)g.w);
         line(k, "%s += ld(%s, (%s * %lld + oy) * %lld + ox) / (float)(%s);", s, dy, pl,
              (long long)g.oh, (long long)g.ow,
              incl ? "(y1 - y0) * (x1 - x0)" : "(yb - ya) * (xb - xa)");
@@ -1074,10 +1093,10 @@ static void emit_map(kb *k, const ir_node *n)
         line(k, "float %s = 0.0f;", s);
         window_range(k, iy, g.ph, g.sh, g.kh, g.dh, g.oh, "oy0", "oy1");
         window_range(k, ix, g.pw, g.sw, g.kw, g.dw, g.ow, "ox0", "ox1");
-        line(k, "for (int oy = oy0; oy <= oy1; oy++)");
-        line(k, "    for (int ox = ox0; ox <= ox1; ox++) {");
+        line(k, "for (%s oy = oy0; oy <= oy1; oy++)", k->itype);
+        line(k, "    for (%s ox = ox0; ox <= ox1; ox++) {", k->itype);
         k->indent += 2;
-        line(k, "int arg = -1;");
+        line(k, "%s arg = -1;", k->itype);
         window_argmax(k, &g, x, pl, "oy", "ox", "arg");
         line(k, "if (arg == %s * %lld + %s)", iy, (long long)g.w, ix);
         line(k, "    %s += ld(%s, (%s * %lld + oy) * %lld + ox);", s, dy, pl, (long long)g.oh,
@@ -1158,7 +1177,7 @@ static int map_kernel(kb *k)
             vec &= cg_is_float(cg_dtype_of(k->G, k->m[i]->out[j]));
     k->vec = vec ? 4 : 1;
     k->array = vec;
-    k->itype = max_numel(k) < ((int64_t)1 << 31) ? "int" : "i64";
+    k->itype = index_type(max_numel(k));
     if (vec) {
         line(k, "#pragma unroll");
         line(k, "for (int j = 0; j < 4; j++) {");
@@ -1571,7 +1590,7 @@ static int64_t sp_global_avgpool(kb *k, const ir_node *n)
         line(k, "if (pl >= %lld)", (long long)planes);
         line(k, "    return;");
         line(k, "double s = 0.0;");
-        line(k, "for (int t = 0; t < %lld; t++)", (long long)hw);
+        line(k, "for (%s t = 0; t < %lld; t++)", k->itype, (long long)hw);
         line(k, "    s += x_at(pl * %lld + t);", (long long)hw);
         line(k, "y_put(pl, (float)(s / %lld.0));", (long long)hw);
         return div_up(planes, 256);
@@ -1582,7 +1601,7 @@ static int64_t sp_global_avgpool(kb *k, const ir_node *n)
     line(k, "if (pl >= %lld)", (long long)planes);
     line(k, "    return; /* the whole warp */");
     line(k, "double s = 0.0;");
-    line(k, "for (int t = lane; t < %lld; t += 32)", (long long)hw);
+    line(k, "for (%s t = lane; t < %lld; t += 32)", k->itype, (long long)hw);
     line(k, "    s += x_at(pl * %lld + t);", (long long)hw);
     line(k, "s = warp_sum(s);");
     line(k, "if (lane == 0)");
@@ -1815,7 +1834,7 @@ static int sp_layernorm_grad(kb *k, const ir_node *n, kb *k2)
     const char *dy2 = reads(k2, n->in[0], 0), *x2 = reads(k2, n->in[1], 0);
     const char *st2 = param_at(k2, NULL, "stats", stats, IR_F32, rows * 2 * 4)->name;
     k2->par[k2->npar - 1].read_other = 1;
-    line(k2, "const int c = blockIdx.x * 256 + threadIdx.x;");
+    line(k2, "const %s c = (%s)blockIdx.x * 256 + threadIdx.x;", k->itype, k->itype);
     line(k2, "if (c >= %lld)", (long long)d);
     line(k2, "    return;");
     line(k2, "double sw = 0.0, sb = 0.0;");
@@ -1834,7 +1853,7 @@ static int sp_layernorm_grad(kb *k, const ir_node *n, kb *k2)
 static int special_kernel(kb *k)
 {
     const ir_node *n = k->m[k->sp];
-    k->itype = max_numel(k) < ((int64_t)1 << 31) ? "int" : "i64";
+    k->itype = index_type(max_numel(k));
     k->iter = &n->out[0]->type;
     int64_t grid;
     int64_t d = 0, rows = 0;
@@ -1903,6 +1922,9 @@ int cg_emit_kernel(cg_gen *G, const ir_node *const *m, int nm, int sp)
 void cg_emit_cast(cg_gen *G, const ir_node *n, const char *what, cg_ref src, ir_dtype sdt,
                   cg_ref dst, ir_dtype ddt, int64_t numel)
 {
+    int64_t vec = numel % 4 == 0 ? 4 : 1;
+    if (!cg_grid_fits(G, n, what, div_up(numel / vec, 256), 1, 1))
+        return;
     const char *s = cg_ctype(sdt), *d = cg_ctype(ddt);
     cg_sb t = {0};
     cg_sb_printf(&t, "/* %s elements to %s, 4 a thread (n a multiple of 4) or 1 */\n", s, d);
@@ -1917,7 +1939,6 @@ void cg_emit_cast(cg_gen *G, const ir_node *n, const char *what, cg_ref src, ir_
     snprintf(base, sizeof base, "cast_%s_to_%s", ir_dtype_name(sdt), ir_dtype_name(ddt));
     int kernel = cg_add_kernel(G, "", t.s, NULL, 0, base, n, 1, 256);
     cg_sb_free(&t);
-    int64_t vec = numel % 4 == 0 ? 4 : 1;
     cg_step st = {.kind = CG_STEP_KERNEL, .node = n, .what = what};
     cg_launch *l = &st.u.launch;
     l->kernel = kernel;
@@ -1934,11 +1955,83 @@ void cg_emit_cast(cg_gen *G, const ir_node *n, const char *what, cg_ref src, ir_
     cg_add_step(G, &st, acc, 2);
 }
 
+/* A convolution's bias and ReLU as a kernel of their own, where library.c
+ * leaves them out of the cuDNN call: y[i] = relu(y[i] + bias[channel of i]) in
+ * place, 4 elements a thread where the count allows, the channel by
+ * constants of the shape in NCHW or NHWC. */
+void cg_emit_bias_relu(cg_gen *G, const ir_node *n, const char *what, cg_ref y, ir_dtype ydt,
+                       const cg_ref *bias, ir_dtype bdt, int64_t images, int64_t k, int64_t px,
+                       int nhwc, int relu)
+{
+    int64_t numel = images * k * px, vec = numel % 4 == 0 ? 4 : 1;
+    if (!cg_grid_fits(G, n, what, div_up(numel / vec, 256), 1, 1))
+        return;
+    const char *it = index_type(numel), *yt = cg_ctype(ydt);
+    cg_sb v = {0}, t = {0}, head = {0};
+    if (bias && nhwc)
+        cg_sb_printf(&v, "a + ld(bias, i %% %lld)", (long long)k);
+    else if (bias)
+        cg_sb_printf(&v, "a + ld(bias, i / %lld %% %lld)", (long long)px, (long long)k);
+    else
+        cg_sb_printf(&v, "a");
+    cg_sb_printf(&head, "/* %s%s%s of a cuDNN convolution, in place on its %s result (%lld "
+                 "images, %lld channels, %lld pixels): library.c says why not in the call\n",
+                 bias ? "the bias" : "", bias && relu ? " and " : "", relu ? "the ReLU" : "",
+                 nhwc ? "NHWC" : "NCHW", (long long)images, (long long)k, (long long)px);
+    cg_describe_node(&head, n);
+    cg_sb_put(&head, " */\n", 4);
+    cg_sb_printf(&t, "GNC_KERNEL void __launch_bounds__(256) @K@(%s *__restrict__ y", yt);
+    if (bias)
+        cg_sb_printf(&t, ", const %s *__restrict__ bias", cg_ctype(bdt));
+    cg_sb_printf(&t, ")\n{\n    const %s e = ((%s)blockIdx.x * 256 + threadIdx.x) * %lld;\n"
+                 "    if (e >= %lld)\n        return;\n", it, it, (long long)vec,
+                 (long long)numel);
+    cg_sb_printf(&t, "    auto out = [&](%s i, float a) -> float { return %s%s%s; };\n", it,
+                 relu ? "relu_f(" : "", v.s, relu ? ")" : "");
+    if (vec == 4)
+        cg_sb_printf(&t, "    float v[4];\n    ldv<4>(y, e, v);\n#pragma unroll\n"
+                     "    for (int j = 0; j < 4; j++)\n        v[j] = out(e + j, v[j]);\n"
+                     "    stv<4>(y, e, v);\n}\n");
+    else
+        cg_sb_printf(&t, "    st(y, e, out(e, ld(y, e)));\n}\n");
+    char base[64];
+    snprintf(base, sizeof base, "conv_%s%s%s_%s", bias ? "bias" : "", bias && relu ? "_" : "",
+             relu ? "relu" : "", nhwc ? "nhwc" : "nchw");
+    int kernel = cg_add_kernel(G, head.s, t.s, NULL, 0, base, n, 1, 256);
+    cg_sb_free(&v);
+    cg_sb_free(&t);
+    cg_sb_free(&head);
+    cg_step st = {.kind = CG_STEP_KERNEL, .node = n, .what = what};
+    cg_launch *l = &st.u.launch;
+    l->kernel = kernel;
+    l->grid[0] = (unsigned)div_up(numel / vec, 256), l->grid[1] = l->grid[2] = 1;
+    l->block[0] = 256, l->block[1] = l->block[2] = 1;
+    l->nargs = bias ? 2 : 1;
+    l->args = cg_palloc(G->p, 2 * sizeof *l->args);
+    l->args[0] = (cg_arg){CG_ARG_BUFFER, y, 0, 0};
+    int64_t ybytes = numel * (int64_t)cg_dtype_size(ydt);
+    cg_access acc[3] = {{y, ybytes, 0, 1, ydt}, {y, ybytes, 1, 1, ydt}};
+    if (bias) {
+        l->args[1] = (cg_arg){CG_ARG_BUFFER, *bias, 0, 0};
+        acc[2] = (cg_access){*bias, k * (int64_t)cg_dtype_size(bdt), 0, 0, bdt};
+    }
+    cg_add_step(G, &st, acc, bias ? 3 : 2);
+}
+
 /* batch matrices of rows x cols elements from src (sdt) transposed into dst
  * (ddt): prelude.cuh's transpose_tiles, one kernel per shape and types. */
 void cg_emit_transpose(cg_gen *G, const ir_node *n, const char *what, cg_ref src, ir_dtype sdt,
                        cg_ref dst, ir_dtype ddt, int64_t batch, int64_t rows, int64_t cols)
 {
+    /* a matrix's rows and columns are int template arguments; each matrix
+       starts at an i64 offset */
+    if (!cg_grid_fits(G, n, what, div_up(cols, 32), div_up(rows, 32), batch))
+        return;
+    if (rows > CG_INT_ELEMENTS || cols > CG_INT_ELEMENTS) {
+        cg_fail(G, n, "%%%s, %s: %lld x %lld matrices are over the int indices of a transpose",
+                n->out[0]->name, what, (long long)rows, (long long)cols);
+        return;
+    }
     const char *s = cg_ctype(sdt), *d = cg_ctype(ddt);
     cg_sb t = {0};
     cg_sb_printf(&t, "/* %lld matrices of %lld x %lld %s elements transposed to %s */\n",
@@ -1974,12 +2067,14 @@ void cg_emit_masked_copy(cg_gen *G, const ir_value *target, const ir_value *sour
         "float *__restrict__ dst, const gnc_scaler *__restrict__ scaler, i64 n)\n{\n"
         "    const i64 i = (i64)blockIdx.x * 256 + threadIdx.x;\n"
         "    if (i < n && !scaler->found_inf)\n        dst[i] = src[i];\n}\n";
-    int kernel = cg_add_kernel(G, "", t, NULL, 0, "update_unless_overflow", source->def, 1, 256);
     int64_t numel = ir_type_numel(&target->type);
-    cg_ref src = cg_ref_of(G, source), dst = cg_ref_of(G, target);
     cg_step st = {.kind = CG_STEP_KERNEL, .node = source->def};
     st.what = cg_pprintf(G->p, "update %%%s = %%%s unless a gradient overflowed", cg_name(target),
                          cg_name(source));
+    if (!cg_grid_fits(G, source->def, st.what, div_up(numel, 256), 1, 1))
+        return;
+    int kernel = cg_add_kernel(G, "", t, NULL, 0, "update_unless_overflow", source->def, 1, 256);
+    cg_ref src = cg_ref_of(G, source), dst = cg_ref_of(G, target);
     cg_launch *l = &st.u.launch;
     l->kernel = kernel;
     l->grid[0] = (unsigned)div_up(numel, 256), l->grid[1] = l->grid[2] = 1;
@@ -2059,7 +2154,11 @@ void cg_emit_gather_unpack(cg_gen *G, const ir_node *n, cg_ref staging, int pack
     around(&whole->type, (int)ir_attr_int(n, "axis"), &outer, &len, &inner);
     int64_t part = len / ng, numel = ir_type_numel(&whole->type);
     ir_dtype dt = cg_dtype_of(G, whole);
-    const char *ct = cg_ctype(dt);
+    const char *ct = cg_ctype(dt), *it = index_type(numel);
+    cg_step st = {.kind = CG_STEP_KERNEL, .node = n};
+    st.what = cg_pprintf(G->p, "%s %%%s", pack ? "pack for" : "unpack", cg_name(n->out[0]));
+    if (!cg_grid_fits(G, n, st.what, div_up(numel, 256), 1, 1))
+        return;
     cg_sb t = {0};
     cg_sb_printf(&t, "/* %s along axis %lld through rank-major staging: [%lld][%lld, %lld, %lld] %s "
                  "[%lld, %lld x %lld, %lld] */\n", ir_ops[n->op].name,
@@ -2068,20 +2167,19 @@ void cg_emit_gather_unpack(cg_gen *G, const ir_node *n, cg_ref staging, int pack
                  (long long)ng, (long long)part, (long long)inner);
     cg_sb_printf(&t, "GNC_KERNEL void __launch_bounds__(256) @K@(const %s *__restrict__ src, %s "
                  "*__restrict__ dst)\n{\n", ct, ct);
-    cg_sb_printf(&t, "    const i64 i = (i64)blockIdx.x * 256 + threadIdx.x; /* in the whole */\n"
-                 "    if (i >= %lld)\n        return;\n", (long long)numel);
-    cg_sb_printf(&t, "    const i64 u = i / %lld, pos = i / %lld %% %lld, r = pos / %lld, "
-                 "q = pos %% %lld, w = i %% %lld;\n", (long long)(len * inner), (long long)inner,
-                 (long long)len, (long long)part, (long long)part, (long long)inner);
-    cg_sb_printf(&t, "    const i64 s = ((r * %lld + u) * %lld + q) * %lld + w; /* in staging */\n",
-                 (long long)outer, (long long)part, (long long)inner);
+    cg_sb_printf(&t, "    const %s i = (%s)blockIdx.x * 256 + threadIdx.x; /* in the whole */\n"
+                 "    if (i >= %lld)\n        return;\n", it, it, (long long)numel);
+    cg_sb_printf(&t, "    const %s u = i / %lld, pos = i / %lld %% %lld, r = pos / %lld, "
+                 "q = pos %% %lld, w = i %% %lld;\n", it, (long long)(len * inner),
+                 (long long)inner, (long long)len, (long long)part, (long long)part,
+                 (long long)inner);
+    cg_sb_printf(&t, "    const %s s = ((r * %lld + u) * %lld + q) * %lld + w; /* in staging */\n",
+                 it, (long long)outer, (long long)part, (long long)inner);
     cg_sb_printf(&t, pack ? "    dst[s] = src[i];\n}\n" : "    dst[i] = src[s];\n}\n");
     const char *base = cg_pprintf(G->p, "%s__%s", pack ? "pack" : "unpack", cg_name(n->out[0]));
     int kernel = cg_add_kernel(G, "", t.s, NULL, 0, base, n, 0, 256);
     cg_sb_free(&t);
     cg_ref w = cg_ref_of(G, whole);
-    cg_step st = {.kind = CG_STEP_KERNEL, .node = n};
-    st.what = cg_pprintf(G->p, "%s %%%s", pack ? "pack for" : "unpack", cg_name(n->out[0]));
     cg_launch *l = &st.u.launch;
     l->kernel = kernel;
     l->grid[0] = (unsigned)div_up(numel, 256), l->grid[1] = l->grid[2] = 1;

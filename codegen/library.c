@@ -14,13 +14,16 @@
  *   dense_grad_weight  dw[out, in] = dy[rows, out]^T x[rows, in]:  D[in, out] = X DY^T
  *
  * An epilogue takes what follows in the fused node where the library can: a
- * dense's ReLU (CUBLASLT_EPILOGUE_RELU_BIAS), a convolution's residual add and
- * ReLU (cudnnConvolutionBiasActivationForward's z and activation).  The rest
- * of a fused node is a kernel reading the library's result.
+ * dense's ReLU (CUBLASLT_EPILOGUE_RELU_BIAS), a convolution's residual add
+ * (cuDNN's beta and z) and its bias and ReLU (cudnnConvolutionBiasActivation-
+ * Forward, where that is documented to run: emit_conv; elsewhere a kernel of
+ * their own after the call).  The rest of a fused node is a kernel reading the
+ * library's result.
  *
  * At bf16 and fp16 the operands are 16-bit (a weight through its 16-bit copy),
  * the accumulation float; a matmul may write float, a convolution writes its
  * data type, converted afterwards where the result is kept in float. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -56,12 +59,25 @@ typedef struct {
     const ir_value *a, *b, *bias, *d;
 } gemm_values;
 
+/* Bytes of workspace a cuBLASLt call may use: cg_options.gemm_workspace, else
+ * what NVIDIA advises: 32 MiB for Hopper (sm_90) and later, 4 MiB before.  A
+ * program runs on any of its targets, so one of sm_90 or later decides. */
+static int64_t gemm_workspace(const cg_gen *G)
+{
+    if (G->o.gemm_workspace > 0)
+        return G->o.gemm_workspace;
+    for (int i = 0; i < G->p->narchs; i++)
+        if (atoi(G->p->archs[i] + 3) >= 90)
+            return (int64_t)32 << 20;
+    return (int64_t)4 << 20;
+}
+
 static void add_gemm(cg_gen *G, const ir_node *n, cg_gemm *m, const gemm_values *v,
                      const char *what)
 {
     cg_step s = {.kind = CG_STEP_GEMM, .node = n, .what = what};
     m->compute = G->o.precision == CG_TF32 ? CG_COMPUTE_32F_FAST_TF32 : CG_COMPUTE_32F;
-    m->workspace_bytes = G->o.gemm_workspace > 0 ? G->o.gemm_workspace : (int64_t)4 << 20;
+    m->workspace_bytes = gemm_workspace(G);
     m->workspace = cg_workspace(G, m->workspace_bytes);
     m->c = m->d;
     s.u.gemm = *m;
@@ -301,9 +317,22 @@ static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)
             yb = c.n * c.k * c.p * c.q * es;
     int igemm = cg_conv_of(&G->o, n) == CG_CONV_IGEMM && cg_igemm_fits(&c);
     int nhwc = cg_conv_of(&G->o, n) == CG_CONV_CUDNN_NHWC && nhwc_fits(&c);
+    /* cudnnConvolutionBiasActivationForward is deprecated, and documented for
+       fewer cases than cudnnConvolutionForward: its IDENTITY activation (a
+       bias without a ReLU) runs with IMPLICIT_PRECOMP_GEMM alone, and its data
+       types are FLOAT_CONFIG (fp32) and the half configs, NCHW; bf16 and NHWC
+       are not among them.  So cuDNN takes the bias and ReLU only with a ReLU,
+       at fp32 or fp16, NCHW; elsewhere the call is cudnnConvolutionForward (z
+       through beta) and a kernel adds the bias and applies the ReLU in place,
+       before the result moves.  A generated kernel (igemm) takes them all. */
+    int relu = c.relu, bias = n->op == IR_OP_CONV2D && n->nin == 3;
+    int fused = relu && !nhwc && (dt == IR_F32 || dt == IR_F16);
+    int act_kernel = !igemm && !fused && (relu || bias);
+    if (act_kernel)
+        c.relu = 0;
     static const char *const what[] = {"conv2d", "conv2d_grad_input", "conv2d_grad_weight"};
     cg_step s = {.kind = CG_STEP_CONV, .node = n};
-    s.what = cg_pprintf(G->p, "%s%s%s %%%s", what[c.kind], z ? "+add" : "", c.relu ? "+relu" : "",
+    s.what = cg_pprintf(G->p, "%s%s%s %%%s", what[c.kind], z ? "+add" : "", relu ? "+relu" : "",
                         cg_name(res));
     /* a generated kernel writes the result as it is stored; cuDNN writes dt */
     int moved = igemm ? 0 : nhwc ? !cg_nhwc_same(&res->type) || out_dt != dt : out_dt != dt;
@@ -313,7 +342,7 @@ static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)
     if (n->op == IR_OP_CONV2D) {
         c.x = conv_operand(G, &s, n->in[0], dt, nhwc, "x", NULL);
         c.wt = conv_operand(G, &s, n->in[1], dt, nhwc, "w", NULL);
-        if (n->nin == 3) {
+        if (bias && !act_kernel) {
             c.has_bias = 1;
             c.bias = cg_operand_as(G, n->in[2], dt);
             acc[na++] = (cg_access){c.bias, c.k * es, 0, 0, dt};
@@ -356,6 +385,13 @@ static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)
     cg_add_step(G, &s, acc, na);
     static const char *const result[] = {"y", "dx", "dw"};
     cg_ref written = c.kind == CG_CONV_FORWARD ? c.y : c.kind == CG_CONV_BACKWARD_DATA ? c.x : c.wt;
+    if (act_kernel) { /* the bias in its own type (a parameter's float), no 16-bit copy */
+        cg_ref b = bias ? cg_ref_of(G, n->in[2]) : (cg_ref){CG_WORKSPACE, 0};
+        cg_emit_bias_relu(G, n, cg_pprintf(G->p, "%s: %s%s%s", s.what, bias ? "bias" : "",
+                                           bias && relu ? " and " : "", relu ? "ReLU" : ""),
+                          written, dt, bias ? &b : NULL, bias ? cg_dtype_of(G, n->in[2]) : dt,
+                          c.n, c.k, c.p * c.q, nhwc, relu);
+    }
     if (moved && nhwc)
         cg_emit_transpose(G, n, cg_pprintf(G->p, "%s: %s back", s.what, result[c.kind]), written,
                           dt, cg_ref_of(G, res), out_dt, res->type.dims[0],

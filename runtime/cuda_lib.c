@@ -375,26 +375,19 @@ static int prepare_conv(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *P, c
     enum { N = 16 };
     int count = 0;
     if (c->kind == CG_CONV_FORWARD && (c->relu || c->has_bias)) {
-        /* cudnnConvolutionBiasActivationForward: its identity activation
-         * (no ReLU) runs with IMPLICIT_PRECOMP_GEMM alone */
+        /* cudnnConvolutionBiasActivationForward, which codegen asks for only
+           where its documentation says it runs: a ReLU, fp32 or fp16, NCHW
+           (codegen/library.c emit_conv); the rest it refuses here */
+        if (!c->relu || c->nhwc || (c->dtype != IR_F32 && c->dtype != IR_F16))
+            return cuda_fail(err, errlen, "%s: cuDNN's fused bias and activation call does not "
+                             "run %s: the program asks for it where codegen should not", what,
+                             !c->relu ? "without a ReLU" : c->nhwc ? "on NHWC tensors" : "on bf16");
         P->fused = 1;
         DNN(cudnnCreateActivationDescriptor(&P->act));
-        DNN(cudnnSetActivationDescriptor(P->act, c->relu ? CUDNN_ACTIVATION_RELU
-                                                         : CUDNN_ACTIVATION_IDENTITY,
-                                         CUDNN_NOT_PROPAGATE_NAN, 0.0));
+        DNN(cudnnSetActivationDescriptor(P->act, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN,
+                                         0.0));
         DNN(cudnnCreateTensorDescriptor(&P->bias));
         DNN(cudnnSetTensor4dDescriptor(P->bias, CUDNN_TENSOR_NCHW, t, 1, (int)c->k, 1, 1));
-        if (!c->relu) {
-            size_t need = 0;
-            P->algorithm = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
-            DNN(cudnnGetConvolutionForwardWorkspaceSize(G->dnn, P->x, P->w, P->conv, P->y,
-                                                        CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
-                                                        &need));
-            if (need > (size_t)c->workspace_bytes)
-                return cuda_fail(err, errlen, "%s: cuDNN's fused bias forward needs %zu bytes of "
-                                 "workspace, the program gives %lld", what, need,
-                                 (long long)c->workspace_bytes);
-        }
     }
     if (c->tuned && P->algorithm < 0) {
         /* the plan's: checked as the heuristic's are, as it may come from
@@ -825,8 +818,6 @@ static int tune_conv(rt_cuda *x, int d, cg_step *s, cuda_step_lib *P, char *err,
     cg_conv *c = &s->u.conv;
     const cuda_gpu *G = &x->dev[d];
     const char *what = s->what ? s->what : "a convolution";
-    if (P->fused && !c->relu)
-        return 0; /* the identity activation runs IMPLICIT_PRECOMP_GEMM alone */
     enum { N = 16 };
     int count = 0, algo = -1;
     cudnnMathType_t math = c->math == CG_MATH_TENSOR_OP ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;

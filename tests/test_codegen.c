@@ -16,13 +16,19 @@
  *   4. the program's state: an out-of-range label and embedding index are
  *      reported with their step, position and value; fp16 loss scaling
  *      counts a good step, and after an overflowing one skips the update
- *      and halves the scale.
+ *      and halves the scale;
+ *   5. what is generated, not run: every kernel family on tensors of 2^31
+ *      elements indexes in i64 (the small cases of 1 in int), a grid CUDA
+ *      cannot launch is refused, cuDNN's fused call comes only where it is
+ *      documented (elsewhere a kernel after the plain call, checked on
+ *      every convolution run too), and the cuBLASLt workspace per target.
  * Inputs and weights are seeded random values, the same for both; every
  * output, the loss and every updated weight must satisfy
  *   |got - ref| <= atol + rtol |ref|
  * per case; a failure names the case, the value and its first mismatches.
  *
  *   test_codegen SOURCE_DIR WORK_DIR [-v] */
+#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -444,6 +450,7 @@ typedef struct {
     double atol, rtol;
     int prog;                   /* index in the host library */
     int model;                  /* weights from their initializers */
+    int compile_only;           /* shapes too large to run: the host compiles its kernels */
 } run;
 
 /* Each float input x read through neg(x), each float output y written through
@@ -470,16 +477,16 @@ static void sandwich(ir_graph *g)
     }
 }
 
-/* A case's program at precision prec, convolutions by conv; NULL (reported)
- * when it cannot be made. */
-static run *prepare_conv(const char *what, ir_graph *g, cg_precision prec, cg_conv_impl conv,
-                         double atol, double rtol)
+/* A case's program with options o; NULL (reported) when it cannot be made. */
+static run *prepare_opts(const char *what, ir_graph *g, const cg_options *o, double atol,
+                         double rtol)
 {
     diag d;
     diag_init(&d);
     run *r = calloc(1, sizeof *r);
-    snprintf(r->what, sizeof r->what, "%s [%s%s%s]", what, cg_precision_name(prec),
-             conv != CG_CONV_CUDNN ? ", " : "", conv != CG_CONV_CUDNN ? cg_conv_name(conv) : "");
+    snprintf(r->what, sizeof r->what, "%s [%s%s%s]", what, cg_precision_name(o->precision),
+             o->conv != CG_CONV_CUDNN ? ", " : "",
+             o->conv != CG_CONV_CUDNN ? cg_conv_name(o->conv) : "");
     r->g = g;
     r->atol = atol;
     r->rtol = rtol;
@@ -494,10 +501,7 @@ static run *prepare_conv(const char *what, ir_graph *g, cg_precision prec, cg_co
         fail(r->what, "%s", err);
         goto bad;
     }
-    cg_options o = cg_options_default();
-    o.precision = prec;
-    o.conv = conv;
-    r->p = cg_generate(g, r->mp, &o, &d);
+    r->p = cg_generate(g, r->mp, o, &d);
     if (!r->p) {
         diag_print(&d, stdout);
         fail(r->what, "cg_generate failed");
@@ -511,6 +515,16 @@ bad:
     ir_graph_free(r->g);
     free(r);
     return NULL;
+}
+
+/* A case's program at precision prec, convolutions by conv. */
+static run *prepare_conv(const char *what, ir_graph *g, cg_precision prec, cg_conv_impl conv,
+                         double atol, double rtol)
+{
+    cg_options o = cg_options_default();
+    o.precision = prec;
+    o.conv = conv;
+    return prepare_opts(what, g, &o, atol, rtol);
 }
 
 static run *prepare(const char *what, ir_graph *g, cg_precision prec, double atol, double rtol)
@@ -811,6 +825,358 @@ done:
     cg_host_mem_free(p, m);
 }
 
+/* ---------------------------------------------------------------- 5. what is generated */
+
+/* The text of kernel k of p in its module: from its first line to the next
+ * kernel's (malloc'd). */
+static char *kernel_text(const cg_program *p, int k)
+{
+    for (int m = 0; m < p->nmodules; m++) {
+        const cg_module *M = &p->modules[m];
+        for (int j = 0; j < M->nkernels; j++) {
+            if (M->kernels[j] != k)
+                continue;
+            int first = M->kernel_line[j], last = j + 1 < M->nkernels ? M->kernel_line[j + 1] : 0;
+            size_t at = 0, end;
+            for (int line = 1; at < M->source_len && line < first; at++)
+                line += M->source[at] == '\n';
+            end = at;
+            for (int line = first; end < M->source_len && (!last || line < last); end++)
+                line += M->source[end] == '\n';
+            char *t = malloc(end - at + 1);
+            memcpy(t, M->source + at, end - at);
+            t[end - at] = 0;
+            return t;
+        }
+    }
+    return calloc(1, 1);
+}
+
+/* The int declarations in kernel text that may hold a tensor's index: "int
+ * NAME" but for names bounded by a block or a window (lane, a vector's j, a
+ * pooling window's ky and kx, the channel of a block per channel).  Into
+ * first, the first such name. */
+static int int_indices(const char *text, char *first, size_t n)
+{
+    static const char *const bounded[] = {"lane", "j", "ky", "kx", "ch", NULL};
+    int count = 0;
+    for (const char *s = strstr(text, "int "); s; s = strstr(s + 4, "int ")) {
+        if (s > text && (isalnum((unsigned char)s[-1]) || s[-1] == '_'))
+            continue;
+        const char *id = s + 4;
+        size_t len = 0;
+        while (isalnum((unsigned char)id[len]) || id[len] == '_')
+            len++;
+        int ok = len == 0; /* a pointer */
+        for (int i = 0; bounded[i] && !ok; i++)
+            ok = strlen(bounded[i]) == len && strncmp(bounded[i], id, len) == 0;
+        if (!ok && count++ == 0)
+            snprintf(first, n, "%.*s", (int)len, id);
+    }
+    return count;
+}
+
+/* Kernels index in int while every tensor they touch has at most 2^31 - 4096
+ * elements (cheap arithmetic for the common case), in i64 from there on:
+ * with big, every kernel of r declares no int index and uses i64 (but a
+ * transpose, whose indices are the prelude's); without, every kernel but
+ * those always in i64 (casts, transposes, local reductions, the fp16
+ * updates) has an int index. */
+static void check_index_width(const run *r, int big)
+{
+    static const char *const always64[] = {"cast_", "local_", "update_unless", "loss_scale",
+                                           NULL};
+    int ok = 1;
+    for (int k = 0; k < r->p->nkernels && ok; k++) {
+        const char *name = r->p->kernels[k].name;
+        char *t = kernel_text(r->p, k), first[64] = "";
+        /* transpose_f32_to_bf16, not the op's transpose__y */
+        int tiles = strncmp(name, "transpose_", 10) == 0 && name[10] != '_';
+        int ints = int_indices(t, first, sizeof first), own = tiles;
+        for (int i = 0; always64[i]; i++)
+            own |= strncmp(name, always64[i], strlen(always64[i])) == 0;
+        if (big && (ints || (!strstr(t, "i64") && !tiles))) {
+            fail(r->what, "kernel %s indexes in int (int %s; %d such) or never in i64", name,
+                 first, ints);
+            ok = 0;
+        } else if (!big && !own && !ints) {
+            fail(r->what, "kernel %s of small tensors declares no int index", name);
+            ok = 0;
+        }
+        free(t);
+    }
+    if (ok && big)
+        npassed++;
+}
+
+/* A graph of tensors with 2^31 elements or more per kernel family: shapes only,
+ * generated and never run. */
+typedef struct {
+    const char *name, *ir;
+    cg_precision prec;
+    cg_conv_impl conv;
+} big_case;
+
+#define X4 "[2048, 64, 128, 128]"       /* 2^31 elements, NCHW */
+#define R2 "[2097152, 1024]"            /* 2^31 elements, rows */
+#define BIG(name, body) {name, G(body), CG_FP32, CG_CONV_CUDNN}
+static const big_case big_cases[] = {
+    BIG("relu", "  input %x: f32[65536, 32768]\n  %y: f32[65536, 32768] = relu(%x)\n"
+                "  output y = %y\n"),
+    BIG("neg, one element a thread", "  input %x: f32[3, 715827883]\n"
+                                     "  %y: f32[3, 715827883] = neg(%x)\n  output y = %y\n"),
+    BIG("add broadcast row", "  input %a: f32[32768, 65536]\n  input %b: f32[65536]\n"
+                             "  %y: f32[32768, 65536] = add(%a, %b)\n  output y = %y\n"),
+    BIG("transpose", "  input %x: f32[65536, 32768]\n"
+                     "  %y: f32[32768, 65536] = transpose(%x) {perm = [1, 0]}\n  output y = %y\n"),
+    BIG("slice", "  input %x: f32[2, 1073741824]\n  %y: f32[1, 1073741824] = slice(%x) "
+                 "{axis = 0, start = 1, size = 1}\n  output y = %y\n"),
+    BIG("concat", "  input %a: f32[65536, 16384]\n  input %b: f32[65536, 16384]\n"
+                  "  %y: f32[65536, 32768] = concat(%a, %b) {axis = 1}\n  output y = %y\n"),
+    BIG("embedding", "  input %idx: i32[2097152]\n  input %w: f32[1000, 1024]\n"
+                     "  %y: f32" R2 " = embedding(%idx, %w)\n  output y = %y\n"),
+    BIG("maxpool2d", "  input %x: f32" X4 "\n  %y: f32[2048, 64, 64, 64] = maxpool2d(%x) "
+                     "{kernel = [2, 2], stride = [2, 2], pad = [0, 0], dilation = [1, 1]}\n"
+                     "  output y = %y\n"),
+    BIG("avgpool2d padded", "  input %x: f32" X4 "\n  %y: f32[2048, 64, 64, 64] = avgpool2d(%x) "
+                            "{kernel = [3, 3], stride = [2, 2], pad = [1, 1], "
+                            "count_include_pad = 0}\n  output y = %y\n"),
+    BIG("maxpool2d_grad", "  input %dy: f32[2048, 64, 64, 64]\n  input %x: f32" X4 "\n"
+                          "  %y: f32" X4 " = maxpool2d_grad(%dy, %x) {kernel = [2, 2], "
+                          "stride = [2, 2], pad = [0, 0], dilation = [1, 1]}\n  output y = %y\n"),
+    BIG("avgpool2d_grad padded", "  input %dy: f32[2048, 64, 64, 64]\n"
+                                 "  %y: f32" X4 " = avgpool2d_grad(%dy) {kernel = [3, 3], "
+                                 "stride = [2, 2], pad = [1, 1], count_include_pad = 0, "
+                                 "shape = [2048, 64, 128, 128]}\n  output y = %y\n"),
+    BIG("batchnorm", "  input %x: f32" X4 "\n  input %w: f32[64]\n  input %b: f32[64]\n"
+                     "  input %m: f32[64]\n  input %pos_var: f32[64]\n"
+                     "  %y: f32" X4 " = batchnorm(%x, %w, %b, %m, %pos_var) "
+                     "{eps = 1e-05, momentum = 0.1}\n  output y = %y\n"),
+    BIG("dropout_train shard", "  input %x: f32[4, 8, 67108864]\n  input %train.step: i64[]\n"
+                               "  input %train.seed: i64[]\n"
+                               "  %y: f32[4, 8, 67108864], %mask: f32[4, 8, 67108864] = "
+                               "dropout_train(%x, %train.step, %train.seed) {p = 0.5, salt = 2, "
+                               "shard = [1, 8, 32]}\n  output y = %y\n  output mask = %mask\n"),
+    BIG("sgd", "  input %p: f32[65536, 32768]\n  input %g: f32[65536, 32768]\n"
+               "  input %train.lr: f32[]\n  input %buf: f32[65536, 32768]\n"
+               "  %y: f32[65536, 32768], %buf2: f32[65536, 32768] = sgd(%p, %g, %train.lr, %buf) "
+               "{momentum = 0.9, nesterov = 0, weight_decay = 0.0}\n"
+               "  output y = %y\n  output buf2 = %buf2\n"),
+    BIG("adam", "  input %p: f32[65536, 32768]\n  input %g: f32[65536, 32768]\n"
+                "  input %m: f32[65536, 32768]\n  input %pos_v: f32[65536, 32768]\n"
+                "  input %train.lr: f32[]\n  input %train.step: i64[]\n"
+                "  %y: f32[65536, 32768], %m2: f32[65536, 32768], %v2: f32[65536, 32768] = "
+                "adam(%p, %g, %m, %pos_v, %train.lr, %train.step) {beta1 = 0.9, beta2 = 0.999, "
+                "eps = 1e-08, weight_decay = 0.0, decoupled = 0}\n"
+                "  output y = %y\n  output m2 = %m2\n  output v2 = %v2\n"),
+    BIG("softmax rows", "  input %x: f32" R2 "\n  %y: f32" R2 " = softmax(%x) {axis = 1}\n"
+                        "  output y = %y\n"),
+    BIG("softmax long rows", "  input %x: f32[1048576, 2048]\n"
+                             "  %y: f32[1048576, 2048] = softmax(%x) {axis = 1}\n"
+                             "  output y = %y\n"),
+    BIG("log_softmax columns", "  input %x: f32[1048576, 64, 32]\n"
+                               "  %y: f32[1048576, 64, 32] = log_softmax(%x) {axis = 1}\n"
+                               "  output y = %y\n"),
+    BIG("softmax_grad columns", "  input %dy: f32[1048576, 64, 32]\n"
+                                "  input %y0: f32[1048576, 64, 32]\n"
+                                "  %y: f32[1048576, 64, 32] = softmax_grad(%dy, %y0) {axis = 1}\n"
+                                "  output y = %y\n"),
+    BIG("log_softmax_grad rows", "  input %dy: f32" R2 "\n  input %y0: f32" R2 "\n"
+                                 "  %y: f32" R2 " = log_softmax_grad(%dy, %y0) {axis = 1}\n"
+                                 "  output y = %y\n"),
+    BIG("layernorm", "  input %x: f32" R2 "\n  input %w: f32[1024]\n  input %b: f32[1024]\n"
+                     "  %y: f32" R2 " = layernorm(%x, %w, %b) {eps = 1e-05}\n  output y = %y\n"),
+    BIG("layernorm_grad", "  input %dy: f32" R2 "\n  input %x: f32" R2 "\n  input %w: f32[1024]\n"
+                          "  %dx: f32" R2 ", %dw: f32[1024], %db: f32[1024] = "
+                          "layernorm_grad(%dy, %x, %w) {eps = 1e-05}\n"
+                          "  output dx = %dx\n  output dw = %dw\n  output db = %db\n"),
+    BIG("batchnorm_train", "  input %x: f32" X4 "\n  input %w: f32[64]\n  input %b: f32[64]\n"
+                           "  input %rm: f32[64]\n  input %pos_rv: f32[64]\n"
+                           "  %y: f32" X4 ", %mean: f32[64], %invstd: f32[64], %rm2: f32[64], "
+                           "%rv2: f32[64] = batchnorm_train(%x, %w, %b, %rm, %pos_rv) "
+                           "{eps = 1e-05, momentum = 0.1}\n"
+                           "  output y = %y\n  output mean = %mean\n  output rv2 = %rv2\n"),
+    BIG("batchnorm_grad", "  input %dy: f32" X4 "\n  input %x: f32" X4 "\n  input %w: f32[64]\n"
+                          "  input %m: f32[64]\n  input %pos_invstd: f32[64]\n"
+                          "  %dx: f32" X4 ", %dw: f32[64], %db: f32[64] = "
+                          "batchnorm_grad(%dy, %x, %w, %m, %pos_invstd) "
+                          "{eps = 1e-05, momentum = 0.1}\n"
+                          "  output dx = %dx\n  output dw = %dw\n  output db = %db\n"),
+    BIG("sum_to a block per output", "  input %x: f32" R2 "\n"
+                                     "  %y: f32[1024] = sum_to(%x) {shape = [1024]}\n"
+                                     "  output y = %y\n"),
+    BIG("sum_to a thread per output", "  input %x: f32[4, 536870912]\n"
+                                      "  %y: f32[536870912] = sum_to(%x) {shape = [536870912]}\n"
+                                      "  output y = %y\n"),
+    BIG("global_avgpool warps", "  input %x: f32" X4 "\n"
+                                "  %y: f32[2048, 64, 1, 1] = global_avgpool(%x)\n"
+                                "  output y = %y\n"),
+    BIG("global_avgpool threads", "  input %x: f32[16777216, 8, 4, 4]\n"
+                                  "  %y: f32[16777216, 8, 1, 1] = global_avgpool(%x)\n"
+                                  "  output y = %y\n"),
+    BIG("cross_entropy", "  input %x: f32" R2 "\n  input %label: i32[2097152]\n"
+                         "  %y: f32[] = cross_entropy(%x, %label)\n  output y = %y\n"),
+    BIG("cross_entropy_grad", "  input %dl: f32[]\n  input %x: f32" R2 "\n"
+                              "  input %label: i32[2097152]\n"
+                              "  %y: f32" R2 " = cross_entropy_grad(%dl, %x, %label)\n"
+                              "  output y = %y\n"),
+    BIG("mse", "  input %a: f32[65536, 32768]\n  input %b: f32[65536, 32768]\n"
+               "  %y: f32[] = mse(%a, %b)\n  output y = %y\n"),
+    BIG("embedding_grad", "  input %dy: f32" R2 "\n  input %idx: i32[2097152]\n"
+                          "  %y: f32[1000, 1024] = embedding_grad(%dy, %idx) "
+                          "{shape = [1000, 1024]}\n  output y = %y\n"),
+    /* the input's 16-bit copy for cuBLASLt */
+    {"cast", G("  input %x: f32" R2 "\n  input %w: f32[8, 1024]\n"
+               "  %y: f32[2097152, 8] = dense(%x, %w)\n  output y = %y\n"),
+     CG_BF16, CG_CONV_CUDNN},
+    /* x's channels-last copy */
+    {"transpose_tiles", G("  input %x: f32[64, 512, 256, 256]\n  input %w: f32[8, 512, 1, 1]\n"
+                          "  %y: f32[64, 8, 256, 256] = conv2d(%x, %w) {stride = [1, 1], "
+                          "pad = [0, 0], dilation = [1, 1], groups = 1}\n  output y = %y\n"),
+     CG_FP32, CG_CONV_CUDNN_NHWC},
+    /* the bias after a cuDNN call, NCHW and NHWC */
+    BIG("conv2d bias", "  input %x: f32[32, 16, 256, 256]\n  input %w: f32[2048, 16, 1, 1]\n"
+                       "  input %b: f32[2048]\n  %y: f32[32, 2048, 256, 256] = conv2d(%x, %w, %b) "
+                       "{stride = [1, 1], pad = [0, 0], dilation = [1, 1], groups = 1}\n"
+                       "  output y = %y\n"),
+    {"conv2d bias", G("  input %x: f32[32, 16, 256, 256]\n  input %w: f32[2048, 16, 1, 1]\n"
+                      "  input %b: f32[2048]\n  %y: f32[32, 2048, 256, 256] = conv2d(%x, %w, %b) "
+                      "{stride = [1, 1], pad = [0, 0], dilation = [1, 1], groups = 1}\n"
+                      "  output y = %y\n"),
+     CG_BF16, CG_CONV_CUDNN_NHWC},
+    /* two devices: all_gather along axis 1 unpacks from staging, reduce_scatter
+       packs into it; all_reduce's local reduction */
+    BIG("gather, scatter, local reduce",
+        "  input %x: f32[2, 1073741824]\n  %a: f32[2, 1073741824] = neg(%x)\n"
+        "  %b: f32[2, 1073741824] = neg(%x) on 1\n"
+        "  %g: f32[2, 2147483648] = all_gather(%a) {id = 1, group = [0, 1], axis = 1}\n"
+        "  %h: f32[2, 2147483648] = all_gather(%b) {id = 1, group = [0, 1], axis = 1} on 1\n"
+        "  %r: f32[2, 2147483648] = all_reduce(%g) {id = 2, group = [0, 1]}\n"
+        "  %s: f32[2, 2147483648] = all_reduce(%h) {id = 2, group = [0, 1]} on 1\n"
+        "  %p: f32[2, 1073741824] = reduce_scatter(%r) {id = 3, group = [0, 1], axis = 1}\n"
+        "  %q: f32[2, 1073741824] = reduce_scatter(%s) {id = 3, group = [0, 1], axis = 1} on 1\n"
+        "  output p = %p\n  output q = %q\n"),
+};
+#undef BIG
+#undef X4
+#undef R2
+
+/* Generates ir with o, expecting it to fail with a message holding want. */
+static void refused(const char *what, const char *ir, const cg_options *o, const char *want)
+{
+    diag d;
+    diag_init(&d);
+    ir_graph *g = ir_parse(what, ir, strlen(ir), &d);
+    mp_plan *mp = g && !ir_verify(g, &d) ? mp_plan_graph(g) : NULL;
+    cg_program *p = mp ? cg_generate(g, mp, o, &d) : NULL;
+    const char *msg = "";
+    for (int i = 0; i < d.n; i++)
+        if (d.entries[i].level == DIAG_ERROR) {
+            msg = d.entries[i].msg;
+            break;
+        }
+    if (!mp)
+        fail(what, "the graph does not verify: %s", msg);
+    else if (p || !strstr(msg, want))
+        fail(what, "generated%s, want a refusal saying \"%s\" (%s)", p ? "" : " nothing",
+             want, msg);
+    else
+        npassed++;
+    cg_program_free(p);
+    mp_plan_free(mp);
+    if (g)
+        ir_graph_free(g);
+    diag_free(&d);
+}
+
+/* A forward convolution's bias and ReLU: cuDNN's fused call takes them (relu
+ * and has_bias set) only with a ReLU at fp32 (tf32) or fp16 on NCHW, where the
+ * deprecated call is documented to run; elsewhere the step is a plain
+ * convolution (z through beta) and the very next a kernel that adds the bias
+ * and applies the ReLU in place on what the call wrote, before the result
+ * moves.  Checked on every forward convolution of r; into *fused and *kernels,
+ * how many of each. */
+static int check_conv_epilogue(const run *r, int *fused, int *kernels)
+{
+    for (int d = 0; d < r->p->ndevices; d++) {
+        const cg_device *D = &r->p->devices[d];
+        for (int k = 0; k < D->nsteps; k++) {
+            const cg_step *st = &D->steps[k];
+            if (st->kind != CG_STEP_CONV || st->u.conv.kind != CG_CONV_FORWARD)
+                continue;
+            const cg_conv *c = &st->u.conv;
+            int relu = strstr(st->what, "+relu") != NULL, bias = st->node->nin == 3;
+            int want_fused = relu && !c->nhwc && (c->dtype == IR_F32 || c->dtype == IR_F16);
+            const cg_step *nx = k + 1 < D->nsteps ? &D->steps[k + 1] : NULL;
+            const char *kn = nx && nx->kind == CG_STEP_KERNEL
+                                 ? r->p->kernels[nx->u.launch.kernel].name : "";
+            int kernel = strncmp(kn, "conv_bias", 9) == 0 || strncmp(kn, "conv_relu", 9) == 0;
+            if (c->relu != want_fused || c->has_bias != (want_fused && bias) ||
+                kernel != (!want_fused && (relu || bias)) ||
+                (kernel && ((strstr(kn, "bias") != NULL) != bias ||
+                            (strstr(kn, "relu") != NULL) != relu ||
+                            strstr(kn, c->nhwc ? "_nhwc" : "_nchw") == NULL ||
+                            nx->u.launch.args[0].buf.region != c->y.region ||
+                            nx->u.launch.args[0].buf.offset != c->y.offset))) {
+                fail(r->what, "step %d (%s, %s): relu %d, bias %d, then %s; want %s", k, st->what,
+                     ir_dtype_name(c->dtype), c->relu, c->has_bias, *kn ? kn : "no kernel",
+                     want_fused ? "the fused call alone"
+                                : "a plain call, then a kernel on what it wrote");
+                return 0;
+            }
+            *fused += want_fused;
+            *kernels += kernel;
+        }
+    }
+    return 1;
+}
+
+/* cuBLASLt's workspace: 32 MiB where a target is Hopper (sm_90) or later, as
+ * NVIDIA advises, else 4 MiB; the option overrides both. */
+static void check_gemm_workspace(void)
+{
+    static const struct {
+        int narchs;
+        const char *archs[2];
+        int64_t option, want;
+    } ws[] = {
+        {0, {NULL, NULL}, 0, (int64_t)32 << 20},        /* the default: sm_80 and sm_90 */
+        {1, {"sm_80", NULL}, 0, (int64_t)4 << 20},
+        {2, {"sm_80", "sm_86"}, 0, (int64_t)4 << 20},
+        {1, {"sm_90a", NULL}, 0, (int64_t)32 << 20},
+        {2, {"sm_100", "sm_80"}, 0, (int64_t)32 << 20},
+        {0, {NULL, NULL}, (int64_t)1 << 20, (int64_t)1 << 20},
+    };
+    static const op_case dense = {"dense workspace",
+        G("  input %x: f32[6, 7]\n  input %w: f32[5, 7]\n  %y: f32[6, 5] = dense(%x, %w)\n"
+          "  output y = %y\n"), 0, 0, 0, 0};
+    for (size_t i = 0; i < sizeof ws / sizeof *ws; i++) {
+        cg_options o = cg_options_default();
+        o.narchs = ws[i].narchs;
+        for (int a = 0; a < ws[i].narchs; a++)
+            o.archs[a] = ws[i].archs[a];
+        o.gemm_workspace = ws[i].option;
+        ir_graph *g = parse_case(&dense, 0, 0);
+        run *r = g ? prepare_opts(dense.name, g, &o, 0, 0) : NULL;
+        if (!r)
+            continue;
+        const cg_device *D = &r->p->devices[0];
+        int64_t got = -1;
+        for (int k = 0; k < D->nsteps; k++)
+            if (D->steps[k].kind == CG_STEP_GEMM)
+                got = D->steps[k].u.gemm.workspace_bytes;
+        if (got != ws[i].want || D->region_bytes[CG_WORKSPACE] < ws[i].want)
+            fail(r->what, "archs %s%s%s, option %lld: a matmul's workspace %lld bytes (region "
+                 "%lld), want %lld", ws[i].narchs ? ws[i].archs[0] : "(default)",
+                 ws[i].narchs > 1 ? " " : "", ws[i].narchs > 1 ? ws[i].archs[1] : "",
+                 (long long)ws[i].option, (long long)got,
+                 (long long)D->region_bytes[CG_WORKSPACE], (long long)ws[i].want);
+        else
+            npassed++;
+        run_free(r);
+    }
+}
+
 /* ---------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
@@ -824,7 +1190,7 @@ int main(int argc, char **argv)
     verbose = argc > 3 && strcmp(argv[3], "-v") == 0;
     rt_set_threads(1);
 
-    run *runs[512];
+    run *runs[1024];
     int nruns = 0;
     int ops_seen[IR_NOPS] = {0};
     /* 1, 2: the cases */
@@ -836,8 +1202,10 @@ int main(int argc, char **argv)
         ir_for_each_node(g, n)
             ops_seen[n->op] = 1;
         run *r = prepare(c->name, g, CG_FP32, c->atol, c->rtol);
-        if (r)
+        if (r) {
             runs[nruns++] = r;
+            check_index_width(r, 0);
+        }
         for (int lp = 0; c->lowp && lp < 2; lp++) {
             ir_graph *h = parse_case(c, c->fuse, 1);
             /* a few roundings to 8 (bf16) or 11 (fp16) bits of the operands'
@@ -847,18 +1215,22 @@ int main(int argc, char **argv)
                 runs[nruns++] = r;
         }
     }
-    /* 2b: the convolutions as implicit-GEMM kernels (--conv igemm: fp32
+    /* 2b: the convolutions as cuDNN calls at the other precisions (section 1
+       has fp32: where the fused call does not run, the bias and ReLU are a
+       kernel of their own), as implicit-GEMM kernels (--conv igemm: fp32
        FMAs; TF32, bf16, fp16 on the tensor cores through wmma) and as cuDNN
        on channels-last copies (--conv cudnn-nhwc: the transposes around each
        call), at every precision */
     int nways[CG_CONV_NIMPLS] = {0};
-    for (int impl = CG_CONV_IGEMM; impl < CG_CONV_NIMPLS; impl++)
+    for (int impl = CG_CONV_CUDNN; impl < CG_CONV_NIMPLS; impl++)
         for (int i = 0; i < NCASES; i++) {
             const op_case *c = &cases[i];
             if (!strstr(c->name, "conv2d"))
                 continue;
             static const double tol[] = {0, 1e-2, 3e-2, 4e-3};
             for (int prec = CG_FP32; prec <= CG_FP16; prec++) {
+                if (impl == CG_CONV_CUDNN && prec == CG_FP32)
+                    continue;
                 ir_graph *g = parse_case(c, c->fuse, prec >= CG_BF16);
                 double atol = prec == CG_FP32 ? c->atol : tol[prec];
                 double rtol = prec == CG_FP32 ? c->rtol : tol[prec];
@@ -890,9 +1262,73 @@ int main(int argc, char **argv)
                 nways[impl]++;
             }
         }
-    for (int impl = CG_CONV_IGEMM; impl < CG_CONV_NIMPLS; impl++)
-        if (nways[impl] < 4 * 8)
+    for (int impl = CG_CONV_CUDNN; impl < CG_CONV_NIMPLS; impl++)
+        if (nways[impl] < (impl == CG_CONV_CUDNN ? 3 : 4) * 8)
             fail(cg_conv_name((cg_conv_impl)impl), "only %d convolution runs", nways[impl]);
+    {   /* where cuDNN's fused call takes the bias and ReLU, and where a kernel
+           after the plain call does (check_conv_epilogue says how each looks;
+           every convolution run checks it too) */
+        static const struct {
+            const char *name;
+            cg_precision prec;
+            cg_conv_impl conv;
+            int fused, kernels;
+        } epi[] = {
+            {"fused conv2d+add+relu", CG_FP32, CG_CONV_CUDNN, 1, 0},
+            {"fused conv2d+add+relu", CG_TF32, CG_CONV_CUDNN, 1, 0},
+            {"fused conv2d+add+relu", CG_FP16, CG_CONV_CUDNN, 1, 0},
+            {"fused conv2d+add+relu", CG_BF16, CG_CONV_CUDNN, 0, 1},
+            {"fused conv2d+add+relu", CG_FP32, CG_CONV_CUDNN_NHWC, 0, 1},
+            {"fused conv2d+add+relu", CG_FP16, CG_CONV_CUDNN_NHWC, 0, 1},
+            {"fused conv2d+relu+global_avgpool", CG_FP32, CG_CONV_CUDNN, 1, 0},
+            {"fused conv2d+relu+global_avgpool", CG_BF16, CG_CONV_CUDNN, 0, 1},
+            {"conv2d stride pad", CG_FP32, CG_CONV_CUDNN, 0, 1},
+            {"conv2d stride pad", CG_FP16, CG_CONV_CUDNN, 0, 1},
+            {"conv2d groups dilation", CG_BF16, CG_CONV_CUDNN, 0, 0},
+            {"fused conv2d+add+relu", CG_BF16, CG_CONV_IGEMM, 0, 0},
+        };
+        for (size_t e = 0; e < sizeof epi / sizeof *epi; e++) {
+            const op_case *c = NULL;
+            for (int i = 0; i < NCASES; i++)
+                if (strcmp(cases[i].name, epi[e].name) == 0)
+                    c = &cases[i];
+            ir_graph *g = c ? parse_case(c, c->fuse, 0) : NULL;
+            run *r = g ? prepare_conv(c->name, g, epi[e].prec, epi[e].conv, 0, 0) : NULL;
+            int fused = 0, kernels = 0;
+            if (r && check_conv_epilogue(r, &fused, &kernels)) {
+                if (fused != epi[e].fused || kernels != epi[e].kernels)
+                    fail(r->what, "%d fused cuDNN calls and %d bias or ReLU kernels, want %d "
+                         "and %d", fused, kernels, epi[e].fused, epi[e].kernels);
+                else
+                    npassed++;
+            }
+            run_free(r);
+        }
+    }
+    /* 2^31 elements: every kernel family indexes in i64 (generated, and
+       compiled with the rest, never run); a grid CUDA cannot launch is
+       refused */
+    for (size_t i = 0; i < sizeof big_cases / sizeof *big_cases; i++) {
+        const big_case *b = &big_cases[i];
+        const op_case c = {b->name, b->ir, 0, 0, 0, 0};
+        ir_graph *g = parse_case(&c, 0, 0);
+        char what[128];
+        snprintf(what, sizeof what, "%s 2^31 elements", b->name);
+        run *r = g ? prepare_conv(what, g, b->prec, b->conv, 0, 0) : NULL;
+        if (r) {
+            check_index_width(r, 1);
+            r->compile_only = 1;
+            runs[nruns++] = r;
+        }
+    }
+    {
+        cg_options o = cg_options_default();
+        refused("softmax of 2^35 rows",
+                G("  input %x: f32[34359738368, 4]\n  %y: f32[34359738368, 4] = softmax(%x) "
+                  "{axis = 1}\n  output y = %y\n"), &o,
+                "%y, softmax %y: a grid of 4294967296 x 1 x 1");
+    }
+    check_gemm_workspace();
     {   /* 2^31 elements: the kernels index in int, so it stays a cuDNN call
            (generated only, never run) */
         static const op_case big = {"conv2d 2^31 elements",
@@ -1012,10 +1448,12 @@ int main(int argc, char **argv)
     if (rls)
         runs[nruns++] = rls;
 
-    cg_program *progs[512];
+    cg_program *progs[1024];
     for (int i = 0; i < nruns; i++) {
         runs[i]->prog = i;
         progs[i] = runs[i]->p;
+        int fused = 0, kernels = 0;
+        check_conv_epilogue(runs[i], &fused, &kernels);
     }
     char err[4096];
     cg_host *h = cg_host_build(progs, nruns, workdir, err, sizeof err);
@@ -1023,7 +1461,8 @@ int main(int argc, char **argv)
         fail("the host build of the kernels", "%s", err);
     } else {
         for (int i = 0; i < first_state; i++)
-            check(h, runs[i]);
+            if (!runs[i]->compile_only)
+                check(h, runs[i]);
         (void)first_model;
         if (rce)
             status_case(h, rce, CG_STATUS_LABEL, 4, 12);

@@ -528,6 +528,77 @@ static void test_conv(CUstream s)
     free(x), free(w), free(y), free(got), free(rx), free(rw), free(ry);
 }
 
+/* cudnnConvolutionBiasActivationForward refuses what the real one is not
+ * documented to run (codegen asks for none of it): BFLOAT16, NHWC tensors, a
+ * KRSC filter, an activation other than RELU and IDENTITY; the same call in
+ * fp32, NCHW, with RELU runs. */
+static void test_conv_fused_refusals(CUstream s)
+{
+    enum { N = 2, C = 3, H = 5, K = 4 };
+    cudnnHandle_t h;
+    cudnnTensorDescriptor_t tx, ty, tb, nx, ny, bx, by, bb;
+    cudnnFilterDescriptor_t fw, krsc, bw;
+    cudnnConvolutionDescriptor_t cv;
+    cudnnActivationDescriptor_t relu, sigmoid;
+    CHECK(L.cudnnCreate(&h) == CUDNN_STATUS_SUCCESS, "cudnnCreate");
+    L.cudnnSetStream(h, (cudaStream_t)s);
+    cudnnTensorDescriptor_t *ts[] = {&tx, &ty, &tb, &nx, &ny, &bx, &by, &bb};
+    for (size_t i = 0; i < sizeof ts / sizeof *ts; i++)
+        L.cudnnCreateTensorDescriptor(ts[i]);
+    L.cudnnCreateFilterDescriptor(&fw);
+    L.cudnnCreateFilterDescriptor(&krsc);
+    L.cudnnCreateFilterDescriptor(&bw);
+    L.cudnnCreateConvolutionDescriptor(&cv);
+    L.cudnnCreateActivationDescriptor(&relu);
+    L.cudnnCreateActivationDescriptor(&sigmoid);
+    L.cudnnSetTensor4dDescriptor(tx, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, C, H, H);
+    L.cudnnSetTensor4dDescriptor(ty, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, K, H, H);
+    L.cudnnSetTensor4dDescriptor(tb, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, K, 1, 1);
+    L.cudnnSetTensor4dDescriptor(nx, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, N, C, H, H);
+    L.cudnnSetTensor4dDescriptor(ny, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, N, K, H, H);
+    L.cudnnSetTensor4dDescriptor(bx, CUDNN_TENSOR_NCHW, CUDNN_DATA_BFLOAT16, N, C, H, H);
+    L.cudnnSetTensor4dDescriptor(by, CUDNN_TENSOR_NCHW, CUDNN_DATA_BFLOAT16, N, K, H, H);
+    L.cudnnSetTensor4dDescriptor(bb, CUDNN_TENSOR_NCHW, CUDNN_DATA_BFLOAT16, 1, K, 1, 1);
+    L.cudnnSetFilter4dDescriptor(fw, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, K, C, 3, 3);
+    L.cudnnSetFilter4dDescriptor(krsc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, K, C, 3, 3);
+    L.cudnnSetFilter4dDescriptor(bw, CUDNN_DATA_BFLOAT16, CUDNN_TENSOR_NCHW, K, C, 3, 3);
+    L.cudnnSetConvolution2dDescriptor(cv, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
+                                      CUDNN_DATA_FLOAT);
+    L.cudnnSetActivationDescriptor(relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0);
+    CHECK(L.cudnnSetActivationDescriptor(sigmoid, CUDNN_ACTIVATION_SIGMOID, CUDNN_NOT_PROPAGATE_NAN,
+                                         0) == CUDNN_STATUS_SUCCESS, "a sigmoid descriptor");
+    CUdeviceptr dx, dw, dy, db;
+    L.cuMemAlloc(&dx, N * C * H * H * 4);
+    L.cuMemAlloc(&dw, K * C * 3 * 3 * 4);
+    L.cuMemAlloc(&dy, N * K * H * H * 4);
+    L.cuMemAlloc(&db, K * 4);
+    void *px = (void *)(uintptr_t)dx, *pw = (void *)(uintptr_t)dw, *py = (void *)(uintptr_t)dy,
+         *pb = (void *)(uintptr_t)db;
+    float one = 1, zero = 0;
+    const cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+#define FUSED(x, w, y, b, act)                                                                   \
+    L.cudnnConvolutionBiasActivationForward(h, &one, x, px, w, pw, cv, algo, NULL, 0, &zero, y,  \
+                                            py, b, pb, act, y, py)
+    CHECK(FUSED(bx, bw, by, bb, relu) == CUDNN_STATUS_NOT_SUPPORTED, "bf16");
+    CHECK(FUSED(tx, fw, ty, bb, relu) == CUDNN_STATUS_NOT_SUPPORTED, "a bf16 bias");
+    CHECK(FUSED(nx, fw, ny, tb, relu) == CUDNN_STATUS_NOT_SUPPORTED, "NHWC tensors");
+    CHECK(FUSED(tx, krsc, ty, tb, relu) == CUDNN_STATUS_NOT_SUPPORTED, "a KRSC filter");
+    CHECK(FUSED(tx, fw, ty, tb, sigmoid) == CUDNN_STATUS_NOT_SUPPORTED, "a sigmoid");
+    CHECK(FUSED(tx, fw, ty, tb, relu) == CUDNN_STATUS_SUCCESS, "fp32, NCHW, RELU");
+#undef FUSED
+    CHECK(L.cuStreamSynchronize(s) == CUDA_SUCCESS, "the fused call runs");
+    for (size_t i = 0; i < sizeof ts / sizeof *ts; i++)
+        L.cudnnDestroyTensorDescriptor(*ts[i]);
+    L.cudnnDestroyFilterDescriptor(fw);
+    L.cudnnDestroyFilterDescriptor(krsc);
+    L.cudnnDestroyFilterDescriptor(bw);
+    L.cudnnDestroyConvolutionDescriptor(cv);
+    L.cudnnDestroyActivationDescriptor(relu);
+    L.cudnnDestroyActivationDescriptor(sigmoid);
+    L.cudnnDestroy(h);
+    L.cuMemFree(dx), L.cuMemFree(dw), L.cuMemFree(dy), L.cuMemFree(db);
+}
+
 /* ---------------------------------------------------------------- NCCL */
 
 static void test_nccl(CUstream s[2])
@@ -1076,6 +1147,7 @@ int main(void)
     test_matmul(s[0], CUDA_R_16F, 1, 0, 2, CUBLASLT_EPILOGUE_RELU);
     test_matmul(s[0], CUDA_R_16BF, 0, 1, 1, CUBLASLT_EPILOGUE_DEFAULT);
     test_conv(s[0]);
+    test_conv_fused_refusals(s[0]);
     test_nccl(s);
     test_nccl_init_and_capture(s);
     test_sticky();

@@ -12,10 +12,13 @@
  * tests/cg_host.c does).  Checked as cuDNN checks (CUDNN_STATUS_BAD_PARAM):
  * the filter's C times groups is x's C, K divides by groups, y's dims are the
  * convolution's output dims, types agree, bias is 1xKx1x1, z is shaped like
- * y; cudnnConvolutionBiasActivationForward takes IDENTITY activation only with
- * CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM (else NOT_SUPPORTED), as
- * the real one does.  The handle belongs to the device current at
- * cudnnCreate; its stream must be of that device.
+ * y.  cudnnConvolutionBiasActivationForward refuses (NOT_SUPPORTED, with a
+ * line on stderr) what the real one is not documented to run: an activation
+ * other than RELU and IDENTITY, IDENTITY with an algorithm other than
+ * CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, BFLOAT16 data (its
+ * configurations are FLOAT and HALF), channels-last tensors or KRSC filters
+ * (NCHW only).  The handle belongs to the device current at cudnnCreate; its
+ * stream must be of that device.
  *
  * A call on a KRSC filter costs GNC_FAKECUDA_NHWC_MS on the device's clock
  * (default: GNC_FAKECUDA_LIBRARY_MS, as the others), so a test can make
@@ -23,8 +26,7 @@
  *
  * Not modelled: true convolution (flipped), 3-d, other compute types,
  * algorithm differences (every algorithm computes the same, needs no
- * workspace), TF32 under CUDNN_DEFAULT_MATH (the real library may use it),
- * activations other than RELU and IDENTITY. */
+ * workspace), TF32 under CUDNN_DEFAULT_MATH (the real library may use it). */
 #include <cudnn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +71,12 @@ static cudnnStatus_t bad(const char *who, const char *why)
 {
     fprintf(stderr, "fakecuda: %s: %s\n", who, why);
     return CUDNN_STATUS_BAD_PARAM;
+}
+
+static cudnnStatus_t not_supported(const char *who, const char *why)
+{
+    fprintf(stderr, "fakecuda: %s: not supported: %s\n", who, why);
+    return CUDNN_STATUS_NOT_SUPPORTED;
 }
 
 EXPORT const char *cudnnGetErrorString(cudnnStatus_t status)
@@ -236,13 +244,17 @@ EXPORT cudnnStatus_t cudnnSetActivationDescriptor(cudnnActivationDescriptor_t a,
                                                   cudnnNanPropagation_t reluNanOpt, double coef)
 {
     (void)reluNanOpt, (void)coef;
-    if (!a)
+    if (!a || (unsigned)mode > CUDNN_ACTIVATION_SWISH)
         return CUDNN_STATUS_BAD_PARAM;
-    if (mode != CUDNN_ACTIVATION_RELU && mode != CUDNN_ACTIVATION_IDENTITY)
-        return CUDNN_STATUS_NOT_SUPPORTED; /* not modelled */
     a->set = 1;
     a->mode = mode;
     return CUDNN_STATUS_SUCCESS;
+}
+
+/* Whether t's channels vary faster than its pixels (NHWC), where both count. */
+static int channels_last(const struct cudnnTensorStruct *t)
+{
+    return t->c > 1 && t->h * t->w > 1 && t->cs < t->ws;
 }
 
 /* ---------------------------------------------------------------- the problem */
@@ -693,12 +705,19 @@ EXPORT cudnnStatus_t cudnnConvolutionBiasActivationForward(
     if (!handle || !alpha1 || !alpha2 || !xDesc || !wDesc || !convDesc || !zDesc || !biasDesc ||
         !activationDesc || !yDesc || !activationDesc->set || !zDesc->set || !biasDesc->set)
         return CUDNN_STATUS_BAD_PARAM;
+    if (activationDesc->mode != CUDNN_ACTIVATION_RELU &&
+        activationDesc->mode != CUDNN_ACTIVATION_IDENTITY)
+        return not_supported(who, "an activation other than RELU and IDENTITY");
     if (activationDesc->mode == CUDNN_ACTIVATION_IDENTITY &&
-        algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM) {
-        fprintf(stderr, "fakecuda: %s: IDENTITY activation needs "
-                "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM\n", who);
-        return CUDNN_STATUS_NOT_SUPPORTED;
-    }
+        algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM)
+        return not_supported(who, "IDENTITY activation needs "
+                             "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM");
+    if (xDesc->type == CUDNN_DATA_BFLOAT16 || wDesc->type == CUDNN_DATA_BFLOAT16 ||
+        yDesc->type == CUDNN_DATA_BFLOAT16 || zDesc->type == CUDNN_DATA_BFLOAT16 ||
+        biasDesc->type == CUDNN_DATA_BFLOAT16)
+        return not_supported(who, "BFLOAT16 data (its configurations are FLOAT and HALF)");
+    if (channels_last(xDesc) || channels_last(yDesc) || channels_last(zDesc) || wDesc->krsc)
+        return not_supported(who, "an NHWC tensor or KRSC filter (NCHW only)");
     if (zDesc->n != yDesc->n || zDesc->c != yDesc->c || zDesc->h != yDesc->h ||
         zDesc->w != yDesc->w || zDesc->type != yDesc->type)
         return bad(who, "z is not shaped like y");
