@@ -14,8 +14,9 @@
  *      broadcast, send/recv), a duplicate GPU and out-of-group calls refused,
  *      the hang that follows reported as a deadlock;
  *   9. NCCL communicators from ncclCommInitRank in a group and from
- *      ncclCommSplit; a reduce_scatter captured across both devices into one
- *      graph and replayed;
+ *      ncclCommSplit; a reduce_scatter of both devices refused inside a
+ *      capture (a communicator's first collective; then several GPUs in one
+ *      capture), run eagerly; one device's all_reduce captured and replayed;
  *  10. a failing kernel's error, sticky;
  *  11. NCCL across processes, one rank each (forked before the parent touches
  *      the driver, so each starts from a fresh fake as a process of its own):
@@ -27,6 +28,8 @@
  *      crossing sends each before its receive on one stream (a timeout, not a
  *      hang), two ranks on one GPU, a rank that never joins, collectives that
  *      do not match.  Each check also finds the id's directory removed.
+ *      Also in a process of its own: a copy from pageable memory waits for
+ *      its stream's earlier work (lazy schedule).
  * The fakes print their refusals to stderr: expected here. */
 #include <cublasLt.h>
 #include <cuda.h>
@@ -76,6 +79,7 @@ static struct {
     DRIVER(MEMBER) BLAS(MEMBER) DNN(MEMBER) NCCL(MEMBER)
 #undef MEMBER
     int (*fakecuda_register)(const char *, fk_kernel);
+    int (*fakecuda_nccl_concurrent)(int);
 } L;
 
 static int nfailed, npassed;
@@ -705,7 +709,11 @@ static void test_nccl_init_and_capture(CUstream s[2])
     CHECK(L.ncclGroupEnd() == ncclSuccess, "split");
     CHECK(L.ncclCommCount(solo[1], &n) == ncclSuccess && n == 1, "a split of one rank: %d", n);
 
-    /* reduce_scatter on both devices, captured from device 0's stream into one graph */
+    /* reduce_scatter on both devices: refused as a communicator's first
+       collective inside a capture (its connections would be set up there);
+       then run eagerly; then refused again in a capture that holds both
+       devices' calls (NCCL: several GPUs per process may deadlock); a
+       capture of one device's (a communicator of one rank) replays */
     enum { m = 4 };
     float v[2][2 * m], got[m];
     CUdeviceptr in[2], out[2];
@@ -719,39 +727,65 @@ static void test_nccl_init_and_capture(CUstream s[2])
         L.cuStreamSynchronize(s[r]);
     }
     CUevent fork, join;
+    CUgraph graph;
+    CUgraphExec exec;
     L.cuCtxSetCurrent(ctx[0]);
     L.cuEventCreate(&fork, 0);
     L.cuCtxSetCurrent(ctx[1]);
     L.cuEventCreate(&join, 0);
+    for (int pass = 0; pass < 2; pass++) {
+        L.cuCtxSetCurrent(ctx[0]);
+        CHECK(L.cuStreamBeginCapture(s[0], CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS,
+              "begin");
+        L.cuEventRecord(fork, s[0]);
+        L.cuCtxSetCurrent(ctx[1]);
+        CHECK(L.cuStreamWaitEvent(s[1], fork, 0) == CUDA_SUCCESS, "device 1 joins the capture");
+        L.ncclGroupStart();
+        for (int r = 0; r < 2; r++)
+            L.ncclReduceScatter((void *)(uintptr_t)in[r], (void *)(uintptr_t)out[r], m, ncclFloat32,
+                                ncclSum, c[r], (cudaStream_t)s[r]);
+        CHECK(L.ncclGroupEnd() == ncclInvalidUsage, "%s", pass == 0
+              ? "a communicator's first collective inside a capture refused"
+              : "one capture of two GPUs' NCCL calls refused");
+        L.cuEventRecord(join, s[1]);
+        L.cuCtxSetCurrent(ctx[0]);
+        L.cuStreamWaitEvent(s[0], join, 0);
+        graph = NULL;
+        CHECK(L.cuStreamEndCapture(s[0], &graph) != CUDA_SUCCESS, "the capture is invalidated");
+        if (graph)
+            L.cuGraphDestroy(graph);
+        if (pass == 1)
+            break;
+        L.ncclGroupStart();
+        for (int r = 0; r < 2; r++)
+            L.ncclReduceScatter((void *)(uintptr_t)in[r], (void *)(uintptr_t)out[r], m, ncclFloat32,
+                                ncclSum, c[r], (cudaStream_t)s[r]);
+        CHECK(L.ncclGroupEnd() == ncclSuccess, "an eager reduce_scatter");
+        for (int r = 1; r >= 0; r--) {
+            L.cuCtxSetCurrent(ctx[r]);
+            download(got, out[r], sizeof got, s[r]);
+            CHECK(r ? got[0] == 3 * 4 && got[3] == 3 * 7 : got[0] == 0 && got[3] == 3 * 3,
+                  "rank %d's share: %g %g", r, got[0], got[3]);
+        }
+    }
+    /* one device, its communicator used once before: captured and replayed */
     L.cuCtxSetCurrent(ctx[0]);
+    CHECK(L.ncclAllReduce((void *)(uintptr_t)in[0], (void *)(uintptr_t)out[0], m, ncclFloat32,
+                          ncclSum, solo[0], (cudaStream_t)s[0]) == ncclSuccess, "eager all_reduce");
+    L.cuStreamSynchronize(s[0]);
+    L.cuMemsetD8Async(out[0], 0, m * 4, s[0]);
     CHECK(L.cuStreamBeginCapture(s[0], CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS, "begin");
-    L.cuEventRecord(fork, s[0]);
-    L.cuCtxSetCurrent(ctx[1]);
-    CHECK(L.cuStreamWaitEvent(s[1], fork, 0) == CUDA_SUCCESS, "device 1 joins the capture");
-    L.ncclGroupStart();
-    for (int r = 0; r < 2; r++)
-        L.ncclReduceScatter((void *)(uintptr_t)in[r], (void *)(uintptr_t)out[r], m, ncclFloat32, ncclSum,
-                            c[r], (cudaStream_t)s[r]);
-    CHECK(L.ncclGroupEnd() == ncclSuccess, "captured group");
-    L.cuEventRecord(join, s[1]);
-    L.cuCtxSetCurrent(ctx[0]);
-    L.cuStreamWaitEvent(s[0], join, 0);
-    CUgraph graph;
-    CUgraphExec exec;
-    CHECK(L.cuStreamEndCapture(s[0], &graph) == CUDA_SUCCESS, "end of a two-device capture");
+    CHECK(L.ncclAllReduce((void *)(uintptr_t)in[0], (void *)(uintptr_t)out[0], m, ncclFloat32,
+                          ncclSum, solo[0], (cudaStream_t)s[0]) == ncclSuccess, "captured all_reduce");
+    CHECK(L.cuStreamEndCapture(s[0], &graph) == CUDA_SUCCESS, "end of a one-device capture");
     CHECK(L.cuGraphInstantiate(&exec, graph, 0) == CUDA_SUCCESS, "instantiate");
     L.cuGraphDestroy(graph);
     download(got, out[0], sizeof got, s[0]);
     CHECK(got[1] == 0, "nothing ran at capture: %g", got[1]);
     CHECK(L.cuGraphLaunch(exec, s[0]) == CUDA_SUCCESS && L.cuGraphLaunch(exec, s[0]) == CUDA_SUCCESS,
           "two launches");
-    CHECK(L.cuStreamSynchronize(s[0]) == CUDA_SUCCESS, "sync");
-    L.cuCtxSetCurrent(ctx[1]);
-    download(got, out[1], sizeof got, s[1]);
-    CHECK(got[0] == 3 * 4 && got[3] == 3 * 7, "rank 1's share: %g %g", got[0], got[3]);
-    L.cuCtxSetCurrent(ctx[0]);
     download(got, out[0], sizeof got, s[0]);
-    CHECK(got[0] == 0 && got[3] == 3 * 3, "rank 0's share: %g %g", got[0], got[3]);
+    CHECK(got[1] == 1 && got[3] == 3, "a one-rank all_reduce replayed: %g %g", got[1], got[3]);
     L.cuGraphExecDestroy(exec);
     L.cuEventDestroy(fork);
     L.cuEventDestroy(join);
@@ -922,12 +956,23 @@ static void rank_p2p(int rank, int nranks, const ncclUniqueId *id, CUstream s, C
     L.cuMemAlloc(&acc, sizeof a);
     L.cuMemAlloc(&sum, sizeof a);
     CHECK(L.cuStreamSynchronize(s) == CUDA_SUCCESS, "sync");
+    /* the first receive from a peer inside a capture: refused (NCCL would
+       set up the connection there), the capture invalidated */
+    CUgraph g = NULL;
+    CHECK(L.cuStreamBeginCapture(rs, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS &&
+          recv1(dr, m, ncclFloat32, 0, in, rs) == ncclInvalidUsage &&
+          L.cuStreamEndCapture(rs, &g) != CUDA_SUCCESS, "rank %d: a first receive captured", rank);
+    if (g)
+        L.cuGraphDestroy(g);
     CHECK(recv1(dr, m, ncclFloat32, 0, in, rs) == ncclSuccess &&
           recv1(drr, m, ncclUint8, 0, in, rs) == ncclSuccess &&
           send1(dv, m, ncclFloat32, 1, out, s) == ncclSuccess &&
           send1(draw, m, ncclUint8, 1, out, s) == ncclSuccess, "rank %d: issue", rank);
     CHECK(L.cuStreamSynchronize(s) == CUDA_SUCCESS && L.cuStreamSynchronize(rs) == CUDA_SUCCESS,
           "rank %d: crossing sends with the receives posted first", rank);
+    /* two communicators' calls in flight on one device at once: flagged */
+    CHECK(L.fakecuda_nccl_concurrent(rank) == 2, "rank %d: %d communicators at once, flagged", rank,
+          L.fakecuda_nccl_concurrent(rank));
     download(got, dr, sizeof got, rs);
     download(rgot, drr, sizeof rgot, rs);
     int ok = 1;
@@ -935,8 +980,10 @@ static void rank_p2p(int rank, int nranks, const ncclUniqueId *id, CUstream s, C
         ok &= got[i] == (float)(peer * 100 + i) && rgot[i] == peer * 16 + i;
     CHECK(ok, "rank %d received %g and %d, in order", rank, got[1], rgot[1]);
 
+    /* the world's first collective outside the capture (its set-up must be) */
+    CHECK(L.ncclAllReduce(DP(acc), DP(sum), m, ncclFloat32, ncclSum, world, (cudaStream_t)s) ==
+              ncclSuccess && L.cuStreamSynchronize(s) == CUDA_SUCCESS, "rank %d: all_reduce", rank);
     CUevent fork = NULL, join = NULL;
-    CUgraph g = NULL;
     CUgraphExec exec = NULL;
     L.cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING);
     L.cuEventCreate(&join, CU_EVENT_DISABLE_TIMING);
@@ -1095,6 +1142,24 @@ static void run_ranks(const char *what, int nranks, int started, const int *gpu,
     CHECK(dir && access(dir, F_OK) != 0, "%s: %s left behind", what, dir ? dir : "(no directory in the id)");
 }
 
+/* A copy from pageable host memory synchronizes its stream before it starts
+ * (the driver API's "API synchronization behavior"): under the lazy schedule
+ * (work runs only when synchronized) the stream's earlier copy to the host
+ * has run once the call returns. */
+static void rank_pageable(int rank, int nranks, const ncclUniqueId *id, CUstream s, CUstream rs)
+{
+    (void)nranks, (void)id, (void)rs;
+    float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8}, h[4] = {0};
+    CUdeviceptr d = upload(a, sizeof a, s), e = upload(b, sizeof b, s);
+    CHECK(L.cuStreamSynchronize(s) == CUDA_SUCCESS, "sync");
+    L.cuMemcpyDtoHAsync(h, d, sizeof h, s);
+    CHECK(h[0] == 0, "rank %d: the lazy schedule ran a copy before a synchronization", rank);
+    L.cuMemcpyHtoDAsync(e, b, sizeof b, s);
+    CHECK(h[0] == 1 && h[3] == 4, "rank %d: a copy from pageable memory did not wait for the "
+          "stream's earlier work: %g %g", rank, h[0], h[3]);
+    L.cuMemFree(d), L.cuMemFree(e);
+}
+
 static void test_nccl_processes(void)
 {
     double t0 = wall();
@@ -1106,6 +1171,9 @@ static void test_nccl_processes(void)
     run_ranks("two processes on one GPU", 2, 2, (int[]){1, 1}, rank_duplicate, "20", "Duplicate GPU detected");
     run_ranks("a rank that never joins", 3, 2, (int[]){0, 1}, rank_missing, "1", "waits for rank 2");
     run_ranks("collectives that do not match", 2, 2, (int[]){0, 1}, rank_mismatch, "20", "with other arguments");
+    setenv("GNC_FAKECUDA_SCHEDULE", "lazy", 1); /* read by the child's cuInit */
+    run_ranks("a copy from pageable memory", 1, 1, (int[]){0}, rank_pageable, "20", NULL);
+    unsetenv("GNC_FAKECUDA_SCHEDULE");
     printf("NCCL across processes: %.1f s\n", wall() - t0);
 }
 
@@ -1120,6 +1188,7 @@ int main(void)
 #define BNC(f) B(nc, f)
     DRIVER(BCU) BLAS(BLT) DNN(BDNN) NCCL(BNC)
     bind(cu, (void **)&L.fakecuda_register, "fakecuda_register");
+    bind(nc, (void **)&L.fakecuda_nccl_concurrent, "fakecuda_nccl_concurrent");
     L.fakecuda_register("add_one", add_one);
     L.fakecuda_register("always_fails", always_fails);
     test_nccl_processes(); /* first: the children start from a fake the parent never touched */

@@ -52,9 +52,10 @@
  * image (a cubin's EIATTR_KPARAM_INFO records, PTX's .entry); where the image
  * does not say, they are read when the kernel runs.
  *
- * Host copies: HtoD from pageable memory reads the host buffer when issued,
- * from page-locked memory (cuMemHostAlloc) when it runs; DtoH writes it when
- * run.  Not modelled: no unified
+ * Host copies: HtoD from pageable memory first waits for the stream's
+ * earlier work, then reads the host buffer, before it returns (as the driver
+ * documents); from page-locked memory (cuMemHostAlloc) it is queued and reads
+ * the buffer when it runs; DtoH writes it when run.  Not modelled: no unified
  * addressing across devices (a pointer belongs to the device that allocated
  * it); no thread safety; the legacy default stream (NULL) is a stream of its
  * own per device, without implicit synchronization with other streams. */
@@ -665,6 +666,19 @@ CUresult fk_enqueue(CUstream s, fk_task *t)
     return push_or_capture(resolve(s), t);
 }
 
+uintptr_t fk_stream_capture(CUstream s)
+{
+    if (!s || stream_index(s) < 0 || !s->live || !s->cap)
+        return 0;
+    return (uintptr_t)s->cap;
+}
+
+void fk_capture_refuse(CUstream s)
+{
+    if (s && stream_index(s) >= 0 && s->live && s->cap)
+        capture_invalidate(s->cap, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+}
+
 CUresult fk_enqueue_dev(int dev, CUstream s, fk_task *t)
 {
     CUresult r = CUDA_SUCCESS;
@@ -1131,9 +1145,19 @@ static CUresult issue_copy(const char *what, CUstream s, int dst_dev, void *dst,
         return CUDA_ERROR_INVALID_VALUE;
     if ((dst_dev < 0 && !dst) || (src_dev < 0 && !set && !src))
         return CUDA_ERROR_INVALID_VALUE;
+    int pageable = src_dev < 0 && !set && !pinned(src, bytes);
+    if (pageable) {
+        /* from pageable memory "a stream sync is performed before the copy is
+           initiated" (the driver API's API synchronization behavior): the
+           call returns once the stream's earlier work is done and the host
+           buffer is staged */
+        r = run_until(stream_idle, rs, rs->dev, what);
+        if (r)
+            return r;
+    }
     copy *c = xcalloc(1, sizeof *c);
     *c = (copy){dst_dev, src_dev, dst, src, NULL, bytes, set, value};
-    if (src_dev < 0 && !set && !pinned(src, bytes)) {
+    if (pageable) {
         c->staged = xcalloc(bytes, 1);
         memcpy(c->staged, src, bytes);
     }

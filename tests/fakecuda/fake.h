@@ -61,6 +61,13 @@ CUresult fk_enqueue(CUstream s, fk_task *t);
  * stream), dev's primary context active. */
 CUresult fk_enqueue_dev(int dev, CUstream s, fk_task *t);
 
+/* Whether stream s is capturing: 0, or its capture's id (the same for every
+ * stream of one capture).  The legacy stream (NULL) never captures. */
+uintptr_t fk_stream_capture(CUstream s);
+/* A library refused a call on s while it captures: the capture is
+ * invalidated (cuStreamEndCapture fails), as after a refused driver call. */
+void fk_capture_refuse(CUstream s);
+
 /* The device ordinal of stream s, -1 when s is not a live stream. */
 int fk_stream_device(CUstream s);
 /* CUDA_SUCCESS when s may be used now: live, of the current context. */

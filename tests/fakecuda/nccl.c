@@ -119,6 +119,8 @@ struct ncclComm {
     clique *cl;
     int rank, dev;
     int live;
+    int coll_used;              /* a collective was queued: its connections are set up */
+    unsigned char *p2p_used;    /* by peer: a send or receive was queued */
 };
 
 typedef struct {
@@ -175,6 +177,13 @@ static struct {
     int nsplits;
     unsigned id_counter, tmp_counter;
     int unloaded;       /* at exit: the cliques are gone, queued parts let go */
+    struct captured {   /* captures that hold NCCL calls: the first one's device */
+        uintptr_t cap;
+        int dev;
+    } *captured;
+    int ncaptured;
+    const clique *inflight[64][8];  /* by device: the cliques with a part arrived, not run */
+    int concurrent[64];         /* by device: the most communicators at once */
 } N;
 
 static ncclResult_t complain(ncclResult_t r, const char *who, const char *fmt, ...)
@@ -420,7 +429,8 @@ static clique *clique_new(int nranks, const ncclUniqueId *id)
     if (id)
         cl->id = *id;
     for (int r = 0; r < nranks; r++)
-        cl->rank[r].cl = cl, cl->rank[r].rank = r, cl->rank[r].dev = -1;
+        cl->rank[r].cl = cl, cl->rank[r].rank = r, cl->rank[r].dev = -1,
+        cl->rank[r].p2p_used = calloc((size_t)nranks, 1);
     N.cliques = realloc(N.cliques, (size_t)(N.ncliques + 1) * sizeof *N.cliques);
     N.cliques[N.ncliques++] = cl;
     return cl;
@@ -461,7 +471,13 @@ static void clique_free(clique *cl)
     free(cl->sends);
     free(cl->recvs);
     free(cl->next_coll);
+    for (int r = 0; r < cl->nranks; r++)
+        free(cl->rank[r].p2p_used);
     free(cl->rank);
+    for (int d = 0; d < 64; d++) /* a clique freed with parts in flight (a failure) */
+        for (int i = 0; i < 8; i++)
+            if (N.inflight[d][i] == cl)
+                N.inflight[d][i] = NULL;
     free(cl);
 }
 
@@ -1034,6 +1050,41 @@ typedef struct {
     int ncalls;
 } part;
 
+/* Communicators in flight on one device: NCCL's kernels of several
+ * communicators running at once may deadlock when they cannot all be
+ * resident (the user guide's "Using multiple NCCL communicators
+ * concurrently").  Flagged, not refused: the most at once per device is
+ * kept (fakecuda_nccl_concurrent) and said once. */
+static void inflight(const part *p, int arrive)
+{
+    int d = p->m->dev & 63, n = 0;
+    const clique **slots = N.inflight[d];
+    for (int i = 0; i < 8; i++) {
+        if (arrive && !slots[i]) {
+            slots[i] = p->m->cl;
+            arrive = 0;
+        } else if (!arrive && slots[i] == p->m->cl) {
+            slots[i] = NULL;
+            return;
+        }
+    }
+    for (int i = 0; i < 8; i++)
+        n += slots[i] != 0;
+    if (n > N.concurrent[d]) {
+        if (n == 2)
+            fprintf(stderr, "fakecuda: NCCL: device %d runs calls of 2 communicators at once, "
+                    "which NCCL warns may deadlock where their kernels cannot all be resident\n",
+                    d);
+        N.concurrent[d] = n;
+    }
+}
+
+EXPORT int fakecuda_nccl_concurrent(int dev)
+{
+    return dev >= 0 && dev < 64 ? N.concurrent[dev] : 0;
+}
+
+
 /* A part's arrival, per queue entry. */
 typedef struct {
     slot **slots;       /* by call: its collective's slot, or NULL */
@@ -1345,6 +1396,7 @@ static int part_ready(void *ctx, void **state)
     arrival *a = *state;
     if (!a) { /* arrives: joins its collectives, offers its sends and receives */
         a = *state = calloc(1, sizeof *a);
+        inflight(p, 1);
         a->slots = calloc((size_t)p->ncalls + 1, sizeof *a->slots);
         a->done = calloc((size_t)p->ncalls + 1, sizeof *a->done);
         for (int i = 0; i < p->ncalls && !cl->dir; i++) {
@@ -1391,6 +1443,7 @@ static int part_run(void *ctx, void **state, char *why, size_t whylen)
 {
     part *p = ctx;
     arrival *a = *state;
+    inflight(p, 0);
     const char *err = a->err[0] ? a->err : NULL;
     for (int i = 0; i < p->ncalls && !err; i++)
         if (a->slots[i] && a->slots[i]->err[0])
@@ -1402,8 +1455,61 @@ static int part_run(void *ctx, void **state, char *why, size_t whylen)
     return 0;
 }
 
+/* The rules of NCCL under CUDA graph capture (the user guide's "Using NCCL
+ * with CUDA Graphs"), where the stream is capturing:
+ *   - a communicator's first collective, or first send or receive with a
+ *     peer, sets up connections (NCCL_RUNTIME_CONNECT, the default since
+ *     2.22: buffers allocated, peers met), which a global or thread-local
+ *     capture forbids; refused, the capture invalidated.  Run one call
+ *     outside the capture first.
+ *   - "using multiple GPUs per process with CUDA graph capture may result in
+ *     deadlocks ... likely with single-threaded applications": a capture that
+ *     would hold NCCL calls of two GPUs is refused.
+ * 0, or the refusal after its message. */
+static ncclResult_t capture_rules(struct ncclComm *m, cudaStream_t stream, const call *calls,
+                                  int n)
+{
+    const char *who = kind_name[calls[0].kind];
+    uintptr_t cap = fk_stream_capture((CUstream)stream);
+    if (!cap)
+        return ncclSuccess;
+    for (int i = 0; i < n; i++) {
+        int p2p = calls[i].kind == K_SEND || calls[i].kind == K_RECV;
+        if (p2p ? !m->p2p_used[calls[i].root] : !m->coll_used) {
+            fk_capture_refuse((CUstream)stream);
+            return complain(ncclInvalidUsage, who, "the communicator's first %s%s on rank %d is "
+                            "inside a stream capture: its connections would be set up there "
+                            "(NCCL_RUNTIME_CONNECT); run one outside the capture first",
+                            p2p ? "send or receive with rank " : "collective", "", m->rank);
+        }
+    }
+    int k = 0;
+    while (k < N.ncaptured && N.captured[k].cap != cap)
+        k++;
+    if (k == N.ncaptured) {
+        N.captured = realloc(N.captured, (size_t)(N.ncaptured + 1) * sizeof *N.captured);
+        N.captured[N.ncaptured++] = (struct captured){cap, m->dev};
+    } else if (N.captured[k].dev != m->dev) {
+        fk_capture_refuse((CUstream)stream);
+        return complain(ncclInvalidUsage, who, "one capture would hold NCCL calls of GPUs %d "
+                        "and %d: NCCL warns that several GPUs per process under graph capture "
+                        "may deadlock (one GPU per process, or no capture)", N.captured[k].dev,
+                        m->dev);
+    }
+    return ncclSuccess;
+}
+
 static ncclResult_t enqueue(struct ncclComm *m, cudaStream_t stream, const call *calls, int n)
 {
+    ncclResult_t rr = capture_rules(m, stream, calls, n);
+    if (rr)
+        return rr;
+    for (int i = 0; i < n; i++) {
+        if (calls[i].kind == K_SEND || calls[i].kind == K_RECV)
+            m->p2p_used[calls[i].root] = 1;
+        else
+            m->coll_used = 1;
+    }
     part *p = calloc(1, sizeof *p);
     p->m = m;
     p->calls = calloc((size_t)n, sizeof *p->calls);
@@ -1590,6 +1696,7 @@ __attribute__((destructor)) static void fake_nccl_unload(void)
     free(N.grouped);
     free(N.inits);
     free(N.splits);
+    free(N.captured);
     memset(&N, 0, sizeof N);
     N.unloaded = 1;
 }

@@ -342,6 +342,8 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
             printf("FAIL %s: step %d: graph replay's loss %.9g, eager %.9g\n", what, k, gg[k],
                    ge[k]);
     }
+    if (rt_cuda_warning(graph->x) && bad++ < 4)
+        printf("FAIL %s: the graph executor warns: %s\n", what, rt_cuda_warning(graph->x));
     if (staged && staged() != staged0 && bad++ < 4)
         printf("FAIL %s: %ld peer copies went through the host (no peer access)\n", what,
                staged() - staged0);
