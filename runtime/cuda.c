@@ -116,6 +116,13 @@ int rt_cuda_gpu_count(const char *libdir, char *err, size_t errlen)
     return rt_cuda_probe(libdir, err, errlen);
 }
 
+int rt_cuda_gpu_describe(const char *libdir, int ordinal, rt_cuda_gpu *out, char *err,
+                         size_t errlen)
+{
+    (void)ordinal, (void)out;
+    return rt_cuda_probe(libdir, err, errlen);
+}
+
 rt_cuda *rt_cuda_open(const cg_program *p, const int *gpus, char *err, size_t errlen)
 {
     (void)p, (void)gpus;
@@ -297,6 +304,40 @@ int rt_cuda_gpu_count(const char *libdir, char *err, size_t errlen)
 int rt_cuda_probe(const char *libdir, char *err, size_t errlen)
 {
     return rt_cuda_gpu_count(libdir, err, errlen) < 0 ? -1 : 0;
+}
+
+int rt_cuda_gpu_describe(const char *libdir, int ordinal, rt_cuda_gpu *out, char *err,
+                         size_t errlen)
+{
+    cuda_driver L;
+    rt_cuda holder = {0}; /* what CU() needs in scope: x->L */
+    rt_cuda *x = &holder;
+    CUdevice dev;
+    CUcontext ctx;
+    size_t freeb = 0, total = 0;
+    memset(out, 0, sizeof *out);
+    if (driver_load(&L, libdir, err, errlen))
+        return -1;
+    x->L = L;
+    CU(cuDriverGetVersion(&out->driver_version));
+    CU(cuDeviceGet(&dev, ordinal));
+    CU(cuDeviceGetName(out->name, (int)sizeof out->name, dev));
+    CU(cuDeviceGetAttribute(&out->major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+    CU(cuDeviceGetAttribute(&out->minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+    CU(cuDeviceGetAttribute(&out->sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+    CU(cuDeviceTotalMem(&total, dev));
+    CU(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CUresult r = x->L.cuCtxSetCurrent(ctx);
+    if (r == CUDA_SUCCESS)
+        r = x->L.cuMemGetInfo(&freeb, &total);
+    x->L.cuDevicePrimaryCtxRelease(dev);
+    if (r != CUDA_SUCCESS) {
+        const char *s = "?";
+        x->L.cuGetErrorString(r, &s);
+        return fail(err, errlen, "GPU %d: cuMemGetInfo: %s", ordinal, s);
+    }
+    out->free_bytes = freeb, out->total_bytes = total;
+    return 0;
 }
 
 /* ---------------------------------------------------------------- opening */

@@ -71,6 +71,18 @@ int rt_cuda_probe(const char *libdir, char *err, size_t errlen);
 /* The number of GPUs the driver sees, or -1 with a message (as rt_cuda_probe). */
 int rt_cuda_gpu_count(const char *libdir, char *err, size_t errlen);
 
+/* What the driver says of GPU ordinal: its name, compute capability,
+ * multiprocessors, memory (free as its primary context sees it), and the
+ * driver's CUDA version (13000 for 13.0).  0, or -1 with a message. */
+typedef struct {
+    char name[128];
+    int major, minor, sms;
+    uint64_t free_bytes, total_bytes;
+    int driver_version;
+} rt_cuda_gpu;
+int rt_cuda_gpu_describe(const char *libdir, int ordinal, rt_cuda_gpu *out, char *err,
+                         size_t errlen);
+
 rt_cuda *rt_cuda_open(const cg_program *p, const int *gpus, char *err, size_t errlen);
 rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *err,
                          size_t errlen);

@@ -20,7 +20,8 @@ const char *cuda_lib_path(const char *libdir, const char *soname, char *path, si
 /* ---- the driver: every entry point used, once.  The names are cuda.h's
  * macros where it has them (cuMemAlloc is cuMemAlloc_v2): the member and the
  * symbol both expand. */
-#define DRIVER_FNS(X) X(cuInit) X(cuGetErrorString) X(cuDeviceGetCount) X(cuDeviceGet) \
+#define DRIVER_FNS(X) X(cuInit) X(cuGetErrorString) X(cuDriverGetVersion) X(cuDeviceGetCount) \
+    X(cuDeviceGet) X(cuDeviceTotalMem) \
     X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) \
     X(cuDevicePrimaryCtxRelease) X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuCtxSetCurrent) X(cuMemGetInfo) X(cuMemAlloc) X(cuMemFree) \
     X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemcpyPeerAsync) \

@@ -25,7 +25,7 @@ int rt_device_pick(const char *name, rt_device_kind *kind, char *err, size_t err
 {
     int dflt = name == NULL;
     if (dflt)
-        name = rt_gpu_present() ? "cuda" : "cpu";
+        name = RT_GPU_VALIDATED && rt_gpu_present() ? "cuda" : "cpu";
     if (strcmp(name, "cpu") == 0) {
         *kind = RT_DEVICE_CPU;
         return 0;
@@ -37,7 +37,7 @@ int rt_device_pick(const char *name, rt_device_kind *kind, char *err, size_t err
 #else
         snprintf(err, errlen, "device cuda%s: this build of gnc has no CUDA runtime (built "
                  "without the CUDA toolkit); run on the CPU instead (device cpu)", dflt
-                 ? " (the default where a GPU is present)" : "");
+                 ? " (the default)" : "");
         return -2;
 #endif
     }

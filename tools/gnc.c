@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cuda.h"
 #include "device.h"
 #include "diag.h"
 #include "exec.h"
@@ -33,6 +34,7 @@ static const char usage_main[] =
     "  train    train a model on an IDX data set (Fashion-MNIST by default)\n"
     "  eval     test accuracy of trained weights\n"
     "  inspect  print what a plan file holds\n"
+    "  devices  list the GPUs the CUDA driver sees\n"
     "  help     show help for a command\n"
     "\n"
     "FILE is a model (.net), IR text (.gir, as written by gnc dump) or, for run,\n"
@@ -134,8 +136,8 @@ static const char usage_run[] =
     "  --threads N     CPU threads (default: all cores)\n"
     "  --repeat N      run N times and report the median time (default 1)\n"
     "  --profile       print the time spent in each op\n"
-    "  --device cpu|cuda   where to run (default cuda where a GPU is present, under\n"
-    "                  mpirun one per rank, else cpu); a model runs on cuda as the plan\n"
+    "  --device cpu|cuda   where to run (default cpu until the GPU path passes\n"
+    "                  tools/gpu_check.sh on a real GPU: README, \"Status\"); a model runs on cuda as the plan\n"
     "                  gnc compile -o makes of it (compiled in memory)\n"
     "  --eager         cuda: launch step by step instead of replaying a CUDA graph\n"
     "                  (also GNC_CUDA_EAGER=1; docs/runtime.md)\n"
@@ -172,8 +174,8 @@ static const char usage_train[] =
     "  --threads N     CPU threads (default: all cores)\n"
     "  --remat         recompute batchnorm-ReLU results in the backward pass\n"
     "  --profile       print the time spent in each op of the training step\n"
-    "  --device cpu|cuda   where to train (default cuda where a GPU is present, under\n"
-    "                  mpirun one per rank, else cpu); parameters and optimizer state stay on\n"
+    "  --device cpu|cuda   where to train (default cpu until the GPU path passes\n"
+    "                  tools/gpu_check.sh on a real GPU: README, \"Status\"); parameters and optimizer state stay on\n"
     "                  the GPU and are read back for evaluation and checkpoints\n"
     "  --eager         cuda: launch step by step instead of replaying a CUDA graph\n"
     "                  (also GNC_CUDA_EAGER=1; docs/runtime.md)\n"
@@ -211,6 +213,16 @@ static const char usage_inspect[] =
     "options:\n"
     "  -h, --help      show this help\n";
 
+static const char usage_devices[] =
+    "usage: gnc devices\n"
+    "\n"
+    "Lists the GPUs the CUDA driver sees: name, compute capability, multiprocessors,\n"
+    "memory (and how much is free), the driver's CUDA version.  Exit status 1, with\n"
+    "the reason, where the driver does not load or sees no GPU.\n"
+    "\n"
+    "options:\n"
+    "  -h, --help      show this help\n";
+
 static void print_usage(const char *cmd, FILE *f)
 {
     if (!cmd) {
@@ -222,9 +234,10 @@ static void print_usage(const char *cmd, FILE *f)
                   : strcmp(cmd, "train") == 0   ? usage_train
                   : strcmp(cmd, "eval") == 0    ? usage_eval
                   : strcmp(cmd, "inspect") == 0 ? usage_inspect
+                  : strcmp(cmd, "devices") == 0 ? usage_devices
                                                 : usage_run;
     fputs(u, f);
-    if (u == usage_inspect)
+    if (u == usage_inspect || u == usage_devices)
         return;
     if (u == usage_dump || u == usage_compile)
         fputs(usage_train_graph, f);
@@ -1069,6 +1082,37 @@ static int plan_options(options *o, int is_plan)
 }
 
 /* One gnc command; world: the MPI world it runs in (cli_mpi_init). */
+/* gnc devices: a line per GPU the driver sees. */
+static int cmd_devices(int argc, char **argv)
+{
+    char err[1024];
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            fputs(usage_devices, stdout);
+            return 0;
+        }
+        return usage_error("devices ", "unknown option '%s'", argv[i]);
+    }
+    int n = rt_cuda_gpu_count(NULL, err, sizeof err);
+    if (n < 0) {
+        fprintf(stderr, "gnc: error: %s\n", err);
+        return 1;
+    }
+    for (int i = 0; i < n; i++) {
+        rt_cuda_gpu g;
+        if (rt_cuda_gpu_describe(NULL, i, &g, err, sizeof err) != 0) {
+            fprintf(stderr, "gnc: error: GPU %d: %s\n", i, err);
+            return 1;
+        }
+        const double mib = 1024.0 * 1024.0;
+        printf("GPU %d: %s, sm_%d%d, %d SMs, %.0f MiB (%.0f MiB free), CUDA driver %d.%d\n", i,
+               g.name, g.major, g.minor, g.sms, (double)g.total_bytes / mib,
+               (double)g.free_bytes / mib, g.driver_version / 1000,
+               g.driver_version % 1000 / 10);
+    }
+    return 0;
+}
+
 static int command(int argc, char **argv, cli_world *world)
 {
     if (argc < 2) {
@@ -1085,13 +1129,13 @@ static int command(int argc, char **argv, cli_world *world)
         return 0;
     }
     static const char *const cmds[] = {"dump", "compile", "run", "train", "eval", "inspect",
-                                       "help"};
+                                       "devices", "help"};
     int known = 0;
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < 8; i++)
         known |= strcmp(cmd, cmds[i]) == 0;
     if (strcmp(cmd, "help") == 0) {
         int ok = argc <= 2;
-        for (int i = 0; i < 6 && !ok; i++)
+        for (int i = 0; i < 7 && !ok; i++)
             ok = strcmp(argv[2], cmds[i]) == 0;
         if (!ok)
             return usage_error(NULL, "unknown command '%s'", argv[2]);
@@ -1099,11 +1143,13 @@ static int command(int argc, char **argv, cli_world *world)
         return 0;
     }
     if (!known) {
-        const char *s = diag_suggest(cmd, cmds, 7);
+        const char *s = diag_suggest(cmd, cmds, 8);
         fprintf(stderr, "gnc: error: unknown command '%s'%s%s%s\n(see 'gnc --help')\n", cmd,
                 s ? "; did you mean '" : "", s ? s : "", s ? "'?" : "");
         return 2;
     }
+    if (strcmp(cmd, "devices") == 0)
+        return world->rank > 0 ? 0 : cmd_devices(argc - 2, argv + 2);
     options o = {.cmd = cmd, .opt = ad_optimizer_default(AD_SGD), .lr = 0.1, .gamma = 0.1,
                  .strategy_auto = 1, .part = {.devices = 1, .strategy = PT_DATA}};
     o.opt.weight_decay = -1; /* unset: the optimizer's default */

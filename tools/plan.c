@@ -321,7 +321,7 @@ int cli_device(options *o)
     rt_device_kind kind = RT_DEVICE_CPU;
     const char *name = o->device;
     if (!name && o->world->ranks > 1)
-        name = cli_mpi_gpus(o->world) ? "cuda" : "cpu"; /* each rank its own GPU, or none */
+        name = RT_GPU_VALIDATED && cli_mpi_gpus(o->world) ? "cuda" : "cpu"; /* each rank its GPU */
     if (rt_device_pick(name, &kind, err, sizeof err) != 0) {
         fprintf(stderr, "gnc: error: %s\n", err);
         return 1;
@@ -338,7 +338,7 @@ int cli_device(options *o)
     }
     if (o->cuda && rt_cuda_probe(NULL, err, sizeof err) != 0) {
         fprintf(stderr, "gnc: error: device cuda%s: %s\n", o->device ? ""
-                : " (the default where a GPU is present; --device cpu runs on the CPU)", err);
+                : " (the default; --device cpu runs on the CPU)", err);
         return 1;
     }
     return 0;

@@ -136,7 +136,8 @@ GNC_API gnc_status gnc_plan_output(const gnc_plan *plan, int i, gnc_tensor_info 
 /* ---- sessions ---- */
 
 typedef struct {
-    const char *device;     /* "cpu" or "cuda"; NULL: cuda where a GPU is present, else cpu.
+    const char *device;     /* "cpu" or "cuda"; NULL: cpu (cuda where a GPU is present once
+                               the GPU path has passed its check on one: docs/api.md).
                                cuda without a driver or GPU (libcuda.so.1, from $GNC_CUDA_LIBDIR
                                if set), or in a build without the CUDA toolkit:
                                GNC_ERROR_UNSUPPORTED with the reason (docs/api.md, Devices) */

@@ -826,6 +826,25 @@ CUresult cuDeviceGet(CUdevice *device, int ordinal)
     return CUDA_SUCCESS;
 }
 
+CUresult cuDriverGetVersion(int *driverVersion)
+{
+    if (!driverVersion)
+        return CUDA_ERROR_INVALID_VALUE;
+    *driverVersion = CUDA_VERSION;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceTotalMem(size_t *bytes, CUdevice dev)
+{
+    INIT_CHECK();
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= F.ngpus)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *bytes = F.free_bytes;
+    return CUDA_SUCCESS;
+}
+
 CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 {
     INIT_CHECK();

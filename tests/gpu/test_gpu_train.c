@@ -62,7 +62,7 @@ static int ranks = 1, rank;     /* under mpirun --mpi: the world; else one proce
 /* ---------------------------------------------------------------- models */
 
 static ir_graph *model(const char *src, const char *name, int batch, int devices,
-                       pt_strategy strategy, pt_schedule schedule)
+                       pt_strategy strategy, pt_schedule schedule, int infer)
 {
     char path[4096], b[16];
     snprintf(path, sizeof path, "%s/models/%s.net", src, name);
@@ -81,8 +81,8 @@ static ir_graph *model(const char *src, const char *name, int batch, int devices
     if (strategy == PT_HYBRID)
         po.dp = 2, po.pp = devices / 2;
     pm_options pm = {1, 0, NULL, NULL, stdout, devices > 1 ? &po : NULL};
-    if (!g || ad_training_graph(g, &opt, &d) != 0 ||
-        pm_run(g, pm_default_pipeline(1, 0, devices > 1), &pm, &d) != 0) {
+    if (!g || (!infer && ad_training_graph(g, &opt, &d) != 0) ||
+        pm_run(g, pm_default_pipeline(!infer, 0, devices > 1), &pm, &d) != 0) {
         diag_print(&d, stdout);
         printf("FAIL %s: does not compile\n", name);
         nfailed++;
@@ -151,6 +151,8 @@ typedef struct {
                                         cudnn-nhwc in turn, as --conv auto records, and
                                         each timed (rt_cuda_time_convs) */
     pt_schedule schedule;            /* pipelines: 1F1B (0) or GPipe */
+    int infer;                       /* the inference program (no backward, no update):
+                                        its outputs compared too, within atol/rtol */
 } train_case;
 
 static int near(double got, double want, double atol, double rtol)
@@ -230,12 +232,12 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
         snprintf(how, sizeof how, ", convolutions by each way in turn");
     else if (c->conv != CG_CONV_CUDNN)
         snprintf(how, sizeof how, ", --conv %s", cg_conv_name(c->conv));
-    snprintf(what, sizeof what, "%s, batch %d, %d device%s%s%s, %d steps%s%s%s", c->model,
-             c->batch, c->devices, c->devices > 1 ? "s " : "",
+    snprintf(what, sizeof what, "%s%s, batch %d, %d device%s%s%s, %d steps%s%s%s", c->model,
+             c->infer ? " inference" : "", c->batch, c->devices, c->devices > 1 ? "s " : "",
              c->devices > 1 ? strategies[c->strategy] : "",
              c->strategy != PT_PIPELINE ? "" : c->schedule == PT_GPIPE ? " gpipe" : " 1f1b",
              c->steps, c->gpus ? ", devices sharing GPUs" : "", how, who);
-    ir_graph *g = model(src, c->model, c->batch, c->devices, c->strategy, c->schedule);
+    ir_graph *g = model(src, c->model, c->batch, c->devices, c->strategy, c->schedule, c->infer);
     if (!g)
         return;
     rt_cuda_options oe = {0}, og = {0};
@@ -342,6 +344,30 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
             printf("FAIL %s: step %d: graph replay's loss %.9g, eager %.9g\n", what, k, gg[k],
                    ge[k]);
     }
+    for (int i = 0; c->infer && i < g->noutputs; i++) {
+        const ir_value *v = g->outputs[i].value;
+        int64_t n = ir_type_numel(&v->type);
+        if (v->type.dtype != IR_F32 || !rt_cuda_holds(eager->x, v))
+            continue;
+        float *a = malloc((size_t)n * sizeof *a + 4), *b = malloc((size_t)n * sizeof *b + 4);
+        const float *ref = rt_exec_data(x, v);
+        if (rt_cuda_read(eager->x, -1, v, a, err, sizeof err) ||
+            rt_cuda_read(graph->x, -1, v, b, err, sizeof err)) {
+            printf("FAIL %s: %s\n", what, err);
+            bad++;
+        } else if (memcmp(a, b, (size_t)n * sizeof *a) != 0 && bad++ < 4) {
+            printf("FAIL %s: output %s: graph replay differs from eager\n", what, v->name);
+        }
+        for (int64_t j = 0; j < n; j++)
+            if (!near(a[j], ref[j], c->atol, c->rtol)) {
+                if (bad++ < 4)
+                    printf("FAIL %s: output %s[%lld] %.7g on the GPU, %.7g on the CPU\n", what,
+                           v->name, (long long)j, a[j], ref[j]);
+                break;
+            }
+        free(a);
+        free(b);
+    }
     if (rt_cuda_warning(graph->x) && bad++ < 4)
         printf("FAIL %s: the graph executor warns: %s\n", what, rt_cuda_warning(graph->x));
     if (staged && staged() != staged0 && bad++ < 4)
@@ -405,7 +431,7 @@ static void graph_faults(const gpu_env *env, const char *src)
             char err[1024], what[128];
             snprintf(what, sizeof what, "GNC_FAKECUDA_GRAPHS=%s, mlp on %d GPU%s", faults[f],
                      devices, devices > 1 ? "s" : "");
-            ir_graph *g = model(src, "mlp", 4, devices, PT_DATA, PT_1F1B);
+            ir_graph *g = model(src, "mlp", 4, devices, PT_DATA, PT_1F1B, 0);
             if (!g)
                 continue;
             diag d;
@@ -465,7 +491,39 @@ static void graph_faults(const gpu_env *env, const char *src)
         }
 }
 
-static int in_one_process(const char *src, const char *work, const char *fake)
+/* tools/gpu_check.sh's steps, each alone (--case NAME):
+ *   convs   resnet18 (lenet on the stand-ins) with its convolutions by each
+ *           way, cuDNN, cuDNN on channels-last copies and implicit-GEMM
+ *           kernels: the inference program's outputs and loss, and two
+ *           training steps, against the CPU executor, graph against eager;
+ *   shared  lenet on two devices sharing one GPU (collectives without
+ *           NCCL) against the CPU executor. */
+static int run_case(const gpu_env *env, const char *src, const char *name)
+{
+    static const int one_gpu[] = {0, 0};
+    const char *m = env->fake ? "lenet" : "resnet18";
+    int b = env->fake ? 4 : 8;
+    if (strcmp(name, "convs") == 0) {
+        static const cg_conv_impl ways[] = {CG_CONV_CUDNN, CG_CONV_CUDNN_NHWC, CG_CONV_IGEMM};
+        for (int w = 0; w < 3; w++)
+            for (int infer = 1; infer >= 0; infer--) {
+                train_case c = {m, b, 1, infer ? 1 : 2, PT_DATA, 0.02f, 2e-3, 2e-2, 1e-3, -1, -1,
+                                NULL, ways[w], 0, PT_1F1B, infer};
+                one(env, src, &c);
+            }
+        return 0;
+    }
+    if (strcmp(name, "shared") == 0) {
+        train_case c = {"lenet", env->fake ? 4 : 32, 2, env->fake ? 4 : 50, PT_DATA, 0.05f, 2e-3,
+                        2e-2, 1e-4, -1, -1, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0};
+        one(env, src, &c);
+        return 0;
+    }
+    printf("FAIL: no case '%s' (convs, shared)\n", name);
+    return -1;
+}
+
+static int in_one_process(const char *src, const char *work, const char *fake, const char *only)
 {
     char err[512];
     gpu_env env;
@@ -475,32 +533,35 @@ static int in_one_process(const char *src, const char *work, const char *fake)
         return rc == 77 ? 77 : 1;
     }
     rt_set_threads(fake ? 2 : 16);
-    if (fake) {        static const int one_gpu[] = {0, 0, 0, 0}, two_gpus[] = {0, 0, 1, 1};
+    if (only) {
+        if (run_case(&env, src, only))
+            nfailed++;
+    } else if (fake) {        static const int one_gpu[] = {0, 0, 0, 0}, two_gpus[] = {0, 0, 1, 1};
         static const train_case cases[] = {
-            {"lenet", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
-            {"mlp", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
-            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
-            {"mlp", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
-            {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
-            {"lenet", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
-            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
-            {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
+            {"lenet", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0},
+            {"mlp", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0},
+            {"mlp", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0},
+            {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0},
+            {"lenet", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0},
+            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0},
+            {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0},
             /* 3 and 4 stages: the middle ones receive from both sides */
-            {"mlp", 24, 3, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
-            {"mlp", 24, 3, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_GPIPE},
-            {"mlp", 24, 4, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
-            {"mlp", 24, 4, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_GPIPE},
+            {"mlp", 24, 3, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0},
+            {"mlp", 24, 3, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_GPIPE, 0},
+            {"mlp", 24, 4, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0},
+            {"mlp", 24, 4, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_GPIPE, 0},
             /* devices that share a GPU: collectives as copies and reduction kernels */
-            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B},
-            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B},
-            {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B},
-            {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, two_gpus, CG_CONV_CUDNN, 0, PT_1F1B},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0},
+            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0},
+            {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0},
+            {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, two_gpus, CG_CONV_CUDNN, 0, PT_1F1B, 0},
             /* the convolutions as implicit-GEMM kernels (split k in the gradients) */
-            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_IGEMM, 0, PT_1F1B},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_IGEMM, 0, PT_1F1B, 0},
             /* cuDNN on channels-last copies */
-            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN_NHWC, 0, PT_1F1B},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN_NHWC, 0, PT_1F1B, 0},
             /* each convolution its own way (--conv auto), each timed */
-            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 1, PT_1F1B},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 1, PT_1F1B, 0},
         };
         for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
             one(&env, src, &cases[i]);
@@ -508,17 +569,17 @@ static int in_one_process(const char *src, const char *work, const char *fake)
     } else {
         static const int one_gpu[] = {0, 0};
         static const train_case resnet = {"resnet18", 32, 1, 50, PT_DATA, 0.05f, 2e-3, 2e-2, 1e-4,
-                                          -1, -1, NULL, CG_CONV_CUDNN, 0, PT_1F1B};
+                                          -1, -1, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0};
         static const train_case lenet2 = {"lenet", 32, 2, 50, PT_DATA, 0.05f, 2e-3, 2e-2, 1e-4, -1,
-                                          -1, NULL, CG_CONV_CUDNN, 0, PT_1F1B};
+                                          -1, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0};
         static const train_case shared = {"lenet", 32, 2, 50, PT_DATA, 0.05f, 2e-3, 2e-2, 1e-4, -1,
-                                          -1, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B};
+                                          -1, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0};
         static const train_case resnet_igemm = {"resnet18", 32, 1, 50, PT_DATA, 0.05f, 2e-3, 2e-2,
-                                                1e-4, -1, -1, NULL, CG_CONV_IGEMM, 0, PT_1F1B};
+                                                1e-4, -1, -1, NULL, CG_CONV_IGEMM, 0, PT_1F1B, 0};
         static const train_case resnet_nhwc = {"resnet18", 32, 1, 50, PT_DATA, 0.05f, 2e-3, 2e-2,
-                                               1e-4, -1, -1, NULL, CG_CONV_CUDNN_NHWC, 0, PT_1F1B};
+                                               1e-4, -1, -1, NULL, CG_CONV_CUDNN_NHWC, 0, PT_1F1B, 0};
         static const train_case resnet_mixed = {"resnet18", 32, 1, 50, PT_DATA, 0.05f, 2e-3, 2e-2,
-                                                1e-4, -1, -1, NULL, CG_CONV_CUDNN, 1, PT_1F1B};
+                                                1e-4, -1, -1, NULL, CG_CONV_CUDNN, 1, PT_1F1B, 0};
         one(&env, src, &resnet);
         one(&env, src, &shared);
         one(&env, src, &resnet_igemm);
@@ -563,22 +624,22 @@ static int across_processes(int argc, char **argv, const char *src, const char *
     }
     rt_set_threads(1);
     static const train_case two[] = {
-        {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
-        {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
-        {"lenet", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
-        {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
+        {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0},
+        {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0},
+        {"lenet", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0},
+        {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0},
     };
     /* 3 and 4 stages: a middle stage's receives from both sides, which
        deadlocked on one receiving stream under 1F1B */
     static const train_case three[] = {
-        {"mlp", 24, 3, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
-        {"mlp", 24, 3, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_GPIPE},
+        {"mlp", 24, 3, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0},
+        {"mlp", 24, 3, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_GPIPE, 0},
     };
     static const train_case four[] = {
-        {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
-        {"mlp", 8, 4, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
-        {"mlp", 24, 4, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B},
-        {"mlp", 24, 4, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_GPIPE},
+        {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0},
+        {"mlp", 8, 4, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0},
+        {"mlp", 24, 4, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0},
+        {"mlp", 24, 4, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_GPIPE, 0},
     };
     const train_case *cases = ranks == 2 ? two : ranks == 3 ? three : ranks == 4 ? four : NULL;
     size_t n = ranks == 2 ? sizeof two / sizeof *two : ranks == 3 ? sizeof three / sizeof *three
@@ -602,11 +663,13 @@ static int across_processes(int argc, char **argv, const char *src, const char *
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: test_gpu_train SOURCE_DIR WORK_DIR [--fake DIR] [--mpi]\n");
+        fprintf(stderr, "usage: test_gpu_train SOURCE_DIR WORK_DIR [--fake DIR] [--mpi | --case "
+                "convs|shared]\n");
         return 2;
     }
     const char *fake = argc >= 5 && strcmp(argv[3], "--fake") == 0 ? argv[4] : NULL;
+    const char *only = argc >= 5 && strcmp(argv[argc - 2], "--case") == 0 ? argv[argc - 1] : NULL;
     int mpi = strcmp(argv[argc - 1], "--mpi") == 0;
     return mpi ? across_processes(argc, argv, argv[1], argv[2], fake)
-               : in_one_process(argv[1], argv[2], fake);
+               : in_one_process(argv[1], argv[2], fake, only);
 }

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# tools/gpu_check.sh without a GPU: run.sh SOURCE_DIR BUILD_DIR WORK_DIR.
+#   1. --pack gathers a build that needs nothing from Debian's packages: every
+#      library its binaries load, but glibc's and CUDA's, resolves into the
+#      pack with LD_LIBRARY_PATH limited to it, and its gnc compiles a model
+#      there from an empty environment;
+#   2. --fake runs every step on the stand-in libraries and writes both
+#      reports, the JSON one well formed, each step passed.
+set -u
+src=$1 build=$2 work=$3
+. "$src/tests/lib.sh"
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+export GNC_BUILD_DIR=$build
+
+expect 0 bash "$src/tools/gpu_check.sh" --pack "$work/pack"
+has "packed into $work/pack"
+for f in bin/gnc bin/test_gpu_ops bin/test_gpu_train bin/test_codegen gpu_check.sh pack.txt \
+         models/resnet18.net data/train-images-idx3-ubyte.gz; do
+    [ -e "pack/$f" ] && ok || bad "the pack lacks $f"
+done
+missing=$(env -i LD_LIBRARY_PATH="$work/pack/lib" ldd pack/bin/* |
+          awk '/=>/ && $1 !~ /^(libc|libm|libpthread|libdl|librt|ld-linux|libcuda|libnvrtc)[.-]/ {print $1, $3}' |
+          grep -v " $work/pack/lib/")
+[ -z "$missing" ] && ok || bad "libraries outside the pack: $missing"
+expect 0 env -i LD_LIBRARY_PATH="$work/pack/lib" GNC_CACHE_DIR="$work/cache" \
+    pack/bin/gnc compile pack/models/lenet.net --no-kernels -o lenet.gnc
+has "plan: lenet.gnc"
+expect 2 bash "$src/tools/gpu_check.sh" --budget x out
+has "--budget needs SECONDS"
+
+expect 0 bash "$src/tools/gpu_check.sh" --fake "$work/report" --budget 400
+[ -s report/gpu-report.md ] && grep -q "no GPU ran anything" report/gpu-report.md && ok ||
+    bad "gpu-report.md does not say it ran on the stand-ins"
+if python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r["fake"] and len(r["steps"]) == 6 and all(s["result"] == "passed" for s in r["steps"]), r' \
+    report/gpu-report.json; then ok; else bad "gpu-report.json: $(cat report/gpu-report.json)"; fi
+summary gpu-check
