@@ -11,7 +11,16 @@
  *     GPU would only sometimes show);
  *   - __shfl_xor_sync, __shfl_sync: the lanes of a warp exchange values at a
  *     barrier of that warp alone;
- *   - atomics: the host's.
+ *   - atomics: the host's;
+ *   - alignment, as a GPU needs it: the vector accesses of the prelude's
+ *     ldv<4>/stv<4> (float4: 16 bytes; uint2, four 16-bit values: 8 bytes)
+ *     at an address that is a multiple of their size, WMMA's
+ *     load_matrix_sync/store_matrix_sync at a 32-byte aligned pointer with
+ *     ldm a multiple of 16 bytes; a misaligned one fails the kernel, naming
+ *     the access (a failure a GPU shows as wrong values or a fault).
+ * A failure inside a thread (a misaligned access) is kept as its block's
+ * first and returned by the launch once the block has run, as a divergent
+ * barrier is.
  * Fibers switch by a few instructions of assembly on x86-64 (ucontext
  * elsewhere): a block of 1024 threads reducing with shuffles runs in
  * microseconds, where an OS thread per CUDA thread took milliseconds per
@@ -25,6 +34,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,9 +57,65 @@
 
 struct uint3 { unsigned x, y, z; };
 struct dim3 { unsigned x, y, z; };
-struct alignas(16) float4 { float x, y, z, w; };
-struct alignas(8) uint2 { unsigned x, y; };
-static inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+
+namespace emu {
+/* Whether p is a multiple of align bytes; else the running kernel fails,
+ * naming what accessed it. */
+static bool aligned(const void *p, unsigned align, const char *what);
+
+/* n bytes from src to dst, at whatever alignment (the compiler may not
+ * assume a type's: the addresses go through an empty asm). */
+static inline void copy_bytes(void *dst, const void *src, size_t n)
+{
+    __asm__("" : "+r"(dst), "+r"(src));
+    memcpy(dst, src, n);
+}
+}
+
+/* The vector types through which the prelude's ldv<4> and stv<4> load and
+ * store (one 16-byte access of 4 floats, one 8-byte access of 4 16-bit
+ * values).  On a GPU such an access needs an address that is a multiple of
+ * its size (the CUDA C++ Programming Guide, "Device Memory Accesses", Size
+ * and Alignment Requirement: one instruction only for naturally aligned
+ * words, and "reading non-naturally aligned 8-byte or 16-byte words produces
+ * incorrect results"), so a kernel that makes one by a pointer cast
+ * (reinterpret_cast<const float4 *>(p + e)) fails here on a misaligned
+ * address: the copy from such an lvalue is the load, the assignment to one
+ * the store.  The copy itself is bytewise, so that the host never faults on
+ * the address it reports. */
+struct alignas(16) float4 {
+    float x, y, z, w;
+    float4() = default;
+    float4(float a, float b, float c, float d) : x(a), y(b), z(c), w(d) {}
+    float4(const float4 &o)
+    {
+        emu::aligned(&o, 16, "a 16-byte float4 load (ldv<4> of float)");
+        emu::copy_bytes(this, &o, sizeof o);
+    }
+    float4 &operator=(const float4 &o)
+    {
+        emu::aligned(this, 16, "a 16-byte float4 store (stv<4> of float)");
+        emu::copy_bytes(this, &o, sizeof o);
+        return *this;
+    }
+};
+struct alignas(8) uint2 {
+    unsigned x, y;
+    uint2() = default;
+    uint2(unsigned a, unsigned b) : x(a), y(b) {}
+    uint2(const uint2 &o)
+    {
+        emu::aligned(&o, 8, "an 8-byte uint2 load (ldv<4> of 16-bit values)");
+        emu::copy_bytes(this, &o, sizeof o);
+    }
+    uint2 &operator=(const uint2 &o)
+    {
+        emu::aligned(this, 8, "an 8-byte uint2 store (stv<4> of 16-bit values)");
+        emu::copy_bytes(this, &o, sizeof o);
+        return *this;
+    }
+};
+static inline float4 make_float4(float x, float y, float z, float w) { return float4(x, y, z, w); }
 
 inline thread_local uint3 threadIdx, blockIdx;
 inline thread_local dim3 blockDim, gridDim;
@@ -95,7 +161,8 @@ struct block {
     double slot[2][MAX_THREADS];
     void (*call)(void *);
     void *arg;
-    const char *error;
+    const char *error;          /* the block's first failure: a scheduling one, or message */
+    char message[320];          /* what kernel_fail reported */
 #if !defined(__x86_64__)
     ucontext_t sched_uc, uc[MAX_THREADS];
 #endif
@@ -183,12 +250,21 @@ static void resume(block *b, int t)
 }
 
 /* Runs one block to its end; returns an error or NULL. */
+static const char *schedule_block(block *b);
 static const char *run_block(block *b)
+{
+    b->error = NULL;
+    const char *e = schedule_block(b);
+    return b->error ? b->error : e;
+}
+
+/* The fibers of block b until every thread has returned; a scheduling error
+ * (a divergent barrier) or NULL. */
+static const char *schedule_block(block *b)
 {
     for (int t = 0; t < b->n; t++)
         start_fiber(b, t);
     int done = 0;
-    b->error = NULL;
     while (done < b->n) {
         for (int t = 0; t < b->n; t++)
             if (b->f[t].state == RUN) {
@@ -229,6 +305,39 @@ static const char *run_block(block *b)
         return "threads wait forever";
     }
     return NULL;
+}
+
+/* A failure of the running thread's kernel (the first of its block is
+ * kept): the launch returns it once the block has run, as it returns a
+ * divergent barrier.  The thread goes on. */
+static void kernel_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void kernel_fail(const char *fmt, ...)
+{
+    block *b = cur_block;
+    char text[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    if (!b) { /* not in a kernel: nothing can report it */
+        fprintf(stderr, "cg_emu: %s\n", text);
+        abort();
+    }
+    if (b->error)
+        return;
+    snprintf(b->message, sizeof b->message, "%s (thread (%u, %u, %u) of block (%u, %u, %u))", text,
+             threadIdx.x, threadIdx.y, threadIdx.z, blockIdx.x, blockIdx.y, blockIdx.z);
+    b->error = b->message;
+}
+
+static bool aligned(const void *p, unsigned align, const char *what)
+{
+    uintptr_t u = (uintptr_t)p;
+    __asm__("" : "+r"(u)); /* the address as it is: the compiler may assume a type's alignment */
+    if (u % align == 0)
+        return true;
+    kernel_fail("%s at %p, which is not %u-byte aligned", what, p, align);
+    return false;
 }
 
 static inline void wait_warp()
@@ -341,7 +450,14 @@ typedef const char *(*entry)(const unsigned *grid, const unsigned *blk, void **a
  * (codegen/prelude.cuh).  A fragment holds its whole tile in every lane of
  * the warp (a GPU spreads it over the lanes in an unspecified layout, which
  * the kernels never depend on): each lane loads, multiplies and stores the
- * same tile, products exact in float and summed in k order. */
+ * same tile, products exact in float and summed in k order.  Loads and
+ * stores are checked as the CUDA C++ Programming Guide's WMMA description
+ * asks (check_matrix).  Not checked: the PTX ISA's stricter reading for
+ * wmma.load/store ("the starting address of each instance of the leading
+ * dimension (row or column) must be aligned with the size of the
+ * corresponding fragment in bytes": 32 for an .f16 matrix_a or matrix_b of
+ * m16n16k16, so a stride of 16 fp16 elements), and that every lane passes
+ * the same mptr, ldm and layout. */
 #define GNC_EMU 1
 #define __align__(n) __attribute__((aligned(n)))
 
@@ -410,10 +526,27 @@ static inline void fill_fragment(fragment<Use, M, N, K, T, L> &f, float v)
         f.x[i] = v;
 }
 
+/* What the CUDA C++ Programming Guide's WMMA description asks of
+ * load_matrix_sync and store_matrix_sync: "mptr must be a 256-bit aligned
+ * pointer", and ldm, the stride in elements, "a multiple of 8 for __half
+ * element type or multiple of 4 for float element type (i.e., multiple of 16
+ * bytes in both cases)".  Else the kernel fails, naming the call. */
+template <class S> static inline void check_matrix(const char *who, const S *p, unsigned ldm)
+{
+    uintptr_t u = (uintptr_t)p;
+    __asm__("" : "+r"(u)); /* the address as it is (above) */
+    if (u % 32)
+        emu::kernel_fail("%s: mptr %p is not 256-bit (32-byte) aligned", who, (const void *)p);
+    else if (ldm * sizeof(S) % 16)
+        emu::kernel_fail("%s: ldm %u is not a multiple of %u (16 bytes of %zu-byte elements)", who,
+                         ldm, (unsigned)(16 / sizeof(S)), sizeof(S));
+}
+
 template <class Use, int M, int N, int K, class T, class L, class S>
 static inline void load_matrix_sync(fragment<Use, M, N, K, T, L> &f, const S *p, unsigned ldm)
 {
     typedef fragment<Use, M, N, K, T, L> F;
+    check_matrix("load_matrix_sync", p, ldm);
     for (int r = 0; r < F::rows; r++)
         for (int c = 0; c < F::cols; c++)
             f.x[r * F::cols + c] = value(std::is_same<L, col_major>::value ? p[(size_t)c * ldm + r]
@@ -441,6 +574,7 @@ template <int M, int N, int K>
 static inline void store_matrix_sync(float *p, const fragment<accumulator, M, N, K, float> &f,
                                      unsigned ldm, layout_t layout)
 {
+    check_matrix("store_matrix_sync", p, ldm);
     for (int r = 0; r < M; r++)
         for (int c = 0; c < N; c++)
             p[layout == mem_col_major ? (size_t)c * ldm + r : (size_t)r * ldm + c] = f.x[r * N + c];

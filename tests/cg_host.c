@@ -208,140 +208,77 @@ int cg_host_read(const cg_program *p, cg_host_mem *m, int d, const ir_value *v, 
 
 /* ---------------------------------------------------------------- the libraries */
 
-static double tf32(double v)
+/* The libraries' reference (fakecuda/ref.h), compiled into this object: the
+ * programs that run cg_host are registered by three .cmake files, the
+ * stand-ins link their own copy. */
+#include "fakecuda/ref.c"
+
+static double io_load(const void *base, int64_t i, int type)
 {
-    float f = (float)v;
-    unsigned u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7f800000u) != 0x7f800000u)
-        u = (u + 0xfffu + ((u >> 13) & 1u)) & ~0x1fffu;
-    memcpy(&f, &u, 4);
-    return f;
+    return get(base, (ir_dtype)type, i);
 }
 
-/* cublasLtMatmul as cg_gemm describes it: column-major, element (r, c) of a
- * matrix with leading dimension ld at r + c ld. */
-static void ref_gemm(const cg_gemm *g, cg_host_mem *m, int d)
+static void io_store(void *base, int64_t i, int type, double v)
 {
-    const unsigned char *A = at(m, d, g->a), *B = at(m, d, g->b), *bias = at(m, d, g->bias);
-    unsigned char *D = at(m, d, g->d);
-    int t32 = g->compute == CG_COMPUTE_32F_FAST_TF32;
-    for (int64_t bt = 0; bt < g->batch; bt++)
-        for (int64_t j = 0; j < g->n; j++)
-            for (int64_t i = 0; i < g->m; i++) {
-                double s = 0;
-                for (int64_t l = 0; l < g->k; l++) {
-                    int64_t ia = bt * g->stride_a + (g->trans_a ? l + i * g->lda : i + l * g->lda);
-                    int64_t ib = bt * g->stride_b + (g->trans_b ? j + l * g->ldb : l + j * g->ldb);
-                    double a = get(A, g->type_a, ia), b = get(B, g->type_b, ib);
-                    if (t32)
-                        a = tf32(a), b = tf32(b);
-                    s += a * b;
-                }
-                int64_t id = bt * g->stride_c + i + j * g->ldc;
-                double v = g->alpha * s + (g->beta != 0 ? g->beta * get(D, g->type_d, id) : 0);
-                if (g->epilogue == CG_EPI_BIAS || g->epilogue == CG_EPI_RELU_BIAS)
-                    v += get(bias, g->type_bias, i);
-                if ((g->epilogue == CG_EPI_RELU || g->epilogue == CG_EPI_RELU_BIAS) && !(v > 0))
-                    v = 0;
-                put(D, g->type_d, id, v);
-            }
+    put(base, (ir_dtype)type, i, v);
 }
 
-/* cuDNN's convolutions, NCHW cross-correlation, as cg_conv describes them */
+static const fkref_io io = {io_load, io_store};
+
+/* cublasLtMatmul as cg_gemm describes it: D is C, beta reads it. */
+static int ref_gemm(const cg_gemm *g, cg_host_mem *m, int d, char *err, size_t errlen)
+{
+    fkref_gemm r = {
+        .m = g->m, .n = g->n, .k = g->k, .batch = g->batch,
+        .trans_a = g->trans_a, .trans_b = g->trans_b,
+        .tf32 = g->compute == CG_COMPUTE_32F_FAST_TF32,
+        .alpha = g->alpha, .beta = g->beta,
+        .a = at(m, d, g->a), .b = at(m, d, g->b), .c = at(m, d, g->d), .d = at(m, d, g->d),
+        .bias = g->epilogue == CG_EPI_BIAS || g->epilogue == CG_EPI_RELU_BIAS ? at(m, d, g->bias) : NULL,
+        .lda = g->lda, .ldb = g->ldb, .ldc = g->ldc, .ldd = g->ldc,
+        .stride_a = g->stride_a, .stride_b = g->stride_b, .stride_c = g->stride_c,
+        .stride_d = g->stride_c,
+        .type_a = g->type_a, .type_b = g->type_b, .type_c = g->type_d, .type_d = g->type_d,
+        .type_bias = g->type_bias,
+        .relu = g->epilogue == CG_EPI_RELU || g->epilogue == CG_EPI_RELU_BIAS};
+    return fkref_gemm_run(&r, &io) ? fail(err, errlen, "out of memory") : 0;
+}
+
+/* Element strides over (n, c, h, w) of a tensor of c channels, h x w pixels,
+ * NCHW or channels-last. */
+static void strides(int64_t c, int64_t h, int64_t w, int nhwc, int64_t *s)
+{
+    s[0] = c * h * w;
+    s[1] = nhwc ? 1 : h * w;
+    s[2] = nhwc ? w * c : w;
+    s[3] = nhwc ? c : 1;
+}
+
+/* cuDNN's convolutions as cg_conv describes them: NCHW and KCRS, or NHWC and
+ * KRSC; the backward ones overwrite their output (beta 0). */
 static int ref_conv(const cg_conv *c, cg_host_mem *m, int d, char *err, size_t errlen)
 {
-    const int64_t cg = c->c / c->groups, kg = c->k / c->groups;
-    ir_dtype t = c->dtype;
-    int t32 = c->math == CG_MATH_TENSOR_OP && t == IR_F32;
+    int fwd = c->kind == CG_CONV_FORWARD;
     unsigned char *X = at(m, d, c->x), *W = at(m, d, c->wt), *Y = at(m, d, c->y);
-    /* element offsets: NCHW and KCRS, or NHWC and KRSC (c->nhwc) */
-#define XI(n_, c_, y_, x_) (c->nhwc ? (((n_) * c->h + (y_)) * c->w + (x_)) * c->c + (c_) \
-                                    : (((n_) * c->c + (c_)) * c->h + (y_)) * c->w + (x_))
-#define WI(k_, c_, r_, s_) (c->nhwc ? (((k_) * c->r + (r_)) * c->s + (s_)) * cg + (c_) \
-                                    : (((k_) * cg + (c_)) * c->r + (r_)) * c->s + (s_))
-#define YI(n_, k_, p_, q_) (c->nhwc ? (((n_) * c->p + (p_)) * c->q + (q_)) * c->k + (k_) \
-                                    : (((n_) * c->k + (k_)) * c->p + (p_)) * c->q + (q_))
-#define RD(P, i) (t32 ? tf32(get(P, t, i)) : get(P, t, i))
-    if (c->kind == CG_CONV_FORWARD) {
-        int64_t ny = c->n * c->k * c->p * c->q;
-        double *out = malloc((size_t)ny * sizeof *out); /* y may be z */
-        if (!out)
-            return fail(err, errlen, "out of memory");
-        for (int64_t n = 0; n < c->n; n++)
-            for (int64_t k = 0; k < c->k; k++)
-                for (int64_t p = 0; p < c->p; p++)
-                    for (int64_t q = 0; q < c->q; q++) {
-                        double s = 0;
-                        int64_t g = k / kg;
-                        for (int64_t ch = 0; ch < cg; ch++)
-                            for (int64_t r = 0; r < c->r; r++)
-                                for (int64_t sx = 0; sx < c->s; sx++) {
-                                    int64_t y = p * c->stride[0] - c->pad[0] + r * c->dilation[0];
-                                    int64_t x = q * c->stride[1] - c->pad[1] + sx * c->dilation[1];
-                                    if (y < 0 || y >= c->h || x < 0 || x >= c->w)
-                                        continue;
-                                    s += RD(X, XI(n, g * cg + ch, y, x)) * RD(W, WI(k, ch, r, sx));
-                                }
-                        double v = c->alpha * s;
-                        if (c->has_z)
-                            v += c->beta * get(at(m, d, c->z), t, YI(n, k, p, q));
-                        if (c->has_bias)
-                            v += get(at(m, d, c->bias), t, k);
-                        if (c->relu && !(v > 0))
-                            v = 0;
-                        out[YI(n, k, p, q)] = v;
-                    }
-        for (int64_t i = 0; i < ny; i++)
-            put(Y, t, i, out[i]);
-        free(out);
-        return 0;
-    }
-    if (c->kind == CG_CONV_BACKWARD_DATA) { /* dx = sum over taps of dy w */
-        for (int64_t i = 0; i < c->n * c->c * c->h * c->w; i++)
-            put(X, t, i, 0);
-        double *acc = calloc((size_t)(c->n * c->c * c->h * c->w), sizeof *acc);
-        for (int64_t n = 0; n < c->n; n++)
-            for (int64_t k = 0; k < c->k; k++)
-                for (int64_t p = 0; p < c->p; p++)
-                    for (int64_t q = 0; q < c->q; q++) {
-                        double dy = RD(Y, YI(n, k, p, q));
-                        int64_t g = k / kg;
-                        for (int64_t ch = 0; ch < cg; ch++)
-                            for (int64_t r = 0; r < c->r; r++)
-                                for (int64_t sx = 0; sx < c->s; sx++) {
-                                    int64_t y = p * c->stride[0] - c->pad[0] + r * c->dilation[0];
-                                    int64_t x = q * c->stride[1] - c->pad[1] + sx * c->dilation[1];
-                                    if (y >= 0 && y < c->h && x >= 0 && x < c->w)
-                                        acc[XI(n, g * cg + ch, y, x)] += dy * RD(W, WI(k, ch, r, sx));
-                                }
-                    }
-        for (int64_t i = 0; i < c->n * c->c * c->h * c->w; i++)
-            put(X, t, i, c->alpha * acc[i]);
-        free(acc);
-        return 0;
-    }
-    for (int64_t k = 0; k < c->k; k++) /* dw */
-        for (int64_t ch = 0; ch < cg; ch++)
-            for (int64_t r = 0; r < c->r; r++)
-                for (int64_t sx = 0; sx < c->s; sx++) {
-                    double s = 0;
-                    int64_t g = k / kg;
-                    for (int64_t n = 0; n < c->n; n++)
-                        for (int64_t p = 0; p < c->p; p++)
-                            for (int64_t q = 0; q < c->q; q++) {
-                                int64_t y = p * c->stride[0] - c->pad[0] + r * c->dilation[0];
-                                int64_t x = q * c->stride[1] - c->pad[1] + sx * c->dilation[1];
-                                if (y >= 0 && y < c->h && x >= 0 && x < c->w)
-                                    s += RD(Y, YI(n, k, p, q)) * RD(X, XI(n, g * cg + ch, y, x));
-                            }
-                    put(W, t, WI(k, ch, r, sx), c->alpha * s);
-                }
-    return 0;
-#undef XI
-#undef WI
-#undef YI
-#undef RD
+    fkref_conv r = {
+        .kind = fwd ? FKREF_FORWARD : c->kind == CG_CONV_BACKWARD_DATA ? FKREF_BACKWARD_DATA
+                                                                       : FKREF_BACKWARD_FILTER,
+        .n = c->n, .c = c->c, .h = c->h, .w = c->w, .k = c->k, .r = c->r, .s = c->s,
+        .p = c->p, .q = c->q, .groups = c->groups,
+        .pad = {c->pad[0], c->pad[1]}, .stride = {c->stride[0], c->stride[1]},
+        .dilation = {c->dilation[0], c->dilation[1]},
+        .krsc = c->nhwc, .type = c->dtype,
+        .tf32 = c->math == CG_MATH_TENSOR_OP && c->dtype == IR_F32,
+        .x = X, .wt = W, .y = Y,
+        .out = fwd ? Y : c->kind == CG_CONV_BACKWARD_DATA ? X : W,
+        .alpha = c->alpha, .beta = c->beta,
+        .z = fwd && c->has_z ? at(m, d, c->z) : NULL,
+        .bias = fwd && c->has_bias ? at(m, d, c->bias) : NULL, .bias_stride = 1,
+        .relu = fwd && c->relu};
+    strides(c->c, c->h, c->w, c->nhwc, r.xs);
+    strides(c->k, c->p, c->q, c->nhwc, r.ys);
+    strides(c->k, c->p, c->q, c->nhwc, r.zs);
+    return fkref_conv_run(&r, &io) ? fail(err, errlen, "out of memory") : 0;
 }
 
 /* ---------------------------------------------------------------- steps */
@@ -380,7 +317,7 @@ static int run_step(cg_host *h, int prog, const cg_program *p, cg_host_mem *m, i
 {
     switch (s->kind) {
     case CG_STEP_KERNEL: return run_kernel(h, prog, p, m, d, s, index, err, errlen);
-    case CG_STEP_GEMM: ref_gemm(&s->u.gemm, m, d); return 0;
+    case CG_STEP_GEMM: return ref_gemm(&s->u.gemm, m, d, err, errlen);
     case CG_STEP_CONV: return ref_conv(&s->u.conv, m, d, err, errlen);
     case CG_STEP_COPY:
         memmove(at(m, d, s->u.copy.dst), at(m, d, s->u.copy.src), (size_t)s->u.copy.bytes);

@@ -1,8 +1,9 @@
 /* Running generated programs on the host, for the tests: the kernels compiled
- * by the host C++ compiler through tests/cg_emu.h, the library calls by
- * reference implementations of what their descriptions say (cuBLASLt's
- * column-major matmul with its epilogues, cuDNN's convolutions), the NCCL
- * calls between the devices' memories in rank order.  A program's devices run
+ * by the host C++ compiler through tests/cg_emu.h, the library calls by the
+ * reference the stand-in libraries compute with too (tests/fakecuda/ref.h:
+ * cuBLASLt's column-major matmul with its epilogues, cuDNN's convolutions;
+ * the same bits as the stand-ins for the same call), the NCCL calls between
+ * the devices' memories in rank order.  A program's devices run
  * in lockstep: each to its next communication step, which runs when every
  * device of it is there. */
 #ifndef GNC_CG_HOST_H

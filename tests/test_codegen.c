@@ -21,7 +21,11 @@
  *      elements indexes in i64 (the small cases of 1 in int), a grid CUDA
  *      cannot launch is refused, cuDNN's fused call comes only where it is
  *      documented (elsewhere a kernel after the plain call, checked on
- *      every convolution run too), and the cuBLASLt workspace per target.
+ *      every convolution run too), and the cuBLASLt workspace per target;
+ *   6. the emulation's alignment checks (tests/cg_emu.h): a misaligned
+ *      ldv<4>/stv<4> (float4, and 4 16-bit values) and a misaligned WMMA
+ *      load_matrix_sync/store_matrix_sync pointer or ldm each fail their
+ *      kernel, naming the access; the aligned ones run.
  * Inputs and weights are seeded random values, the same for both; every
  * output, the loss and every updated weight must satisfy
  *   |got - ref| <= atol + rtol |ref|
@@ -1179,6 +1183,114 @@ static void check_gemm_workspace(void)
 
 /* ---------------------------------------------------------------- main */
 
+/* ---------------------------------------------------------------- alignment */
+
+/* Kernels that break (or keep) the alignments a GPU needs of vector and
+ * tensor-core accesses, after a generated program's prelude: the emulation
+ * must fail each that breaks one, naming the access (tests/cg_emu.h). */
+static const char align_kernels[] =
+    "GNC_KERNEL void al_ldv(const float *p, i64 e, float *out)\n"
+    "{\n    float v[4];\n    ldv<4>(p, e, v);\n    out[0] = v[0] + v[1] + v[2] + v[3];\n}\n"
+    "GNC_KERNEL void al_stv(float *p, i64 e)\n"
+    "{\n    float v[4] = {1, 2, 3, 4};\n    stv<4>(p, e, v);\n}\n"
+    "GNC_KERNEL void al_ldv16(const bf16 *p, i64 e, float *out)\n"
+    "{\n    float v[4];\n    ldv<4>(p, e, v);\n    out[0] = v[0] + v[1] + v[2] + v[3];\n}\n"
+    "GNC_KERNEL void al_stv16(f16 *p, i64 e)\n"
+    "{\n    float v[4] = {1, 2, 3, 4};\n    stv<4>(p, e, v);\n}\n"
+    "GNC_KERNEL void al_wmma_tf32(i64 off, i64 ldm)\n"
+    "{\n    __shared__ __align__(32) float t[16 * 96];\n"
+    "    nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 8, nvcuda::wmma::precision::tf32,\n"
+    "                           nvcuda::wmma::col_major> a;\n"
+    "    nvcuda::wmma::load_matrix_sync(a, t + off, (unsigned)ldm);\n}\n"
+    "GNC_KERNEL void al_wmma_half(i64 off, i64 ldm)\n"
+    "{\n    __shared__ __align__(32) __half t[16 * 96];\n"
+    "    nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, __half,\n"
+    "                           nvcuda::wmma::row_major> b;\n"
+    "    nvcuda::wmma::load_matrix_sync(b, t + off, (unsigned)ldm);\n}\n"
+    "GNC_KERNEL void al_wmma_store(i64 off, i64 ldm)\n"
+    "{\n    __shared__ __align__(32) float t[16 * 96];\n"
+    "    nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 8, float> c;\n"
+    "    nvcuda::wmma::fill_fragment(c, 0.0f);\n"
+    "    nvcuda::wmma::store_matrix_sync(t + off, c, (unsigned)ldm, nvcuda::wmma::mem_col_major);\n}\n";
+
+enum { AL_LDV, AL_STV, AL_LDV16, AL_STV16, AL_WMMA_TF32, AL_WMMA_HALF, AL_WMMA_STORE, AL_NKERNELS };
+
+static void check_alignment(const char *relu_ir)
+{
+    const op_case c = {"alignment", relu_ir, 0, 0, 0, 0};
+    run *r = prepare("the emulation's alignment checks", parse_case(&c, 0, 0), CG_FP32, 0, 0);
+    if (!r)
+        return;
+    /* one module: the program's prelude, then the kernels above */
+    const cg_module *pm = &r->p->modules[0];
+    size_t n = pm->body_offset + sizeof align_kernels;
+    char *src = malloc(n);
+    memcpy(src, pm->source, pm->body_offset);
+    memcpy(src + pm->body_offset, align_kernels, sizeof align_kernels);
+    cg_kernel ks[AL_NKERNELS] = {{.name = "al_ldv"}, {.name = "al_stv"}, {.name = "al_ldv16"},
+                                 {.name = "al_stv16"}, {.name = "al_wmma_tf32"},
+                                 {.name = "al_wmma_half"}, {.name = "al_wmma_store"}};
+    cg_module mod = {.source = src, .source_len = n - 1, .body_offset = pm->body_offset};
+    cg_program prog = {.nkernels = AL_NKERNELS, .kernels = ks, .nmodules = 1, .modules = &mod};
+    cg_program *progs[1] = {&prog};
+    char err[4096];
+    cg_host *h = cg_host_build(progs, 1, workdir, err, sizeof err);
+    if (!h) {
+        fail("the emulation's alignment checks", "%s", err);
+        free(src);
+        run_free(r);
+        return;
+    }
+    void *buf = aligned_alloc(256, 4096);
+    memset(buf, 0, 4096);
+    float out;
+    void *p = buf, *po = &out;
+    const unsigned grid[3] = {1, 1, 1}, warp[3] = {32, 1, 1};
+    static const struct {
+        int kernel;
+        int64_t a, b;           /* the element offset (and ldm for wmma) */
+        const char *want;       /* in the failure; NULL: runs */
+    } cases_[] = {
+        {AL_LDV, 4, 0, NULL},
+        {AL_LDV, 1, 0, "a 16-byte float4 load (ldv<4> of float)"},
+        {AL_STV, 8, 0, NULL},
+        {AL_STV, 2, 0, "a 16-byte float4 store (stv<4> of float)"},
+        {AL_LDV16, 4, 0, NULL},
+        {AL_LDV16, 2, 0, "an 8-byte uint2 load (ldv<4> of 16-bit values)"},
+        {AL_STV16, 8, 0, NULL},
+        {AL_STV16, 6, 0, "an 8-byte uint2 store (stv<4> of 16-bit values)"},
+        {AL_WMMA_TF32, 8, 72, NULL},
+        {AL_WMMA_TF32, 4, 72, "load_matrix_sync: mptr"},
+        {AL_WMMA_TF32, 8, 70, "load_matrix_sync: ldm 70 is not a multiple of 4"},
+        {AL_WMMA_HALF, 16, 72, NULL},
+        {AL_WMMA_HALF, 8, 72, "load_matrix_sync: mptr"},
+        {AL_WMMA_HALF, 16, 68, "load_matrix_sync: ldm 68 is not a multiple of 8"},
+        {AL_WMMA_STORE, 0, 72, NULL},
+        {AL_WMMA_STORE, 4, 72, "store_matrix_sync: mptr"},
+        {AL_WMMA_STORE, 0, 74, "store_matrix_sync: ldm 74 is not a multiple of 4"},
+    };
+    for (size_t i = 0; i < sizeof cases_ / sizeof *cases_; i++) {
+        int64_t a = cases_[i].a, b = cases_[i].b;
+        void *args3[3] = {&p, &a, &po}, *args2[2] = {&a, &b}, *argsp[2] = {&p, &a};
+        int k = cases_[i].kernel;
+        void **args = k == AL_LDV || k == AL_LDV16 ? args3 : k == AL_STV || k == AL_STV16 ? argsp : args2;
+        const char *e = cg_host_entry(h, 0, k)(grid, warp, args);
+        char what[128];
+        snprintf(what, sizeof what, "kernel %s (%lld, %lld)", ks[k].name, (long long)a, (long long)b);
+        if (!cases_[i].want && e)
+            fail(what, "an aligned access failed: %s", e);
+        else if (cases_[i].want && (!e || !strstr(e, cases_[i].want)))
+            fail(what, "a misaligned access: want a failure naming '%s', got %s", cases_[i].want,
+                 e ? e : "none");
+        else
+            npassed++;
+    }
+    free(buf);
+    cg_host_free(h);
+    free(src);
+    run_free(r);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -1329,6 +1441,7 @@ int main(int argc, char **argv)
                 "%y, softmax %y: a grid of 4294967296 x 1 x 1");
     }
     check_gemm_workspace();
+    check_alignment(EL("relu", "[4, 64]"));
     {   /* 2^31 elements: the kernels index in int, so it stays a cuDNN call
            (generated only, never run) */
         static const op_case big = {"conv2d 2^31 elements",

@@ -10,15 +10,31 @@
  *   6. cuBLASLt against a naive product (transposes, batch, bias and relu, fp16);
  *   7. cuDNN forward, backward data and filter against direct loops (groups,
  *      stride, padding), inconsistent descriptors refused;
- *   8. NCCL across 2 fake devices in a group (all_reduce, all_gather,
+ *   8. workspaces: cuBLASLt's heuristic offers an algorithm needing 1 MiB
+ *      (and one needing none) where the preference allows 8 MiB, none where
+ *      it allows none; cublasLtMatmul refuses less workspace than its
+ *      algorithm needs (INVALID_VALUE) or a workspace beyond its allocation.
+ *      cuDNN's workspace sizes by algorithm (IMPLICIT_GEMM none, the others
+ *      some, DIRECT and Winograd on stride 2 NOT_SUPPORTED), the _v7 lists
+ *      (first needs workspace, one needs none, DEFAULT_MATH), cudnnFind
+ *      without workspace (ALLOC_FAILED but IMPLICIT_GEMM); every call kind
+ *      refuses less workspace than its algorithm needs (BAD_PARAM) and an
+ *      algorithm that does not run its problem (NOT_SUPPORTED);
+ *   9. math: FLOAT data under CUDNN_DEFAULT_MATH and TENSOR_OP_MATH rounded
+ *      to TF32, exact under CUDNN_FMA_MATH;
+ *  10. first calls: a new cuBLASLt handle's first matmul and a new cuDNN
+ *      handle's first convolution of each kind inside a capture are refused
+ *      (NOT_SUPPORTED) and invalidate it; after one eager call they are
+ *      captured and replay;
+ *  11. NCCL across 2 fake devices in a group (all_reduce, all_gather,
  *      broadcast, send/recv), a duplicate GPU and out-of-group calls refused,
  *      the hang that follows reported as a deadlock;
- *   9. NCCL communicators from ncclCommInitRank in a group and from
+ *  12. NCCL communicators from ncclCommInitRank in a group and from
  *      ncclCommSplit; a reduce_scatter of both devices refused inside a
  *      capture (a communicator's first collective; then several GPUs in one
  *      capture), run eagerly; one device's all_reduce captured and replayed;
- *  10. a failing kernel's error, sticky;
- *  11. NCCL across processes, one rank each (forked before the parent touches
+ *  13. a failing kernel's error, sticky;
+ *  14. NCCL across processes, one rank each (forked before the parent touches
  *      the driver, so each starts from a fresh fake as a process of its own):
  *      init outside a group and in a group of its one call, all_reduce (sum,
  *      max; float, int32, uint8), all_gather, reduce_scatter, broadcast of
@@ -57,7 +73,9 @@
     X(cuCtxSynchronize) X(cuModuleUnload)
 #define BLAS(X) X(cublasLtCreate) X(cublasLtDestroy) X(cublasLtMatmulDescCreate) \
     X(cublasLtMatmulDescDestroy) X(cublasLtMatmulDescSetAttribute) X(cublasLtMatrixLayoutCreate) \
-    X(cublasLtMatrixLayoutDestroy) X(cublasLtMatrixLayoutSetAttribute) X(cublasLtMatmul)
+    X(cublasLtMatrixLayoutDestroy) X(cublasLtMatrixLayoutSetAttribute) X(cublasLtMatmul) \
+    X(cublasLtMatmulPreferenceCreate) X(cublasLtMatmulPreferenceSetAttribute) \
+    X(cublasLtMatmulPreferenceDestroy) X(cublasLtMatmulAlgoGetHeuristic) X(cublasLtMatmulAlgoCheck)
 #define DNN(X) X(cudnnCreate) X(cudnnDestroy) X(cudnnSetStream) X(cudnnCreateTensorDescriptor) \
     X(cudnnSetTensor4dDescriptor) X(cudnnDestroyTensorDescriptor) X(cudnnCreateFilterDescriptor) \
     X(cudnnSetFilter4dDescriptor) X(cudnnDestroyFilterDescriptor) \
@@ -65,7 +83,11 @@
     X(cudnnSetConvolution2dDescriptor) X(cudnnSetConvolutionGroupCount) \
     X(cudnnConvolutionForward) X(cudnnConvolutionBackwardData) X(cudnnConvolutionBackwardFilter) \
     X(cudnnCreateActivationDescriptor) X(cudnnSetActivationDescriptor) \
-    X(cudnnDestroyActivationDescriptor) X(cudnnConvolutionBiasActivationForward)
+    X(cudnnDestroyActivationDescriptor) X(cudnnConvolutionBiasActivationForward) \
+    X(cudnnSetConvolutionMathType) X(cudnnGetConvolutionForwardWorkspaceSize) \
+    X(cudnnGetConvolutionBackwardDataWorkspaceSize) X(cudnnGetConvolutionBackwardFilterWorkspaceSize) \
+    X(cudnnGetConvolutionForwardAlgorithm_v7) X(cudnnGetConvolutionBackwardDataAlgorithm_v7) \
+    X(cudnnGetConvolutionBackwardFilterAlgorithm_v7) X(cudnnFindConvolutionForwardAlgorithmEx)
 #define NCCL(X) X(ncclCommInitAll) X(ncclCommDestroy) X(ncclGroupStart) X(ncclGroupEnd) \
     X(ncclAllReduce) X(ncclAllGather) X(ncclBroadcast) X(ncclSend) X(ncclRecv) \
     X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommSplit) X(ncclCommCount) \
@@ -480,21 +502,35 @@ static void test_conv(CUstream s)
     L.cudnnSetFilter4dDescriptor(fw, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, K, C / G, R, S);
     L.cudnnSetConvolution2dDescriptor(cv, PAD, PAD, STR, STR, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
     L.cudnnSetConvolutionGroupCount(cv, G);
+    /* exact fp32 (DEFAULT_MATH may run TF32: test_conv_math) */
+    CHECK(L.cudnnSetConvolutionMathType(cv, CUDNN_FMA_MATH) == CUDNN_STATUS_SUCCESS, "FMA math");
     float one = 1, half = 0.5f, zero = 0;
     void *px = (void *)(uintptr_t)dx, *pw = (void *)(uintptr_t)dw, *py = (void *)(uintptr_t)dy;
+    /* each call with the workspace its algorithm needs, as cuDNN says */
+    size_t need[3] = {0, 0, 0};
+    CHECK(L.cudnnGetConvolutionForwardWorkspaceSize(h, tx, fw, cv, ty, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
+                                                    &need[0]) == CUDNN_STATUS_SUCCESS &&
+          L.cudnnGetConvolutionBackwardDataWorkspaceSize(h, fw, ty, cv, tx, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1,
+                                                         &need[1]) == CUDNN_STATUS_SUCCESS &&
+          L.cudnnGetConvolutionBackwardFilterWorkspaceSize(h, tx, ty, cv, fw, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1,
+                                                           &need[2]) == CUDNN_STATUS_SUCCESS,
+          "workspace sizes");
+    CUdeviceptr dws;
+    L.cuMemAlloc(&dws, need[0] + need[1] + need[2]);
+    void *ws = (void *)(uintptr_t)dws;
     CHECK(L.cudnnConvolutionForward(h, &one, tx, px, fw, pw, cv, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
-                                    NULL, 0, &half, tbad, py) == CUDNN_STATUS_BAD_PARAM, "y of wrong dims");
+                                    ws, need[0], &half, tbad, py) == CUDNN_STATUS_BAD_PARAM, "y of wrong dims");
     /* backward first: they read y as dy before the forward overwrites it */
     CUdeviceptr dx2, dw2;
     L.cuMemAlloc(&dx2, nx * 4);
     L.cuMemAlloc(&dw2, nw * 4);
     void *px2 = (void *)(uintptr_t)dx2, *pw2 = (void *)(uintptr_t)dw2;
     CHECK(L.cudnnConvolutionBackwardData(h, &one, fw, pw, ty, py, cv, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1,
-                                         NULL, 0, &zero, tx, px2) == CUDNN_STATUS_SUCCESS, "bwd data");
+                                         ws, need[1], &zero, tx, px2) == CUDNN_STATUS_SUCCESS, "bwd data");
     CHECK(L.cudnnConvolutionBackwardFilter(h, &one, tx, px, ty, py, cv, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1,
-                                           NULL, 0, &zero, fw, pw2) == CUDNN_STATUS_SUCCESS, "bwd filter");
+                                           ws, need[2], &zero, fw, pw2) == CUDNN_STATUS_SUCCESS, "bwd filter");
     CHECK(L.cudnnConvolutionForward(h, &one, tx, px, fw, pw, cv, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
-                                    NULL, 0, &half, ty, py) == CUDNN_STATUS_SUCCESS, "forward");
+                                    ws, need[0], &half, ty, py) == CUDNN_STATUS_SUCCESS, "forward");
     download(got, dy, ny * 4, s);
     CHECK(close_to("conv forward", got, ry, ny, 1e-5, 1e-5), "conv forward");
     download(got, dx2, nx * 4, s);
@@ -509,11 +545,11 @@ static void test_conv(CUstream s)
     L.cudnnCreateTensorDescriptor(&tb);
     L.cudnnSetTensor4dDescriptor(tb, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, K, 1, 1);
     CHECK(L.cudnnConvolutionBiasActivationForward(h, &one, tx, px, fw, pw, cv,
-                                                  CUDNN_CONVOLUTION_FWD_ALGO_GEMM, NULL, 0, &zero, ty,
+                                                  CUDNN_CONVOLUTION_FWD_ALGO_GEMM, ws, need[0], &zero, ty,
                                                   py, tb, pw, act, ty, py) == CUDNN_STATUS_NOT_SUPPORTED,
           "identity activation with another algorithm");
     CHECK(L.cudnnConvolutionBiasActivationForward(h, &one, tx, px, fw, pw, cv,
-                                                  CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, NULL, 0,
+                                                  CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, ws, need[0],
                                                   &zero, ty, py, tb, pw, act, ty, py) == CUDNN_STATUS_SUCCESS,
           "fused forward");
     download(got, dy, ny * 4, s);
@@ -529,6 +565,7 @@ static void test_conv(CUstream s)
     L.cudnnDestroyConvolutionDescriptor(cv);
     L.cudnnDestroy(h);
     L.cuMemFree(dx), L.cuMemFree(dw), L.cuMemFree(dy), L.cuMemFree(dx2), L.cuMemFree(dw2);
+    L.cuMemFree(dws);
     free(x), free(w), free(y), free(got), free(rx), free(rw), free(ry);
 }
 
@@ -580,8 +617,13 @@ static void test_conv_fused_refusals(CUstream s)
          *pb = (void *)(uintptr_t)db;
     float one = 1, zero = 0;
     const cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+    size_t wsb = 0;
+    CUdeviceptr dws;
+    L.cudnnGetConvolutionForwardWorkspaceSize(h, tx, fw, cv, ty, algo, &wsb);
+    L.cuMemAlloc(&dws, wsb);
+    void *ws = (void *)(uintptr_t)dws;
 #define FUSED(x, w, y, b, act)                                                                   \
-    L.cudnnConvolutionBiasActivationForward(h, &one, x, px, w, pw, cv, algo, NULL, 0, &zero, y,  \
+    L.cudnnConvolutionBiasActivationForward(h, &one, x, px, w, pw, cv, algo, ws, wsb, &zero, y,  \
                                             py, b, pb, act, y, py)
     CHECK(FUSED(bx, bw, by, bb, relu) == CUDNN_STATUS_NOT_SUPPORTED, "bf16");
     CHECK(FUSED(tx, fw, ty, bb, relu) == CUDNN_STATUS_NOT_SUPPORTED, "a bf16 bias");
@@ -600,7 +642,390 @@ static void test_conv_fused_refusals(CUstream s)
     L.cudnnDestroyActivationDescriptor(relu);
     L.cudnnDestroyActivationDescriptor(sigmoid);
     L.cudnnDestroy(h);
-    L.cuMemFree(dx), L.cuMemFree(dw), L.cuMemFree(dy), L.cuMemFree(db);
+    L.cuMemFree(dx), L.cuMemFree(dw), L.cuMemFree(dy), L.cuMemFree(db), L.cuMemFree(dws);
+}
+
+/* ---------------------------------------------------------------- workspaces, math, first calls */
+
+/* D = A B of 8 x 8 fp32 matrices, A all 1 and B all 2, for the tests below. */
+typedef struct {
+    cublasLtHandle_t h;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t l;
+    CUdeviceptr a, b, d;
+} small_mm;
+
+enum { MM = 8 };
+
+static void small_mm_open(small_mm *g, CUstream s)
+{
+    float a[MM * MM], b[MM * MM];
+    for (int i = 0; i < MM * MM; i++)
+        a[i] = 1, b[i] = 2;
+    g->a = upload(a, sizeof a, s);
+    g->b = upload(b, sizeof b, s);
+    L.cuMemAlloc(&g->d, sizeof a);
+    CHECK(L.cublasLtCreate(&g->h) == CUBLAS_STATUS_SUCCESS, "cublasLtCreate");
+    L.cublasLtMatmulDescCreate(&g->op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    L.cublasLtMatrixLayoutCreate(&g->l, CUDA_R_32F, MM, MM, MM);
+}
+
+static cublasStatus_t small_mm_run(small_mm *g, const cublasLtMatmulAlgo_t *algo, CUdeviceptr ws,
+                                   size_t wsb, CUstream s)
+{
+    float one = 1, zero = 0;
+    return L.cublasLtMatmul(g->h, g->op, &one, (void *)(uintptr_t)g->a, g->l, (void *)(uintptr_t)g->b,
+                            g->l, &zero, (void *)(uintptr_t)g->d, g->l, (void *)(uintptr_t)g->d, g->l,
+                            algo, (void *)(uintptr_t)ws, wsb, (cudaStream_t)s);
+}
+
+/* 1 when D holds A B */
+static int small_mm_ok(small_mm *g, CUstream s)
+{
+    float d[MM * MM];
+    download(d, g->d, sizeof d, s);
+    for (int i = 0; i < MM * MM; i++)
+        if (d[i] != 2 * MM)
+            return 0;
+    return 1;
+}
+
+static void small_mm_close(small_mm *g)
+{
+    L.cublasLtMatrixLayoutDestroy(g->l);
+    L.cublasLtMatmulDescDestroy(g->op);
+    L.cublasLtDestroy(g->h);
+    L.cuMemFree(g->a), L.cuMemFree(g->b), L.cuMemFree(g->d);
+}
+
+/* cuBLASLt's heuristic offers an algorithm that needs workspace where the
+ * preference allows some (then one that needs none); cublasLtMatmul refuses
+ * a call that gives less than its algorithm needs (INVALID_VALUE, as
+ * cublasLt.h says), or a workspace beyond its allocation. */
+static void test_matmul_workspace(CUstream s)
+{
+    small_mm g;
+    small_mm_open(&g, s);
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulHeuristicResult_t r[4], chk;
+    int found = 0;
+    L.cublasLtMatmulPreferenceCreate(&pref);
+    CHECK(L.cublasLtMatmulAlgoGetHeuristic(g.h, g.op, g.l, g.l, g.l, g.l, pref, 4, r, &found) ==
+          CUBLAS_STATUS_SUCCESS && found == 1 && r[0].workspaceSize == 0,
+          "no workspace allowed (the preference's default): one algorithm, needing none (%d found)", found);
+    uint64_t max = 8u << 20;
+    L.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max, sizeof max);
+    CHECK(L.cublasLtMatmulAlgoGetHeuristic(g.h, g.op, g.l, g.l, g.l, g.l, pref, 4, r, &found) ==
+          CUBLAS_STATUS_SUCCESS && found == 2 && r[0].workspaceSize == 1u << 20 && r[1].workspaceSize == 0,
+          "8 MiB allowed: the first needs 1 MiB, the second none (%d found, %zu and %zu bytes)", found,
+          r[0].workspaceSize, r[1].workspaceSize);
+    CHECK(L.cublasLtMatmulAlgoGetHeuristic(g.h, g.op, g.l, g.l, g.l, g.l, pref, 1, r, &found) ==
+          CUBLAS_STATUS_SUCCESS && found == 1 && r[0].workspaceSize == 1u << 20, "one requested: the first");
+    CHECK(L.cublasLtMatmulAlgoCheck(g.h, g.op, g.l, g.l, g.l, g.l, &r[0].algo, &chk) == CUBLAS_STATUS_SUCCESS &&
+          chk.workspaceSize == 1u << 20, "cublasLtMatmulAlgoCheck reports the algorithm's workspace");
+    L.cublasLtMatmulAlgoGetHeuristic(g.h, g.op, g.l, g.l, g.l, g.l, pref, 4, r, &found);
+    CUdeviceptr ws, small;
+    L.cuMemAlloc(&ws, 1u << 20);
+    L.cuMemAlloc(&small, 4096);
+    CHECK(small_mm_run(&g, &r[0].algo, 0, 0, s) == CUBLAS_STATUS_INVALID_VALUE,
+          "the first algorithm without workspace");
+    CHECK(small_mm_run(&g, &r[0].algo, ws, (1u << 20) - 256, s) == CUBLAS_STATUS_INVALID_VALUE,
+          "the first algorithm with less workspace than it needs");
+    CHECK(small_mm_run(&g, &r[0].algo, small, 1u << 20, s) == CUBLAS_STATUS_INVALID_VALUE,
+          "a workspace beyond its allocation");
+    CHECK(small_mm_run(&g, &r[0].algo, ws, 1u << 20, s) == CUBLAS_STATUS_SUCCESS && small_mm_ok(&g, s),
+          "the first algorithm with its workspace");
+    L.cuMemsetD8Async(g.d, 0, MM * MM * 4, s);
+    CHECK(small_mm_run(&g, &r[1].algo, 0, 0, s) == CUBLAS_STATUS_SUCCESS && small_mm_ok(&g, s),
+          "the second algorithm needs none");
+    CHECK(small_mm_run(&g, NULL, 0, 0, s) == CUBLAS_STATUS_SUCCESS, "no algo: the default preference's");
+    L.cublasLtMatmulPreferenceDestroy(pref);
+    L.cuMemFree(ws), L.cuMemFree(small);
+    small_mm_close(&g);
+}
+
+/* A convolution's descriptors and memory: x [2, 4, 6, 6] and a 3x3 filter
+ * of 4, padding 1, stride str, fp32 NCHW; a bias of K and a ReLU for the
+ * fused call. */
+typedef struct {
+    cudnnHandle_t h;
+    cudnnTensorDescriptor_t x, y, b;
+    cudnnFilterDescriptor_t w;
+    cudnnConvolutionDescriptor_t cv;
+    cudnnActivationDescriptor_t relu;
+    CUdeviceptr dx, dw, dy, db;
+} small_conv;
+
+enum { CN = 2, CC = 4, CH = 6, CK = 4 };
+
+static void small_conv_open(small_conv *c, int str, CUstream s)
+{
+    int p = (CH + 2 - 3) / str + 1;
+    CHECK(L.cudnnCreate(&c->h) == CUDNN_STATUS_SUCCESS, "cudnnCreate");
+    L.cudnnSetStream(c->h, (cudaStream_t)s);
+    L.cudnnCreateTensorDescriptor(&c->x);
+    L.cudnnCreateTensorDescriptor(&c->y);
+    L.cudnnCreateTensorDescriptor(&c->b);
+    L.cudnnCreateFilterDescriptor(&c->w);
+    L.cudnnCreateConvolutionDescriptor(&c->cv);
+    L.cudnnCreateActivationDescriptor(&c->relu);
+    L.cudnnSetTensor4dDescriptor(c->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, CN, CC, CH, CH);
+    L.cudnnSetTensor4dDescriptor(c->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, CN, CK, p, p);
+    L.cudnnSetTensor4dDescriptor(c->b, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, CK, 1, 1);
+    L.cudnnSetFilter4dDescriptor(c->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, CK, CC, 3, 3);
+    L.cudnnSetConvolution2dDescriptor(c->cv, 1, 1, str, str, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
+    L.cudnnSetActivationDescriptor(c->relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0);
+    L.cuMemAlloc(&c->dx, CN * CC * CH * CH * 4);
+    L.cuMemAlloc(&c->dw, CK * CC * 9 * 4);
+    L.cuMemAlloc(&c->dy, CN * CK * p * p * 4);
+    L.cuMemAlloc(&c->db, CK * 4);
+    L.cuMemsetD8Async(c->dx, 0, CN * CC * CH * CH * 4, s);
+    L.cuMemsetD8Async(c->dw, 0, CK * CC * 9 * 4, s);
+    L.cuMemsetD8Async(c->dy, 0, CN * CK * p * p * 4, s);
+    L.cuMemsetD8Async(c->db, 0, CK * 4, s);
+}
+
+/* kind 0 forward, 1 backward data, 2 backward filter, 3 fused forward */
+static cudnnStatus_t small_conv_run(small_conv *c, int kind, int algo, CUdeviceptr ws, size_t wsb)
+{
+    float one = 1, zero = 0;
+    void *x = (void *)(uintptr_t)c->dx, *w = (void *)(uintptr_t)c->dw, *y = (void *)(uintptr_t)c->dy;
+    void *b = (void *)(uintptr_t)c->db, *p = (void *)(uintptr_t)ws;
+    switch (kind) {
+    case 0:
+        return L.cudnnConvolutionForward(c->h, &one, c->x, x, c->w, w, c->cv, (cudnnConvolutionFwdAlgo_t)algo,
+                                         p, wsb, &zero, c->y, y);
+    case 1:
+        return L.cudnnConvolutionBackwardData(c->h, &one, c->w, w, c->y, y, c->cv,
+                                              (cudnnConvolutionBwdDataAlgo_t)algo, p, wsb, &zero, c->x, x);
+    case 2:
+        return L.cudnnConvolutionBackwardFilter(c->h, &one, c->x, x, c->y, y, c->cv,
+                                                (cudnnConvolutionBwdFilterAlgo_t)algo, p, wsb, &zero, c->w, w);
+    default:
+        return L.cudnnConvolutionBiasActivationForward(c->h, &one, c->x, x, c->w, w, c->cv,
+                                                       (cudnnConvolutionFwdAlgo_t)algo, p, wsb, &zero, c->y, y,
+                                                       c->b, b, c->relu, c->y, y);
+    }
+}
+
+static void small_conv_close(small_conv *c)
+{
+    L.cudnnDestroyTensorDescriptor(c->x);
+    L.cudnnDestroyTensorDescriptor(c->y);
+    L.cudnnDestroyTensorDescriptor(c->b);
+    L.cudnnDestroyFilterDescriptor(c->w);
+    L.cudnnDestroyConvolutionDescriptor(c->cv);
+    L.cudnnDestroyActivationDescriptor(c->relu);
+    L.cudnnDestroy(c->h);
+    L.cuMemFree(c->dx), L.cuMemFree(c->dw), L.cuMemFree(c->dy), L.cuMemFree(c->db);
+}
+
+/* cuDNN's algorithms need workspace by the problem: the sizes, the _v7
+ * lists (the first needs workspace, one needs none, the math listed is
+ * DEFAULT_MATH) and cudnnFind's (too little workspace: ALLOC_FAILED); a call
+ * with less workspace than its algorithm needs is BAD_PARAM, an algorithm
+ * that does not run the problem NOT_SUPPORTED. */
+static void test_conv_algorithms(CUstream s)
+{
+    small_conv c, c2;
+    small_conv_open(&c, 1, s);
+    small_conv_open(&c2, 2, s);
+    size_t sz = 1;
+    CHECK(L.cudnnGetConvolutionForwardWorkspaceSize(c.h, c.x, c.w, c.cv, c.y, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+                                                    &sz) == CUDNN_STATUS_SUCCESS && sz == 0,
+          "IMPLICIT_GEMM needs no workspace: %zu", sz);
+    const cudnnConvolutionFwdAlgo_t some[] = {
+        CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, CUDNN_CONVOLUTION_FWD_ALGO_GEMM,
+        CUDNN_CONVOLUTION_FWD_ALGO_FFT, CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING,
+        CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD, CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED};
+    for (size_t i = 0; i < sizeof some / sizeof *some; i++) {
+        sz = 0;
+        CHECK(L.cudnnGetConvolutionForwardWorkspaceSize(c.h, c.x, c.w, c.cv, c.y, some[i], &sz) ==
+              CUDNN_STATUS_SUCCESS && sz > 0, "forward algorithm %d needs workspace: %zu", (int)some[i], sz);
+    }
+    CHECK(L.cudnnGetConvolutionForwardWorkspaceSize(c.h, c.x, c.w, c.cv, c.y, CUDNN_CONVOLUTION_FWD_ALGO_DIRECT,
+                                                    &sz) == CUDNN_STATUS_NOT_SUPPORTED, "DIRECT is not implemented");
+    CHECK(L.cudnnGetConvolutionForwardWorkspaceSize(c2.h, c2.x, c2.w, c2.cv, c2.y,
+                                                    CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD, &sz) ==
+          CUDNN_STATUS_NOT_SUPPORTED, "WINOGRAD with stride 2");
+    CHECK(L.cudnnGetConvolutionForwardWorkspaceSize(c.h, c.x, c.w, c.cv, c.y, (cudnnConvolutionFwdAlgo_t)42, &sz) ==
+          CUDNN_STATUS_BAD_PARAM, "no such algorithm");
+    CHECK(L.cudnnGetConvolutionBackwardDataWorkspaceSize(c.h, c.w, c.y, c.cv, c.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0,
+                                                         &sz) == CUDNN_STATUS_SUCCESS && sz == 0 &&
+          L.cudnnGetConvolutionBackwardFilterWorkspaceSize(c.h, c.x, c.y, c.cv, c.w,
+                                                           CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3, &sz) ==
+          CUDNN_STATUS_SUCCESS && sz > 0, "backward workspaces: ALGO_0 none, the filter's ALGO_3 some");
+
+    /* the lists: every algorithm, the first with workspace, one without */
+    cudnnConvolutionFwdAlgoPerf_t f[8];
+    cudnnConvolutionBwdDataAlgoPerf_t bd[8];
+    cudnnConvolutionBwdFilterAlgoPerf_t bf[8];
+    int nf = 0, nbd = 0, nbf = 0;
+    CHECK(L.cudnnGetConvolutionForwardAlgorithm_v7(c.h, c.x, c.w, c.cv, c.y, 8, &nf, f) == CUDNN_STATUS_SUCCESS &&
+          L.cudnnGetConvolutionBackwardDataAlgorithm_v7(c.h, c.w, c.y, c.cv, c.x, 8, &nbd, bd) ==
+          CUDNN_STATUS_SUCCESS &&
+          L.cudnnGetConvolutionBackwardFilterAlgorithm_v7(c.h, c.x, c.y, c.cv, c.w, 8, &nbf, bf) ==
+          CUDNN_STATUS_SUCCESS && nf == 8 && nbd == 6 && nbf == 7,
+          "the _v7 lists: %d, %d and %d algorithms", nf, nbd, nbf);
+    int zero_f = 0, zero_bd = 0, zero_bf = 0, sizes = 1, math = 1;
+    for (int i = 0; i < nf; i++) {
+        zero_f += f[i].status == CUDNN_STATUS_SUCCESS && f[i].memory == 0;
+        math &= f[i].mathType == CUDNN_DEFAULT_MATH;
+        if (f[i].status == CUDNN_STATUS_SUCCESS) {
+            L.cudnnGetConvolutionForwardWorkspaceSize(c.h, c.x, c.w, c.cv, c.y, f[i].algo, &sz);
+            sizes &= sz == f[i].memory;
+        }
+    }
+    for (int i = 0; i < nbd; i++)
+        zero_bd += bd[i].status == CUDNN_STATUS_SUCCESS && bd[i].memory == 0, math &= bd[i].mathType == CUDNN_DEFAULT_MATH;
+    for (int i = 0; i < nbf; i++)
+        zero_bf += bf[i].status == CUDNN_STATUS_SUCCESS && bf[i].memory == 0, math &= bf[i].mathType == CUDNN_DEFAULT_MATH;
+    CHECK(f[0].status == CUDNN_STATUS_SUCCESS && f[0].memory > 0 && bd[0].status == CUDNN_STATUS_SUCCESS &&
+          bd[0].memory > 0 && bf[0].status == CUDNN_STATUS_SUCCESS && bf[0].memory > 0,
+          "each list's first needs workspace: %zu, %zu, %zu", f[0].memory, bd[0].memory, bf[0].memory);
+    CHECK(zero_f && zero_bd && zero_bf, "each list has an algorithm that needs no workspace");
+    CHECK(math, "the lists' math is CUDNN_DEFAULT_MATH");
+    CHECK(sizes, "the forward list's memory is what cudnnGetConvolutionForwardWorkspaceSize says");
+    CHECK(f[nf - 1].algo == CUDNN_CONVOLUTION_FWD_ALGO_DIRECT && f[nf - 1].status == CUDNN_STATUS_NOT_SUPPORTED,
+          "DIRECT listed last, NOT_SUPPORTED");
+    L.cudnnGetConvolutionForwardAlgorithm_v7(c2.h, c2.x, c2.w, c2.cv, c2.y, 8, &nf, f);
+    CHECK(nf == 8 && f[0].memory > 0 && f[2].status == CUDNN_STATUS_SUCCESS &&
+          f[3].status == CUDNN_STATUS_NOT_SUPPORTED,
+          "stride 2: the four FFT and Winograd algorithms and DIRECT listed NOT_SUPPORTED, last");
+
+    /* calls: the list's first without its workspace is refused */
+    L.cudnnGetConvolutionForwardAlgorithm_v7(c.h, c.x, c.w, c.cv, c.y, 8, &nf, f);
+    CUdeviceptr ws, small;
+    L.cuMemAlloc(&ws, f[0].memory);
+    L.cuMemAlloc(&small, 256);
+    CHECK(small_conv_run(&c, 0, f[0].algo, 0, 0) == CUDNN_STATUS_BAD_PARAM,
+          "the list's first without workspace");
+    CHECK(small_conv_run(&c, 0, f[0].algo, ws, f[0].memory - 1) == CUDNN_STATUS_BAD_PARAM,
+          "one byte less than it needs");
+    CHECK(small_conv_run(&c, 3, f[0].algo, 0, 0) == CUDNN_STATUS_BAD_PARAM, "the fused call without it");
+    CHECK(small_conv_run(&c, 1, bd[0].algo, 0, 0) == CUDNN_STATUS_BAD_PARAM &&
+          small_conv_run(&c, 2, bf[0].algo, 0, 0) == CUDNN_STATUS_BAD_PARAM, "the backward calls without it");
+    CHECK(small_conv_run(&c, 0, f[0].algo, small + 200, f[0].memory) == CUDNN_STATUS_BAD_PARAM,
+          "a workspace beyond its allocation");
+    CHECK(small_conv_run(&c, 0, f[0].algo, ws, f[0].memory) == CUDNN_STATUS_SUCCESS, "with its workspace");
+    CHECK(small_conv_run(&c, 0, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, 0, 0) == CUDNN_STATUS_SUCCESS,
+          "IMPLICIT_GEMM without workspace");
+    CHECK(small_conv_run(&c2, 0, CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD, ws, f[0].memory) ==
+          CUDNN_STATUS_NOT_SUPPORTED, "WINOGRAD run with stride 2");
+    CHECK(small_conv_run(&c, 0, CUDNN_CONVOLUTION_FWD_ALGO_DIRECT, ws, f[0].memory) == CUDNN_STATUS_NOT_SUPPORTED,
+          "DIRECT run");
+
+    /* cudnnFind: what needs more than the workspace given fails to allocate */
+    void *x = (void *)(uintptr_t)c.dx, *w = (void *)(uintptr_t)c.dw, *y = (void *)(uintptr_t)c.dy;
+    CHECK(L.cudnnFindConvolutionForwardAlgorithmEx(c.h, c.x, x, c.w, w, c.cv, c.y, y, 8, &nf, f, NULL, 0) ==
+          CUDNN_STATUS_SUCCESS && nf == 8, "cudnnFind without workspace");
+    int ok = 1;
+    for (int i = 0; i < nf; i++)
+        ok &= f[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_DIRECT ? f[i].status == CUDNN_STATUS_NOT_SUPPORTED
+              : f[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM ? f[i].status == CUDNN_STATUS_SUCCESS
+                                                                      : f[i].status == CUDNN_STATUS_ALLOC_FAILED;
+    CHECK(ok && f[0].memory > 0, "cudnnFind without workspace: only IMPLICIT_GEMM ran");
+    CHECK(L.cudnnFindConvolutionForwardAlgorithmEx(c.h, c.x, x, c.w, w, c.cv, c.y, y, 8, &nf, f,
+                                                   (void *)(uintptr_t)small, 1u << 20) == CUDNN_STATUS_BAD_PARAM,
+          "cudnnFind with a workspace beyond its allocation");
+    L.cuMemFree(ws), L.cuMemFree(small);
+    small_conv_close(&c);
+    small_conv_close(&c2);
+}
+
+/* On sm_80 and newer cuDNN may run FLOAT data on TF32 tensor cores unless the
+ * math is CUDNN_FMA_MATH: each x = 1 + 2^-12 (which TF32 rounds to 1) times
+ * w = 1 over 4 channels is 4 + 2^-10 exactly in fp32, 4 in TF32. */
+static void test_conv_math(CUstream s)
+{
+    cudnnHandle_t h;
+    cudnnTensorDescriptor_t tx, ty;
+    cudnnFilterDescriptor_t fw;
+    cudnnConvolutionDescriptor_t cv;
+    L.cudnnCreate(&h);
+    L.cudnnSetStream(h, (cudaStream_t)s);
+    L.cudnnCreateTensorDescriptor(&tx);
+    L.cudnnCreateTensorDescriptor(&ty);
+    L.cudnnCreateFilterDescriptor(&fw);
+    L.cudnnCreateConvolutionDescriptor(&cv);
+    L.cudnnSetTensor4dDescriptor(tx, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, 4, 1, 1);
+    L.cudnnSetTensor4dDescriptor(ty, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, 1, 1, 1);
+    L.cudnnSetFilter4dDescriptor(fw, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, 1, 4, 1, 1);
+    L.cudnnSetConvolution2dDescriptor(cv, 0, 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
+    float x[4], w[4] = {1, 1, 1, 1}, one = 1, zero = 0;
+    for (int i = 0; i < 4; i++)
+        x[i] = 1 + 0x1p-12f;
+    CUdeviceptr dx = upload(x, sizeof x, s), dw = upload(w, sizeof w, s), dy;
+    L.cuMemAlloc(&dy, 4);
+    const cudnnMathType_t maths[] = {CUDNN_FMA_MATH, CUDNN_DEFAULT_MATH, CUDNN_TENSOR_OP_MATH};
+    const float want[] = {4 + 0x1p-10f, 4, 4};
+    for (int i = 0; i < 3; i++) {
+        float got = -1;
+        L.cudnnSetConvolutionMathType(cv, maths[i]);
+        CHECK(L.cudnnConvolutionForward(h, &one, tx, (void *)(uintptr_t)dx, fw, (void *)(uintptr_t)dw, cv,
+                                        CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, NULL, 0, &zero, ty,
+                                        (void *)(uintptr_t)dy) == CUDNN_STATUS_SUCCESS, "forward");
+        download(&got, dy, 4, s);
+        CHECK(got == want[i], "math type %d: got %.9g, want %.9g (%s)", (int)maths[i], got, want[i],
+              i ? "TF32" : "exact fp32");
+    }
+    L.cudnnDestroyTensorDescriptor(tx);
+    L.cudnnDestroyTensorDescriptor(ty);
+    L.cudnnDestroyFilterDescriptor(fw);
+    L.cudnnDestroyConvolutionDescriptor(cv);
+    L.cudnnDestroy(h);
+    L.cuMemFree(dx), L.cuMemFree(dw), L.cuMemFree(dy);
+}
+
+/* A library handle's first call sets the library up, which a capture cannot
+ * hold: a new cuBLASLt handle's first matmul and a new cuDNN handle's first
+ * convolution (each kind) inside a capture are refused (NOT_SUPPORTED) and
+ * invalidate it; after one eager call the same handle's call is captured and
+ * replays. */
+static void test_first_call_in_capture(CUstream s)
+{
+    CUgraph graph;
+    CUgraphExec exec;
+    small_mm g;
+    small_mm_open(&g, s);
+    CHECK(L.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS, "begin");
+    CHECK(small_mm_run(&g, NULL, 0, 0, s) == CUBLAS_STATUS_NOT_SUPPORTED,
+          "a cuBLASLt handle's first matmul inside a capture");
+    CHECK(L.cuStreamEndCapture(s, &graph) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+          "the capture is invalidated");
+    CHECK(small_mm_run(&g, NULL, 0, 0, s) == CUBLAS_STATUS_SUCCESS && small_mm_ok(&g, s), "eagerly");
+    L.cuMemsetD8Async(g.d, 0, MM * MM * 4, s);
+    CHECK(L.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS &&
+          small_mm_run(&g, NULL, 0, 0, s) == CUBLAS_STATUS_SUCCESS &&
+          L.cuStreamEndCapture(s, &graph) == CUDA_SUCCESS, "then captured");
+    CHECK(L.cuGraphInstantiate(&exec, graph, 0) == CUDA_SUCCESS && L.cuGraphLaunch(exec, s) == CUDA_SUCCESS &&
+          small_mm_ok(&g, s), "and replayed");
+    L.cuGraphExecDestroy(exec);
+    L.cuGraphDestroy(graph);
+    small_mm_close(&g);
+
+    static const char *const kinds[] = {"forward", "backward data", "backward filter", "fused forward"};
+    const int algos[] = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0,
+                         CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM};
+    for (int k = 0; k < 4; k++) {
+        small_conv c;
+        small_conv_open(&c, 1, s);
+        CHECK(L.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS, "begin");
+        CHECK(small_conv_run(&c, k, algos[k], 0, 0) == CUDNN_STATUS_NOT_SUPPORTED,
+              "a cuDNN handle's first call (%s) inside a capture", kinds[k]);
+        CHECK(L.cuStreamEndCapture(s, &graph) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+              "the capture is invalidated (%s)", kinds[k]);
+        CHECK(small_conv_run(&c, k, algos[k], 0, 0) == CUDNN_STATUS_SUCCESS &&
+              L.cuStreamSynchronize(s) == CUDA_SUCCESS, "eagerly (%s)", kinds[k]);
+        CHECK(L.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS &&
+              small_conv_run(&c, k, algos[k], 0, 0) == CUDNN_STATUS_SUCCESS &&
+              L.cuStreamEndCapture(s, &graph) == CUDA_SUCCESS, "then captured (%s)", kinds[k]);
+        CHECK(L.cuGraphInstantiate(&exec, graph, 0) == CUDA_SUCCESS && L.cuGraphLaunch(exec, s) == CUDA_SUCCESS &&
+              L.cuStreamSynchronize(s) == CUDA_SUCCESS, "and replayed (%s)", kinds[k]);
+        L.cuGraphExecDestroy(exec);
+        L.cuGraphDestroy(graph);
+        small_conv_close(&c);
+    }
 }
 
 /* ---------------------------------------------------------------- NCCL */
@@ -1217,6 +1642,10 @@ int main(void)
     test_matmul(s[0], CUDA_R_16BF, 0, 1, 1, CUBLASLT_EPILOGUE_DEFAULT);
     test_conv(s[0]);
     test_conv_fused_refusals(s[0]);
+    test_matmul_workspace(s[0]);
+    test_conv_algorithms(s[0]);
+    test_conv_math(s[0]);
+    test_first_call_in_capture(s[0]);
     test_nccl(s);
     test_nccl_init_and_capture(s);
     test_sticky();

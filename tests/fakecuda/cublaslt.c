@@ -4,26 +4,43 @@
  * Models: D = epilogue(alpha op(A) op(B) + beta C), column-major, batched with
  * strides; epilogues DEFAULT, RELU, BIAS (bias[m] added to every column),
  * RELU_BIAS; compute CUBLAS_COMPUTE_32F and CUBLAS_COMPUTE_32F_FAST_TF32
- * (operands rounded to TF32, as tests/cg_host.c does), scale type CUDA_R_32F
- * with alpha and beta on the host; A, B, C, D and the bias in CUDA_R_32F,
- * CUDA_R_16F or CUDA_R_16BF (A and B alike, C and D alike).  Sums in double,
- * rounded once to D's type.  Checked as cuBLASLt checks: the shapes of op(A),
- * op(B), C and D agree, ld >= rows, batch counts agree, attribute sizes are
- * right; every operand's extent lies in one allocation of the stream's device;
- * every batch entry of every operand is aligned as the preferences the
- * algorithm was chosen with say (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES,
- * 256 bytes unless set, as the header says).
+ * (operands rounded to TF32), scale type CUDA_R_32F with alpha and beta on
+ * the host; A, B, C, D and the bias in CUDA_R_32F, CUDA_R_16F or CUDA_R_16BF
+ * (A and B alike, C and D alike).  The product is the shared reference's
+ * (ref.h, which tests/cg_host.c uses too): sums in double, rounded once to
+ * D's type.  Checked as cuBLASLt checks: the shapes of op(A), op(B), C and D
+ * agree, ld >= rows, batch counts agree, attribute sizes are right; every
+ * operand's extent lies in one allocation of the stream's device; every
+ * batch entry of every operand is aligned as the preferences the algorithm
+ * was chosen with say (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES, 256
+ * bytes unless set, as the header says).
+ *
+ * Workspace: the heuristic's first algorithm needs as much workspace as the
+ * preference allows up to 1 MiB (CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+ * default 0: then only the second), its second none; the need is in the
+ * algorithm's data (data[5]) and cublasLtMatmulAlgoCheck reports it.
+ * cublasLtMatmul refuses a workspaceSizeInBytes below its algorithm's need
+ * with CUBLAS_STATUS_INVALID_VALUE (cublasLt.h: "when workspaceSizeInBytes
+ * is less than workspace required by configured algo"; no algo: the default
+ * preference's, none), and a workspace outside one allocation.
+ *
+ * First use: a handle's first cublasLtMatmul sets the library up (loads its
+ * kernels, allocates), which a stream capture cannot hold: issued while its
+ * stream is capturing it is refused (CUBLAS_STATUS_NOT_SUPPORTED, a line on
+ * stderr) and invalidates the capture (fake.h, fk_capture_refuse).  One
+ * issued outside a capture sets the handle up.
  *
  * Not modelled: row-major or other orders, device pointer modes, other
- * epilogues (GELU, auxiliary outputs), other compute types, algorithm
- * choice (one heuristic result, needing no workspace), C differing from D
- * in layout when they alias. */
+ * epilogues (GELU, auxiliary outputs), other compute types, algorithms that
+ * differ in anything but their workspace (every one computes the same), the
+ * workspace's own alignment, C differing from D in layout when they alias. */
 #include <cublasLt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fake.h"
+#include "ref.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -34,6 +51,7 @@
 
 struct cublasLtContext {
     unsigned magic;
+    int warm;           /* a matmul of it was issued outside a capture: set up */
 };
 
 typedef struct {
@@ -65,8 +83,14 @@ typedef struct {
 
 /* An algorithm's data: data[0] the fake's mark, data[1..4] the alignments of
  * A, B, C and D (bytes) the heuristic chose it for, which the operands of
- * every call must have. */
+ * every call must have, data[5] the bytes of workspace it needs. */
 #define ALGO_MARK 0x66616b65
+#define ALGO_WORKSPACE 5
+
+/* What the heuristic's first algorithm needs where the preference allows a
+ * workspace: as much as allowed up to this (split-K and stream-K kernels
+ * keep their partial sums there); its second needs none. */
+#define ALGO_MAX_WORKSPACE ((uint64_t)1 << 20)
 
 static void say(const char *what)
 {
@@ -383,15 +407,14 @@ static int operands_ok(const matmul *g, const char *who)
     return !epi_bias || !fk_check_range(g->dev, g->d.bias, g->dd.rows * fk_type_size(bt), who, "bias");
 }
 
-static double tf32(double v)
+static double io_load(const void *base, int64_t i, int type)
 {
-    float f = (float)v;
-    unsigned u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7f800000u) != 0x7f800000u)
-        u = (u + 0xfffu + ((u >> 13) & 1u)) & ~0x1fffu;
-    memcpy(&f, &u, 4);
-    return f;
+    return fk_load(base, i, (cudaDataType)type);
+}
+
+static void io_store(void *base, int64_t i, int type, double v)
+{
+    fk_store(base, i, (cudaDataType)type, v);
 }
 
 static int matmul_run(void *ctx, void **state, char *why, size_t whylen)
@@ -404,51 +427,23 @@ static int matmul_run(void *ctx, void **state, char *why, size_t whylen)
         snprintf(why, whylen, "an operand's memory was freed before the matmul ran");
         return CUDA_ERROR_ILLEGAL_ADDRESS;
     }
-    int t32 = g->d.compute == CUBLAS_COMPUTE_32F_FAST_TF32;
-    int relu = g->d.epilogue == CUBLASLT_EPILOGUE_RELU || g->d.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
     int bias = g->d.epilogue == CUBLASLT_EPILOGUE_BIAS || g->d.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
-    cudaDataType bt = g->d.bias_type < 0 ? g->dd.type : (cudaDataType)g->d.bias_type;
-    int ta = g->d.trans_a == CUBLAS_OP_T, tb = g->d.trans_b == CUBLAS_OP_T;
-    /* op(A) (m x k, row i contiguous) and op(B) (n x k, column j contiguous)
-     * of one batch as doubles, rounded to TF32 where asked: the sums then run
-     * over plain arrays.  D may alias C: each element reads its C before
-     * writing its D. */
-    double *a = malloc((size_t)(m * k + 1) * sizeof *a), *b = malloc((size_t)(n * k + 1) * sizeof *b);
-    if (!a || !b) {
-        free(a);
-        free(b);
+    fkref_gemm r = {
+        .m = m, .n = n, .k = k, .batch = g->dd.batch,
+        .trans_a = g->d.trans_a == CUBLAS_OP_T, .trans_b = g->d.trans_b == CUBLAS_OP_T,
+        .tf32 = g->d.compute == CUBLAS_COMPUTE_32F_FAST_TF32,
+        .alpha = g->alpha, .beta = g->beta,
+        .a = g->A, .b = g->B, .c = g->C, .bias = bias ? g->d.bias : NULL, .d = g->D,
+        .lda = g->a.ld, .ldb = g->b.ld, .ldc = g->c.ld, .ldd = g->dd.ld,
+        .stride_a = g->a.stride, .stride_b = g->b.stride, .stride_c = g->c.stride,
+        .stride_d = g->dd.stride,
+        .type_a = g->a.type, .type_b = g->b.type, .type_c = g->c.type, .type_d = g->dd.type,
+        .type_bias = g->d.bias_type < 0 ? (int)g->dd.type : g->d.bias_type,
+        .relu = g->d.epilogue == CUBLASLT_EPILOGUE_RELU || g->d.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS};
+    if (fkref_gemm_run(&r, &(fkref_io){io_load, io_store})) {
         snprintf(why, whylen, "out of host memory");
         return CUDA_ERROR_LAUNCH_FAILED;
     }
-    for (int64_t bt_ = 0; bt_ < g->dd.batch; bt_++) {
-        for (int64_t i = 0; i < m; i++)
-            for (int64_t l = 0; l < k; l++) {
-                double x = fk_load(g->A, bt_ * g->a.stride + (ta ? l + i * g->a.ld : i + l * g->a.ld), g->a.type);
-                a[i * k + l] = t32 ? tf32(x) : x;
-            }
-        for (int64_t j = 0; j < n; j++)
-            for (int64_t l = 0; l < k; l++) {
-                double y = fk_load(g->B, bt_ * g->b.stride + (tb ? j + l * g->b.ld : l + j * g->b.ld), g->b.type);
-                b[j * k + l] = t32 ? tf32(y) : y;
-            }
-        for (int64_t j = 0; j < n; j++)
-            for (int64_t i = 0; i < m; i++) {
-                double s = 0;
-                const double *ai = a + i * k, *bj = b + j * k;
-                for (int64_t l = 0; l < k; l++)
-                    s += ai[l] * bj[l];
-                double v = (double)g->alpha * s;
-                if (g->beta != 0)
-                    v += (double)g->beta * fk_load(g->C, bt_ * g->c.stride + i + j * g->c.ld, g->c.type);
-                if (bias)
-                    v += fk_load(g->d.bias, i, bt);
-                if (relu && !(v > 0))
-                    v = 0;
-                fk_store(g->D, bt_ * g->dd.stride + i + j * g->dd.ld, g->dd.type, v);
-            }
-    }
-    free(a);
-    free(b);
     return 0;
 }
 
@@ -475,14 +470,24 @@ EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandl
     cublasStatus_t st = check_shapes(&g, &m, &n, &k);
     if (st)
         return st;
-    memset(&heuristicResultsArray[0], 0, sizeof heuristicResultsArray[0]);
-    heuristicResultsArray[0].algo.data[0] = ALGO_MARK; /* what cublasLtMatmul expects back */
-    for (int i = 0; i < 4; i++)
-        heuristicResultsArray[0].algo.data[1 + i] = pref_of(preference)->align[i];
-    heuristicResultsArray[0].workspaceSize = 0;
-    heuristicResultsArray[0].state = CUBLAS_STATUS_SUCCESS;
-    heuristicResultsArray[0].wavesCount = 1;
-    *returnAlgoCount = 1;
+    /* the fastest first: one that needs workspace where the preference
+       allows some (CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, default 0), then
+       one that needs none */
+    const pref *q = pref_of(preference);
+    uint64_t ws[2] = {q->max_workspace < ALGO_MAX_WORKSPACE ? q->max_workspace : ALGO_MAX_WORKSPACE, 0};
+    int count = 0;
+    for (int a = ws[0] ? 0 : 1; a < 2 && count < requestedAlgoCount; a++, count++) {
+        cublasLtMatmulHeuristicResult_t *r = &heuristicResultsArray[count];
+        memset(r, 0, sizeof *r);
+        r->algo.data[0] = ALGO_MARK; /* what cublasLtMatmul expects back */
+        for (int i = 0; i < 4; i++)
+            r->algo.data[1 + i] = q->align[i];
+        r->algo.data[ALGO_WORKSPACE] = ws[a];
+        r->workspaceSize = (size_t)ws[a];
+        r->state = CUBLAS_STATUS_SUCCESS;
+        r->wavesCount = 1;
+    }
+    *returnAlgoCount = count;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -513,6 +518,7 @@ EXPORT cublasStatus_t cublasLtMatmulAlgoCheck(cublasLtHandle_t lightHandle,
     }
     memset(result, 0, sizeof *result);
     result->algo = *algo;
+    result->workspaceSize = (size_t)algo->data[ALGO_WORKSPACE];
     result->state = CUBLAS_STATUS_SUCCESS;
     result->wavesCount = 1;
     return CUBLAS_STATUS_SUCCESS;
@@ -551,9 +557,29 @@ EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmu
         st = CUBLAS_STATUS_INVALID_VALUE;
     if (!st && algo && !aligned_ok(g, algo))
         st = CUBLAS_STATUS_NOT_SUPPORTED;
+    /* "CUBLAS_STATUS_INVALID_VALUE ... when workspaceSizeInBytes is less than
+       workspace required by configured algo" (cublasLt.h, cublasLtMatmul);
+       without an algo the implicit heuristic uses the default preference,
+       which allows no workspace */
+    uint64_t need = algo ? algo->data[ALGO_WORKSPACE] : 0;
+    if (!st && workspaceSizeInBytes < need) {
+        fprintf(stderr, "fakecuda: cublasLtMatmul: %zu bytes of workspace, the algorithm needs %llu "
+                "(its cublasLtMatmulHeuristicResult_t.workspaceSize)\n", workspaceSizeInBytes,
+                (unsigned long long)need);
+        st = CUBLAS_STATUS_INVALID_VALUE;
+    }
     if (!st && workspaceSizeInBytes &&
         fk_check_range(g->dev, workspace, workspaceSizeInBytes, "cublasLtMatmul", "workspace"))
         st = CUBLAS_STATUS_INVALID_VALUE;
+    /* the handle's first matmul sets cuBLASLt up (loads its kernels,
+       allocates), which a stream capture cannot hold: refused, and the
+       capture invalidated, as the setup's synchronizing calls would */
+    if (!st && !lightHandle->warm && fk_stream_capture((CUstream)stream)) {
+        say("the handle's first matmul is inside a stream capture, where cuBLASLt's setup (loading "
+            "kernels, allocating) cannot run; issue one outside the capture first");
+        fk_capture_refuse((CUstream)stream);
+        st = CUBLAS_STATUS_NOT_SUPPORTED;
+    }
     if (st) {
         free(g);
         return st;
@@ -561,7 +587,11 @@ EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmu
     char what[96];
     snprintf(what, sizeof what, "cublasLtMatmul %lldx%lldx%lld (batch %d)", (long long)m,
              (long long)n, (long long)k, g->dd.batch);
+    int capturing = fk_stream_capture((CUstream)stream) != 0;
     fk_task *t = fk_task_new(what, matmul_run, NULL, g, free, NULL);
     fk_task_cost(t, FK_COST_LIBRARY);
-    return fk_enqueue((CUstream)stream, t) ? CUBLAS_STATUS_EXECUTION_FAILED : CUBLAS_STATUS_SUCCESS;
+    if (fk_enqueue((CUstream)stream, t))
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    lightHandle->warm |= !capturing;
+    return CUBLAS_STATUS_SUCCESS;
 }

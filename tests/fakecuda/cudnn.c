@@ -4,13 +4,12 @@
  *
  * Models: 4-d tensors (NCHW, NHWC, or any strides through
  * cudnnSetTensor4dDescriptorEx), NCHW (KCRS) and NHWC (KRSC) filters, 2-d
- * cross-correlation
- * with padding, strides, dilation and groups, compute type FLOAT, data FLOAT,
- * HALF or BFLOAT16 (all operands alike), y = alpha op + beta y with host
- * alpha and beta, sums in double rounded once to the data type;
- * CUDNN_TENSOR_OP_MATH on FLOAT data rounds operands to TF32 (as
- * tests/cg_host.c does).  Checked as cuDNN checks (CUDNN_STATUS_BAD_PARAM):
- * the filter's C times groups is x's C, K divides by groups, y's dims are the
+ * cross-correlation with padding, strides, dilation and groups, compute type
+ * FLOAT, data FLOAT, HALF or BFLOAT16 (all operands alike), y = alpha op +
+ * beta y with host alpha and beta; the results are the shared reference's
+ * (ref.h, which tests/cg_host.c uses too): sums in double rounded once to
+ * the data type.  Checked as cuDNN checks (CUDNN_STATUS_BAD_PARAM): the
+ * filter's C times groups is x's C, K divides by groups, y's dims are the
  * convolution's output dims, types agree, bias is 1xKx1x1, z is shaped like
  * y.  cudnnConvolutionBiasActivationForward refuses (NOT_SUPPORTED, with a
  * line on stderr) what the real one is not documented to run: an activation
@@ -20,25 +19,60 @@
  * (NCHW only).  The handle belongs to the device current at cudnnCreate; its
  * stream must be of that device.
  *
+ * Math: every math type but CUDNN_FMA_MATH rounds FLOAT operands to TF32,
+ * CUDNN_DEFAULT_MATH included: on sm_80 and newer cuDNN may run FLOAT data
+ * on TF32 tensor cores unless the math is FMA (cudnnMathType_t in the cuDNN
+ * API reference: "CUDNN_FMA_MATH: Restricted to only kernels that use FMA
+ * instructions", DEFAULT_MATH permitting TF32 on A100 and newer).
+ *
+ * Algorithms (algo_need below): each call's algorithms, which run which
+ * problems as cuDNN documents (FFT and Winograd only NCHW, unit strides,
+ * their filter sizes; the forward DIRECT and the filter gradient's WINOGRAD
+ * not implemented), each needing the workspace of a formula of the problem
+ * (none for IMPLICIT_GEMM and the backward ALGO_0s, which are
+ * non-deterministic, some for the precomputed implicit GEMMs, the lowered
+ * image for GEMM, transformed tensors for FFT and Winograd).
+ * cudnnGet*WorkspaceSize say it (NOT_SUPPORTED for an algorithm that does
+ * not run the problem); the _v7 heuristics list every algorithm with its
+ * memory and status, one that needs workspace first and one that needs none
+ * after it, and the math type CUDNN_DEFAULT_MATH (as cuDNN lists them);
+ * cudnnFind*AlgorithmEx lists the same, those that need more than the
+ * workspace given with CUDNN_STATUS_ALLOC_FAILED (the perf struct's
+ * documentation).  Every convolution call refuses an algorithm that does not
+ * run its problem (NOT_SUPPORTED), and a workspace smaller than its
+ * algorithm needs (BAD_PARAM: cuDNN documents no status of its own for it),
+ * with a line on stderr.
+ *
+ * First use: a handle's first convolution (forward, backward data, backward
+ * filter, fused) sets cuDNN up (loads kernels, allocates), which a stream
+ * capture cannot hold: issued while the handle's stream is capturing it is
+ * refused (CUDNN_STATUS_NOT_SUPPORTED, a line on stderr) and invalidates the
+ * capture (fake.h, fk_capture_refuse).  A call outside a capture, or
+ * cudnnFind (which runs the algorithms), sets the handle up.
+ *
  * A call on a KRSC filter costs GNC_FAKECUDA_NHWC_MS on the device's clock
  * (default: GNC_FAKECUDA_LIBRARY_MS, as the others), so a test can make
  * --conv auto choose the channels-last way.
  *
  * Not modelled: true convolution (flipped), 3-d, other compute types,
- * algorithm differences (every algorithm computes the same, needs no
- * workspace), TF32 under CUDNN_DEFAULT_MATH (the real library may use it). */
+ * algorithms that differ in results (every one computes the same) or in
+ * speed (cudnnFind's times are their list order), the real workspace sizes
+ * (the formulas are the fake's), cudnnFind leaving arbitrary values in the
+ * output buffer as the real one does. */
 #include <cudnn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fake.h"
+#include "ref.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
 struct cudnnContext {
     int dev;
     cudaStream_t stream;
+    int warm;           /* a convolution ran on it outside a capture: set up */
 };
 
 struct cudnnTensorStruct {
@@ -309,8 +343,187 @@ EXPORT cudnnStatus_t cudnnGetConvolution2dForwardOutputDim(const cudnnConvolutio
     return CUDNN_STATUS_SUCCESS;
 }
 
-/* The algorithm lists: one entry, the algorithm gnc asks for first. */
-#define PERF(fn, perf_t, algo_v, ...)                                                \
+/* ---------------------------------------------------------------- algorithms */
+
+enum { FWD, BWD_DATA, BWD_FILTER };
+
+static const char *const kind_name[] = {"cudnnConvolutionForward", "cudnnConvolutionBackwardData",
+                                        "cudnnConvolutionBackwardFilter"};
+
+/* Each call's algorithms in the order the lists give them (fastest first, as
+ * the fake's heuristic ranks them): one that needs workspace first for every
+ * problem, so that a caller who takes the first without its memory is
+ * caught; the one that needs none last but the refused ones.  Every algorithm
+ * computes the same (ref.h); they differ in what they run, need and promise. */
+static const int fwd_order[] = {
+    CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD,
+    CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED, CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING,
+    CUDNN_CONVOLUTION_FWD_ALGO_FFT, CUDNN_CONVOLUTION_FWD_ALGO_GEMM,
+    CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, CUDNN_CONVOLUTION_FWD_ALGO_DIRECT};
+static const int bwd_data_order[] = {
+    CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD,
+    CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED, CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING,
+    CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0};
+static const int bwd_filter_order[] = {
+    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED,
+    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT,
+    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0,
+    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD};
+#define NALGOS 8 /* the most of any call (CUDNN_CONVOLUTION_FWD_ALGO_COUNT) */
+
+static int order_of(int kind, const int **order)
+{
+    *order = kind == FWD ? fwd_order : kind == BWD_DATA ? bwd_data_order : bwd_filter_order;
+    return kind == FWD ? (int)(sizeof fwd_order / sizeof *fwd_order)
+         : kind == BWD_DATA ? (int)(sizeof bwd_data_order / sizeof *bwd_data_order)
+                            : (int)(sizeof bwd_filter_order / sizeof *bwd_filter_order);
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* What algorithm algo of call kind needs for problem pb (checked): SUCCESS
+ * with its workspace in *bytes and whether it is deterministic, NOT_SUPPORTED
+ * (why says why) where it does not run pb, BAD_PARAM where algo is none of
+ * kind's.  Which run what follows the configurations cuDNN documents for
+ * each (cudnnConvolutionForward, BackwardData, BackwardFilter: FFT and
+ * Winograd only on NCHW tensors, of FLOAT or HALF data, unit strides and
+ * dilation; FFT on at most 256 x 256 padded images, FFT_TILING on filters of
+ * at most 32 x 32, both on filters larger than the padding; WINOGRAD on 3x3
+ * filters, WINOGRAD_NONFUSED on 3x3 and 5x5; the forward DIRECT and the
+ * backward filter's WINOGRAD not implemented, cudnn_ops.h).  The sizes are
+ * the fake's own formulas, of the right kind: none for the implicit GEMMs
+ * that keep nothing (IMPLICIT_GEMM, the backward ALGO_0s), an index table
+ * for the precomputed ones, the lowered images for GEMM, the transformed
+ * tensors for FFT and Winograd, partial sums for the filter gradient's. */
+static cudnnStatus_t algo_need(int kind, int algo, const problem *pb, size_t *bytes, int *det,
+                               const char **why)
+{
+    const struct cudnnTensorStruct *x = &pb->x, *y = &pb->y;
+    const struct cudnnFilterStruct *w = &pb->w;
+    const struct cudnnConvolutionStruct *c = &pb->cv;
+    int64_t es = (int64_t)fk_type_size(x->type == CUDNN_DATA_FLOAT ? CUDA_R_32F : CUDA_R_16F);
+    int64_t n = x->n, cc = x->c, k = w->k, cg = w->c, r = w->r, s = w->s, p = pb->p, q = pb->q;
+    int64_t fh = x->h + 2 * c->pad[0], fw = x->w + 2 * c->pad[1];
+    int64_t tiles32 = ceil_div(fh, 32) * ceil_div(fw, 32), tiles4 = ceil_div(p, 4) * ceil_div(q, 4);
+    int transform = 0;  /* an FFT or Winograd algorithm: its conditions below */
+    int64_t need = 0;
+    *det = 1;
+    *why = NULL;
+    if (algo < 0 || algo >= 16) {
+        *why = "not an algorithm of this call";
+        return CUDNN_STATUS_BAD_PARAM;
+    }
+    switch (kind * 16 + algo) {
+    case FWD * 16 + CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM:
+        break;
+    case FWD * 16 + CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM:
+    case BWD_DATA * 16 + CUDNN_CONVOLUTION_BWD_DATA_ALGO_1:
+        need = 4 * cg * r * s;
+        break;
+    case FWD * 16 + CUDNN_CONVOLUTION_FWD_ALGO_GEMM:
+        need = es * cc * r * s * p * q;
+        break;
+    case FWD * 16 + CUDNN_CONVOLUTION_FWD_ALGO_DIRECT:
+        *why = "CUDNN_CONVOLUTION_FWD_ALGO_DIRECT is not implemented";
+        return CUDNN_STATUS_NOT_SUPPORTED;
+    case BWD_FILTER * 16 + CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD:
+        *why = "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD is not implemented";
+        return CUDNN_STATUS_NOT_SUPPORTED;
+    case BWD_DATA * 16 + CUDNN_CONVOLUTION_BWD_DATA_ALGO_0:
+    case BWD_FILTER * 16 + CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0:
+        *det = 0; /* atomic adds */
+        break;
+    case BWD_FILTER * 16 + CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1:
+        need = 4 * k * cg * r * s;
+        break;
+    case BWD_FILTER * 16 + CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3:
+        need = 4 * k * cg * r * s;
+        *det = 0;
+        break;
+    case FWD * 16 + CUDNN_CONVOLUTION_FWD_ALGO_FFT:
+    case BWD_DATA * 16 + CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT:
+    case BWD_FILTER * 16 + CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT:
+        transform = 1;
+        if (fh > 256 || fw > 256)
+            *why = "FFT needs the padded image within 256 x 256";
+        need = 8 * (n * cc + k * cg + n * k) * fh * (fw / 2 + 1);
+        break;
+    case FWD * 16 + CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING:
+    case BWD_DATA * 16 + CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING:
+    case BWD_FILTER * 16 + CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING:
+        transform = 1;
+        if (r > 32 || s > 32)
+            *why = "FFT_TILING needs a filter within 32 x 32";
+        need = 8 * (n * cc * tiles32 + k * cg + n * k * tiles32) * 32 * 17;
+        break;
+    case FWD * 16 + CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD:
+    case BWD_DATA * 16 + CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD:
+        transform = 2;
+        if (r != 3 || s != 3)
+            *why = "WINOGRAD needs a 3x3 filter";
+        need = es * k * cg * 16;
+        break;
+    case FWD * 16 + CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED:
+    case BWD_DATA * 16 + CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED:
+    case BWD_FILTER * 16 + CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED:
+        transform = 2;
+        if ((r != 3 || s != 3) && (r != 5 || s != 5))
+            *why = "WINOGRAD_NONFUSED needs a 3x3 or 5x5 filter";
+        need = es * 36 * (n * cc * tiles4 + k * cg + n * k * tiles4);
+        break;
+    default:
+        *why = "not an algorithm of this call";
+        return CUDNN_STATUS_BAD_PARAM;
+    }
+    if (transform && !*why) {
+        if (channels_last(x) || channels_last(y) || w->krsc)
+            *why = "FFT and Winograd algorithms need NCHW tensors and a KCRS filter";
+        else if (x->type == CUDNN_DATA_BFLOAT16)
+            *why = "FFT and Winograd algorithms take FLOAT and HALF data";
+        else if (c->stride[0] != 1 || c->stride[1] != 1 || c->dilation[0] != 1 || c->dilation[1] != 1)
+            *why = "FFT and Winograd algorithms need unit strides and dilation";
+        else if (transform == 1 && (r <= c->pad[0] || s <= c->pad[1]))
+            *why = "FFT algorithms need a filter larger than the padding";
+    }
+    if (*why)
+        return CUDNN_STATUS_NOT_SUPPORTED;
+    *bytes = (size_t)need;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+/* One entry of a list, whatever the call's perf type. */
+typedef struct {
+    int algo;
+    cudnnStatus_t status;
+    size_t memory;
+    int det;
+} listed;
+
+/* Every algorithm of call kind for pb, those that run it first in the order
+ * above, those that do not last (CUDNN_STATUS_NOT_SUPPORTED). */
+static int list_algos(int kind, const problem *pb, listed *out)
+{
+    const int *order;
+    int n = order_of(kind, &order), count = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < n; i++) {
+            listed e = {order[i], CUDNN_STATUS_SUCCESS, 0, 1};
+            const char *why;
+            e.status = algo_need(kind, order[i], pb, &e.memory, &e.det, &why);
+            if ((e.status == CUDNN_STATUS_SUCCESS) == (pass == 0)) {
+                if (e.status)
+                    e.memory = 0;
+                out[count++] = e;
+            }
+        }
+    return count;
+}
+
+/* The _v7 heuristics: every algorithm with the workspace it needs, in the
+ * order above.  The math type is CUDNN_DEFAULT_MATH whatever the
+ * descriptor's, as cuDNN lists its algorithms (which may then run TF32 on
+ * FLOAT data: the caller sets the math it wants before running one). */
+#define PERF(fn, perf_t, kind, ...)                                                  \
     EXPORT cudnnStatus_t fn(cudnnHandle_t handle, __VA_ARGS__, const int requestedAlgoCount, \
                             int *returnedAlgoCount, perf_t *perfResults)             \
     {                                                                                \
@@ -320,123 +533,37 @@ EXPORT cudnnStatus_t cudnnGetConvolution2dForwardOutputDim(const cudnnConvolutio
         cudnnStatus_t st = check(#fn, &pb, 1);                                       \
         if (st)                                                                      \
             return st;                                                               \
-        memset(perfResults, 0, sizeof *perfResults);                                 \
-        perfResults[0].algo = algo_v;                                                \
-        perfResults[0].status = CUDNN_STATUS_SUCCESS;                                \
-        perfResults[0].memory = 0;                                                   \
-        perfResults[0].determinism = CUDNN_DETERMINISTIC;                            \
-        perfResults[0].mathType = convDesc->math;                                    \
-        *returnedAlgoCount = 1;                                                      \
+        listed l[NALGOS];                                                            \
+        int n = list_algos(kind, &pb, l);                                            \
+        if (n > requestedAlgoCount)                                                  \
+            n = requestedAlgoCount;                                                  \
+        for (int i = 0; i < n; i++) {                                                \
+            memset(&perfResults[i], 0, sizeof perfResults[i]);                       \
+            perfResults[i].algo = l[i].algo;                                         \
+            perfResults[i].status = l[i].status;                                     \
+            perfResults[i].time = -1;                                                \
+            perfResults[i].memory = l[i].memory;                                     \
+            perfResults[i].determinism = l[i].det ? CUDNN_DETERMINISTIC : CUDNN_NON_DETERMINISTIC; \
+            perfResults[i].mathType = CUDNN_DEFAULT_MATH;                            \
+        }                                                                            \
+        *returnedAlgoCount = n;                                                      \
         return CUDNN_STATUS_SUCCESS;                                                 \
     }
 #define PROBLEM {.x = *srcDesc, .y = *destDesc, .w = *filterDesc, .cv = *convDesc}
-PERF(cudnnGetConvolutionForwardAlgorithm_v7, cudnnConvolutionFwdAlgoPerf_t,
-     CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, const cudnnTensorDescriptor_t srcDesc,
-     const cudnnFilterDescriptor_t filterDesc, const cudnnConvolutionDescriptor_t convDesc,
-     const cudnnTensorDescriptor_t destDesc)
+PERF(cudnnGetConvolutionForwardAlgorithm_v7, cudnnConvolutionFwdAlgoPerf_t, FWD,
+     const cudnnTensorDescriptor_t srcDesc, const cudnnFilterDescriptor_t filterDesc,
+     const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t destDesc)
 #undef PROBLEM
 #define PROBLEM {.x = *gradDesc, .y = *diffDesc, .w = *filterDesc, .cv = *convDesc}
-PERF(cudnnGetConvolutionBackwardDataAlgorithm_v7, cudnnConvolutionBwdDataAlgoPerf_t,
-     CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, const cudnnFilterDescriptor_t filterDesc,
-     const cudnnTensorDescriptor_t diffDesc, const cudnnConvolutionDescriptor_t convDesc,
-     const cudnnTensorDescriptor_t gradDesc)
+PERF(cudnnGetConvolutionBackwardDataAlgorithm_v7, cudnnConvolutionBwdDataAlgoPerf_t, BWD_DATA,
+     const cudnnFilterDescriptor_t filterDesc, const cudnnTensorDescriptor_t diffDesc,
+     const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t gradDesc)
 #undef PROBLEM
 #define PROBLEM {.x = *srcDesc, .y = *diffDesc, .w = *gradDesc, .cv = *convDesc}
-PERF(cudnnGetConvolutionBackwardFilterAlgorithm_v7, cudnnConvolutionBwdFilterAlgoPerf_t,
-     CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, const cudnnTensorDescriptor_t srcDesc,
-     const cudnnTensorDescriptor_t diffDesc, const cudnnConvolutionDescriptor_t convDesc,
-     const cudnnFilterDescriptor_t gradDesc)
+PERF(cudnnGetConvolutionBackwardFilterAlgorithm_v7, cudnnConvolutionBwdFilterAlgoPerf_t, BWD_FILTER,
+     const cudnnTensorDescriptor_t srcDesc, const cudnnTensorDescriptor_t diffDesc,
+     const cudnnConvolutionDescriptor_t convDesc, const cudnnFilterDescriptor_t gradDesc)
 #undef PROBLEM
-
-/* cudnnFind*AlgorithmEx: cuDNN's own timing, which runs each algorithm on the
- * caller's buffers; here the checks and the same one-entry list, "timed" at
- * 0.1 ms (no timing means anything on the host). */
-#define FIND(fn, perf_t, algo_v, ...)                                                \
-    EXPORT cudnnStatus_t fn(cudnnHandle_t handle, __VA_ARGS__, const int requestedAlgoCount, \
-                            int *returnedAlgoCount, perf_t *perfResults, void *workSpace, \
-                            size_t workSpaceSizeInBytes)                             \
-    {                                                                                \
-        (void)workSpace, (void)workSpaceSizeInBytes;                                 \
-        if (!handle || !returnedAlgoCount || !perfResults || requestedAlgoCount < 1) \
-            return CUDNN_STATUS_BAD_PARAM;                                           \
-        problem pb = PROBLEM;                                                        \
-        cudnnStatus_t st = check(#fn, &pb, 1);                                       \
-        if (st)                                                                      \
-            return st;                                                               \
-        memset(perfResults, 0, sizeof *perfResults);                                 \
-        perfResults[0].algo = algo_v;                                                \
-        perfResults[0].status = CUDNN_STATUS_SUCCESS;                                \
-        perfResults[0].time = 0.1f;                                                  \
-        perfResults[0].determinism = CUDNN_DETERMINISTIC;                            \
-        perfResults[0].mathType = convDesc->math;                                    \
-        *returnedAlgoCount = 1;                                                      \
-        return CUDNN_STATUS_SUCCESS;                                                 \
-    }
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-parameter" /* the buffers: nothing runs */
-#define PROBLEM {.x = *xDesc, .y = *yDesc, .w = *wDesc, .cv = *convDesc}
-FIND(cudnnFindConvolutionForwardAlgorithmEx, cudnnConvolutionFwdAlgoPerf_t,
-     CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, const cudnnTensorDescriptor_t xDesc,
-     const void *x, const cudnnFilterDescriptor_t wDesc, const void *w,
-     const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t yDesc, void *y)
-#undef PROBLEM
-#define PROBLEM {.x = *dxDesc, .y = *dyDesc, .w = *wDesc, .cv = *convDesc}
-FIND(cudnnFindConvolutionBackwardDataAlgorithmEx, cudnnConvolutionBwdDataAlgoPerf_t,
-     CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, const cudnnFilterDescriptor_t wDesc, const void *w,
-     const cudnnTensorDescriptor_t dyDesc, const void *dy,
-     const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t dxDesc, void *dx)
-#undef PROBLEM
-#define PROBLEM {.x = *xDesc, .y = *dyDesc, .w = *dwDesc, .cv = *convDesc}
-FIND(cudnnFindConvolutionBackwardFilterAlgorithmEx, cudnnConvolutionBwdFilterAlgoPerf_t,
-     CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, const cudnnTensorDescriptor_t xDesc, const void *x,
-     const cudnnTensorDescriptor_t dyDesc, const void *y,
-     const cudnnConvolutionDescriptor_t convDesc, const cudnnFilterDescriptor_t dwDesc, void *dw)
-#undef PROBLEM
-#pragma GCC diagnostic pop
-
-/* Workspace sizes: none needed, after the same checks. */
-#define WS(fn, algo_t, ...)                                                          \
-    EXPORT cudnnStatus_t fn(cudnnHandle_t handle, __VA_ARGS__, algo_t algo, size_t *sizeInBytes) \
-    {                                                                                \
-        (void)algo;                                                                  \
-        if (!handle || !sizeInBytes)                                                 \
-            return CUDNN_STATUS_BAD_PARAM;                                           \
-        problem pb = PROBLEM;                                                        \
-        cudnnStatus_t st = check(#fn, &pb, 1);                                       \
-        *sizeInBytes = 0;                                                            \
-        return st;                                                                   \
-    }
-#define PROBLEM {.x = *xDesc, .y = *yDesc, .w = *wDesc, .cv = *convDesc}
-WS(cudnnGetConvolutionForwardWorkspaceSize, cudnnConvolutionFwdAlgo_t,
-   const cudnnTensorDescriptor_t xDesc, const cudnnFilterDescriptor_t wDesc,
-   const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t yDesc)
-#undef PROBLEM
-#define PROBLEM {.x = *dxDesc, .y = *dyDesc, .w = *wDesc, .cv = *convDesc}
-WS(cudnnGetConvolutionBackwardDataWorkspaceSize, cudnnConvolutionBwdDataAlgo_t,
-   const cudnnFilterDescriptor_t wDesc, const cudnnTensorDescriptor_t dyDesc,
-   const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t dxDesc)
-#undef PROBLEM
-#define PROBLEM {.x = *xDesc, .y = *dyDesc, .w = *gradDesc, .cv = *convDesc}
-WS(cudnnGetConvolutionBackwardFilterWorkspaceSize, cudnnConvolutionBwdFilterAlgo_t,
-   const cudnnTensorDescriptor_t xDesc, const cudnnTensorDescriptor_t dyDesc,
-   const cudnnConvolutionDescriptor_t convDesc, const cudnnFilterDescriptor_t gradDesc)
-#undef PROBLEM
-
-/* ---------------------------------------------------------------- running */
-
-enum { FWD, BWD_DATA, BWD_FILTER };
-
-typedef struct {
-    problem pb;
-    int kind;
-    int dev;
-    float alpha, beta;      /* the fused forward: alpha1, alpha2 */
-    const void *x, *w, *y;  /* inputs: x, w, dy (or z) */
-    void *out;              /* y, dx or dw */
-    int fused, relu;
-    struct cudnnTensorStruct z, bias;
-    const void *zp, *biasp;
-} conv;
 
 static size_t tensor_bytes(const struct cudnnTensorStruct *t)
 {
@@ -450,19 +577,122 @@ static size_t filter_bytes(const struct cudnnFilterStruct *f)
     return (size_t)f->k * f->c * f->r * f->s * fk_type_size(cuda_type(f->type));
 }
 
-static int64_t at(const struct cudnnTensorStruct *t, int64_t n, int64_t c, int64_t h, int64_t w)
-{
-    return n * t->ns + c * t->cs + h * t->hs + w * t->ws;
-}
+/* cudnnFind*AlgorithmEx: cuDNN's own timing, which runs each algorithm on the
+ * caller's buffers and workspace (so they must lie in the handle's device's
+ * memory); here the checks and the same list as the heuristic's, "timed" at
+ * 0.1 ms, 0.2 ms, ... in its order (no timing means anything on the host).
+ * An algorithm that needs more workspace than the call gives is listed with
+ * CUDNN_STATUS_ALLOC_FAILED, as the perf struct's documentation says ("if
+ * ... the provided workspace is insufficient"), and no time.  Running the
+ * algorithms sets the handle up: a capture may follow.  Not modelled: the
+ * real function leaves arbitrary values in the output buffer. */
+#define FIND(fn, perf_t, kind, xp, wp, yp, ...)                                      \
+    EXPORT cudnnStatus_t fn(cudnnHandle_t handle, __VA_ARGS__, const int requestedAlgoCount, \
+                            int *returnedAlgoCount, perf_t *perfResults, void *workSpace, \
+                            size_t workSpaceSizeInBytes)                             \
+    {                                                                                \
+        if (!handle || !returnedAlgoCount || !perfResults || requestedAlgoCount < 1) \
+            return CUDNN_STATUS_BAD_PARAM;                                           \
+        problem pb = PROBLEM;                                                        \
+        cudnnStatus_t st = check(#fn, &pb, 1);                                       \
+        if (st)                                                                      \
+            return st;                                                               \
+        if (fk_check_range(handle->dev, xp, tensor_bytes(&pb.x), #fn, "x") ||        \
+            fk_check_range(handle->dev, wp, filter_bytes(&pb.w), #fn, "w") ||        \
+            fk_check_range(handle->dev, yp, tensor_bytes(&pb.y), #fn, "y") ||        \
+            (workSpaceSizeInBytes &&                                                 \
+             fk_check_range(handle->dev, workSpace, workSpaceSizeInBytes, #fn, "workspace"))) \
+            return CUDNN_STATUS_BAD_PARAM;                                           \
+        listed l[NALGOS];                                                            \
+        int n = list_algos(kind, &pb, l);                                            \
+        if (n > requestedAlgoCount)                                                  \
+            n = requestedAlgoCount;                                                  \
+        for (int i = 0; i < n; i++) {                                                \
+            if (l[i].status == CUDNN_STATUS_SUCCESS && l[i].memory > workSpaceSizeInBytes) \
+                l[i].status = CUDNN_STATUS_ALLOC_FAILED;                             \
+            memset(&perfResults[i], 0, sizeof perfResults[i]);                       \
+            perfResults[i].algo = l[i].algo;                                         \
+            perfResults[i].status = l[i].status;                                     \
+            perfResults[i].time = l[i].status ? -1.0f : 0.1f * (float)(i + 1);       \
+            perfResults[i].memory = l[i].memory;                                     \
+            perfResults[i].determinism = l[i].det ? CUDNN_DETERMINISTIC : CUDNN_NON_DETERMINISTIC; \
+            perfResults[i].mathType = CUDNN_DEFAULT_MATH;                            \
+        }                                                                            \
+        *returnedAlgoCount = n;                                                      \
+        handle->warm |= !fk_stream_capture((CUstream)handle->stream);                \
+        return CUDNN_STATUS_SUCCESS;                                                 \
+    }
+#define PROBLEM {.x = *xDesc, .y = *yDesc, .w = *wDesc, .cv = *convDesc}
+FIND(cudnnFindConvolutionForwardAlgorithmEx, cudnnConvolutionFwdAlgoPerf_t, FWD, x, w, y,
+     const cudnnTensorDescriptor_t xDesc, const void *x, const cudnnFilterDescriptor_t wDesc,
+     const void *w, const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t yDesc,
+     void *y)
+#undef PROBLEM
+#define PROBLEM {.x = *dxDesc, .y = *dyDesc, .w = *wDesc, .cv = *convDesc}
+FIND(cudnnFindConvolutionBackwardDataAlgorithmEx, cudnnConvolutionBwdDataAlgoPerf_t, BWD_DATA, dx,
+     w, dy, const cudnnFilterDescriptor_t wDesc, const void *w, const cudnnTensorDescriptor_t dyDesc,
+     const void *dy, const cudnnConvolutionDescriptor_t convDesc,
+     const cudnnTensorDescriptor_t dxDesc, void *dx)
+#undef PROBLEM
+#define PROBLEM {.x = *xDesc, .y = *dyDesc, .w = *dwDesc, .cv = *convDesc}
+FIND(cudnnFindConvolutionBackwardFilterAlgorithmEx, cudnnConvolutionBwdFilterAlgoPerf_t, BWD_FILTER,
+     x, dw, y, const cudnnTensorDescriptor_t xDesc, const void *x,
+     const cudnnTensorDescriptor_t dyDesc, const void *y,
+     const cudnnConvolutionDescriptor_t convDesc, const cudnnFilterDescriptor_t dwDesc, void *dw)
+#undef PROBLEM
 
-/* Where the filter's element i in KCRS order lies. */
-static int64_t w_at(const struct cudnnFilterStruct *f, int64_t i)
-{
-    if (!f->krsc)
-        return i;
-    int64_t rs = (int64_t)f->r * f->s, k = i / (f->c * rs), c = i / rs % f->c;
-    return (k * rs + i % rs) * f->c + c;
-}
+/* Workspace sizes: what algo needs (algo_need), after the same checks;
+ * CUDNN_STATUS_NOT_SUPPORTED for an algorithm that does not run the problem. */
+#define WS(fn, algo_t, kind, ...)                                                    \
+    EXPORT cudnnStatus_t fn(cudnnHandle_t handle, __VA_ARGS__, algo_t algo, size_t *sizeInBytes) \
+    {                                                                                \
+        if (!handle || !sizeInBytes)                                                 \
+            return CUDNN_STATUS_BAD_PARAM;                                           \
+        problem pb = PROBLEM;                                                        \
+        cudnnStatus_t st = check(#fn, &pb, 1);                                       \
+        if (st)                                                                      \
+            return st;                                                               \
+        int det;                                                                     \
+        const char *why;                                                             \
+        size_t need = 0;                                                             \
+        st = algo_need(kind, (int)algo, &pb, &need, &det, &why);                     \
+        if (st == CUDNN_STATUS_NOT_SUPPORTED)                                        \
+            return not_supported(#fn, why);                                          \
+        if (st)                                                                      \
+            return bad(#fn, why);                                                    \
+        *sizeInBytes = need;                                                         \
+        return CUDNN_STATUS_SUCCESS;                                                 \
+    }
+#define PROBLEM {.x = *xDesc, .y = *yDesc, .w = *wDesc, .cv = *convDesc}
+WS(cudnnGetConvolutionForwardWorkspaceSize, cudnnConvolutionFwdAlgo_t, FWD,
+   const cudnnTensorDescriptor_t xDesc, const cudnnFilterDescriptor_t wDesc,
+   const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t yDesc)
+#undef PROBLEM
+#define PROBLEM {.x = *dxDesc, .y = *dyDesc, .w = *wDesc, .cv = *convDesc}
+WS(cudnnGetConvolutionBackwardDataWorkspaceSize, cudnnConvolutionBwdDataAlgo_t, BWD_DATA,
+   const cudnnFilterDescriptor_t wDesc, const cudnnTensorDescriptor_t dyDesc,
+   const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t dxDesc)
+#undef PROBLEM
+#define PROBLEM {.x = *xDesc, .y = *dyDesc, .w = *gradDesc, .cv = *convDesc}
+WS(cudnnGetConvolutionBackwardFilterWorkspaceSize, cudnnConvolutionBwdFilterAlgo_t, BWD_FILTER,
+   const cudnnTensorDescriptor_t xDesc, const cudnnTensorDescriptor_t dyDesc,
+   const cudnnConvolutionDescriptor_t convDesc, const cudnnFilterDescriptor_t gradDesc)
+#undef PROBLEM
+
+/* ---------------------------------------------------------------- running */
+
+typedef struct {
+    problem pb;
+    int kind;
+    int algo;
+    int dev;
+    float alpha, beta;      /* the fused forward: alpha1, alpha2 */
+    const void *x, *w, *y;  /* inputs: x, w, dy (or z) */
+    void *out;              /* y, dx or dw */
+    int fused, relu;
+    struct cudnnTensorStruct z, bias;
+    const void *zp, *biasp;
+} conv;
 
 static int operands_ok(const conv *cv, const char *who)
 {
@@ -480,15 +710,19 @@ static int operands_ok(const conv *cv, const char *who)
     return 1;
 }
 
-static double tf32(double v)
+static double io_load(const void *base, int64_t i, int type)
 {
-    float f = (float)v;
-    unsigned u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7f800000u) != 0x7f800000u)
-        u = (u + 0xfffu + ((u >> 13) & 1u)) & ~0x1fffu;
-    memcpy(&f, &u, 4);
-    return f;
+    return fk_load(base, i, (cudaDataType)type);
+}
+
+static void io_store(void *base, int64_t i, int type, double v)
+{
+    fk_store(base, i, (cudaDataType)type, v);
+}
+
+static void strides(const struct cudnnTensorStruct *t, int64_t *s)
+{
+    s[0] = t->ns, s[1] = t->cs, s[2] = t->hs, s[3] = t->ws;
 }
 
 static int conv_run(void *ctx, void **state, char *why, size_t whylen)
@@ -504,100 +738,40 @@ static int conv_run(void *ctx, void **state, char *why, size_t whylen)
     const struct cudnnFilterStruct *W = &pb->w;
     const struct cudnnConvolutionStruct *C = &pb->cv;
     cudaDataType t = cuda_type(X->type);
-    int t32 = C->math == CUDNN_TENSOR_OP_MATH && t == CUDA_R_32F;
-    const int64_t cg = W->c, kg = W->k / C->groups;
-    const void *xp = cv->kind == BWD_DATA ? cv->out : cv->x;
-    const void *wp = cv->kind == BWD_FILTER ? cv->out : cv->w;
-    const void *yp = cv->kind == FWD ? cv->out : cv->y;
-    int64_t nx = (int64_t)X->n * X->c * X->h * X->w, ny = (int64_t)Y->n * Y->c * Y->h * Y->w;
-    int64_t nw = (int64_t)W->k * W->c * W->r * W->s;
-    int64_t nacc = cv->kind == FWD ? ny : cv->kind == BWD_DATA ? nx : nw;
-    double *acc = calloc((size_t)nacc + 1, sizeof *acc);
-    if (!acc) {
+    fkref_conv r = {
+        .kind = cv->kind == FWD ? FKREF_FORWARD : cv->kind == BWD_DATA ? FKREF_BACKWARD_DATA
+                                                                       : FKREF_BACKWARD_FILTER,
+        .n = X->n, .c = X->c, .h = X->h, .w = X->w, .k = W->k, .r = W->r, .s = W->s,
+        .p = pb->p, .q = pb->q, .groups = C->groups,
+        .pad = {C->pad[0], C->pad[1]}, .stride = {C->stride[0], C->stride[1]},
+        .dilation = {C->dilation[0], C->dilation[1]},
+        .krsc = W->krsc, .type = t,
+        /* every math but CUDNN_FMA_MATH may run FLOAT data on TF32 tensor
+           cores (sm_80 and newer), DEFAULT_MATH included */
+        .tf32 = C->math != CUDNN_FMA_MATH && t == CUDA_R_32F,
+        .x = cv->x, .wt = cv->w, .y = cv->kind == FWD ? NULL : cv->y, .out = cv->out,
+        .alpha = cv->alpha, .beta = cv->beta};
+    strides(X, r.xs);
+    strides(Y, r.ys);
+    if (cv->fused) {
+        /* act(alpha1 conv + alpha2 z + bias) */
+        r.z = cv->zp;
+        strides(&cv->z, r.zs);
+        r.bias = cv->biasp;
+        r.bias_stride = cv->bias.cs;
+        r.relu = cv->relu;
+    } else if (cv->beta != 0) {
+        /* alpha conv + beta out: the output's old values */
+        r.z = cv->out;
+        if (cv->kind == BWD_DATA)
+            strides(X, r.zs);
+        else
+            strides(Y, r.zs);
+    }
+    if (fkref_conv_run(&r, &(fkref_io){io_load, io_store})) {
         snprintf(why, whylen, "out of host memory");
         return CUDA_ERROR_LAUNCH_FAILED;
     }
-    /* the inputs as contiguous doubles (x and dy in NCHW order, whatever their
-     * strides), rounded to TF32 where asked: the loops then run over plain arrays */
-    double *dx_ = cv->kind == BWD_DATA ? NULL : malloc((size_t)nx * sizeof(double));
-    double *dw_ = cv->kind == BWD_FILTER ? NULL : malloc((size_t)nw * sizeof(double));
-    double *dy_ = cv->kind == FWD ? NULL : malloc((size_t)ny * sizeof(double));
-    if ((cv->kind != BWD_DATA && !dx_) || (cv->kind != BWD_FILTER && !dw_) || (cv->kind != FWD && !dy_)) {
-        free(acc), free(dx_), free(dw_), free(dy_);
-        snprintf(why, whylen, "out of host memory");
-        return CUDA_ERROR_LAUNCH_FAILED;
-    }
-#define RD(P, i) (t32 ? tf32(fk_load(P, i, t)) : fk_load(P, i, t))
-    for (int64_t i = 0; dx_ && i < nx; i++)
-        dx_[i] = RD(xp, at(X, i / X->w / X->h / X->c, i / X->w / X->h % X->c, i / X->w % X->h, i % X->w));
-    for (int64_t i = 0; dw_ && i < nw; i++)
-        dw_[i] = RD(wp, w_at(W, i));
-    for (int64_t i = 0; dy_ && i < ny; i++)
-        dy_[i] = RD(yp, at(Y, i / Y->w / Y->h / Y->c, i / Y->w / Y->h % Y->c, i / Y->w % Y->h, i % Y->w));
-#undef RD
-    for (int64_t n = 0; n < X->n; n++)
-        for (int64_t k = 0; k < W->k; k++)
-            for (int64_t p = 0; p < pb->p; p++)
-                for (int64_t q = 0; q < pb->q; q++) {
-                    int64_t g = k / kg, iy = (((n * W->k) + k) * pb->p + p) * pb->q + q;
-                    double dy = cv->kind == FWD ? 0 : dy_[iy], s = 0;
-                    for (int64_t ch = 0; ch < cg; ch++)
-                        for (int64_t r = 0; r < W->r; r++) {
-                            int64_t yy = p * C->stride[0] - C->pad[0] + r * C->dilation[0];
-                            if (yy < 0 || yy >= X->h)
-                                continue;
-                            int64_t xrow = ((n * X->c + g * cg + ch) * X->h + yy) * X->w;
-                            int64_t wrow = ((k * cg + ch) * W->r + r) * W->s;
-                            for (int64_t sx = 0; sx < W->s; sx++) {
-                                int64_t xx = q * C->stride[1] - C->pad[1] + sx * C->dilation[1];
-                                if (xx < 0 || xx >= X->w)
-                                    continue;
-                                if (cv->kind == FWD)
-                                    s += dx_[xrow + xx] * dw_[wrow + sx];
-                                else if (cv->kind == BWD_DATA)
-                                    acc[xrow + xx] += dy * dw_[wrow + sx];
-                                else
-                                    acc[wrow + sx] += dy * dx_[xrow + xx];
-                            }
-                        }
-                    if (cv->kind == FWD)
-                        acc[iy] = s;
-                }
-    free(dx_), free(dw_), free(dy_);
-    /* out = alpha acc + beta out, or the fused forward's act(alpha1 acc + alpha2 z + bias);
-     * every value is read before any is written (z may be y) */
-    double *res = calloc((size_t)nacc + 1, sizeof *res);
-    if (!res) {
-        free(acc);
-        snprintf(why, whylen, "out of host memory");
-        return CUDA_ERROR_LAUNCH_FAILED;
-    }
-    for (int64_t i = 0; i < nacc; i++) {
-        int64_t o = w_at(W, i);
-        if (cv->kind != BWD_FILTER) {
-            const struct cudnnTensorStruct *T = cv->kind == FWD ? Y : X;
-            int64_t w_ = i % T->w, h_ = i / T->w % T->h, c_ = i / T->w / T->h % T->c;
-            int64_t n_ = i / T->w / T->h / T->c;
-            o = at(T, n_, c_, h_, w_);
-            if (cv->fused) {
-                double v = cv->alpha * acc[i] + cv->beta * fk_load(cv->zp, at(&cv->z, n_, c_, h_, w_), t) +
-                           fk_load(cv->biasp, at(&cv->bias, 0, c_, 0, 0), t);
-                res[i] = cv->relu && !(v > 0) ? 0 : v;
-                continue;
-            }
-        }
-        res[i] = cv->alpha * acc[i] + (cv->beta != 0 ? cv->beta * fk_load(cv->out, o, t) : 0);
-    }
-    for (int64_t i = 0; i < nacc; i++) {
-        int64_t o = w_at(W, i);
-        if (cv->kind != BWD_FILTER) {
-            const struct cudnnTensorStruct *T = cv->kind == FWD ? Y : X;
-            o = at(T, i / T->w / T->h / T->c, i / T->w / T->h % T->c, i / T->w % T->h, i % T->w);
-        }
-        fk_store(cv->out, o, t, res[i]);
-    }
-    free(acc);
-    free(res);
     return 0;
 }
 
@@ -616,21 +790,59 @@ static cudnnStatus_t issue(cudnnHandle_t handle, conv *cv, const char *who, void
         free(cv);
         return CUDNN_STATUS_EXECUTION_FAILED;
     }
+    /* the algorithm must run the problem (what cudnnGet*WorkspaceSize says of
+       it), within the workspace given: cuDNN documents no status for a
+       workspace too small, BAD_PARAM is the one for arguments that do not fit */
+    size_t need = 0;
+    int det;
+    const char *why;
+    st = algo_need(cv->kind, cv->algo, &cv->pb, &need, &det, &why);
+    if (st) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "algorithm %d: %s", cv->algo, why);
+        free(cv);
+        return st == CUDNN_STATUS_NOT_SUPPORTED ? not_supported(who, msg) : bad(who, msg);
+    }
+    if (wsbytes < need) {
+        fprintf(stderr, "fakecuda: %s: %zu bytes of workspace, algorithm %d needs %zu (%s)\n", who,
+                wsbytes, cv->algo, need,
+                cv->kind == FWD ? "cudnnGetConvolutionForwardWorkspaceSize"
+                : cv->kind == BWD_DATA ? "cudnnGetConvolutionBackwardDataWorkspaceSize"
+                                       : "cudnnGetConvolutionBackwardFilterWorkspaceSize");
+        free(cv);
+        return CUDNN_STATUS_BAD_PARAM;
+    }
     if (!operands_ok(cv, who) || (wsbytes && fk_check_range(cv->dev, ws, wsbytes, who, "workspace"))) {
         free(cv);
         return CUDNN_STATUS_BAD_PARAM;
     }
+    /* the handle's first convolution sets cuDNN up (loads its engines'
+       kernels, allocates), which a stream capture cannot hold: refused, and
+       the capture invalidated, as the setup's synchronizing calls would */
+    int capturing = fk_stream_capture((CUstream)handle->stream) != 0;
+    if (!handle->warm && capturing) {
+        fprintf(stderr, "fakecuda: %s: not supported: the handle's first convolution is inside a "
+                "stream capture, where cuDNN's setup (loading kernels, allocating) cannot run; "
+                "issue one outside the capture first\n", who);
+        fk_capture_refuse((CUstream)handle->stream);
+        free(cv);
+        return CUDNN_STATUS_NOT_SUPPORTED;
+    }
     fk_task *t = fk_task_new(who, conv_run, NULL, cv, free, NULL);
     fk_task_cost(t, cv->pb.w.krsc ? FK_COST_LIBRARY_NHWC : FK_COST_LIBRARY);
-    return fk_enqueue((CUstream)handle->stream, t) ? CUDNN_STATUS_EXECUTION_FAILED : CUDNN_STATUS_SUCCESS;
+    if (fk_enqueue((CUstream)handle->stream, t))
+        return CUDNN_STATUS_EXECUTION_FAILED;
+    handle->warm |= !capturing;
+    return CUDNN_STATUS_SUCCESS;
 }
 
-static conv *conv_new(int kind, const void *alpha, const void *beta)
+static conv *conv_new(int kind, int algo, const void *alpha, const void *beta)
 {
     conv *cv = calloc(1, sizeof *cv);
     if (!cv)
         return NULL;
     cv->kind = kind;
+    cv->algo = algo;
     memcpy(&cv->alpha, alpha, 4);
     memcpy(&cv->beta, beta, 4);
     return cv;
@@ -644,15 +856,14 @@ EXPORT cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void *a
                                              size_t workSpaceSizeInBytes, const void *beta,
                                              const cudnnTensorDescriptor_t yDesc, void *y)
 {
-    (void)algo;
     if (!handle || !alpha || !beta || !xDesc || !wDesc || !convDesc || !yDesc)
         return CUDNN_STATUS_BAD_PARAM;
-    conv *cv = conv_new(FWD, alpha, beta);
+    conv *cv = conv_new(FWD, (int)algo, alpha, beta);
     if (!cv)
         return CUDNN_STATUS_ALLOC_FAILED;
     cv->pb = (problem){.x = *xDesc, .y = *yDesc, .w = *wDesc, .cv = *convDesc};
     cv->x = x, cv->w = w, cv->out = y;
-    return issue(handle, cv, "cudnnConvolutionForward", workSpace, workSpaceSizeInBytes);
+    return issue(handle, cv, kind_name[FWD], workSpace, workSpaceSizeInBytes);
 }
 
 EXPORT cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void *alpha,
@@ -663,15 +874,14 @@ EXPORT cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const vo
                                                   size_t workSpaceSizeInBytes, const void *beta,
                                                   const cudnnTensorDescriptor_t dxDesc, void *dx)
 {
-    (void)algo;
     if (!handle || !alpha || !beta || !dxDesc || !wDesc || !convDesc || !dyDesc)
         return CUDNN_STATUS_BAD_PARAM;
-    conv *cv = conv_new(BWD_DATA, alpha, beta);
+    conv *cv = conv_new(BWD_DATA, (int)algo, alpha, beta);
     if (!cv)
         return CUDNN_STATUS_ALLOC_FAILED;
     cv->pb = (problem){.x = *dxDesc, .y = *dyDesc, .w = *wDesc, .cv = *convDesc};
     cv->w = w, cv->y = dy, cv->out = dx;
-    return issue(handle, cv, "cudnnConvolutionBackwardData", workSpace, workSpaceSizeInBytes);
+    return issue(handle, cv, kind_name[BWD_DATA], workSpace, workSpaceSizeInBytes);
 }
 
 EXPORT cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void *alpha,
@@ -682,15 +892,14 @@ EXPORT cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const 
                                                     size_t workSpaceSizeInBytes, const void *beta,
                                                     const cudnnFilterDescriptor_t dwDesc, void *dw)
 {
-    (void)algo;
     if (!handle || !alpha || !beta || !xDesc || !dwDesc || !convDesc || !dyDesc)
         return CUDNN_STATUS_BAD_PARAM;
-    conv *cv = conv_new(BWD_FILTER, alpha, beta);
+    conv *cv = conv_new(BWD_FILTER, (int)algo, alpha, beta);
     if (!cv)
         return CUDNN_STATUS_ALLOC_FAILED;
     cv->pb = (problem){.x = *xDesc, .y = *dyDesc, .w = *dwDesc, .cv = *convDesc};
     cv->x = x, cv->y = dy, cv->out = dw;
-    return issue(handle, cv, "cudnnConvolutionBackwardFilter", workSpace, workSpaceSizeInBytes);
+    return issue(handle, cv, kind_name[BWD_FILTER], workSpace, workSpaceSizeInBytes);
 }
 
 EXPORT cudnnStatus_t cudnnConvolutionBiasActivationForward(
@@ -724,7 +933,7 @@ EXPORT cudnnStatus_t cudnnConvolutionBiasActivationForward(
     if (biasDesc->n != 1 || biasDesc->c != yDesc->c || biasDesc->h != 1 || biasDesc->w != 1 ||
         biasDesc->type != yDesc->type)
         return bad(who, "bias is not 1xKx1x1 of y's type");
-    conv *cv = conv_new(FWD, alpha1, alpha2);
+    conv *cv = conv_new(FWD, (int)algo, alpha1, alpha2);
     if (!cv)
         return CUDNN_STATUS_ALLOC_FAILED;
     cv->pb = (problem){.x = *xDesc, .y = *yDesc, .w = *wDesc, .cv = *convDesc};

@@ -41,6 +41,10 @@ foreach(lib cublaslt:libcublasLt.so.13 cudnn:libcudnn.so.9 nccl:libnccl.so.2)
   # (RTLD_NODELETE), since work they queued (a captured graph's nodes) points
   # at their code and NCCL's bootstrap thread runs it
 endforeach()
+# the reference of the libraries' results (ref.h), which tests/cg_host.c
+# shares with them
+target_sources(fakecuda_cublaslt PRIVATE ${fk}/ref.c)
+target_sources(fakecuda_cudnn PRIVATE ${fk}/ref.c)
 
 # the fakes through their API, as the executor uses them (tests/test_fakecuda.c)
 add_executable(test_fakecuda ${CMAKE_CURRENT_LIST_DIR}/../test_fakecuda.c)
