@@ -28,8 +28,10 @@
  *      transfers become NCCL calls; a reshape reads its operand's bytes where
  *      no other write lands on them while it is live, else a copy; a constant
  *      is a literal in the kernels that read it.
- *   4. The updates: copies at the end of the steps; at fp16 copies unless a
- *      gradient overflowed, and the loss scale's update.
+ *   4. The updates: in place where nothing reads the target after the node
+ *      that computes its new value (that node then writes it there); else
+ *      copies at the end of the steps; at fp16 copies unless a gradient
+ *      overflowed, and the loss scale's update.
  *   5. Waits: for each step the latest step of the other stream (compute or
  *      communication) whose memory it touches.
  *   6. Modules: each device's kernels, in first use, in translation units of
@@ -884,6 +886,40 @@ static void gen_list(cg_gen *G, int init)
 
 /* ---------------------------------------------------------------- 4. updates */
 
+/* Whether update u's source may be computed in place, straight into its
+ * target: the source is a result of this device stored as the target is, no
+ * node of this device reads the target after the one computing the source
+ * (which may read it, element for element: an optimizer's step, a running
+ * statistic), and no loss scaler must first see whether the step counts. */
+static int update_in_place(cg_gen *G, const ir_update *u)
+{
+    const ir_value *s = u->source, *t = u->target;
+    if (u->device != G->dev || s->kind != IR_VALUE_NODE || s->def->device != G->dev ||
+        G->dtype[s->id] != G->dtype[t->id] || G->p->loss_scale.enabled ||
+        G->D->slot_by_id[t->id] < 0 || G->D->slot_by_id[s->id] < 0)
+        return 0;
+    int k = position(G, s->def);
+    for (int r = G->rstart[t->id]; r < G->rstart[t->id + 1]; r++)
+        if (G->readers[r] > k && G->node_at[G->readers[r]]->device == G->dev)
+            return 0;
+    return 1;
+}
+
+/* The updates computed in place: their sources live at their targets (the
+ * kernels write there, and the value table says so), so no copy follows. */
+static void alias_updates(cg_gen *G)
+{
+    const ir_graph *g = G->g;
+    for (int i = 0; i < g->nupdates; i++) {
+        const ir_update *u = &g->updates[i];
+        if (!update_in_place(G, u))
+            continue;
+        G->alias[u->source->id] = cg_ref_of(G, u->target);
+        G->aliased[u->source->id] = 1;
+        G->D->values[G->D->slot_by_id[u->source->id]].at = G->alias[u->source->id];
+    }
+}
+
 static void gen_updates(cg_gen *G)
 {
     const ir_graph *g = G->g;
@@ -921,6 +957,8 @@ static void gen_updates(cg_gen *G)
         if (u->device != G->dev)
             continue;
         const ir_node *src = u->source->kind == IR_VALUE_NODE ? u->source->def : NULL;
+        if (G->aliased[u->source->id])
+            continue; /* computed in place (alias_updates) */
         if (ls && src && (src->op == IR_OP_SGD || src->op == IR_OP_ADAM)) {
             cg_emit_masked_copy(G, u->target, u->source);
             continue;
@@ -1216,6 +1254,7 @@ cg_program *cg_generate(const ir_graph *g, const mp_plan *mp, const cg_options *
         layout(&G);
         gen_list(&G, 1);
         G.D->init = finish_list(&G, &G.D->ninit);
+        alias_updates(&G);
         gen_list(&G, 0);
         if (!G.failed)
             gen_updates(&G);

@@ -790,8 +790,10 @@ static void emit_map(kb *k, const ir_node *n)
     case IR_OP_RESHAPE:
         if (ir_type_eq(&n->in[0]->type, k->iter))
             set(k, y, a);
-        else /* a reshape heading a kernel: the same element index */
-            set(k, y, at_index(k, n->in[0], k->idx));
+        else /* a reshape heading a kernel: the same element index, so aligned
+                (the result may be the operand's bytes: a view, memplan.c) */
+            set(k, y, cg_const_inline(k->G, n->in[0]) ? opnd(k, n->in[0])
+                      : kstr(k, "ld(%s, %s)", reads(k, n->in[0], 1), k->idx));
         return;
     case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV: {
         static const char ops[] = "+-*/";
@@ -1624,6 +1626,22 @@ static int channel_threads(int64_t count)
     return count >= 65536 ? 1024 : count >= 4096 ? 512 : count >= 256 ? 256 : 64;
 }
 
+/* Element ix of r set to val by one thread, val reading element ix of old
+ * and nothing else of it, nor any other thread ix of either: a running
+ * statistic's update, which may then be computed in place (old and r one
+ * buffer: codegen.c alias_updates) as an elementwise kernel's. */
+static void store_own(kb *k, const ir_value *r, const ir_value *old, const char *ix,
+                      const char *fmt, double a, double b, const char *x)
+{
+    if (!needs_store(k, r))
+        return;
+    int unaligned = k->unaligned;
+    k->unaligned = 0;
+    const char *o = reads(k, old, 1), *w = writes(k, r, 1);
+    k->unaligned = unaligned;
+    line(k, fmt, w, ix, dlit(k, a), o, ix, dlit(k, b), x);
+}
+
 static int64_t sp_batchnorm_train(kb *k, const ir_node *n)
 {
     const ir_type *t = &n->in[0]->type;
@@ -1648,10 +1666,10 @@ static int64_t sp_batchnorm_train(kb *k, const ir_node *n)
     store_other(k, n->out[2], "ch", "(float)is");
     /* PyTorch: the running variance is the unbiased one */
     double unbias = count > 1 ? (double)count / (double)(count - 1) : 1.0;
-    store_other(k, n->out[3], "ch", kstr(k, "(float)(%s * %s + %s * mu)", dlit(k, 1 - m),
-                                         at_index(k, n->in[3], "ch"), dlit(k, m)));
-    store_other(k, n->out[4], "ch", kstr(k, "(float)(%s * %s + %s * var)", dlit(k, 1 - m),
-                                         at_index(k, n->in[4], "ch"), dlit(k, m * unbias)));
+    store_own(k, n->out[3], n->in[3], "ch", "st(%s, %s, (float)(%s * ld(%s, %s) + %s * %s));",
+              1 - m, m, "mu");
+    store_own(k, n->out[4], n->in[4], "ch", "st(%s, %s, (float)(%s * ld(%s, %s) + %s * %s));",
+              1 - m, m * unbias, "var");
     k->indent--;
     line(k, "}");
     line(k, "const float fm = (float)mu, scale = %s * (float)is, shift = %s;",

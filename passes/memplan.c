@@ -12,7 +12,8 @@
  *   can beat) and the total without reuse.
  *
  *   A result computed by an elementwise kernel takes its operand's buffer in
- *   place when that operand is read last there (mp_inplace_operand).
+ *   place when that operand is read last there (mp_inplace_operand); so does
+ *   a reshape's, which is then a view of it.
  *
  * A partitioned program has one arena per device, planned the same way from
  * the nodes of that device (positions stay those of the whole list).
@@ -37,11 +38,14 @@ int64_t mp_value_bytes(const ir_value *v)
 
 /* The operand whose buffer n's result may take over (its last reader being n),
  * or -1: elementwise kernels that read element i of it before they write
- * element i of the result (runtime/exec.c, grad.c). */
+ * element i of the result (runtime/exec.c, grad.c), and a reshape, whose
+ * result is its operand's bytes (then no copy at all: a view). */
 int mp_inplace_operand(const ir_node *n)
 {
     const ir_type *t = &n->out[0]->type;
     switch (n->op) {
+    case IR_OP_RESHAPE:
+        return n->in[0]->type.dtype == t->dtype ? 0 : -1;
     case IR_OP_NEG: case IR_OP_RELU: case IR_OP_SIGMOID: case IR_OP_TANH: case IR_OP_GELU:
     case IR_OP_DROPOUT: case IR_OP_BATCHNORM: case IR_OP_RELU_GRAD: case IR_OP_SIGMOID_GRAD:
     case IR_OP_TANH_GRAD: case IR_OP_GELU_GRAD:

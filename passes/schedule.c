@@ -3,6 +3,11 @@
  * it allocates (memplan.c's sizes), ties broken by the old order.  The new
  * order is kept only if it lowers the peak of live bytes (mp_peak_live).
  *
+ * A node computing an update's new value (an optimizer step, a running
+ * statistic) waits for every other reader of the value it replaces, so that
+ * a backend may compute it in place (codegen.c alias_updates): the order
+ * autodiff writes, the optimizer last, already does.
+ *
  * Expects: a verified graph without fused nodes (run it before fuse; it leaves
  * a fused graph alone).  Guarantees: the graph verifies and computes the same
  * bits (the order of independent nodes changes no result).  Returns the nodes
@@ -36,6 +41,28 @@ int pass_schedule(ir_graph *g, diag *d)
             readers[v->id]++;
             pending[i] += v->kind == IR_VALUE_NODE;
         }
+    /* an update's new value after every other reader of its target: edges
+       from each such reader to the node computing the new value */
+    int nedges = 0, *edge = NULL;
+    for (int u = 0; u < g->nupdates; u++) {
+        const ir_value *s = g->updates[u].source, *t = g->updates[u].target;
+        int to = -1;
+        for (int i = 0; i < nn && s->kind == IR_VALUE_NODE; i++)
+            if (old[i] == s->def)
+                to = i;
+        for (int i = 0; i < nn && to >= 0; i++) {
+            int reads = 0;
+            for (int j = 0; j < old[i]->nin; j++)
+                reads |= old[i]->in[j] == t;
+            if (!reads || i == to)
+                continue;
+            edge = realloc(edge, (size_t)(nedges + 1) * 2 * sizeof *edge);
+            IR_ASSERT(edge);
+            edge[2 * nedges] = i, edge[2 * nedges + 1] = to;
+            nedges++;
+            pending[to]++;
+        }
+    }
     /* values that must survive the program are never freed */
     for (int i = 0; i < g->noutputs; i++)
         readers[g->outputs[i].value->id] += nn;
@@ -73,6 +100,8 @@ int pass_schedule(ir_graph *g, diag *d)
         const ir_node *n = old[best];
         for (int j = 0; j < n->nin; j++)
             readers[n->in[j]->id]--;
+        for (int e = 0; e < nedges; e++)
+            pending[edge[2 * e + 1]] -= edge[2 * e] == best;
         for (int i = 0; i < nn; i++)
             if (!done[i])
                 for (int j = 0; j < old[i]->nin; j++)
@@ -101,5 +130,6 @@ int pass_schedule(ir_graph *g, diag *d)
     free(pending);
     free(readers);
     free(done);
+    free(edge);
     return moved;
 }

@@ -54,6 +54,16 @@ if [ "$nvrtc" = ON ]; then
     expect 0 "$gnc" inspect kwarm.gnc
     has "cuda: bf16, "; has "archs sm_80"; has "ptx compute_80 "
     grep -qF "cubin sm_90" <<<"$out" && bad "--arch sm_80 gave an sm_90 cubin" || ok
+    # the training step moves no bytes it need not: parameters, optimizer state
+    # and running statistics updated in place, flatten a view (no copy steps)
+    n=$(grep -cE "^ +[0-9]+ copy " <<<"$out")
+    [ "$n" = 0 ] && ok || bad "lenet's training step on 2 devices copies $n times"
+    expect 0 "$gnc" compile "$src/models/resnet18.net" --train -D batch=4 --precision bf16 \
+        --arch sm_80 -o rn.gnc
+    expect 0 "$gnc" inspect rn.gnc
+    n=$(grep -cE "^ +[0-9]+ copy " <<<"$out")
+    [ "$n" = 0 ] && ok || bad "resnet18's bf16 training step copies $n times"
+    grep -q "update %" <<<"$out" && bad "an update copied back" || ok
     expect 0 "$gnc" compile "$lenet" "${K[@]}" --no-kernels -o knone.gnc
     expect 0 "$gnc" inspect knone.gnc; has "kernels: none"
     if [ "$(stat -c %s knone.gnc)" -lt "$(stat -c %s kwarm.gnc)" ]; then ok; else bad "--no-kernels plan not smaller"; fi
