@@ -3,7 +3,9 @@
 # every op, every kind of fused node, whole lenet and mlp programs, the status
 # word and fp16 loss scaling (tests/test_codegen.c).
 find_program(GNC_HOST_CXX NAMES c++ g++ clang++ DOC "the host C++ compiler of the codegen emulation tests")
-add_executable(test_codegen ${CMAKE_CURRENT_LIST_DIR}/test_codegen.c ${CMAKE_CURRENT_LIST_DIR}/cg_host.c)
+add_executable(test_codegen ${CMAKE_CURRENT_LIST_DIR}/test_codegen.c ${CMAKE_CURRENT_LIST_DIR}/cg_host.c
+               ${CMAKE_CURRENT_LIST_DIR}/gpu/gpu_env.c)
+target_include_directories(test_codegen PRIVATE ${CMAKE_CURRENT_LIST_DIR} ${CMAKE_CURRENT_LIST_DIR}/gpu)
 target_compile_definitions(test_codegen PRIVATE GNC_HOST_CXX="${GNC_HOST_CXX}"
                            GNC_TESTS_DIR="${CMAKE_CURRENT_LIST_DIR}")
 target_link_libraries(test_codegen PRIVATE gnc_codegen gnc_frontend gnc_passes gnc_runtime ${CMAKE_DL_LIBS} m)

@@ -31,7 +31,12 @@
  *   |got - ref| <= atol + rtol |ref|
  * per case; a failure names the case, the value and its first mismatches.
  *
- *   test_codegen SOURCE_DIR WORK_DIR [-v] */
+ *   test_codegen SOURCE_DIR WORK_DIR [-v] [--gpu [--fake DIR]] [--only TEXT]
+ *
+ * --gpu runs the cases of 1 to 3 on the GPU executor instead (on a GPU, or on
+ * the stand-ins of --fake DIR; tools/gpu_check.sh's step 3), against the same
+ * references within the same tolerances; --only runs the cases whose names
+ * hold TEXT.  Without a GPU, --gpu exits 77 (skipped). */
 #include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
@@ -40,6 +45,7 @@
 #include <string.h>
 
 #include "cg_host.h"
+#include "gpu_env.h"
 #include "codegen.h"
 #include "exec.h"
 #include "frontend.h"
@@ -592,6 +598,78 @@ static int compare_value(run *r, rt_exec *x, cg_host_mem *m, int d, const ir_val
     }
     free(got);
     return ok;
+}
+
+/* The same run on the GPU executor (--gpu: a real GPU, or the stand-ins with
+ * --fake DIR), compiled by NVRTC, launched step by step, its outputs, loss
+ * and updated values against the CPU executor's within the run's tolerance
+ * (the emulation's: what the host checks, a GPU must meet). */
+static void check_gpu(const gpu_env *env, run *r)
+{
+    char err[1024];
+    const ir_graph *g = r->g;
+    rt_exec *x = rt_exec_new(g, err, sizeof err);
+    gpu_run *gr = NULL;
+    if (!x || cg_compile(r->p, NULL, NULL, err, sizeof err) ||
+        !(gr = gpu_open(env, r->p, NULL, 1, err, sizeof err))) {
+        fail(r->what, "%s", err);
+        rt_exec_free(x);
+        return;
+    }
+    int ok = 1;
+    for (int i = 0; i < g->ninputs && ok; i++) {
+        fill(g, g->inputs[i], rt_exec_data(x, g->inputs[i]), 1);
+        ok = !rt_cuda_write(gr->x, -1, g->inputs[i], rt_exec_data(x, g->inputs[i]), err,
+                            sizeof err);
+    }
+    if (r->model)
+        rt_exec_init_params(x, 3);
+    for (int i = 0; i < g->nparams && ok; i++) {
+        if (!r->model)
+            fill(g, g->params[i], rt_exec_data(x, g->params[i]), 2);
+        rt_exec_weights_changed(x);
+        ok = !rt_cuda_holds(gr->x, g->params[i]) ||
+             !rt_cuda_write(gr->x, -1, g->params[i], rt_exec_data(x, g->params[i]), err,
+                            sizeof err);
+    }
+    ok = ok && !rt_exec_run(x, err, sizeof err) && !rt_cuda_run(gr->x, err, sizeof err);
+    if (!ok)
+        fail(r->what, "%s", err);
+    const ir_value *check_vals[1024];
+    int dev[1024], n = 0;
+    for (int i = 0; ok && i < g->noutputs && n < 1024; i++, n++) {
+        check_vals[n] = g->outputs[i].value;
+        dev[n] = check_vals[n]->kind == IR_VALUE_NODE ? check_vals[n]->def->device : 0;
+    }
+    if (ok && g->loss && n < 1024)
+        check_vals[n] = g->loss, dev[n++] = g->loss->def->device;
+    for (int i = 0; ok && i < g->nupdates && n < 1024; i++, n++)
+        check_vals[n] = g->updates[i].target, dev[n] = g->updates[i].device;
+    for (int i = 0; ok && i < n; i++) {
+        const ir_value *v = check_vals[i];
+        size_t bytes = value_size(v);
+        void *got = malloc(bytes ? bytes : 1);
+        if (rt_cuda_read(gr->x, dev[i], v, got, err, sizeof err)) {
+            fail(r->what, "%%%s: %s", v->name, err);
+            ok = 0;
+        } else if (is_float(v->type.dtype)) {
+            ok = compare(r->what, v->name, got, rt_exec_data(x, v), ir_type_numel(&v->type),
+                         r->atol, r->rtol);
+        } else if (memcmp(got, rt_exec_data(x, v), bytes) != 0) {
+            printf("FAIL %s: %%%s: integers differ\n", r->what, v->name);
+            ok = 0;
+        }
+        free(got);
+    }
+    if (ok) {
+        npassed++;
+        if (verbose)
+            printf("ok %s (GPU)\n", r->what);
+    } else if (!ok) {
+        nfailed++;
+    }
+    gpu_close(gr);
+    rt_exec_free(x);
 }
 
 /* The program on the host against the CPU executor on the same graph. */
@@ -1294,12 +1372,27 @@ static void check_alignment(const char *relu_ir)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: test_codegen SOURCE_DIR WORK_DIR [-v]\n");
+        fprintf(stderr, "usage: test_codegen SOURCE_DIR WORK_DIR [-v] [--gpu [--fake DIR]] "
+                "[--only TEXT]\n");
         return 2;
     }
-    const char *src = argv[1];
+    const char *src = argv[1], *fake = NULL, *only = NULL;
+    int on_gpu = 0;
     workdir = argv[2];
-    verbose = argc > 3 && strcmp(argv[3], "-v") == 0;
+    for (int i = 3; i < argc; i++) {
+        if (strcmp(argv[i], "-v") == 0)
+            verbose = 1;
+        else if (strcmp(argv[i], "--gpu") == 0)
+            on_gpu = 1;
+        else if (strcmp(argv[i], "--fake") == 0 && i + 1 < argc)
+            fake = argv[++i];
+        else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
+            only = argv[++i];
+        else {
+            fprintf(stderr, "test_codegen: unknown argument '%s'\n", argv[i]);
+            return 2;
+        }
+    }
     rt_set_threads(1);
 
     run *runs[1024];
@@ -1561,6 +1654,27 @@ int main(int argc, char **argv)
     if (rls)
         runs[nruns++] = rls;
 
+    /* --only TEXT: the runs whose names hold it (the rest made, not run) */
+    for (int i = 0; only && i < first_state; i++)
+        runs[i]->compile_only |= !strstr(runs[i]->what, only);
+    if (on_gpu) { /* the same runs on the GPU executor instead of the host */
+        gpu_env env;
+        char why[1024];
+        int rc = gpu_env_init(&env, fake, workdir, why, sizeof why);
+        if (rc) {
+            printf("%s: %s\n", rc == 77 ? "skipped" : "FAIL", why);
+            return rc == 77 ? 77 : 1;
+        }
+        for (int i = 0; i < first_state; i++)
+            if (!runs[i]->compile_only)
+                check_gpu(&env, runs[i]);
+        gpu_env_free(&env);
+        for (int i = 0; i < nruns; i++)
+            run_free(runs[i]);
+        printf("%d passed, %d failed (on the %s)\n", npassed, nfailed,
+               fake ? "stand-ins" : "GPU");
+        return nfailed ? 1 : 0;
+    }
     cg_program *progs[1024];
     for (int i = 0; i < nruns; i++) {
         runs[i]->prog = i;

@@ -197,7 +197,7 @@ step() {
 
 step gpu 30 "the GPU, its driver and memory" gpu_info
 step gpu-tests 240 "test_gpu_ops and test_gpu_train (ctest -L gpu)" gpu_tests
-only=(); [ $fake = 1 ] && only=(--only "relu")
+only=(); [ $fake = 1 ] && only=(--only "relu") # the stand-ins emulate on the host: a sample
 step ops 150 "every op at fp32, tf32, bf16 and fp16 against the CPU executor" \
     "$(test_bin test_codegen)" "$root" "$work" --gpu "${fk[@]}" "${only[@]}"
 step convs 150 "resnet18 (stand-ins: lenet), each convolution way, inference and training" \
