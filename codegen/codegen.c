@@ -172,6 +172,23 @@ static int passes_through(ir_op op)
     }
 }
 
+/* Whether v is a convolution's filter gradient that only optimizer steps
+ * read (no sum, no communication): kept as the 16-bit call writes it (exact:
+ * float of it is the same value), so no cast follows the call and the step
+ * reads it converting. */
+static int lowp_filter_grad(const cg_gen *G, const ir_value *v)
+{
+    if (v->kind != IR_VALUE_NODE || v->def->op != IR_OP_CONV2D_GRAD_WEIGHT || G->external[v->id] ||
+        G->rstart[v->id] == G->rstart[v->id + 1])
+        return 0;
+    for (int r = G->rstart[v->id]; r < G->rstart[v->id + 1]; r++) {
+        const ir_node *m = G->node_at[G->readers[r]];
+        if ((m->op != IR_OP_SGD && m->op != IR_OP_ADAM) || m->in[1] != v || m->in[0] == v)
+            return 0;
+    }
+    return 1;
+}
+
 static void classify(cg_gen *G)
 {
     const ir_graph *g = G->g;
@@ -190,10 +207,11 @@ static void classify(cg_gen *G)
         keep[i] |= G->external[i] | G->weight[i];
     ir_for_each_node(g, n) {
         for (int k = 0; k < n->nout; k++)
-            keep[n->out[k]->id] |= (unsigned char)keeps_f32(n, k);
+            keep[n->out[k]->id] |= (unsigned char)(keeps_f32(n, k) &&
+                                                   !lowp_filter_grad(G, n->out[k]));
         if (n->op == IR_OP_SGD || n->op == IR_OP_ADAM)
             for (int k = 0; k < n->nin; k++)
-                keep[n->in[k]->id] = 1;
+                keep[n->in[k]->id] |= (unsigned char)!(k == 1 && lowp_filter_grad(G, n->in[k]));
         /* one buffer in place: one dtype */
         int k = n->nout == 1 ? mp_inplace_operand(n) : -1;
         if (k >= 0 && n->in[k]->kind == IR_VALUE_NODE &&
@@ -390,12 +408,19 @@ static cg_ref shadow(cg_gen *G, const ir_value *v, ir_dtype dt, int krsc, const 
         const char *what = cg_pprintf(G->p, "%%%s%s as %s", v->name, krsc ? " channels-last" : "",
                                       ir_dtype_name(dt));
         const int64_t *d = v->type.dims;
-        if (krsc)
+        if (krsc) {
             cg_emit_transpose(G, by, what, cg_ref_of(G, v), G->dtype[v->id], D->values[slot].at,
                               dt, d[0], d[1], d[2] * d[3]);
-        else
+        } else if (G->init) {
             cg_emit_cast(G, by, what, cg_ref_of(G, v), G->dtype[v->id], D->values[slot].at, dt,
                          ir_type_numel(&v->type));
+        } else { /* with the run's other shadows, in one launch before the first reader */
+            if (!G->ncasts)
+                G->casts_at = G->nlist;
+            G->casts = cg_xrealloc(G->casts, (size_t)(G->ncasts + 1) * sizeof *G->casts);
+            G->casts[G->ncasts++] = (cg_cast){cg_ref_of(G, v), D->values[slot].at,
+                                              G->dtype[v->id], dt, ir_type_numel(&v->type)};
+        }
     }
     return D->values[slot].at;
 }
@@ -859,6 +884,64 @@ static int in_init(cg_gen *G, const ir_node *n)
     return 0;
 }
 
+/* Whether n is an optimizer's step standing alone, which one launch may make
+ * with the steps after it (cg_emit_multi). */
+static int multi_step(cg_gen *G, const ir_node *n)
+{
+    return !G->init && !n->group && (n->op == IR_OP_SGD || n->op == IR_OP_ADAM) &&
+           n->device == G->dev;
+}
+
+/* The optimizer's steps from n on that run back to back on this device (the
+ * scheduler leaves them so: passes/schedule.c), into m: the last of them. */
+static const ir_node *optimizer_run(cg_gen *G, const ir_node *n, const ir_node **m, int *nm)
+{
+    enum { MOST = 120 }; /* tensors a launch: their pointers within CUDA's 4 KiB */
+    const ir_node *last = n;
+    *nm = 0;
+    for (const ir_node *x = n; x && *nm < MOST; x = x->next) {
+        if (x->device != G->dev)
+            continue;
+        if (!multi_step(G, x) || x->op != n->op)
+            break;
+        m[(*nm)++] = last = x;
+    }
+    return last;
+}
+
+/* The run's shadows, made in one launch (a few if there are very many)
+ * where the first was asked for: steps after it move one down, and the step
+ * numbers their kernels report in the status word with them.  Safe so early:
+ * a shadow's source, a parameter or an input, does not change before the
+ * optimizer's steps at the run's end, and its bytes are its own. */
+static void flush_casts(cg_gen *G)
+{
+    enum { MOST = 120 }; /* tensors a launch: their pointers within CUDA's 4 KiB */
+    for (int first = 0; first < G->ncasts; first += MOST) {
+        int n = G->ncasts - first < MOST ? G->ncasts - first : MOST, at = G->casts_at + first / MOST;
+        int before = G->nlist;
+        cg_emit_casts(G, NULL, cg_pprintf(G->p, "%d shadows (16-bit copies) in one launch",
+                                                   n), G->casts + first, n);
+        if (G->nlist == before)
+            break; /* refused, said why */
+        cg_pending moved = G->list[G->nlist - 1];
+        memmove(&G->list[at + 1], &G->list[at], (size_t)(G->nlist - 1 - at) * sizeof *G->list);
+        G->list[at] = moved;
+        for (int s = at + 1; s < G->nlist; s++) {
+            cg_step *st = &G->list[s].step;
+            for (int a = 0; st->kind == CG_STEP_KERNEL && a + 1 < st->u.launch.nargs; a++) {
+                cg_arg *g = st->u.launch.args;
+                if (g[a].kind == CG_ARG_BUFFER && g[a].buf.region == G->D->status.region &&
+                    g[a].buf.offset == G->D->status.offset && g[a + 1].kind == CG_ARG_I64)
+                    g[a + 1].i++;
+            }
+        }
+    }
+    free(G->casts);
+    G->casts = NULL;
+    G->ncasts = 0;
+}
+
 static void gen_list(cg_gen *G, int init)
 {
     const ir_graph *g = G->g;
@@ -878,10 +961,22 @@ static void gen_list(cg_gen *G, int init)
         while (last->group && last->next && last->next->group == last->group &&
                last->next->device == G->dev && G->weight[last->next->out[0]->id] == w)
             m[nm++] = last = last->next;
+        if (multi_step(G, n) && (last = optimizer_run(G, n, m, &nm)) && nm > 1 &&
+            cg_emit_multi(G, m, nm) == 0) {
+            n = last->next;
+            continue;
+        }
+        last = n;
+        nm = 1;
+        while (last->group && last->next && last->next->group == last->group &&
+               last->next->device == G->dev && G->weight[last->next->out[0]->id] == w)
+            m[nm++] = last = last->next;
         gen_unit(G, m, nm);
         n = last->next;
     }
     free(m);
+    if (!init && !G->failed)
+        flush_casts(G);
 }
 
 /* ---------------------------------------------------------------- 4. updates */

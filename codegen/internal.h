@@ -65,6 +65,13 @@ typedef struct {
     cg_access *access;
 } cg_pending;
 
+/* n elements from src (as sdt) to dst (as ddt): a cast to make. */
+typedef struct {
+    cg_ref src, dst;
+    ir_dtype sdt, ddt;
+    int64_t n;
+} cg_cast;
+
 typedef struct cg_gen {
     const ir_graph *g;
     const mp_plan *mp;
@@ -92,6 +99,9 @@ typedef struct cg_gen {
     cg_ref *alias;              /* by value id: read from here instead (a free reshape) */
     unsigned char *aliased;
     unsigned char *shadow_fresh;/* by value id: its shadow is up to date in this list */
+    cg_cast *casts;             /* the run's 16-bit shadows still to make, all in one
+                                   launch at casts_at (codegen.c flush_casts) */
+    int ncasts, casts_at;
     int *dev_kernels;           /* the kernels this device uses, first use first */
     int ndev_kernels, capdev_kernels;
 
@@ -156,6 +166,12 @@ int cg_is_map(const ir_node *n);
  * or -1 when the kernel would write memory it reads at other elements (the
  * caller splits it). */
 int cg_emit_kernel(cg_gen *G, const ir_node *const *m, int nm, int special);
+/* One launch for map ops m[0 .. nm-1], each standing alone (the optimizer's
+ * steps of many parameters): 0, or -1 (nothing emitted) when their accesses
+ * would be unsafe in one kernel. */
+int cg_emit_multi(cg_gen *G, const ir_node *const *m, int nm);
+/* casts[0 .. n-1] in one launch (blocks per tensor), a step of node by. */
+void cg_emit_casts(cg_gen *G, const ir_node *by, const char *what, const cg_cast *casts, int n);
 /* The most elements a generated kernel indexes in int: 2^31 less a margin,
  * because the threads of a grid's last block compute their index (up to a
  * block of 1024 threads of 4 elements past the end) before they test it.

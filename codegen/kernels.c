@@ -32,7 +32,7 @@
 
 #include "internal.h"
 
-#define MAX_PARAMS 96
+#define MAX_PARAMS 480     /* a multi-tensor kernel's pointers: 3840 of CUDA's 4096 bytes */
 #define MAX_NAMES 512
 
 typedef struct {
@@ -891,12 +891,14 @@ static void emit_map(kb *k, const ir_node *n)
     case IR_OP_ADAM: {
         double b1 = ir_attr_float(n, "beta1"), b2 = ir_attr_float(n, "beta2");
         const char *lr = tmp(k, "adam_lr"), *ss = tmp(k, "step_size"), *bc2 = tmp(k, "bc2");
+        const char *t = tmp(k, "t");
         cg_sb_printf(&k->pre, "    const float %s = %s;\n", lr, at_index(k, n->in[4], "0"));
-        cg_sb_printf(&k->pre, "    const double t = (double)(%s + 1);\n", at_index(k, n->in[5], "0"));
-        cg_sb_printf(&k->pre, "    const float %s = (float)(%s / (1.0 - pow(%s, t)));\n", ss, lr,
-                     dlit(k, b1));
-        cg_sb_printf(&k->pre, "    const float %s = (float)sqrt(1.0 - pow(%s, t));\n", bc2,
-                     dlit(k, b2));
+        cg_sb_printf(&k->pre, "    const double %s = (double)(%s + 1);\n", t,
+                     at_index(k, n->in[5], "0"));
+        cg_sb_printf(&k->pre, "    const float %s = (float)(%s / (1.0 - pow(%s, %s)));\n", ss, lr,
+                     dlit(k, b1), t);
+        cg_sb_printf(&k->pre, "    const float %s = (float)sqrt(1.0 - pow(%s, %s));\n", bc2,
+                     dlit(k, b2), t);
         const char *q = tmp(k, "param"), *d = tmp(k, "dir"), *mm = tmp(k, "m2"), *vv = tmp(k, "v2");
         float wd = (float)ir_attr_float(n, "weight_decay");
         line(k, "float %s = %s, %s = %s;", q, opnd(k, n->in[0]), d, opnd(k, n->in[1]));
@@ -1925,6 +1927,58 @@ static int special_kernel(kb *k)
     return finish(k, kernel_base(k, NULL), k->nt, grid, 0, n, kernel_what(k));
 }
 
+/* One launch for nodes m[0 .. nm-1], each a map op on its own (an optimizer
+ * step of each parameter): blocks [start[t], start[t + 1]) run node t, 256
+ * elements a block, with the code the node alone would have (apex's
+ * multi_tensor_apply, llm.c's fused update).  Returns -1 when its accesses
+ * are unsafe (nothing added). */
+static int multi_map_kernel(kb *k, const ir_node *const *m, int nm)
+{
+    int64_t start = 0, most = 0;
+    for (int t = 0; t < nm; t++)
+        most = ir_type_numel(&m[t]->out[0]->type) > most ? ir_type_numel(&m[t]->out[0]->type) : most;
+    k->itype = index_type(most);
+    k->vec = 1;
+    k->array = 0;
+    for (int t = 0; t < nm; t++) {
+        k->m = m + t, k->nm = 1;
+        k->iter = &m[t]->out[0]->type;
+        int64_t n = ir_type_numel(k->iter), blocks = div_up(n, 256);
+        line(k, "if (blockIdx.x < %lld) { /* %%%s */", (long long)(start + blocks),
+             cg_name(m[t]->out[0]));
+        k->indent++;
+        line(k, "const %s i = (%s)(blockIdx.x - %lld) * 256 + threadIdx.x;", k->itype, k->itype,
+             (long long)start);
+        line(k, "if (i >= %lld)", (long long)n);
+        line(k, "    return;");
+        emit_map(k, m[t]);
+        for (int j = 0; j < m[t]->nout; j++) {
+            const ir_value *v = m[t]->out[j];
+            if (needs_store(k, v))
+                line(k, "st(%s, i, %s);", writes(k, v, 1), k->reg_name[reg_slot(k, v)]);
+        }
+        line(k, "return;");
+        k->indent--;
+        line(k, "}");
+        start += blocks;
+    }
+    if (k->pre.len)
+        body_prepend(k, &k->pre);
+    k->m = m, k->nm = nm;
+    const char *what = cg_pprintf(k->G->p, "%s of %d tensors (one launch)", ir_ops[m[0]->op].name,
+                                  nm);
+    return finish(k, kstr(k, "multi_%s", ir_ops[m[0]->op].name), 256, start, 1, m[0], what);
+}
+
+int cg_emit_multi(cg_gen *G, const ir_node *const *m, int nm)
+{
+    kb k;
+    kb_init(&k, G, m, nm, -1, "one launch for several tensors:");
+    int rc = multi_map_kernel(&k, m, nm);
+    kb_free(&k);
+    return rc;
+}
+
 int cg_emit_kernel(cg_gen *G, const ir_node *const *m, int nm, int sp)
 {
     kb k;
@@ -1935,6 +1989,52 @@ int cg_emit_kernel(cg_gen *G, const ir_node *const *m, int nm, int sp)
 }
 
 /* ---------------------------------------------------------------- the program's own */
+
+void cg_emit_casts(cg_gen *G, const ir_node *by, const char *what, const cg_cast *c, int n)
+{
+    cg_sb t = {0};
+    cg_sb_printf(&t, "/* %d tensors to other types, blocks of 256 elements per tensor */\n"
+                 "GNC_KERNEL void __launch_bounds__(256) @K@(", n);
+    for (int i = 0; i < n; i++)
+        cg_sb_printf(&t, "%sconst %s *__restrict__ s%d, %s *__restrict__ d%d", i ? ", " : "",
+                     cg_ctype(c[i].sdt), i, cg_ctype(c[i].ddt), i);
+    cg_sb_printf(&t, ")\n{\n");
+    int64_t blocks = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t b = div_up(c[i].n, 256);
+        cg_sb_printf(&t, "    if (blockIdx.x < %lld) {\n"
+                     "        const i64 i = ((i64)blockIdx.x - %lld) * 256 + threadIdx.x;\n"
+                     "        if (i < %lld)\n            st(d%d, i, ld(s%d, i));\n"
+                     "        return;\n    }\n", (long long)(blocks + b), (long long)blocks,
+                     (long long)c[i].n, i, i);
+        blocks += b;
+    }
+    cg_sb_printf(&t, "}\n");
+    if (!cg_grid_fits(G, by, what, blocks, 1, 1)) {
+        cg_sb_free(&t);
+        return;
+    }
+    int kernel = cg_add_kernel(G, "", t.s, NULL, 0, "multi_cast", by, 1, 256);
+    cg_sb_free(&t);
+    cg_step st = {.kind = CG_STEP_KERNEL, .node = by, .what = what};
+    cg_launch *l = &st.u.launch;
+    l->kernel = kernel;
+    l->grid[0] = (unsigned)blocks, l->grid[1] = l->grid[2] = 1;
+    l->block[0] = 256, l->block[1] = l->block[2] = 1;
+    l->nargs = 2 * n;
+    l->args = cg_palloc(G->p, (size_t)(2 * n) * sizeof *l->args);
+    cg_access *acc = cg_xmalloc((size_t)(2 * n) * sizeof *acc);
+    for (int i = 0; i < n; i++) {
+        l->args[2 * i] = (cg_arg){CG_ARG_BUFFER, c[i].src, 0, 0};
+        l->args[2 * i + 1] = (cg_arg){CG_ARG_BUFFER, c[i].dst, 0, 0};
+        acc[2 * i] = (cg_access){c[i].src, c[i].n * (int64_t)cg_dtype_size(c[i].sdt), 0, 1,
+                                 c[i].sdt};
+        acc[2 * i + 1] = (cg_access){c[i].dst, c[i].n * (int64_t)cg_dtype_size(c[i].ddt), 1, 1,
+                                     c[i].ddt};
+    }
+    cg_add_step(G, &st, acc, 2 * n);
+    free(acc);
+}
 
 /* n elements of one type into another: one kernel per pair of types, n an argument. */
 void cg_emit_cast(cg_gen *G, const ir_node *n, const char *what, cg_ref src, ir_dtype sdt,

@@ -6,7 +6,10 @@
  * A node computing an update's new value (an optimizer step, a running
  * statistic) waits for every other reader of the value it replaces, so that
  * a backend may compute it in place (codegen.c alias_updates): the order
- * autodiff writes, the optimizer last, already does.
+ * autodiff writes, the optimizer last, already does.  The optimizer's steps
+ * are taken only when nothing else is ready, so they run together at the end
+ * (one launch for all: codegen.c cg_emit_multi), the gradients kept until
+ * then.
  *
  * Expects: a verified graph without fused nodes (run it before fuse; it leaves
  * a fused graph alone).  Guarantees: the graph verifies and computes the same
@@ -72,12 +75,17 @@ int pass_schedule(ir_graph *g, diag *d)
         readers[g->updates[i].source->id] += nn;
     /* greedy, O(n^2): fine for graphs of thousands of nodes */
     for (int step = 0; step < nn; step++) {
-        int best = -1;
+        int best = -1, best_later = 0;
         int64_t best_gain = 0;
         for (int i = 0; i < nn; i++) {
             if (done[i] || pending[i])
                 continue;
             const ir_node *n = old[i];
+            /* the optimizer's steps last, together: one launch can make them
+               all (codegen.c cg_emit_multi), for their gradients' bytes */
+            int later = n->op == IR_OP_SGD || n->op == IR_OP_ADAM;
+            if (best >= 0 && later && !best_later)
+                continue;
             int64_t gain = 0;
             for (int j = 0; j < n->nout; j++)
                 gain -= mp_value_bytes(n->out[j]);
@@ -89,9 +97,10 @@ int pass_schedule(ir_graph *g, diag *d)
                 if (v->kind == IR_VALUE_NODE && last_reader)
                     gain += mp_value_bytes(v);
             }
-            if (best < 0 || gain > best_gain) {
+            if (best < 0 || (best_later && !later) || gain > best_gain) {
                 best = i;
                 best_gain = gain;
+                best_later = later;
             }
         }
         IR_ASSERT(best >= 0);

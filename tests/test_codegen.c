@@ -1615,17 +1615,32 @@ int main(int argc, char **argv)
         if (r)
             runs[nruns++] = r, r->model = 1;
         if (r) {
+            /* each shadow made by one kernel a step (the image's among the
+               run's 16-bit copies in one launch) and read by library calls */
             int nhwc = impl == CG_CONV_CUDNN_NHWC, filters = 0, images = 0, shadows = 0;
             const cg_device *d = &r->p->devices[0];
-            for (int k = 0; k < d->nsteps; k++) {
-                const char *sw = d->steps[k].kind == CG_STEP_KERNEL ? d->steps[k].what : "";
-                filters += strstr(sw, "%conv2.weight channels-last as bf16") != NULL;
-                images += strstr(sw, "%image as bf16") != NULL;
+            cg_ref img = {CG_NREGIONS, -1}, flt = {CG_NREGIONS, -1};
+            for (int i = 0; i < d->nvalues; i++) {
+                const cg_value *x = &d->values[i];
+                int is_flt = x->kind == CG_VALUE_SHADOW && !strcmp(x->name, "conv2.weight.bf16.krsc");
+                int is_img = x->kind == CG_VALUE_SHADOW && !strcmp(x->name, "image.bf16");
+                if (is_flt)
+                    flt = x->at;
+                if (is_img)
+                    img = x->at;
+                shadows += is_flt || is_img;
             }
-            for (int i = 0; i < d->nvalues; i++)
-                shadows += d->values[i].kind == CG_VALUE_SHADOW &&
-                           (strcmp(d->values[i].name, "conv2.weight.bf16.krsc") == 0 ||
-                            strcmp(d->values[i].name, "image.bf16") == 0);
+            for (int k = 0; k < d->nsteps; k++)
+                for (int a = 0; d->steps[k].kind == CG_STEP_KERNEL && a < d->steps[k].u.launch.nargs;
+                     a++) {
+                    cg_ref b = d->steps[k].u.launch.args[a].buf;
+                    const char *kn = r->p->kernels[d->steps[k].u.launch.kernel].name;
+                    if (d->steps[k].u.launch.args[a].kind != CG_ARG_BUFFER ||
+                        (!strstr(kn, "cast") && !strstr(kn, "transpose")))
+                        continue; /* made by a cast or transpose; read by the others */
+                    filters += b.region == flt.region && b.offset == flt.offset;
+                    images += b.region == img.region && b.offset == img.offset;
+                }
             if (filters != nhwc || images != 1 || shadows != 1 + nhwc)
                 fail(what, "conv2's filter made channels-last %d times, the image converted %d "
                      "times, %d such shadows: want %d, 1 and %d", filters, images, shadows, nhwc,

@@ -64,6 +64,12 @@ if [ "$nvrtc" = ON ]; then
     n=$(grep -cE "^ +[0-9]+ copy " <<<"$out")
     [ "$n" = 0 ] && ok || bad "resnet18's bf16 training step copies $n times"
     grep -q "update %" <<<"$out" && bad "an update copied back" || ok
+    # the optimizer's 76 steps in one launch, the 16-bit copies of the
+    # weights in one: 160 steps in all (from 388)
+    n=$(grep -cE "^ +[0-9]+ (kernel|gemm|conv|copy)" <<<"$out")
+    [ "$n" -le 160 ] && ok || bad "resnet18's bf16 training step takes $n steps, more than 160"
+    has "sgd of 76 tensors (one launch)"
+    has "22 shadows (16-bit copies) in one launch"
     expect 0 "$gnc" compile "$lenet" "${K[@]}" --no-kernels -o knone.gnc
     expect 0 "$gnc" inspect knone.gnc; has "kernels: none"
     if [ "$(stat -c %s knone.gnc)" -lt "$(stat -c %s kwarm.gnc)" ]; then ok; else bad "--no-kernels plan not smaller"; fi
