@@ -1132,6 +1132,16 @@ static cg_step *finish_list(cg_gen *G, int *count)
             }
     }
     set_waits(G);
+    for (int s = 0; s < G->nlist; s++) {
+        cg_pending *p = &G->list[s];
+        for (int i = 0; i < p->naccess; i++) {
+            const cg_access *a = &p->access[i];
+            int64_t es = (int64_t)cg_dtype_size(a->dtype);
+            *(a->write ? &p->step.written_bytes : &p->step.read_bytes) += a->bytes;
+            if (a->bytes / (es ? es : 1) > p->step.elements)
+                p->step.elements = a->bytes / (es ? es : 1);
+        }
+    }
     cg_step *steps = cg_palloc(G->p, (size_t)(G->nlist ? G->nlist : 1) * sizeof *steps);
     for (int s = 0; s < G->nlist; s++)
         steps[s] = G->list[s].step;
@@ -1365,6 +1375,31 @@ cg_program *cg_generate(const ir_graph *g, const mp_plan *mp, const cg_options *
         return NULL;
     }
     return p;
+}
+
+void cg_run_stats_of(const cg_program *p, int d, cg_run_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    const cg_device *D = &p->devices[d];
+    s->steps = D->nsteps;
+    for (int i = 0; i < D->nsteps; i++) {
+        const cg_step *st = &D->steps[i];
+        switch (st->kind) {
+        case CG_STEP_KERNEL: {
+            const cg_launch *l = &st->u.launch;
+            int64_t blocks = (int64_t)l->grid[0] * l->grid[1] * l->grid[2];
+            s->kernels++;
+            s->kernel_read_bytes += st->read_bytes;
+            s->kernel_written_bytes += st->written_bytes;
+            if (st->elements > 1000000 && (!s->big_min_step || blocks < s->big_min_blocks))
+                s->big_min_blocks = blocks, s->big_min_step = st;
+            break;
+        }
+        case CG_STEP_GEMM: case CG_STEP_CONV: s->library++; break;
+        case CG_STEP_COMM: s->comms++; break;
+        case CG_STEP_COPY: s->copies++, s->copy_bytes += st->u.copy.bytes; break;
+        }
+    }
 }
 
 const cg_value *cg_value_of(const cg_program *p, int d, const ir_value *v)

@@ -272,6 +272,8 @@ typedef struct {
      * earlier step of the other stream whose memory this one reads or writes
      * (-1: none), what a runtime must wait for to overlap them safely. */
     int wait;
+    int64_t read_bytes, written_bytes;  /* what it touches (its accesses), and the */
+    int64_t elements;                   /* elements of its largest operand */
     union {
         cg_launch launch;
         cg_gemm gemm;
@@ -371,6 +373,19 @@ unsigned short cg_f32_to_half(float f, ir_dtype t);
 
 /* Device d's place for v, or NULL when d holds no v. */
 const cg_value *cg_value_of(const cg_program *p, int d, const ir_value *v);
+
+/* What one run of device d asks of its GPU, counted from its steps (gnc
+ * inspect, gnc compile --stats, docs/perf.md): launches of generated kernels,
+ * library calls (cuBLASLt, cuDNN), communication calls, copies and their
+ * bytes, the bytes kernels read and write, and the smallest grid among kernels
+ * over a million elements (0 when there is none) with its step. */
+typedef struct {
+    int steps, kernels, library, comms, copies;
+    int64_t copy_bytes, kernel_read_bytes, kernel_written_bytes;
+    int64_t big_min_blocks;
+    const cg_step *big_min_step;
+} cg_run_stats;
+void cg_run_stats_of(const cg_program *p, int d, cg_run_stats *s);
 
 /* The program as text: per device its regions, values, init steps and steps;
  * then the kernels.  With sources, every module's source too. */

@@ -863,7 +863,7 @@ static int cmd_compile(const options *o, ir_graph *g, const mp_plan *plan, int64
 }
 
 /* --stats: one key: value per line, for scripts. */
-static void print_stats(const ir_graph *g, const mp_plan *plan, double ms)
+static void print_stats(const options *o, const ir_graph *g, const mp_plan *plan, double ms)
 {
     /* a fused node is one kernel; what is computed from the weights alone runs
        once, not in each run: counted apart */
@@ -888,6 +888,26 @@ static void print_stats(const ir_graph *g, const mp_plan *plan, double ms)
            "memory.no_reuse_bytes: %lld\n", (long long)plan->arena_bytes,
            (long long)plan->lower_bound, (long long)plan->no_reuse_bytes);
     printf("params.bytes: %lld\ncompile_ms: %.3f\n", (long long)plan->param_bytes, ms);
+    /* what a run asks of each GPU, from the CUDA program (without NVRTC) */
+    cg_options co = cg_options_default();
+    co.precision = (cg_precision)o->precision;
+    co.conv = (cg_conv_impl)o->conv;
+    diag d;
+    diag_init(&d);
+    cg_program *p = o->no_kernels ? NULL : cg_generate(g, plan, &co, &d);
+    diag_free(&d);
+    for (int dev = 0; p && dev < p->ndevices; dev++) {
+        cg_run_stats s;
+        cg_run_stats_of(p, dev, &s);
+        printf("cuda.d%d.steps: %d\ncuda.d%d.kernels: %d\ncuda.d%d.library_calls: %d\n"
+               "cuda.d%d.communication: %d\ncuda.d%d.copies: %d\ncuda.d%d.copy_bytes: %lld\n"
+               "cuda.d%d.kernel_read_bytes: %lld\ncuda.d%d.kernel_written_bytes: %lld\n"
+               "cuda.d%d.smallest_big_grid: %lld\n", dev, s.steps, dev, s.kernels, dev,
+               s.library, dev, s.comms, dev, s.copies, dev, (long long)s.copy_bytes, dev,
+               (long long)s.kernel_read_bytes, dev, (long long)s.kernel_written_bytes, dev,
+               (long long)s.big_min_blocks);
+    }
+    cg_program_free(p);
 }
 
 /* Input `index` of the program (its place in g->inputs, which a plan keeps) at
@@ -1227,7 +1247,7 @@ static int command(int argc, char **argv, cli_world *world)
     else if (strcmp(cmd, "dump") == 0)
         rc = cmd_dump(&o, g);
     else if (strcmp(cmd, "compile") == 0 && o.stats)
-        rc = (print_stats(g, plan, ms), 0);
+        rc = (print_stats(&o, g, plan, ms), 0);
     else if (strcmp(cmd, "compile") == 0 && o.dump_memory)
         rc = (mp_print(g, plan, stdout), 0);
     else if (strcmp(cmd, "compile") == 0) {

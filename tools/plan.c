@@ -637,7 +637,19 @@ static void print_cuda(const cg_program *cg)
             printf("   init: %d steps\n", D->ninit);
         for (int i = 0; i < D->ninit; i++)
             print_step(cg, &D->init[i], i);
-        printf("   steps: %d\n", D->nsteps);
+        cg_run_stats st;
+        char rb[32], wb[32];
+        cg_run_stats_of(cg, d, &st);
+        human((double)st.copy_bytes, b[0], sizeof b[0]);
+        human((double)st.kernel_read_bytes, rb, sizeof rb);
+        human((double)st.kernel_written_bytes, wb, sizeof wb);
+        printf("   steps: %d (%d kernels, %d library calls, %d communication, %d copies of %s); "
+               "kernels read %s, write %s", D->nsteps, st.kernels, st.library, st.comms,
+               st.copies, b[0], rb, wb);
+        if (st.big_min_step)
+            printf("; smallest grid over 1M elements: %lld blocks (%s)",
+                   (long long)st.big_min_blocks, st.big_min_step->what);
+        putchar('\n');
         for (int i = 0; i < D->nsteps; i++)
             print_step(cg, &D->steps[i], i);
     }
