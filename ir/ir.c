@@ -210,6 +210,101 @@ void ir_graph_free(ir_graph *g)
     free(g);
 }
 
+/* s in c's arena, the last string asked for kept (locations repeat a file) */
+static const char *clone_str(ir_graph *c, const char *s, const char **last_in,
+                             const char **last_out)
+{
+    if (!s)
+        return NULL;
+    if (s != *last_in)
+        *last_in = s, *last_out = ir_strdup(c, s);
+    return *last_out;
+}
+
+ir_graph *ir_graph_clone(const ir_graph *g)
+{
+    ir_graph *c = ir_graph_new(g->name);
+    const char *in = NULL, *out = NULL;
+    ir_value **map = calloc((size_t)g->nvalues + 1, sizeof *map);
+    IR_ASSERT(map);
+#define VALUE(v) ((v) ? map[(v)->id] : NULL)
+    /* every value reachable from the graph, at its id */
+    const ir_value *const *lists[2] = {(const ir_value *const *)g->inputs,
+                                       (const ir_value *const *)g->params};
+    int counts[2] = {g->ninputs, g->nparams};
+    for (int l = 0; l < 2; l++)
+        for (int i = 0; i < counts[l]; i++)
+            map[lists[l][i]->id] = ir_alloc(c, sizeof(ir_value));
+    ir_for_each_node(g, n)
+        for (int i = 0; i < n->nout; i++)
+            map[n->out[i]->id] = ir_alloc(c, sizeof(ir_value));
+    for (int l = 0; l < 2; l++)
+        for (int i = 0; i < counts[l]; i++) {
+            ir_value *v = map[lists[l][i]->id];
+            *v = *lists[l][i];
+            v->name = ir_strdup(c, v->name);
+            v->loc.file = clone_str(c, v->loc.file, &in, &out);
+            v->shard.of = v->shard.of ? ir_strdup(c, v->shard.of) : NULL;
+        }
+    c->nvalues = g->nvalues;
+    for (int i = 0; i < g->ninputs; i++) {
+        c->inputs = grow(c, c->inputs, &c->cap_inputs, c->ninputs + 1, sizeof *c->inputs);
+        c->inputs[c->ninputs++] = map[g->inputs[i]->id];
+    }
+    for (int i = 0; i < g->nparams; i++) {
+        c->params = grow(c, c->params, &c->cap_params, c->nparams + 1, sizeof *c->params);
+        c->params[c->nparams++] = map[g->params[i]->id];
+    }
+    ir_for_each_node(g, n) {
+        ir_node *m = ir_alloc(c, sizeof *m);
+        *m = *n;
+        m->prev = m->next = NULL;
+        m->loc.file = clone_str(c, n->loc.file, &in, &out);
+        m->in = ir_alloc(c, (size_t)(n->nin ? n->nin : 1) * sizeof *m->in);
+        m->out = ir_alloc(c, (size_t)n->nout * sizeof *m->out);
+        for (int i = 0; i < n->nin; i++)
+            m->in[i] = map[n->in[i]->id];
+        for (int i = 0; i < n->nout; i++) {
+            ir_value *v = m->out[i] = map[n->out[i]->id];
+            *v = *n->out[i];
+            v->name = ir_strdup(c, v->name);
+            v->loc.file = clone_str(c, v->loc.file, &in, &out);
+            v->shard.of = v->shard.of ? ir_strdup(c, v->shard.of) : NULL;
+            v->def = m;
+        }
+        m->attrs = ir_alloc(c, (size_t)(n->nattrs ? n->nattrs : 1) * sizeof *m->attrs);
+        for (int i = 0; i < n->nattrs; i++) {
+            m->attrs[i] = n->attrs[i];
+            m->attrs[i].key = ir_strdup(c, n->attrs[i].key);
+            if (n->attrs[i].kind == IR_ATTR_INTS) {
+                m->attrs[i].ints = ir_alloc(c, (size_t)(n->attrs[i].n ? n->attrs[i].n : 1) * 8);
+                memcpy(m->attrs[i].ints, n->attrs[i].ints, (size_t)n->attrs[i].n * 8);
+            }
+        }
+        ir_append(c, m);
+    }
+    for (int i = 0; i < g->noutputs; i++) {
+        const ir_output *o = &g->outputs[i];
+        ir_add_output(c, o->name, VALUE(o->value), o->loc);
+        c->outputs[i].loc.file = clone_str(c, o->loc.file, &in, &out);
+    }
+    c->loss = VALUE(g->loss);
+    for (int i = 0; i < g->nupdates; i++)
+        ir_add_update_on(c, VALUE(g->updates[i].target), VALUE(g->updates[i].source),
+                         g->updates[i].device);
+    c->ngroups = g->ngroups;
+    /* the names taken, those of values and those only claimed */
+    const struct ir_names *t = g->names;
+    for (int i = 0; i < t->cap; i++)
+        if (t->reserved[i]) {
+            ir_value *v = t->slots[i] ? map[t->slots[i]->id] : NULL;
+            names_put(c, v ? v->name : ir_strdup(c, t->reserved[i]), v);
+        }
+#undef VALUE
+    free(map);
+    return c;
+}
+
 static ir_value *new_value(ir_graph *g, ir_value_kind kind, const char *name, ir_type t,
                            ir_loc loc)
 {

@@ -169,6 +169,12 @@ const char *ir_strndup(ir_graph *g, const char *s, size_t n);
 /* ---- graphs ---- */
 ir_graph *ir_graph_new(const char *name);
 void ir_graph_free(ir_graph *g);
+/* A copy of g that prints, verifies and compiles as g does: every value with
+ * its id, name, type, initializer, shard and location; the nodes in order
+ * with their attributes, groups and devices; inputs, parameters, outputs, the
+ * loss and the updates in order; the names g has taken.  Shares nothing with
+ * g (what --strategy auto compiles each candidate from). */
+ir_graph *ir_graph_clone(const ir_graph *g);
 
 /* A name not yet used in g, made from base ("relu0", then "relu0.1", ...). */
 const char *ir_unique_name(ir_graph *g, const char *base);

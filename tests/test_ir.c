@@ -425,8 +425,20 @@ static void check_canonical(const char *what, const char *text, size_t len)
         char *s = graph_text(g);
         CHECK(strlen(s) == len && memcmp(s, text, len) == 0,
               "%s is not in canonical form; it prints as:\n%s", what, s);
-        free(s);
+        /* a clone: the same text, ids, locations and names, nothing shared */
+        ir_graph *c = ir_graph_clone(g);
+        int same = c->nvalues == g->nvalues && c->nnodes == g->nnodes;
+        for (ir_node *n = g->head, *m = c->head; same && n; n = n->next, m = m->next)
+            same = m && n != m && n->op == m->op && n->out[0]->id == m->out[0]->id &&
+                   n->out[0] != m->out[0] && n->loc.line == m->loc.line &&
+                   n->loc.col == m->loc.col && ir_find_value(c, n->out[0]->name) == m->out[0];
         ir_graph_free(g);
+        char *cs = graph_text(c);
+        CHECK(same && strcmp(cs, s) == 0 && ir_verify(c, &d) == 0,
+              "%s: its clone differs or does not verify:\n%s", what, cs);
+        free(cs);
+        free(s);
+        ir_graph_free(c);
     }
     diag_free(&d);
 }

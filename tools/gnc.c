@@ -376,9 +376,9 @@ static int parse_args(int argc, char **argv, options *o)
         if (!f) {
             if (a[0] == '-' && a[1] != '\0')
                 return usage_error(cmdsp, "unknown option '%s'", a);
-            if (o->file)
+            if (o->c.file)
                 return usage_error(cmdsp, "more than one input file ('%s')", a);
-            o->file = a;
+            o->c.file = a;
             continue;
         }
         if (!applies(f, o->cmd))
@@ -397,12 +397,12 @@ static int parse_args(int argc, char **argv, options *o)
             const char *eq = strchr(val, '=');
             if (!eq || eq == val)
                 return usage_error(cmdsp, "-D needs NAME=VALUE, got '%s'", val);
-            if (o->ndefines == MAX_DEFINES)
+            if (o->c.ndefines == MAX_DEFINES)
                 return usage_error(cmdsp, "too many -D options%s", "");
-            o->define_names[o->ndefines] = strndup(val, (size_t)(eq - val));
-            o->define_values[o->ndefines++] = eq + 1;
+            o->c.define_names[o->c.ndefines] = strndup(val, (size_t)(eq - val));
+            o->c.define_values[o->c.ndefines++] = eq + 1;
         } else if (strcmp(name, "--model") == 0) {
-            o->model = val;
+            o->c.model = val;
         } else if (strcmp(name, "-o") == 0) {
             o->out = val;
         } else if (strcmp(name, "--seed") == 0) {
@@ -423,7 +423,7 @@ static int parse_args(int argc, char **argv, options *o)
             o->input_names[o->ninputs] = eq ? strndup(val, (size_t)(eq - val)) : NULL;
             o->input_files[o->ninputs++] = eq ? eq + 1 : val;
         } else if (strcmp(name, "--train") == 0) {
-            o->train = 1;
+            o->c.train = 1;
         } else if (strcmp(name, "--profile") == 0) {
             o->profile = 1;
         } else if (strcmp(name, "--eager") == 0) {
@@ -437,7 +437,7 @@ static int parse_args(int argc, char **argv, options *o)
                                        "--help')", val);
                 p += len + (end != NULL);
             }
-            o->passes = val;
+            o->c.passes = val;
         } else if (strcmp(name, "--dump-ir") == 0) {
             const char *colon = strchr(val, ':');
             if (strcmp(val, "all") != 0 &&
@@ -445,33 +445,33 @@ static int parse_args(int argc, char **argv, options *o)
                  (!pass_lookup(colon + 1, strlen(colon + 1)) && strcmp(colon + 1, "input"))))
                 return usage_error(cmdsp, "--dump-ir needs all, before:PASS or after:PASS, "
                                    "got '%s'", val);
-            o->dump_ir = val;
+            o->c.dump_ir = val;
         } else if (strcmp(name, "--dump-dir") == 0) {
-            o->dump_dir = val;
+            o->c.dump_dir = val;
         } else if (strcmp(name, "--verify-each") == 0) {
-            o->verify_each = 1;
+            o->c.verify_each = 1;
         } else if (strcmp(name, "--time-passes") == 0) {
-            o->time_passes = 1;
+            o->c.time_passes = 1;
         } else if (strcmp(name, "--dump-memory") == 0) {
             o->dump_memory = 1;
         } else if (strcmp(name, "--stats") == 0) {
             o->stats = 1;
         } else if (strcmp(name, "--remat") == 0) {
-            o->remat = 1;
+            o->c.remat = 1;
         } else if (strcmp(name, "--nesterov") == 0) {
-            o->opt.nesterov = 1;
+            o->c.opt.nesterov = 1;
         } else if (strcmp(name, "--optimizer") == 0) {
             int k = strcmp(val, "sgd") == 0 ? AD_SGD : strcmp(val, "adam") == 0 ? AD_ADAM
                   : strcmp(val, "adamw") == 0 ? AD_ADAMW : -1;
             if (k < 0)
                 return usage_error(cmdsp, "--optimizer needs sgd, adam or adamw, got '%s'", val);
             ad_optimizer d = ad_optimizer_default((ad_optimizer_kind)k);
-            o->opt.kind = d.kind, o->opt.beta1 = d.beta1, o->opt.beta2 = d.beta2, o->opt.eps = d.eps;
+            o->c.opt.kind = d.kind, o->c.opt.beta1 = d.beta1, o->c.opt.beta2 = d.beta2, o->c.opt.eps = d.eps;
         } else if (strcmp(name, "--momentum") == 0) {
-            if (!parse_number(val, 0, 1, &o->opt.momentum))
+            if (!parse_number(val, 0, 1, &o->c.opt.momentum))
                 return usage_error(cmdsp, "--momentum needs a number in [0, 1], got '%s'", val);
         } else if (strcmp(name, "--weight-decay") == 0) {
-            if (!parse_number(val, 0, 1e3, &o->opt.weight_decay))
+            if (!parse_number(val, 0, 1e3, &o->c.opt.weight_decay))
                 return usage_error(cmdsp, "--weight-decay needs a non-negative number, got '%s'", val);
         } else if (strcmp(name, "--lr") == 0) {
             if (!parse_number(val, 0, 1e6, &o->lr) || o->lr <= 0)
@@ -495,62 +495,62 @@ static int parse_args(int argc, char **argv, options *o)
                 return usage_error(cmdsp, name[2] == 'g' ? "--gpus needs a device count, got '%s'"
                                                         : "--devices cpu:N needs a device count N "
                                                           "from 1, got '%s'", val);
-            if (o->devices_given && o->part.devices != (int)u)
+            if (o->devices_given && o->c.part.devices != (int)u)
                 return usage_error(cmdsp, "--gpus and --devices give different device counts%s", "");
-            o->part.devices = (int)u;
+            o->c.part.devices = (int)u;
             o->devices_given = 1;
-            o->gpus |= name[2] == 'g';
+            o->c.gpus |= name[2] == 'g';
         } else if (strcmp(name, "--strategy") == 0) {
             unsigned long long dp, pp;
             char rest[64];
-            o->strategy_auto = 0;
+            o->c.strategy_auto = 0;
             if (strcmp(val, "data") == 0)
-                o->part.strategy = PT_DATA;
+                o->c.part.strategy = PT_DATA;
             else if (strcmp(val, "pipeline") == 0)
-                o->part.strategy = PT_PIPELINE;
+                o->c.part.strategy = PT_PIPELINE;
             else if (strcmp(val, "tensor") == 0)
-                o->part.strategy = PT_TENSOR;
+                o->c.part.strategy = PT_TENSOR;
             else if (strcmp(val, "auto") == 0)
-                o->strategy_auto = 1;
+                o->c.strategy_auto = 1;
             else if (sscanf(val, "hybrid:dp=%llu,pp=%llu%63s", &dp, &pp, rest) == 2 && dp >= 1 &&
                      pp >= 1 && dp * pp <= IR_MAX_DEVICES) {
-                o->part.strategy = PT_HYBRID;
-                o->part.dp = (int)dp, o->part.pp = (int)pp;
+                o->c.part.strategy = PT_HYBRID;
+                o->c.part.dp = (int)dp, o->c.part.pp = (int)pp;
             } else
                 return usage_error(cmdsp, "--strategy needs data, pipeline, tensor, "
                                    "hybrid:dp=A,pp=B or auto, got '%s'", val);
         } else if (strcmp(name, "--pipeline-schedule") == 0) {
             if (strcmp(val, "1f1b") && strcmp(val, "gpipe"))
                 return usage_error(cmdsp, "--pipeline-schedule needs 1f1b or gpipe, got '%s'", val);
-            o->part.schedule = strcmp(val, "gpipe") == 0 ? PT_GPIPE : PT_1F1B;
+            o->c.part.schedule = strcmp(val, "gpipe") == 0 ? PT_GPIPE : PT_1F1B;
         } else if (strcmp(name, "--bucket-mb") == 0) {
             double mb;
             if (!parse_number(val, 0, 1e6, &mb) || mb <= 0)
                 return usage_error(cmdsp, "--bucket-mb needs a positive number of MiB, got '%s'", val);
-            o->part.bucket_bytes = (int64_t)(mb * 1048576.0);
-            if (o->part.bucket_bytes < 1)
-                o->part.bucket_bytes = 1;
+            o->c.part.bucket_bytes = (int64_t)(mb * 1048576.0);
+            if (o->c.part.bucket_bytes < 1)
+                o->c.part.bucket_bytes = 1;
         } else if (strcmp(name, "--precision") == 0) {
             if (cg_precision_lookup(val) < 0)
                 return usage_error(cmdsp, "--precision needs fp32, tf32, bf16 or fp16, got '%s'",
                                    val);
-            o->precision = cg_precision_lookup(val);
+            o->c.precision = cg_precision_lookup(val);
         } else if (strcmp(name, "--conv") == 0) {
-            o->conv_auto = strcmp(val, "auto") == 0;
-            if (cg_conv_lookup(val) < 0 && !o->conv_auto)
+            o->c.conv_auto = strcmp(val, "auto") == 0;
+            if (cg_conv_lookup(val) < 0 && !o->c.conv_auto)
                 return usage_error(cmdsp, "--conv needs cudnn, igemm, cudnn-nhwc or auto, "
                                    "got '%s'", val);
-            o->conv = o->conv_auto ? CG_CONV_CUDNN : cg_conv_lookup(val);
+            o->c.conv = o->c.conv_auto ? CG_CONV_CUDNN : cg_conv_lookup(val);
         } else if (strcmp(name, "--arch") == 0) {
             char archs[CG_MAX_ARCHS][16];
             if (rt_plan_archs(val, archs) < 0)
                 return usage_error(cmdsp, "--arch needs 1 to 8 distinct architectures as "
                                    "sm_80,sm_90, got '%s'", val);
-            o->archs = val;
+            o->c.archs = val;
         } else if (strcmp(name, "--no-kernels") == 0) {
-            o->no_kernels = 1;
+            o->c.no_kernels = 1;
         } else if (strcmp(name, "--autotune") == 0) {
-            o->autotune = 1;
+            o->c.autotune = 1;
         } else if (strcmp(name, "--dump-plan") == 0) {
             o->dump_plan = 1;
             o->dump_plan_file = *val ? val : NULL;
@@ -563,15 +563,15 @@ static int parse_args(int argc, char **argv, options *o)
             char e[256];
             if (cost_device_parse(val, &dev, e, sizeof e) != 0)
                 return usage_error(cmdsp, "--device-model: %s", e);
-            o->device_model = val;
+            o->c.device_model = val;
         } else if (strcmp(name, "--sync-bn") == 0) {
-            o->part.sync_bn = 1;
+            o->c.part.sync_bn = 1;
         } else if (strcmp(name, "--deterministic") == 0) {
-            o->part.deterministic = 1;
+            o->c.part.deterministic = 1;
         } else if (strcmp(name, "--microbatches") == 0 || strcmp(name, "--micro-shards") == 0) {
             if (!parse_uint(val, 64, &u) || u < 1)
                 return usage_error(cmdsp, "%s needs an integer from 1 to 64", name);
-            *(name[7] == 'b' ? &o->part.microbatches : &o->part.micro_shards) = (int)u;
+            *(name[7] == 'b' ? &o->c.part.microbatches : &o->c.part.micro_shards) = (int)u;
         } else if (strcmp(name, "--device") == 0) {
             if (strcmp(val, "cpu") != 0 && strcmp(val, "cuda") != 0)
                 return usage_error(cmdsp, "--device needs cpu or cuda, got '%s'", val);
@@ -598,116 +598,30 @@ static int parse_args(int argc, char **argv, options *o)
             *dst = (long long)u;
         }
     }
-    if (!o->file)
+    if (!o->c.file)
         return usage_error(cmdsp, "no input file%s", "");
-    if (o->conv_auto && !o->autotune)
+    if (o->c.conv_auto && !o->c.autotune)
         return usage_error(cmdsp, "--conv auto times every way of each convolution on the GPU: "
                            "it needs --autotune%s", "");
     return 0;
 }
 
-static int has_suffix(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-static char *read_file(const char *path, size_t *len, diag *d)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        diag_error(d, (ir_loc){path, 0, 0}, "cannot read file: %s", strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;)
-        if ((n += got) == cap) {
-            char *bigger = realloc(buf, cap *= 2);
-            if (!bigger)
-                free(buf);
-            buf = bigger;
-        }
-    fclose(f);
-    if (!buf)
-        diag_error(d, (ir_loc){path, 0, 0}, "out of memory reading the file");
-    *len = n;
-    return buf;
-}
-
-ir_graph *cli_load(const options *o, long long batch, diag *d)
-{
-    ir_graph *g;
-    if (has_suffix(o->file, ".gir")) {
-        if (o->ndefines || o->model) {
-            diag_error(d, (ir_loc){o->file, 0, 0}, "-D and --model apply to .net models, "
-                       "not to IR text");
-            return NULL;
-        }
-        size_t len;
-        char *text = read_file(o->file, &len, d);
-        if (!text)
-            return NULL;
-        g = ir_parse(o->file, text, len, d);
-        free(text);
-    } else {
-        /* -D batch=B from --batch, unless -D batch is given too */
-        const char *names[MAX_DEFINES + 1], *values[MAX_DEFINES + 1];
-        char b[32];
-        int n = 0;
-        if (batch > 0) {
-            snprintf(b, sizeof b, "%lld", batch);
-            names[n] = "batch", values[n++] = b;
-            for (int i = 0; i < o->ndefines; i++)
-                if (strcmp(o->define_names[i], "batch") == 0)
-                    n = 0;
-        }
-        for (int i = 0; i < o->ndefines; i++)
-            names[n] = o->define_names[i], values[n++] = o->define_values[i];
-        fe_options fo = {o->model, n, names, values};
-        g = fe_load_file(o->file, &fo, d);
-    }
-    if (g && ir_verify(g, d) > 0) {
-        ir_graph_free(g);
-        return NULL;
-    }
-    return g;
-}
-
-mp_plan *cli_optimize(const options *o, ir_graph *g, int training, diag *d)
-{
-    int partitioned = o->part.devices > 1 || o->part.deterministic;
-    pm_options pm = {o->verify_each, o->time_passes, o->dump_ir, o->dump_dir, stdout,
-                     partitioned ? &o->part : NULL};
-    const char *pipeline = o->passes ? o->passes
-                                     : pm_default_pipeline(training, o->remat, partitioned);
-    if (pm_run(g, pipeline, &pm, d) != 0)
-        return NULL;
-    mp_plan *p = mp_plan_graph(g);
-    char err[512];
-    if (mp_check(g, p, err, sizeof err) != 0) { /* a bug in the planner, never the user's */
-        diag_error(d, (ir_loc){0}, "internal error: the memory plan does not hold: %s", err);
-        mp_plan_free(p);
-        return NULL;
-    }
-    return p;
-}
-
 /* With --remat --train: the planned peak of the program compiled without it. */
 static int64_t peak_without_remat(const options *o)
 {
-    if (!o->remat || !o->train)
+    if (!o->c.remat || !o->c.train)
         return -1;
-    options plain = *o;
+    drv_config plain = o->c;
     plain.remat = 0;
     plain.time_passes = 0;
     plain.dump_ir = NULL;
     diag d;
     diag_init(&d);
     int64_t peak = -1;
-    ir_graph *g = cli_load(&plain, 0, &d);
+    ir_graph *g = drv_load(&plain, 0, &d);
     mp_plan *p = NULL;
-    if (g && ad_training_graph(g, &plain.opt, &d) == 0 && (p = cli_optimize(&plain, g, 1, &d)))
+    if (g && ad_training_graph(g, &plain.opt, &d) == 0 &&
+        (p = drv_optimize(&plain, &plain.part, g, 1, &d)))
         peak = p->arena_bytes;
     mp_plan_free(p);
     if (g)
@@ -816,7 +730,7 @@ static int cmd_compile(const options *o, ir_graph *g, const mp_plan *plan, int64
         counts[n->op]++;
         flops += node_flops(n);
     }
-    printf("model %s (%s)\n", g->name, o->file);
+    printf("model %s (%s)\n", g->name, o->c.file);
     for (int i = 0; i < g->ninputs; i++)
         printf("  input  %-12s %s\n", g->inputs[i]->name, ir_type_str(&g->inputs[i]->type, t, sizeof t));
     for (int i = 0; i < g->noutputs; i++)
@@ -835,7 +749,7 @@ static int cmd_compile(const options *o, ir_graph *g, const mp_plan *plan, int64
         }
     int64_t batch = g->ninputs && g->inputs[0]->type.rank ? g->inputs[0]->type.dims[0] : 1;
     printf("\n%s: %.3f GFLOP (%.4f GFLOP per sample of %lld)\n",
-           o->train ? "forward and backward" : "forward", flops / 1e9,
+           o->c.train ? "forward and backward" : "forward", flops / 1e9,
            flops / 1e9 / (double)batch, (long long)batch);
     char lb[32], nr[32];
     human_bytes((double)plan->arena_bytes, b, sizeof b);
@@ -843,7 +757,7 @@ static int cmd_compile(const options *o, ir_graph *g, const mp_plan *plan, int64
     human_bytes((double)plan->no_reuse_bytes, nr, sizeof nr);
     printf("memory: activations %s planned (lower bound %s, %.3fx; %s without reuse)\n", b, lb,
            plan->lower_bound ? (double)plan->arena_bytes / (double)plan->lower_bound : 1.0, nr);
-    if (o->remat && o->train && without_remat >= 0) {
+    if (o->c.remat && o->c.train && without_remat >= 0) {
         double added = 0; /* batchnorm_apply: 3 FLOPs per element; relu: 1 */
         int recomputed = 0;
         ir_for_each_node(g, n)
@@ -890,11 +804,11 @@ static void print_stats(const options *o, const ir_graph *g, const mp_plan *plan
     printf("params.bytes: %lld\ncompile_ms: %.3f\n", (long long)plan->param_bytes, ms);
     /* what a run asks of each GPU, from the CUDA program (without NVRTC) */
     cg_options co = cg_options_default();
-    co.precision = (cg_precision)o->precision;
-    co.conv = (cg_conv_impl)o->conv;
+    co.precision = (cg_precision)o->c.precision;
+    co.conv = (cg_conv_impl)o->c.conv;
     diag d;
     diag_init(&d);
-    cg_program *p = o->no_kernels ? NULL : cg_generate(g, plan, &co, &d);
+    cg_program *p = o->c.no_kernels ? NULL : cg_generate(g, plan, &co, &d);
     diag_free(&d);
     for (int dev = 0; p && dev < p->ndevices; dev++) {
         cg_run_stats s;
@@ -963,14 +877,14 @@ static int cmp_double(const void *a, const void *b)
 
 /* Under MPI every rank runs its device on the same inputs; rank 0, which holds
  * the outputs and the loss, prints them and writes -o. */
-static int cmd_run(const options *o, const cli_program *p)
+static int cmd_run(const options *o, const drv_program *p)
 {
     char err[512];
     ir_graph *g = p->g;
     if (p->file && p->file->training) {
         fprintf(stderr, "gnc: error: %s is a training step; train it with 'gnc train %s --data "
-                "DIR', or run an inference plan (gnc compile without --train)\n", o->file,
-                o->file);
+                "DIR', or run an inference plan (gnc compile without --train)\n", o->c.file,
+                o->c.file);
         return 1;
     }
     if (o->threads)
@@ -1075,11 +989,11 @@ done:
 
 static void options_free(options *o)
 {
-    for (int i = 0; i < o->ndefines; i++)
-        free((char *)o->define_names[i]);
+    for (int i = 0; i < o->c.ndefines; i++)
+        free((char *)o->c.define_names[i]);
     for (int i = 0; i < o->ninputs; i++)
         free((char *)o->input_names[i]);
-    o->ndefines = o->ninputs = 0;
+    o->c.ndefines = o->ninputs = 0;
 }
 
 /* A plan given as FILE: the options that apply; and the device of the
@@ -1088,11 +1002,11 @@ static int plan_options(options *o, int is_plan)
 {
     if (is_plan && strcmp(o->cmd, "compile") == 0)
         return usage_error("compile ", "%s is a plan, compiled already (see 'gnc inspect')",
-                           o->file);
+                           o->c.file);
     if (is_plan && o->program_flag) {
         fprintf(stderr, "gnc: error: option '%s' shapes a compiled program, and %s is a plan, "
                 "compiled with its own (see 'gnc inspect %s')\n(see 'gnc %s --help')\n",
-                o->program_flag, o->file, o->file, o->cmd);
+                o->program_flag, o->c.file, o->c.file, o->cmd);
         return 2;
     }
     if (strcmp(o->cmd, "run") == 0 || strcmp(o->cmd, "train") == 0 ||
@@ -1170,9 +1084,13 @@ static int command(int argc, char **argv, cli_world *world)
     }
     if (strcmp(cmd, "devices") == 0)
         return world->rank > 0 ? 0 : cmd_devices(argc - 2, argv + 2);
-    options o = {.cmd = cmd, .opt = ad_optimizer_default(AD_SGD), .lr = 0.1, .gamma = 0.1,
-                 .strategy_auto = 1, .part = {.devices = 1, .strategy = PT_DATA}};
-    o.opt.weight_decay = -1; /* unset: the optimizer's default */
+    options o = {.c = {.opt = ad_optimizer_default(AD_SGD), .strategy_auto = 1,
+                       .part = {.devices = 1, .strategy = PT_DATA}},
+                 .cmd = cmd, .lr = 0.1, .gamma = 0.1};
+    o.c.opt.weight_decay = -1; /* unset: the optimizer's default */
+    o.c.mem_cap = o.mem_cap;
+    o.c.flags = o.flags;
+    o.c.warnings = stderr;
     o.world = world;
     int rc = parse_args(argc - 2, argv + 2, &o);
     if (rc) {
@@ -1181,7 +1099,7 @@ static int command(int argc, char **argv, cli_world *world)
     }
     if (strcmp(cmd, "inspect") == 0)
         return world->rank > 0 ? 0 : cmd_inspect(&o);
-    int is_plan = cli_is_plan(o.file);
+    int is_plan = cli_is_plan(o.c.file);
     if ((rc = plan_options(&o, is_plan)) != 0) {
         options_free(&o);
         return rc;
@@ -1190,28 +1108,28 @@ static int command(int argc, char **argv, cli_world *world)
         return rc;
     if (world->rank > 0 && (strcmp(cmd, "dump") == 0 || strcmp(cmd, "eval") == 0))
         return 0; /* under MPI, rank 0 alone: they need no peers */
-    if (o.opt.weight_decay < 0)
-        o.opt.weight_decay = o.opt.kind == AD_ADAMW ? 0.01 : 0;
+    if (o.c.opt.weight_decay < 0)
+        o.c.opt.weight_decay = o.c.opt.kind == AD_ADAMW ? 0.01 : 0;
     char cmdsp[32];
     snprintf(cmdsp, sizeof cmdsp, "%s ", cmd);
-    if (o.opt.kind != AD_SGD && (o.opt.momentum > 0 || o.opt.nesterov))
+    if (o.c.opt.kind != AD_SGD && (o.c.opt.momentum > 0 || o.c.opt.nesterov))
         return usage_error(cmdsp, "--momentum and --nesterov apply to --optimizer sgd%s", "");
-    if (o.opt.nesterov && o.opt.momentum == 0)
+    if (o.c.opt.nesterov && o.c.opt.momentum == 0)
         return usage_error(cmdsp, "--nesterov needs a --momentum above 0%s", "");
     if (strcmp(cmd, "train") == 0 || strcmp(cmd, "eval") == 0) {
         rc = strcmp(cmd, "train") == 0 ? cmd_train(&o) : cmd_eval(&o);
-        for (int i = 0; i < o.ndefines; i++)
-            free((char *)o.define_names[i]);
+        for (int i = 0; i < o.c.ndefines; i++)
+            free((char *)o.c.define_names[i]);
         return rc;
     }
 
     if (is_plan) { /* dump or run a plan file's program */
-        cli_program prog;
+        drv_program prog;
         rc = 1;
         if (cli_plan_open(&o, &prog) == 0)
             rc = strcmp(cmd, "dump") == 0 ? (world->rank > 0 ? 0 : cmd_dump(&o, prog.g))
                                           : cmd_run(&o, &prog);
-        cli_program_free(&prog);
+        drv_program_free(&prog);
         options_free(&o);
         return rc;
     }
@@ -1221,17 +1139,17 @@ static int command(int argc, char **argv, cli_world *world)
     double t0 = cli_now_ms();
     /* dump prints the IR as loaded unless --passes asks for some; compile and
        run optimize, partition and plan */
-    cli_program prog = {0};
+    drv_program prog = {0};
     if (strcmp(cmd, "dump") == 0) {
-        prog.g = cli_load(&o, 0, &d);
-        if (prog.g && o.train && (ad_training_graph(prog.g, &o.opt, &d) != 0 ||
+        prog.g = drv_load(&o.c, 0, &d);
+        if (prog.g && o.c.train && (ad_training_graph(prog.g, &o.c.opt, &d) != 0 ||
                                   ir_verify(prog.g, &d) > 0))
-            cli_program_free(&prog);
-        pm_options pm = {o.verify_each, 0, NULL, NULL, stdout, &o.part};
-        if (prog.g && o.passes && pm_run(prog.g, o.passes, &pm, &d) != 0)
-            cli_program_free(&prog);
-    } else if (cli_compile_partitioned(&o, 0, o.train, &prog, &d) != 0) {
-        cli_program_free(&prog);
+            drv_program_free(&prog);
+        pm_options pm = {o.c.verify_each, 0, NULL, NULL, stdout, &o.c.part};
+        if (prog.g && o.c.passes && pm_run(prog.g, o.c.passes, &pm, &d) != 0)
+            drv_program_free(&prog);
+    } else if (drv_compile(&o.c, NULL, 0, o.c.train, &prog, &d) != 0) {
+        drv_program_free(&prog);
     }
     double ms = cli_now_ms() - t0;
     /* under MPI every rank compiled: the same program, or all of them stop */
@@ -1256,7 +1174,7 @@ static int command(int argc, char **argv, cli_world *world)
             fputc('\n', stdout);
         if (rc == 0 && o.dump_plan)
             rc = cli_write_plan(&prog, o.dump_plan_file) != 0;
-    } else if (o.cuda && cli_plan_memory(&o, &prog, o.train) != 0)
+    } else if (o.cuda && cli_plan_memory(&o, &prog, o.c.train) != 0)
         rc = 1; /* the model as its plan, the GPU's program */
     else
         rc = cmd_run(&o, &prog);
@@ -1265,10 +1183,10 @@ static int command(int argc, char **argv, cli_world *world)
         if (rc == 0 && !o.stats && !o.dump_memory)
             printf("plan: %s\n", o.out);
     }
-    cli_candidates_free(prog.plan);
-    cli_program_free(&prog);
-    for (int i = 0; i < o.ndefines; i++)
-        free((char *)o.define_names[i]);
+    drv_candidates_free(prog.plan);
+    drv_program_free(&prog);
+    for (int i = 0; i < o.c.ndefines; i++)
+        free((char *)o.c.define_names[i]);
     for (int i = 0; i < o.ninputs; i++)
         free((char *)o.input_names[i]);
     return rc;

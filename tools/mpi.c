@@ -103,24 +103,24 @@ int cli_mpi_options(options *o, const char *cmd)
         return 0;
     if (strcmp(cmd, "eval") == 0)
         return 0;   /* rank 0 alone evaluates */
-    if (o->devices_given && o->part.devices != w->ranks) {
+    if (o->devices_given && o->c.part.devices != w->ranks) {
         /* the same on every rank: rank 0 says it, then they all stop */
         w->together = 1;
         if (w->rank == 0)
             fprintf(stderr, "gnc: error: --%s gives %d devices, but mpirun started %d ranks: "
                     "each rank runs one device (leave --devices out, or use mpirun -np %d)\n"
-                    "(see 'gnc %s --help')\n", o->gpus ? "gpus" : "devices", o->part.devices,
-                    w->ranks, o->part.devices, cmd);
+                    "(see 'gnc %s --help')\n", o->c.gpus ? "gpus" : "devices", o->c.part.devices,
+                    w->ranks, o->c.part.devices, cmd);
         return 2;
     }
-    o->part.devices = w->ranks;
+    o->c.part.devices = w->ranks;
     o->devices_given = 1;
     if (!o->threads)
         o->threads = share_of_cores(w);
     if (w->rank > 0) { /* what only prints: rank 0 prints it */
-        o->time_passes = 0;
-        o->dump_ir = NULL;
-        o->dump_dir = NULL;
+        o->c.time_passes = 0;
+        o->c.dump_ir = NULL;
+        o->c.dump_dir = NULL;
     }
     return 0;
 }
@@ -172,7 +172,7 @@ int cli_mpi_end(const cli_world *w, int rc)
 
 #ifdef GNC_HAVE_MPI
 /* FNV-1a over the program's text and its memory plan. */
-static uint64_t program_hash(const cli_program *p)
+static uint64_t program_hash(const drv_program *p)
 {
     char *text = NULL;
     size_t len = 0;
@@ -191,7 +191,7 @@ static uint64_t program_hash(const cli_program *p)
 }
 #endif
 
-int cli_mpi_agree(const options *o, const cli_program *p, diag *d)
+int cli_mpi_agree(const options *o, const drv_program *p, diag *d)
 {
     cli_world *w = o->world;
     if (w->ranks <= 1) {
@@ -228,7 +228,7 @@ int cli_mpi_agree(const options *o, const cli_program *p, diag *d)
 #endif
 }
 
-rt_exec *cli_exec_new(const options *o, const cli_program *p, int per_rank, char *err,
+rt_exec *cli_exec_new(const options *o, const drv_program *p, int per_rank, char *err,
                       size_t errlen)
 {
     const cli_world *w = o->world;

@@ -77,242 +77,22 @@ void cli_flag_record(options *o, const char *flag, const char *value)
     o->flags[at] = '\0';
 }
 
-/* The plan of p with o's meta, written to path (mem NULL) or decoded from
- * memory into *mem (path names it in messages).  0, or -1 after saying why. */
-/* --autotune: the program opened on this machine's GPU (NULL libdir: the
- * driver, or $GNC_CUDA_LIBDIR's), its library calls timed, the fastest
- * algorithms recorded in cg's steps; then, with conv_ms (--conv auto), its
- * convolutions timed into it (rt_cuda_time_convs). */
-static int autotune(cg_program *cg, double *conv_ms, char *err, size_t errlen)
+int cli_plan_write(const options *o, const drv_program *p, const char *path)
 {
-    char msg[768];
-    rt_cuda *x = rt_cuda_open(cg, NULL, msg, sizeof msg);
-    if (!x) {
-        snprintf(err, errlen, "--autotune times the library calls on a GPU, and this machine "
-                 "has none to open: %s", msg);
-        return -1;
-    }
-    int rc = rt_cuda_autotune(x, cg, msg, sizeof msg) != 0 ||
-             (conv_ms && rt_cuda_time_convs(x, conv_ms, msg, sizeof msg) != 0);
-    rt_cuda_close(x);
-    if (rc)
-        snprintf(err, errlen, "--autotune: %s", msg);
-    return rc ? -1 : 0;
-}
-
-/* cg_compile through the kernel cache, with a warning where the cache would
- * not take the images (a warm compile would not be warm). */
-static int compile(cg_program *cg, char *err, size_t errlen)
-{
-    cg_compile_stats st;
-    if (cg_compile(cg, NULL, &st, err, errlen) != 0)
-        return -1;
-    if (st.cache_unwritten)
-        fprintf(stderr, "gnc: warning: %d compiled kernel image%s could not be written to the "
-                "kernel cache ($GNC_CACHE_DIR, else ~/.cache/gnc): the next compile compiles "
-                "%s again\n", st.cache_unwritten, st.cache_unwritten == 1 ? "" : "s",
-                st.cache_unwritten == 1 ? "it" : "them");
-    return 0;
-}
-
-/* One implementation's times of every convolution of base's program (ms,
- * by the id of the node's first result): generated with co's options and
- * conv impl, compiled, opened on the GPU, cuDNN's algorithms tuned first. */
-static int time_convs(const rt_plan *base, const cg_options *co, cg_conv_impl impl, double *ms,
-                      char *err, size_t errlen)
-{
-    cg_options oi = *co;
-    oi.conv = impl;
-    diag d;
-    diag_init(&d);
-    cg_program *cg = cg_generate(base->g, base->mp, &oi, &d);
-    diag_free(&d);
-    if (!cg) {
-        snprintf(err, errlen, "--conv auto: the program does not generate with --conv %s",
-                 cg_conv_name(impl));
-        return -1;
-    }
-    int rc = compile(cg, err, errlen) != 0 || autotune(cg, ms, err, errlen) != 0 ? -1 : 0;
-    cg_program_free(cg);
-    return rc;
-}
-
-/* --conv auto: each convolution of base's program timed as cuDNN calls, as
- * implicit-GEMM kernels and as cuDNN calls on channels-last copies (their
- * transposes included), *choice (the graph's nvalues entries) the fastest,
- * the earlier way on a tie (cuDNN first); each printed with its times. */
-static int choose_convs(const rt_plan *base, const cg_options *co, signed char **choice,
-                        char *err, size_t errlen)
-{
-    size_t nv = (size_t)base->g->nvalues + 1;
-    double *ms[CG_CONV_NIMPLS];
-    int rc = -1, ok = 1;
-    for (int i = 0; i < CG_CONV_NIMPLS; i++)
-        ok &= (ms[i] = calloc(nv, sizeof(double))) != NULL;
-    *choice = malloc(nv);
-    if (!ok || !*choice) {
-        snprintf(err, errlen, "out of memory");
-        goto done;
-    }
-    memset(*choice, -1, nv);
-    for (int i = 0; i < CG_CONV_NIMPLS; i++)
-        if (time_convs(base, co, (cg_conv_impl)i, ms[i], err, errlen) != 0)
-            goto done;
-    int count[CG_CONV_NIMPLS] = {0};
-    for (const ir_node *n = base->g->head; n; n = n->next) {
-        if (!cg_is_conv(n))
-            continue;
-        int id = n->out[0]->id, c = 0;
-        for (int i = 1; i < CG_CONV_NIMPLS; i++)
-            if (ms[i][id] < ms[c][id])
-                c = i;
-        (*choice)[id] = (signed char)c;
-        count[c]++;
-        printf("  %-18s %%%-24s", ir_ops[n->op].name, n->out[0]->name);
-        for (int i = 0; i < CG_CONV_NIMPLS; i++)
-            printf(" %s %8.4f ", cg_conv_name((cg_conv_impl)i), ms[i][id]);
-        printf("ms  -> %s\n", cg_conv_name((cg_conv_impl)c));
-    }
-    printf("convolutions (--conv auto, timed on this GPU): %d by cuDNN, %d by igemm, "
-           "%d by cuDNN on channels-last copies\n",
-           count[CG_CONV_CUDNN], count[CG_CONV_IGEMM], count[CG_CONV_CUDNN_NHWC]);
-    rc = 0;
-done:
-    for (int i = 0; i < CG_CONV_NIMPLS; i++)
-        free(ms[i]);
-    if (rc) {
-        free(*choice);
-        *choice = NULL;
-    }
-    return rc;
-}
-
-static int plan_make(const options *o, const cli_program *p, const char *path, rt_plan **mem)
-{
-    char devices[16], step[64], opt[160];
-    int partitioned = o->part.devices > 1 || o->part.deterministic;
-    snprintf(devices, sizeof devices, "%d", p->mp->ndevices);
-    rt_plan_kv meta[20];
-    int n = 0;
-    meta[n++] = (rt_plan_kv){"writer", "gnc " GNC_VERSION};
-    meta[n++] = (rt_plan_kv){"model", p->g->name};
-    meta[n++] = (rt_plan_kv){"source", o->file};
-    meta[n++] = (rt_plan_kv){"flags", o->flags};
-    meta[n++] = (rt_plan_kv){"devices", devices};
-    meta[n++] = (rt_plan_kv){"strategy", p->strategy};
-    meta[n++] = (rt_plan_kv){"passes", o->passes ? o->passes
-                                                 : pm_default_pipeline(o->train, o->remat,
-                                                                       partitioned)};
-    if (o->train) {
-        const ad_optimizer *a = &o->opt;
-        if (a->kind == AD_SGD)
-            snprintf(opt, sizeof opt, "sgd momentum=%g nesterov=%d weight_decay=%g", a->momentum,
-                     a->nesterov, a->weight_decay);
-        else
-            snprintf(opt, sizeof opt, "%s betas=%g,%g eps=%g weight_decay=%g",
-                     a->kind == AD_ADAM ? "adam" : "adamw", a->beta1, a->beta2, a->eps,
-                     a->weight_decay);
-        meta[n++] = (rt_plan_kv){"optimizer", opt};
-    }
-    if (p->plan) {
-        meta[n++] = (rt_plan_kv){"cost_model", p->plan->cost.name};
-        snprintf(step, sizeof step, "%.6g", p->plan->step_ms);
-        meta[n++] = (rt_plan_kv){"predicted_step_ms", step};
-    }
-    /* the kernels: generated from the program and memory plan exactly as a
-       loader decodes them (so rt_plan_program regenerates the same sources),
-       compiled, and stored beside them; without NVRTC, none */
-    int kernels = !o->no_kernels && cg_have_nvrtc();
-    if (o->autotune && !kernels) {
-        fprintf(stderr, "gnc: error: --autotune tunes the plan's CUDA kernels' library calls, "
-                "and the plan has none (%s)\n", o->no_kernels ? "--no-kernels" : "no NVRTC");
-        return -1;
-    }
-    const char *archs = o->archs ? o->archs : "sm_80,sm_90";
-    meta[n++] = (rt_plan_kv){"precision", cg_precision_name((cg_precision)o->precision)};
-    if (o->conv != CG_CONV_CUDNN || o->conv_auto)  /* absent: cuDNN, as before --conv */
-        meta[n++] = (rt_plan_kv){"conv", o->conv_auto ? "auto"
-                                                      : cg_conv_name((cg_conv_impl)o->conv)};
-    if (kernels) {
-        meta[n++] = (rt_plan_kv){"archs", archs};
-        meta[n++] = (rt_plan_kv){"nvrtc", cg_nvrtc_version()};
-    }
     char err[1024];
-    int rc = -1;
-    rt_plan *base = NULL;
-    cg_program *cg = NULL;
-    if (kernels) {
-        unsigned char *bytes;
-        size_t size;
-        if (rt_plan_encode(p->g, p->mp, meta, n, &bytes, &size, err, sizeof err) != 0)
-            goto done;
-        base = rt_plan_decode(bytes, size, path, err, sizeof err);
-        free(bytes);
-        if (!base)
-            goto done;
-        char list[CG_MAX_ARCHS][16];
-        cg_options co = cg_options_default();
-        co.precision = (cg_precision)o->precision;
-        co.conv = (cg_conv_impl)o->conv;
-        co.narchs = rt_plan_archs(archs, list);
-        for (int a = 0; a < co.narchs; a++)
-            co.archs[a] = list[a];
-        signed char *choice = NULL;
-        if (o->conv_auto && choose_convs(base, &co, &choice, err, sizeof err) != 0)
-            goto done;
-        co.conv_choice = choice;
-        diag d;
-        diag_init(&d);
-        cg = cg_generate(base->g, base->mp, &co, &d);
-        free(choice);              /* cg keeps its own */
-        diag_print(&d, stderr);
-        diag_free(&d);
-        if (!cg) {
-            snprintf(err, sizeof err, "%s: no CUDA kernels for this program (--no-kernels "
-                     "writes the plan without them)", path);
-            goto done;
-        }
-        if (compile(cg, err, sizeof err) != 0 ||
-            (o->autotune && autotune(cg, NULL, err, sizeof err) != 0))
-            goto done;
-    }
-    if (!mem) {
-        rc = rt_plan_write_program(path, p->g, p->mp, meta, n, cg, err, sizeof err);
-    } else {
-        unsigned char *bytes;
-        size_t size;
-        if (rt_plan_encode_program(p->g, p->mp, meta, n, cg, &bytes, &size, err, sizeof err) == 0) {
-            *mem = rt_plan_decode(bytes, size, path, err, sizeof err);
-            free(bytes);
-            rc = *mem ? 0 : -1;
-        }
-    }
-done:
-    if (rc != 0)
-        fprintf(stderr, "gnc: error: %s\n", err);
-    cg_program_free(cg);
-    rt_plan_free(base);
-    return rc;
+    if (drv_plan(&o->c, p, path, NULL, err, sizeof err) == 0)
+        return 0;
+    fprintf(stderr, "gnc: error: %s\n", err);
+    return -1;
 }
 
-int cli_plan_write(const options *o, const cli_program *p, const char *path)
+int cli_plan_memory(const options *o, drv_program *p, int train)
 {
-    return plan_make(o, p, path, NULL);
-}
-
-int cli_plan_memory(const options *o, cli_program *p, int train)
-{
-    options as = *o;
-    as.train = train;
-    rt_plan *file = NULL;
-    if (plan_make(&as, p, o->file, &file) != 0)
-        return -1;
-    p->compiled_g = p->g;
-    p->compiled_mp = p->mp;
-    p->file = file;
-    p->g = file->g;
-    p->mp = file->mp;
-    return 0;
+    char err[1024];
+    if (drv_plan_memory(&o->c, p, train, err, sizeof err) == 0)
+        return 0;
+    fprintf(stderr, "gnc: error: %s\n", err);
+    return -1;
 }
 
 int cli_device(options *o)
@@ -354,7 +134,7 @@ void cli_session_warn(const struct rt_session *s)
     }
 }
 
-struct rt_session *cli_session_new(const options *o, const cli_program *p, int per_rank,
+struct rt_session *cli_session_new(const options *o, const drv_program *p, int per_rank,
                                    uint64_t seed, char *err, size_t errlen)
 {
     if (o->cuda) {
@@ -401,11 +181,11 @@ struct rt_session *cli_session_new(const options *o, const cli_program *p, int p
     return s;
 }
 
-int cli_plan_open(const options *o, cli_program *out)
+int cli_plan_open(const options *o, drv_program *out)
 {
     char err[1024];
     memset(out, 0, sizeof *out);
-    rt_plan *p = rt_plan_load(o->file, err, sizeof err);
+    rt_plan *p = rt_plan_load(o->c.file, err, sizeof err);
     if (!p) {
         o->world->together = 1; /* every rank reads the same file */
         if (o->world->rank == 0)
@@ -416,14 +196,14 @@ int cli_plan_open(const options *o, cli_program *out)
         o->world->together = 1; /* every rank reads the same file */
         if (o->world->rank == 0)
             fprintf(stderr, "gnc: error: %s is compiled for %d device%s, but mpirun started %d "
-                    "ranks: each rank runs one device\n", o->file, p->ndevices,
+                    "ranks: each rank runs one device\n", o->c.file, p->ndevices,
                     p->ndevices == 1 ? "" : "s", o->world->ranks);
         rt_plan_free(p);
         return -1;
     }
-    if (o->world->ranks <= 1 && o->devices_given && o->part.devices != p->ndevices) {
+    if (o->world->ranks <= 1 && o->devices_given && o->c.part.devices != p->ndevices) {
         fprintf(stderr, "gnc: error: --devices cpu:%d, but %s is compiled for %d device%s\n",
-                o->part.devices, o->file, p->ndevices, p->ndevices == 1 ? "" : "s");
+                o->c.part.devices, o->c.file, p->ndevices, p->ndevices == 1 ? "" : "s");
         rt_plan_free(p);
         return -1;
     }
@@ -668,13 +448,13 @@ static void print_cuda(const cg_program *cg)
 int cmd_inspect(const options *o)
 {
     char err[1024], t[160], b[32], nb[160], ib[96];
-    rt_plan *p = rt_plan_load(o->file, err, sizeof err);
+    rt_plan *p = rt_plan_load(o->c.file, err, sizeof err);
     if (!p) {
         fprintf(stderr, "gnc: error: %s\n", err);
         return 1;
     }
     const ir_graph *g = p->g;
-    printf("plan %s: gnc plan format %u, %llu bytes, %d sections\n", o->file, p->version,
+    printf("plan %s: gnc plan format %u, %llu bytes, %d sections\n", o->c.file, p->version,
            (unsigned long long)p->file_bytes, p->nsections);
     int kernels = 0;
     for (int i = 0; i < p->nsections; i++) {
@@ -756,7 +536,7 @@ int cmd_inspect(const options *o)
             print_cuda(cg);
             cg_program_free(cg);
         } else {
-            fprintf(stderr, "gnc: error: %s: %s\n", o->file, err);
+            fprintf(stderr, "gnc: error: %s: %s\n", o->c.file, err);
             rc = 1;
         }
     } else {

@@ -38,7 +38,7 @@
 
 /* A graph with its session and the values the loop feeds and reads. */
 typedef struct {
-    cli_program prog;
+    drv_program prog;
     ir_graph *g;
     rt_session *s;
     const ir_value *image, *label, *logits;
@@ -49,8 +49,8 @@ static int is_float(ir_dtype t) { return t == IR_F32 || t == IR_F16 || t == IR_B
 static void model_free(model *m)
 {
     rt_session_free(m->s);
-    cli_candidates_free(m->prog.plan);
-    cli_program_free(&m->prog);
+    drv_candidates_free(m->prog.plan);
+    drv_program_free(&m->prog);
 }
 
 /* Loads o's model at batch (as a training step when train), finds its image and
@@ -61,7 +61,7 @@ static void model_free(model *m)
 static int model_load(const options *o, long long batch, int train, model *m)
 {
     memset(m, 0, sizeof *m);
-    if (cli_is_plan(o->file)) {
+    if (cli_is_plan(o->c.file)) {
         if (cli_plan_open(o, &m->prog) != 0)
             return -1;
         m->g = m->prog.g;
@@ -71,7 +71,7 @@ static int model_load(const options *o, long long batch, int train, model *m)
                                     "compile one with 'gnc compile MODEL.net --train -o FILE.gnc'\n"
                                   : "gnc: error: %s is a training step; evaluate with an inference "
                                     "plan (gnc compile MODEL.net -o FILE.gnc) or the model\n",
-                    o->file);
+                    o->c.file);
             o->world->together = 1; /* every rank read the same file */
             return -1;
         }
@@ -81,11 +81,9 @@ static int model_load(const options *o, long long batch, int train, model *m)
         /* the optimized, partitioned, memory-planned program (the pipeline keeps
            every value the loop reads: inputs, outputs, the loss); evaluation runs
            on one device */
-        options one = *o;
-        if (!train)
-            one.part = (pt_options){.devices = 1, .strategy = PT_DATA};
-        if (cli_compile_partitioned(&one, batch, train, &m->prog, &d) != 0)
-            cli_program_free(&m->prog);
+        pt_options one = {.devices = 1, .strategy = PT_DATA};
+        if (drv_compile(&o->c, train ? NULL : &one, batch, train, &m->prog, &d) != 0)
+            drv_program_free(&m->prog);
         m->g = m->prog.g;
         int bad = train ? cli_mpi_agree(o, &m->prog, &d) != 0 : (diag_print(&d, stderr), !m->g);
         diag_free(&d);
@@ -116,7 +114,7 @@ static int model_load(const options *o, long long batch, int train, model *m)
         m->label->type.rank != 1) {
         fprintf(stderr, "gnc: error: %s: to train or evaluate, the model needs an image input "
                 "[batch, channels, h, w], an integer label input [batch] and the loss "
-                "cross_entropy(logits, label)\n", o->file);
+                "cross_entropy(logits, label)\n", o->c.file);
         return -1;
     }
     char err[512];
@@ -302,7 +300,7 @@ static int save(const options *o, model *m, long long step, long long epoch, uin
         rt_ckpt_meta_set(&meta, "model_hash", buf);
     snprintf(buf, sizeof buf, "%lld", (long long)m->image->type.dims[0]);
     rt_ckpt_meta_set(&meta, "batch", buf);
-    rt_ckpt_meta_set(&meta, "optimizer", o->opt.kind == AD_SGD ? "sgd" : o->opt.kind == AD_ADAM
+    rt_ckpt_meta_set(&meta, "optimizer", o->c.opt.kind == AD_SGD ? "sgd" : o->c.opt.kind == AD_ADAM
                                          ? "adam" : "adamw");
     int rc = rt_session_save(m->s, o->checkpoint, &meta, err, sizeof err);
     rt_ckpt_meta_free(&meta);
@@ -320,7 +318,7 @@ int cmd_train(const options *o)
     FILE *log = NULL;
     int rc = 1, root = o->world->rank == 0; /* the rank that reports (the only one without MPI) */
     /* a plan is the training step alone: no inference program to test with */
-    int plan = cli_is_plan(o->file), testing = root && !plan;
+    int plan = cli_is_plan(o->c.file), testing = root && !plan;
     if (o->threads)
         rt_set_threads(o->threads);
     if (rt_dataset_load(&train, dir, "train", err, sizeof err) ||
@@ -404,7 +402,7 @@ int cmd_train(const options *o)
     if (root && plan && tm.prog.file->ndevices > 1)
         printf("on %d %s: %s (as compiled into %s)\n", tm.prog.file->ndevices,
                o->world->ranks > 1 ? "MPI ranks, one device each" : "virtual devices",
-               tm.prog.strategy, o->file);
+               tm.prog.strategy, o->c.file);
     long long first_step = step;
     /* on a GPU the next batch is copied while the step runs (ahead: this
        step's batch was); the CPU executor takes each batch as it comes */

@@ -1,0 +1,594 @@
+/* The compile driver (driver.h): the stages in order, each the function of
+ * the folder that holds it; here only their sequence, the strategy search
+ * and the plan's meta.  Moved from tools/ (gnc.c, partition.c, plan.c),
+ * where the command line keeps parsing and printing. */
+#include "driver.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen.h"
+#include "cuda.h"
+#include "frontend.h"
+#include "plan.h"
+
+#define LOG(o) ((o)->log ? (o)->log : stdout)
+
+static int compile_partitioned(const drv_config *o, const ir_graph *src, const pt_options *given,
+                               int train, const cost_device *devp, drv_program *out, diag *d);
+
+/* ---------------------------------------------------------------- 1, 2: load, verify */
+
+static int has_suffix(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+static char *read_file(const char *path, size_t *len, diag *d)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        diag_error(d, (ir_loc){path, 0, 0}, "cannot read file: %s", strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;)
+        if ((n += got) == cap) {
+            char *bigger = realloc(buf, cap *= 2);
+            if (!bigger)
+                free(buf);
+            buf = bigger;
+        }
+    fclose(f);
+    if (!buf)
+        diag_error(d, (ir_loc){path, 0, 0}, "out of memory reading the file");
+    *len = n;
+    return buf;
+}
+
+
+ir_graph *drv_load(const drv_config *o, long long batch, diag *d)
+{
+    ir_graph *g;
+    if (has_suffix(o->file, ".gir")) {
+        if (o->ndefines || o->model) {
+            diag_error(d, (ir_loc){o->file, 0, 0}, "-D and --model apply to .net models, "
+                       "not to IR text");
+            return NULL;
+        }
+        size_t len;
+        char *text = read_file(o->file, &len, d);
+        if (!text)
+            return NULL;
+        g = ir_parse(o->file, text, len, d);
+        free(text);
+    } else {
+        /* -D batch=B from --batch, unless -D batch is given too */
+        const char *names[DRV_MAX_DEFINES + 1], *values[DRV_MAX_DEFINES + 1];
+        char b[32];
+        int n = 0;
+        if (batch > 0) {
+            snprintf(b, sizeof b, "%lld", batch);
+            names[n] = "batch", values[n++] = b;
+            for (int i = 0; i < o->ndefines; i++)
+                if (strcmp(o->define_names[i], "batch") == 0)
+                    n = 0;
+        }
+        for (int i = 0; i < o->ndefines; i++)
+            names[n] = o->define_names[i], values[n++] = o->define_values[i];
+        fe_options fo = {o->model, n, names, values};
+        g = fe_load_file(o->file, &fo, d);
+    }
+    if (g && ir_verify(g, d) > 0) {
+        ir_graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+mp_plan *drv_optimize(const drv_config *o, const pt_options *part, ir_graph *g, int training,
+                      diag *d)
+{
+    int partitioned = part->devices > 1 || part->deterministic;
+    pm_options pm = {o->verify_each, o->time_passes, o->dump_ir, o->dump_dir, LOG(o),
+                     partitioned ? part : NULL};
+    const char *pipeline = o->passes ? o->passes
+                                     : pm_default_pipeline(training, o->remat, partitioned);
+    if (pm_run(g, pipeline, &pm, d) != 0)
+        return NULL;
+    mp_plan *p = mp_plan_graph(g);
+    char err[512];
+    if (mp_check(g, p, err, sizeof err) != 0) { /* a bug in the planner, never the user's */
+        diag_error(d, (ir_loc){0}, "internal error: the memory plan does not hold: %s", err);
+        mp_plan_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+
+/* The cap of device d: --mem-cap, else the device model's memory. */
+static int64_t cap_of(const drv_config *o, const cost_device *dev, int d)
+{
+    if (o->mem_cap && d < DRV_MAX_CAPS && o->mem_cap[d])
+        return o->mem_cap[d];
+    if (o->mem_cap_all)
+        return o->mem_cap_all;
+    for (int i = 0; o->mem_cap && i < DRV_MAX_CAPS; i++)
+        if (o->mem_cap[i])
+            return dev->mem_bytes; /* per-device caps given, not for this one */
+    return dev->mem_bytes;
+}
+
+static void describe(const pt_options *p, char *buf, size_t len)
+{
+    switch (p->strategy) {
+    case PT_DATA:
+        if (p->deterministic)
+            snprintf(buf, len, "data, deterministic");
+        else
+            snprintf(buf, len, "data%s", p->sync_bn ? ", sync-bn" : "");
+        return;
+    case PT_PIPELINE:
+        snprintf(buf, len, "pipeline %s, %d microbatches", p->schedule == PT_GPIPE ? "gpipe" : "1f1b",
+                 p->microbatches ? p->microbatches : 2 * p->devices);
+        return;
+    case PT_HYBRID:
+        snprintf(buf, len, "hybrid dp=%d x pp=%d, %d microbatches", p->dp, p->pp,
+                 p->microbatches ? p->microbatches : 2 * p->pp);
+        return;
+    case PT_TENSOR:
+        snprintf(buf, len, "tensor");
+        return;
+    }
+}
+
+/* One candidate: the program compiled with part, planned and costed; caps
+ * checked.  Returns 0, or -1 with the reason in err (and on d).  A pipeline cuts
+ * its stages to fit the caps by an estimate; where the exact plan is still over
+ * a device's cap, it is cut again with the cap its estimate must meet lowered
+ * by the square of the excess ratio (a few times at most). */
+static int build_once(const drv_config *o, const ir_graph *src, const pt_options *part,
+                      int train, const cost_device *dev, drv_program *out, diag *d, char *err,
+                      size_t errlen, int64_t *over);
+
+static int build(const drv_config *o, const ir_graph *src, const pt_options *part, int train,
+                 const cost_device *dev, drv_program *out, diag *d, char *err, size_t errlen)
+{
+    int n = part->devices < DRV_MAX_CAPS ? part->devices : DRV_MAX_CAPS;
+    int64_t *caps = calloc((size_t)n + 1, sizeof *caps), *over = calloc((size_t)n + 1, sizeof *over);
+    if (!caps || !over) {
+        free(caps), free(over);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        caps[i] = cap_of(o, dev, i);
+    pt_options p = *part;
+    p.mem_caps = caps;
+    int rc = -1;
+    for (int tries = 0; tries < 6; tries++) {
+        diag scratch;
+        diag_init(&scratch);
+        int again = 0;
+        memset(over, 0, (size_t)n * sizeof *over);
+        int retry = tries < 5 && (part->strategy == PT_PIPELINE || part->strategy == PT_HYBRID);
+        rc = build_once(o, src, &p, train, dev, out, retry ? &scratch : d, err, errlen, over);
+        for (int i = 0; rc != 0 && retry && i < n; i++)
+            if (over[i] > 0) {
+                int64_t real = cap_of(o, dev, i);
+                double ratio = (double)real / (double)(real + over[i]);
+                caps[i] = (int64_t)((double)caps[i] * ratio * ratio);
+                again = 1;
+            }
+        if (rc != 0 && !again) /* not a cap the pipeline can dodge: report it */
+            for (int i = 0; i < scratch.n; i++)
+                diag_error(d, (ir_loc){0}, "%s", scratch.entries[i].msg);
+        diag_free(&scratch);
+        if (rc == 0 || !again)
+            break;
+    }
+    free(caps);
+    free(over);
+    return rc;
+}
+
+static int build_once(const drv_config *o, const ir_graph *src, const pt_options *part,
+                      int train, const cost_device *dev, drv_program *out, diag *d, char *err,
+                      size_t errlen, int64_t *over)
+{
+    memset(out, 0, sizeof *out);
+    int first = d->n;
+    out->g = ir_graph_clone(src);
+    if (!(out->mp = drv_optimize(o, part, out->g, train, d)))
+        goto fail;
+    describe(part, out->strategy, sizeof out->strategy);
+    if (part->devices <= 1 && !part->deterministic)
+        snprintf(out->strategy, sizeof out->strategy,
+                 pt_devices(out->g) > 1 ? "as partitioned in the IR" : "one device");
+    out->plan = pt_plan_new(out->g, out->mp, dev, out->strategy);
+    int64_t caps[DRV_MAX_CAPS + 1] = {0};
+    int ndev = out->plan->ndevices < DRV_MAX_CAPS ? out->plan->ndevices : DRV_MAX_CAPS;
+    for (int i = 0; i < ndev; i++)
+        caps[i] = cap_of(o, dev, i);
+    if (pt_plan_check_caps(out->plan, out->mp, caps, d) != 0) {
+        int first = -1;
+        for (int i = 0; i < ndev; i++)
+            if (out->plan->dev[i].peak_bytes > caps[i]) {
+                over[i] = out->plan->dev[i].peak_bytes - caps[i];
+                first = first < 0 ? i : first;
+            }
+        snprintf(err, errlen, "device %d needs %.2f GiB, over its cap of %.2f GiB", first,
+                 (double)out->plan->dev[first].peak_bytes / 1073741824.0,
+                 (double)caps[first] / 1073741824.0);
+        goto fail_kept;
+    }
+    return 0;
+fail:
+    snprintf(err, errlen, "it does not compile");
+    for (int i = d->n - 1; i >= first; i--) /* the first error */
+        if (d->entries[i].level == DIAG_ERROR)
+            snprintf(err, errlen, "%s", d->entries[i].msg);
+fail_kept:
+    drv_program_free(out);
+    return -1;
+}
+
+void drv_program_free(drv_program *p)
+{
+    pt_plan_free(p->plan);
+    if (p->file) { /* a plan file's: it owns g and mp */
+        rt_plan_free(p->file);
+        mp_plan_free(p->compiled_mp);
+        if (p->compiled_g)
+            ir_graph_free(p->compiled_g);
+    } else {
+        mp_plan_free(p->mp);
+        if (p->g)
+            ir_graph_free(p->g);
+    }
+    memset(p, 0, sizeof *p);
+}
+
+const cost_device *drv_device_model(const drv_config *o, cost_device *buf, char *err, size_t errlen)
+{
+    const char *spec = o->device_model ? o->device_model : o->gpus ? "h100-nvlink" : "cpu";
+    if (cost_device_parse(spec, buf, err, errlen) != 0)
+        return NULL;
+    return buf;
+}
+
+int drv_compile(const drv_config *o, const pt_options *partition, long long batch, int train,
+                drv_program *out, diag *d)
+{
+    char err[512];
+    cost_device dev;
+    memset(out, 0, sizeof *out);
+    if (!drv_device_model(o, &dev, err, sizeof err)) {
+        diag_error(d, (ir_loc){0}, "--device-model: %s", err);
+        return -1;
+    }
+    /* 1-3 once; each candidate (and each retry of a pipeline's cut) from a
+       clone of the result */
+    ir_graph *src = drv_load(o, batch, d);
+    if (src && train && (ad_training_graph(src, &o->opt, d) != 0 || ir_verify(src, d))) {
+        ir_graph_free(src);
+        src = NULL;
+    }
+    if (!src)
+        return -1;
+    pt_options part = partition ? *partition : o->part;
+    part.cost = &dev;
+    int rc = compile_partitioned(o, src, &part, train, &dev, out, d);
+    ir_graph_free(src);
+    return rc;
+}
+
+static int compile_partitioned(const drv_config *o, const ir_graph *src, const pt_options *given,
+                               int train, const cost_device *devp, drv_program *out, diag *d)
+{
+    char err[512];
+    pt_options part = *given;
+    cost_device dev = *devp;
+    if (!o->strategy_auto || part.devices <= 1) {
+        if (build(o, src, &part, train, &dev, out, d, err, sizeof err) != 0)
+            return -1;
+        out->plan->cost = dev;
+        return 0;
+    }
+    /* auto: every strategy that may fit, the fastest predicted step wins */
+    pt_options cand[16];
+    int n = 0, N = part.devices;
+    cand[n] = part, cand[n].strategy = PT_DATA, n++;
+    cand[n] = part, cand[n].strategy = PT_PIPELINE, n++;
+    for (int dp = 2; dp < N && n < 14; dp++)
+        if (N % dp == 0)
+            cand[n] = part, cand[n].strategy = PT_HYBRID, cand[n].dp = dp, cand[n].pp = N / dp, n++;
+    cand[n] = part, cand[n].strategy = PT_TENSOR, n++;
+    pt_candidate *rank = calloc((size_t)n, sizeof *rank);
+    int best = -1;
+    drv_program prog;
+    for (int i = 0; i < n; i++) {
+        diag scratch;
+        diag_init(&scratch);
+        describe(&cand[i], rank[i].name, sizeof rank[i].name);
+        if (build(o, src, &cand[i], train, &dev, &prog, &scratch, err, sizeof err) != 0) {
+            rank[i].error = strdup(err);
+        } else {
+            rank[i].step_ms = prog.plan->step_ms;
+            for (int k = 0; k < prog.plan->ndevices; k++)
+                if (prog.plan->dev[k].peak_bytes > rank[i].peak_bytes)
+                    rank[i].peak_bytes = prog.plan->dev[k].peak_bytes;
+            if (best < 0 || rank[i].step_ms < rank[best].step_ms) {
+                if (best >= 0)
+                    drv_program_free(out);
+                *out = prog;
+                best = i;
+            } else {
+                drv_program_free(&prog);
+            }
+        }
+        diag_free(&scratch);
+    }
+    if (best < 0) {
+        diag_error(d, (ir_loc){0}, "no strategy fits %d devices:", N);
+        for (int i = 0; i < n; i++)
+            diag_note(d, (ir_loc){0}, "%s: %s", rank[i].name, rank[i].error);
+        for (int i = 0; i < n; i++)
+            free((char *)rank[i].error);
+        free(rank);
+        return -1;
+    }
+    rank[best].chosen = 1;
+    out->plan->candidates = rank;
+    out->plan->ncandidates = n;
+    return 0;
+}
+
+void drv_candidates_free(pt_plan *p)
+{
+    if (!p)
+        return;
+    for (int i = 0; i < p->ncandidates; i++)
+        free((char *)p->candidates[i].error);
+    free(p->candidates);
+    p->candidates = NULL;
+    p->ncandidates = 0;
+}
+
+
+
+/* --autotune: the program opened on this machine's GPU (NULL libdir: the
+ * driver, or $GNC_CUDA_LIBDIR's), its library calls timed, the fastest
+ * algorithms recorded in cg's steps; then, with conv_ms (--conv auto), its
+ * convolutions timed into it (rt_cuda_time_convs). */
+static int autotune(cg_program *cg, double *conv_ms, char *err, size_t errlen)
+{
+    char msg[768];
+    rt_cuda *x = rt_cuda_open(cg, NULL, msg, sizeof msg);
+    if (!x) {
+        snprintf(err, errlen, "--autotune times the library calls on a GPU, and this machine "
+                 "has none to open: %s", msg);
+        return -1;
+    }
+    int rc = rt_cuda_autotune(x, cg, msg, sizeof msg) != 0 ||
+             (conv_ms && rt_cuda_time_convs(x, conv_ms, msg, sizeof msg) != 0);
+    rt_cuda_close(x);
+    if (rc)
+        snprintf(err, errlen, "--autotune: %s", msg);
+    return rc ? -1 : 0;
+}
+
+/* cg_compile through the kernel cache, with a warning where the cache would
+ * not take the images (a warm compile would not be warm). */
+static int compile(const drv_config *o, cg_program *cg, char *err, size_t errlen)
+{
+    cg_compile_stats st;
+    if (cg_compile(cg, NULL, &st, err, errlen) != 0)
+        return -1;
+    if (st.cache_unwritten && o->warnings)
+        fprintf(o->warnings, "gnc: warning: %d compiled kernel image%s could not be written to the "
+                "kernel cache ($GNC_CACHE_DIR, else ~/.cache/gnc): the next compile compiles "
+                "%s again\n", st.cache_unwritten, st.cache_unwritten == 1 ? "" : "s",
+                st.cache_unwritten == 1 ? "it" : "them");
+    return 0;
+}
+
+/* One implementation's times of every convolution of base's program (ms,
+ * by the id of the node's first result): generated with co's options and
+ * conv impl, compiled, opened on the GPU, cuDNN's algorithms tuned first. */
+static int time_convs(const drv_config *o, const rt_plan *base, const cg_options *co,
+                      cg_conv_impl impl, double *ms, char *err, size_t errlen)
+{
+    cg_options oi = *co;
+    oi.conv = impl;
+    diag d;
+    diag_init(&d);
+    cg_program *cg = cg_generate(base->g, base->mp, &oi, &d);
+    diag_free(&d);
+    if (!cg) {
+        snprintf(err, errlen, "--conv auto: the program does not generate with --conv %s",
+                 cg_conv_name(impl));
+        return -1;
+    }
+    int rc = compile(o, cg, err, errlen) != 0 || autotune(cg, ms, err, errlen) != 0 ? -1 : 0;
+    cg_program_free(cg);
+    return rc;
+}
+
+/* --conv auto: each convolution of base's program timed as cuDNN calls, as
+ * implicit-GEMM kernels and as cuDNN calls on channels-last copies (their
+ * transposes included), *choice (the graph's nvalues entries) the fastest,
+ * the earlier way on a tie (cuDNN first); each printed with its times. */
+static int choose_convs(const drv_config *o, const rt_plan *base, const cg_options *co,
+                        signed char **choice, char *err, size_t errlen)
+{
+    size_t nv = (size_t)base->g->nvalues + 1;
+    double *ms[CG_CONV_NIMPLS];
+    int rc = -1, ok = 1;
+    for (int i = 0; i < CG_CONV_NIMPLS; i++)
+        ok &= (ms[i] = calloc(nv, sizeof(double))) != NULL;
+    *choice = malloc(nv);
+    if (!ok || !*choice) {
+        snprintf(err, errlen, "out of memory");
+        goto done;
+    }
+    memset(*choice, -1, nv);
+    for (int i = 0; i < CG_CONV_NIMPLS; i++)
+        if (time_convs(o, base, co, (cg_conv_impl)i, ms[i], err, errlen) != 0)
+            goto done;
+    int count[CG_CONV_NIMPLS] = {0};
+    for (const ir_node *n = base->g->head; n; n = n->next) {
+        if (!cg_is_conv(n))
+            continue;
+        int id = n->out[0]->id, c = 0;
+        for (int i = 1; i < CG_CONV_NIMPLS; i++)
+            if (ms[i][id] < ms[c][id])
+                c = i;
+        (*choice)[id] = (signed char)c;
+        count[c]++;
+        fprintf(LOG(o), "  %-18s %%%-24s", ir_ops[n->op].name, n->out[0]->name);
+        for (int i = 0; i < CG_CONV_NIMPLS; i++)
+            fprintf(LOG(o), " %s %8.4f ", cg_conv_name((cg_conv_impl)i), ms[i][id]);
+        fprintf(LOG(o), "ms  -> %s\n", cg_conv_name((cg_conv_impl)c));
+    }
+    fprintf(LOG(o), "convolutions (--conv auto, timed on this GPU): %d by cuDNN, %d by igemm, "
+           "%d by cuDNN on channels-last copies\n",
+           count[CG_CONV_CUDNN], count[CG_CONV_IGEMM], count[CG_CONV_CUDNN_NHWC]);
+    rc = 0;
+done:
+    for (int i = 0; i < CG_CONV_NIMPLS; i++)
+        free(ms[i]);
+    if (rc) {
+        free(*choice);
+        *choice = NULL;
+    }
+    return rc;
+}
+
+int drv_plan(const drv_config *o, const drv_program *p, const char *path, rt_plan **mem,
+             char *err, size_t errlen)
+{
+    char devices[16], step[64], opt[160];
+    int partitioned = o->part.devices > 1 || o->part.deterministic;
+    snprintf(devices, sizeof devices, "%d", p->mp->ndevices);
+    rt_plan_kv meta[20];
+    int n = 0;
+    meta[n++] = (rt_plan_kv){"writer", "gnc " GNC_VERSION};
+    meta[n++] = (rt_plan_kv){"model", p->g->name};
+    meta[n++] = (rt_plan_kv){"source", o->file};
+    meta[n++] = (rt_plan_kv){"flags", o->flags};
+    meta[n++] = (rt_plan_kv){"devices", devices};
+    meta[n++] = (rt_plan_kv){"strategy", p->strategy};
+    meta[n++] = (rt_plan_kv){"passes", o->passes ? o->passes
+                                                 : pm_default_pipeline(o->train, o->remat,
+                                                                       partitioned)};
+    if (o->train) {
+        const ad_optimizer *a = &o->opt;
+        if (a->kind == AD_SGD)
+            snprintf(opt, sizeof opt, "sgd momentum=%g nesterov=%d weight_decay=%g", a->momentum,
+                     a->nesterov, a->weight_decay);
+        else
+            snprintf(opt, sizeof opt, "%s betas=%g,%g eps=%g weight_decay=%g",
+                     a->kind == AD_ADAM ? "adam" : "adamw", a->beta1, a->beta2, a->eps,
+                     a->weight_decay);
+        meta[n++] = (rt_plan_kv){"optimizer", opt};
+    }
+    if (p->plan) {
+        meta[n++] = (rt_plan_kv){"cost_model", p->plan->cost.name};
+        snprintf(step, sizeof step, "%.6g", p->plan->step_ms);
+        meta[n++] = (rt_plan_kv){"predicted_step_ms", step};
+    }
+    /* the kernels: generated from the program and memory plan exactly as a
+       loader decodes them (so rt_plan_program regenerates the same sources),
+       compiled, and stored beside them; without NVRTC, none */
+    int kernels = !o->no_kernels && cg_have_nvrtc();
+    if (o->autotune && !kernels) {
+        snprintf(err, errlen, "--autotune tunes the plan's CUDA kernels' library calls, and the "
+                 "plan has none (%s)", o->no_kernels ? "--no-kernels" : "no NVRTC");
+        return -1;
+    }
+    const char *archs = o->archs ? o->archs : "sm_80,sm_90";
+    meta[n++] = (rt_plan_kv){"precision", cg_precision_name((cg_precision)o->precision)};
+    if (o->conv != CG_CONV_CUDNN || o->conv_auto)  /* absent: cuDNN, as before --conv */
+        meta[n++] = (rt_plan_kv){"conv", o->conv_auto ? "auto"
+                                                      : cg_conv_name((cg_conv_impl)o->conv)};
+    if (kernels) {
+        meta[n++] = (rt_plan_kv){"archs", archs};
+        meta[n++] = (rt_plan_kv){"nvrtc", cg_nvrtc_version()};
+    }
+    int rc = -1;
+    rt_plan *base = NULL;
+    cg_program *cg = NULL;
+    if (kernels) {
+        unsigned char *bytes;
+        size_t size;
+        if (rt_plan_encode(p->g, p->mp, meta, n, &bytes, &size, err, errlen) != 0)
+            goto done;
+        base = rt_plan_decode(bytes, size, path, err, errlen);
+        free(bytes);
+        if (!base)
+            goto done;
+        char list[CG_MAX_ARCHS][16];
+        cg_options co = cg_options_default();
+        co.precision = (cg_precision)o->precision;
+        co.conv = (cg_conv_impl)o->conv;
+        co.narchs = rt_plan_archs(archs, list);
+        for (int a = 0; a < co.narchs; a++)
+            co.archs[a] = list[a];
+        signed char *choice = NULL;
+        if (o->conv_auto && choose_convs(o, base, &co, &choice, err, errlen) != 0)
+            goto done;
+        co.conv_choice = choice;
+        diag d;
+        diag_init(&d);
+        cg = cg_generate(base->g, base->mp, &co, &d);
+        free(choice);              /* cg keeps its own */
+        if (o->warnings)
+            diag_print(&d, o->warnings);
+        diag_free(&d);
+        if (!cg) {
+            snprintf(err, errlen, "%s: no CUDA kernels for this program (--no-kernels "
+                     "writes the plan without them)", path);
+            goto done;
+        }
+        if (compile(o, cg, err, errlen) != 0 ||
+            (o->autotune && autotune(cg, NULL, err, errlen) != 0))
+            goto done;
+    }
+    if (!mem) {
+        rc = rt_plan_write_program(path, p->g, p->mp, meta, n, cg, err, errlen);
+    } else {
+        unsigned char *bytes;
+        size_t size;
+        if (rt_plan_encode_program(p->g, p->mp, meta, n, cg, &bytes, &size, err, errlen) == 0) {
+            *mem = rt_plan_decode(bytes, size, path, err, errlen);
+            free(bytes);
+            rc = *mem ? 0 : -1;
+        }
+    }
+done:
+    cg_program_free(cg);
+    rt_plan_free(base);
+    return rc;
+}
+
+int drv_plan_memory(const drv_config *o, drv_program *p, int train, char *err, size_t errlen)
+{
+    drv_config as = *o;
+    as.train = train;
+    rt_plan *file = NULL;
+    if (drv_plan(&as, p, o->file, &file, err, errlen) != 0)
+        return -1;
+    p->compiled_g = p->g;
+    p->compiled_mp = p->mp;
+    p->file = file;
+    p->g = file->g;
+    p->mp = file->mp;
+    return 0;
+}
+
