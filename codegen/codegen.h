@@ -345,7 +345,7 @@ typedef struct {
     int interval;
 } cg_loss_scale;
 
-typedef struct {
+typedef struct cg_program {
     cg_options opts;
     int narchs;
     char archs[CG_MAX_ARCHS][16];

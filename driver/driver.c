@@ -241,6 +241,8 @@ fail_kept:
 void drv_program_free(drv_program *p)
 {
     pt_plan_free(p->plan);
+    cg_program_free(p->cuda);
+    rt_plan_free(p->cuda_base);
     if (p->file) { /* a plan file's: it owns g and mp */
         rt_plan_free(p->file);
         mp_plan_free(p->compiled_mp);
@@ -473,6 +475,12 @@ done:
 int drv_plan(const drv_config *o, const drv_program *p, const char *path, rt_plan **mem,
              char *err, size_t errlen)
 {
+    return drv_plan_keep(o, p, path, mem, NULL, NULL, err, errlen);
+}
+
+int drv_plan_keep(const drv_config *o, const drv_program *p, const char *path, rt_plan **mem,
+                  cg_program **keep_cg, rt_plan **keep_base, char *err, size_t errlen)
+{
     char devices[16], step[64], opt[160];
     int partitioned = o->part.devices > 1 || o->part.deterministic;
     snprintf(devices, sizeof devices, "%d", p->mp->ndevices);
@@ -572,6 +580,10 @@ int drv_plan(const drv_config *o, const drv_program *p, const char *path, rt_pla
         }
     }
 done:
+    if (rc == 0 && keep_cg) { /* the caller's now */
+        *keep_cg = cg, *keep_base = base;
+        cg = NULL, base = NULL;
+    }
     cg_program_free(cg);
     rt_plan_free(base);
     return rc;
@@ -582,7 +594,7 @@ int drv_plan_memory(const drv_config *o, drv_program *p, int train, char *err, s
     drv_config as = *o;
     as.train = train;
     rt_plan *file = NULL;
-    if (drv_plan(&as, p, o->file, &file, err, errlen) != 0)
+    if (drv_plan_keep(&as, p, o->file, &file, &p->cuda, &p->cuda_base, err, errlen) != 0)
         return -1;
     p->compiled_g = p->g;
     p->compiled_mp = p->mp;

@@ -15,6 +15,7 @@ struct rt_session {
     rt_device_kind device;
     rt_exec *host;
     cg_program *prog;           /* cuda: the plan's GPU program */
+    int prog_owned;             /* made by rt_plan_program (else the caller's) */
     rt_cuda *gpu;               /* cuda: its executor */
     const ir_value *lr, *step, *seed;   /* a training step's scalar inputs, or NULL */
 };
@@ -83,7 +84,9 @@ static int open_gpu(rt_session *s, const rt_plan *p, const rt_session_options *o
     if (rt_cuda_probe(o->libdir, err, errlen) != 0)
         return -1;
     char why[512];
-    if (!(s->prog = rt_plan_program(p, why, sizeof why)))
+    s->prog = (cg_program *)o->program;
+    s->prog_owned = !s->prog;
+    if (!s->prog && !(s->prog = rt_plan_program(p, why, sizeof why)))
         return fail(err, errlen, "device cuda: %s", why);
     rt_cuda_options co = {0};
     co.libdir = o->libdir;
@@ -141,7 +144,8 @@ void rt_session_free(rt_session *s)
     if (!s)
         return;
     rt_cuda_close(s->gpu);
-    cg_program_free(s->prog);
+    if (s->prog_owned)
+        cg_program_free(s->prog);
     rt_exec_free(s->host);
     free(s);
 }

@@ -60,6 +60,10 @@ typedef struct {
     const int *gpus;            /* cuda: program device d on GPU gpus[d] (rt_cuda_options) */
     int ranks, rank;            /* cuda across processes (rt_cuda_options): this process */
     const rt_cuda_id *id;       /* runs device rank of ranks, NCCL's id from rank 0 */
+    const cg_program *program;  /* cuda: the plan's GPU program, generated and compiled
+                                   already from its program as rt_plan_program would
+                                   (the compile driver's, which outlives the session);
+                                   NULL: rt_plan_program makes it */
     rt_exec *host;              /* the host copy made elsewhere (an MPI rank's executor,
                                    rt_exec_new_rank), which the session then owns; NULL:
                                    made of the plan */

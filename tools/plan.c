@@ -142,7 +142,8 @@ struct rt_session *cli_session_new(const options *o, const drv_program *p, int p
             snprintf(err, errlen, "internal error: a program for the cuda device without its plan");
             return NULL;
         }
-        rt_session_options so = {.device = RT_DEVICE_CUDA, .seed = seed, .eager = o->eager};
+        rt_session_options so = {.device = RT_DEVICE_CUDA, .seed = seed, .eager = o->eager,
+                                 .program = p->cuda};
         const cli_world *w = o->world;
         if (w->ranks <= 1)
             return rt_session_open(p->file, &so, err, errlen);

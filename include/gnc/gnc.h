@@ -133,6 +133,27 @@ GNC_API gnc_status gnc_plan_input(const gnc_plan *plan, int i, gnc_tensor_info *
 GNC_API int gnc_plan_output_count(const gnc_plan *plan);
 GNC_API gnc_status gnc_plan_output(const gnc_plan *plan, int i, gnc_tensor_info *info);
 
+/* ---- compiling ---- */
+
+typedef struct {
+    const char *const *defines; /* "NAME=VALUE" model parameters (gnc compile -D), ndefines */
+    int ndefines;
+    int train;              /* the training step (SGD), else inference */
+    double momentum;        /* SGD's momentum (0: none) */
+    int devices;            /* data parallel over this many devices; 0 or 1: one */
+    const char *precision;  /* the CUDA program's: "fp32" (NULL), "tf32", "bf16", "fp16" */
+    int no_kernels;         /* leave the CUDA kernels out (else compiled by NVRTC where this
+                               libgnc has it) */
+} gnc_compile_options;
+
+/* Compiles a model (.net, or IR text .gir) into a plan, as `gnc compile
+ * MODEL -o FILE.gnc` writes one with the same options (docs/design.md: every
+ * stage from loading to the plan); options NULL: inference on one device at
+ * fp32, kernels where NVRTC is at hand.  A model with errors gives
+ * GNC_ERROR_FORMAT and the first diagnostic, "file:line:col: error: ...". */
+GNC_API gnc_status gnc_compile(gnc_plan **plan, const char *path,
+                               const gnc_compile_options *options, gnc_error *err);
+
 /* ---- sessions ---- */
 
 typedef struct {

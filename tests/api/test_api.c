@@ -345,6 +345,59 @@ static void test_training(void)
     gnc_plan_free(inf);
 }
 
+/* gnc_compile: the plan of a model, as gnc compile -o makes it (the CLI's
+ * lenet-train2.gnc and the API's train to the same bits), and its errors. */
+static void test_compile(void)
+{
+    gnc_error err;
+    gnc_plan *cli = NULL, *api = NULL;
+    const char *batch8[] = {"batch=8"};
+    gnc_compile_options o = {.defines = batch8, .ndefines = 1, .train = 1, .momentum = 0.9,
+                             .devices = 2, .no_kernels = 1};
+    gnc_status st = gnc_compile(&api, GNC_SOURCE_DIR "/models/lenet.net", &o, &err);
+    check(st == GNC_OK && gnc_plan_is_training(api) && gnc_plan_devices(api) == 2,
+          "gnc_compile lenet, a training step on 2: %s", err.message);
+    if (st == GNC_OK && gnc_plan_load(&cli, path("lenet-train2.gnc"), &err) == GNC_OK) {
+        gnc_session *a = NULL, *b = NULL;
+        double la = 0, lb = -1;
+        check(gnc_session_init(&a, cli, &cpu, &err) == GNC_OK &&
+              gnc_session_init(&b, api, &cpu, &err) == GNC_OK, "sessions: %s", err.message);
+        if (a && b) {
+            feed(a, cli, 5);
+            feed(b, api, 5);
+            steps(a, 0, 2, &la);
+            steps(b, 0, 2, &lb);
+            check(la == lb, "the API's plan trains as the CLI's: %.9g, %.9g", lb, la);
+        }
+        gnc_session_free(a);
+        gnc_session_free(b);
+    }
+    gnc_plan_free(cli);
+    gnc_plan_free(api);
+    /* what does not compile says where */
+    FILE *f = fopen(path("bad.net"), "w");
+    if (f) {
+        fputs("model m(batch = 4) {\n  input x: f32[batch, 8]\n  y = relu(z)\n  output y\n}\n", f);
+        fclose(f);
+    }
+    api = NULL;
+    check(gnc_compile(&api, path("bad.net"), NULL, &err) == GNC_ERROR_FORMAT && !api &&
+          strstr(err.message, "bad.net:3:12: error: unknown name 'z'"), "a bad model: '%s'",
+          err.message);
+    check(gnc_compile(&api, path("none.net"), NULL, &err) != GNC_OK && !api &&
+          strstr(err.message, "none.net"), "no file: '%s'", err.message);
+    const char *bad[] = {"batch"};
+    gnc_compile_options nodef = {.defines = bad, .ndefines = 1};
+    check(gnc_compile(&api, GNC_SOURCE_DIR "/models/lenet.net", &nodef, &err) ==
+              GNC_ERROR_ARGUMENT && strstr(err.message, "NAME=VALUE"), "a define without '=': '%s'",
+          err.message);
+    gnc_compile_options prec = {.precision = "fp8"};
+    check(gnc_compile(&api, GNC_SOURCE_DIR "/models/lenet.net", &prec, &err) ==
+              GNC_ERROR_ARGUMENT && strstr(err.message, "unknown precision 'fp8'"),
+          "an unknown precision: '%s'", err.message);
+    check(gnc_compile(NULL, "x", NULL, &err) == GNC_ERROR_ARGUMENT, "NULL plan");
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -355,6 +408,7 @@ int main(int argc, char **argv)
     test_plans();
     test_sessions();
     test_training();
+    test_compile();
     printf("test_api: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
