@@ -839,6 +839,11 @@ static void emit_segment(cg_gen *G, const ir_node *const *m, int nm, int sp)
 static void gen_unit(cg_gen *G, const ir_node *const *m, int nm)
 {
     G->ws_top = 0;
+    if (G->bias_pending && !(m[0]->op == IR_OP_BATCHNORM_TRAIN && m[0]->in[0] == G->bias_pending)) {
+        cg_fail(G, m[0], "internal: the bias of %%%s was left to a batchnorm that does not follow",
+                G->bias_pending->name);
+        return;
+    }
     for (int i = 0; i < nm && !G->failed;) {
         const ir_node *n = m[i];
         if (ir_op_communicates(n->op)) {
@@ -971,10 +976,18 @@ static void gen_list(cg_gen *G, int init)
         while (last->group && last->next && last->next->group == last->group &&
                last->next->device == G->dev && G->weight[last->next->out[0]->id] == w)
             m[nm++] = last = last->next;
+        if (n == G->sum_done && nm == 1) { /* computed by the batchnorm_grad before it */
+            G->sum_done = NULL;
+            n = n->next;
+            continue;
+        }
         gen_unit(G, m, nm);
         n = last->next;
     }
     free(m);
+    if (G->bias_pending && !G->failed)
+        cg_fail(G, G->bias_pending->def, "internal: the bias of %%%s was never added",
+                G->bias_pending->name);
     if (!init && !G->failed)
         flush_casts(G);
 }

@@ -102,6 +102,14 @@ typedef struct cg_gen {
     cg_cast *casts;             /* the run's 16-bit shadows still to make, all in one
                                    launch at casts_at (codegen.c flush_casts) */
     int ncasts, casts_at;
+    /* a convolution's result whose bias is still to add: the batchnorm_train
+       kernel reading it next adds it in place (library.c bias_folds) */
+    const ir_value *bias_pending, *bias_of;
+    /* a sum_to of a batchnorm_gradient's dx per channel (a convolution's bias
+       gradient) that the batchnorm_grad kernel computed (kernels.c
+       bias_grad_of); no_sum_fold: that kernel would overlap, compute it apart */
+    const ir_node *sum_done;
+    int no_sum_fold;
     int *dev_kernels;           /* the kernels this device uses, first use first */
     int ndev_kernels, capdev_kernels;
 

@@ -81,6 +81,9 @@ typedef struct {
     int64_t lstep;
     int warp_rows;              /* a warp per row (else a block) */
     int nt;                     /* threads per block */
+    /* a split reduction (parts_of): each group's elements in parts of plen,
+       a block each; grid: the blocks of a first kernel (the partial sums) */
+    int64_t parts, plen, grid, pbytes;
 } kb;
 
 /* Names a kernel's own code uses: a parameter or register made from a value's
@@ -107,6 +110,7 @@ static const char *const reserved[] = {
     "col", "r", "at", "pl", "d", "dv", "mean", "inv", "m", "g", "s1", "s2", "sw", "sb", "x",
     "a", "ky", "kx", "iy", "ix", "oy", "ox", "y0", "x0", "y1", "x1", "ya", "yb", "xa", "xb",
     "oy0", "oy1", "ox0", "ox1", "arg", "arg_found", "u", "w", "pos", "src", "dst", "vec",
+    "part", "t0", "t1", "p", "pd", "np", "mp", "bb", "sdx", "sd",
     NULL};
 
 static char *kstr(kb *k, const char *fmt, ...) DIAG_PRINTF(2, 3);
@@ -1235,6 +1239,51 @@ static int map_kernel(kb *k)
 
 /* ---------------------------------------------------------------- special ops */
 
+/* Blocks that fill the GPU: two per SM of an H100 (132 SMs).  A reduction
+ * with fewer groups than this (batchnorm's channels, sum_to's outputs, mse's
+ * one) splits each group's elements into parts, a block each, which write
+ * their partial sums to the workspace (a first kernel); the second kernel
+ * adds a group's parts in part order, the same bits on every run, and goes on
+ * from there (PyTorch's and apex's batchnorm: a reduction, then the map). */
+#define FILL_BLOCKS 264
+#define PART_MIN 1024          /* the fewest elements a part sums */
+
+/* The parts each of groups reductions of len elements splits into. */
+static int64_t parts_of(int64_t groups, int64_t len)
+{
+    if (groups >= FILL_BLOCKS || len < 2 * PART_MIN)
+        return 1;
+    int64_t p = div_up(FILL_BLOCKS, groups), most = len / PART_MIN;
+    p = p < most ? p : most;
+    return div_up(len, div_up(len, p)); /* no part empty */
+}
+
+/* Makes k (and pre, the kernel of the partial sums) reduce groups of len
+ * elements in parts: returns the workspace of the partial sums, per doubles
+ * per block. */
+static cg_ref split(kb *k, kb *pre, int64_t groups, int64_t len, int64_t parts, int per)
+{
+    k->parts = pre->parts = parts;
+    k->plen = pre->plen = div_up(len, parts);
+    pre->itype = k->itype;
+    pre->grid = groups * parts;
+    k->pbytes = pre->pbytes = groups * parts * per * (int64_t)sizeof(double);
+    return cg_workspace(k->G, k->pbytes);
+}
+
+/* pd: the partial sums at ws, written by pre's kernel and read by the
+ * other. */
+static void partials(kb *k, cg_ref ws, int write)
+{
+    kparam *p = param_at(k, NULL, "parts", ws, IR_F32, k->pbytes);
+    if (write)
+        p->write_other = 1;
+    else
+        p->read_other = 1;
+    const char *c = write ? "" : "const ";
+    line(k, "%sdouble *pd = (%sdouble *)%s;", c, c, p->name);
+}
+
 static const char *shared_red(kb *k, int dbl)
 {
     if (dbl && !k->red_d) {
@@ -1564,9 +1613,37 @@ static int64_t sp_cross_entropy(kb *k, const ir_node *n)
     return 1;
 }
 
-static int64_t sp_mse(kb *k, const ir_node *n)
+static int64_t sp_mse(kb *k, const ir_node *n, kb *pre)
 {
-    int64_t len = ir_type_numel(&n->in[0]->type);
+    int64_t len = ir_type_numel(&n->in[0]->type), parts = parts_of(1, len);
+    if (parts > 1) { /* the parts' sums of squares, then their sum in order */
+        cg_ref ws = split(k, pre, 1, len, parts, 1);
+        pre->nt = 256;
+        emit_loader(pre, n);
+        const char *b = reads(pre, n->in[1], 0);
+        partials(pre, ws, 1);
+        line(pre, "const %s t0 = (%s)blockIdx.x * %lld, t1 = blockIdx.x == %lld ? %lld : t0 + %lld;",
+             k->itype, k->itype, (long long)pre->plen, (long long)(parts - 1), (long long)len,
+             (long long)pre->plen);
+        line(pre, "double s = 0.0;");
+        line(pre, "for (%s t = t0 + threadIdx.x; t < t1; t += 256) {", k->itype);
+        line(pre, "    const double d = (double)x_at(t) - ld(%s, t);", b);
+        line(pre, "    s += d * d;");
+        line(pre, "}");
+        line(pre, "s = block_sum<256>(s, %s);", shared_red(pre, 1));
+        line(pre, "if (threadIdx.x == 0)");
+        line(pre, "    pd[blockIdx.x] = s;");
+        k->nt = 32;
+        emit_storer(k, n);
+        partials(k, ws, 0);
+        line(k, "if (threadIdx.x != 0)");
+        line(k, "    return;");
+        line(k, "double s = 0.0;");
+        line(k, "for (%s p = 0; p < %lld; p++)", k->itype, (long long)parts);
+        line(k, "    s += pd[p];");
+        line(k, "y_put(0, (float)(s / %lld.0));", (long long)len);
+        return 1;
+    }
     k->nt = 1024;
     emit_loader(k, n);
     emit_storer(k, n);
@@ -1588,16 +1665,16 @@ static int64_t sp_global_avgpool(kb *k, const ir_node *n)
     int64_t planes = t->dims[0] * t->dims[1], hw = t->dims[2] * t->dims[3];
     emit_loader(k, n);
     emit_storer(k, n);
-    if (hw < 32) { /* a thread per plane */
-        k->nt = 256;
-        line(k, "const %s pl = (%s)blockIdx.x * 256 + threadIdx.x;", k->itype, k->itype);
+    if (hw < 32) { /* a thread per plane, blocks of 64 where 256 leave the GPU idle */
+        k->nt = div_up(planes, 256) >= FILL_BLOCKS ? 256 : 64;
+        line(k, "const %s pl = (%s)blockIdx.x * %d + threadIdx.x;", k->itype, k->itype, k->nt);
         line(k, "if (pl >= %lld)", (long long)planes);
         line(k, "    return;");
         line(k, "double s = 0.0;");
         line(k, "for (%s t = 0; t < %lld; t++)", k->itype, (long long)hw);
         line(k, "    s += x_at(pl * %lld + t);", (long long)hw);
         line(k, "y_put(pl, (float)(s / %lld.0));", (long long)hw);
-        return div_up(planes, 256);
+        return div_up(planes, k->nt);
     }
     k->nt = 256; /* a warp per plane */
     line(k, "const int lane = threadIdx.x & 31;");
@@ -1613,10 +1690,28 @@ static int64_t sp_global_avgpool(kb *k, const ir_node *n)
     return div_up(planes, 8);
 }
 
-/* A block per channel of [n, c, inner]: t runs over (image, position). */
+/* A block per channel of [n, c, inner] (per part of a channel: ch, part; the
+ * part's elements [t0, t1)). */
+static void channel_start(kb *k, int64_t count)
+{
+    if (k->parts <= 1) {
+        line(k, "const int ch = blockIdx.x;");
+        return;
+    }
+    line(k, "const int ch = blockIdx.x / %lld, part = blockIdx.x %% %lld;", (long long)k->parts,
+         (long long)k->parts);
+    line(k, "const %s t0 = (%s)part * %lld, t1 = part == %lld ? %lld : t0 + %lld;", k->itype,
+         k->itype, (long long)k->plen, (long long)(k->parts - 1), (long long)count,
+         (long long)k->plen);
+}
+
+/* t runs over the channel's (image, position) pairs, or the part's. */
 static void channel_loop(kb *k, int64_t c, int64_t count, int64_t inner, const char *body)
 {
-    line(k, "for (%s t = threadIdx.x; t < %lld; t += %d) {", k->itype, (long long)count, k->nt);
+    if (k->parts > 1)
+        line(k, "for (%s t = t0 + threadIdx.x; t < t1; t += %d) {", k->itype, k->nt);
+    else
+        line(k, "for (%s t = threadIdx.x; t < %lld; t += %d) {", k->itype, (long long)count, k->nt);
     line(k, "    const %s i = (t / %lld * %lld + ch) * %lld + t %% %lld;", k->itype,
          (long long)inner, (long long)c, (long long)inner, (long long)inner);
     line(k, "    %s", body);
@@ -1644,25 +1739,97 @@ static void store_own(kb *k, const ir_value *r, const ir_value *old, const char 
     line(k, fmt, w, ix, dlit(k, a), o, ix, dlit(k, b), x);
 }
 
-static int64_t sp_batchnorm_train(kb *k, const ir_node *n)
+/* x_at for batchnorm_train's operand x, and where a convolution left its
+ * bias to this kernel (codegen.c bias_pending), x's parameter to write:
+ * the first pass over x adds the bias in place, each element by the thread
+ * that reads it, and later passes read x as stored. */
+static const char *bn_loader(kb *k, const ir_node *n)
+{
+    const ir_value *x = n->in[0];
+    if (k->G->bias_pending != x || k->sp != 0) {
+        emit_loader(k, n);
+        return NULL;
+    }
+    int unaligned = k->unaligned;
+    k->unaligned = 0;
+    const char *r = reads(k, x, 1), *w = writes(k, x, 1);
+    k->unaligned = unaligned;
+    line(k, "auto x_at = [&](%s i) -> float { return ld(%s, i); };", k->itype, r);
+    return w;
+}
+
+/* The first pass's body: s sums x (after adding the pending bias, at x). */
+static const char *bn_first_pass(kb *k, const char *x)
+{
+    if (!x)
+        return "s += x_at(i);";
+    line(k, "const float bb = %s; /* the bias of %%%s, added here */",
+         at_index(k, k->G->bias_of, "ch"), cg_name(k->G->bias_of));
+    return kstr(k, "{ st(%s, i, x_at(i) + bb); s += x_at(i); }", x);
+}
+
+/* Batchnorm's statistics in parts: each part's sum and the sum of squares
+ * about its own mean, merged in part order (Chan et al.) into the channel's
+ * mean and variance. */
+static void bn_stats_parts(kb *pre, const ir_node *n, cg_ref ws, int64_t c, int64_t count,
+                           int64_t inner)
+{
+    pre->nt = channel_threads(pre->plen);
+    const char *x = bn_loader(pre, n);
+    channel_start(pre, count);
+    partials(pre, ws, 1);
+    line(pre, "double s = 0.0, ss = 0.0;");
+    channel_loop(pre, c, count, inner, bn_first_pass(pre, x));
+    line(pre, "s = block_sum<%d>(s, %s);", pre->nt, shared_red(pre, 1));
+    line(pre, "const double mp = s / (double)(t1 - t0);");
+    channel_loop(pre, c, count, inner, "{ const double dv = x_at(i) - mp; ss += dv * dv; }");
+    line(pre, "ss = block_sum<%d>(ss, %s);", pre->nt, shared_red(pre, 1));
+    line(pre, "if (threadIdx.x == 0) {");
+    line(pre, "    pd[2 * blockIdx.x] = s;");
+    line(pre, "    pd[2 * blockIdx.x + 1] = ss;");
+    line(pre, "}");
+}
+
+static int64_t sp_batchnorm_train(kb *k, const ir_node *n, kb *pre)
 {
     const ir_type *t = &n->in[0]->type;
     int64_t c = t->dims[1], batch = t->dims[0], inner = ir_type_numel(t) / (batch * c);
-    int64_t count = batch * inner;
+    int64_t count = batch * inner, parts = parts_of(c, count);
     double m = ir_attr_float(n, "momentum");
-    k->nt = channel_threads(count);
-    emit_loader(k, n);
+    cg_ref ws = {0};
+    if (parts > 1) {
+        ws = split(k, pre, c, count, parts, 2);
+        bn_stats_parts(pre, n, ws, c, count, inner);
+    }
+    k->nt = channel_threads(parts > 1 ? k->plen : count);
+    const char *x = parts > 1 ? (emit_loader(k, n), NULL) : bn_loader(k, n);
     emit_storer(k, n);
-    line(k, "const int ch = blockIdx.x;");
-    line(k, "double s = 0.0, ss = 0.0;");
-    channel_loop(k, c, count, inner, "s += x_at(i);");
-    line(k, "const double mu = block_sum<%d>(s, %s) / %lld.0;", k->nt, shared_red(k, 1),
-         (long long)count);
-    channel_loop(k, c, count, inner, "{ const double dv = x_at(i) - mu; ss += dv * dv; }");
-    line(k, "const double var = block_sum<%d>(ss, %s) / %lld.0;", k->nt, shared_red(k, 1),
-         (long long)count);
+    channel_start(k, count);
+    if (parts > 1) {
+        int64_t P = parts, L = k->plen;
+        partials(k, ws, 0);
+        line(k, "double s = 0.0, ss = 0.0;");
+        line(k, "for (%s p = 0; p < %lld; p++)", k->itype, (long long)P);
+        line(k, "    s += pd[2 * (ch * %lld + p)];", (long long)P);
+        line(k, "const double mu = s / %lld.0;", (long long)count);
+        line(k, "for (%s p = 0; p < %lld; p++) {", k->itype, (long long)P);
+        line(k, "    const double np = p == %lld ? %lld.0 : %lld.0, dv = pd[2 * (ch * %lld + p)] / np "
+             "- mu;", (long long)(P - 1), (long long)(count - (P - 1) * L), (long long)L,
+             (long long)P);
+        line(k, "    ss += pd[2 * (ch * %lld + p) + 1] + np * dv * dv;", (long long)P);
+        line(k, "}");
+        line(k, "const double var = ss / %lld.0;", (long long)count);
+    } else {
+        line(k, "double s = 0.0, ss = 0.0;");
+        channel_loop(k, c, count, inner, bn_first_pass(k, x));
+        line(k, "const double mu = block_sum<%d>(s, %s) / %lld.0;", k->nt, shared_red(k, 1),
+             (long long)count);
+        channel_loop(k, c, count, inner, "{ const double dv = x_at(i) - mu; ss += dv * dv; }");
+        line(k, "const double var = block_sum<%d>(ss, %s) / %lld.0;", k->nt, shared_red(k, 1),
+             (long long)count);
+    }
     line(k, "const double is = 1.0 / sqrt(var + %s);", dlit(k, ir_attr_float(n, "eps")));
-    line(k, "if (threadIdx.x == 0) {");
+    line(k, "if (threadIdx.x == 0%s) {", parts > 1 ? " && part == 0" : "");
     k->indent++;
     store_other(k, n->out[1], "ch", "(float)mu");
     store_other(k, n->out[2], "ch", "(float)is");
@@ -1677,28 +1844,87 @@ static int64_t sp_batchnorm_train(kb *k, const ir_node *n)
     line(k, "const float fm = (float)mu, scale = %s * (float)is, shift = %s;",
          at_index(k, n->in[1], "ch"), at_index(k, n->in[2], "ch"));
     channel_loop(k, c, count, inner, "y_put(i, (x_at(i) - fm) * scale + shift);");
-    return c;
+    return c * parts;
 }
 
-static int64_t sp_batchnorm_grad(kb *k, const ir_node *n)
+/* The sum_to after batchnorm_grad n that sums its dx per channel (a
+ * convolution's bias gradient) where n's kernel may compute it too: the next
+ * node, alone, on this device, reading dx as stored (n has no epilogue). */
+static const ir_node *bias_grad_of(kb *k, const ir_node *n)
+{
+    const ir_node *s = n->next; /* the memory plan's rule too (memplan.c liveness) */
+    const ir_type *t = &n->out[0]->type;
+    if (k->G->no_sum_fold || k->G->init || k->sp != k->nm - 1 || !s || s->op != IR_OP_SUM_TO ||
+        s->device != n->device ||
+        s->in[0] != n->out[0] || s->group || !needs_store(k, n->out[0]) || t->rank < 2 ||
+        cg_dtype_of(k->G, s->out[0]) != IR_F32)
+        return NULL;
+    const ir_type *o = &s->out[0]->type;
+    if (o->rank != t->rank || o->dims[1] != t->dims[1] || o->dims[0] != 1)
+        return NULL;
+    for (int d = 2; d < o->rank; d++)
+        if (o->dims[d] != 1)
+            return NULL;
+    return s;
+}
+
+static int64_t sp_batchnorm_grad(kb *k, const ir_node *n, kb *pre)
 {
     const ir_type *t = &n->in[0]->type;
     int64_t c = t->dims[1], batch = t->dims[0], inner = ir_type_numel(t) / (batch * c);
-    int64_t count = batch * inner;
-    k->nt = channel_threads(count);
+    int64_t count = batch * inner, parts = parts_of(c, count);
+    const char *sums = "{ const float q = x_at(i); sdy += q; sdyx += q * (ld(%s, i) - mu) * is; }";
+    cg_ref ws = {0};
+    const ir_node *bg = bias_grad_of(k, n);
+    cg_ref sums_dx = {0}, counts = {0};
+    if (parts > 1) { /* the parts' sums of dy and dy xhat */
+        ws = split(k, pre, c, count, parts, 2);
+        if (bg) { /* and of dx, added by the channel's last part: counts from 0 */
+            sums_dx = cg_workspace(k->G, c * parts * (int64_t)sizeof(double));
+            counts = cg_workspace(k->G, c * (int64_t)sizeof(int));
+        }
+        pre->nt = channel_threads(pre->plen);
+        emit_loader(pre, n);
+        const char *x = reads(pre, n->in[1], 0);
+        channel_start(pre, count);
+        partials(pre, ws, 1);
+        line(pre, "const double mu = %s, is = %s;", at_index(pre, n->in[3], "ch"),
+             at_index(pre, n->in[4], "ch"));
+        line(pre, "double sdy = 0.0, sdyx = 0.0;");
+        channel_loop(pre, c, count, inner, kstr(pre, sums, x));
+        line(pre, "sdy = block_sum<%d>(sdy, %s);", pre->nt, shared_red(pre, 1));
+        line(pre, "sdyx = block_sum<%d>(sdyx, %s);", pre->nt, shared_red(pre, 1));
+        line(pre, "if (threadIdx.x == 0) {");
+        line(pre, "    pd[2 * blockIdx.x] = sdy;");
+        line(pre, "    pd[2 * blockIdx.x + 1] = sdyx;");
+        if (bg) {
+            kparam *cn = param_at(pre, NULL, "counts", counts, IR_I32, c * (int64_t)sizeof(int));
+            cn->write_other = 1;
+            line(pre, "    if (part == 0)");
+            line(pre, "        %s[ch] = 0;", cn->name);
+        }
+        line(pre, "}");
+    }
+    k->nt = channel_threads(parts > 1 ? k->plen : count);
     emit_loader(k, n);
     emit_storer(k, n);
     const char *x = reads(k, n->in[1], 0);
-    line(k, "const int ch = blockIdx.x;");
+    channel_start(k, count);
     line(k, "const double mu = %s, is = %s;", at_index(k, n->in[3], "ch"),
          at_index(k, n->in[4], "ch"));
     line(k, "double sdy = 0.0, sdyx = 0.0;");
-    channel_loop(k, c, count, inner,
-                 kstr(k, "{ const float q = x_at(i); sdy += q; sdyx += q * (ld(%s, i) - mu) * is; }",
-                      x));
-    line(k, "sdy = block_sum<%d>(sdy, %s);", k->nt, shared_red(k, 1));
-    line(k, "sdyx = block_sum<%d>(sdyx, %s);", k->nt, shared_red(k, 1));
-    line(k, "if (threadIdx.x == 0) {");
+    if (parts > 1) {
+        partials(k, ws, 0);
+        line(k, "for (%s p = 0; p < %lld; p++) {", k->itype, (long long)parts);
+        line(k, "    sdy += pd[2 * (ch * %lld + p)];", (long long)parts);
+        line(k, "    sdyx += pd[2 * (ch * %lld + p) + 1];", (long long)parts);
+        line(k, "}");
+    } else {
+        channel_loop(k, c, count, inner, kstr(k, sums, x));
+        line(k, "sdy = block_sum<%d>(sdy, %s);", k->nt, shared_red(k, 1));
+        line(k, "sdyx = block_sum<%d>(sdyx, %s);", k->nt, shared_red(k, 1));
+    }
+    line(k, "if (threadIdx.x == 0%s) {", parts > 1 ? " && part == 0" : "");
     k->indent++;
     store_other(k, n->out[2], "ch", "(float)sdy");
     store_other(k, n->out[1], "ch", "(float)sdyx");
@@ -1707,14 +1933,54 @@ static int64_t sp_batchnorm_grad(kb *k, const ir_node *n)
     /* dx = w is / N (N dy - sum dy - xhat sum(dy xhat)) */
     line(k, "const float k1 = (float)(%s * is), k2 = (float)(sdy / %lld.0), k3 = (float)(sdyx / "
          "%lld.0);", at_index(k, n->in[2], "ch"), (long long)count, (long long)count);
+    if (!bg) {
+        channel_loop(k, c, count, inner,
+                     kstr(k, "{ const float xhat = (float)((ld(%s, i) - mu) * is); "
+                          "y_put(i, k1 * (x_at(i) - k2 - xhat * k3)); }", x));
+        return c * parts;
+    }
+    /* and the sum of dx as stored, the bias gradient (bg): the block's sum,
+       or its part's, the last part of the channel adding the parts in order
+       (CUDA's threadFenceReduction) */
+    int unaligned = k->unaligned;
+    k->unaligned = 0;
+    const char *dx = reads(k, n->out[0], 1);
+    k->unaligned = unaligned;
+    line(k, "double sdx = 0.0;");
     channel_loop(k, c, count, inner,
                  kstr(k, "{ const float xhat = (float)((ld(%s, i) - mu) * is); "
-                      "y_put(i, k1 * (x_at(i) - k2 - xhat * k3)); }", x));
-    return c;
+                      "y_put(i, k1 * (x_at(i) - k2 - xhat * k3)); sdx += ld(%s, i); }", x, dx));
+    line(k, "sdx = block_sum<%d>(sdx, %s);", k->nt, shared_red(k, 1));
+    const char *db = writes(k, bg->out[0], 0);
+    if (parts == 1) {
+        line(k, "if (threadIdx.x == 0)");
+        line(k, "    st(%s, ch, (float)sdx); /* %%%s */", db, cg_name(bg->out[0]));
+    } else {
+        /* written here, read by the last part's block: the accesses the
+           fence and the count order, which the check of accesses does not
+           model (each param written by other threads, read by none) */
+        kparam *sp = param_at(k, NULL, "sums_dx", sums_dx, IR_F32, c * parts * 8);
+        kparam *cn = param_at(k, NULL, "counts", counts, IR_I32, c * (int64_t)sizeof(int));
+        sp->write_other = cn->write_other = 1;
+        line(k, "if (threadIdx.x == 0) {");
+        line(k, "    volatile double *sd = (volatile double *)%s;", sp->name);
+        line(k, "    sd[blockIdx.x] = sdx;");
+        line(k, "    __threadfence();");
+        line(k, "    if (atomicAdd(&%s[ch], 1) == %lld) {", cn->name, (long long)(parts - 1));
+        line(k, "        __threadfence();");
+        line(k, "        double b = 0.0;");
+        line(k, "        for (%s p = 0; p < %lld; p++)", k->itype, (long long)parts);
+        line(k, "            b += sd[ch * %lld + p];", (long long)parts);
+        line(k, "        st(%s, ch, (float)b); /* %%%s */", db, cg_name(bg->out[0]));
+        line(k, "    }");
+        line(k, "}");
+    }
+    k->G->sum_done = bg;
+    return c * parts;
 }
 
 /* sum_to: output element o sums the input over the dims it broadcasts along. */
-static int64_t sp_sum_to(kb *k, const ir_node *n)
+static int64_t sp_sum_to(kb *k, const ir_node *n, kb *pre)
 {
     const ir_type *ta = &n->in[0]->type, *to = &n->out[0]->type;
     int r = ta->rank;
@@ -1748,12 +2014,43 @@ static int64_t sp_sum_to(kb *k, const ir_node *n)
             red_inner *= ta->dims[d];
         }
     red = red_inner;
-    emit_loader(k, n);
-    emit_storer(k, n);
     const char *bx = kstr(k, "%s", base.len ? base.s : "0"), *ox = kstr(k, "%s", off.len ? off.s : "0");
     cg_sb_free(&base);
     cg_sb_free(&off);
-    if (red >= 2048 && out <= 65536) { /* a block per output element */
+    /* a block per output element where each sums many, or where a thread
+       each would leave the GPU idle; in parts where the outputs are few */
+    int64_t parts = parts_of(out, red);
+    if (out <= 65536 && (red >= 2048 || (out * red > 1000000 && div_up(out, 256) < FILL_BLOCKS))
+        && parts > 1) {
+        cg_ref ws = split(k, pre, out, red, parts, 1);
+        pre->nt = 256;
+        emit_loader(pre, n);
+        partials(pre, ws, 1);
+        line(pre, "const %s o = blockIdx.x / %lld, part = blockIdx.x %% %lld, b = %s;", k->itype,
+             (long long)parts, (long long)parts, bx);
+        line(pre, "const %s t0 = part * %lld, t1 = part == %lld ? %lld : t0 + %lld;", k->itype,
+             (long long)pre->plen, (long long)(parts - 1), (long long)red, (long long)pre->plen);
+        line(pre, "double s = 0.0;");
+        line(pre, "for (%s t = t0 + threadIdx.x; t < t1; t += 256)", k->itype);
+        line(pre, "    s += x_at(b + %s);", ox);
+        line(pre, "s = block_sum<256>(s, %s);", shared_red(pre, 1));
+        line(pre, "if (threadIdx.x == 0)");
+        line(pre, "    pd[blockIdx.x] = s;");
+        k->nt = 256; /* the parts of a thread's output, in order */
+        emit_storer(k, n);
+        partials(k, ws, 0);
+        line(k, "const %s o = (%s)blockIdx.x * 256 + threadIdx.x;", k->itype, k->itype);
+        line(k, "if (o >= %lld)", (long long)out);
+        line(k, "    return;");
+        line(k, "double s = 0.0;");
+        line(k, "for (%s p = 0; p < %lld; p++)", k->itype, (long long)parts);
+        line(k, "    s += pd[o * %lld + p];", (long long)parts);
+        line(k, "y_put(o, (float)s);");
+        return div_up(out, 256);
+    }
+    emit_loader(k, n);
+    emit_storer(k, n);
+    if (out <= 65536 && (red >= 2048 || (out * red > 1000000 && div_up(out, 256) < FILL_BLOCKS))) {
         k->nt = 256;
         line(k, "const %s o = blockIdx.x, b = %s;", k->itype, bx);
         line(k, "double s = 0.0;");
@@ -1877,17 +2174,19 @@ static int special_kernel(kb *k)
     k->iter = &n->out[0]->type;
     int64_t grid;
     int64_t d = 0, rows = 0;
+    kb pre; /* a split reduction's first kernel: the partial sums */
+    kb_init(&pre, k->G, k->m, k->nm, k->sp, "the partial sums of a reduction in parts, for");
     switch (n->op) {
     case IR_OP_SOFTMAX: case IR_OP_LOG_SOFTMAX: grid = sp_softmax(k, n); break;
     case IR_OP_SOFTMAX_GRAD: case IR_OP_LOG_SOFTMAX_GRAD: grid = sp_softmax_grad(k, n); break;
     case IR_OP_LAYERNORM: grid = sp_layernorm(k, n); break;
     case IR_OP_CROSS_ENTROPY: grid = sp_cross_entropy(k, n); break;
     case IR_OP_CROSS_ENTROPY_GRAD: grid = sp_cross_entropy_grad(k, n); break;
-    case IR_OP_MSE: grid = sp_mse(k, n); break;
+    case IR_OP_MSE: grid = sp_mse(k, n, &pre); break;
     case IR_OP_GLOBAL_AVGPOOL: grid = sp_global_avgpool(k, n); break;
-    case IR_OP_BATCHNORM_TRAIN: grid = sp_batchnorm_train(k, n); break;
-    case IR_OP_BATCHNORM_GRAD: grid = sp_batchnorm_grad(k, n); break;
-    case IR_OP_SUM_TO: grid = sp_sum_to(k, n); break;
+    case IR_OP_BATCHNORM_TRAIN: grid = sp_batchnorm_train(k, n, &pre); break;
+    case IR_OP_BATCHNORM_GRAD: grid = sp_batchnorm_grad(k, n, &pre); break;
+    case IR_OP_SUM_TO: grid = sp_sum_to(k, n, &pre); break;
     case IR_OP_EMBEDDING_GRAD: grid = sp_embedding_grad(k, n); break;
     case IR_OP_LAYERNORM_GRAD: {
         kb k2;
@@ -1916,15 +2215,32 @@ static int special_kernel(kb *k)
             rc = 0;
         }
         kb_free(&k2);
+        kb_free(&pre);
         return rc;
     }
     default:
         cg_fail(k->G, n, "no kernel for %s", ir_ops[n->op].name);
+        kb_free(&pre);
         return 0;
     }
     if (k->shared.len)
         body_prepend(k, &k->shared);
-    return finish(k, kernel_base(k, NULL), k->nt, grid, 0, n, kernel_what(k));
+    int rc = 0;
+    if (pre.grid) {
+        if (pre.shared.len)
+            body_prepend(&pre, &pre.shared);
+        rc = accesses_safe(&pre) && accesses_safe(k) ? 0 : -1;
+        if (rc == 0)
+            finish(&pre, kernel_base(&pre, "parts"), pre.nt, pre.grid, 0, n,
+                   cg_pprintf(k->G->p, "%s: partial sums, %lld parts per reduction",
+                              kernel_what(k), (long long)pre.parts));
+    }
+    if (rc == 0)
+        rc = finish(k, kernel_base(k, NULL), k->nt, grid, 0, n, kernel_what(k));
+    if (rc == 0 && k->G->bias_pending == n->in[0] && n->op == IR_OP_BATCHNORM_TRAIN)
+        k->G->bias_pending = NULL; /* added */
+    kb_free(&pre);
+    return rc;
 }
 
 /* One launch for nodes m[0 .. nm-1], each a map op on its own (an optimizer
@@ -1985,6 +2301,14 @@ int cg_emit_kernel(cg_gen *G, const ir_node *const *m, int nm, int sp)
     kb_init(&k, G, m, nm, sp, nm > 1 ? "a fused node:" : ir_ops[m[0]->op].name);
     int rc = sp < 0 ? map_kernel(&k) : special_kernel(&k);
     kb_free(&k);
+    if (rc != 0 && G->sum_done) { /* with the bias gradient it overlaps: without */
+        G->sum_done = NULL;
+        G->no_sum_fold = 1;
+        kb_init(&k, G, m, nm, sp, nm > 1 ? "a fused node:" : ir_ops[m[0]->op].name);
+        rc = special_kernel(&k);
+        kb_free(&k);
+        G->no_sum_fold = 0;
+    }
     return rc;
 }
 

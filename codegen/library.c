@@ -260,6 +260,20 @@ static cg_ref conv_operand(cg_gen *G, const cg_step *s, const ir_value *v, ir_dt
                            v, dt, copied ? copied : &own);
 }
 
+/* Whether the bias of convolution n (its result y, no ReLU, no residual)
+ * may be left to the batchnorm_train that reads y next: its first pass over
+ * y adds the bias in place, one launch and one pass over y fewer (the bias
+ * kernel's).  y holds the bias once that kernel ran, for every later reader
+ * (the batchnorm's gradient). */
+static int bias_folds(cg_gen *G, const ir_node *n, const ir_value *y)
+{
+    const ir_node *next = n->next;
+    while (next && next->device != G->dev)
+        next = next->next;
+    return next && next->op == IR_OP_BATCHNORM_TRAIN && next->in[0] == y && !G->init &&
+           !G->weight[next->out[0]->id];
+}
+
 static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)
 {
     const ir_node *n = mm[0];
@@ -385,7 +399,10 @@ static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)
     cg_add_step(G, &s, acc, na);
     static const char *const result[] = {"y", "dx", "dw"};
     cg_ref written = c.kind == CG_CONV_FORWARD ? c.y : c.kind == CG_CONV_BACKWARD_DATA ? c.x : c.wt;
-    if (act_kernel) { /* the bias in its own type (a parameter's float), no 16-bit copy */
+    if (act_kernel && bias && !relu && !moved && !z && take == 1 && bias_folds(G, n, res)) {
+        G->bias_pending = res;
+        G->bias_of = n->in[2];
+    } else if (act_kernel) { /* the bias in its own type (a parameter's float), no 16-bit copy */
         cg_ref b = bias ? cg_ref_of(G, n->in[2]) : (cg_ref){CG_WORKSPACE, 0};
         cg_emit_bias_relu(G, n, cg_pprintf(G->p, "%s: %s%s%s", s.what, bias ? "bias" : "",
                                            bias && relu ? " and " : "", relu ? "ReLU" : ""),

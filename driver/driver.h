@@ -120,6 +120,16 @@ int drv_plan_keep(const drv_config *c, const drv_program *p, const char *path,
  * the compiled ones kept.  0, or -1 with the reason in err. */
 int drv_plan_memory(const drv_config *c, drv_program *p, int train, char *err, size_t errlen);
 
+/* What one run of device d of GPU program p takes on dev, in seconds, its
+ * steps one after another (communication not overlapped: an upper bound):
+ * a kernel by the bytes it touches at its grid's occupancy (cost_grid_seconds;
+ * an implicit-GEMM convolution's arithmetic at the GEMM rate, other kernels
+ * taken as bound by memory), a library call by its node's FLOPs and bytes,
+ * communication by the ring formulas, a copy by its bytes, each step with
+ * dev->launch; *launch_s (if not NULL): the launches' share. */
+double drv_run_seconds(const struct cg_program *p, int d, const cost_device *dev,
+                       double *launch_s);
+
 /* The cost model's device: c->device_model, or h100-nvlink for GPUs, cpu. */
 const cost_device *drv_device_model(const drv_config *c, cost_device *buf, char *err,
                                     size_t errlen);

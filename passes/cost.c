@@ -117,6 +117,7 @@ static const cost_device presets[] = {
                                          that rate */
         .mem_bytes = 80 * GiB,        /* H100 SXM5 80 GB (HBM3 stacks count in GiB; CUDA
                                          leaves a little less usable) */
+        .sms = 132,                   /* H100 SXM5: 132 SMs */
     },
     {
         .name = "h100-pcie",
@@ -130,6 +131,7 @@ static const cost_device presets[] = {
                                          8.4 us once; through the host bridge, ~10 us */
         .launch = 3e-6,               /* as h100-nvlink */
         .mem_bytes = 80 * GiB,        /* H100 PCIe 80 GB */
+        .sms = 114,                   /* H100 PCIe: 114 SMs */
     },
     {
         /* A 2-core AVX-512 CPU: the AMD EPYC (Zen 4) VM the tests run on, measured
@@ -166,7 +168,7 @@ const cost_device *cost_device_lookup(const char *name)
     return NULL;
 }
 
-typedef enum { KEY_RATE, KEY_TIME, KEY_BYTES } key_kind;
+typedef enum { KEY_RATE, KEY_TIME, KEY_BYTES, KEY_COUNT } key_kind;
 
 static const struct {
     const char *key;
@@ -180,6 +182,7 @@ static const struct {
     {"link_latency", KEY_TIME, offsetof(cost_device, link_latency)},
     {"launch", KEY_TIME, offsetof(cost_device, launch)},
     {"mem", KEY_BYTES, offsetof(cost_device, mem_bytes)},
+    {"sms", KEY_COUNT, offsetof(cost_device, sms)},
 };
 
 static const struct {
@@ -206,7 +209,7 @@ static int parse_item(const char *item, int len, cost_device *d, char *err, size
         k++;
     if (k == nkeys) {
         snprintf(err, errlen, "unknown key '%.*s'; keys: flops, flops_other, mem_bw, link_bw, "
-                 "link_latency, launch, mem", klen, item);
+                 "link_latency, launch, mem, sms", klen, item);
         return -1;
     }
     /* a number (strtod's syntax, no blanks), then an optional unit */
@@ -232,11 +235,13 @@ static int parse_item(const char *item, int len, cost_device *d, char *err, size
                 scale = byte_units[u].scale;
     }
     x *= scale;
-    if (end == buf || scale == 0 || !isfinite(x)) {
+    if (end == buf || scale == 0 || !isfinite(x) ||
+        (keys[k].kind == KEY_COUNT && (x != floor(x) || x > 1e6))) {
         static const char *const what[] = {
             [KEY_RATE] = "a number per second",
             [KEY_TIME] = "seconds, or a number with s, ms, us or ns",
             [KEY_BYTES] = "bytes, or a number with B, KB, MB, GB, TB, KiB, MiB, GiB or TiB",
+            [KEY_COUNT] = "a whole number",
         };
         snprintf(err, errlen, "bad number '%.*s' for %s: expected %s", vlen, val, keys[k].key,
                  what[keys[k].kind]);
@@ -434,6 +439,17 @@ double cost_kernel_seconds(const cost_device *dev, double gemm_flops, double oth
     double compute = gemm_flops / dev->flops + other_flops / dev->flops_other;
     double memory = bytes / dev->mem_bw;
     return (compute > memory ? compute : memory) + dev->launch;
+}
+
+double cost_grid_seconds(const cost_device *dev, double gemm_flops, double other_flops,
+                         double bytes, int64_t blocks)
+{
+    double busy = 1;
+    if (dev->sms > 0 && blocks > 0 && (double)blocks < 2 * dev->sms)
+        busy = (double)blocks / (2 * dev->sms);
+    double compute = gemm_flops / dev->flops + other_flops / dev->flops_other;
+    double memory = bytes / dev->mem_bw;
+    return (compute > memory ? compute : memory) / busy + dev->launch;
 }
 
 int64_t cost_comm_bytes(const ir_node *n)

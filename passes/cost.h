@@ -37,6 +37,9 @@ typedef struct {
     double link_latency;   /* s per message */
     double launch;         /* s of fixed overhead per kernel */
     int64_t mem_bytes;     /* device memory */
+    double sms;            /* streaming multiprocessors: a grid of fewer than two
+                              blocks per SM leaves some idle (cost_grid_seconds);
+                              0 where no grid applies (cpu) */
 } cost_device;
 
 /* The presets ("h100-nvlink", "h100-pcie", "cpu"); NULL if name is unknown. */
@@ -46,7 +49,7 @@ const cost_device *cost_device_list(int *count);
 /* A preset and overrides: "h100-nvlink,link_bw=100e9,mem=40GiB".  Keys: flops,
  * flops_other, mem_bw, link_bw (plain numbers, per second), link_latency and
  * launch (seconds; or with s, ms, us, ns), mem (bytes; or with B, KB, MB, GB,
- * TB, KiB, MiB, GiB, TiB).  Rates and mem must be positive, times not negative.
+ * TB, KiB, MiB, GiB, TiB), sms (a whole number).  Rates and mem must be positive, times not negative.
  * Returns 0, or -1 with a one-line message in err (out is then unchanged). */
 int cost_device_parse(const char *spec, cost_device *out, char *err, size_t errlen);
 
@@ -66,6 +69,12 @@ double cost_node_bytes(const ir_node *n);
  * + launch, in seconds. */
 double cost_kernel_seconds(const cost_device *dev, double gemm_flops, double other_flops,
                            double bytes);
+/* The same for a kernel of a known grid, blocks thread blocks (a generated
+ * program's launch): a grid of fewer than two blocks per SM keeps only that
+ * share of the SMs busy, so its compute and memory time grow by 2 sms /
+ * blocks (where dev has sms). */
+double cost_grid_seconds(const cost_device *dev, double gemm_flops, double other_flops,
+                         double bytes, int64_t blocks);
 
 /* The bytes the ring algorithms' formulas take for communication node n: the
  * tensor (all_reduce: every operand, summed; broadcast; send; recv), or b_total,

@@ -10,8 +10,8 @@
  * same-shaped or broadcast operand, the residual add included), an inference
  * batchnorm (a per-channel scale and shift), the gradient of an activation
  * with the running result as its incoming gradient, or a reduction that reads
- * it first (softmax, log_softmax, layernorm, batchnorm_train, global_avgpool,
- * cross_entropy, mse), which takes the chain as its prologue; after a reduction
+ * it first (softmax, log_softmax, layernorm, batchnorm_train, batchnorm_grad,
+ * global_avgpool, cross_entropy, mse), which takes the chain as its prologue; after a reduction
  * the chain goes on only where its result keeps the running result's shape.  The epilogue moves up to
  * right after the chain, which is legal when its other operands are computed
  * before the chain ends.
@@ -41,7 +41,7 @@ static int is_reduction(ir_op op)
 {
     switch (op) {
     case IR_OP_SOFTMAX: case IR_OP_LOG_SOFTMAX: case IR_OP_LAYERNORM: case IR_OP_BATCHNORM_TRAIN:
-    case IR_OP_GLOBAL_AVGPOOL: case IR_OP_CROSS_ENTROPY: case IR_OP_MSE:
+    case IR_OP_BATCHNORM_GRAD: case IR_OP_GLOBAL_AVGPOOL: case IR_OP_CROSS_ENTROPY: case IR_OP_MSE:
         return 1;
     default:
         return 0;

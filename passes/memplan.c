@@ -81,6 +81,12 @@ static void liveness(const ir_graph *g, int *first, int *last)
         for (int i = 0; i < n->nout; i++)
             if (in_arena(n->out[i], weight))
                 first[n->out[i]->id] = last[n->out[i]->id] = idx;
+        /* a batchnorm gradient's dx summed per channel right after it (a
+           bias gradient): the GPU kernel of the batchnorm_grad writes the sum
+           too (codegen/kernels.c bias_grad_of), so it lives from there */
+        if (n->op == IR_OP_SUM_TO && n->prev && n->prev->op == IR_OP_BATCHNORM_GRAD &&
+            n->in[0] == n->prev->out[0] && in_arena(n->out[0], weight))
+            first[n->out[0]->id] = idx - 1;
         idx++;
     }
     /* a collective runs at the last of its nodes (runtime/comm.c): its operands

@@ -9,7 +9,9 @@
  * autodiff writes, the optimizer last, already does.  The optimizer's steps
  * are taken only when nothing else is ready, so they run together at the end
  * (one launch for all: codegen.c cg_emit_multi), the gradients kept until
- * then.
+ * then.  Last, a node a backend computes with the one before it (a
+ * convolution's bias in the batchnorm after it, a bias gradient in the
+ * batchnorm gradient before it) moves up to right after that one.
  *
  * Expects: a verified graph without fused nodes (run it before fuse; it leaves
  * a fused graph alone).  Guarantees: the graph verifies and computes the same
@@ -18,6 +20,63 @@
 #include <stdlib.h>
 
 #include "passes.h"
+
+/* Whether n is best computed right after prev, which a backend computes
+ * with it: a convolution's bias added by the batchnorm_train that reads its
+ * result, a batchnorm gradient's dx summed per channel (a bias gradient) by
+ * the batchnorm_grad's kernel (codegen: library.c bias_folds, kernels.c
+ * bias_grad_of). */
+static int goes_with(const ir_node *prev, const ir_node *n)
+{
+    return (prev->op == IR_OP_CONV2D && prev->nin == 3 && n->op == IR_OP_BATCHNORM_TRAIN &&
+            n->in[0] == prev->out[0]) ||
+           (prev->op == IR_OP_BATCHNORM_GRAD && n->op == IR_OP_SUM_TO && n->in[0] == prev->out[0]);
+}
+
+/* Whether n may move up to right after prev: its operands are computed by
+ * then, and no node between reads a value n's results replace (an update). */
+static int may_follow(const ir_graph *g, const ir_node *prev, const ir_node *n)
+{
+    for (const ir_node *m = prev->next; m != n; m = m->next)
+        for (int o = 0; o < m->nout; o++) {
+            for (int j = 0; j < n->nin; j++)
+                if (n->in[j] == m->out[o])
+                    return 0;
+            for (int u = 0; u < g->nupdates; u++)
+                for (int j = 0; j < n->nout; j++)
+                    if (g->updates[u].source == n->out[j])
+                        for (int q = 0; q < m->nin; q++)
+                            if (m->in[q] == g->updates[u].target)
+                                return 0;
+        }
+    return 1;
+}
+
+/* Moves each node that goes with the one computing its operand right after
+ * it.  Returns the nodes moved. */
+static int pair_up(ir_graph *g)
+{
+    int moved = 0;
+    for (ir_node *p = g->head; p; p = p->next)
+        for (ir_node *n = p->next; n; n = n->next) {
+            if (!goes_with(p, n))
+                continue;
+            if (n != p->next && may_follow(g, p, n)) {
+                n->prev->next = n->next;
+                if (n->next)
+                    n->next->prev = n->prev;
+                else
+                    g->tail = n->prev;
+                n->prev = p;
+                n->next = p->next;
+                p->next->prev = n;
+                p->next = n;
+                moved++;
+            }
+            break;
+        }
+    return moved;
+}
 
 int pass_schedule(ir_graph *g, diag *d)
 {
@@ -134,6 +193,7 @@ int pass_schedule(ir_graph *g, diag *d)
         use = old; /* no better: back to the old order */
         moved = 0;
     }
+    moved += pair_up(g);
     free(old);
     free(order);
     free(pending);

@@ -11,7 +11,7 @@
  *     GPU would only sometimes show);
  *   - __shfl_xor_sync, __shfl_sync: the lanes of a warp exchange values at a
  *     barrier of that warp alone;
- *   - atomics: the host's;
+ *   - atomics and __threadfence: the host's;
  *   - alignment, as a GPU needs it: the vector accesses of the prelude's
  *     ldv<4>/stv<4> (float4: 16 bytes; uint2, four 16-bit values: 8 bytes)
  *     at an address that is a multiple of their size, WMMA's
@@ -131,6 +131,7 @@ static inline int atomicCAS(int *p, int expect, int want)
     return expect;
 }
 static inline int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 static inline int atomicOr(int *p, int v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }
 static inline int atomicMax(int *p, int v)
 {

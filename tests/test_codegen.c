@@ -185,6 +185,46 @@ static const op_case cases[] = {
                           "batchnorm_train(%x, %w, %b, %rm, %pos_rv) {eps = 1e-05, momentum = 0.1}\n"
                           "  output y = %y\n  output mean = %mean\n  output invstd = %invstd\n"
                           "  output rm2 = %rm2\n  output rv2 = %rv2\n"), 1e-5, 1e-5, 0, 1},
+    /* reductions in parts (kernels.c parts_of): 7 parts a channel, the last shorter */
+    {"batchnorm_train in parts", G("  input %x: f32[8, 3, 30, 30]\n  input %w: f32[3]\n  input %b: f32[3]\n"
+                                   "  input %rm: f32[3]\n  input %pos_rv: f32[3]\n"
+                                   "  %y: f32[8, 3, 30, 30], %mean: f32[3], %invstd: f32[3], %rm2: f32[3], "
+                                   "%rv2: f32[3] = batchnorm_train(%x, %w, %b, %rm, %pos_rv) "
+                                   "{eps = 1e-05, momentum = 0.1}\n"
+                                   "  output y = %y\n  output mean = %mean\n  output invstd = %invstd\n"
+                                   "  output rm2 = %rm2\n  output rv2 = %rv2\n"), 1e-5, 1e-5, 0, 1},
+    {"batchnorm_grad in parts", G("  input %dy: f32[8, 3, 30, 30]\n  input %x: f32[8, 3, 30, 30]\n"
+                                  "  input %w: f32[3]\n  input %m: f32[3]\n  input %pos_invstd: f32[3]\n"
+                                  "  %dx: f32[8, 3, 30, 30], %dw: f32[3], %db: f32[3] = batchnorm_grad(%dy, %x, "
+                                  "%w, %m, %pos_invstd) {eps = 1e-05, momentum = 0.1}\n"
+                                  "  output dx = %dx\n  output dw = %dw\n  output db = %db\n"), 1e-5, 1e-4, 0, 1},
+    {"sum_to channels in parts", G("  input %x: f32[8, 3, 30, 30]\n"
+                                   "  %y: f32[1, 3, 1, 1] = sum_to(%x) {shape = [1, 3, 1, 1]}\n"
+                                   "  output y = %y\n"), 1e-4, 1e-5, 0, 1},
+    {"sum_to rows in parts", G("  input %x: f32[3000, 5]\n  %y: f32[5] = sum_to(%x) {shape = [5]}\n"
+                               "  output y = %y\n"), 1e-4, 1e-5, 0, 1},
+    {"mse in parts", G("  input %a: f32[64, 100]\n  input %b: f32[64, 100]\n  %y: f32[] = mse(%a, %b)\n"
+                       "  output y = %y\n"), 1e-7, 1e-5, 0, 1},
+    /* a convolution's bias added by the batchnorm_train after it (library.c
+       bias_folds): in its first pass, and in the first kernel of parts */
+    {"conv2d+batchnorm_train, the bias added",
+     G("  input %x: f32[2, 2, 6, 6]\n  input %w: f32[3, 2, 3, 3]\n  input %cb: f32[3]\n"
+       "  input %g: f32[3]\n  input %b: f32[3]\n  input %rm: f32[3]\n  input %pos_rv: f32[3]\n"
+       "  %c: f32[2, 3, 6, 6] = conv2d(%x, %w, %cb) {stride = [1, 1], pad = [1, 1], dilation = [1, 1], "
+       "groups = 1}\n"
+       "  %y: f32[2, 3, 6, 6], %mean: f32[3], %invstd: f32[3], %rm2: f32[3], %rv2: f32[3] = "
+       "batchnorm_train(%c, %g, %b, %rm, %pos_rv) {eps = 1e-05, momentum = 0.1}\n"
+       "  output c = %c\n  output y = %y\n  output mean = %mean\n  output invstd = %invstd\n"
+       "  output rm2 = %rm2\n  output rv2 = %rv2\n"), 1e-5, 1e-5, 0, 1},
+    {"conv2d+batchnorm_train, the bias added in parts",
+     G("  input %x: f32[8, 2, 30, 30]\n  input %w: f32[3, 2, 1, 1]\n  input %cb: f32[3]\n"
+       "  input %g: f32[3]\n  input %b: f32[3]\n  input %rm: f32[3]\n  input %pos_rv: f32[3]\n"
+       "  %c: f32[8, 3, 30, 30] = conv2d(%x, %w, %cb) {stride = [1, 1], pad = [0, 0], dilation = [1, 1], "
+       "groups = 1}\n"
+       "  %y: f32[8, 3, 30, 30], %mean: f32[3], %invstd: f32[3], %rm2: f32[3], %rv2: f32[3] = "
+       "batchnorm_train(%c, %g, %b, %rm, %pos_rv) {eps = 1e-05, momentum = 0.1}\n"
+       "  output c = %c\n  output y = %y\n  output mean = %mean\n  output invstd = %invstd\n"
+       "  output rm2 = %rm2\n  output rv2 = %rv2\n"), 1e-5, 1e-5, 0, 1},
     {"batchnorm_apply", G("  input %x: f32[4, 3, 5, 5]\n  input %w: f32[3]\n  input %b: f32[3]\n"
                           "  input %m: f32[3]\n  input %pos_invstd: f32[3]\n"
                           "  %y: f32[4, 3, 5, 5] = batchnorm_apply(%x, %w, %b, %m, %pos_invstd) "
@@ -379,6 +419,46 @@ static const op_case cases[] = {
     {"fused mul+cross_entropy", G("  input %x: f32[6, 10]\n  input %s: f32[]\n  input %label: i32[6]\n"
                                   "  %z: f32[6, 10] = mul(%x, %s)\n  %y: f32[] = cross_entropy(%z, %label)\n"
                                   "  output y = %y\n"), 1e-6, 1e-5, 1, 0},
+    {"fused batchnorm_train+add+relu in parts",
+     G("  input %x: f32[8, 3, 30, 30]\n  input %w: f32[3]\n  input %b: f32[3]\n"
+       "  input %rm: f32[3]\n  input %pos_rv: f32[3]\n  input %r: f32[8, 3, 30, 30]\n"
+       "  %n: f32[8, 3, 30, 30], %mean: f32[3], %invstd: f32[3], %rm2: f32[3], "
+       "%rv2: f32[3] = batchnorm_train(%x, %w, %b, %rm, %pos_rv) {eps = 1e-05, momentum = 0.1}\n"
+       "  %s: f32[8, 3, 30, 30] = add(%n, %r)\n  %y: f32[8, 3, 30, 30] = relu(%s)\n"
+       "  output y = %y\n  output mean = %mean\n  output invstd = %invstd\n"
+       "  output rm2 = %rm2\n  output rv2 = %rv2\n"), 1e-5, 1e-5, 1, 1},
+    {"fused sub+mse in parts", G("  input %a: f32[64, 100]\n  input %c: f32[64, 100]\n  input %b: f32[64, 100]\n"
+                                 "  %z: f32[64, 100] = sub(%a, %c)\n  %y: f32[] = mse(%z, %b)\n"
+                                 "  output y = %y\n"), 1e-7, 1e-5, 1, 0},
+    /* a convolution's bias gradient (the sum_to of dx per channel) computed by
+       the batchnorm_grad kernel (kernels.c bias_grad_of): in one block a
+       channel, and in parts (the last part adds them); with a ReLU's gradient
+       as the prologue */
+    {"batchnorm_grad+sum_to, the bias gradient",
+     G("  input %dy: f32[2, 3, 6, 6]\n  input %x: f32[2, 3, 6, 6]\n"
+       "  input %w: f32[3]\n  input %m: f32[3]\n  input %pos_invstd: f32[3]\n"
+       "  %dx: f32[2, 3, 6, 6], %dw: f32[3], %db: f32[3] = batchnorm_grad(%dy, %x, %w, %m, "
+       "%pos_invstd) {eps = 1e-05, momentum = 0.1}\n"
+       "  %cb: f32[1, 3, 1, 1] = sum_to(%dx) {shape = [1, 3, 1, 1]}\n"
+       "  output dx = %dx\n  output dw = %dw\n  output db = %db\n  output cb = %cb\n"),
+     1e-5, 1e-4, 0, 1},
+    {"batchnorm_grad+sum_to, the bias gradient in parts",
+     G("  input %dy: f32[8, 3, 30, 30]\n  input %x: f32[8, 3, 30, 30]\n"
+       "  input %w: f32[3]\n  input %m: f32[3]\n  input %pos_invstd: f32[3]\n"
+       "  %dx: f32[8, 3, 30, 30], %dw: f32[3], %db: f32[3] = batchnorm_grad(%dy, %x, %w, %m, "
+       "%pos_invstd) {eps = 1e-05, momentum = 0.1}\n"
+       "  %cb: f32[1, 3, 1, 1] = sum_to(%dx) {shape = [1, 3, 1, 1]}\n"
+       "  output dx = %dx\n  output dw = %dw\n  output db = %db\n  output cb = %cb\n"),
+     1e-5, 1e-4, 0, 1},
+    {"fused relu_grad+batchnorm_grad+sum_to, the bias gradient in parts",
+     G("  input %g: f32[8, 3, 30, 30]\n  input %y0: f32[8, 3, 30, 30]\n  input %x: f32[8, 3, 30, 30]\n"
+       "  input %w: f32[3]\n  input %m: f32[3]\n  input %pos_invstd: f32[3]\n"
+       "  %dy: f32[8, 3, 30, 30] = relu_grad(%g, %y0)\n"
+       "  %dx: f32[8, 3, 30, 30], %dw: f32[3], %db: f32[3] = batchnorm_grad(%dy, %x, %w, %m, "
+       "%pos_invstd) {eps = 1e-05, momentum = 0.1}\n"
+       "  %cb: f32[1, 3, 1, 1] = sum_to(%dx) {shape = [1, 3, 1, 1]}\n"
+       "  output dx = %dx\n  output dw = %dw\n  output db = %db\n  output cb = %cb\n"),
+     1e-5, 1e-4, 1, 1},
     {"fused sub+mse", G("  input %a: f32[5, 8]\n  input %c: f32[5, 8]\n  input %b: f32[5, 8]\n"
                         "  %z: f32[5, 8] = sub(%a, %c)\n  %y: f32[] = mse(%z, %b)\n  output y = %y\n"),
      1e-7, 1e-5, 1, 0},
@@ -964,6 +1044,53 @@ static int int_indices(const char *text, char *first, size_t n)
  * transpose, whose indices are the prelude's); without, every kernel but
  * those always in i64 (casts, transposes, local reductions, the fp16
  * updates) has an int index. */
+/* A reduction in parts: a kernel of partial sums, its grid several blocks
+ * per reduction, before the kernel that adds them (the case's results then
+ * compare as every case's do). */
+static void check_parts(const run *r, int reductions)
+{
+    const cg_device *D = &r->p->devices[0];
+    for (int i = 0; i + 1 < D->nsteps; i++) {
+        const cg_step *st = &D->steps[i];
+        if (st->kind == CG_STEP_KERNEL && st->what && strstr(st->what, "partial sums")) {
+            if (st->u.launch.grid[0] < 2u * (unsigned)reductions)
+                fail(r->what, "the partial sums run %u blocks for %d reductions",
+                     st->u.launch.grid[0], reductions);
+            else
+                npassed++;
+            return;
+        }
+    }
+    fail(r->what, "no kernel of partial sums: the reduction ran in one block each");
+}
+
+/* A bias gradient computed by the batchnorm_grad before it: no sum_to kernel,
+ * and where fused, no kernel for the ReLU's gradient either. */
+static void check_no_sum_to(const run *r)
+{
+    const cg_device *D = &r->p->devices[0];
+    for (int i = 0; i < D->nsteps; i++)
+        if (D->steps[i].kind == CG_STEP_KERNEL && D->steps[i].what &&
+            (strstr(D->steps[i].what, "sum_to") || strstr(D->steps[i].what, "relu_grad %"))) {
+            fail(r->what, "a kernel of its own: %s", D->steps[i].what);
+            return;
+        }
+    npassed++;
+}
+
+/* A convolution's bias left to the batchnorm after it: no kernel of its own. */
+static void check_no_bias_kernel(const run *r)
+{
+    const cg_device *D = &r->p->devices[0];
+    for (int i = 0; i < D->nsteps; i++)
+        if (D->steps[i].kind == CG_STEP_KERNEL && D->steps[i].what &&
+            strstr(D->steps[i].what, ": bias")) {
+            fail(r->what, "the convolution's bias has a kernel of its own (%s)", D->steps[i].what);
+            return;
+        }
+    npassed++;
+}
+
 static void check_index_width(const run *r, int big)
 {
     static const char *const always64[] = {"cast_", "local_", "update_unless", "loss_scale",
@@ -1193,6 +1320,11 @@ static int check_conv_epilogue(const run *r, int *fused, int *kernels)
             const char *kn = nx && nx->kind == CG_STEP_KERNEL
                                  ? r->p->kernels[nx->u.launch.kernel].name : "";
             int kernel = strncmp(kn, "conv_bias", 9) == 0 || strncmp(kn, "conv_relu", 9) == 0;
+            /* the bias left to the batchnorm_train that reads y next */
+            if (bias && !relu && !want_fused && !c->has_bias &&
+                (strncmp(kn, "batchnorm_train", 15) == 0 ||
+                 strncmp(kn, "parts_batchnorm_train", 21) == 0))
+                continue;
             if (c->relu != want_fused || c->has_bias != (want_fused && bias) ||
                 kernel != (!want_fused && (relu || bias)) ||
                 (kernel && ((strstr(kn, "bias") != NULL) != bias ||
@@ -1410,6 +1542,12 @@ int main(int argc, char **argv)
         if (r) {
             runs[nruns++] = r;
             check_index_width(r, 0);
+            if (strstr(c->name, "in parts"))
+                check_parts(r, strstr(c->name, "mse") ? 1 : strstr(c->name, "rows") ? 5 : 3);
+            if (strstr(c->name, "the bias added"))
+                check_no_bias_kernel(r);
+            if (strstr(c->name, "the bias gradient"))
+                check_no_sum_to(r);
         }
         for (int lp = 0; c->lowp && lp < 2; lp++) {
             ir_graph *h = parse_case(c, c->fuse, 1);

@@ -288,6 +288,15 @@ static void formulas(void)
     CHECK_NEAR(cost_kernel_seconds(h, 1e6, 0, 1e9), 1e9 / 3.35e12 + 3e-6,
                "a kernel bound by memory");
     CHECK_NEAR(cost_kernel_seconds(h, 0, 0, 0), 3e-6, "an empty kernel: its launch");
+    /* a known grid: under two blocks per SM (264 on 132 SMs) that share of
+       the time; at or over it, none; the cpu has no SMs */
+    CHECK_NEAR(cost_grid_seconds(h, 0, 0, 1e9, 264), 1e9 / 3.35e12 + 3e-6, "a full grid");
+    CHECK_NEAR(cost_grid_seconds(h, 0, 0, 1e9, 66), 4 * 1e9 / 3.35e12 + 3e-6,
+               "a grid of a quarter of the blocks");
+    CHECK_NEAR(cost_grid_seconds(h, 1e9, 0, 0, 132), 2 * 1e9 / 296.82e12 + 3e-6,
+               "arithmetic on half the SMs");
+    CHECK_NEAR(cost_grid_seconds(cost_device_lookup("cpu"), 0, 0, 36e9, 1), 1 + 1e-6,
+               "no grid on the cpu");
     static const ir_op ops[] = {IR_OP_ALL_REDUCE, IR_OP_ALL_GATHER, IR_OP_REDUCE_SCATTER,
                                 IR_OP_BROADCAST, IR_OP_SEND, IR_OP_RECV};
     for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
@@ -536,6 +545,8 @@ static void specs(void)
           "units: %s", err);
     check(cost_device_parse("h100-pcie,launch=0", &d, err, sizeof err) == 0 && d.launch == 0,
           "a zero time: %s", err);
+    check(cost_device_parse("h100-pcie,sms=100", &d, err, sizeof err) == 0 && d.sms == 100,
+          "a count: %s", err);
 
     static const struct {
         const char *spec, *want;
@@ -544,7 +555,9 @@ static void specs(void)
         {"", "unknown device ''; devices: h100-nvlink, h100-pcie, cpu"},
         {"H100-nvlink", "unknown device 'H100-nvlink'; devices: h100-nvlink, h100-pcie, cpu"},
         {"cpu,lnk_bw=1e9", "unknown key 'lnk_bw'; keys: flops, flops_other, mem_bw, link_bw, "
-                           "link_latency, launch, mem"},
+                           "link_latency, launch, mem, sms"},
+        {"h100-nvlink,sms=1.5", "bad number '1.5' for sms: expected a whole number"},
+        {"h100-nvlink,sms=0", "sms must be positive, got 0"},
         {"cpu,link_bw", "expected key=value, got 'link_bw'"},
         {"cpu,", "expected key=value, got ''"},
         {"cpu,link_bw=1e9,", "expected key=value, got ''"},

@@ -35,6 +35,7 @@ typedef struct {
     int threads;
     int repeat;
     int dump_memory, stats;
+    int json;                   /* inspect --json */
     int profile;                /* --profile: time per op */
     int devices_given;          /* --gpus or --devices */
     int64_t mem_cap[MAX_CAPS];  /* --mem-cap D=SIZE,...; 0: none */

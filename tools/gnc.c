@@ -202,7 +202,7 @@ static const char usage_eval[] =
     "MODEL may be an inference plan (gnc compile -o), at the batch it was compiled for.\n";
 
 static const char usage_inspect[] =
-    "usage: gnc inspect FILE.gnc\n"
+    "usage: gnc inspect FILE.gnc [--json]\n"
     "\n"
     "Checks a plan file (gnc compile -o; docs/plan.md) as gnc run would and prints\n"
     "what it holds: its sections, the flags it was compiled with, each device's\n"
@@ -211,6 +211,10 @@ static const char usage_inspect[] =
     "An invalid plan gives an error saying what is wrong, and exit status 1.\n"
     "\n"
     "options:\n"
+    "  --json          instead, per device what one run asks of the GPU, as JSON:\n"
+    "                  graph nodes, steps, kernel launches, library calls,\n"
+    "                  communication, copies and their bytes, bytes kernels read\n"
+    "                  and write, the smallest grid among kernels over 1M elements\n"
     "  -h, --help      show this help\n";
 
 static const char usage_devices[] =
@@ -291,6 +295,7 @@ static const struct flag {
     {"--time-passes", "compile", 0},
     {"--dump-memory", "compile", 0},
     {"--stats", "compile", 0},
+    {"--json", "inspect", 0},
     {"--remat", "compile train", 0},
     {"--optimizer", "dump compile train", 1},
     {"--momentum", "dump compile train", 1},
@@ -456,6 +461,8 @@ static int parse_args(int argc, char **argv, options *o)
             o->dump_memory = 1;
         } else if (strcmp(name, "--stats") == 0) {
             o->stats = 1;
+        } else if (strcmp(name, "--json") == 0) {
+            o->json = 1;
         } else if (strcmp(name, "--remat") == 0) {
             o->c.remat = 1;
         } else if (strcmp(name, "--nesterov") == 0) {
@@ -810,9 +817,17 @@ static void print_stats(const options *o, const ir_graph *g, const mp_plan *plan
     diag_init(&d);
     cg_program *p = o->c.no_kernels ? NULL : cg_generate(g, plan, &co, &d);
     diag_free(&d);
+    cost_device model;
+    char err[160];
+    if (p && cost_device_parse(o->c.device_model ? o->c.device_model : "h100-nvlink", &model,
+                               err, sizeof err) != 0)
+        model = *cost_device_lookup("h100-nvlink");
     for (int dev = 0; p && dev < p->ndevices; dev++) {
         cg_run_stats s;
         cg_run_stats_of(p, dev, &s);
+        double launch, run = drv_run_seconds(p, dev, &model, &launch);
+        printf("cuda.d%d.predicted_run_ms: %.3f\ncuda.d%d.launch_ms: %.3f\n", dev, run * 1e3,
+               dev, launch * 1e3);
         printf("cuda.d%d.steps: %d\ncuda.d%d.kernels: %d\ncuda.d%d.library_calls: %d\n"
                "cuda.d%d.communication: %d\ncuda.d%d.copies: %d\ncuda.d%d.copy_bytes: %lld\n"
                "cuda.d%d.kernel_read_bytes: %lld\ncuda.d%d.kernel_written_bytes: %lld\n"

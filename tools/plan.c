@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "cli.h"
 #include "cuda.h"
 #include "device.h"
@@ -446,6 +448,60 @@ static void print_cuda(const cg_program *cg)
     }
 }
 
+/* gnc inspect --json: per device what one run asks of the GPU. */
+static int inspect_json(const rt_plan *p, const char *file)
+{
+    char err[1024];
+    cg_program *cg = NULL;
+    for (int i = 0; i < p->nsections && !cg; i++)
+        if (p->sections[i].kind == RT_SECTION_CUDA_SOURCE &&
+            !(cg = rt_plan_program(p, err, sizeof err))) {
+            fprintf(stderr, "gnc: error: %s: %s\n", file, err);
+            return 1;
+        }
+    cJSON *root = cJSON_CreateObject(), *devs = cJSON_AddArrayToObject(root, "devices");
+    cJSON_AddStringToObject(root, "plan", file);
+    cJSON_AddStringToObject(root, "model", p->g->name);
+    cJSON_AddBoolToObject(root, "training", p->training);
+    cJSON_AddBoolToObject(root, "kernels", cg != NULL);
+    for (int d = 0; d < p->ndevices; d++) {
+        cJSON *o = cJSON_CreateObject();
+        int nodes = 0;
+        ir_for_each_node(p->g, n)
+            nodes += n->device == d;
+        cJSON_AddNumberToObject(o, "device", d);
+        cJSON_AddNumberToObject(o, "graph_nodes", nodes);
+        if (cg) {
+            cg_run_stats st;
+            cg_run_stats_of(cg, d, &st);
+            cJSON_AddNumberToObject(o, "steps", cg->devices[d].nsteps);
+            cJSON_AddNumberToObject(o, "kernels", st.kernels);
+            cJSON_AddNumberToObject(o, "library_calls", st.library);
+            cJSON_AddNumberToObject(o, "communication", st.comms);
+            cJSON_AddNumberToObject(o, "copies", st.copies);
+            cJSON_AddNumberToObject(o, "copy_bytes", (double)st.copy_bytes);
+            cJSON_AddNumberToObject(o, "kernel_read_bytes", (double)st.kernel_read_bytes);
+            cJSON_AddNumberToObject(o, "kernel_written_bytes", (double)st.kernel_written_bytes);
+            if (st.big_min_step) {
+                cJSON_AddNumberToObject(o, "smallest_big_grid", (double)st.big_min_blocks);
+                cJSON_AddStringToObject(o, "smallest_big_grid_step",
+                                        st.big_min_step->what ? st.big_min_step->what : "");
+            } else {
+                cJSON_AddNullToObject(o, "smallest_big_grid");
+            }
+        }
+        cJSON_AddItemToArray(devs, o);
+    }
+    char *text = cJSON_Print(root);
+    int ok = text && puts(text) >= 0;
+    free(text);
+    cJSON_Delete(root);
+    cg_program_free(cg);
+    if (!ok)
+        fprintf(stderr, "gnc: error: out of memory\n");
+    return ok && fflush(stdout) == 0 ? 0 : 1;
+}
+
 int cmd_inspect(const options *o)
 {
     char err[1024], t[160], b[32], nb[160], ib[96];
@@ -453,6 +509,11 @@ int cmd_inspect(const options *o)
     if (!p) {
         fprintf(stderr, "gnc: error: %s\n", err);
         return 1;
+    }
+    if (o->json) {
+        int rc = inspect_json(p, o->c.file);
+        rt_plan_free(p);
+        return rc;
     }
     const ir_graph *g = p->g;
     printf("plan %s: gnc plan format %u, %llu bytes, %d sections\n", o->c.file, p->version,

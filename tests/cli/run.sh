@@ -52,8 +52,16 @@ peak=$(sed -n 's/^memory.peak_bytes: //p' <<<"$out"); lb=$(sed -n 's/^memory.low
 if awk -v p="$peak" -v l="$lb" 'BEGIN { exit !(p <= 1.10 * l && p >= l) }'; then ok; else bad "resnet18 training plan $peak vs lower bound $lb"; fi
 # what the GPU's run would be: the optimizer in one launch, nothing copied
 for key in steps kernels library_calls communication copies copy_bytes kernel_read_bytes \
-           kernel_written_bytes smallest_big_grid; do has "cuda.d0.$key: "; done
-has "cuda.d0.copies: 0"; has "cuda.d0.library_calls: 62"; has "cuda.d0.steps: 159"
+           kernel_written_bytes smallest_big_grid predicted_run_ms launch_ms; do
+    has "cuda.d0.$key: "; done
+# the run's prediction counts every launch: 149 steps of 3 us
+launch=$(sed -n 's/^cuda.d0.launch_ms: //p' <<<"$out"); run=$(sed -n 's/^cuda.d0.predicted_run_ms: //p' <<<"$out")
+awk -v l="$launch" -v r="$run" 'BEGIN { exit !(l == 0.447 && r > l) }' && ok ||
+    bad "resnet18's run: $run ms predicted, $launch ms of launches"
+has "cuda.d0.copies: 0"; has "cuda.d0.library_calls: 62"; has "cuda.d0.steps: 149"
+# reductions in parts: every kernel over a million elements fills an H100 (264 blocks)
+grid=$(sed -n 's/^cuda.d0.smallest_big_grid: //p' <<<"$out")
+[ "${grid:-0}" -ge 264 ] && ok || bad "resnet18's smallest grid over 1M elements is $grid blocks"
 # resnet18 inference: every batchnorm folded into its convolution, every ReLU and
 # residual add fused into a producer
 expect 0 "$gnc" dump "$src/models/resnet18.net" --passes=simplify,fold_bn,schedule,fuse

@@ -65,10 +65,20 @@ if [ "$nvrtc" = ON ]; then
     [ "$n" = 0 ] && ok || bad "resnet18's bf16 training step copies $n times"
     grep -q "update %" <<<"$out" && bad "an update copied back" || ok
     # the optimizer's 76 steps in one launch, the 16-bit copies of the
-    # weights in one: 160 steps in all (from 388)
+    # weights in one, the convolutions' biases and their gradients in the
+    # batchnorms' kernels: 150 steps in all (from 388), at most 160 with the
+    # reductions in parts
     n=$(grep -cE "^ +[0-9]+ (kernel|gemm|conv|copy)" <<<"$out")
     [ "$n" -le 160 ] && ok || bad "resnet18's bf16 training step takes $n steps, more than 160"
     has "sgd of 76 tensors (one launch)"
+    # the same counts for scripts
+    steps=$n
+    expect 0 "$gnc" inspect rn.gnc --json
+    has '"model":	"resnet18"'; has '"copies":	0'; has '"library_calls":	62'
+    has "\"steps\":	$steps,"
+    grep -q '"smallest_big_grid":	[0-9]' <<<"$out" && ok || bad "inspect --json: no smallest grid"
+    expect 2 "$gnc" inspect rn.gnc --json=1
+    expect 0 "$gnc" inspect rn.gnc
     has "22 shadows (16-bit copies) in one launch"
     expect 0 "$gnc" compile "$lenet" "${K[@]}" --no-kernels -o knone.gnc
     expect 0 "$gnc" inspect knone.gnc; has "kernels: none"
