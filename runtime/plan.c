@@ -505,7 +505,8 @@ static int read_memory(reader *r, rt_plan *p, const rt_plan_section *s)
         }
     char why[400];
     if (mp_check(p->g, mp, why, sizeof why) != 0) {
-        BAD(r, "section memory: the memory plan does not hold: %s", why);
+        BAD(r, "section memory: the memory plan does not hold: %s (written by another gnc? "
+            "compile the model again)", why);
         goto done;
     }
     mp->arena_bytes = 0;
