@@ -425,6 +425,44 @@ static cg_ref shadow(cg_gen *G, const ir_value *v, ir_dtype dt, int krsc, const 
     return D->values[slot].at;
 }
 
+cg_ref cg_grad_stage(cg_gen *G, const ir_value *v, ir_dtype dt)
+{
+    cg_device *D = G->D;
+    int64_t top = D->region_bytes[CG_PARAMS];
+    int slot = add_value(G, CG_VALUE_SHADOW, v,
+                         cg_pprintf(G->p, "%s.%s", v->name, dt == IR_BF16 ? "bf16" : "fp16"),
+                         CG_PARAMS, NULL, dt, ir_type_numel(&v->type));
+    D->values[slot].at.offset = top;
+    D->region_bytes[CG_PARAMS] = top + align_up(D->values[slot].bytes);
+    G->gcasts = cg_xrealloc(G->gcasts, (size_t)(G->ngcasts + 1) * sizeof *G->gcasts);
+    G->gcast_v = cg_xrealloc(G->gcast_v, (size_t)(G->ngcasts + 1) * sizeof *G->gcast_v);
+    G->gcasts[G->ngcasts] = (cg_cast){D->values[slot].at, cg_ref_of(G, v), dt, G->dtype[v->id],
+                                      ir_type_numel(&v->type)};
+    G->gcast_v[G->ngcasts++] = v;
+    return D->values[slot].at;
+}
+
+/* The gradients cg_grad_stage holds, converted in one launch (a few if very
+ * many) where a node of m[0 .. nm-1] reads one (all: nm 0). */
+static void flush_grads(cg_gen *G, const ir_node *const *m, int nm)
+{
+    enum { MOST = 120 }; /* tensors a launch: their pointers within CUDA's 4 KiB */
+    int reads = nm == 0;
+    for (int i = 0; i < nm && !reads; i++)
+        for (int j = 0; j < m[i]->nin && !reads; j++)
+            for (int k = 0; k < G->ngcasts && !reads; k++)
+                reads = m[i]->in[j] == G->gcast_v[k];
+    if (!reads || !G->ngcasts)
+        return;
+    for (int first = 0; first < G->ngcasts; first += MOST) {
+        int n = G->ngcasts - first < MOST ? G->ngcasts - first : MOST;
+        cg_emit_casts(G, nm ? m[0] : NULL,
+                      cg_pprintf(G->p, "%d gradients to float in one launch", n),
+                      G->gcasts + first, n);
+    }
+    G->ngcasts = 0;
+}
+
 /* Whether v lives in its own bytes in region r.  In the params region (a
  * parameter or weight) and the inputs region, those bytes are the same from a
  * list's start to its last reader (the optimizer's updates come after), so a
@@ -967,7 +1005,7 @@ static void gen_list(cg_gen *G, int init)
                last->next->device == G->dev && G->weight[last->next->out[0]->id] == w)
             m[nm++] = last = last->next;
         if (multi_step(G, n) && (last = optimizer_run(G, n, m, &nm)) && nm > 1 &&
-            cg_emit_multi(G, m, nm) == 0) {
+            (flush_grads(G, m, nm), cg_emit_multi(G, m, nm) == 0)) {
             n = last->next;
             continue;
         }
@@ -981,6 +1019,7 @@ static void gen_list(cg_gen *G, int init)
             n = n->next;
             continue;
         }
+        flush_grads(G, m, nm);
         gen_unit(G, m, nm);
         n = last->next;
     }
@@ -988,6 +1027,8 @@ static void gen_list(cg_gen *G, int init)
     if (G->bias_pending && !G->failed)
         cg_fail(G, G->bias_pending->def, "internal: the bias of %%%s was never added",
                 G->bias_pending->name);
+    if (!G->failed)
+        flush_grads(G, NULL, 0);
     if (!init && !G->failed)
         flush_casts(G);
 }
@@ -1300,6 +1341,8 @@ static void gen_free(cg_gen *G)
     free(G->alias);
     free(G->aliased);
     free(G->shadow_fresh);
+    free(G->gcasts);
+    free(G->gcast_v);
     free(G->list);
     free(G->dev_kernels);
     for (int i = 0; G->khead && i < G->p->nkernels; i++) {

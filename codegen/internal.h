@@ -102,6 +102,11 @@ typedef struct cg_gen {
     cg_cast *casts;             /* the run's 16-bit shadows still to make, all in one
                                    launch at casts_at (codegen.c flush_casts) */
     int ncasts, casts_at;
+    cg_cast *gcasts;            /* filter gradients still in 16 bits: converted to
+                                   float in one launch before their first reader
+                                   (codegen.c cg_grad_stage) */
+    const ir_value **gcast_v;
+    int ngcasts;
     /* a convolution's result whose bias is still to add: the batchnorm_train
        kernel reading it next adds it in place (library.c bias_folds) */
     const ir_value *bias_pending, *bias_of;
@@ -144,6 +149,10 @@ cg_ref cg_operand_as(cg_gen *G, const ir_value *v, ir_dtype dt);
  * pixel makes both orders the same bytes, cg_operand_as. */
 cg_ref cg_operand_nhwc(cg_gen *G, const ir_node *n, const char *what, const ir_value *v,
                        ir_dtype dt, int *copied);
+/* Where a library call writes v, stored as float, in 16 bits (dt): bytes of
+ * its own in the params region, converted into v by one launch with the
+ * others so written before the first step that reads any of them. */
+cg_ref cg_grad_stage(cg_gen *G, const ir_value *v, ir_dtype dt);
 /* Whether a 4-d NCHW (or KCRS) tensor has the same bytes channels-last: one
  * channel, or one pixel. */
 int cg_nhwc_same(const ir_type *t);

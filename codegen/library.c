@@ -350,7 +350,7 @@ static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)
                         cg_name(res));
     /* a generated kernel writes the result as it is stored; cuDNN writes dt */
     int moved = igemm ? 0 : nhwc ? !cg_nhwc_same(&res->type) || out_dt != dt : out_dt != dt;
-    int z_copied = 0;
+    int z_copied = 0, staged = 0;
     cg_access acc[7];
     int na = 0;
     if (n->op == IR_OP_CONV2D) {
@@ -382,7 +382,10 @@ static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)
     } else {
         c.y = conv_operand(G, &s, n->in[0], dt, nhwc, "dy", NULL);
         c.x = conv_operand(G, &s, n->in[1], dt, nhwc, "x", NULL);
-        c.wt = moved ? cg_workspace(G, wb) : cg_ref_of(G, res);
+        /* a float gradient in 16 bits until one launch converts it with the
+           others (cg_grad_stage), not a cast after each call */
+        staged = moved && !nhwc && !G->init;
+        c.wt = staged ? cg_grad_stage(G, res, dt) : moved ? cg_workspace(G, wb) : cg_ref_of(G, res);
         acc[na++] = (cg_access){c.y, yb, 0, 0, dt};
         acc[na++] = (cg_access){c.x, xb, 0, 0, dt};
         acc[na++] = (cg_access){c.wt, wb, 1, 0, dt};
@@ -413,7 +416,7 @@ static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)
         cg_emit_transpose(G, n, cg_pprintf(G->p, "%s: %s back", s.what, result[c.kind]), written,
                           dt, cg_ref_of(G, res), out_dt, res->type.dims[0],
                           res->type.dims[2] * res->type.dims[3], res->type.dims[1]);
-    else if (moved)
+    else if (moved && !staged)
         cg_emit_cast(G, n, cg_pprintf(G->p, "%%%s to %s", res->name, ir_dtype_name(out_dt)),
                      written, dt, cg_ref_of(G, res), out_dt, ir_type_numel(&res->type));
     return take;

@@ -1730,6 +1730,29 @@ int main(int argc, char **argv)
         if (r)
             runs[nruns++] = r, r->model = 1;
     }
+    /* data parallel at bf16: cuDNN's 16-bit filter gradients held until one
+       launch converts them all before the all-reduce that reads them
+       (codegen.c cg_grad_stage), no cast after each call */
+    {
+        ir_graph *g = model(src, "lenet", 1, 2);
+        run *r = g ? prepare_conv("lenet training step at bf16, 2 devices", g, CG_BF16,
+                                  CG_CONV_CUDNN, 5e-2, 5e-2) : NULL;
+        if (r) {
+            runs[nruns++] = r, r->model = 1;
+            int batched = 0, single = 0;
+            for (int d = 0; d < r->p->ndevices; d++)
+                for (int i = 0; i < r->p->devices[d].nsteps; i++) {
+                    const char *w = r->p->devices[d].steps[i].what;
+                    batched += w && strstr(w, "gradients to float in one launch") != NULL;
+                    single += w && strstr(w, ".weight.grad to f32") != NULL;
+                }
+            if (batched != 2 || single)
+                fail(r->what, "%d launches of gradients to float, %d casts of one (want 2, 0)",
+                     batched, single);
+            else
+                npassed++;
+        }
+    }
     /* lenet's training step with its convolutions as implicit GEMMs, and as
        cuDNN calls on channels-last copies (conv2's filter a shadow, made
        channels-last once a step and read by its forward and backward data).
