@@ -1412,13 +1412,73 @@ static int64_t row_start(kb *k, int64_t rows, int64_t len)
     return rows;
 }
 
-static int64_t sp_softmax(kb *k, const ir_node *n)
+/* A row kernel in parts (rows too few for the GPU, each long): block
+ * (row, part), the part's elements [t0, t1). */
+static void row_parts_start(kb *k, int64_t len)
+{
+    k->nt = k->plen >= 16384 ? 1024 : 512;
+    k->warp_rows = 0;
+    k->lane0 = "threadIdx.x";
+    k->lstep = k->nt;
+    line(k, "const %s row = blockIdx.x / %lld, part = blockIdx.x %% %lld;", k->itype,
+         (long long)k->parts, (long long)k->parts);
+    line(k, "const %s base = row * %lld, t0 = part * %lld, t1 = part == %lld ? %lld : t0 + %lld;",
+         k->itype, (long long)len, (long long)k->plen, (long long)(k->parts - 1), (long long)len,
+         (long long)k->plen);
+}
+
+/* softmax and log_softmax over long rows in parts: each part's max and sum
+ * of exp(x - max); the row's from them in part order. */
+static int64_t softmax_parts(kb *k, const ir_node *n, kb *pre, int64_t rows, int64_t len,
+                             int64_t parts)
+{
+    cg_ref ws = split(k, pre, rows, len, parts, 2);
+    emit_loader(pre, n);
+    row_parts_start(pre, len);
+    partials(pre, ws, 1);
+    line(pre, "float mx = NEG_INF;");
+    line(pre, "for (%s t = t0 + threadIdx.x; t < t1; t += %d) {", k->itype, pre->nt);
+    line(pre, "    const float x = x_at(base + t);");
+    line(pre, "    mx = x > mx ? x : mx;");
+    line(pre, "}");
+    line(pre, "mx = block_max<%d>(mx, %s);", pre->nt, shared_red(pre, 0));
+    line(pre, "double sum = 0.0;");
+    line(pre, "for (%s t = t0 + threadIdx.x; t < t1; t += %d)", k->itype, pre->nt);
+    line(pre, "    sum += exp((double)(x_at(base + t) - mx));");
+    line(pre, "sum = block_sum<%d>(sum, %s);", pre->nt, shared_red(pre, 1));
+    line(pre, "if (threadIdx.x == 0) {");
+    line(pre, "    pd[2 * blockIdx.x] = mx;");
+    line(pre, "    pd[2 * blockIdx.x + 1] = sum;");
+    line(pre, "}");
+    emit_loader(k, n);
+    emit_storer(k, n);
+    row_parts_start(k, len);
+    partials(k, ws, 0);
+    line(k, "float mx = NEG_INF;");
+    line(k, "for (%s p = 0; p < %lld; p++)", k->itype, (long long)parts);
+    line(k, "    mx = (float)pd[2 * (row * %lld + p)] > mx ? (float)pd[2 * (row * %lld + p)] : mx;",
+         (long long)parts, (long long)parts);
+    line(k, "double sum = 0.0;");
+    line(k, "for (%s p = 0; p < %lld; p++)", k->itype, (long long)parts);
+    line(k, "    sum += pd[2 * (row * %lld + p) + 1] * exp(pd[2 * (row * %lld + p)] - (double)mx);",
+         (long long)parts, (long long)parts);
+    line(k, "for (%s t = t0 + threadIdx.x; t < t1; t += %d)", k->itype, k->nt);
+    if (n->op == IR_OP_LOG_SOFTMAX)
+        line(k, "    y_put(base + t, x_at(base + t) - (mx + (float)log(sum)));"); /* x - lse */
+    else
+        line(k, "    y_put(base + t, (float)(exp((double)(x_at(base + t) - mx)) / sum));");
+    return rows * parts;
+}
+
+static int64_t sp_softmax(kb *k, const ir_node *n, kb *pre)
 {
     int64_t outer, len, inner;
     around(&n->in[0]->type, (int)ir_attr_int(n, "axis"), &outer, &len, &inner);
     int logsm = n->op == IR_OP_LOG_SOFTMAX;
     int64_t grid;
     const char *at;
+    if (inner == 1 && len > 1024 && parts_of(outer, len) > 1)
+        return softmax_parts(k, n, pre, outer, len, parts_of(outer, len));
     if (inner == 1) {
         grid = row_start(k, outer, len);
         at = "base + t";
@@ -1461,7 +1521,7 @@ static int64_t sp_softmax(kb *k, const ir_node *n)
     return grid;
 }
 
-static int64_t sp_softmax_grad(kb *k, const ir_node *n)
+static int64_t sp_softmax_grad(kb *k, const ir_node *n, kb *pre)
 {
     int64_t outer, len, inner;
     around(&n->in[0]->type, (int)ir_attr_int(n, "axis"), &outer, &len, &inner);
@@ -1469,6 +1529,39 @@ static int64_t sp_softmax_grad(kb *k, const ir_node *n)
     int64_t grid;
     const char *at;
     int cross = inner == 1;
+    int64_t parts = cross && len > 1024 ? parts_of(outer, len) : 1;
+    if (parts > 1) { /* long rows in parts: each part's sum, the row's in part order */
+        cg_ref ws = split(k, pre, outer, len, parts, 1);
+        emit_loader(pre, n);
+        const char *y0 = reads(pre, n->in[1], 0);
+        row_parts_start(pre, len);
+        partials(pre, ws, 1);
+        line(pre, "double s = 0.0;");
+        line(pre, "for (%s t = t0 + threadIdx.x; t < t1; t += %d)", k->itype, pre->nt);
+        if (logsm)
+            line(pre, "    s += x_at(base + t);");
+        else
+            line(pre, "    s += (double)x_at(base + t) * ld(%s, base + t);", y0);
+        line(pre, "s = block_sum<%d>(s, %s);", pre->nt, shared_red(pre, 1));
+        line(pre, "if (threadIdx.x == 0)");
+        line(pre, "    pd[blockIdx.x] = s;");
+        emit_loader(k, n);
+        emit_storer(k, n);
+        const char *y = reads(k, n->in[1], 0);
+        row_parts_start(k, len);
+        partials(k, ws, 0);
+        line(k, "double s = 0.0;");
+        line(k, "for (%s p = 0; p < %lld; p++)", k->itype, (long long)parts);
+        line(k, "    s += pd[row * %lld + p];", (long long)parts);
+        line(k, "for (%s t = t0 + threadIdx.x; t < t1; t += %d) {", k->itype, k->nt);
+        line(k, "    const %s q = base + t;", k->itype);
+        if (logsm)
+            line(k, "    y_put(q, (float)(x_at(q) - exp((double)ld(%s, q)) * s));", y);
+        else
+            line(k, "    y_put(q, (float)(ld(%s, q) * (x_at(q) - s)));", y);
+        line(k, "}");
+        return outer * parts;
+    }
     if (cross) {
         grid = row_start(k, outer, len);
         at = "base + t";
@@ -1570,10 +1663,57 @@ static int64_t sp_cross_entropy_grad(kb *k, const ir_node *n)
 
 /* The loss over rows: a warp per row, in turn, in one block; the rows' terms
  * summed per warp in row order, then over the warps. */
-static int64_t sp_cross_entropy(kb *k, const ir_node *n)
+/* The loss over many logits: a warp per row (a block per long row), each
+ * row's term into the workspace, then one block adds them (thread t rows t,
+ * t + 256, ..., then over the threads in a fixed tree). */
+static int64_t cross_entropy_rows(kb *k, const ir_node *n, kb *pre, int64_t rows, int64_t c)
+{
+    k->parts = pre->parts = 1;
+    k->pbytes = pre->pbytes = rows * (int64_t)sizeof(double);
+    cg_ref ws = cg_workspace(k->G, k->pbytes);
+    pre->itype = k->itype;
+    pre->status = 1;
+    emit_loader(pre, n);
+    const char *lab = reads(pre, n->in[1], 0);
+    pre->grid = row_start(pre, rows, c);
+    partials(pre, ws, 1);
+    line(pre, "const i64 y = ld(%s, row);", lab);
+    line(pre, "float mx = NEG_INF;");
+    line(pre, "%s {", row_loop(pre, c));
+    line(pre, "    const float a = x_at(base + t);");
+    line(pre, "    mx = a > mx ? a : mx;");
+    line(pre, "}");
+    line(pre, "mx = %s;", rmax(pre, "mx"));
+    line(pre, "double sum = 0.0;");
+    line(pre, "%s", row_loop(pre, c));
+    line(pre, "    sum += exp((double)(x_at(base + t) - mx));");
+    line(pre, "sum = %s;", rsum(pre, "sum", 1));
+    line(pre, "if (%s == 0) {", pre->lane0);
+    line(pre, "    if (y < 0 || y >= %lld) {", (long long)c);
+    line(pre, "        report(status, %d, (int)step, row, y);", CG_STATUS_LABEL);
+    line(pre, "        pd[row] = 0.0;");
+    line(pre, "    } else {");
+    line(pre, "        pd[row] = mx + log(sum) - x_at(base + y);");
+    line(pre, "    }");
+    line(pre, "}");
+    k->nt = 256;
+    emit_storer(k, n);
+    partials(k, ws, 0);
+    line(k, "double total = 0.0;");
+    line(k, "for (%s r = threadIdx.x; r < %lld; r += 256)", k->itype, (long long)rows);
+    line(k, "    total += pd[r];");
+    line(k, "total = block_sum<256>(total, %s);", shared_red(k, 1));
+    line(k, "if (threadIdx.x == 0)");
+    line(k, "    y_put(0, (float)(total / %lld.0));", (long long)rows);
+    return 1;
+}
+
+static int64_t sp_cross_entropy(kb *k, const ir_node *n, kb *pre)
 {
     const ir_type *t = &n->in[0]->type;
     int64_t rows = t->dims[0], c = t->dims[1];
+    if (rows * c >= (1 << 20))
+        return cross_entropy_rows(k, n, pre, rows, c);
     k->nt = 256;
     k->warp_rows = 1;
     k->lane0 = "lane";
@@ -2177,10 +2317,12 @@ static int special_kernel(kb *k)
     kb pre; /* a split reduction's first kernel: the partial sums */
     kb_init(&pre, k->G, k->m, k->nm, k->sp, "the partial sums of a reduction in parts, for");
     switch (n->op) {
-    case IR_OP_SOFTMAX: case IR_OP_LOG_SOFTMAX: grid = sp_softmax(k, n); break;
-    case IR_OP_SOFTMAX_GRAD: case IR_OP_LOG_SOFTMAX_GRAD: grid = sp_softmax_grad(k, n); break;
+    case IR_OP_SOFTMAX: case IR_OP_LOG_SOFTMAX: grid = sp_softmax(k, n, &pre); break;
+    case IR_OP_SOFTMAX_GRAD: case IR_OP_LOG_SOFTMAX_GRAD:
+        grid = sp_softmax_grad(k, n, &pre);
+        break;
     case IR_OP_LAYERNORM: grid = sp_layernorm(k, n); break;
-    case IR_OP_CROSS_ENTROPY: grid = sp_cross_entropy(k, n); break;
+    case IR_OP_CROSS_ENTROPY: grid = sp_cross_entropy(k, n, &pre); break;
     case IR_OP_CROSS_ENTROPY_GRAD: grid = sp_cross_entropy_grad(k, n); break;
     case IR_OP_MSE: grid = sp_mse(k, n, &pre); break;
     case IR_OP_GLOBAL_AVGPOOL: grid = sp_global_avgpool(k, n); break;
@@ -2232,8 +2374,10 @@ static int special_kernel(kb *k)
         rc = accesses_safe(&pre) && accesses_safe(k) ? 0 : -1;
         if (rc == 0)
             finish(&pre, kernel_base(&pre, "parts"), pre.nt, pre.grid, 0, n,
-                   cg_pprintf(k->G->p, "%s: partial sums, %lld parts per reduction",
-                              kernel_what(k), (long long)pre.parts));
+                   pre.parts > 1 ? cg_pprintf(k->G->p, "%s: partial sums, %lld parts per "
+                                              "reduction", kernel_what(k), (long long)pre.parts)
+                                 : cg_pprintf(k->G->p, "%s: partial sums, a term per row",
+                                              kernel_what(k)));
     }
     if (rc == 0)
         rc = finish(k, kernel_base(k, NULL), k->nt, grid, 0, n, kernel_what(k));

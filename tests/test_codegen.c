@@ -133,8 +133,13 @@ static const op_case cases[] = {
                           "  output y = %y\n"), 1e-7, 1e-5, 0, 1},
     {"softmax rows", G("  input %x: f32[3, 5, 40]\n  %y: f32[3, 5, 40] = softmax(%x) {axis = 2}\n"
                        "  output y = %y\n"), 1e-7, 1e-5, 0, 1},
-    {"softmax long rows", G("  input %x: f32[2, 3000]\n  %y: f32[2, 3000] = softmax(%x) {axis = 1}\n"
-                            "  output y = %y\n"), 1e-8, 1e-5, 0, 1},
+    {"softmax long rows", G("  input %x: f32[300, 1100]\n  %y: f32[300, 1100] = softmax(%x) {axis = 1}\n"
+                            "  output y = %y\n"), 1e-8, 1e-5, 0, 0},
+    {"softmax long rows in parts", G("  input %x: f32[2, 3000]\n  %y: f32[2, 3000] = softmax(%x) "
+                                     "{axis = 1}\n  output y = %y\n"), 1e-8, 1e-5, 0, 1},
+    {"log_softmax long rows in parts", G("  input %x: f32[3, 5000]\n  %y: f32[3, 5000] = "
+                                         "log_softmax(%x) {axis = 1}\n  output y = %y\n"),
+     1e-5, 1e-5, 0, 1},
     {"log_softmax columns", G("  input %x: f32[3, 5, 4]\n  %y: f32[3, 5, 4] = log_softmax(%x) {axis = 1}\n"
                               "  output y = %y\n"), 1e-6, 1e-5, 0, 1},
     {"log_softmax rows", G("  input %x: f32[6, 10]\n  %y: f32[6, 10] = log_softmax(%x) {axis = 1}\n"
@@ -174,6 +179,12 @@ static const op_case cases[] = {
     /* losses */
     {"cross_entropy", G("  input %x: f32[6, 10]\n  input %label: i32[6]\n"
                         "  %y: f32[] = cross_entropy(%x, %label)\n  output y = %y\n"), 1e-6, 1e-5, 0, 1},
+    {"cross_entropy many logits in parts", G("  input %x: f32[1024, 1024]\n  input %label: i32[1024]\n"
+                                             "  %y: f32[] = cross_entropy(%x, %label)\n  output y = %y\n"),
+     1e-6, 1e-5, 0, 0},
+    {"cross_entropy long rows in parts", G("  input %x: f32[256, 4096]\n  input %label: i64[256]\n"
+                                           "  %y: f32[] = cross_entropy(%x, %label)\n  output y = %y\n"),
+     1e-6, 1e-5, 0, 0},
     {"cross_entropy i64", G("  input %x: f32[40, 3]\n  input %label: i64[40]\n"
                             "  %y: f32[] = cross_entropy(%x, %label)\n  output y = %y\n"), 1e-6, 1e-5, 0, 0},
     {"mse", G("  input %a: f32[5, 7]\n  input %b: f32[5, 7]\n  %y: f32[] = mse(%a, %b)\n  output y = %y\n"),
@@ -304,6 +315,12 @@ static const op_case cases[] = {
     {"softmax_grad columns", G("  input %dy: f32[3, 5, 7]\n  input %y0: f32[3, 5, 7]\n"
                                "  %y: f32[3, 5, 7] = softmax_grad(%dy, %y0) {axis = 1}\n  output y = %y\n"),
      1e-6, 1e-5, 0, 0},
+    {"softmax_grad long rows in parts", G("  input %dy: f32[2, 4000]\n  input %y0: f32[2, 4000]\n"
+                                          "  %y: f32[2, 4000] = softmax_grad(%dy, %y0) {axis = 1}\n"
+                                          "  output y = %y\n"), 1e-6, 1e-5, 0, 1},
+    {"log_softmax_grad long rows in parts", G("  input %dy: f32[2, 4000]\n  input %y0: f32[2, 4000]\n"
+                                              "  %y: f32[2, 4000] = log_softmax_grad(%dy, %y0) "
+                                              "{axis = 1}\n  output y = %y\n"), 1e-5, 1e-5, 0, 0},
     {"log_softmax_grad", G("  input %dy: f32[6, 10]\n  input %y0: f32[6, 10]\n"
                            "  %y: f32[6, 10] = log_softmax_grad(%dy, %y0) {axis = 1}\n  output y = %y\n"),
      1e-6, 1e-5, 0, 1},
@@ -1543,7 +1560,9 @@ int main(int argc, char **argv)
             runs[nruns++] = r;
             check_index_width(r, 0);
             if (strstr(c->name, "in parts"))
-                check_parts(r, strstr(c->name, "mse") ? 1 : strstr(c->name, "rows") ? 5 : 3);
+                check_parts(r, strstr(c->name, "mse") || strstr(c->name, "cross") ? 1
+                               : strstr(c->name, "long rows") ? 2
+                               : strstr(c->name, "rows") ? 5 : 3);
             if (strstr(c->name, "the bias added"))
                 check_no_bias_kernel(r);
             if (strstr(c->name, "the bias gradient"))
@@ -1812,19 +1831,24 @@ int main(int argc, char **argv)
     }
     /* 4: the state */
     int first_state = nruns;
-    const op_case *ce = NULL, *em = NULL;
+    const op_case *ce = NULL, *cep = NULL, *em = NULL;
     for (int i = 0; i < NCASES; i++) {
         if (strcmp(cases[i].name, "cross_entropy") == 0)
             ce = &cases[i];
+        if (strcmp(cases[i].name, "cross_entropy many logits in parts") == 0)
+            cep = &cases[i];
         if (strcmp(cases[i].name, "embedding") == 0)
             em = &cases[i];
     }
     run *rce = prepare("label out of range", parse_case(ce, 0, 0), CG_FP32, 0, 0);
+    run *rcep = prepare("label out of range, a term per row", parse_case(cep, 0, 0), CG_FP32, 0, 0);
     run *rem = prepare("index out of range", parse_case(em, 0, 0), CG_FP32, 0, 0);
     ir_graph *lg = model(src, "lenet", 1, 1);
     run *rls = lg ? prepare("lenet fp16 loss scaling", lg, CG_FP16, 0, 0) : NULL;
     if (rce)
         runs[nruns++] = rce;
+    if (rcep)
+        runs[nruns++] = rcep;
     if (rem)
         runs[nruns++] = rem;
     if (rls)
@@ -1869,6 +1893,8 @@ int main(int argc, char **argv)
         (void)first_model;
         if (rce)
             status_case(h, rce, CG_STATUS_LABEL, 4, 12);
+        if (rcep)
+            status_case(h, rcep, CG_STATUS_LABEL, 700, 5000);
         if (rem)
             status_case(h, rem, CG_STATUS_EMBEDDING_INDEX, 5, -3);
         if (rls)
