@@ -5,7 +5,6 @@
  *   cg_options o = cg_options_default();
  *   o.precision = CG_TF32;
  *   cg_program *p = cg_generate(g, mp, &o, &d);     NULL after reporting on d
- *   cg_program_print(p, stdout);                    steps, kernels, regions
  *   cg_compile(p, NULL, err, sizeof err);           NVRTC: cubin per arch, PTX
  *   ... p->devices[d].steps: what device d runs, in order, every step ...
  *   cg_program_free(p);
@@ -386,10 +385,6 @@ typedef struct {
     const cg_step *big_min_step;
 } cg_run_stats;
 void cg_run_stats_of(const cg_program *p, int d, cg_run_stats *s);
-
-/* The program as text: per device its regions, values, init steps and steps;
- * then the kernels.  With sources, every module's source too. */
-void cg_program_print(const cg_program *p, int sources, FILE *f);
 
 /* The SHA-256 of n bytes at data, into out: what a plan file binds a module's
  * source and its images with (runtime/plan.c). */

@@ -104,7 +104,6 @@ void diag_vreport(diag *d, diag_level level, ir_loc loc, const char *fmt, va_lis
         va_end(ap);                                       \
     }
 DIAG_FN(diag_error, DIAG_ERROR)
-DIAG_FN(diag_warning, DIAG_WARNING)
 DIAG_FN(diag_note, DIAG_NOTE)
 
 static const struct diag_source *find_source(const diag *d, const char *file)

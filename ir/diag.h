@@ -49,7 +49,6 @@ const char *diag_add_source(diag *d, const char *file, const char *text, size_t 
 #endif
 
 void diag_error(diag *d, ir_loc loc, const char *fmt, ...) DIAG_PRINTF(3, 4);
-void diag_warning(diag *d, ir_loc loc, const char *fmt, ...) DIAG_PRINTF(3, 4);
 void diag_note(diag *d, ir_loc loc, const char *fmt, ...) DIAG_PRINTF(3, 4);
 void diag_vreport(diag *d, diag_level level, ir_loc loc, const char *fmt, va_list ap);
 

@@ -66,7 +66,6 @@ typedef struct {
 } pass_info;
 
 const pass_info *pass_lookup(const char *name, size_t len);
-const pass_info *pass_list(int *count);
 
 /* The default pipeline, as a --passes list; with remat, rematerialization too;
  * with partitioned, the partition pass between scheduling and fusion. */

@@ -35,12 +35,6 @@ const pass_info *pass_lookup(const char *name, size_t len)
     return NULL;
 }
 
-const pass_info *pass_list(int *count)
-{
-    *count = (int)(sizeof passes / sizeof *passes);
-    return passes;
-}
-
 const char *pm_default_pipeline(int training, int remat, int partitioned)
 {
     if (!training)

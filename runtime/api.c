@@ -20,6 +20,12 @@
 #include "plan.h"
 #include "session.h"
 
+/* gnc.h's dtypes are the IR's, in the same order (gnc_tensor_info casts). */
+_Static_assert(GNC_F32 == (int)IR_F32 && GNC_F16 == (int)IR_F16 && GNC_BF16 == (int)IR_BF16 &&
+                   GNC_I32 == (int)IR_I32 && GNC_I64 == (int)IR_I64 && GNC_U8 == (int)IR_U8,
+               "gnc_dtype and ir_dtype must list the same types in the same order");
+_Static_assert(GNC_MAX_RANK == IR_MAX_RANK, "gnc.h's GNC_MAX_RANK is the IR's IR_MAX_RANK");
+
 struct gnc_plan {
     rt_plan *p;
 };

@@ -306,12 +306,6 @@ static int write_all(int fd, const unsigned char *p, size_t n)
     return 0;
 }
 
-int rt_plan_write(const char *path, const ir_graph *g, const mp_plan *mp, const rt_plan_kv *meta,
-                  int nmeta, char *err, size_t errlen)
-{
-    return rt_plan_write_program(path, g, mp, meta, nmeta, NULL, err, errlen);
-}
-
 int rt_plan_write_program(const char *path, const ir_graph *g, const mp_plan *mp,
                           const rt_plan_kv *meta, int nmeta, const cg_program *cg, char *err,
                           size_t errlen)

@@ -6,11 +6,11 @@
  * (parameters with their initializers and shards, inputs, outputs, the loss,
  * the updates of a training step), each device's arena size and every node
  * result's offset in it (the memory plan), and the strategy and flags it was
- * compiled with.  Sections the CUDA backend will add (kernel images, launch
- * lists, communication groups) have kinds reserved for them; a loader skips a
- * section it does not know unless the section says it is required.
+ * compiled with; with kernels, the CUDA backend's sections (each module's
+ * generated source and its images, the timed library algorithms).  A loader
+ * skips a section it does not know unless the section says it is required.
  *
- *   rt_plan_write(path, g, mp, meta, nmeta, err, sizeof err);   gnc compile -o
+ *   rt_plan_write_program(path, g, mp, meta, nmeta, cg, err, sizeof err);   gnc compile -o
  *   rt_plan *p = rt_plan_load(path, err, sizeof err);           NULL: err says why
  *   rt_exec *x = rt_exec_new_planned(p->g, p->mp->offset_by_id, p->mp->device_bytes, ...);
  *   rt_plan_free(p);                                            after the executor
@@ -58,7 +58,8 @@ typedef enum {
     RT_SECTION_MEMORY = 2,      /* arena sizes and node results' offsets; required */
     RT_SECTION_META = 3,        /* key=value lines: strategy, flags, ...; optional */
     /* 4 .. 15: reserved for the core format */
-    /* 16 .. 31: reserved for the CUDA backend, not written yet */
+    /* 16 .. 31: the CUDA backend's (18 to 21 reserved, their payloads not
+       defined: docs/plan.md) */
     RT_SECTION_CUDA_SOURCE = 16,    /* the generated CUDA C, for NVRTC */
     RT_SECTION_KERNEL_IMAGE = 17,   /* a cubin or PTX module for one architecture */
     RT_SECTION_STEPS = 18,          /* one device's launch list: kernels with grid,
@@ -161,9 +162,6 @@ cg_program *rt_plan_program(const rt_plan *p, char *err, size_t errlen);
  * or -1 when it is not 1 to CG_MAX_ARCHS distinct names sm_NN. */
 int rt_plan_archs(const char *list, char archs[][16]);
 
-/* The same into path, atomically, after reading the bytes back. */
-int rt_plan_write(const char *path, const ir_graph *g, const mp_plan *mp, const rt_plan_kv *meta,
-                  int nmeta, char *err, size_t errlen);
 
 /* Reads a plan from size bytes at data; name is the file's name in messages.
  * Returns NULL with a message ("NAME: section 2 (memory): ...") when anything
