@@ -1514,7 +1514,7 @@ static void rank_process(int rank, int nranks, int gpu, const ncclUniqueId *id, 
     int err = dup(2);
     if (log)
         dup2(fileno(log), 2);
-    CUdevice dev;
+    CUdevice dev = 0;
     CUcontext c;
     CUstream s = NULL, rs = NULL;
     CHECK(L.cuInit(0) == CUDA_SUCCESS && L.cuDeviceGet(&dev, gpu) == CUDA_SUCCESS &&

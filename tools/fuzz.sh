@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# Fuzzes the frontend, the IR text parser or the plan loader with libFuzzer for
-# SECONDS seconds:
-#   bash tools/fuzz.sh SECONDS [frontend|ir|plan]   (build dir: build-fuzz, or $GNC_FUZZ_BUILD)
+# Fuzzes the frontend, the IR text parser, the plan loader or the checkpoint
+# loader with libFuzzer for SECONDS seconds:
+#   bash tools/fuzz.sh SECONDS [frontend|ir|plan|checkpoint]
+#                                 (build dir: build-fuzz, or $GNC_FUZZ_BUILD)
 # Builds tests/fuzz/fuzz_TARGET.c with clang, AddressSanitizer and UBSan, then runs
 # it on a working copy of its seed corpus (frontend: models/*.net, tests/dsl/**/*.net,
 # tests/fuzz/regressions/*.net; ir: tests/{ir,passes,comm}/*.gir; plan:
-# tests/fuzz/plans/*.gnc) kept in the build dir, so nothing is written into the
+# tests/fuzz/plans/*.gnc; checkpoint: the checkpoints of its own two programs,
+# which it writes) kept in the build dir, so nothing is written into the
 # repository.  Exits non-zero on any crash, sanitizer report, leak or timeout,
 # and prints the path of the input that caused it and how to reproduce it.
 set -euo pipefail
 if [ $# -lt 1 ] || [ $# -gt 2 ] || ! [[ $1 =~ ^[0-9]+$ ]] || [ "$1" -lt 1 ] ||
-   ! [[ ${2:-frontend} =~ ^(frontend|ir|plan)$ ]]; then
-    echo "usage: bash tools/fuzz.sh SECONDS [frontend|ir|plan]" >&2
+   ! [[ ${2:-frontend} =~ ^(frontend|ir|plan|checkpoint)$ ]]; then
+    echo "usage: bash tools/fuzz.sh SECONDS [frontend|ir|plan|checkpoint]" >&2
     exit 2
 fi
 seconds=$1
@@ -36,6 +38,10 @@ elif [ "$target" = plan ]; then
     seeds=("$root"/tests/fuzz/plans/*.gnc)
     dict=()
     max_len=65536             # the largest seed (with kernels) is about 40 KiB
+elif [ "$target" = checkpoint ]; then
+    seeds=()
+    dict=()
+    "$build/fuzz_checkpoint" --seeds "$corpus"   # a checkpoint of each of its programs
 else
     seeds=("$root"/models/*.net "$root"/tests/dsl/**/*.net "$root"/tests/fuzz/regressions/*.net)
     dict=(-dict="$root/tests/fuzz/dsl.dict")

@@ -2,20 +2,24 @@
 # Set-up and the tests:
 #   bash tools/test.sh                 install what is missing, build in build/, run ctest
 #   bash tools/test.sh --asan          the same with AddressSanitizer and UBSan, in build-asan/
-#   bash tools/test.sh --fuzz SECONDS [frontend|ir|plan]
-#                                      fuzz the frontend, the IR parser or the plan
-#                                      loader instead (tools/fuzz.sh)
-# GNC_BUILD_DIR overrides the build directory.  Exits non-zero if a step or a test fails.
+#   bash tools/test.sh --clang         build with clang instead, in build-clang/ (no tests:
+#                                      a second compiler's warnings)
+#   bash tools/test.sh --fuzz SECONDS [frontend|ir|plan|checkpoint]
+#                                      fuzz the frontend, the IR parser, the plan
+#                                      or the checkpoint loader instead (tools/fuzz.sh)
+# GNC_BUILD_DIR overrides the build directory; GNC_WERROR=ON makes warnings errors
+# (CI sets it).  Exits non-zero if a step or a test fails.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-asan=0 fuzz= fuzz_target=frontend
+asan=0 clang=0 fuzz= fuzz_target=frontend
 while [ $# -gt 0 ]; do
     case $1 in
     --asan) asan=1 ;;
+    --clang) clang=1 ;;
     --fuzz)
         [ $# -ge 2 ] || { echo "test: --fuzz needs SECONDS" >&2; exit 2; }
         fuzz=$2; shift
-        case ${2:-} in frontend|ir|plan) fuzz_target=$2; shift ;; esac ;;
+        case ${2:-} in frontend|ir|plan|checkpoint) fuzz_target=$2; shift ;; esac ;;
     -h|--help) sed -n '2,8s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "test: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
@@ -34,6 +38,13 @@ if [ $asan = 1 ]; then
 else
     build=${GNC_BUILD_DIR:-$root/build}
     flags=(-DGNC_SANITIZE=OFF)
+fi
+flags+=(-DGNC_WERROR="${GNC_WERROR:-OFF}")
+if [ $clang = 1 ]; then
+    build=${GNC_BUILD_DIR:-$root/build-clang}
+    CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja "${flags[@]}"
+    cmake --build "$build"
+    exit 0
 fi
 cmake -S "$root" -B "$build" -G Ninja "${flags[@]}"
 cmake --build "$build"

@@ -1,4 +1,5 @@
-# libFuzzer targets for the frontend, the IR text and the plan loader (included
+# libFuzzer targets for the frontend, the IR text, the plan loader and the
+# checkpoint loader (included
 # from the top-level CMakeLists.txt when GNC_FUZZ is ON).  Needs clang:
 #   CC=clang cmake -S . -B build-fuzz -G Ninja -DGNC_FUZZ=ON && ninja -C build-fuzz fuzz_frontend
 # or simply: bash tools/fuzz.sh SECONDS
@@ -34,3 +35,10 @@ add_executable(fuzz_plan ${CMAKE_CURRENT_LIST_DIR}/fuzz_plan.c)
 target_link_libraries(fuzz_plan PRIVATE gnc_runtime gnc_passes gnc_ir)
 target_compile_options(fuzz_plan PRIVATE -fsanitize=fuzzer ${GNC_FUZZ_SANITIZE})
 target_link_options(fuzz_plan PRIVATE -fsanitize=fuzzer,address,undefined)
+
+# The safetensors checkpoint loader (bash tools/fuzz.sh SECONDS checkpoint):
+# runtime/checkpoint.c, its JSON header from a file of unknown origin.
+add_executable(fuzz_checkpoint ${CMAKE_CURRENT_LIST_DIR}/fuzz_checkpoint.c)
+target_link_libraries(fuzz_checkpoint PRIVATE gnc_runtime gnc_passes gnc_ir)
+target_compile_options(fuzz_checkpoint PRIVATE -fsanitize=fuzzer ${GNC_FUZZ_SANITIZE})
+target_link_options(fuzz_checkpoint PRIVATE -fsanitize=fuzzer,address,undefined)
