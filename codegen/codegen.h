@@ -1,13 +1,16 @@
 /* Code generation for NVIDIA GPUs: an optimized graph in, a program of steps
  * and the CUDA C of its kernels out (docs/codegen.md).
  *
+ *   // given: const ir_graph *g, diag *d, char *err, size_t errlen
  *   mp_plan *mp = mp_plan_graph(g);                 after pm_run's passes
  *   cg_options o = cg_options_default();
  *   o.precision = CG_TF32;
- *   cg_program *p = cg_generate(g, mp, &o, &d);     NULL after reporting on d
- *   cg_compile(p, NULL, err, sizeof err);           NVRTC: cubin per arch, PTX
- *   ... p->devices[d].steps: what device d runs, in order, every step ...
+ *   cg_program *p = cg_generate(g, mp, &o, d);      NULL after reporting on d
+ *   cg_compile(p, NULL, NULL, err, errlen);         NVRTC: cubin per arch, PTX
+ *   for (int i = 0; i < p->devices[0].nsteps; i++)  // what device 0 runs, in order
+ *       puts(p->devices[0].steps[i].what);
  *   cg_program_free(p);
+ *   mp_plan_free(mp);
  *
  * For each device the program is an ordered list of steps.  A step is a
  * launch of a generated kernel, a cuBLASLt matmul, a cuDNN convolution, a

@@ -2,6 +2,7 @@
  * node by node and for a partitioned program as a whole, with communication
  * overlapping computation.
  *
+ *   // given: const ir_graph *g
  *   cost_device dev;
  *   char err[160];
  *   if (cost_device_parse("h100-nvlink,link_bw=100e9", &dev, err, sizeof err) != 0) {

@@ -2,20 +2,23 @@
  * cg_compile) on CUDA GPUs, with the step semantics that tests/cg_host.c
  * emulates on the host.
  *
- *   rt_cuda *x = rt_cuda_open(p, NULL, err, sizeof err);   NULL with a message
- *   rt_cuda_init_params(x, seed);                          or rt_cuda_write each
- *   rt_cuda_write(x, -1, input, data);                     floats as float
- *   rt_cuda_run(x, err, sizeof err);                       init steps when due, one run
- *   rt_cuda_read(x, 0, output, out);
+ *   // given: const cg_program *p, const ir_value *in, const ir_value *y, char *err, size_t n
+ *   float data[64], out[64];
+ *   rt_cuda *x = rt_cuda_open(p, NULL, err, n);     NULL with a message
+ *   rt_cuda_init_params(x, 1, err, n);              or rt_cuda_write each
+ *   rt_cuda_write(x, -1, in, data, err, n);         floats as float
+ *   rt_cuda_run(x, err, n);                         init steps when due, one run
+ *   rt_cuda_read(x, 0, y, out, err, n);
  *   rt_cuda_close(x);
  *
  * Overlapping the next batch's copy with the current run:
  *
- *   rt_cuda_launch(x, ...);                   the run starts, the call returns
- *   rt_cuda_prefetch(x, -1, input, next);     on the copy stream, into staging
- *   rt_cuda_wait(x, ...);                     the run's end, its status
- *   rt_cuda_read(x, 0, loss, &l);             then launch again: the prefetched
- *                                             inputs are put in place first
+ *   // given: rt_cuda *x, const ir_value *in, const ir_value *loss, char *err, size_t n
+ *   float next[64], l;
+ *   rt_cuda_launch(x, err, n);                      the run starts, the call returns
+ *   rt_cuda_prefetch(x, -1, in, next, err, n);      on the copy stream, into staging
+ *   rt_cuda_wait(x, err, n);                        the run's end, its status
+ *   rt_cuda_read(x, 0, loss, &l, err, n);           the next launch puts `next` in place
  *
  * Libraries are loaded with dlopen at run time (libcuda.so.1), so that a gnc
  * built with the CUDA toolkit still runs where there is no GPU: opening then

@@ -10,9 +10,14 @@
  * generated source and its images, the timed library algorithms).  A loader
  * skips a section it does not know unless the section says it is required.
  *
- *   rt_plan_write_program(path, g, mp, meta, nmeta, cg, err, sizeof err);   gnc compile -o
- *   rt_plan *p = rt_plan_load(path, err, sizeof err);           NULL: err says why
- *   rt_exec *x = rt_exec_new_planned(p->g, p->mp->offset_by_id, p->mp->device_bytes, ...);
+ *   // given: const ir_graph *g, const mp_plan *mp, const rt_plan_kv *meta, int nmeta
+ *   #include "exec.h"
+ *   char err[512];
+ *   rt_plan_write_program("a.gnc", g, mp, meta, nmeta, NULL, err, sizeof err);   compile -o
+ *   rt_plan *p = rt_plan_load("a.gnc", err, sizeof err);        NULL: err says why
+ *   rt_exec *x = rt_exec_new_planned(p->g, p->mp->offset_by_id, p->mp->device_bytes,
+ *                                    err, sizeof err);
+ *   rt_exec_free(x);
  *   rt_plan_free(p);                                            after the executor
  *
  * The loader trusts nothing in the file: it checks every size, count and

@@ -2,12 +2,14 @@
  * the CPU executor (exec.h) or the GPU executor (cuda.h), for libgnc
  * (runtime/api.c) and the gnc commands that run programs.
  *
+ *   // given: const rt_plan *plan, const ir_value *v, const void *data, const ir_value *output
+ *   char err[512];
  *   rt_session_options o = {.device = RT_DEVICE_CUDA, .seed = 1};
  *   rt_session *s = rt_session_open(plan, &o, err, sizeof err);   NULL: err says why
  *   rt_session_set_input(s, v, data, err, sizeof err);             each input
  *   rt_session_run(s, err, sizeof err);                            or set_train first
  *   float *y = rt_session_data(s, output);                         the host copy
- *   rt_session_save(s, path, &meta, err, sizeof err);              checkpoints
+ *   rt_session_save(s, "ckpt.safetensors", NULL, err, sizeof err);   checkpoints
  *   rt_session_free(s);
  *
  * A session always keeps a CPU executor of the program, the host copy: it
