@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base.h"
+
 _Noreturn void ir_assert_fail(const char *what, const char *file, int line)
 {
     fprintf(stderr, "gnc: internal error at %s:%d: assertion '%s' failed\n", file, line, what);
@@ -627,24 +629,16 @@ char *ir_type_str(const ir_type *t, char *buf, size_t len)
 
 /* ---- initializers: counter-based, so values depend on (seed, name, index) only ---- */
 
-static uint64_t splitmix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 /* uniform in [0, 1) with 53 random bits */
 static double unit(uint64_t key, uint64_t i)
 {
-    return (double)(splitmix64(key ^ splitmix64(i)) >> 11) * 0x1.0p-53;
+    return (double)(base_splitmix64(key ^ base_splitmix64(i)) >> 11) * 0x1.0p-53;
 }
 
 void ir_init_fill(const ir_value *v, uint64_t seed, float *out)
 {
     int64_t n = ir_type_numel(&v->type);
-    uint64_t key = splitmix64(seed) ^ hash_str(v->shard.of ? v->shard.of : v->name);
+    uint64_t key = base_splitmix64(seed) ^ hash_str(v->shard.of ? v->shard.of : v->name);
     const ir_init *in = &v->init;
     switch (in->kind) {
     case IR_INIT_NONE:

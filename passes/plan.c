@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base.h"
 #include "passes.h"
 
 static void *xcalloc(size_t n, size_t size)
@@ -85,15 +86,6 @@ void pt_plan_free(pt_plan *p)
     cost_sim_free(p->sim);
     free(p->dev);
     free(p);
-}
-
-static void human(double b, char *buf, size_t len)
-{
-    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    while (b >= 1024 && u < 4)
-        b /= 1024, u++;
-    snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", b, units[u]);
 }
 
 /* The devices a communication node involves, as "0,1" (into buf). */
@@ -171,7 +163,7 @@ void pt_plan_print(const pt_plan *p, const ir_graph *g, FILE *f)
         const pt_candidate *k = &p->candidates[i];
         if (i == 0)
             fprintf(f, "  chosen by predicted step time among %d candidates:\n", p->ncandidates);
-        human((double)k->peak_bytes, a, sizeof a);
+        base_human_bytes((double)k->peak_bytes, a, sizeof a);
         fprintf(f, "    %-28s ", k->name);
         if (k->error)
             fprintf(f, "rejected: %s\n", k->error);
@@ -181,16 +173,16 @@ void pt_plan_print(const pt_plan *p, const ir_graph *g, FILE *f)
     }
     for (int d = 0; d < p->ndevices; d++) {
         const pt_device_plan *x = &p->dev[d];
-        human((double)x->param_bytes, a, sizeof a);
-        human((double)x->arena_bytes, b, sizeof b);
-        human((double)x->peak_bytes, c, sizeof c);
-        human((double)x->comm_bytes, e, sizeof e);
+        base_human_bytes((double)x->param_bytes, a, sizeof a);
+        base_human_bytes((double)x->arena_bytes, b, sizeof b);
+        base_human_bytes((double)x->peak_bytes, c, sizeof c);
+        base_human_bytes((double)x->comm_bytes, e, sizeof e);
         fprintf(f, "device %d: %d ops, predicted %.3f ms (compute %.3f, communication %.3f)\n", d,
                 x->nops, x->predicted_ms, x->compute_ms, x->comm_ms);
         fprintf(f, "  memory: peak %s = parameters and state %s + activations %s (planned peak) + "
                 "send buffers %s", c, a, b, e);
         if (x->input_bytes) {
-            human((double)x->input_bytes, a, sizeof a);
+            base_human_bytes((double)x->input_bytes, a, sizeof a);
             fprintf(f, " + inputs %s", a);
         }
         fputc('\n', f);
@@ -213,7 +205,7 @@ void pt_plan_print(const pt_plan *p, const ir_graph *g, FILE *f)
                 continue;
             if (!shown++)
                 fputs("  communication:\n", f);
-            human((double)cm->bytes, a, sizeof a);
+            base_human_bytes((double)cm->bytes, a, sizeof a);
             fprintf(f, "    %-14s %10s  devices %-8s %.3f ms", ir_ops[n->op].name, a,
                     comm_devices(n, dv, sizeof dv), cm->end_ms - cm->start_ms);
             if (n->op == IR_OP_ALL_REDUCE)
@@ -326,11 +318,11 @@ int pt_plan_check_caps(const pt_plan *p, const mp_plan *mp, const int64_t *caps,
         if (!caps[dev] || x->peak_bytes <= caps[dev])
             continue;
         over++;
-        human((double)x->peak_bytes, a, sizeof a);
-        human((double)caps[dev], b, sizeof b);
+        base_human_bytes((double)x->peak_bytes, a, sizeof a);
+        base_human_bytes((double)caps[dev], b, sizeof b);
         diag_error(d, (ir_loc){0}, "device %d needs %s (%lld bytes), over its cap of %s (%lld "
                    "bytes)", dev, a, (long long)x->peak_bytes, b, (long long)caps[dev]);
-        human((double)x->param_bytes, a, sizeof a);
+        base_human_bytes((double)x->param_bytes, a, sizeof a);
         diag_note(d, (ir_loc){0}, "parameters, buffers and optimizer state held: %s", a);
         /* the arena at its fullest: the buffers live at that node */
         int at = -1;
@@ -353,11 +345,11 @@ int pt_plan_check_caps(const pt_plan *p, const mp_plan *mp, const int64_t *caps,
             if (mp->bufs[j].device == dev && mp->bufs[j].first <= at && at <= mp->bufs[j].last)
                 live[nlive++] = &mp->bufs[j];
         qsort(live, (size_t)nlive, sizeof *live, by_size);
-        human((double)(most > 0 ? most : 0), a, sizeof a);
+        base_human_bytes((double)(most > 0 ? most : 0), a, sizeof a);
         diag_note(d, (ir_loc){0}, "activations live at the peak: %s in %d buffers, the largest:",
                   a, nlive);
         for (int j = 0; j < nlive && j < 8; j++) {
-            human((double)live[j]->size, c, sizeof c);
+            base_human_bytes((double)live[j]->size, c, sizeof c);
             diag_note(d, (ir_loc){0}, "  %s: %s", pt_dsl_name(live[j]->value->name), c);
         }
         free(live);

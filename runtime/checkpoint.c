@@ -10,16 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#define MAX_HEADER (100u << 20)   /* the limit the reference implementation uses */
+#include "base.h"
 
-static int fail(char *err, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+#define MAX_HEADER (100u << 20)   /* the limit the reference implementation uses */
 
 /* Tensors saved: every value with state that training changes or needs. */
 static int saved(const ir_value *v)
@@ -115,7 +108,7 @@ int rt_exec_read_param(const ir_graph *g, rt_exec *x, const char *name, const ir
         if (v->shard.of ? strcmp(v->shard.of, name) != 0 : strcmp(v->name, name) != 0)
             continue;
         if (!ir_type_eq(v->shard.of ? &v->shard.type : &v->type, t))
-            return fail(err, errlen, "%s has another type here", name);
+            return base_fail(err, errlen, "%s has another type here", name);
         if (v->shard.of) {
             entry e = {v->shard.of, v->shard.type, v};
             return assemble(g, x, &e, out, err, errlen);
@@ -126,7 +119,7 @@ int rt_exec_read_param(const ir_graph *g, rt_exec *x, const char *name, const ir
         memcpy(out, src, (size_t)ir_type_numel(t) * elem_size(t->dtype));
         return 0;
     }
-    return fail(err, errlen, "the program holds no %s", name);
+    return base_fail(err, errlen, "the program holds no %s", name);
 }
 
 /* The whole tensor of entry e (a shard's) assembled from every shard of it in
@@ -139,7 +132,7 @@ static int assemble(const ir_graph *g, rt_exec *x, const entry *e, char *out, ch
     int64_t full = e->type.dims[e->v->shard.axis], covered = 0;
     char *seen = calloc((size_t)full, 1);
     if (!seen)
-        return fail(err, errlen, "out of memory");
+        return base_fail(err, errlen, "out of memory");
     for (int i = 0; i < g->nparams; i++) {
         const ir_value *s = g->params[i];
         if (!saved(s) || !s->shard.of || strcmp(s->shard.of, e->name) != 0)
@@ -147,7 +140,7 @@ static int assemble(const ir_graph *g, rt_exec *x, const entry *e, char *out, ch
         const char *src = rt_exec_data(x, s);
         if (!src) {
             free(seen);
-            return fail(err, errlen, "no device holds %s, a shard of %s", s->name, e->name);
+            return base_fail(err, errlen, "no device holds %s, a shard of %s", s->name, e->name);
         }
         slab b = slab_of(s);
         size_t row = (size_t)(b.size * b.inner) * es;
@@ -159,7 +152,7 @@ static int assemble(const ir_graph *g, rt_exec *x, const entry *e, char *out, ch
     }
     free(seen);
     if (covered != full)
-        return fail(err, errlen, "cannot save %s: its shards hold %lld of its %lld slices along "
+        return base_fail(err, errlen, "cannot save %s: its shards hold %lld of its %lld slices along "
                     "axis %d", e->name, (long long)covered, (long long)full, e->v->shard.axis);
     return 0;
 }
@@ -170,7 +163,7 @@ int rt_checkpoint_save(const ir_graph *g, rt_exec *x, const char *path,
     /* an MPI rank other than 0 holds only some (shards: assemble says which) */
     for (int i = 0; i < g->nparams; i++)
         if (saved(g->params[i]) && !g->params[i]->shard.of && !rt_exec_data(x, g->params[i]))
-            return fail(err, errlen, "%s: this executor holds no copy of %s", path,
+            return base_fail(err, errlen, "%s: this executor holds no copy of %s", path,
                         g->params[i]->name);
     int n;
     entry *es = entries_of(g, &n);
@@ -179,7 +172,7 @@ int rt_checkpoint_save(const ir_graph *g, rt_exec *x, const char *path,
         free(es);
         cJSON_Delete(root);
         cJSON_Delete(md);
-        return fail(err, errlen, "%s: out of memory", path);
+        return base_fail(err, errlen, "%s: out of memory", path);
     }
     cJSON_AddItemToObject(root, "__metadata__", md);
     for (int i = 0; meta && i < meta->n; i++)
@@ -208,7 +201,7 @@ int rt_checkpoint_save(const ir_graph *g, rt_exec *x, const char *path,
     char *tmp = malloc(tlen);
     int rc = -1, fd = -1;
     if (!json || !tmp || (largest && !whole)) {
-        fail(err, errlen, "%s: out of memory", path);
+        base_fail(err, errlen, "%s: out of memory", path);
         goto done;
     }
     size_t hlen = strlen(json), padded = (hlen + 7) & ~(size_t)7;
@@ -219,7 +212,7 @@ int rt_checkpoint_save(const ir_graph *g, rt_exec *x, const char *path,
             goto done;
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) {
-        fail(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+        base_fail(err, errlen, "%s: cannot write: %s", path, strerror(errno));
         goto done;
     }
     unsigned char len8[8];
@@ -237,7 +230,7 @@ int rt_checkpoint_save(const ir_graph *g, rt_exec *x, const char *path,
     bad = bad || fsync(fd) != 0;
     bad = (close(fd) != 0) || bad;
     if (bad || rename(tmp, path) != 0) {
-        fail(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+        base_fail(err, errlen, "%s: cannot write: %s", path, strerror(errno));
         remove(tmp);
         goto done;
     }
@@ -296,38 +289,38 @@ int rt_checkpoint_load(const ir_graph *g, rt_exec *x, const char *path, rt_ckpt_
 {
     FILE *f = fopen(path, "rb");
     if (!f)
-        return fail(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+        return base_fail(err, errlen, "%s: cannot read: %s", path, strerror(errno));
     unsigned char len8[8];
     char *header = NULL;
     cJSON *root = NULL;
     int rc = -1;
     uint64_t hlen = 0;
     if (fseek(f, 0, SEEK_END) != 0) {
-        fail(err, errlen, "%s: cannot seek", path);
+        base_fail(err, errlen, "%s: cannot seek", path);
         goto done;
     }
     long fsize = ftell(f);
     rewind(f);
     if (fsize < 8 || fread(len8, 1, 8, f) != 8) {
-        fail(err, errlen, "%s: not a safetensors file (shorter than its 8-byte header length)", path);
+        base_fail(err, errlen, "%s: not a safetensors file (shorter than its 8-byte header length)", path);
         goto done;
     }
     for (int i = 0; i < 8; i++)
         hlen |= (uint64_t)len8[i] << (8 * i);
     if (hlen < 2 || hlen > MAX_HEADER || hlen > (uint64_t)fsize - 8) {
-        fail(err, errlen, "%s: not a safetensors file (header length %llu for a file of %ld bytes)",
+        base_fail(err, errlen, "%s: not a safetensors file (header length %llu for a file of %ld bytes)",
              path, (unsigned long long)hlen, fsize);
         goto done;
     }
     header = malloc(hlen + 1);
     if (!header || fread(header, 1, hlen, f) != hlen) {
-        fail(err, errlen, "%s: truncated header", path);
+        base_fail(err, errlen, "%s: truncated header", path);
         goto done;
     }
     header[hlen] = '\0';
     root = cJSON_ParseWithLength(header, hlen);
     if (!cJSON_IsObject(root)) {
-        fail(err, errlen, "%s: the header is not a JSON object", path);
+        base_fail(err, errlen, "%s: the header is not a JSON object", path);
         goto done;
     }
     uint64_t data_size = (uint64_t)fsize - 8 - hlen;
@@ -336,7 +329,7 @@ int rt_checkpoint_load(const ir_graph *g, rt_exec *x, const char *path, rt_ckpt_
     int n;
     entry *es = entries_of(g, &n);
     if (!es) {
-        fail(err, errlen, "%s: out of memory", path);
+        base_fail(err, errlen, "%s: out of memory", path);
         goto done;
     }
     snprintf(err, errlen, "%s does not match the model:", path);
@@ -407,7 +400,7 @@ int rt_checkpoint_load(const ir_graph *g, rt_exec *x, const char *path, rt_ckpt_
             long at = 8 + (long)hlen + lo + (long)((o * b.full + b.start) * b.inner) * (long)es_;
             if (!dst || fseek(f, at, SEEK_SET) != 0 ||
                 fread(dst + (size_t)o * row, 1, row, f) != row) {
-                fail(err, errlen, "%s: cannot read the data of %s", path, v->name);
+                base_fail(err, errlen, "%s: cannot read the data of %s", path, v->name);
                 free(es);
                 goto done;
             }

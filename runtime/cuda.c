@@ -29,15 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+#include "base.h"
 
 int rt_cuda_check_memory(int d, const char *name, const int64_t region_bytes[CG_NREGIONS],
                          uint64_t reserve, uint64_t free, char *err, size_t errlen)
@@ -48,7 +40,7 @@ int rt_cuda_check_memory(int d, const char *name, const int64_t region_bytes[CG_
     if (need + reserve <= free)
         return 0;
     const double mib = 1024.0 * 1024.0;
-    return fail(err, errlen, "device %d (%s): the plan needs %.1f MiB and the CUDA libraries "
+    return base_fail(err, errlen, "device %d (%s): the plan needs %.1f MiB and the CUDA libraries "
                 "about %.1f MiB more (GNC_CUDA_RESERVE_MIB), %.1f MiB free", d, name,
                 (double)need / mib, (double)reserve / mib, (double)free / mib);
 }
@@ -86,16 +78,16 @@ void rt_cuda_status_message(const cg_status *st, const ir_node *node, char *err,
             break;
     }
     if (n && n->op == IR_OP_EMBEDDING) {
-        fail(err, errlen, "embedding index %lld at position %lld of '%s' is out of range "
+        base_fail(err, errlen, "embedding index %lld at position %lld of '%s' is out of range "
              "[0, %lld)", (long long)st->value, (long long)st->index, n->in[0]->name,
              (long long)n->in[1]->type.dims[0]);
     } else if (n) {
         int grad = n->op == IR_OP_CROSS_ENTROPY_GRAD;
-        fail(err, errlen, "cross_entropy label %lld at position %lld of '%s' is out of range "
+        base_fail(err, errlen, "cross_entropy label %lld at position %lld of '%s' is out of range "
              "[0, %lld)", (long long)st->value, (long long)st->index, n->in[grad + 1]->name,
              (long long)n->in[grad]->type.dims[1]);
     } else {
-        fail(err, errlen, "step %d reports status %d (position %lld, value %lld)", st->step,
+        base_fail(err, errlen, "step %d reports status %d (position %lld, value %lld)", st->step,
              st->code, (long long)st->index, (long long)st->value);
     }
 }
@@ -108,7 +100,7 @@ void rt_cuda_status_message(const cg_status *st, const ir_node *node, char *err,
 int rt_cuda_probe(const char *libdir, char *err, size_t errlen)
 {
     (void)libdir;
-    return fail(err, errlen, NO_CUDA);
+    return base_fail(err, errlen, NO_CUDA);
 }
 
 int rt_cuda_gpu_count(const char *libdir, char *err, size_t errlen)
@@ -126,14 +118,14 @@ int rt_cuda_gpu_describe(const char *libdir, int ordinal, rt_cuda_gpu *out, char
 rt_cuda *rt_cuda_open(const cg_program *p, const int *gpus, char *err, size_t errlen)
 {
     (void)p, (void)gpus;
-    fail(err, errlen, NO_CUDA);
+    base_fail(err, errlen, NO_CUDA);
     return NULL;
 }
 
 rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *err, size_t errlen)
 {
     (void)p, (void)o;
-    fail(err, errlen, NO_CUDA);
+    base_fail(err, errlen, NO_CUDA);
     return NULL;
 }
 
@@ -148,7 +140,7 @@ const char *rt_cuda_warning(const rt_cuda *x)
 int rt_cuda_unique_id(const char *libdir, rt_cuda_id *id, char *err, size_t errlen)
 {
     (void)libdir, (void)id;
-    return fail(err, errlen, NO_CUDA);
+    return base_fail(err, errlen, NO_CUDA);
 }
 
 int rt_cuda_holds(const rt_cuda *x, const ir_value *v)
@@ -161,56 +153,56 @@ int rt_cuda_write(rt_cuda *x, int device, const ir_value *v, const void *data, c
                   size_t errlen)
 {
     (void)x, (void)device, (void)v, (void)data;
-    return fail(err, errlen, NO_CUDA);
+    return base_fail(err, errlen, NO_CUDA);
 }
 
 int rt_cuda_prefetch(rt_cuda *x, int device, const ir_value *v, const void *data, char *err,
                      size_t errlen)
 {
     (void)x, (void)device, (void)v, (void)data;
-    return fail(err, errlen, NO_CUDA);
+    return base_fail(err, errlen, NO_CUDA);
 }
 
 int rt_cuda_read(rt_cuda *x, int device, const ir_value *v, void *out, char *err, size_t errlen)
 {
     (void)x, (void)device, (void)v, (void)out;
-    return fail(err, errlen, NO_CUDA);
+    return base_fail(err, errlen, NO_CUDA);
 }
 
 int rt_cuda_init_params(rt_cuda *x, uint64_t seed, char *err, size_t errlen)
 {
     (void)x, (void)seed;
-    return fail(err, errlen, NO_CUDA);
+    return base_fail(err, errlen, NO_CUDA);
 }
 
 int rt_cuda_launch(rt_cuda *x, char *err, size_t errlen)
 {
     (void)x;
-    return fail(err, errlen, NO_CUDA);
+    return base_fail(err, errlen, NO_CUDA);
 }
 
 int rt_cuda_autotune(rt_cuda *x, cg_program *p, char *err, size_t errlen)
 {
     (void)x, (void)p;
-    return fail(err, errlen, NO_CUDA);
+    return base_fail(err, errlen, NO_CUDA);
 }
 
 int rt_cuda_time_convs(rt_cuda *x, double *ms, char *err, size_t errlen)
 {
     (void)x, (void)ms;
-    return fail(err, errlen, NO_CUDA);
+    return base_fail(err, errlen, NO_CUDA);
 }
 
 int rt_cuda_wait(rt_cuda *x, char *err, size_t errlen)
 {
     (void)x;
-    return fail(err, errlen, NO_CUDA);
+    return base_fail(err, errlen, NO_CUDA);
 }
 
 int rt_cuda_run(rt_cuda *x, char *err, size_t errlen)
 {
     (void)x;
-    return fail(err, errlen, NO_CUDA);
+    return base_fail(err, errlen, NO_CUDA);
 }
 
 int64_t rt_cuda_region_bytes(const rt_cuda *x, int d, cg_region r)
@@ -266,11 +258,11 @@ static int driver_load(cuda_driver *L, const char *libdir, char *err, size_t err
     memset(L, 0, sizeof *L);
     L->so = cuda_dlopen(path);
     if (!L->so)
-        return fail(err, errlen, "no CUDA driver (%s): %s", path, dlerror());
+        return base_fail(err, errlen, "no CUDA driver (%s): %s", path, dlerror());
 #define LOAD(f)                                                                      \
     if (!(*(void **)&L->f = dlsym(L->so, XSTR(f)))) {                                \
         L->so = NULL;                                                                \
-        return fail(err, errlen, "the CUDA driver %s has no %s: too old for the "    \
+        return base_fail(err, errlen, "the CUDA driver %s has no %s: too old for the "    \
                     "CUDA %d toolkit gnc was built with", path, XSTR(f), CUDA_VERSION); \
     }
     DRIVER_FNS(LOAD)
@@ -283,7 +275,7 @@ static int driver_load(cuda_driver *L, const char *libdir, char *err, size_t err
         const char *s = NULL;
         if (r != CUDA_SUCCESS)
             L->cuGetErrorString(r, &s);
-        fail(err, errlen, "no GPU: the CUDA driver %s%s",
+        base_fail(err, errlen, "no GPU: the CUDA driver %s%s",
              r != CUDA_SUCCESS ? "fails to initialize: " : "sees none", s ? s : "");
         L->so = NULL;
         return -1;
@@ -334,7 +326,7 @@ int rt_cuda_gpu_describe(const char *libdir, int ordinal, rt_cuda_gpu *out, char
     if (r != CUDA_SUCCESS) {
         const char *s = "?";
         x->L.cuGetErrorString(r, &s);
-        return fail(err, errlen, "GPU %d: cuMemGetInfo: %s", ordinal, s);
+        return base_fail(err, errlen, "GPU %d: cuMemGetInfo: %s", ordinal, s);
     }
     out->free_bytes = freeb, out->total_bytes = total;
     return 0;
@@ -404,11 +396,11 @@ static int prepare_steps(rt_cuda *x, int d, int init, char *err, size_t errlen)
     G->args[init] = calloc((size_t)n + 1, sizeof *G->args[init]);
     G->done[init] = calloc((size_t)n + 1, sizeof *G->done[init]);
     if (!G->args[init] || !G->done[init])
-        return fail(err, errlen, "out of memory");
+        return base_fail(err, errlen, "out of memory");
     for (int s = 0; s < n; s++) {
         if (steps[s].kind == CG_STEP_KERNEL &&
             !(G->args[init][s] = kernel_args(G, &steps[s].u.launch)))
-            return fail(err, errlen, "out of memory");
+            return base_fail(err, errlen, "out of memory");
         int w = steps[s].wait;
         if (w >= 0 && w < s && !G->done[init][w])
             CU(cuEventCreate(&G->done[init][w], CU_EVENT_DISABLE_TIMING));
@@ -541,7 +533,7 @@ static int open_device(rt_cuda *x, int d, char *err, size_t errlen)
      * mailbox of the messages it receives */
     int64_t mailbox = plan_mailbox(x, d);
     if (mailbox < 0)
-        return fail(err, errlen, "out of memory");
+        return base_fail(err, errlen, "out of memory");
     G->scratch_bytes = x->local_comm ? scratch_bytes(x, d) : 0;
     int64_t need[CG_NREGIONS];
     memcpy(need, D->region_bytes, sizeof need);
@@ -582,7 +574,7 @@ static int open_device(rt_cuda *x, int d, char *err, size_t errlen)
         G->from = calloc((size_t)p->ndevices, sizeof *G->from);
         G->from_join = calloc((size_t)p->ndevices, sizeof *G->from_join);
         if (!G->from || !G->from_join)
-            return fail(err, errlen, "out of memory");
+            return base_fail(err, errlen, "out of memory");
         for (int i = 0; i < G->nmessages; i++) {
             int a = G->messages[i].sender;
             if (a < 0 || a >= p->ndevices || G->from[a])
@@ -598,11 +590,11 @@ static int open_device(rt_cuda *x, int d, char *err, size_t errlen)
     G->modules = calloc((size_t)p->nmodules + 1, sizeof *G->modules);
     G->functions = calloc((size_t)p->nkernels + 1, sizeof *G->functions);
     if (!G->modules || !G->functions)
-        return fail(err, errlen, "out of memory");
+        return base_fail(err, errlen, "out of memory");
     for (int m = 0; m < p->nmodules; m++) {
         const cg_image *im = pick_image(&p->modules[m], major, minor);
         if (!im)
-            return fail(err, errlen, "device %d (%s, sm_%d%d): module %d has no image for it "
+            return base_fail(err, errlen, "device %d (%s, sm_%d%d): module %d has no image for it "
                         "(compile the program for sm_%d%d)", d, G->name, major, minor, m, major,
                         minor);
         CU(cuModuleLoadData(&G->modules[m], im->data));
@@ -626,7 +618,7 @@ static int open_messages(rt_cuda *x, int d, char *err, size_t errlen)
     for (int i = 0; i < x->dev[d].nmessages; i++) {
         cuda_message *m = &x->dev[d].messages[i];
         if (m->sender < 0 || m->sender >= x->p->ndevices || m->sender == d)
-            return fail(err, errlen, "device %d: message %lld comes from device %d, which the "
+            return base_fail(err, errlen, "device %d: message %lld comes from device %d, which the "
                         "program does not have", d, (long long)m->id, m->sender);
         CU(cuCtxSetCurrent(x->dev[recorder(x, d, m)].ctx));
         CU(cuEventCreate(&m->sent, CU_EVENT_DISABLE_TIMING));
@@ -657,7 +649,7 @@ static int enable_peers(rt_cuda *x, char *err, size_t errlen)
             if (r != CUDA_SUCCESS && r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
                 const char *s = "?";
                 x->L.cuGetErrorString(r, &s);
-                return fail(err, errlen, "device %d (GPU %d): peer access to GPU %d: %s", d,
+                return base_fail(err, errlen, "device %d (GPU %d): peer access to GPU %d: %s", d,
                             G->ordinal, H->ordinal, s);
             }
         }
@@ -686,7 +678,7 @@ rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *er
         o = &dflt;
     for (int m = 0; m < p->nmodules; m++)
         if (!p->modules[m].nimages) {
-            fail(err, errlen, "the program is not compiled (cg_compile) for the GPU");
+            base_fail(err, errlen, "the program is not compiled (cg_compile) for the GPU");
             return NULL;
         }
     rt_cuda *x = calloc(1, sizeof *x);
@@ -697,13 +689,13 @@ rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *er
         x->pending = calloc((size_t)ninputs + 1, sizeof *x->pending);
     if (!x || !x->pending) {
         free(x);
-        fail(err, errlen, "out of memory");
+        base_fail(err, errlen, "out of memory");
         return NULL;
     }
     x->p = p;
     const char *env = getenv("GNC_CUDA_EAGER");
     if (env && *env && strcmp(env, "0") && strcmp(env, "1")) {
-        fail(err, errlen, "GNC_CUDA_EAGER must be 0 or 1, not '%s'", env);
+        base_fail(err, errlen, "GNC_CUDA_EAGER must be 0 or 1, not '%s'", env);
         rt_cuda_close(x);
         return NULL;
     }
@@ -712,7 +704,7 @@ rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *er
     x->rank = -1;
     if (o->ranks > 1) {
         if (o->ranks != p->ndevices || o->rank < 0 || o->rank >= o->ranks || !o->id) {
-            fail(err, errlen, "a program of %d device%s across %d processes: %s", p->ndevices,
+            base_fail(err, errlen, "a program of %d device%s across %d processes: %s", p->ndevices,
                  p->ndevices == 1 ? "" : "s", o->ranks,
                  o->ranks != p->ndevices ? "each process runs one device"
                  : !o->id ? "no NCCL id (rt_cuda_unique_id on rank 0)" : "rank out of range");
@@ -725,7 +717,7 @@ rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *er
         for (int d = 0; d < p->ndevices; d++)
             for (int i = 0; i < p->devices[d].ninit; i++)
                 if (p->devices[d].init[i].kind == CG_STEP_COMM) {
-                    fail(err, errlen, "device %d derives weights through communication "
+                    base_fail(err, errlen, "device %d derives weights through communication "
                          "(init step %d), which gnc does not run across processes yet: run "
                          "the program in one process", d, i);
                     rt_cuda_close(x);
@@ -740,7 +732,7 @@ rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *er
     x->L.cuDeviceGetCount(&count);
     x->dev = calloc((size_t)p->ndevices, sizeof *x->dev);
     if (!x->dev) {
-        fail(err, errlen, "out of memory");
+        base_fail(err, errlen, "out of memory");
         rt_cuda_close(x);
         return NULL;
     }
@@ -749,7 +741,7 @@ rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *er
             continue;
         x->dev[d].ordinal = o->gpus ? o->gpus[d] : d % count;
         if (x->dev[d].ordinal < 0 || x->dev[d].ordinal >= count) {
-            fail(err, errlen, "device %d: GPU %d does not exist (%d present)", d,
+            base_fail(err, errlen, "device %d: GPU %d does not exist (%d present)", d,
                  x->dev[d].ordinal, count);
             rt_cuda_close(x);
             return NULL;
@@ -911,7 +903,7 @@ static int copy_value(rt_cuda *x, int d, const cg_value *cv, void *host, int up,
     } else if (half) {
         stage = malloc((size_t)cv->bytes + 1);
         if (!stage)
-            return fail(err, errlen, "out of memory");
+            return base_fail(err, errlen, "out of memory");
     }
     for (int64_t i = 0; up && half && i < cv->numel; i++)
         ((unsigned short *)stage)[i] = cg_f32_to_half(((const float *)host)[i], cv->dtype);
@@ -940,7 +932,7 @@ static int copy_value(rt_cuda *x, int d, const cg_value *cv, void *host, int up,
     if (r != CUDA_SUCCESS) {
         const char *s = "?";
         x->L.cuGetErrorString(r, &s);
-        return fail(err, errlen, "device %d: copying %s %s the GPU: %s", d, cv->name,
+        return base_fail(err, errlen, "device %d: copying %s %s the GPU: %s", d, cv->name,
                     up ? "to" : "from", s);
     }
     return 0;
@@ -954,14 +946,14 @@ static int transfer(rt_cuda *x, int device, const ir_value *v, void *host, int u
     if (!prefetch && x->in_flight && rt_cuda_wait(x, err, errlen))
         return -1;
     if (device >= 0 && device < p->ndevices && !cuda_mine(x, device))
-        return fail(err, errlen, "device %d runs in another process (rank %d)", device, device);
+        return base_fail(err, errlen, "device %d runs in another process (rank %d)", device, device);
     int done = 0;
     for (int d = device < 0 ? 0 : device; d < p->ndevices && (device < 0 || d == device); d++) {
         const cg_value *cv = cuda_mine(x, d) ? cg_value_of(p, d, v) : NULL;
         if (!cv)
             continue;
         if (prefetch && cv->kind != CG_VALUE_INPUT)
-            return fail(err, errlen, "%s is not an input: only inputs are prefetched", v->name);
+            return base_fail(err, errlen, "%s is not an input: only inputs are prefetched", v->name);
         if (copy_value(x, d, cv, host, up, prefetch, err, errlen))
             return -1;
         /* a value written now is not overwritten by an earlier prefetch */
@@ -987,7 +979,7 @@ static int transfer(rt_cuda *x, int device, const ir_value *v, void *host, int u
     if (!done && up && device < 0 && v->kind == IR_VALUE_INPUT)
         return 0;
     if (!done)
-        return fail(err, errlen, "no device%s holds %s", device < 0 ? " of this process"
+        return base_fail(err, errlen, "no device%s holds %s", device < 0 ? " of this process"
                     : " of that number", v->name);
     return 0;
 }
@@ -1027,7 +1019,7 @@ int rt_cuda_init_params(rt_cuda *x, uint64_t seed, char *err, size_t errlen)
             continue;
         float *buf = malloc((size_t)(n > 0 ? n : 1) * sizeof *buf);
         if (!buf)
-            return fail(err, errlen, "out of memory");
+            return base_fail(err, errlen, "out of memory");
         ir_init_fill(v, seed, buf);
         int rc = 0;
         for (int d = 0; d < x->p->ndevices && !rc; d++)
@@ -1090,7 +1082,7 @@ static int reduce_into(rt_cuda *x, int lead, const cg_comm *c, CUdeviceptr acc, 
                        int64_t n, CUstream st, char *err, size_t errlen)
 {
     if (c->local_kernel < 0 || c->local_kernel >= x->p->nkernels)
-        return fail(err, errlen, "communication %lld has no reduction kernel for devices that "
+        return base_fail(err, errlen, "communication %lld has no reduction kernel for devices that "
                     "share a GPU", (long long)c->id);
     void *args[3] = {&acc, &from, &n};
     CU(cuLaunchKernel(x->dev[lead].functions[c->local_kernel], (unsigned)((n + 255) / 256), 1, 1,
@@ -1172,7 +1164,7 @@ static int issue_local(rt_cuda *x, int init, int n, const int *devs, const cg_st
         break;
     }
     default:
-        return fail(err, errlen, "communication %lld: not a collective", (long long)c0->id);
+        return base_fail(err, errlen, "communication %lld: not a collective", (long long)c0->id);
     }
 #undef SEND
 #undef RECV
@@ -1284,7 +1276,7 @@ static int post_recvs(rt_cuda *x, int init, char *err, size_t errlen)
                 continue;
             cuda_message *m = message(G, init, c->id);
             if (!m || !rs)
-                return fail(err, errlen, "device %d sends message %lld, which device %d never "
+                return base_fail(err, errlen, "device %d sends message %lld, which device %d never "
                             "receives", a, (long long)c->id, d);
             if (cuda_comm_p2p(x, d, 0, a, G->mailbox + (CUdeviceptr)m->offset, m->bytes, rs, err,
                               errlen))
@@ -1310,7 +1302,7 @@ static int issue_rank(rt_cuda *x, int init, char *err, size_t errlen)
         } else if (c->op == IR_OP_SEND || c->op == IR_OP_RECV) {
             cuda_message *m = c->op == IR_OP_RECV ? message(&x->dev[d], init, c->id) : NULL;
             if (c->op == IR_OP_RECV && !m)
-                return fail(err, errlen, "device %d: message %lld has no receiver", d,
+                return base_fail(err, errlen, "device %d: message %lld has no receiver", d,
                             (long long)c->id);
             rc = issue_p2p(x, d, init, s, m, err, errlen);
         } else {
@@ -1333,7 +1325,7 @@ static int issue_all(rt_cuda *x, int init, char *err, size_t errlen)
     if (x->rank >= 0)
         return post_recvs(x, init, err, errlen) || issue_rank(x, init, err, errlen) ? -1 : 0;
     if (nd > 64)
-        return fail(err, errlen, "more than 64 devices in one process");
+        return base_fail(err, errlen, "more than 64 devices in one process");
     for (int d = 0; d < nd; d++)
         for (int i = 0; i < x->dev[d].nmessages; i++)
             x->dev[d].messages[i].issued = 0;
@@ -1360,7 +1352,7 @@ static int issue_all(rt_cuda *x, int init, char *err, size_t errlen)
                 int e = c->op == IR_OP_SEND ? c->peer : d;
                 cuda_message *m = e >= 0 && e < nd ? message(&x->dev[e], init, c->id) : NULL;
                 if (!m)
-                    return fail(err, errlen, "device %d: message %lld has no receiver", d,
+                    return base_fail(err, errlen, "device %d: message %lld has no receiver", d,
                                 (long long)c->id);
                 if (c->op == IR_OP_RECV && !m->issued)
                     continue;
@@ -1388,7 +1380,7 @@ static int issue_all(rt_cuda *x, int init, char *err, size_t errlen)
             progress = 1;
         }
         if (!progress)
-            return fail(err, errlen, "the program's devices wait for each other forever "
+            return base_fail(err, errlen, "the program's devices wait for each other forever "
                         "(a collective without its whole group, or a recv without its send)");
     }
 }
@@ -1474,7 +1466,7 @@ static int capture(rt_cuda *x, char *err, size_t errlen)
         snprintf(why, sizeof why, "%s", err);
         if (graph)
             x->L.cuGraphDestroy(graph);
-        return fail(err, errlen, "capturing the run into a CUDA graph failed: %s", why);
+        return base_fail(err, errlen, "capturing the run into a CUDA graph failed: %s", why);
     }
     const char *s = "?";
     if (r == CUDA_SUCCESS) {
@@ -1483,12 +1475,12 @@ static int capture(rt_cuda *x, char *err, size_t errlen)
         if (r != CUDA_SUCCESS) {
             x->graph = NULL;
             x->L.cuGetErrorString(r, &s);
-            return fail(err, errlen, "instantiating the run's CUDA graph failed: %s", s);
+            return base_fail(err, errlen, "instantiating the run's CUDA graph failed: %s", s);
         }
         return 0;
     }
     x->L.cuGetErrorString(r, &s);
-    return fail(err, errlen, "capturing the run into a CUDA graph failed: %s", s);
+    return base_fail(err, errlen, "capturing the run into a CUDA graph failed: %s", s);
 }
 
 static int sync_all(rt_cuda *x, char *err, size_t errlen)
@@ -1543,7 +1535,7 @@ static int place_prefetched(rt_cuda *x, char *err, size_t errlen)
 int rt_cuda_launch(rt_cuda *x, char *err, size_t errlen)
 {
     if (x->in_flight)
-        return fail(err, errlen, "a run is in flight: wait for it (rt_cuda_wait) first");
+        return base_fail(err, errlen, "a run is in flight: wait for it (rt_cuda_wait) first");
     if (x->init_due) {
         if (issue_run(x, 1, err, errlen) || sync_all(x, err, errlen))
             return -1;
@@ -1557,7 +1549,7 @@ int rt_cuda_launch(rt_cuda *x, char *err, size_t errlen)
         if (x->rank >= 0) {
             char why[512];
             snprintf(why, sizeof why, "%s", err);
-            return fail(err, errlen, "%s: run every rank step by step (gnc --eager, "
+            return base_fail(err, errlen, "%s: run every rank step by step (gnc --eager, "
                         "GNC_CUDA_EAGER=1, rt_cuda_options.eager)", why);
         }
         snprintf(x->warning, sizeof x->warning, "%.400s; running step by step from now on "
@@ -1612,7 +1604,7 @@ int rt_cuda_run(rt_cuda *x, char *err, size_t errlen)
 int rt_cuda_autotune(rt_cuda *x, cg_program *p, char *err, size_t errlen)
 {
     if (p != x->p)
-        return fail(err, errlen, "rt_cuda_autotune: not the program this executor runs");
+        return base_fail(err, errlen, "rt_cuda_autotune: not the program this executor runs");
     if (x->in_flight && rt_cuda_wait(x, err, errlen))
         return -1;
     if (x->graph) {

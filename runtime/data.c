@@ -8,6 +8,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "base.h"
+
 static int fail(char *err, size_t len, const char *path, const char *what)
 {
     snprintf(err, len, "%s: %s", path, what);
@@ -143,12 +145,12 @@ int rt_dataset_classes(const rt_dataset *ds)
     return max + 1;
 }
 
+/* The next of the stream at state *s. */
 static uint64_t splitmix64(uint64_t *s)
 {
-    uint64_t x = (*s += 0x9e3779b97f4a7c15ull);
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
+    uint64_t x = base_splitmix64(*s);
+    *s += BASE_GOLDEN_GAMMA;
+    return x;
 }
 
 void rt_dataset_order(int64_t *order, int64_t n, uint64_t seed, uint64_t epoch)

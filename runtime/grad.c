@@ -6,6 +6,7 @@
 #include <omp.h>
 #include <string.h>
 
+#include "base.h"
 #include "kernels.h"
 
 #define fail rt_fail
@@ -62,14 +63,6 @@ static int k_batchnorm_apply(rt_exec *x, const ir_node *n)
     return 0;
 }
 
-static uint64_t splitmix64(uint64_t z)
-{
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* Element i is kept when a uniform draw keyed by (seed, step, salt, i) is at
  * least p: masks differ per step and per dropout, and do not depend on the
  * number of threads or on anything run before.  i is the index in the whole
@@ -81,8 +74,8 @@ static int k_dropout_train(rt_exec *x, const ir_node *n)
     int64_t step = *(const int64_t *)x->buf[n->in[1]->id];
     int64_t seed = *(const int64_t *)x->buf[n->in[2]->id];
     double p = ir_attr_float(n, "p");
-    uint64_t key = splitmix64(splitmix64((uint64_t)seed) ^
-                              splitmix64((uint64_t)step * 0x100000001b3ull +
+    uint64_t key = base_splitmix64(base_splitmix64((uint64_t)seed) ^
+                              base_splitmix64((uint64_t)step * 0x100000001b3ull +
                                          (uint64_t)ir_attr_int(n, "salt")));
     float keep = (float)(1.0 / (1.0 - p));
     int64_t len = NUMEL(n->in[0]);
@@ -99,7 +92,7 @@ static int k_dropout_train(rt_exec *x, const ir_node *n)
 #pragma omp parallel for if (len > PAR_MIN)
     for (int64_t i = 0; i < len; i++) {
         int64_t at = i / (part * inner) * full * inner + (start + i / inner % part) * inner + i % inner;
-        double u = (double)(splitmix64(key ^ splitmix64((uint64_t)at)) >> 11) * 0x1.0p-53;
+        double u = (double)(base_splitmix64(key ^ base_splitmix64((uint64_t)at)) >> 11) * 0x1.0p-53;
         mask[i] = u >= p ? keep : 0.0f;
         y[i] = a[i] * mask[i];
     }

@@ -29,20 +29,11 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "base.h"
 #include "diag.h"
 
 #define META_MAX_KEY 64
 #define META_MAX_VALUE 4096
-
-static int fail(char *err, size_t len, const char *fmt, ...) DIAG_PRINTF(3, 4);
-static int fail(char *err, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 /* ---- little-endian fields ---- */
 
@@ -172,20 +163,20 @@ int rt_plan_encode_with(const ir_graph *g, const mp_plan *mp, const rt_plan_kv *
     *size = 0;
     int ndev = devices_of(g);
     if (mp->ndevices != ndev)
-        return fail(err, errlen, "the memory plan has %d devices, the program %d", mp->ndevices,
+        return base_fail(err, errlen, "the memory plan has %d devices, the program %d", mp->ndevices,
                     ndev);
     if (nmeta < 0 || nmeta > RT_PLAN_MAX_META)
-        return fail(err, errlen, "%d meta lines, more than %d", nmeta, RT_PLAN_MAX_META);
+        return base_fail(err, errlen, "%d meta lines, more than %d", nmeta, RT_PLAN_MAX_META);
     for (int i = 0; i < nmeta; i++) {
         if (!meta_key_ok(meta[i].key, strlen(meta[i].key)))
-            return fail(err, errlen, "meta key '%s' is not 1 to %d of [a-z0-9_.-]", meta[i].key,
+            return base_fail(err, errlen, "meta key '%s' is not 1 to %d of [a-z0-9_.-]", meta[i].key,
                         META_MAX_KEY);
         if (!meta_value_ok(meta[i].value, strlen(meta[i].value)))
-            return fail(err, errlen, "meta value of %s is not up to %d bytes of printable ASCII",
+            return base_fail(err, errlen, "meta value of %s is not up to %d bytes of printable ASCII",
                         meta[i].key, META_MAX_VALUE);
         for (int j = 0; j < i; j++)
             if (strcmp(meta[i].key, meta[j].key) == 0)
-                return fail(err, errlen, "meta key %s given twice", meta[i].key);
+                return base_fail(err, errlen, "meta key %s given twice", meta[i].key);
     }
 
     /* the program */
@@ -193,11 +184,11 @@ int rt_plan_encode_with(const ir_graph *g, const mp_plan *mp, const rt_plan_kv *
     size_t text_len = 0;
     FILE *f = open_memstream(&text, &text_len);
     if (!f)
-        return fail(err, errlen, "out of memory");
+        return base_fail(err, errlen, "out of memory");
     ir_print(g, f);
     if (fclose(f) != 0 || !text) {
         free(text);
-        return fail(err, errlen, "out of memory");
+        return base_fail(err, errlen, "out of memory");
     }
 
     /* the memory plan */
@@ -213,7 +204,7 @@ int rt_plan_encode_with(const ir_graph *g, const mp_plan *mp, const rt_plan_kv *
     char *mtext = malloc(meta_len + 1);
     if (!mem || !mtext) {
         free(text), free(mem), free(mtext);
-        return fail(err, errlen, "out of memory");
+        return base_fail(err, errlen, "out of memory");
     }
     put32(mem, (uint32_t)ndev);
     for (int d = 0; d < ndev; d++)
@@ -232,12 +223,12 @@ int rt_plan_encode_with(const ir_graph *g, const mp_plan *mp, const rt_plan_kv *
 
     if (nextra < 0 || nextra > RT_PLAN_MAX_SECTIONS - 3) {
         free(text), free(mem), free(mtext);
-        return fail(err, errlen, "%d sections, more than a plan holds", nextra + 3);
+        return base_fail(err, errlen, "%d sections, more than a plan holds", nextra + 3);
     }
     out_section *secs = malloc((3 + (size_t)nextra) * sizeof *secs);
     if (!secs) {
         free(text), free(mem), free(mtext);
-        return fail(err, errlen, "out of memory");
+        return base_fail(err, errlen, "out of memory");
     }
     secs[0] = (out_section){RT_SECTION_PROGRAM, RT_SECTION_REQUIRED, RT_PLAN_ALL_DEVICES,
                             (const unsigned char *)text, text_len};
@@ -255,7 +246,7 @@ int rt_plan_encode_with(const ir_graph *g, const mp_plan *mp, const rt_plan_kv *
     unsigned char *buf = calloc(1, (size_t)total);
     if (!buf) {
         free(text), free(mem), free(mtext), free(secs);
-        return fail(err, errlen, "out of memory");
+        return base_fail(err, errlen, "out of memory");
     }
     memcpy(buf, RT_PLAN_MAGIC, 8);
     put32(buf + 8, RT_PLAN_VERSION);
@@ -284,7 +275,7 @@ int rt_plan_encode_with(const ir_graph *g, const mp_plan *mp, const rt_plan_kv *
     rt_plan *back = rt_plan_decode(buf, (size_t)total, "the plan written", e2, sizeof e2);
     if (!back) {
         free(buf);
-        return fail(err, errlen, "internal error: the plan does not load back: %s", e2);
+        return base_fail(err, errlen, "internal error: the plan does not load back: %s", e2);
     }
     rt_plan_free(back);
     *data = buf;
@@ -318,7 +309,7 @@ int rt_plan_write_program(const char *path, const ir_graph *g, const mp_plan *mp
     char *tmp = malloc(n);
     if (!tmp) {
         free(data);
-        return fail(err, errlen, "out of memory");
+        return base_fail(err, errlen, "out of memory");
     }
     snprintf(tmp, n, "%s.tmp%ld", path, (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
@@ -330,7 +321,7 @@ int rt_plan_write_program(const char *path, const ir_graph *g, const mp_plan *mp
         ok = 0, saved = errno;
     if (!ok) {
         remove(tmp);
-        fail(err, errlen, "cannot write '%s': %s", path, strerror(saved));
+        base_fail(err, errlen, "cannot write '%s': %s", path, strerror(saved));
     }
     free(tmp);
     free(data);
@@ -890,13 +881,13 @@ rt_plan *rt_plan_load(const char *path, char *err, size_t errlen)
     FILE *f = fopen(path, "rb");
     struct stat st;
     if (!f || fstat(fileno(f), &st) != 0) {
-        fail(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+        base_fail(err, errlen, "%s: cannot read: %s", path, strerror(errno));
         if (f)
             fclose(f);
         return NULL;
     }
     if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > RT_PLAN_MAX_BYTES) {
-        fail(err, errlen, "%s: %s", path, !S_ISREG(st.st_mode) ? "not a regular file"
+        base_fail(err, errlen, "%s: %s", path, !S_ISREG(st.st_mode) ? "not a regular file"
              : "larger than any plan gnc reads (64 GiB)");
         fclose(f);
         return NULL;
@@ -904,7 +895,7 @@ rt_plan *rt_plan_load(const char *path, char *err, size_t errlen)
     size_t n = (size_t)st.st_size;
     unsigned char *buf = malloc(n ? n : 1);
     if (!buf || fread(buf, 1, n, f) != n) {
-        fail(err, errlen, "%s: %s", path, buf ? "cannot read the whole file" : "out of memory");
+        base_fail(err, errlen, "%s: %s", path, buf ? "cannot read the whole file" : "out of memory");
         free(buf);
         fclose(f);
         return NULL;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base.h"
 #include "cuda.h"
 
 struct rt_session {
@@ -19,16 +20,6 @@ struct rt_session {
     rt_cuda *gpu;               /* cuda: its executor */
     const ir_value *lr, *step, *seed;   /* a training step's scalar inputs, or NULL */
 };
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 /* A scalar input of g named name and of dtype t, or NULL. */
 static const ir_value *scalar_input(const ir_graph *g, const char *name, ir_dtype t)
@@ -87,7 +78,7 @@ static int open_gpu(rt_session *s, const rt_plan *p, const rt_session_options *o
     s->prog = (cg_program *)o->program;
     s->prog_owned = !s->prog;
     if (!s->prog && !(s->prog = rt_plan_program(p, why, sizeof why)))
-        return fail(err, errlen, "device cuda: %s", why);
+        return base_fail(err, errlen, "device cuda: %s", why);
     rt_cuda_options co = {0};
     co.libdir = o->libdir;
     co.eager = o->eager;
@@ -127,7 +118,7 @@ rt_session *rt_session_open(const rt_plan *p, const rt_session_options *o, char 
     rt_session *s = made(p->g, x);
     if (!s) {
         rt_exec_free(x);
-        fail(err, errlen, "out of memory");
+        base_fail(err, errlen, "out of memory");
         return NULL;
     }
     s->device = o->device;
@@ -180,7 +171,7 @@ static int put_input(rt_session *s, const ir_value *v, const void *data, int pre
 {
     void *h = rt_exec_data(s->host, v);
     if (!h)
-        return fail(err, errlen, "this process holds no input %s", v->name);
+        return base_fail(err, errlen, "this process holds no input %s", v->name);
     if (data && data != h)
         memcpy(h, data, host_bytes(v));
     if (!s->gpu || !on_gpu(s, v))

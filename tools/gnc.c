@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base.h"
 #include "cuda.h"
 #include "device.h"
 #include "diag.h"
@@ -703,17 +704,6 @@ static double node_flops(const ir_node *n)
     }
 }
 
-static void human_bytes(double b, char *buf, size_t len)
-{
-    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    while (b >= 1024 && u < 4) {
-        b /= 1024;
-        u++;
-    }
-    snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", b, units[u]);
-}
-
 /* without_remat: the planned peak of the same program without --remat (or -1). */
 static int cmd_compile(const options *o, ir_graph *g, const mp_plan *plan, int64_t without_remat,
                        double ms)
@@ -745,7 +735,7 @@ static int cmd_compile(const options *o, ir_graph *g, const mp_plan *plan, int64
                ir_type_str(&g->outputs[i].value->type, t, sizeof t));
     if (g->loss)
         printf("  loss   %-12s %s\n", g->loss->name, ir_type_str(&g->loss->type, t, sizeof t));
-    human_bytes(pbytes, b, sizeof b);
+    base_human_bytes(pbytes, b, sizeof b);
     printf("parameters: %lld trainable in %d tensors, %lld in buffers, %s\n", (long long)nparam,
            nweights, (long long)nbuffer, b);
     printf("operations: %d nodes:", g->nnodes);
@@ -759,9 +749,9 @@ static int cmd_compile(const options *o, ir_graph *g, const mp_plan *plan, int64
            o->c.train ? "forward and backward" : "forward", flops / 1e9,
            flops / 1e9 / (double)batch, (long long)batch);
     char lb[32], nr[32];
-    human_bytes((double)plan->arena_bytes, b, sizeof b);
-    human_bytes((double)plan->lower_bound, lb, sizeof lb);
-    human_bytes((double)plan->no_reuse_bytes, nr, sizeof nr);
+    base_human_bytes((double)plan->arena_bytes, b, sizeof b);
+    base_human_bytes((double)plan->lower_bound, lb, sizeof lb);
+    base_human_bytes((double)plan->no_reuse_bytes, nr, sizeof nr);
     printf("memory: activations %s planned (lower bound %s, %.3fx; %s without reuse)\n", b, lb,
            plan->lower_bound ? (double)plan->arena_bytes / (double)plan->lower_bound : 1.0, nr);
     if (o->c.remat && o->c.train && without_remat >= 0) {
@@ -773,8 +763,8 @@ static int cmd_compile(const options *o, ir_graph *g, const mp_plan *plan, int64
                 recomputed++;
             }
         char wb[32], sb[32];
-        human_bytes((double)without_remat, wb, sizeof wb);
-        human_bytes((double)(without_remat - plan->arena_bytes), sb, sizeof sb);
+        base_human_bytes((double)without_remat, wb, sizeof wb);
+        base_human_bytes((double)(without_remat - plan->arena_bytes), sb, sizeof sb);
         printf("remat: %d batchnorm-ReLU results recomputed: activations %s instead of %s "
                "(%s saved), %.3f GFLOP added (%.2f%% of the step)\n", recomputed, b, wb, sb,
                added / 1e9, flops > 0 ? 100 * added / flops : 0.0);

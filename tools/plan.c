@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "base.h"
 #include "cli.h"
 #include "cuda.h"
 #include "device.h"
@@ -220,17 +221,6 @@ int cli_plan_open(const options *o, drv_program *out)
 
 /* ---- gnc inspect ---- */
 
-static void human(double b, char *buf, size_t len)
-{
-    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    while (b >= 1024 && u < 4) {
-        b /= 1024;
-        u++;
-    }
-    snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", b, units[u]);
-}
-
 static const char *init_str(const ir_init *in, char *buf, size_t len)
 {
     switch (in->kind) {
@@ -275,9 +265,9 @@ static void device_summary(const ir_graph *g, const mp_plan *mp, int d, unsigned
         }
     }
     char a[32], pb[32], ib[32];
-    human((double)mp->device_bytes[d], a, sizeof a);
-    human((double)params, pb, sizeof pb);
-    human((double)inputs, ib, sizeof ib);
+    base_human_bytes((double)mp->device_bytes[d], a, sizeof a);
+    base_human_bytes((double)params, pb, sizeof pb);
+    base_human_bytes((double)inputs, ib, sizeof ib);
     printf("  device %d: %d nodes; arena %s (%lld bytes) holding %d buffers; parameters %s, "
            "inputs %s\n", d, nodes, a, (long long)mp->device_bytes[d], bufs, pb, ib);
 }
@@ -293,7 +283,7 @@ static void device_comm(const ir_graph *g, int d)
             total += cost_comm_bytes(n);
         }
     char b[32];
-    human((double)total, b, sizeof b);
+    base_human_bytes((double)total, b, sizeof b);
     if (!count) {
         printf("  device %d: none\n", d);
         return;
@@ -316,7 +306,7 @@ static void device_comm(const ir_graph *g, int d)
                      n->op == IR_OP_SEND ? "to" : "from", (long long)peer->i);
         }
         const ir_attr *id = ir_get_attr(n, "id");
-        human((double)cost_comm_bytes(n), b, sizeof b);
+        base_human_bytes((double)cost_comm_bytes(n), b, sizeof b);
         int tensors = n->op == IR_OP_RECV ? n->nout : n->nin;
         printf("    %s #%lld%s: %d tensor%s, %s\n", ir_ops[n->op].name,
                id && id->kind == IR_ATTR_INT ? (long long)id->i : 0LL, where, tensors,
@@ -373,7 +363,7 @@ static void print_step(const cg_program *cg, const cg_step *s, int i)
     case CG_STEP_COMM: {
         const cg_comm *c = &s->u.comm;
         char b[32];
-        human((double)c->bytes, b, sizeof b);
+        base_human_bytes((double)c->bytes, b, sizeof b);
         printf("%s #%lld group [", ir_ops[c->op].name, (long long)c->id);
         for (int k = 0; k < c->ngroup; k++)
             printf("%s%lld", k ? "," : "", (long long)c->group[k]);
@@ -413,7 +403,7 @@ static void print_cuda(const cg_program *cg)
     for (int d = 0; d < cg->ndevices; d++) {
         const cg_device *D = &cg->devices[d];
         for (int r = 0; r < CG_NREGIONS; r++)
-            human((double)D->region_bytes[r], b[r], sizeof b[r]);
+            base_human_bytes((double)D->region_bytes[r], b[r], sizeof b[r]);
         printf("  device %d: arena %s, params %s, inputs %s, workspace %s\n", d, b[0], b[1],
                b[2], b[3]);
         if (D->ninit)
@@ -423,9 +413,9 @@ static void print_cuda(const cg_program *cg)
         cg_run_stats st;
         char rb[32], wb[32];
         cg_run_stats_of(cg, d, &st);
-        human((double)st.copy_bytes, b[0], sizeof b[0]);
-        human((double)st.kernel_read_bytes, rb, sizeof rb);
-        human((double)st.kernel_written_bytes, wb, sizeof wb);
+        base_human_bytes((double)st.copy_bytes, b[0], sizeof b[0]);
+        base_human_bytes((double)st.kernel_read_bytes, rb, sizeof rb);
+        base_human_bytes((double)st.kernel_written_bytes, wb, sizeof wb);
         printf("   steps: %d (%d kernels, %d library calls, %d communication, %d copies of %s); "
                "kernels read %s, write %s", D->nsteps, st.kernels, st.library, st.comms,
                st.copies, b[0], rb, wb);
@@ -438,10 +428,10 @@ static void print_cuda(const cg_program *cg)
     }
     for (int m = 0; m < cg->nmodules; m++) {
         const cg_module *M = &cg->modules[m];
-        human((double)M->source_len, b[0], sizeof b[0]);
+        base_human_bytes((double)M->source_len, b[0], sizeof b[0]);
         printf("  module %d: %d kernels, source %s;", m, M->nkernels, b[0]);
         for (int i = 0; i < M->nimages; i++) {
-            human((double)M->images[i].size, b[1], sizeof b[1]);
+            base_human_bytes((double)M->images[i].size, b[1], sizeof b[1]);
             printf(" %s %s %s%s", M->images[i].ptx ? "ptx" : "cubin", M->images[i].arch, b[1],
                    i + 1 < M->nimages ? "," : "\n");
         }
@@ -572,7 +562,7 @@ int cmd_inspect(const options *o)
         bytes += (int64_t)ir_type_bytes(&v->type);
         counts[v->kind == IR_VALUE_PARAM ? 0 : v->kind == IR_VALUE_BUFFER ? 1 : 2]++;
     }
-    human((double)bytes, b, sizeof b);
+    base_human_bytes((double)bytes, b, sizeof b);
     printf("parameters: %d tensors (%d trainable, %d buffers, %d optimizer state), %lld values, "
            "%s\n", g->nparams, counts[0], counts[1], counts[2], (long long)elems, b);
     for (int i = 0; i < g->nparams; i++) {
