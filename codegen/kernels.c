@@ -1663,6 +1663,22 @@ static int64_t sp_cross_entropy_grad(kb *k, const ir_node *n)
 
 /* The loss over rows: a warp per row, in turn, in one block; the rows' terms
  * summed per warp in row order, then over the warps. */
+/* mx, the row's largest x_at(base + t), and sum, of exp(x - mx) in double,
+ * over the row's threads. */
+static void row_max_sum(kb *k, int64_t len)
+{
+    line(k, "float mx = NEG_INF;");
+    line(k, "%s {", row_loop(k, len));
+    line(k, "    const float a = x_at(base + t);");
+    line(k, "    mx = a > mx ? a : mx;");
+    line(k, "}");
+    line(k, "mx = %s;", rmax(k, "mx"));
+    line(k, "double sum = 0.0;");
+    line(k, "%s", row_loop(k, len));
+    line(k, "    sum += exp((double)(x_at(base + t) - mx));");
+    line(k, "sum = %s;", rsum(k, "sum", 1));
+}
+
 /* The loss over many logits: a warp per row (a block per long row), each
  * row's term into the workspace, then one block adds them (thread t rows t,
  * t + 256, ..., then over the threads in a fixed tree). */
@@ -1678,16 +1694,7 @@ static int64_t cross_entropy_rows(kb *k, const ir_node *n, kb *pre, int64_t rows
     pre->grid = row_start(pre, rows, c);
     partials(pre, ws, 1);
     line(pre, "const i64 y = ld(%s, row);", lab);
-    line(pre, "float mx = NEG_INF;");
-    line(pre, "%s {", row_loop(pre, c));
-    line(pre, "    const float a = x_at(base + t);");
-    line(pre, "    mx = a > mx ? a : mx;");
-    line(pre, "}");
-    line(pre, "mx = %s;", rmax(pre, "mx"));
-    line(pre, "double sum = 0.0;");
-    line(pre, "%s", row_loop(pre, c));
-    line(pre, "    sum += exp((double)(x_at(base + t) - mx));");
-    line(pre, "sum = %s;", rsum(pre, "sum", 1));
+    row_max_sum(pre, c);
     line(pre, "if (%s == 0) {", pre->lane0);
     line(pre, "    if (y < 0 || y >= %lld) {", (long long)c);
     line(pre, "        report(status, %d, (int)step, row, y);", CG_STATUS_LABEL);
@@ -1729,16 +1736,7 @@ static int64_t sp_cross_entropy(kb *k, const ir_node *n, kb *pre)
     k->indent++;
     line(k, "const %s base = row * %lld;", k->itype, (long long)c);
     line(k, "const i64 y = ld(%s, row);", lab);
-    line(k, "float mx = NEG_INF;");
-    line(k, "%s {", row_loop(k, c));
-    line(k, "    const float a = x_at(base + t);");
-    line(k, "    mx = a > mx ? a : mx;");
-    line(k, "}");
-    line(k, "mx = warp_max(mx);");
-    line(k, "double sum = 0.0;");
-    line(k, "%s", row_loop(k, c));
-    line(k, "    sum += exp((double)(x_at(base + t) - mx));");
-    line(k, "sum = warp_sum(sum);");
+    row_max_sum(k, c);
     line(k, "if (y < 0 || y >= %lld) {", (long long)c);
     line(k, "    if (lane == 0)");
     line(k, "        report(status, %d, (int)step, row, y);", CG_STATUS_LABEL);
