@@ -1539,7 +1539,10 @@ static void rank_process(int rank, int nranks, int gpu, const ncclUniqueId *id, 
     }
     close(err);
     fflush(stdout);
-    exit(nfailed ? 1 : 0);
+    fflush(stderr);
+    /* _exit: no exit handlers in the child, LeakSanitizer's among them, which
+       can wait forever on an allocator lock a thread of the fake's held */
+    _exit(nfailed ? 1 : 0);
 }
 
 /* Runs fn in processes of ranks 0..started-1 of nranks, rank r on GPU gpu[r],
