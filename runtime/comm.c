@@ -71,13 +71,13 @@ int rt_comm_new(rt_exec *parent, char *err, size_t errlen)
         if (ir_op_communicates(n->op)) {
             int64_t id = ir_attr_int(n, "id");
             if (id < 0 || id >= ((int64_t)1 << 31))
-                return rt_fail(err, errlen, "%s: id %lld is out of range", ir_ops[n->op].name,
+                return base_fail(err, errlen, "%s: id %lld is out of range", ir_ops[n->op].name,
                                (long long)id);
             nids = id + 1 > nids ? id + 1 : nids;
         }
     struct rt_comm *c = calloc(1, sizeof *c);
     if (!c)
-        return rt_fail(err, errlen, "out of memory");
+        return base_fail(err, errlen, "out of memory");
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     parent->comm = c;
@@ -85,7 +85,7 @@ int rt_comm_new(rt_exec *parent, char *err, size_t errlen)
     c->coll = calloc((size_t)nids + 1, sizeof *c->coll);
     c->box = calloc((size_t)nids + 1, sizeof *c->box);
     if (!c->coll || !c->box)
-        return rt_fail(err, errlen, "out of memory");
+        return base_fail(err, errlen, "out of memory");
     ir_for_each_node(g, n) {
         int64_t id = ir_ops[n->op].name && ir_op_communicates(n->op) ? ir_attr_int(n, "id") : -1;
         if (id < 0)
@@ -94,7 +94,7 @@ int rt_comm_new(rt_exec *parent, char *err, size_t errlen)
             mailbox *b = &c->box[id];
             b->bytes = (size_t)ir_type_numel(&n->in[0]->type) * sizeof(float);
             if (!b->data && !(b->data = malloc(b->bytes ? b->bytes : 1)))
-                return rt_fail(err, errlen, "out of memory for send %lld", (long long)id);
+                return base_fail(err, errlen, "out of memory for send %lld", (long long)id);
         } else if (is_collective(n->op) && !c->coll[id].in) {
             collective *k = &c->coll[id];
             ir_attr_ints(n, "group", &k->size);
@@ -102,7 +102,7 @@ int rt_comm_new(rt_exec *parent, char *err, size_t errlen)
             k->in = calloc((size_t)k->size * k->nin, sizeof *k->in);
             k->out = calloc((size_t)k->size * k->nin, sizeof *k->out);
             if (!k->in || !k->out)
-                return rt_fail(err, errlen, "out of memory");
+                return base_fail(err, errlen, "out of memory");
         }
     }
     return 0;
@@ -232,7 +232,7 @@ int rt_comm_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen)
         pthread_mutex_unlock(&c->mu);
         if (send && !failed)
             *(int32_t *)x->buf[n->out[0]->id] = 0;
-        return failed ? rt_fail(err, errlen, "%s %lld: another device failed", ir_ops[n->op].name,
+        return failed ? base_fail(err, errlen, "%s %lld: another device failed", ir_ops[n->op].name,
                                 (long long)id)
                       : 0;
     }
@@ -247,11 +247,11 @@ int rt_comm_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen)
         k->out[r * k->nin + j] = x->buf[n->out[j]->id];
     }
     if (barrier(c, k) != 0)
-        return rt_fail(err, errlen, "%s %lld: another device failed", ir_ops[n->op].name,
+        return base_fail(err, errlen, "%s %lld: another device failed", ir_ops[n->op].name,
                        (long long)id);
     share(n, k, r);
     if (barrier(c, k) != 0)
-        return rt_fail(err, errlen, "%s %lld: another device failed", ir_ops[n->op].name,
+        return base_fail(err, errlen, "%s %lld: another device failed", ir_ops[n->op].name,
                        (long long)id);
     return 0;
 }

@@ -77,7 +77,7 @@ static int mpi_fail(char *err, size_t errlen, int rc, const char *call, int line
     int len = 0;
     if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS)
         snprintf(msg, sizeof msg, "error %d", rc);
-    return rt_fail(err, errlen, "comm_mpi.c:%d: %.60s failed: %s", line, call, msg);
+    return base_fail(err, errlen, "comm_mpi.c:%d: %.60s failed: %s", line, call, msg);
 }
 
 #define MPI_TRY(call)                                                    \
@@ -191,22 +191,22 @@ int rt_mpi_new(rt_exec *x, int ndev, char *err, size_t errlen)
     int inited = 0, size, rank;
     MPI_Initialized(&inited);
     if (!inited)
-        return rt_fail(err, errlen, "MPI is not initialized (call MPI_Init first)");
+        return base_fail(err, errlen, "MPI is not initialized (call MPI_Init first)");
     MPI_TRY(MPI_Comm_size(MPI_COMM_WORLD, &size));
     MPI_TRY(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     if (size != ndev)
-        return rt_fail(err, errlen, "the program has %d device%s, but the MPI job has %d ranks: "
+        return base_fail(err, errlen, "the program has %d device%s, but the MPI job has %d ranks: "
                        "one rank runs one device (mpirun -np %d)", ndev, ndev == 1 ? "" : "s",
                        size, ndev);
     if (rank != x->device)
-        return rt_fail(err, errlen, "rank %d was asked to run device %d: each rank runs its own",
+        return base_fail(err, errlen, "rank %d was asked to run device %d: each rank runs its own",
                        rank, x->device);
     int64_t nids = 0, ncoll = 0;
     ir_for_each_node(g, n)
         if (ir_op_communicates(n->op)) {
             int64_t id = ir_attr_int(n, "id");
             if (id < 0 || id >= ((int64_t)1 << 31))
-                return rt_fail(err, errlen, "%s: id %lld is out of range", ir_ops[n->op].name,
+                return base_fail(err, errlen, "%s: id %lld is out of range", ir_ops[n->op].name,
                                (long long)id);
             nids = id + 1 > nids ? id + 1 : nids;
             ncoll += is_collective(n->op);
@@ -214,12 +214,12 @@ int rt_mpi_new(rt_exec *x, int ndev, char *err, size_t errlen)
     int *tag_ub = NULL, found = 0;
     MPI_TRY(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &found));
     if (found && nids > 0 && nids - 1 > *tag_ub)
-        return rt_fail(err, errlen, "send/recv ids go up to %lld, over this MPI's largest tag "
+        return base_fail(err, errlen, "send/recv ids go up to %lld, over this MPI's largest tag "
                        "(%d)", (long long)(nids - 1), *tag_ub);
 
     struct rt_mpi *m = calloc(1, sizeof *m);
     if (!m)
-        return rt_fail(err, errlen, "out of memory");
+        return base_fail(err, errlen, "out of memory");
     x->mpi = m;
     m->p2p = m->gather = MPI_COMM_NULL;
     m->nids = nids;
@@ -230,7 +230,7 @@ int rt_mpi_new(rt_exec *x, int ndev, char *err, size_t errlen)
     m->sends = calloc((size_t)nids + 1, sizeof *m->sends);
     m->holder = malloc(((size_t)g->nvalues + 1) * sizeof *m->holder);
     if (!m->groups || !m->group_of || !m->req || !m->stage || !m->sends || !m->holder)
-        return rt_fail(err, errlen, "out of memory");
+        return base_fail(err, errlen, "out of memory");
     for (int64_t i = 0; i <= nids; i++)
         m->req[i] = MPI_REQUEST_NULL;
     MPI_TRY(MPI_Comm_dup(MPI_COMM_WORLD, &m->p2p));
@@ -245,7 +245,7 @@ int rt_mpi_new(rt_exec *x, int ndev, char *err, size_t errlen)
         int64_t id = ir_attr_int(n, "id");
         for (int j = 0; j < n->nin + n->nout; j++)
             if (ir_type_numel(&(j < n->nin ? n->in[j] : n->out[j - n->nin])->type) > INT32_MAX)
-                return rt_fail(err, errlen, "%s %lld: a tensor of over 2^31 elements does not "
+                return base_fail(err, errlen, "%s %lld: a tensor of over 2^31 elements does not "
                                "fit one MPI message", ir_ops[n->op].name, (long long)id);
         if (is_collective(n->op)) {
             int k = group_index(m, n, x->device, err, errlen); /* on every rank, in order */
@@ -258,17 +258,17 @@ int rt_mpi_new(rt_exec *x, int ndev, char *err, size_t errlen)
         if (n->op == IR_OP_SEND) {
             size_t bytes = (size_t)ir_type_numel(&n->in[0]->type) * sizeof(float);
             if (!(m->stage[id] = malloc(bytes ? bytes : 1)))
-                return rt_fail(err, errlen, "out of memory for send %lld", (long long)id);
+                return base_fail(err, errlen, "out of memory for send %lld", (long long)id);
             m->sends[m->nsends++] = id;
         }
         int64_t s = is_collective(n->op) ? scratch_of(n) : 0;
         scratch = s > scratch ? s : scratch;
     }
     if (scratch > INT32_MAX)
-        return rt_fail(err, errlen, "an all_reduce bucket of over 2^31 elements does not fit "
+        return base_fail(err, errlen, "an all_reduce bucket of over 2^31 elements does not fit "
                        "one MPI message");
     if (scratch && !(m->scratch = malloc((size_t)scratch * sizeof(float))))
-        return rt_fail(err, errlen, "out of memory for %lld floats of collective scratch",
+        return base_fail(err, errlen, "out of memory for %lld floats of collective scratch",
                        (long long)scratch);
 
     /* parameters: the first device that reads or updates each, as
@@ -434,7 +434,7 @@ int rt_mpi_gather(rt_exec *x, char *err, size_t errlen)
         int64_t elem = t == IR_F32 || t == IR_F16 || t == IR_BF16 ? 4 : (int64_t)ir_dtype_size(t);
         int64_t bytes = ir_type_numel(&v->type) * elem;
         if (bytes > INT32_MAX)
-            return rt_fail(err, errlen, "%s: over 2 GiB do not fit one MPI message", v->name);
+            return base_fail(err, errlen, "%s: over 2 GiB do not fit one MPI message", v->name);
         if (x->device == from)
             MPI_TRY(MPI_Send(x->buf[v->id], (int)bytes, MPI_BYTE, 0, 0, m->gather));
         else

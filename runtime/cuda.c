@@ -217,15 +217,6 @@ int64_t rt_cuda_region_bytes(const rt_cuda *x, int d, cg_region r)
 
 #include "cuda_internal.h"
 
-int cuda_fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 const char *cuda_lib_path(const char *libdir, const char *soname, char *path, size_t len)
 {
     if (!libdir)
@@ -1627,14 +1618,14 @@ static double time_node(rt_cuda *x, int d, const cg_step *first, CUevent t0, CUe
     float elapsed = 0;
     for (int r = -1; r < REPS; r++) {
         if (r == 0 && x->L.cuEventRecord(t0, cs) != CUDA_SUCCESS)
-            return cuda_fail(err, errlen, "cuEventRecord failed");
+            return base_fail(err, errlen, "cuEventRecord failed");
         for (int s = 0; s < D->nsteps; s++)
             if (D->steps[s].node == first->node && issue_step(x, d, 0, s, err, errlen))
                 return -1;
     }
     if (x->L.cuEventRecord(t1, cs) != CUDA_SUCCESS || x->L.cuEventSynchronize(t1) != CUDA_SUCCESS ||
         x->L.cuEventElapsedTime(&elapsed, t0, t1) != CUDA_SUCCESS)
-        return cuda_fail(err, errlen, "%s: timing with events failed", first->what);
+        return base_fail(err, errlen, "%s: timing with events failed", first->what);
     return elapsed / REPS;
 }
 

@@ -6,9 +6,9 @@
 
 #include <cuda.h>
 
+#include "base.h"
 #include "cuda.h"
 
-int cuda_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* dlopen of an NVIDIA library, for good: never dlclose'd (cuda.c says why). */
 void *cuda_dlopen(const char *path);
@@ -47,7 +47,7 @@ typedef struct {
         if (cu_r_ != CUDA_SUCCESS) {                                                 \
             const char *cu_s_ = "?";                                                 \
             x->L.cuGetErrorString(cu_r_, &cu_s_);                                    \
-            return cuda_fail(err, errlen, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cu_s_); \
+            return base_fail(err, errlen, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cu_s_); \
         }                                                                            \
     } while (0)
 

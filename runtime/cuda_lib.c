@@ -94,11 +94,11 @@ static int load(void **so, void **fns, const char *const *names, int n, const ch
     cuda_lib_path(libdir, soname, path, sizeof path);
     *so = cuda_dlopen(path);
     if (!*so)
-        return cuda_fail(err, errlen, "the program needs %s (%s), which does not load: %s", what,
+        return base_fail(err, errlen, "the program needs %s (%s), which does not load: %s", what,
                          path, dlerror());
     for (int i = 0; i < n; i++)
         if (!(fns[i] = dlsym(*so, names[i])))
-            return cuda_fail(err, errlen, "%s (%s) has no %s: older than the one gnc was built "
+            return base_fail(err, errlen, "%s (%s) has no %s: older than the one gnc was built "
                              "with", what, path, names[i]);
     return 0;
 }
@@ -109,7 +109,7 @@ static int load(void **so, void **fns, const char *const *names, int n, const ch
         static const char *const names[] = {FNS(NAME)};                                  \
         int n_ = (int)(sizeof names / sizeof *names);                                    \
         if (sizeof(lib) != (size_t)n_ * sizeof(void *))                                  \
-            return cuda_fail(err, errlen, "internal: %s table", what);                   \
+            return base_fail(err, errlen, "internal: %s table", what);                   \
         if (load(&so_, (void **)&(lib), names, n_, libdir, soname, what, err, errlen))   \
             return -1;                                                                   \
     } while (0)
@@ -120,7 +120,7 @@ static int load(void **so, void **fns, const char *const *names, int n, const ch
     do {                                                                                 \
         cublasStatus_t st_ = (B->b.call);                                                \
         if (st_ != CUBLAS_STATUS_SUCCESS)                                                \
-            return cuda_fail(err, errlen, "%s: %s: %s", what, #call,                     \
+            return base_fail(err, errlen, "%s: %s: %s", what, #call,                     \
                              B->b.cublasLtGetStatusString(st_));                         \
     } while (0)
 
@@ -128,7 +128,7 @@ static int load(void **so, void **fns, const char *const *names, int n, const ch
     do {                                                                                 \
         cudnnStatus_t st_ = (B->n.call);                                                 \
         if (st_ != CUDNN_STATUS_SUCCESS)                                                 \
-            return cuda_fail(err, errlen, "%s: %s: %s", what, #call,                     \
+            return base_fail(err, errlen, "%s: %s: %s", what, #call,                     \
                              B->n.cudnnGetErrorString(st_));                             \
     } while (0)
 
@@ -136,7 +136,7 @@ static int load(void **so, void **fns, const char *const *names, int n, const ch
     do {                                                                                 \
         ncclResult_t st_ = (B->c.call);                                                  \
         if (st_ != ncclSuccess)                                                          \
-            return cuda_fail(err, errlen, "%s: %s: %s", what, #call,                     \
+            return base_fail(err, errlen, "%s: %s: %s", what, #call,                     \
                              B->c.ncclGetErrorString(st_));                              \
     } while (0)
 
@@ -217,7 +217,7 @@ static int gemm_preference(cuda_libs *B, const cuda_gpu *G, const cg_gemm *g,
                                                        sizeof align[i]);
     if (st != CUBLAS_STATUS_SUCCESS) {
         B->b.cublasLtMatmulPreferenceDestroy(*pref);
-        return cuda_fail(err, errlen, "%s: cublasLtMatmulPreferenceSetAttribute: %s", what,
+        return base_fail(err, errlen, "%s: cublasLtMatmulPreferenceSetAttribute: %s", what,
                          B->b.cublasLtGetStatusString(st));
     }
     return 0;
@@ -262,7 +262,7 @@ static int prepare_gemm(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *P, c
         cublasStatus_t st = B->b.cublasLtMatmulAlgoCheck(G->blas, P->op, P->la, P->lb, P->lc,
                                                           P->lc, &P->algo, &r);
         if (st != CUBLAS_STATUS_SUCCESS || r.workspaceSize > (size_t)g->workspace_bytes)
-            return cuda_fail(err, errlen, "%s: the plan's autotuned cuBLASLt algorithm does not "
+            return base_fail(err, errlen, "%s: the plan's autotuned cuBLASLt algorithm does not "
                              "run here (%s): compile it again on this GPU, or without --autotune",
                              what, st != CUBLAS_STATUS_SUCCESS ? B->b.cublasLtGetStatusString(st)
                                                                : "too much workspace");
@@ -277,7 +277,7 @@ static int prepare_gemm(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *P, c
                                                             P->lc, pref, 1, &r, &found);
     B->b.cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS || found < 1)
-        return cuda_fail(err, errlen, "%s: cuBLASLt has no algorithm for it (m %lld n %lld k %lld, "
+        return base_fail(err, errlen, "%s: cuBLASLt has no algorithm for it (m %lld n %lld k %lld, "
                          "%lld bytes of workspace)%s%s", what, (long long)g->m, (long long)g->n,
                          (long long)g->k, (long long)g->workspace_bytes,
                          st != CUBLAS_STATUS_SUCCESS ? ": " : "",
@@ -379,7 +379,7 @@ static int prepare_conv(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *P, c
            where its documentation says it runs: a ReLU, fp32 or fp16, NCHW
            (codegen/library.c emit_conv); the rest it refuses here */
         if (!c->relu || c->nhwc || (c->dtype != IR_F32 && c->dtype != IR_F16))
-            return cuda_fail(err, errlen, "%s: cuDNN's fused bias and activation call does not "
+            return base_fail(err, errlen, "%s: cuDNN's fused bias and activation call does not "
                              "run %s: the program asks for it where codegen should not", what,
                              !c->relu ? "without a ReLU" : c->nhwc ? "on NHWC tensors" : "on bf16");
         P->fused = 1;
@@ -394,7 +394,7 @@ static int prepare_conv(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *P, c
            another GPU or library */
         int64_t need = workspace_of(B, G, c, P, c->algo);
         if (need < 0 || need > c->workspace_bytes)
-            return cuda_fail(err, errlen, "%s: the plan's autotuned cuDNN algorithm %d does not "
+            return base_fail(err, errlen, "%s: the plan's autotuned cuDNN algorithm %d does not "
                              "run here (%s): compile it again on this GPU, or without "
                              "--autotune", what, c->algo, need < 0 ? "cuDNN refuses it"
                              : "it needs more workspace than the program gives");
@@ -415,7 +415,7 @@ static int prepare_conv(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *P, c
         PICK(perf, count, c, P->algorithm);
     }
     if (P->algorithm < 0)
-        return cuda_fail(err, errlen, "%s: cuDNN offers no algorithm within %lld bytes of "
+        return base_fail(err, errlen, "%s: cuDNN offers no algorithm within %lld bytes of "
                          "workspace%s", what, (long long)c->workspace_bytes,
                          c->math == CG_MATH_FMA ? " in exact fp32 math" : "");
     DNN(cudnnSetConvolutionMathType(P->conv, math_of(c, math)));
@@ -511,7 +511,7 @@ static int split(rt_cuda *x, const int64_t *group, int n, ncclComm_t *comm, char
     ncclComm_t mine[64];
     ncclResult_t r = ncclSuccess;
     if (nd > 64)
-        return cuda_fail(err, errlen, "more than 64 devices");
+        return base_fail(err, errlen, "more than 64 devices");
     NCCL(ncclGroupStart());
     for (int e = 0; e < nd; e++) {
         int rank = -1;
@@ -528,7 +528,7 @@ static int split(rt_cuda *x, const int64_t *group, int n, ncclComm_t *comm, char
     }
     ncclResult_t r2 = B->c.ncclGroupEnd();
     if (r != ncclSuccess || r2 != ncclSuccess)
-        return cuda_fail(err, errlen, "NCCL: ncclCommSplit for a group of %d: %s", n,
+        return base_fail(err, errlen, "NCCL: ncclCommSplit for a group of %d: %s", n,
                          B->c.ncclGetErrorString(r != ncclSuccess ? r : r2));
     for (int i = 0; i < n; i++)
         comm[i] = mine[group[i]];
@@ -544,7 +544,7 @@ static int open_world(rt_cuda *x, const rt_cuda_id *id, char *err, size_t errlen
     int nd = x->p->ndevices;
     ncclResult_t r;
     if (!(B->world = calloc((size_t)nd, sizeof *B->world)))
-        return cuda_fail(err, errlen, "out of memory");
+        return base_fail(err, errlen, "out of memory");
     if (x->rank >= 0) {
         ncclUniqueId uid;
         memcpy(&uid, id->bytes, sizeof uid < sizeof id->bytes ? sizeof uid : sizeof id->bytes);
@@ -552,19 +552,19 @@ static int open_world(rt_cuda *x, const rt_cuda_id *id, char *err, size_t errlen
         if ((r = B->c.ncclCommInitRank(&B->world[x->rank], nd, uid, x->rank)) == ncclSuccess)
             return 0;
         B->world[x->rank] = NULL;
-        return cuda_fail(err, errlen, "NCCL: ncclCommInitRank as rank %d of %d: %s", x->rank, nd,
+        return base_fail(err, errlen, "NCCL: ncclCommInitRank as rank %d of %d: %s", x->rank, nd,
                          B->c.ncclGetErrorString(r));
     }
     int *ordinals = calloc((size_t)nd, sizeof *ordinals);
     if (!ordinals)
-        return cuda_fail(err, errlen, "out of memory");
+        return base_fail(err, errlen, "out of memory");
     for (int d = 0; d < nd; d++) {
         ordinals[d] = x->dev[d].ordinal;
         for (int e = 0; e < d; e++)
             if (ordinals[e] == ordinals[d]) {
                 int gpu = ordinals[d];
                 free(ordinals);
-                return cuda_fail(err, errlen, "program devices %d and %d are both on GPU %d: "
+                return base_fail(err, errlen, "program devices %d and %d are both on GPU %d: "
                                  "NCCL needs a GPU of its own for each (the program has %d "
                                  "devices; give it that many GPUs)", e, d, gpu, nd);
             }
@@ -574,7 +574,7 @@ static int open_world(rt_cuda *x, const rt_cuda_id *id, char *err, size_t errlen
     if (r == ncclSuccess)
         return 0;
     memset(B->world, 0, (size_t)nd * sizeof *B->world);
-    return cuda_fail(err, errlen, "NCCL: ncclCommInitAll over %d GPUs: %s", nd,
+    return base_fail(err, errlen, "NCCL: ncclCommInitAll over %d GPUs: %s", nd,
                      B->c.ncclGetErrorString(r));
 }
 
@@ -589,7 +589,7 @@ static int open_pairs(rt_cuda *x, char *err, size_t errlen)
     unsigned char *made = calloc((size_t)nd * (size_t)nd, 1);
     if (!made || !(B->pair = calloc((size_t)nd * (size_t)nd, sizeof *B->pair))) {
         free(made);
-        return cuda_fail(err, errlen, "out of memory");
+        return base_fail(err, errlen, "out of memory");
     }
     int rc = 0;
     for (int a = 0; a < nd && !rc; a++)
@@ -634,14 +634,14 @@ static int open_comms(rt_cuda *x, const rt_cuda_id *id, char *err, size_t errlen
                 continue;
             nccl_group *ng = realloc(B->groups, (size_t)(B->ngroups + 1) * sizeof *ng);
             if (!ng)
-                return cuda_fail(err, errlen, "out of memory");
+                return base_fail(err, errlen, "out of memory");
             B->groups = ng;
             nccl_group *g = &B->groups[B->ngroups++];
             g->n = st->u.comm.ngroup;
             g->group = calloc((size_t)g->n, sizeof *g->group);
             g->comm = calloc((size_t)g->n, sizeof *g->comm);
             if (!g->group || !g->comm)
-                return cuda_fail(err, errlen, "out of memory");
+                return base_fail(err, errlen, "out of memory");
             memcpy(g->group, st->u.comm.group, (size_t)g->n * sizeof *g->group);
             if (split(x, g->group, g->n, g->comm, err, errlen))
                 return -1;
@@ -657,7 +657,7 @@ int cuda_comm_p2p(rt_cuda *x, int d, int send, int peer, CUdeviceptr ptr, int64_
     const char *what = "NCCL";
     ncclComm_t comm = B->pair ? B->pair[send ? d * nd + peer : peer * nd + d] : NULL;
     if (!comm)
-        return cuda_fail(err, errlen, "device %d: no communicator for messages %s device %d", d,
+        return base_fail(err, errlen, "device %d: no communicator for messages %s device %d", d,
                          send ? "to" : "from", peer);
     if (send)
         NCCL(ncclSend((const void *)ptr, (size_t)bytes, ncclUint8, 1, comm, (cudaStream_t)st));
@@ -672,7 +672,7 @@ int rt_cuda_unique_id(const char *libdir, rt_cuda_id *id, char *err, size_t errl
     cuda_lib_path(libdir, "libnccl.so." XSTR(NCCL_MAJOR), path, sizeof path);
     void *so = cuda_dlopen(path);
     if (!so)
-        return cuda_fail(err, errlen, "NCCL (%s) does not load: %s", path, dlerror());
+        return base_fail(err, errlen, "NCCL (%s) does not load: %s", path, dlerror());
     __typeof__(ncclGetUniqueId) *get;
     __typeof__(ncclGetErrorString) *say;
     *(void **)&get = dlsym(so, "ncclGetUniqueId");
@@ -681,9 +681,9 @@ int rt_cuda_unique_id(const char *libdir, rt_cuda_id *id, char *err, size_t errl
     ncclResult_t r = get && say ? get(&uid) : ncclSystemError;
     int rc = 0;
     if (!get || !say)
-        rc = cuda_fail(err, errlen, "NCCL (%s) has no ncclGetUniqueId", path);
+        rc = base_fail(err, errlen, "NCCL (%s) has no ncclGetUniqueId", path);
     else if (r != ncclSuccess)
-        rc = cuda_fail(err, errlen, "NCCL: ncclGetUniqueId: %s", say(r));
+        rc = base_fail(err, errlen, "NCCL: ncclGetUniqueId: %s", say(r));
     memset(id, 0, sizeof *id);
     memcpy(id->bytes, &uid, sizeof uid < sizeof id->bytes ? sizeof uid : sizeof id->bytes);
     return rc; /* NCCL stays loaded: its bootstrap thread serves the id */
@@ -698,7 +698,7 @@ static int issue_one(rt_cuda *x, int d, const cg_comm *c, char *err, size_t errl
     ncclDataType_t t;
     ncclComm_t comm = comm_of(x, d, c);
     if (nccl_type(c->dtype, &t) || !comm)
-        return cuda_fail(err, errlen, "device %d: communication %lld has no %s", d,
+        return base_fail(err, errlen, "device %d: communication %lld has no %s", d,
                          (long long)c->id, comm ? "NCCL data type" : "communicator");
     switch (c->op) {
     case IR_OP_ALL_REDUCE:
@@ -724,7 +724,7 @@ static int issue_one(rt_cuda *x, int d, const cg_comm *c, char *err, size_t errl
         NCCL(ncclRecv(PTR(c->recv[0]), (size_t)c->count[0], t, c->peer, comm, st));
         return 0;
     default:
-        return cuda_fail(err, errlen, "device %d: communication %lld: unknown operation", d,
+        return base_fail(err, errlen, "device %d: communication %lld: unknown operation", d,
                          (long long)c->id);
     }
 }
@@ -742,7 +742,7 @@ int cuda_comm_issue(rt_cuda *x, int n, const int *devs, const cg_step *const *st
     if (rc)
         return -1;
     if (r != ncclSuccess)
-        return cuda_fail(err, errlen, "NCCL: %s (communication %lld): %s",
+        return base_fail(err, errlen, "NCCL: %s (communication %lld): %s",
                          steps[0]->what ? steps[0]->what : "?", (long long)steps[0]->u.comm.id,
                          B->c.ncclGetErrorString(r));
     return 0;
@@ -791,7 +791,7 @@ static int tune_gemm(rt_cuda *x, int d, cg_step *s, cuda_step_lib *P, CUevent t0
                                                             r, &found);
     B->b.cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS)
-        return cuda_fail(err, errlen, "%s: cuBLASLt heuristic: %s", what,
+        return base_fail(err, errlen, "%s: cuBLASLt heuristic: %s", what,
                          B->b.cublasLtGetStatusString(st));
     double best = -1;
     for (int i = 0; i < found; i++) {
@@ -804,7 +804,7 @@ static int tune_gemm(rt_cuda *x, int d, cg_step *s, cuda_step_lib *P, CUevent t0
         }
     }
     if (best < 0)
-        return cuda_fail(err, errlen, "%s: no cuBLASLt algorithm ran", what);
+        return base_fail(err, errlen, "%s: no cuBLASLt algorithm ran", what);
     g->tuned = 1;
     memcpy(g->algo, &P->algo, sizeof g->algo);
     return 0;
@@ -844,7 +844,7 @@ static int tune_conv(rt_cuda *x, int d, cg_step *s, cuda_step_lib *P, char *err,
         PICK(perf, count, c, algo);
     }
     if (algo < 0)
-        return cuda_fail(err, errlen, "%s: cuDNN timed no algorithm that fits", what);
+        return base_fail(err, errlen, "%s: cuDNN timed no algorithm that fits", what);
     DNN(cudnnSetConvolutionMathType(P->conv, math_of(c, math)));
     P->algorithm = algo;
     c->tuned = 1;
@@ -888,20 +888,20 @@ static int prepare_steps(rt_cuda *x, int d, const cg_step *steps, int n, cuda_st
 {
     *out = calloc((size_t)n + 1, sizeof **out);
     if (!*out)
-        return cuda_fail(err, errlen, "out of memory");
+        return base_fail(err, errlen, "out of memory");
     for (int s = 0; s < n; s++) {
         if (steps[s].kind != CG_STEP_GEMM && steps[s].kind != CG_STEP_CONV)
             continue;
         cuda_step_lib *P = calloc(1, sizeof *P);
         if (!P)
-            return cuda_fail(err, errlen, "out of memory");
+            return base_fail(err, errlen, "out of memory");
         (*out)[s] = P;
         int rc = steps[s].kind == CG_STEP_GEMM ? prepare_gemm(x, d, &steps[s], P, err, errlen)
                                                : prepare_conv(x, d, &steps[s], P, err, errlen);
         if (rc) {
             char msg[512];
             snprintf(msg, sizeof msg, "%s", err);
-            return cuda_fail(err, errlen, "device %d step %d: %s", d, s, msg);
+            return base_fail(err, errlen, "device %d step %d: %s", d, s, msg);
         }
     }
     return 0;
@@ -929,7 +929,7 @@ int cuda_libs_open(rt_cuda *x, const char *libdir, const rt_cuda_id *id, char *e
         }
     cuda_libs *B = x->libs = calloc(1, sizeof *B);
     if (!B)
-        return cuda_fail(err, errlen, "out of memory");
+        return base_fail(err, errlen, "out of memory");
     void *so_;
     if (need[CG_STEP_GEMM]) {
         LOAD(B->b, BLAS_FNS, "libcublasLt.so." XSTR(CUBLAS_VER_MAJOR), "cuBLASLt");

@@ -18,15 +18,7 @@
 
 void openblas_set_num_threads(int n);
 
-int rt_fail(char *err, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-#define fail rt_fail
+#define fail base_fail
 
 float *rt_scratch(rt_exec *x, size_t nfloats)
 {

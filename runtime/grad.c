@@ -9,7 +9,7 @@
 #include "base.h"
 #include "kernels.h"
 
-#define fail rt_fail
+#define fail base_fail
 
 /* ---------------------------------------------------------------- training forms */
 

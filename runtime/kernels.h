@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base.h"
 #include "exec.h"
 
 struct rt_exec {
@@ -46,7 +47,6 @@ struct rt_exec {
 #define OUTK(k) ((float *)x->buf[n->out[k]->id])
 #define NUMEL(v) ir_type_numel(&(v)->type)
 
-int rt_fail(char *err, size_t len, const char *fmt, ...);
 /* A buffer of at least nfloats floats, reused from call to call. */
 float *rt_scratch(rt_exec *x, size_t nfloats);
 float rt_gelu(float a);
