@@ -947,8 +947,9 @@ static int transfer(rt_cuda *x, int device, const ir_value *v, void *host, int u
             return base_fail(err, errlen, "%s is not an input: only inputs are prefetched", v->name);
         if (copy_value(x, d, cv, host, up, prefetch, err, errlen))
             return -1;
-        /* a value written now is not overwritten by an earlier prefetch */
-        for (int i = 0; up && !prefetch && i < x->npending; i++)
+        /* an input written now is not overwritten by an earlier prefetch
+           (pending copies are offsets into the inputs' region alone) */
+        for (int i = 0; up && !prefetch && cv->kind == CG_VALUE_INPUT && i < x->npending; i++)
             if (x->pending[i].device == d && x->pending[i].offset == cv->at.offset)
                 x->pending[i--] = x->pending[--x->npending];
         if (prefetch) {

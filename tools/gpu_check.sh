@@ -208,8 +208,13 @@ step throughput 200 "$steps $model training steps of $batch images: gnc, then Py
 
 # ---------------------------------------------------------------- the reports
 gnc_ips=$(grep -oE '[0-9.]+ images/s' "$out/logs/6-throughput.log" 2>/dev/null | tail -1 | cut -d' ' -f1)
-eager_ips=$(grep -oE '^torch eager: .*"img_per_s": [0-9.]+' "$out/logs/6-throughput.log" 2>/dev/null | grep -oE '[0-9.]+$')
-compile_ips=$(grep -oE '^torch compile: .*"img_per_s": [0-9.]+' "$out/logs/6-throughput.log" 2>/dev/null | grep -oE '[0-9.]+$')
+# PyTorch's summary line: images/s from its median epoch (steps x batch images)
+torch_ips() {
+    grep -oE "^torch $1: .*\"median_epoch_s\": [0-9.]+" "$out/logs/6-throughput.log" 2>/dev/null |
+        grep -oE '[0-9.]+$' | awk -v n=$((steps * batch)) '$1 > 0 {printf "%.0f\n", n / $1}'
+}
+eager_ips=$(torch_ips eager)
+compile_ips=$(torch_ips compile)
 peak_mib=$( [ -s "$peak" ] && sort -n "$peak" | tail -1 )
 device=$(grep -m1 '^GPU 0' "$out/logs/1-gpu.log" 2>/dev/null)
 json_str() { printf '"%s"' "$(printf '%s' "$1" | sed 's/\\/\\\\/g; s/"/\\"/g' | tr -d '\000-\037')"; }
