@@ -2,9 +2,9 @@
  * through the GPU executor (cuda.h; partial: docs/runtime.md) in a build with
  * the CUDA toolkit.  rt_session (session.h) runs a plan on either.
  *
- * The default device is cpu until the GPU path has passed tools/gpu_check.sh
- * on a real GPU (RT_GPU_VALIDATED, README's status table); then it becomes
- * cuda where a GPU is present and cpu elsewhere, so that a program written
+ * The default device was cpu until the GPU path passed tools/gpu_check.sh on
+ * a real GPU (RT_GPU_VALIDATED, README's status table; an H200, 2026-11-26);
+ * now it is cuda where a GPU is present and cpu elsewhere, so that a program written
  * for one machine runs on the other unchanged.  Picking cuda
  * says nothing of the driver: opening a session there fails with the GPU
  * executor's message ("no CUDA driver (libcuda.so.1): ...", "no GPU: ...")
@@ -18,7 +18,7 @@ typedef enum { RT_DEVICE_CPU, RT_DEVICE_CUDA } rt_device_kind;
 
 /* 1 once a run of tools/gpu_check.sh on a real GPU has passed: cuda becomes
  * the default device where a GPU is present.  0: the default is cpu. */
-#define RT_GPU_VALIDATED 0
+#define RT_GPU_VALIDATED 1
 
 /* The default device's words, for help texts and messages. */
 #define RT_DEVICE_DEFAULT_WORDS                                                      \

@@ -137,9 +137,9 @@ static const char usage_run[] =
     "  --threads N     CPU threads (default: all cores)\n"
     "  --repeat N      run N times and report the median time (default 1)\n"
     "  --profile       print the time spent in each op\n"
-    "  --device cpu|cuda   where to run (default cpu until the GPU path passes\n"
-    "                  tools/gpu_check.sh on a real GPU: README, \"Status\"); a model runs on cuda as the plan\n"
-    "                  gnc compile -o makes of it (compiled in memory)\n"
+    "  --device cpu|cuda   where to run (default cuda where a GPU is present, else\n"
+    "                  cpu); a model runs on cuda as the plan gnc compile -o makes of\n"
+    "                  it (compiled in memory)\n"
     "  --eager         cuda: launch step by step instead of replaying a CUDA graph\n"
     "                  (also GNC_CUDA_EAGER=1; docs/runtime.md)\n"
     "\n"
@@ -175,11 +175,14 @@ static const char usage_train[] =
     "  --threads N     CPU threads (default: all cores)\n"
     "  --remat         recompute batchnorm-ReLU results in the backward pass\n"
     "  --profile       print the time spent in each op of the training step\n"
-    "  --device cpu|cuda   where to train (default cpu until the GPU path passes\n"
-    "                  tools/gpu_check.sh on a real GPU: README, \"Status\"); parameters and optimizer state stay on\n"
-    "                  the GPU and are read back for evaluation and checkpoints\n"
+    "  --device cpu|cuda   where to train (default cuda where a GPU is present, else\n"
+    "                  cpu); parameters and optimizer state stay on the GPU and are\n"
+    "                  read back for evaluation and checkpoints\n"
     "  --eager         cuda: launch step by step instead of replaying a CUDA graph\n"
     "                  (also GNC_CUDA_EAGER=1; docs/runtime.md)\n"
+    "  --precision fp32|tf32|bf16|fp16   cuda: the kernels' arithmetic (default\n"
+    "                  fp32; as for gnc compile)\n"
+    "  --conv cudnn|igemm|cudnn-nhwc   cuda: the convolutions' way (default cudnn)\n"
     "\n"
     "MODEL may be a training plan (gnc compile MODEL.net --train -o FILE.gnc): it\n"
     "trains as compiled (batch, optimizer, devices); each epoch ends with its\n"
@@ -199,6 +202,7 @@ static const char usage_eval[] =
     "  --threads N     CPU threads (default: all cores)\n"
     "  --device cpu|cuda   as for gnc run\n"
     "  --eager         as for gnc run\n"
+    "  --precision, --conv   as for gnc train\n"
     "\n"
     "MODEL may be an inference plan (gnc compile -o), at the batch it was compiled for.\n";
 
@@ -326,8 +330,8 @@ static const struct flag {
     {"--deterministic", "dump compile run train", 0},
     {"--micro-shards", "dump compile run train", 1},
     {"--dump-plan", "compile", 2},
-    {"--precision", "compile", 1},
-    {"--conv", "compile", 1},
+    {"--precision", "compile train eval", 1},
+    {"--conv", "compile train eval", 1},
     {"--arch", "compile", 1},
     {"--no-kernels", "compile", 0},
     {"--autotune", "compile", 0},

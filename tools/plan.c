@@ -115,6 +115,11 @@ int cli_device(options *o)
                 o->device ? "" : " (the default here is cpu)");
         return 1;
     }
+    if (!o->cuda && (o->c.precision != CG_FP32 || o->c.conv != CG_CONV_CUDNN)) {
+        fprintf(stderr, "gnc: error: --precision and --conv choose the GPU kernels: they need "
+                "--device cuda%s\n", o->device ? "" : " (the default here is cpu)");
+        return 1;
+    }
     if (o->cuda && o->profile) {
         fprintf(stderr, "gnc: error: --profile times the CPU executor's ops: add --device cpu\n");
         return 1;

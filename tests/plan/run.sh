@@ -198,7 +198,11 @@ expect 1 "$gnc" run t2a.gnc --device cpu;       has "t2a.gnc is a training step;
 expect 1 "$gnc" train a.gnc --data tiny --device cpu;  has "is an inference program, no training step"
 expect 1 "$gnc" eval t2a.gnc --weights x --data tiny --device cpu;  has "is a training step; evaluate"
 
-# devices: the default is cpu until the GPU path passes tools/gpu_check.sh
+# devices: the default is cuda where a GPU is present, else cpu;
+# --precision and --conv choose GPU kernels, refused on the CPU
+expect 1 "$gnc" train "$lenet" --data tiny --device cpu --precision bf16;  has "they need --device cuda"
+expect 1 "$gnc" eval "$lenet" --weights x --data tiny --device cpu --conv igemm;  has "they need --device cuda"
+expect 2 "$gnc" train a.gnc --data tiny --precision bf16;  has "--precision"
 # cuda where the driver cannot load (GNC_CUDA_LIBDIR names no folder, even on a
 # machine with a GPU): the GPU executor's message, status 1, nothing written;
 # a build without the toolkit refuses the device (GNC_TEST_CUDA_RUNTIME, set by
