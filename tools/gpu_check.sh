@@ -7,7 +7,9 @@
 #   tools/gpu_check.sh --fake OUT     the same on the stand-in libraries (tests/fakecuda/),
 #                                     smaller: CI's proof that the script runs
 #   tools/gpu_check.sh --pack DIR     gather what it needs from this build into DIR, for a
-#                                     machine without Debian's packages (run DIR/gpu_check.sh)
+#                                     machine without Debian's packages (run DIR/gpu_check.sh;
+#                                     its libraries travel as lib.tar.gz, unpacked at the first
+#                                     run, or by DIR/gpu_check.sh --unpack)
 #   --budget SECONDS                  the whole run's time (default 520: under 9 minutes)
 #
 # Steps, each timed and kept whatever the others do: 1 the GPU; 2 the GPU tests;
@@ -17,7 +19,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 self=$here/$(basename "$0")
-fake=0 pack= out= budget=520 in_step=0
+fake=0 pack= out= budget=520 in_step=0 unpack=0
 if [ "${1:-}" = --in-step ]; then # a step run by step() under timeout: FAKE OUT FUNCTION ARGS...
     in_step=1 fake=$2 out=$3
     shift 3
@@ -25,11 +27,12 @@ fi
 while [ $in_step = 0 ] && [ $# -gt 0 ]; do
     case $1 in
     --fake) fake=1 ;;
+    --unpack) unpack=1 ;;
     --pack) [ $# -ge 2 ] || { echo "gpu_check: --pack needs DIR" >&2; exit 2; }; pack=$2; shift ;;
     --budget)
         [ $# -ge 2 ] && [ "$2" -gt 0 ] 2>/dev/null || { echo "gpu_check: --budget needs SECONDS" >&2; exit 2; }
         budget=$2; shift ;;
-    -h|--help) sed -n '2,17s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19s/^# \{0,1\}//p' "$0"; exit 0 ;;
     -*) echo "gpu_check: unknown option '$1' (see --help)" >&2; exit 2 ;;
     *) [ -z "$out" ] || { echo "gpu_check: one OUT folder, not '$out' and '$1'" >&2; exit 2; }
        out=$1 ;;
@@ -41,6 +44,10 @@ done
 if [ -e "$here/pack.txt" ]; then
     root=$here bin=$here/bin lib=$here/lib data=$here/data
     torch_script=$here/bench/torch_fmnist.py
+    if [ ! -d "$lib" ] && [ -e "$here/lib.tar.gz" ]; then
+        tar -xzf "$here/lib.tar.gz" -C "$here" || { echo "gpu_check: cannot unpack lib.tar.gz" >&2; exit 1; }
+    fi
+    [ $unpack = 1 ] && exit 0
 else
     root=$(cd "$here/.." && pwd)
     bin=${GNC_BUILD_DIR:-$root/build} lib= data=/usr/share/datasets/fashion-mnist
@@ -55,7 +62,8 @@ if [ -n "$pack" ]; then
     rm -rf "$pack" && mkdir -p "$pack/bin" "$pack/lib" "$pack/data" "$pack/bench" || exit 1
     bins=("$gnc" "$(test_bin test_gpu_ops)" "$(test_bin test_gpu_train)" "$(test_bin test_codegen)")
     for b in "${bins[@]}"; do cp "$b" "$pack/bin/" || exit 1; done
-    cp -r "$root/models" "$pack/" && cp "$0" "$pack/gpu_check.sh" || exit 1
+    cp -r "$root/models" "$pack/" && cp "$0" "$pack/gpu_check.sh" &&
+        cp "$root/bench/gpu_race.sh" "$pack/bench/" || exit 1
     [ -e "$torch_script" ] && cp "$torch_script" "$pack/bench/"
     # the shared libraries the binaries need that are neither the C library's
     # own (glibc is on every Linux) nor CUDA's (the GPU machine has its own)
@@ -65,21 +73,17 @@ if [ -n "$pack" ]; then
         *) cp -L "$path" "$pack/lib/$name" || exit 1 ;;
         esac
     done
-    # a slice of Fashion-MNIST for the throughput step: 6400 training images
-    slice() { # NAME COUNT RECORD_BYTES: the first COUNT records of an IDX file
-        local f=$data/$1; [ -e "$f" ] || f=$f.gz
-        { if [[ $f == *.gz ]]; then gzip -dc "$f"; else cat "$f"; fi; } |
-            python3 -c 'import sys,struct
-d=sys.stdin.buffer.read(); n=int(sys.argv[1]); r=int(sys.argv[2]); nd=d[3]
-h=bytearray(d[:4+4*nd]); h[4:8]=struct.pack(">I",n)
-sys.stdout.buffer.write(bytes(h)+d[4+4*nd:4+4*nd+n*r])' "$2" "$3"
-    }
-    for part in train t10k; do
-        slice $part-images-idx3-ubyte 6400 784 | gzip >"$pack/data/$part-images-idx3-ubyte.gz" &&
-        slice $part-labels-idx1-ubyte 6400 1 | gzip >"$pack/data/$part-labels-idx1-ubyte.gz" || exit 1
+    # Fashion-MNIST whole (bench/gpu_race.sh trains on it); the libraries
+    # compressed, so that the pack and a checkout stay under a device
+    # call's 64 MiB
+    for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte \
+             t10k-labels-idx1-ubyte; do
+        if [ -e "$data/$f.gz" ]; then cp -L "$data/$f.gz" "$pack/data/"
+        else gzip -c "$data/$f" >"$pack/data/$f.gz"; fi || exit 1
     done
+    tar -czf "$pack/lib.tar.gz" -C "$pack" lib && rm -rf "$pack/lib" || exit 1
     { echo "gnc GPU check pack, $(date -u +%Y-%m-%dT%H:%MZ)"; "$gnc" --version
-      echo "libraries:"; ls "$pack/lib"; } >"$pack/pack.txt"
+      echo "libraries:"; tar -tzf "$pack/lib.tar.gz"; } >"$pack/pack.txt"
     echo "packed into $pack ($(du -sh "$pack" | cut -f1)); on the GPU machine: bash $pack/gpu_check.sh OUT"
     exit 0
 fi

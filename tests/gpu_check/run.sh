@@ -15,9 +15,14 @@ export GNC_BUILD_DIR=$build
 expect 0 bash "$src/tools/gpu_check.sh" --pack "$work/pack"
 has "packed into $work/pack"
 for f in bin/gnc bin/test_gpu_ops bin/test_gpu_train bin/test_codegen gpu_check.sh pack.txt \
-         models/resnet18.net data/train-images-idx3-ubyte.gz; do
+         models/resnet18.net data/train-images-idx3-ubyte.gz bench/gpu_race.sh lib.tar.gz; do
     [ -e "pack/$f" ] && ok || bad "the pack lacks $f"
 done
+# a device call carries at most 64 MiB, the checkout included
+size=$(du -sm pack | cut -f1)
+[ "$size" -le 58 ] && ok || bad "the pack is $size MiB: with a checkout over a device call's 64"
+expect 0 bash pack/gpu_check.sh --unpack
+[ -e pack/lib/libopenblas.so.0 ] && ok || bad "--unpack left no pack/lib/libopenblas.so.0"
 missing=$(env -i LD_LIBRARY_PATH="$work/pack/lib" ldd pack/bin/* |
           awk '/=>/ && $1 !~ /^(libc|libm|libpthread|libdl|librt|ld-linux|libcuda|libnvrtc)[.-]/ {print $1, $3}' |
           grep -v " $work/pack/lib/")
