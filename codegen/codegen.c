@@ -101,7 +101,6 @@ int cg_precision_lookup(const char *name)
     return -1;
 }
 
-int cg_is_float(ir_dtype t) { return t == IR_F32 || t == IR_F16 || t == IR_BF16; }
 
 size_t cg_dtype_size(ir_dtype t)
 {
@@ -265,14 +264,14 @@ static void classify(cg_gen *G)
         for (int k = 0; k < n->nout; k++) {
             const ir_value *v = n->out[k];
             ir_dtype t = v->type.dtype;
-            G->dtype[v->id] = !cg_is_float(t) ? t : lowp && !keep[v->id] ? half : IR_F32;
+            G->dtype[v->id] = !ir_is_float(t) ? t : lowp && !keep[v->id] ? half : IR_F32;
         }
     for (int i = 0; i < g->ninputs; i++)
         G->dtype[g->inputs[i]->id] =
-            cg_is_float(g->inputs[i]->type.dtype) ? IR_F32 : g->inputs[i]->type.dtype;
+            ir_is_float(g->inputs[i]->type.dtype) ? IR_F32 : g->inputs[i]->type.dtype;
     for (int i = 0; i < g->nparams; i++)
         G->dtype[g->params[i]->id] =
-            cg_is_float(g->params[i]->type.dtype) ? IR_F32 : g->params[i]->type.dtype;
+            ir_is_float(g->params[i]->type.dtype) ? IR_F32 : g->params[i]->type.dtype;
     free(keep);
     free(parent);
 }
@@ -673,7 +672,7 @@ int cg_add_kernel(cg_gen *G, const char *head, const char *body, const char *con
 
 int cg_const_inline(cg_gen *G, const ir_value *v)
 {
-    if (!v->def || v->def->op != IR_OP_CONST || !cg_is_float(v->type.dtype) || G->external[v->id])
+    if (!v->def || v->def->op != IR_OP_CONST || !ir_is_float(v->type.dtype) || G->external[v->id])
         return 0;
     for (int r = G->rstart[v->id]; r < G->rstart[v->id + 1]; r++) {
         ir_op op = G->node_at[G->readers[r]]->op;

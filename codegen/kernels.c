@@ -185,7 +185,7 @@ const char *cg_ctype(ir_dtype t)
 }
 
 /* the type registers of storage dtype t have */
-static const char *rtype(ir_dtype t) { return cg_is_float(t) ? "float" : cg_ctype(t); }
+static const char *rtype(ir_dtype t) { return ir_is_float(t) ? "float" : cg_ctype(t); }
 
 /* ---- parameters ---- */
 
@@ -439,7 +439,7 @@ static const char *opnd(kb *k, const ir_value *v)
         return kstr(k, "ld(%s, 0)", reads(k, v, 0));
     if (ir_type_eq(&v->type, k->iter)) {
         const char *p = reads(k, v, 1);
-        if (k->array && cg_is_float(cg_dtype_of(k->G, v))) { /* a vector load before the loop */
+        if (k->array && ir_is_float(cg_dtype_of(k->G, v))) { /* a vector load before the loop */
             const char *n = new_reg(k, v, 1);
             cg_sb_printf(&k->pre, "    float %s[4];\n    ldv<4>(%s, e, %s);\n", n, p, n);
             return reg(k, v);
@@ -650,19 +650,7 @@ static int finish(kb *k, const char *base, int block, int64_t grid, int elementw
 
 int cg_is_map(const ir_node *n)
 {
-    switch (n->op) {
-    case IR_OP_CONST: case IR_OP_NEG: case IR_OP_RELU: case IR_OP_SIGMOID: case IR_OP_TANH:
-    case IR_OP_GELU: case IR_OP_DROPOUT: case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL:
-    case IR_OP_DIV: case IR_OP_BATCHNORM: case IR_OP_BATCHNORM_APPLY: case IR_OP_BN_FOLD_SCALE:
-    case IR_OP_RELU_GRAD: case IR_OP_SIGMOID_GRAD: case IR_OP_TANH_GRAD: case IR_OP_GELU_GRAD:
-    case IR_OP_DROPOUT_TRAIN: case IR_OP_SGD: case IR_OP_ADAM: case IR_OP_BROADCAST_TO:
-    case IR_OP_RESHAPE: case IR_OP_TRANSPOSE: case IR_OP_SLICE: case IR_OP_CONCAT:
-    case IR_OP_EMBEDDING: case IR_OP_MAXPOOL2D: case IR_OP_AVGPOOL2D: case IR_OP_MAXPOOL2D_GRAD:
-    case IR_OP_AVGPOOL2D_GRAD:
-        return 1;
-    default:
-        return 0;
-    }
+    return ir_op_is(n->op, IR_MAP);
 }
 
 /* outer x len x inner around axis */
@@ -776,7 +764,7 @@ static void emit_map(kb *k, const ir_node *n)
     switch (n->op) {
     case IR_OP_CONST: {
         const char *lit = flit(k, ir_attr_float(n, "value"));
-        if (!cg_is_float(y->type.dtype))
+        if (!ir_is_float(y->type.dtype))
             lit = kstr(k, "(%s)%lld", rtype(cg_dtype_of(G, y)), (long long)ir_attr_float(n, "value"));
         if (cg_const_scaled(G, y)) {
             k->scaler = 1;
@@ -1182,7 +1170,7 @@ static int map_kernel(kb *k)
     int vec = n % 4 == 0;
     for (int i = 0; i < k->nm; i++)
         for (int j = 0; j < k->m[i]->nout; j++)
-            vec &= cg_is_float(cg_dtype_of(k->G, k->m[i]->out[j]));
+            vec &= ir_is_float(cg_dtype_of(k->G, k->m[i]->out[j]));
     k->vec = vec ? 4 : 1;
     k->array = vec;
     k->itype = index_type(max_numel(k));

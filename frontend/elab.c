@@ -633,8 +633,7 @@ static int truth(elab *e, const val *v, ir_loc loc, int *out)
 /* tensor (op) scalar: the scalar becomes a rank-0 const of the tensor's dtype */
 static ir_value *scalar_const(elab *e, const val *v, ir_dtype dtype, ir_loc loc)
 {
-    int is_float_dtype = dtype == IR_F32 || dtype == IR_F16 || dtype == IR_BF16;
-    if (v->k == V_FLOAT && !is_float_dtype) {
+    if (v->k == V_FLOAT && !ir_is_float(dtype)) {
         el_error(e, loc, "cannot combine a %s tensor with float %g", ir_dtype_name(dtype), v->f);
         return NULL;
     }

@@ -45,7 +45,7 @@ typedef struct {
 } ir_loc;
 
 typedef enum {
-#define OP(e, name, nmin, nmax, nout, attrs) IR_OP_##e,
+#define OP(e, name, nmin, nmax, nout, attrs, traits) IR_OP_##e,
 #include "ops.def"
 #undef OP
     IR_NOPS
@@ -235,14 +235,46 @@ double ir_attr_float(const ir_node *n, const char *key);
 const int64_t *ir_attr_ints(const ir_node *n, const char *key, int *count);
 
 /* ---- ops ---- */
+
+/* What kind of op it is, for the passes and executors that treat ops by kind
+ * (ops.def's last column).  A list that differs from these on purpose keeps
+ * its own case, with a comment saying why. */
+enum {
+    IR_UNARY = 1 << 0,      /* elementwise on one floating-point tensor, the result of its
+                               type (runtime/exec.c k_unary) */
+    IR_BINARY = 1 << 1,     /* elementwise on two of one dtype, NumPy broadcasting (k_binary) */
+    IR_UNARY_GRAD = 1 << 2, /* a unary op's gradient: dy and a forward value of dy's type ->
+                               dx of that type (runtime/grad.c k_unary_grad) */
+    IR_EPILOGUE = 1 << 3,   /* fuses into its producer's kernel as an epilogue (passes/fuse.c),
+                               costing its arithmetic alone (passes/pipeline.c) */
+    IR_INPLACE = 1 << 4,    /* reads element i of its first operand (a binary op: of either)
+                               before it writes element i of the result, which may then take
+                               that operand's buffer (passes/memplan.c) */
+    IR_MAP = 1 << 5,        /* runs as one generated map kernel on the GPU (codegen/kernels.c) */
+};
+#define IR_ELEMENTWISE (IR_UNARY | IR_BINARY | IR_UNARY_GRAD)
+
 typedef struct {
     const char *name;
     int nin_min, nin_max;
     int nout;                   /* results (sgd: 1 without momentum, 2 with) */
     const char *attrs;          /* the schema, see ops.def */
+    unsigned traits;            /* IR_UNARY, ...: what kind of op */
 } ir_op_info;
 
 extern const ir_op_info ir_ops[IR_NOPS];
+
+/* Whether op has any of traits. */
+static inline int ir_op_is(ir_op op, unsigned traits)
+{
+    return (ir_ops[op].traits & traits) != 0;
+}
+
+/* Whether values of t are floating point (f32, f16, bf16). */
+static inline int ir_is_float(ir_dtype t)
+{
+    return t == IR_F32 || t == IR_F16 || t == IR_BF16;
+}
 int ir_op_lookup(const char *name);                     /* -1 if unknown */
 
 /* Shape and dtype rule of n's op: computes the type of each output from the

@@ -9,7 +9,8 @@
 #include <string.h>
 
 const ir_op_info ir_ops[IR_NOPS] = {
-#define OP(e, name, nmin, nmax, nout, attrs) [IR_OP_##e] = {name, nmin, nmax, nout, attrs},
+#define OP(e, name, nmin, nmax, nout, attrs, traits) \
+    [IR_OP_##e] = {name, nmin, nmax, nout, attrs, traits},
 #include "ops.def"
 #undef OP
 };
@@ -39,7 +40,6 @@ static const char *type_str(char (*bufs)[128], int *next, const ir_type *t)
 #define TS(t) type_str(tbuf, &tb, (t))
 #define FAIL(...) return fail(err, errlen, __VA_ARGS__)
 
-static int is_float(ir_dtype t) { return t == IR_F32 || t == IR_F16 || t == IR_BF16; }
 static int is_int(ir_dtype t) { return t == IR_I32 || t == IR_I64 || t == IR_U8; }
 
 /* NumPy broadcasting of a and b into out; 0 if the shapes do not broadcast. */
@@ -75,7 +75,7 @@ static int conv_rule(const ir_node *n, const ir_type *a, const ir_type *b, const
 {
     char tbuf[4][128];
     int tb = 0;
-    if (a->rank != 4 || !is_float(a->dtype))
+    if (a->rank != 4 || !ir_is_float(a->dtype))
         FAIL("conv2d expects 4-d input, got %s", TS(a));
     const int64_t *st = ir_attr_ints(n, "stride", NULL), *pd = ir_attr_ints(n, "pad", NULL),
                   *dl = ir_attr_ints(n, "dilation", NULL);
@@ -110,7 +110,7 @@ static int pool_rule(const ir_node *n, const ir_type *a, ir_type *o, char *err, 
     int tb = 0;
     int is_max = n->op == IR_OP_MAXPOOL2D || n->op == IR_OP_MAXPOOL2D_GRAD;
     const char *op = is_max ? "maxpool2d" : "avgpool2d";
-        if (a->rank != 4 || !is_float(a->dtype))
+        if (a->rank != 4 || !ir_is_float(a->dtype))
             FAIL("%s expects 4-d input, got %s", op, TS(a));
         const int64_t *k = ir_attr_ints(n, "kernel", NULL), *st = ir_attr_ints(n, "stride", NULL),
                       *pd = ir_attr_ints(n, "pad", NULL);
@@ -215,10 +215,11 @@ static int infer_training(const ir_node *n, ir_type *out, char *err, size_t errl
     const ir_type *b = n->nin > 1 ? &n->in[1]->type : NULL;
     static const ir_type f32 = {IR_F32, 0, {0}}, i64 = {IR_I64, 0, {0}};
     ir_type t, y;
-    if (a && !is_float(a->dtype) && n->op != IR_OP_CROSS_ENTROPY_GRAD && n->op != IR_OP_SLICE)
+    if (a && !ir_is_float(a->dtype) && n->op != IR_OP_CROSS_ENTROPY_GRAD && n->op != IR_OP_SLICE)
         FAIL("%s expects a floating-point first operand, got %s", op, TS(a));
 
-    switch (n->op) {
+    /* a unary op's gradient (IR_UNARY_GRAD) has softmax_grad's rule, no axis */
+    switch (ir_op_is(n->op, IR_UNARY_GRAD) ? IR_OP_SOFTMAX_GRAD : n->op) {
     case IR_OP_BATCHNORM_TRAIN:
         if (a->rank < 2)
             FAIL("%s expects a tensor [n, c, ...], got %s", op, TS(a));
@@ -270,7 +271,6 @@ static int infer_training(const ir_node *n, ir_type *out, char *err, size_t errl
         return 1;
     }
 
-    case IR_OP_RELU_GRAD: case IR_OP_SIGMOID_GRAD: case IR_OP_TANH_GRAD: case IR_OP_GELU_GRAD:
     case IR_OP_SOFTMAX_GRAD: case IR_OP_LOG_SOFTMAX_GRAD:
         if (!ir_type_eq(a, b))
             FAIL("%s operands differ: %s and %s", op, TS(a), TS(b));
@@ -416,7 +416,7 @@ static int infer_training(const ir_node *n, ir_type *out, char *err, size_t errl
 
     case IR_OP_CROSS_ENTROPY_GRAD: {
         const ir_type *l = &n->in[2]->type;
-        if (!ir_type_eq(a, &f32) || b->rank != 2 || !is_float(b->dtype) || l->rank != 1 ||
+        if (!ir_type_eq(a, &f32) || b->rank != 2 || !ir_is_float(b->dtype) || l->rank != 1 ||
             l->dims[0] != b->dims[0] || (l->dtype != IR_I32 && l->dtype != IR_I64))
             FAIL("%s expects f32[] dloss, logits [n, c] and labels [n], got %s, %s and %s", op,
                  TS(a), TS(b), TS(l));
@@ -470,15 +470,8 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
     if (!ir_check_attrs(n, err, errlen))
         return 0;
 
-    switch (n->op) {
-    case IR_OP_CONST:
-        /* the declared type stands: a const is typed by whoever makes it */
-        *o = n->out[0]->type;
-        return 1;
-
-    case IR_OP_NEG: case IR_OP_RELU: case IR_OP_SIGMOID: case IR_OP_TANH:
-    case IR_OP_GELU: case IR_OP_DROPOUT:
-        if (!is_float(a->dtype))
+    if (ir_op_is(n->op, IR_UNARY)) {
+        if (!ir_is_float(a->dtype))
             FAIL("%s expects a floating-point tensor, got %s", op, TS(a));
         *o = *a;
         if (n->op == IR_OP_DROPOUT) {
@@ -487,17 +480,24 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
                 FAIL("dropout probability must be in [0, 1), got %g", p);
         }
         return 1;
-
-    case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV:
+    }
+    if (ir_op_is(n->op, IR_BINARY)) {
         if (a->dtype != b->dtype)
             FAIL("%s operands differ in dtype: %s and %s", op, TS(a), TS(b));
         if (!broadcast(a, b, o))
             FAIL("%s operands do not broadcast: %s and %s", op, TS(a), TS(b));
         o->dtype = a->dtype;
         return 1;
+    }
+
+    switch (n->op) {
+    case IR_OP_CONST:
+        /* the declared type stands: a const is typed by whoever makes it */
+        *o = n->out[0]->type;
+        return 1;
 
     case IR_OP_MATMUL: {
-        if (a->dtype != b->dtype || !is_float(a->dtype))
+        if (a->dtype != b->dtype || !ir_is_float(a->dtype))
             FAIL("matmul expects two floating-point tensors of one dtype, got %s and %s",
                  TS(a), TS(b));
         if (a->rank < 2 || b->rank < 2)
@@ -517,7 +517,7 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
     }
 
     case IR_OP_DENSE:
-        if (!is_float(a->dtype) || a->rank < 1)
+        if (!ir_is_float(a->dtype) || a->rank < 1)
             FAIL("dense expects a floating-point tensor of rank 1 or more, got %s", TS(a));
         if (b->rank != 2 || b->dtype != a->dtype)
             FAIL("dense weight must be %s[out, in], got %s", ir_dtype_name(a->dtype), TS(b));
@@ -538,7 +538,7 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
         return conv_rule(n, a, b, n->nin == 3 ? &n->in[2]->type : NULL, o, err, errlen);
 
     case IR_OP_BATCHNORM:
-        if (a->rank < 2 || !is_float(a->dtype))
+        if (a->rank < 2 || !ir_is_float(a->dtype))
             FAIL("batchnorm expects a floating-point tensor [n, c, ...], got %s", TS(a));
         for (int i = 1; i < 5; i++) {
             const ir_type *t = &n->in[i]->type;
@@ -550,7 +550,7 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
         return 1;
 
     case IR_OP_LAYERNORM: {
-        if (!is_float(a->dtype))
+        if (!ir_is_float(a->dtype))
             FAIL("layernorm expects a floating-point tensor, got %s", TS(a));
         for (int i = 1; i < 3; i++) {
             const ir_type *t = &n->in[i]->type;
@@ -570,7 +570,7 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
 
     case IR_OP_SOFTMAX: case IR_OP_LOG_SOFTMAX: {
         int64_t axis = ir_attr_int(n, "axis");
-        if (!is_float(a->dtype) || a->rank < 1)
+        if (!ir_is_float(a->dtype) || a->rank < 1)
             FAIL("%s expects a floating-point tensor, got %s", op, TS(a));
         if (axis < 0 || axis >= a->rank)
             FAIL("%s axis %lld is out of range for %s", op, (long long)axis, TS(a));
@@ -582,7 +582,7 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
         return pool_rule(n, a, o, err, errlen);
 
     case IR_OP_GLOBAL_AVGPOOL:
-        if (a->rank != 4 || !is_float(a->dtype))
+        if (a->rank != 4 || !ir_is_float(a->dtype))
             FAIL("global_avgpool expects 4-d input, got %s", TS(a));
         *o = (ir_type){a->dtype, 4, {a->dims[0], a->dims[1], 1, 1}};
         return 1;
@@ -644,7 +644,7 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
     case IR_OP_EMBEDDING:
         if (a->dtype != IR_I32 && a->dtype != IR_I64)
             FAIL("embedding indices must be i32 or i64, got %s", TS(a));
-        if (b->rank != 2 || !is_float(b->dtype))
+        if (b->rank != 2 || !ir_is_float(b->dtype))
             FAIL("embedding table must be a floating-point [num, dim], got %s", TS(b));
         if (a->rank + 1 > IR_MAX_RANK)
             FAIL("embedding output would exceed the maximum rank");
@@ -654,7 +654,7 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
         return 1;
 
     case IR_OP_CROSS_ENTROPY:
-        if (a->rank != 2 || !is_float(a->dtype))
+        if (a->rank != 2 || !ir_is_float(a->dtype))
             FAIL("cross_entropy expects logits [n, classes], got %s", TS(a));
         if (b->rank != 1 || b->dims[0] != a->dims[0] || !is_int(b->dtype) || b->dtype == IR_U8)
             FAIL("cross_entropy expects i32 or i64 labels [%lld], got %s",
@@ -663,7 +663,7 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
         return 1;
 
     case IR_OP_MSE:
-        if (!is_float(a->dtype) || !ir_type_eq(a, b))
+        if (!ir_is_float(a->dtype) || !ir_type_eq(a, b))
             FAIL("mse expects two floating-point tensors of one type, got %s and %s",
                  TS(a), TS(b));
         *o = (ir_type){IR_F32, 0, {0}};

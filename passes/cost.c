@@ -316,18 +316,18 @@ static double window(const ir_node *n)
     return (double)(k[0] * k[1]);
 }
 
-double cost_node_flops(const ir_node *n)
+double cost_gemm_flops(const ir_node *n)
 {
     const ir_type *out = &n->out[0]->type;
     double e = (double)ir_type_numel(out);
     switch (n->op) {
-    /* GEMM-shaped: two FLOPs per multiply-add, and a bias add per result */
+    /* two FLOPs per multiply-add */
     case IR_OP_CONV2D: {
         const ir_type *w = &n->in[1]->type;
-        return 2.0 * e * (double)(w->dims[1] * w->dims[2] * w->dims[3]) + (n->nin == 3 ? e : 0);
+        return 2.0 * e * (double)(w->dims[1] * w->dims[2] * w->dims[3]);
     }
     case IR_OP_DENSE:
-        return 2.0 * e * (double)n->in[1]->type.dims[1] + (n->nin == 3 ? e : 0);
+        return 2.0 * e * (double)n->in[1]->type.dims[1];
     case IR_OP_MATMUL:
         return 2.0 * e * (double)n->in[0]->type.dims[n->in[0]->type.rank - 1];
     /* the gradients: as many multiply-adds as the forward op, over dy */
@@ -339,11 +339,22 @@ double cost_node_flops(const ir_node *n)
         int64_t in = n->op == IR_OP_DENSE_GRAD_WEIGHT ? out->dims[1] : n->in[1]->type.dims[1];
         return 2.0 * numel(n->in[0]) * (double)in;
     }
+    default:
+        return 0;
+    }
+}
 
-    /* elementwise: one per result element */
-    case IR_OP_NEG: case IR_OP_RELU: case IR_OP_SIGMOID: case IR_OP_TANH: case IR_OP_GELU:
-    case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV:
-    case IR_OP_RELU_GRAD: case IR_OP_SIGMOID_GRAD: case IR_OP_TANH_GRAD: case IR_OP_GELU_GRAD:
+double cost_node_flops(const ir_node *n)
+{
+    double e = (double)ir_type_numel(&n->out[0]->type);
+    if (cost_op_gemm(n->op)) /* and a bias add per result */
+        return cost_gemm_flops(n) +
+               ((n->op == IR_OP_CONV2D || n->op == IR_OP_DENSE) && n->nin == 3 ? e : 0);
+    switch (n->op) {
+    /* elementwise: one per result element (dropout at inference is the
+       identity, no arithmetic) */
+    case IR_OP_DROPOUT:
+        return 0;
     case IR_OP_DROPOUT_TRAIN:
         return e;
 
@@ -396,8 +407,9 @@ double cost_node_flops(const ir_node *n)
     case IR_OP_BN_FOLD_SCALE:
         return 3.0 * e;             /* gamma / sqrt(var + eps) */
 
-    default:                        /* data movement, constants, communication */
-        return 0;
+    default:                        /* elementwise: one per result element; data
+                                       movement, constants, communication: none */
+        return ir_op_is(n->op, IR_ELEMENTWISE) ? e : 0;
     }
 }
 

@@ -60,6 +60,9 @@ int cost_device_parse(const char *spec, cost_device *out, char *err, size_t errl
  * bias), a few FLOPs per element for the others (cost.c lists them); 0 for
  * data movement and communication. */
 double cost_node_flops(const ir_node *n);
+/* The multiply-adds times two alone of the GEMM-shaped ops (cost_op_gemm), the
+ * usual FLOP count of a model (gnc compile's summary); 0 for the others. */
+double cost_gemm_flops(const ir_node *n);
 /* Whether op's FLOPs run at cost_device.flops (else at flops_other). */
 int cost_op_gemm(ir_op op);
 /* Bytes n reads (each operand once, only the rows or slice it touches) and

@@ -56,9 +56,8 @@ int pass_fold(ir_graph *g, diag *d)
         next = n->next;
         const ir_type *t = &n->out[0]->type;
         double a, b;
-        int is_float = t->dtype == IR_F32 || t->dtype == IR_F16 || t->dtype == IR_BF16;
         /* elementwise ops of constants: one constant */
-        if (is_float && n->nin >= 1 && n->nin <= 2 && const_value(n->in[0], &a) &&
+        if (ir_is_float(t->dtype) && n->nin >= 1 && n->nin <= 2 && const_value(n->in[0], &a) &&
             (n->nin == 1 || const_value(n->in[1], &b))) {
             float r;
             if (eval_const(n->op, (float)a, n->nin == 2 ? (float)b : 0, &r)) {

@@ -24,15 +24,7 @@
 
 static int is_epilogue_op(ir_op op)
 {
-    switch (op) {
-    case IR_OP_NEG: case IR_OP_RELU: case IR_OP_SIGMOID: case IR_OP_TANH: case IR_OP_GELU:
-    case IR_OP_DROPOUT: case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV:
-    case IR_OP_BATCHNORM: case IR_OP_RELU_GRAD: case IR_OP_SIGMOID_GRAD: case IR_OP_TANH_GRAD:
-    case IR_OP_GELU_GRAD:
-        return 1;
-    default:
-        return 0;
-    }
+    return ir_op_is(op, IR_EPILOGUE);
 }
 
 /* Reductions that take the chain so far as their prologue: the chain goes on

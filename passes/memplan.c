@@ -46,14 +46,12 @@ int mp_inplace_operand(const ir_node *n)
     switch (n->op) {
     case IR_OP_RESHAPE:
         return n->in[0]->type.dtype == t->dtype ? 0 : -1;
-    case IR_OP_NEG: case IR_OP_RELU: case IR_OP_SIGMOID: case IR_OP_TANH: case IR_OP_GELU:
-    case IR_OP_DROPOUT: case IR_OP_BATCHNORM: case IR_OP_RELU_GRAD: case IR_OP_SIGMOID_GRAD:
-    case IR_OP_TANH_GRAD: case IR_OP_GELU_GRAD:
-        return ir_type_eq(&n->in[0]->type, t) ? 0 : -1;
-    case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV:
-        return ir_type_eq(&n->in[0]->type, t) ? 0 : ir_type_eq(&n->in[1]->type, t) ? 1 : -1;
     default:
-        return -1;
+        if (!ir_op_is(n->op, IR_INPLACE))
+            return -1;
+        if (ir_type_eq(&n->in[0]->type, t))
+            return 0;
+        return ir_op_is(n->op, IR_BINARY) && ir_type_eq(&n->in[1]->type, t) ? 1 : -1;
     }
 }
 

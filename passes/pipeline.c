@@ -47,15 +47,9 @@ static int inflight(const pt *P, int s)
  * arithmetic. */
 static double node_seconds(const cost_device *dev, const ir_node *n)
 {
-    switch (n->op) {
-    case IR_OP_NEG: case IR_OP_RELU: case IR_OP_SIGMOID: case IR_OP_TANH: case IR_OP_GELU:
-    case IR_OP_DROPOUT: case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV:
-    case IR_OP_BATCHNORM: case IR_OP_RELU_GRAD: case IR_OP_SIGMOID_GRAD: case IR_OP_TANH_GRAD:
-    case IR_OP_GELU_GRAD:
+    if (ir_op_is(n->op, IR_EPILOGUE))
         return cost_node_flops(n) / dev->flops_other;
-    default:
-        return cost_node_seconds(dev, n);
-    }
+    return cost_node_seconds(dev, n);
 }
 
 int pt_pipeline_stages(pt *P)

@@ -323,16 +323,8 @@ static int reshape_axis(const ir_type *in, const ir_type *out, int a, int D)
 static int is_layer(ir_op op) { return op == IR_OP_DENSE || op == IR_OP_CONV2D; }
 static int is_optimizer(ir_op op) { return op == IR_OP_SGD || op == IR_OP_ADAM; }
 
-static int is_unary(ir_op op)
-{
-    return op == IR_OP_NEG || op == IR_OP_RELU || op == IR_OP_SIGMOID || op == IR_OP_TANH ||
-           op == IR_OP_GELU || op == IR_OP_DROPOUT;
-}
-
-static int is_binary(ir_op op)
-{
-    return op == IR_OP_ADD || op == IR_OP_SUB || op == IR_OP_MUL || op == IR_OP_DIV;
-}
+static int is_unary(ir_op op) { return ir_op_is(op, IR_UNARY); }
+static int is_binary(ir_op op) { return ir_op_is(op, IR_BINARY); }
 
 /* The channel axis of n's result when n reads v, whose channels are along axis
  * a, without mixing channels; -1 when n is not such an op. */
@@ -838,10 +830,7 @@ static void run_node(tp *T, const ir_node *s)
     int grouped = s->op == IR_OP_CONV2D || s->op == IR_OP_CONV2D_GRAD_INPUT ||
                   s->op == IR_OP_CONV2D_GRAD_WEIGHT ? ir_attr_int(s, "groups") != 1 : 0;
     switch (s->op) {
-    case IR_OP_NEG: case IR_OP_RELU: case IR_OP_SIGMOID: case IR_OP_TANH: case IR_OP_GELU:
-    case IR_OP_DROPOUT: case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV:
-    case IR_OP_RELU_GRAD: case IR_OP_SIGMOID_GRAD: case IR_OP_TANH_GRAD: case IR_OP_GELU_GRAD:
-    case IR_OP_BN_FOLD_SCALE:
+    case IR_OP_BN_FOLD_SCALE: /* gamma / sqrt(var + eps), channel by channel */
         elementwise(T, s, lin, lout);
         break;
     case IR_OP_DROPOUT_TRAIN: {
@@ -944,6 +933,8 @@ static void run_node(tp *T, const ir_node *s)
         break;
     }
     default:
+        if (ir_op_is(s->op, IR_ELEMENTWISE))
+            elementwise(T, s, lin, lout);
         break;
     }
     copy_all(T, s, lin, lout);

@@ -870,7 +870,6 @@ int64_t rt_cuda_region_bytes(const rt_cuda *x, int d, cg_region r)
 
 /* ---------------------------------------------------------------- values */
 
-static int is_float(ir_dtype t) { return t == IR_F32 || t == IR_F16 || t == IR_BF16; }
 
 /* Copies value v of device d between the host (floats as float) and where it
  * lives (to the inputs' staging buffer for a prefetch); synchronous for the
@@ -881,7 +880,7 @@ static int copy_value(rt_cuda *x, int d, const cg_value *cv, void *host, int up,
     cuda_gpu *G = &x->dev[d];
     unsigned char *stage = host;
     CUresult r = x->L.cuCtxSetCurrent(G->ctx);
-    int half = is_float(cv->dtype) && cv->dtype != IR_F32;
+    int half = ir_is_float(cv->dtype) && cv->dtype != IR_F32;
     if (prefetch && G->pinned) {
         /* through the page-locked copy of staging, so that the copy is
            asynchronous; the last copy out of it must have read it */
@@ -1007,7 +1006,7 @@ int rt_cuda_init_params(rt_cuda *x, uint64_t seed, char *err, size_t errlen)
     for (int i = 0; i < g->nparams; i++) {
         const ir_value *v = g->params[i];
         int64_t n = ir_type_numel(&v->type);
-        if (!is_float(v->type.dtype))
+        if (!ir_is_float(v->type.dtype))
             continue;
         float *buf = malloc((size_t)(n > 0 ? n : 1) * sizeof *buf);
         if (!buf)

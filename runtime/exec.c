@@ -30,10 +30,8 @@ float *rt_scratch(rt_exec *x, size_t nfloats)
     return x->scratch;
 }
 
-static int is_float(ir_dtype t) { return t == IR_F32 || t == IR_F16 || t == IR_BF16; }
-
 /* Bytes of one element as the executor stores it: floats are widened to f32. */
-static size_t elem_size(ir_dtype t) { return is_float(t) ? sizeof(float) : ir_dtype_size(t); }
+static size_t elem_size(ir_dtype t) { return ir_is_float(t) ? sizeof(float) : ir_dtype_size(t); }
 
 static void *data(const rt_exec *x, const ir_value *v) { return x->buf[v->id]; }
 static float *fdata(const rt_exec *x, const ir_value *v) { return x->buf[v->id]; }
@@ -42,23 +40,31 @@ static float *fdata(const rt_exec *x, const ir_value *v) { return x->buf[v->id];
 
 float rt_gelu(float a) { return 0.5f * a * (1.0f + erff(a * (float)M_SQRT1_2)); }
 
+/* o[i] = op(a[i]) for i in [lo, hi): the arithmetic of the unary ops
+ * (IR_UNARY), for whole tensors and for fused epilogues alike. */
+static void unary_range(ir_op op, const float *a, float *o, int64_t lo, int64_t hi)
+{
+    switch (op) {
+#define EACH(expr) for (int64_t i = lo; i < hi; i++) { float v = a[i]; o[i] = (expr); } break;
+    case IR_OP_NEG:     EACH(-v)
+    case IR_OP_RELU:    EACH(v > 0 ? v : 0)
+    case IR_OP_SIGMOID: EACH(1.0f / (1.0f + expf(-v)))
+    case IR_OP_TANH:    EACH(tanhf(v))
+    case IR_OP_GELU:    EACH(rt_gelu(v))
+    default:            EACH(v) /* dropout: identity at inference */
+#undef EACH
+    }
+}
+
 static int k_unary(rt_exec *x, const ir_node *n)
 {
+    enum { CHUNK = 16384 };
     const float *a = IN(0);
     float *o = OUT;
     int64_t len = NUMEL(n->out[0]);
-    switch (n->op) {
-#define MAP(expr) \
-    _Pragma("omp parallel for if (len > PAR_MIN)") \
-    for (int64_t i = 0; i < len; i++) { float v = a[i]; o[i] = (expr); } break;
-    case IR_OP_NEG:     MAP(-v)
-    case IR_OP_RELU:    MAP(v > 0 ? v : 0)
-    case IR_OP_SIGMOID: MAP(1.0f / (1.0f + expf(-v)))
-    case IR_OP_TANH:    MAP(tanhf(v))
-    case IR_OP_GELU:    MAP(rt_gelu(v))
-    default:            MAP(v) /* dropout: identity at inference */
-#undef MAP
-    }
+#pragma omp parallel for if (len > PAR_MIN)
+    for (int64_t lo = 0; lo < len; lo += CHUNK)
+        unary_range(n->op, a, o, lo, lo + CHUNK < len ? lo + CHUNK : len);
     return 0;
 }
 
@@ -294,18 +300,14 @@ static int epilogue_operand(const ir_node *m, const ir_value *running)
 {
     if (m->nout != 1 || !ir_type_eq(&m->out[0]->type, &running->type))
         return -1;
-    switch (m->op) {
-    case IR_OP_NEG: case IR_OP_RELU: case IR_OP_SIGMOID: case IR_OP_TANH: case IR_OP_GELU:
-    case IR_OP_DROPOUT: case IR_OP_BATCHNORM:
+    if (ir_op_is(m->op, IR_UNARY) || m->op == IR_OP_BATCHNORM)
         return m->in[0] == running && m->out[0]->type.rank == 4 ? 0 : -1;
-    case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV: {
+    if (ir_op_is(m->op, IR_BINARY)) {
         int k = m->in[0] == running ? 0 : m->in[1] == running ? 1 : -1;
         const ir_type *other = k >= 0 ? &m->in[1 - k]->type : NULL;
         return other && (ir_type_eq(other, &running->type) || other->rank == 0) ? k : -1;
     }
-    default:
-        return -1;
-    }
+    return -1; /* the gradients' epilogues run whole (they follow no convolution) */
 }
 
 /* Applies the members to elements [lo, hi) of image-shaped [n, c, h, w] values. */
@@ -316,15 +318,11 @@ static void run_epilogue(rt_exec *x, const epilogue *e, int64_t lo, int64_t hi)
         int k = e->k[j];
         const float *a = x->buf[n->in[k]->id];
         float *o = OUT;
+        if (ir_op_is(n->op, IR_UNARY)) {
+            unary_range(n->op, a, o, lo, hi);
+            continue;
+        }
         switch (n->op) {
-#define EACH(expr) for (int64_t i = lo; i < hi; i++) { float v = a[i]; o[i] = (expr); } break;
-        case IR_OP_NEG:     EACH(-v)
-        case IR_OP_RELU:    EACH(v > 0 ? v : 0)
-        case IR_OP_SIGMOID: EACH(1.0f / (1.0f + expf(-v)))
-        case IR_OP_TANH:    EACH(tanhf(v))
-        case IR_OP_GELU:    EACH(rt_gelu(v))
-        case IR_OP_DROPOUT: EACH(v)
-#undef EACH
         case IR_OP_BATCHNORM: {
             const ir_type *t = &n->out[0]->type;
             int64_t c = t->dims[1], hw = t->dims[2] * t->dims[3];
@@ -748,12 +746,12 @@ static int k_mse(rt_exec *x, const ir_node *n)
 
 static int run_node(rt_exec *x, const ir_node *n, char *err, size_t errlen)
 {
+    if (ir_op_is(n->op, IR_UNARY))
+        return k_unary(x, n);
+    if (ir_op_is(n->op, IR_BINARY))
+        return k_binary(x, n);
     switch (n->op) {
     case IR_OP_CONST: return k_const(x, n);
-    case IR_OP_NEG: case IR_OP_RELU: case IR_OP_SIGMOID: case IR_OP_TANH: case IR_OP_GELU:
-    case IR_OP_DROPOUT:
-        return k_unary(x, n);
-    case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV: return k_binary(x, n);
     case IR_OP_MATMUL: return k_matmul(x, n);
     case IR_OP_DENSE: return k_dense(x, n);
     case IR_OP_CONV2D: return k_conv2d(x, n, NULL, err, errlen);
@@ -788,7 +786,7 @@ static int supported(const ir_node *n)
     case IR_OP_CROSS_ENTROPY: case IR_OP_SEND: case IR_OP_SLICE:
         return 1;
     default:
-        return is_float(n->out[0]->type.dtype);
+        return ir_is_float(n->out[0]->type.dtype);
     }
 }
 

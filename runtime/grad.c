@@ -671,6 +671,8 @@ static int k_adam(rt_exec *x, const ir_node *n)
 
 int rt_train_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen)
 {
+    if (ir_op_is(n->op, IR_UNARY_GRAD))
+        return k_unary_grad(x, n);
     switch (n->op) {
     case IR_OP_BATCHNORM_TRAIN: return k_batchnorm_train(x, n);
     case IR_OP_BATCHNORM_APPLY: return k_batchnorm_apply(x, n);
@@ -678,8 +680,6 @@ int rt_train_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     case IR_OP_SUM_TO: return k_sum_to(x, n);
     case IR_OP_BROADCAST_TO: return k_broadcast_to(x, n);
     case IR_OP_SLICE: return k_slice(x, n);
-    case IR_OP_RELU_GRAD: case IR_OP_SIGMOID_GRAD: case IR_OP_TANH_GRAD: case IR_OP_GELU_GRAD:
-        return k_unary_grad(x, n);
     case IR_OP_DENSE_GRAD_INPUT: case IR_OP_DENSE_GRAD_WEIGHT: return k_dense_grad(x, n);
     case IR_OP_CONV2D_GRAD_INPUT: case IR_OP_CONV2D_GRAD_WEIGHT:
         return k_conv2d_grad(x, n, err, errlen);

@@ -65,7 +65,6 @@ static int on_gpu(const rt_session *s, const ir_value *v)
     return rt_cuda_holds(s->gpu, v);
 }
 
-static int is_float(ir_dtype t) { return t == IR_F32 || t == IR_F16 || t == IR_BF16; }
 
 /* The GPU half of a cuda session: probe, program, executor, parameters, inputs. */
 static int open_gpu(rt_session *s, const rt_plan *p, const rt_session_options *o, char *err,
@@ -94,7 +93,7 @@ static int open_gpu(rt_session *s, const rt_plan *p, const rt_session_options *o
     for (int i = 0; i < s->g->nparams; i++) {
         const ir_value *v = s->g->params[i];
         void *h = rt_exec_data(s->host, v);
-        if (!is_float(v->type.dtype) && h && on_gpu(s, v) &&
+        if (!ir_is_float(v->type.dtype) && h && on_gpu(s, v) &&
             rt_cuda_write(s->gpu, -1, v, h, err, errlen) != 0)
             return -1;
     }

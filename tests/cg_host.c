@@ -147,7 +147,6 @@ void cg_host_mem_free(const cg_program *p, cg_host_mem *m)
     free(m);
 }
 
-static int is_float(ir_dtype t) { return t == IR_F32 || t == IR_F16 || t == IR_BF16; }
 
 static double get(const unsigned char *p, ir_dtype t, int64_t i)
 {
@@ -182,7 +181,7 @@ int cg_host_write(const cg_program *p, cg_host_mem *m, int d, const ir_value *v,
     if (!x)
         return -1;
     unsigned char *dst = at(m, d, x->at);
-    if (!is_float(x->dtype)) {
+    if (!ir_is_float(x->dtype)) {
         memcpy(dst, data, (size_t)x->bytes);
         return 0;
     }
@@ -197,7 +196,7 @@ int cg_host_read(const cg_program *p, cg_host_mem *m, int d, const ir_value *v, 
     if (!x)
         return -1;
     const unsigned char *src = at(m, d, x->at);
-    if (!is_float(x->dtype)) {
+    if (!ir_is_float(x->dtype)) {
         memcpy(out, src, (size_t)x->bytes);
         return 0;
     }

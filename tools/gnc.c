@@ -677,37 +677,6 @@ static int cmd_dump(const options *o, ir_graph *g)
     return 0;
 }
 
-/* Multiply-adds times two of the GEMM-shaped ops and their gradients, the usual
- * FLOP count. */
-static double node_flops(const ir_node *n)
-{
-    const ir_type *out = &n->out[0]->type;
-    switch (n->op) {
-    case IR_OP_CONV2D: {
-        const ir_type *w = &n->in[1]->type;
-        return 2.0 * (double)ir_type_numel(out) * (double)(w->dims[1] * w->dims[2] * w->dims[3]);
-    }
-    case IR_OP_DENSE:
-        return 2.0 * (double)ir_type_numel(out) * (double)n->in[1]->type.dims[1];
-    case IR_OP_MATMUL:
-        return 2.0 * (double)ir_type_numel(out) *
-               (double)n->in[0]->type.dims[n->in[0]->type.rank - 1];
-    /* the gradients: as many multiply-adds as the forward op, over dy */
-    case IR_OP_CONV2D_GRAD_INPUT: case IR_OP_CONV2D_GRAD_WEIGHT: {
-        const ir_type *dy = &n->in[0]->type;
-        const int64_t *w = n->op == IR_OP_CONV2D_GRAD_WEIGHT ? out->dims : n->in[1]->type.dims;
-        return 2.0 * (double)ir_type_numel(dy) * (double)(w[1] * w[2] * w[3]);
-    }
-    case IR_OP_DENSE_GRAD_INPUT: case IR_OP_DENSE_GRAD_WEIGHT: {
-        const ir_type *dy = &n->in[0]->type;
-        int64_t in = n->op == IR_OP_DENSE_GRAD_WEIGHT ? out->dims[1] : n->in[1]->type.dims[1];
-        return 2.0 * (double)ir_type_numel(dy) * (double)in;
-    }
-    default:
-        return 0;
-    }
-}
-
 /* without_remat: the planned peak of the same program without --remat (or -1). */
 static int cmd_compile(const options *o, ir_graph *g, const mp_plan *plan, int64_t without_remat,
                        double ms)
@@ -729,7 +698,7 @@ static int cmd_compile(const options *o, ir_graph *g, const mp_plan *plan, int64
     }
     ir_for_each_node(g, n) {
         counts[n->op]++;
-        flops += node_flops(n);
+        flops += cost_gemm_flops(n);
     }
     printf("model %s (%s)\n", g->name, o->c.file);
     for (int i = 0; i < g->ninputs; i++)

@@ -44,7 +44,6 @@ typedef struct {
     const ir_value *image, *label, *logits;
 } model;
 
-static int is_float(ir_dtype t) { return t == IR_F32 || t == IR_F16 || t == IR_BF16; }
 
 static void model_free(model *m)
 {
@@ -96,7 +95,7 @@ static int model_load(const options *o, long long batch, int train, model *m)
         const ir_value *v = g->inputs[i];
         if (strncmp(v->name, "train.", 6) == 0)
             continue;
-        if (is_float(v->type.dtype) && !m->image)
+        if (ir_is_float(v->type.dtype) && !m->image)
             m->image = v;
         else if ((v->type.dtype == IR_I32 || v->type.dtype == IR_I64) && !m->label)
             m->label = v;
@@ -107,7 +106,7 @@ static int model_load(const options *o, long long batch, int train, model *m)
        output of them all, gathered */
     for (int i = 0; !m->logits && m->image && g->loss && i < g->noutputs; i++) {
         const ir_type *t = &g->outputs[i].value->type;
-        if (t->rank == 2 && t->dims[0] == m->image->type.dims[0] && is_float(t->dtype))
+        if (t->rank == 2 && t->dims[0] == m->image->type.dims[0] && ir_is_float(t->dtype))
             m->logits = g->outputs[i].value;
     }
     if (!m->image || !m->label || !m->logits || m->image->type.rank != 4 ||
