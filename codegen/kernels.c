@@ -100,7 +100,7 @@ static const char *const reserved[] = {
     /* CUDA and the prelude */
     "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "i64", "u64", "bf16", "f16",
     "ld", "st", "ldv", "stv", "to_f32", "to_bf16", "to_f16", "relu_f", "sigmoid_f", "gelu_f",
-    "gelu_grad_f", "warp_sum", "warp_max", "block_sum", "block_max", "splitmix64",
+    "gelu_grad_f", "silu_f", "silu_grad_f", "warp_sum", "warp_max", "block_sum", "block_max", "splitmix64",
     "dropout_key", "dropout_keep", "report", "gnc_status", "gnc_scaler", "NEG_INF", "POS_INF",
     "expf", "erff", "tanhf", "logf", "sqrtf", "exp", "log", "sqrt", "pow", "fabsf", "rintf",
     /* the templates' own */
@@ -778,6 +778,7 @@ static void emit_map(kb *k, const ir_node *n)
     case IR_OP_SIGMOID: set(k, y, kstr(k, "sigmoid_f(%s)", a)); return;
     case IR_OP_TANH: set(k, y, kstr(k, "tanhf(%s)", a)); return;
     case IR_OP_GELU: set(k, y, kstr(k, "gelu_f(%s)", a)); return;
+    case IR_OP_SILU: set(k, y, kstr(k, "silu_f(%s)", a)); return;
     case IR_OP_DROPOUT: /* identity at inference */
     case IR_OP_RESHAPE:
         if (ir_type_eq(&n->in[0]->type, k->iter))
@@ -807,6 +808,9 @@ static void emit_map(kb *k, const ir_node *n)
     }
     case IR_OP_GELU_GRAD:
         set(k, y, kstr(k, "gelu_grad_f(%s, %s)", opnd(k, n->in[0]), opnd(k, n->in[1])));
+        return;
+    case IR_OP_SILU_GRAD:
+        set(k, y, kstr(k, "silu_grad_f(%s, %s)", opnd(k, n->in[0]), opnd(k, n->in[1])));
         return;
     case IR_OP_BATCHNORM: { /* scale = w / sqrt(var + eps), shift = b - mean scale */
         const char *c = channel(k, k->iter), *sc = tmp(k, "bn_scale");

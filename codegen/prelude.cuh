@@ -176,6 +176,13 @@ __device__ __forceinline__ float gelu_grad_f(float dy, float x)
     return dy * (0.5f * (1.0f + erff(x * 0.707106781f)) + x * expf(-0.5f * x * x) * 0.398942280f);
 }
 
+__device__ __forceinline__ float silu_f(float a) { return a / (1.0f + expf(-a)); }
+__device__ __forceinline__ float silu_grad_f(float dy, float x)
+{
+    const float s = 1.0f / (1.0f + expf(-x));
+    return dy * s * (1.0f + x * (1.0f - s));
+}
+
 /* ---- reductions: every lane or thread gets the same total, summed in a
  * fixed tree (the same bits every run) ---- */
 

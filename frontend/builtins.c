@@ -39,6 +39,7 @@ static val b_relu(elab *e, call *c) { return unary(e, c, IR_OP_RELU); }
 static val b_sigmoid(elab *e, call *c) { return unary(e, c, IR_OP_SIGMOID); }
 static val b_tanh(elab *e, call *c) { return unary(e, c, IR_OP_TANH); }
 static val b_gelu(elab *e, call *c) { return unary(e, c, IR_OP_GELU); }
+static val b_silu(elab *e, call *c) { return unary(e, c, IR_OP_SILU); }
 static val b_global_avgpool(elab *e, call *c) { return unary(e, c, IR_OP_GLOBAL_AVGPOOL); }
 
 static val binary(elab *e, call *c, ir_op op)
@@ -526,6 +527,7 @@ const builtin fe_builtins[] = {
     {"sigmoid", "x", b_sigmoid, 1},
     {"tanh", "x", b_tanh, 1},
     {"gelu", "x", b_gelu, 1},
+    {"silu", "x", b_silu, 1},
     {"softmax", "x, axis=-1", b_softmax, 1},
     {"log_softmax", "x, axis=-1", b_log_softmax, 1},
     {"maxpool2d", "x, kernel, stride=?, pad=0, dilation=1", b_maxpool2d, 1},

@@ -193,6 +193,9 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
     case IR_OP_GELU:
         acc(a, x, op2(a, IR_OP_GELU_GRAD, dy, x, gx));
         return;
+    case IR_OP_SILU:
+        acc(a, x, op2(a, IR_OP_SILU_GRAD, dy, x, gx));
+        return;
     case IR_OP_DROPOUT_TRAIN:
         acc(a, x, op2(a, IR_OP_MUL, dy, n->out[1], gx));
         return;

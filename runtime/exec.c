@@ -51,6 +51,7 @@ static void unary_range(ir_op op, const float *a, float *o, int64_t lo, int64_t 
     case IR_OP_SIGMOID: EACH(1.0f / (1.0f + expf(-v)))
     case IR_OP_TANH:    EACH(tanhf(v))
     case IR_OP_GELU:    EACH(rt_gelu(v))
+    case IR_OP_SILU:    EACH(v / (1.0f + expf(-v)))
     default:            EACH(v) /* dropout: identity at inference */
 #undef EACH
     }

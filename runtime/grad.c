@@ -199,7 +199,7 @@ static int k_slice(rt_exec *x, const ir_node *n)
 
 static int k_unary_grad(rt_exec *x, const ir_node *n)
 {
-    const float *dy = IN(0), *v = IN(1); /* v: y, or x for gelu */
+    const float *dy = IN(0), *v = IN(1); /* v: y, or x for gelu and silu */
     float *dx = OUT;
     int64_t len = NUMEL(n->out[0]);
     ir_op op = n->op;
@@ -210,6 +210,11 @@ static int k_unary_grad(rt_exec *x, const ir_node *n)
         case IR_OP_RELU_GRAD: g = v[i] > 0 ? dy[i] : 0.0f; break;
         case IR_OP_SIGMOID_GRAD: g = dy[i] * v[i] * (1 - v[i]); break;
         case IR_OP_TANH_GRAD: g = dy[i] * (1 - v[i] * v[i]); break;
+        case IR_OP_SILU_GRAD: { /* s (1 + x (1 - s)), s = sigmoid(x) */
+            float s = 1.0f / (1.0f + expf(-v[i]));
+            g = dy[i] * s * (1.0f + v[i] * (1.0f - s));
+            break;
+        }
         default: { /* gelu: Phi(x) + x phi(x) */
             double t = v[i];
             g = (float)(dy[i] * (0.5 * (1 + erf(t * M_SQRT1_2)) +

@@ -81,6 +81,7 @@ double *ref_unary(ir_op op, const double *a, const ir_type *ta)
         /* v * Phi(v), Phi(v) = (1 + erf(v / sqrt 2)) / 2 = erfc(-v / sqrt 2) / 2; the
            erfc form keeps full precision in the negative tail */
         case IR_OP_GELU:    y[i] = v * 0.5 * erfc(-v / sqrt(2.0)); break;
+        case IR_OP_SILU:    y[i] = v / (1 + exp(-v)); break;
         case IR_OP_DROPOUT: y[i] = v; break;
         default:
             fprintf(stderr, "ref_unary: %s is not unary\n", ir_ops[op].name);

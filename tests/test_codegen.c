@@ -86,6 +86,7 @@ static const op_case cases[] = {
     {"sigmoid", EL("sigmoid", "[3, 37]"), 1e-6, 1e-5, 0, 1},
     {"tanh", EL("tanh", "[4, 64]"), 1e-6, 1e-5, 0, 1},
     {"gelu", EL("gelu", "[3, 37]"), 1e-6, 1e-5, 0, 1},
+    {"silu", EL("silu", "[3, 37]"), 1e-6, 1e-5, 0, 1},
     {"dropout", G("  input %x: f32[4, 64]\n  %y: f32[4, 64] = dropout(%x) {p = 0.5}\n  output y = %y\n"),
      0, 0, 0, 1},
     {"add", G("  input %a: f32[3, 37]\n  input %b: f32[3, 37]\n  %y: f32[3, 37] = add(%a, %b)\n"
@@ -269,6 +270,8 @@ static const op_case cases[] = {
                     "  %y: f32[4, 64] = tanh_grad(%dy, %y0)\n  output y = %y\n"), 1e-7, 1e-6, 0, 1},
     {"gelu_grad", G("  input %dy: f32[3, 37]\n  input %x: f32[3, 37]\n"
                     "  %y: f32[3, 37] = gelu_grad(%dy, %x)\n  output y = %y\n"), 1e-6, 1e-5, 0, 1},
+    {"silu_grad", G("  input %dy: f32[3, 37]\n  input %x: f32[3, 37]\n"
+                    "  %y: f32[3, 37] = silu_grad(%dy, %x)\n  output y = %y\n"), 1e-6, 1e-5, 0, 1},
     {"dense_grad_input", G("  input %dy: f32[2, 3, 5]\n  input %w: f32[5, 7]\n"
                            "  %y: f32[2, 3, 7] = dense_grad_input(%dy, %w)\n  output y = %y\n"),
      1e-6, 1e-5, 0, 0},
@@ -492,8 +495,6 @@ static double uniform(void)
     return (double)(rng >> 11) * 0x1.0p-53;
 }
 
-static int is_float(ir_dtype t) { return t == IR_F32 || t == IR_F16 || t == IR_BF16; }
-
 static size_t value_size(const ir_value *v)
 {
     ir_dtype t = v->type.dtype;
@@ -686,7 +687,7 @@ static int compare_value(run *r, rt_exec *x, cg_host_mem *m, int d, const ir_val
     }
     const void *ref = rt_exec_data(x, v);
     int ok;
-    if (is_float(v->type.dtype)) {
+    if (ir_is_float(v->type.dtype)) {
         ok = compare(r->what, v->name, got, ref, ir_type_numel(&v->type), r->atol, r->rtol);
     } else {
         ok = memcmp(got, ref, bytes) == 0;
@@ -749,7 +750,7 @@ static void check_gpu(const gpu_env *env, run *r)
         if (rt_cuda_read(gr->x, dev[i], v, got, err, sizeof err)) {
             fail(r->what, "%%%s: %s", v->name, err);
             ok = 0;
-        } else if (is_float(v->type.dtype)) {
+        } else if (ir_is_float(v->type.dtype)) {
             ok = compare(r->what, v->name, got, rt_exec_data(x, v), ir_type_numel(&v->type),
                          r->atol, r->rtol);
         } else if (memcmp(got, rt_exec_data(x, v), bytes) != 0) {
@@ -915,7 +916,7 @@ static void status_case(cg_host *h, run *r, int code, int64_t pos, int64_t bad)
         const ir_value *v = g->inputs[i];
         void *data = calloc(1, value_size(v) + 8);
         fill(g, v, data, 1);
-        if (!is_float(v->type.dtype)) {
+        if (!ir_is_float(v->type.dtype)) {
             if (v->type.dtype == IR_I32)
                 ((int32_t *)data)[pos] = (int32_t)bad;
             else

@@ -377,7 +377,7 @@ static void test_const(void)
 static void test_unary(void)
 {
     static const ir_op ops[] = {IR_OP_NEG, IR_OP_RELU, IR_OP_SIGMOID, IR_OP_TANH, IR_OP_GELU,
-                                IR_OP_DROPOUT};
+                                IR_OP_SILU, IR_OP_DROPOUT};
     ir_type shapes[] = {SCALAR, F32(7, 13), F32(3, 1, 5, 7), F32(257, 131)};
     for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {

@@ -277,13 +277,13 @@ static char *random_program(uint64_t seed)
             (long long)d0, (long long)d1, (long long)d2, (long long)d2);
     fprintf(f, "    v0 = x\n");
     int n = 1;
-    static const char *const unary[] = {"relu", "sigmoid", "tanh", "gelu", "-"};
+    static const char *const unary[] = {"relu", "sigmoid", "tanh", "gelu", "silu", "-"};
     static const char *const binary[] = {"+", "-", "*"};
     for (int k = 0; k < 14; k++, n++) {
         int a = (int)(uniform() * n), b = (int)(uniform() * n);
         switch ((int)(uniform() * 9)) {
         case 0: case 1: {
-            const char *u = unary[(int)(uniform() * 5)];
+            const char *u = unary[(int)(uniform() * (sizeof unary / sizeof *unary))];
             fprintf(f, "    v%d = %s(v%d)\n", n, u, a);
             if (u[0] == '-')
                 fprintf(f, "    v%d = -v%d\n", n, a); /* redefined: the first is dead */

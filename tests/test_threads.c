@@ -492,7 +492,7 @@ static void test_forward(void)
     tc_run(&c);
 
     static const ir_op unary[] = {IR_OP_NEG, IR_OP_RELU, IR_OP_SIGMOID, IR_OP_TANH,
-                                  IR_OP_GELU, IR_OP_DROPOUT};
+                                  IR_OP_GELU, IR_OP_SILU, IR_OP_DROPOUT};
     for (size_t i = 0; i < sizeof unary / sizeof unary[0]; i++)
         unary_case(unary[i], F32(64, 1100), -8, 8);
     static const ir_op binary[] = {IR_OP_ADD, IR_OP_SUB, IR_OP_MUL, IR_OP_DIV};
@@ -663,7 +663,7 @@ static void test_training(void)
     tc_run(&c);
 
     static const ir_op grads[] = {IR_OP_RELU_GRAD, IR_OP_SIGMOID_GRAD, IR_OP_TANH_GRAD,
-                                  IR_OP_GELU_GRAD};
+                                  IR_OP_GELU_GRAD, IR_OP_SILU_GRAD};
     for (size_t i = 0; i < sizeof grads / sizeof grads[0]; i++) {
         tc_begin(&c, grads[i]);
         tc_in(&c, F32(64, 1100), -1, 1);

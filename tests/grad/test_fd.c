@@ -74,6 +74,7 @@ static double forward64(const ir_graph *g, double **vals)
             o = ref_const(&n->out[0]->type, ir_attr_float(n, "value"));
             break;
         case IR_OP_NEG: case IR_OP_RELU: case IR_OP_SIGMOID: case IR_OP_TANH: case IR_OP_GELU:
+        case IR_OP_SILU:
             o = ref_unary(n->op, a, ta);
             break;
         case IR_OP_DROPOUT_TRAIN: { /* y = x * mask, the executor's mask */
@@ -286,7 +287,7 @@ done:
 int main(void)
 {
     run_case("unary", M("input t: f32[4, 6]\n" P("p", "[4, 6]")
-                        "y = relu(p) + sigmoid(p) * tanh(p) - gelu(p) + -p\n"
+                        "y = relu(p) + sigmoid(p) * tanh(p) - gelu(p) + silu(p) + -p\n"
                         "loss mse(y, t)"), 0);
     run_case("dropout", M("input t: f32[8, 16]\n" P("p", "[8, 16]")
                           "loss mse(dropout(p, p = 0.3), t)"), 0);
@@ -332,7 +333,7 @@ int main(void)
 
     /* every forward op that has a gradient rule was differentiated */
     static const ir_op differentiable[] = {
-        IR_OP_NEG, IR_OP_RELU, IR_OP_SIGMOID, IR_OP_TANH, IR_OP_GELU, IR_OP_DROPOUT_TRAIN,
+        IR_OP_NEG, IR_OP_RELU, IR_OP_SIGMOID, IR_OP_TANH, IR_OP_GELU, IR_OP_SILU, IR_OP_DROPOUT_TRAIN,
         IR_OP_ADD, IR_OP_SUB, IR_OP_MUL, IR_OP_DIV, IR_OP_MATMUL, IR_OP_DENSE, IR_OP_CONV2D,
         IR_OP_BATCHNORM_TRAIN, IR_OP_LAYERNORM, IR_OP_SOFTMAX, IR_OP_LOG_SOFTMAX,
         IR_OP_MAXPOOL2D, IR_OP_AVGPOOL2D, IR_OP_GLOBAL_AVGPOOL, IR_OP_RESHAPE,
