@@ -194,8 +194,8 @@ static void classify(cg_gen *G)
     int nv = G->nvalues;
     ir_dtype half = G->o.precision == CG_BF16 ? IR_BF16 : IR_F16;
     int lowp = G->o.precision == CG_BF16 || G->o.precision == CG_FP16;
-    unsigned char *keep = cg_xcalloc((size_t)nv + 1, 1);
-    int *parent = cg_xmalloc(((size_t)nv + 1) * sizeof *parent);
+    unsigned char *keep = base_xcalloc((size_t)nv + 1, 1);
+    int *parent = base_xmalloc(((size_t)nv + 1) * sizeof *parent);
     for (int i = 0; i < nv; i++)
         parent[i] = i;
     for (int i = 0; i < g->ninputs; i++)
@@ -305,7 +305,7 @@ static void layout(cg_gen *G)
     const ir_graph *g = G->g;
     cg_device *D = G->D;
     int d = G->dev, single = G->p->ndevices == 1;
-    unsigned char *held = cg_xcalloc((size_t)G->nvalues + 1, 1);
+    unsigned char *held = base_xcalloc((size_t)G->nvalues + 1, 1);
     ir_for_each_node(g, n)
         if (n->device == d)
             for (int i = 0; i < n->nin; i++)
@@ -416,7 +416,7 @@ static cg_ref shadow(cg_gen *G, const ir_value *v, ir_dtype dt, int krsc, const 
         } else { /* with the run's other shadows, in one launch before the first reader */
             if (!G->ncasts)
                 G->casts_at = G->nlist;
-            G->casts = cg_xrealloc(G->casts, (size_t)(G->ncasts + 1) * sizeof *G->casts);
+            G->casts = base_xrealloc(G->casts, (size_t)(G->ncasts + 1) * sizeof *G->casts);
             G->casts[G->ncasts++] = (cg_cast){cg_ref_of(G, v), D->values[slot].at,
                                               G->dtype[v->id], dt, ir_type_numel(&v->type)};
         }
@@ -433,8 +433,8 @@ cg_ref cg_grad_stage(cg_gen *G, const ir_value *v, ir_dtype dt)
                          CG_PARAMS, NULL, dt, ir_type_numel(&v->type));
     D->values[slot].at.offset = top;
     D->region_bytes[CG_PARAMS] = top + align_up(D->values[slot].bytes);
-    G->gcasts = cg_xrealloc(G->gcasts, (size_t)(G->ngcasts + 1) * sizeof *G->gcasts);
-    G->gcast_v = cg_xrealloc(G->gcast_v, (size_t)(G->ngcasts + 1) * sizeof *G->gcast_v);
+    G->gcasts = base_xrealloc(G->gcasts, (size_t)(G->ngcasts + 1) * sizeof *G->gcasts);
+    G->gcast_v = base_xrealloc(G->gcast_v, (size_t)(G->ngcasts + 1) * sizeof *G->gcast_v);
     G->gcasts[G->ngcasts] = (cg_cast){D->values[slot].at, cg_ref_of(G, v), dt, G->dtype[v->id],
                                       ir_type_numel(&v->type)};
     G->gcast_v[G->ngcasts++] = v;
@@ -527,7 +527,7 @@ int cg_add_step(cg_gen *G, const cg_step *s, const cg_access *acc, int nacc)
 {
     if (G->nlist == G->caplist) {
         G->caplist = G->caplist ? 2 * G->caplist : 64;
-        G->list = cg_xrealloc(G->list, (size_t)G->caplist * sizeof *G->list);
+        G->list = base_xrealloc(G->list, (size_t)G->caplist * sizeof *G->list);
     }
     cg_pending *p = &G->list[G->nlist];
     p->step = *s;
@@ -560,7 +560,7 @@ static void ident(char *out, size_t size, const char *base)
 static char *canonical(const char *body, const char *const *idents, int nidents)
 {
     cg_sb b = {0};
-    int *order = cg_xmalloc(((size_t)nidents + 1) * sizeof *order), norder = 0;
+    int *order = base_xmalloc(((size_t)nidents + 1) * sizeof *order), norder = 0;
     for (const char *s = body; *s;) {
         if (!is_ident((unsigned char)*s, 1)) {
             const char *e = s;
@@ -591,7 +591,7 @@ static char *canonical(const char *body, const char *const *idents, int nidents)
         s = e;
     }
     free(order);
-    return b.s ? b.s : cg_xstrdup("");
+    return b.s ? b.s : base_xstrdup("");
 }
 
 int cg_add_kernel(cg_gen *G, const char *head, const char *body, const char *const *idents,
@@ -621,13 +621,13 @@ int cg_add_kernel(cg_gen *G, const char *head, const char *body, const char *con
         if (p->nkernels == G->capkernels) {
             G->capkernels = G->capkernels ? 2 * G->capkernels : 64;
             size_t c = (size_t)G->capkernels;
-            p->kernels = cg_xrealloc(p->kernels, c * sizeof *p->kernels);
-            G->khead = cg_xrealloc(G->khead, c * sizeof *G->khead);
-            G->kbody = cg_xrealloc(G->kbody, c * sizeof *G->kbody);
-            G->kkey = cg_xrealloc(G->kkey, c * sizeof *G->kkey);
-            G->khash = cg_xrealloc(G->khash, c * sizeof *G->khash);
-            G->kalso = cg_xrealloc(G->kalso, c * sizeof *G->kalso);
-            G->nalso = cg_xrealloc(G->nalso, c * sizeof *G->nalso);
+            p->kernels = base_xrealloc(p->kernels, c * sizeof *p->kernels);
+            G->khead = base_xrealloc(G->khead, c * sizeof *G->khead);
+            G->kbody = base_xrealloc(G->kbody, c * sizeof *G->kbody);
+            G->kkey = base_xrealloc(G->kkey, c * sizeof *G->kkey);
+            G->khash = base_xrealloc(G->khash, c * sizeof *G->khash);
+            G->kalso = base_xrealloc(G->kalso, c * sizeof *G->kalso);
+            G->nalso = base_xrealloc(G->nalso, c * sizeof *G->nalso);
         }
         char name[128], try[160];
         ident(name, sizeof name, base);
@@ -642,13 +642,13 @@ int cg_add_kernel(cg_gen *G, const char *head, const char *body, const char *con
         k = p->nkernels++;
         cg_kernel *K = &p->kernels[k];
         memset(K, 0, sizeof *K);
-        K->name = cg_xstrdup(try);
+        K->name = base_xstrdup(try);
         K->module = -1;
         K->node = node;
         K->elementwise = elementwise;
         K->block = block;
-        G->khead[k] = cg_xstrdup(head);
-        G->kbody[k] = cg_xstrdup(body);
+        G->khead[k] = base_xstrdup(head);
+        G->kbody[k] = base_xstrdup(body);
         G->kkey[k] = key;
         G->khash[k] = h;
         memset(&G->kalso[k], 0, sizeof G->kalso[k]);
@@ -660,7 +660,7 @@ int cg_add_kernel(cg_gen *G, const char *head, const char *body, const char *con
     if (!seen) {
         if (G->ndev_kernels == G->capdev_kernels) {
             G->capdev_kernels = G->capdev_kernels ? 2 * G->capdev_kernels : 64;
-            G->dev_kernels = cg_xrealloc(G->dev_kernels,
+            G->dev_kernels = base_xrealloc(G->dev_kernels,
                                          (size_t)G->capdev_kernels * sizeof *G->dev_kernels);
         }
         G->dev_kernels[G->ndev_kernels++] = k;
@@ -987,7 +987,7 @@ static void flush_casts(cg_gen *G)
 static void gen_list(cg_gen *G, int init)
 {
     const ir_graph *g = G->g;
-    const ir_node **m = cg_xmalloc(((size_t)G->nnodes + 1) * sizeof *m);
+    const ir_node **m = base_xmalloc(((size_t)G->nnodes + 1) * sizeof *m);
     G->init = init;
     memset(G->shadow_fresh, 0, (size_t)G->nvalues + 1);
     for (const ir_node *n = g->head; n && !G->failed;) {
@@ -1207,7 +1207,7 @@ static cg_step *finish_list(cg_gen *G, int *count)
 
 static void add_module_kernel(cg_program *p, cg_module *m, int k)
 {
-    m->kernels = cg_xrealloc(m->kernels, (size_t)(m->nkernels + 1) * sizeof *m->kernels);
+    m->kernels = base_xrealloc(m->kernels, (size_t)(m->nkernels + 1) * sizeof *m->kernels);
     m->kernels[m->nkernels++] = k;
     p->kernels[k].module = (int)(m - p->modules);
 }
@@ -1223,7 +1223,7 @@ static void make_modules(cg_gen *G, int d, const int *list, int n)
         if (p->kernels[k].module >= 0)
             continue;
         if (!m || m->nkernels == per) {
-            p->modules = cg_xrealloc(p->modules, (size_t)(p->nmodules + 1) * sizeof *p->modules);
+            p->modules = base_xrealloc(p->modules, (size_t)(p->nmodules + 1) * sizeof *p->modules);
             m = &p->modules[p->nmodules++];
             memset(m, 0, sizeof *m);
         }
@@ -1247,7 +1247,7 @@ static void write_sources(cg_gen *G)
             cg_sb_printf(&b, "#define GNC_WMMA 1\n");
         cg_sb_put(&b, cg_prelude, cg_prelude_len);
         m->body_offset = b.len;
-        m->kernel_line = cg_xmalloc((size_t)(m->nkernels ? m->nkernels : 1) * sizeof(int));
+        m->kernel_line = base_xmalloc((size_t)(m->nkernels ? m->nkernels : 1) * sizeof(int));
         int line = 1;
         for (size_t c = 0; c < b.len; c++)
             line += b.s[c] == '\n';
@@ -1287,18 +1287,18 @@ static void index_graph(cg_gen *G)
 {
     const ir_graph *g = G->g;
     int nv = G->nvalues = g->nvalues;
-    G->pos = cg_xmalloc(((size_t)nv + 1) * sizeof *G->pos);
-    G->dtype = cg_xcalloc((size_t)nv + 1, sizeof *G->dtype);
-    G->weight = cg_xcalloc((size_t)nv + 1, 1);
-    G->external = cg_xcalloc((size_t)nv + 1, 1);
-    G->rstart = cg_xcalloc((size_t)nv + 2, sizeof *G->rstart);
-    G->alias = cg_xcalloc((size_t)nv + 1, sizeof *G->alias);
-    G->aliased = cg_xcalloc((size_t)nv + 1, 1);
-    G->shadow_fresh = cg_xcalloc((size_t)nv + 1, 1);
+    G->pos = base_xmalloc(((size_t)nv + 1) * sizeof *G->pos);
+    G->dtype = base_xcalloc((size_t)nv + 1, sizeof *G->dtype);
+    G->weight = base_xcalloc((size_t)nv + 1, 1);
+    G->external = base_xcalloc((size_t)nv + 1, 1);
+    G->rstart = base_xcalloc((size_t)nv + 2, sizeof *G->rstart);
+    G->alias = base_xcalloc((size_t)nv + 1, sizeof *G->alias);
+    G->aliased = base_xcalloc((size_t)nv + 1, 1);
+    G->shadow_fresh = base_xcalloc((size_t)nv + 1, 1);
     G->nnodes = 0;
     ir_for_each_node(g, n)
         G->nnodes++;
-    G->node_at = cg_xmalloc(((size_t)G->nnodes + 1) * sizeof *G->node_at);
+    G->node_at = base_xmalloc(((size_t)G->nnodes + 1) * sizeof *G->node_at);
     int k = 0, total = 0;
     ir_for_each_node(g, n) {
         G->node_at[k] = n;
@@ -1309,8 +1309,8 @@ static void index_graph(cg_gen *G)
     }
     for (int i = 0; i < nv; i++)
         G->rstart[i + 1] += G->rstart[i];
-    G->readers = cg_xmalloc(((size_t)total + 1) * sizeof *G->readers);
-    int *fill = cg_xcalloc((size_t)nv + 1, sizeof *fill);
+    G->readers = base_xmalloc(((size_t)total + 1) * sizeof *G->readers);
+    int *fill = base_xcalloc((size_t)nv + 1, sizeof *fill);
     k = 0;
     ir_for_each_node(g, n) {
         for (int i = 0; i < n->nin; i++)
@@ -1371,7 +1371,7 @@ cg_program *cg_generate(const ir_graph *g, const mp_plan *mp, const cg_options *
         G.o.archs[0] = "sm_80";
         G.o.archs[1] = "sm_90";
     }
-    cg_program *p = G.p = cg_xcalloc(1, sizeof *p);
+    cg_program *p = G.p = base_xcalloc(1, sizeof *p);
     if (G.o.conv_choice) {
         signed char *c = cg_palloc(p, (size_t)g->nvalues + 1);
         memcpy(c, G.o.conv_choice, (size_t)g->nvalues);

@@ -7,6 +7,7 @@
 
 #include <stdarg.h>
 
+#include "base.h"
 #include "codegen.h"
 
 /* ---- small things ---- */
@@ -20,11 +21,6 @@ void cg_sb_printf(cg_sb *b, const char *fmt, ...) DIAG_PRINTF(2, 3);
 void cg_sb_vprintf(cg_sb *b, const char *fmt, va_list ap);
 void cg_sb_put(cg_sb *b, const char *s, size_t n);
 void cg_sb_free(cg_sb *b);
-
-void *cg_xmalloc(size_t n);
-void *cg_xcalloc(size_t n, size_t size);
-void *cg_xrealloc(void *p, size_t n);
-char *cg_xstrdup(const char *s);
 
 /* Allocations that live as long as the program (freed by cg_program_free). */
 void *cg_palloc(cg_program *p, size_t n);

@@ -123,9 +123,9 @@ static char *kstr(kb *k, const char *fmt, ...)
     va_end(ap);
     if (k->nstrs == k->capstrs) {
         k->capstrs = k->capstrs ? 2 * k->capstrs : 256;
-        k->strs = cg_xrealloc(k->strs, (size_t)k->capstrs * sizeof *k->strs);
+        k->strs = base_xrealloc(k->strs, (size_t)k->capstrs * sizeof *k->strs);
     }
-    return k->strs[k->nstrs++] = b.s ? b.s : cg_xstrdup("");
+    return k->strs[k->nstrs++] = b.s ? b.s : base_xstrdup("");
 }
 
 static int name_taken(const kb *k, const char *s)
@@ -2481,7 +2481,7 @@ void cg_emit_casts(cg_gen *G, const ir_node *by, const char *what, const cg_cast
     l->block[0] = 256, l->block[1] = l->block[2] = 1;
     l->nargs = 2 * n;
     l->args = cg_palloc(G->p, (size_t)(2 * n) * sizeof *l->args);
-    cg_access *acc = cg_xmalloc((size_t)(2 * n) * sizeof *acc);
+    cg_access *acc = base_xmalloc((size_t)(2 * n) * sizeof *acc);
     for (int i = 0; i < n; i++) {
         l->args[2 * i] = (cg_arg){CG_ARG_BUFFER, c[i].src, 0, 0};
         l->args[2 * i + 1] = (cg_arg){CG_ARG_BUFFER, c[i].dst, 0, 0};

@@ -238,7 +238,7 @@ static void key_of(const job *j, const char *what, unsigned char key[32])
 static unsigned char *payload(const char *log, const void *img, size_t n, size_t *len)
 {
     size_t ll = log ? strlen(log) : 0;
-    unsigned char *p = cg_xmalloc(8 + ll + n);
+    unsigned char *p = base_xmalloc(8 + ll + n);
     put64(p, ll);
     if (ll)
         memcpy(p + 8, log, ll);
@@ -254,11 +254,11 @@ static int unpack(unsigned char *data, size_t len, char **log, cg_image *img)
     uint64_t ll = get64(data);
     if (ll > len - 8)
         return -1;
-    *log = cg_xmalloc(ll + 1);
+    *log = base_xmalloc(ll + 1);
     memcpy(*log, data + 8, ll);
     (*log)[ll] = 0;
     img->size = len - 8 - ll;
-    img->data = cg_xmalloc(img->size ? img->size : 1);
+    img->data = base_xmalloc(img->size ? img->size : 1);
     memcpy(img->data, data + 8 + ll, img->size);
     return 0;
 }
@@ -442,7 +442,7 @@ static void run_job(job *j)
     nvrtcResult r = nvrtcCompileProgram(prog, j->nopts, j->opts);
     size_t ls = 0;
     nvrtcGetProgramLogSize(prog, &ls);
-    char *log = cg_xmalloc(ls + 1);
+    char *log = base_xmalloc(ls + 1);
     log[0] = 0;
     if (ls)
         nvrtcGetProgramLog(prog, log);
@@ -456,14 +456,14 @@ static void run_job(job *j)
     size_t cs = 0, ps = 0;
     int ok = nvrtcGetCUBINSize(prog, &cs) == NVRTC_SUCCESS && cs > 0;
     if (ok) {
-        j->cubin.data = cg_xmalloc(cs);
+        j->cubin.data = base_xmalloc(cs);
         j->cubin.size = cs;
         ok = nvrtcGetCUBIN(prog, j->cubin.data) == NVRTC_SUCCESS;
     }
     if (ok && j->ptx) {
         ok = nvrtcGetPTXSize(prog, &ps) == NVRTC_SUCCESS && ps > 0;
         if (ok) {
-            j->ptximg.data = cg_xmalloc(ps);
+            j->ptximg.data = base_xmalloc(ps);
             j->ptximg.size = ps;
             ok = nvrtcGetPTX(prog, j->ptximg.data) == NVRTC_SUCCESS;
         }
@@ -527,7 +527,7 @@ int cg_compile(cg_program *p, const cg_compile_options *o, cg_compile_stats *sta
         if (atoi(p->archs[a] + 3) > atoi(p->archs[newest] + 3))
             newest = a;
     int njobs = p->nmodules * p->narchs;
-    job *jobs = cg_xcalloc((size_t)(njobs ? njobs : 1), sizeof *jobs);
+    job *jobs = base_xcalloc((size_t)(njobs ? njobs : 1), sizeof *jobs);
     char opts[CG_MAX_ARCHS][32];
     for (int a = 0; a < p->narchs; a++)
         snprintf(opts[a], sizeof opts[a], "-arch=%s", p->archs[a]);
@@ -552,7 +552,7 @@ int cg_compile(cg_program *p, const cg_compile_options *o, cg_compile_stats *sta
         nt = njobs;
     if (nt < 1)
         nt = 1;
-    pthread_t *th = cg_xcalloc((size_t)nt, sizeof *th);
+    pthread_t *th = base_xcalloc((size_t)nt, sizeof *th);
     int started = 0;
     for (int i = 1; i < nt; i++)
         if (pthread_create(&th[i], NULL, worker, &P) == 0)
@@ -574,7 +574,7 @@ int cg_compile(cg_program *p, const cg_compile_options *o, cg_compile_stats *sta
         free(mod->log);
         mod->log = NULL;
         mod->nimages = 0;
-        mod->images = cg_xcalloc((size_t)p->narchs + 1, sizeof *mod->images);
+        mod->images = base_xcalloc((size_t)p->narchs + 1, sizeof *mod->images);
         cg_sb logs = {0};
         for (int a = 0; a < p->narchs; a++) {
             job *j = &jobs[m * p->narchs + a];

@@ -8,40 +8,13 @@
 
 #include "internal.h"
 
-void *cg_xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    IR_ASSERT(p);
-    return p;
-}
-
-void *cg_xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n ? n : 1, size ? size : 1);
-    IR_ASSERT(p);
-    return p;
-}
-
-void *cg_xrealloc(void *p, size_t n)
-{
-    p = realloc(p, n ? n : 1);
-    IR_ASSERT(p);
-    return p;
-}
-
-char *cg_xstrdup(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    return memcpy(cg_xmalloc(n), s, n);
-}
-
 void cg_sb_put(cg_sb *b, const char *s, size_t n)
 {
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->len + n + 1)
             cap *= 2;
-        b->s = cg_xrealloc(b->s, cap);
+        b->s = base_xrealloc(b->s, cap);
         b->cap = cap;
     }
     memcpy(b->s + b->len, s, n);
@@ -60,7 +33,7 @@ void cg_sb_vprintf(cg_sb *b, const char *fmt, va_list ap)
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->len + (size_t)n + 1)
             cap *= 2;
-        b->s = cg_xrealloc(b->s, cap);
+        b->s = base_xrealloc(b->s, cap);
         b->cap = cap;
     }
     vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
@@ -96,7 +69,7 @@ void *cg_palloc(cg_program *p, size_t n)
     struct cg_block *b = p->pool;
     if (!b || b->used + n > b->cap) {
         size_t cap = n > 65536 ? n : 65536;
-        b = cg_xmalloc(sizeof *b + cap);
+        b = base_xmalloc(sizeof *b + cap);
         b->next = p->pool;
         b->used = 0;
         b->cap = cap;

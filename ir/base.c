@@ -3,6 +3,8 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 int base_fail(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -30,4 +32,23 @@ void base_human_bytes(double b, char *buf, size_t len)
         u++;
     }
     snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", b, units[u]);
+}
+
+static void *or_abort(void *p)
+{
+    if (!p) {
+        fputs("gnc: out of memory\n", stderr);
+        abort();
+    }
+    return p;
+}
+
+void *base_xmalloc(size_t n) { return or_abort(malloc(n ? n : 1)); }
+void *base_xcalloc(size_t n, size_t size) { return or_abort(calloc(n ? n : 1, size ? size : 1)); }
+void *base_xrealloc(void *p, size_t n) { return or_abort(realloc(p, n ? n : 1)); }
+
+char *base_xstrdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    return memcpy(base_xmalloc(n), s, n);
 }

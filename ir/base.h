@@ -1,5 +1,5 @@
 /* Small things every stage uses, in one place: a message into a caller's
- * buffer, a 64-bit mixer, byte counts for people. */
+ * buffer, a 64-bit mixer, byte counts for people, allocation or abort. */
 #ifndef GNC_BASE_H
 #define GNC_BASE_H
 
@@ -21,5 +21,13 @@ uint64_t base_splitmix64(uint64_t x);
 
 /* b bytes as "512 B", "1.5 KiB", ... "2.0 TiB" into buf. */
 void base_human_bytes(double b, char *buf, size_t len);
+
+/* malloc, calloc, realloc and strdup that never return NULL: out of memory,
+ * they print "gnc: out of memory" and abort.  (A zero size asks for one
+ * byte, so that NULL always means failure.) */
+void *base_xmalloc(size_t n);
+void *base_xcalloc(size_t n, size_t size);
+void *base_xrealloc(void *p, size_t n);
+char *base_xstrdup(const char *s);
 
 #endif

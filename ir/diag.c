@@ -1,4 +1,5 @@
 /* Diagnostics: see diag.h. */
+#include "base.h"
 #include "diag.h"
 
 #include <stdlib.h>
@@ -10,16 +11,6 @@ struct diag_source {
     size_t len;
     struct diag_source *next;
 };
-
-static void *xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n);
-    if (!q) {
-        fputs("gnc: out of memory\n", stderr);
-        abort();
-    }
-    return q;
-}
 
 void diag_init(diag *d)
 {
@@ -49,8 +40,8 @@ static struct diag_source *source_entry(diag *d, const char *file)
     for (struct diag_source *s = d->sources; s; s = s->next)
         if (strcmp(s->file, file) == 0)
             return s;
-    struct diag_source *s = xrealloc(NULL, sizeof *s);
-    s->file = xrealloc(NULL, strlen(file) + 1);
+    struct diag_source *s = base_xrealloc(NULL, sizeof *s);
+    s->file = base_xrealloc(NULL, strlen(file) + 1);
     strcpy(s->file, file);
     s->text = NULL;
     s->len = 0;
@@ -63,7 +54,7 @@ const char *diag_add_source(diag *d, const char *file, const char *text, size_t 
 {
     struct diag_source *s = source_entry(d, file);
     if (!s->text) {
-        s->text = xrealloc(NULL, len + 1);
+        s->text = base_xrealloc(NULL, len + 1);
         memcpy(s->text, text, len);
         s->text[len] = '\0';
         s->len = len;
@@ -84,11 +75,11 @@ void diag_vreport(diag *d, diag_level level, ir_loc loc, const char *fmt, va_lis
     va_copy(aq, ap);
     int len = vsnprintf(NULL, 0, fmt, aq);
     va_end(aq);
-    char *msg = xrealloc(NULL, (size_t)(len < 0 ? 0 : len) + 1);
+    char *msg = base_xrealloc(NULL, (size_t)(len < 0 ? 0 : len) + 1);
     vsnprintf(msg, (size_t)(len < 0 ? 0 : len) + 1, fmt, ap);
     if (d->n == d->cap) {
         d->cap = d->cap ? 2 * d->cap : 16;
-        d->entries = xrealloc(d->entries, (size_t)d->cap * sizeof *d->entries);
+        d->entries = base_xrealloc(d->entries, (size_t)d->cap * sizeof *d->entries);
     }
     if (loc.file)
         loc.file = source_entry(d, loc.file)->file;

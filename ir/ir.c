@@ -13,16 +13,6 @@ _Noreturn void ir_assert_fail(const char *what, const char *file, int line)
     abort();
 }
 
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fputs("gnc: out of memory\n", stderr);
-        abort();
-    }
-    return p;
-}
-
 /* ---- arena: a chain of blocks, freed together ---- */
 
 struct ir_arena {
@@ -37,7 +27,7 @@ void *ir_alloc(ir_graph *g, size_t size)
     ir_arena *a = g->arena;
     if (!a || a->cap - a->used < size) {
         size_t cap = size > 60000 ? size : 60000;
-        ir_arena *b = xmalloc(sizeof *b + cap);
+        ir_arena *b = base_xmalloc(sizeof *b + cap);
         b->next = a;
         b->used = 0;
         b->cap = cap;
@@ -95,7 +85,7 @@ static uint64_t hash_str(const char *s)
 
 static struct ir_names *names_new(int cap)
 {
-    struct ir_names *t = xmalloc(sizeof *t);
+    struct ir_names *t = base_xmalloc(sizeof *t);
     t->cap = cap;
     t->count = 0;
     t->slots = calloc((size_t)cap, sizeof *t->slots);
@@ -170,7 +160,7 @@ const char *ir_unique_name(ir_graph *g, const char *base)
         return s;
     }
     size_t len = strlen(base) + 24;
-    char *buf = xmalloc(len);
+    char *buf = base_xmalloc(len);
     for (int k = 1;; k++) {
         snprintf(buf, len, "%s.%d", base, k);
         if (!name_taken(g, buf))
@@ -193,7 +183,7 @@ ir_value *ir_find_value(const ir_graph *g, const char *name)
 
 ir_graph *ir_graph_new(const char *name)
 {
-    ir_graph *g = xmalloc(sizeof *g);
+    ir_graph *g = base_xmalloc(sizeof *g);
     memset(g, 0, sizeof *g);
     g->names = names_new(256);
     g->name = ir_strdup(g, name ? name : "model");

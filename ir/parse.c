@@ -18,6 +18,7 @@
  *
  * ORDER: the lexical rules here, the quoting rules in print.c and the grammar in
  * docs/ir.md describe one format; keep them in step. */
+#include "base.h"
 #include "diag.h"
 #include "ir.h"
 
@@ -49,16 +50,6 @@ typedef struct {
     const char *files[MAX_FILES];
     int nfiles;
 } parser;
-
-static void *xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n ? n : 1);
-    if (!q) {
-        fputs("gnc: out of memory\n", stderr);
-        abort();
-    }
-    return q;
-}
 
 /* ---- characters ---- */
 
@@ -155,7 +146,7 @@ static char *scratch(parser *P, size_t n)
 {
     if (n + 1 > P->cap) {
         P->cap = n + 64;
-        P->buf = xrealloc(P->buf, P->cap);
+        P->buf = base_xrealloc(P->buf, P->cap);
     }
     return P->buf;
 }
@@ -623,7 +614,7 @@ static int parse_attr(parser *P, ir_node *n)
                     return 0;
                 if (P->nints == P->cap_ints) {
                     P->cap_ints = P->cap_ints ? 2 * P->cap_ints : 16;
-                    P->ints = xrealloc(P->ints, (size_t)P->cap_ints * sizeof *P->ints);
+                    P->ints = base_xrealloc(P->ints, (size_t)P->cap_ints * sizeof *P->ints);
                 }
                 P->ints[P->nints++] = v;
             } while (accept(P, ','));
@@ -697,7 +688,7 @@ static void parse_node(parser *P)
                 goto fail;
             if (nin == P->cap_in) {
                 P->cap_in = P->cap_in ? 2 * P->cap_in : 16;
-                P->in = xrealloc(P->in, (size_t)P->cap_in * sizeof *P->in);
+                P->in = base_xrealloc(P->in, (size_t)P->cap_in * sizeof *P->in);
             }
             P->in[nin++] = v;
         } while (accept(P, ','));

@@ -16,6 +16,7 @@
  * passed it.  A node with an operand that is undefined or has a broken type is
  * not typed, so that one mistake gives one message, not one per use.
  */
+#include "base.h"
 #include "diag.h"
 #include "ir.h"
 
@@ -23,16 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
-static void *xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n ? n : 1, size);
-    if (!p) {
-        fputs("gnc: out of memory\n", stderr);
-        abort();
-    }
-    return p;
-}
 
 /* ---- a hash map from pointers (or names) to ints; 0 means absent ---- */
 
@@ -76,8 +67,8 @@ static void map_put(map *m, const void *k, int v)
 {
     if (2 * (m->count + 1) > m->cap) {
         map bigger = {NULL, NULL, m->cap ? 2 * m->cap : 64, 0, m->by_name};
-        bigger.keys = xcalloc(bigger.cap, sizeof *bigger.keys);
-        bigger.vals = xcalloc(bigger.cap, sizeof *bigger.vals);
+        bigger.keys = base_xcalloc(bigger.cap, sizeof *bigger.keys);
+        bigger.vals = base_xcalloc(bigger.cap, sizeof *bigger.vals);
         for (size_t i = 0; i < m->cap; i++)
             if (m->keys[i]) {
                 size_t j = map_slot(&bigger, m->keys[i]);
@@ -227,7 +218,7 @@ static void check_list(verifier *V, const ir_node ***nodes, int *count)
                    node_str(nb, sizeof nb, n));
         if (*count == cap) {
             cap = cap ? 2 * cap : 64;
-            const ir_node **bigger = xcalloc((size_t)cap, sizeof *bigger);
+            const ir_node **bigger = base_xcalloc((size_t)cap, sizeof *bigger);
             if (*count)
                 memcpy(bigger, *nodes, (size_t)*count * sizeof *bigger);
             free(*nodes);
@@ -543,9 +534,12 @@ static void check_collective_order(verifier *V, const ir_node **nodes, int count
     if (ndev < 2)
         return;
     /* per device, its collectives in list order (seq) and sorted by id (by_id) */
-    const ir_node **seq = xcalloc((size_t)total, sizeof *seq), **by_id = xcalloc((size_t)total, sizeof *by_id);
-    const ir_node **fd = xcalloc((size_t)total, sizeof *fd), **fe = xcalloc((size_t)total, sizeof *fe);
-    int *start = xcalloc((size_t)ndev + 1, sizeof *start), *len = xcalloc((size_t)ndev, sizeof *len);
+    const ir_node **seq = base_xcalloc((size_t)total, sizeof *seq);
+    const ir_node **by_id = base_xcalloc((size_t)total, sizeof *by_id);
+    const ir_node **fd = base_xcalloc((size_t)total, sizeof *fd);
+    const ir_node **fe = base_xcalloc((size_t)total, sizeof *fe);
+    int *start = base_xcalloc((size_t)ndev + 1, sizeof *start);
+    int *len = base_xcalloc((size_t)ndev, sizeof *len);
     for (int i = 0; i < count; i++)
         if (collective(nodes[i]))
             start[nodes[i]->device + 1]++;

@@ -57,13 +57,6 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-void *pt_xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n ? n : 1, size);
-    IR_ASSERT(p);
-    return p;
-}
-
 static void seq_push(pt_seq *s, ir_node *n)
 {
     if (s->n == s->cap) {
@@ -89,8 +82,8 @@ int64_t pt_comm_id(pt *P, uint64_t key)
 {
     if (2 * (P->nkeys + 1) > P->key_cap) {
         size_t cap = P->key_cap ? 2 * P->key_cap : 1024;
-        uint64_t *keys = pt_xcalloc(cap, sizeof *keys);
-        int64_t *ids = pt_xcalloc(cap, sizeof *ids);
+        uint64_t *keys = base_xcalloc(cap, sizeof *keys);
+        int64_t *ids = base_xcalloc(cap, sizeof *ids);
         for (size_t i = 0; i < P->key_cap; i++)
             if (P->key_ids[i]) {
                 size_t j = (P->keys[i] * 0x9e3779b97f4a7c15ull) & (cap - 1);
@@ -209,7 +202,7 @@ static int is_optimizer(ir_op op) { return op == IR_OP_SGD || op == IR_OP_ADAM; 
 static int classify(pt *P)
 {
     ir_graph *g = P->g;
-    P->batched = pt_xcalloc((size_t)P->nval, 1);
+    P->batched = base_xcalloc((size_t)P->nval, 1);
     P->B = 0;
     for (int i = 0; i < g->ninputs; i++) {
         const ir_value *v = g->inputs[i];
@@ -423,7 +416,7 @@ static void emit_once(pt *P, const ir_node *s, int dev)
 static void reduce_sum(pt *P, int s, int nterms, ir_value **in, ir_value **out, const char *what)
 {
     char buf[512];
-    int64_t *group = pt_xcalloc((size_t)P->dp, sizeof *group);
+    int64_t *group = base_xcalloc((size_t)P->dp, sizeof *group);
     stage_group(P, s, group);
     if (P->o->deterministic) {
         for (int j = 0; j < nterms; j++) {
@@ -512,8 +505,10 @@ static void sync_batchnorm(pt *P, const ir_node *s, int st)
     int64_t c = tx->dims[1], count = P->B * (ir_type_numel(tx) / (tx->dims[0] * c));
     ir_type stat = stat_type(tx), vec = {IR_F32, 1, {c}}, scalar = {IR_F32, 0, {0}};
     double eps = ir_attr_float(s, "eps"), mom = ir_attr_float(s, "momentum");
-    ir_value **x = pt_xcalloc((size_t)P->R, sizeof *x), **sums = pt_xcalloc((size_t)P->R, sizeof *sums);
-    ir_value **tot = pt_xcalloc((size_t)P->dp, sizeof *tot), **mean = pt_xcalloc((size_t)P->dp, sizeof *mean);
+    ir_value **x = base_xcalloc((size_t)P->R, sizeof *x);
+    ir_value **sums = base_xcalloc((size_t)P->R, sizeof *sums);
+    ir_value **tot = base_xcalloc((size_t)P->dp, sizeof *tot);
+    ir_value **mean = base_xcalloc((size_t)P->dp, sizeof *mean);
     const char *name = s->out[0]->name;
     P->loc = s->loc;
     for (int r = 0; r < P->R; r++) {
@@ -588,8 +583,9 @@ static void sync_batchnorm_grad(pt *P, const ir_node *s, int st)
     const ir_type *tx = &P->type[s->in[1]->id];
     int64_t c = tx->dims[1], count = P->B * (ir_type_numel(tx) / (tx->dims[0] * c));
     ir_type stat = stat_type(tx), vec = {IR_F32, 1, {c}}, scalar = {IR_F32, 0, {0}};
-    ir_value **xhat = pt_xcalloc((size_t)P->R, sizeof *xhat), **terms = pt_xcalloc((size_t)2 * P->R, sizeof *terms);
-    ir_value **tot = pt_xcalloc((size_t)2 * P->dp, sizeof *tot);
+    ir_value **xhat = base_xcalloc((size_t)P->R, sizeof *xhat);
+    ir_value **terms = base_xcalloc((size_t)2 * P->R, sizeof *terms);
+    ir_value **tot = base_xcalloc((size_t)2 * P->dp, sizeof *tot);
     const char *name = s->out[0]->name;
     P->loc = s->loc;
     for (int r = 0; r < P->R; r++) {
@@ -649,8 +645,8 @@ static void flush(pt *P, int s, bucket *bk)
 {
     if (!bk->n)
         return;
-    ir_value **in = pt_xcalloc((size_t)bk->n * P->R, sizeof *in);
-    ir_value **out = pt_xcalloc((size_t)bk->n * P->dp, sizeof *out);
+    ir_value **in = base_xcalloc((size_t)bk->n * P->R, sizeof *in);
+    ir_value **out = base_xcalloc((size_t)bk->n * P->dp, sizeof *out);
     for (int j = 0; j < bk->n; j++)
         for (int r = 0; r < P->R; r++)
             in[j * P->R + r] = *map_at(P, r, bk->grads[j]);
@@ -801,7 +797,8 @@ static void gather_loss(pt *P)
         return;
     P->loc = L->loc;
     int st = P->pos[L->id] >= 0 ? P->stage[P->pos[L->id]] : 0;
-    ir_value **in = pt_xcalloc((size_t)P->R, sizeof *in), **out = pt_xcalloc((size_t)P->dp, sizeof *out);
+    ir_value **in = base_xcalloc((size_t)P->R, sizeof *in);
+    ir_value **out = base_xcalloc((size_t)P->dp, sizeof *out);
     for (int r = 0; r < P->R; r++)
         in[r] = value_of(P, L, r, (r / P->m) * P->pp + st);
     reduce_sum(P, st, 1, in, out, L->name);
@@ -831,7 +828,7 @@ static void gather_outputs(pt *P)
             o->value = to_device0(P, v, value_of(P, v, 0, st));
             continue;
         }
-        int64_t *group = pt_xcalloc((size_t)P->dp, sizeof *group);
+        int64_t *group = base_xcalloc((size_t)P->dp, sizeof *group);
         stage_group(P, st, group);
         int64_t id = P->dp > 1 ? ++P->next_id : 0;
         ir_value *res = NULL;
@@ -891,11 +888,11 @@ void pt_merge(pt *P)
 {
     ir_graph *g = P->g;
     int nv = g->nvalues;
-    char *done = pt_xcalloc((size_t)nv + 1, 1);         /* by the first result's id */
+    char *done = base_xcalloc((size_t)nv + 1, 1);         /* by the first result's id */
     int64_t nid = P->next_id + 1;
-    int *coll_total = pt_xcalloc((size_t)nid, sizeof *coll_total);
-    int *coll_done = pt_xcalloc((size_t)nid, sizeof *coll_done);
-    char *sent = pt_xcalloc((size_t)nid, 1);
+    int *coll_total = base_xcalloc((size_t)nid, sizeof *coll_total);
+    int *coll_done = base_xcalloc((size_t)nid, sizeof *coll_done);
+    char *sent = base_xcalloc((size_t)nid, 1);
     int total = 0;
     for (int d = 0; d < P->ndev; d++)
         for (int i = 0; i < P->seq[d].n; i++) {
@@ -906,7 +903,7 @@ void pt_merge(pt *P)
         }
     g->head = g->tail = NULL;
     g->nnodes = 0;
-    int *at = pt_xcalloc((size_t)P->ndev, sizeof *at);
+    int *at = base_xcalloc((size_t)P->ndev, sizeof *at);
     for (int progress = 1; progress;) {
         progress = 0;
         for (int d = 0; d < P->ndev; d++)
@@ -949,7 +946,7 @@ void pt_merge(pt *P)
  * of a device's replicas at once. */
 static void data_schedule(pt *P)
 {
-    P->sched[0] = pt_xcalloc((size_t)P->nsrc, sizeof **P->sched);
+    P->sched[0] = base_xcalloc((size_t)P->nsrc, sizeof **P->sched);
     for (int i = 0; i < P->nsrc; i++)
         if (P->batched[P->src[i]->out[0]->id] && !is_optimizer(P->src[i]->op))
             P->sched[0][P->nsched[0]++] = (pt_task){i, -1};
@@ -1061,9 +1058,9 @@ int pt_partition(ir_graph *g, const pt_options *o, diag *d)
     int rc = -1;
     P.nval = g->nvalues;
     P.nsrc = g->nnodes;
-    P.src = pt_xcalloc((size_t)P.nsrc, sizeof *P.src);
-    P.type = pt_xcalloc((size_t)P.nval, sizeof *P.type);
-    P.pos = pt_xcalloc((size_t)P.nval, sizeof *P.pos);
+    P.src = base_xcalloc((size_t)P.nsrc, sizeof *P.src);
+    P.type = base_xcalloc((size_t)P.nval, sizeof *P.type);
+    P.pos = base_xcalloc((size_t)P.nval, sizeof *P.pos);
     int k = 0;
     for (int i = 0; i < P.nval; i++)
         P.pos[i] = -1;
@@ -1089,8 +1086,8 @@ int pt_partition(ir_graph *g, const pt_options *o, diag *d)
         const ir_value *s = ir_find_value(g, name);
         P.seed = s && s->kind == IR_VALUE_NODE && s->def && s->def->op == IR_OP_CONST ? s : NULL;
     }
-    P.backward = pt_xcalloc((size_t)P.nsrc, sizeof *P.backward);
-    char *dep = pt_xcalloc((size_t)P.nval, 1);
+    P.backward = base_xcalloc((size_t)P.nsrc, sizeof *P.backward);
+    char *dep = base_xcalloc((size_t)P.nval, 1);
     for (int i = 0; i < P.nsrc; i++) {
         const ir_node *n = P.src[i];
         int b = P.seed && n->out[0] == P.seed;
@@ -1102,9 +1099,9 @@ int pt_partition(ir_graph *g, const pt_options *o, diag *d)
     }
     free(dep);
 
-    P.stage = pt_xcalloc((size_t)P.nsrc, sizeof *P.stage);
-    P.sched = pt_xcalloc((size_t)P.pp, sizeof *P.sched);
-    P.nsched = pt_xcalloc((size_t)P.pp, sizeof *P.nsched);
+    P.stage = base_xcalloc((size_t)P.nsrc, sizeof *P.stage);
+    P.sched = base_xcalloc((size_t)P.pp, sizeof *P.sched);
+    P.nsched = base_xcalloc((size_t)P.pp, sizeof *P.nsched);
     if (P.pp > 1 || o->strategy != PT_DATA) {
         if (pt_pipeline_stages(&P) != 0)
             goto done;
@@ -1113,7 +1110,7 @@ int pt_partition(ir_graph *g, const pt_options *o, diag *d)
         data_schedule(&P);
     }
     /* values read on another stage than their own: sent as they are made */
-    P.sends = pt_xcalloc((size_t)P.nval, sizeof *P.sends);
+    P.sends = base_xcalloc((size_t)P.nval, sizeof *P.sends);
     for (int i = 0; i < P.nsrc; i++)
         for (int j = 0; j < P.src[i]->nin; j++) {
             const ir_value *v = P.src[i]->in[j];
@@ -1122,21 +1119,21 @@ int pt_partition(ir_graph *g, const pt_options *o, diag *d)
                 P.sends[v->id] |= (uint64_t)1 << P.stage[i];
         }
 
-    P.seq = pt_xcalloc((size_t)P.ndev, sizeof *P.seq);
-    P.map = pt_xcalloc((size_t)P.R * P.nval, sizeof *P.map);
-    P.per_dev = pt_xcalloc((size_t)P.ndev * P.nval, sizeof *P.per_dev);
-    P.reduced = pt_xcalloc((size_t)P.ndev * P.nval, sizeof *P.reduced);
-    P.taken = pt_xcalloc((size_t)P.nval, 1);
-    char *is_grad = pt_xcalloc((size_t)P.nval, 1);
+    P.seq = base_xcalloc((size_t)P.ndev, sizeof *P.seq);
+    P.map = base_xcalloc((size_t)P.R * P.nval, sizeof *P.map);
+    P.per_dev = base_xcalloc((size_t)P.ndev * P.nval, sizeof *P.per_dev);
+    P.reduced = base_xcalloc((size_t)P.ndev * P.nval, sizeof *P.reduced);
+    P.taken = base_xcalloc((size_t)P.nval, 1);
+    char *is_grad = base_xcalloc((size_t)P.nval, 1);
     for (int i = 0; i < P.nsrc; i++)
         if (is_optimizer(P.src[i]->op))
             is_grad[P.src[i]->in[1]->id] = 1;
-    bucket *bk = pt_xcalloc((size_t)P.pp, sizeof *bk);
+    bucket *bk = base_xcalloc((size_t)P.pp, sizeof *bk);
     for (int s = 0; s < P.pp; s++)
-        bk[s].grads = pt_xcalloc((size_t)P.nval, sizeof *bk[s].grads);
+        bk[s].grads = base_xcalloc((size_t)P.nval, sizeof *bk[s].grads);
     /* the stages' tasks, each as soon as what it reads from other stages is there */
     int chain = o->strategy != PT_DATA; /* microbatches run one after another */
-    int *at = pt_xcalloc((size_t)P.pp, sizeof *at);
+    int *at = base_xcalloc((size_t)P.pp, sizeof *at);
     for (int progress = 1; progress && !P.failed;) {
         progress = 0;
         for (int s = 0; s < P.pp && !P.failed; s++) {
@@ -1161,7 +1158,7 @@ int pt_partition(ir_graph *g, const pt_options *o, diag *d)
     if (P.failed)
         goto done;
     int nupd = g->nupdates;
-    ir_update *updates = pt_xcalloc((size_t)nupd, sizeof *updates);
+    ir_update *updates = base_xcalloc((size_t)nupd, sizeof *updates);
     if (nupd) /* an inference graph has no update list to copy from */
         memcpy(updates, g->updates, (size_t)nupd * sizeof *updates);
     run_optimizers(&P);

@@ -3,6 +3,7 @@
 #ifndef GNC_PARTITION_H
 #define GNC_PARTITION_H
 
+#include "base.h"
 #include "passes.h"
 
 #define PT_MAX_STAGES 64        /* a pipeline's stages at most (a bit mask of them) */
@@ -59,7 +60,6 @@ typedef struct pt {
     int failed;                 /* an error was reported */
 } pt;
 
-void *pt_xcalloc(size_t n, size_t size);
 int64_t pt_comm_id(pt *P, uint64_t key);
 const char *pt_name(char *buf, size_t len, int r, const char *name);
 

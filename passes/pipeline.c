@@ -56,10 +56,10 @@ int pt_pipeline_stages(pt *P)
 {
     const cost_device *dev = P->o->cost ? P->o->cost : cost_device_lookup("h100-nvlink");
     int nsrc = P->nsrc, pp = P->pp;
-    int *anchor = pt_xcalloc((size_t)nsrc, sizeof *anchor);   /* source index, or -1 */
-    int *param_at = pt_xcalloc((size_t)P->nval, sizeof *param_at); /* first forward reader + 1 */
-    char *grad_of = pt_xcalloc((size_t)P->nval, 1);  /* a value an optimizer reads as gradient */
-    int *param_of_grad = pt_xcalloc((size_t)P->nval, sizeof *param_of_grad);
+    int *anchor = base_xcalloc((size_t)nsrc, sizeof *anchor);   /* source index, or -1 */
+    int *param_at = base_xcalloc((size_t)P->nval, sizeof *param_at); /* first forward reader + 1 */
+    char *grad_of = base_xcalloc((size_t)P->nval, 1);  /* a value an optimizer reads as gradient */
+    int *param_of_grad = base_xcalloc((size_t)P->nval, sizeof *param_of_grad);
     for (int i = 0; i < nsrc; i++) {
         const ir_node *n = P->src[i];
         if (is_optimizer(n->op)) {
@@ -73,7 +73,7 @@ int pt_pipeline_stages(pt *P)
         }
     }
     /* the forward nodes that stages cut, and each node's anchor among them */
-    int *fwd = pt_xcalloc((size_t)nsrc, sizeof *fwd), nf = 0, layers = 0;
+    int *fwd = base_xcalloc((size_t)nsrc, sizeof *fwd), nf = 0, layers = 0;
     for (int i = 0; i < nsrc; i++) {
         const ir_node *n = P->src[i];
         anchor[i] = -1;
@@ -109,9 +109,9 @@ int pt_pipeline_stages(pt *P)
         anchor[i] = a >= 0 ? a : c >= 0 ? c : from_grads;
     }
     /* memory estimates per forward node: what its stage holds for it */
-    double *keep = pt_xcalloc((size_t)nsrc, sizeof *keep);  /* saved activations, per microbatch */
-    double *held = pt_xcalloc((size_t)nsrc, sizeof *held);  /* parameters, gradients, state */
-    char *read_back = pt_xcalloc((size_t)P->nval, 1);
+    double *keep = base_xcalloc((size_t)nsrc, sizeof *keep); /* saved activations, per microbatch */
+    double *held = base_xcalloc((size_t)nsrc, sizeof *held);  /* parameters, gradients, state */
+    char *read_back = base_xcalloc((size_t)P->nval, 1);
     for (int i = 0; i < nsrc; i++)
         for (int k = 0; P->backward[i] && k < P->src[i]->nin; k++)
             read_back[P->src[i]->in[k]->id] = 1;
@@ -140,11 +140,13 @@ int pt_pipeline_stages(pt *P)
         return -1;
     }
     /* each forward node's weight: its own time and its backward nodes' */
-    int *rank = pt_xcalloc((size_t)nsrc, sizeof *rank); /* source index -> forward order */
+    int *rank = base_xcalloc((size_t)nsrc, sizeof *rank); /* source index -> forward order */
     for (int j = 0; j < nf; j++)
         rank[fwd[j]] = j;
-    double *w = pt_xcalloc((size_t)nf + 1, sizeof *w), *pre = pt_xcalloc((size_t)nf + 1, sizeof *pre);
-    double *kpre = pt_xcalloc((size_t)nf + 1, sizeof *kpre), *hpre = pt_xcalloc((size_t)nf + 1, sizeof *hpre);
+    double *w = base_xcalloc((size_t)nf + 1, sizeof *w);
+    double *pre = base_xcalloc((size_t)nf + 1, sizeof *pre);
+    double *kpre = base_xcalloc((size_t)nf + 1, sizeof *kpre);
+    double *hpre = base_xcalloc((size_t)nf + 1, sizeof *hpre);
     for (int i = 0; i < nsrc; i++)
         if (anchor[i] >= 0 && rank[anchor[i]] < nf && fwd[rank[anchor[i]]] == anchor[i])
             w[rank[anchor[i]]] += node_seconds(dev, P->src[i]);
@@ -154,7 +156,7 @@ int pt_pipeline_stages(pt *P)
         hpre[j + 1] = hpre[j] + held[fwd[j]];
     }
     /* the cap of stage s: the smallest of its devices' */
-    double *cap = pt_xcalloc((size_t)pp, sizeof *cap);
+    double *cap = base_xcalloc((size_t)pp, sizeof *cap);
     for (int s = 0; s < pp; s++)
         for (int q = 0; q < P->dp && P->o->mem_caps; q++) {
             double c = (double)P->o->mem_caps[q * pp + s];
@@ -162,8 +164,8 @@ int pt_pipeline_stages(pt *P)
                 cap[s] = c;
         }
     /* best[k][j]: the slowest of k stages over the first j forward nodes */
-    double *best = pt_xcalloc((size_t)(pp + 1) * (nf + 1), sizeof *best);
-    int *cut = pt_xcalloc((size_t)(pp + 1) * (nf + 1), sizeof *cut);
+    double *best = base_xcalloc((size_t)(pp + 1) * (nf + 1), sizeof *best);
+    int *cut = base_xcalloc((size_t)(pp + 1) * (nf + 1), sizeof *cut);
 #define BEST(k, j) best[(size_t)(k) * (nf + 1) + (j)]
 #define CUT(k, j) cut[(size_t)(k) * (nf + 1) + (j)]
     /* whether forward nodes [c, j) fit stage s's cap */
@@ -192,7 +194,7 @@ int pt_pipeline_stages(pt *P)
         free(keep), free(held);
         return -1;
     }
-    int *stage_of_fwd = pt_xcalloc((size_t)nf + 1, sizeof *stage_of_fwd);
+    int *stage_of_fwd = base_xcalloc((size_t)nf + 1, sizeof *stage_of_fwd);
     for (int k = pp, j = nf; k >= 1; k--) {
         int c = k > 1 ? CUT(k, j) : 0;
         for (int x = c; x < j; x++)
@@ -222,7 +224,7 @@ void pt_pipeline_schedule(pt *P)
 {
     int m = P->m, pp = P->pp;
     for (int s = 0; s < pp; s++) {
-        P->sched[s] = pt_xcalloc((size_t)P->nsrc * m + 1, sizeof **P->sched);
+        P->sched[s] = base_xcalloc((size_t)P->nsrc * m + 1, sizeof **P->sched);
         if (P->o->schedule == PT_GPIPE) {
             for (int k = 0; k < m; k++)
                 phase(P, s, k, 0);

@@ -24,13 +24,6 @@
 #include "base.h"
 #include "passes.h"
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n ? n : 1, size);
-    IR_ASSERT(p);
-    return p;
-}
-
 /* name without a replica's or device copy's prefix ("r3.", "d1.") */
 const char *pt_dsl_name(const char *name)
 {
@@ -47,11 +40,11 @@ const char *pt_dsl_name(const char *name)
 pt_plan *pt_plan_new(const ir_graph *g, const mp_plan *mp, const cost_device *cost,
                      const char *strategy)
 {
-    pt_plan *p = xcalloc(1, sizeof *p);
+    pt_plan *p = base_xcalloc(1, sizeof *p);
     snprintf(p->strategy, sizeof p->strategy, "%s", strategy);
     p->cost = *cost;
     p->ndevices = mp->ndevices;
-    p->dev = xcalloc((size_t)p->ndevices, sizeof *p->dev);
+    p->dev = base_xcalloc((size_t)p->ndevices, sizeof *p->dev);
     p->sim = cost_simulate(g, cost);
     for (int d = 0; d < p->ndevices; d++) {
         pt_device_plan *x = &p->dev[d];
@@ -150,7 +143,7 @@ static void print_ops(const ir_graph *g, const unsigned char *weight, int d, FIL
 void pt_plan_print(const pt_plan *p, const ir_graph *g, FILE *f)
 {
     char a[32], b[32], c[32], e[32], dv[64], what[256];
-    unsigned char *weight = xcalloc((size_t)g->nvalues + 1, 1);
+    unsigned char *weight = base_xcalloc((size_t)g->nvalues + 1, 1);
     ir_weight_only(g, weight);
     fprintf(f, "plan: %s on %d device%s (%s): predicted step %.3f ms", p->strategy, p->ndevices,
             p->ndevices == 1 ? "" : "s", p->cost.name, p->step_ms);
@@ -339,7 +332,7 @@ int pt_plan_check_caps(const pt_plan *p, const mp_plan *mp, const int64_t *caps,
             if (live > most)
                 most = live, at = q->first;
         }
-        const mp_buffer **live = xcalloc((size_t)mp->nbufs, sizeof *live);
+        const mp_buffer **live = base_xcalloc((size_t)mp->nbufs, sizeof *live);
         int nlive = 0;
         for (int j = 0; j < mp->nbufs; j++)
             if (mp->bufs[j].device == dev && mp->bufs[j].first <= at && at <= mp->bufs[j].last)

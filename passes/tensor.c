@@ -139,7 +139,7 @@ static ir_value **at(tp *T, const ir_value *v, layout l)
     IR_ASSERT(v->id < T->nval);
     ir_value ***x = &T->slot[(size_t)v->id * NSLOT + (size_t)slot_of(l)];
     if (!*x)
-        *x = pt_xcalloc((size_t)T->D, sizeof **x);
+        *x = base_xcalloc((size_t)T->D, sizeof **x);
     return *x;
 }
 
@@ -397,9 +397,9 @@ static int check_layer(tp *T, const ir_node *n, int64_t c, const char *what)
 static int plan(tp *T, const char *backward)
 {
     const ir_graph *g = T->P.g;
-    int *nuse = pt_xcalloc((size_t)T->nval, sizeof *nuse);
-    int *user = pt_xcalloc((size_t)T->nval, sizeof *user);
-    char *pinned = pt_xcalloc((size_t)T->nval, 1);
+    int *nuse = base_xcalloc((size_t)T->nval, sizeof *nuse);
+    int *user = base_xcalloc((size_t)T->nval, sizeof *user);
+    char *pinned = base_xcalloc((size_t)T->nval, 1);
     for (int i = 0; i < T->nsrc; i++) {
         if (backward[i])
             continue;
@@ -413,8 +413,8 @@ static int plan(tp *T, const char *backward)
     if (g->loss)
         pinned[g->loss->id] = 1;
     int pairs = 0, ok = 1;
-    int *between = pt_xcalloc((size_t)T->nsrc, sizeof *between);
-    int *axes = pt_xcalloc((size_t)T->nsrc, sizeof *axes);
+    int *between = base_xcalloc((size_t)T->nsrc, sizeof *between);
+    int *axes = base_xcalloc((size_t)T->nsrc, sizeof *axes);
     for (int i = 0; i < T->nsrc && ok; i++) {
         const ir_node *L = T->src[i];
         if (backward[i] || T->role[i] || !is_layer(L->op) || T->batched[L->in[1]->id])
@@ -655,8 +655,8 @@ static void row_layer(tp *T, const ir_node *s, layout lx)
     const ir_value *y = s->out[0];
     ir_value **x = get(T, s->in[0], lx), **w = get(T, s->in[1], S_(1));
     ir_value **b = s->nin > 2 ? get(T, s->in[2], R_) : NULL;
-    ir_value **part = pt_xcalloc((size_t)T->D, sizeof *part);
-    ir_value **sum = pt_xcalloc((size_t)T->D, sizeof *sum);
+    ir_value **part = base_xcalloc((size_t)T->D, sizeof *part);
+    ir_value **sum = base_xcalloc((size_t)T->D, sizeof *sum);
     T->P.loc = s->loc;
     for (int d = 0; d < T->D; d++) {
         ir_value *in[2] = {x[d], w[d]};
@@ -695,8 +695,8 @@ static void ln_stats(tp *T, const ir_value *xv, double eps)
     int D = T->D;
     if (T->ln[2 * (size_t)xv->id])
         return;
-    ir_value **xhat = T->ln[2 * (size_t)xv->id] = pt_xcalloc((size_t)D, sizeof *xhat);
-    ir_value **invstd = T->ln[2 * (size_t)xv->id + 1] = pt_xcalloc((size_t)D, sizeof *invstd);
+    ir_value **xhat = T->ln[2 * (size_t)xv->id] = base_xcalloc((size_t)D, sizeof *xhat);
+    ir_value **invstd = T->ln[2 * (size_t)xv->id + 1] = base_xcalloc((size_t)D, sizeof *invstd);
     const ir_type *tx = wt(T, xv);
     int last = tx->rank - 1;
     ir_value **x = get(T, xv, S_(last));
@@ -704,8 +704,8 @@ static void ln_stats(tp *T, const ir_value *xv, double eps)
             scalar = {tx->dtype, 0, {0}};
     stat.dims[last] = 1;
     double F = (double)tx->dims[last];
-    ir_value **t = pt_xcalloc((size_t)D, sizeof *t), **sum = pt_xcalloc((size_t)D, sizeof *sum);
-    ir_value **xc = pt_xcalloc((size_t)D, sizeof *xc);
+    ir_value **t = base_xcalloc((size_t)D, sizeof *t), **sum = base_xcalloc((size_t)D, sizeof *sum);
+    ir_value **xc = base_xcalloc((size_t)D, sizeof *xc);
     char n[9][600];
     static const char *const suffix[9] = {"rowsum", "sum", "mean", "centered", "sqdev",
                                           "sqdev_sum", "var", "invstd", "sqdev_rowsum"};
@@ -774,9 +774,9 @@ static void split_layernorm_grad(tp *T, const ir_node *s)
     ir_type stat = *tx, vec = local_type(T, wt(T, s->in[2]), S_(0)), scalar = {tx->dtype, 0, {0}};
     stat.dims[last] = 1;
     double F = (double)tx->dims[last];
-    ir_value **t = pt_xcalloc((size_t)(2 * D), sizeof *t);
-    ir_value **sum = pt_xcalloc((size_t)(2 * D), sizeof *sum);
-    ir_value **gw = pt_xcalloc((size_t)D, sizeof *gw);
+    ir_value **t = base_xcalloc((size_t)(2 * D), sizeof *t);
+    ir_value **sum = base_xcalloc((size_t)(2 * D), sizeof *sum);
+    ir_value **gw = base_xcalloc((size_t)D, sizeof *gw);
     const char *name = s->out[0]->name;
     char b1[512], b2[512];
     snprintf(b1, sizeof b1, "%s.sum", name);
@@ -1023,18 +1023,18 @@ int pt_tensor(ir_graph *g, const pt_options *o, diag *d)
     int rc = -1;
     T.nval = g->nvalues;
     T.nsrc = g->nnodes;
-    T.src = pt_xcalloc((size_t)T.nsrc, sizeof *T.src);
-    T.type = pt_xcalloc((size_t)T.nval, sizeof *T.type);
-    T.batched = pt_xcalloc((size_t)T.nval, 1);
-    T.role = pt_xcalloc((size_t)T.nsrc, 1);
-    T.want = pt_xcalloc((size_t)T.nval, sizeof *T.want);
-    T.conflict = pt_xcalloc((size_t)T.nval, 1);
-    T.home = pt_xcalloc((size_t)T.nval, sizeof *T.home);
-    T.made = pt_xcalloc((size_t)T.nval, 1);
-    T.taken = pt_xcalloc((size_t)T.nval, 1);
-    T.slot = pt_xcalloc((size_t)T.nval * NSLOT, sizeof *T.slot);
-    T.ln = pt_xcalloc(2 * (size_t)T.nval, sizeof *T.ln);
-    T.group = pt_xcalloc((size_t)T.D, sizeof *T.group);
+    T.src = base_xcalloc((size_t)T.nsrc, sizeof *T.src);
+    T.type = base_xcalloc((size_t)T.nval, sizeof *T.type);
+    T.batched = base_xcalloc((size_t)T.nval, 1);
+    T.role = base_xcalloc((size_t)T.nsrc, 1);
+    T.want = base_xcalloc((size_t)T.nval, sizeof *T.want);
+    T.conflict = base_xcalloc((size_t)T.nval, 1);
+    T.home = base_xcalloc((size_t)T.nval, sizeof *T.home);
+    T.made = base_xcalloc((size_t)T.nval, 1);
+    T.taken = base_xcalloc((size_t)T.nval, 1);
+    T.slot = base_xcalloc((size_t)T.nval * NSLOT, sizeof *T.slot);
+    T.ln = base_xcalloc(2 * (size_t)T.nval, sizeof *T.ln);
+    T.group = base_xcalloc((size_t)T.D, sizeof *T.group);
     for (int k = 0; k < T.D; k++)
         T.group[k] = k;
     int k = 0;
@@ -1048,7 +1048,7 @@ int pt_tensor(ir_graph *g, const pt_options *o, diag *d)
         T.type[g->params[i]->id] = g->params[i]->type;
     /* what depends on the inputs (activations), and on the loss gradient's
        seed (the backward pass, with the optimizer) */
-    char *backward = pt_xcalloc((size_t)T.nsrc, 1), *dep = pt_xcalloc((size_t)T.nval, 1);
+    char *backward = base_xcalloc((size_t)T.nsrc, 1), *dep = base_xcalloc((size_t)T.nval, 1);
     const ir_value *seed = NULL;
     if (g->loss) {
         char name[512];
@@ -1074,11 +1074,11 @@ int pt_tensor(ir_graph *g, const pt_options *o, diag *d)
         goto done;
     param_layouts(&T);
     place_params(&T);
-    T.P.seq = pt_xcalloc((size_t)T.D, sizeof *T.P.seq);
+    T.P.seq = base_xcalloc((size_t)T.D, sizeof *T.P.seq);
     for (int i = 0; i < T.nsrc; i++)
         run_node(&T, T.src[i]);
     int nupd = g->nupdates;
-    ir_update *updates = pt_xcalloc((size_t)nupd, sizeof *updates);
+    ir_update *updates = base_xcalloc((size_t)nupd, sizeof *updates);
     if (nupd) /* an inference graph has no update list to copy from */
         memcpy(updates, g->updates, (size_t)nupd * sizeof *updates);
     finish(&T, updates, nupd);
