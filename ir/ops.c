@@ -3,6 +3,7 @@
  * ir_infer() is the single source of truth for typing: the frontend calls it to
  * type the nodes it builds (and turns its message into a located diagnostic), the
  * verifier calls it to check every node, and passes call it for nodes they make. */
+#include "base.h"
 #include "ir.h"
 
 #include <stdarg.h>
@@ -23,22 +24,13 @@ int ir_op_lookup(const char *name)
     return -1;
 }
 
-static int fail(char *err, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-    return 0;
-}
-
 /* Type strings for messages: up to four live at once, each in its own buffer. */
 static const char *type_str(char (*bufs)[128], int *next, const ir_type *t)
 {
     return ir_type_str(t, bufs[(*next)++ & 3], 128);
 }
 #define TS(t) type_str(tbuf, &tb, (t))
-#define FAIL(...) return fail(err, errlen, __VA_ARGS__)
+#define FAIL(...) return (base_fail(err, errlen, __VA_ARGS__), 0) /* the rules return 0: no type */
 
 static int is_int(ir_dtype t) { return t == IR_I32 || t == IR_I64 || t == IR_U8; }
 

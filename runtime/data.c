@@ -10,12 +10,6 @@
 
 #include "base.h"
 
-static int fail(char *err, size_t len, const char *path, const char *what)
-{
-    snprintf(err, len, "%s: %s", path, what);
-    return -1;
-}
-
 /* Finds dir/name or dir/name.gz; writes the path used into path. */
 static int find(const char *dir, const char *name, char *path, size_t len)
 {
@@ -38,23 +32,21 @@ static int read_idx(const char *path, int rank, int64_t *dims, uint8_t **data, c
 {
     gzFile f = gzopen(path, "rb");
     if (!f)
-        return fail(err, errlen, path, errno ? strerror(errno) : "cannot open");
+        return base_fail(err, errlen, "%s: %s", path, errno ? strerror(errno) : "cannot open");
     unsigned char head[4 + 4 * 3];
     int rc = -1;
     *data = NULL;
     int got = gzread(f, head, (unsigned)(4 + 4 * rank));
     if (got != 4 + 4 * rank) {
-        fail(err, errlen, path, got < 0 ? "corrupt gzip data" : "truncated header");
+        base_fail(err, errlen, "%s: %s", path, got < 0 ? "corrupt gzip data" : "truncated header");
         goto done;
     }
     if (head[0] != 0 || head[1] != 0 || head[2] != 0x08) {
-        fail(err, errlen, path, "not an unsigned-byte IDX file (bad magic)");
+        base_fail(err, errlen, "%s: not an unsigned-byte IDX file (bad magic)", path);
         goto done;
     }
     if (head[3] != rank) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "has %d dimensions, expected %d", head[3], rank);
-        fail(err, errlen, path, msg);
+        base_fail(err, errlen, "%s: has %d dimensions, expected %d", path, head[3], rank);
         goto done;
     }
     uint64_t total = 1;
@@ -62,28 +54,28 @@ static int read_idx(const char *path, int rank, int64_t *dims, uint8_t **data, c
         dims[i] = be32(head + 4 + 4 * i);
         total *= (uint64_t)dims[i];
         if (dims[i] == 0 || total > ((uint64_t)1 << 34)) {
-            fail(err, errlen, path, dims[i] ? "too large" : "has a zero dimension");
+            base_fail(err, errlen, "%s: %s", path, dims[i] ? "too large" : "has a zero dimension");
             goto done;
         }
     }
     *data = malloc(total);
     if (!*data) {
-        fail(err, errlen, path, "out of memory");
+        base_fail(err, errlen, "%s: out of memory", path);
         goto done;
     }
     for (uint64_t off = 0; off < total;) {
         unsigned chunk = total - off > (1u << 30) ? 1u << 30 : (unsigned)(total - off);
         int n = gzread(f, *data + off, chunk);
         if (n <= 0) {
-            fail(err, errlen, path, n < 0 ? "corrupt gzip data" : "truncated: fewer bytes "
-                                                                "than the header promises");
+            base_fail(err, errlen, "%s: %s", path, n < 0 ? "corrupt gzip data"
+                      : "truncated: fewer bytes than the header promises");
             goto done;
         }
         off += (uint64_t)n;
     }
     unsigned char extra;
     if (gzread(f, &extra, 1) != 0) {
-        fail(err, errlen, path, "has trailing bytes after the data the header describes");
+        base_fail(err, errlen, "%s: has trailing bytes after the data the header describes", path);
         goto done;
     }
     rc = 0;
@@ -100,7 +92,7 @@ int rt_dataset_load(rt_dataset *ds, const char *dir, const char *prefix, char *e
                     size_t errlen)
 {
     char ipath[4096], lpath[4096], name[256];
-    int64_t idims[3], ldims[1];
+    int64_t idims[3] = {0}, ldims[1] = {0};
     memset(ds, 0, sizeof *ds);
     snprintf(name, sizeof name, "%s-images-idx3-ubyte", prefix);
     if (!find(dir, name, ipath, sizeof ipath)) {

@@ -1,5 +1,6 @@
 /* NumPy .npy files (format versions 1 and 2, little-endian, C order): the
  * interchange format of `gnc run --input/-o`, readable by numpy.load and torch. */
+#include "base.h"
 #include "npy.h"
 
 #include <errno.h>
@@ -18,12 +19,6 @@ static const char *descr_of(ir_dtype t)
     }
 }
 
-static int fail(char *err, size_t len, const char *fmt, const char *a)
-{
-    snprintf(err, len, fmt, a);
-    return -1;
-}
-
 int npy_read(const char *path, const ir_type *want, void *out, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
@@ -36,32 +31,32 @@ int npy_read(const char *path, const ir_type *want, void *out, char *err, size_t
     int rc = -1;
     size_t hlen = 0, pre_len = 10;
     if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0) {
-        fail(err, errlen, "%s: not a .npy file (bad magic)", path);
+        base_fail(err, errlen, "%s: not a .npy file (bad magic)", path);
         goto done;
     }
     if (pre[6] == 1) {
         hlen = pre[8] | (size_t)pre[9] << 8;
     } else if (pre[6] == 2 || pre[6] == 3) {
         if (fread(pre + 10, 1, 2, f) != 2) {
-            fail(err, errlen, "%s: truncated .npy header", path);
+            base_fail(err, errlen, "%s: truncated .npy header", path);
             goto done;
         }
         hlen = pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
         pre_len = 12;
     } else {
-        fail(err, errlen, "%s: unsupported .npy format version", path);
+        base_fail(err, errlen, "%s: unsupported .npy format version", path);
         goto done;
     }
     (void)pre_len;
     if (hlen >= sizeof header || fread(header, 1, hlen, f) != hlen) {
-        fail(err, errlen, "%s: truncated or oversized .npy header", path);
+        base_fail(err, errlen, "%s: truncated or oversized .npy header", path);
         goto done;
     }
     header[hlen] = '\0';
     const char *d = strstr(header, "'descr':"), *o = strstr(header, "'fortran_order':"),
                *s = strstr(header, "'shape':");
     if (!d || !o || !s) {
-        fail(err, errlen, "%s: malformed .npy header", path);
+        base_fail(err, errlen, "%s: malformed .npy header", path);
         goto done;
     }
     char descr[16] = {0};
@@ -71,7 +66,7 @@ int npy_read(const char *path, const ir_type *want, void *out, char *err, size_t
         goto done;
     }
     if (strncmp(o + 16, " False", 6) != 0 && strncmp(o + 16, "False", 5) != 0) {
-        fail(err, errlen, "%s: Fortran-order arrays are not supported", path);
+        base_fail(err, errlen, "%s: Fortran-order arrays are not supported", path);
         goto done;
     }
     ir_type got = {want->dtype, 0, {0}};
@@ -81,7 +76,7 @@ int npy_read(const char *path, const ir_type *want, void *out, char *err, size_t
         errno = 0;
         long long v = strtoll(p, &end, 10);
         if (end == p || errno || v < 0 || got.rank == IR_MAX_RANK) {
-            fail(err, errlen, "%s: malformed shape in .npy header", path);
+            base_fail(err, errlen, "%s: malformed shape in .npy header", path);
             goto done;
         }
         got.dims[got.rank++] = v;
@@ -98,7 +93,7 @@ int npy_read(const char *path, const ir_type *want, void *out, char *err, size_t
     size_t bytes = (size_t)ir_type_numel(want) * (want->dtype == IR_I64 ? 8 :
                                                   want->dtype == IR_U8 ? 1 : 4);
     if (fread(out, 1, bytes, f) != bytes) {
-        fail(err, errlen, "%s: truncated .npy data", path);
+        base_fail(err, errlen, "%s: truncated .npy data", path);
         goto done;
     }
     rc = 0;
@@ -121,7 +116,7 @@ int npy_write(const char *path, const ir_type *t, const void *data, char *err, s
     size_t tmp_len = strlen(path) + 16;
     char *tmp = malloc(tmp_len);
     if (!tmp)
-        return fail(err, errlen, "%s: out of memory", path);
+        return base_fail(err, errlen, "%s: out of memory", path);
     snprintf(tmp, tmp_len, "%s.tmp%d", path, (int)getpid());
     FILE *f = fopen(tmp, "wb");
     if (!f) {
