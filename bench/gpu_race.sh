@@ -68,8 +68,8 @@ declare -A need=([peak]=20 [gnc-bf16]=60 [gnc-tf32]=120 [gnc-fp32]=200 [torch-ea
 order=(peak gnc-bf16 torch-eager-bf16 gnc-tf32 torch-eager-fp32 gnc-fp32 torch-compile-bf16
        torch-compile-max-bf16)
 
-# peak_mem COMMAND...: runs it while nvidia-smi samples the memory in use;
-# the largest sample (MiB) into $out/logs/NAME.mem
+# sampled NAME COMMAND...: runs the command while nvidia-smi samples the
+# memory in use into $out/logs/NAME.mem (peak_smi NAME: the largest, MiB)
 sampled() {
     local name=$1; shift
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 \

@@ -48,6 +48,9 @@ if [ -e "$here/pack.txt" ]; then
         tar -xzf "$here/lib.tar.gz" -C "$here" || { echo "gpu_check: cannot unpack lib.tar.gz" >&2; exit 1; }
     fi
     [ $unpack = 1 ] && exit 0
+elif [ $unpack = 1 ]; then
+    echo "gpu_check: --unpack is for a pack (DIR/gpu_check.sh); a checkout has its libraries" >&2
+    exit 2
 else
     root=$(cd "$here/.." && pwd)
     bin=${GNC_BUILD_DIR:-$root/build} lib= data=/usr/share/datasets/fashion-mnist
