@@ -272,8 +272,8 @@ static void classify(cg_gen *G)
     for (int i = 0; i < g->nparams; i++)
         G->dtype[g->params[i]->id] =
             ir_is_float(g->params[i]->type.dtype) ? IR_F32 : g->params[i]->type.dtype;
-    free(keep);
-    free(parent);
+    base_free(keep);
+    base_free(parent);
 }
 
 /* ---------------------------------------------------------------- 2. regions */
@@ -359,7 +359,7 @@ static void layout(cg_gen *G)
             D->values[i].at.offset = off;
         }
     D->region_bytes[CG_ARENA] = G->mp->device_bytes[d];
-    free(held);
+    base_free(held);
 }
 
 cg_ref cg_ref_of(cg_gen *G, const ir_value *v)
@@ -590,7 +590,7 @@ static char *canonical(const char *body, const char *const *idents, int nidents)
         }
         s = e;
     }
-    free(order);
+    base_free(order);
     return b.s ? b.s : base_xstrdup("");
 }
 
@@ -605,7 +605,7 @@ int cg_add_kernel(cg_gen *G, const char *head, const char *body, const char *con
         if (G->khash[i] == h && strcmp(G->kkey[i], key) == 0)
             k = i;
     if (k >= 0) {
-        free(key);
+        base_free(key);
         /* another node computed by the same code: say so in its comment */
         if (node && G->kbody[k] && strcmp(G->kbody[k], body) != 0) {
             if (G->nalso[k] < 6) {
@@ -979,7 +979,7 @@ static void flush_casts(cg_gen *G)
             }
         }
     }
-    free(G->casts);
+    base_free(G->casts);
     G->casts = NULL;
     G->ncasts = 0;
 }
@@ -1022,7 +1022,7 @@ static void gen_list(cg_gen *G, int init)
         gen_unit(G, m, nm);
         n = last->next;
     }
-    free(m);
+    base_free(m);
     if (G->bias_pending && !G->failed)
         cg_fail(G, G->bias_pending->def, "internal: the bias of %%%s was never added",
                 G->bias_pending->name);
@@ -1318,7 +1318,7 @@ static void index_graph(cg_gen *G)
                 G->readers[G->rstart[n->in[i]->id] + fill[n->in[i]->id]++] = k;
         k++;
     }
-    free(fill);
+    base_free(fill);
     ir_weight_only(g, G->weight);
     for (int i = 0; i < g->noutputs; i++)
         G->external[g->outputs[i].value->id] = 1;
@@ -1330,32 +1330,32 @@ static void index_graph(cg_gen *G)
 
 static void gen_free(cg_gen *G)
 {
-    free(G->pos);
-    free(G->dtype);
-    free(G->weight);
-    free(G->external);
-    free(G->rstart);
-    free(G->readers);
-    free(G->node_at);
-    free(G->alias);
-    free(G->aliased);
-    free(G->shadow_fresh);
-    free(G->gcasts);
-    free(G->gcast_v);
-    free(G->list);
-    free(G->dev_kernels);
+    base_free(G->pos);
+    base_free(G->dtype);
+    base_free(G->weight);
+    base_free(G->external);
+    base_free(G->rstart);
+    base_free(G->readers);
+    base_free(G->node_at);
+    base_free(G->alias);
+    base_free(G->aliased);
+    base_free(G->shadow_fresh);
+    base_free(G->gcasts);
+    base_free(G->gcast_v);
+    base_free(G->list);
+    base_free(G->dev_kernels);
     for (int i = 0; G->khead && i < G->p->nkernels; i++) {
-        free(G->khead[i]);
-        free(G->kbody[i]);
-        free(G->kkey[i]);
+        base_free(G->khead[i]);
+        base_free(G->kbody[i]);
+        base_free(G->kkey[i]);
         cg_sb_free(&G->kalso[i]);
     }
-    free(G->khead);
-    free(G->kbody);
-    free(G->kkey);
-    free(G->khash);
-    free(G->kalso);
-    free(G->nalso);
+    base_free(G->khead);
+    base_free(G->kbody);
+    base_free(G->kkey);
+    base_free(G->khash);
+    base_free(G->kalso);
+    base_free(G->nalso);
 }
 
 cg_program *cg_generate(const ir_graph *g, const mp_plan *mp, const cg_options *o, diag *d)
@@ -1388,7 +1388,7 @@ cg_program *cg_generate(const ir_graph *g, const mp_plan *mp, const cg_options *
         if (!ok) {
             diag_error(d, (ir_loc){0}, "codegen: unknown architecture '%s' (sm_80, sm_90, ...)",
                        a ? a : "(null)");
-            free(p);
+            base_free(p);
             return NULL;
         }
         snprintf(p->archs[i], sizeof p->archs[i], "%s", a);
@@ -1470,21 +1470,21 @@ void cg_program_free(cg_program *p)
     if (!p)
         return;
     for (int i = 0; i < p->nkernels; i++)
-        free(p->kernels[i].name);
-    free(p->kernels);
+        base_free(p->kernels[i].name);
+    base_free(p->kernels);
     for (int i = 0; i < p->nmodules; i++) {
         cg_module *m = &p->modules[i];
-        free(m->source);
-        free(m->kernels);
-        free(m->kernel_line);
+        base_free(m->source);
+        base_free(m->kernels);
+        base_free(m->kernel_line);
         for (int j = 0; j < m->nimages; j++)
-            free(m->images[j].data);
-        free(m->images);
-        free(m->log);
+            base_free(m->images[j].data);
+        base_free(m->images);
+        base_free(m->log);
     }
-    free(p->modules);
+    base_free(p->modules);
     cg_pool_free(p);
-    free(p);
+    base_free(p);
 }
 
 #ifndef GNC_HAVE_NVRTC

@@ -359,7 +359,7 @@ typedef struct cg_program {
     cg_device *devices;
     cg_loss_scale loss_scale;
     const ir_graph *graph;
-    struct cg_block *pool;      /* internal: what the program allocated */
+    struct base_arena *pool;    /* internal: what the program allocated */
 } cg_program;
 
 /* Generates the program of g (verified; fused or not) with memory plan mp

@@ -535,8 +535,8 @@ static void kb_free(kb *k)
     cg_sb_free(&k->pre);
     cg_sb_free(&k->shared);
     for (int i = 0; i < k->nstrs; i++)
-        free(k->strs[i]);
-    free(k->strs);
+        base_free(k->strs[i]);
+    base_free(k->strs);
 }
 
 /* Whether the accesses are safe: a buffer written is read or written
@@ -2492,7 +2492,7 @@ void cg_emit_casts(cg_gen *G, const ir_node *by, const char *what, const cg_cast
                                      c[i].ddt};
     }
     cg_add_step(G, &st, acc, 2 * n);
-    free(acc);
+    base_free(acc);
 }
 
 /* n elements of one type into another: one kernel per pair of types, n an argument. */

@@ -137,7 +137,7 @@ static unsigned char *cache_get(const cache *c, const unsigned char key[32], con
     uint64_t n = get64(h + MAGIC_LEN + 32);
     if (n > ((uint64_t)1 << 32))
         goto done;
-    data = malloc(n ? n : 1);
+    data = base_malloc(n ? n : 1);
     if (!data || fread(data, 1, n, f) != n || fgetc(f) != EOF)
         goto bad;
     cg_sha256 s;
@@ -152,7 +152,7 @@ static unsigned char *cache_get(const cache *c, const unsigned char key[32], con
     fclose(f);
     return data;
 bad:
-    free(data);
+    base_free(data);
     data = NULL;
 done:
     fclose(f);
@@ -408,9 +408,9 @@ static void run_job(job *j)
         char *log = NULL, *plog = NULL;
         int ok = unpack(hit, len, &log, &j->cubin) == 0 &&
                  (!phit || unpack(phit, plen, &plog, &j->ptximg) == 0);
-        free(hit);
-        free(phit);
-        free(plog);
+        base_free(hit);
+        base_free(phit);
+        base_free(plog);
         if (ok) {
             j->cubin.from_cache = j->ptximg.from_cache = 1;
             j->hits = 1 + (j->ptx != 0);
@@ -419,14 +419,14 @@ static void run_job(job *j)
             j->log = log;
             return;
         }
-        free(log);
-        free(j->cubin.data);
-        free(j->ptximg.data);
+        base_free(log);
+        base_free(j->cubin.data);
+        base_free(j->ptximg.data);
         j->cubin.data = j->ptximg.data = NULL;
         j->corrupt++;
     } else {
-        free(hit);
-        free(phit);
+        base_free(hit);
+        base_free(phit);
     }
 
     nvrtcProgram prog;
@@ -448,7 +448,7 @@ static void run_job(job *j)
         nvrtcGetProgramLog(prog, log);
     if (r != NVRTC_SUCCESS) {
         describe_error(j, log);
-        free(log);
+        base_free(log);
         nvrtcDestroyProgram(&prog);
         j->rc = -1;
         return;
@@ -472,7 +472,7 @@ static void run_job(job *j)
     if (!ok) {
         snprintf(j->err, sizeof j->err, "NVRTC gave no image for module %d (%s)", j->module,
                  p->archs[j->arch]);
-        free(log);
+        base_free(log);
         j->rc = -1;
         return;
     }
@@ -481,11 +481,11 @@ static void run_job(job *j)
     size_t n;
     unsigned char *pl = payload(log, j->cubin.data, j->cubin.size, &n);
     j->unwritten += cache_put(j->c, kc, "cubin", pl, n) != 0;
-    free(pl);
+    base_free(pl);
     if (j->ptx) {
         pl = payload("", j->ptximg.data, j->ptximg.size, &n);
         j->unwritten += cache_put(j->c, kp, "ptx", pl, n) != 0;
-        free(pl);
+        base_free(pl);
     }
     j->log = log;
 }
@@ -562,16 +562,16 @@ int cg_compile(cg_program *p, const cg_compile_options *o, cg_compile_stats *sta
     worker(&P); /* this thread too */
     for (int i = 1; i <= started; i++)
         pthread_join(th[i], NULL);
-    free(th);
+    base_free(th);
 
     int rc = 0;
     cg_compile_stats st = {0};
     for (int m = 0; m < p->nmodules; m++) {
         cg_module *mod = &p->modules[m];
         for (int i = 0; i < mod->nimages; i++)
-            free(mod->images[i].data);
-        free(mod->images);
-        free(mod->log);
+            base_free(mod->images[i].data);
+        base_free(mod->images);
+        base_free(mod->log);
         mod->log = NULL;
         mod->nimages = 0;
         mod->images = base_xcalloc((size_t)p->narchs + 1, sizeof *mod->images);
@@ -588,20 +588,20 @@ int cg_compile(cg_program *p, const cg_compile_options *o, cg_compile_stats *sta
             }
             if (j->log)
                 cg_sb_printf(&logs, "%s", j->log);
-            free(j->log);
+            base_free(j->log);
             if (!j->rc)
                 mod->images[mod->nimages++] = j->cubin;
             else
-                free(j->cubin.data);
+                base_free(j->cubin.data);
         }
         job *jn = &jobs[m * p->narchs + newest];
         if (!jn->rc && jn->ptximg.data)
             mod->images[mod->nimages++] = jn->ptximg;
         else
-            free(jn->ptximg.data);
+            base_free(jn->ptximg.data);
         mod->log = logs.s;
     }
-    free(jobs);
+    base_free(jobs);
     st.ms = now_ms() - t0;
     if (stats)
         *stats = st;

@@ -50,45 +50,16 @@ void cg_sb_printf(cg_sb *b, const char *fmt, ...)
 
 void cg_sb_free(cg_sb *b)
 {
-    free(b->s);
+    base_free(b->s);
     b->s = NULL;
     b->len = b->cap = 0;
 }
 
-/* ---- the program's allocations: a list of blocks ---- */
+/* ---- the program's allocations: an arena ---- */
 
-struct cg_block {
-    struct cg_block *next;
-    size_t used, cap;
-    _Alignas(16) unsigned char data[];
-};
+void *cg_palloc(cg_program *p, size_t n) { return base_arena_alloc(&p->pool, n); }
 
-void *cg_palloc(cg_program *p, size_t n)
-{
-    n = (n + 15) & ~(size_t)15;
-    struct cg_block *b = p->pool;
-    if (!b || b->used + n > b->cap) {
-        size_t cap = n > 65536 ? n : 65536;
-        b = base_xmalloc(sizeof *b + cap);
-        b->next = p->pool;
-        b->used = 0;
-        b->cap = cap;
-        p->pool = b;
-    }
-    void *r = b->data + b->used;
-    b->used += n;
-    memset(r, 0, n);
-    return r;
-}
-
-void cg_pool_free(cg_program *p)
-{
-    while (p->pool) {
-        struct cg_block *next = p->pool->next;
-        free(p->pool);
-        p->pool = next;
-    }
-}
+void cg_pool_free(cg_program *p) { base_arena_free(&p->pool); }
 
 char *cg_pstrdup(cg_program *p, const char *s)
 {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base.h"
 #include "codegen.h"
 #include "cuda.h"
 #include "frontend.h"
@@ -27,30 +28,6 @@ static int has_suffix(const char *s, const char *suffix)
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-static char *read_file(const char *path, size_t *len, diag *d)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        diag_error(d, (ir_loc){path, 0, 0}, "cannot read file: %s", strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;)
-        if ((n += got) == cap) {
-            char *bigger = realloc(buf, cap *= 2);
-            if (!bigger)
-                free(buf);
-            buf = bigger;
-        }
-    fclose(f);
-    if (!buf)
-        diag_error(d, (ir_loc){path, 0, 0}, "out of memory reading the file");
-    *len = n;
-    return buf;
-}
-
-
 ir_graph *drv_load(const drv_config *o, long long batch, diag *d)
 {
     ir_graph *g;
@@ -61,11 +38,14 @@ ir_graph *drv_load(const drv_config *o, long long batch, diag *d)
             return NULL;
         }
         size_t len;
-        char *text = read_file(o->file, &len, d);
-        if (!text)
+        const char *why = NULL;
+        char *text = base_read_file(o->file, &len, &why);
+        if (!text) {
+            diag_error(d, (ir_loc){o->file, 0, 0}, "cannot read file: %s", why);
             return NULL;
+        }
         g = ir_parse(o->file, text, len, d);
-        free(text);
+        base_free(text);
     } else {
         /* -D batch=B from --batch, unless -D batch is given too */
         const char *names[DRV_MAX_DEFINES + 1], *values[DRV_MAX_DEFINES + 1];
@@ -160,12 +140,8 @@ static int build(const drv_config *o, const ir_graph *src, const pt_options *par
                  const cost_device *dev, drv_program *out, diag *d, char *err, size_t errlen)
 {
     int n = part->devices < DRV_MAX_CAPS ? part->devices : DRV_MAX_CAPS;
-    int64_t *caps = calloc((size_t)n + 1, sizeof *caps), *over = calloc((size_t)n + 1, sizeof *over);
-    if (!caps || !over) {
-        free(caps), free(over);
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
+    int64_t *caps = base_xcalloc((size_t)n + 1, sizeof *caps);
+    int64_t *over = base_xcalloc((size_t)n + 1, sizeof *over);
     for (int i = 0; i < n; i++)
         caps[i] = cap_of(o, dev, i);
     pt_options p = *part;
@@ -192,8 +168,8 @@ static int build(const drv_config *o, const ir_graph *src, const pt_options *par
         if (rc == 0 || !again)
             break;
     }
-    free(caps);
-    free(over);
+    base_free(caps);
+    base_free(over);
     return rc;
 }
 
@@ -347,7 +323,7 @@ static int compile_partitioned(const drv_config *o, const ir_graph *src, const p
         if (N % dp == 0)
             cand[n] = part, cand[n].strategy = PT_HYBRID, cand[n].dp = dp, cand[n].pp = N / dp, n++;
     cand[n] = part, cand[n].strategy = PT_TENSOR, n++;
-    pt_candidate *rank = calloc((size_t)n, sizeof *rank);
+    pt_candidate *rank = base_xcalloc((size_t)n, sizeof *rank);
     int best = -1;
     drv_program prog;
     for (int i = 0; i < n; i++) {
@@ -355,7 +331,7 @@ static int compile_partitioned(const drv_config *o, const ir_graph *src, const p
         diag_init(&scratch);
         describe(&cand[i], rank[i].name, sizeof rank[i].name);
         if (build(o, src, &cand[i], train, &dev, &prog, &scratch, err, sizeof err) != 0) {
-            rank[i].error = strdup(err);
+            rank[i].error = base_xstrdup(err);
         } else {
             rank[i].step_ms = prog.plan->step_ms;
             for (int k = 0; k < prog.plan->ndevices; k++)
@@ -377,8 +353,8 @@ static int compile_partitioned(const drv_config *o, const ir_graph *src, const p
         for (int i = 0; i < n; i++)
             diag_note(d, (ir_loc){0}, "%s: %s", rank[i].name, rank[i].error);
         for (int i = 0; i < n; i++)
-            free((char *)rank[i].error);
-        free(rank);
+            base_free((char *)rank[i].error);
+        base_free(rank);
         return -1;
     }
     rank[best].chosen = 1;
@@ -392,8 +368,8 @@ void drv_candidates_free(pt_plan *p)
     if (!p)
         return;
     for (int i = 0; i < p->ncandidates; i++)
-        free((char *)p->candidates[i].error);
-    free(p->candidates);
+        base_free((char *)p->candidates[i].error);
+    base_free(p->candidates);
     p->candidates = NULL;
     p->ncandidates = 0;
 }
@@ -469,8 +445,8 @@ static int choose_convs(const drv_config *o, const rt_plan *base, const cg_optio
     double *ms[CG_CONV_NIMPLS];
     int rc = -1, ok = 1;
     for (int i = 0; i < CG_CONV_NIMPLS; i++)
-        ok &= (ms[i] = calloc(nv, sizeof(double))) != NULL;
-    *choice = malloc(nv);
+        ok &= (ms[i] = base_calloc(nv, sizeof(double))) != NULL;
+    *choice = base_malloc(nv);
     if (!ok || !*choice) {
         snprintf(err, errlen, "out of memory");
         goto done;
@@ -500,9 +476,9 @@ static int choose_convs(const drv_config *o, const rt_plan *base, const cg_optio
     rc = 0;
 done:
     for (int i = 0; i < CG_CONV_NIMPLS; i++)
-        free(ms[i]);
+        base_free(ms[i]);
     if (rc) {
-        free(*choice);
+        base_free(*choice);
         *choice = NULL;
     }
     return rc;
@@ -574,7 +550,7 @@ int drv_plan_keep(const drv_config *o, const drv_program *p, const char *path, r
         if (rt_plan_encode(p->g, p->mp, meta, n, &bytes, &size, err, errlen) != 0)
             goto done;
         base = rt_plan_decode(bytes, size, path, err, errlen);
-        free(bytes);
+        base_free(bytes);
         if (!base)
             goto done;
         char list[CG_MAX_ARCHS][16];
@@ -591,7 +567,7 @@ int drv_plan_keep(const drv_config *o, const drv_program *p, const char *path, r
         diag d;
         diag_init(&d);
         cg = cg_generate(base->g, base->mp, &co, &d);
-        free(choice);              /* cg keeps its own */
+        base_free(choice);              /* cg keeps its own */
         if (o->warnings)
             diag_print(&d, o->warnings);
         diag_free(&d);
@@ -611,7 +587,7 @@ int drv_plan_keep(const drv_config *o, const drv_program *p, const char *path, r
         size_t size;
         if (rt_plan_encode_program(p->g, p->mp, meta, n, cg, &bytes, &size, err, errlen) == 0) {
             *mem = rt_plan_decode(bytes, size, path, err, errlen);
-            free(bytes);
+            base_free(bytes);
             rc = *mem ? 0 : -1;
         }
     }

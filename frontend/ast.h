@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 
+#include "base.h"
 #include "diag.h"
 #include "ir.h"
 
@@ -59,13 +60,9 @@ struct ast {
     int n, cap;
 };
 
-typedef struct fe_arena fe_arena;
-void *fe_alloc(fe_arena **arena, size_t size);   /* zeroed */
-void fe_arena_free(fe_arena **arena);
-
 /* The state of one parse, shared by the lexer and the parser. */
 typedef struct {
-    fe_arena **arena;
+    base_arena **arena;
     diag *d;
     const char *file;      /* as registered with diag_add_source */
     int depth;             /* ( and [ nesting: newlines inside them are not separators */

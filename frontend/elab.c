@@ -86,7 +86,7 @@ typedef struct fileref {
 
 struct elab {
     diag *d;
-    fe_arena *arena;
+    base_arena *arena;
     ir_graph *g;
     global *globals;
     module *modules;
@@ -105,7 +105,7 @@ struct elab {
 
 /* ---------------------------------------------------------------- basics */
 
-static void *alloc(elab *e, size_t n) { return fe_alloc(&e->arena, n); }
+static void *alloc(elab *e, size_t n) { return base_arena_alloc(&e->arena, n); }
 
 static char *fmt(elab *e, const char *f, ...) DIAG_PRINTF(2, 3);
 static char *fmt(elab *e, const char *f, ...)
@@ -361,9 +361,7 @@ const char *el_scope_name(elab *e, const char *name, ir_loc loc)
 static const char *interpolate(elab *e, env *en, const char *s, ir_loc loc)
 {
     size_t cap = strlen(s) + 64, len = 0;
-    char *out = malloc(cap);
-    if (!out)
-        return s;
+    char *out = base_xmalloc(cap);
     for (const char *p = s; *p;) {
         char piece[64];
         const char *add = piece;
@@ -372,7 +370,7 @@ static const char *interpolate(elab *e, env *en, const char *s, ir_loc loc)
             const char *end = strchr(p, '}');
             if (!end) {
                 el_error(e, loc, "unterminated '{' in name \"%s\"", s);
-                free(out);
+                base_free(out);
                 return NULL;
             }
             const char *key = fmt(e, "%.*s", (int)(end - p - 1), p + 1);
@@ -381,7 +379,7 @@ static const char *interpolate(elab *e, env *en, const char *s, ir_loc loc)
             const val *v = b ? &b->v : g && g->decl->kind == AST_CONST ? &g->v : NULL;
             if (!v) {
                 unknown_name(e, en, loc, "name", key, 0);
-                free(out);
+                base_free(out);
                 return NULL;
             }
             if (v->k == V_INT)
@@ -395,7 +393,7 @@ static const char *interpolate(elab *e, env *en, const char *s, ir_loc loc)
             else {
                 if (v->k != V_ERROR)
                     el_error(e, loc, "cannot put %s '%s' in a name", describe(e, v), key);
-                free(out);
+                base_free(out);
                 return NULL;
             }
             addlen = strlen(add);
@@ -407,12 +405,7 @@ static const char *interpolate(elab *e, env *en, const char *s, ir_loc loc)
         }
         if (len + addlen + 1 > cap) {
             cap = 2 * (len + addlen + 1);
-            char *bigger = realloc(out, cap);
-            if (!bigger) {
-                free(out);
-                return NULL;
-            }
-            out = bigger;
+            out = base_xrealloc(out, cap);
         }
         memcpy(out + len, add, addlen);
         len += addlen;
@@ -420,11 +413,11 @@ static const char *interpolate(elab *e, env *en, const char *s, ir_loc loc)
     out[len] = '\0';
     if (len == 0 || strchr(out, '.')) {
         el_error(e, loc, "a name must be non-empty and contain no '.', got \"%s\"", out);
-        free(out);
+        base_free(out);
         return NULL;
     }
     const char *r = fmt(e, "%s", out);
-    free(out);
+    base_free(out);
     return r;
 }
 
@@ -1358,37 +1351,6 @@ static int exec_block(elab *e, env *en, ast *block, val *ret)
 
 static int load_file(elab *e, const char *path, ir_loc from);
 
-static char *read_all(const char *path, size_t *len, const char **why)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        *why = strerror(errno);
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;) {
-        n += got;
-        if (n == cap) {
-            char *bigger = cap < ((size_t)1 << 30) ? realloc(buf, cap *= 2) : NULL;
-            if (!bigger) {
-                free(buf);
-                buf = NULL;
-                *why = "file too large";
-            }
-            buf = bigger;
-        }
-    }
-    if (buf && ferror(f)) {
-        *why = strerror(errno);
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *len = n;
-    return buf;
-}
-
 static void declare(elab *e, ast *decl)
 {
     global *prev = global_find(e, decl->str);
@@ -1438,27 +1400,41 @@ static int load_text(elab *e, const char *file, const char *text, size_t len)
     return ok;
 }
 
+/* realpath's answer, or NULL; in memory the stages own (a jump to a catch
+ * frees it) */
+static char *real_path(const char *path)
+{
+    char *r = realpath(path, NULL);
+    if (!r)
+        return NULL;
+    char *own = base_strdup(r);
+    base_free(r);
+    if (!own)
+        base_oom();
+    return own;
+}
+
 static int load_file(elab *e, const char *path, ir_loc from)
 {
-    char *real = realpath(path, NULL);
+    char *real = real_path(path);
     const char *key = real ? real : path;
     for (module *m = e->modules; m; m = m->next)
         if (strcmp(m->key, key) == 0) {
             if (m->loading)
                 el_error(e, from, "import cycle: '%s' imports itself, directly or "
                                   "through other files", path);
-            free(real);
+            base_free(real);
             return !m->loading;
         }
     size_t len;
     const char *why = NULL;
-    char *text = read_all(path, &len, &why);
+    char *text = base_read_file(path, &len, &why);
     if (!text) {
         if (from.file)
             el_error(e, from, "cannot import '%s': %s", path, why);
         else
             diag_error(e->d, (ir_loc){path, 0, 0}, "cannot read file: %s", why);
-        free(real);
+        base_free(real);
         return 0;
     }
     module *m = alloc(e, sizeof *m);
@@ -1466,10 +1442,10 @@ static int load_file(elab *e, const char *path, ir_loc from)
     m->loading = 1;
     m->next = e->modules;
     e->modules = m;
-    free(real);
+    base_free(real);
     const char *file = diag_add_source(e->d, path, text, len);
     int ok = load_text(e, file, text, len);
-    free(text);
+    base_free(text);
     m->loading = 0;
     return ok;
 }
@@ -1585,7 +1561,7 @@ static ir_graph *run(elab *e, const fe_options *opt)
     if (e->d->nerrors == e->errors0)
         g = elaborate_model(e, opt ? opt : &none);
     ir_graph_free(e->g);
-    fe_arena_free(&e->arena);
+    base_arena_free(&e->arena);
     return g;
 }
 
@@ -1597,7 +1573,7 @@ ir_graph *fe_load_file(const char *path, const fe_options *opt, diag *d)
     load_file(&e, path, (ir_loc){0});
     if (d->nerrors > before) {
         ir_graph_free(e.g);
-        fe_arena_free(&e.arena);
+        base_arena_free(&e.arena);
         return NULL;
     }
     return run(&e, opt);
@@ -1610,16 +1586,16 @@ ir_graph *fe_load_string(const char *name, const char *text, size_t len,
     e.g = ir_graph_new("scratch");
     int before = d->nerrors;
     module *m = alloc(&e, sizeof *m);
-    char *real = realpath(name, NULL);
+    char *real = real_path(name);
     m->key = (char *)fmt(&e, "%s", real ? real : name);
-    free(real);
+    base_free(real);
     m->loading = 1;
     e.modules = m;
     load_text(&e, diag_add_source(d, name, text, len), text, len);
     m->loading = 0;
     if (d->nerrors > before) {
         ir_graph_free(e.g);
-        fe_arena_free(&e.arena);
+        base_arena_free(&e.arena);
         return NULL;
     }
     return run(&e, opt);

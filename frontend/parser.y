@@ -8,7 +8,12 @@ typedef void *yyscan_t;
 }
 
 %code {
+#include "base.h"
 #include "lexer.h"
+
+/* bison's stack past its first 200 entries, allocated as the stages do */
+#define YYMALLOC base_xmalloc
+#define YYFREE base_free
 
 static void yyerror(const YYLTYPE *l, yyscan_t scanner, fe_parse_state *p, const char *msg);
 

@@ -1,6 +1,7 @@
 /* Small things every stage uses (base.h). */
 #include "base.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,21 +35,256 @@ void base_human_bytes(double b, char *buf, size_t len)
     snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", b, units[u]);
 }
 
-static void *or_abort(void *p)
+/* ---- allocation ---- */
+
+static _Thread_local base_catch *catcher; /* the innermost */
+static _Thread_local long fail_countdown; /* the test hook's: 0 is off */
+static _Thread_local int failed;
+
+void base_alloc_fail_at(long n)
 {
-    if (!p) {
-        fputs("gnc: out of memory\n", stderr);
-        abort();
+    fail_countdown = n > 0 ? n : 0;
+    failed = 0;
+}
+
+int base_alloc_failed(void) { return failed; }
+
+static int fail_now(void)
+{
+    if (fail_countdown == 0 || --fail_countdown > 0)
+        return 0;
+    failed = 1;
+    return 1;
+}
+
+/* A catch's set of the pointers it owns.  An empty slot is NULL, a deleted
+ * one GONE; the set's own memory comes from malloc, outside the hook. */
+static char gone_;
+#define GONE ((void *)&gone_)
+
+static size_t slot_of(const base_catch *c, const void *p)
+{
+    uint64_t h = (uint64_t)(uintptr_t)p * BASE_GOLDEN_GAMMA;
+    return (size_t)(h >> 32 ^ h >> 4) & (c->cap - 1);
+}
+
+static void set_put(base_catch *c, void *p)
+{
+    size_t i = slot_of(c, p);
+    while (c->owned[i] && c->owned[i] != GONE)
+        i = (i + 1) & (c->cap - 1);
+    if (!c->owned[i])
+        c->used++;
+    c->owned[i] = p;
+}
+
+/* Room in c's set for one more pointer; 0 when there is no memory for it. */
+static int set_reserve(base_catch *c)
+{
+    if (2 * (c->used + 1) <= c->cap)
+        return 1;
+    size_t live = 0;
+    for (size_t i = 0; i < c->cap; i++)
+        live += c->owned[i] && c->owned[i] != GONE;
+    size_t cap = 64;
+    while (cap < 4 * (live + 1))
+        cap *= 2;
+    void **old = c->owned, **slots = calloc(cap, sizeof *slots);
+    if (!slots)
+        return 0;
+    size_t oldcap = c->cap;
+    c->owned = slots;
+    c->cap = cap;
+    c->used = 0;
+    for (size_t i = 0; i < oldcap; i++)
+        if (old[i] && old[i] != GONE)
+            set_put(c, old[i]);
+    free(old);
+    return 1;
+}
+
+static int set_drop(base_catch *c, const void *p)
+{
+    if (!c->cap)
+        return 0;
+    for (size_t i = slot_of(c, p); c->owned[i]; i = (i + 1) & (c->cap - 1))
+        if (c->owned[i] == p) {
+            c->owned[i] = GONE;
+            return 1;
+        }
+    return 0;
+}
+
+static void disown(const void *p)
+{
+    for (base_catch *c = catcher; p && c && !set_drop(c, p); c = c->outer)
+        ;
+}
+
+/* p, just allocated, owned by the innermost catch (room was reserved) */
+static void *own(void *p)
+{
+    if (p && catcher)
+        set_put(catcher, p);
+    return p;
+}
+
+/* Whether an allocation may go ahead: not failed by the hook, and room for
+ * it in the innermost catch's set. */
+static int may_allocate(void) { return !fail_now() && (!catcher || set_reserve(catcher)); }
+
+void *base_malloc(size_t n) { return may_allocate() ? own(malloc(n ? n : 1)) : NULL; }
+
+void *base_calloc(size_t n, size_t size)
+{
+    return may_allocate() ? own(calloc(n ? n : 1, size ? size : 1)) : NULL;
+}
+
+void *base_realloc(void *p, size_t n)
+{
+    if (!may_allocate())
+        return NULL;
+    disown(p); /* before: p may not be read after realloc */
+    void *q = realloc(p, n ? n : 1);
+    own(q ? q : p);
+    return q;
+}
+
+char *base_strndup(const char *s, size_t n)
+{
+    size_t k = strnlen(s, n);
+    char *p = base_malloc(k + 1);
+    if (p) {
+        memcpy(p, s, k);
+        p[k] = '\0';
     }
     return p;
 }
 
-void *base_xmalloc(size_t n) { return or_abort(malloc(n ? n : 1)); }
-void *base_xcalloc(size_t n, size_t size) { return or_abort(calloc(n ? n : 1, size ? size : 1)); }
-void *base_xrealloc(void *p, size_t n) { return or_abort(realloc(p, n ? n : 1)); }
+char *base_strdup(const char *s) { return base_strndup(s, strlen(s)); }
 
-char *base_xstrdup(const char *s)
+void base_free(void *p)
 {
-    size_t n = strlen(s) + 1;
-    return memcpy(base_xmalloc(n), s, n);
+    disown(p);
+    free(p);
+}
+
+void base_catch_push(base_catch *c)
+{
+    c->outer = catcher;
+    c->owned = NULL;
+    c->cap = c->used = 0;
+    catcher = c;
+}
+
+void base_catch_pop(base_catch *c)
+{
+    catcher = c->outer;
+    for (size_t i = 0; i < c->cap; i++)
+        if (c->owned[i] && c->owned[i] != GONE) {
+            if (catcher && !set_reserve(catcher))
+                break; /* no memory to say so: the outer catch will not free the rest */
+            own(c->owned[i]);
+        }
+    free(c->owned);
+    c->owned = NULL;
+}
+
+void base_oom(void)
+{
+    base_catch *c = catcher;
+    if (!c) {
+        fputs("gnc: out of memory\n", stderr);
+        abort();
+    }
+    for (size_t i = 0; i < c->cap; i++)
+        if (c->owned[i] && c->owned[i] != GONE)
+            free(c->owned[i]);
+    free(c->owned);
+    c->owned = NULL;
+    catcher = c->outer;
+    longjmp(c->jump, 1);
+}
+
+static void *or_oom(void *p)
+{
+    if (!p)
+        base_oom();
+    return p;
+}
+
+void *base_xmalloc(size_t n) { return or_oom(base_malloc(n)); }
+void *base_xcalloc(size_t n, size_t size) { return or_oom(base_calloc(n, size)); }
+void *base_xrealloc(void *p, size_t n) { return or_oom(base_realloc(p, n)); }
+char *base_xstrdup(const char *s) { return or_oom(base_strdup(s)); }
+
+char *base_read_file(const char *path, size_t *len, const char **why)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        *why = strerror(errno);
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = base_malloc(cap);
+    if (!buf)
+        *why = "out of memory";
+    for (size_t got; buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
+        n += got;
+        if (n + 1 == cap) {
+            char *bigger = NULL;
+            if (cap >= (size_t)1 << 30)
+                *why = "file too large";
+            else if (!(bigger = base_realloc(buf, cap *= 2)))
+                *why = "out of memory";
+            if (!bigger)
+                base_free(buf);
+            buf = bigger;
+        }
+    }
+    if (buf && ferror(f)) {
+        *why = strerror(errno);
+        base_free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf)
+        buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+/* ---- arenas: a chain of blocks ---- */
+
+struct base_arena {
+    struct base_arena *next;
+    size_t used, cap;
+    _Alignas(16) unsigned char data[];
+};
+
+void *base_arena_alloc(base_arena **arena, size_t size)
+{
+    size = (size + 15) & ~(size_t)15;
+    base_arena *a = *arena;
+    if (!a || a->cap - a->used < size) {
+        size_t cap = size > 65536 ? size : 65536;
+        base_arena *b = base_xmalloc(sizeof *b + cap);
+        b->next = a;
+        b->used = 0;
+        b->cap = cap;
+        *arena = a = b;
+    }
+    void *p = a->data + a->used;
+    a->used += size;
+    memset(p, 0, size);
+    return p;
+}
+
+void base_arena_free(base_arena **arena)
+{
+    for (base_arena *a = *arena, *next; a; a = next) {
+        next = a->next;
+        base_free(a);
+    }
+    *arena = NULL;
 }

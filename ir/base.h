@@ -1,8 +1,10 @@
 /* Small things every stage uses, in one place: a message into a caller's
- * buffer, a 64-bit mixer, byte counts for people, allocation or abort. */
+ * buffer, a 64-bit mixer, byte counts for people, allocation with out of
+ * memory caught where a caller asks, and arenas. */
 #ifndef GNC_BASE_H
 #define GNC_BASE_H
 
+#include <setjmp.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,12 +24,65 @@ uint64_t base_splitmix64(uint64_t x);
 /* b bytes as "512 B", "1.5 KiB", ... "2.0 TiB" into buf. */
 void base_human_bytes(double b, char *buf, size_t len);
 
-/* malloc, calloc, realloc and strdup that never return NULL: out of memory,
- * they print "gnc: out of memory" and abort.  (A zero size asks for one
- * byte, so that NULL always means failure.) */
+/* malloc, calloc, realloc, strdup, strndup and free.  The allocations
+ * return NULL when out of memory (a zero size asks for one byte, so that
+ * NULL always means failure).  The stages allocate and free through these
+ * alone: the test hook sees every allocation, and a catch (below) knows
+ * what was allocated under it. */
+void *base_malloc(size_t n);
+void *base_calloc(size_t n, size_t size);
+void *base_realloc(void *p, size_t n);
+char *base_strdup(const char *s);
+char *base_strndup(const char *s, size_t n);
+void base_free(void *p);
+
+/* The same, never NULL: out of memory, they call base_oom. */
 void *base_xmalloc(size_t n);
 void *base_xcalloc(size_t n, size_t size);
 void *base_xrealloc(void *p, size_t n);
 char *base_xstrdup(const char *s);
+
+/* Out of memory: base_oom frees what was allocated under this thread's
+ * innermost catch and is still live, and jumps to it; with no catch it
+ * prints "gnc: out of memory" and aborts (the gnc command).  A library entry
+ * point, which must never abort, catches:
+ *
+ *     base_catch c;
+ *     base_catch_push(&c);
+ *     if (setjmp(c.jump))              // c is popped, its memory freed
+ *         return an "out of memory" error;
+ *     ... build something new ...
+ *     base_catch_pop(&c);              // what was built is the caller's
+ *
+ * So a catch needs no cleanup code for memory, but the work under it must
+ * not grow or free memory that outlives a jump (allocated before the push
+ * and kept after), and what it allocates is freed by its own thread.  A
+ * catch popped inside another hands what it owns to the outer one. */
+typedef struct base_catch {
+    jmp_buf jump;
+    struct base_catch *outer;
+    void **owned;          /* a set of pointers, open addressing */
+    size_t cap, used;      /* slots, and slots not empty (live or deleted) */
+} base_catch;
+void base_catch_push(base_catch *c);
+void base_catch_pop(base_catch *c);
+_Noreturn void base_oom(void);
+
+/* Testing: the n-th allocation from now in this thread fails (1 is the next;
+ * 0 fails none), as Lua's ltests.c does to prove that every allocation's
+ * failure is survived.  base_alloc_failed says whether one has since. */
+void base_alloc_fail_at(long n);
+int base_alloc_failed(void);
+
+/* The whole file at path, NUL-terminated (len bytes before the NUL), or NULL
+ * and *why (strerror's text, "out of memory" or "file too large": 1 GiB or
+ * more).  Its allocations may fail without a jump: the file is open. */
+char *base_read_file(const char *path, size_t *len, const char **why);
+
+/* An arena: blocks freed together, NULL when empty.  Allocations are zeroed
+ * and 16-byte aligned; out of memory calls base_oom. */
+typedef struct base_arena base_arena;
+void *base_arena_alloc(base_arena **a, size_t size);
+void base_arena_free(base_arena **a);
 
 #endif

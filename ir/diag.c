@@ -21,13 +21,13 @@ void diag_init(diag *d)
 void diag_free(diag *d)
 {
     for (int i = 0; i < d->n; i++)
-        free(d->entries[i].msg);
-    free(d->entries);
+        base_free(d->entries[i].msg);
+    base_free(d->entries);
     for (struct diag_source *s = d->sources, *next; s; s = next) {
         next = s->next;
-        free(s->file);
-        free(s->text);
-        free(s);
+        base_free(s->file);
+        base_free(s->text);
+        base_free(s);
     }
     memset(d, 0, sizeof *d);
 }

@@ -13,31 +13,9 @@ _Noreturn void ir_assert_fail(const char *what, const char *file, int line)
     abort();
 }
 
-/* ---- arena: a chain of blocks, freed together ---- */
+/* ---- arena ---- */
 
-struct ir_arena {
-    struct ir_arena *next;
-    size_t used, cap;
-    _Alignas(16) unsigned char data[];
-};
-
-void *ir_alloc(ir_graph *g, size_t size)
-{
-    size = (size + 15) & ~(size_t)15;
-    ir_arena *a = g->arena;
-    if (!a || a->cap - a->used < size) {
-        size_t cap = size > 60000 ? size : 60000;
-        ir_arena *b = base_xmalloc(sizeof *b + cap);
-        b->next = a;
-        b->used = 0;
-        b->cap = cap;
-        g->arena = a = b;
-    }
-    void *p = a->data + a->used;
-    a->used += size;
-    memset(p, 0, size);
-    return p;
-}
+void *ir_alloc(ir_graph *g, size_t size) { return base_arena_alloc(&g->arena, size); }
 
 const char *ir_strndup(ir_graph *g, const char *s, size_t n)
 {
@@ -88,12 +66,8 @@ static struct ir_names *names_new(int cap)
     struct ir_names *t = base_xmalloc(sizeof *t);
     t->cap = cap;
     t->count = 0;
-    t->slots = calloc((size_t)cap, sizeof *t->slots);
-    t->reserved = calloc((size_t)cap, sizeof *t->reserved);
-    if (!t->slots || !t->reserved) {
-        fputs("gnc: out of memory\n", stderr);
-        abort();
-    }
+    t->slots = base_xcalloc((size_t)cap, sizeof *t->slots);
+    t->reserved = base_xcalloc((size_t)cap, sizeof *t->reserved);
     return t;
 }
 
@@ -101,9 +75,9 @@ static void names_free(struct ir_names *t)
 {
     if (!t)
         return;
-    free(t->slots);
-    free(t->reserved);
-    free(t);
+    base_free(t->slots);
+    base_free(t->reserved);
+    base_free(t);
 }
 
 /* Slot index for name: where it is, or the empty slot where it would go. */
@@ -167,7 +141,7 @@ const char *ir_unique_name(ir_graph *g, const char *base)
             break;
     }
     const char *s = ir_strdup(g, buf);
-    free(buf);
+    base_free(buf);
     names_put(g, s, NULL);
     return s;
 }
@@ -195,11 +169,8 @@ void ir_graph_free(ir_graph *g)
     if (!g)
         return;
     names_free(g->names);
-    for (ir_arena *a = g->arena, *next; a; a = next) {
-        next = a->next;
-        free(a);
-    }
-    free(g);
+    base_arena_free(&g->arena);
+    base_free(g);
 }
 
 /* s in c's arena, the last string asked for kept (locations repeat a file) */
@@ -217,8 +188,7 @@ ir_graph *ir_graph_clone(const ir_graph *g)
 {
     ir_graph *c = ir_graph_new(g->name);
     const char *in = NULL, *out = NULL;
-    ir_value **map = calloc((size_t)g->nvalues + 1, sizeof *map);
-    IR_ASSERT(map);
+    ir_value **map = base_xcalloc((size_t)g->nvalues + 1, sizeof *map);
 #define VALUE(v) ((v) ? map[(v)->id] : NULL)
     /* every value reachable from the graph, at its id */
     const ir_value *const *lists[2] = {(const ir_value *const *)g->inputs,
@@ -293,7 +263,7 @@ ir_graph *ir_graph_clone(const ir_graph *g)
             names_put(c, v ? v->name : ir_strdup(c, t->reserved[i]), v);
         }
 #undef VALUE
-    free(map);
+    base_free(map);
     return c;
 }
 

@@ -143,10 +143,8 @@ typedef struct {
     int device;
 } ir_update;
 
-typedef struct ir_arena ir_arena;
-
 typedef struct {
-    ir_arena *arena;
+    struct base_arena *arena;   /* where its nodes, values and strings live */
     const char *name;           /* the model's name */
     ir_node *head, *tail;       /* execution order */
     int nnodes;

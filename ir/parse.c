@@ -888,9 +888,9 @@ ir_graph *ir_parse(const char *file, const char *text, size_t len, diag *d)
     else if (state == BODY)
         error_at(&P, P.end, "missing '}' at end of file");
 
-    free(P.buf);
-    free(P.ints);
-    free(P.in);
+    base_free(P.buf);
+    base_free(P.ints);
+    base_free(P.in);
     if (d->nerrors > errors0) {
         ir_graph_free(P.g);
         return NULL;

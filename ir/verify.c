@@ -76,8 +76,8 @@ static void map_put(map *m, const void *k, int v)
                 bigger.vals[j] = m->vals[i];
                 bigger.count++;
             }
-        free(m->keys);
-        free(m->vals);
+        base_free(m->keys);
+        base_free(m->vals);
         *m = bigger;
     }
     size_t i = map_slot(m, k);
@@ -90,8 +90,8 @@ static void map_put(map *m, const void *k, int v)
 
 static void map_free(map *m)
 {
-    free(m->keys);
-    free(m->vals);
+    base_free(m->keys);
+    base_free(m->vals);
 }
 
 /* ---- the verifier ---- */
@@ -221,7 +221,7 @@ static void check_list(verifier *V, const ir_node ***nodes, int *count)
             const ir_node **bigger = base_xcalloc((size_t)cap, sizeof *bigger);
             if (*count)
                 memcpy(bigger, *nodes, (size_t)*count * sizeof *bigger);
-            free(*nodes);
+            base_free(*nodes);
             *nodes = bigger;
         }
         (*nodes)[(*count)++] = n;
@@ -571,12 +571,12 @@ static void check_collective_order(verifier *V, const ir_node **nodes, int count
                 }
             }
         }
-    free(seq);
-    free(by_id);
-    free(fd);
-    free(fe);
-    free(start);
-    free(len);
+    base_free(seq);
+    base_free(by_id);
+    base_free(fd);
+    base_free(fe);
+    base_free(start);
+    base_free(len);
 }
 
 /* Partitioned programs: each node reads results of its own device; the nodes
@@ -751,7 +751,7 @@ int ir_verify(const ir_graph *g, diag *d)
     verifier V = {.g = g, .d = d};
     V.names.by_name = V.outputs.by_name = 1;
     if (g->nvalues > 0)
-        V.ids = calloc((size_t)g->nvalues, 1); /* without it, ids are not checked */
+        V.ids = base_xcalloc((size_t)g->nvalues, 1);
 
     const ir_node **nodes;
     int count;
@@ -765,8 +765,8 @@ int ir_verify(const ir_graph *g, diag *d)
     check_loss(&V);
     check_updates(&V);
 
-    free(nodes);
-    free(V.ids);
+    base_free(nodes);
+    base_free(V.ids);
     map_free(&V.pos);
     map_free(&V.state);
     map_free(&V.names);

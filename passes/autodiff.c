@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base.h"
+
 typedef struct {
     ir_graph *g;
     diag *d;
@@ -40,9 +42,8 @@ static void ensure(ad *a)
     if (a->g->nvalues <= a->cap)
         return;
     int cap = a->g->nvalues * 2 + 64;
-    ir_value **grad = realloc(a->grad, (size_t)cap * sizeof *grad);
-    char *needs = realloc(a->needs, (size_t)cap);
-    IR_ASSERT(grad && needs);
+    ir_value **grad = base_xrealloc(a->grad, (size_t)cap * sizeof *grad);
+    char *needs = base_xrealloc(a->needs, (size_t)cap);
     memset(grad + a->cap, 0, (size_t)(cap - a->cap) * sizeof *grad);
     memset(needs + a->cap, 0, (size_t)(cap - a->cap));
     a->grad = grad;
@@ -497,7 +498,7 @@ int ad_training_graph(ir_graph *g, const ad_optimizer *opt, diag *d)
         if (p->kind == IR_VALUE_PARAM && a.grad[p->id])
             optimize(&a, p, a.grad[p->id], opt, lr, step);
     }
-    free(a.grad);
-    free(a.needs);
+    base_free(a.grad);
+    base_free(a.needs);
     return d->nerrors > errors ? -1 : 0;
 }

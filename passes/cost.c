@@ -87,6 +87,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base.h"
 #include "cost.h"
 
 /* ---- devices ---- */
@@ -615,8 +616,7 @@ static void pair_comms(sim *s, int nn, const unsigned char *weight)
     int nc = 0;
     for (int i = 0; i < nn; i++)
         nc += ir_op_communicates(s->node[i]->op);
-    comm_key *k = malloc((size_t)(nc + 1) * sizeof *k);
-    IR_ASSERT(k);
+    comm_key *k = base_xmalloc((size_t)(nc + 1) * sizeof *k);
     nc = 0;
     for (int i = 0; i < nn; i++) {
         const ir_node *n = s->node[i];
@@ -677,18 +677,17 @@ static void pair_comms(sim *s, int nn, const unsigned char *weight)
         }
     }
     s->part_off[s->ncomms] = npart;
-    free(k);
+    base_free(k);
 }
 
 /* Step 1, the costs: FLOPs and bytes of each kernel. */
 static void kernel_costs(sim *s, const ir_graph *g, double *gemm, double *other)
 {
     int nn = g->nnodes, nv = g->nvalues;
-    unsigned char *escapes = calloc((size_t)nv + 1, 1);
-    int *members = calloc((size_t)s->nt + 1, sizeof *members);
-    int *seen = malloc((size_t)(nv + 1) * sizeof *seen);
-    double *bytes = calloc((size_t)s->nt + 1, sizeof *bytes);
-    IR_ASSERT(escapes && members && seen && bytes);
+    unsigned char *escapes = base_xcalloc((size_t)nv + 1, 1);
+    int *members = base_xcalloc((size_t)s->nt + 1, sizeof *members);
+    int *seen = base_xmalloc((size_t)(nv + 1) * sizeof *seen);
+    double *bytes = base_xcalloc((size_t)s->nt + 1, sizeof *bytes);
     for (int i = 0; i < nv; i++)
         seen[i] = -1;
     /* results read outside their kernel, or kept after the step */
@@ -738,10 +737,10 @@ static void kernel_costs(sim *s, const ir_graph *g, double *gemm, double *other)
     for (int k = 0; k < s->nt; k++)
         if (s->t[k].comm < 0)
             s->t[k].dur = cost_kernel_seconds(s->dev, gemm[k], other[k], bytes[k]);
-    free(escapes);
-    free(members);
-    free(seen);
-    free(bytes);
+    base_free(escapes);
+    base_free(members);
+    base_free(seen);
+    base_free(bytes);
 }
 
 /* Step 3: the edges between tasks, as successor lists (CSR); counts each
@@ -751,10 +750,10 @@ static void edges(sim *s, int nn, int ndev, int **succ_off, int **succ)
     int64_t cap = 2 * (int64_t)nn + 1;
     for (int i = 0; i < nn; i++)
         cap += s->node[i]->nin;
-    int *from = malloc((size_t)cap * sizeof *from), *to = malloc((size_t)cap * sizeof *to);
-    int *last_kernel = malloc((size_t)ndev * sizeof *last_kernel);
-    int *last_comm = malloc((size_t)ndev * sizeof *last_comm);
-    IR_ASSERT(from && to && last_kernel && last_comm);
+    int *from = base_xmalloc((size_t)cap * sizeof *from);
+    int *to = base_xmalloc((size_t)cap * sizeof *to);
+    int *last_kernel = base_xmalloc((size_t)ndev * sizeof *last_kernel);
+    int *last_comm = base_xmalloc((size_t)ndev * sizeof *last_comm);
     for (int d = 0; d < ndev; d++)
         last_kernel[d] = last_comm[d] = -1;
     int64_t ne = 0;
@@ -779,9 +778,8 @@ static void edges(sim *s, int nn, int ndev, int **succ_off, int **succ)
             *last = k;
         }
     }
-    int *off = calloc((size_t)s->nt + 2, sizeof *off);
-    int *out = malloc((size_t)(ne + 1) * sizeof *out);
-    IR_ASSERT(off && out);
+    int *off = base_xcalloc((size_t)s->nt + 2, sizeof *off);
+    int *out = base_xmalloc((size_t)(ne + 1) * sizeof *out);
     for (int64_t e = 0; e < ne; e++) {
         off[from[e] + 2]++;
         s->t[to[e]].npred++;
@@ -790,10 +788,10 @@ static void edges(sim *s, int nn, int ndev, int **succ_off, int **succ)
         off[k + 2] += off[k + 1];
     for (int64_t e = 0; e < ne; e++)
         out[off[from[e] + 1]++] = to[e];
-    free(from);
-    free(to);
-    free(last_kernel);
-    free(last_comm);
+    base_free(from);
+    base_free(to);
+    base_free(last_kernel);
+    base_free(last_comm);
     *succ_off = off;    /* task k's successors: out[off[k] .. off[k+1]) */
     *succ = out;
 }
@@ -802,9 +800,8 @@ static void edges(sim *s, int nn, int ndev, int **succ_off, int **succ)
  * communications started out of their stream order. */
 static int run_tasks(sim *s, int nn, const int *succ_off, const int *succ)
 {
-    int *queue = malloc((size_t)(s->nt + 1) * sizeof *queue);
-    int *at = malloc((size_t)(nn + 1) * sizeof *at);   /* list index -> the task ending there */
-    IR_ASSERT(queue && at);
+    int *queue = base_xmalloc((size_t)(s->nt + 1) * sizeof *queue);
+    int *at = base_xmalloc((size_t)(nn + 1) * sizeof *at); /* list index -> task ending there */
     for (int i = 0; i < nn; i++)
         at[i] = -1;
     int head = 0, tail = 0, cursor = 0, forced = 0;
@@ -836,18 +833,17 @@ static int run_tasks(sim *s, int nn, const int *succ_off, const int *succ)
                 queue[tail++] = succ[e];
         }
     }
-    free(queue);
-    free(at);
+    base_free(queue);
+    base_free(at);
     return forced;
 }
 
 /* Step 4: the compute work on each comm's first device after it starts. */
 static void compute_left(const sim *s, int ndev, cost_sim *r, const comm_order *order)
 {
-    int *off = calloc((size_t)ndev + 2, sizeof *off);
-    int *ks = malloc((size_t)(s->nt + 1) * sizeof *ks);
-    double *suffix = malloc((size_t)(s->nt + 1) * sizeof *suffix);
-    IR_ASSERT(off && ks && suffix);
+    int *off = base_xcalloc((size_t)ndev + 2, sizeof *off);
+    int *ks = base_xmalloc((size_t)(s->nt + 1) * sizeof *ks);
+    double *suffix = base_xmalloc((size_t)(s->nt + 1) * sizeof *suffix);
     for (int k = 0; k < s->nt; k++)
         if (s->t[k].comm < 0)
             off[s->t[k].device + 2]++;
@@ -879,25 +875,23 @@ static void compute_left(const sim *s, int ndev, cost_sim *r, const comm_order *
         }
         r->comms[c].compute_left_ms = left * 1e3;
     }
-    free(off);
-    free(ks);
-    free(suffix);
+    base_free(off);
+    base_free(ks);
+    base_free(suffix);
 }
 
 cost_sim *cost_simulate(const ir_graph *g, const cost_device *dev)
 {
     int nn = g->nnodes, nv = g->nvalues;
     sim s = {.dev = dev};
-    s.node = malloc((size_t)(nn + 1) * sizeof *s.node);
-    s.task_of = malloc((size_t)(nn + 1) * sizeof *s.task_of);
-    s.producer = malloc((size_t)(nv + 1) * sizeof *s.producer);
-    s.t = calloc((size_t)nn + 1, sizeof *s.t);
-    s.part = malloc((size_t)(nn + 1) * sizeof *s.part);
-    s.part_off = malloc((size_t)(nn + 2) * sizeof *s.part_off);
-    s.comm_node = malloc((size_t)(nn + 1) * sizeof *s.comm_node);
-    unsigned char *weight = malloc((size_t)nv + 1);
-    IR_ASSERT(s.node && s.task_of && s.producer && s.t && s.part && s.part_off && s.comm_node &&
-              weight);
+    s.node = base_xmalloc((size_t)(nn + 1) * sizeof *s.node);
+    s.task_of = base_xmalloc((size_t)(nn + 1) * sizeof *s.task_of);
+    s.producer = base_xmalloc((size_t)(nv + 1) * sizeof *s.producer);
+    s.t = base_xcalloc((size_t)nn + 1, sizeof *s.t);
+    s.part = base_xmalloc((size_t)(nn + 1) * sizeof *s.part);
+    s.part_off = base_xmalloc((size_t)(nn + 2) * sizeof *s.part_off);
+    s.comm_node = base_xmalloc((size_t)(nn + 1) * sizeof *s.comm_node);
+    unsigned char *weight = base_xmalloc((size_t)nv + 1);
     ir_weight_only(g, weight);
     int ndev = 1, i = 0;
     ir_for_each_node(g, n) {
@@ -926,36 +920,33 @@ cost_sim *cost_simulate(const ir_graph *g, const cost_device *dev)
     }
     /* 2. communications */
     pair_comms(&s, nn, weight);
-    free(weight);
+    base_free(weight);
     for (i = 0; i < nv; i++)
         s.producer[i] = -1;
     for (i = 0; i < nn; i++)
         if (s.task_of[i] >= 0)
             for (int j = 0; j < s.node[i]->nout; j++)
                 s.producer[s.node[i]->out[j]->id] = s.task_of[i];
-    double *gemm = calloc((size_t)s.nt + 1, sizeof *gemm);
-    double *other = calloc((size_t)s.nt + 1, sizeof *other);
-    IR_ASSERT(gemm && other);
+    double *gemm = base_xcalloc((size_t)s.nt + 1, sizeof *gemm);
+    double *other = base_xcalloc((size_t)s.nt + 1, sizeof *other);
     kernel_costs(&s, g, gemm, other);
 
     /* 3. when each task runs */
     int *succ_off, *succ;
     edges(&s, nn, ndev, &succ_off, &succ);
     int forced = run_tasks(&s, nn, succ_off, succ);
-    free(succ_off);
-    free(succ);
+    base_free(succ_off);
+    base_free(succ);
 
     /* 4. the results */
-    cost_sim *r = calloc(1, sizeof *r);
-    IR_ASSERT(r);
+    cost_sim *r = base_xcalloc(1, sizeof *r);
     r->ndevices = ndev;
     r->forced = forced;
-    r->device_ms = calloc((size_t)ndev, sizeof *r->device_ms);
-    r->compute_ms = calloc((size_t)ndev, sizeof *r->compute_ms);
-    r->comm_ms = calloc((size_t)ndev, sizeof *r->comm_ms);
-    r->comms = calloc((size_t)s.ncomms + 1, sizeof *r->comms);
-    comm_order *order = malloc((size_t)(s.ncomms + 1) * sizeof *order);
-    IR_ASSERT(r->device_ms && r->compute_ms && r->comm_ms && r->comms && order);
+    r->device_ms = base_xcalloc((size_t)ndev, sizeof *r->device_ms);
+    r->compute_ms = base_xcalloc((size_t)ndev, sizeof *r->compute_ms);
+    r->comm_ms = base_xcalloc((size_t)ndev, sizeof *r->comm_ms);
+    r->comms = base_xcalloc((size_t)s.ncomms + 1, sizeof *r->comms);
+    comm_order *order = base_xmalloc((size_t)(s.ncomms + 1) * sizeof *order);
     r->ncomms = s.ncomms;
     for (int k = 0; k < s.nt; k++) {
         const sim_task *t = &s.t[k];
@@ -992,16 +983,16 @@ cost_sim *cost_simulate(const ir_graph *g, const cost_device *dev)
     r->bubble = r->step_ms > 0 ? 1 - busy / (ndev * r->step_ms) : 0;
     if (r->bubble < 0)
         r->bubble = 0;  /* one busy device: the sum of its kernels rounds above their end */
-    free(order);
-    free(gemm);
-    free(other);
-    free(s.node);
-    free(s.task_of);
-    free(s.producer);
-    free(s.t);
-    free(s.part);
-    free(s.part_off);
-    free(s.comm_node);
+    base_free(order);
+    base_free(gemm);
+    base_free(other);
+    base_free(s.node);
+    base_free(s.task_of);
+    base_free(s.producer);
+    base_free(s.t);
+    base_free(s.part);
+    base_free(s.part_off);
+    base_free(s.comm_node);
     return r;
 }
 
@@ -1009,9 +1000,9 @@ void cost_sim_free(cost_sim *s)
 {
     if (!s)
         return;
-    free(s->device_ms);
-    free(s->compute_ms);
-    free(s->comm_ms);
-    free(s->comms);
-    free(s);
+    base_free(s->device_ms);
+    base_free(s->compute_ms);
+    base_free(s->comm_ms);
+    base_free(s->comms);
+    base_free(s);
 }

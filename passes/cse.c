@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base.h"
 #include "passes.h"
 
 static int same_attrs(const ir_node *a, const ir_node *b)
@@ -67,8 +68,7 @@ int pass_cse(ir_graph *g, diag *d)
     size_t cap = 64;
     while (cap < 2 * (size_t)g->nnodes + 2)
         cap *= 2;
-    ir_node **table = calloc(cap, sizeof *table);
-    IR_ASSERT(table);
+    ir_node **table = base_xcalloc(cap, sizeof *table);
     int replaced = 0;
     for (ir_node *n = g->head, *next; n; n = next) {
         next = n->next;
@@ -85,6 +85,6 @@ int pass_cse(ir_graph *g, diag *d)
         ir_erase(g, n);
         replaced++;
     }
-    free(table);
+    base_free(table);
     return replaced;
 }

@@ -5,13 +5,13 @@
  * same outputs, loss and updates, bit for bit.  Returns the nodes erased. */
 #include <stdlib.h>
 
+#include "base.h"
 #include "passes.h"
 
 /* How many times each value is used (by id), counting outputs, loss, updates. */
 static int *use_counts(const ir_graph *g)
 {
-    int *uses = calloc((size_t)g->nvalues + 1, sizeof *uses);
-    IR_ASSERT(uses);
+    int *uses = base_xcalloc((size_t)g->nvalues + 1, sizeof *uses);
     ir_for_each_node(g, n)
         for (int i = 0; i < n->nin; i++)
             uses[n->in[i]->id]++;
@@ -41,6 +41,6 @@ int pass_dce(ir_graph *g, diag *d)
         ir_erase(g, n);
         removed++;
     }
-    free(uses);
+    base_free(uses);
     return removed;
 }

@@ -20,6 +20,7 @@
  * program computes the same bits; members of a group are consecutive. */
 #include <stdlib.h>
 
+#include "base.h"
 #include "passes.h"
 
 static int is_epilogue_op(ir_op op)
@@ -62,9 +63,8 @@ static int extends(const ir_node *c, const ir_value *v)
 int pass_fuse(ir_graph *g, diag *d)
 {
     (void)d;
-    int *uses = calloc((size_t)g->nvalues + 1, sizeof *uses);
-    ir_node **user = calloc((size_t)g->nvalues + 1, sizeof *user); /* the last reader */
-    IR_ASSERT(uses && user);
+    int *uses = base_xcalloc((size_t)g->nvalues + 1, sizeof *uses);
+    ir_node **user = base_xcalloc((size_t)g->nvalues + 1, sizeof *user); /* the last reader */
     ir_for_each_node(g, n)
         for (int i = 0; i < n->nin; i++) {
             uses[n->in[i]->id] += !(i && n->in[i] == n->in[i - 1]);
@@ -113,7 +113,7 @@ int pass_fuse(ir_graph *g, diag *d)
             n = last;
         }
     }
-    free(uses);
-    free(user);
+    base_free(uses);
+    base_free(user);
     return fused;
 }

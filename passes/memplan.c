@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base.h"
 #include "passes.h"
 
 /* Bytes of v as the executor stores it (floats as float32), aligned. */
@@ -66,8 +67,7 @@ static int in_arena(const ir_value *v, const unsigned char *weight)
 
 static void liveness(const ir_graph *g, int *first, int *last)
 {
-    unsigned char *weight = malloc((size_t)g->nvalues + 1);
-    IR_ASSERT(weight);
+    unsigned char *weight = base_xmalloc((size_t)g->nvalues + 1);
     ir_weight_only(g, weight);
     for (int i = 0; i < g->nvalues; i++)
         first[i] = last[i] = -1;
@@ -110,7 +110,7 @@ static void liveness(const ir_graph *g, int *first, int *last)
         }
         idx++;
     }
-    free(weight);
+    base_free(weight);
     for (int i = 0; i < g->noutputs; i++)
         if (first[g->outputs[i].value->id] >= 0)
             last[g->outputs[i].value->id] = idx;
@@ -152,10 +152,10 @@ static int ndevices(const ir_graph *g)
 static void peak_live(const ir_graph *g, int ndev, int64_t *peak)
 {
     int nv = g->nvalues, nn = g->nnodes;
-    int *first = malloc((size_t)(nv + 1) * sizeof *first), *last = malloc((size_t)(nv + 1) * sizeof *last);
-    int *root = malloc((size_t)(nv + 1) * sizeof *root);
-    int64_t *delta = calloc((size_t)ndev * (nn + 2), sizeof *delta);
-    IR_ASSERT(first && last && root && delta);
+    int *first = base_xmalloc((size_t)(nv + 1) * sizeof *first);
+    int *last = base_xmalloc((size_t)(nv + 1) * sizeof *last);
+    int *root = base_xmalloc((size_t)(nv + 1) * sizeof *root);
+    int64_t *delta = base_xcalloc((size_t)ndev * (nn + 2), sizeof *delta);
     liveness(g, first, last);
     aliases(g, last, root);
     /* a buffer taken over in place counts from its first value to its last */
@@ -182,7 +182,7 @@ static void peak_live(const ir_graph *g, int ndev, int64_t *peak)
             if (root[v->id] == v->id && first[v->id] >= 0)
                 delta[(size_t)n->device * (nn + 2) + last[v->id] + 1] -= mp_value_bytes(v);
         }
-    free(root);
+    base_free(root);
     for (int d = 0; d < ndev; d++) {
         int64_t live = 0;
         peak[d] = 0;
@@ -191,20 +191,19 @@ static void peak_live(const ir_graph *g, int ndev, int64_t *peak)
             peak[d] = live > peak[d] ? live : peak[d];
         }
     }
-    free(first);
-    free(last);
-    free(delta);
+    base_free(first);
+    base_free(last);
+    base_free(delta);
 }
 
 int64_t mp_peak_live(const ir_graph *g)
 {
     int ndev = ndevices(g);
-    int64_t *peak = malloc((size_t)ndev * sizeof *peak), most = 0;
-    IR_ASSERT(peak);
+    int64_t *peak = base_xmalloc((size_t)ndev * sizeof *peak), most = 0;
     peak_live(g, ndev, peak);
     for (int d = 0; d < ndev; d++)
         most = peak[d] > most ? peak[d] : most;
-    free(peak);
+    base_free(peak);
     return most;
 }
 
@@ -229,8 +228,8 @@ static int by_offset(const void *a, const void *b)
 static void holdings(const ir_graph *g, mp_plan *p)
 {
     int nv = g->nvalues;
-    int *seen = malloc((size_t)(nv + 1) * sizeof *seen); /* 1 + the last device that counted it */
-    IR_ASSERT(seen);
+    /* 1 + the last device that counted it */
+    int *seen = base_xmalloc((size_t)(nv + 1) * sizeof *seen);
     for (int d = 0; d < p->ndevices; d++) {
         for (int i = 0; i < nv; i++)
             seen[i] = 0;
@@ -256,23 +255,21 @@ static void holdings(const ir_graph *g, mp_plan *p)
             }
         }
     }
-    free(seen);
+    base_free(seen);
 }
 
 mp_plan *mp_plan_graph(const ir_graph *g)
 {
-    mp_plan *p = calloc(1, sizeof *p);
+    mp_plan *p = base_xcalloc(1, sizeof *p);
     int nv = g->nvalues;
-    int *first = malloc((size_t)(nv + 1) * sizeof *first), *last = malloc((size_t)(nv + 1) * sizeof *last);
-    int *root = malloc((size_t)(nv + 1) * sizeof *root);
-    IR_ASSERT(p && first && last && root);
+    int *first = base_xmalloc((size_t)(nv + 1) * sizeof *first);
+    int *last = base_xmalloc((size_t)(nv + 1) * sizeof *last);
+    int *root = base_xmalloc((size_t)(nv + 1) * sizeof *root);
     p->ndevices = ndevices(g);
-    p->dev = calloc((size_t)p->ndevices, sizeof *p->dev);
-    p->device_bytes = calloc((size_t)p->ndevices, sizeof *p->device_bytes);
-    IR_ASSERT(p->dev && p->device_bytes);
-    p->offset_by_id = malloc((size_t)(nv + 1) * sizeof *p->offset_by_id);
-    p->bufs = malloc((size_t)(nv + 1) * sizeof *p->bufs);
-    IR_ASSERT(p->offset_by_id && p->bufs);
+    p->dev = base_xcalloc((size_t)p->ndevices, sizeof *p->dev);
+    p->device_bytes = base_xcalloc((size_t)p->ndevices, sizeof *p->device_bytes);
+    p->offset_by_id = base_xmalloc((size_t)(nv + 1) * sizeof *p->offset_by_id);
+    p->bufs = base_xmalloc((size_t)(nv + 1) * sizeof *p->bufs);
     p->nvalues = nv;
     liveness(g, first, last);
     aliases(g, last, root);
@@ -280,8 +277,7 @@ mp_plan *mp_plan_graph(const ir_graph *g)
         p->offset_by_id[i] = -1;
     /* one buffer per set of values sharing it in place, live from its first
        value to its last (members follow each other in the node order) */
-    int *set = malloc((size_t)(nv + 1) * sizeof *set); /* root id -> buffer index */
-    IR_ASSERT(set);
+    int *set = base_xmalloc((size_t)(nv + 1) * sizeof *set); /* root id -> buffer index */
     ir_for_each_node(g, n)
         for (int i = 0; i < n->nout; i++) {
             const ir_value *v = n->out[i];
@@ -314,17 +310,15 @@ mp_plan *mp_plan_graph(const ir_graph *g)
         for (int i = 0; i < g->nparams; i++)
             p->dev[0].param_bytes += mp_value_bytes(g->params[i]);
     }
-    int64_t *peak = malloc((size_t)p->ndevices * sizeof *peak);
-    IR_ASSERT(peak);
+    int64_t *peak = base_xmalloc((size_t)p->ndevices * sizeof *peak);
     peak_live(g, p->ndevices, peak);
     for (int d = 0; d < p->ndevices; d++)
         p->dev[d].lower_bound = peak[d];
-    free(peak);
+    base_free(peak);
 
     /* greedy by size: largest first, each at the lowest free offset */
     qsort(p->bufs, (size_t)p->nbufs, sizeof *p->bufs, by_size_desc);
-    mp_buffer **live = malloc((size_t)(p->nbufs + 1) * sizeof *live);
-    IR_ASSERT(live);
+    mp_buffer **live = base_xmalloc((size_t)(p->nbufs + 1) * sizeof *live);
     for (int i = 0, start = 0; i < p->nbufs; i++) {
         mp_buffer *b = &p->bufs[i];
         if (i && b->device != p->bufs[i - 1].device)
@@ -360,11 +354,11 @@ mp_plan *mp_plan_graph(const ir_graph *g)
         for (int i = 0; i < n->nout; i++)
             if (first[n->out[i]->id] >= 0)
                 p->offset_by_id[n->out[i]->id] = p->offset_by_id[root[n->out[i]->id]];
-    free(live);
-    free(set);
-    free(root);
-    free(first);
-    free(last);
+    base_free(live);
+    base_free(set);
+    base_free(root);
+    base_free(first);
+    base_free(last);
     return p;
 }
 
@@ -379,8 +373,8 @@ static int in_place_pair(const ir_value *a, const ir_value *b, const int *last, 
 int mp_check(const ir_graph *g, const mp_plan *p, char *err, size_t errlen)
 {
     int nv = g->nvalues;
-    int *first = malloc((size_t)(nv + 1) * sizeof *first), *last = malloc((size_t)(nv + 1) * sizeof *last);
-    IR_ASSERT(first && last);
+    int *first = base_xmalloc((size_t)(nv + 1) * sizeof *first);
+    int *last = base_xmalloc((size_t)(nv + 1) * sizeof *last);
     liveness(g, first, last); /* derived again, not taken from the plan */
     int rc = 0;
     int count = 0;
@@ -411,9 +405,8 @@ int mp_check(const ir_graph *g, const mp_plan *p, char *err, size_t errlen)
        later is computed in place of the earlier by an elementwise kernel that
        reads it last.  Values in the list's order (by first use) per device:
        the pairs of a value are those after it that start before it ends. */
-    const ir_value **vals = malloc((size_t)(count + 1) * sizeof *vals);
-    int64_t *bytes = malloc((size_t)(nv + 1) * sizeof *bytes);
-    IR_ASSERT(vals && bytes);
+    const ir_value **vals = base_xmalloc((size_t)(count + 1) * sizeof *vals);
+    int64_t *bytes = base_xmalloc((size_t)(nv + 1) * sizeof *bytes);
     int k = 0, ndev = 1;
     ir_for_each_node(g, n)
         ndev = n->device + 1 > ndev ? n->device + 1 : ndev;
@@ -439,11 +432,11 @@ int mp_check(const ir_graph *g, const mp_plan *p, char *err, size_t errlen)
                 rc = -1;
             }
         }
-    free(vals);
-    free(bytes);
+    base_free(vals);
+    base_free(bytes);
 done:
-    free(first);
-    free(last);
+    base_free(first);
+    base_free(last);
     return rc;
 }
 
@@ -461,8 +454,7 @@ void mp_print(const ir_graph *g, const mp_plan *p, FILE *f)
                 (long long)x->param_bytes, (long long)x->input_bytes);
     }
     fprintf(f, "%-14s %-12s %-9s %s\n", "offset", "bytes", "live", "value");
-    mp_buffer *sorted = malloc((size_t)(p->nbufs + 1) * sizeof *sorted);
-    IR_ASSERT(sorted);
+    mp_buffer *sorted = base_xmalloc((size_t)(p->nbufs + 1) * sizeof *sorted);
     memcpy(sorted, p->bufs, (size_t)p->nbufs * sizeof *sorted);
     for (int i = 1; i < p->nbufs; i++) /* by device, offset, then first use */
         for (int j = i; j > 0 && (sorted[j - 1].device > sorted[j].device ||
@@ -485,16 +477,16 @@ void mp_print(const ir_graph *g, const mp_plan *p, FILE *f)
             fprintf(f, " (and %d more in place)", sorted[i].members - 1);
         fputc('\n', f);
     }
-    free(sorted);
+    base_free(sorted);
 }
 
 void mp_plan_free(mp_plan *p)
 {
     if (!p)
         return;
-    free(p->bufs);
-    free(p->offset_by_id);
-    free(p->dev);
-    free(p->device_bytes);
-    free(p);
+    base_free(p->bufs);
+    base_free(p->offset_by_id);
+    base_free(p->dev);
+    base_free(p->device_bytes);
+    base_free(p);
 }

@@ -61,8 +61,7 @@ static void seq_push(pt_seq *s, ir_node *n)
 {
     if (s->n == s->cap) {
         s->cap = s->cap ? 2 * s->cap : 256;
-        s->nodes = realloc(s->nodes, (size_t)s->cap * sizeof *s->nodes);
-        IR_ASSERT(s->nodes);
+        s->nodes = base_xrealloc(s->nodes, (size_t)s->cap * sizeof *s->nodes);
     }
     s->nodes[s->n++] = n;
 }
@@ -91,8 +90,8 @@ int64_t pt_comm_id(pt *P, uint64_t key)
                     j = (j + 1) & (cap - 1);
                 keys[j] = P->keys[i], ids[j] = P->key_ids[i];
             }
-        free(P->keys);
-        free(P->key_ids);
+        base_free(P->keys);
+        base_free(P->key_ids);
         P->keys = keys, P->key_ids = ids, P->key_cap = cap;
     }
     size_t j = (key * 0x9e3779b97f4a7c15ull) & (P->key_cap - 1);
@@ -324,8 +323,7 @@ static ir_value *recv_of(pt *P, const ir_value *v, int r, ir_value *x, int dev)
     ir_value *y = pt_emit(P, n);
     if (id >= P->recv_cap) {
         int64_t cap = 2 * id + 64;
-        P->recv_by_id = realloc(P->recv_by_id, (size_t)cap * sizeof *P->recv_by_id);
-        IR_ASSERT(P->recv_by_id);
+        P->recv_by_id = base_xrealloc(P->recv_by_id, (size_t)cap * sizeof *P->recv_by_id);
         memset(P->recv_by_id + P->recv_cap, 0,
                (size_t)(cap - P->recv_cap) * sizeof *P->recv_by_id);
         P->recv_cap = cap;
@@ -447,7 +445,7 @@ static void reduce_sum(pt *P, int s, int nterms, ir_value **in, ir_value **out, 
                                                 what);
             }
         }
-        free(group);
+        base_free(group);
         return;
     }
     int64_t id = P->dp > 1 ? ++P->next_id : 0;
@@ -477,7 +475,7 @@ static void reduce_sum(pt *P, int s, int nterms, ir_value **in, ir_value **out, 
         for (int j = 0; j < nterms; j++)
             out[j * P->dp + q] = acc[j];
     }
-    free(group);
+    base_free(group);
 }
 
 /* ---------------------------------------------------------------- batchnorm over the batch */
@@ -568,10 +566,10 @@ static void sync_batchnorm(pt *P, const ir_node *s, int st)
                 *map_at(P, r, s->out[j]) = res[j];
         }
     }
-    free(x);
-    free(sums);
-    free(tot);
-    free(mean);
+    base_free(x);
+    base_free(sums);
+    base_free(tot);
+    base_free(mean);
 }
 
 /* batchnorm_grad with statistics over the whole batch: dx needs the sums of dy
@@ -620,9 +618,9 @@ static void sync_batchnorm_grad(pt *P, const ir_node *s, int st)
         P->reduced[(size_t)dev * P->nval + s->out[1]->id] = pt_reshape(P, dev, dw, &vec, s->out[1]->name);
         P->reduced[(size_t)dev * P->nval + s->out[2]->id] = pt_reshape(P, dev, db, &vec, s->out[2]->name);
     }
-    free(xhat);
-    free(terms);
-    free(tot);
+    base_free(xhat);
+    base_free(terms);
+    base_free(tot);
 }
 
 /* ---------------------------------------------------------------- gradients */
@@ -655,8 +653,8 @@ static void flush(pt *P, int s, bucket *bk)
     for (int j = 0; j < bk->n; j++)
         for (int q = 0; q < P->dp; q++)
             P->reduced[(size_t)(q * P->pp + s) * P->nval + bk->grads[j]->id] = out[j * P->dp + q];
-    free(in);
-    free(out);
+    base_free(in);
+    base_free(out);
     bk->n = 0;
     bk->bytes = 0;
 }
@@ -808,8 +806,8 @@ static void gather_loss(pt *P)
         mean = pt_op2(P, st, IR_OP_DIV, out[0], pt_const(P, st, (double)P->R, &scalar, "replicas"),
                       "loss");
     P->g->loss = to_device0(P, L, mean);
-    free(in);
-    free(out);
+    base_free(in);
+    base_free(out);
 }
 
 /* Each output on device 0: the replicas' slices of a batched output in batch
@@ -855,7 +853,7 @@ static void gather_outputs(pt *P)
                 res = x;
         }
         o->value = to_device0(P, v, res);
-        free(group);
+        base_free(group);
     }
 }
 
@@ -933,11 +931,11 @@ void pt_merge(pt *P)
             }
     }
     IR_ASSERT(g->nnodes == total); /* else the sequences wait on each other: a bug */
-    free(at);
-    free(done);
-    free(coll_total);
-    free(coll_done);
-    free(sent);
+    base_free(at);
+    base_free(done);
+    base_free(coll_total);
+    base_free(coll_done);
+    base_free(sent);
 }
 
 /* ---------------------------------------------------------------- the pass */
@@ -1020,26 +1018,26 @@ static int layout(pt *P)
 static void pt_free(pt *P)
 {
     for (int d = 0; d < P->ndev; d++)
-        free(P->seq ? P->seq[d].nodes : NULL);
+        base_free(P->seq ? P->seq[d].nodes : NULL);
     for (int s = 0; s < P->pp && P->sched; s++)
-        free(P->sched[s]);
-    free(P->sched);
-    free(P->nsched);
-    free(P->seq);
-    free(P->src);
-    free(P->type);
-    free(P->batched);
-    free(P->pos);
-    free(P->stage);
-    free(P->backward);
-    free(P->map);
-    free(P->per_dev);
-    free(P->taken);
-    free(P->reduced);
-    free(P->keys);
-    free(P->key_ids);
-    free(P->recv_by_id);
-    free(P->sends);
+        base_free(P->sched[s]);
+    base_free(P->sched);
+    base_free(P->nsched);
+    base_free(P->seq);
+    base_free(P->src);
+    base_free(P->type);
+    base_free(P->batched);
+    base_free(P->pos);
+    base_free(P->stage);
+    base_free(P->backward);
+    base_free(P->map);
+    base_free(P->per_dev);
+    base_free(P->taken);
+    base_free(P->reduced);
+    base_free(P->keys);
+    base_free(P->key_ids);
+    base_free(P->recv_by_id);
+    base_free(P->sends);
 }
 
 int pt_partition(ir_graph *g, const pt_options *o, diag *d)
@@ -1097,7 +1095,7 @@ int pt_partition(ir_graph *g, const pt_options *o, diag *d)
         for (int j = 0; j < n->nout; j++)
             dep[n->out[j]->id] = (char)b;
     }
-    free(dep);
+    base_free(dep);
 
     P.stage = base_xcalloc((size_t)P.nsrc, sizeof *P.stage);
     P.sched = base_xcalloc((size_t)P.pp, sizeof *P.sched);
@@ -1150,11 +1148,11 @@ int pt_partition(ir_graph *g, const pt_options *o, diag *d)
     }
     for (int s = 0; s < P.pp && !P.failed; s++)
         IR_ASSERT(at[s] == P.nsched[s]); /* else the schedules wait on each other: a bug */
-    free(at);
+    base_free(at);
     for (int s = 0; s < P.pp; s++)
-        free(bk[s].grads);
-    free(bk);
-    free(is_grad);
+        base_free(bk[s].grads);
+    base_free(bk);
+    base_free(is_grad);
     if (P.failed)
         goto done;
     int nupd = g->nupdates;
@@ -1165,7 +1163,7 @@ int pt_partition(ir_graph *g, const pt_options *o, diag *d)
     gather_loss(&P);
     gather_outputs(&P);
     place_updates(&P, updates, nupd);
-    free(updates);
+    base_free(updates);
     pt_merge(&P);
     rc = g->nnodes;
 done:

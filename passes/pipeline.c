@@ -131,12 +131,13 @@ int pt_pipeline_stages(pt *P)
                 param_at[v->id] - 1 == i && !P->g->nupdates)
                 held[i] += (double)ir_type_bytes(&v->type);
         }
-    free(read_back);
+    base_free(read_back);
     if (pp > layers) {
         diag_error(P->d, (ir_loc){0}, "a pipeline of %d stages needs at least %d layers, and "
                    "'%s' has %d (nodes that read parameters)", pp, pp, P->g->name, layers);
-        free(anchor), free(param_at), free(grad_of), free(param_of_grad), free(fwd);
-        free(keep), free(held);
+        base_free(anchor), base_free(param_at), base_free(grad_of), base_free(param_of_grad),
+        base_free(fwd);
+        base_free(keep), base_free(held);
         return -1;
     }
     /* each forward node's weight: its own time and its backward nodes' */
@@ -189,9 +190,11 @@ int pt_pipeline_stages(pt *P)
                    "caps (by the estimate of pipeline.c: %.1f MiB of parameters and state, "
                    "%.1f MiB of activations per microbatch in all)", P->g->name, pp,
                    hpre[nf] / 1048576.0, kpre[nf] / 1048576.0);
-        free(best), free(cut), free(w), free(pre), free(kpre), free(hpre), free(cap), free(rank);
-        free(anchor), free(param_at), free(grad_of), free(param_of_grad), free(fwd);
-        free(keep), free(held);
+        base_free(best), base_free(cut), base_free(w), base_free(pre), base_free(kpre),
+        base_free(hpre), base_free(cap), base_free(rank);
+        base_free(anchor), base_free(param_at), base_free(grad_of), base_free(param_of_grad),
+        base_free(fwd);
+        base_free(keep), base_free(held);
         return -1;
     }
     int *stage_of_fwd = base_xcalloc((size_t)nf + 1, sizeof *stage_of_fwd);
@@ -205,9 +208,11 @@ int pt_pipeline_stages(pt *P)
 #undef CUT
     for (int i = 0; i < nsrc; i++)
         P->stage[i] = anchor[i] >= 0 ? stage_of_fwd[rank[anchor[i]]] : 0;
-    free(best), free(cut), free(stage_of_fwd), free(w), free(pre), free(kpre), free(hpre);
-    free(cap), free(rank), free(anchor), free(param_at), free(grad_of), free(param_of_grad);
-    free(fwd), free(keep), free(held);
+    base_free(best), base_free(cut), base_free(stage_of_fwd), base_free(w), base_free(pre),
+    base_free(kpre), base_free(hpre);
+    base_free(cap), base_free(rank), base_free(anchor), base_free(param_at), base_free(grad_of),
+    base_free(param_of_grad);
+    base_free(fwd), base_free(keep), base_free(held);
     return 0;
 }
 

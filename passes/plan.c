@@ -77,8 +77,8 @@ void pt_plan_free(pt_plan *p)
     if (!p)
         return;
     cost_sim_free(p->sim);
-    free(p->dev);
-    free(p);
+    base_free(p->dev);
+    base_free(p);
 }
 
 /* The devices a communication node involves, as "0,1" (into buf). */
@@ -206,7 +206,7 @@ void pt_plan_print(const pt_plan *p, const ir_graph *g, FILE *f)
             fprintf(f, "  [%s]\n", comm_what(n, what, sizeof what));
         }
     }
-    free(weight);
+    base_free(weight);
 }
 
 int pt_plan_write_json(const pt_plan *p, const ir_graph *g, FILE *f)
@@ -292,7 +292,7 @@ int pt_plan_write_json(const pt_plan *p, const ir_graph *g, FILE *f)
     if (!text)
         return -1;
     int ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF;
-    free(text);
+    base_free(text);
     return ok ? 0 : -1;
 }
 
@@ -345,7 +345,7 @@ int pt_plan_check_caps(const pt_plan *p, const mp_plan *mp, const int64_t *caps,
             base_human_bytes((double)live[j]->size, c, sizeof c);
             diag_note(d, (ir_loc){0}, "  %s: %s", pt_dsl_name(live[j]->value->name), c);
         }
-        free(live);
+        base_free(live);
     }
     return over ? -1 : 0;
 }

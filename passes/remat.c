@@ -12,6 +12,7 @@
  * first backward node that reads it.  Returns the number of ReLUs recomputed. */
 #include <stdlib.h>
 
+#include "base.h"
 #include "passes.h"
 
 int pass_remat(ir_graph *g, diag *d)
@@ -20,8 +21,7 @@ int pass_remat(ir_graph *g, diag *d)
     if (!g->loss || g->loss->kind != IR_VALUE_NODE || !g->nupdates)
         return 0; /* not a training step */
     int nv = g->nvalues; /* values made below have larger ids and are left alone */
-    int *pos = calloc((size_t)nv + 1, sizeof *pos); /* value id -> defining index */
-    IR_ASSERT(pos);
+    int *pos = base_xcalloc((size_t)nv + 1, sizeof *pos); /* value id -> defining index */
     int idx = 0, loss_at = -1;
     ir_for_each_node(g, n) {
         for (int i = 0; i < n->nout; i++)
@@ -67,6 +67,6 @@ int pass_remat(ir_graph *g, diag *d)
                     m->in[i] = relu->out[0];
         count++;
     }
-    free(pos);
+    base_free(pos);
     return count;
 }

@@ -19,6 +19,7 @@
  * that moved. */
 #include <stdlib.h>
 
+#include "base.h"
 #include "passes.h"
 
 /* Whether n is best computed right after prev, which a backend computes
@@ -89,11 +90,11 @@ int pass_schedule(ir_graph *g, diag *d)
     if (nn < 2)
         return 0;
     int64_t before = mp_peak_live(g);
-    ir_node **old = malloc((size_t)nn * sizeof *old), **order = malloc((size_t)nn * sizeof *order);
-    int *pending = calloc((size_t)nn, sizeof *pending);   /* operands not yet computed */
-    int *readers = calloc((size_t)nv + 1, sizeof *readers); /* unscheduled readers per value */
-    char *done = calloc((size_t)nn, 1);
-    IR_ASSERT(old && order && pending && readers && done);
+    ir_node **old = base_xmalloc((size_t)nn * sizeof *old);
+    ir_node **order = base_xmalloc((size_t)nn * sizeof *order);
+    int *pending = base_xcalloc((size_t)nn, sizeof *pending);   /* operands not yet computed */
+    int *readers = base_xcalloc((size_t)nv + 1, sizeof *readers); /* unscheduled, per value */
+    char *done = base_xcalloc((size_t)nn, 1);
     int k = 0;
     ir_for_each_node(g, n)
         old[k++] = n;
@@ -118,8 +119,7 @@ int pass_schedule(ir_graph *g, diag *d)
                 reads |= old[i]->in[j] == t;
             if (!reads || i == to)
                 continue;
-            edge = realloc(edge, (size_t)(nedges + 1) * 2 * sizeof *edge);
-            IR_ASSERT(edge);
+            edge = base_xrealloc(edge, (size_t)(nedges + 1) * 2 * sizeof *edge);
             edge[2 * nedges] = i, edge[2 * nedges + 1] = to;
             nedges++;
             pending[to]++;
@@ -194,11 +194,11 @@ int pass_schedule(ir_graph *g, diag *d)
         moved = 0;
     }
     moved += pair_up(g);
-    free(old);
-    free(order);
-    free(pending);
-    free(readers);
-    free(done);
-    free(edge);
+    base_free(old);
+    base_free(order);
+    base_free(pending);
+    base_free(readers);
+    base_free(done);
+    base_free(edge);
     return moved;
 }

@@ -462,11 +462,11 @@ static int plan(tp *T, const char *backward)
         T->role[row] = ROLE_ROW;
         pairs++;
     }
-    free(between);
-    free(axes);
-    free(nuse);
-    free(user);
-    free(pinned);
+    base_free(between);
+    base_free(axes);
+    base_free(nuse);
+    base_free(user);
+    base_free(pinned);
     if (!ok)
         return -1;
     if (!pairs) {
@@ -682,8 +682,8 @@ static void row_layer(tp *T, const ir_node *s, layout lx)
         out[d] = op2(T, d, IR_OP_ADD, sum[d], bias, result_value(T, y, d, NULL), NULL);
     }
     made(T, y, R_);
-    free(part);
-    free(sum);
+    base_free(part);
+    base_free(sum);
 }
 
 /* A split layernorm's statistics for x (split along its last axis): per row,
@@ -736,9 +736,9 @@ static void ln_stats(tp *T, const ir_value *xv, double eps)
         snprintf(n[0], sizeof n[0], "%s.ln.xhat", xv->name);
         xhat[d] = op2(T, d, IR_OP_MUL, xc[d], invstd[d], NULL, n[0]);
     }
-    free(t);
-    free(sum);
-    free(xc);
+    base_free(t);
+    base_free(sum);
+    base_free(xc);
 }
 
 /* layernorm over the last axis of x split along it: y = xhat * w + b, with w
@@ -809,9 +809,9 @@ static void split_layernorm_grad(tp *T, const ir_node *s)
     made(T, s->out[0], S_(last));
     made(T, s->out[1], S_(0));
     made(T, s->out[2], S_(0));
-    free(t);
-    free(sum);
-    free(gw);
+    base_free(t);
+    base_free(sum);
+    base_free(gw);
 }
 
 static int is_s(layout l, int axis) { return l.kind == LAY_S && l.axis == axis; }
@@ -989,24 +989,24 @@ static void finish(tp *T, const ir_update *updates, int nupdates)
 static void tp_free(tp *T)
 {
     for (int d = 0; d < T->D && T->P.seq; d++)
-        free(T->P.seq[d].nodes);
-    free(T->P.seq);
-    free(T->group);
-    free(T->src);
-    free(T->type);
-    free(T->batched);
-    free(T->role);
-    free(T->want);
-    free(T->conflict);
-    free(T->home);
-    free(T->made);
+        base_free(T->P.seq[d].nodes);
+    base_free(T->P.seq);
+    base_free(T->group);
+    base_free(T->src);
+    base_free(T->type);
+    base_free(T->batched);
+    base_free(T->role);
+    base_free(T->want);
+    base_free(T->conflict);
+    base_free(T->home);
+    base_free(T->made);
     for (size_t i = 0; T->slot && i < (size_t)T->nval * NSLOT; i++)
-        free(T->slot[i]);
+        base_free(T->slot[i]);
     for (size_t i = 0; T->ln && i < 2 * (size_t)T->nval; i++)
-        free(T->ln[i]);
-    free(T->slot);
-    free(T->taken);
-    free(T->ln);
+        base_free(T->ln[i]);
+    base_free(T->slot);
+    base_free(T->taken);
+    base_free(T->ln);
 }
 
 int pt_tensor(ir_graph *g, const pt_options *o, diag *d)
@@ -1067,9 +1067,9 @@ int pt_tensor(ir_graph *g, const pt_options *o, diag *d)
             T.batched[n->out[j]->id] = (char)x;
         }
     }
-    free(dep);
+    base_free(dep);
     int pairs = plan(&T, backward);
-    free(backward);
+    base_free(backward);
     if (pairs < 0)
         goto done;
     param_layouts(&T);
@@ -1082,7 +1082,7 @@ int pt_tensor(ir_graph *g, const pt_options *o, diag *d)
     if (nupd) /* an inference graph has no update list to copy from */
         memcpy(updates, g->updates, (size_t)nupd * sizeof *updates);
     finish(&T, updates, nupd);
-    free(updates);
+    base_free(updates);
     pt_merge(&T.P);
     rc = g->nnodes;
 done:

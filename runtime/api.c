@@ -7,11 +7,13 @@
  * failure it was. */
 #include <gnc/gnc.h>
 
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base.h"
 #include "checkpoint.h"
 #include "codegen.h"
 #include "device.h"
@@ -78,7 +80,7 @@ static gnc_status plan_made(gnc_plan **out, rt_plan *p, const char *msg, gnc_err
 {
     if (!p)
         return set_error(err, kind_of(msg, GNC_ERROR_FORMAT), "%s", msg);
-    gnc_plan *plan = malloc(sizeof *plan);
+    gnc_plan *plan = base_malloc(sizeof *plan);
     if (!plan) {
         rt_plan_free(p);
         return set_error(err, GNC_ERROR_MEMORY, "out of memory");
@@ -88,13 +90,26 @@ static gnc_status plan_made(gnc_plan **out, rt_plan *p, const char *msg, gnc_err
     return ok(err);
 }
 
+/* Out of memory inside a call that catches it (ir/base.h: what the call had
+ * allocated is freed by then). */
+static gnc_status out_of_memory(gnc_error *err)
+{
+    return set_error(err, GNC_ERROR_MEMORY, "out of memory");
+}
+
 gnc_status gnc_plan_load(gnc_plan **out, const char *path, gnc_error *err)
 {
     char msg[512];
     if (!out || !path)
         return set_error(err, GNC_ERROR_ARGUMENT, "gnc_plan_load: NULL argument");
     *out = NULL;
-    return plan_made(out, rt_plan_load(path, msg, sizeof msg), msg, err);
+    base_catch c;
+    base_catch_push(&c);
+    if (setjmp(c.jump))
+        return out_of_memory(err);
+    gnc_status st = plan_made(out, rt_plan_load(path, msg, sizeof msg), msg, err);
+    base_catch_pop(&c);
+    return st;
 }
 
 gnc_status gnc_plan_load_memory(gnc_plan **out, const void *data, size_t size, gnc_error *err)
@@ -103,8 +118,14 @@ gnc_status gnc_plan_load_memory(gnc_plan **out, const void *data, size_t size, g
     if (!out || (!data && size))
         return set_error(err, GNC_ERROR_ARGUMENT, "gnc_plan_load_memory: NULL argument");
     *out = NULL;
-    return plan_made(out, rt_plan_decode(data ? data : "", size, "plan", msg, sizeof msg), msg,
-                     err);
+    base_catch c;
+    base_catch_push(&c);
+    if (setjmp(c.jump))
+        return out_of_memory(err);
+    gnc_status st = plan_made(out, rt_plan_decode(data ? data : "", size, "plan", msg, sizeof msg),
+                              msg, err);
+    base_catch_pop(&c);
+    return st;
 }
 
 gnc_status gnc_compile(gnc_plan **out, const char *path, const gnc_compile_options *options,
@@ -133,14 +154,14 @@ gnc_status gnc_compile(gnc_plan **out, const char *path, const gnc_compile_optio
     for (int i = 0; i < o.ndefines; i++) {
         const char *eq = o.defines[i] ? strchr(o.defines[i], '=') : NULL;
         if (!eq || eq == o.defines[i]) {
-            free(buf);
+            base_free(buf);
             return set_error(err, GNC_ERROR_ARGUMENT, "gnc_compile: a define is NAME=VALUE, "
                              "not '%s'", o.defines[i] ? o.defines[i] : "(null)");
         }
         used += strlen(o.defines[i]) + 1;
     }
     /* the names cut from "NAME=VALUE": one buffer for all of them */
-    char *names = buf = malloc(used + 1);
+    char *names = buf = base_malloc(used + 1);
     if (!buf)
         return set_error(err, GNC_ERROR_MEMORY, "out of memory");
     for (int i = 0; i < o.ndefines; i++) {
@@ -153,16 +174,25 @@ gnc_status gnc_compile(gnc_plan **out, const char *path, const gnc_compile_optio
     }
     c.ndefines = o.ndefines;
     FILE *quiet = fopen("/dev/null", "w"); /* the passes' log, which gnc prints */
+    if (!quiet) {
+        base_free(buf);
+        return set_error(err, GNC_ERROR_IO, "gnc_compile: cannot open /dev/null");
+    }
     c.log = quiet;
+    base_catch oom;
+    base_catch_push(&oom);
+    if (setjmp(oom.jump)) {
+        fclose(quiet);
+        base_free(buf);
+        return out_of_memory(err);
+    }
     diag d;
     diag_init(&d);
     drv_program p;
     char msg[1024];
     gnc_status st = GNC_OK;
     rt_plan *plan = NULL;
-    if (!quiet) {
-        st = set_error(err, GNC_ERROR_IO, "gnc_compile: cannot open /dev/null");
-    } else if (drv_compile(&c, NULL, 0, c.train, &p, &d) != 0) {
+    if (drv_compile(&c, NULL, 0, c.train, &p, &d) != 0) {
         const diag_entry *e = NULL;
         for (int i = 0; i < d.n && !e; i++)
             if (d.entries[i].level == DIAG_ERROR)
@@ -183,12 +213,12 @@ gnc_status gnc_compile(gnc_plan **out, const char *path, const gnc_compile_optio
         drv_program_free(&p);
     }
     diag_free(&d);
-    if (quiet)
-        fclose(quiet);
-    free(buf);
-    if (st != GNC_OK)
-        return st;
-    return plan_made(out, plan, "", err);
+    if (st == GNC_OK)
+        st = plan_made(out, plan, "", err);
+    base_catch_pop(&oom);
+    fclose(quiet);
+    base_free(buf);
+    return st;
 }
 
 void gnc_plan_free(gnc_plan *plan)
@@ -196,7 +226,7 @@ void gnc_plan_free(gnc_plan *plan)
     if (!plan)
         return;
     rt_plan_free(plan->p);
-    free(plan);
+    base_free(plan);
 }
 
 int gnc_plan_devices(const gnc_plan *plan) { return plan->p->ndevices; }
@@ -255,7 +285,7 @@ gnc_status gnc_session_init(gnc_session **out, const gnc_plan *plan,
     int rc = rt_device_pick(o.device, &kind, msg, sizeof msg);
     if (rc != 0)
         return set_error(err, rc == -2 ? GNC_ERROR_UNSUPPORTED : GNC_ERROR_ARGUMENT, "%s", msg);
-    gnc_session *s = calloc(1, sizeof *s);
+    gnc_session *s = base_calloc(1, sizeof *s);
     if (!s)
         return set_error(err, GNC_ERROR_MEMORY, "out of memory");
     s->plan = plan;
@@ -263,7 +293,7 @@ gnc_status gnc_session_init(gnc_session **out, const gnc_plan *plan,
     /* libdir NULL: $GNC_CUDA_LIBDIR, else the loader's search path */
     rt_session_options so = {.device = kind, .seed = o.seed, .eager = o.eager};
     if (!(s->s = rt_session_open(plan->p, &so, msg, sizeof msg))) {
-        free(s);
+        base_free(s);
         /* cuda: no driver, no GPU, a program it cannot run yet */
         return set_error(err, kind_of(msg, kind == RT_DEVICE_CUDA ? GNC_ERROR_UNSUPPORTED
                                                                   : GNC_ERROR_FORMAT), "%s", msg);
@@ -277,7 +307,7 @@ void gnc_session_free(gnc_session *s)
     if (!s)
         return;
     rt_session_free(s->s);
-    free(s);
+    base_free(s);
 }
 
 const char *gnc_session_device(const gnc_session *s)

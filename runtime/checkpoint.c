@@ -62,7 +62,7 @@ typedef struct {
  * first shard).  Returns NULL when memory runs out. */
 static entry *entries_of(const ir_graph *g, int *n)
 {
-    entry *e = malloc((size_t)(g->nparams ? g->nparams : 1) * sizeof *e);
+    entry *e = base_malloc((size_t)(g->nparams ? g->nparams : 1) * sizeof *e);
     *n = 0;
     if (!e)
         return NULL;
@@ -130,7 +130,7 @@ static int assemble(const ir_graph *g, rt_exec *x, const entry *e, char *out, ch
 {
     size_t es = elem_size(e->type.dtype);
     int64_t full = e->type.dims[e->v->shard.axis], covered = 0;
-    char *seen = calloc((size_t)full, 1);
+    char *seen = base_calloc((size_t)full, 1);
     if (!seen)
         return base_fail(err, errlen, "out of memory");
     for (int i = 0; i < g->nparams; i++) {
@@ -139,7 +139,7 @@ static int assemble(const ir_graph *g, rt_exec *x, const entry *e, char *out, ch
             continue;
         const char *src = rt_exec_data(x, s);
         if (!src) {
-            free(seen);
+            base_free(seen);
             return base_fail(err, errlen, "no device holds %s, a shard of %s", s->name, e->name);
         }
         slab b = slab_of(s);
@@ -150,7 +150,7 @@ static int assemble(const ir_graph *g, rt_exec *x, const entry *e, char *out, ch
         for (int64_t k = b.start; k < b.start + b.size; k++)
             covered += !seen[k], seen[k] = 1;
     }
-    free(seen);
+    base_free(seen);
     if (covered != full)
         return base_fail(err, errlen, "cannot save %s: its shards hold %lld of its %lld slices along "
                     "axis %d", e->name, (long long)covered, (long long)full, e->v->shard.axis);
@@ -169,7 +169,7 @@ int rt_checkpoint_save(const ir_graph *g, rt_exec *x, const char *path,
     entry *es = entries_of(g, &n);
     cJSON *root = cJSON_CreateObject(), *md = cJSON_CreateObject();
     if (!es || !root || !md) {
-        free(es);
+        base_free(es);
         cJSON_Delete(root);
         cJSON_Delete(md);
         return base_fail(err, errlen, "%s: out of memory", path);
@@ -196,9 +196,9 @@ int rt_checkpoint_save(const ir_graph *g, rt_exec *x, const char *path,
     }
     char *json = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
-    char *whole = largest ? malloc(largest) : NULL;
+    char *whole = largest ? base_malloc(largest) : NULL;
     size_t tlen = strlen(path) + 16;
-    char *tmp = malloc(tlen);
+    char *tmp = base_malloc(tlen);
     int rc = -1, fd = -1;
     if (!json || !tmp || (largest && !whole)) {
         base_fail(err, errlen, "%s: out of memory", path);
@@ -236,19 +236,19 @@ int rt_checkpoint_save(const ir_graph *g, rt_exec *x, const char *path,
     }
     /* the rename itself reaches the disk with the directory */
     const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, (size_t)(slash - path + 1)) : strdup(".");
+    char *dir = slash ? base_strndup(path, (size_t)(slash - path + 1)) : base_strdup(".");
     int dfd = dir ? open(dir, O_RDONLY | O_DIRECTORY) : -1;
     if (dfd >= 0) {
         fsync(dfd);
         close(dfd);
     }
-    free(dir);
+    base_free(dir);
     rc = 0;
 done:
-    free(tmp);
-    free(json);
-    free(whole);
-    free(es);
+    base_free(tmp);
+    base_free(json);
+    base_free(whole);
+    base_free(es);
     return rc;
 }
 
@@ -312,7 +312,7 @@ int rt_checkpoint_load(const ir_graph *g, rt_exec *x, const char *path, rt_ckpt_
              path, (unsigned long long)hlen, fsize);
         goto done;
     }
-    header = malloc(hlen + 1);
+    header = base_malloc(hlen + 1);
     if (!header || fread(header, 1, hlen, f) != hlen) {
         base_fail(err, errlen, "%s: truncated header", path);
         goto done;
@@ -377,7 +377,7 @@ int rt_checkpoint_load(const ir_graph *g, rt_exec *x, const char *path, rt_ckpt_
                      name, lo, hi);
     }
     if (ndiff) {
-        free(es);
+        base_free(es);
         goto done;
     }
 
@@ -401,12 +401,12 @@ int rt_checkpoint_load(const ir_graph *g, rt_exec *x, const char *path, rt_ckpt_
             if (!dst || fseek(f, at, SEEK_SET) != 0 ||
                 fread(dst + (size_t)o * row, 1, row, f) != row) {
                 base_fail(err, errlen, "%s: cannot read the data of %s", path, v->name);
-                free(es);
+                base_free(es);
                 goto done;
             }
         }
     }
-    free(es);
+    base_free(es);
     rt_exec_weights_changed(x);
     if (meta) {
         memset(meta, 0, sizeof *meta);
@@ -419,7 +419,7 @@ int rt_checkpoint_load(const ir_graph *g, rt_exec *x, const char *path, rt_ckpt_
     rc = 0;
 done:
     cJSON_Delete(root);
-    free(header);
+    base_free(header);
     fclose(f);
     return rc;
 }
@@ -432,14 +432,14 @@ void rt_ckpt_meta_set(rt_ckpt_meta *m, const char *key, const char *value)
     if (i == RT_CKPT_MAX_META)
         return;
     if (i == m->n) {
-        char *k = strdup(key);
+        char *k = base_strdup(key);
         if (!k)
             return;
         m->keys[m->n++] = k;
     } else {
-        free(m->values[i]);
+        base_free(m->values[i]);
     }
-    m->values[i] = strdup(value);
+    m->values[i] = base_strdup(value);
 }
 
 const char *rt_ckpt_meta_get(const rt_ckpt_meta *m, const char *key)
@@ -453,8 +453,8 @@ const char *rt_ckpt_meta_get(const rt_ckpt_meta *m, const char *key)
 void rt_ckpt_meta_free(rt_ckpt_meta *m)
 {
     for (int i = 0; i < m->n; i++) {
-        free((char *)m->keys[i]);
-        free(m->values[i]);
+        base_free((char *)m->keys[i]);
+        base_free(m->values[i]);
     }
     memset(m, 0, sizeof *m);
 }

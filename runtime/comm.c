@@ -52,15 +52,15 @@ void rt_comm_free(struct rt_comm *c)
     if (!c)
         return;
     for (int64_t i = 0; i < c->nids; i++) {
-        free(c->coll[i].in);
-        free(c->coll[i].out);
-        free(c->box[i].data);
+        base_free(c->coll[i].in);
+        base_free(c->coll[i].out);
+        base_free(c->box[i].data);
     }
-    free(c->coll);
-    free(c->box);
+    base_free(c->coll);
+    base_free(c->box);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
-    free(c);
+    base_free(c);
 }
 
 int rt_comm_new(rt_exec *parent, char *err, size_t errlen)
@@ -75,15 +75,15 @@ int rt_comm_new(rt_exec *parent, char *err, size_t errlen)
                                (long long)id);
             nids = id + 1 > nids ? id + 1 : nids;
         }
-    struct rt_comm *c = calloc(1, sizeof *c);
+    struct rt_comm *c = base_calloc(1, sizeof *c);
     if (!c)
         return base_fail(err, errlen, "out of memory");
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     parent->comm = c;
     c->nids = nids;
-    c->coll = calloc((size_t)nids + 1, sizeof *c->coll);
-    c->box = calloc((size_t)nids + 1, sizeof *c->box);
+    c->coll = base_calloc((size_t)nids + 1, sizeof *c->coll);
+    c->box = base_calloc((size_t)nids + 1, sizeof *c->box);
     if (!c->coll || !c->box)
         return base_fail(err, errlen, "out of memory");
     ir_for_each_node(g, n) {
@@ -93,14 +93,14 @@ int rt_comm_new(rt_exec *parent, char *err, size_t errlen)
         if (n->op == IR_OP_SEND) {
             mailbox *b = &c->box[id];
             b->bytes = (size_t)ir_type_numel(&n->in[0]->type) * sizeof(float);
-            if (!b->data && !(b->data = malloc(b->bytes ? b->bytes : 1)))
+            if (!b->data && !(b->data = base_malloc(b->bytes ? b->bytes : 1)))
                 return base_fail(err, errlen, "out of memory for send %lld", (long long)id);
         } else if (is_collective(n->op) && !c->coll[id].in) {
             collective *k = &c->coll[id];
             ir_attr_ints(n, "group", &k->size);
             k->nin = n->nin;
-            k->in = calloc((size_t)k->size * k->nin, sizeof *k->in);
-            k->out = calloc((size_t)k->size * k->nin, sizeof *k->out);
+            k->in = base_calloc((size_t)k->size * k->nin, sizeof *k->in);
+            k->out = base_calloc((size_t)k->size * k->nin, sizeof *k->out);
             if (!k->in || !k->out)
                 return base_fail(err, errlen, "out of memory");
         }

@@ -142,7 +142,7 @@ void rt_mpi_free(struct rt_mpi *m)
         }
     }
     for (int64_t i = 0; m->stage && i < m->nids; i++)
-        free(m->stage[i]);
+        base_free(m->stage[i]);
     for (int i = 0; i < m->ngroups; i++)
         if (!fin && m->groups[i].comm != MPI_COMM_NULL)
             MPI_Comm_free(&m->groups[i].comm);
@@ -150,14 +150,14 @@ void rt_mpi_free(struct rt_mpi *m)
         MPI_Comm_free(&m->p2p);
     if (!fin && m->gather != MPI_COMM_NULL)
         MPI_Comm_free(&m->gather);
-    free(m->groups);
-    free(m->group_of);
-    free(m->req);
-    free(m->stage);
-    free(m->sends);
-    free(m->scratch);
-    free(m->holder);
-    free(m);
+    base_free(m->groups);
+    base_free(m->group_of);
+    base_free(m->req);
+    base_free(m->stage);
+    base_free(m->sends);
+    base_free(m->scratch);
+    base_free(m->holder);
+    base_free(m);
 }
 
 /* The index of n's group in m->groups, adding it (a collective MPI_Comm_split
@@ -217,18 +217,18 @@ int rt_mpi_new(rt_exec *x, int ndev, char *err, size_t errlen)
         return base_fail(err, errlen, "send/recv ids go up to %lld, over this MPI's largest tag "
                        "(%d)", (long long)(nids - 1), *tag_ub);
 
-    struct rt_mpi *m = calloc(1, sizeof *m);
+    struct rt_mpi *m = base_calloc(1, sizeof *m);
     if (!m)
         return base_fail(err, errlen, "out of memory");
     x->mpi = m;
     m->p2p = m->gather = MPI_COMM_NULL;
     m->nids = nids;
-    m->groups = calloc((size_t)ncoll + 1, sizeof *m->groups);
-    m->group_of = calloc((size_t)nids + 1, sizeof *m->group_of);
-    m->req = malloc(((size_t)nids + 1) * sizeof *m->req);
-    m->stage = calloc((size_t)nids + 1, sizeof *m->stage);
-    m->sends = calloc((size_t)nids + 1, sizeof *m->sends);
-    m->holder = malloc(((size_t)g->nvalues + 1) * sizeof *m->holder);
+    m->groups = base_calloc((size_t)ncoll + 1, sizeof *m->groups);
+    m->group_of = base_calloc((size_t)nids + 1, sizeof *m->group_of);
+    m->req = base_malloc(((size_t)nids + 1) * sizeof *m->req);
+    m->stage = base_calloc((size_t)nids + 1, sizeof *m->stage);
+    m->sends = base_calloc((size_t)nids + 1, sizeof *m->sends);
+    m->holder = base_malloc(((size_t)g->nvalues + 1) * sizeof *m->holder);
     if (!m->groups || !m->group_of || !m->req || !m->stage || !m->sends || !m->holder)
         return base_fail(err, errlen, "out of memory");
     for (int64_t i = 0; i <= nids; i++)
@@ -257,7 +257,7 @@ int rt_mpi_new(rt_exec *x, int ndev, char *err, size_t errlen)
             continue;
         if (n->op == IR_OP_SEND) {
             size_t bytes = (size_t)ir_type_numel(&n->in[0]->type) * sizeof(float);
-            if (!(m->stage[id] = malloc(bytes ? bytes : 1)))
+            if (!(m->stage[id] = base_malloc(bytes ? bytes : 1)))
                 return base_fail(err, errlen, "out of memory for send %lld", (long long)id);
             m->sends[m->nsends++] = id;
         }
@@ -267,7 +267,7 @@ int rt_mpi_new(rt_exec *x, int ndev, char *err, size_t errlen)
     if (scratch > INT32_MAX)
         return base_fail(err, errlen, "an all_reduce bucket of over 2^31 elements does not fit "
                        "one MPI message");
-    if (scratch && !(m->scratch = malloc((size_t)scratch * sizeof(float))))
+    if (scratch && !(m->scratch = base_malloc((size_t)scratch * sizeof(float))))
         return base_fail(err, errlen, "out of memory for %lld floats of collective scratch",
                        (long long)scratch);
 

@@ -336,7 +336,7 @@ static const cg_step *steps_of(const rt_cuda *x, int d, int init, int *n)
 static void **kernel_args(const cuda_gpu *G, const cg_launch *l)
 {
     size_t n = (size_t)l->nargs;
-    void **a = calloc(1, n * sizeof(void *) + n * 8 + 8);
+    void **a = base_calloc(1, n * sizeof(void *) + n * 8 + 8);
     if (!a)
         return NULL;
     unsigned char *vals = (unsigned char *)(a + n);
@@ -384,8 +384,8 @@ static int prepare_steps(rt_cuda *x, int d, int init, char *err, size_t errlen)
     cuda_gpu *G = &x->dev[d];
     int n;
     const cg_step *steps = steps_of(x, d, init, &n);
-    G->args[init] = calloc((size_t)n + 1, sizeof *G->args[init]);
-    G->done[init] = calloc((size_t)n + 1, sizeof *G->done[init]);
+    G->args[init] = base_calloc((size_t)n + 1, sizeof *G->args[init]);
+    G->done[init] = base_calloc((size_t)n + 1, sizeof *G->done[init]);
     if (!G->args[init] || !G->done[init])
         return base_fail(err, errlen, "out of memory");
     for (int s = 0; s < n; s++) {
@@ -417,7 +417,7 @@ static int64_t plan_mailbox(rt_cuda *x, int d)
             if (steps[s].kind != CG_STEP_COMM || steps[s].u.comm.op != IR_OP_RECV)
                 continue;
             const cg_comm *c = &steps[s].u.comm;
-            cuda_message *m = realloc(G->messages, (size_t)(G->nmessages + 1) * sizeof *m);
+            cuda_message *m = base_realloc(G->messages, (size_t)(G->nmessages + 1) * sizeof *m);
             if (!m)
                 return -1;
             G->messages = m;
@@ -562,8 +562,8 @@ static int open_device(rt_cuda *x, int d, char *err, size_t errlen)
         /* a receiving stream per sender: one stream for all would hold a
            sender's message behind another's that is sent only after it
            (1F1B's middle stages: a gradient behind the next activation) */
-        G->from = calloc((size_t)p->ndevices, sizeof *G->from);
-        G->from_join = calloc((size_t)p->ndevices, sizeof *G->from_join);
+        G->from = base_calloc((size_t)p->ndevices, sizeof *G->from);
+        G->from_join = base_calloc((size_t)p->ndevices, sizeof *G->from_join);
         if (!G->from || !G->from_join)
             return base_fail(err, errlen, "out of memory");
         for (int i = 0; i < G->nmessages; i++) {
@@ -578,8 +578,8 @@ static int open_device(rt_cuda *x, int d, char *err, size_t errlen)
     int major = 0, minor = 0;
     CU(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
     CU(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
-    G->modules = calloc((size_t)p->nmodules + 1, sizeof *G->modules);
-    G->functions = calloc((size_t)p->nkernels + 1, sizeof *G->functions);
+    G->modules = base_calloc((size_t)p->nmodules + 1, sizeof *G->modules);
+    G->functions = base_calloc((size_t)p->nkernels + 1, sizeof *G->functions);
     if (!G->modules || !G->functions)
         return base_fail(err, errlen, "out of memory");
     for (int m = 0; m < p->nmodules; m++) {
@@ -672,14 +672,14 @@ rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *er
             base_fail(err, errlen, "the program is not compiled (cg_compile) for the GPU");
             return NULL;
         }
-    rt_cuda *x = calloc(1, sizeof *x);
+    rt_cuda *x = base_calloc(1, sizeof *x);
     int ninputs = 0;
     for (int d = 0; d < p->ndevices; d++)
         ninputs += p->devices[d].nvalues;
     if (x)
-        x->pending = calloc((size_t)ninputs + 1, sizeof *x->pending);
+        x->pending = base_calloc((size_t)ninputs + 1, sizeof *x->pending);
     if (!x || !x->pending) {
-        free(x);
+        base_free(x);
         base_fail(err, errlen, "out of memory");
         return NULL;
     }
@@ -721,7 +721,7 @@ rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *er
     }
     int count = 0;
     x->L.cuDeviceGetCount(&count);
-    x->dev = calloc((size_t)p->ndevices, sizeof *x->dev);
+    x->dev = base_calloc((size_t)p->ndevices, sizeof *x->dev);
     if (!x->dev) {
         base_fail(err, errlen, "out of memory");
         rt_cuda_close(x);
@@ -804,8 +804,8 @@ void rt_cuda_close(rt_cuda *x)
             if (G->from_join[a])
                 x->L.cuEventDestroy(G->from_join[a]);
         }
-        free(G->from);
-        free(G->from_join);
+        base_free(G->from);
+        base_free(G->from_join);
         CUevent ev[3] = {G->fork, G->prefetched, G->staged};
         for (int e = 0; e < 3; e++)
             if (ev[e])
@@ -834,28 +834,28 @@ void rt_cuda_close(rt_cuda *x)
                 x->L.cuEventDestroy(G->messages[i].sent);
                 x->L.cuCtxSetCurrent(G->ctx);
             }
-        free(G->messages);
+        base_free(G->messages);
         for (int init = 0; init < 2; init++) {
             int n;
             steps_of(x, d, init, &n);
             for (int s = 0; s < n; s++) {
                 if (G->args[init])
-                    free(G->args[init][s]);
+                    base_free(G->args[init][s]);
                 if (G->done[init] && G->done[init][s])
                     x->L.cuEventDestroy(G->done[init][s]);
             }
-            free(G->args[init]);
-            free(G->done[init]);
+            base_free(G->args[init]);
+            base_free(G->done[init]);
         }
-        free(G->modules);
-        free(G->functions);
+        base_free(G->modules);
+        base_free(G->functions);
         CUdevice dev;
         if (x->L.cuDeviceGet(&dev, G->ordinal) == CUDA_SUCCESS)
             x->L.cuDevicePrimaryCtxRelease(dev);
     }
-    free(x->dev);
-    free(x->pending);
-    free(x);
+    base_free(x->dev);
+    base_free(x->pending);
+    base_free(x);
 }
 
 const char *rt_cuda_warning(const rt_cuda *x)
@@ -891,7 +891,7 @@ static int copy_value(rt_cuda *x, int d, const cg_value *cv, void *host, int up,
         if (!half)
             memcpy(stage, host, (size_t)cv->bytes);
     } else if (half) {
-        stage = malloc((size_t)cv->bytes + 1);
+        stage = base_malloc((size_t)cv->bytes + 1);
         if (!stage)
             return base_fail(err, errlen, "out of memory");
     }
@@ -918,7 +918,7 @@ static int copy_value(rt_cuda *x, int d, const cg_value *cv, void *host, int up,
     for (int64_t i = 0; !up && r == CUDA_SUCCESS && stage != host && i < cv->numel; i++)
         ((float *)host)[i] = cg_half_to_f32(((const unsigned short *)stage)[i], cv->dtype);
     if (stage != host && !(prefetch && G->pinned))
-        free(stage);
+        base_free(stage);
     if (r != CUDA_SUCCESS) {
         const char *s = "?";
         x->L.cuGetErrorString(r, &s);
@@ -1008,7 +1008,7 @@ int rt_cuda_init_params(rt_cuda *x, uint64_t seed, char *err, size_t errlen)
         int64_t n = ir_type_numel(&v->type);
         if (!ir_is_float(v->type.dtype))
             continue;
-        float *buf = malloc((size_t)(n > 0 ? n : 1) * sizeof *buf);
+        float *buf = base_malloc((size_t)(n > 0 ? n : 1) * sizeof *buf);
         if (!buf)
             return base_fail(err, errlen, "out of memory");
         ir_init_fill(v, seed, buf);
@@ -1016,7 +1016,7 @@ int rt_cuda_init_params(rt_cuda *x, uint64_t seed, char *err, size_t errlen)
         for (int d = 0; d < x->p->ndevices && !rc; d++)
             if (cuda_mine(x, d) && cg_value_of(x->p, d, v))
                 rc = rt_cuda_write(x, d, v, buf, err, errlen);
-        free(buf);
+        base_free(buf);
         if (rc)
             return -1;
     }

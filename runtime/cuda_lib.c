@@ -543,7 +543,7 @@ static int open_world(rt_cuda *x, const rt_cuda_id *id, char *err, size_t errlen
     cuda_libs *B = x->libs;
     int nd = x->p->ndevices;
     ncclResult_t r;
-    if (!(B->world = calloc((size_t)nd, sizeof *B->world)))
+    if (!(B->world = base_calloc((size_t)nd, sizeof *B->world)))
         return base_fail(err, errlen, "out of memory");
     if (x->rank >= 0) {
         ncclUniqueId uid;
@@ -555,7 +555,7 @@ static int open_world(rt_cuda *x, const rt_cuda_id *id, char *err, size_t errlen
         return base_fail(err, errlen, "NCCL: ncclCommInitRank as rank %d of %d: %s", x->rank, nd,
                          B->c.ncclGetErrorString(r));
     }
-    int *ordinals = calloc((size_t)nd, sizeof *ordinals);
+    int *ordinals = base_calloc((size_t)nd, sizeof *ordinals);
     if (!ordinals)
         return base_fail(err, errlen, "out of memory");
     for (int d = 0; d < nd; d++) {
@@ -563,14 +563,14 @@ static int open_world(rt_cuda *x, const rt_cuda_id *id, char *err, size_t errlen
         for (int e = 0; e < d; e++)
             if (ordinals[e] == ordinals[d]) {
                 int gpu = ordinals[d];
-                free(ordinals);
+                base_free(ordinals);
                 return base_fail(err, errlen, "program devices %d and %d are both on GPU %d: "
                                  "NCCL needs a GPU of its own for each (the program has %d "
                                  "devices; give it that many GPUs)", e, d, gpu, nd);
             }
     }
     r = B->c.ncclCommInitAll(B->world, nd, ordinals);
-    free(ordinals);
+    base_free(ordinals);
     if (r == ncclSuccess)
         return 0;
     memset(B->world, 0, (size_t)nd * sizeof *B->world);
@@ -586,9 +586,9 @@ static int open_pairs(rt_cuda *x, char *err, size_t errlen)
     cuda_libs *B = x->libs;
     const cg_program *p = x->p;
     int nd = p->ndevices;
-    unsigned char *made = calloc((size_t)nd * (size_t)nd, 1);
-    if (!made || !(B->pair = calloc((size_t)nd * (size_t)nd, sizeof *B->pair))) {
-        free(made);
+    unsigned char *made = base_calloc((size_t)nd * (size_t)nd, 1);
+    if (!made || !(B->pair = base_calloc((size_t)nd * (size_t)nd, sizeof *B->pair))) {
+        base_free(made);
         return base_fail(err, errlen, "out of memory");
     }
     int rc = 0;
@@ -608,7 +608,7 @@ static int open_pairs(rt_cuda *x, char *err, size_t errlen)
                 B->pair[a * nd + c->peer] = two[0] ? two[0] : two[1];
             }
         }
-    free(made);
+    base_free(made);
     return rc;
 }
 
@@ -632,14 +632,14 @@ static int open_comms(rt_cuda *x, const rt_cuda_id *id, char *err, size_t errlen
                 known = same_group(&B->groups[g], &st->u.comm);
             if (known)
                 continue;
-            nccl_group *ng = realloc(B->groups, (size_t)(B->ngroups + 1) * sizeof *ng);
+            nccl_group *ng = base_realloc(B->groups, (size_t)(B->ngroups + 1) * sizeof *ng);
             if (!ng)
                 return base_fail(err, errlen, "out of memory");
             B->groups = ng;
             nccl_group *g = &B->groups[B->ngroups++];
             g->n = st->u.comm.ngroup;
-            g->group = calloc((size_t)g->n, sizeof *g->group);
-            g->comm = calloc((size_t)g->n, sizeof *g->comm);
+            g->group = base_calloc((size_t)g->n, sizeof *g->group);
+            g->comm = base_calloc((size_t)g->n, sizeof *g->comm);
             if (!g->group || !g->comm)
                 return base_fail(err, errlen, "out of memory");
             memcpy(g->group, st->u.comm.group, (size_t)g->n * sizeof *g->group);
@@ -886,13 +886,13 @@ int cuda_lib_issue(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *P, CUstre
 static int prepare_steps(rt_cuda *x, int d, const cg_step *steps, int n, cuda_step_lib ***out,
                          char *err, size_t errlen)
 {
-    *out = calloc((size_t)n + 1, sizeof **out);
+    *out = base_calloc((size_t)n + 1, sizeof **out);
     if (!*out)
         return base_fail(err, errlen, "out of memory");
     for (int s = 0; s < n; s++) {
         if (steps[s].kind != CG_STEP_GEMM && steps[s].kind != CG_STEP_CONV)
             continue;
-        cuda_step_lib *P = calloc(1, sizeof *P);
+        cuda_step_lib *P = base_calloc(1, sizeof *P);
         if (!P)
             return base_fail(err, errlen, "out of memory");
         (*out)[s] = P;
@@ -927,7 +927,7 @@ int cuda_libs_open(rt_cuda *x, const char *libdir, const rt_cuda_id *id, char *e
             if (st->kind == CG_STEP_CONV && st->u.conv.k > max_k)
                 max_k = st->u.conv.k;
         }
-    cuda_libs *B = x->libs = calloc(1, sizeof *B);
+    cuda_libs *B = x->libs = base_calloc(1, sizeof *B);
     if (!B)
         return base_fail(err, errlen, "out of memory");
     void *so_;
@@ -999,9 +999,9 @@ static void free_steps(cuda_libs *B, cuda_step_lib **lib, int n)
             B->n.cudnnDestroyConvolutionDescriptor(P->conv);
         if (P->act)
             B->n.cudnnDestroyActivationDescriptor(P->act);
-        free(P);
+        base_free(P);
     }
-    free(lib);
+    base_free(lib);
 }
 
 void cuda_libs_close(rt_cuda *x)
@@ -1013,19 +1013,19 @@ void cuda_libs_close(rt_cuda *x)
         for (int i = 0; i < B->groups[g].n; i++)
             if (B->groups[g].comm[i])
                 B->c.ncclCommDestroy(B->groups[g].comm[i]);
-        free(B->groups[g].group);
-        free(B->groups[g].comm);
+        base_free(B->groups[g].group);
+        base_free(B->groups[g].comm);
     }
-    free(B->groups);
+    base_free(B->groups);
     int nd = x->p->ndevices;
     for (int i = 0; B->pair && i < nd * nd; i++)
         if (B->pair[i])
             B->c.ncclCommDestroy(B->pair[i]);
-    free(B->pair);
+    base_free(B->pair);
     for (int d = 0; B->world && d < x->p->ndevices; d++)
         if (B->world[d])
             B->c.ncclCommDestroy(B->world[d]);
-    free(B->world);
+    base_free(B->world);
     for (int d = 0; x->dev && d < x->p->ndevices; d++) {
         cuda_gpu *G = &x->dev[d];
         if (G->ctx)
@@ -1042,7 +1042,7 @@ void cuda_libs_close(rt_cuda *x)
         G->blas = G->dnn = NULL;
         G->zeros = 0;
     }
-    free(B); /* the libraries stay loaded (cuda_dlopen) */
+    base_free(B); /* the libraries stay loaded (cuda_dlopen) */
     x->libs = NULL;
 }
 

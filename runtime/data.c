@@ -58,7 +58,7 @@ static int read_idx(const char *path, int rank, int64_t *dims, uint8_t **data, c
             goto done;
         }
     }
-    *data = malloc(total);
+    *data = base_malloc(total);
     if (!*data) {
         base_fail(err, errlen, "%s: out of memory", path);
         goto done;
@@ -82,7 +82,7 @@ static int read_idx(const char *path, int rank, int64_t *dims, uint8_t **data, c
 done:
     gzclose(f);
     if (rc) {
-        free(*data);
+        base_free(*data);
         *data = NULL;
     }
     return rc;
@@ -123,8 +123,8 @@ int rt_dataset_load(rt_dataset *ds, const char *dir, const char *prefix, char *e
 
 void rt_dataset_free(rt_dataset *ds)
 {
-    free(ds->images);
-    free(ds->labels);
+    base_free(ds->images);
+    base_free(ds->labels);
     memset(ds, 0, sizeof *ds);
 }
 

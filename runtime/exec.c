@@ -23,8 +23,8 @@ void openblas_set_num_threads(int n);
 float *rt_scratch(rt_exec *x, size_t nfloats)
 {
     if (nfloats > x->scratch_cap) {
-        free(x->scratch);
-        x->scratch = malloc(nfloats * sizeof(float));
+        base_free(x->scratch);
+        x->scratch = base_malloc(nfloats * sizeof(float));
         x->scratch_cap = x->scratch ? nfloats : 0;
     }
     return x->scratch;
@@ -794,7 +794,7 @@ static int supported(const ir_node *n)
 static int alloc_value(rt_exec *x, const ir_value *v, char *err, size_t errlen)
 {
     size_t bytes = (size_t)ir_type_numel(&v->type) * elem_size(v->type.dtype);
-    x->buf[v->id] = calloc(1, bytes ? bytes : 1);
+    x->buf[v->id] = base_calloc(1, bytes ? bytes : 1);
     if (!x->buf[v->id])
         return fail(err, errlen, "out of memory for '%s' (%zu bytes)", v->name, bytes);
     return 0;
@@ -812,15 +812,15 @@ static int devices_of(const ir_graph *g)
  * to (it borrows parent's inputs), or NULL. */
 static rt_exec *exec_alloc(const ir_graph *g, int device, char *err, size_t errlen)
 {
-    rt_exec *x = calloc(1, sizeof *x);
-    if (!x || !(x->buf = calloc((size_t)g->nvalues + 1, sizeof *x->buf)) ||
-        !(x->borrowed = calloc((size_t)g->nvalues + 1, 1)) ||
-        !(x->weight = calloc((size_t)g->nvalues + 1, 1))) {
+    rt_exec *x = base_calloc(1, sizeof *x);
+    if (!x || !(x->buf = base_calloc((size_t)g->nvalues + 1, sizeof *x->buf)) ||
+        !(x->borrowed = base_calloc((size_t)g->nvalues + 1, 1)) ||
+        !(x->weight = base_calloc((size_t)g->nvalues + 1, 1))) {
         if (x) {
-            free(x->buf);
-            free(x->borrowed);
+            base_free(x->buf);
+            base_free(x->borrowed);
         }
-        free(x);
+        base_free(x);
         fail(err, errlen, "out of memory");
         return NULL;
     }
@@ -840,7 +840,7 @@ static int place_values(rt_exec *x, const int64_t *offsets, int64_t arena_bytes,
     const ir_graph *g = x->g;
     ir_for_each_node(g, n)
         x->nnodes += x->device < 0 || n->device == x->device;
-    if (!(x->nodes = calloc((size_t)x->nnodes + 1, sizeof *x->nodes)))
+    if (!(x->nodes = base_calloc((size_t)x->nnodes + 1, sizeof *x->nodes)))
         return fail(err, errlen, "out of memory");
     int k = 0;
     ir_for_each_node(g, n)
@@ -910,7 +910,7 @@ rt_exec *rt_exec_new_planned(const ir_graph *g, const int64_t *offsets,
     }
     /* a partitioned program: a device executor per device, on the caller's inputs */
     x->ndev = ndev;
-    if (!(x->devs = calloc((size_t)ndev, sizeof *x->devs)))
+    if (!(x->devs = base_calloc((size_t)ndev, sizeof *x->devs)))
         goto oom;
     for (int d = 0; d < ndev; d++) {
         rt_exec *dx = x->devs[d] = exec_alloc(g, d, err, errlen);
@@ -992,18 +992,18 @@ void rt_exec_free(rt_exec *x)
             x->devs[d]->comm = NULL;
             rt_exec_free(x->devs[d]);
         }
-    free(x->devs);
+    base_free(x->devs);
     for (int i = 0; i < x->nvalues; i++)
         if (!x->borrowed[i])
-            free(x->buf[i]);
-    free(x->buf);
+            base_free(x->buf[i]);
+    base_free(x->buf);
     rt_comm_free(x->comm);
-    free(x->nodes);
-    free(x->borrowed);
-    free(x->weight);
-    free(x->arena);
-    free(x->scratch);
-    free(x);
+    base_free(x->nodes);
+    base_free(x->borrowed);
+    base_free(x->weight);
+    base_free(x->arena);
+    base_free(x->scratch);
+    base_free(x);
 }
 
 /* The executor holding v: a device's for its node results, else the first
@@ -1132,7 +1132,7 @@ int rt_exec_run(rt_exec *x, char *err, size_t errlen)
        inner parallel regions are nested, so inactive) */
     rt_comm_reset(x->comm);
     int rc = 0, team = 0;
-    char *errs = calloc((size_t)x->ndev, 512);
+    char *errs = base_calloc((size_t)x->ndev, 512);
     if (!errs)
         return fail(err, errlen, "out of memory");
 #pragma omp parallel num_threads(x->ndev) reduction(+ : rc)
@@ -1148,7 +1148,7 @@ int rt_exec_run(rt_exec *x, char *err, size_t errlen)
         }
     }
     if (team != x->ndev) {
-        free(errs);
+        base_free(errs);
         return fail(err, errlen, "could not start a thread for each of the %d devices (got %d)",
                     x->ndev, team);
     }
@@ -1157,7 +1157,7 @@ int rt_exec_run(rt_exec *x, char *err, size_t errlen)
             fail(err, errlen, "device %d: %s", d, errs + 512 * d);
             break;
         }
-    free(errs);
+    base_free(errs);
     return rc ? -1 : 0;
 }
 

@@ -187,7 +187,7 @@ int rt_plan_encode_with(const ir_graph *g, const mp_plan *mp, const rt_plan_kv *
         return base_fail(err, errlen, "out of memory");
     ir_print(g, f);
     if (fclose(f) != 0 || !text) {
-        free(text);
+        base_free(text);
         return base_fail(err, errlen, "out of memory");
     }
 
@@ -196,14 +196,14 @@ int rt_plan_encode_with(const ir_graph *g, const mp_plan *mp, const rt_plan_kv *
     ir_for_each_node(g, n)
         nres += (uint64_t)n->nout;
     size_t mem_len = 8 + 8 * (size_t)ndev + 8 + 8 * (size_t)nres;
-    unsigned char *mem = calloc(1, mem_len);
+    unsigned char *mem = base_calloc(1, mem_len);
     /* the meta lines */
     size_t meta_len = 0;
     for (int i = 0; i < nmeta; i++)
         meta_len += strlen(meta[i].key) + strlen(meta[i].value) + 2;
-    char *mtext = malloc(meta_len + 1);
+    char *mtext = base_malloc(meta_len + 1);
     if (!mem || !mtext) {
-        free(text), free(mem), free(mtext);
+        base_free(text), base_free(mem), base_free(mtext);
         return base_fail(err, errlen, "out of memory");
     }
     put32(mem, (uint32_t)ndev);
@@ -222,12 +222,12 @@ int rt_plan_encode_with(const ir_graph *g, const mp_plan *mp, const rt_plan_kv *
         m += sprintf(m, "%s=%s\n", meta[i].key, meta[i].value);
 
     if (nextra < 0 || nextra > RT_PLAN_MAX_SECTIONS - 3) {
-        free(text), free(mem), free(mtext);
+        base_free(text), base_free(mem), base_free(mtext);
         return base_fail(err, errlen, "%d sections, more than a plan holds", nextra + 3);
     }
-    out_section *secs = malloc((3 + (size_t)nextra) * sizeof *secs);
+    out_section *secs = base_malloc((3 + (size_t)nextra) * sizeof *secs);
     if (!secs) {
-        free(text), free(mem), free(mtext);
+        base_free(text), base_free(mem), base_free(mtext);
         return base_fail(err, errlen, "out of memory");
     }
     secs[0] = (out_section){RT_SECTION_PROGRAM, RT_SECTION_REQUIRED, RT_PLAN_ALL_DEVICES,
@@ -243,9 +243,9 @@ int rt_plan_encode_with(const ir_graph *g, const mp_plan *mp, const rt_plan_kv *
     uint64_t total = align8(RT_PLAN_HEADER_BYTES + (uint64_t)nsec * RT_PLAN_ENTRY_BYTES);
     for (uint32_t i = 0; i < nsec; i++)
         total = align8(total + secs[i].size);
-    unsigned char *buf = calloc(1, (size_t)total);
+    unsigned char *buf = base_calloc(1, (size_t)total);
     if (!buf) {
-        free(text), free(mem), free(mtext), free(secs);
+        base_free(text), base_free(mem), base_free(mtext), base_free(secs);
         return base_fail(err, errlen, "out of memory");
     }
     memcpy(buf, RT_PLAN_MAGIC, 8);
@@ -268,13 +268,13 @@ int rt_plan_encode_with(const ir_graph *g, const mp_plan *mp, const rt_plan_kv *
         at = align8(at + secs[i].size);
     }
     put32(buf + 36, header_crc(buf, nsec));
-    free(text), free(mem), free(mtext), free(secs);
+    base_free(text), base_free(mem), base_free(mtext), base_free(secs);
 
     /* what the loader would say about it: a plan that does not load is a bug here */
     char e2[512];
     rt_plan *back = rt_plan_decode(buf, (size_t)total, "the plan written", e2, sizeof e2);
     if (!back) {
-        free(buf);
+        base_free(buf);
         return base_fail(err, errlen, "internal error: the plan does not load back: %s", e2);
     }
     rt_plan_free(back);
@@ -306,9 +306,9 @@ int rt_plan_write_program(const char *path, const ir_graph *g, const mp_plan *mp
     if (rt_plan_encode_program(g, mp, meta, nmeta, cg, &data, &size, err, errlen) != 0)
         return -1;
     size_t n = strlen(path) + 32;
-    char *tmp = malloc(n);
+    char *tmp = base_malloc(n);
     if (!tmp) {
-        free(data);
+        base_free(data);
         return base_fail(err, errlen, "out of memory");
     }
     snprintf(tmp, n, "%s.tmp%ld", path, (long)getpid());
@@ -323,8 +323,8 @@ int rt_plan_write_program(const char *path, const ir_graph *g, const mp_plan *mp
         remove(tmp);
         base_fail(err, errlen, "cannot write '%s': %s", path, strerror(saved));
     }
-    free(tmp);
-    free(data);
+    base_free(tmp);
+    base_free(data);
     return ok ? 0 : -1;
 }
 
@@ -437,17 +437,17 @@ static int read_memory(reader *r, rt_plan *p, const rt_plan_section *s)
         return BAD(r, "section memory: offsets of %llu node results, but the program has %llu",
                    (unsigned long long)nres, (unsigned long long)have);
 
-    mp_plan *mp = p->mp = calloc(1, sizeof *mp);
+    mp_plan *mp = p->mp = base_calloc(1, sizeof *mp);
     if (!mp)
         return BAD(r, "out of memory");
     mp->ndevices = p->ndevices;
     mp->nvalues = p->g->nvalues;
-    mp->device_bytes = calloc((size_t)ndev, sizeof *mp->device_bytes);
-    mp->dev = calloc((size_t)ndev, sizeof *mp->dev);
-    mp->offset_by_id = malloc(((size_t)p->g->nvalues + 1) * sizeof *mp->offset_by_id);
-    int64_t *end = calloc((size_t)ndev, sizeof *end);
+    mp->device_bytes = base_calloc((size_t)ndev, sizeof *mp->device_bytes);
+    mp->dev = base_calloc((size_t)ndev, sizeof *mp->dev);
+    mp->offset_by_id = base_malloc(((size_t)p->g->nvalues + 1) * sizeof *mp->offset_by_id);
+    int64_t *end = base_calloc((size_t)ndev, sizeof *end);
     if (!mp->device_bytes || !mp->dev || !mp->offset_by_id || !end) {
-        free(end);
+        base_free(end);
         return BAD(r, "out of memory");
     }
     for (int i = 0; i < p->g->nvalues; i++)
@@ -500,7 +500,7 @@ static int read_memory(reader *r, rt_plan *p, const rt_plan_section *s)
             mp->arena_bytes = mp->device_bytes[d];
     rc = 0;
 done:
-    free(end);
+    base_free(end);
     return rc;
 }
 
@@ -514,7 +514,7 @@ static int read_meta(reader *r, rt_plan *p, const rt_plan_section *s)
         lines += *q == '\n';
     if (lines > RT_PLAN_MAX_META)
         return BAD(r, "section meta: %d lines, more than %d", lines, RT_PLAN_MAX_META);
-    p->meta = calloc((size_t)lines + 1, sizeof *p->meta);
+    p->meta = base_calloc((size_t)lines + 1, sizeof *p->meta);
     if (!p->meta)
         return BAD(r, "out of memory");
     for (int line = 1; t < stop; line++) {
@@ -524,12 +524,13 @@ static int read_meta(reader *r, rt_plan *p, const rt_plan_section *s)
             !meta_value_ok(eq + 1, (size_t)(nl - eq - 1)))
             return BAD(r, "section meta: line %d is not key=value (a key of [a-z0-9_.-], a "
                        "printable value)", line);
-        char *k = strndup(t, (size_t)(eq - t)), *v = strndup(eq + 1, (size_t)(nl - eq - 1));
+        char *k = base_strndup(t, (size_t)(eq - t));
+        char *v = base_strndup(eq + 1, (size_t)(nl - eq - 1));
         p->meta[p->nmeta].key = k, p->meta[p->nmeta].value = v;
         if (k)
             p->nmeta++;
         else
-            free(v);
+            base_free(v);
         if (!k || !v)
             return BAD(r, "out of memory");
         for (int i = 0; i < p->nmeta - 1; i++)
@@ -593,7 +594,7 @@ static int read_tuning(reader *r, rt_plan *p)
             if (b[k] != '\n' && (b[k] < 0x20 || b[k] > 0x7e))
                 return BAD(r, "section %d (tuning): byte %llu is not printable ASCII", i,
                            (unsigned long long)k);
-        p->tuning = malloc((size_t)s->size + 1);
+        p->tuning = base_malloc((size_t)s->size + 1);
         if (!p->tuning)
             return BAD(r, "out of memory");
         memcpy(p->tuning, b, (size_t)s->size);
@@ -639,7 +640,7 @@ static int read_cuda(reader *r, rt_plan *p)
     if ((uint64_t)nimg != (uint64_t)nsrc * (uint64_t)(narchs + 1))
         return BAD(r, "%d kernel images for %d modules, but each needs %d (a cubin per arch of "
                    "%s, and PTX)", nimg, nsrc, narchs + 1, list);
-    p->modules = calloc((size_t)nsrc, sizeof *p->modules);
+    p->modules = base_calloc((size_t)nsrc, sizeof *p->modules);
     if (!p->modules)
         return BAD(r, "out of memory");
     p->nmodules = nsrc;         /* rt_plan_free frees what is filled in */
@@ -667,8 +668,8 @@ static int read_cuda(reader *r, rt_plan *p)
             if (memcmp(M->sha256, b + 8, 32) != 0)
                 return BAD(r, "section %d (cuda_source): module %d's source does not match its "
                            "SHA-256", i, m);
-            M->source = malloc(n + 1);
-            M->images = calloc((size_t)narchs + 1, sizeof *M->images);
+            M->source = base_malloc(n + 1);
+            M->images = base_calloc((size_t)narchs + 1, sizeof *M->images);
             if (!M->source || !M->images)
                 return BAD(r, "out of memory");
             memcpy(M->source, b + SRC_HEAD, n);
@@ -700,7 +701,7 @@ static int read_cuda(reader *r, rt_plan *p)
         snprintf(I->arch, sizeof I->arch, "%s", want);
         I->ptx = ptx;
         I->size = (size_t)(s->size - IMG_HEAD);
-        I->data = malloc(I->size);
+        I->data = base_malloc(I->size);
         if (!I->data)
             return BAD(r, "out of memory");
         memcpy(I->data, b + IMG_HEAD, I->size);
@@ -716,7 +717,7 @@ rt_plan *rt_plan_decode(const void *bytes, size_t nbytes, const char *name, char
 {
     reader R = {bytes, nbytes, name ? name : "plan", err, errlen}, *r = &R;
     const unsigned char *h = bytes;
-    rt_plan *p = calloc(1, sizeof *p);
+    rt_plan *p = base_calloc(1, sizeof *p);
     if (!p) {
         BAD(r, "out of memory");
         return NULL;
@@ -778,7 +779,7 @@ rt_plan *rt_plan_decode(const void *bytes, size_t nbytes, const char *name, char
     p->training = (flags & RT_PLAN_TRAINING) != 0;
 
     /* the table: the exact layout, every checksum */
-    p->sections = calloc(nsec, sizeof *p->sections);
+    p->sections = base_calloc(nsec, sizeof *p->sections);
     if (!p->sections) {
         BAD(r, "out of memory");
         goto fail;
@@ -893,16 +894,16 @@ rt_plan *rt_plan_load(const char *path, char *err, size_t errlen)
         return NULL;
     }
     size_t n = (size_t)st.st_size;
-    unsigned char *buf = malloc(n ? n : 1);
+    unsigned char *buf = base_malloc(n ? n : 1);
     if (!buf || fread(buf, 1, n, f) != n) {
         base_fail(err, errlen, "%s: %s", path, buf ? "cannot read the whole file" : "out of memory");
-        free(buf);
+        base_free(buf);
         fclose(f);
         return NULL;
     }
     fclose(f);
     rt_plan *p = rt_plan_decode(buf, n, path, err, errlen);
-    free(buf);
+    base_free(buf);
     return p;
 }
 
@@ -914,20 +915,20 @@ void rt_plan_free(rt_plan *p)
     if (p->g)
         ir_graph_free(p->g);
     for (int i = 0; i < p->nmeta; i++) {
-        free((char *)p->meta[i].key);
-        free((char *)p->meta[i].value);
+        base_free((char *)p->meta[i].key);
+        base_free((char *)p->meta[i].value);
     }
-    free(p->meta);
-    free(p->sections);
+    base_free(p->meta);
+    base_free(p->sections);
     for (int m = 0; m < p->nmodules; m++) {
-        free(p->modules[m].source);
+        base_free(p->modules[m].source);
         for (int i = 0; i < p->modules[m].nimages; i++)
-            free(p->modules[m].images[i].data);
-        free(p->modules[m].images);
+            base_free(p->modules[m].images[i].data);
+        base_free(p->modules[m].images);
     }
-    free(p->modules);
-    free(p->tuning);
-    free(p);
+    base_free(p->modules);
+    base_free(p->tuning);
+    base_free(p);
 }
 
 const char *rt_plan_meta(const rt_plan *p, const char *key)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base.h"
 #include "plan.h"
 
 static void put32(unsigned char *p, uint32_t v)
@@ -31,7 +32,7 @@ static int add_line(char **t, size_t *n, size_t *cap, const char *fmt, ...)
     va_end(ap);
     if (!*t || *n + (size_t)len + 2 > *cap) {
         size_t c = (*n + (size_t)len + 2) * 2;
-        char *u = realloc(*t, c);
+        char *u = base_realloc(*t, c);
         if (!u)
             return -1;
         *t = u, *cap = c;
@@ -71,7 +72,7 @@ static char *tuning_text(const cg_program *cg, size_t *len)
             }
         }
     if (rc) {
-        free(t);
+        base_free(t);
         return NULL;
     }
     *len = n;
@@ -109,7 +110,7 @@ static int tuning_choices(const rt_plan *p, signed char **choice, char *err, siz
                     c = cg_conv_lookup(impl);
                 }
             }
-            if (!*choice && (*choice = malloc((size_t)p->g->nvalues + 1)))
+            if (!*choice && (*choice = base_malloc((size_t)p->g->nvalues + 1)))
                 memset(*choice, -1, (size_t)p->g->nvalues + 1);
             if (!*choice) {
                 snprintf(err, errlen, "out of memory");
@@ -120,7 +121,7 @@ static int tuning_choices(const rt_plan *p, signed char **choice, char *err, siz
                 snprintf(err, errlen, "the plan's tuning, line %d ('%.*s'), names no convolution "
                          "of the program, or one twice: the plan is inconsistent", line + 1,
                          (int)(len < 80 ? len : 80), l);
-                free(*choice);
+                base_free(*choice);
                 *choice = NULL;
                 return -1;
             }
@@ -202,8 +203,8 @@ int rt_plan_encode_program(const ir_graph *g, const mp_plan *mp, const rt_plan_k
     }
     size_t tuning_len = 0;
     char *tuning = tuning_text(cg, &tuning_len);
-    rt_plan_blob *blobs = calloc((size_t)nblobs + 2, sizeof *blobs);
-    unsigned char **heads = calloc((size_t)nblobs + 1, sizeof *heads);
+    rt_plan_blob *blobs = base_calloc((size_t)nblobs + 2, sizeof *blobs);
+    unsigned char **heads = base_calloc((size_t)nblobs + 1, sizeof *heads);
     int rc = -1, n = 0;
     if (!blobs || !heads) {
         snprintf(err, errlen, "out of memory");
@@ -219,7 +220,7 @@ int rt_plan_encode_program(const ir_graph *g, const mp_plan *mp, const rt_plan_k
                 const void *body = i < 0 ? (const void *)M->source : M->images[i].data;
                 size_t len = i < 0 ? M->source_len : M->images[i].size;
                 size_t head = i < 0 ? 40 : 56;
-                unsigned char *b = heads[n] = calloc(1, head + len);
+                unsigned char *b = heads[n] = base_calloc(1, head + len);
                 if (!b) {
                     snprintf(err, errlen, "out of memory");
                     goto done;
@@ -243,11 +244,11 @@ int rt_plan_encode_program(const ir_graph *g, const mp_plan *mp, const rt_plan_k
     rc = rt_plan_encode_with(g, mp, meta, nmeta, blobs, n + (tuning != NULL), data, size, err,
                              errlen);
 done:
-    free(tuning);
+    base_free(tuning);
     for (int i = 0; heads && i < n; i++)
-        free(heads[i]);
-    free(heads);
-    free(blobs);
+        base_free(heads[i]);
+    base_free(heads);
+    base_free(blobs);
     return rc;
 }
 
@@ -276,7 +277,7 @@ cg_program *rt_plan_program(const rt_plan *p, char *err, size_t errlen)
                  "auto), but its tuning section chooses none: the plan is inconsistent"
                  : "the plan's tuning section chooses convolutions one by one, but its conv is "
                  "not auto: the plan is inconsistent");
-        free(choice);
+        base_free(choice);
         return NULL;
     }
     o.conv_choice = choice;
@@ -286,7 +287,7 @@ cg_program *rt_plan_program(const rt_plan *p, char *err, size_t errlen)
     diag d;
     diag_init(&d);
     cg_program *cg = cg_generate(p->g, p->mp, &o, &d);
-    free(choice);
+    base_free(choice);
     if (!cg) {
         const char *msg = "(no message)";
         for (int i = 0; i < d.n; i++)
@@ -315,7 +316,7 @@ cg_program *rt_plan_program(const rt_plan *p, char *err, size_t errlen)
             cg_program_free(cg);
             return NULL;
         }
-        M->images = calloc((size_t)S->nimages, sizeof *M->images);
+        M->images = base_calloc((size_t)S->nimages, sizeof *M->images);
         if (!M->images) {
             snprintf(err, errlen, "out of memory");
             cg_program_free(cg);
@@ -325,7 +326,7 @@ cg_program *rt_plan_program(const rt_plan *p, char *err, size_t errlen)
             cg_image *I = &M->images[i];
             *I = S->images[i];
             I->from_cache = 0;
-            I->data = malloc(I->size);
+            I->data = base_malloc(I->size);
             if (!I->data) {
                 snprintf(err, errlen, "out of memory");
                 cg_program_free(cg);

@@ -30,7 +30,7 @@ static const ir_value *scalar_input(const ir_graph *g, const char *name, ir_dtyp
 
 static rt_session *made(const ir_graph *g, rt_exec *x)
 {
-    rt_session *s = calloc(1, sizeof *s);
+    rt_session *s = base_calloc(1, sizeof *s);
     if (!s)
         return NULL;
     s->g = g;
@@ -137,7 +137,7 @@ void rt_session_free(rt_session *s)
     if (s->prog_owned)
         cg_program_free(s->prog);
     rt_exec_free(s->host);
-    free(s);
+    base_free(s);
 }
 
 rt_device_kind rt_session_device(const rt_session *s) { return s->device; }

@@ -43,3 +43,14 @@ add_test(NAME api_install COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/api/install.s
          ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/api-install ${CMAKE_C_COMPILER} ${GNC_APP_FLAGS})
 set_tests_properties(api_install PROPERTIES LABELS "api;cli" TIMEOUT 600
                      ENVIRONMENT GNC_TEST_CUDA_RUNTIME=${GNC_HAVE_CUDA_RUNTIME})
+
+# out of memory in a plan load and a compile, at every allocation
+# (tests/api/test_oom.c): linked with libgnc's code, not the library, whose
+# symbols hide the allocation hook
+add_executable(test_oom ${CMAKE_CURRENT_SOURCE_DIR}/api/test_oom.c
+               ${CMAKE_SOURCE_DIR}/runtime/api.c)
+target_include_directories(test_oom PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/driver)
+target_link_libraries(test_oom PRIVATE gnc_driver gnc_frontend gnc_passes gnc_runtime gnc_codegen
+                      gnc_ir)
+add_test(NAME api_oom COMMAND test_oom ${CMAKE_CURRENT_BINARY_DIR}/api-plans ${CMAKE_SOURCE_DIR})
+set_tests_properties(api_oom PROPERTIES FIXTURES_REQUIRED api_plans LABELS "unit;api" TIMEOUT 600)
