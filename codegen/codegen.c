@@ -938,7 +938,8 @@ static int multi_step(cg_gen *G, const ir_node *n)
  * scheduler leaves them so: passes/schedule.c), into m: the last of them. */
 static const ir_node *optimizer_run(cg_gen *G, const ir_node *n, const ir_node **m, int *nm)
 {
-    enum { MOST = 120 }; /* tensors a launch: their pointers within CUDA's 4 KiB */
+    enum { MOST = 120 }; /* tensors a launch at most (cg_emit_multi takes fewer where
+                            their pointers would pass CUDA's 4 KiB of parameters) */
     const ir_node *last = n;
     *nm = 0;
     for (const ir_node *x = n; x && *nm < MOST; x = x->next) {
@@ -1003,9 +1004,10 @@ static void gen_list(cg_gen *G, int init)
         while (last->group && last->next && last->next->group == last->group &&
                last->next->device == G->dev && G->weight[last->next->out[0]->id] == w)
             m[nm++] = last = last->next;
-        if (multi_step(G, n) && (last = optimizer_run(G, n, m, &nm)) && nm > 1 &&
-            (flush_grads(G, m, nm), cg_emit_multi(G, m, nm) == 0)) {
-            n = last->next;
+        int took = 0;
+        if (multi_step(G, n) && optimizer_run(G, n, m, &nm) && nm > 1 &&
+            (flush_grads(G, m, nm), (took = cg_emit_multi(G, m, nm)) > 1)) {
+            n = m[took - 1]->next;
             continue;
         }
         last = n;
@@ -1159,30 +1161,30 @@ static void set_waits(cg_gen *G)
     }
 }
 
+static void staging_to_workspace(const cg_gen *G, cg_ref *r)
+{
+    if (r->region == CG_NREGIONS) {
+        r->region = CG_WORKSPACE;
+        r->offset += G->ws_max;
+    }
+}
+
 /* The list made, into the device: staging moved above the workspace. */
 static cg_step *finish_list(cg_gen *G, int *count)
 {
     for (int s = 0; s < G->nlist; s++) {
         cg_pending *p = &G->list[s];
         for (int i = 0; i < p->naccess; i++)
-            if (p->access[i].at.region == CG_NREGIONS) {
-                p->access[i].at.region = CG_WORKSPACE;
-                p->access[i].at.offset += G->ws_max;
-            }
-        cg_ref *refs[2 * 64 + 8];
-        int nr = 0;
+            staging_to_workspace(G, &p->access[i].at);
         cg_step *st = &p->step;
         if (st->kind == CG_STEP_COMM)
-            for (int t = 0; t < st->u.comm.ntensors; t++)
-                refs[nr++] = &st->u.comm.send[t], refs[nr++] = &st->u.comm.recv[t];
-        if (st->kind == CG_STEP_KERNEL)
-            for (int a = 0; a < st->u.launch.nargs && nr < 2 * 64 + 8; a++)
-                refs[nr++] = &st->u.launch.args[a].buf;
-        for (int i = 0; i < nr; i++)
-            if (refs[i]->region == CG_NREGIONS) {
-                refs[i]->region = CG_WORKSPACE;
-                refs[i]->offset += G->ws_max;
+            for (int t = 0; t < st->u.comm.ntensors; t++) {
+                staging_to_workspace(G, &st->u.comm.send[t]);
+                staging_to_workspace(G, &st->u.comm.recv[t]);
             }
+        if (st->kind == CG_STEP_KERNEL) /* every argument: a multi-tensor launch has hundreds */
+            for (int a = 0; a < st->u.launch.nargs; a++)
+                staging_to_workspace(G, &st->u.launch.args[a].buf);
     }
     set_waits(G);
     for (int s = 0; s < G->nlist; s++) {

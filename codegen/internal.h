@@ -178,9 +178,10 @@ int cg_is_map(const ir_node *n);
  * or -1 when the kernel would write memory it reads at other elements (the
  * caller splits it). */
 int cg_emit_kernel(cg_gen *G, const ir_node *const *m, int nm, int special);
-/* One launch for map ops m[0 .. nm-1], each standing alone (the optimizer's
- * steps of many parameters): 0, or -1 (nothing emitted) when their accesses
- * would be unsafe in one kernel. */
+/* One launch for map ops m[0 .. n-1], each standing alone (the optimizer's
+ * steps of many parameters), n <= nm as many as one kernel's parameters
+ * hold: returns n, or 0 (nothing emitted) when their accesses would be
+ * unsafe in one kernel. */
 int cg_emit_multi(cg_gen *G, const ir_node *const *m, int nm);
 /* casts[0 .. n-1] in one launch (blocks per tensor), a step of node by. */
 void cg_emit_casts(cg_gen *G, const ir_node *by, const char *what, const cg_cast *casts, int n);

@@ -33,7 +33,7 @@
 #include "internal.h"
 
 #define MAX_PARAMS 480     /* a multi-tensor kernel's pointers: 3840 of CUDA's 4096 bytes */
-#define MAX_NAMES 512
+#define MAX_REGS 512       /* registers in one kernel's scopes */
 
 typedef struct {
     const ir_value *v;          /* the first value read or written here (its name) */
@@ -62,14 +62,15 @@ typedef struct {
     const char *itype;          /* "int" or "i64" */
     /* registers: value id -> name, in the current scope */
     int nregs;
-    int reg_id[MAX_NAMES];
-    char *reg_name[MAX_NAMES];
-    int reg_array[MAX_NAMES];
-    /* identifiers in use; those made from value names */
-    int nnames;
-    char *names[MAX_NAMES];
-    int nvnames;
-    const char *vnames[MAX_NAMES];
+    int reg_id[MAX_REGS];
+    char *reg_name[MAX_REGS];
+    int reg_array[MAX_REGS];
+    /* identifiers in use; those made from value names (a multi-tensor
+       kernel has thousands: every one counts, or two would be declared alike) */
+    int nnames, capnames;
+    const char **names;
+    int nvnames, capvnames;
+    const char **vnames;
     /* strings the builder made */
     int nstrs, capstrs;
     char **strs;
@@ -129,6 +130,15 @@ static char *kstr(kb *k, const char *fmt, ...)
     return k->strs[k->nstrs++] = b.s ? b.s : base_xstrdup("");
 }
 
+static void push_name(const char ***list, int *n, int *cap, const char *s)
+{
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 64;
+        *list = base_xrealloc(*list, (size_t)*cap * sizeof **list);
+    }
+    (*list)[(*n)++] = s;
+}
+
 static int name_taken(const kb *k, const char *s)
 {
     for (int i = 0; reserved[i]; i++)
@@ -156,8 +166,7 @@ static const char *fresh(kb *k, const char *text, const char *suffix)
     char *try = kstr(k, "%s%s", base, suffix);
     for (int i = 2; name_taken(k, try); i++)
         try = kstr(k, "%s%s_%d", base, suffix, i);
-    if (k->nnames < MAX_NAMES)
-        k->names[k->nnames++] = try;
+    push_name(&k->names, &k->nnames, &k->capnames, try);
     return try;
 }
 
@@ -208,8 +217,7 @@ static kparam *param_at(kb *k, const ir_value *v, const char *base, cg_ref at, i
     p->dt = dt;
     p->bytes = bytes;
     snprintf(p->name, sizeof p->name, "%s", fresh(k, base, ""));
-    if (k->nvnames < MAX_NAMES)
-        k->vnames[k->nvnames++] = p->name;
+    push_name(&k->vnames, &k->nvnames, &k->capvnames, p->name);
     return p;
 }
 
@@ -261,7 +269,7 @@ static const char *reg(kb *k, const ir_value *v)
 
 static const char *new_reg(kb *k, const ir_value *v, int array)
 {
-    if (k->nregs == MAX_NAMES) {
+    if (k->nregs == MAX_REGS) {
         k->overflow = 1;
         return "overflow";
     }
@@ -269,15 +277,14 @@ static const char *new_reg(kb *k, const ir_value *v, int array)
     k->reg_id[s] = v->id;
     k->reg_name[s] = (char *)fresh(k, cg_name(v), "_v");
     k->reg_array[s] = array;
-    if (k->nvnames < MAX_NAMES)
-        k->vnames[k->nvnames++] = k->reg_name[s];
+    push_name(&k->vnames, &k->nvnames, &k->capvnames, k->reg_name[s]);
     return k->reg_name[s];
 }
 
 /* a register named name for v (a lambda's parameter) */
 static void bind_reg(kb *k, const ir_value *v, const char *name)
 {
-    if (k->nregs == MAX_NAMES) {
+    if (k->nregs == MAX_REGS) {
         k->overflow = 1;
         return;
     }
@@ -537,6 +544,8 @@ static void kb_free(kb *k)
     for (int i = 0; i < k->nstrs; i++)
         base_free(k->strs[i]);
     base_free(k->strs);
+    base_free(k->names);
+    base_free(k->vnames);
 }
 
 /* Whether the accesses are safe: a buffer written is read or written
@@ -621,7 +630,7 @@ static int finish(kb *k, const char *base, int block, int64_t grid, int elementw
     l->block[0] = (unsigned)block, l->block[1] = l->block[2] = 1;
     l->nargs = k->npar + 2 * k->status + k->scaler;
     l->args = cg_palloc(G->p, (size_t)(l->nargs ? l->nargs : 1) * sizeof *l->args);
-    cg_access acc[MAX_PARAMS + 2];
+    cg_access acc[2 * MAX_PARAMS + 2]; /* a parameter read and written is two */
     int na = 0;
     for (int i = 0; i < k->npar; i++) {
         const kparam *p = &k->par[i];
@@ -635,13 +644,11 @@ static int finish(kb *k, const char *base, int block, int64_t grid, int elementw
     if (k->status) {
         l->args[a++] = (cg_arg){CG_ARG_BUFFER, G->D->status, 0, 0};
         l->args[a++] = (cg_arg){CG_ARG_I64, {CG_ARENA, 0}, G->nlist, 0};
-        if (na < MAX_PARAMS + 2)
-            acc[na++] = (cg_access){G->D->status, (int64_t)sizeof(cg_status), 1, 0, IR_U8};
+        acc[na++] = (cg_access){G->D->status, (int64_t)sizeof(cg_status), 1, 0, IR_U8};
     }
     if (k->scaler) {
         l->args[a++] = (cg_arg){CG_ARG_BUFFER, G->D->loss_scale, 0, 0};
-        if (na < MAX_PARAMS + 2)
-            acc[na++] = (cg_access){G->D->loss_scale, 16, k->scaler_write, 0, IR_U8};
+        acc[na++] = (cg_access){G->D->loss_scale, 16, k->scaler_write, 0, IR_U8};
     }
     cg_add_step(G, &s, acc, na);
     return 0;
@@ -2382,7 +2389,8 @@ static int special_kernel(kb *k)
  * step of each parameter): blocks [start[t], start[t + 1]) run node t, 256
  * elements a block, with the code the node alone would have (apex's
  * multi_tensor_apply, llm.c's fused update).  Returns -1 when its accesses
- * are unsafe (nothing added). */
+ * are unsafe, -2 when its pointers or registers are more than a kernel
+ * takes (nothing added either way). */
 static int multi_map_kernel(kb *k, const ir_node *const *m, int nm)
 {
     int64_t start = 0, most = 0;
@@ -2413,6 +2421,8 @@ static int multi_map_kernel(kb *k, const ir_node *const *m, int nm)
         line(k, "}");
         start += blocks;
     }
+    if (k->overflow)
+        return -2;
     if (k->pre.len)
         body_prepend(k, &k->pre);
     k->m = m, k->nm = nm;
@@ -2423,11 +2433,15 @@ static int multi_map_kernel(kb *k, const ir_node *const *m, int nm)
 
 int cg_emit_multi(cg_gen *G, const ir_node *const *m, int nm)
 {
-    kb k;
-    kb_init(&k, G, m, nm, -1, "one launch for several tensors:");
-    int rc = multi_map_kernel(&k, m, nm);
-    kb_free(&k);
-    return rc;
+    for (int n = nm; n > 1; n = n * 3 / 4) { /* fewer tensors until they fit */
+        kb k;
+        kb_init(&k, G, m, n, -1, "one launch for several tensors:");
+        int rc = multi_map_kernel(&k, m, n);
+        kb_free(&k);
+        if (rc != -2)
+            return rc == 0 ? n : 0;
+    }
+    return 0;
 }
 
 int cg_emit_kernel(cg_gen *G, const ir_node *const *m, int nm, int sp)

@@ -71,6 +71,18 @@ if [ "$nvrtc" = ON ]; then
     n=$(grep -cE "^ +[0-9]+ (kernel|gemm|conv|copy)" <<<"$out")
     [ "$n" -le 160 ] && ok || bad "resnet18's bf16 training step takes $n steps, more than 160"
     has "sgd of 76 tensors (one launch)"
+    # adam's four pointers a tensor: resnet18's 76 still one launch, every
+    # identifier in it declared once (past 512 names some were declared twice,
+    # and its accesses overran an array)
+    expect 0 "$gnc" compile "$src/models/resnet18.net" --train -D batch=4 --optimizer adam \
+        --arch sm_80 -o rn-adam.gnc
+    expect 0 "$gnc" inspect rn-adam.gnc
+    has "adam of 76 tensors (one launch)"
+    # 162 tensors: 120 do not fit CUDA's 4 KiB of parameters, 90 and 72 do
+    expect 0 "$gnc" compile "$src/tests/plan/deep.net" --train --optimizer adam --arch sm_80 \
+        -o deep.gnc
+    expect 0 "$gnc" inspect deep.gnc
+    has "adam of 90 tensors (one launch)"; has "adam of 72 tensors (one launch)"
     # data parallel: the same goal; the filter gradients converted to float
     # in one launch a bucket
     expect 0 "$gnc" compile "$src/models/resnet18.net" --train -D batch=256 --precision bf16 \
