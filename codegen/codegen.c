@@ -40,7 +40,7 @@
  *
  * Guarantees: every step reads only what earlier steps (or the caller)
  * wrote; the arena holds node results at exactly the plan's offsets; the
- * kernels compute what runtime/exec.c and grad.c compute, in float. */
+ * kernels compute what runtime/cpu/exec.c and grad.c compute, in float. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -390,7 +390,7 @@ typedef struct {
 void cg_run_stats_of(const cg_program *p, int d, cg_run_stats *s);
 
 /* The SHA-256 of n bytes at data, into out: what a plan file binds a module's
- * source and its images with (runtime/plan.c). */
+ * source and its images with (runtime/format/plan.c). */
 void cg_sha256_of(const void *data, size_t n, unsigned char out[32]);
 
 /* ---- compiling (nvrtc.c; only where CMake found the CUDA toolkit) ---- */

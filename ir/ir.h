@@ -239,10 +239,10 @@ const int64_t *ir_attr_ints(const ir_node *n, const char *key, int *count);
  * its own case, with a comment saying why. */
 enum {
     IR_UNARY = 1 << 0,      /* elementwise on one floating-point tensor, the result of its
-                               type (runtime/exec.c k_unary) */
+                               type (runtime/cpu/exec.c k_unary) */
     IR_BINARY = 1 << 1,     /* elementwise on two of one dtype, NumPy broadcasting (k_binary) */
     IR_UNARY_GRAD = 1 << 2, /* a unary op's gradient: dy and a forward value of dy's type ->
-                               dx of that type (runtime/grad.c k_unary_grad) */
+                               dx of that type (runtime/cpu/grad.c k_unary_grad) */
     IR_EPILOGUE = 1 << 3,   /* fuses into its producer's kernel as an epilogue (passes/fuse.c),
                                costing its arithmetic alone (passes/pipeline.c) */
     IR_INPLACE = 1 << 4,    /* reads element i of its first operand (a binary op: of either)

@@ -147,7 +147,7 @@ static const cost_device presets[] = {
         .mem_bw = 36e9,               /* memcpy of 256 MiB, half per thread: 17.7-18.6 GB/s
                                          copied, 35-37 GB/s read and written */
         .link_bw = 11.9e9,            /* virtual devices exchange data by memcpy on one thread
-                                         (runtime/comm.c): 256 MiB at 11.8-11.9 GB/s */
+                                         (runtime/cpu/comm.c): 256 MiB at 11.8-11.9 GB/s */
         .link_latency = 1e-6,         /* a hand-over between threads: one OpenMP barrier */
         .launch = 1e-6,               /* an empty OpenMP parallel region (the executor's
                                          per-kernel fork and join): 1.0-1.08 us */

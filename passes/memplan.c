@@ -39,7 +39,7 @@ int64_t mp_value_bytes(const ir_value *v)
 
 /* The operand whose buffer n's result may take over (its last reader being n),
  * or -1: elementwise kernels that read element i of it before they write
- * element i of the result (runtime/exec.c, grad.c), and a reshape, whose
+ * element i of the result (runtime/cpu/exec.c, grad.c), and a reshape, whose
  * result is its operand's bytes (then no copy at all: a view). */
 int mp_inplace_operand(const ir_node *n)
 {
@@ -87,7 +87,7 @@ static void liveness(const ir_graph *g, int *first, int *last)
             first[n->out[0]->id] = idx - 1;
         idx++;
     }
-    /* a collective runs at the last of its nodes (runtime/comm.c): its operands
+    /* a collective runs at the last of its nodes (runtime/cpu/comm.c): its operands
        live until then, and its results from their nodes on (the run writes
        them all) */
     idx = 0;

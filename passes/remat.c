@@ -8,7 +8,7 @@
  * Expects: a verified training step (autodiff's: the forward pass up to the
  * loss, then the backward pass).  Guarantees: the graph verifies and computes
  * the same bits (batchnorm_apply reproduces batchnorm_train's normalization
- * exactly, runtime/kernels.h); the recomputation is placed right before the
+ * exactly, runtime/cpu/kernels.h); the recomputation is placed right before the
  * first backward node that reads it.  Returns the number of ReLUs recomputed. */
 #include <stdlib.h>
 

@@ -1,4 +1,4 @@
-# runtime/cuda.c, the GPU executor.  test_cuda: its refusals, without a GPU
+# runtime/cuda/cuda.c, the GPU executor.  test_cuda: its refusals, without a GPU
 # (no driver, a plan too large, status words, steps it cannot run yet).
 add_executable(test_cuda ${CMAKE_CURRENT_LIST_DIR}/test_cuda.c)
 target_link_libraries(test_cuda PRIVATE gnc_runtime gnc_codegen gnc_passes gnc_ir)

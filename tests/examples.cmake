@@ -2,8 +2,8 @@
 # (tests/examples/extract.cmake) and compiled with the rest of the build, never
 # run: an example that drifts from the signatures breaks the build.  gnc.h's
 # own example is built and run by tests/api.cmake.
-set(GNC_EXAMPLE_HEADERS codegen/codegen.h passes/cost.h runtime/cuda.h runtime/plan.h
-    runtime/session.h)
+set(GNC_EXAMPLE_HEADERS codegen/codegen.h passes/cost.h runtime/cuda/cuda.h runtime/format/plan.h
+    runtime/api/session.h)
 set(GNC_EXAMPLE_SOURCES)
 foreach(h ${GNC_EXAMPLE_HEADERS})
   string(REPLACE "/" "_" name ${h})

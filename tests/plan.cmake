@@ -1,4 +1,4 @@
-# Plan files (runtime/plan.c, docs/plan.md): round trips that run to the same
+# Plan files (runtime/format/plan.c, docs/plan.md): round trips that run to the same
 # bits, every truncation and single-bit flip and thousands of corruptions
 # rejected, each documented inconsistency with its message (tests/test_plan.c).
 # Run it in the GNC_SANITIZE build too.

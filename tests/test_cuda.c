@@ -1,4 +1,4 @@
-/* What of the CUDA runtime (runtime/cuda.c) can be tested without a GPU: the
+/* What of the CUDA runtime (runtime/cuda/cuda.c) can be tested without a GPU: the
  * messages of its refusals.  A driver that is not there gives "no CUDA
  * driver"; a plan larger than the free memory gives both numbers; a status
  * word is worded as the CPU executor words the same failure; a program not

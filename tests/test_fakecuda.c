@@ -1,5 +1,5 @@
 /* The stand-ins of the CUDA libraries (tests/fakecuda/) through their APIs,
- * loaded with dlopen from their folder as runtime/cuda.c loads the real ones:
+ * loaded with dlopen from their folder as runtime/cuda/cuda.c loads the real ones:
  *
  *   1. memory: ranges checked, unknown frees refused, free memory accounted;
  *   2. contexts: a stream of another device refused;

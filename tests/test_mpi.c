@@ -1,6 +1,6 @@
 /* Partitioned programs under MPI, one device per process (rt_exec_new_rank,
- * runtime/comm_mpi.c), against the same compiled program run in one process
- * (rt_exec_new_planned, runtime/comm.c).  Run it under mpirun; what it checks
+ * runtime/cpu/comm_mpi.c), against the same compiled program run in one process
+ * (rt_exec_new_planned, runtime/cpu/comm.c).  Run it under mpirun; what it checks
  * depends on the world's size:
  *
  *   2 ranks: lenet, mlp and resnet18 at a small batch, with data parallelism
@@ -21,7 +21,7 @@
  *     bitwise; lenet with data parallelism within 1e-5 (see below).
  *
  * Why bitwise: the executor computes the same bits on any number of threads
- * and inside a parallel region (runtime/exec.h), so each device computes the
+ * and inside a parallel region (runtime/cpu/exec.h), so each device computes the
  * same bits in its own process as on its thread of the one-process run; and a
  * sum over two ranks is a + b in any order.  A sum over four ranks is
  * associated as MPI likes ((a0 + a1) + (a2 + a3) in Open MPI's recursive

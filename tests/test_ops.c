@@ -1,4 +1,4 @@
-/* Every op of the CPU executor (runtime/exec.c) against the float64 reference
+/* Every op of the CPU executor (runtime/cpu/exec.c) against the float64 reference
  * (tests/ref64.c), on seeded random inputs.
  *
  * Each case builds a one-node graph by hand: every operand is a graph input, the

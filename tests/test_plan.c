@@ -1,4 +1,4 @@
-/* Plan files (runtime/plan.c, docs/plan.md): written, read back, compared,
+/* Plan files (runtime/format/plan.c, docs/plan.md): written, read back, compared,
  * run; and every way a file can be wrong, rejected with its message.
  *
  *   1. Round trips: programs of one and two devices, inference and training,

@@ -98,7 +98,7 @@ int cli_mpi_agree(const options *o, const drv_program *p, diag *d);
 struct rt_exec *cli_exec_new(const options *o, const drv_program *p, int per_rank, char *err,
                              size_t errlen);
 
-/* Devices (tools/plan.c; runtime/session.h).  cli_device: --device of run,
+/* Devices (tools/plan.c; runtime/api/session.h).  cli_device: --device of run,
  * train and eval (or the default: cpu until RT_GPU_VALIDATED, then cuda where a GPU is present; under mpirun
  * where every rank has one of its own) into o->cuda; with cuda, the driver is
  * probed at once, so that a machine without one fails before anything is

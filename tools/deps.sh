@@ -19,7 +19,7 @@ set -euo pipefail
 #                                     recommends are not installed here)
 # dataset-fashion-mnist:              the data of the main job
 # libopenmpi-dev, openmpi-bin:        the MPI backend (one device of a partitioned
-#                                     program per process, runtime/comm_mpi.c) and
+#                                     program per process, runtime/cpu/comm_mpi.c) and
 #                                     mpirun, which its tests (tests/mpi.cmake) need;
 #                                     gnc builds without them, the backend left out
 pkgs=(build-essential cmake ninja-build flex bison pkg-config libopenblas-openmp-dev zlib1g-dev

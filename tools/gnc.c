@@ -360,6 +360,266 @@ static int parse_number(const char *s, double lo, double hi, double *out)
 }
 
 /* Parses argv after the command; returns 0, 1 after --help, or 2 on a bad flag. */
+/* The model, its inputs and the run: defines, files, seeds, threads, the
+ * device.  Each of the five *_flag: 0 when it took the flag, 1 when the flag
+ * is another's, else usage_error's status. */
+static int run_flag(options *o, const char *cmdsp, const char *name, const char *val)
+{
+    unsigned long long u;
+    if (strcmp(name, "-D") == 0) {
+        const char *eq = strchr(val, '=');
+        if (!eq || eq == val)
+            return usage_error(cmdsp, "-D needs NAME=VALUE, got '%s'", val);
+        if (o->c.ndefines == MAX_DEFINES)
+            return usage_error(cmdsp, "too many -D options%s", "");
+        o->c.define_names[o->c.ndefines] = strndup(val, (size_t)(eq - val));
+        o->c.define_values[o->c.ndefines++] = eq + 1;
+    } else if (strcmp(name, "--model") == 0) {
+        o->c.model = val;
+    } else if (strcmp(name, "-o") == 0) {
+        o->out = val;
+    } else if (strcmp(name, "--seed") == 0) {
+        if (!parse_uint(val, ~0ull, &o->seed))
+            return usage_error(cmdsp, "--seed needs a non-negative integer, got '%s'", val);
+    } else if (strcmp(name, "--threads") == 0) {
+        if (!parse_uint(val, 1024, &u) || u < 1)
+            return usage_error(cmdsp, "--threads needs an integer from 1 to 1024, got '%s'", val);
+        o->threads = (int)u;
+    } else if (strcmp(name, "--repeat") == 0) {
+        if (!parse_uint(val, 100000, &u) || u < 1)
+            return usage_error(cmdsp, "--repeat needs a positive integer, got '%s'", val);
+        o->repeat = (int)u;
+    } else if (strcmp(name, "--input") == 0) {
+        if (o->ninputs == MAX_INPUTS)
+            return usage_error(cmdsp, "too many --input options%s", "");
+        const char *eq = strchr(val, '=');
+        o->input_names[o->ninputs] = eq ? strndup(val, (size_t)(eq - val)) : NULL;
+        o->input_files[o->ninputs++] = eq ? eq + 1 : val;
+    } else if (strcmp(name, "--train") == 0) {
+        o->c.train = 1;
+    } else if (strcmp(name, "--profile") == 0) {
+        o->profile = 1;
+    } else if (strcmp(name, "--eager") == 0) {
+        o->eager = 1;
+    } else if (strcmp(name, "--device") == 0) {
+        if (strcmp(val, "cpu") != 0 && strcmp(val, "cuda") != 0)
+            return usage_error(cmdsp, "--device needs cpu or cuda, got '%s'", val);
+        o->device = val;
+    } else if (strcmp(name, "--data") == 0) {
+        o->data = val;
+    } else if (strcmp(name, "--weights") == 0) {
+        o->weights = val;
+    } else {
+        return 1;
+    }
+    return 0;
+}
+
+/* What compile runs and shows: the passes, their dumps, statistics. */
+static int pass_flag(options *o, const char *cmdsp, const char *name, const char *val)
+{
+    if (strcmp(name, "--passes") == 0) {
+        for (const char *p = val; *p;) {
+            const char *end = strchr(p, ',');
+            size_t len = end ? (size_t)(end - p) : strlen(p);
+            if (!pass_lookup(p, len))
+                return usage_error(cmdsp, "--passes: unknown pass in '%s' (see 'gnc compile "
+                                   "--help')", val);
+            p += len + (end != NULL);
+        }
+        o->c.passes = val;
+    } else if (strcmp(name, "--dump-ir") == 0) {
+        const char *colon = strchr(val, ':');
+        if (strcmp(val, "all") != 0 &&
+            (!colon || (strncmp(val, "before:", 7) && strncmp(val, "after:", 6)) ||
+             (!pass_lookup(colon + 1, strlen(colon + 1)) && strcmp(colon + 1, "input"))))
+            return usage_error(cmdsp, "--dump-ir needs all, before:PASS or after:PASS, "
+                               "got '%s'", val);
+        o->c.dump_ir = val;
+    } else if (strcmp(name, "--dump-dir") == 0) {
+        o->c.dump_dir = val;
+    } else if (strcmp(name, "--verify-each") == 0) {
+        o->c.verify_each = 1;
+    } else if (strcmp(name, "--time-passes") == 0) {
+        o->c.time_passes = 1;
+    } else if (strcmp(name, "--dump-memory") == 0) {
+        o->dump_memory = 1;
+    } else if (strcmp(name, "--stats") == 0) {
+        o->stats = 1;
+    } else if (strcmp(name, "--json") == 0) {
+        o->json = 1;
+    } else if (strcmp(name, "--remat") == 0) {
+        o->c.remat = 1;
+    } else {
+        return 1;
+    }
+    return 0;
+}
+
+/* Training: the optimizer, the learning rate and its schedule, the counts,
+ * checkpoints. */
+static int training_flag(options *o, const char *cmdsp, const char *name, const char *val)
+{
+    unsigned long long u;
+    if (strcmp(name, "--nesterov") == 0) {
+        o->c.opt.nesterov = 1;
+    } else if (strcmp(name, "--optimizer") == 0) {
+        int k = strcmp(val, "sgd") == 0 ? AD_SGD : strcmp(val, "adam") == 0 ? AD_ADAM
+              : strcmp(val, "adamw") == 0 ? AD_ADAMW : -1;
+        if (k < 0)
+            return usage_error(cmdsp, "--optimizer needs sgd, adam or adamw, got '%s'", val);
+        ad_optimizer d = ad_optimizer_default((ad_optimizer_kind)k);
+        o->c.opt.kind = d.kind, o->c.opt.beta1 = d.beta1, o->c.opt.beta2 = d.beta2, o->c.opt.eps = d.eps;
+    } else if (strcmp(name, "--momentum") == 0) {
+        if (!parse_number(val, 0, 1, &o->c.opt.momentum))
+            return usage_error(cmdsp, "--momentum needs a number in [0, 1], got '%s'", val);
+    } else if (strcmp(name, "--weight-decay") == 0) {
+        if (!parse_number(val, 0, 1e3, &o->c.opt.weight_decay))
+            return usage_error(cmdsp, "--weight-decay needs a non-negative number, got '%s'", val);
+    } else if (strcmp(name, "--lr") == 0) {
+        if (!parse_number(val, 0, 1e6, &o->lr) || o->lr <= 0)
+            return usage_error(cmdsp, "--lr needs a positive number, got '%s'", val);
+    } else if (strcmp(name, "--gamma") == 0) {
+        if (!parse_number(val, 0, 1e6, &o->gamma))
+            return usage_error(cmdsp, "--gamma needs a non-negative number, got '%s'", val);
+    } else if (strcmp(name, "--schedule") == 0) {
+        if (strcmp(val, "constant") && strcmp(val, "step") && strcmp(val, "cosine"))
+            return usage_error(cmdsp, "--schedule needs constant, step or cosine, got '%s'", val);
+        o->schedule = val;
+    } else if (strcmp(name, "--checkpoint") == 0) {
+        o->checkpoint = val;
+    } else if (strcmp(name, "--resume") == 0) {
+        o->resume = val;
+    } else if (strcmp(name, "--log") == 0) {
+        o->log = val;
+    } else if (strcmp(name, "--epochs") == 0 || strcmp(name, "--steps") == 0 ||
+               strcmp(name, "--batch") == 0 || strcmp(name, "--warmup") == 0 ||
+               strcmp(name, "--step-size") == 0) { /* the counts */
+        long long *dst = strcmp(name, "--epochs") == 0 ? &o->epochs
+                       : strcmp(name, "--steps") == 0 ? &o->steps
+                       : strcmp(name, "--batch") == 0 ? &o->batch
+                       : strcmp(name, "--warmup") == 0 ? &o->warmup : &o->step_size;
+        int zero_ok = dst == &o->warmup;
+        if (!parse_uint(val, 1ull << 40, &u) || (u == 0 && !zero_ok))
+            return usage_error(cmdsp, zero_ok ? "%s needs a non-negative integer"
+                                              : "%s needs a positive integer", name);
+        *dst = (long long)u;
+    } else {
+        return 1;
+    }
+    return 0;
+}
+
+/* Partitioning: devices, the strategy and its settings, memory caps, the
+ * device model, the partition plan's dump. */
+static int partition_flag(options *o, const char *cmdsp, const char *name, const char *val)
+{
+    unsigned long long u;
+    if (strcmp(name, "--gpus") == 0 || strcmp(name, "--devices") == 0) {
+        const char *num = val;
+        if (name[2] == 'd') {
+            if (strncmp(val, "cpu:", 4) != 0)
+                return usage_error(cmdsp, "--devices needs cpu:N (N virtual devices), got '%s'",
+                                   val);
+            num = val + 4;
+        }
+        if (!parse_uint(num, IR_MAX_DEVICES, &u) || u < 1)
+            return usage_error(cmdsp, name[2] == 'g' ? "--gpus needs a device count, got '%s'"
+                                                    : "--devices cpu:N needs a device count N "
+                                                      "from 1, got '%s'", val);
+        if (o->devices_given && o->c.part.devices != (int)u)
+            return usage_error(cmdsp, "--gpus and --devices give different device counts%s", "");
+        o->c.part.devices = (int)u;
+        o->devices_given = 1;
+        o->c.gpus |= name[2] == 'g';
+    } else if (strcmp(name, "--strategy") == 0) {
+        unsigned long long dp, pp;
+        char rest[64];
+        o->c.strategy_auto = 0;
+        if (strcmp(val, "data") == 0)
+            o->c.part.strategy = PT_DATA;
+        else if (strcmp(val, "pipeline") == 0)
+            o->c.part.strategy = PT_PIPELINE;
+        else if (strcmp(val, "tensor") == 0)
+            o->c.part.strategy = PT_TENSOR;
+        else if (strcmp(val, "auto") == 0)
+            o->c.strategy_auto = 1;
+        else if (sscanf(val, "hybrid:dp=%llu,pp=%llu%63s", &dp, &pp, rest) == 2 && dp >= 1 &&
+                 pp >= 1 && dp * pp <= IR_MAX_DEVICES) {
+            o->c.part.strategy = PT_HYBRID;
+            o->c.part.dp = (int)dp, o->c.part.pp = (int)pp;
+        } else
+            return usage_error(cmdsp, "--strategy needs data, pipeline, tensor, "
+                               "hybrid:dp=A,pp=B or auto, got '%s'", val);
+    } else if (strcmp(name, "--pipeline-schedule") == 0) {
+        if (strcmp(val, "1f1b") && strcmp(val, "gpipe"))
+            return usage_error(cmdsp, "--pipeline-schedule needs 1f1b or gpipe, got '%s'", val);
+        o->c.part.schedule = strcmp(val, "gpipe") == 0 ? PT_GPIPE : PT_1F1B;
+    } else if (strcmp(name, "--bucket-mb") == 0) {
+        double mb;
+        if (!parse_number(val, 0, 1e6, &mb) || mb <= 0)
+            return usage_error(cmdsp, "--bucket-mb needs a positive number of MiB, got '%s'", val);
+        o->c.part.bucket_bytes = (int64_t)(mb * 1048576.0);
+        if (o->c.part.bucket_bytes < 1)
+            o->c.part.bucket_bytes = 1;
+    } else if (strcmp(name, "--dump-plan") == 0) {
+        o->dump_plan = 1;
+        o->dump_plan_file = *val ? val : NULL;
+    } else if (strcmp(name, "--mem-cap") == 0) {
+        char e[256];
+        if (cli_parse_mem_cap(val, o, e, sizeof e) != 0)
+            return usage_error(cmdsp, "%s", e);
+    } else if (strcmp(name, "--device-model") == 0) {
+        cost_device dev;
+        char e[256];
+        if (cost_device_parse(val, &dev, e, sizeof e) != 0)
+            return usage_error(cmdsp, "--device-model: %s", e);
+        o->c.device_model = val;
+    } else if (strcmp(name, "--sync-bn") == 0) {
+        o->c.part.sync_bn = 1;
+    } else if (strcmp(name, "--deterministic") == 0) {
+        o->c.part.deterministic = 1;
+    } else if (strcmp(name, "--microbatches") == 0 || strcmp(name, "--micro-shards") == 0) {
+        if (!parse_uint(val, 64, &u) || u < 1)
+            return usage_error(cmdsp, "%s needs an integer from 1 to 64", name);
+        *(name[7] == 'b' ? &o->c.part.microbatches : &o->c.part.micro_shards) = (int)u;
+    } else {
+        return 1;
+    }
+    return 0;
+}
+
+/* The CUDA program: precision, convolutions, architectures, kernels,
+ * autotuning. */
+static int codegen_flag(options *o, const char *cmdsp, const char *name, const char *val)
+{
+    if (strcmp(name, "--precision") == 0) {
+        if (cg_precision_lookup(val) < 0)
+            return usage_error(cmdsp, "--precision needs fp32, tf32, bf16 or fp16, got '%s'",
+                               val);
+        o->c.precision = cg_precision_lookup(val);
+    } else if (strcmp(name, "--conv") == 0) {
+        o->c.conv_auto = strcmp(val, "auto") == 0;
+        if (cg_conv_lookup(val) < 0 && !o->c.conv_auto)
+            return usage_error(cmdsp, "--conv needs cudnn, igemm, cudnn-nhwc or auto, "
+                               "got '%s'", val);
+        o->c.conv = o->c.conv_auto ? CG_CONV_CUDNN : cg_conv_lookup(val);
+    } else if (strcmp(name, "--arch") == 0) {
+        char archs[CG_MAX_ARCHS][16];
+        if (rt_plan_archs(val, archs) < 0)
+            return usage_error(cmdsp, "--arch needs 1 to 8 distinct architectures as "
+                               "sm_80,sm_90, got '%s'", val);
+        o->c.archs = val;
+    } else if (strcmp(name, "--no-kernels") == 0) {
+        o->c.no_kernels = 1;
+    } else if (strcmp(name, "--autotune") == 0) {
+        o->c.autotune = 1;
+    } else {
+        return 1;
+    }
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, options *o)
 {
     char cmdsp[32];
@@ -401,214 +661,14 @@ static int parse_args(int argc, char **argv, options *o)
             val = argv[++i];
         }
         cli_flag_record(o, f->name, f->valued ? val : NULL);
-        const char *name = f->name;
-        unsigned long long u;
-        if (strcmp(name, "-D") == 0) {
-            const char *eq = strchr(val, '=');
-            if (!eq || eq == val)
-                return usage_error(cmdsp, "-D needs NAME=VALUE, got '%s'", val);
-            if (o->c.ndefines == MAX_DEFINES)
-                return usage_error(cmdsp, "too many -D options%s", "");
-            o->c.define_names[o->c.ndefines] = strndup(val, (size_t)(eq - val));
-            o->c.define_values[o->c.ndefines++] = eq + 1;
-        } else if (strcmp(name, "--model") == 0) {
-            o->c.model = val;
-        } else if (strcmp(name, "-o") == 0) {
-            o->out = val;
-        } else if (strcmp(name, "--seed") == 0) {
-            if (!parse_uint(val, ~0ull, &o->seed))
-                return usage_error(cmdsp, "--seed needs a non-negative integer, got '%s'", val);
-        } else if (strcmp(name, "--threads") == 0) {
-            if (!parse_uint(val, 1024, &u) || u < 1)
-                return usage_error(cmdsp, "--threads needs an integer from 1 to 1024, got '%s'", val);
-            o->threads = (int)u;
-        } else if (strcmp(name, "--repeat") == 0) {
-            if (!parse_uint(val, 100000, &u) || u < 1)
-                return usage_error(cmdsp, "--repeat needs a positive integer, got '%s'", val);
-            o->repeat = (int)u;
-        } else if (strcmp(name, "--input") == 0) {
-            if (o->ninputs == MAX_INPUTS)
-                return usage_error(cmdsp, "too many --input options%s", "");
-            const char *eq = strchr(val, '=');
-            o->input_names[o->ninputs] = eq ? strndup(val, (size_t)(eq - val)) : NULL;
-            o->input_files[o->ninputs++] = eq ? eq + 1 : val;
-        } else if (strcmp(name, "--train") == 0) {
-            o->c.train = 1;
-        } else if (strcmp(name, "--profile") == 0) {
-            o->profile = 1;
-        } else if (strcmp(name, "--eager") == 0) {
-            o->eager = 1;
-        } else if (strcmp(name, "--passes") == 0) {
-            for (const char *p = val; *p;) {
-                const char *end = strchr(p, ',');
-                size_t len = end ? (size_t)(end - p) : strlen(p);
-                if (!pass_lookup(p, len))
-                    return usage_error(cmdsp, "--passes: unknown pass in '%s' (see 'gnc compile "
-                                       "--help')", val);
-                p += len + (end != NULL);
-            }
-            o->c.passes = val;
-        } else if (strcmp(name, "--dump-ir") == 0) {
-            const char *colon = strchr(val, ':');
-            if (strcmp(val, "all") != 0 &&
-                (!colon || (strncmp(val, "before:", 7) && strncmp(val, "after:", 6)) ||
-                 (!pass_lookup(colon + 1, strlen(colon + 1)) && strcmp(colon + 1, "input"))))
-                return usage_error(cmdsp, "--dump-ir needs all, before:PASS or after:PASS, "
-                                   "got '%s'", val);
-            o->c.dump_ir = val;
-        } else if (strcmp(name, "--dump-dir") == 0) {
-            o->c.dump_dir = val;
-        } else if (strcmp(name, "--verify-each") == 0) {
-            o->c.verify_each = 1;
-        } else if (strcmp(name, "--time-passes") == 0) {
-            o->c.time_passes = 1;
-        } else if (strcmp(name, "--dump-memory") == 0) {
-            o->dump_memory = 1;
-        } else if (strcmp(name, "--stats") == 0) {
-            o->stats = 1;
-        } else if (strcmp(name, "--json") == 0) {
-            o->json = 1;
-        } else if (strcmp(name, "--remat") == 0) {
-            o->c.remat = 1;
-        } else if (strcmp(name, "--nesterov") == 0) {
-            o->c.opt.nesterov = 1;
-        } else if (strcmp(name, "--optimizer") == 0) {
-            int k = strcmp(val, "sgd") == 0 ? AD_SGD : strcmp(val, "adam") == 0 ? AD_ADAM
-                  : strcmp(val, "adamw") == 0 ? AD_ADAMW : -1;
-            if (k < 0)
-                return usage_error(cmdsp, "--optimizer needs sgd, adam or adamw, got '%s'", val);
-            ad_optimizer d = ad_optimizer_default((ad_optimizer_kind)k);
-            o->c.opt.kind = d.kind, o->c.opt.beta1 = d.beta1, o->c.opt.beta2 = d.beta2, o->c.opt.eps = d.eps;
-        } else if (strcmp(name, "--momentum") == 0) {
-            if (!parse_number(val, 0, 1, &o->c.opt.momentum))
-                return usage_error(cmdsp, "--momentum needs a number in [0, 1], got '%s'", val);
-        } else if (strcmp(name, "--weight-decay") == 0) {
-            if (!parse_number(val, 0, 1e3, &o->c.opt.weight_decay))
-                return usage_error(cmdsp, "--weight-decay needs a non-negative number, got '%s'", val);
-        } else if (strcmp(name, "--lr") == 0) {
-            if (!parse_number(val, 0, 1e6, &o->lr) || o->lr <= 0)
-                return usage_error(cmdsp, "--lr needs a positive number, got '%s'", val);
-        } else if (strcmp(name, "--gamma") == 0) {
-            if (!parse_number(val, 0, 1e6, &o->gamma))
-                return usage_error(cmdsp, "--gamma needs a non-negative number, got '%s'", val);
-        } else if (strcmp(name, "--schedule") == 0) {
-            if (strcmp(val, "constant") && strcmp(val, "step") && strcmp(val, "cosine"))
-                return usage_error(cmdsp, "--schedule needs constant, step or cosine, got '%s'", val);
-            o->schedule = val;
-        } else if (strcmp(name, "--gpus") == 0 || strcmp(name, "--devices") == 0) {
-            const char *num = val;
-            if (name[2] == 'd') {
-                if (strncmp(val, "cpu:", 4) != 0)
-                    return usage_error(cmdsp, "--devices needs cpu:N (N virtual devices), got '%s'",
-                                       val);
-                num = val + 4;
-            }
-            if (!parse_uint(num, IR_MAX_DEVICES, &u) || u < 1)
-                return usage_error(cmdsp, name[2] == 'g' ? "--gpus needs a device count, got '%s'"
-                                                        : "--devices cpu:N needs a device count N "
-                                                          "from 1, got '%s'", val);
-            if (o->devices_given && o->c.part.devices != (int)u)
-                return usage_error(cmdsp, "--gpus and --devices give different device counts%s", "");
-            o->c.part.devices = (int)u;
-            o->devices_given = 1;
-            o->c.gpus |= name[2] == 'g';
-        } else if (strcmp(name, "--strategy") == 0) {
-            unsigned long long dp, pp;
-            char rest[64];
-            o->c.strategy_auto = 0;
-            if (strcmp(val, "data") == 0)
-                o->c.part.strategy = PT_DATA;
-            else if (strcmp(val, "pipeline") == 0)
-                o->c.part.strategy = PT_PIPELINE;
-            else if (strcmp(val, "tensor") == 0)
-                o->c.part.strategy = PT_TENSOR;
-            else if (strcmp(val, "auto") == 0)
-                o->c.strategy_auto = 1;
-            else if (sscanf(val, "hybrid:dp=%llu,pp=%llu%63s", &dp, &pp, rest) == 2 && dp >= 1 &&
-                     pp >= 1 && dp * pp <= IR_MAX_DEVICES) {
-                o->c.part.strategy = PT_HYBRID;
-                o->c.part.dp = (int)dp, o->c.part.pp = (int)pp;
-            } else
-                return usage_error(cmdsp, "--strategy needs data, pipeline, tensor, "
-                                   "hybrid:dp=A,pp=B or auto, got '%s'", val);
-        } else if (strcmp(name, "--pipeline-schedule") == 0) {
-            if (strcmp(val, "1f1b") && strcmp(val, "gpipe"))
-                return usage_error(cmdsp, "--pipeline-schedule needs 1f1b or gpipe, got '%s'", val);
-            o->c.part.schedule = strcmp(val, "gpipe") == 0 ? PT_GPIPE : PT_1F1B;
-        } else if (strcmp(name, "--bucket-mb") == 0) {
-            double mb;
-            if (!parse_number(val, 0, 1e6, &mb) || mb <= 0)
-                return usage_error(cmdsp, "--bucket-mb needs a positive number of MiB, got '%s'", val);
-            o->c.part.bucket_bytes = (int64_t)(mb * 1048576.0);
-            if (o->c.part.bucket_bytes < 1)
-                o->c.part.bucket_bytes = 1;
-        } else if (strcmp(name, "--precision") == 0) {
-            if (cg_precision_lookup(val) < 0)
-                return usage_error(cmdsp, "--precision needs fp32, tf32, bf16 or fp16, got '%s'",
-                                   val);
-            o->c.precision = cg_precision_lookup(val);
-        } else if (strcmp(name, "--conv") == 0) {
-            o->c.conv_auto = strcmp(val, "auto") == 0;
-            if (cg_conv_lookup(val) < 0 && !o->c.conv_auto)
-                return usage_error(cmdsp, "--conv needs cudnn, igemm, cudnn-nhwc or auto, "
-                                   "got '%s'", val);
-            o->c.conv = o->c.conv_auto ? CG_CONV_CUDNN : cg_conv_lookup(val);
-        } else if (strcmp(name, "--arch") == 0) {
-            char archs[CG_MAX_ARCHS][16];
-            if (rt_plan_archs(val, archs) < 0)
-                return usage_error(cmdsp, "--arch needs 1 to 8 distinct architectures as "
-                                   "sm_80,sm_90, got '%s'", val);
-            o->c.archs = val;
-        } else if (strcmp(name, "--no-kernels") == 0) {
-            o->c.no_kernels = 1;
-        } else if (strcmp(name, "--autotune") == 0) {
-            o->c.autotune = 1;
-        } else if (strcmp(name, "--dump-plan") == 0) {
-            o->dump_plan = 1;
-            o->dump_plan_file = *val ? val : NULL;
-        } else if (strcmp(name, "--mem-cap") == 0) {
-            char e[256];
-            if (cli_parse_mem_cap(val, o, e, sizeof e) != 0)
-                return usage_error(cmdsp, "%s", e);
-        } else if (strcmp(name, "--device-model") == 0) {
-            cost_device dev;
-            char e[256];
-            if (cost_device_parse(val, &dev, e, sizeof e) != 0)
-                return usage_error(cmdsp, "--device-model: %s", e);
-            o->c.device_model = val;
-        } else if (strcmp(name, "--sync-bn") == 0) {
-            o->c.part.sync_bn = 1;
-        } else if (strcmp(name, "--deterministic") == 0) {
-            o->c.part.deterministic = 1;
-        } else if (strcmp(name, "--microbatches") == 0 || strcmp(name, "--micro-shards") == 0) {
-            if (!parse_uint(val, 64, &u) || u < 1)
-                return usage_error(cmdsp, "%s needs an integer from 1 to 64", name);
-            *(name[7] == 'b' ? &o->c.part.microbatches : &o->c.part.micro_shards) = (int)u;
-        } else if (strcmp(name, "--device") == 0) {
-            if (strcmp(val, "cpu") != 0 && strcmp(val, "cuda") != 0)
-                return usage_error(cmdsp, "--device needs cpu or cuda, got '%s'", val);
-            o->device = val;
-        } else if (strcmp(name, "--data") == 0) {
-            o->data = val;
-        } else if (strcmp(name, "--weights") == 0) {
-            o->weights = val;
-        } else if (strcmp(name, "--checkpoint") == 0) {
-            o->checkpoint = val;
-        } else if (strcmp(name, "--resume") == 0) {
-            o->resume = val;
-        } else if (strcmp(name, "--log") == 0) {
-            o->log = val;
-        } else { /* the counts */
-            long long *dst = strcmp(name, "--epochs") == 0 ? &o->epochs
-                           : strcmp(name, "--steps") == 0 ? &o->steps
-                           : strcmp(name, "--batch") == 0 ? &o->batch
-                           : strcmp(name, "--warmup") == 0 ? &o->warmup : &o->step_size;
-            int zero_ok = dst == &o->warmup;
-            if (!parse_uint(val, 1ull << 40, &u) || (u == 0 && !zero_ok))
-                return usage_error(cmdsp, zero_ok ? "%s needs a non-negative integer"
-                                                  : "%s needs a positive integer", name);
-            *dst = (long long)u;
-        }
+        int rc = 1;
+        static int (*const kinds[])(options *, const char *, const char *, const char *) = {
+            run_flag, pass_flag, training_flag, partition_flag, codegen_flag};
+        for (size_t k = 0; k < sizeof kinds / sizeof *kinds && rc == 1; k++)
+            rc = kinds[k](o, cmdsp, f->name, val);
+        IR_ASSERT(rc != 1); /* every flag in flags[] is some kind's */
+        if (rc != 0)
+            return rc;
     }
     if (!o->c.file)
         return usage_error(cmdsp, "no input file%s", "");

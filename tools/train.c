@@ -14,7 +14,7 @@
  * inference graph is its alone) and writes checkpoints.  On resume every rank
  * reads the checkpoint into its own copies.
  *
- * Each graph runs in a session (runtime/session.h) on --device: the CPU
+ * Each graph runs in a session (runtime/api/session.h) on --device: the CPU
  * executor, or the GPU with the parameters and optimizer state kept there;
  * these are read back into the host copy before an evaluation copies them
  * and before a checkpoint is written.  A model (not a plan) trained on the
@@ -125,10 +125,10 @@ static int model_load(const options *o, long long batch, int train, model *m)
 }
 
 /* Whether the data set fits the model's inputs. */
-static int check_data(const model *m, const rt_dataset *ds, const char *what)
+static int check_data(const model *m, const cli_dataset *ds, const char *what)
 {
     const ir_type *t = &m->image->type;
-    int classes = rt_dataset_classes(ds);
+    int classes = cli_dataset_classes(ds);
     char tb[128];
     if (t->dims[1] != 1 || t->dims[2] != ds->h || t->dims[3] != ds->w) {
         fprintf(stderr, "gnc: error: the %s images are 1x%lldx%lld, but the model's input '%s' "
@@ -147,14 +147,14 @@ static int check_data(const model *m, const rt_dataset *ds, const char *what)
 /* Copies a batch of examples into the model's inputs, for the next run, or
  * (next) for the run after the one launched, prefetched while it goes on.  0,
  * or -1 with a message. */
-static int feed_batch(model *m, const rt_dataset *ds, const int64_t *order, int64_t first,
+static int feed_batch(model *m, const cli_dataset *ds, const int64_t *order, int64_t first,
                       int next, char *err, size_t errlen)
 {
     int64_t n = m->image->type.dims[0];
     int32_t *labels = malloc((size_t)n * sizeof *labels);
     if (!labels)
         return snprintf(err, errlen, "out of memory"), -1;
-    rt_dataset_batch(ds, order, first, n, rt_session_data(m->s, m->image), labels);
+    cli_dataset_batch(ds, order, first, n, rt_session_data(m->s, m->image), labels);
     void *dst = rt_session_data(m->s, m->label);
     for (int64_t i = 0; i < n; i++) {
         if (m->label->type.dtype == IR_I64)
@@ -170,7 +170,7 @@ static int feed_batch(model *m, const rt_dataset *ds, const int64_t *order, int6
     return 0;
 }
 
-static int feed(model *m, const rt_dataset *ds, const int64_t *order, int64_t first, char *err,
+static int feed(model *m, const cli_dataset *ds, const int64_t *order, int64_t first, char *err,
                 size_t errlen)
 {
     return feed_batch(m, ds, order, first, 0, err, errlen);
@@ -201,7 +201,7 @@ static int copy_weights(model *dst, const model *src)
 }
 
 /* Test accuracy and mean loss over the whole test set. */
-static int evaluate(model *m, const rt_dataset *test, double *acc, double *loss)
+static int evaluate(model *m, const cli_dataset *test, double *acc, double *loss)
 {
     int64_t batch = m->image->type.dims[0], classes = m->logits->type.dims[1];
     int64_t correct = 0, seen = 0;
@@ -308,218 +308,292 @@ static int save(const options *o, model *m, long long step, long long epoch, uin
     return rc;
 }
 
-int cmd_train(const options *o)
+/* A training run: what cmd_train's parts share. */
+typedef struct {
+    const options *o;
+    int root;                   /* the rank that reports (the only one without MPI) */
+    int plan;                   /* o's file is a plan: no inference program to test with */
+    cli_dataset train, test;
+    model tm, em;               /* the training step; the inference program (root's) */
+    FILE *log;
+    long long batch, per_epoch, total, step, first_step;
+    uint64_t seed, hash;
+    int64_t *order;             /* this epoch's order of the training set */
+    int pipelined, ahead;       /* a GPU: the next batch copied while a step runs */
+    /* the epoch so far, and the clock */
+    double epoch_loss, t_epoch, t_start, t_timed;
+    long long epoch_steps, done_steps, timed;
+    int tty;
+} run;
+
+/* The data sets, the two programs, the steps to take. */
+static int run_open(run *r)
 {
+    const options *o = r->o;
     char err[1024];
     const char *dir = o->data ? o->data : DEFAULT_DATA;
-    rt_dataset train = {0}, test = {0};
-    model tm = {0}, em = {0};
-    FILE *log = NULL;
-    int rc = 1, root = o->world->rank == 0; /* the rank that reports (the only one without MPI) */
-    /* a plan is the training step alone: no inference program to test with */
-    int plan = cli_is_plan(o->c.file), testing = root && !plan;
+    int testing = r->root && !r->plan;
+    if (cli_dataset_load(&r->train, dir, "train", err, sizeof err) ||
+        (testing && cli_dataset_load(&r->test, dir, "t10k", err, sizeof err))) {
+        fprintf(stderr, "gnc: error: %s\n", err);
+        return -1;
+    }
+    if (model_load(o, o->batch, 1, &r->tm) != 0)
+        return -1;
+    r->batch = r->tm.image->type.dims[0];
+    if (check_data(&r->tm, &r->train, "training") != 0 ||
+        (testing && (model_load(o, divisor_upto(r->test.n, r->batch), 0, &r->em) != 0 ||
+                     check_data(&r->em, &r->test, "test") != 0)))
+        return -1;
+    r->per_epoch = r->train.n / r->batch;
+    if (r->per_epoch < 1) {
+        fprintf(stderr, "gnc: error: the batch (%lld) is larger than the training set (%lld)\n",
+                r->batch, (long long)r->train.n);
+        return -1;
+    }
+    long long epochs = o->epochs ? o->epochs : 1;
+    r->total = epochs * r->per_epoch;
+    if (o->steps && o->steps < r->total)
+        r->total = o->steps;
+    r->hash = testing ? model_hash(r->em.g) : 0;
+    r->seed = o->seed;
+    r->order = malloc((size_t)r->train.n * sizeof *r->order);
+    if (!r->order) {
+        fprintf(stderr, "gnc: error: out of memory\n");
+        return -1;
+    }
+    /* the parameters are filled from o->seed (cli_session_new) */
+    rt_exec_set_profile(rt_session_host(r->tm.s), o->profile);
+    return 0;
+}
+
+/* --resume: the checkpoint's weights, state, step and seed. */
+static int run_resume(run *r)
+{
+    const options *o = r->o;
+    char err[1024], hb[32];
+    rt_ckpt_meta meta;
+    if (rt_session_load(r->tm.s, o->resume, &meta, err, sizeof err) != 0) {
+        fprintf(stderr, "gnc: error: %s\n", err);
+        return -1;
+    }
+    const char *s = rt_ckpt_meta_get(&meta, "step"), *sd = rt_ckpt_meta_get(&meta, "seed");
+    const char *h = rt_ckpt_meta_get(&meta, "model_hash");
+    snprintf(hb, sizeof hb, "%016llx", (unsigned long long)r->hash);
+    if (!s || !sd) {
+        fprintf(stderr, "gnc: error: %s: not a gnc training checkpoint (no step or seed)\n",
+                o->resume);
+        rt_ckpt_meta_free(&meta);
+        return -1;
+    }
+    r->step = atoll(s);
+    r->seed = strtoull(sd, NULL, 10);
+    if (r->root && r->hash && h && strcmp(h, hb) != 0)
+        fprintf(stderr, "gnc: warning: %s was written for another version of the model\n",
+                o->resume);
+    rt_ckpt_meta_free(&meta);
+    if (r->root)
+        printf("resuming %s at step %lld (epoch %lld), seed %llu\n", o->resume, r->step,
+               r->step / r->per_epoch + 1, (unsigned long long)r->seed);
+    return 0;
+}
+
+/* --log: a CSV line per epoch, appended to on resume. */
+static int run_open_log(run *r)
+{
+    const options *o = r->o;
+    int fresh = !o->resume || access(o->log, F_OK) != 0;
+    r->log = fopen(o->log, fresh ? "w" : "a");
+    if (!r->log) {
+        fprintf(stderr, "gnc: error: cannot write '%s': %s\n", o->log, strerror(errno));
+        return -1;
+    }
+    if (fresh)
+        fprintf(r->log, "epoch,steps,train_loss,test_acc,images_per_s,seconds\n");
+    return 0;
+}
+
+static void run_announce(const run *r)
+{
+    const options *o = r->o;
+    const model *tm = &r->tm;
+    printf("training %s: %lld steps of %lld images per epoch, %lld steps to go\n", tm->g->name,
+           r->per_epoch, r->batch, r->total - r->step);
+    if (tm->prog.plan && tm->prog.plan->ndevices > 1)
+        printf("on %d %s: %s, predicted step %.3f ms on %s\n", tm->prog.plan->ndevices,
+               o->world->ranks > 1 ? "MPI ranks, one device each" : "virtual devices",
+               tm->prog.plan->strategy, tm->prog.plan->step_ms, tm->prog.plan->cost.name);
+    if (r->plan && tm->prog.file->ndevices > 1)
+        printf("on %d %s: %s (as compiled into %s)\n", tm->prog.file->ndevices,
+               o->world->ranks > 1 ? "MPI ranks, one device each" : "virtual devices",
+               tm->prog.strategy, o->c.file);
+}
+
+/* One training step at learning rate lr: its batch fed (unless it went ahead
+ * during the last step), launched, the next batch sent ahead on a GPU, waited
+ * for; *loss its loss.  Prints why on failure. */
+static int run_step(run *r, double lr, float *loss)
+{
+    char err[1024];
+    model *tm = &r->tm;
+    long long pos = r->step % r->per_epoch;
+    int rc = (!r->ahead &&
+              feed(tm, &r->train, r->order, pos * r->batch, err, sizeof err) != 0) ||
+             rt_session_set_train(tm->s, lr, r->step, r->seed, err, sizeof err) != 0 ||
+             rt_session_launch(tm->s, err, sizeof err) != 0;
+    r->ahead = 0;
+    if (!rc && r->pipelined && r->step + 1 < r->total) {
+        long long next = (r->step + 1) % r->per_epoch;
+        if (next == 0)
+            cli_dataset_order(r->order, r->train.n, r->seed,
+                              (uint64_t)((r->step + 1) / r->per_epoch));
+        rc = feed_batch(tm, &r->train, r->order, next * r->batch, 1, err, sizeof err) != 0;
+        r->ahead = 1;
+    }
+    if (rc || rt_session_wait(tm->s, err, sizeof err) != 0) {
+        fprintf(stderr, "\ngnc: error: step %lld: %s\n", r->step, err);
+        return -1;
+    }
+    cli_session_warn(tm->s);
+    /* the loss is on device 0 (the partitioner ends it there) */
+    const float *lp = rt_session_data(tm->s, tm->g->loss);
+    *loss = lp ? *lp : 0;
+    if (r->root && !lp) {
+        fprintf(stderr, "\ngnc: error: the loss is computed on device %d, not on rank 0\n",
+                tm->g->loss->def ? tm->g->loss->def->device : 0);
+        return -1;
+    }
+    if (!isfinite(*loss)) {
+        fprintf(stderr, "\ngnc: error: step %lld: the loss is %g; lower the learning rate\n",
+                r->step, *loss);
+        return -1;
+    }
+    return 0;
+}
+
+/* The end of an epoch, or of the run: every rank brings rank 0 the
+ * parameters it holds first, then rank 0 evaluates, reports, logs and
+ * saves. */
+static int run_epoch_end(run *r, double now, double ips)
+{
+    const options *o = r->o;
+    char err[1024];
+    long long epoch = r->step / r->per_epoch, pos = r->step % r->per_epoch;
+    double secs = (now - r->t_epoch) / 1e3, acc = NAN, test_loss = NAN;
+    double train_loss = r->epoch_loss / (double)r->epoch_steps;
+    if (r->tty)
+        fputc('\n', stderr);
+    if ((pos + 1 == r->per_epoch || o->checkpoint) &&
+        (rt_session_pull(r->tm.s, err, sizeof err) != 0 ||
+         rt_exec_gather_params(rt_session_host(r->tm.s), err, sizeof err) != 0)) {
+        fprintf(stderr, "gnc: error: step %lld: %s\n", r->step, err);
+        return -1;
+    }
+    if (r->root && pos + 1 == r->per_epoch && r->plan) {
+        printf("epoch %lld: train loss %.4f, %.0f images/s, %.1f s (no test: a plan holds the "
+               "training step alone)\n", epoch + 1, train_loss, ips, secs);
+    } else if (r->root && pos + 1 == r->per_epoch) {
+        if (copy_weights(&r->em, &r->tm) != 0 || evaluate(&r->em, &r->test, &acc, &test_loss) != 0)
+            return -1;
+        printf("epoch %lld: train loss %.4f, test loss %.4f, test accuracy %.4f, %.0f "
+               "images/s, %.1f s\n", epoch + 1, train_loss, test_loss, acc, ips, secs);
+    } else if (r->root) {
+        printf("stopped after step %lld in epoch %lld: train loss %.4f over its last %lld "
+               "steps, %.0f images/s\n", r->step + 1, epoch + 1, train_loss, r->epoch_steps, ips);
+    }
+    if (r->log && pos + 1 == r->per_epoch) {
+        if (r->plan)
+            fprintf(r->log, "%lld,%lld,%.9g,nan,%.9g,%.9g\n", epoch + 1, r->step + 1, train_loss,
+                    ips, secs);
+        else
+            fprintf(r->log, "%lld,%lld,%.9g,%.9g,%.9g,%.9g\n", epoch + 1, r->step + 1,
+                    train_loss, acc, ips, secs);
+        fflush(r->log);
+    }
+    if (r->root && save(o, &r->tm, r->step + 1, (r->step + 1) / r->per_epoch, r->hash) != 0)
+        return -1;
+    r->epoch_loss = 0, r->epoch_steps = 0, r->timed = 0;
+    r->t_epoch = r->t_timed = cli_now_ms();
+    return 0;
+}
+
+/* The steps from r->step to r->total, a progress line as they go. */
+static int run_loop(run *r)
+{
+    const options *o = r->o;
+    r->t_epoch = r->t_start = r->t_timed = cli_now_ms();
+    /* images/s leaves out the run's first step, which first touches every
+       buffer (as PyTorch's benchmark leaves out its warm-up steps) */
+    r->timed = -1;
+    r->first_step = r->step;
+    for (; r->step < r->total; r->step++) {
+        long long epoch = r->step / r->per_epoch, pos = r->step % r->per_epoch;
+        if (!r->ahead && (pos == 0 || r->epoch_steps == 0))
+            cli_dataset_order(r->order, r->train.n, r->seed, (uint64_t)epoch);
+        double lr = lr_at(o, r->step, epoch, r->total);
+        float loss;
+        if (run_step(r, lr, &loss) != 0)
+            return -1;
+        r->epoch_loss += loss, r->epoch_steps++, r->done_steps++;
+        double now = cli_now_ms();
+        if (r->timed++ < 0)
+            r->t_timed = now;
+        double ips = r->timed > 0 ? (double)(r->timed * r->batch) / ((now - r->t_timed) / 1e3)
+                                  : (double)r->batch / ((now - r->t_epoch) / 1e3);
+        char eta[32];
+        fmt_time((double)(r->total - r->step - 1) * (now - r->t_start) / 1e3 /
+                 (double)r->done_steps, eta, sizeof eta);
+        /* plain lines: ten per epoch, or every step of a short run */
+        long long every = r->total - r->first_step <= 50 ? 1
+                        : r->per_epoch / 10 ? r->per_epoch / 10 : 1;
+        if (r->root && r->tty)
+            fprintf(stderr, "\r  epoch %lld  step %lld/%lld  loss %.4f  lr %.4g  %.0f images/s  "
+                    "ETA %s ", epoch + 1, pos + 1, r->per_epoch, loss, lr, ips, eta);
+        else if (r->root && ((pos + 1) % every == 0 || r->step + 1 == r->total))
+            printf("  epoch %lld  step %lld/%lld  loss %.4f  lr %.4g  %.0f images/s  ETA %s\n",
+                   epoch + 1, pos + 1, r->per_epoch, loss, lr, ips, eta);
+        if ((pos + 1 == r->per_epoch || r->step + 1 == r->total) &&
+            run_epoch_end(r, now, ips) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int cmd_train(const options *o)
+{
+    run r = {.o = o, .root = o->world->rank == 0, .plan = cli_is_plan(o->c.file)};
     if (o->threads)
         rt_set_threads(o->threads);
-    if (rt_dataset_load(&train, dir, "train", err, sizeof err) ||
-        (testing && rt_dataset_load(&test, dir, "t10k", err, sizeof err))) {
-        fprintf(stderr, "gnc: error: %s\n", err);
+    int rc = 1;
+    if (run_open(&r) != 0 || (o->resume && run_resume(&r) != 0) ||
+        (r.root && o->log && run_open_log(&r) != 0))
         goto done;
-    }
-    if (model_load(o, o->batch, 1, &tm) != 0)
+    r.tty = r.root && isatty(2);
+    r.pipelined = rt_session_device(r.tm.s) == RT_DEVICE_CUDA;
+    if (r.root)
+        run_announce(&r);
+    if (run_loop(&r) != 0)
         goto done;
-    long long batch = tm.image->type.dims[0];
-    if (check_data(&tm, &train, "training") != 0 ||
-        (testing && (model_load(o, divisor_upto(test.n, batch), 0, &em) != 0 ||
-                     check_data(&em, &test, "test") != 0)))
-        goto done;
-    long long per_epoch = train.n / batch;
-    if (per_epoch < 1) {
-        fprintf(stderr, "gnc: error: the batch (%lld) is larger than the training set (%lld)\n",
-                batch, (long long)train.n);
-        goto done;
-    }
-    long long epochs = o->epochs ? o->epochs : 1, total = epochs * per_epoch;
-    if (o->steps && o->steps < total)
-        total = o->steps;
-    uint64_t hash = testing ? model_hash(em.g) : 0, seed = o->seed;
-    long long step = 0;
-
-    /* the parameters are filled from o->seed (cli_session_new) */
-    rt_exec_set_profile(rt_session_host(tm.s), o->profile);
-    if (o->resume) {
-        rt_ckpt_meta meta;
-        if (rt_session_load(tm.s, o->resume, &meta, err, sizeof err) != 0) {
-            fprintf(stderr, "gnc: error: %s\n", err);
-            goto done;
-        }
-        const char *s = rt_ckpt_meta_get(&meta, "step"), *sd = rt_ckpt_meta_get(&meta, "seed");
-        const char *h = rt_ckpt_meta_get(&meta, "model_hash");
-        char hb[32];
-        snprintf(hb, sizeof hb, "%016llx", (unsigned long long)hash);
-        if (!s || !sd) {
-            fprintf(stderr, "gnc: error: %s: not a gnc training checkpoint (no step or seed)\n",
-                    o->resume);
-            rt_ckpt_meta_free(&meta);
-            goto done;
-        }
-        step = atoll(s);
-        seed = strtoull(sd, NULL, 10);
-        if (root && hash && h && strcmp(h, hb) != 0)
-            fprintf(stderr, "gnc: warning: %s was written for another version of the model\n",
-                    o->resume);
-        rt_ckpt_meta_free(&meta);
-        if (root)
-            printf("resuming %s at step %lld (epoch %lld), seed %llu\n", o->resume, step,
-                   step / per_epoch + 1, (unsigned long long)seed);
-    }
-    if (root && o->log) {
-        int fresh = !o->resume || access(o->log, F_OK) != 0;
-        log = fopen(o->log, fresh ? "w" : "a");
-        if (!log) {
-            fprintf(stderr, "gnc: error: cannot write '%s': %s\n", o->log, strerror(errno));
-            goto done;
-        }
-        if (fresh)
-            fprintf(log, "epoch,steps,train_loss,test_acc,images_per_s,seconds\n");
-    }
-
-    int tty = root && isatty(2);
-    int64_t *order = malloc((size_t)train.n * sizeof *order);
-    double epoch_loss = 0, t_epoch = cli_now_ms(), t_start = t_epoch;
-    long long epoch_steps = 0, done_steps = 0;
-    /* images/s leaves out the run's first step, which first touches every buffer
-       (as PyTorch's benchmark leaves out its warm-up steps) */
-    double t_timed = t_epoch;
-    long long timed = -1;
-    if (root)
-        printf("training %s: %lld steps of %lld images per epoch, %lld steps to go\n",
-               tm.g->name, per_epoch, batch, total - step);
-    if (root && tm.prog.plan && tm.prog.plan->ndevices > 1)
-        printf("on %d %s: %s, predicted step %.3f ms on %s\n", tm.prog.plan->ndevices,
-               o->world->ranks > 1 ? "MPI ranks, one device each" : "virtual devices",
-               tm.prog.plan->strategy, tm.prog.plan->step_ms, tm.prog.plan->cost.name);
-    if (root && plan && tm.prog.file->ndevices > 1)
-        printf("on %d %s: %s (as compiled into %s)\n", tm.prog.file->ndevices,
-               o->world->ranks > 1 ? "MPI ranks, one device each" : "virtual devices",
-               tm.prog.strategy, o->c.file);
-    long long first_step = step;
-    /* on a GPU the next batch is copied while the step runs (ahead: this
-       step's batch was); the CPU executor takes each batch as it comes */
-    int pipelined = rt_session_device(tm.s) == RT_DEVICE_CUDA, ahead = 0;
-    for (; step < total; step++) {
-        long long epoch = step / per_epoch, pos = step % per_epoch;
-        if (!ahead && (pos == 0 || epoch_steps == 0))
-            rt_dataset_order(order, train.n, seed, (uint64_t)epoch);
-        double lr = lr_at(o, step, epoch, total);
-        int rc = (!ahead && feed(&tm, &train, order, pos * batch, err, sizeof err) != 0) ||
-                 rt_session_set_train(tm.s, lr, step, seed, err, sizeof err) != 0 ||
-                 rt_session_launch(tm.s, err, sizeof err) != 0;
-        ahead = 0;
-        if (!rc && pipelined && step + 1 < total) {
-            long long next = (step + 1) % per_epoch;
-            if (next == 0)
-                rt_dataset_order(order, train.n, seed, (uint64_t)((step + 1) / per_epoch));
-            rc = feed_batch(&tm, &train, order, next * batch, 1, err, sizeof err) != 0;
-            ahead = 1;
-        }
-        if (rc || rt_session_wait(tm.s, err, sizeof err) != 0) {
-            fprintf(stderr, "\ngnc: error: step %lld: %s\n", step, err);
-            goto done;
-        }
-        cli_session_warn(tm.s);
-        /* the loss is on device 0 (the partitioner ends it there) */
-        const float *lp = rt_session_data(tm.s, tm.g->loss);
-        float loss = lp ? *lp : 0;
-        if (root && !lp) {
-            fprintf(stderr, "\ngnc: error: the loss is computed on device %d, not on rank 0\n",
-                    tm.g->loss->def ? tm.g->loss->def->device : 0);
-            goto done;
-        }
-        if (!isfinite(loss)) {
-            fprintf(stderr, "\ngnc: error: step %lld: the loss is %g; lower the learning rate\n",
-                    step, loss);
-            goto done;
-        }
-        epoch_loss += loss, epoch_steps++, done_steps++;
-        double now = cli_now_ms();
-        if (timed++ < 0)
-            t_timed = now;
-        double ips = timed > 0 ? (double)(timed * batch) / ((now - t_timed) / 1e3)
-                               : (double)batch / ((now - t_epoch) / 1e3);
-        char eta[32];
-        fmt_time((double)(total - step - 1) * (now - t_start) / 1e3 / (double)done_steps, eta,
-                 sizeof eta);
-        /* plain lines: ten per epoch, or every step of a short run */
-        long long every = total - first_step <= 50 ? 1 : per_epoch / 10 ? per_epoch / 10 : 1;
-        if (root && tty)
-            fprintf(stderr, "\r  epoch %lld  step %lld/%lld  loss %.4f  lr %.4g  %.0f images/s  "
-                    "ETA %s ", epoch + 1, pos + 1, per_epoch, loss, lr, ips, eta);
-        else if (root && ((pos + 1) % every == 0 || step + 1 == total))
-            printf("  epoch %lld  step %lld/%lld  loss %.4f  lr %.4g  %.0f images/s  ETA %s\n",
-                   epoch + 1, pos + 1, per_epoch, loss, lr, ips, eta);
-        if (pos + 1 < per_epoch && step + 1 < total)
-            continue;
-
-        /* the end of an epoch, or of the run: every rank brings rank 0 the
-           parameters it holds first, then rank 0 reports and saves */
-        double secs = (now - t_epoch) / 1e3, acc = NAN, test_loss = NAN;
-        if (tty)
-            fputc('\n', stderr);
-        if ((pos + 1 == per_epoch || o->checkpoint) &&
-            (rt_session_pull(tm.s, err, sizeof err) != 0 ||
-             rt_exec_gather_params(rt_session_host(tm.s), err, sizeof err) != 0)) {
-            fprintf(stderr, "gnc: error: step %lld: %s\n", step, err);
-            goto done;
-        }
-        if (root && pos + 1 == per_epoch && plan) {
-            printf("epoch %lld: train loss %.4f, %.0f images/s, %.1f s (no test: a plan holds the "
-                   "training step alone)\n", epoch + 1, epoch_loss / (double)epoch_steps, ips,
-                   secs);
-            if (log) {
-                fprintf(log, "%lld,%lld,%.9g,nan,%.9g,%.9g\n", epoch + 1, step + 1,
-                        epoch_loss / (double)epoch_steps, ips, secs);
-                fflush(log);
-            }
-        } else if (root && pos + 1 == per_epoch) {
-            if (copy_weights(&em, &tm) != 0 || evaluate(&em, &test, &acc, &test_loss) != 0)
-                goto done;
-            printf("epoch %lld: train loss %.4f, test loss %.4f, test accuracy %.4f, %.0f "
-                   "images/s, %.1f s\n", epoch + 1, epoch_loss / (double)epoch_steps, test_loss,
-                   acc, ips, secs);
-            if (log) {
-                fprintf(log, "%lld,%lld,%.9g,%.9g,%.9g,%.9g\n", epoch + 1, step + 1,
-                        epoch_loss / (double)epoch_steps, acc, ips, secs);
-                fflush(log);
-            }
-        } else if (root) {
-            printf("stopped after step %lld in epoch %lld: train loss %.4f over its last %lld "
-                   "steps, %.0f images/s\n", step + 1, epoch + 1,
-                   epoch_loss / (double)epoch_steps, epoch_steps, ips);
-        }
-        if (root && save(o, &tm, step + 1, (step + 1) / per_epoch, hash) != 0)
-            goto done;
-        epoch_loss = 0, epoch_steps = 0, t_epoch = t_timed = cli_now_ms(), timed = 0;
-    }
-    free(order);
-    if (root && o->profile)
-        rt_exec_print_profile(rt_session_host(tm.s), stdout);
+    if (r.root && o->profile)
+        rt_exec_print_profile(rt_session_host(r.tm.s), stdout);
     rc = 0;
 done:
-    if (log && fclose(log) != 0) {
+    if (r.log && fclose(r.log) != 0) {
         fprintf(stderr, "gnc: error: cannot write '%s'\n", o->log);
         rc = 1;
     }
-    model_free(&tm);
-    model_free(&em);
-    rt_dataset_free(&train);
-    rt_dataset_free(&test);
+    free(r.order);
+    model_free(&r.tm);
+    model_free(&r.em);
+    cli_dataset_free(&r.train);
+    cli_dataset_free(&r.test);
     return rc;
 }
 
 int cmd_eval(const options *o)
 {
     char err[1024];
-    rt_dataset test = {0};
+    cli_dataset test = {0};
     model m = {0};
     int rc = 1;
     if (!o->weights) {
@@ -528,7 +602,7 @@ int cmd_eval(const options *o)
     }
     if (o->threads)
         rt_set_threads(o->threads);
-    if (rt_dataset_load(&test, o->data ? o->data : DEFAULT_DATA, "t10k", err, sizeof err)) {
+    if (cli_dataset_load(&test, o->data ? o->data : DEFAULT_DATA, "t10k", err, sizeof err)) {
         fprintf(stderr, "gnc: error: %s\n", err);
         goto done;
     }
@@ -548,6 +622,6 @@ int cmd_eval(const options *o)
     rc = 0;
 done:
     model_free(&m);
-    rt_dataset_free(&test);
+    cli_dataset_free(&test);
     return rc;
 }

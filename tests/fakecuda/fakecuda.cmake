@@ -79,7 +79,7 @@ foreach(t test_gpu_ops test_gpu_train)
   add_dependencies(${t} fakecuda_driver fakecuda_cublaslt fakecuda_cudnn fakecuda_nccl)
 endforeach()
 
-# The session layer (runtime/session.h) on the fakes: a cpu and a cuda session
+# The session layer (runtime/api/session.h) on the fakes: a cpu and a cuda session
 # of plans with kernels, built in memory, side by side: lenet (SGD) and a
 # batch-norm net (Adam) training on one device and their inference, lenet and
 # mlp data parallel on two (4 steps, checkpoints saved by both and loaded

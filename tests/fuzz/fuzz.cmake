@@ -29,7 +29,7 @@ target_link_libraries(fuzz_ir PRIVATE gnc_ir)
 target_compile_options(fuzz_ir PRIVATE -fsanitize=fuzzer ${GNC_FUZZ_SANITIZE})
 target_link_options(fuzz_ir PRIVATE -fsanitize=fuzzer,address,undefined)
 
-# The plan loader (bash tools/fuzz.sh SECONDS plan): runtime/plan.c, with the
+# The plan loader (bash tools/fuzz.sh SECONDS plan): runtime/format/plan.c, with the
 # IR parser and verifier and the memory plan's proof behind it.
 add_executable(fuzz_plan ${CMAKE_CURRENT_LIST_DIR}/fuzz_plan.c)
 target_link_libraries(fuzz_plan PRIVATE gnc_runtime gnc_passes gnc_ir)
@@ -37,7 +37,7 @@ target_compile_options(fuzz_plan PRIVATE -fsanitize=fuzzer ${GNC_FUZZ_SANITIZE})
 target_link_options(fuzz_plan PRIVATE -fsanitize=fuzzer,address,undefined)
 
 # The safetensors checkpoint loader (bash tools/fuzz.sh SECONDS checkpoint):
-# runtime/checkpoint.c, its JSON header from a file of unknown origin.
+# runtime/format/checkpoint.c, its JSON header from a file of unknown origin.
 add_executable(fuzz_checkpoint ${CMAKE_CURRENT_LIST_DIR}/fuzz_checkpoint.c)
 target_link_libraries(fuzz_checkpoint PRIVATE gnc_runtime gnc_passes gnc_ir)
 target_compile_options(fuzz_checkpoint PRIVATE -fsanitize=fuzzer ${GNC_FUZZ_SANITIZE})

@@ -1,4 +1,4 @@
-/* libFuzzer target for the safetensors checkpoint loader (runtime/checkpoint.c),
+/* libFuzzer target for the safetensors checkpoint loader (runtime/format/checkpoint.c),
  * which reads headers from files of unknown origin: the input bytes are a
  * checkpoint file, loaded into two programs, a training step (its optimizer
  * state: the file must hold exactly its tensors) and an inference program (it

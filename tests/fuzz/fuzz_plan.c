@@ -1,4 +1,4 @@
-/* libFuzzer target for the plan loader (runtime/plan.c, docs/plan.md): the
+/* libFuzzer target for the plan loader (runtime/format/plan.c, docs/plan.md): the
  * input bytes are a plan file.  Each input is decoded twice: as it is, which
  * mostly exercises the header, the table and the checksums, and with every
  * checksum recomputed (rt_plan_fix_checksums), which lets a mutation reach the

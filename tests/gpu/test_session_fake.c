@@ -1,4 +1,4 @@
-/* The session layer (runtime/session.h) on the cuda device against the cpu
+/* The session layer (runtime/api/session.h) on the cuda device against the cpu
  * device, on the stand-in CUDA libraries (tests/fakecuda/), whose driver runs
  * each kernel as its host emulation (tests/cg_host.h):
  *

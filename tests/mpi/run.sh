@@ -19,7 +19,7 @@
 #      checkpoint, whose shards rank 0 gathers and assembles, after 8 steps
 #      without an evaluation.  Each run takes its default threads
 #      (the one process two, each rank one): the executor's bits do not depend
-#      on them (runtime/exec.h).
+#      on them (runtime/cpu/exec.h).
 #   3. gnc run: the outputs (.npy files) of lenet, mlp and resnet18 with data
 #      parallelism and a pipeline, byte for byte; gnc compile and gnc eval print
 #      once, rank 0's.

@@ -1,4 +1,4 @@
-/* Device selection: see device.h.  GNC_HAVE_CUDA_DRIVER: runtime/cuda.c is
+/* Device selection: see device.h.  GNC_HAVE_CUDA_DRIVER: runtime/cuda/cuda.c is
  * the real GPU executor in this build (CMakeLists.txt defines it for both). */
 #include "device.h"
 

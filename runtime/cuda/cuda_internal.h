@@ -1,5 +1,5 @@
-/* What runtime/cuda.c (the driver, memory, scheduling, graphs) and
- * runtime/cuda_lib.c (cuBLASLt, cuDNN, NCCL) share.  Only compiled with the
+/* What runtime/cuda/cuda.c (the driver, memory, scheduling, graphs) and
+ * runtime/cuda/cuda_lib.c (cuBLASLt, cuDNN, NCCL) share.  Only compiled with the
  * toolkit's headers (GNC_HAVE_CUDA_DRIVER).  docs/runtime.md explains it. */
 #ifndef GNC_CUDA_INTERNAL_H
 #define GNC_CUDA_INTERNAL_H

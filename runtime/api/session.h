@@ -1,6 +1,6 @@
 /* A session: one program run on one kind of device through one interface,
  * the CPU executor (exec.h) or the GPU executor (cuda.h), for libgnc
- * (runtime/api.c) and the gnc commands that run programs.
+ * (runtime/api/api.c) and the gnc commands that run programs.
  *
  *   // given: const rt_plan *plan, const ir_value *v, const void *data, const ir_value *output
  *   char err[512];

@@ -88,7 +88,7 @@ done:
     return rc;
 }
 
-int rt_dataset_load(rt_dataset *ds, const char *dir, const char *prefix, char *err,
+int cli_dataset_load(cli_dataset *ds, const char *dir, const char *prefix, char *err,
                     size_t errlen)
 {
     char ipath[4096], lpath[4096], name[256];
@@ -106,13 +106,13 @@ int rt_dataset_load(rt_dataset *ds, const char *dir, const char *prefix, char *e
     }
     if (read_idx(ipath, 3, idims, &ds->images, err, errlen) ||
         read_idx(lpath, 1, ldims, &ds->labels, err, errlen)) {
-        rt_dataset_free(ds);
+        cli_dataset_free(ds);
         return -1;
     }
     if (idims[0] != ldims[0]) {
         snprintf(err, errlen, "%s holds %lld images but %s holds %lld labels", ipath,
                  (long long)idims[0], lpath, (long long)ldims[0]);
-        rt_dataset_free(ds);
+        cli_dataset_free(ds);
         return -1;
     }
     ds->n = idims[0];
@@ -121,14 +121,14 @@ int rt_dataset_load(rt_dataset *ds, const char *dir, const char *prefix, char *e
     return 0;
 }
 
-void rt_dataset_free(rt_dataset *ds)
+void cli_dataset_free(cli_dataset *ds)
 {
     base_free(ds->images);
     base_free(ds->labels);
     memset(ds, 0, sizeof *ds);
 }
 
-int rt_dataset_classes(const rt_dataset *ds)
+int cli_dataset_classes(const cli_dataset *ds)
 {
     int max = -1;
     for (int64_t i = 0; i < ds->n; i++)
@@ -145,7 +145,7 @@ static uint64_t splitmix64(uint64_t *s)
     return x;
 }
 
-void rt_dataset_order(int64_t *order, int64_t n, uint64_t seed, uint64_t epoch)
+void cli_dataset_order(int64_t *order, int64_t n, uint64_t seed, uint64_t epoch)
 {
     uint64_t s = seed * 0x2545f4914f6cdd1dull ^ (epoch + 1) * 0x9e3779b97f4a7c15ull;
     for (int64_t i = 0; i < n; i++)
@@ -158,7 +158,7 @@ void rt_dataset_order(int64_t *order, int64_t n, uint64_t seed, uint64_t epoch)
     }
 }
 
-void rt_dataset_batch(const rt_dataset *ds, const int64_t *order, int64_t first, int64_t count,
+void cli_dataset_batch(const cli_dataset *ds, const int64_t *order, int64_t first, int64_t count,
                       float *images, int32_t *labels)
 {
     int64_t size = ds->h * ds->w;

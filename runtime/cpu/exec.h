@@ -12,9 +12,9 @@
  * A partitioned program (nodes on several devices) runs on virtual devices: one
  * executor per device, each with its own arena and its own copy of the
  * parameters it reads, all run at once on their own threads, talking through
- * shared memory (runtime/comm.c); the inputs are shared.  Under MPI the same
+ * shared memory (runtime/cpu/comm.c); the inputs are shared.  Under MPI the same
  * program runs one device per process instead (rt_exec_new_rank), talking
- * through MPI (runtime/comm_mpi.c).
+ * through MPI (runtime/cpu/comm_mpi.c).
  *
  * Results are the same bits on any number of threads, and when the executor runs
  * inside a parallel region (one executor per thread, as the virtual devices of a
@@ -51,7 +51,7 @@ void rt_exec_free(rt_exec *x);
 /* Device `rank` of a partitioned program, in an MPI job of one process per
  * device: its nodes, its arena (arena_bytes[rank]) and its copies of the
  * parameters, with its collectives and send/recv going through MPI
- * (MPI_COMM_WORLD; runtime/comm_mpi.c).  The caller has initialized MPI and
+ * (MPI_COMM_WORLD; runtime/cpu/comm_mpi.c).  The caller has initialized MPI and
  * calls this on every rank with the same g and plan, rank being its own:
  * making the executor is collective (it makes a communicator per group of
  * devices that the program's collectives use), and so are rt_exec_run and

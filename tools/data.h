@@ -16,24 +16,24 @@ typedef struct {
     int64_t h, w;         /* image size */
     uint8_t *images;      /* [n, h, w] */
     uint8_t *labels;      /* [n] */
-} rt_dataset;
+} cli_dataset;
 
 /* Loads split prefix ("train" or "t10k") from dir.  Returns 0, or -1 with a
  * message naming the file and the problem. */
-int rt_dataset_load(rt_dataset *ds, const char *dir, const char *prefix, char *err,
+int cli_dataset_load(cli_dataset *ds, const char *dir, const char *prefix, char *err,
                     size_t errlen);
-void rt_dataset_free(rt_dataset *ds);
+void cli_dataset_free(cli_dataset *ds);
 
 /* The largest label + 1. */
-int rt_dataset_classes(const rt_dataset *ds);
+int cli_dataset_classes(const cli_dataset *ds);
 
 /* A permutation of 0..n-1 for (seed, epoch): the same inputs give the same order
  * on every machine. */
-void rt_dataset_order(int64_t *order, int64_t n, uint64_t seed, uint64_t epoch);
+void cli_dataset_order(int64_t *order, int64_t n, uint64_t seed, uint64_t epoch);
 
 /* Copies examples order[first .. first+count) as floats in [0, 1] into images
  * ([count, 1, h, w]) and their labels into labels. */
-void rt_dataset_batch(const rt_dataset *ds, const int64_t *order, int64_t first, int64_t count,
+void cli_dataset_batch(const cli_dataset *ds, const int64_t *order, int64_t first, int64_t count,
                       float *images, int32_t *labels);
 
 #endif

@@ -53,7 +53,7 @@ rt_session *rt_session_adopt(const ir_graph *g, rt_exec *x, uint64_t seed)
     return s;
 }
 
-/* The values a checkpoint holds (runtime/checkpoint.c saves the same). */
+/* The values a checkpoint holds (runtime/format/checkpoint.c saves the same). */
 static int saved(const ir_value *v)
 {
     return v->kind == IR_VALUE_PARAM || v->kind == IR_VALUE_BUFFER || v->kind == IR_VALUE_STATE;

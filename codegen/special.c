@@ -1,0 +1,1185 @@
+/* The special ops' kernels (kernels.c says what a kernel is): a template
+ * each, a row, a channel, a plane per warp or block, reading its first
+ * operand through the prologue and storing through the epilogue. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kb.h"
+
+/* ---------------------------------------------------------------- special ops */
+
+/* Blocks that fill the GPU: two per SM of an H100 (132 SMs).  A reduction
+ * with fewer groups than this (batchnorm's channels, sum_to's outputs, mse's
+ * one) splits each group's elements into parts, a block each, which write
+ * their partial sums to the workspace (a first kernel); the second kernel
+ * adds a group's parts in part order, the same bits on every run, and goes on
+ * from there (PyTorch's and apex's batchnorm: a reduction, then the map). */
+#define FILL_BLOCKS 264
+#define PART_MIN 1024          /* the fewest elements a part sums */
+
+/* The parts each of groups reductions of len elements splits into. */
+static int64_t parts_of(int64_t groups, int64_t len)
+{
+    if (groups >= FILL_BLOCKS || len < 2 * PART_MIN)
+        return 1;
+    int64_t p = kb_div_up(FILL_BLOCKS, groups), most = len / PART_MIN;
+    p = p < most ? p : most;
+    return kb_div_up(len, kb_div_up(len, p)); /* no part empty */
+}
+
+/* Makes k (and pre, the kernel of the partial sums) reduce groups of len
+ * elements in parts: returns the workspace of the partial sums, per doubles
+ * per block. */
+static cg_ref split(kb *k, kb *pre, int64_t groups, int64_t len, int64_t parts, int per)
+{
+    k->parts = pre->parts = parts;
+    k->plen = pre->plen = kb_div_up(len, parts);
+    pre->itype = k->itype;
+    pre->grid = groups * parts;
+    k->pbytes = pre->pbytes = groups * parts * per * (int64_t)sizeof(double);
+    return cg_workspace(k->G, k->pbytes);
+}
+
+/* pd: the partial sums at ws, written by pre's kernel and read by the
+ * other. */
+static void partials(kb *k, cg_ref ws, int write)
+{
+    kparam *p = kb_param_at(k, NULL, "parts", ws, IR_F32, k->pbytes);
+    if (write)
+        p->write_other = 1;
+    else
+        p->read_other = 1;
+    const char *c = write ? "" : "const ";
+    kb_line(k, "%sdouble *pd = (%sdouble *)%s;", c, c, p->name);
+}
+
+static const char *shared_red(kb *k, int dbl)
+{
+    if (dbl && !k->red_d) {
+        cg_sb_printf(&k->shared, "    __shared__ double redd[32];\n");
+        k->red_d = 1;
+    }
+    if (!dbl && !k->red_f) {
+        cg_sb_printf(&k->shared, "    __shared__ float red[32];\n");
+        k->red_f = 1;
+    }
+    return dbl ? "redd" : "red";
+}
+
+/* the sum (or max) over the row's threads of expression x */
+static const char *rsum(kb *k, const char *x, int dbl)
+{
+    if (k->warp_rows)
+        return kb_kstr(k, "warp_sum(%s)", x);
+    return kb_kstr(k, "block_sum<%d>(%s, %s)", k->nt, x, shared_red(k, dbl));
+}
+
+static const char *rmax(kb *k, const char *x)
+{
+    if (k->warp_rows)
+        return kb_kstr(k, "warp_max(%s)", x);
+    return kb_kstr(k, "block_max<%d>(%s, %s)", k->nt, x, shared_red(k, 0));
+}
+
+/* x_at(i): the special's first operand at element i, through the prologue. */
+static void emit_loader(kb *k, const ir_node *sp)
+{
+    int saved = k->nregs, arr = k->array;
+    const char *idx = k->idx;
+    const ir_type *iter = k->iter;
+    k->array = 0;
+    k->unaligned = 1;
+    k->idx = "i";
+    kb_line(k, "auto x_at = [&](%s i) -> float {", k->itype);
+    k->indent++;
+    if (k->sp > 0) {
+        k->iter = &k->m[0]->out[0]->type;
+        for (int i = 0; i < k->sp; i++)
+            kb_emit_map(k, k->m[i]);
+        kb_line(k, "return %s;", kb_reg(k, sp->in[0]));
+    } else {
+        kb_line(k, "return %s;", kb_at_index(k, sp->in[0], "i"));
+    }
+    k->indent--;
+    kb_line(k, "};");
+    k->nregs = saved;
+    k->array = arr;
+    k->unaligned = 0;
+    k->idx = idx;
+    k->iter = iter;
+}
+
+/* y_put(i, v): the special's first result v at element i, through the
+ * epilogue, stored where read after the kernel. */
+static void emit_storer(kb *k, const ir_node *sp)
+{
+    int saved = k->nregs, arr = k->array;
+    const char *idx = k->idx;
+    const ir_type *iter = k->iter;
+    k->array = 0;
+    k->idx = "i";
+    k->iter = &sp->out[0]->type;
+    const char *rt = kb_rtype(cg_dtype_of(k->G, sp->out[0]));
+    kb_line(k, "auto y_put = [&](%s i, %s v) {", k->itype, rt);
+    k->indent++;
+    kb_bind_reg(k, sp->out[0], "v");
+    int stored = 0;
+    for (int i = k->sp + 1; i < k->nm; i++)
+        kb_emit_map(k, k->m[i]);
+    for (int i = k->sp; i < k->nm; i++) {
+        const ir_value *v = k->m[i]->out[0];
+        if (kb_needs_store(k, v)) {
+            kb_line(k, "st(%s, i, %s);", kb_writes(k, v, 1), kb_reg(k, v));
+            stored = 1;
+        }
+    }
+    if (!stored)
+        kb_line(k, "(void)i, (void)v;");
+    k->indent--;
+    kb_line(k, "};");
+    k->nregs = saved;
+    k->array = arr;
+    k->idx = idx;
+    k->iter = iter;
+}
+
+/* Stores result r of the special (not its first) at index ix, where read. */
+static void store_other(kb *k, const ir_value *r, const char *ix, const char *val)
+{
+    if (kb_needs_store(k, r))
+        kb_line(k, "st(%s, %s, %s);", kb_writes(k, r, 0), ix, val);
+}
+
+/* The loop over a row's elements: "for (int t = lane; t < len; t += 32)". */
+static const char *row_loop(kb *k, int64_t len)
+{
+    return kb_kstr(k, "for (%s t = %s; t < %lld; t += %lld)", k->itype, k->lane0, (long long)len,
+                   (long long)k->lstep);
+}
+
+/* A row kernel's start: rows of len elements, a warp per row (8 rows a block)
+ * where len <= 1024, else a block per row.  Returns the grid. */
+static int64_t row_start(kb *k, int64_t rows, int64_t len)
+{
+    k->warp_rows = len <= 1024;
+    if (k->warp_rows) {
+        k->nt = 256;
+        k->lane0 = "lane";
+        k->lstep = 32;
+        kb_line(k, "const int lane = threadIdx.x & 31;");
+        kb_line(k, "const %s row = (%s)blockIdx.x * 8 + (threadIdx.x >> 5);", k->itype, k->itype);
+        kb_line(k, "if (row >= %lld)", (long long)rows);
+        kb_line(k, "    return; /* the whole warp */");
+        kb_line(k, "const %s base = row * %lld;", k->itype, (long long)len);
+        return kb_div_up(rows, 8);
+    }
+    k->nt = len >= 16384 ? 1024 : 512;
+    k->lane0 = "threadIdx.x";
+    k->lstep = k->nt;
+    kb_line(k, "const %s row = blockIdx.x;", k->itype);
+    kb_line(k, "const %s base = row * %lld;", k->itype, (long long)len);
+    return rows;
+}
+
+/* A row kernel in parts (rows too few for the GPU, each long): block
+ * (row, part), the part's elements [t0, t1). */
+static void row_parts_start(kb *k, int64_t len)
+{
+    k->nt = k->plen >= 16384 ? 1024 : 512;
+    k->warp_rows = 0;
+    k->lane0 = "threadIdx.x";
+    k->lstep = k->nt;
+    kb_line(k, "const %s row = blockIdx.x / %lld, part = blockIdx.x %% %lld;", k->itype,
+            (long long)k->parts, (long long)k->parts);
+    kb_line(k,
+            "const %s base = row * %lld, t0 = part * %lld, t1 = part == %lld ? %lld : t0 + %lld;",
+            k->itype, (long long)len, (long long)k->plen, (long long)(k->parts - 1), (long long)len,
+            (long long)k->plen);
+}
+
+/* softmax and log_softmax over long rows in parts: each part's max and sum
+ * of exp(x - max); the row's from them in part order. */
+static int64_t softmax_parts(kb *k, const ir_node *n, kb *pre, int64_t rows, int64_t len,
+                             int64_t parts)
+{
+    cg_ref ws = split(k, pre, rows, len, parts, 2);
+    emit_loader(pre, n);
+    row_parts_start(pre, len);
+    partials(pre, ws, 1);
+    kb_line(pre, "float mx = NEG_INF;");
+    kb_line(pre, "for (%s t = t0 + threadIdx.x; t < t1; t += %d) {", k->itype, pre->nt);
+    kb_line(pre, "    const float x = x_at(base + t);");
+    kb_line(pre, "    mx = x > mx ? x : mx;");
+    kb_line(pre, "}");
+    kb_line(pre, "mx = block_max<%d>(mx, %s);", pre->nt, shared_red(pre, 0));
+    kb_line(pre, "double sum = 0.0;");
+    kb_line(pre, "for (%s t = t0 + threadIdx.x; t < t1; t += %d)", k->itype, pre->nt);
+    kb_line(pre, "    sum += exp((double)(x_at(base + t) - mx));");
+    kb_line(pre, "sum = block_sum<%d>(sum, %s);", pre->nt, shared_red(pre, 1));
+    kb_line(pre, "if (threadIdx.x == 0) {");
+    kb_line(pre, "    pd[2 * blockIdx.x] = mx;");
+    kb_line(pre, "    pd[2 * blockIdx.x + 1] = sum;");
+    kb_line(pre, "}");
+    emit_loader(k, n);
+    emit_storer(k, n);
+    row_parts_start(k, len);
+    partials(k, ws, 0);
+    kb_line(k, "float mx = NEG_INF;");
+    kb_line(k, "for (%s p = 0; p < %lld; p++)", k->itype, (long long)parts);
+    kb_line(k,
+            "    mx = (float)pd[2 * (row * %lld + p)] > mx ? (float)pd[2 * (row * %lld + p)] : mx;",
+            (long long)parts, (long long)parts);
+    kb_line(k, "double sum = 0.0;");
+    kb_line(k, "for (%s p = 0; p < %lld; p++)", k->itype, (long long)parts);
+    kb_line(k,
+            "    sum += pd[2 * (row * %lld + p) + 1] * exp(pd[2 * (row * %lld + p)] - (double)mx);",
+            (long long)parts, (long long)parts);
+    kb_line(k, "for (%s t = t0 + threadIdx.x; t < t1; t += %d)", k->itype, k->nt);
+    if (n->op == IR_OP_LOG_SOFTMAX)
+        kb_line(k, "    y_put(base + t, x_at(base + t) - (mx + (float)log(sum)));"); /* x - lse */
+    else
+        kb_line(k, "    y_put(base + t, (float)(exp((double)(x_at(base + t) - mx)) / sum));");
+    return rows * parts;
+}
+
+static int64_t sp_softmax(kb *k, const ir_node *n, kb *pre)
+{
+    int64_t outer, len, inner;
+    kb_around(&n->in[0]->type, (int)ir_attr_int(n, "axis"), &outer, &len, &inner);
+    int logsm = n->op == IR_OP_LOG_SOFTMAX;
+    int64_t grid;
+    const char *at;
+    if (inner == 1 && len > 1024 && parts_of(outer, len) > 1)
+        return softmax_parts(k, n, pre, outer, len, parts_of(outer, len));
+    if (inner == 1) {
+        grid = row_start(k, outer, len);
+        at = "base + t";
+    } else { /* a thread per column */
+        k->nt = 256;
+        k->lane0 = "0";
+        k->lstep = 1;
+        kb_line(k, "const %s c = (%s)blockIdx.x * 256 + threadIdx.x;", k->itype, k->itype);
+        kb_line(k, "if (c >= %lld)", (long long)(outer * inner));
+        kb_line(k, "    return;");
+        kb_line(k, "const %s base = c / %lld * %lld + c %% %lld;", k->itype, (long long)inner,
+                (long long)(len * inner), (long long)inner);
+        at = kb_kstr(k, "base + t * %lld", (long long)inner);
+        grid = kb_div_up(outer * inner, 256);
+        k->warp_rows = 1; /* no reduction across threads */
+    }
+    int cross = inner == 1;
+    emit_loader(k, n);
+    emit_storer(k, n);
+    kb_line(k, "float mx = NEG_INF;");
+    kb_line(k, "%s {", row_loop(k, len));
+    kb_line(k, "    const float x = x_at(%s);", at);
+    kb_line(k, "    mx = x > mx ? x : mx;");
+    kb_line(k, "}");
+    if (cross)
+        kb_line(k, "mx = %s;", rmax(k, "mx"));
+    kb_line(k, "double sum = 0.0;");
+    kb_line(k, "%s", row_loop(k, len));
+    kb_line(k, "    sum += exp((double)(x_at(%s) - mx));", at);
+    if (cross)
+        kb_line(k, "sum = %s;", rsum(k, "sum", 1));
+    if (logsm) {
+        kb_line(k, "const float lse = mx + (float)log(sum);");
+        kb_line(k, "%s", row_loop(k, len));
+        kb_line(k, "    y_put(%s, x_at(%s) - lse);", at, at);
+    } else {
+        kb_line(k, "%s", row_loop(k, len));
+        kb_line(k, "    y_put(%s, (float)(exp((double)(x_at(%s) - mx)) / sum));", at, at);
+    }
+    return grid;
+}
+
+static int64_t sp_softmax_grad(kb *k, const ir_node *n, kb *pre)
+{
+    int64_t outer, len, inner;
+    kb_around(&n->in[0]->type, (int)ir_attr_int(n, "axis"), &outer, &len, &inner);
+    int logsm = n->op == IR_OP_LOG_SOFTMAX_GRAD;
+    int64_t grid;
+    const char *at;
+    int cross = inner == 1;
+    int64_t parts = cross && len > 1024 ? parts_of(outer, len) : 1;
+    if (parts > 1) { /* long rows in parts: each part's sum, the row's in part order */
+        cg_ref ws = split(k, pre, outer, len, parts, 1);
+        emit_loader(pre, n);
+        const char *y0 = kb_reads(pre, n->in[1], 0);
+        row_parts_start(pre, len);
+        partials(pre, ws, 1);
+        kb_line(pre, "double s = 0.0;");
+        kb_line(pre, "for (%s t = t0 + threadIdx.x; t < t1; t += %d)", k->itype, pre->nt);
+        if (logsm)
+            kb_line(pre, "    s += x_at(base + t);");
+        else
+            kb_line(pre, "    s += (double)x_at(base + t) * ld(%s, base + t);", y0);
+        kb_line(pre, "s = block_sum<%d>(s, %s);", pre->nt, shared_red(pre, 1));
+        kb_line(pre, "if (threadIdx.x == 0)");
+        kb_line(pre, "    pd[blockIdx.x] = s;");
+        emit_loader(k, n);
+        emit_storer(k, n);
+        const char *y = kb_reads(k, n->in[1], 0);
+        row_parts_start(k, len);
+        partials(k, ws, 0);
+        kb_line(k, "double s = 0.0;");
+        kb_line(k, "for (%s p = 0; p < %lld; p++)", k->itype, (long long)parts);
+        kb_line(k, "    s += pd[row * %lld + p];", (long long)parts);
+        kb_line(k, "for (%s t = t0 + threadIdx.x; t < t1; t += %d) {", k->itype, k->nt);
+        kb_line(k, "    const %s q = base + t;", k->itype);
+        if (logsm)
+            kb_line(k, "    y_put(q, (float)(x_at(q) - exp((double)ld(%s, q)) * s));", y);
+        else
+            kb_line(k, "    y_put(q, (float)(ld(%s, q) * (x_at(q) - s)));", y);
+        kb_line(k, "}");
+        return outer * parts;
+    }
+    if (cross) {
+        grid = row_start(k, outer, len);
+        at = "base + t";
+    } else {
+        k->nt = 256;
+        k->lane0 = "0";
+        k->lstep = 1;
+        k->warp_rows = 1;
+        kb_line(k, "const %s c = (%s)blockIdx.x * 256 + threadIdx.x;", k->itype, k->itype);
+        kb_line(k, "if (c >= %lld)", (long long)(outer * inner));
+        kb_line(k, "    return;");
+        kb_line(k, "const %s base = c / %lld * %lld + c %% %lld;", k->itype, (long long)inner,
+                (long long)(len * inner), (long long)inner);
+        at = kb_kstr(k, "base + t * %lld", (long long)inner);
+        grid = kb_div_up(outer * inner, 256);
+    }
+    emit_loader(k, n);
+    emit_storer(k, n);
+    const char *y = kb_reads(k, n->in[1], 0);
+    kb_line(k, "double s = 0.0;");
+    kb_line(k, "%s", row_loop(k, len));
+    if (logsm)
+        kb_line(k, "    s += x_at(%s);", at);
+    else
+        kb_line(k, "    s += (double)x_at(%s) * ld(%s, %s);", at, y, at);
+    if (cross)
+        kb_line(k, "s = %s;", rsum(k, "s", 1));
+    kb_line(k, "%s {", row_loop(k, len));
+    kb_line(k, "    const %s q = %s;", k->itype, at);
+    if (logsm)
+        kb_line(k, "    y_put(q, (float)(x_at(q) - exp((double)ld(%s, q)) * s));", y);
+    else
+        kb_line(k, "    y_put(q, (float)(ld(%s, q) * (x_at(q) - s)));", y);
+    kb_line(k, "}");
+    return grid;
+}
+
+static int64_t sp_layernorm(kb *k, const ir_node *n)
+{
+    int64_t d = ir_type_numel(&n->in[1]->type), rows = ir_type_numel(&n->in[0]->type) / d;
+    int64_t grid = row_start(k, rows, d);
+    emit_loader(k, n);
+    emit_storer(k, n);
+    const char *w = kb_reads(k, n->in[1], 0), *b = kb_reads(k, n->in[2], 0);
+    kb_line(k, "double mean = 0.0, var = 0.0;");
+    kb_line(k, "%s", row_loop(k, d));
+    kb_line(k, "    mean += x_at(base + t);");
+    kb_line(k, "mean = %s / %lld.0;", rsum(k, "mean", 1), (long long)d);
+    kb_line(k, "%s {", row_loop(k, d));
+    kb_line(k, "    const double dv = x_at(base + t) - mean;");
+    kb_line(k, "    var += dv * dv;");
+    kb_line(k, "}");
+    kb_line(k, "var = %s / %lld.0;", rsum(k, "var", 1), (long long)d);
+    kb_line(k, "const float inv = (float)(1.0 / sqrt(var + %s)), m = (float)mean;",
+            kb_dlit(k, ir_attr_float(n, "eps")));
+    kb_line(k, "%s", row_loop(k, d));
+    kb_line(k, "    y_put(base + t, (x_at(base + t) - m) * inv * ld(%s, t) + ld(%s, t));", w, b);
+    return grid;
+}
+
+/* A scalar operand (a loss gradient, a literal) as an expression. */
+static const char *scalar_of(kb *k, const ir_value *v)
+{
+    if (cg_const_inline(k->G, v))
+        return kb_opnd(k, v);
+    return kb_kstr(k, "ld(%s, 0)", kb_reads(k, v, 0));
+}
+
+static int64_t sp_cross_entropy_grad(kb *k, const ir_node *n)
+{
+    const ir_type *t = &n->in[1]->type;
+    int64_t rows = t->dims[0], c = t->dims[1];
+    int64_t grid = row_start(k, rows, c);
+    k->status = 1;
+    emit_storer(k, n);
+    const char *x = kb_reads(k, n->in[1], 0), *lab = kb_reads(k, n->in[2], 0);
+    kb_line(k, "const i64 y = ld(%s, row);", lab);
+    kb_line(k, "if (y < 0 || y >= %lld) {", (long long)c);
+    kb_line(k, "    if (%s == 0)", k->lane0);
+    kb_line(k, "        report(status, %d, (int)step, row, y);", CG_STATUS_LABEL);
+    kb_line(k, "    return;");
+    kb_line(k, "}");
+    kb_line(k, "float mx = NEG_INF;");
+    kb_line(k, "%s {", row_loop(k, c));
+    kb_line(k, "    const float a = ld(%s, base + t);", x);
+    kb_line(k, "    mx = a > mx ? a : mx;");
+    kb_line(k, "}");
+    kb_line(k, "mx = %s;", rmax(k, "mx"));
+    kb_line(k, "double sum = 0.0;");
+    kb_line(k, "%s", row_loop(k, c));
+    kb_line(k, "    sum += exp((double)(ld(%s, base + t) - mx));", x);
+    kb_line(k, "sum = %s;", rsum(k, "sum", 1));
+    kb_line(k, "const double scale = (double)%s / %lld.0;", scalar_of(k, n->in[0]),
+            (long long)rows);
+    kb_line(k, "%s", row_loop(k, c));
+    kb_line(k,
+            "    y_put(base + t, (float)((exp((double)(ld(%s, base + t) - mx)) / sum - (t == y)) * "
+            "scale));", x);
+    return grid;
+}
+
+/* The loss over rows: a warp per row, in turn, in one block; the rows' terms
+ * summed per warp in row order, then over the warps. */
+/* mx, the row's largest x_at(base + t), and sum, of exp(x - mx) in double,
+ * over the row's threads. */
+static void row_max_sum(kb *k, int64_t len)
+{
+    kb_line(k, "float mx = NEG_INF;");
+    kb_line(k, "%s {", row_loop(k, len));
+    kb_line(k, "    const float a = x_at(base + t);");
+    kb_line(k, "    mx = a > mx ? a : mx;");
+    kb_line(k, "}");
+    kb_line(k, "mx = %s;", rmax(k, "mx"));
+    kb_line(k, "double sum = 0.0;");
+    kb_line(k, "%s", row_loop(k, len));
+    kb_line(k, "    sum += exp((double)(x_at(base + t) - mx));");
+    kb_line(k, "sum = %s;", rsum(k, "sum", 1));
+}
+
+/* The loss over many logits: a warp per row (a block per long row), each
+ * row's term into the workspace, then one block adds them (thread t rows t,
+ * t + 256, ..., then over the threads in a fixed tree). */
+static int64_t cross_entropy_rows(kb *k, const ir_node *n, kb *pre, int64_t rows, int64_t c)
+{
+    k->parts = pre->parts = 1;
+    k->pbytes = pre->pbytes = rows * (int64_t)sizeof(double);
+    cg_ref ws = cg_workspace(k->G, k->pbytes);
+    pre->itype = k->itype;
+    pre->status = 1;
+    emit_loader(pre, n);
+    const char *lab = kb_reads(pre, n->in[1], 0);
+    pre->grid = row_start(pre, rows, c);
+    partials(pre, ws, 1);
+    kb_line(pre, "const i64 y = ld(%s, row);", lab);
+    row_max_sum(pre, c);
+    kb_line(pre, "if (%s == 0) {", pre->lane0);
+    kb_line(pre, "    if (y < 0 || y >= %lld) {", (long long)c);
+    kb_line(pre, "        report(status, %d, (int)step, row, y);", CG_STATUS_LABEL);
+    kb_line(pre, "        pd[row] = 0.0;");
+    kb_line(pre, "    } else {");
+    kb_line(pre, "        pd[row] = mx + log(sum) - x_at(base + y);");
+    kb_line(pre, "    }");
+    kb_line(pre, "}");
+    k->nt = 256;
+    emit_storer(k, n);
+    partials(k, ws, 0);
+    kb_line(k, "double total = 0.0;");
+    kb_line(k, "for (%s r = threadIdx.x; r < %lld; r += 256)", k->itype, (long long)rows);
+    kb_line(k, "    total += pd[r];");
+    kb_line(k, "total = block_sum<256>(total, %s);", shared_red(k, 1));
+    kb_line(k, "if (threadIdx.x == 0)");
+    kb_line(k, "    y_put(0, (float)(total / %lld.0));", (long long)rows);
+    return 1;
+}
+
+static int64_t sp_cross_entropy(kb *k, const ir_node *n, kb *pre)
+{
+    const ir_type *t = &n->in[0]->type;
+    int64_t rows = t->dims[0], c = t->dims[1];
+    if (rows * c >= (1 << 20))
+        return cross_entropy_rows(k, n, pre, rows, c);
+    k->nt = 256;
+    k->warp_rows = 1;
+    k->lane0 = "lane";
+    k->lstep = 32;
+    k->status = 1;
+    emit_loader(k, n);
+    emit_storer(k, n);
+    const char *lab = kb_reads(k, n->in[1], 0);
+    kb_line(k, "const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;");
+    kb_line(k, "double total = 0.0;");
+    kb_line(k, "for (%s row = warp; row < %lld; row += 8) { /* the same rows in all lanes */",
+            k->itype,
+            (long long)rows);
+    k->indent++;
+    kb_line(k, "const %s base = row * %lld;", k->itype, (long long)c);
+    kb_line(k, "const i64 y = ld(%s, row);", lab);
+    row_max_sum(k, c);
+    kb_line(k, "if (y < 0 || y >= %lld) {", (long long)c);
+    kb_line(k, "    if (lane == 0)");
+    kb_line(k, "        report(status, %d, (int)step, row, y);", CG_STATUS_LABEL);
+    kb_line(k, "    continue;");
+    kb_line(k, "}");
+    kb_line(k, "total += mx + log(sum) - x_at(base + y);");
+    k->indent--;
+    kb_line(k, "}");
+    kb_line(k, "total = block_sum<256>(lane == 0 ? total : 0.0, %s);", shared_red(k, 1));
+    kb_line(k, "if (threadIdx.x == 0)");
+    kb_line(k, "    y_put(0, (float)(total / %lld.0));", (long long)rows);
+    return 1;
+}
+
+static int64_t sp_mse(kb *k, const ir_node *n, kb *pre)
+{
+    int64_t len = ir_type_numel(&n->in[0]->type), parts = parts_of(1, len);
+    if (parts > 1) { /* the parts' sums of squares, then their sum in order */
+        cg_ref ws = split(k, pre, 1, len, parts, 1);
+        pre->nt = 256;
+        emit_loader(pre, n);
+        const char *b = kb_reads(pre, n->in[1], 0);
+        partials(pre, ws, 1);
+        kb_line(pre,
+                "const %s t0 = (%s)blockIdx.x * %lld, t1 = blockIdx.x == %lld ? %lld : t0 + %lld;",
+                k->itype, k->itype, (long long)pre->plen, (long long)(parts - 1), (long long)len,
+                (long long)pre->plen);
+        kb_line(pre, "double s = 0.0;");
+        kb_line(pre, "for (%s t = t0 + threadIdx.x; t < t1; t += 256) {", k->itype);
+        kb_line(pre, "    const double d = (double)x_at(t) - ld(%s, t);", b);
+        kb_line(pre, "    s += d * d;");
+        kb_line(pre, "}");
+        kb_line(pre, "s = block_sum<256>(s, %s);", shared_red(pre, 1));
+        kb_line(pre, "if (threadIdx.x == 0)");
+        kb_line(pre, "    pd[blockIdx.x] = s;");
+        k->nt = 32;
+        emit_storer(k, n);
+        partials(k, ws, 0);
+        kb_line(k, "if (threadIdx.x != 0)");
+        kb_line(k, "    return;");
+        kb_line(k, "double s = 0.0;");
+        kb_line(k, "for (%s p = 0; p < %lld; p++)", k->itype, (long long)parts);
+        kb_line(k, "    s += pd[p];");
+        kb_line(k, "y_put(0, (float)(s / %lld.0));", (long long)len);
+        return 1;
+    }
+    k->nt = 1024;
+    emit_loader(k, n);
+    emit_storer(k, n);
+    const char *b = kb_reads(k, n->in[1], 0);
+    kb_line(k, "double s = 0.0;");
+    kb_line(k, "for (%s t = threadIdx.x; t < %lld; t += 1024) {", k->itype, (long long)len);
+    kb_line(k, "    const double d = (double)x_at(t) - ld(%s, t);", b);
+    kb_line(k, "    s += d * d;");
+    kb_line(k, "}");
+    kb_line(k, "s = block_sum<1024>(s, %s);", shared_red(k, 1));
+    kb_line(k, "if (threadIdx.x == 0)");
+    kb_line(k, "    y_put(0, (float)(s / %lld.0));", (long long)len);
+    return 1;
+}
+
+static int64_t sp_global_avgpool(kb *k, const ir_node *n)
+{
+    const ir_type *t = &n->in[0]->type;
+    int64_t planes = t->dims[0] * t->dims[1], hw = t->dims[2] * t->dims[3];
+    emit_loader(k, n);
+    emit_storer(k, n);
+    if (hw < 32) { /* a thread per plane, blocks of 64 where 256 leave the GPU idle */
+        k->nt = kb_div_up(planes, 256) >= FILL_BLOCKS ? 256 : 64;
+        kb_line(k, "const %s pl = (%s)blockIdx.x * %d + threadIdx.x;", k->itype, k->itype, k->nt);
+        kb_line(k, "if (pl >= %lld)", (long long)planes);
+        kb_line(k, "    return;");
+        kb_line(k, "double s = 0.0;");
+        kb_line(k, "for (%s t = 0; t < %lld; t++)", k->itype, (long long)hw);
+        kb_line(k, "    s += x_at(pl * %lld + t);", (long long)hw);
+        kb_line(k, "y_put(pl, (float)(s / %lld.0));", (long long)hw);
+        return kb_div_up(planes, k->nt);
+    }
+    k->nt = 256; /* a warp per plane */
+    kb_line(k, "const int lane = threadIdx.x & 31;");
+    kb_line(k, "const %s pl = (%s)blockIdx.x * 8 + (threadIdx.x >> 5);", k->itype, k->itype);
+    kb_line(k, "if (pl >= %lld)", (long long)planes);
+    kb_line(k, "    return; /* the whole warp */");
+    kb_line(k, "double s = 0.0;");
+    kb_line(k, "for (%s t = lane; t < %lld; t += 32)", k->itype, (long long)hw);
+    kb_line(k, "    s += x_at(pl * %lld + t);", (long long)hw);
+    kb_line(k, "s = warp_sum(s);");
+    kb_line(k, "if (lane == 0)");
+    kb_line(k, "    y_put(pl, (float)(s / %lld.0));", (long long)hw);
+    return kb_div_up(planes, 8);
+}
+
+/* A block per channel of [n, c, inner] (per part of a channel: ch, part; the
+ * part's elements [t0, t1)). */
+static void channel_start(kb *k, int64_t count)
+{
+    if (k->parts <= 1) {
+        kb_line(k, "const int ch = blockIdx.x;");
+        return;
+    }
+    kb_line(k, "const int ch = blockIdx.x / %lld, part = blockIdx.x %% %lld;", (long long)k->parts,
+            (long long)k->parts);
+    kb_line(k, "const %s t0 = (%s)part * %lld, t1 = part == %lld ? %lld : t0 + %lld;", k->itype,
+            k->itype, (long long)k->plen, (long long)(k->parts - 1), (long long)count,
+            (long long)k->plen);
+}
+
+/* t runs over the channel's (image, position) pairs, or the part's. */
+static void channel_loop(kb *k, int64_t c, int64_t count, int64_t inner, const char *body)
+{
+    if (k->parts > 1)
+        kb_line(k, "for (%s t = t0 + threadIdx.x; t < t1; t += %d) {", k->itype, k->nt);
+    else
+        kb_line(k, "for (%s t = threadIdx.x; t < %lld; t += %d) {", k->itype, (long long)count,
+                k->nt);
+    kb_line(k, "    const %s i = (t / %lld * %lld + ch) * %lld + t %% %lld;", k->itype,
+            (long long)inner, (long long)c, (long long)inner, (long long)inner);
+    kb_line(k, "    %s", body);
+    kb_line(k, "}");
+}
+
+static int channel_threads(int64_t count)
+{
+    return count >= 65536 ? 1024 : count >= 4096 ? 512 : count >= 256 ? 256 : 64;
+}
+
+/* Element ix of r set to val by one thread, val reading element ix of old
+ * and nothing else of it, nor any other thread ix of either: a running
+ * statistic's update, which may then be computed in place (old and r one
+ * buffer: codegen.c alias_updates) as an elementwise kernel's. */
+static void store_own(kb *k, const ir_value *r, const ir_value *old, const char *ix,
+                      const char *fmt, double a, double b, const char *x)
+{
+    if (!kb_needs_store(k, r))
+        return;
+    int unaligned = k->unaligned;
+    k->unaligned = 0;
+    const char *o = kb_reads(k, old, 1), *w = kb_writes(k, r, 1);
+    k->unaligned = unaligned;
+    kb_line(k, fmt, w, ix, kb_dlit(k, a), o, ix, kb_dlit(k, b), x);
+}
+
+/* x_at for batchnorm_train's operand x, and where a convolution left its
+ * bias to this kernel (codegen.c bias_pending), x's parameter to write:
+ * the first pass over x adds the bias in place, each element by the thread
+ * that reads it, and later passes read x as stored. */
+static const char *bn_loader(kb *k, const ir_node *n)
+{
+    const ir_value *x = n->in[0];
+    if (k->G->bias_pending != x || k->sp != 0) {
+        emit_loader(k, n);
+        return NULL;
+    }
+    int unaligned = k->unaligned;
+    k->unaligned = 0;
+    const char *r = kb_reads(k, x, 1), *w = kb_writes(k, x, 1);
+    k->unaligned = unaligned;
+    kb_line(k, "auto x_at = [&](%s i) -> float { return ld(%s, i); };", k->itype, r);
+    return w;
+}
+
+/* The first pass's body: s sums x (after adding the pending bias, at x). */
+static const char *bn_first_pass(kb *k, const char *x)
+{
+    if (!x)
+        return "s += x_at(i);";
+    kb_line(k, "const float bb = %s; /* the bias of %%%s, added here */",
+            kb_at_index(k, k->G->bias_of, "ch"), cg_name(k->G->bias_of));
+    return kb_kstr(k, "{ st(%s, i, x_at(i) + bb); s += x_at(i); }", x);
+}
+
+/* Batchnorm's statistics in parts: each part's sum and the sum of squares
+ * about its own mean, merged in part order (Chan et al.) into the channel's
+ * mean and variance. */
+static void bn_stats_parts(kb *pre, const ir_node *n, cg_ref ws, int64_t c, int64_t count,
+                           int64_t inner)
+{
+    pre->nt = channel_threads(pre->plen);
+    const char *x = bn_loader(pre, n);
+    channel_start(pre, count);
+    partials(pre, ws, 1);
+    kb_line(pre, "double s = 0.0, ss = 0.0;");
+    channel_loop(pre, c, count, inner, bn_first_pass(pre, x));
+    kb_line(pre, "s = block_sum<%d>(s, %s);", pre->nt, shared_red(pre, 1));
+    kb_line(pre, "const double mp = s / (double)(t1 - t0);");
+    channel_loop(pre, c, count, inner, "{ const double dv = x_at(i) - mp; ss += dv * dv; }");
+    kb_line(pre, "ss = block_sum<%d>(ss, %s);", pre->nt, shared_red(pre, 1));
+    kb_line(pre, "if (threadIdx.x == 0) {");
+    kb_line(pre, "    pd[2 * blockIdx.x] = s;");
+    kb_line(pre, "    pd[2 * blockIdx.x + 1] = ss;");
+    kb_line(pre, "}");
+}
+
+static int64_t sp_batchnorm_train(kb *k, const ir_node *n, kb *pre)
+{
+    const ir_type *t = &n->in[0]->type;
+    int64_t c = t->dims[1], batch = t->dims[0], inner = ir_type_numel(t) / (batch * c);
+    int64_t count = batch * inner, parts = parts_of(c, count);
+    double m = ir_attr_float(n, "momentum");
+    cg_ref ws = {0};
+    if (parts > 1) {
+        ws = split(k, pre, c, count, parts, 2);
+        bn_stats_parts(pre, n, ws, c, count, inner);
+    }
+    k->nt = channel_threads(parts > 1 ? k->plen : count);
+    const char *x = parts > 1 ? (emit_loader(k, n), NULL) : bn_loader(k, n);
+    emit_storer(k, n);
+    channel_start(k, count);
+    if (parts > 1) {
+        int64_t P = parts, L = k->plen;
+        partials(k, ws, 0);
+        kb_line(k, "double s = 0.0, ss = 0.0;");
+        kb_line(k, "for (%s p = 0; p < %lld; p++)", k->itype, (long long)P);
+        kb_line(k, "    s += pd[2 * (ch * %lld + p)];", (long long)P);
+        kb_line(k, "const double mu = s / %lld.0;", (long long)count);
+        kb_line(k, "for (%s p = 0; p < %lld; p++) {", k->itype, (long long)P);
+        kb_line(k,
+                "    const double np = p == %lld ? %lld.0 : %lld.0, dv = pd[2 * (ch * %lld + p)] / np "
+                "- mu;", (long long)(P - 1), (long long)(count - (P - 1) * L), (long long)L,
+                (long long)P);
+        kb_line(k, "    ss += pd[2 * (ch * %lld + p) + 1] + np * dv * dv;", (long long)P);
+        kb_line(k, "}");
+        kb_line(k, "const double var = ss / %lld.0;", (long long)count);
+    } else {
+        kb_line(k, "double s = 0.0, ss = 0.0;");
+        channel_loop(k, c, count, inner, bn_first_pass(k, x));
+        kb_line(k, "const double mu = block_sum<%d>(s, %s) / %lld.0;", k->nt, shared_red(k, 1),
+                (long long)count);
+        channel_loop(k, c, count, inner, "{ const double dv = x_at(i) - mu; ss += dv * dv; }");
+        kb_line(k, "const double var = block_sum<%d>(ss, %s) / %lld.0;", k->nt, shared_red(k, 1),
+                (long long)count);
+    }
+    kb_line(k, "const double is = 1.0 / sqrt(var + %s);", kb_dlit(k, ir_attr_float(n, "eps")));
+    kb_line(k, "if (threadIdx.x == 0%s) {", parts > 1 ? " && part == 0" : "");
+    k->indent++;
+    store_other(k, n->out[1], "ch", "(float)mu");
+    store_other(k, n->out[2], "ch", "(float)is");
+    /* PyTorch: the running variance is the unbiased one */
+    double unbias = count > 1 ? (double)count / (double)(count - 1) : 1.0;
+    store_own(k, n->out[3], n->in[3], "ch", "st(%s, %s, (float)(%s * ld(%s, %s) + %s * %s));",
+              1 - m, m, "mu");
+    store_own(k, n->out[4], n->in[4], "ch", "st(%s, %s, (float)(%s * ld(%s, %s) + %s * %s));",
+              1 - m, m * unbias, "var");
+    k->indent--;
+    kb_line(k, "}");
+    kb_line(k, "const float fm = (float)mu, scale = %s * (float)is, shift = %s;",
+            kb_at_index(k, n->in[1], "ch"), kb_at_index(k, n->in[2], "ch"));
+    channel_loop(k, c, count, inner, "y_put(i, (x_at(i) - fm) * scale + shift);");
+    return c * parts;
+}
+
+/* The sum_to after batchnorm_grad n that sums its dx per channel (a
+ * convolution's bias gradient) where n's kernel may compute it too: the next
+ * node, alone, on this device, reading dx as stored (n has no epilogue). */
+static const ir_node *bias_grad_of(kb *k, const ir_node *n)
+{
+    const ir_node *s = n->next; /* the memory plan's rule too (memplan.c liveness) */
+    const ir_type *t = &n->out[0]->type;
+    if (k->G->no_sum_fold || k->G->init || k->sp != k->nm - 1 || !s || s->op != IR_OP_SUM_TO ||
+        s->device != n->device ||
+        s->in[0] != n->out[0] || s->group || !kb_needs_store(k, n->out[0]) || t->rank < 2 ||
+        cg_dtype_of(k->G, s->out[0]) != IR_F32)
+        return NULL;
+    const ir_type *o = &s->out[0]->type;
+    if (o->rank != t->rank || o->dims[1] != t->dims[1] || o->dims[0] != 1)
+        return NULL;
+    for (int d = 2; d < o->rank; d++)
+        if (o->dims[d] != 1)
+            return NULL;
+    return s;
+}
+
+static int64_t sp_batchnorm_grad(kb *k, const ir_node *n, kb *pre)
+{
+    const ir_type *t = &n->in[0]->type;
+    int64_t c = t->dims[1], batch = t->dims[0], inner = ir_type_numel(t) / (batch * c);
+    int64_t count = batch * inner, parts = parts_of(c, count);
+    const char *sums = "{ const float q = x_at(i); sdy += q; sdyx += q * (ld(%s, i) - mu) * is; }";
+    cg_ref ws = {0};
+    const ir_node *bg = bias_grad_of(k, n);
+    cg_ref sums_dx = {0}, counts = {0};
+    if (parts > 1) { /* the parts' sums of dy and dy xhat */
+        ws = split(k, pre, c, count, parts, 2);
+        if (bg) { /* and of dx, added by the channel's last part: counts from 0 */
+            sums_dx = cg_workspace(k->G, c * parts * (int64_t)sizeof(double));
+            counts = cg_workspace(k->G, c * (int64_t)sizeof(int));
+        }
+        pre->nt = channel_threads(pre->plen);
+        emit_loader(pre, n);
+        const char *x = kb_reads(pre, n->in[1], 0);
+        channel_start(pre, count);
+        partials(pre, ws, 1);
+        kb_line(pre, "const double mu = %s, is = %s;", kb_at_index(pre, n->in[3], "ch"),
+                kb_at_index(pre, n->in[4], "ch"));
+        kb_line(pre, "double sdy = 0.0, sdyx = 0.0;");
+        channel_loop(pre, c, count, inner, kb_kstr(pre, sums, x));
+        kb_line(pre, "sdy = block_sum<%d>(sdy, %s);", pre->nt, shared_red(pre, 1));
+        kb_line(pre, "sdyx = block_sum<%d>(sdyx, %s);", pre->nt, shared_red(pre, 1));
+        kb_line(pre, "if (threadIdx.x == 0) {");
+        kb_line(pre, "    pd[2 * blockIdx.x] = sdy;");
+        kb_line(pre, "    pd[2 * blockIdx.x + 1] = sdyx;");
+        if (bg) {
+            kparam *cn = kb_param_at(pre, NULL, "counts", counts, IR_I32, c * (int64_t)sizeof(int));
+            cn->write_other = 1;
+            kb_line(pre, "    if (part == 0)");
+            kb_line(pre, "        %s[ch] = 0;", cn->name);
+        }
+        kb_line(pre, "}");
+    }
+    k->nt = channel_threads(parts > 1 ? k->plen : count);
+    emit_loader(k, n);
+    emit_storer(k, n);
+    const char *x = kb_reads(k, n->in[1], 0);
+    channel_start(k, count);
+    kb_line(k, "const double mu = %s, is = %s;", kb_at_index(k, n->in[3], "ch"),
+            kb_at_index(k, n->in[4], "ch"));
+    kb_line(k, "double sdy = 0.0, sdyx = 0.0;");
+    if (parts > 1) {
+        partials(k, ws, 0);
+        kb_line(k, "for (%s p = 0; p < %lld; p++) {", k->itype, (long long)parts);
+        kb_line(k, "    sdy += pd[2 * (ch * %lld + p)];", (long long)parts);
+        kb_line(k, "    sdyx += pd[2 * (ch * %lld + p) + 1];", (long long)parts);
+        kb_line(k, "}");
+    } else {
+        channel_loop(k, c, count, inner, kb_kstr(k, sums, x));
+        kb_line(k, "sdy = block_sum<%d>(sdy, %s);", k->nt, shared_red(k, 1));
+        kb_line(k, "sdyx = block_sum<%d>(sdyx, %s);", k->nt, shared_red(k, 1));
+    }
+    kb_line(k, "if (threadIdx.x == 0%s) {", parts > 1 ? " && part == 0" : "");
+    k->indent++;
+    store_other(k, n->out[2], "ch", "(float)sdy");
+    store_other(k, n->out[1], "ch", "(float)sdyx");
+    k->indent--;
+    kb_line(k, "}");
+    /* dx = w is / N (N dy - sum dy - xhat sum(dy xhat)) */
+    kb_line(k, "const float k1 = (float)(%s * is), k2 = (float)(sdy / %lld.0), k3 = (float)(sdyx / "
+            "%lld.0);", kb_at_index(k, n->in[2], "ch"), (long long)count, (long long)count);
+    if (!bg) {
+        channel_loop(k, c, count, inner,
+                     kb_kstr(k, "{ const float xhat = (float)((ld(%s, i) - mu) * is); "
+                             "y_put(i, k1 * (x_at(i) - k2 - xhat * k3)); }", x));
+        return c * parts;
+    }
+    /* and the sum of dx as stored, the bias gradient (bg): the block's sum,
+       or its part's, the last part of the channel adding the parts in order
+       (CUDA's threadFenceReduction) */
+    int unaligned = k->unaligned;
+    k->unaligned = 0;
+    const char *dx = kb_reads(k, n->out[0], 1);
+    k->unaligned = unaligned;
+    kb_line(k, "double sdx = 0.0;");
+    channel_loop(k, c, count, inner,
+                 kb_kstr(k, "{ const float xhat = (float)((ld(%s, i) - mu) * is); "
+                         "y_put(i, k1 * (x_at(i) - k2 - xhat * k3)); sdx += ld(%s, i); }", x, dx));
+    kb_line(k, "sdx = block_sum<%d>(sdx, %s);", k->nt, shared_red(k, 1));
+    const char *db = kb_writes(k, bg->out[0], 0);
+    if (parts == 1) {
+        kb_line(k, "if (threadIdx.x == 0)");
+        kb_line(k, "    st(%s, ch, (float)sdx); /* %%%s */", db, cg_name(bg->out[0]));
+    } else {
+        /* written here, read by the last part's block: the accesses the
+           fence and the count order, which the check of accesses does not
+           model (each param written by other threads, read by none) */
+        kparam *sp = kb_param_at(k, NULL, "sums_dx", sums_dx, IR_F32, c * parts * 8);
+        kparam *cn = kb_param_at(k, NULL, "counts", counts, IR_I32, c * (int64_t)sizeof(int));
+        sp->write_other = cn->write_other = 1;
+        kb_line(k, "if (threadIdx.x == 0) {");
+        kb_line(k, "    volatile double *sd = (volatile double *)%s;", sp->name);
+        kb_line(k, "    sd[blockIdx.x] = sdx;");
+        kb_line(k, "    __threadfence();");
+        kb_line(k, "    if (atomicAdd(&%s[ch], 1) == %lld) {", cn->name, (long long)(parts - 1));
+        kb_line(k, "        __threadfence();");
+        kb_line(k, "        double b = 0.0;");
+        kb_line(k, "        for (%s p = 0; p < %lld; p++)", k->itype, (long long)parts);
+        kb_line(k, "            b += sd[ch * %lld + p];", (long long)parts);
+        kb_line(k, "        st(%s, ch, (float)b); /* %%%s */", db, cg_name(bg->out[0]));
+        kb_line(k, "    }");
+        kb_line(k, "}");
+    }
+    k->G->sum_done = bg;
+    return c * parts;
+}
+
+/* sum_to: output element o sums the input over the dims it broadcasts along. */
+static int64_t sp_sum_to(kb *k, const ir_node *n, kb *pre)
+{
+    const ir_type *ta = &n->in[0]->type, *to = &n->out[0]->type;
+    int r = ta->rank;
+    int64_t ost[IR_MAX_RANK], ast[IR_MAX_RANK], s = 1;
+    for (int d = r - 1; d >= 0; d--) {
+        ast[d] = s;
+        s *= ta->dims[d];
+    }
+    /* the output's strides as seen from the input's rank */
+    s = 1;
+    for (int d = r - 1; d >= 0; d--) {
+        int kk = d - (r - to->rank);
+        int64_t dim = kk >= 0 ? to->dims[kk] : 1;
+        ost[d] = dim == 1 ? 0 : s;
+        s *= dim;
+    }
+    int64_t red = 1, out = ir_type_numel(to);
+    cg_sb base = {0}, off = {0};
+    /* kept dims: the output index o enumerates them in order */
+    int64_t kept_inner = 1;
+    for (int d = r - 1; d >= 0; d--)
+        if (!(ost[d] == 0 && ta->dims[d] > 1)) {
+            if (ta->dims[d] > 1)
+                kb_term(&base, "o", kept_inner, ta->dims[d], ast[d]);
+            kept_inner *= ta->dims[d];
+        }
+    int64_t red_inner = 1;
+    for (int d = r - 1; d >= 0; d--)
+        if (ost[d] == 0 && ta->dims[d] > 1) {
+            kb_term(&off, "t", red_inner, ta->dims[d], ast[d]);
+            red_inner *= ta->dims[d];
+        }
+    red = red_inner;
+    const char *bx = kb_kstr(k, "%s", base.len ? base.s : "0");
+    const char *ox = kb_kstr(k, "%s", off.len ? off.s : "0");
+    cg_sb_free(&base);
+    cg_sb_free(&off);
+    /* a block per output element where each sums many, or where a thread
+       each would leave the GPU idle; in parts where the outputs are few */
+    int64_t parts = parts_of(out, red);
+    if (out <= 65536 && (red >= 2048 || (out * red > 1000000 && kb_div_up(out, 256) < FILL_BLOCKS))
+        && parts > 1) {
+        cg_ref ws = split(k, pre, out, red, parts, 1);
+        pre->nt = 256;
+        emit_loader(pre, n);
+        partials(pre, ws, 1);
+        kb_line(pre, "const %s o = blockIdx.x / %lld, part = blockIdx.x %% %lld, b = %s;", k->itype,
+                (long long)parts, (long long)parts, bx);
+        kb_line(pre, "const %s t0 = part * %lld, t1 = part == %lld ? %lld : t0 + %lld;", k->itype,
+                (long long)pre->plen, (long long)(parts - 1), (long long)red, (long long)pre->plen);
+        kb_line(pre, "double s = 0.0;");
+        kb_line(pre, "for (%s t = t0 + threadIdx.x; t < t1; t += 256)", k->itype);
+        kb_line(pre, "    s += x_at(b + %s);", ox);
+        kb_line(pre, "s = block_sum<256>(s, %s);", shared_red(pre, 1));
+        kb_line(pre, "if (threadIdx.x == 0)");
+        kb_line(pre, "    pd[blockIdx.x] = s;");
+        k->nt = 256; /* the parts of a thread's output, in order */
+        emit_storer(k, n);
+        partials(k, ws, 0);
+        kb_line(k, "const %s o = (%s)blockIdx.x * 256 + threadIdx.x;", k->itype, k->itype);
+        kb_line(k, "if (o >= %lld)", (long long)out);
+        kb_line(k, "    return;");
+        kb_line(k, "double s = 0.0;");
+        kb_line(k, "for (%s p = 0; p < %lld; p++)", k->itype, (long long)parts);
+        kb_line(k, "    s += pd[o * %lld + p];", (long long)parts);
+        kb_line(k, "y_put(o, (float)s);");
+        return kb_div_up(out, 256);
+    }
+    emit_loader(k, n);
+    emit_storer(k, n);
+    if (out <= 65536 &&
+        (red >= 2048 || (out * red > 1000000 && kb_div_up(out, 256) < FILL_BLOCKS))) {
+        k->nt = 256;
+        kb_line(k, "const %s o = blockIdx.x, b = %s;", k->itype, bx);
+        kb_line(k, "double s = 0.0;");
+        kb_line(k, "for (%s t = threadIdx.x; t < %lld; t += 256)", k->itype, (long long)red);
+        kb_line(k, "    s += x_at(b + %s);", ox);
+        kb_line(k, "s = block_sum<256>(s, %s);", shared_red(k, 1));
+        kb_line(k, "if (threadIdx.x == 0)");
+        kb_line(k, "    y_put(o, (float)s);");
+        return out;
+    }
+    k->nt = 256;
+    kb_line(k, "const %s o = (%s)blockIdx.x * 256 + threadIdx.x;", k->itype, k->itype);
+    kb_line(k, "if (o >= %lld)", (long long)out);
+    kb_line(k, "    return;");
+    kb_line(k, "const %s b = %s;", k->itype, bx);
+    kb_line(k, "double s = 0.0;");
+    kb_line(k, "for (%s t = 0; t < %lld; t++)", k->itype, (long long)red);
+    kb_line(k, "    s += x_at(b + %s);", ox);
+    kb_line(k, "y_put(o, (float)s);");
+    return kb_div_up(out, 256);
+}
+
+/* embedding_grad: thread col owns column col of dw, zeroes it, then adds the
+ * rows of dy in order (grad.c's order: the same bits, no atomics). */
+static int64_t sp_embedding_grad(kb *k, const ir_node *n)
+{
+    const ir_type *tw = &n->out[0]->type;
+    int64_t num = tw->dims[0], dim = tw->dims[1], len = ir_type_numel(&n->in[1]->type);
+    k->nt = 256;
+    k->status = 1;
+    emit_loader(k, n);
+    const char *idx = kb_reads(k, n->in[1], 0), *dw = kb_writes(k, n->out[0], 0);
+    kb_line(k, "const %s col = (%s)blockIdx.x * 256 + threadIdx.x;", k->itype, k->itype);
+    kb_line(k, "if (col >= %lld)", (long long)dim);
+    kb_line(k, "    return;");
+    kb_line(k, "for (%s r = 0; r < %lld; r++)", k->itype, (long long)num);
+    kb_line(k, "    st(%s, r * %lld + col, 0.0f);", dw, (long long)dim);
+    kb_line(k, "for (%s t = 0; t < %lld; t++) {", k->itype, (long long)len);
+    kb_line(k, "    const i64 row = ld(%s, t);", idx);
+    kb_line(k, "    if (row < 0 || row >= %lld) {", (long long)num);
+    kb_line(k, "        if (col == 0)");
+    kb_line(k, "            report(status, %d, (int)step, t, row);", CG_STATUS_EMBEDDING_INDEX);
+    kb_line(k, "        continue;");
+    kb_line(k, "    }");
+    kb_line(k, "    const %s at = row * %lld + col;", k->itype, (long long)dim);
+    kb_line(k, "    st(%s, at, ld(%s, at) + x_at(t * %lld + col));", dw, dw, (long long)dim);
+    kb_line(k, "}");
+    /* dw is read back by the thread that writes it */
+    kb_param(k, n->out[0])->write_other = 0;
+    kb_param(k, n->out[0])->write_aligned = 1;
+    return kb_div_up(dim, 256);
+}
+
+/* layernorm_grad: a kernel of rows (dx, and each row's mean and 1/std into the
+ * workspace), then one of columns (dw, db). */
+static int sp_layernorm_grad(kb *k, const ir_node *n, kb *k2)
+{
+    int64_t d = ir_type_numel(&n->in[2]->type), rows = ir_type_numel(&n->in[1]->type) / d;
+    double eps = ir_attr_float(n, "eps");
+    cg_ref stats = cg_workspace(k->G, rows * 2 * (int64_t)sizeof(float));
+    int64_t grid = row_start(k, rows, d);
+    emit_loader(k, n);
+    emit_storer(k, n);
+    const char *x = kb_reads(k, n->in[1], 0), *w = kb_reads(k, n->in[2], 0);
+    const char *st = kb_param_at(k, NULL, "stats", stats, IR_F32, rows * 2 * 4)->name;
+    k->par[k->npar - 1].write_other = 1;
+    kb_line(k, "double mu = 0.0, var = 0.0, s1 = 0.0, s2 = 0.0;");
+    kb_line(k, "%s", row_loop(k, d));
+    kb_line(k, "    mu += ld(%s, base + t);", x);
+    kb_line(k, "mu = %s / %lld.0;", rsum(k, "mu", 1), (long long)d);
+    kb_line(k, "%s {", row_loop(k, d));
+    kb_line(k, "    const double dv = ld(%s, base + t) - mu;", x);
+    kb_line(k, "    var += dv * dv;");
+    kb_line(k, "}");
+    kb_line(k, "var = %s;", rsum(k, "var", 1));
+    kb_line(k, "const double is = 1.0 / sqrt(var / %lld.0 + %s);", (long long)d, kb_dlit(k, eps));
+    kb_line(k, "if (%s == 0) {", k->lane0);
+    kb_line(k, "    st(%s, 2 * row, (float)mu);", st);
+    kb_line(k, "    st(%s, 2 * row + 1, (float)is);", st);
+    kb_line(k, "}");
+    kb_line(k, "%s {", row_loop(k, d));
+    kb_line(k, "    const double g = (double)x_at(base + t) * ld(%s, t);", w);
+    kb_line(k, "    s1 += g;");
+    kb_line(k, "    s2 += g * (ld(%s, base + t) - mu) * is;", x);
+    kb_line(k, "}");
+    kb_line(k, "s1 = %s;", rsum(k, "s1", 1));
+    kb_line(k, "s2 = %s;", rsum(k, "s2", 1));
+    kb_line(k, "%s {", row_loop(k, d));
+    kb_line(k, "    const double xhat = (ld(%s, base + t) - mu) * is, g = (double)x_at(base + t) * "
+            "ld(%s, t);", x, w);
+    kb_line(k, "    y_put(base + t, (float)(is * (g - s1 / %lld.0 - xhat * s2 / %lld.0)));",
+            (long long)d, (long long)d);
+    kb_line(k, "}");
+
+    /* the columns: dw[i] = sum_r dy xhat, db[i] = sum_r dy */
+    k2->nt = 256;
+    k2->itype = k->itype;
+    const char *dy2 = kb_reads(k2, n->in[0], 0), *x2 = kb_reads(k2, n->in[1], 0);
+    const char *st2 = kb_param_at(k2, NULL, "stats", stats, IR_F32, rows * 2 * 4)->name;
+    k2->par[k2->npar - 1].read_other = 1;
+    kb_line(k2, "const %s c = (%s)blockIdx.x * 256 + threadIdx.x;", k->itype, k->itype);
+    kb_line(k2, "if (c >= %lld)", (long long)d);
+    kb_line(k2, "    return;");
+    kb_line(k2, "double sw = 0.0, sb = 0.0;");
+    kb_line(k2, "for (%s r = 0; r < %lld; r++) {", k->itype, (long long)rows);
+    kb_line(k2,
+            "    const double xhat = (ld(%s, r * %lld + c) - ld(%s, 2 * r)) * (double)ld(%s, 2 * r + 1);",
+            x2, (long long)d, st2, st2);
+    kb_line(k2, "    sw += ld(%s, r * %lld + c) * xhat;", dy2, (long long)d);
+    kb_line(k2, "    sb += ld(%s, r * %lld + c);", dy2, (long long)d);
+    kb_line(k2, "}");
+    store_other(k2, n->out[1], "c", "(float)sw");
+    store_other(k2, n->out[2], "c", "(float)sb");
+    (void)grid;
+    return 0;
+}
+
+static int special_kernel(kb *k)
+{
+    const ir_node *n = k->m[k->sp];
+    k->itype = kb_index_type(kb_max_numel(k));
+    k->iter = &n->out[0]->type;
+    int64_t grid;
+    int64_t d = 0, rows = 0;
+    kb pre; /* a split reduction's first kernel: the partial sums */
+    kb_init(&pre, k->G, k->m, k->nm, k->sp, "the partial sums of a reduction in parts, for");
+    switch (n->op) {
+    case IR_OP_SOFTMAX: case IR_OP_LOG_SOFTMAX: grid = sp_softmax(k, n, &pre); break;
+    case IR_OP_SOFTMAX_GRAD: case IR_OP_LOG_SOFTMAX_GRAD:
+        grid = sp_softmax_grad(k, n, &pre);
+        break;
+    case IR_OP_LAYERNORM: grid = sp_layernorm(k, n); break;
+    case IR_OP_CROSS_ENTROPY: grid = sp_cross_entropy(k, n, &pre); break;
+    case IR_OP_CROSS_ENTROPY_GRAD: grid = sp_cross_entropy_grad(k, n); break;
+    case IR_OP_MSE: grid = sp_mse(k, n, &pre); break;
+    case IR_OP_GLOBAL_AVGPOOL: grid = sp_global_avgpool(k, n); break;
+    case IR_OP_BATCHNORM_TRAIN: grid = sp_batchnorm_train(k, n, &pre); break;
+    case IR_OP_BATCHNORM_GRAD: grid = sp_batchnorm_grad(k, n, &pre); break;
+    case IR_OP_SUM_TO: grid = sp_sum_to(k, n, &pre); break;
+    case IR_OP_EMBEDDING_GRAD: grid = sp_embedding_grad(k, n); break;
+    case IR_OP_LAYERNORM_GRAD: {
+        kb k2;
+        memset(&k2, 0, sizeof k2);
+        k2.G = k->G;
+        k2.m = k->m + k->sp;
+        k2.nm = 1;
+        k2.sp = 0;
+        k2.indent = 1;
+        k2.idx = "i";
+        cg_sb_printf(&k2.head, "/* the weight's and bias's gradients of\n");
+        cg_describe_node(&k2.head, n);
+        cg_sb_put(&k2.head, " */\n", 4);
+        sp_layernorm_grad(k, n, &k2);
+        d = ir_type_numel(&n->in[2]->type);
+        rows = ir_type_numel(&n->in[1]->type) / d;
+        if (k->shared.len)
+            kb_body_prepend(k, &k->shared);
+        int rc = -1;
+        if (kb_accesses_safe(k) && kb_accesses_safe(&k2)) {
+            int64_t g1 = d <= 1024 ? kb_div_up(rows, 8) : rows;
+            kb_finish(k, kb_kernel_base(k, NULL), k->nt, g1, 0, n, kb_kernel_what(k));
+            kb_finish(&k2, kb_kstr(k, "layernorm_grad_columns__%s", cg_name(n->out[1])), 256,
+                      kb_div_up(d, 256), 0, n, cg_pprintf(k->G->p, "layernorm_grad columns %%%s",
+                                                             cg_name(n->out[1])));
+            rc = 0;
+        }
+        kb_free(&k2);
+        kb_free(&pre);
+        return rc;
+    }
+    default:
+        cg_fail(k->G, n, "no kernel for %s", ir_ops[n->op].name);
+        kb_free(&pre);
+        return 0;
+    }
+    if (k->shared.len)
+        kb_body_prepend(k, &k->shared);
+    int rc = 0;
+    if (pre.grid) {
+        if (pre.shared.len)
+            kb_body_prepend(&pre, &pre.shared);
+        rc = kb_accesses_safe(&pre) && kb_accesses_safe(k) ? 0 : -1;
+        if (rc == 0)
+            kb_finish(&pre, kb_kernel_base(&pre, "parts"), pre.nt, pre.grid, 0, n,
+                      pre.parts > 1 ? cg_pprintf(k->G->p, "%s: partial sums, %lld parts per "
+                                                    "reduction", kb_kernel_what(k), (long long)pre.parts)
+                                    : cg_pprintf(k->G->p, "%s: partial sums, a term per row",
+                                                    kb_kernel_what(k)));
+    }
+    if (rc == 0)
+        rc = kb_finish(k, kb_kernel_base(k, NULL), k->nt, grid, 0, n, kb_kernel_what(k));
+    if (rc == 0 && k->G->bias_pending == n->in[0] && n->op == IR_OP_BATCHNORM_TRAIN)
+        k->G->bias_pending = NULL; /* added */
+    kb_free(&pre);
+    return rc;
+}
+
+int cg_emit_kernel(cg_gen *G, const ir_node *const *m, int nm, int sp)
+{
+    kb k;
+    kb_init(&k, G, m, nm, sp, nm > 1 ? "a fused node:" : ir_ops[m[0]->op].name);
+    int rc = sp < 0 ? kb_map_kernel(&k) : special_kernel(&k);
+    kb_free(&k);
+    if (rc != 0 && G->sum_done) { /* with the bias gradient it overlaps: without */
+        G->sum_done = NULL;
+        G->no_sum_fold = 1;
+        kb_init(&k, G, m, nm, sp, nm > 1 ? "a fused node:" : ir_ops[m[0]->op].name);
+        rc = special_kernel(&k);
+        kb_free(&k);
+        G->no_sum_fold = 0;
+    }
+    return rc;
+}
