@@ -80,6 +80,7 @@ mp_plan *drv_optimize(const drv_config *o, const pt_options *part, ir_graph *g, 
                                      : pm_default_pipeline(training, o->remat, partitioned);
     if (pm_run(g, pipeline, &pm, d) != 0)
         return NULL;
+    ir_graph_renumber(g); /* as a plan's loader will number it */
     mp_plan *p = mp_plan_graph(g);
     char err[512];
     if (mp_check(g, p, err, sizeof err) != 0) { /* a bug in the planner, never the user's */
@@ -218,7 +219,6 @@ void drv_program_free(drv_program *p)
 {
     pt_plan_free(p->plan);
     cg_program_free(p->cuda);
-    rt_plan_free(p->cuda_base);
     if (p->file) { /* a plan file's: it owns g and mp */
         rt_plan_free(p->file);
         mp_plan_free(p->compiled_mp);
@@ -412,17 +412,17 @@ static int compile(const drv_config *o, cg_program *cg, char *err, size_t errlen
     return 0;
 }
 
-/* One implementation's times of every convolution of base's program (ms,
- * by the id of the node's first result): generated with co's options and
- * conv impl, compiled, opened on the GPU, cuDNN's algorithms tuned first. */
-static int time_convs(const drv_config *o, const rt_plan *base, const cg_options *co,
+/* One implementation's times of every convolution of p's program (ms, by
+ * the id of the node's first result): generated with co's options and conv
+ * impl, compiled, opened on the GPU, cuDNN's algorithms tuned first. */
+static int time_convs(const drv_config *o, const drv_program *p, const cg_options *co,
                       cg_conv_impl impl, double *ms, char *err, size_t errlen)
 {
     cg_options oi = *co;
     oi.conv = impl;
     diag d;
     diag_init(&d);
-    cg_program *cg = cg_generate(base->g, base->mp, &oi, &d);
+    cg_program *cg = cg_generate(p->g, p->mp, &oi, &d);
     diag_free(&d);
     if (!cg) {
         snprintf(err, errlen, "--conv auto: the program does not generate with --conv %s",
@@ -434,14 +434,14 @@ static int time_convs(const drv_config *o, const rt_plan *base, const cg_options
     return rc;
 }
 
-/* --conv auto: each convolution of base's program timed as cuDNN calls, as
+/* --conv auto: each convolution of p's program timed as cuDNN calls, as
  * implicit-GEMM kernels and as cuDNN calls on channels-last copies (their
  * transposes included), *choice (the graph's nvalues entries) the fastest,
  * the earlier way on a tie (cuDNN first); each printed with its times. */
-static int choose_convs(const drv_config *o, const rt_plan *base, const cg_options *co,
+static int choose_convs(const drv_config *o, const drv_program *p, const cg_options *co,
                         signed char **choice, char *err, size_t errlen)
 {
-    size_t nv = (size_t)base->g->nvalues + 1;
+    size_t nv = (size_t)p->g->nvalues + 1;
     double *ms[CG_CONV_NIMPLS];
     int rc = -1, ok = 1;
     for (int i = 0; i < CG_CONV_NIMPLS; i++)
@@ -453,10 +453,10 @@ static int choose_convs(const drv_config *o, const rt_plan *base, const cg_optio
     }
     memset(*choice, -1, nv);
     for (int i = 0; i < CG_CONV_NIMPLS; i++)
-        if (time_convs(o, base, co, (cg_conv_impl)i, ms[i], err, errlen) != 0)
+        if (time_convs(o, p, co, (cg_conv_impl)i, ms[i], err, errlen) != 0)
             goto done;
     int count[CG_CONV_NIMPLS] = {0};
-    for (const ir_node *n = base->g->head; n; n = n->next) {
+    for (const ir_node *n = p->g->head; n; n = n->next) {
         if (!cg_is_conv(n))
             continue;
         int id = n->out[0]->id, c = 0;
@@ -487,11 +487,11 @@ done:
 int drv_plan(const drv_config *o, const drv_program *p, const char *path, rt_plan **mem,
              char *err, size_t errlen)
 {
-    return drv_plan_keep(o, p, path, mem, NULL, NULL, err, errlen);
+    return drv_plan_keep(o, p, path, mem, NULL, err, errlen);
 }
 
 int drv_plan_keep(const drv_config *o, const drv_program *p, const char *path, rt_plan **mem,
-                  cg_program **keep_cg, rt_plan **keep_base, char *err, size_t errlen)
+                  cg_program **keep_cg, char *err, size_t errlen)
 {
     char devices[16], step[64], opt[160];
     int partitioned = o->part.devices > 1 || o->part.deterministic;
@@ -523,9 +523,12 @@ int drv_plan_keep(const drv_config *o, const drv_program *p, const char *path, r
         snprintf(step, sizeof step, "%.6g", p->plan->step_ms);
         meta[n++] = (rt_plan_kv){"predicted_step_ms", step};
     }
-    /* the kernels: generated from the program and memory plan exactly as a
-       loader decodes them (so rt_plan_program regenerates the same sources),
-       compiled, and stored beside them; without NVRTC, none */
+    /* the kernels: generated from the program and memory plan, compiled,
+       and stored beside them; without NVRTC, none.  The passes numbered the
+       program as a loader numbers the plan's text (ir_graph_renumber), so
+       what rt_plan_program regenerates from the file is this program: the
+       writer reads the file back and compares the sources (test_plan's
+       contract test compares every step) */
     int kernels = !o->no_kernels && cg_have_nvrtc();
     if (o->autotune && !kernels) {
         snprintf(err, errlen, "--autotune tunes the plan's CUDA kernels' library calls, and the "
@@ -542,17 +545,8 @@ int drv_plan_keep(const drv_config *o, const drv_program *p, const char *path, r
         meta[n++] = (rt_plan_kv){"nvrtc", cg_nvrtc_version()};
     }
     int rc = -1;
-    rt_plan *base = NULL;
     cg_program *cg = NULL;
     if (kernels) {
-        unsigned char *bytes;
-        size_t size;
-        if (rt_plan_encode(p->g, p->mp, meta, n, &bytes, &size, err, errlen) != 0)
-            goto done;
-        base = rt_plan_decode(bytes, size, path, err, errlen);
-        base_free(bytes);
-        if (!base)
-            goto done;
         char list[CG_MAX_ARCHS][16];
         cg_options co = cg_options_default();
         co.precision = (cg_precision)o->precision;
@@ -561,12 +555,12 @@ int drv_plan_keep(const drv_config *o, const drv_program *p, const char *path, r
         for (int a = 0; a < co.narchs; a++)
             co.archs[a] = list[a];
         signed char *choice = NULL;
-        if (o->conv_auto && choose_convs(o, base, &co, &choice, err, errlen) != 0)
+        if (o->conv_auto && choose_convs(o, p, &co, &choice, err, errlen) != 0)
             goto done;
         co.conv_choice = choice;
         diag d;
         diag_init(&d);
-        cg = cg_generate(base->g, base->mp, &co, &d);
+        cg = cg_generate(p->g, p->mp, &co, &d);
         base_free(choice);              /* cg keeps its own */
         if (o->warnings)
             diag_print(&d, o->warnings);
@@ -593,11 +587,10 @@ int drv_plan_keep(const drv_config *o, const drv_program *p, const char *path, r
     }
 done:
     if (rc == 0 && keep_cg) { /* the caller's now */
-        *keep_cg = cg, *keep_base = base;
-        cg = NULL, base = NULL;
+        *keep_cg = cg;
+        cg = NULL;
     }
     cg_program_free(cg);
-    rt_plan_free(base);
     return rc;
 }
 
@@ -606,7 +599,7 @@ int drv_plan_memory(const drv_config *o, drv_program *p, int train, char *err, s
     drv_config as = *o;
     as.train = train;
     rt_plan *file = NULL;
-    if (drv_plan_keep(&as, p, o->file, &file, &p->cuda, &p->cuda_base, err, errlen) != 0)
+    if (drv_plan_keep(&as, p, o->file, &file, &p->cuda, err, errlen) != 0)
         return -1;
     p->compiled_g = p->g;
     p->compiled_mp = p->mp;

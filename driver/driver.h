@@ -83,8 +83,8 @@ typedef struct {
     ir_graph *compiled_g;
     mp_plan *compiled_mp;
     struct cg_program *cuda;    /* drv_plan_memory's GPU program, compiled: what a
-                                   session runs without generating it again */
-    struct rt_plan *cuda_base;  /* the decoded program it was generated from */
+                                   session runs without generating it again (of
+                                   compiled_g, which numbers its values as g does) */
 } drv_program;
 
 /* Stages 1 and 2: the model of c (with batch > 0, -D batch=BATCH first: the
@@ -109,12 +109,10 @@ void drv_candidates_free(pt_plan *p);
  * or -1 with the reason in err. */
 int drv_plan(const drv_config *c, const drv_program *p, const char *path, struct rt_plan **mem,
              char *err, size_t errlen);
-/* drv_plan, keeping the GPU program it generated and compiled (NULL when
- * the plan has none) and the decoded program it was generated from: the
- * caller frees both (cg_program_free first, rt_plan_free). */
+/* drv_plan, keeping the GPU program it generated and compiled from p's
+ * graph (NULL when the plan has none; the caller frees it, before p). */
 int drv_plan_keep(const drv_config *c, const drv_program *p, const char *path,
-                  struct rt_plan **mem, struct cg_program **cuda, struct rt_plan **base,
-                  char *err, size_t errlen);
+                  struct rt_plan **mem, struct cg_program **cuda, char *err, size_t errlen);
 /* p as the plan drv_plan makes of it (a training step when train), decoded
  * in memory: p's graph and memory plan become the plan's (what the GPU runs),
  * the compiled ones kept.  0, or -1 with the reason in err. */

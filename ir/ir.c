@@ -173,6 +173,19 @@ void ir_graph_free(ir_graph *g)
     base_free(g);
 }
 
+void ir_graph_renumber(ir_graph *g)
+{
+    int id = 0;
+    for (int i = 0; i < g->ninputs; i++)
+        g->inputs[i]->id = id++;
+    for (int i = 0; i < g->nparams; i++)
+        g->params[i]->id = id++;
+    for (ir_node *n = g->head; n; n = n->next)
+        for (int i = 0; i < n->nout; i++)
+            n->out[i]->id = id++;
+    g->nvalues = id;
+}
+
 /* s in c's arena, the last string asked for kept (locations repeat a file) */
 static const char *clone_str(ir_graph *c, const char *s, const char **last_in,
                              const char **last_out)

@@ -173,6 +173,12 @@ void ir_graph_free(ir_graph *g);
  * loss and the updates in order; the names g has taken.  Shares nothing with
  * g (what --strategy auto compiles each candidate from). */
 ir_graph *ir_graph_clone(const ir_graph *g);
+/* Gives g's values the ids ir_parse gives its text: the inputs, then the
+ * parameters (buffers, state) in order, then the nodes' results in node
+ * order, from 0, with nothing between (the passes leave gaps where they
+ * erased nodes).  After it, g and ir_parse(ir_print(g)) number alike, so
+ * that what is generated from the one is generated from the other. */
+void ir_graph_renumber(ir_graph *g);
 
 /* A name not yet used in g, made from base ("relu0", then "relu0.1", ...). */
 const char *ir_unique_name(ir_graph *g, const char *base);

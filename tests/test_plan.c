@@ -20,6 +20,11 @@
  *      unaligned, outside their arena or overflowing, overlapping buffers,
  *      inflated arenas, bad meta lines.  Unknown optional sections and the
  *      CUDA backend's reserved kinds are skipped.
+ *   4. The contract between the driver and a plan's loader: for models,
+ *      strategies and precisions, the GPU program generated from the graph
+ *      the driver compiled is the one generated from the plan as a loader
+ *      decodes it (every step, argument, region and source), and every value
+ *      has the same id in both.
  *
  *   test_plan SOURCE_DIR */
 #include <math.h>
@@ -29,6 +34,7 @@
 #include <zlib.h>
 
 #include "diag.h"
+#include "driver.h"
 #include "exec.h"
 #include "filecheck.h"
 #include "harness.h"
@@ -999,6 +1005,189 @@ static void test_memory_cases(const parts *P, const ir_graph *g)
     free(m);
 }
 
+/* ---- 4. the contract between the driver and a plan's loader ---- */
+
+static void put_ref(FILE *f, cg_ref r)
+{
+    fprintf(f, " %d+%lld", (int)r.region, (long long)r.offset);
+}
+
+/* cg as text: every device's regions, values and steps with every field a
+ * runtime reads, the kernels' names and the modules' sources. */
+static char *program_text(const cg_program *cg)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    for (int d = 0; d < cg->ndevices; d++) {
+        const cg_device *D = &cg->devices[d];
+        fprintf(f, "device %d regions %lld %lld %lld %lld\n", d, (long long)D->region_bytes[0],
+                (long long)D->region_bytes[1], (long long)D->region_bytes[2],
+                (long long)D->region_bytes[3]);
+        for (int i = 0; i < D->nvalues; i++) {
+            const cg_value *v = &D->values[i];
+            fprintf(f, "value %d %s %d %lld %lld", (int)v->kind, v->name, (int)v->dtype,
+                    (long long)v->numel, (long long)v->bytes);
+            put_ref(f, v->at);
+            fputc('\n', f);
+        }
+        for (int list = 0; list < 2; list++)
+            for (int i = 0; i < (list ? D->nsteps : D->ninit); i++) {
+                const cg_step *s = list ? &D->steps[i] : &D->init[i];
+                fprintf(f, "%s %d: %d %s %s wait %d %lld %lld %lld:", list ? "step" : "init", i,
+                        (int)s->kind, s->node ? s->node->out[0]->name : "-",
+                        s->what ? s->what : "-", s->wait, (long long)s->read_bytes,
+                        (long long)s->written_bytes, (long long)s->elements);
+                if (s->kind == CG_STEP_KERNEL) {
+                    const cg_launch *l = &s->u.launch;
+                    fprintf(f, " %s %u %u %u %u %u %u %d", cg->kernels[l->kernel].name,
+                            l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1],
+                            l->block[2], l->shared_bytes);
+                    for (int a = 0; a < l->nargs; a++) {
+                        fprintf(f, " %d:%lld:%a", (int)l->args[a].kind, (long long)l->args[a].i,
+                                (double)l->args[a].f);
+                        put_ref(f, l->args[a].buf);
+                    }
+                } else if (s->kind == CG_STEP_GEMM) {
+                    const cg_gemm *m = &s->u.gemm;
+                    fprintf(f, " %d %d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %a %a %d "
+                            "%d %d %d %d %d %lld %d", m->trans_a, m->trans_b, (long long)m->m,
+                            (long long)m->n, (long long)m->k, (long long)m->lda,
+                            (long long)m->ldb, (long long)m->ldc, (long long)m->batch,
+                            (long long)m->stride_a, (long long)m->stride_b,
+                            (long long)m->stride_c, (double)m->alpha, (double)m->beta,
+                            (int)m->type_a, (int)m->type_b, (int)m->type_d, (int)m->type_bias,
+                            (int)m->compute, (int)m->epilogue, (long long)m->workspace_bytes,
+                            m->tuned);
+                    put_ref(f, m->a), put_ref(f, m->b), put_ref(f, m->c), put_ref(f, m->d);
+                    put_ref(f, m->bias), put_ref(f, m->workspace);
+                } else if (s->kind == CG_STEP_CONV) {
+                    const cg_conv *c = &s->u.conv;
+                    fprintf(f, " %d %lld %lld %lld %lld %lld %lld %lld %lld %lld %d %d %d %d %d "
+                            "%d %d %d %d %d %d %d %d %a %a %lld %d", (int)c->kind,
+                            (long long)c->n, (long long)c->c, (long long)c->h, (long long)c->w,
+                            (long long)c->k, (long long)c->r, (long long)c->s, (long long)c->p,
+                            (long long)c->q, c->pad[0], c->pad[1], c->stride[0], c->stride[1],
+                            c->dilation[0], c->dilation[1], c->groups, c->has_bias, c->has_z,
+                            c->relu, c->nhwc, (int)c->dtype, (int)c->math, (double)c->alpha,
+                            (double)c->beta, (long long)c->workspace_bytes, c->tuned);
+                    put_ref(f, c->x), put_ref(f, c->wt), put_ref(f, c->y), put_ref(f, c->bias);
+                    put_ref(f, c->z), put_ref(f, c->workspace);
+                } else if (s->kind == CG_STEP_COMM) {
+                    const cg_comm *c = &s->u.comm;
+                    fprintf(f, " %d %lld %d %d %d %d %d %d %d %lld %d", (int)c->op,
+                            (long long)c->id, c->ngroup, c->rank, c->peer, c->root, c->ntensors,
+                            (int)c->dtype, c->reduce_max, (long long)c->bytes, c->local_kernel);
+                    for (int k = 0; k < c->ngroup; k++)
+                        fprintf(f, " g%lld", (long long)c->group[k]);
+                    for (int k = 0; k < c->ntensors; k++) {
+                        fprintf(f, " %lld", (long long)c->count[k]);
+                        put_ref(f, c->send[k]), put_ref(f, c->recv[k]);
+                    }
+                } else {
+                    fprintf(f, " %lld", (long long)s->u.copy.bytes);
+                    put_ref(f, s->u.copy.src), put_ref(f, s->u.copy.dst);
+                }
+                fputc('\n', f);
+            }
+    }
+    for (int m = 0; m < cg->nmodules; m++)
+        fprintf(f, "module %d\n%s\n", m, cg->modules[m].source);
+    fclose(f);
+    return text;
+}
+
+/* The driver generates a plan's kernels from the graph it compiled, not from
+ * the plan as a loader decodes it: the two must be one program.  The passes
+ * end with ir_graph_renumber, so the compiled graph numbers its values as
+ * ir_parse numbers the plan's text; here each configuration's program, from
+ * the compiled graph and from the decoded plan, is the same text (steps,
+ * arguments, regions, sources). */
+static void test_contract(const char *src)
+{
+    static const struct {
+        const char *model, *define;
+        int train, devices, strategy, precision, adam;
+    } cases[] = {
+        {"models/mlp.net", "batch=4", 0, 1, PT_DATA, CG_FP32, 0},
+        {"models/mlp.net", "batch=4", 1, 2, PT_TENSOR, CG_FP32, 1},
+        {"models/lenet.net", "batch=8", 1, 2, PT_DATA, CG_BF16, 0},
+        {"models/lenet.net", "batch=8", 1, 2, PT_PIPELINE, CG_FP16, 0},
+        {"models/resnet18.net", "batch=4", 1, 1, PT_DATA, CG_BF16, 1},
+        {"models/resnet18.net", "batch=4", 1, 2, PT_DATA, CG_FP32, 0},
+    };
+    FILE *quiet = fopen("/dev/null", "w");
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char path[4096], name[16], what[256];
+        snprintf(path, sizeof path, "%s/%s", src, cases[i].model);
+        const char *eq = strchr(cases[i].define, '=');
+        snprintf(name, sizeof name, "%.*s", (int)(eq - cases[i].define), cases[i].define);
+        snprintf(what, sizeof what, "contract: %s %s%s on %d (strategy %d, %s)",
+                 cases[i].model, cases[i].train ? "training" : "inference",
+                 cases[i].adam ? " with adam" : "", cases[i].devices, cases[i].strategy,
+                 cg_precision_name((cg_precision)cases[i].precision));
+        drv_config c = {.file = path, .train = cases[i].train,
+                        .opt = ad_optimizer_default(cases[i].adam ? AD_ADAM : AD_SGD),
+                        .part = {.devices = cases[i].devices,
+                                 .strategy = (pt_strategy)cases[i].strategy},
+                        .precision = cases[i].precision, .flags = "", .log = quiet,
+                        .ndefines = 1};
+        c.define_names[0] = name;
+        c.define_values[0] = eq + 1;
+        diag d;
+        diag_init(&d);
+        drv_program p;
+        if (drv_compile(&c, NULL, 0, c.train, &p, &d) != 0) {
+            check(0, "%s: compiles (%s)", what, d.n ? d.entries[0].msg : "");
+            diag_free(&d);
+            continue;
+        }
+        cg_options co = cg_options_default();
+        co.precision = (cg_precision)cases[i].precision;
+        cg_program *mine = cg_generate(p.g, p.mp, &co, &d);
+        char err[1024];
+        unsigned char *bytes = NULL;
+        size_t size = 0;
+        rt_plan *base = NULL;
+        if (rt_plan_encode(p.g, p.mp, NULL, 0, &bytes, &size, err, sizeof err) == 0)
+            base = rt_plan_decode(bytes, size, "contract", err, sizeof err);
+        cg_program *theirs = base ? cg_generate(base->g, base->mp, &co, &d) : NULL;
+        check(mine && theirs, "%s: both generate (%s)", what, base ? "" : err);
+        /* a session runs the plan's graph with the compiled graph's program,
+           which finds a value's place by its id */
+        int ids = base && base->g->nvalues == p.g->nvalues, nodes = 0;
+        for (const ir_node *n = p.g->head; base && n; n = n->next, nodes++)
+            for (int k = 0; k < n->nout; k++) {
+                const ir_value *w = ir_find_value(base->g, n->out[k]->name);
+                ids &= w && w->id == n->out[k]->id;
+            }
+        for (int k = 0; base && k < p.g->nparams; k++)
+            ids &= ir_find_value(base->g, p.g->params[k]->name)->id == p.g->params[k]->id;
+        for (int k = 0; base && k < p.g->ninputs; k++)
+            ids &= ir_find_value(base->g, p.g->inputs[k]->name)->id == p.g->inputs[k]->id;
+        check(ids, "%s: every value of the compiled graph (%d nodes) has the id the plan's "
+              "loader gives it", what, nodes);
+        if (mine && theirs) {
+            char *a = program_text(mine), *b = program_text(theirs);
+            size_t at = 0;
+            while (a[at] && a[at] == b[at])
+                at++;
+            check(strcmp(a, b) == 0, "%s: the compiled graph's program is the decoded plan's "
+                  "(%zu bytes alike, then '%.60s' against '%.60s')", what, at, a + at, b + at);
+            free(a);
+            free(b);
+        }
+        cg_program_free(mine);
+        cg_program_free(theirs);
+        rt_plan_free(base);
+        free(bytes);
+        drv_candidates_free(p.plan);
+        drv_program_free(&p);
+        diag_free(&d);
+    }
+    fclose(quiet);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -1010,6 +1199,7 @@ int main(int argc, char **argv)
     test_kernels();
     test_tuning();
     test_conv_choice(argv[1]);
+    test_contract(argv[1]);
 
     ir_graph *g = parse("tiny.gir", tiny_gir, sizeof tiny_gir - 1);
     parts P;
