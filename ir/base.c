@@ -24,6 +24,33 @@ uint64_t base_splitmix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
+int base_parse_u64(const char *s, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (!s || !*s)
+        return 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9' || v > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
+            return 0;
+        v = 10 * v + (uint64_t)(*s - '0');
+    }
+    *out = v;
+    return 1;
+}
+
+int base_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    uint64_t mag;
+    int neg = s && *s == '-';
+    if (!s || !base_parse_u64(s + neg, &mag) || mag > (uint64_t)INT64_MAX + neg)
+        return 0;
+    int64_t v = neg ? (int64_t)(0 - mag) : (int64_t)mag;
+    if (v < lo || v > hi)
+        return 0;
+    *out = v;
+    return 1;
+}
+
 void base_human_bytes(double b, char *buf, size_t len)
 {
     static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};

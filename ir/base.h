@@ -21,6 +21,13 @@ int base_fail(char *err, size_t errlen, const char *fmt, ...)
 uint64_t base_splitmix64(uint64_t x);
 #define BASE_GOLDEN_GAMMA 0x9e3779b97f4a7c15ull
 
+/* s, the whole of it, as a decimal integer: base_parse_i64 one in [lo, hi]
+ * (an optional '-', then digits), base_parse_u64 digits alone.  1 with *out
+ * set, else 0 (empty, a sign or space where none belongs, another character,
+ * out of range): numbers read from files are read so, never with atoll. */
+int base_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
+int base_parse_u64(const char *s, uint64_t *out);
+
 /* b bytes as "512 B", "1.5 KiB", ... "2.0 TiB" into buf. */
 void base_human_bytes(double b, char *buf, size_t len);
 

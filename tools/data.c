@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -30,6 +31,9 @@ static uint32_t be32(const unsigned char *p)
 static int read_idx(const char *path, int rank, int64_t *dims, uint8_t **data, char *err,
                     size_t errlen)
 {
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return base_fail(err, errlen, "%s: is a directory, not an IDX file", path);
     gzFile f = gzopen(path, "rb");
     if (!f)
         return base_fail(err, errlen, "%s: %s", path, errno ? strerror(errno) : "cannot open");
@@ -49,14 +53,15 @@ static int read_idx(const char *path, int rank, int64_t *dims, uint8_t **data, c
         base_fail(err, errlen, "%s: has %d dimensions, expected %d", path, head[3], rank);
         goto done;
     }
-    uint64_t total = 1;
+    uint64_t total = 1; /* at most 16 GiB: checked before each product */
     for (int i = 0; i < rank; i++) {
         dims[i] = be32(head + 4 + 4 * i);
-        total *= (uint64_t)dims[i];
-        if (dims[i] == 0 || total > ((uint64_t)1 << 34)) {
-            base_fail(err, errlen, "%s: %s", path, dims[i] ? "too large" : "has a zero dimension");
+        if (dims[i] == 0 || (uint64_t)dims[i] > ((uint64_t)1 << 34) / total) {
+            base_fail(err, errlen, "%s: %s", path, dims[i] ? "too large (16 GiB or more)"
+                                                           : "has a zero dimension");
             goto done;
         }
+        total *= (uint64_t)dims[i];
     }
     *data = base_malloc(total);
     if (!*data) {

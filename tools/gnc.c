@@ -672,6 +672,13 @@ static int parse_args(int argc, char **argv, options *o)
     }
     if (!o->c.file)
         return usage_error(cmdsp, "no input file%s", "");
+    for (int d = o->c.part.devices > 0 ? o->c.part.devices : 1; d < MAX_CAPS; d++)
+        if (o->mem_cap[d]) {
+            char what[96];
+            snprintf(what, sizeof what, "%d, but the program has %d", d,
+                     o->c.part.devices > 0 ? o->c.part.devices : 1);
+            return usage_error(cmdsp, "--mem-cap names device %s (see --gpus)", what);
+        }
     if (o->c.conv_auto && !o->c.autotune)
         return usage_error(cmdsp, "--conv auto times every way of each convolution on the GPU: "
                            "it needs --autotune%s", "");
@@ -1235,5 +1242,11 @@ int main(int argc, char **argv)
     cli_world world = {0};
     if (cli_mpi_init(&argc, &argv, &world) != 0)
         return 1;
-    return cli_mpi_end(&world, command(argc, argv, &world));
+    int rc = command(argc, argv, &world);
+    /* what was printed must have been written (> /dev/full, a full disk) */
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "gnc: error: cannot write the standard output: %s\n", strerror(errno));
+        rc = rc ? rc : 1;
+    }
+    return cli_mpi_end(&world, rc);
 }

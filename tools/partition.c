@@ -51,6 +51,10 @@ int cli_parse_mem_cap(const char *spec, options *o, char *err, size_t errlen)
             int64_t b = eq ? parse_size(eq + 1, end) : 0;
             if (!eq || dend != eq || dev < 0 || dev >= MAX_CAPS || b <= 0)
                 goto bad;
+            if (o->mem_cap[dev]) {
+                snprintf(err, errlen, "--mem-cap gives device %ld two caps ('%s')", dev, spec);
+                return -1;
+            }
             o->mem_cap[dev] = b;
         }
         p = *end ? end + 1 : end;

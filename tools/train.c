@@ -27,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base.h"
 #include "checkpoint.h"
 #include "cli.h"
 #include "data.h"
@@ -110,10 +111,22 @@ static int model_load(const options *o, long long batch, int train, model *m)
             m->logits = g->outputs[i].value;
     }
     if (!m->image || !m->label || !m->logits || m->image->type.rank != 4 ||
-        m->label->type.rank != 1) {
+        m->label->type.rank != 1 || m->logits->type.rank != 2) {
         fprintf(stderr, "gnc: error: %s: to train or evaluate, the model needs an image input "
                 "[batch, channels, h, w], an integer label input [batch] and the loss "
                 "cross_entropy(logits, label)\n", o->c.file);
+        return -1;
+    }
+    /* the loop fills and reads whole batches: one batch for all three */
+    int64_t b = m->image->type.dims[0];
+    if (m->label->type.dims[0] != b || m->logits->type.dims[0] != b) {
+        char ti[128], tl[128], to[128];
+        fprintf(stderr, "gnc: error: %s: the image input '%s' is %s, the label input '%s' %s and "
+                "the logits '%s' %s: to train or evaluate, all three take the batch as their "
+                "first dimension\n", o->c.file, m->image->name,
+                ir_type_str(&m->image->type, ti, sizeof ti), m->label->name,
+                ir_type_str(&m->label->type, tl, sizeof tl), m->logits->name,
+                ir_type_str(&m->logits->type, to, sizeof to));
         return -1;
     }
     char err[512];
@@ -239,17 +252,28 @@ static long long divisor_upto(int64_t n, long long cap)
     return 1;
 }
 
-static uint64_t model_hash(const ir_graph *g)
+/* What a checkpoint calls the model: its graph as the frontend makes it at
+ * batch 1, locations left out (editing a comment does not change the model;
+ * the batch, which follows the test set's size, is not the model either).
+ * 0 when it does not load so. */
+static uint64_t model_hash(const options *o)
 {
+    diag d;
+    diag_init(&d);
+    ir_graph *g = drv_load(&o->c, 1, &d);
+    diag_free(&d);
     char *text = NULL;
     size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
+    FILE *f = g ? open_memstream(&text, &len) : NULL;
     uint64_t h = 1469598103934665603ull;
-    if (!f)
+    if (!f) {
+        if (g)
+            ir_graph_free(g);
         return 0;
+    }
     ir_print(g, f);
     fclose(f);
-    /* locations left out: editing a comment does not change the model */
+    ir_graph_free(g);
     for (const char *p = text; p && *p; p++) {
         if (*p == '@')
             while (*p && *p != '\n' && *p != ' ')
@@ -355,7 +379,7 @@ static int run_open(run *r)
     r->total = epochs * r->per_epoch;
     if (o->steps && o->steps < r->total)
         r->total = o->steps;
-    r->hash = testing ? model_hash(r->em.g) : 0;
+    r->hash = testing ? model_hash(o) : 0;
     r->seed = o->seed;
     r->order = malloc((size_t)r->train.n * sizeof *r->order);
     if (!r->order) {
@@ -386,8 +410,19 @@ static int run_resume(run *r)
         rt_ckpt_meta_free(&meta);
         return -1;
     }
-    r->step = atoll(s);
-    r->seed = strtoull(sd, NULL, 10);
+    int64_t step;
+    const char *bad = !base_parse_i64(s, 0, INT64_MAX, &step) ? "step is '%.40s', not a count "
+                                                                 "of steps (0 or more)"
+                    : !base_parse_u64(sd, &r->seed) ? "seed is '%.40s', not a seed (digits)"
+                                                     : NULL;
+    if (bad) {
+        fprintf(stderr, "gnc: error: %s: the metadata's ", o->resume);
+        fprintf(stderr, bad, bad[1] == 't' ? s : sd);
+        fputc('\n', stderr);
+        rt_ckpt_meta_free(&meta);
+        return -1;
+    }
+    r->step = step;
     if (r->root && r->hash && h && strcmp(h, hb) != 0)
         fprintf(stderr, "gnc: warning: %s was written for another version of the model\n",
                 o->resume);
@@ -609,6 +644,11 @@ int cmd_eval(const options *o)
     long long batch = o->batch ? o->batch : divisor_upto(test.n, 256);
     if (model_load(o, batch, 0, &m) != 0 || check_data(&m, &test, "test") != 0)
         goto done;
+    if (m.image->type.dims[0] > test.n) {
+        fprintf(stderr, "gnc: error: the batch (%lld) is larger than the test set (%lld)\n",
+                (long long)m.image->type.dims[0], (long long)test.n);
+        goto done;
+    }
     if (rt_session_load(m.s, o->weights, NULL, err, sizeof err) != 0) {
         fprintf(stderr, "gnc: error: %s\n", err);
         goto done;

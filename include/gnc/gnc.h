@@ -123,6 +123,7 @@ GNC_API gnc_status gnc_plan_load_memory(gnc_plan **plan, const void *data, size_
                                         gnc_error *err);
 GNC_API void gnc_plan_free(gnc_plan *plan);
 
+/* The integer getters return -1 for a NULL plan. */
 GNC_API int gnc_plan_devices(const gnc_plan *plan);
 /* 1 for a training step (gnc compile --train), 0 for inference. */
 GNC_API int gnc_plan_is_training(const gnc_plan *plan);
@@ -192,16 +193,19 @@ GNC_API gnc_status gnc_session_run(gnc_session *s, gnc_error *err);
  * parameters are the session's for the next step. */
 GNC_API gnc_status gnc_session_train_step(gnc_session *s, double lr, int64_t step,
                                           gnc_error *err);
-/* Copies output name of the last run into data (bytes: its size). */
+/* Copies output name of the last run into data (bytes: its size);
+ * GNC_ERROR_ARGUMENT before a run has finished, or after one failed. */
 GNC_API gnc_status gnc_session_output(const gnc_session *s, const char *name, void *data,
                                       size_t bytes, gnc_error *err);
-/* The loss of the last run or step (a plan whose model has one). */
+/* The loss of the last run or step (a plan whose model has one); as outputs,
+ * none before a run has finished. */
 GNC_API gnc_status gnc_session_loss(const gnc_session *s, double *loss, gnc_error *err);
 
 /* Checkpoints (safetensors; docs/train.md): every parameter, buffer and
  * optimizer state, with step (steps taken) and the seed, written atomically.
  * Loading needs every parameter and buffer of the plan in the file; *step (if
- * not NULL) receives the file's step, or 0. */
+ * not NULL) receives the file's step, or 0; a step that is not a count (0 or
+ * more) is refused, when saving and when loading. */
 GNC_API gnc_status gnc_session_save_checkpoint(gnc_session *s, const char *path, int64_t step,
                                                gnc_error *err);
 GNC_API gnc_status gnc_session_load_checkpoint(gnc_session *s, const char *path, int64_t *step,

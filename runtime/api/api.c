@@ -7,6 +7,7 @@
  * failure it was. */
 #include <gnc/gnc.h>
 
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -36,6 +37,7 @@ struct gnc_session {
     const gnc_plan *plan;
     rt_session *s;
     uint64_t seed;
+    int ran;                    /* a run or step has finished: outputs to read */
 };
 
 static gnc_status set_error(gnc_error *err, gnc_status st, const char *fmt, ...)
@@ -229,10 +231,10 @@ void gnc_plan_free(gnc_plan *plan)
     base_free(plan);
 }
 
-int gnc_plan_devices(const gnc_plan *plan) { return plan->p->ndevices; }
-int gnc_plan_is_training(const gnc_plan *plan) { return plan->p->training; }
-int gnc_plan_input_count(const gnc_plan *plan) { return plan->p->g->ninputs; }
-int gnc_plan_output_count(const gnc_plan *plan) { return plan->p->g->noutputs; }
+int gnc_plan_devices(const gnc_plan *plan) { return plan ? plan->p->ndevices : -1; }
+int gnc_plan_is_training(const gnc_plan *plan) { return plan ? plan->p->training : -1; }
+int gnc_plan_input_count(const gnc_plan *plan) { return plan ? plan->p->g->ninputs : -1; }
+int gnc_plan_output_count(const gnc_plan *plan) { return plan ? plan->p->g->noutputs : -1; }
 
 /* Bytes of v's data as sessions exchange it: floats as float32. */
 static size_t data_bytes(const ir_value *v)
@@ -255,6 +257,8 @@ static void info_of(const char *name, const ir_value *v, gnc_tensor_info *info)
 
 gnc_status gnc_plan_input(const gnc_plan *plan, int i, gnc_tensor_info *info)
 {
+    if (!plan)
+        return GNC_ERROR_ARGUMENT;
     const ir_graph *g = plan->p->g;
     if (i < 0 || i >= g->ninputs || !info)
         return GNC_ERROR_ARGUMENT;
@@ -264,6 +268,8 @@ gnc_status gnc_plan_input(const gnc_plan *plan, int i, gnc_tensor_info *info)
 
 gnc_status gnc_plan_output(const gnc_plan *plan, int i, gnc_tensor_info *info)
 {
+    if (!plan)
+        return GNC_ERROR_ARGUMENT;
     const ir_graph *g = plan->p->g;
     if (i < 0 || i >= g->noutputs || !info)
         return GNC_ERROR_ARGUMENT;
@@ -312,7 +318,7 @@ void gnc_session_free(gnc_session *s)
 
 const char *gnc_session_device(const gnc_session *s)
 {
-    return rt_session_device_name(s->s);
+    return s ? rt_session_device_name(s->s) : NULL;
 }
 
 const char *gnc_session_warning(const gnc_session *s)
@@ -358,9 +364,19 @@ gnc_status gnc_session_set_input(gnc_session *s, const char *name, const void *d
 static gnc_status run(gnc_session *s, gnc_error *err)
 {
     char msg[512];
+    s->ran = 0;
     if (rt_session_run(s->s, msg, sizeof msg) != 0)
         return set_error(err, kind_of(msg, GNC_ERROR_RUN), "%s", msg);
+    s->ran = 1;
     return ok(err);
+}
+
+/* What reading results before a run, or after a failed one, says. */
+static gnc_status not_run(gnc_error *err, const char *fn)
+{
+    return set_error(err, GNC_ERROR_ARGUMENT, "%s: no results yet: the session has not "
+                     "finished a run or training step since it was made or since one failed",
+                     fn);
 }
 
 gnc_status gnc_session_run(gnc_session *s, gnc_error *err)
@@ -380,9 +396,9 @@ gnc_status gnc_session_train_step(gnc_session *s, double lr, int64_t step, gnc_e
     if (!s->plan->p->training)
         return set_error(err, GNC_ERROR_ARGUMENT, "the plan is an inference program, no training "
                          "step: compile one with gnc compile MODEL.net --train -o FILE.gnc");
-    if (!(lr >= 0) || step < 0)
-        return set_error(err, GNC_ERROR_ARGUMENT, "a training step needs a learning rate >= 0 "
-                         "and a step >= 0, got %g and %lld", lr, (long long)step);
+    if (!(lr >= 0) || !isfinite(lr) || step < 0)
+        return set_error(err, GNC_ERROR_ARGUMENT, "a training step needs a finite learning rate "
+                         ">= 0 and a step >= 0, got %g and %lld", lr, (long long)step);
     char msg[512];
     if (rt_session_set_train(s->s, lr, step, s->seed, msg, sizeof msg) != 0)
         return set_error(err, kind_of(msg, GNC_ERROR_RUN), "%s", msg);
@@ -397,6 +413,8 @@ gnc_status gnc_session_output(const gnc_session *s, const char *name, void *data
     const ir_value *v = output_named(s->plan->p->g, name);
     if (!v)
         return set_error(err, GNC_ERROR_ARGUMENT, "the plan has no output '%s'", name);
+    if (!s->ran)
+        return not_run(err, "gnc_session_output");
     if (bytes != data_bytes(v)) {
         char t[128];
         return set_error(err, GNC_ERROR_ARGUMENT, "output %s is %s: %zu bytes, not %zu", name,
@@ -413,6 +431,8 @@ gnc_status gnc_session_loss(const gnc_session *s, double *loss, gnc_error *err)
     const ir_value *v = s->plan->p->g->loss;
     if (!v)
         return set_error(err, GNC_ERROR_ARGUMENT, "the plan's model has no loss");
+    if (!s->ran)
+        return not_run(err, "gnc_session_loss");
     *loss = *(const float *)rt_session_data(s->s, v);
     return ok(err);
 }
@@ -423,6 +443,9 @@ gnc_status gnc_session_save_checkpoint(gnc_session *s, const char *path, int64_t
     char msg[1024], buf[32];
     if (!s || !path)
         return set_error(err, GNC_ERROR_ARGUMENT, "gnc_session_save_checkpoint: NULL argument");
+    if (step < 0)
+        return set_error(err, GNC_ERROR_ARGUMENT, "gnc_session_save_checkpoint: step %lld; a "
+                         "checkpoint's step is the steps taken, 0 or more", (long long)step);
     rt_ckpt_meta meta = {0};
     snprintf(buf, sizeof buf, "%lld", (long long)step);
     rt_ckpt_meta_set(&meta, "step", buf);
@@ -455,8 +478,15 @@ gnc_status gnc_session_load_checkpoint(gnc_session *s, const char *path, int64_t
         return set_error(err, kind_of(msg, GNC_ERROR_FORMAT), "%s", msg);
     }
     const char *st = rt_ckpt_meta_get(&meta, "step");
+    int64_t n = 0;
+    if (st && !base_parse_i64(st, 0, INT64_MAX, &n)) {
+        gnc_status bad = set_error(err, GNC_ERROR_FORMAT, "%s: the metadata's step is '%.40s', "
+                                   "not a count of steps (0 or more)", path, st);
+        rt_ckpt_meta_free(&meta);
+        return bad;
+    }
     if (step)
-        *step = st ? strtoll(st, NULL, 10) : 0;
+        *step = n;
     rt_ckpt_meta_free(&meta);
     return ok(err);
 }

@@ -411,6 +411,90 @@ static void test_compile(void)
     check(gnc_compile(NULL, "x", NULL, &err) == GNC_ERROR_ARGUMENT, "NULL plan");
 }
 
+/* Every entry point with NULL arguments and out of order: an error status
+ * (or -1, NULL for the getters), never a crash or GNC_OK with bytes no run
+ * wrote. */
+static void test_misuse(void)
+{
+    gnc_error err;
+    gnc_tensor_info info;
+    check(gnc_plan_devices(NULL) == -1 && gnc_plan_is_training(NULL) == -1 &&
+          gnc_plan_input_count(NULL) == -1 && gnc_plan_output_count(NULL) == -1,
+          "the integer getters on a NULL plan give -1");
+    check(gnc_plan_input(NULL, 0, &info) == GNC_ERROR_ARGUMENT &&
+          gnc_plan_output(NULL, 0, &info) == GNC_ERROR_ARGUMENT, "plan_input/output(NULL)");
+    check(gnc_session_device(NULL) == NULL && gnc_session_warning(NULL) == NULL,
+          "a NULL session has no device and no warning");
+    gnc_plan_free(NULL);
+    gnc_session_free(NULL);
+    gnc_plan *p, *t;
+    gnc_session *s, *ts;
+    if (gnc_plan_load(&p, path("lenet.gnc"), &err) != GNC_OK ||
+        gnc_plan_load(&t, path("lenet-train2.gnc"), &err) != GNC_OK) {
+        check(0, "plans: %s", err.message);
+        return;
+    }
+    check(gnc_plan_input(p, 0, NULL) == GNC_ERROR_ARGUMENT &&
+          gnc_plan_input(p, -1, &info) == GNC_ERROR_ARGUMENT &&
+          gnc_plan_output(p, gnc_plan_output_count(p), &info) == GNC_ERROR_ARGUMENT,
+          "plan_input/output out of range or without info");
+    if (gnc_session_init(&s, p, &cpu, &err) != GNC_OK ||
+        gnc_session_init(&ts, t, &cpu, &err) != GNC_OK) {
+        check(0, "sessions: %s", err.message);
+        return;
+    }
+    float out[40];
+    double loss;
+    check(gnc_session_output(s, "logits", out, sizeof out, &err) == GNC_ERROR_ARGUMENT &&
+          strstr(err.message, "no results yet"), "an output before any run: '%s'", err.message);
+    check(gnc_session_loss(ts, &loss, &err) == GNC_ERROR_ARGUMENT &&
+          strstr(err.message, "no results yet"), "the loss before any step: '%s'", err.message);
+    check(gnc_session_run(NULL, &err) == GNC_ERROR_ARGUMENT &&
+          gnc_session_train_step(NULL, 0.1, 0, &err) == GNC_ERROR_ARGUMENT &&
+          gnc_session_set_input(s, NULL, out, 4, &err) == GNC_ERROR_ARGUMENT &&
+          gnc_session_output(NULL, "logits", out, sizeof out, &err) == GNC_ERROR_ARGUMENT &&
+          gnc_session_loss(NULL, &loss, &err) == GNC_ERROR_ARGUMENT &&
+          gnc_session_save_checkpoint(NULL, "x", 0, &err) == GNC_ERROR_ARGUMENT &&
+          gnc_session_load_checkpoint(s, NULL, NULL, &err) == GNC_ERROR_ARGUMENT,
+          "NULL sessions and arguments");
+    check(gnc_session_train_step(ts, INFINITY, 0, &err) == GNC_ERROR_ARGUMENT,
+          "an infinite learning rate is refused");
+    char ck[1100];
+    snprintf(ck, sizeof ck, "%s", path("misuse.safetensors"));
+    check(gnc_session_save_checkpoint(ts, ck, -5, &err) == GNC_ERROR_ARGUMENT &&
+          access(ck, F_OK) != 0, "a checkpoint of step -5 is refused and not written: '%s'",
+          err.message);
+    /* a checkpoint whose step is not a count: refused when loaded (atoll made
+       "-" a 0) */
+    static char buf[1 << 22];
+    size_t n = 0;
+    FILE *f = NULL;
+    if (gnc_session_save_checkpoint(ts, ck, 3, &err) == GNC_OK && (f = fopen(ck, "rb"))) {
+        n = fread(buf, 1, sizeof buf, f);
+        fclose(f);
+    }
+    char *at = NULL;
+    for (size_t i = 0; i + 10 <= n && !at; i++)
+        if (memcmp(buf + i, "\"step\":\"3\"", 10) == 0)
+            at = buf + i;
+    check(at != NULL, "a checkpoint of step 3 holds \"step\":\"3\"");
+    if (at) {
+        at[8] = '-';
+        f = fopen(ck, "wb");
+        fwrite(buf, 1, n, f);
+        fclose(f);
+        int64_t step = 99;
+        check(gnc_session_load_checkpoint(ts, ck, &step, &err) == GNC_ERROR_FORMAT &&
+              strstr(err.message, "step is '-'") && step == 99,
+              "a checkpoint whose step is '-': '%s'", err.message);
+    }
+    unlink(ck);
+    gnc_session_free(s);
+    gnc_session_free(ts);
+    gnc_plan_free(p);
+    gnc_plan_free(t);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -422,6 +506,7 @@ int main(int argc, char **argv)
     test_sessions();
     test_training();
     test_compile();
+    test_misuse();
     printf("test_api: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

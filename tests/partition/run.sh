@@ -25,6 +25,8 @@ expect 2 "$gnc" compile "$lenet" --pipeline-schedule zigzag; has "needs 1f1b or 
 expect 2 "$gnc" compile "$lenet" --microbatches 0;    has "--microbatches needs an integer from 1 to 64"
 expect 2 "$gnc" compile "$lenet" --mem-cap 80Gb;      has "--mem-cap needs a size"
 expect 2 "$gnc" compile "$lenet" --mem-cap 0=1GiB,x=2GiB; has "--mem-cap needs a size"
+expect 2 "$gnc" compile "$lenet" --mem-cap 1=1GiB; has "--mem-cap names device 1, but the program has 1"
+expect 2 "$gnc" compile "$lenet" --gpus 2 --mem-cap 1=1GiB,1=2GiB; has "device 1 two caps"
 expect 2 "$gnc" compile "$lenet" --device-model h200-nvl; has "--device-model"
 expect 2 "$gnc" eval "$lenet" --gpus 2;               has "does not apply to this command"
 

@@ -95,6 +95,52 @@ head -c 300 a.st >short.st
 expect 1 "$gnc" eval "$lenet" --data tiny --weights short.st
 has "short.st"
 
+# a checkpoint's step and seed are read strictly: a negative step indexed the
+# epoch's order before its start, and atoll read "ab" as 0
+for kv in step:-9 step:ab seed:z; do
+    key=${kv%%:*} val=${kv#*:}
+    cp a.st meta.st
+    perl -0777 -pi -e "s/\"$key\":\"[0-9]+\"/\"$key\":\"$val\"/" meta.st
+    expect 1 "${T[@]}" --epochs 3 --resume meta.st
+    has "meta.st: the metadata's $key is '$val'"
+done
+
+# the loop fills whole batches: inputs and logits must agree on the batch (as
+# plans, which train and eval take as compiled, they wrote past the labels)
+expect 0 "$gnc" compile "$src/tests/train/batches.net" --train -o batches-train.gnc
+expect 1 "$gnc" train batches-train.gnc --data tiny --epochs 1
+has "all three take the batch as their first dimension"
+expect 0 "$gnc" compile "$src/tests/train/batches.net" -o batches.gnc
+expect 1 "$gnc" eval batches.gnc --data tiny --weights a.st
+has "the label input 'label' i32[8]"
+
+# the model a checkpoint names is its parameters, not the test set's size
+# (which sets the evaluation batch): resuming with other data does not warn
+mkdir tiny100 && cp tiny/train-* tiny100/
+idx_slice t10k-images-idx3-ubyte 100 3 "$data" >tiny100/t10k-images-idx3-ubyte
+idx_slice t10k-labels-idx1-ubyte 100 1 "$data" >tiny100/t10k-labels-idx1-ubyte
+cp a.st other.st
+expect 0 "$gnc" train "$lenet" --data tiny100 --batch 64 --lr 0.05 --momentum 0.9 --seed 7 \
+    --epochs 3 --resume other.st
+grep -q "another version of the model" <<<"$out" && bad "resuming with another test set warns" || ok
+# ... and an edited model with the same parameters does
+sed 's/relu(/gelu(/' "$lenet" >gelu.net
+cp a.st other.st
+expect 0 "$gnc" train gelu.net --data tiny --batch 64 --lr 0.05 --epochs 3 --resume other.st
+has "other.st was written for another version of the model"
+
+# an evaluation batch larger than the test set (it printed accuracy -nan on 0
+# of 200 images, and exit 0)
+expect 1 "$gnc" eval "$lenet" --data tiny --weights a.st --batch 256
+has "the batch (256) is larger than the test set (200)"
+
+# an output that cannot be written is an error (exit 0 before)
+if "$gnc" eval "$lenet" --data tiny --weights a.st >/dev/full 2>err.txt; then
+    bad "eval > /dev/full exited 0"
+else
+    grep -q "cannot write the standard output" err.txt && ok || bad "eval > /dev/full: $(cat err.txt)"
+fi
+
 # bad data
 expect 1 "$gnc" train "$lenet" --data nowhere --epochs 1
 has "nowhere/train-images-idx3-ubyte"
@@ -104,6 +150,15 @@ has "truncated"
 mkdir corrupt && cp tiny/* corrupt/ && printf '\037\213garbage-that-is-not-deflate' >corrupt/t10k-images-idx3-ubyte.gz
 expect 1 "$gnc" train "$lenet" --data corrupt --epochs 1
 has "t10k-images-idx3-ubyte.gz"
+# an IDX header whose sizes multiply past 64 bits ([2^17, 2^17, 2^30] wrapped
+# to 0 bytes and loaded), and a directory where a file should be
+mkdir huge && cp tiny/* huge/
+printf '\x00\x00\x08\x03\x00\x02\x00\x00\x00\x02\x00\x00\x40\x00\x00\x00' >huge/train-images-idx3-ubyte
+expect 1 "$gnc" train "$lenet" --data huge --epochs 1
+has "train-images-idx3-ubyte: too large"
+mkdir dirs && cp tiny/* dirs/ && rm dirs/train-labels-idx1-ubyte && mkdir dirs/train-labels-idx1-ubyte
+expect 1 "$gnc" train "$lenet" --data dirs --epochs 1
+has "train-labels-idx1-ubyte: is a directory"
 expect 1 "$gnc" train "$lenet" --data tiny --epochs 1 -D classes=5
 has "the training labels go up to 9, but the model has 5 classes"
 expect 1 "$gnc" train "$src/models/resnet18.net" --data tiny --epochs 1 -D batch=2000
