@@ -19,7 +19,8 @@
  *      parse or verify, device counts that disagree, offsets that are
  *      unaligned, outside their arena or overflowing, overlapping buffers,
  *      inflated arenas, bad meta lines.  Unknown optional sections and the
- *      CUDA backend's reserved kinds are skipped.
+ *      CUDA backend's optional reserved kinds are skipped; required ones
+ *      refused.
  *   4. The contract between the driver and a plan's loader: for models,
  *      strategies and precisions, the GPU program generated from the graph
  *      the driver compiled is the one generated from the plan as a loader
@@ -882,8 +883,10 @@ static void test_section_cases(const parts *P)
     sec cuda_req = {18, 1, 0, "steps", 5};
     expect_case("an unknown optional section is skipped", P, 1, 0, 1, &unknown_opt, 1, NULL, NULL);
     sec steps = {18, 0, 0, "steps", 5};
-    expect_case("the CUDA backend's kinds not read yet are skipped", P, 1, 0, 1,
-                (sec[]){steps, cuda_req}, 2, NULL, NULL);
+    expect_case("the CUDA backend's kinds not read yet are skipped when optional", P, 1, 0, 1,
+                &steps, 1, NULL, NULL);
+    expect_case("... and refused when required", P, 1, 0, 1, (sec[]){steps, cuda_req}, 2, NULL,
+                "(steps) is required, and this gnc does not read its kind");
     expect_case("a kernel image without its source", P, 1, 0, 1, &cuda, 1, NULL,
                 "kernel images, but no cuda_source section");
     expect_case("an unknown required section", P, 1, 0, 1, &unknown_req, 1, NULL,

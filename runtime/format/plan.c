@@ -851,6 +851,11 @@ rt_plan *rt_plan_decode(const void *bytes, size_t nbytes, const char *name, char
             BAD(r, "section %u has kind %u, unknown to this gnc (plan format %d), and is "
                 "required: the plan needs a newer gnc", i, s->kind, RT_PLAN_VERSION);
             goto fail;
+        } else if (s->kind >= RT_SECTION_STEPS && s->kind <= RT_SECTION_WEIGHTS &&
+                   (s->flags & RT_SECTION_REQUIRED)) {
+            BAD(r, "section %u (%s) is required, and this gnc does not read its kind (reserved, "
+                "its payload not defined yet): the plan needs a newer gnc", i, kb);
+            goto fail;
         }
         /* the CUDA backend's kinds and unknown optional ones: skipped */
     }
