@@ -24,6 +24,12 @@ idx_slice train-labels-idx1-ubyte 256 1 "$data" >tiny/train-labels-idx1-ubyte
 idx_slice t10k-images-idx3-ubyte 200 3 "$data" >tiny/t10k-images-idx3-ubyte
 idx_slice t10k-labels-idx1-ubyte 200 1 "$data" >tiny/t10k-labels-idx1-ubyte
 
+# a model path of any bytes: its meta escaped (it was refused as not printable)
+cp "$mlp" "lé net.net"
+expect 0 "$gnc" compile "lé net.net" -D batch=4 --no-kernels -o le.gnc
+expect 0 "$gnc" inspect le.gnc
+has 'source: l\xc3\xa9 net.net'
+
 # reproducible: the same model and flags, the same bytes (-o's name is no flag)
 expect 0 "$gnc" compile "$lenet" -D batch=4 -o a.gnc
 has "plan: a.gnc"
