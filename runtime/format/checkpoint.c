@@ -35,6 +35,116 @@ static size_t elem_size(ir_dtype t)
     return t == IR_I64 ? 8 : t == IR_U8 ? 1 : 4;
 }
 
+/* Bytes per element of a safetensors dtype, 0 for a name the format does
+ * not define. */
+static int st_dtype_bytes(const char *s)
+{
+    static const struct { const char *name; int bytes; } types[] = {
+        {"BOOL", 1}, {"U8", 1}, {"I8", 1}, {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2},
+        {"U16", 2}, {"F16", 2}, {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4}, {"F64", 8},
+        {"I64", 8}, {"U64", 8}};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        if (strcmp(s, types[i].name) == 0)
+            return types[i].bytes;
+    return 0;
+}
+
+/* A JSON number that is a whole number in [0, 2^53]: *out. */
+static int whole(const cJSON *j, uint64_t *out)
+{
+    if (!cJSON_IsNumber(j) || !(j->valuedouble >= 0) || j->valuedouble > 9007199254740992.0 ||
+        j->valuedouble != (double)(uint64_t)j->valuedouble)
+        return 0;
+    *out = (uint64_t)j->valuedouble;
+    return 1;
+}
+
+typedef struct {
+    uint64_t lo, hi;
+    const char *name;
+} span;
+
+static int by_lo(const void *a, const void *b)
+{
+    const span *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo ? 1 : x->hi < y->hi ? -1 : x->hi > y->hi;
+}
+
+/* The header as the safetensors format has it, before any name is matched:
+ * keys once each; __metadata__ an object of strings; each tensor a dtype the
+ * format defines, a shape of whole numbers and data_offsets [lo, hi) of
+ * whole numbers holding exactly its bytes; the tensors side by side, no two
+ * sharing a byte, covering the data to its last byte.  0, or -1 with why. */
+static int check_header(const cJSON *root, uint64_t data_size, const char *path, char *err,
+                        size_t errlen)
+{
+    int n = cJSON_GetArraySize(root), ns = 0;
+    span *s = base_xcalloc((size_t)n + 1, sizeof *s);
+    const cJSON *t, *u;
+    int rc = -1;
+    cJSON_ArrayForEach(t, root) {
+        for (u = root->child; u != t; u = u->next)
+            if (strcmp(u->string, t->string) == 0) {
+                base_fail(err, errlen, "%s: the header names '%.80s' twice", path, t->string);
+                goto done;
+            }
+        if (strcmp(t->string, "__metadata__") == 0) {
+            const cJSON *kv;
+            int strings = cJSON_IsObject(t);
+            cJSON_ArrayForEach(kv, t) strings &= cJSON_IsString(kv);
+            if (!strings) {
+                base_fail(err, errlen, "%s: __metadata__ is not an object of strings", path);
+                goto done;
+            }
+            continue;
+        }
+        const cJSON *dt = cJSON_GetObjectItemCaseSensitive(t, "dtype");
+        const cJSON *shape = cJSON_GetObjectItemCaseSensitive(t, "shape");
+        const cJSON *offs = cJSON_GetObjectItemCaseSensitive(t, "data_offsets");
+        uint64_t numel = 1, lo, hi, d;
+        int es = cJSON_IsString(dt) ? st_dtype_bytes(dt->valuestring) : 0, ok = es > 0;
+        ok = ok && cJSON_IsArray(shape) && cJSON_IsArray(offs) && cJSON_GetArraySize(offs) == 2 &&
+             whole(cJSON_GetArrayItem(offs, 0), &lo) && whole(cJSON_GetArrayItem(offs, 1), &hi);
+        for (u = ok ? shape->child : NULL; u; u = u->next) {
+            ok = ok && whole(u, &d) && (d == 0 || numel <= ((uint64_t)1 << 53) / d);
+            numel *= ok ? d : 1;
+        }
+        if (!ok || lo > hi || hi > data_size || hi - lo != numel * (uint64_t)es) {
+            base_fail(err, errlen, "%s: tensor '%.80s': %s", path, t->string,
+                      !ok ? "not a dtype of the format, a shape of whole numbers and two whole "
+                            "data offsets"
+                          : hi > data_size || lo > hi ? "its data offsets are outside the data"
+                                                      : "its data offsets do not hold its shape");
+            goto done;
+        }
+        s[ns++] = (span){lo, hi, t->string};
+    }
+    qsort(s, (size_t)ns, sizeof *s, by_lo);
+    uint64_t end = 0;
+    for (int i = 0; i < ns; i++) {
+        if (s[i].lo < end) {
+            base_fail(err, errlen, "%s: tensors '%.80s' and '%.80s' share bytes", path,
+                      s[i - 1].name, s[i].name);
+            goto done;
+        }
+        if (s[i].lo > end) {
+            base_fail(err, errlen, "%s: data bytes [%llu, %llu) belong to no tensor", path,
+                      (unsigned long long)end, (unsigned long long)s[i].lo);
+            goto done;
+        }
+        end = s[i].hi;
+    }
+    if (end != data_size) {
+        base_fail(err, errlen, "%s: %llu bytes of data after the last tensor", path,
+                  (unsigned long long)(data_size - end));
+        goto done;
+    }
+    rc = 0;
+done:
+    base_free(s);
+    return rc;
+}
+
 static int write_all(int fd, const void *buf, size_t n)
 {
     for (const char *p = buf; n > 0;) {
@@ -318,12 +428,21 @@ int rt_checkpoint_load(const ir_graph *g, rt_exec *x, const char *path, rt_ckpt_
         goto done;
     }
     header[hlen] = '\0';
-    root = cJSON_ParseWithLength(header, hlen);
+    const char *end = NULL;
+    root = cJSON_ParseWithLengthOpts(header, hlen, &end, 0);
     if (!cJSON_IsObject(root)) {
         base_fail(err, errlen, "%s: the header is not a JSON object", path);
         goto done;
     }
+    while (end && end < header + hlen && *end == ' ') /* the padding writers add */
+        end++;
+    if (!end || end != header + hlen) {
+        base_fail(err, errlen, "%s: the header has more after its JSON object", path);
+        goto done;
+    }
     uint64_t data_size = (uint64_t)fsize - 8 - hlen;
+    if (check_header(root, data_size, path, err, errlen) != 0)
+        goto done;
 
     /* Compare the file's tensors with the graph's, collecting every difference. */
     int n;

@@ -141,6 +141,24 @@ else
     grep -q "cannot write the standard output" err.txt && ok || bad "eval > /dev/full: $(cat err.txt)"
 fi
 
+# safetensors as the format has it: each of these was read (or matched
+# against the model) before; now the header alone refuses it
+refused_st() { # refused_st MESSAGE HEADER DATA_BYTES: a file of that header
+    local n=${#2}
+    printf "$(printf '\\x%02x' $((n & 255)) $((n >> 8 & 255)) 0 0 0 0 0 0)" >bad.st
+    printf '%s' "$2" >>bad.st
+    head -c "$3" /dev/zero >>bad.st
+    expect 1 "$gnc" eval "$lenet" --data tiny --weights bad.st
+    has "$1"
+}
+A='"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}'
+refused_st "names 'a' twice" "{$A,$A}" 4
+refused_st "more after its JSON object" "{$A} x" 4
+refused_st "two whole data offsets" '{"a":{"dtype":"F32","shape":[1],"data_offsets":[0.5,4.5]}}' 5
+refused_st "share bytes" "{$A,"'"b":{"dtype":"U8","shape":[4],"data_offsets":[2,6]}}' 6
+refused_st "4 bytes of data after the last tensor" "{$A}" 8
+refused_st "not a dtype of the format" '{"a":{"dtype":"F33","shape":[1],"data_offsets":[0,4]}}' 4
+
 # bad data
 expect 1 "$gnc" train "$lenet" --data nowhere --epochs 1
 has "nowhere/train-images-idx3-ubyte"
