@@ -490,26 +490,6 @@ int drv_plan(const drv_config *o, const drv_program *p, const char *path, rt_pla
     return drv_plan_keep(o, p, path, mem, NULL, err, errlen);
 }
 
-/* s as a meta value, which is printable ASCII: other bytes and '\\' as
- * \\xHH (a model path of any bytes, 'l\\xc3\\xa9 net.net'), cut with "..." to
- * len - 1 bytes. */
-static const char *meta_escaped(const char *s, char *buf, size_t len)
-{
-    size_t n = 0;
-    for (; *s && n + 5 < len; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c >= 0x20 && c < 0x7f && c != '\\')
-            buf[n++] = (char)c;
-        else
-            n += (size_t)snprintf(buf + n, len - n, "\\x%02x", c);
-    }
-    if (*s)
-        memcpy(buf + (n + 4 < len ? n : len - 4), "...", 4);
-    else
-        buf[n] = '\0';
-    return buf;
-}
-
 int drv_plan_keep(const drv_config *o, const drv_program *p, const char *path, rt_plan **mem,
                   cg_program **keep_cg, char *err, size_t errlen)
 {
@@ -520,8 +500,9 @@ int drv_plan_keep(const drv_config *o, const drv_program *p, const char *path, r
     int n = 0;
     meta[n++] = (rt_plan_kv){"writer", "gnc " GNC_VERSION};
     meta[n++] = (rt_plan_kv){"model", p->g->name};
-    meta[n++] = (rt_plan_kv){"source", meta_escaped(o->file, source, sizeof source)};
-    meta[n++] = (rt_plan_kv){"flags", meta_escaped(o->flags, flags, sizeof flags)};
+    /* meta values are printable ASCII: a path or flag of other bytes escaped */
+    meta[n++] = (rt_plan_kv){"source", ir_escape_str(source, sizeof source, o->file)};
+    meta[n++] = (rt_plan_kv){"flags", ir_escape_str(flags, sizeof flags, o->flags)};
     meta[n++] = (rt_plan_kv){"devices", devices};
     meta[n++] = (rt_plan_kv){"strategy", p->strategy};
     meta[n++] = (rt_plan_kv){"passes", o->passes ? o->passes

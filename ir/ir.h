@@ -312,6 +312,9 @@ void ir_print(const ir_graph *g, FILE *f);
 /* name as the printer writes it, bare or quoted, cut short to fit size: for
  * messages.  Returns buf ("<unnamed>" for NULL). */
 const char *ir_name_str(char *buf, size_t size, const char *name);
+/* s in printable ASCII, escaped as quoted names are (\\, \", \n, \t, \xHH;
+ * without the quotes), cut with "..." to fit size.  Returns buf. */
+const char *ir_escape_str(char *buf, size_t size, const char *s);
 /* Parses IR text (file names the text in messages).  Returns NULL, with every
  * problem reported on d as file:line:col, when the text is malformed.  The graph
  * is not verified: call ir_verify. */

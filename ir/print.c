@@ -68,6 +68,25 @@ static void put_quoted(FILE *f, const char *s)
     fputc('"', f);
 }
 
+/* *s into buf from n on (size bytes in all), escaped as put_quoted escapes
+ * unless raw, as far as it fits with room for "..." and a quote: the new
+ * length, *s where it stopped. */
+static size_t put_escaped(char *buf, size_t size, size_t n, const char **s, int raw)
+{
+    for (; **s && n + 8 < size; (*s)++) {
+        unsigned char c = (unsigned char)**s;
+        if (raw || (c >= 0x20 && c < 0x7f && c != '"' && c != '\\'))
+            buf[n++] = (char)c;
+        else if (c == '"' || c == '\\')
+            n += (size_t)snprintf(buf + n, size - n, "\\%c", c);
+        else if (c == '\n' || c == '\t')
+            n += (size_t)snprintf(buf + n, size - n, "\\%c", c == '\n' ? 'n' : 't');
+        else
+            n += (size_t)snprintf(buf + n, size - n, "\\x%02x", c);
+    }
+    return n;
+}
+
 /* A name as the printer writes it, bare or quoted, cut short for a message. */
 const char *ir_name_str(char *buf, size_t size, const char *s)
 {
@@ -79,21 +98,20 @@ const char *ir_name_str(char *buf, size_t size, const char *s)
     size_t n = 0;
     if (!bare)
         buf[n++] = '"';
-    for (; *s && n + 8 < size; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (bare || (c >= 0x20 && c < 0x7f && c != '"' && c != '\\'))
-            buf[n++] = (char)c;
-        else if (c == '"' || c == '\\')
-            n += (size_t)snprintf(buf + n, size - n, "\\%c", c);
-        else if (c == '\n' || c == '\t')
-            n += (size_t)snprintf(buf + n, size - n, "\\%c", c == '\n' ? 'n' : 't');
-        else
-            n += (size_t)snprintf(buf + n, size - n, "\\x%02x", c);
-    }
+    n = put_escaped(buf, size, n, &s, bare);
     if (*s)
         n += (size_t)snprintf(buf + n, size - n, "...");
     else if (!bare)
         buf[n++] = '"';
+    buf[n] = '\0';
+    return buf;
+}
+
+const char *ir_escape_str(char *buf, size_t size, const char *s)
+{
+    size_t n = put_escaped(buf, size, 0, &s, 0);
+    if (*s)
+        n += (size_t)snprintf(buf + n, size - n, "...");
     buf[n] = '\0';
     return buf;
 }

@@ -411,14 +411,11 @@ static int run_resume(run *r)
         return -1;
     }
     int64_t step;
-    const char *bad = !base_parse_i64(s, 0, INT64_MAX, &step) ? "step is '%.40s', not a count "
-                                                                 "of steps (0 or more)"
-                    : !base_parse_u64(sd, &r->seed) ? "seed is '%.40s', not a seed (digits)"
-                                                     : NULL;
-    if (bad) {
-        fprintf(stderr, "gnc: error: %s: the metadata's ", o->resume);
-        fprintf(stderr, bad, bad[1] == 't' ? s : sd);
-        fputc('\n', stderr);
+    int bad_step = !base_parse_i64(s, 0, INT64_MAX, &step);
+    if (bad_step || !base_parse_u64(sd, &r->seed)) {
+        fprintf(stderr, "gnc: error: %s: the metadata's %s is '%.40s', not %s\n", o->resume,
+                bad_step ? "step" : "seed", bad_step ? s : sd,
+                bad_step ? "a count of steps (0 or more)" : "a seed (digits)");
         rt_ckpt_meta_free(&meta);
         return -1;
     }

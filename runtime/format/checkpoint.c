@@ -70,6 +70,11 @@ static int by_lo(const void *a, const void *b)
     return x->lo < y->lo ? -1 : x->lo > y->lo ? 1 : x->hi < y->hi ? -1 : x->hi > y->hi;
 }
 
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 /* The header as the safetensors format has it, before any name is matched:
  * keys once each; __metadata__ an object of strings; each tensor a dtype the
  * format defines, a shape of whole numbers and data_offsets [lo, hi) of
@@ -78,16 +83,19 @@ static int by_lo(const void *a, const void *b)
 static int check_header(const cJSON *root, uint64_t data_size, const char *path, char *err,
                         size_t errlen)
 {
-    int n = cJSON_GetArraySize(root), ns = 0;
+    int n = cJSON_GetArraySize(root), ns = 0, nk = 0;
     span *s = base_xcalloc((size_t)n + 1, sizeof *s);
+    const char **keys = base_xcalloc((size_t)n + 1, sizeof *keys);
     const cJSON *t, *u;
     int rc = -1;
+    cJSON_ArrayForEach(t, root) keys[nk++] = t->string;
+    qsort(keys, (size_t)nk, sizeof *keys, by_name);
+    for (int i = 1; i < nk; i++)
+        if (strcmp(keys[i - 1], keys[i]) == 0) {
+            base_fail(err, errlen, "%s: the header names '%.80s' twice", path, keys[i]);
+            goto done;
+        }
     cJSON_ArrayForEach(t, root) {
-        for (u = root->child; u != t; u = u->next)
-            if (strcmp(u->string, t->string) == 0) {
-                base_fail(err, errlen, "%s: the header names '%.80s' twice", path, t->string);
-                goto done;
-            }
         if (strcmp(t->string, "__metadata__") == 0) {
             const cJSON *kv;
             int strings = cJSON_IsObject(t);
@@ -142,6 +150,7 @@ static int check_header(const cJSON *root, uint64_t data_size, const char *path,
     rc = 0;
 done:
     base_free(s);
+    base_free(keys);
     return rc;
 }
 

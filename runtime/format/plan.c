@@ -106,6 +106,15 @@ const char *rt_section_name(uint32_t kind)
     }
 }
 
+/* The kinds this loader reads (the CUDA sections in plan_cuda.c); a required
+ * section of any other kind is refused. */
+static int reads_kind(uint32_t kind)
+{
+    return kind == RT_SECTION_PROGRAM || kind == RT_SECTION_MEMORY || kind == RT_SECTION_META ||
+           kind == RT_SECTION_CUDA_SOURCE || kind == RT_SECTION_KERNEL_IMAGE ||
+           kind == RT_SECTION_TUNING;
+}
+
 int rt_plan_is_plan(const void *data, size_t size)
 {
     return size >= 8 && memcmp(data, RT_PLAN_MAGIC, 8) == 0;
@@ -847,17 +856,16 @@ rt_plan *rt_plan_decode(const void *bytes, size_t nbytes, const char *name, char
         }
         if (slot)
             *slot = s;
-        else if (!rt_section_name(s->kind) && (s->flags & RT_SECTION_REQUIRED)) {
-            BAD(r, "section %u has kind %u, unknown to this gnc (plan format %d), and is "
-                "required: the plan needs a newer gnc", i, s->kind, RT_PLAN_VERSION);
-            goto fail;
-        } else if (s->kind >= RT_SECTION_STEPS && s->kind <= RT_SECTION_WEIGHTS &&
-                   (s->flags & RT_SECTION_REQUIRED)) {
-            BAD(r, "section %u (%s) is required, and this gnc does not read its kind (reserved, "
-                "its payload not defined yet): the plan needs a newer gnc", i, kb);
+        else if ((s->flags & RT_SECTION_REQUIRED) && !reads_kind(s->kind)) {
+            if (!rt_section_name(s->kind))
+                BAD(r, "section %u has kind %u, unknown to this gnc (plan format %d), and is "
+                    "required: the plan needs a newer gnc", i, s->kind, RT_PLAN_VERSION);
+            else
+                BAD(r, "section %u (%s) is required, and this gnc does not read its kind "
+                    "(reserved, its payload not defined yet): the plan needs a newer gnc", i, kb);
             goto fail;
         }
-        /* the CUDA backend's kinds and unknown optional ones: skipped */
+        /* kinds it does not read, optional: skipped */
     }
     if (align8(at) != nbytes) {
         BAD(r, "the last section ends at byte %llu, but the file has %zu",

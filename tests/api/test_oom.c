@@ -125,24 +125,6 @@ static long every_failure(const char *what, call_fn call, const void *arg)
     }
 }
 
-static void *read_whole(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    void *p = n > 0 ? malloc((size_t)n) : NULL;
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
-        free(p);
-        p = NULL;
-    }
-    fclose(f);
-    *size = p ? (size_t)n : 0;
-    return p;
-}
-
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -154,9 +136,10 @@ int main(int argc, char **argv)
     snprintf(mlp, sizeof mlp, "%s/models/mlp.net", argv[2]);
     snprintf(lenet, sizeof lenet, "%s/models/lenet.net", argv[2]);
     bytes b;
-    void *data = read_whole(plan_path, &b.size);
+    const char *why = "";
+    char *data = base_read_file(plan_path, &b.size, &why);
     b.data = data;
-    CHECK(data != NULL, "cannot read %s", plan_path);
+    CHECK(data != NULL, "%s: %s", plan_path, why);
     if (!data)
         return 1;
     const char *defines[] = {"batch=4"};
@@ -177,7 +160,7 @@ int main(int argc, char **argv)
     CHECK(loads > 100 && files > loads && compiles > loads && lenets > loads,
           "too few allocations seen (%ld, %ld, %ld, %ld): is the hook connected?", loads, files,
           compiles, lenets);
-    free(data);
+    base_free(data);
     if (failures)
         fprintf(stderr, "%d checks failed\n", failures);
     return failures != 0;
