@@ -64,9 +64,14 @@ void base_human_bytes(double b, char *buf, size_t len)
 
 /* ---- allocation ---- */
 
-static _Thread_local base_catch *catcher; /* the innermost */
-static _Thread_local long fail_countdown; /* the test hook's: 0 is off */
-static _Thread_local int failed;
+/* Per thread, in the static TLS block (initial-exec): no __tls_get_addr on
+ * every allocation, and, in the stand-ins that dlopen this file's code, no
+ * dynamic TLS for LeakSanitizer to walk at exit (its tracer has crashed
+ * there) */
+#define BASE_TLS _Thread_local __attribute__((tls_model("initial-exec")))
+static BASE_TLS base_catch *catcher; /* the innermost */
+static BASE_TLS long fail_countdown; /* the test hook's: 0 is off */
+static BASE_TLS int failed;
 
 void base_alloc_fail_at(long n)
 {

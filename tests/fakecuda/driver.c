@@ -211,8 +211,11 @@ static struct {
     int npinned;
 } F;
 
-static __thread CUcontext current;
-static __thread char thread_tag;    /* its address tells the threads apart */
+/* initial-exec: static TLS, none of the dynamic TLS of a dlopened library
+ * that LeakSanitizer walks at exit (its tracer has crashed there) */
+#define FK_TLS __thread __attribute__((tls_model("initial-exec")))
+static FK_TLS CUcontext current;
+static FK_TLS char thread_tag; /* its address tells the threads apart */
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
