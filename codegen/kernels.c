@@ -191,7 +191,7 @@ static void emit_pointwise(kb *k, const ir_node *n)
     }
     case IR_OP_RELU_GRAD:
         kb_set(k, y,
-               kb_kstr(k, "%s > 0.0f ? %s : 0.0f", kb_opnd(k, n->in[1]), kb_opnd(k, n->in[0])));
+               kb_kstr(k, "%s <= 0.0f ? 0.0f : %s", kb_opnd(k, n->in[1]), kb_opnd(k, n->in[0])));
         return;
     case IR_OP_SIGMOID_GRAD: {
         const char *yy = kb_opnd(k, n->in[1]);

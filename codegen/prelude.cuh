@@ -165,7 +165,8 @@ template <int N> __device__ __forceinline__ void stv(f16 *p, i64 e, const float 
 
 /* ---- the ops' arithmetic, as runtime/exec.c and grad.c do it ---- */
 
-__device__ __forceinline__ float relu_f(float a) { return a > 0.0f ? a : 0.0f; }
+/* NaN stays NaN, as PyTorch's relu; -0 becomes 0 */
+__device__ __forceinline__ float relu_f(float a) { return a > 0.0f || a != a ? a : 0.0f; }
 __device__ __forceinline__ float sigmoid_f(float a) { return 1.0f / (1.0f + expf(-a)); }
 __device__ __forceinline__ float gelu_f(float a)
 {

@@ -75,7 +75,7 @@ double *ref_unary(ir_op op, const double *a, const ir_type *ta)
         double v = a[i];
         switch (op) {
         case IR_OP_NEG:     y[i] = -v; break;
-        case IR_OP_RELU:    y[i] = v > 0 ? v : 0; break;
+        case IR_OP_RELU:    y[i] = v > 0 || isnan(v) ? v : 0; break;
         case IR_OP_SIGMOID: y[i] = 1 / (1 + exp(-v)); break;
         case IR_OP_TANH:    y[i] = tanh(v); break;
         /* v * Phi(v), Phi(v) = (1 + erf(v / sqrt 2)) / 2 = erfc(-v / sqrt 2) / 2; the

@@ -83,6 +83,9 @@ static const op_case cases[] = {
     /* elementwise: an odd element count (one element a thread) and a multiple of 4 (float4) */
     {"neg", EL("neg", "[3, 37]"), 0, 0, 0, 1},
     {"relu", EL("relu", "[4, 64]"), 0, 0, 0, 1},
+    /* an input named nan_* holds a NaN every 5 elements: it stays NaN, as PyTorch's */
+    {"relu of NaN", G("  input %nan_x: f32[3, 37]\n  %y: f32[3, 37] = relu(%nan_x)\n  output y = %y\n"),
+     0, 0, 0, 1},
     {"sigmoid", EL("sigmoid", "[3, 37]"), 1e-6, 1e-5, 0, 1},
     {"tanh", EL("tanh", "[4, 64]"), 1e-6, 1e-5, 0, 1},
     {"gelu", EL("gelu", "[3, 37]"), 1e-6, 1e-5, 0, 1},
@@ -264,6 +267,8 @@ static const op_case cases[] = {
     /* gradients */
     {"relu_grad", G("  input %dy: f32[3, 37]\n  input %y0: f32[3, 37]\n"
                     "  %y: f32[3, 37] = relu_grad(%dy, %y0)\n  output y = %y\n"), 0, 0, 0, 1},
+    {"relu_grad of NaN", G("  input %dy: f32[3, 37]\n  input %nan_y0: f32[3, 37]\n"
+                           "  %y: f32[3, 37] = relu_grad(%dy, %nan_y0)\n  output y = %y\n"), 0, 0, 0, 1},
     {"sigmoid_grad", G("  input %dy: f32[3, 37]\n  input %y0: f32[3, 37]\n"
                        "  %y: f32[3, 37] = sigmoid_grad(%dy, %y0)\n  output y = %y\n"), 1e-7, 1e-6, 0, 1},
     {"tanh_grad", G("  input %dy: f32[4, 64]\n  input %y0: f32[4, 64]\n"
@@ -532,6 +537,7 @@ static void fill(const ir_graph *g, const ir_value *v, void *data, uint64_t seed
     rng = h | 1;
     int64_t n = ir_type_numel(&v->type), bound = index_bound(g, v);
     int pos = strncmp(name, "pos_", 4) == 0 || strstr(name, "running_var") || strstr(name, "exp_avg_sq");
+    int nan = strncmp(name, "nan_", 4) == 0;
     for (int64_t i = 0; i < n; i++)
         switch (v->type.dtype) {
         case IR_I32: ((int32_t *)data)[i] = (int32_t)(uniform() * (double)bound); break;
@@ -544,6 +550,7 @@ static void fill(const ir_graph *g, const ir_value *v, void *data, uint64_t seed
         default:
             ((float *)data)[i] = strcmp(name, "train.lr") == 0 ? 0.01f
                                  : pos                         ? (float)(0.5 + uniform())
+                                 : nan && i % 5 == 0           ? NAN
                                                                : (float)(2 * uniform() - 1);
         }
 }

@@ -304,8 +304,8 @@ static void tc_check(tcase *c, double *ref, const ir_type *rt, double *mag, doub
         double g = got_at(c, i), r = ref[i];
         double tol = atol + rtol * fabs(r) + (mag ? mtol * mag[i] : 0);
         double ratio;
-        if (g == r)
-            continue;   /* infinities included */
+        if (g == r || (isnan(g) && isnan(r)))
+            continue;   /* infinities and NaNs included */
         if (isnan(g) || isnan(r) || isinf(g) || isinf(r))
             ratio = INFINITY;
         else if (fabs(g - r) <= tol)
@@ -387,7 +387,12 @@ static void test_unary(void)
             ir_node *n = tc_node(&c);
             if (ops[o] == IR_OP_DROPOUT)
                 ir_set_float(c.g, n, "p", s % 2 ? 0.5 : 0.0);
-            if (tc_prepare(&c) && tc_run(&c)) {
+            int ready = tc_prepare(&c);
+            /* every 7th element NaN: it stays NaN in every op, as in PyTorch */
+            float *x = ready ? rt_exec_data(c.x, c.in[0]) : NULL;
+            for (int64_t i = 0; x && i < ir_type_numel(&shapes[s]); i += 7)
+                x[i] = NAN, c.d[0][i] = NAN;
+            if (ready && tc_run(&c)) {
                 int exact = ops[o] == IR_OP_NEG || ops[o] == IR_OP_RELU ||
                             ops[o] == IR_OP_DROPOUT;
                 tc_check(&c, ref_unary(ops[o], c.d[0], &shapes[s]), &shapes[s], NULL,
@@ -395,6 +400,30 @@ static void test_unary(void)
             }
             tc_end(&c);
         }
+}
+
+/* relu's gradient as PyTorch's threshold_backward: dy where y > 0 or y is NaN,
+ * else 0 (a training op: its reference is this loop, not ref64's) */
+static void test_relu_grad(void)
+{
+    ir_type t = F32(5, 29);
+    tcase c;
+    tc_begin(&c, IR_OP_RELU_GRAD);
+    tc_in(&c, t, -4, 4);
+    tc_in(&c, t, -4, 4);
+    tc_node(&c);
+    if (tc_prepare(&c)) {
+        float *y = rt_exec_data(c.x, c.in[1]);
+        for (int64_t i = 0; i < ir_type_numel(&t); i += 6)
+            y[i] = NAN, c.d[1][i] = NAN;
+        if (tc_run(&c)) {
+            double *ref = calloc((size_t)ir_type_numel(&t), sizeof *ref);
+            for (int64_t i = 0; i < ir_type_numel(&t); i++)
+                ref[i] = c.d[1][i] <= 0 ? 0 : c.d[0][i];
+            tc_check(&c, ref, &t, NULL, 0, 0, 0);
+        }
+    }
+    tc_end(&c);
 }
 
 static void test_binary(void)
@@ -973,6 +1002,7 @@ static void run_all(void)
 {
     test_const();
     test_unary();
+    test_relu_grad();
     test_binary();
     test_matmul();
     test_dense();

@@ -18,13 +18,15 @@ set -euo pipefail
 #                                     (clang only recommends the latter, and
 #                                     recommends are not installed here)
 # dataset-fashion-mnist:              the data of the main job
+# python3:                            the test scripts' file surgery (checkpoints,
+#                                     .npy, hostile inputs), standard library only
 # libopenmpi-dev, openmpi-bin:        the MPI backend (one device of a partitioned
 #                                     program per process, runtime/cpu/comm_mpi.c) and
 #                                     mpirun, which its tests (tests/mpi.cmake) need;
 #                                     gnc builds without them, the backend left out
 pkgs=(build-essential cmake ninja-build flex bison pkg-config libopenblas-openmp-dev zlib1g-dev
       libcjson-dev
-      clang libclang-rt-14-dev dataset-fashion-mnist
+      clang libclang-rt-14-dev dataset-fashion-mnist python3
       libopenmpi-dev openmpi-bin)
 for arg in "$@"; do
     case $arg in

@@ -461,6 +461,35 @@ static void run_announce(const run *r)
                tm->prog.strategy, o->c.file);
 }
 
+/* The first parameter, buffer or optimizer state value of the training step
+ * (those this process holds) with a NaN or an infinity in its host copy, or
+ * NULL.  A gradient that is not finite leaves its parameter or the
+ * parameter's optimizer state so once the update has run. */
+static const ir_value *first_nonfinite(const model *m)
+{
+    for (int i = 0; i < m->g->nparams; i++) {
+        const ir_value *v = m->g->params[i];
+        const float *p = ir_is_float(v->type.dtype) ? rt_session_data(m->s, v) : NULL;
+        for (int64_t j = 0; p && j < ir_type_numel(&v->type); j++)
+            if (!isfinite(p[j]))
+                return v;
+    }
+    return NULL;
+}
+
+/* Stops the run (-1) when the update left a parameter not finite: on the
+ * CPU after every step, on a GPU where its values come back to the host (the
+ * end of an epoch, a checkpoint). */
+static int check_finite(const run *r)
+{
+    const ir_value *v = first_nonfinite(&r->tm);
+    if (!v)
+        return 0;
+    fprintf(stderr, "\ngnc: error: step %lld: %s is not finite after the update (a gradient or "
+            "an optimizer state that is not); lower the learning rate\n", r->step, v->name);
+    return -1;
+}
+
 /* One training step at learning rate lr: its batch fed (unless it went ahead
  * during the last step), launched, the next batch sent ahead on a GPU, waited
  * for; *loss its loss.  Prints why on failure. */
@@ -500,7 +529,7 @@ static int run_step(run *r, double lr, float *loss)
                 r->step, *loss);
         return -1;
     }
-    return 0;
+    return rt_session_device(tm->s) == RT_DEVICE_CPU ? check_finite(r) : 0;
 }
 
 /* The end of an epoch, or of the run: every rank brings rank 0 the
@@ -521,6 +550,8 @@ static int run_epoch_end(run *r, double now, double ips)
         fprintf(stderr, "gnc: error: step %lld: %s\n", r->step, err);
         return -1;
     }
+    if (rt_session_device(r->tm.s) != RT_DEVICE_CPU && check_finite(r) != 0)
+        return -1;
     if (r->root && pos + 1 == r->per_epoch && r->plan) {
         printf("epoch %lld: train loss %.4f, %.0f images/s, %.1f s (no test: a plan holds the "
                "training step alone)\n", epoch + 1, train_loss, ips, secs);

@@ -47,7 +47,7 @@ static void unary_range(ir_op op, const float *a, float *o, int64_t lo, int64_t 
     switch (op) {
 #define EACH(expr) for (int64_t i = lo; i < hi; i++) { float v = a[i]; o[i] = (expr); } break;
     case IR_OP_NEG:     EACH(-v)
-    case IR_OP_RELU:    EACH(v > 0 ? v : 0)
+    case IR_OP_RELU:    EACH(v > 0 || v != v ? v : 0) /* NaN stays NaN, as PyTorch's */
     case IR_OP_SIGMOID: EACH(1.0f / (1.0f + expf(-v)))
     case IR_OP_TANH:    EACH(tanhf(v))
     case IR_OP_GELU:    EACH(rt_gelu(v))

@@ -207,7 +207,7 @@ static int k_unary_grad(rt_exec *x, const ir_node *n)
     for (int64_t i = 0; i < len; i++) {
         float g;
         switch (op) {
-        case IR_OP_RELU_GRAD: g = v[i] > 0 ? dy[i] : 0.0f; break;
+        case IR_OP_RELU_GRAD: g = v[i] <= 0 ? 0.0f : dy[i]; break; /* NaN passes dy */
         case IR_OP_SIGMOID_GRAD: g = dy[i] * v[i] * (1 - v[i]); break;
         case IR_OP_TANH_GRAD: g = dy[i] * (1 - v[i] * v[i]); break;
         case IR_OP_SILU_GRAD: { /* s (1 + x (1 - s)), s = sigmoid(x) */

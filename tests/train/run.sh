@@ -41,6 +41,19 @@ has "stopped after step 11"
 expect 0 "${T[@]}" --epochs 2 --resume c.st --checkpoint c.st
 same a.st c.st "resume mid-epoch"
 
+# a NaN in fc3.bias's momentum buffer: the step's loss is finite, the update is
+# not, and training stops there naming it (on the CPU, after every step)
+python3 - c.st nan.st <<'PY'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], 'rb').read())
+n = struct.unpack('<Q', b[:8])[0]
+at = 8 + n + json.loads(b[8:8 + n])['fc3.bias.momentum_buffer']['data_offsets'][0]
+b[at:at + 4] = struct.pack('<f', float('nan'))
+open(sys.argv[2], 'wb').write(b)
+PY
+expect 1 "${T[@]}" --epochs 3 --resume nan.st
+has "gnc: error: step 16: fc3.bias is not finite after the update"
+
 # dropout masks and AdamW state resume exactly too (mlp)
 M=("$gnc" train "$src/models/mlp.net" --data tiny --batch 32 --optimizer adamw --lr 0.001 --seed 3)
 expect 0 "${M[@]}" --epochs 2 --checkpoint m1.st
@@ -94,6 +107,13 @@ has "not a safetensors file"
 head -c 300 a.st >short.st
 expect 1 "$gnc" eval "$lenet" --data tiny --weights short.st
 has "short.st"
+# a directory is named as one (it read as "not a safetensors file", from a read
+# that failed)
+mkdir -p ckdir.st
+expect 1 "$gnc" eval "$lenet" --data tiny --weights ckdir.st
+has "ckdir.st: is a directory, not a checkpoint"
+expect 1 "${T[@]}" --epochs 1 --resume ckdir.st
+has "ckdir.st: is a directory, not a checkpoint"
 
 # a checkpoint's step and seed are read strictly: a negative step indexed the
 # epoch's order before its start, and atoll read "ab" as 0
