@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The hostile-input corpus: run.sh GNC SOURCE_DIR WORK_DIR.
+# gen.py writes the inputs into WORK_DIR (checkpoints, IDX data, plans, DSL
+# and IR text, from a tiny model and synthetic data: no data set needed);
+# cases.txt says, a line each, the command, its exit status and a string its
+# message must hold.  Each case must exit with that status (never 0, never a
+# signal), print the string, print no sanitizer report, and leave nothing in
+# out/ or at its -o, --checkpoint or --log path.  A command ending in
+# ">/dev/full" runs with its standard output there.  Ends with "hostile: N
+# passed, M failed" (cases; the baseline counts as one); fails if any did.
+set -u
+gnc=$1 src=$2 work=$3
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../lib.sh"
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+export GNC_CACHE_DIR=$work/cache
+/usr/bin/python3 "$here/gen.py" . "$src" || { echo "hostile: gen.py failed"; exit 1; }
+
+# the baseline each case breaks one thing of works, so a case cannot pass by
+# failing for another reason
+expect 0 "$gnc" train tiny.net --data data --device cpu --epochs 2 --checkpoint base.st
+expect 0 "$gnc" train tiny.net --data data-gz --device cpu --epochs 2 --resume base.st
+has "resuming base.st at step 8"
+expect 0 "$gnc" eval tiny.net --data data --device cpu --weights ckpt/good.st
+has "on 32 of 32 images"
+expect 0 "$gnc" inspect plan/good.gnc
+expect 0 "$gnc" dump plan/good.gnc
+cases_pass=0 cases_fail=0
+[ "$fail" = 0 ] && cases_pass=1 || cases_fail=1
+
+# outputs CMD...: the paths the command's options write
+outputs() {
+    while [ $# -gt 0 ]; do
+        case $1 in
+            -o|--checkpoint|--log) [ $# -gt 1 ] && echo "$2"; shift ;;
+            --checkpoint=*|--log=*) echo "${1#*=}" ;;
+        esac
+        shift
+    done
+}
+
+while IFS='|' read -r -u 3 want text cmd; do
+    want=${want// /} text=$(sed 's/^ *//; s/ *$//' <<<"$text")
+    read -ra args <<<"$cmd"
+    cmd=${args[*]}
+    failed=$fail
+    case $want in
+        [1-9]|[1-9][0-9]|1[01][0-9]|12[0-7]) ;;
+        *) bad "cases.txt: '$cmd': status '$want' is not 1 to 127"
+           cases_fail=$((cases_fail + 1)); continue ;;
+    esac
+    mapfile -t outs < <(outputs "${args[@]}")
+    before=()
+    for o in "${outs[@]}"; do [ -e "$o" ] && before+=(y) || before+=(n); done
+    if [ "${args[-1]}" = ">/dev/full" ]; then      # standard output on a full disk
+        unset 'args[-1]'
+        expect "$want" bash -c 'exec "$@" >/dev/full' - "$gnc" "${args[@]}" </dev/null
+    else
+        expect "$want" "$gnc" "${args[@]}" </dev/null
+    fi
+    has "$text"
+    if grep -qE 'Sanitizer|runtime error:' <<<"$out"; then bad "'$cmd': a sanitizer report"; else ok; fi
+    left=$(find out -mindepth 1 -maxdepth 1)
+    for i in "${!outs[@]}"; do
+        o=${outs[$i]}
+        if [ "${before[$i]}" = n ] && [ -e "$o" ]; then left+=$'\n'$o; fi
+        for t in "$o".tmp*; do [ -e "$t" ] && left+=$'\n'$t; done
+    done
+    left=$(sort -u <<<"$left" | grep . | tr '\n' ' ')
+    if [ -z "$left" ]; then ok; else bad "'$cmd' left ${left% }"; fi
+    rm -rf out && mkdir out
+    [ "$fail" = "$failed" ] && cases_pass=$((cases_pass + 1)) || cases_fail=$((cases_fail + 1))
+done 3< <(grep -vE '^[[:space:]]*(#|$)' "$here/cases.txt")
+[ $((cases_pass + cases_fail)) -gt 1 ] || { bad "cases.txt: no cases"; cases_fail=$((cases_fail + 1)); }
+
+pass=$cases_pass fail=$cases_fail
+summary hostile
