@@ -63,13 +63,22 @@ static int read_idx(const char *path, int rank, int64_t *dims, uint8_t **data, c
         }
         total *= (uint64_t)dims[i];
     }
-    *data = base_malloc(total);
-    if (!*data) {
-        base_fail(err, errlen, "%s: out of memory", path);
-        goto done;
-    }
+    /* The buffer grows as the data arrives (doubling from 1 MiB, to the size the
+     * header promises at most): a short file that promises gigabytes costs what
+     * it holds, not what it promises. */
+    uint64_t cap = 0;
     for (uint64_t off = 0; off < total;) {
-        unsigned chunk = total - off > (1u << 30) ? 1u << 30 : (unsigned)(total - off);
+        if (off == cap) {
+            uint64_t step = cap ? cap : 1u << 20;
+            cap = total - cap < step ? total : cap + step;
+            uint8_t *grown = base_realloc(*data, (size_t)cap);
+            if (!grown) {
+                base_fail(err, errlen, "%s: out of memory", path);
+                goto done;
+            }
+            *data = grown;
+        }
+        unsigned chunk = cap - off > (1u << 30) ? 1u << 30 : (unsigned)(cap - off);
         int n = gzread(f, *data + off, chunk);
         if (n <= 0) {
             base_fail(err, errlen, "%s: %s", path, n < 0 ? "corrupt gzip data"

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base.h"
@@ -406,6 +407,9 @@ static int shape_of(const cJSON *t, ir_type *out)
 int rt_checkpoint_load(const ir_graph *g, rt_exec *x, const char *path, rt_ckpt_meta *meta,
                        char *err, size_t errlen)
 {
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return base_fail(err, errlen, "%s: is a directory, not a checkpoint", path);
     FILE *f = fopen(path, "rb");
     if (!f)
         return base_fail(err, errlen, "%s: cannot read: %s", path, strerror(errno));

@@ -127,4 +127,46 @@ printf 'garbage' >junk.npy
 expect 1 "$gnc" run "$src/models/lenet.net" -D batch=2 --input image=junk.npy
 has "not a .npy file"
 
+# .npy headers are read as the format has them: a Python dict literal with the
+# keys 'descr', 'fortran_order' and 'shape' once each, padded with spaces to a
+# '\n'; the data and nothing after it.  mknpy FILE HEADER [DATA_BYTES [PAD]]
+# writes a version 1.0 file (PAD, default a space, pads the header to 64 bytes
+# before its '\n'); the data is DATA_BYTES zero bytes (default 24: f32[2, 3]).
+mknpy() {
+    local f=$1 h=$2 bytes=${3:-24} pad=${4:- } n i
+    n=$(( (10 + ${#h} + 1 + 63) / 64 * 64 - 10 ))
+    {
+        printf '\223NUMPY\001\000'
+        printf "\\$(printf %03o $((n & 255)))\\$(printf %03o $((n >> 8)))"
+        printf '%s' "$h"
+        for ((i = ${#h} + 1; i < n; i++)); do printf '%s' "$pad"; done
+        printf '\n'
+        head -c "$bytes" /dev/zero
+    } >"$f"
+}
+printf 'model m() {\n    input x: f32[2, 3]\n    output y = relu(x)\n}\n' >tiny.net
+R=("$gnc" run tiny.net --device cpu --input)
+mknpy plain.npy "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"
+expect 0 "${R[@]}" x=plain.npy;     has "y: f32[2, 3]"
+# any whitespace Python takes between the tokens, either quote, no trailing comma
+mknpy spaced.npy $'{\n\t"descr"\t: \'<f4\' ,\n  \'fortran_order\':\tFalse,\r\n\t\'shape\' : (\n\t\t2 ,\n\t\t3\n\t)\n}'
+expect 0 "${R[@]}" x=spaced.npy;    has "y: f32[2, 3]"
+mknpy dup.npy "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), 'shape': (2, 3)}"
+expect 1 "${R[@]}" x=dup.npy;       has "dup.npy: malformed .npy header: the key 'shape' appears twice"
+mknpy extra.npy "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), 'extra': 1}"
+expect 1 "${R[@]}" x=extra.npy;     has "extra.npy: malformed .npy header: unknown key 'extra'"
+# 'shape': in a string is text, not the key: this descr is "<f4, 'shape': (2, 3)"
+mknpy instr.npy "{'descr': '<f4' \", 'shape': (2, 3)\", 'fortran_order': False, 'shape': (6,)}"
+expect 1 "${R[@]}" x=instr.npy;     has "instr.npy: dtype <f4, 'shape': (2, 3) does not match"
+mknpy notuple.npy "{'descr': '<f4', 'fortran_order': False, 'shape': (6)}"
+expect 1 "${R[@]}" x=notuple.npy;   has "notuple.npy: malformed .npy header: the shape (6) is not a tuple"
+mknpy tabpad.npy "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }" 24 $'\t'
+expect 1 "${R[@]}" x=tabpad.npy;    has "tabpad.npy: malformed .npy header: the padding after '}'"
+mknpy trailing.npy "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }" 28
+expect 1 "${R[@]}" x=trailing.npy;  has "trailing.npy: has trailing bytes after the data its header describes"
+mknpy short.npy "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }" 20
+expect 1 "${R[@]}" x=short.npy;     has "short.npy: truncated .npy data"
+mkdir -p dir.npy
+expect 1 "${R[@]}" x=dir.npy;       has "dir.npy: is a directory, not a .npy file"
+
 summary cli
