@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
-# Fuzzes the frontend, the IR text parser, the plan loader or the checkpoint
-# loader with libFuzzer for SECONDS seconds:
-#   bash tools/fuzz.sh SECONDS [frontend|ir|plan|checkpoint]
+# Fuzzes the frontend, the IR text parser, the plan loader, the checkpoint
+# loader, the IDX data set reader or the .npy reader with libFuzzer for SECONDS
+# seconds:
+#   bash tools/fuzz.sh SECONDS [frontend|ir|plan|checkpoint|idx|npy]
 #                                 (build dir: build-fuzz, or $GNC_FUZZ_BUILD)
 # Builds tests/fuzz/fuzz_TARGET.c with clang, AddressSanitizer and UBSan, then runs
 # it on a working copy of its seed corpus (frontend: models/*.net, tests/dsl/**/*.net,
 # tests/fuzz/regressions/*.net; ir: tests/{ir,passes,comm}/*.gir; plan:
-# tests/fuzz/plans/*.gnc; checkpoint: the checkpoints of its own two programs,
-# which it writes) kept in the build dir, so nothing is written into the
-# repository.  Exits non-zero on any crash, sanitizer report, leak or timeout,
+# tests/fuzz/plans/*.gnc; checkpoint: the checkpoints of its own two programs;
+# idx: small IDX files, plain and gzipped; npy: files of its wanted types; the
+# last three write their own) kept in the build dir, so nothing is written into
+# the repository.  Exits non-zero on any crash, sanitizer report, leak or timeout,
 # and prints the path of the input that caused it and how to reproduce it.
 set -euo pipefail
 if [ $# -lt 1 ] || [ $# -gt 2 ] || ! [[ $1 =~ ^[0-9]+$ ]] || [ "$1" -lt 1 ] ||
-   ! [[ ${2:-frontend} =~ ^(frontend|ir|plan|checkpoint)$ ]]; then
-    echo "usage: bash tools/fuzz.sh SECONDS [frontend|ir|plan|checkpoint]" >&2
+   ! [[ ${2:-frontend} =~ ^(frontend|ir|plan|checkpoint|idx|npy)$ ]]; then
+    echo "usage: bash tools/fuzz.sh SECONDS [frontend|ir|plan|checkpoint|idx|npy]" >&2
     exit 2
 fi
 seconds=$1
@@ -38,10 +40,10 @@ elif [ "$target" = plan ]; then
     seeds=("$root"/tests/fuzz/plans/*.gnc)
     dict=()
     max_len=65536             # the largest seed (with kernels) is about 40 KiB
-elif [ "$target" = checkpoint ]; then
+elif [ "$target" = checkpoint ] || [ "$target" = idx ] || [ "$target" = npy ]; then
     seeds=()
     dict=()
-    "$build/fuzz_checkpoint" --seeds "$corpus"   # a checkpoint of each of its programs
+    "$build/fuzz_$target" --seeds "$corpus"   # files it writes: see tests/fuzz/fuzz_$target.c
 else
     seeds=("$root"/models/*.net "$root"/tests/dsl/**/*.net "$root"/tests/fuzz/regressions/*.net)
     dict=(-dict="$root/tests/fuzz/dsl.dict")
@@ -71,8 +73,13 @@ if [ "$rc" -ne 0 ] || [ -n "$new" ]; then
     done
     grep -o 'Test unit written to .*' "$log" >&2 || true
     echo "fuzz: reproduce with: $build/fuzz_$target INPUT" >&2
-    echo "fuzz: minimize with:  $build/fuzz_$target -minimize_crash=1 -runs=100000 -exact_artifact_path=min.net INPUT" >&2
-    echo "fuzz: then save it as tests/fuzz/regressions/NAME.net (checked by ctest -R fuzz_regressions)" >&2
+    if [ "$target" = idx ] || [ "$target" = npy ]; then
+        echo "fuzz: minimize with:  $build/fuzz_$target -minimize_crash=1 -runs=100000 -exact_artifact_path=min INPUT" >&2
+        echo "fuzz: then add it to the seeds tests/fuzz/fuzz_$target.c writes (--seeds): every run replays them" >&2
+    else
+        echo "fuzz: minimize with:  $build/fuzz_$target -minimize_crash=1 -runs=100000 -exact_artifact_path=min.net INPUT" >&2
+        echo "fuzz: then save it as tests/fuzz/regressions/NAME.net (checked by ctest -R fuzz_regressions)" >&2
+    fi
     exit 1
 fi
 echo "fuzz: no crash in ${seconds}s"

@@ -4,9 +4,10 @@
 #   bash tools/test.sh --asan          the same with AddressSanitizer and UBSan, in build-asan/
 #   bash tools/test.sh --clang         build with clang instead, in build-clang/ (no tests:
 #                                      a second compiler's warnings)
-#   bash tools/test.sh --fuzz SECONDS [frontend|ir|plan|checkpoint]
+#   bash tools/test.sh --fuzz SECONDS [frontend|ir|plan|checkpoint|idx|npy]
 #                                      fuzz the frontend, the IR parser, the plan
-#                                      or the checkpoint loader instead (tools/fuzz.sh)
+#                                      or checkpoint loader, the IDX or .npy reader
+#                                      instead (tools/fuzz.sh)
 # GNC_BUILD_DIR overrides the build directory; GNC_WERROR=ON makes warnings errors
 # (CI sets it).  Exits non-zero if a step or a test fails.
 set -euo pipefail
@@ -19,8 +20,8 @@ while [ $# -gt 0 ]; do
     --fuzz)
         [ $# -ge 2 ] || { echo "test: --fuzz needs SECONDS" >&2; exit 2; }
         fuzz=$2; shift
-        case ${2:-} in frontend|ir|plan|checkpoint) fuzz_target=$2; shift ;; esac ;;
-    -h|--help) sed -n '2,8s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        case ${2:-} in frontend|ir|plan|checkpoint|idx|npy) fuzz_target=$2; shift ;; esac ;;
+    -h|--help) sed -n '2,10s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "test: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift

@@ -1,5 +1,5 @@
-# libFuzzer targets for the frontend, the IR text, the plan loader and the
-# checkpoint loader (included
+# libFuzzer targets for the frontend, the IR text, the plan loader, the
+# checkpoint loader, the IDX data set reader and the .npy reader (included
 # from the top-level CMakeLists.txt when GNC_FUZZ is ON).  Needs clang:
 #   CC=clang cmake -S . -B build-fuzz -G Ninja -DGNC_FUZZ=ON && ninja -C build-fuzz fuzz_frontend
 # or simply: bash tools/fuzz.sh SECONDS
@@ -42,3 +42,21 @@ add_executable(fuzz_checkpoint ${CMAKE_CURRENT_LIST_DIR}/fuzz_checkpoint.c)
 target_link_libraries(fuzz_checkpoint PRIVATE gnc_runtime gnc_passes gnc_ir)
 target_compile_options(fuzz_checkpoint PRIVATE -fsanitize=fuzzer ${GNC_FUZZ_SANITIZE})
 target_link_options(fuzz_checkpoint PRIVATE -fsanitize=fuzzer,address,undefined)
+
+# The readers of the gnc command, which are in no library: their tools/ source
+# is compiled into the target, with the same sanitizers and coverage.
+# The IDX data set reader (bash tools/fuzz.sh SECONDS idx): tools/data.c, its
+# files plain or gzipped.
+add_executable(fuzz_idx ${CMAKE_CURRENT_LIST_DIR}/fuzz_idx.c ${CMAKE_SOURCE_DIR}/tools/data.c)
+target_include_directories(fuzz_idx PRIVATE ${CMAKE_SOURCE_DIR}/tools)
+target_link_libraries(fuzz_idx PRIVATE gnc_ir ZLIB::ZLIB)
+target_compile_options(fuzz_idx PRIVATE -fsanitize=fuzzer ${GNC_FUZZ_SANITIZE})
+target_link_options(fuzz_idx PRIVATE -fsanitize=fuzzer,address,undefined)
+
+# The .npy reader (bash tools/fuzz.sh SECONDS npy): tools/npy.c, the files of
+# `gnc run --input`.
+add_executable(fuzz_npy ${CMAKE_CURRENT_LIST_DIR}/fuzz_npy.c ${CMAKE_SOURCE_DIR}/tools/npy.c)
+target_include_directories(fuzz_npy PRIVATE ${CMAKE_SOURCE_DIR}/tools)
+target_link_libraries(fuzz_npy PRIVATE gnc_ir)
+target_compile_options(fuzz_npy PRIVATE -fsanitize=fuzzer ${GNC_FUZZ_SANITIZE})
+target_link_options(fuzz_npy PRIVATE -fsanitize=fuzzer,address,undefined)
