@@ -199,9 +199,10 @@ static int build_once(const drv_config *o, const ir_graph *src, const pt_options
                 over[i] = out->plan->dev[i].peak_bytes - caps[i];
                 first = first < 0 ? i : first;
             }
-        snprintf(err, errlen, "device %d needs %.2f GiB, over its cap of %.2f GiB", first,
-                 (double)out->plan->dev[first].peak_bytes / 1073741824.0,
-                 (double)caps[first] / 1073741824.0);
+        char need[32], cap[32];
+        base_human_bytes((double)out->plan->dev[first].peak_bytes, need, sizeof need);
+        base_human_bytes((double)caps[first], cap, sizeof cap);
+        snprintf(err, errlen, "device %d needs %s, over its cap of %s", first, need, cap);
         goto fail_kept;
     }
     return 0;

@@ -423,8 +423,7 @@ static int pass_flag(options *o, const char *cmdsp, const char *name, const char
             const char *end = strchr(p, ',');
             size_t len = end ? (size_t)(end - p) : strlen(p);
             if (!pass_lookup(p, len))
-                return usage_error(cmdsp, "--passes: unknown pass in '%s' (see 'gnc compile "
-                                   "--help')", val);
+                return usage_error(cmdsp, "--passes: unknown pass in '%s'", val);
             p += len + (end != NULL);
         }
         o->c.passes = val;

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base.h"
@@ -351,12 +352,37 @@ typedef struct {
 } run;
 
 /* The data sets, the two programs, the steps to take. */
+/* Whether a file can be written at path later: its folder exists and takes
+ * files.  Prints why not.  (The write itself may still fail, a full disk.) */
+static int writable_later(const char *path, const char *flag)
+{
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else
+        snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    struct stat st;
+    int e = stat(dir, &st) != 0             ? errno
+            : !S_ISDIR(st.st_mode)          ? ENOTDIR
+            : access(dir, W_OK | X_OK) != 0 ? errno
+                                            : 0;
+    if (e)
+        fprintf(stderr, "gnc: error: %s %s: cannot write in '%s': %s\n", flag, path, dir,
+                strerror(e));
+    return !e;
+}
+
 static int run_open(run *r)
 {
     const options *o = r->o;
     char err[1024];
     const char *dir = o->data ? o->data : DEFAULT_DATA;
     int testing = r->root && !r->plan;
+    /* before any work: a checkpoint that cannot be written is found now, not
+       after an epoch */
+    if (r->root && o->checkpoint && !writable_later(o->checkpoint, "--checkpoint"))
+        return -1;
     if (cli_dataset_load(&r->train, dir, "train", err, sizeof err) ||
         (testing && cli_dataset_load(&r->test, dir, "t10k", err, sizeof err))) {
         fprintf(stderr, "gnc: error: %s\n", err);
@@ -416,6 +442,13 @@ static int run_resume(run *r)
         fprintf(stderr, "gnc: error: %s: the metadata's %s is '%.40s', not %s\n", o->resume,
                 bad_step ? "step" : "seed", bad_step ? s : sd,
                 bad_step ? "a count of steps (0 or more)" : "a seed (digits)");
+        rt_ckpt_meta_free(&meta);
+        return -1;
+    }
+    if (step > r->total) {
+        fprintf(stderr, "gnc: error: %s is at step %lld, past the %lld steps this run asks "
+                "for (--epochs, --steps): nothing to train\n", o->resume, (long long)step,
+                r->total);
         rt_ckpt_meta_free(&meta);
         return -1;
     }

@@ -498,8 +498,10 @@ int rt_checkpoint_load(const ir_graph *g, rt_exec *x, const char *path, rt_ckpt_
             continue;
         }
         if (strcmp(dt->valuestring, st_dtype(ty->dtype)) != 0 || !ir_type_eq(&ft, ty)) {
+            /* the file's dtype by its own name, then its shape: [10, 784] */
             add_line(err, errlen, &ndiff, "  %s: %s %s in the checkpoint, %s in the model", name,
-                     dt->valuestring, ir_type_str(&ft, a, sizeof a), ir_type_str(ty, b, sizeof b));
+                     dt->valuestring, strchr(ir_type_str(&ft, a, sizeof a), '['),
+                     ir_type_str(ty, b, sizeof b));
             continue;
         }
         double lo = cJSON_GetArrayItem(offs, 0)->valuedouble, hi = cJSON_GetArrayItem(offs, 1)->valuedouble;
@@ -561,17 +563,17 @@ void rt_ckpt_meta_set(rt_ckpt_meta *m, const char *key, const char *value)
     int i;
     for (i = 0; i < m->n && strcmp(m->keys[i], key) != 0; i++)
         ;
-    if (i == RT_CKPT_MAX_META)
-        return;
     if (i == m->n) {
-        char *k = base_strdup(key);
-        if (!k)
-            return;
-        m->keys[m->n++] = k;
+        if (m->n == m->cap) {
+            m->cap = m->cap ? 2 * m->cap : 8;
+            m->keys = base_xrealloc(m->keys, (size_t)m->cap * sizeof *m->keys);
+            m->values = base_xrealloc(m->values, (size_t)m->cap * sizeof *m->values);
+        }
+        m->keys[m->n++] = base_xstrdup(key);
     } else {
         base_free(m->values[i]);
     }
-    m->values[i] = base_strdup(value);
+    m->values[i] = base_xstrdup(value);
 }
 
 const char *rt_ckpt_meta_get(const rt_ckpt_meta *m, const char *key)
@@ -585,8 +587,10 @@ const char *rt_ckpt_meta_get(const rt_ckpt_meta *m, const char *key)
 void rt_ckpt_meta_free(rt_ckpt_meta *m)
 {
     for (int i = 0; i < m->n; i++) {
-        base_free((char *)m->keys[i]);
+        base_free(m->keys[i]);
         base_free(m->values[i]);
     }
+    base_free(m->keys);
+    base_free(m->values);
     memset(m, 0, sizeof *m);
 }

@@ -20,12 +20,11 @@
 #include "exec.h"
 #include "ir.h"
 
-#define RT_CKPT_MAX_META 16
-
+/* The metadata's keys and values, as many as the file has; zero-initialized
+ * empty; everything owned (rt_ckpt_meta_free). */
 typedef struct {
-    int n;
-    const char *keys[RT_CKPT_MAX_META];
-    char *values[RT_CKPT_MAX_META];   /* owned: rt_ckpt_meta_free */
+    int n, cap;
+    char **keys, **values;
 } rt_ckpt_meta;
 
 /* Saves every param, buffer and state value of g (run by x) with meta. */

@@ -54,6 +54,21 @@ PY
 expect 1 "${T[@]}" --epochs 3 --resume nan.st
 has "gnc: error: step 16: fc3.bias is not finite after the update"
 
+# a checkpoint's metadata may hold any number of keys (20 more here, before
+# step and seed: they were dropped past the 16th, and the step with them)
+python3 - c.st meta.st <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], 'rb').read()
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+h['__metadata__'] = dict({'x%02d' % i: 'y' for i in range(20)}, **h['__metadata__'])
+j = json.dumps(h).encode()
+j += b' ' * (-len(j) % 8)
+open(sys.argv[2], 'wb').write(struct.pack('<Q', len(j)) + j + b[8 + n:])
+PY
+expect 0 "${T[@]}" --epochs 3 --steps 17 --resume meta.st
+has "resuming meta.st at step 16"
+
 # dropout masks and AdamW state resume exactly too (mlp)
 M=("$gnc" train "$src/models/mlp.net" --data tiny --batch 32 --optimizer adamw --lr 0.001 --seed 3)
 expect 0 "${M[@]}" --epochs 2 --checkpoint m1.st
