@@ -85,6 +85,13 @@ int base_alloc_failed(void);
  * and *why (strerror's text, "out of memory" or "file too large": 1 GiB or
  * more).  Its allocations may fail without a jump: the file is open. */
 char *base_read_file(const char *path, size_t *len, const char **why);
+/* A file that cannot be read twice (a pipe: gnc compile /dev/stdin), read once
+ * by the command line before anything else reads it: base_read_file gives a
+ * copy of these bytes for that path from then on.  data is kept (NULL: none);
+ * base_preloaded gives them back, or NULL for any other path.  The gnc
+ * command's alone: libgnc never preloads. */
+void base_preload(const char *path, char *data, size_t len);
+const char *base_preloaded(const char *path, size_t *len);
 
 /* An arena: blocks freed together, NULL when empty.  Allocations are zeroed
  * and 16-byte aligned; out of memory calls base_oom. */

@@ -1091,6 +1091,25 @@ static int cmd_devices(int argc, char **argv)
     return 0;
 }
 
+/* A model or plan read from a pipe or a terminal (/dev/stdin, <(...)) can be
+ * read once: its bytes are read now and kept (base_preload), so that probing
+ * them for a plan and loading the model (twice, for training) see them all. */
+static int preload_stream(const char *path)
+{
+    struct stat st;
+    if (!path || stat(path, &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))
+        return 0;
+    size_t len;
+    const char *why = NULL;
+    char *data = base_read_file(path, &len, &why);
+    if (!data) {
+        fprintf(stderr, "gnc: error: %s: cannot read: %s\n", path, why);
+        return 1;
+    }
+    base_preload(path, data, len);
+    return 0;
+}
+
 static int command(int argc, char **argv, cli_world *world)
 {
     if (argc < 2) {
@@ -1140,6 +1159,10 @@ static int command(int argc, char **argv, cli_world *world)
     if (rc) {
         options_free(&o);
         return rc == 1 ? 0 : rc;
+    }
+    if ((rc = preload_stream(o.c.file)) != 0) {
+        options_free(&o);
+        return rc;
     }
     if (strcmp(cmd, "inspect") == 0)
         return world->rank > 0 ? 0 : cmd_inspect(&o);

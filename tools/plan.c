@@ -16,9 +16,12 @@
 
 int cli_is_plan(const char *path)
 {
-    size_t n = strlen(path);
+    size_t n = strlen(path), len;
     if (n >= 4 && strcmp(path + n - 4, ".gnc") == 0)
         return 1;
+    const char *kept = base_preloaded(path, &len);
+    if (kept)
+        return len >= 8 && rt_plan_is_plan(kept, 8);
     unsigned char head[8];
     FILE *f = fopen(path, "rb");
     int yes = f && fread(head, 1, 8, f) == 8 && rt_plan_is_plan(head, 8);
@@ -190,11 +193,19 @@ struct rt_session *cli_session_new(const options *o, const drv_program *p, int p
     return s;
 }
 
+/* rt_plan_load, or the bytes a pipe gave (base_preload) */
+static rt_plan *plan_load(const char *path, char *err, size_t errlen)
+{
+    size_t len;
+    const char *kept = base_preloaded(path, &len);
+    return kept ? rt_plan_decode(kept, len, path, err, errlen) : rt_plan_load(path, err, errlen);
+}
+
 int cli_plan_open(const options *o, drv_program *out)
 {
     char err[1024];
     memset(out, 0, sizeof *out);
-    rt_plan *p = rt_plan_load(o->c.file, err, sizeof err);
+    rt_plan *p = plan_load(o->c.file, err, sizeof err);
     if (!p) {
         o->world->together = 1; /* every rank reads the same file */
         if (o->world->rank == 0)
@@ -500,7 +511,7 @@ static int inspect_json(const rt_plan *p, const char *file)
 int cmd_inspect(const options *o)
 {
     char err[1024], t[160], b[32], nb[160], ib[96];
-    rt_plan *p = rt_plan_load(o->c.file, err, sizeof err);
+    rt_plan *p = plan_load(o->c.file, err, sizeof err);
     if (!p) {
         fprintf(stderr, "gnc: error: %s\n", err);
         return 1;
