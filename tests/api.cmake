@@ -28,8 +28,9 @@ add_test(NAME api_doc COMMAND ${CMAKE_COMMAND} -DIN=${CMAKE_SOURCE_DIR}/include/
          -P ${CMAKE_CURRENT_SOURCE_DIR}/api/example.cmake)
 set_tests_properties(api_doc PROPERTIES LABELS "api")
 
+find_package(Threads REQUIRED)
 add_executable(test_api ${CMAKE_CURRENT_SOURCE_DIR}/api/test_api.c)
-target_link_libraries(test_api PRIVATE gnc_lib m)
+target_link_libraries(test_api PRIVATE gnc_lib m Threads::Threads)
 # whether libgnc has the GPU executor (the message a cuda session fails with)
 target_compile_definitions(test_api PRIVATE GNC_TEST_CUDA_RUNTIME=$<BOOL:${GNC_HAVE_CUDA_RUNTIME}>
                            GNC_SOURCE_DIR="${CMAKE_SOURCE_DIR}")

@@ -15,6 +15,8 @@ set -euo pipefail
 # zlib1g-dev:                         reading gzip-compressed data files
 # libcjson-dev:                       the JSON header of safetensors checkpoints
 # clang, libclang-rt-14-dev:          libFuzzer and clang's sanitizer runtimes
+# libomp-14-dev:                      LLVM's OpenMP for clang, with Archer, which
+#                                     tells ThreadSanitizer of its barriers
 #                                     (clang only recommends the latter, and
 #                                     recommends are not installed here)
 # dataset-fashion-mnist:              the data of the main job
@@ -26,7 +28,7 @@ set -euo pipefail
 #                                     gnc builds without them, the backend left out
 pkgs=(build-essential cmake ninja-build flex bison pkg-config libopenblas-openmp-dev zlib1g-dev
       libcjson-dev
-      clang libclang-rt-14-dev dataset-fashion-mnist python3
+      clang libclang-rt-14-dev libomp-14-dev dataset-fashion-mnist python3
       libopenmpi-dev openmpi-bin)
 for arg in "$@"; do
     case $arg in

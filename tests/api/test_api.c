@@ -16,11 +16,16 @@
  *      checkpoints of another model and paths that cannot be written fail.
  *   4. Misuse: runs of the wrong kind of plan, bad learning rates, NULLs
  *      (with and without an error to fill).
+ *   5. Threads: sessions of one shared plan, each on its own thread at once
+ *      (a training step on two virtual devices), reach the bits one session
+ *      reaches alone; plans load on several threads at once.  The
+ *      ThreadSanitizer build (tools/test.sh --tsan) runs this.
  *
  *   test_api PLANS_DIR   (tests/api/plans.sh writes the plans) */
 #include <gnc/gnc.h>
 
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,10 +69,11 @@ static int gpu_here(void)
 }
 
 /* Every input of s's plan from a seeded sequence: floats in [0, 1), integers
- * in [0, 10). */
-static void feed(gnc_session *s, const gnc_plan *p, unsigned seed)
+ * in [0, 10).  The first failure's status (and err), else GNC_OK. */
+static gnc_status feed_inputs(gnc_session *s, const gnc_plan *p, unsigned seed, gnc_error *err)
 {
-    for (int i = 0; i < gnc_plan_input_count(p); i++) {
+    gnc_status st = GNC_OK;
+    for (int i = 0; i < gnc_plan_input_count(p) && st == GNC_OK; i++) {
         gnc_tensor_info t;
         gnc_plan_input(p, i, &t);
         unsigned char *b = malloc(t.bytes);
@@ -84,11 +90,16 @@ static void feed(gnc_session *s, const gnc_plan *p, unsigned seed)
             else
                 ((float *)b)[k] = (float)(x >> 8) / 16777216.0f;
         }
-        gnc_error err;
-        check(gnc_session_set_input(s, t.name, b, t.bytes, &err) == GNC_OK, "set input %s: %s",
-              t.name, err.message);
+        st = gnc_session_set_input(s, t.name, b, t.bytes, err);
         free(b);
     }
+    return st;
+}
+
+static void feed(gnc_session *s, const gnc_plan *p, unsigned seed)
+{
+    gnc_error err;
+    check(feed_inputs(s, p, seed, &err) == GNC_OK, "set inputs: %s", err.message);
 }
 
 static float *output(const gnc_session *s, const gnc_plan *p, int i, size_t *bytes)
@@ -495,6 +506,93 @@ static void test_misuse(void)
     gnc_plan_free(t);
 }
 
+/* One thread's work: a session of the shared plan, fed the same batch, 12
+ * steps; its loss and checkpoint name are the result. */
+typedef struct {
+    const gnc_plan *plan;
+    const char *checkpoint, *other;   /* other: a plan file to load meanwhile */
+    double loss;
+    gnc_status status;
+    gnc_error err;
+    gnc_plan *loaded;           /* a plan this thread loaded itself */
+} worker;
+
+static void *work(void *arg)
+{
+    worker *w = arg;
+    gnc_session *s;
+    w->status = gnc_plan_load(&w->loaded, w->other, &w->err);
+    if (w->status == GNC_OK)
+        w->status = gnc_session_init(&s, w->plan, &cpu, &w->err);
+    if (w->status != GNC_OK)
+        return NULL;
+    w->status = feed_inputs(s, w->plan, 5, &w->err);
+    for (int k = 0; k < 12 && w->status == GNC_OK; k++)
+        if ((w->status = gnc_session_train_step(s, 0.05, k, &w->err)) == GNC_OK)
+            w->status = gnc_session_loss(s, &w->loss, &w->err);
+    if (w->status == GNC_OK)
+        w->status = gnc_session_save_checkpoint(s, w->checkpoint, 12, &w->err);
+    gnc_session_free(s);
+    return NULL;
+}
+
+static int same_file(const char *a, const char *b)
+{
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    int same = fa && fb;
+    while (same) {
+        int ca = getc(fa), cb = getc(fb);
+        same = ca == cb;
+        if (ca == EOF)
+            break;
+    }
+    if (fa)
+        fclose(fa);
+    if (fb)
+        fclose(fb);
+    return same;
+}
+
+static void test_threads(void)
+{
+    enum { N = 4 };
+    gnc_error err;
+    gnc_plan *p;
+    if (gnc_plan_load(&p, path("lenet-train2.gnc"), &err) != GNC_OK) {
+        check(0, "lenet-train2: %s", err.message);
+        return;
+    }
+    const char *other = strdup(path("lenet.gnc")); /* path()'s buffers are not the threads' */
+    worker alone = {.plan = p, .checkpoint = strdup(path("thread-alone.safetensors")),
+                    .other = other};
+    work(&alone);
+    check(alone.status == GNC_OK, "one session alone: %s", alone.err.message);
+    worker ws[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "thread-%d.safetensors", i);
+        ws[i] = (worker){.plan = p, .checkpoint = strdup(path(name)), .other = other};
+        check(pthread_create(&th[i], NULL, work, &ws[i]) == 0, "pthread_create");
+    }
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        check(ws[i].status == GNC_OK, "thread %d: %s", i, ws[i].err.message);
+        check(ws[i].loss == alone.loss, "thread %d: loss %.9g, alone %.9g", i, ws[i].loss,
+              alone.loss);
+        check(same_file(ws[i].checkpoint, alone.checkpoint),
+              "thread %d's checkpoint differs from one session's alone", i);
+        check(gnc_plan_input_count(ws[i].loaded) == gnc_plan_input_count(alone.loaded),
+              "thread %d loaded lenet.gnc otherwise", i);
+        gnc_plan_free(ws[i].loaded);
+        free((char *)ws[i].checkpoint);
+    }
+    gnc_plan_free(alone.loaded);
+    free((char *)alone.checkpoint);
+    free((char *)other);
+    gnc_plan_free(p);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -507,6 +605,7 @@ int main(int argc, char **argv)
     test_training();
     test_compile();
     test_misuse();
+    test_threads();
     printf("test_api: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
