@@ -579,6 +579,140 @@ static void check_collective_order(verifier *V, const ir_node **nodes, int count
     base_free(len);
 }
 
+/* A send or recv with the attributes the checks read. */
+static int p2p(const ir_node *n)
+{
+    return (n->op == IR_OP_SEND || n->op == IR_OP_RECV) && has(n, "id", IR_ATTR_INT) &&
+           has(n, "peer", IR_ATTR_INT) && n->nout == 1 && n->nin == (n->op == IR_OP_SEND);
+}
+
+/* The blocking op device d stands at in the simulation, or NULL when done. */
+#define AT(d) (pos[d] < start[(d) + 1] - start[d] ? ops[start[d] + pos[d]] : NULL)
+
+/* Whether every device's blocking ops can finish as the executors run them
+ * (ops.def, "Partitioned programs"): each device runs its nodes in list
+ * order; a collective waits until every device of its group has reached it; a
+ * recv waits until its send has run; a send never waits (it leaves its tensor
+ * in the pair's mailbox, or an MPI_Isend).  The devices are played forward
+ * until none can move.  Any still short of their end then wait on each other
+ * in a cycle, which is reported with the op each one waits in.  Pairwise
+ * agreement is not enough: device 0 may all-reduce, then send, while device 1
+ * receives first; three devices may agree pair by pair and still wait in a
+ * ring.  Run on an otherwise valid program only (every collective has its
+ * group, every recv one send). */
+static void check_progress(verifier *V, const ir_node **nodes, int count)
+{
+    int ndev = 0, total = 0;
+    for (int i = 0; i < count; i++)
+        if (collective(nodes[i]) || p2p(nodes[i])) {
+            ndev = nodes[i]->device + 1 > ndev ? nodes[i]->device + 1 : ndev;
+            total++;
+        }
+    if (ndev < 2)
+        return;
+    const ir_node **ops = base_xcalloc((size_t)total, sizeof *ops);
+    int *start = base_xcalloc((size_t)ndev + 1, sizeof *start);
+    int *pos = base_xcalloc((size_t)ndev, sizeof *pos);
+    int *waits = base_xcalloc((size_t)ndev, sizeof *waits);
+    for (int i = 0; i < count; i++)
+        if (collective(nodes[i]) || p2p(nodes[i]))
+            start[nodes[i]->device + 1]++;
+    for (int d = 0; d < ndev; d++)
+        start[d + 1] += start[d];
+    for (int i = 0; i < count; i++)
+        if (collective(nodes[i]) || p2p(nodes[i]))
+            ops[start[nodes[i]->device] + pos[nodes[i]->device]++] = nodes[i];
+    memset(pos, 0, (size_t)ndev * sizeof *pos);
+
+    for (int moved = 1; moved;) {
+        moved = 0;
+        for (int d = 0; d < ndev; d++)
+            for (const ir_node *n; (n = AT(d));) {
+                if (n->op == IR_OP_RECV) {
+                    /* its send is among the ops its sender has run */
+                    int64_t id = ir_attr_int(n, "id");
+                    int from = (int)ir_attr_int(n, "peer"), got = 0;
+                    for (int k = 0; k < pos[from] && !got; k++) {
+                        const ir_node *s = ops[start[from] + k];
+                        got = s->op == IR_OP_SEND && ir_attr_int(s, "id") == id &&
+                              ir_attr_int(s, "peer") == d;
+                    }
+                    if (!got)
+                        break;
+                } else if (n->op != IR_OP_SEND) {
+                    int64_t id = ir_attr_int(n, "id");
+                    int size, all = 1;
+                    const int64_t *group = ir_attr_ints(n, "group", &size);
+                    for (int r = 0; r < size && all; r++) {
+                        const ir_node *m = AT(group[r]);
+                        all = m && collective(m) && ir_attr_int(m, "id") == id;
+                    }
+                    if (!all)
+                        break;
+                    for (int r = 0; r < size; r++)
+                        if (group[r] != d)
+                            pos[group[r]]++;
+                }
+                pos[d]++;
+                moved = 1;
+            }
+    }
+
+    /* who waits for whom: a recv for its sender, a collective for the first
+       device of its group not at it */
+    int first = -1;
+    for (int d = 0; d < ndev; d++) {
+        const ir_node *n = AT(d);
+        waits[d] = -1;
+        if (!n)
+            continue;
+        first = first < 0 ? d : first;
+        if (n->op == IR_OP_RECV) {
+            waits[d] = (int)ir_attr_int(n, "peer");
+        } else {
+            int size;
+            const int64_t *group = ir_attr_ints(n, "group", &size);
+            for (int r = 0; r < size && waits[d] < 0; r++) {
+                const ir_node *m = AT(group[r]);
+                if (!(m && collective(m) && ir_attr_int(m, "id") == ir_attr_int(n, "id")))
+                    waits[d] = (int)group[r];
+            }
+        }
+    }
+    if (first >= 0) {
+        /* walk the waits from the first stuck device until one repeats: the
+           devices from there on wait in a ring */
+        int d = first;
+        for (int steps = 0; steps < ndev && d >= 0 && AT(d); steps++)
+            d = waits[d];
+        char ring[600] = "", nb[160];
+        if (d < 0 || !AT(d)) {  /* not reached on a valid program: say where it stops */
+            report(V, AT(first)->loc, "the program would hang: device %d stops in %s", first,
+                   node_str(nb, sizeof nb, AT(first)));
+        } else {
+            size_t len = 0;
+            int e = d;
+            do {
+                const ir_node *n = AT(e);
+                if (len < sizeof ring)
+                    len += (size_t)snprintf(ring + len, sizeof ring - len,
+                                            "%sdevice %d waits for device %d in %s, %s %lld",
+                                            e == d ? "" : "; ", e, waits[e],
+                                            node_str(nb, sizeof nb, n),
+                                            collective(n) ? "collective" : "recv",
+                                            (long long)ir_attr_int(n, "id"));
+                e = waits[e];
+            } while (e != d);
+            report(V, AT(d)->loc, "the program would hang: %s", ring);
+        }
+    }
+    base_free(ops);
+    base_free(start);
+    base_free(pos);
+    base_free(waits);
+}
+#undef AT
+
 /* Partitioned programs: each node reads results of its own device; the nodes
  * of a collective (one id) agree on op, attributes and operand type, sit on
  * exactly the devices of their group, and nothing reads their results before
@@ -689,6 +823,8 @@ static void check_devices(verifier *V, const ir_node **nodes, int count)
                    ir_ops[n->op].name, (long long)id, n->device, matches,
                    n->op == IR_OP_SEND ? "recvs" : "sends", (long long)peer);
     }
+    if (V->errors == 0)
+        check_progress(V, nodes, count);
 }
 
 static void check_loss(verifier *V)

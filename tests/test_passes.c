@@ -107,9 +107,12 @@ static size_t value_size(const ir_value *v)
     return (size_t)ir_type_numel(&v->type) * es;
 }
 
-/* Fills v (by its name, so both graphs get the same data). */
+/* Fills v (by its name, so both graphs get the same data): floats in [-1, 1),
+ * variances (running_var, Adam's exp_avg_sq) in [0.5, 1.5): a negative one
+ * is a NaN from batchnorm on, which relu no longer hides. */
 static void fill(const ir_value *v, void *data, uint64_t seed)
 {
+    int pos = strstr(v->name, "running_var") || strstr(v->name, "exp_avg_sq");
     uint64_t h = seed;
     for (const char *s = v->name; *s; s++)
         h = (h ^ (unsigned char)*s) * 1099511628211ull;
@@ -120,7 +123,10 @@ static void fill(const ir_value *v, void *data, uint64_t seed)
         case IR_I32: ((int32_t *)data)[i] = (int32_t)(uniform() * 10); break;
         case IR_I64: ((int64_t *)data)[i] = strcmp(v->name, "train.seed") == 0 ? 7 : (int64_t)(uniform() * 10); break;
         case IR_U8: ((uint8_t *)data)[i] = (uint8_t)(uniform() * 256); break;
-        default: ((float *)data)[i] = strcmp(v->name, "train.lr") == 0 ? 0.01f : (float)(2 * uniform() - 1);
+        default:
+            ((float *)data)[i] = strcmp(v->name, "train.lr") == 0 ? 0.01f
+                                 : pos ? (float)(0.5 + uniform())
+                                       : (float)(2 * uniform() - 1);
         }
 }
 
