@@ -6,6 +6,9 @@
  * counts, the memory plan, the meta lines, the kernels' sections (and
  * rt_plan_program on a plan with kernels).  A plan that loads must hold: its
  * memory plan passes mp_check again, and it encodes back to bytes that load.
+ * A small plan that loads also runs, on the CPU executor with its devices on
+ * threads: the verifier proves a loaded plan cannot hang, so a hang is a
+ * finding (libFuzzer's -timeout; tools/fuzz.sh gives 10 s).
  * A crash, a sanitizer report, a leak, a timeout, or a loaded plan that does
  * not hold is a bug; a rejection with a message is the expected outcome.
  *
@@ -17,8 +20,53 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec.h"
 #include "passes.h"
 #include "plan.h"
+
+/* Runs a plan of at most 2^16 elements in all and 256 nodes once, its inputs
+ * zero, its parameters from their initializers: it ends, well or with a
+ * message (a label out of range), and never hangs. */
+static void run_small(const rt_plan *p)
+{
+    int64_t elems = 0;
+    int nodes = 0;
+    ir_for_each_node(p->g, n) {
+        nodes++;
+        for (int k = 0; k < n->nout; k++)
+            elems += ir_type_numel(&n->out[k]->type);
+    }
+    for (int i = 0; i < p->g->ninputs; i++)
+        elems += ir_type_numel(&p->g->inputs[i]->type);
+    for (int i = 0; i < p->g->nparams; i++)
+        elems += ir_type_numel(&p->g->params[i]->type);
+    if (elems > (1 << 16) || nodes > 256)
+        return;
+    char err[1024] = "";
+    rt_exec *x = rt_exec_new_planned(p->g, p->mp->offset_by_id, p->mp->device_bytes, err,
+                                     sizeof err);
+    if (!x) {
+        if (err[0] == '\0') {
+            fputs("fuzz_plan: rt_exec_new_planned failed without a message\n", stderr);
+            abort();
+        }
+        return;
+    }
+    rt_exec_init_params(x, 1);
+    for (int i = 0; i < p->g->ninputs; i++) {
+        const ir_value *v = p->g->inputs[i];
+        size_t es = v->type.dtype == IR_I64 ? 8 : v->type.dtype == IR_U8 ? 1 : 4;
+        void *d = rt_exec_data(x, v);
+        if (d)
+            memset(d, 0, (size_t)ir_type_numel(&v->type) * es);
+    }
+    err[0] = '\0';
+    if (rt_exec_run(x, err, sizeof err) != 0 && err[0] == '\0') {
+        fputs("fuzz_plan: a run failed without a message\n", stderr);
+        abort();
+    }
+    rt_exec_free(x);
+}
 
 static void decode(const uint8_t *data, size_t size)
 {
@@ -39,6 +87,7 @@ static void decode(const uint8_t *data, size_t size)
         abort();
     }
     free(again);
+    run_small(p);
     /* a plan with kernels: the CUDA runtime's program, or a message */
     if (p->nmodules) {
         err[0] = '\0';
