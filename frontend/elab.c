@@ -231,11 +231,7 @@ static void env_set(elab *e, env *en, const char *name, val v, ir_loc loc, int i
         el_error(e, loc, "cannot assign to constant '%s'", name);
         return;
     }
-    if (!b) {
-        if (global_find(e, name) && global_find(e, name)->decl->kind == AST_CONST) {
-            el_error(e, loc, "cannot assign to constant '%s'", name);
-            return;
-        }
+    if (!b) {   /* a new local: it shadows a global of that name (a const too) */
         b = alloc(e, sizeof *b);
         b->name = name;
         b->next = en->vars;
