@@ -622,8 +622,9 @@ static int truth(elab *e, const val *v, ir_loc loc, int *out)
 /* tensor (op) scalar: the scalar becomes a rank-0 const of the tensor's dtype */
 static ir_value *scalar_const(elab *e, const val *v, ir_dtype dtype, ir_loc loc)
 {
-    if (v->k == V_FLOAT && !ir_is_float(dtype)) {
-        el_error(e, loc, "cannot combine a %s tensor with float %g", ir_dtype_name(dtype), v->f);
+    if (!ir_is_float(dtype)) {
+        el_error(e, loc, "arithmetic takes floating-point tensors, got an %s one: gnc has no "
+                 "integer arithmetic", ir_dtype_name(dtype));
         return NULL;
     }
     call c = {.fn = "const", .loc = loc, .path = scope_name(e, NULL, "const", loc)};

@@ -474,6 +474,11 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
         return 1;
     }
     if (ir_op_is(n->op, IR_BINARY)) {
+        /* no executor has integer arithmetic: refused here, where the node
+           has its place in the source */
+        if (!ir_is_float(a->dtype))
+            FAIL("%s takes floating-point tensors, got %s: gnc has no integer arithmetic",
+                 op, TS(a));
         if (a->dtype != b->dtype)
             FAIL("%s operands differ in dtype: %s and %s", op, TS(a), TS(b));
         if (!broadcast(a, b, o))
@@ -485,6 +490,9 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
     switch (n->op) {
     case IR_OP_CONST:
         /* the declared type stands: a const is typed by whoever makes it */
+        if (!ir_is_float(n->out[0]->type.dtype))
+            FAIL("const takes a floating-point type, got %s: gnc has no integer arithmetic",
+                 TS(&n->out[0]->type));
         *o = n->out[0]->type;
         return 1;
 
