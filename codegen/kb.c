@@ -21,10 +21,12 @@ static const char *const reserved[] = {
     /* CUDA and the prelude */
     "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "i64", "u64", "bf16", "f16",
     "ld", "st", "ldv", "stv", "to_f32", "to_bf16", "to_f16", "relu_f", "sigmoid_f", "gelu_f",
-    "gelu_grad_f", "silu_f", "silu_grad_f", "warp_sum", "warp_max", "block_sum", "block_max",
-    "splitmix64",
+    "gelu_grad_f", "silu_f", "silu_grad_f", "softplus_f", "hardswish_f", "exp_grad_f",
+    "log_grad_f", "sqrt_grad_f", "rsqrt_grad_f", "abs_grad_f", "softplus_grad_f",
+    "hardswish_grad_f", "warp_sum", "warp_max", "block_sum", "block_max", "splitmix64",
     "dropout_key", "dropout_keep", "report", "gnc_status", "gnc_scaler", "NEG_INF", "POS_INF",
     "expf", "erff", "tanhf", "logf", "sqrtf", "exp", "log", "sqrt", "pow", "fabsf", "rintf",
+    "log1pf", "fminf", "fmaxf",
     /* the templates' own */
     "status", "step", "scaler", "x_at", "y_put", "red", "redd", "i", "j", "e", "n", "t", "v",
     "lane", "warp", "row", "base", "c", "mx", "sum", "lse", "q", "s", "total", "y", "o", "b",

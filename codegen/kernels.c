@@ -173,6 +173,13 @@ static void emit_pointwise(kb *k, const ir_node *n)
     case IR_OP_TANH: kb_set(k, y, kb_kstr(k, "tanhf(%s)", a)); return;
     case IR_OP_GELU: kb_set(k, y, kb_kstr(k, "gelu_f(%s)", a)); return;
     case IR_OP_SILU: kb_set(k, y, kb_kstr(k, "silu_f(%s)", a)); return;
+    case IR_OP_EXP: kb_set(k, y, kb_kstr(k, "expf(%s)", a)); return;
+    case IR_OP_LOG: kb_set(k, y, kb_kstr(k, "logf(%s)", a)); return;
+    case IR_OP_SQRT: kb_set(k, y, kb_kstr(k, "sqrtf(%s)", a)); return;
+    case IR_OP_RSQRT: kb_set(k, y, kb_kstr(k, "1.0f / sqrtf(%s)", a)); return;
+    case IR_OP_ABS: kb_set(k, y, kb_kstr(k, "fabsf(%s)", a)); return;
+    case IR_OP_SOFTPLUS: kb_set(k, y, kb_kstr(k, "softplus_f(%s)", a)); return;
+    case IR_OP_HARDSWISH: kb_set(k, y, kb_kstr(k, "hardswish_f(%s)", a)); return;
     case IR_OP_DROPOUT: /* identity at inference */
     case IR_OP_RESHAPE:
         if (ir_type_eq(&n->in[0]->type, k->iter))
@@ -206,8 +213,11 @@ static void emit_pointwise(kb *k, const ir_node *n)
     case IR_OP_GELU_GRAD:
         kb_set(k, y, kb_kstr(k, "gelu_grad_f(%s, %s)", kb_opnd(k, n->in[0]), kb_opnd(k, n->in[1])));
         return;
-    case IR_OP_SILU_GRAD:
-        kb_set(k, y, kb_kstr(k, "silu_grad_f(%s, %s)", kb_opnd(k, n->in[0]), kb_opnd(k, n->in[1])));
+    case IR_OP_SILU_GRAD: case IR_OP_EXP_GRAD: case IR_OP_LOG_GRAD: case IR_OP_SQRT_GRAD:
+    case IR_OP_RSQRT_GRAD: case IR_OP_ABS_GRAD: case IR_OP_SOFTPLUS_GRAD:
+    case IR_OP_HARDSWISH_GRAD: /* the prelude's NAME_f(dy, y or x) */
+        kb_set(k, y, kb_kstr(k, "%s_f(%s, %s)", ir_ops[n->op].name, kb_opnd(k, n->in[0]),
+                             kb_opnd(k, n->in[1])));
         return;
     case IR_OP_BATCHNORM: { /* scale = w / sqrt(var + eps), shift = b - mean scale */
         const char *c = channel(k, k->iter), *sc = kb_tmp(k, "bn_scale");

@@ -184,6 +184,30 @@ __device__ __forceinline__ float silu_grad_f(float dy, float x)
     return dy * s * (1.0f + x * (1.0f - s));
 }
 
+/* PyTorch's softplus (beta 1, threshold 20) and hardswish, and the gradients
+ * of the unary ops from the result (exp, sqrt, rsqrt) or the operand */
+__device__ __forceinline__ float softplus_f(float a) { return a > 20.0f ? a : log1pf(expf(a)); }
+__device__ __forceinline__ float hardswish_f(float a)
+{
+    return a * fminf(fmaxf(a + 3.0f, 0.0f), 6.0f) / 6.0f;
+}
+__device__ __forceinline__ float exp_grad_f(float dy, float y) { return dy * y; }
+__device__ __forceinline__ float log_grad_f(float dy, float x) { return dy / x; }
+__device__ __forceinline__ float sqrt_grad_f(float dy, float y) { return dy * 0.5f / y; }
+__device__ __forceinline__ float rsqrt_grad_f(float dy, float y) { return -0.5f * dy * y * y * y; }
+__device__ __forceinline__ float abs_grad_f(float dy, float x)
+{
+    return x > 0.0f ? dy : x < 0.0f ? -dy : 0.0f;
+}
+__device__ __forceinline__ float softplus_grad_f(float dy, float x)
+{
+    return x > 20.0f ? dy : dy / (1.0f + expf(-x));
+}
+__device__ __forceinline__ float hardswish_grad_f(float dy, float x)
+{
+    return x < -3.0f ? 0.0f : x <= 3.0f ? dy * (x / 3.0f + 0.5f) : dy;
+}
+
 /* ---- reductions: every lane or thread gets the same total, summed in a
  * fixed tree (the same bits every run) ---- */
 

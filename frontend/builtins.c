@@ -40,6 +40,13 @@ static val b_sigmoid(elab *e, call *c) { return unary(e, c, IR_OP_SIGMOID); }
 static val b_tanh(elab *e, call *c) { return unary(e, c, IR_OP_TANH); }
 static val b_gelu(elab *e, call *c) { return unary(e, c, IR_OP_GELU); }
 static val b_silu(elab *e, call *c) { return unary(e, c, IR_OP_SILU); }
+static val b_exp(elab *e, call *c) { return unary(e, c, IR_OP_EXP); }
+static val b_log(elab *e, call *c) { return unary(e, c, IR_OP_LOG); }
+static val b_sqrt(elab *e, call *c) { return unary(e, c, IR_OP_SQRT); }
+static val b_rsqrt(elab *e, call *c) { return unary(e, c, IR_OP_RSQRT); }
+static val b_abs(elab *e, call *c) { return unary(e, c, IR_OP_ABS); }
+static val b_softplus(elab *e, call *c) { return unary(e, c, IR_OP_SOFTPLUS); }
+static val b_hardswish(elab *e, call *c) { return unary(e, c, IR_OP_HARDSWISH); }
 static val b_global_avgpool(elab *e, call *c) { return unary(e, c, IR_OP_GLOBAL_AVGPOOL); }
 
 static val binary(elab *e, call *c, ir_op op)
@@ -528,6 +535,13 @@ const builtin fe_builtins[] = {
     {"tanh", "x", b_tanh, 1},
     {"gelu", "x", b_gelu, 1},
     {"silu", "x", b_silu, 1},
+    {"exp", "x", b_exp, 1},
+    {"log", "x", b_log, 1},
+    {"sqrt", "x", b_sqrt, 1},
+    {"rsqrt", "x", b_rsqrt, 1},
+    {"abs", "x", b_abs, 1},
+    {"softplus", "x", b_softplus, 1},
+    {"hardswish", "x", b_hardswish, 1},
     {"softmax", "x, axis=-1", b_softmax, 1},
     {"log_softmax", "x, axis=-1", b_log_softmax, 1},
     {"maxpool2d", "x, kernel, stride=?, pad=0, dilation=1", b_maxpool2d, 1},

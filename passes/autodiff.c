@@ -197,6 +197,17 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
     case IR_OP_SILU:
         acc(a, x, op2(a, IR_OP_SILU_GRAD, dy, x, gx));
         return;
+    case IR_OP_EXP: case IR_OP_SQRT: case IR_OP_RSQRT: /* from the result */
+        acc(a, x, op2(a, n->op == IR_OP_EXP    ? IR_OP_EXP_GRAD
+                         : n->op == IR_OP_SQRT ? IR_OP_SQRT_GRAD
+                                               : IR_OP_RSQRT_GRAD, dy, y, gx));
+        return;
+    case IR_OP_LOG: case IR_OP_ABS: case IR_OP_SOFTPLUS: case IR_OP_HARDSWISH: /* the operand */
+        acc(a, x, op2(a, n->op == IR_OP_LOG        ? IR_OP_LOG_GRAD
+                         : n->op == IR_OP_ABS      ? IR_OP_ABS_GRAD
+                         : n->op == IR_OP_SOFTPLUS ? IR_OP_SOFTPLUS_GRAD
+                                                   : IR_OP_HARDSWISH_GRAD, dy, x, gx));
+        return;
     case IR_OP_DROPOUT_TRAIN:
         acc(a, x, op2(a, IR_OP_MUL, dy, n->out[1], gx));
         return;

@@ -82,6 +82,13 @@ double *ref_unary(ir_op op, const double *a, const ir_type *ta)
            erfc form keeps full precision in the negative tail */
         case IR_OP_GELU:    y[i] = v * 0.5 * erfc(-v / sqrt(2.0)); break;
         case IR_OP_SILU:    y[i] = v / (1 + exp(-v)); break;
+        case IR_OP_EXP:     y[i] = exp(v); break;
+        case IR_OP_LOG:     y[i] = log(v); break;
+        case IR_OP_SQRT:    y[i] = sqrt(v); break;
+        case IR_OP_RSQRT:   y[i] = 1 / sqrt(v); break;
+        case IR_OP_ABS:     y[i] = fabs(v); break;
+        case IR_OP_SOFTPLUS: y[i] = v > 20 ? v : log1p(exp(v)); break;
+        case IR_OP_HARDSWISH: y[i] = v * fmin(fmax(v + 3, 0), 6) / 6; break;
         case IR_OP_DROPOUT: y[i] = v; break;
         default:
             fprintf(stderr, "ref_unary: %s is not unary\n", ir_ops[op].name);

@@ -20,7 +20,8 @@
 #include "ir.h"
 
 double *ref_const(const ir_type *t, double value);
-/* neg, relu, sigmoid, tanh, gelu, silu, dropout; out has the shape of a */
+/* neg, relu, sigmoid, tanh, gelu, silu, exp, log, sqrt, rsqrt, abs, softplus, hardswish,
+ * dropout; out has the shape of a */
 double *ref_unary(ir_op op, const double *a, const ir_type *ta);
 /* add, sub, mul, div with NumPy broadcasting */
 double *ref_binary(ir_op op, const double *a, const ir_type *ta, const double *b,

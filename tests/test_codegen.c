@@ -78,6 +78,13 @@ typedef struct {
 
 #define G(body) "graph t {\n" body "}\n"
 #define EL(op, shape) G("  input %x: f32" shape "\n  %y: f32" shape " = " op "(%x)\n  output y = %y\n")
+/* the same on an operand in [0.5, 1.5) (fill: a name pos_*), for log, sqrt, rsqrt */
+#define ELP(op, shape) \
+    G("  input %pos_x: f32" shape "\n  %y: f32" shape " = " op "(%pos_x)\n  output y = %y\n")
+/* a unary op's gradient of dy and V (y or x; pos_* for one in [0.5, 1.5)) */
+#define GR(op, v) \
+    G("  input %dy: f32[3, 37]\n  input %" v ": f32[3, 37]\n  %y: f32[3, 37] = " op "(%dy, %" v \
+      ")\n  output y = %y\n")
 
 static const op_case cases[] = {
     /* elementwise: an odd element count (one element a thread) and a multiple of 4 (float4) */
@@ -90,6 +97,13 @@ static const op_case cases[] = {
     {"tanh", EL("tanh", "[4, 64]"), 1e-6, 1e-5, 0, 1},
     {"gelu", EL("gelu", "[3, 37]"), 1e-6, 1e-5, 0, 1},
     {"silu", EL("silu", "[3, 37]"), 1e-6, 1e-5, 0, 1},
+    {"exp", EL("exp", "[4, 64]"), 1e-6, 1e-5, 0, 1},
+    {"log", ELP("log", "[3, 37]"), 1e-6, 1e-5, 0, 1},
+    {"sqrt", ELP("sqrt", "[4, 64]"), 1e-6, 1e-5, 0, 1},
+    {"rsqrt", ELP("rsqrt", "[3, 37]"), 1e-6, 1e-5, 0, 1},
+    {"abs", EL("abs", "[3, 37]"), 0, 0, 0, 1},
+    {"softplus", EL("softplus", "[4, 64]"), 1e-6, 1e-5, 0, 1},
+    {"hardswish", EL("hardswish", "[3, 37]"), 1e-6, 1e-5, 0, 1},
     {"dropout", G("  input %x: f32[4, 64]\n  %y: f32[4, 64] = dropout(%x) {p = 0.5}\n  output y = %y\n"),
      0, 0, 0, 1},
     {"add", G("  input %a: f32[3, 37]\n  input %b: f32[3, 37]\n  %y: f32[3, 37] = add(%a, %b)\n"
@@ -277,6 +291,13 @@ static const op_case cases[] = {
                     "  %y: f32[3, 37] = gelu_grad(%dy, %x)\n  output y = %y\n"), 1e-6, 1e-5, 0, 1},
     {"silu_grad", G("  input %dy: f32[3, 37]\n  input %x: f32[3, 37]\n"
                     "  %y: f32[3, 37] = silu_grad(%dy, %x)\n  output y = %y\n"), 1e-6, 1e-5, 0, 1},
+    {"exp_grad", GR("exp_grad", "y0"), 1e-7, 1e-6, 0, 1},
+    {"log_grad", GR("log_grad", "pos_x"), 1e-7, 1e-6, 0, 1},
+    {"sqrt_grad", GR("sqrt_grad", "pos_y0"), 1e-7, 1e-6, 0, 1},
+    {"rsqrt_grad", GR("rsqrt_grad", "pos_y0"), 1e-7, 1e-6, 0, 1},
+    {"abs_grad", GR("abs_grad", "x"), 0, 0, 0, 1},
+    {"softplus_grad", GR("softplus_grad", "x"), 1e-6, 1e-5, 0, 1},
+    {"hardswish_grad", GR("hardswish_grad", "x"), 1e-7, 1e-6, 0, 1},
     {"dense_grad_input", G("  input %dy: f32[2, 3, 5]\n  input %w: f32[5, 7]\n"
                            "  %y: f32[2, 3, 7] = dense_grad_input(%dy, %w)\n  output y = %y\n"),
      1e-6, 1e-5, 0, 0},

@@ -376,8 +376,10 @@ static void test_const(void)
 
 static void test_unary(void)
 {
-    static const ir_op ops[] = {IR_OP_NEG, IR_OP_RELU, IR_OP_SIGMOID, IR_OP_TANH, IR_OP_GELU,
-                                IR_OP_SILU, IR_OP_DROPOUT};
+    static const ir_op ops[] = {IR_OP_NEG,  IR_OP_RELU,     IR_OP_SIGMOID,   IR_OP_TANH,
+                                IR_OP_GELU, IR_OP_SILU,     IR_OP_EXP,       IR_OP_LOG,
+                                IR_OP_SQRT, IR_OP_RSQRT,    IR_OP_ABS,       IR_OP_SOFTPLUS,
+                                IR_OP_HARDSWISH, IR_OP_DROPOUT};
     ir_type shapes[] = {SCALAR, F32(7, 13), F32(3, 1, 5, 7), F32(257, 131)};
     for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -394,7 +396,7 @@ static void test_unary(void)
                 x[i] = NAN, c.d[0][i] = NAN;
             if (ready && tc_run(&c)) {
                 int exact = ops[o] == IR_OP_NEG || ops[o] == IR_OP_RELU ||
-                            ops[o] == IR_OP_DROPOUT;
+                            ops[o] == IR_OP_ABS || ops[o] == IR_OP_DROPOUT;
                 tc_check(&c, ref_unary(ops[o], c.d[0], &shapes[s]), &shapes[s], NULL,
                          exact ? 0 : 1e-5, exact ? 0 : 1e-6, 0);
             }

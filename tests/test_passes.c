@@ -283,7 +283,8 @@ static char *random_program(uint64_t seed)
             (long long)d0, (long long)d1, (long long)d2, (long long)d2);
     fprintf(f, "    v0 = x\n");
     int n = 1;
-    static const char *const unary[] = {"relu", "sigmoid", "tanh", "gelu", "silu", "-"};
+    static const char *const unary[] = {"relu", "sigmoid", "tanh",     "gelu",      "silu",
+                                        "exp",  "abs",     "softplus", "hardswish", "-"};
     static const char *const binary[] = {"+", "-", "*"};
     for (int k = 0; k < 14; k++, n++) {
         int a = (int)(uniform() * n), b = (int)(uniform() * n);

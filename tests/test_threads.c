@@ -491,8 +491,10 @@ static void test_forward(void)
     ir_set_float(c.p.g, n, "value", 0.3);
     tc_run(&c);
 
-    static const ir_op unary[] = {IR_OP_NEG, IR_OP_RELU, IR_OP_SIGMOID, IR_OP_TANH,
-                                  IR_OP_GELU, IR_OP_SILU, IR_OP_DROPOUT};
+    static const ir_op unary[] = {IR_OP_NEG,   IR_OP_RELU,     IR_OP_SIGMOID,   IR_OP_TANH,
+                                  IR_OP_GELU,  IR_OP_SILU,     IR_OP_EXP,       IR_OP_LOG,
+                                  IR_OP_SQRT,  IR_OP_RSQRT,    IR_OP_ABS,       IR_OP_SOFTPLUS,
+                                  IR_OP_HARDSWISH, IR_OP_DROPOUT};
     for (size_t i = 0; i < sizeof unary / sizeof unary[0]; i++)
         unary_case(unary[i], F32(64, 1100), -8, 8);
     static const ir_op binary[] = {IR_OP_ADD, IR_OP_SUB, IR_OP_MUL, IR_OP_DIV};
@@ -663,7 +665,9 @@ static void test_training(void)
     tc_run(&c);
 
     static const ir_op grads[] = {IR_OP_RELU_GRAD, IR_OP_SIGMOID_GRAD, IR_OP_TANH_GRAD,
-                                  IR_OP_GELU_GRAD, IR_OP_SILU_GRAD};
+                                  IR_OP_GELU_GRAD, IR_OP_SILU_GRAD, IR_OP_EXP_GRAD,
+                                  IR_OP_LOG_GRAD, IR_OP_SQRT_GRAD, IR_OP_RSQRT_GRAD,
+                                  IR_OP_ABS_GRAD, IR_OP_SOFTPLUS_GRAD, IR_OP_HARDSWISH_GRAD};
     for (size_t i = 0; i < sizeof grads / sizeof grads[0]; i++) {
         tc_begin(&c, grads[i]);
         tc_in(&c, F32(64, 1100), -1, 1);

@@ -52,6 +52,13 @@ static void unary_range(ir_op op, const float *a, float *o, int64_t lo, int64_t 
     case IR_OP_TANH:    EACH(tanhf(v))
     case IR_OP_GELU:    EACH(rt_gelu(v))
     case IR_OP_SILU:    EACH(v / (1.0f + expf(-v)))
+    case IR_OP_EXP:     EACH(expf(v))
+    case IR_OP_LOG:     EACH(logf(v))
+    case IR_OP_SQRT:    EACH(sqrtf(v))
+    case IR_OP_RSQRT:   EACH(1.0f / sqrtf(v))
+    case IR_OP_ABS:     EACH(fabsf(v))
+    case IR_OP_SOFTPLUS: EACH(v > 20.0f ? v : log1pf(expf(v)))
+    case IR_OP_HARDSWISH: EACH(v * fminf(fmaxf(v + 3.0f, 0.0f), 6.0f) / 6.0f)
     default:            EACH(v) /* dropout: identity at inference */
 #undef EACH
     }

@@ -199,7 +199,7 @@ static int k_slice(rt_exec *x, const ir_node *n)
 
 static int k_unary_grad(rt_exec *x, const ir_node *n)
 {
-    const float *dy = IN(0), *v = IN(1); /* v: y, or x for gelu and silu */
+    const float *dy = IN(0), *v = IN(1); /* v: y or x, as ops.def says */
     float *dx = OUT;
     int64_t len = NUMEL(n->out[0]);
     ir_op op = n->op;
@@ -215,6 +215,19 @@ static int k_unary_grad(rt_exec *x, const ir_node *n)
             g = dy[i] * s * (1.0f + v[i] * (1.0f - s));
             break;
         }
+        case IR_OP_EXP_GRAD: g = dy[i] * v[i]; break;                       /* y */
+        case IR_OP_LOG_GRAD: g = dy[i] / v[i]; break;                       /* x */
+        case IR_OP_SQRT_GRAD: g = dy[i] * 0.5f / v[i]; break;               /* y */
+        case IR_OP_RSQRT_GRAD: g = -0.5f * dy[i] * v[i] * v[i] * v[i]; break; /* y */
+        case IR_OP_ABS_GRAD: /* x: sign(x), 0 at 0 */
+            g = v[i] > 0 ? dy[i] : v[i] < 0 ? -dy[i] : 0.0f;
+            break;
+        case IR_OP_SOFTPLUS_GRAD: /* x: sigmoid(x), dy past the threshold */
+            g = v[i] > 20.0f ? dy[i] : dy[i] / (1.0f + expf(-v[i]));
+            break;
+        case IR_OP_HARDSWISH_GRAD: /* x: PyTorch's pieces */
+            g = v[i] < -3.0f ? 0.0f : v[i] <= 3.0f ? dy[i] * (v[i] / 3.0f + 0.5f) : dy[i];
+            break;
         default: { /* gelu: Phi(x) + x phi(x) */
             double t = v[i];
             g = (float)(dy[i] * (0.5 * (1 + erf(t * M_SQRT1_2)) +

@@ -179,6 +179,14 @@ def op_cases():
                 ("large", torch.softmax(x * 100, -1)), ("log", torch.log_softmax(x * 10, -1)),
                 ("log_first", torch.log_softmax(x, 0))]
     case("softmax", softmax)
+
+    def unary(f):
+        x = f("x", [4, 9])
+        q = x * x + 0.5
+        return [("y_exp", torch.exp(x * 3)), ("y_log", torch.log(q)), ("y_sqrt", torch.sqrt(q)),
+                ("y_rsqrt", torch.rsqrt(q)), ("y_abs", torch.abs(x)),
+                ("y_softplus", F.softplus(x * 30)), ("y_hardswish", F.hardswish(x * 5))]
+    case("unary", unary)
     case("cross_entropy", lambda f: [
         ("loss", F.cross_entropy(f("x", [6, 10]) * 5, f("label", [6], integer=True)))])
     case("cross_entropy_large", lambda f: [

@@ -74,7 +74,8 @@ static double forward64(const ir_graph *g, double **vals)
             o = ref_const(&n->out[0]->type, ir_attr_float(n, "value"));
             break;
         case IR_OP_NEG: case IR_OP_RELU: case IR_OP_SIGMOID: case IR_OP_TANH: case IR_OP_GELU:
-        case IR_OP_SILU:
+        case IR_OP_SILU: case IR_OP_EXP: case IR_OP_LOG: case IR_OP_SQRT: case IR_OP_RSQRT:
+        case IR_OP_ABS: case IR_OP_SOFTPLUS: case IR_OP_HARDSWISH:
             o = ref_unary(n->op, a, ta);
             break;
         case IR_OP_DROPOUT_TRAIN: { /* y = x * mask, the executor's mask */
@@ -289,6 +290,13 @@ int main(void)
     run_case("unary", M("input t: f32[4, 6]\n" P("p", "[4, 6]")
                         "y = relu(p) + sigmoid(p) * tanh(p) - gelu(p) + silu(p) + -p\n"
                         "loss mse(y, t)"), 0);
+    /* log, sqrt and rsqrt of p * p + 0.5 (positive); abs and hardswish away
+       from their kinks as the random p lands */
+    run_case("unary2", M("input t: f32[4, 6]\n" P("p", "[4, 6]")
+                         "q = p * p + 0.5\n"
+                         "y = exp(p) + log(q) - sqrt(q) * rsqrt(q + 1.0) + abs(p) + softplus(p)"
+                         " + hardswish(p * 4.0)\n"
+                         "loss mse(y, t)"), 0);
     run_case("dropout", M("input t: f32[8, 16]\n" P("p", "[8, 16]")
                           "loss mse(dropout(p, p = 0.3), t)"), 0);
     run_case("binary", M("input t: f32[2, 3, 4]\n" P("a", "[2, 3, 4]") P("b", "[3, 1]")
@@ -334,6 +342,7 @@ int main(void)
     /* every forward op that has a gradient rule was differentiated */
     static const ir_op differentiable[] = {
         IR_OP_NEG, IR_OP_RELU, IR_OP_SIGMOID, IR_OP_TANH, IR_OP_GELU, IR_OP_SILU, IR_OP_DROPOUT_TRAIN,
+        IR_OP_EXP, IR_OP_LOG, IR_OP_SQRT, IR_OP_RSQRT, IR_OP_ABS, IR_OP_SOFTPLUS, IR_OP_HARDSWISH,
         IR_OP_ADD, IR_OP_SUB, IR_OP_MUL, IR_OP_DIV, IR_OP_MATMUL, IR_OP_DENSE, IR_OP_CONV2D,
         IR_OP_BATCHNORM_TRAIN, IR_OP_LAYERNORM, IR_OP_SOFTMAX, IR_OP_LOG_SOFTMAX,
         IR_OP_MAXPOOL2D, IR_OP_AVGPOOL2D, IR_OP_GLOBAL_AVGPOOL, IR_OP_RESHAPE,
