@@ -892,6 +892,23 @@ static val eval_expr(elab *e, env *en, ast *x)
 
 /* ---------------------------------------------------------------- calls */
 
+/* The parameter a PyTorch user means by a keyword of PyTorch's (padding,
+ * kernel_size, ...), when the callee has it; else NULL. */
+static const char *pytorch_alias(const char *key, const char *const *names, int nparams)
+{
+    static const char *const aliases[][2] = {
+        {"padding", "pad"},       {"kernel_size", "kernel"}, {"out_channels", "channels"},
+        {"out_features", "units"}, {"dim", "axis"},          {"num_embeddings", "num"},
+        {"embedding_dim", "dim"}, {"normalized_shape", "dims"},
+    };
+    for (size_t i = 0; i < sizeof aliases / sizeof *aliases; i++)
+        if (strcmp(key, aliases[i][0]) == 0)
+            for (int k = 0; k < nparams; k++)
+                if (strcmp(names[k], aliases[i][1]) == 0)
+                    return names[k];
+    return NULL;
+}
+
 /* Binds a call's arguments to nparams parameters named names[]; missing ones
  * stay V_NONE with loc = the call.  Reports and returns 0 on a mismatch. */
 static int bind_args(elab *e, env *en, ast *x, const char *fn, int nparams,
@@ -921,7 +938,9 @@ static int bind_args(elab *e, env *en, ast *x, const char *fn, int nparams,
             for (slot = 0; slot < nparams && strcmp(names[slot], a->str) != 0; slot++)
                 ;
             if (slot == nparams) {
-                const char *s = diag_suggest(a->str, names, nparams);
+                const char *s = pytorch_alias(a->str, names, nparams);
+                if (!s)
+                    s = diag_suggest(a->str, names, nparams);
                 if (s)
                     el_error(e, a->loc, "%s has no parameter '%s'; did you mean '%s'?", fn,
                              a->str, s);

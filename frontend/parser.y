@@ -188,6 +188,11 @@ primary
     | IDENT                     { $$ = NODE(AST_NAME, @1); $$->str = $1; }
     | IDENT '(' args ')'        { $$ = $3; $$->kind = AST_CALL; $$->loc = LOC(@1); $$->str = $1; }
     | '(' expr ')'              { $$ = $2; }
+    | '(' expr ',' exprs1 ')'   { diag_error(p->d, LOC(@1), "a list is written in brackets, "
+                                             "[a, b], not (a, b)");
+                                  $$ = ast_push(p, NODE(AST_LIST, @1), $2);
+                                  for (int i = 0; i < $4->n; i++)
+                                      ast_push(p, $$, $4->items[i]); }
     | '[' exprs ']'             { $$ = $2; $$->kind = AST_LIST; $$->loc = LOC(@1); }
     ;
 
