@@ -45,7 +45,7 @@ typedef enum {
 } ast_kind;
 
 /* Binary operators that are not single characters. */
-enum { AST_OP_EQ = 256, AST_OP_NE, AST_OP_LE, AST_OP_GE, AST_OP_AND, AST_OP_OR };
+enum { AST_OP_EQ = 256, AST_OP_NE, AST_OP_LE, AST_OP_GE, AST_OP_AND, AST_OP_OR, AST_OP_POW };
 
 typedef struct ast ast;
 struct ast {

@@ -8,6 +8,7 @@
  * and layernorm weight 1 and bias 0, embedding N(0, 1).
  *
  * ORDER: docs/dsl.md lists these built-ins; keep it in step. */
+#include <math.h>
 #include <string.h>
 
 #include "elab.h"
@@ -42,7 +43,19 @@ static val b_gelu(elab *e, call *c) { return unary(e, c, IR_OP_GELU); }
 static val b_silu(elab *e, call *c) { return unary(e, c, IR_OP_SILU); }
 static val b_exp(elab *e, call *c) { return unary(e, c, IR_OP_EXP); }
 static val b_log(elab *e, call *c) { return unary(e, c, IR_OP_LOG); }
-static val b_sqrt(elab *e, call *c) { return unary(e, c, IR_OP_SQRT); }
+/* sqrt of a number is a compile-time float (hd ** -0.5 and sqrt(hd) alike) */
+static val b_sqrt(elab *e, call *c)
+{
+    const val *v = &c->args[0].v;
+    if (v->k != V_INT && v->k != V_FLOAT)
+        return unary(e, c, IR_OP_SQRT);
+    double x = v->k == V_INT ? (double)v->i : v->f;
+    if (x < 0) {
+        el_error(e, c->args[0].loc, "sqrt of %g, a negative number", x);
+        return error_val();
+    }
+    return (val){.k = V_FLOAT, .f = sqrt(x)};
+}
 static val b_rsqrt(elab *e, call *c) { return unary(e, c, IR_OP_RSQRT); }
 static val b_abs(elab *e, call *c) { return unary(e, c, IR_OP_ABS); }
 static val b_softplus(elab *e, call *c) { return unary(e, c, IR_OP_SOFTPLUS); }

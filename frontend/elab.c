@@ -693,6 +693,17 @@ static val arith(elab *e, int op, val a, val b, ir_loc loc)
         case '+': overflow = __builtin_add_overflow(x, y, &r); break;
         case '-': overflow = __builtin_sub_overflow(x, y, &r); break;
         case '*': overflow = __builtin_mul_overflow(x, y, &r); break;
+        case AST_OP_POW:
+            if (y < 0)  /* a float, as Python's 2 ** -1 */
+                return float_val(pow((double)x, (double)y));
+            r = 1;   /* by squaring: x ** y in log2(y) steps */
+            for (int64_t base = x, k = y; k > 0 && !overflow; k >>= 1) {
+                if (k & 1)
+                    overflow = __builtin_mul_overflow(r, base, &r);
+                if (k > 1 && !overflow)
+                    overflow = __builtin_mul_overflow(base, base, &base);
+            }
+            break;
         case '/':
         case '%':
             if (y == 0) {
@@ -724,6 +735,12 @@ static val arith(elab *e, int op, val a, val b, ir_loc loc)
     case '*': return float_val(x * y);
     case '/': return float_val(x / y);
     case '%': return float_val(fmod(x, y));
+    case AST_OP_POW:
+        if (x < 0 && y != floor(y)) {
+            el_error(e, loc, "%g ** %g is not a real number", x, y);
+            return error_val();
+        }
+        return float_val(pow(x, y));
     case '<': return bool_val(x < y);
     case '>': return bool_val(x > y);
     case AST_OP_LE: return bool_val(x <= y);

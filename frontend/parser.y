@@ -50,7 +50,7 @@ static ast *binary(fe_parse_state *p, int op, ast *a, ast *b, YYLTYPE l)
 %token DEF "def" MODEL "model" CONST "const" IMPORT "import" INPUT "input"
 %token OUTPUT "output" LOSS "loss" RETURN "return" IF "if" ELSE "else"
 %token FOR "for" IN "in"
-%token DOTDOT ".." EQ "==" NE "!=" LE "<=" GE ">=" AND "&&" OR "||"
+%token DOTDOT ".." EQ "==" NE "!=" LE "<=" GE ">=" AND "&&" OR "||" POW "**"
 %token NEWLINE "end of line"
 
 %type <node> tops top block stmts stmt if_stmt else_part targets params params1 param
@@ -63,6 +63,7 @@ static ast *binary(fe_parse_state *p, int op, ast *a, ast *b, YYLTYPE l)
 %left '+' '-'
 %left '*' '/' '%'
 %right UNARY
+%right POW                      /* -a ** b is -(a ** b), a ** -b works: Python's */
 
 %%
 
@@ -169,6 +170,7 @@ expr
     | expr '*' expr             { $$ = binary(p, '*', $1, $3, @2); }
     | expr '/' expr             { $$ = binary(p, '/', $1, $3, @2); }
     | expr '%' expr             { $$ = binary(p, '%', $1, $3, @2); }
+    | expr POW expr             { $$ = binary(p, AST_OP_POW, $1, $3, @2); }
     | '-' expr %prec UNARY      { $$ = NODE(AST_UNARY, @1); $$->op = '-'; $$->a = $2; }
     | '!' expr %prec UNARY      { $$ = NODE(AST_UNARY, @1); $$->op = '!'; $$->a = $2; }
     | postfix
