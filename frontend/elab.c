@@ -354,7 +354,7 @@ const char *el_scope_name(elab *e, const char *name, ir_loc loc)
 }
 
 /* Expands {name} in a name = "..." string with compile-time values in scope. */
-static const char *interpolate(elab *e, env *en, const char *s, ir_loc loc)
+static const char *interpolate(elab *e, env *en, const char *s, ir_loc loc, int path)
 {
     size_t cap = strlen(s) + 64, len = 0;
     char *out = base_xmalloc(cap);
@@ -407,8 +407,10 @@ static const char *interpolate(elab *e, env *en, const char *s, ir_loc loc)
         len += addlen;
     }
     out[len] = '\0';
-    if (len == 0 || strchr(out, '.')) {
-        el_error(e, loc, "a name must be non-empty and contain no '.', got \"%s\"", out);
+    if (len == 0 || (!path && strchr(out, '.')) ||
+        (path && (out[0] == '.' || out[len - 1] == '.' || strstr(out, "..")))) {
+        el_error(e, loc, path ? "a path must be names joined by '.', got \"%s\""
+                              : "a name must be non-empty and contain no '.', got \"%s\"", out);
         base_free(out);
         return NULL;
     }
@@ -541,6 +543,32 @@ static void fans(const ir_type *t, double *fan_in, double *fan_out)
 ir_value *make_param(elab *e, call *c, const char *suffix, ir_value_kind kind, ir_type t,
                      val init, init_kind dflt)
 {
+    if (c->share) { /* another call's parameter, of this type */
+        const char *name = suffix ? fmt(e, "%s.%s", c->share, suffix) : c->share;
+        ir_value *v = ir_find_value(e->g, name);
+        char want[128], got[128];
+        if (c->shared < 0)  /* refused already */
+            return NULL;
+        c->shared = 1;
+        if (kind != IR_VALUE_PARAM) {
+            c->shared = -1;
+            el_error(e, c->share_loc, "%s cannot share: its '%s' is a buffer, which each call "
+                     "updates", c->fn, suffix);
+            return NULL;
+        }
+        if (!v || v->kind != IR_VALUE_PARAM) {
+            el_error(e, c->share_loc, "share = \"%s\": there is no parameter '%s' (yet)",
+                     c->share, name);
+            return NULL;
+        }
+        if (!ir_type_eq(&v->type, &t)) {
+            el_error(e, c->share_loc, "share = \"%s\": '%s' is %s, this %s needs %s", c->share,
+                     name, ir_type_str(&v->type, got, sizeof got), c->fn,
+                     ir_type_str(&t, want, sizeof want));
+            return NULL;
+        }
+        return v;
+    }
     const char *name = suffix ? fmt(e, "%s.%s", c->path, suffix) : c->path;
     if (too_large(&t)) {
         char buf[128];
@@ -926,32 +954,42 @@ static const char *pytorch_alias(const char *key, const char *const *names, int 
     return NULL;
 }
 
+/* The keywords every call may take besides its parameters: name = "..."
+ * (its scope's name) and share = "..." (a layer's parameters are another
+ * call's); NULL when not given, loc where given. */
+typedef struct {
+    const char *name, *share;
+    ir_loc name_loc, share_loc;
+} naming;
+
 /* Binds a call's arguments to nparams parameters named names[]; missing ones
  * stay V_NONE with loc = the call.  Reports and returns 0 on a mismatch. */
 static int bind_args(elab *e, env *en, ast *x, const char *fn, int nparams,
-                     const char *const *names, arg *out, const char **name_arg,
-                     ir_loc *name_loc)
+                     const char *const *names, arg *out, naming *nm)
 {
     int ok = 1, npos = 0;
     for (int i = 0; i < nparams; i++)
         out[i] = (arg){{.k = V_NONE}, x->loc};
+    nm->name_loc = nm->share_loc = x->loc;
     for (int i = 0; i < x->n; i++) {
         ast *a = x->items[i];
         int slot;
-        if (a->kind == AST_KWARG) {
-            if (strcmp(a->str, "name") == 0) {
-                val v = eval(e, en, a->a);
-                if (v.k == V_STR) {
-                    *name_arg = v.s;
-                    *name_loc = a->a->loc;
-                } else if (v.k != V_ERROR) {
-                    el_error(e, a->a->loc, "name must be a string, got %s", describe(e, &v));
-                    ok = 0;
-                } else {
-                    ok = 0;
-                }
-                continue;
+        if (a->kind == AST_KWARG &&
+            (strcmp(a->str, "name") == 0 || strcmp(a->str, "share") == 0)) {
+            int share = a->str[0] == 's';
+            val v = eval(e, en, a->a);
+            if (v.k == V_STR) {
+                *(share ? &nm->share : &nm->name) = v.s;
+                *(share ? &nm->share_loc : &nm->name_loc) = a->a->loc;
+            } else {
+                if (v.k != V_ERROR)
+                    el_error(e, a->a->loc, "%s must be a string, got %s", a->str,
+                             describe(e, &v));
+                ok = 0;
             }
+            continue;
+        }
+        if (a->kind == AST_KWARG) {
             for (slot = 0; slot < nparams && strcmp(names[slot], a->str) != 0; slot++)
                 ;
             if (slot == nparams) {
@@ -1026,11 +1064,12 @@ static val call_builtin(elab *e, env *en, ast *x, const builtin *b)
 {
     const char *names[16], *defaults[16];
     arg args[16];
-    const char *explicit_ = NULL;
-    ir_loc name_loc = x->loc;
+    naming nm = {0};
     int n = parse_spec(e, b->params, names, defaults);
-    if (!bind_args(e, en, x, b->name, n, names, args, &explicit_, &name_loc))
+    if (!bind_args(e, en, x, b->name, n, names, args, &nm))
         return error_val();
+    const char *explicit_ = nm.name;
+    ir_loc name_loc = nm.name_loc;
     for (int i = 0; i < n; i++) {
         if (args[i].v.k != V_NONE)
             continue;
@@ -1044,7 +1083,9 @@ static val call_builtin(elab *e, env *en, ast *x, const builtin *b)
         el_error(e, name_loc, "%s takes no name", b->name);
         return error_val();
     }
-    call c = {.fn = b->name, .loc = x->loc, .args = args};
+    call c = {.fn = b->name, .loc = x->loc, .args = args, .share_loc = nm.share_loc};
+    if (nm.share && b->layer && !(c.share = interpolate(e, en, nm.share, nm.share_loc, 1)))
+        return error_val();
     if (b->layer && !e->scope) {
         el_error(e, x->loc, "%s makes a tensor; tensors exist only inside a model or def",
                  b->name);
@@ -1052,7 +1093,7 @@ static val call_builtin(elab *e, env *en, ast *x, const builtin *b)
     }
     if (b->layer) {
         if (explicit_) {
-            explicit_ = interpolate(e, en, explicit_, name_loc);
+            explicit_ = interpolate(e, en, explicit_, name_loc, 0);
             if (!explicit_)
                 return error_val();
         }
@@ -1060,7 +1101,12 @@ static val call_builtin(elab *e, env *en, ast *x, const builtin *b)
         if (!c.path)
             return error_val();
     }
-    return b->fn(e, &c);
+    val r = b->fn(e, &c);
+    if (nm.share && !c.shared && r.k != V_ERROR) {
+        el_error(e, nm.share_loc, "%s has no parameters to share", b->name);
+        return error_val();
+    }
+    return r;
 }
 
 static int exec_block(elab *e, env *en, ast *block, val *ret);
@@ -1084,15 +1130,23 @@ static val call_def(elab *e, env *caller, ast *x, ast *def)
     }
     for (int i = 0; i < def->n; i++)
         names[i] = def->items[i]->str;
-    if (!bind_args(e, caller, x, def->str, def->n, names, args, &explicit_, &name_loc))
+    naming nm = {0};
+    if (!bind_args(e, caller, x, def->str, def->n, names, args, &nm))
         return error_val();
+    if (nm.share) {
+        el_error(e, nm.share_loc, "share applies to a layer's call, not to a def's ('%s')",
+                 def->str);
+        return error_val();
+    }
+    explicit_ = nm.name;
+    name_loc = nm.name_loc;
     if (e->depth == MAX_CALL_DEPTH) {
         el_error(e, x->loc, "calls nest more than %d deep; is '%s' recursive?", MAX_CALL_DEPTH,
                  def->str);
         return error_val();
     }
     if (explicit_) {
-        explicit_ = interpolate(e, caller, explicit_, name_loc);
+        explicit_ = interpolate(e, caller, explicit_, name_loc, 0);
         if (!explicit_)
             return error_val();
     }

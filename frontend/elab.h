@@ -52,6 +52,9 @@ typedef struct {
     ir_loc loc;         /* the call */
     const char *path;   /* the full name of this layer: "layer1.block0.conv2d0" */
     arg *args;          /* in the order of the built-in's parameter list */
+    const char *share;  /* share = "...": the call whose parameters these are, or NULL */
+    ir_loc share_loc;
+    int shared;         /* make_param took parameters from share (-1: refused them) */
 } call;
 
 typedef val (*builtin_fn)(elab *e, call *c);

@@ -297,6 +297,11 @@ int main(void)
                          "y = exp(p) + log(q) - sqrt(q) * rsqrt(q + 1.0) + abs(p) + softplus(p)"
                          " + hardswish(p * 4.0)\n"
                          "loss mse(y, t)"), 0);
+    /* one dense layer called twice (share): its gradient sums both uses */
+    run_case("shared", M("input t: f32[4, 3]\n" P("a", "[4, 8]") P("b", "[4, 8]")
+                         "ea = dense(a, 3, name = \"enc\")\n"
+                         "eb = dense(tanh(b), 3, share = \"enc\")\n"
+                         "loss mse(ea * eb, t)"), 0);
     run_case("dropout", M("input t: f32[8, 16]\n" P("p", "[8, 16]")
                           "loss mse(dropout(p, p = 0.3), t)"), 0);
     run_case("binary", M("input t: f32[2, 3, 4]\n" P("a", "[2, 3, 4]") P("b", "[3, 1]")
