@@ -74,6 +74,144 @@ static val b_matmul(elab *e, call *c) { return binary(e, c, IR_OP_MATMUL); }
 static val b_cross_entropy(elab *e, call *c) { return binary(e, c, IR_OP_CROSS_ENTROPY); }
 static val b_mse(elab *e, call *c) { return binary(e, c, IR_OP_MSE); }
 
+/* ---- reductions, and the losses made of other ops ---- */
+
+/* One node of a built-in made of several: op over in, named c->path + "." +
+ * part, or c->path itself for the last (part NULL); a shape attribute when
+ * shape is not NULL; for a const (nin 0), value of type *shape. */
+static ir_value *piece(elab *e, call *c, const char *part, ir_op op, int nin, ir_value **in,
+                       const ir_type *shape, double value)
+{
+    char name[512];
+    call s = *c;
+    if (part) {
+        snprintf(name, sizeof name, "%s.%s", c->path, part);
+        s.path = name;
+    }
+    ir_node *n = node_begin(e, &s, op, nin, in);
+    if (op == IR_OP_CONST) {
+        ir_set_float(el_graph(e), n, "value", value);
+        n->out[0]->type = *shape;
+    } else if (shape) {
+        ir_set_ints(el_graph(e), n, "shape", shape->rank, shape->dims);
+    }
+    val v = node_end(e, &s, n);
+    return v.k == V_TENSOR ? v.t : NULL;
+}
+
+/* x summed (or averaged) over the axes red[] marks: sum_to the shape with 1
+ * there, times 1/count for a mean, and reshaped to drop those axes unless
+ * keep.  The last node is named c->path. */
+static ir_value *reduce_axes(elab *e, call *c, ir_value *x, const int *red, int keep, int mean)
+{
+    ir_type kept = x->type, dropped = {x->type.dtype, 0, {0}};
+    int64_t count = 1;
+    for (int i = 0; i < x->type.rank; i++) {
+        if (red[i]) {
+            count *= x->type.dims[i];
+            kept.dims[i] = 1;
+        } else {
+            dropped.dims[dropped.rank++] = x->type.dims[i];
+        }
+    }
+    int reshape = !keep && dropped.rank != kept.rank;
+    ir_value *y = piece(e, c, mean || reshape ? "sum" : NULL, IR_OP_SUM_TO, 1, &x, &kept, 0);
+    if (y && mean) {
+        ir_type one = {x->type.dtype, 0, {0}};
+        ir_value *in[2] = {y, piece(e, c, "count", IR_OP_CONST, 0, NULL, &one, 1.0 / count)};
+        y = in[1] ? piece(e, c, reshape ? "mean" : NULL, IR_OP_MUL, 2, in, NULL, 0) : NULL;
+    }
+    if (y && reshape)
+        y = piece(e, c, NULL, IR_OP_RESHAPE, 1, &y, &dropped, 0);
+    return y;
+}
+
+/* sum(x, axis=?, keepdims=false) and mean(...): over every axis, or one (an
+ * int) or several (a list), PyTorch's x.sum(dim, keepdim) */
+static val reduction(elab *e, call *c, int mean)
+{
+    ir_value *x = arg_tensor(e, c, 0);
+    int keep, red[IR_MAX_RANK] = {0}, rank;
+    if (!x || !arg_bool(e, c, 2, &keep))
+        return error_val();
+    rank = x->type.rank;
+    if (!arg_given(c, 1)) {
+        for (int i = 0; i < rank; i++)
+            red[i] = 1;
+    } else if (c->args[1].v.k == V_INT) {
+        int64_t a = axis_of(e, c, 1, rank);
+        if (a < 0)
+            return error_val();
+        red[a] = 1;
+    } else {
+        int64_t axes[IR_MAX_RANK];
+        int n;
+        if (!arg_ints(e, c, 1, axes, IR_MAX_RANK, &n))
+            return error_val();
+        for (int k = 0; k < n; k++) {
+            int64_t a = axes[k] < 0 ? axes[k] + rank : axes[k];
+            if (a < 0 || a >= rank || red[a]) {
+                el_error(e, c->args[1].loc, "axis %lld is %s for a tensor of rank %d",
+                         (long long)axes[k], a >= 0 && a < rank ? "given twice" : "out of range",
+                         rank);
+                return error_val();
+            }
+            red[a] = 1;
+        }
+    }
+    ir_value *y = reduce_axes(e, c, x, red, keep, mean);
+    return y ? tensor_val(y) : error_val();
+}
+
+static val b_sum(elab *e, call *c) { return reduction(e, c, 0); }
+static val b_mean(elab *e, call *c) { return reduction(e, c, 1); }
+
+/* The mean of a loss's elements, a scalar (PyTorch's reduction="mean") */
+static val mean_all(elab *e, call *c, ir_value *x)
+{
+    int red[IR_MAX_RANK];
+    for (int i = 0; i < IR_MAX_RANK; i++)
+        red[i] = 1;
+    ir_value *y = x ? reduce_axes(e, c, x, red, 0, 1) : NULL;
+    return y ? tensor_val(y) : error_val();
+}
+
+/* l1_loss(a, b): F.l1_loss, mean |a - b| */
+static val b_l1_loss(elab *e, call *c)
+{
+    ir_value *in[2] = {arg_tensor(e, c, 0), arg_tensor(e, c, 1)};
+    if (!in[0] || !in[1])
+        return error_val();
+    if (!ir_type_eq(&in[0]->type, &in[1]->type)) {
+        char a[128], b[128];
+        el_error(e, c->loc, "l1_loss takes two tensors of one type, got %s and %s",
+                 ir_type_str(&in[0]->type, a, sizeof a), ir_type_str(&in[1]->type, b, sizeof b));
+        return error_val();
+    }
+    ir_value *d = piece(e, c, "diff", IR_OP_SUB, 2, in, NULL, 0);
+    return mean_all(e, c, d ? piece(e, c, "abs", IR_OP_ABS, 1, &d, NULL, 0) : NULL);
+}
+
+/* bce_with_logits(logits, target): F.binary_cross_entropy_with_logits, the
+ * mean of softplus(x) - x t, which is log(1 + e^x) - x t without overflow */
+static val b_bce_with_logits(elab *e, call *c)
+{
+    ir_value *x = arg_tensor(e, c, 0), *t = arg_tensor(e, c, 1);
+    if (!x || !t)
+        return error_val();
+    if (!ir_type_eq(&x->type, &t->type)) {
+        char a[128], b[128];
+        el_error(e, c->loc, "bce_with_logits takes logits and targets of one type, got %s "
+                 "and %s", ir_type_str(&x->type, a, sizeof a), ir_type_str(&t->type, b, sizeof b));
+        return error_val();
+    }
+    ir_value *in[2] = {x, t};
+    ir_value *sp = piece(e, c, "softplus", IR_OP_SOFTPLUS, 1, &x, NULL, 0);
+    ir_value *xt = sp ? piece(e, c, "xt", IR_OP_MUL, 2, in, NULL, 0) : NULL;
+    ir_value *d[2] = {sp, xt};
+    return mean_all(e, c, xt ? piece(e, c, "each", IR_OP_SUB, 2, d, NULL, 0) : NULL);
+}
+
 static val b_dropout(elab *e, call *c)
 {
     ir_value *x = arg_tensor(e, c, 0);
@@ -568,6 +706,10 @@ const builtin fe_builtins[] = {
     {"embedding", "idx, num, dim, init=?", b_embedding, 1},
     {"cross_entropy", "logits, label", b_cross_entropy, 1},
     {"mse", "a, b", b_mse, 1},
+    {"l1_loss", "a, b", b_l1_loss, 1},
+    {"bce_with_logits", "logits, target", b_bce_with_logits, 1},
+    {"sum", "x, axis=?, keepdims=false", b_sum, 1},
+    {"mean", "x, axis=?, keepdims=false", b_mean, 1},
     {"param", "name, shape, init=?, trainable=true", b_param, 0},
     {"normal", "std=1.0, mean=0.0", b_normal, 0},
     {"uniform", "low, high", b_uniform, 0},

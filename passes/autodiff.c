@@ -305,6 +305,9 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
     case IR_OP_RESHAPE:
         acc(a, x, to_shape(a, IR_OP_RESHAPE, dy, &x->type, gx));
         return;
+    case IR_OP_SUM_TO: /* sum and mean: every summed element gets dy */
+        acc(a, x, to_shape(a, IR_OP_BROADCAST_TO, dy, &x->type, gx));
+        return;
     case IR_OP_TRANSPOSE: {
         int count;
         const int64_t *perm = ir_attr_ints(n, "perm", &count);

@@ -187,6 +187,14 @@ def op_cases():
                 ("y_rsqrt", torch.rsqrt(q)), ("y_abs", torch.abs(x)),
                 ("y_softplus", F.softplus(x * 30)), ("y_hardswish", F.hardswish(x * 5))]
     case("unary", unary)
+
+    def reduce(f):
+        x, t = f("x", [2, 3, 4]), f("t", [2, 3, 4])
+        return [("y_sum", x.sum()), ("y_sum1", x.sum(1)),
+                ("y_mean02", x.mean((0, 2), keepdim=True)), ("y_mean_last", x.mean(-1)),
+                ("y_l1", F.l1_loss(x, t)),
+                ("y_bce", F.binary_cross_entropy_with_logits(x * 4, torch.sigmoid(t)))]
+    case("reduce", reduce)
     case("cross_entropy", lambda f: [
         ("loss", F.cross_entropy(f("x", [6, 10]) * 5, f("label", [6], integer=True)))])
     case("cross_entropy_large", lambda f: [

@@ -78,6 +78,20 @@ static double forward64(const ir_graph *g, double **vals)
         case IR_OP_ABS: case IR_OP_SOFTPLUS: case IR_OP_HARDSWISH:
             o = ref_unary(n->op, a, ta);
             break;
+        case IR_OP_SUM_TO: { /* each element into the one of its coordinates, 0 where
+                                the result's dimension is 1, leading ones dropped */
+            const ir_type *to = &n->out[0]->type;
+            o = calloc((size_t)ir_type_numel(to) + 1, sizeof *o);
+            for (int64_t i = 0; i < ir_type_numel(ta); i++) {
+                int64_t co[IR_MAX_RANK], r = i, at = 0;
+                for (int k = ta->rank - 1; k >= 0; k--)
+                    co[k] = r % ta->dims[k], r /= ta->dims[k];
+                for (int k = 0; k < to->rank; k++)
+                    at = at * to->dims[k] + (to->dims[k] == 1 ? 0 : co[k + ta->rank - to->rank]);
+                o[at] += a[i];
+            }
+            break;
+        }
         case IR_OP_DROPOUT_TRAIN: { /* y = x * mask, the executor's mask */
             const double *mask = vals[n->out[1]->id];
             o = malloc((size_t)ir_type_numel(ta) * sizeof *o);
@@ -302,6 +316,12 @@ int main(void)
                          "ea = dense(a, 3, name = \"enc\")\n"
                          "eb = dense(tanh(b), 3, share = \"enc\")\n"
                          "loss mse(ea * eb, t)"), 0);
+    /* sums and means over axes, and the losses made of them */
+    run_case("reductions", M("input t: f32[3]\n" P("a", "[3, 4, 2]") P("b", "[3, 4, 2]")
+                             "s = sum(a * a, axis = [1, 2]) +"
+                             " sum(mean(b, axis = 1, keepdims = true), axis = [1, 2])\n"
+                             "loss mse(s, t) + l1_loss(a, b) + bce_with_logits(a, sigmoid(b))"),
+             0);
     run_case("dropout", M("input t: f32[8, 16]\n" P("p", "[8, 16]")
                           "loss mse(dropout(p, p = 0.3), t)"), 0);
     run_case("binary", M("input t: f32[2, 3, 4]\n" P("a", "[2, 3, 4]") P("b", "[3, 1]")
@@ -352,6 +372,7 @@ int main(void)
         IR_OP_BATCHNORM_TRAIN, IR_OP_LAYERNORM, IR_OP_SOFTMAX, IR_OP_LOG_SOFTMAX,
         IR_OP_MAXPOOL2D, IR_OP_AVGPOOL2D, IR_OP_GLOBAL_AVGPOOL, IR_OP_RESHAPE,
         IR_OP_TRANSPOSE, IR_OP_CONCAT, IR_OP_EMBEDDING, IR_OP_CROSS_ENTROPY, IR_OP_MSE,
+        IR_OP_SUM_TO,
     };
     for (size_t i = 0; i < sizeof differentiable / sizeof *differentiable; i++)
         if (!covered[differentiable[i]]) {
