@@ -180,6 +180,12 @@ static void emit_pointwise(kb *k, const ir_node *n)
     case IR_OP_ABS: kb_set(k, y, kb_kstr(k, "fabsf(%s)", a)); return;
     case IR_OP_SOFTPLUS: kb_set(k, y, kb_kstr(k, "softplus_f(%s)", a)); return;
     case IR_OP_HARDSWISH: kb_set(k, y, kb_kstr(k, "hardswish_f(%s)", a)); return;
+    case IR_OP_LEAKY_RELU:
+        kb_set(k, y, kb_kstr(k, "leaky_relu_f(%s, %.9gf)", a, ir_attr_float(n, "slope")));
+        return;
+    case IR_OP_ELU:
+        kb_set(k, y, kb_kstr(k, "elu_f(%s, %.9gf)", a, ir_attr_float(n, "alpha")));
+        return;
     case IR_OP_DROPOUT: /* identity at inference */
     case IR_OP_RESHAPE:
         if (ir_type_eq(&n->in[0]->type, k->iter))
@@ -212,6 +218,11 @@ static void emit_pointwise(kb *k, const ir_node *n)
     }
     case IR_OP_GELU_GRAD:
         kb_set(k, y, kb_kstr(k, "gelu_grad_f(%s, %s)", kb_opnd(k, n->in[0]), kb_opnd(k, n->in[1])));
+        return;
+    case IR_OP_LEAKY_RELU_GRAD: case IR_OP_ELU_GRAD: /* with the slope or alpha */
+        kb_set(k, y, kb_kstr(k, "%s_f(%s, %s, %.9gf)", ir_ops[n->op].name, kb_opnd(k, n->in[0]),
+                             kb_opnd(k, n->in[1]),
+                             ir_attr_float(n, n->op == IR_OP_ELU_GRAD ? "alpha" : "slope")));
         return;
     case IR_OP_SILU_GRAD: case IR_OP_EXP_GRAD: case IR_OP_LOG_GRAD: case IR_OP_SQRT_GRAD:
     case IR_OP_RSQRT_GRAD: case IR_OP_ABS_GRAD: case IR_OP_SOFTPLUS_GRAD:

@@ -191,6 +191,19 @@ __device__ __forceinline__ float hardswish_f(float a)
 {
     return a * fminf(fmaxf(a + 3.0f, 0.0f), 6.0f) / 6.0f;
 }
+__device__ __forceinline__ float leaky_relu_f(float a, float s) { return a > 0.0f ? a : a * s; }
+__device__ __forceinline__ float elu_f(float a, float alpha)
+{
+    return a > 0.0f ? a : alpha * expm1f(a);
+}
+__device__ __forceinline__ float leaky_relu_grad_f(float dy, float x, float s)
+{
+    return x > 0.0f ? dy : dy * s;
+}
+__device__ __forceinline__ float elu_grad_f(float dy, float x, float alpha)
+{
+    return x > 0.0f ? dy : dy * alpha * expf(x);
+}
 __device__ __forceinline__ float exp_grad_f(float dy, float y) { return dy * y; }
 __device__ __forceinline__ float log_grad_f(float dy, float x) { return dy / x; }
 __device__ __forceinline__ float sqrt_grad_f(float dy, float y) { return dy * 0.5f / y; }

@@ -60,6 +60,21 @@ static val b_rsqrt(elab *e, call *c) { return unary(e, c, IR_OP_RSQRT); }
 static val b_abs(elab *e, call *c) { return unary(e, c, IR_OP_ABS); }
 static val b_softplus(elab *e, call *c) { return unary(e, c, IR_OP_SOFTPLUS); }
 static val b_hardswish(elab *e, call *c) { return unary(e, c, IR_OP_HARDSWISH); }
+
+/* leaky_relu(x, slope=0.01) and elu(x, alpha=1.0): an op with its one float */
+static val unary_with(elab *e, call *c, ir_op op, const char *key)
+{
+    ir_value *x = arg_tensor(e, c, 0);
+    double v;
+    if (!x || !arg_float(e, c, 1, &v))
+        return error_val();
+    ir_node *n = node_begin(e, c, op, 1, &x);
+    ir_set_float(el_graph(e), n, key, v);
+    return node_end(e, c, n);
+}
+
+static val b_leaky_relu(elab *e, call *c) { return unary_with(e, c, IR_OP_LEAKY_RELU, "slope"); }
+static val b_elu(elab *e, call *c) { return unary_with(e, c, IR_OP_ELU, "alpha"); }
 static val b_global_avgpool(elab *e, call *c) { return unary(e, c, IR_OP_GLOBAL_AVGPOOL); }
 
 static val binary(elab *e, call *c, ir_op op)
@@ -693,6 +708,8 @@ const builtin fe_builtins[] = {
     {"abs", "x", b_abs, 1},
     {"softplus", "x", b_softplus, 1},
     {"hardswish", "x", b_hardswish, 1},
+    {"leaky_relu", "x, slope=0.01", b_leaky_relu, 1},
+    {"elu", "x, alpha=1.0", b_elu, 1},
     {"softmax", "x, axis=-1", b_softmax, 1},
     {"log_softmax", "x, axis=-1", b_log_softmax, 1},
     {"maxpool2d", "x, kernel, stride=?, pad=0, dilation=1", b_maxpool2d, 1},

@@ -202,6 +202,14 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
                          : n->op == IR_OP_SQRT ? IR_OP_SQRT_GRAD
                                                : IR_OP_RSQRT_GRAD, dy, y, gx));
         return;
+    case IR_OP_LEAKY_RELU: case IR_OP_ELU: { /* the operand, with the slope or alpha */
+        ir_value *in[2] = {dy, x};
+        ir_node *g = mk(a, n->op == IR_OP_ELU ? IR_OP_ELU_GRAD : IR_OP_LEAKY_RELU_GRAD, 2, in, 1,
+                        gx);
+        copy_attrs(a, g, n);
+        acc(a, x, fin(a, g)->out[0]);
+        return;
+    }
     case IR_OP_LOG: case IR_OP_ABS: case IR_OP_SOFTPLUS: case IR_OP_HARDSWISH: /* the operand */
         acc(a, x, op2(a, n->op == IR_OP_LOG        ? IR_OP_LOG_GRAD
                          : n->op == IR_OP_ABS      ? IR_OP_ABS_GRAD

@@ -68,7 +68,7 @@ double *ref_const(const ir_type *t, double value)
     return y;
 }
 
-double *ref_unary(ir_op op, const double *a, const ir_type *ta)
+double *ref_unary(ir_op op, const double *a, const ir_type *ta, double p)
 {
     double *y = alloc_out(ta);
     for (int64_t i = 0; i < ir_type_numel(ta); i++) {
@@ -89,6 +89,8 @@ double *ref_unary(ir_op op, const double *a, const ir_type *ta)
         case IR_OP_ABS:     y[i] = fabs(v); break;
         case IR_OP_SOFTPLUS: y[i] = v > 20 ? v : log1p(exp(v)); break;
         case IR_OP_HARDSWISH: y[i] = v * fmin(fmax(v + 3, 0), 6) / 6; break;
+        case IR_OP_LEAKY_RELU: y[i] = v > 0 ? v : p * v; break;
+        case IR_OP_ELU:     y[i] = v > 0 ? v : p * expm1(v); break;
         case IR_OP_DROPOUT: y[i] = v; break;
         default:
             fprintf(stderr, "ref_unary: %s is not unary\n", ir_ops[op].name);

@@ -21,8 +21,8 @@
 
 double *ref_const(const ir_type *t, double value);
 /* neg, relu, sigmoid, tanh, gelu, silu, exp, log, sqrt, rsqrt, abs, softplus, hardswish,
- * dropout; out has the shape of a */
-double *ref_unary(ir_op op, const double *a, const ir_type *ta);
+ * leaky_relu (p: its slope), elu (p: its alpha), dropout; out has the shape of a */
+double *ref_unary(ir_op op, const double *a, const ir_type *ta, double p);
 /* add, sub, mul, div with NumPy broadcasting */
 double *ref_binary(ir_op op, const double *a, const ir_type *ta, const double *b,
                    const ir_type *tb, ir_type *out);

@@ -104,6 +104,10 @@ static const op_case cases[] = {
     {"abs", EL("abs", "[3, 37]"), 0, 0, 0, 1},
     {"softplus", EL("softplus", "[4, 64]"), 1e-6, 1e-5, 0, 1},
     {"hardswish", EL("hardswish", "[3, 37]"), 1e-6, 1e-5, 0, 1},
+    {"leaky_relu", G("  input %x: f32[4, 64]\n  %y: f32[4, 64] = leaky_relu(%x) {slope = 0.2}\n"
+                     "  output y = %y\n"), 1e-7, 1e-6, 0, 1},
+    {"elu", G("  input %x: f32[3, 37]\n  %y: f32[3, 37] = elu(%x) {alpha = 0.7}\n"
+              "  output y = %y\n"), 1e-6, 1e-5, 0, 1},
     {"dropout", G("  input %x: f32[4, 64]\n  %y: f32[4, 64] = dropout(%x) {p = 0.5}\n  output y = %y\n"),
      0, 0, 0, 1},
     {"add", G("  input %a: f32[3, 37]\n  input %b: f32[3, 37]\n  %y: f32[3, 37] = add(%a, %b)\n"
@@ -298,6 +302,11 @@ static const op_case cases[] = {
     {"abs_grad", GR("abs_grad", "x"), 0, 0, 0, 1},
     {"softplus_grad", GR("softplus_grad", "x"), 1e-6, 1e-5, 0, 1},
     {"hardswish_grad", GR("hardswish_grad", "x"), 1e-7, 1e-6, 0, 1},
+    {"leaky_relu_grad", G("  input %dy: f32[3, 37]\n  input %x: f32[3, 37]\n  %y: f32[3, 37] = "
+                          "leaky_relu_grad(%dy, %x) {slope = 0.2}\n  output y = %y\n"),
+     1e-7, 1e-6, 0, 1},
+    {"elu_grad", G("  input %dy: f32[3, 37]\n  input %x: f32[3, 37]\n  %y: f32[3, 37] = "
+                   "elu_grad(%dy, %x) {alpha = 0.7}\n  output y = %y\n"), 1e-6, 1e-5, 0, 1},
     {"dense_grad_input", G("  input %dy: f32[2, 3, 5]\n  input %w: f32[5, 7]\n"
                            "  %y: f32[2, 3, 7] = dense_grad_input(%dy, %w)\n  output y = %y\n"),
      1e-6, 1e-5, 0, 0},

@@ -379,7 +379,7 @@ static void test_unary(void)
     static const ir_op ops[] = {IR_OP_NEG,  IR_OP_RELU,     IR_OP_SIGMOID,   IR_OP_TANH,
                                 IR_OP_GELU, IR_OP_SILU,     IR_OP_EXP,       IR_OP_LOG,
                                 IR_OP_SQRT, IR_OP_RSQRT,    IR_OP_ABS,       IR_OP_SOFTPLUS,
-                                IR_OP_HARDSWISH, IR_OP_DROPOUT};
+                                IR_OP_HARDSWISH, IR_OP_LEAKY_RELU, IR_OP_ELU, IR_OP_DROPOUT};
     ir_type shapes[] = {SCALAR, F32(7, 13), F32(3, 1, 5, 7), F32(257, 131)};
     for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -387,8 +387,11 @@ static void test_unary(void)
             tc_begin(&c, ops[o]);
             tc_in(&c, shapes[s], -8, 8);
             ir_node *n = tc_node(&c);
+            double p = ops[o] == IR_OP_LEAKY_RELU ? 0.2 : 0.7; /* slope, alpha */
             if (ops[o] == IR_OP_DROPOUT)
                 ir_set_float(c.g, n, "p", s % 2 ? 0.5 : 0.0);
+            if (ops[o] == IR_OP_LEAKY_RELU || ops[o] == IR_OP_ELU)
+                ir_set_float(c.g, n, ops[o] == IR_OP_ELU ? "alpha" : "slope", p);
             int ready = tc_prepare(&c);
             /* every 7th element NaN: it stays NaN in every op, as in PyTorch */
             float *x = ready ? rt_exec_data(c.x, c.in[0]) : NULL;
@@ -397,7 +400,7 @@ static void test_unary(void)
             if (ready && tc_run(&c)) {
                 int exact = ops[o] == IR_OP_NEG || ops[o] == IR_OP_RELU ||
                             ops[o] == IR_OP_ABS || ops[o] == IR_OP_DROPOUT;
-                tc_check(&c, ref_unary(ops[o], c.d[0], &shapes[s]), &shapes[s], NULL,
+                tc_check(&c, ref_unary(ops[o], c.d[0], &shapes[s], p), &shapes[s], NULL,
                          exact ? 0 : 1e-5, exact ? 0 : 1e-6, 0);
             }
             tc_end(&c);

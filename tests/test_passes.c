@@ -284,7 +284,8 @@ static char *random_program(uint64_t seed)
     fprintf(f, "    v0 = x\n");
     int n = 1;
     static const char *const unary[] = {"relu", "sigmoid", "tanh",     "gelu",      "silu",
-                                        "exp",  "abs",     "softplus", "hardswish", "-"};
+                                        "exp",  "abs",     "softplus", "hardswish", "elu",
+                                        "leaky_relu", "-"};
     static const char *const binary[] = {"+", "-", "*"};
     for (int k = 0; k < 14; k++, n++) {
         int a = (int)(uniform() * n), b = (int)(uniform() * n);

@@ -401,6 +401,10 @@ static void unary_case(ir_op op, ir_type t, double lo, double hi)
     ir_node *n = tc_node(&c, 1);
     if (op == IR_OP_DROPOUT)
         ir_set_float(c.p.g, n, "p", 0.5);
+    if (op == IR_OP_LEAKY_RELU || op == IR_OP_LEAKY_RELU_GRAD)
+        ir_set_float(c.p.g, n, "slope", 0.2);
+    if (op == IR_OP_ELU || op == IR_OP_ELU_GRAD)
+        ir_set_float(c.p.g, n, "alpha", 0.7);
     tc_run(&c);
 }
 
@@ -494,7 +498,7 @@ static void test_forward(void)
     static const ir_op unary[] = {IR_OP_NEG,   IR_OP_RELU,     IR_OP_SIGMOID,   IR_OP_TANH,
                                   IR_OP_GELU,  IR_OP_SILU,     IR_OP_EXP,       IR_OP_LOG,
                                   IR_OP_SQRT,  IR_OP_RSQRT,    IR_OP_ABS,       IR_OP_SOFTPLUS,
-                                  IR_OP_HARDSWISH, IR_OP_DROPOUT};
+                                  IR_OP_HARDSWISH, IR_OP_LEAKY_RELU, IR_OP_ELU, IR_OP_DROPOUT};
     for (size_t i = 0; i < sizeof unary / sizeof unary[0]; i++)
         unary_case(unary[i], F32(64, 1100), -8, 8);
     static const ir_op binary[] = {IR_OP_ADD, IR_OP_SUB, IR_OP_MUL, IR_OP_DIV};
@@ -667,12 +671,15 @@ static void test_training(void)
     static const ir_op grads[] = {IR_OP_RELU_GRAD, IR_OP_SIGMOID_GRAD, IR_OP_TANH_GRAD,
                                   IR_OP_GELU_GRAD, IR_OP_SILU_GRAD, IR_OP_EXP_GRAD,
                                   IR_OP_LOG_GRAD, IR_OP_SQRT_GRAD, IR_OP_RSQRT_GRAD,
-                                  IR_OP_ABS_GRAD, IR_OP_SOFTPLUS_GRAD, IR_OP_HARDSWISH_GRAD};
+                                  IR_OP_ABS_GRAD, IR_OP_SOFTPLUS_GRAD, IR_OP_HARDSWISH_GRAD,
+                                  IR_OP_LEAKY_RELU_GRAD, IR_OP_ELU_GRAD};
     for (size_t i = 0; i < sizeof grads / sizeof grads[0]; i++) {
         tc_begin(&c, grads[i]);
         tc_in(&c, F32(64, 1100), -1, 1);
         tc_in(&c, F32(64, 1100), -3, 3);
-        tc_node(&c, 1);
+        n = tc_node(&c, 1);
+        if (grads[i] == IR_OP_LEAKY_RELU_GRAD || grads[i] == IR_OP_ELU_GRAD)
+            ir_set_float(c.p.g, n, grads[i] == IR_OP_ELU_GRAD ? "alpha" : "slope", 0.3);
         tc_run(&c);
     }
     struct { ir_type dy; int64_t in; } dg[] = {

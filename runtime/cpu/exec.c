@@ -42,8 +42,12 @@ float rt_gelu(float a) { return 0.5f * a * (1.0f + erff(a * (float)M_SQRT1_2)); 
 
 /* o[i] = op(a[i]) for i in [lo, hi): the arithmetic of the unary ops
  * (IR_UNARY), for whole tensors and for fused epilogues alike. */
-static void unary_range(ir_op op, const float *a, float *o, int64_t lo, int64_t hi)
+static void unary_range(const ir_node *n, const float *a, float *o, int64_t lo, int64_t hi)
 {
+    ir_op op = n->op;
+    float p = op == IR_OP_LEAKY_RELU ? (float)ir_attr_float(n, "slope")
+            : op == IR_OP_ELU        ? (float)ir_attr_float(n, "alpha")
+                                     : 0;
     switch (op) {
 #define EACH(expr) for (int64_t i = lo; i < hi; i++) { float v = a[i]; o[i] = (expr); } break;
     case IR_OP_NEG:     EACH(-v)
@@ -59,6 +63,8 @@ static void unary_range(ir_op op, const float *a, float *o, int64_t lo, int64_t 
     case IR_OP_ABS:     EACH(fabsf(v))
     case IR_OP_SOFTPLUS: EACH(v > 20.0f ? v : log1pf(expf(v)))
     case IR_OP_HARDSWISH: EACH(v * fminf(fmaxf(v + 3.0f, 0.0f), 6.0f) / 6.0f)
+    case IR_OP_LEAKY_RELU: EACH(v > 0 ? v : v * p)
+    case IR_OP_ELU:     EACH(v > 0 ? v : p * expm1f(v))
     default:            EACH(v) /* dropout: identity at inference */
 #undef EACH
     }
@@ -72,7 +78,7 @@ static int k_unary(rt_exec *x, const ir_node *n)
     int64_t len = NUMEL(n->out[0]);
 #pragma omp parallel for if (len > PAR_MIN)
     for (int64_t lo = 0; lo < len; lo += CHUNK)
-        unary_range(n->op, a, o, lo, lo + CHUNK < len ? lo + CHUNK : len);
+        unary_range(n, a, o, lo, lo + CHUNK < len ? lo + CHUNK : len);
     return 0;
 }
 
@@ -327,7 +333,7 @@ static void run_epilogue(rt_exec *x, const epilogue *e, int64_t lo, int64_t hi)
         const float *a = x->buf[n->in[k]->id];
         float *o = OUT;
         if (ir_op_is(n->op, IR_UNARY)) {
-            unary_range(n->op, a, o, lo, hi);
+            unary_range(n, a, o, lo, hi);
             continue;
         }
         switch (n->op) {

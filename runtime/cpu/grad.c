@@ -203,6 +203,9 @@ static int k_unary_grad(rt_exec *x, const ir_node *n)
     float *dx = OUT;
     int64_t len = NUMEL(n->out[0]);
     ir_op op = n->op;
+    float p = op == IR_OP_LEAKY_RELU_GRAD ? (float)ir_attr_float(n, "slope")
+            : op == IR_OP_ELU_GRAD        ? (float)ir_attr_float(n, "alpha")
+                                          : 0;
 #pragma omp parallel for if (len > PAR_MIN)
     for (int64_t i = 0; i < len; i++) {
         float g;
@@ -225,6 +228,8 @@ static int k_unary_grad(rt_exec *x, const ir_node *n)
         case IR_OP_SOFTPLUS_GRAD: /* x: sigmoid(x), dy past the threshold */
             g = v[i] > 20.0f ? dy[i] : dy[i] / (1.0f + expf(-v[i]));
             break;
+        case IR_OP_LEAKY_RELU_GRAD: g = v[i] > 0 ? dy[i] : dy[i] * p; break; /* x */
+        case IR_OP_ELU_GRAD: g = v[i] > 0 ? dy[i] : dy[i] * p * expf(v[i]); break; /* x */
         case IR_OP_HARDSWISH_GRAD: /* x: PyTorch's pieces */
             g = v[i] < -3.0f ? 0.0f : v[i] <= 3.0f ? dy[i] * (v[i] / 3.0f + 0.5f) : dy[i];
             break;

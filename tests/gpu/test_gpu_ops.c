@@ -45,6 +45,8 @@ static const op_case cases[] = {
     {"abs", EL("abs", "[3, 37]"), 0, 0, 0},
     {"softplus", EL("softplus", "[3, 37]"), 1e-6, 1e-5, 0},
     {"hardswish", EL("hardswish", "[3, 37]"), 1e-6, 1e-5, 0},
+    {"leaky_relu", G("  input %x: f32[3, 37]\n  %y: f32[3, 37] = leaky_relu(%x) {slope = 0.2}\n"
+                     "  output y = %y\n"), 1e-7, 1e-6, 0},
     {"add", G("  input %a: f32[3, 37]\n  input %b: f32[3, 37]\n  %y: f32[3, 37] = add(%a, %b)\n"
               "  output y = %y\n"), 0, 1e-7, 0},
     {"softmax rows", G("  input %x: f32[3, 5, 40]\n  %y: f32[3, 5, 40] = softmax(%x) {axis = 2}\n"

@@ -75,8 +75,12 @@ static double forward64(const ir_graph *g, double **vals)
             break;
         case IR_OP_NEG: case IR_OP_RELU: case IR_OP_SIGMOID: case IR_OP_TANH: case IR_OP_GELU:
         case IR_OP_SILU: case IR_OP_EXP: case IR_OP_LOG: case IR_OP_SQRT: case IR_OP_RSQRT:
-        case IR_OP_ABS: case IR_OP_SOFTPLUS: case IR_OP_HARDSWISH:
-            o = ref_unary(n->op, a, ta);
+        case IR_OP_ABS: case IR_OP_SOFTPLUS: case IR_OP_HARDSWISH: case IR_OP_LEAKY_RELU:
+        case IR_OP_ELU:
+            o = ref_unary(n->op, a, ta,
+                          n->op == IR_OP_LEAKY_RELU ? ir_attr_float(n, "slope")
+                          : n->op == IR_OP_ELU      ? ir_attr_float(n, "alpha")
+                                                    : 0);
             break;
         case IR_OP_SUM_TO: { /* each element into the one of its coordinates, 0 where
                                 the result's dimension is 1, leading ones dropped */
@@ -309,7 +313,8 @@ int main(void)
     run_case("unary2", M("input t: f32[4, 6]\n" P("p", "[4, 6]")
                          "q = p * p + 0.5\n"
                          "y = exp(p) + log(q) - sqrt(q) * rsqrt(q + 1.0) + abs(p) + softplus(p)"
-                         " + hardswish(p * 4.0)\n"
+                         " + hardswish(p * 4.0) + leaky_relu(p, slope = 0.2)"
+                         " + elu(p, alpha = 0.7)\n"
                          "loss mse(y, t)"), 0);
     /* one dense layer called twice (share): its gradient sums both uses */
     run_case("shared", M("input t: f32[4, 3]\n" P("a", "[4, 8]") P("b", "[4, 8]")
@@ -368,6 +373,7 @@ int main(void)
     static const ir_op differentiable[] = {
         IR_OP_NEG, IR_OP_RELU, IR_OP_SIGMOID, IR_OP_TANH, IR_OP_GELU, IR_OP_SILU, IR_OP_DROPOUT_TRAIN,
         IR_OP_EXP, IR_OP_LOG, IR_OP_SQRT, IR_OP_RSQRT, IR_OP_ABS, IR_OP_SOFTPLUS, IR_OP_HARDSWISH,
+        IR_OP_LEAKY_RELU, IR_OP_ELU,
         IR_OP_ADD, IR_OP_SUB, IR_OP_MUL, IR_OP_DIV, IR_OP_MATMUL, IR_OP_DENSE, IR_OP_CONV2D,
         IR_OP_BATCHNORM_TRAIN, IR_OP_LAYERNORM, IR_OP_SOFTMAX, IR_OP_LOG_SOFTMAX,
         IR_OP_MAXPOOL2D, IR_OP_AVGPOOL2D, IR_OP_GLOBAL_AVGPOOL, IR_OP_RESHAPE,
