@@ -174,6 +174,76 @@ static void verifier_cases(void)
     }
 }
 
+/* Every wait between virtual devices has a deadline (rt_exec_set_timeout):
+ * with one device stopped by the executor's test hook (rt_comm_test_stall,
+ * as a hung device), the run fails within the deadline and not before it,
+ * with one message that names the op, its id and whom it waited for (the
+ * devices that have not come to a collective, a recv's sender), and the
+ * other devices are woken.  The same executor then runs the program to the
+ * end once the fault is gone. */
+#include <time.h>
+
+#include "kernels.h"
+
+static double seconds_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void deadline_cases(void)
+{
+    static const struct {
+        const char *text, *want;
+        int stall;
+    } cases[] = {
+        {"graph g {\n  input %x: f32[4]\n"
+         "  %a: f32[4] = all_reduce(%x) {id = 1, group = [0, 1, 2]}\n"
+         "  %b: f32[4] = all_reduce(%x) {id = 1, group = [0, 1, 2]} on 1\n"
+         "  %c: f32[4] = all_reduce(%x) {id = 1, group = [0, 1, 2]} on 2\n"
+         "  output y = %a\n}\n",
+         ": waited 1.5 s for all_reduce 1 (device 2 of 0, 1, 2 has not come): giving up", 2},
+        {"graph g {\n  input %x: f32[4]\n"
+         "  %k: i32[] = send(%x) {id = 3, peer = 1}\n"
+         "  %v: f32[4] = recv() {id = 3, peer = 0, shape = [4]} on 1\n"
+         "  output y = %v\n}\n",
+         "device 1: waited 1.5 s for recv 3 (from device 0): giving up", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char what[512], err[512] = "";
+        diag d;
+        diag_init(&d);
+        ir_graph *g = ir_parse("t.gir", cases[i].text, strlen(cases[i].text), &d);
+        rt_exec *x = g && !ir_verify(g, &d) ? rt_exec_new(g, err, sizeof err) : NULL;
+        snprintf(what, sizeof what, "deadline case %zu loads and verifies", i);
+        check(x != NULL, what);
+        if (!x) {
+            diag_print(&d, stderr);
+            fprintf(stderr, "%s\n", err);
+        } else {
+            rt_exec_set_timeout(x, 1.5);
+            rt_comm_test_stall(x, cases[i].stall, -1);
+            double t0 = seconds_now();
+            int rc = rt_exec_run(x, err, sizeof err);
+            double took = seconds_now() - t0;
+            snprintf(what, sizeof what, "deadline case %zu: want '...%s' in 1.5 to 3 s, got "
+                     "'%s' after %.2f s", i, cases[i].want, rc ? err : "success", took);
+            const char *at = rc ? strstr(err, cases[i].want) : NULL;
+            check(at && !at[strlen(cases[i].want)] && took >= 1.5 && took < 3, what);
+            rt_comm_test_stall(x, -1, -1);
+            rc = rt_exec_run(x, err, sizeof err);
+            snprintf(what, sizeof what, "deadline case %zu runs once the device is back: %s", i,
+                     rc ? err : "it did");
+            check(rc == 0, what);
+        }
+        rt_exec_free(x);
+        if (g)
+            ir_graph_free(g);
+        diag_free(&d);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -182,6 +252,7 @@ int main(int argc, char **argv)
     }
     data_parallel(argv[1]);
     verifier_cases();
+    deadline_cases();
     printf("test_comm: %d passed, %d failed\n", passed, failed);
     return failed != 0;
 }

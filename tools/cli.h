@@ -20,6 +20,9 @@ typedef struct {
     int together;               /* the failure being reported was found by every rank
                                    at once (a collective check): the job ends through
                                    MPI_Finalize with the status, not MPI_Abort */
+    double timeout;             /* --timeout: how long gnc's own collectives wait */
+    int solo;                   /* rank 0 runs the command alone (eval, dump): the others
+                                   wait for it at the end without a deadline */
 } cli_world;
 
 /* The command line: the compile configuration (driver/driver.h), then what
@@ -53,6 +56,8 @@ typedef struct {
     const char *device;         /* --device cpu|cuda; NULL: the default */
     int cuda;                   /* the device picked (cli_device) is cuda */
     int eager;                  /* --eager: cuda launches step by step, no CUDA graph */
+    double timeout;             /* --timeout: seconds a device waits for another; 0: the
+                                   runtime's default (RT_TIMEOUT_DEFAULT) */
     const char *program_flag;   /* the first option given that shapes a program
                                    (cli_is_program_flag): a plan refuses it */
     char flags[1024];           /* the options given that shape a program, in order

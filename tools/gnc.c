@@ -142,6 +142,9 @@ static const char usage_run[] =
     "                  it (compiled in memory)\n"
     "  --eager         cuda: launch step by step instead of replaying a CUDA graph\n"
     "                  (also GNC_CUDA_EAGER=1; docs/runtime.md)\n"
+    "  --timeout S     give up after S seconds waiting for another device (a virtual\n"
+    "                  device, an MPI rank, a GPU's NCCL call): the run fails, naming\n"
+    "                  the op and whom it waited for (default 300)\n"
     "\n"
     "FILE may be a plan (gnc compile -o): it runs as compiled, on as many virtual\n"
     "devices as it was compiled for; options that shape a program do not apply.\n";
@@ -183,6 +186,8 @@ static const char usage_train[] =
     "  --precision fp32|tf32|bf16|fp16   cuda: the kernels' arithmetic (default\n"
     "                  fp32; as for gnc compile)\n"
     "  --conv cudnn|igemm|cudnn-nhwc   cuda: the convolutions' way (default cudnn)\n"
+    "  --timeout S     give up after S seconds waiting for another device (as for\n"
+    "                  gnc run; default 300)\n"
     "\n"
     "MODEL may be a training plan (gnc compile MODEL.net --train -o FILE.gnc): it\n"
     "trains as compiled (batch, optimizer, devices); each epoch ends with its\n"
@@ -202,6 +207,7 @@ static const char usage_eval[] =
     "  --threads N     CPU threads (default: all cores)\n"
     "  --device cpu|cuda   as for gnc run\n"
     "  --eager         as for gnc run\n"
+    "  --timeout S     as for gnc run (default 300)\n"
     "  --precision, --conv   as for gnc train\n"
     "\n"
     "MODEL may be an inference plan (gnc compile -o), at the batch it was compiled for.\n";
@@ -293,6 +299,7 @@ static const struct flag {
     {"--train", "dump compile", 0},
     {"--profile", "run train", 0},
     {"--eager", "run train eval", 0},
+    {"--timeout", "run train eval", 1},
     {"--passes", "dump compile run train eval", 1},
     {"--dump-ir", "compile", 1},
     {"--dump-dir", "compile", 1},
@@ -401,6 +408,12 @@ static int run_flag(options *o, const char *cmdsp, const char *name, const char 
         o->profile = 1;
     } else if (strcmp(name, "--eager") == 0) {
         o->eager = 1;
+    } else if (strcmp(name, "--timeout") == 0) {
+        double t;
+        if (!parse_number(val, 0, 1e6, &t) || t <= 0)
+            return usage_error(cmdsp, "--timeout needs a number of seconds above 0, up to "
+                               "1000000, got '%s'", val);
+        o->timeout = t;
     } else if (strcmp(name, "--device") == 0) {
         if (strcmp(val, "cpu") != 0 && strcmp(val, "cuda") != 0)
             return usage_error(cmdsp, "--device needs cpu or cuda, got '%s'", val);
@@ -938,6 +951,7 @@ static int cmd_run(const options *o, const drv_program *p)
         fprintf(stderr, "gnc: error: %s\n", err);
         return 1;
     }
+    rt_session_set_timeout(s, o->timeout);
     rt_exec_set_profile(rt_session_host(s), o->profile);
     int rc = 1;
     for (int i = 0; i < g->ninputs; i++)

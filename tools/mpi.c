@@ -7,11 +7,16 @@
  * outputs (the partitioner ends them on device 0) and the model's whole state,
  * so it alone prints results, writes logs and checkpoints and evaluates.  A
  * failure on any rank ends the job through MPI_Abort (cli_mpi_end): the other
- * ranks may be waiting in a collective for it.
+ * ranks may be waiting in a collective for it.  No wait for another rank is
+ * for ever: the runtime's have the --timeout deadline (rt_exec_set_timeout),
+ * and so do gnc's own collectives here (world_wait), the last of them a
+ * barrier before MPI_Finalize, which would otherwise wait for a stopped rank
+ * for ever; past it a rank says what it waited for and ends the job.
  *
  * In a build without MPI (no GNC_HAVE_MPI) gnc still notices a launcher's
  * several ranks, and says it cannot take part. */
 #define _GNU_SOURCE
+#include <math.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +29,7 @@
 
 #include "cli.h"
 #include "cuda.h"
+#include "deadline.h"
 #include "exec.h"
 
 /* The ranks a launcher announces: Open MPI's mpirun, or MPICH's and Intel's
@@ -42,6 +48,31 @@ static int launcher_ranks(int *rank)
     *rank = 0;
     return 0;
 }
+
+#ifdef GNC_HAVE_MPI
+/* Completes *req, gnc's own collective over the world (`what`), by polling
+ * with backoff up to the deadline (--timeout; before the flags are read, the
+ * default).  Past it this rank says so and ends the job: every rank takes
+ * part in these, so one that never comes has stopped. */
+static void world_wait(const cli_world *w, MPI_Request *req, const char *what)
+{
+    double secs = w->timeout > 0 ? w->timeout : RT_TIMEOUT_DEFAULT;
+    rt_wait t;
+    rt_wait_start(&t, secs);
+    for (;;) {
+        int done = 0;
+        MPI_Test(req, &done, MPI_STATUS_IGNORE);  /* errors are fatal on the world */
+        if (done)
+            return;
+        if (rt_wait_idle(&t))
+            break;
+    }
+    fprintf(stderr, "gnc: error: rank %d: waited %g s for %s (with ranks 0 to %d): giving up\n",
+            w->rank, secs, what, w->ranks - 1);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+#endif
 
 int cli_mpi_init(int *argc, char ***argv, cli_world *w)
 {
@@ -99,8 +130,10 @@ static int share_of_cores(const cli_world *w)
 int cli_mpi_options(options *o, const char *cmd)
 {
     cli_world *w = o->world;
+    w->timeout = o->timeout;
     if (w->ranks <= 1)
         return 0;
+    w->solo = strcmp(cmd, "eval") == 0 || strcmp(cmd, "dump") == 0;
     if (strcmp(cmd, "eval") == 0)
         return 0;   /* rank 0 alone evaluates */
     if (o->devices_given && o->c.part.devices != w->ranks) {
@@ -130,8 +163,11 @@ int cli_mpi_gpus(const cli_world *w)
     char err[512];
     int count = rt_cuda_gpu_count(NULL, err, sizeof err), mine = count > w->local_rank;
 #ifdef GNC_HAVE_MPI
-    if (w->ranks > 1)
-        MPI_Allreduce(MPI_IN_PLACE, &mine, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (w->ranks > 1) {
+        MPI_Request req;
+        MPI_Iallreduce(MPI_IN_PLACE, &mine, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req);
+        world_wait(w, &req, "the count of the ranks' GPUs");
+    }
 #endif
     return mine;
 }
@@ -144,8 +180,11 @@ int cli_mpi_cuda_id(const cli_world *w, void *id, size_t bytes, char *err, size_
         bytes = sizeof made.bytes;
     memcpy(id, made.bytes, w->rank == 0 ? bytes : 0);
 #ifdef GNC_HAVE_MPI
-    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    MPI_Bcast(id, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
+    MPI_Request req[2];
+    MPI_Ibcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD, &req[0]);
+    MPI_Ibcast(id, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD, &req[1]);
+    world_wait(w, &req[0], "NCCL's id from rank 0");
+    world_wait(w, &req[1], "NCCL's id from rank 0");
 #endif
     if (rc && w->rank != 0)
         snprintf(err, errlen, "rank 0 could not make NCCL's id");
@@ -162,6 +201,14 @@ int cli_mpi_end(const cli_world *w, int rc)
            here (and Open MPI garbles its message when all ranks abort at once) */
         if (rc != 0 && !w->together)
             MPI_Abort(MPI_COMM_WORLD, rc);
+        /* every rank here: MPI_Finalize would wait for a stopped one for ever
+           (unless rank 0 worked alone, for as long as it needed) */
+        cli_world at_end = *w;
+        if (w->solo)
+            at_end.timeout = HUGE_VAL;
+        MPI_Request req;
+        MPI_Ibarrier(MPI_COMM_WORLD, &req);
+        world_wait(&at_end, &req, "the other ranks to finish");
         MPI_Finalize();
     }
 #else
@@ -207,7 +254,9 @@ int cli_mpi_agree(const options *o, const drv_program *p, diag *d)
         fprintf(stderr, "gnc: error: rank %d: out of memory\n", w->rank);
         return -1;  /* the others wait: MPI_Abort ends them */
     }
-    MPI_Allgather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+    MPI_Request req;
+    MPI_Iallgather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD, &req);
+    world_wait(w, &req, "the check that every rank compiled the same program");
     int bad = 0;
     for (int r = 0; r < w->ranks; r++) {
         bad |= !all[r];

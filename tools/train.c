@@ -135,6 +135,7 @@ static int model_load(const options *o, long long batch, int train, model *m)
         fprintf(stderr, "gnc: error: %s\n", err);
         return -1;
     }
+    rt_session_set_timeout(m->s, o->timeout);
     return 0;
 }
 

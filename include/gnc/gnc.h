@@ -166,6 +166,10 @@ typedef struct {
     uint64_t seed;          /* the parameters' initializers and dropout masks */
     int eager;              /* cuda: launch step by step instead of replaying a CUDA graph
                                (also where the environment has GNC_CUDA_EAGER=1) */
+    double timeout_s;       /* a partitioned plan: the seconds one device waits for another
+                               (a collective, a recv; on cuda an NCCL call) before the run
+                               fails with GNC_ERROR_RUN naming the op and whom it waited
+                               for; 0: 300.  Negative or not finite: GNC_ERROR_ARGUMENT */
 } gnc_session_options;
 
 /* A session runs plan on a device (a partitioned plan on as many virtual

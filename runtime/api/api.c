@@ -287,6 +287,9 @@ gnc_status gnc_session_init(gnc_session **out, const gnc_plan *plan,
     if (!out || !plan)
         return set_error(err, GNC_ERROR_ARGUMENT, "gnc_session_init: NULL argument");
     *out = NULL;
+    if (!(o.timeout_s >= 0) || !isfinite(o.timeout_s))
+        return set_error(err, GNC_ERROR_ARGUMENT, "gnc_session_init: timeout_s must be 0 (the "
+                         "default, 300 s) or a finite number of seconds, got %g", o.timeout_s);
     rt_device_kind kind;
     int rc = rt_device_pick(o.device, &kind, msg, sizeof msg);
     if (rc != 0)
@@ -304,6 +307,7 @@ gnc_status gnc_session_init(gnc_session **out, const gnc_plan *plan,
         return set_error(err, kind_of(msg, kind == RT_DEVICE_CUDA ? GNC_ERROR_UNSUPPORTED
                                                                   : GNC_ERROR_FORMAT), "%s", msg);
     }
+    rt_session_set_timeout(s->s, o.timeout_s);
     *out = s;
     return ok(err);
 }

@@ -140,6 +140,13 @@ void rt_session_free(rt_session *s)
     base_free(s);
 }
 
+void rt_session_set_timeout(rt_session *s, double seconds)
+{
+    rt_exec_set_timeout(s->host, seconds);
+    if (s->gpu)
+        rt_cuda_set_timeout(s->gpu, seconds);
+}
+
 rt_device_kind rt_session_device(const rt_session *s) { return s->device; }
 
 const char *rt_session_warning(const rt_session *s)

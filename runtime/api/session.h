@@ -83,6 +83,12 @@ rt_session *rt_session_open(const rt_plan *p, const rt_session_options *o, char 
 rt_session *rt_session_adopt(const ir_graph *g, rt_exec *x, uint64_t seed);
 void rt_session_free(rt_session *s);
 
+/* The deadline of every wait for another device, in seconds (0 or less: the
+ * default, RT_TIMEOUT_DEFAULT): the host copy's (rt_exec_set_timeout: virtual
+ * devices, MPI ranks, the gather to rank 0) and on cuda the GPU's NCCL waits
+ * (rt_cuda_set_timeout). */
+void rt_session_set_timeout(rt_session *s, double seconds);
+
 rt_device_kind rt_session_device(const rt_session *s);
 /* "cpu" or "cuda" */
 const char *rt_session_device_name(const rt_session *s);

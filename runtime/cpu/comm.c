@@ -11,10 +11,19 @@
  * pair's mailbox, which its recv empties; a send waits only while the mailbox
  * still holds the last step's tensor, so pairs never deadlock on each other.
  *
- * When a device fails, rt_comm_abort wakes every waiting rank with an error. */
+ * When a device fails, rt_comm_abort wakes every waiting rank with an error.
+ * No wait is for ever: each has the executor's deadline (rt_exec_set_timeout),
+ * counted on CLOCK_MONOTONIC (the condition variable's clock, so that a change
+ * of the wall clock moves no deadline).  A device whose wait passes it fails
+ * the run, saying whom it waited for (the devices that have not come to the
+ * barrier, a recv's sender, the receiver of a send whose last message is
+ * still unread), and aborts the others, as a failing device does. */
+#include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernels.h"
 
@@ -23,6 +32,7 @@ typedef struct {
     int nin;                    /* operands per rank */
     int arrived;                /* ranks at the barrier */
     unsigned gen;               /* barriers passed */
+    unsigned char *here;        /* by rank: at the barrier now */
     void **in, **out;           /* [rank * nin + k]: published buffers */
 } collective;
 
@@ -34,11 +44,13 @@ typedef struct {
 
 struct rt_comm {
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pthread_cond_t cv;          /* on CLOCK_MONOTONIC */
     int failed;
     int64_t nids;               /* ids below nids */
     collective *coll;           /* by id */
     mailbox *box;               /* by id (send/recv) */
+    int stall_device;           /* rt_comm_test_stall's device, or -1 */
+    int64_t stall_id;           /* and the op it stops at (-1: its first) */
 };
 
 static int is_collective(ir_op op)
@@ -54,6 +66,7 @@ void rt_comm_free(struct rt_comm *c)
     for (int64_t i = 0; i < c->nids; i++) {
         base_free(c->coll[i].in);
         base_free(c->coll[i].out);
+        base_free(c->coll[i].here);
         base_free(c->box[i].data);
     }
     base_free(c->coll);
@@ -79,7 +92,12 @@ int rt_comm_new(rt_exec *parent, char *err, size_t errlen)
     if (!c)
         return base_fail(err, errlen, "out of memory");
     pthread_mutex_init(&c->mu, NULL);
-    pthread_cond_init(&c->cv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    c->stall_device = -1;
     parent->comm = c;
     c->nids = nids;
     c->coll = base_calloc((size_t)nids + 1, sizeof *c->coll);
@@ -101,7 +119,8 @@ int rt_comm_new(rt_exec *parent, char *err, size_t errlen)
             k->nin = n->nin;
             k->in = base_calloc((size_t)k->size * k->nin, sizeof *k->in);
             k->out = base_calloc((size_t)k->size * k->nin, sizeof *k->out);
-            if (!k->in || !k->out)
+            k->here = base_calloc((size_t)k->size, 1);
+            if (!k->in || !k->out || !k->here)
                 return base_fail(err, errlen, "out of memory");
         }
     }
@@ -121,26 +140,114 @@ void rt_comm_reset(struct rt_comm *c)
     c->failed = 0;
     for (int64_t i = 0; i < c->nids; i++) {
         c->coll[i].arrived = 0;
+        if (c->coll[i].here)
+            memset(c->coll[i].here, 0, (size_t)c->coll[i].size);
         c->box[i].full = 0;
     }
 }
 
-/* Waits until all ranks of k are here.  Returns -1 when a device failed. */
-static int barrier(struct rt_comm *c, collective *k)
+void rt_exec_set_timeout(rt_exec *x, double seconds)
 {
+    /* here rather than in exec.c: the waits it bounds are this file's and
+       comm_mpi.c's */
+    x->timeout_s = seconds;
+    for (int d = 0; d < x->ndev; d++)
+        x->devs[d]->timeout_s = seconds;
+}
+
+void rt_comm_test_stall(rt_exec *parent, int device, int64_t id)
+{
+    struct rt_comm *c = parent->comm;
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->mu);
+    c->stall_device = device;
+    c->stall_id = id;
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* A wait's deadline: x's timeout from now, on the condition variable's clock. */
+static struct timespec deadline_of(const rt_exec *x, double *seconds)
+{
+    *seconds = x->timeout_s > 0 ? x->timeout_s : RT_TIMEOUT_DEFAULT;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    double whole = (double)(time_t)*seconds;
+    t.tv_sec += (time_t)whole;
+    t.tv_nsec += (long)((*seconds - whole) * 1e9);
+    if (t.tv_nsec >= 1000000000L)
+        t.tv_sec++, t.tv_nsec -= 1000000000L;
+    return t;
+}
+
+/* Waits on c->cv (c->mu held) until woken or past deadline: 1 when past it. */
+static int wait_until(struct rt_comm *c, const struct timespec *deadline)
+{
+    return pthread_cond_timedwait(&c->cv, &c->mu, deadline) == ETIMEDOUT;
+}
+
+/* The run fails (c->mu held): every waiting device is woken with an error. */
+static void fail_all(struct rt_comm *c)
+{
+    c->failed = 1;
+    pthread_cond_broadcast(&c->cv);
+}
+
+/* Waits until all ranks of k are here, as rank r.  0; -1 when a device
+ * failed; -2 when the deadline passed first, with the devices that had not
+ * come in err (and the run failed). */
+static int barrier(rt_exec *x, const ir_node *n, collective *k, int r, char *err, size_t errlen)
+{
+    struct rt_comm *c = x->comm;
+    double secs;
+    struct timespec deadline = deadline_of(x, &secs);
+    int late = 0;
     pthread_mutex_lock(&c->mu);
     unsigned gen = k->gen;
+    k->here[r] = 1;
     if (++k->arrived == k->size) {
         k->arrived = 0;
+        memset(k->here, 0, (size_t)k->size);
         k->gen++;
         pthread_cond_broadcast(&c->cv);
     } else {
-        while (k->gen == gen && !c->failed)
-            pthread_cond_wait(&c->cv, &c->mu);
+        while (k->gen == gen && !c->failed && !late)
+            late = wait_until(c, &deadline) && k->gen == gen && !c->failed;
+    }
+    if (late) {
+        int size, missing = 0;
+        const int64_t *group = ir_attr_ints(n, "group", &size);
+        char who[256] = "", all[256] = "";
+        for (int q = 0; q < size; q++) {
+            size_t u = strlen(who), a = strlen(all);
+            snprintf(all + a, sizeof all - a, "%s%lld", q ? ", " : "", (long long)group[q]);
+            if (!k->here[q])
+                snprintf(who + u, sizeof who - u, "%s%lld", missing++ ? ", " : "",
+                         (long long)group[q]);
+        }
+        base_fail(err, errlen, "waited %g s for %s %lld (device%s %s of %s %s not come): giving up",
+                  secs, ir_ops[n->op].name, (long long)ir_attr_int(n, "id"), missing > 1 ? "s" : "",
+                  who, all, missing > 1 ? "have" : "has");
+        fail_all(c);
     }
     int failed = c->failed;
     pthread_mutex_unlock(&c->mu);
-    return failed ? -1 : 0;
+    return late ? -2 : failed ? -1 : 0;
+}
+
+/* rt_comm_test_stall's fault: device x stops here, until the run fails (-1).
+ * 0 where there is none. */
+static int stalled(rt_exec *x, const ir_node *n, int64_t id, char *err, size_t errlen)
+{
+    struct rt_comm *c = x->comm;
+    pthread_mutex_lock(&c->mu);
+    int stop = c->stall_device == x->device && (c->stall_id < 0 || c->stall_id == id);
+    while (stop && !c->failed)
+        pthread_cond_wait(&c->cv, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+    return stop ? base_fail(err, errlen, "%s %lld: stalled for a test until another device "
+                            "failed", ir_ops[n->op].name, (long long)id)
+                : 0;
 }
 
 /* outer x len x inner view of t around axis */
@@ -214,13 +321,26 @@ int rt_comm_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen)
 {
     struct rt_comm *c = x->comm;
     int64_t id = ir_attr_int(n, "id");
+    if (stalled(x, n, id, err, errlen))
+        return -1;
     if (n->op == IR_OP_SEND || n->op == IR_OP_RECV) {
         mailbox *b = &c->box[id];
-        int send = n->op == IR_OP_SEND;
+        int send = n->op == IR_OP_SEND, late = 0;
+        double secs;
+        struct timespec deadline = deadline_of(x, &secs);
         pthread_mutex_lock(&c->mu);
-        while (b->full == send && !c->failed)
-            pthread_cond_wait(&c->cv, &c->mu);
-        if (!c->failed) {
+        while (b->full == send && !c->failed && !late)
+            late = wait_until(c, &deadline) && b->full == send && !c->failed;
+        if (late) {
+            long long peer = (long long)ir_attr_int(n, "peer");
+            if (send)
+                base_fail(err, errlen, "waited %g s for send %lld (to device %lld, which has "
+                          "not received the last one): giving up", secs, (long long)id, peer);
+            else
+                base_fail(err, errlen, "waited %g s for recv %lld (from device %lld): giving up",
+                          secs, (long long)id, peer);
+            fail_all(c);
+        } else if (!c->failed) {
             if (send)
                 memcpy(b->data, x->buf[n->in[0]->id], b->bytes);
             else
@@ -230,6 +350,8 @@ int rt_comm_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen)
         }
         int failed = c->failed;
         pthread_mutex_unlock(&c->mu);
+        if (late)
+            return -1;
         if (send && !failed)
             *(int32_t *)x->buf[n->out[0]->id] = 0;
         return failed ? base_fail(err, errlen, "%s %lld: another device failed", ir_ops[n->op].name,
@@ -246,12 +368,15 @@ int rt_comm_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen)
         k->in[r * k->nin + j] = x->buf[n->in[j]->id];
         k->out[r * k->nin + j] = x->buf[n->out[j]->id];
     }
-    if (barrier(c, k) != 0)
-        return base_fail(err, errlen, "%s %lld: another device failed", ir_ops[n->op].name,
-                       (long long)id);
-    share(n, k, r);
-    if (barrier(c, k) != 0)
-        return base_fail(err, errlen, "%s %lld: another device failed", ir_ops[n->op].name,
-                       (long long)id);
+    for (int pass = 0; pass < 2; pass++) { /* publish, share, and leave together */
+        int rc = barrier(x, n, k, r, err, errlen);
+        if (rc == -2)
+            return -1;
+        if (rc != 0)
+            return base_fail(err, errlen, "%s %lld: another device failed", ir_ops[n->op].name,
+                             (long long)id);
+        if (pass == 0)
+            share(n, k, r);
+    }
     return 0;
 }

@@ -23,30 +23,48 @@
  * send could deadlock two devices that send to each other before either
  * receives (pipeline schedules do).  A send's request completes before its
  * staging buffer is written again and at the end of every step
- * (rt_mpi_finish).  A recv is a blocking MPI_Recv: its send comes before it in
- * the program's order, and every blocking call progresses this rank's own
- * sends, so the two ranks of a pair never wait on each other.
+ * (rt_mpi_finish).  A recv waits for its message: its send comes before it
+ * in the program's order, and every wait progresses this rank's own sends,
+ * so the two ranks of a pair never wait on each other.
+ *
+ * Waits: no call blocks in MPI.  Each operation is the non-blocking form
+ * (MPI_Irecv, MPI_Iallreduce, MPI_Iallgather, MPI_Ireduce_scatter_block,
+ * MPI_Ibcast, MPI_Isend), completed by polling MPI_Test (which drives Open
+ * MPI's progress, as a blocking call would) with the backoff of deadline.h:
+ * a spin for its first 2 ms, then naps growing to 1 ms, so that a rank
+ * waiting for a stopped peer takes a few percent of a core, not all of it.
+ * Each wait has the executor's deadline (rt_exec_set_timeout).  Past it the
+ * wait fails with "rank R: waited S s for OP ID (from rank P | to rank P |
+ * with ranks ...): giving up" and the executor is spent: MPI cannot cancel a
+ * collective or free its request (a receive is cancelled), so requests stay
+ * in flight with the buffers they name, and every later run or gather on
+ * this executor fails at once.  The caller ends
+ * the job (MPI_Abort).  The non-blocking collectives are Open MPI's libnbc,
+ * not the blocking ones' tuned algorithms: a sum over two ranks is a + b
+ * either way; over more, the association is libnbc's (below).
  *
  * Sums: comm.c sums each element of a collective over the ranks in rank order.
- * MPI_Allreduce and MPI_Reduce_scatter_block sum in the library's order.  With
- * two ranks both compute a + b, and float addition commutes: the results are
- * bitwise those of comm.c.  With more ranks the association differs (Open
- * MPI's recursive doubling adds (a0 + a1) + (a2 + a3), its ring other partial
- * sums), so results may differ from comm.c in the last bits; Open MPI's
- * algorithms still give every rank the same bits (which the MPI standard
- * recommends but does not require), so replicas stay in step.  Deterministic
- * mode (passes/partition.c) never sums in a collective: it all_gathers the
- * replicas' terms and adds them in replica order itself, so it stays bitwise
- * at any rank count.  Sub-groups of two ranks (a hybrid program's data-
- * parallel pairs) are two-rank sums, bitwise too.
+ * MPI_Iallreduce and MPI_Ireduce_scatter_block sum in the library's order.
+ * With two ranks both compute a + b, and float addition commutes: the results
+ * are bitwise those of comm.c.  With more ranks the association differs (Open
+ * MPI's libnbc sums an all-reduce in place along a binomial tree, ((a0 + a1)
+ * + (a2 + a3)) for four), so results may differ from comm.c in the last bits;
+ * Open MPI's algorithms still give every rank the same bits (which the MPI
+ * standard recommends but does not require), so replicas stay in step.
+ * Deterministic mode (passes/partition.c) never sums in a collective: it
+ * all_gathers the replicas' terms and adds them in replica order itself, so
+ * it stays bitwise at any rank count.  Sub-groups of two ranks (a hybrid
+ * program's data-parallel pairs) are two-rank sums, bitwise too.
  *
  * Every MPI call goes through MPI_TRY, which returns its error with the call
  * and line.  A failure leaves the peers waiting: the caller ends the job. */
 #include <mpi.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "deadline.h"
 #include "kernels.h"
 
 typedef struct {
@@ -66,9 +84,11 @@ struct rt_mpi {
     MPI_Request *req;           /* by id: this device's send in flight, or MPI_REQUEST_NULL */
     float **stage;              /* by id: this device's send staging copies */
     int64_t *sends;             /* ids of this device's sends */
+    int *peer;                  /* by id: the receiver of this device's send */
     int nsends;
     float *scratch;             /* rearranged collective data */
     int64_t *holder;            /* by value id: the first device holding a parameter, or -1 */
+    int spent;                  /* a wait passed its deadline: requests were left in flight */
 };
 
 static int mpi_fail(char *err, size_t errlen, int rc, const char *call, int line)
@@ -143,19 +163,23 @@ void rt_mpi_free(struct rt_mpi *m)
     }
     for (int64_t i = 0; m->stage && i < m->nids; i++)
         base_free(m->stage[i]);
+    /* spent: a collective left in flight may still use its communicator and
+       the scratch (MPI can neither cancel nor free its request), so both stay */
     for (int i = 0; i < m->ngroups; i++)
-        if (!fin && m->groups[i].comm != MPI_COMM_NULL)
+        if (!fin && !m->spent && m->groups[i].comm != MPI_COMM_NULL)
             MPI_Comm_free(&m->groups[i].comm);
-    if (!fin && m->p2p != MPI_COMM_NULL)
+    if (!fin && !m->spent && m->p2p != MPI_COMM_NULL)
         MPI_Comm_free(&m->p2p);
-    if (!fin && m->gather != MPI_COMM_NULL)
+    if (!fin && !m->spent && m->gather != MPI_COMM_NULL)
         MPI_Comm_free(&m->gather);
     base_free(m->groups);
     base_free(m->group_of);
     base_free(m->req);
     base_free(m->stage);
     base_free(m->sends);
-    base_free(m->scratch);
+    base_free(m->peer);
+    if (!m->spent)
+        base_free(m->scratch);
     base_free(m->holder);
     base_free(m);
 }
@@ -228,8 +252,9 @@ int rt_mpi_new(rt_exec *x, int ndev, char *err, size_t errlen)
     m->req = base_malloc(((size_t)nids + 1) * sizeof *m->req);
     m->stage = base_calloc((size_t)nids + 1, sizeof *m->stage);
     m->sends = base_calloc((size_t)nids + 1, sizeof *m->sends);
+    m->peer = base_calloc((size_t)nids + 1, sizeof *m->peer);
     m->holder = base_malloc(((size_t)g->nvalues + 1) * sizeof *m->holder);
-    if (!m->groups || !m->group_of || !m->req || !m->stage || !m->sends || !m->holder)
+    if (!m->groups || !m->group_of || !m->req || !m->stage || !m->sends || !m->peer || !m->holder)
         return base_fail(err, errlen, "out of memory");
     for (int64_t i = 0; i <= nids; i++)
         m->req[i] = MPI_REQUEST_NULL;
@@ -260,6 +285,7 @@ int rt_mpi_new(rt_exec *x, int ndev, char *err, size_t errlen)
             if (!(m->stage[id] = base_malloc(bytes ? bytes : 1)))
                 return base_fail(err, errlen, "out of memory for send %lld", (long long)id);
             m->sends[m->nsends++] = id;
+            m->peer[id] = (int)ir_attr_int(n, "peer");
         }
         int64_t s = is_collective(n->op) ? scratch_of(n) : 0;
         scratch = s > scratch ? s : scratch;
@@ -284,6 +310,57 @@ int rt_mpi_new(rt_exec *x, int ndev, char *err, size_t errlen)
     return 0;
 }
 
+/* Completes *req (an operation of this rank's, a receive where recv is set:
+ * `what`, with `whom`, as the message names them) by polling MPI_Test with
+ * backoff, up to x's deadline.  0; -1 with a message when MPI fails or the
+ * deadline passes (then a receive is cancelled, anything else left in
+ * flight, and the executor spent). */
+static int wait_for(rt_exec *x, MPI_Request *req, int recv, const char *what, const char *whom,
+                    char *err, size_t errlen)
+{
+    struct rt_mpi *m = x->mpi;
+    double secs = x->timeout_s > 0 ? x->timeout_s : RT_TIMEOUT_DEFAULT;
+    rt_wait w;
+    rt_wait_start(&w, secs);
+    for (;;) {
+        int done = 0;
+        MPI_TRY(MPI_Test(req, &done, MPI_STATUS_IGNORE));
+        if (done)
+            return 0;
+        if (rt_wait_idle(&w))
+            break;
+    }
+    m->spent = 1;
+    if (recv && MPI_Cancel(req) == MPI_SUCCESS) {
+        int done = 0;   /* a receive's cancel completes locally */
+        for (int i = 0; i < 1000 && !done; i++)
+            MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        if (!done)
+            MPI_Request_free(req);
+    }
+    return base_fail(err, errlen, "rank %d: waited %g s for %s (%s): giving up", x->device, secs,
+                     what, whom);
+}
+
+/* The message's words for n and the ranks of its group k. */
+static void names(const ir_node *n, const group *k, char *what, size_t wl, char *whom, size_t hl)
+{
+    snprintf(what, wl, "%s %lld", ir_ops[n->op].name, (long long)ir_attr_int(n, "id"));
+    int at = snprintf(whom, hl, "with ranks ");
+    for (int q = 0; q < k->size && at > 0 && (size_t)at < hl; q++)
+        at += snprintf(whom + at, hl - (size_t)at, "%s%lld", q ? ", " : "",
+                       (long long)k->devices[q]);
+}
+
+/* Completes collective request *req of n over group k. */
+static int wait_collective(rt_exec *x, const ir_node *n, const group *k, MPI_Request *req,
+                           char *err, size_t errlen)
+{
+    char what[64], whom[256];
+    names(n, k, what, sizeof what, whom, sizeof whom);
+    return wait_for(x, req, 0, what, whom, err, errlen);
+}
+
 /* Whether byte ranges [a, a + n) and [b, b + n') overlap. */
 static int overlap(const void *a, size_t na, const void *b, size_t nb)
 {
@@ -291,16 +368,17 @@ static int overlap(const void *a, size_t na, const void *b, size_t nb)
     return p < q + nb && q < p + na;
 }
 
-static int all_reduce(rt_exec *x, const ir_node *n, MPI_Comm comm, char *err, size_t errlen)
+static int all_reduce(rt_exec *x, const ir_node *n, const group *k, char *err, size_t errlen)
 {
     struct rt_mpi *m = x->mpi;
+    MPI_Request req;
     if (n->nin == 1) {
         float *in = x->buf[n->in[0]->id], *out = x->buf[n->out[0]->id];
         int count = (int)ir_type_numel(&n->in[0]->type);
         if (in != out)
             memmove(out, in, (size_t)count * sizeof *in);
-        MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, out, count, MPI_FLOAT, MPI_SUM, comm));
-        return 0;
+        MPI_TRY(MPI_Iallreduce(MPI_IN_PLACE, out, count, MPI_FLOAT, MPI_SUM, k->comm, &req));
+        return wait_collective(x, n, k, &req, err, errlen);
     }
     /* a bucket: packed into one call; the sums are element by element, so the
        bits do not depend on the packing */
@@ -310,7 +388,9 @@ static int all_reduce(rt_exec *x, const ir_node *n, MPI_Comm comm, char *err, si
         memcpy(m->scratch + at, x->buf[n->in[j]->id], (size_t)len * sizeof(float));
         at += len;
     }
-    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, m->scratch, (int)at, MPI_FLOAT, MPI_SUM, comm));
+    MPI_TRY(MPI_Iallreduce(MPI_IN_PLACE, m->scratch, (int)at, MPI_FLOAT, MPI_SUM, k->comm, &req));
+    if (wait_collective(x, n, k, &req, err, errlen))
+        return -1;
     at = 0;
     for (int j = 0; j < n->nin; j++) {
         int64_t len = ir_type_numel(&n->in[j]->type);
@@ -329,13 +409,16 @@ static int all_gather(rt_exec *x, const ir_node *n, const group *k, char *err, s
     around(&n->in[0]->type, (int)ir_attr_int(n, "axis"), &outer, &l, &inner);
     int count = (int)(outer * l * inner);
     float *in = x->buf[n->in[0]->id], *out = x->buf[n->out[0]->id];
+    MPI_Request req;
     if (outer == 1) { /* rank-major already: in place, the operand at its slot */
         memmove(out + (int64_t)k->rank * count, in, (size_t)count * sizeof *in);
-        MPI_TRY(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, count, MPI_FLOAT,
-                              k->comm));
-        return 0;
+        MPI_TRY(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, count, MPI_FLOAT,
+                               k->comm, &req));
+        return wait_collective(x, n, k, &req, err, errlen);
     }
-    MPI_TRY(MPI_Allgather(in, count, MPI_FLOAT, m->scratch, count, MPI_FLOAT, k->comm));
+    MPI_TRY(MPI_Iallgather(in, count, MPI_FLOAT, m->scratch, count, MPI_FLOAT, k->comm, &req));
+    if (wait_collective(x, n, k, &req, err, errlen))
+        return -1;
     for (int q = 0; q < k->size; q++)
         for (int64_t u = 0; u < outer; u++)
             memcpy(out + (u * k->size * l + q * l) * inner, m->scratch + q * count + u * l * inner,
@@ -366,34 +449,59 @@ static int reduce_scatter(rt_exec *x, const ir_node *n, const group *k, char *er
         memcpy(m->scratch, in, in_bytes);
         send = m->scratch;
     }
-    MPI_TRY(MPI_Reduce_scatter_block(send, out, (int)(outer * part * inner), MPI_FLOAT, MPI_SUM,
-                                     k->comm));
-    return 0;
+    MPI_Request req;
+    MPI_TRY(MPI_Ireduce_scatter_block(send, out, (int)(outer * part * inner), MPI_FLOAT, MPI_SUM,
+                                      k->comm, &req));
+    return wait_collective(x, n, k, &req, err, errlen);
+}
+
+/* A spent executor (a wait passed its deadline) runs nothing more. */
+static int spent(const struct rt_mpi *m, char *err, size_t errlen)
+{
+    return m->spent ? base_fail(err, errlen, "an earlier wait of this rank passed its deadline: "
+                                "its MPI operations are in flight, and the job must end")
+                    : 0;
+}
+
+/* Completes the send in flight of id (this rank's), if any. */
+static int wait_send(rt_exec *x, int64_t id, int peer, char *err, size_t errlen)
+{
+    char what[64], whom[64];
+    snprintf(what, sizeof what, "send %lld", (long long)id);
+    snprintf(whom, sizeof whom, "to rank %d", peer);
+    return wait_for(x, &x->mpi->req[id], 0, what, whom, err, errlen);
 }
 
 int rt_mpi_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen)
 {
     struct rt_mpi *m = x->mpi;
     int64_t id = ir_attr_int(n, "id");
+    if (spent(m, err, errlen))
+        return -1;
     if (n->op == IR_OP_SEND || n->op == IR_OP_RECV) {
         int peer = (int)ir_attr_int(n, "peer");
         if (n->op == IR_OP_SEND) {
             int count = (int)ir_type_numel(&n->in[0]->type);
-            MPI_TRY(MPI_Wait(&m->req[id], MPI_STATUS_IGNORE)); /* done at the last step's end */
+            if (wait_send(x, id, peer, err, errlen)) /* done at the last step's end */
+                return -1;
             memcpy(m->stage[id], x->buf[n->in[0]->id], (size_t)count * sizeof(float));
             MPI_TRY(MPI_Isend(m->stage[id], count, MPI_FLOAT, peer, (int)id, m->p2p, &m->req[id]));
             *(int32_t *)x->buf[n->out[0]->id] = 0;
-        } else {
-            MPI_TRY(MPI_Recv(x->buf[n->out[0]->id], (int)ir_type_numel(&n->out[0]->type),
-                             MPI_FLOAT, peer, (int)id, m->p2p, MPI_STATUS_IGNORE));
+            return 0;
         }
-        return 0;
+        MPI_Request req;
+        char what[64], whom[64];
+        snprintf(what, sizeof what, "recv %lld", (long long)id);
+        snprintf(whom, sizeof whom, "from rank %d", peer);
+        MPI_TRY(MPI_Irecv(x->buf[n->out[0]->id], (int)ir_type_numel(&n->out[0]->type), MPI_FLOAT,
+                          peer, (int)id, m->p2p, &req));
+        return wait_for(x, &req, 1, what, whom, err, errlen);
     }
     const group *k = &m->groups[m->group_of[id]];
     IR_ASSERT(k->rank >= 0);    /* the verifier put n on a device of its group */
     switch (n->op) {
     case IR_OP_ALL_REDUCE:
-        return all_reduce(x, n, k->comm, err, errlen);
+        return all_reduce(x, n, k, err, errlen);
     case IR_OP_ALL_GATHER:
         return all_gather(x, n, k, err, errlen);
     case IR_OP_REDUCE_SCATTER:
@@ -402,10 +510,11 @@ int rt_mpi_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen)
         int root = (int)ir_attr_int(n, "root");
         float *out = x->buf[n->out[0]->id];
         int count = (int)ir_type_numel(&n->out[0]->type);
+        MPI_Request req;
         if (k->rank == root)
             memmove(out, x->buf[n->in[0]->id], (size_t)count * sizeof *out);
-        MPI_TRY(MPI_Bcast(out, count, MPI_FLOAT, root, k->comm));
-        return 0;
+        MPI_TRY(MPI_Ibcast(out, count, MPI_FLOAT, root, k->comm, &req));
+        return wait_collective(x, n, k, &req, err, errlen);
     }
     }
 }
@@ -413,8 +522,13 @@ int rt_mpi_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen)
 int rt_mpi_finish(rt_exec *x, char *err, size_t errlen)
 {
     struct rt_mpi *m = x->mpi;
-    for (int i = 0; i < m->nsends; i++)
-        MPI_TRY(MPI_Wait(&m->req[m->sends[i]], MPI_STATUS_IGNORE));
+    if (spent(m, err, errlen))
+        return -1;
+    for (int i = 0; i < m->nsends; i++) {
+        int64_t id = m->sends[i];
+        if (m->req[id] != MPI_REQUEST_NULL && wait_send(x, id, m->peer[id], err, errlen))
+            return -1;
+    }
     return 0;
 }
 
@@ -422,6 +536,8 @@ int rt_mpi_gather(rt_exec *x, char *err, size_t errlen)
 {
     struct rt_mpi *m = x->mpi;
     const ir_graph *g = x->g;
+    if (spent(m, err, errlen))
+        return -1;
     /* one message per value that another device holds first, in the order of
        g->params on every rank: a pair's messages do not overtake each other,
        so each lands in its own buffer */
@@ -435,11 +551,17 @@ int rt_mpi_gather(rt_exec *x, char *err, size_t errlen)
         int64_t bytes = ir_type_numel(&v->type) * elem;
         if (bytes > INT32_MAX)
             return base_fail(err, errlen, "%s: over 2 GiB do not fit one MPI message", v->name);
+        MPI_Request req;
+        char what[160], whom[64];
+        snprintf(what, sizeof what, "the gather of %.100s", v->name);
+        snprintf(whom, sizeof whom, "%s rank %lld", x->device == from ? "to" : "from",
+                 (long long)(x->device == from ? 0 : from));
         if (x->device == from)
-            MPI_TRY(MPI_Send(x->buf[v->id], (int)bytes, MPI_BYTE, 0, 0, m->gather));
+            MPI_TRY(MPI_Isend(x->buf[v->id], (int)bytes, MPI_BYTE, 0, 0, m->gather, &req));
         else
-            MPI_TRY(MPI_Recv(x->buf[v->id], (int)bytes, MPI_BYTE, (int)from, 0, m->gather,
-                             MPI_STATUS_IGNORE));
+            MPI_TRY(MPI_Irecv(x->buf[v->id], (int)bytes, MPI_BYTE, (int)from, 0, m->gather, &req));
+        if (wait_for(x, &req, x->device != from, what, whom, err, errlen))
+            return -1;
     }
     return 0;
 }

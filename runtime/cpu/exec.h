@@ -99,6 +99,26 @@ void rt_exec_weights_changed(rt_exec *x);
  * the rank's device, and every rank must call it. */
 int rt_exec_run(rt_exec *x, char *err, size_t errlen);
 
+/* The deadline of every wait for another device (RT_TIMEOUT_DEFAULT seconds
+ * unless set): a collective, a recv, a send whose last message is still
+ * unread, on threads (comm.c) or MPI ranks (comm_mpi.c), and rank 0's
+ * gathering of the parameters.  A wait that passes it fails the run with a
+ * message naming the device, the op and its id, and whom it waited for (the
+ * devices that have not come to a collective, a recv's sender; under MPI the
+ * group's ranks, as MPI cannot tell which have come): "device 0: waited 30 s
+ * for all_reduce 12 (device 1 of 0, 1 has not come): giving up", "device 0:
+ * rank 0: waited 30 s for all_reduce 12 (with ranks 0, 1): giving up".  On
+ * threads the other devices are woken with an error.
+ * Under MPI the ranks cannot be woken: the caller ends the job (MPI_Abort),
+ * and the executor's MPI state is spent (a run or a gather on it fails at
+ * once; freeing it leaves MPI's requests in flight).  A deadline counts from
+ * the start of each wait, so it must exceed the longest time one device
+ * works while another waits for it (a pipeline stage's part of a step;
+ * under gnc train, rank 0's evaluation and checkpoint at an epoch's end).
+ * seconds <= 0: the default. */
+#define RT_TIMEOUT_DEFAULT 300
+void rt_exec_set_timeout(rt_exec *x, double seconds);
+
 /* With on, rt_exec_run times every node; rt_exec_print_profile writes the total
  * time and call count per op, largest first. */
 void rt_exec_set_profile(rt_exec *x, int on);

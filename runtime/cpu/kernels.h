@@ -33,6 +33,7 @@ struct rt_exec {
     rt_exec **devs;       /* the caller's executor: by device */
     int ndev;
     struct rt_comm *comm; /* shared by the device executors (comm.c) */
+    double timeout_s;     /* rt_exec_set_timeout; 0: RT_TIMEOUT_DEFAULT */
 
     /* An MPI rank's executor (rt_exec_new_rank): device `device` of the program
        in a process of its own, talking to the other ranks through MPI. */
@@ -132,6 +133,12 @@ void rt_comm_free(struct rt_comm *c);
 int rt_comm_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen);
 void rt_comm_abort(struct rt_comm *c);
 void rt_comm_reset(struct rt_comm *c);
+/* A test's fault: from now on device `device` of parent's program (a
+ * partitioned program on threads) stops at its communication op `id` (-1:
+ * its first) as a hung device would, neither arriving nor leaving until
+ * another device fails the run (its deadline: rt_exec_set_timeout), then
+ * fails with "another device failed".  device -1 ends the fault. */
+void rt_comm_test_stall(rt_exec *parent, int device, int64_t id);
 
 /* The same through MPI, for an executor that runs one device of the program
  * per process (comm_mpi.c, built with GNC_HAVE_MPI).  rt_mpi_new checks the

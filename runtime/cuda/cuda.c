@@ -199,6 +199,8 @@ int rt_cuda_wait(rt_cuda *x, char *err, size_t errlen)
     return base_fail(err, errlen, NO_CUDA);
 }
 
+void rt_cuda_set_timeout(rt_cuda *x, double seconds) { (void)x, (void)seconds; }
+
 int rt_cuda_run(rt_cuda *x, char *err, size_t errlen)
 {
     (void)x;
@@ -216,6 +218,7 @@ int64_t rt_cuda_region_bytes(const rt_cuda *x, int d, cg_region r)
 #include <dlfcn.h>
 
 #include "cuda_internal.h"
+#include "deadline.h"
 
 const char *cuda_lib_path(const char *libdir, const char *soname, char *path, size_t len)
 {
@@ -1474,17 +1477,84 @@ static int capture(rt_cuda *x, char *err, size_t errlen)
     return base_fail(err, errlen, "capturing the run into a CUDA graph failed: %s", s);
 }
 
-static int sync_all(rt_cuda *x, char *err, size_t errlen)
+void rt_cuda_set_timeout(rt_cuda *x, double seconds) { x->timeout_s = seconds; }
+
+/* What device d of this process waits for in the run (or the init steps)
+ * that NCCL does not finish: its first communication step whose event (where
+ * one is recorded after it) is not reached, as "all_reduce 5 (with devices 0,
+ * 1)"; else its streams, which the GPU does not say more of (a run replayed
+ * from a CUDA graph records no events). */
+static void pending_comm(rt_cuda *x, int d, int init, char *out, size_t len)
 {
+    cuda_gpu *G = &x->dev[d];
+    int n;
+    const cg_step *steps = steps_of(x, d, init, &n);
+    snprintf(out, len, "its run's NCCL calls");
+    for (int s = 0; s < n; s++) {
+        const cg_comm *c = &steps[s].u.comm;
+        if (steps[s].kind != CG_STEP_COMM || !G->done[init] || !G->done[init][s] ||
+            x->L.cuEventQuery(G->done[init][s]) != CUDA_ERROR_NOT_READY)
+            continue;
+        int at = snprintf(out, len, "%s %lld (", ir_ops[c->op].name, (long long)c->id);
+        if (c->op == IR_OP_SEND || c->op == IR_OP_RECV)
+            at += snprintf(out + at, len - (size_t)at, "%s device %d)",
+                           c->op == IR_OP_SEND ? "to" : "from", c->peer);
+        else
+            for (int q = 0; q < c->ngroup && at > 0 && (size_t)at < len; q++)
+                at += snprintf(out + at, len - (size_t)at, "%s%lld%s", q ? ", " : "with devices ",
+                               (long long)c->group[q], q + 1 == c->ngroup ? ")" : "");
+        return;
+    }
+}
+
+/* Waits for every run stream of this process's devices (rt_cuda_set_timeout
+ * says how, with NCCL); init: the init steps were run. */
+static int sync_all(rt_cuda *x, int init, char *err, size_t errlen)
+{
+    int nccl = cuda_libs_nccl(x);
+    double secs = x->timeout_s > 0 ? x->timeout_s : 300;
+    rt_wait w;
+    rt_wait_start(&w, secs);
     for (int d = 0; d < x->p->ndevices; d++) {
         if (!cuda_mine(x, d))
             continue;
         CUstream st;
         CUevent join;
         CU(cuCtxSetCurrent(x->dev[d].ctx));
-        for (int i = S_COMPUTE, on; (on = run_stream(x, d, i, &st, &join)) >= 0; i++)
-            if (on)
+        for (int i = S_COMPUTE, on; (on = run_stream(x, d, i, &st, &join)) >= 0; i++) {
+            if (!on)
+                continue;
+            if (!nccl) {
                 CU(cuStreamSynchronize(st));
+                continue;
+            }
+            CUresult r;
+            char why[512] = "";
+            while ((r = x->L.cuStreamQuery(st)) == CUDA_ERROR_NOT_READY) {
+                if (cuda_libs_async_error(x, why, sizeof why))
+                    break;
+                if (rt_wait_idle(&w)) {
+                    char what[256];
+                    pending_comm(x, d, init, what, sizeof what);
+                    snprintf(why, sizeof why, "waited %g s for %s: giving up", secs, what);
+                    break;
+                }
+            }
+            if (why[0]) {
+                cuda_libs_abort(x);
+                x->aborted = 1;
+                if (x->rank >= 0)
+                    return base_fail(err, errlen, "device %d (rank %d): %s; NCCL's communicators "
+                                     "aborted", d, x->rank, why);
+                return base_fail(err, errlen, "device %d: %s; NCCL's communicators aborted", d,
+                                 why);
+            }
+            if (r != CUDA_SUCCESS) {
+                const char *s = "?";
+                x->L.cuGetErrorString(r, &s);
+                return base_fail(err, errlen, "%s:%d: cuStreamQuery: %s", __FILE__, __LINE__, s);
+            }
+        }
     }
     return 0;
 }
@@ -1527,8 +1597,11 @@ int rt_cuda_launch(rt_cuda *x, char *err, size_t errlen)
 {
     if (x->in_flight)
         return base_fail(err, errlen, "a run is in flight: wait for it (rt_cuda_wait) first");
+    if (x->aborted)
+        return base_fail(err, errlen, "an earlier wait for NCCL passed its deadline and its "
+                         "communicators were aborted: this executor runs nothing more");
     if (x->init_due) {
-        if (issue_run(x, 1, err, errlen) || sync_all(x, err, errlen))
+        if (issue_run(x, 1, err, errlen) || sync_all(x, 1, err, errlen))
             return -1;
         x->init_due = 0;
     }
@@ -1567,7 +1640,7 @@ int rt_cuda_wait(rt_cuda *x, char *err, size_t errlen)
     if (!x->in_flight)
         return 0;
     x->in_flight = 0;
-    if (sync_all(x, err, errlen))
+    if (sync_all(x, 0, err, errlen))
         return -1;
     for (int d = 0; d < x->p->ndevices; d++) {
         const cg_device *D = &x->p->devices[d];

@@ -128,6 +128,19 @@ int rt_cuda_run(rt_cuda *x, char *err, size_t errlen);
 int rt_cuda_launch(rt_cuda *x, char *err, size_t errlen);
 int rt_cuda_wait(rt_cuda *x, char *err, size_t errlen);
 
+/* The deadline of a wait for a run that makes NCCL calls, in seconds (0 or
+ * less: 300, the CPU executor's RT_TIMEOUT_DEFAULT).  Such a wait polls its
+ * streams (cuStreamQuery) with backoff and asks NCCL for asynchronous errors
+ * (ncclCommGetAsyncError) between polls, instead of synchronizing, which
+ * would last for ever when a peer never comes (another process stopped, a
+ * GPU hung).  At an asynchronous error or past the deadline every NCCL
+ * communicator of this process is aborted (ncclCommAbort) and the wait fails
+ * with "device D (rank R): waited S s for all_reduce 5 (with devices 0, 1):
+ * giving up; NCCL's communicators aborted", naming the first communication
+ * step of the run not done where the GPU tells; every later run fails at
+ * once.  A run without NCCL synchronizes as before. */
+void rt_cuda_set_timeout(rt_cuda *x, double seconds);
+
 /* gnc compile --autotune: runs each library step of p (the program x was
  * opened on, compiled for this GPU) with every candidate algorithm, times
  * them (cuBLASLt: the heuristic's first 8, 10 calls each; cuDNN: its

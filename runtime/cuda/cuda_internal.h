@@ -27,8 +27,8 @@ const char *cuda_lib_path(const char *libdir, const char *soname, char *path, si
     X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemcpyPeerAsync) \
     X(cuMemsetD8Async) \
     X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuStreamCreate) \
-    X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuEventCreate) \
-    X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuLaunchKernel) X(cuStreamBeginCapture) \
+    X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamQuery) X(cuStreamWaitEvent) X(cuEventCreate) \
+    X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize) X(cuEventQuery) X(cuEventElapsedTime) X(cuLaunchKernel) X(cuStreamBeginCapture) \
     X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphDestroy) \
     X(cuGraphExecDestroy)
 
@@ -127,6 +127,9 @@ struct rt_cuda {
                                    copies and reduction kernels, not NCCL */
     int init_due;               /* the init steps run before the next run */
     int in_flight;              /* launched, not waited for */
+    double timeout_s;           /* rt_cuda_set_timeout: the deadline of an NCCL wait; 0: the
+                                   default */
+    int aborted;                /* a wait passed it: NCCL's communicators were aborted */
     cuda_gpu *dev;
     CUgraphExec graph;          /* the captured run, once captured */
     int npending;
@@ -155,6 +158,14 @@ int cuda_libs_open(rt_cuda *x, const char *libdir, const rt_cuda_id *id, char *e
                    size_t errlen);
 /* Whether x drives devices through NCCL (loaded by cuda_libs_open). */
 int cuda_libs_nccl(const rt_cuda *x);
+/* -1 with NCCL's words when a communicator of this process has an
+ * asynchronous error (ncclCommGetAsyncError: a peer gone, a network
+ * failure); else 0.  cuda_libs_abort: every communicator of this process
+ * aborted (ncclCommAbort: its operations still running on the GPUs end,
+ * their results undefined) and forgotten, so that later NCCL calls fail and
+ * none is destroyed again. */
+int cuda_libs_async_error(rt_cuda *x, char *err, size_t errlen);
+void cuda_libs_abort(rt_cuda *x);
 void cuda_libs_close(rt_cuda *x);
 
 /* fn(x, d, t0, t1, arg, ...) for each device d of this process, in its

@@ -46,7 +46,8 @@
 
 #define NCCL_FNS(X) X(ncclGetErrorString) X(ncclCommInitAll) X(ncclCommInitRank) X(ncclCommSplit) \
     X(ncclCommDestroy) X(ncclGroupStart) X(ncclGroupEnd) X(ncclAllReduce) X(ncclAllGather) \
-    X(ncclReduceScatter) X(ncclBroadcast) X(ncclSend) X(ncclRecv)
+    X(ncclReduceScatter) X(ncclBroadcast) X(ncclSend) X(ncclRecv) X(ncclCommGetAsyncError) \
+    X(ncclCommAbort)
 
 #define MEMBER(f) __typeof__(f) *f;
 
@@ -971,6 +972,59 @@ int cuda_libs_open(rt_cuda *x, const char *libdir, const rt_cuda_id *id, char *e
 int cuda_libs_nccl(const rt_cuda *x)
 {
     return x->libs && x->libs->nccl_so;
+}
+
+/* fn on the slot of every communicator this process holds (the groups', the
+ * pairs', the world's), until one returns non-zero, which is returned. */
+static int each_comm(rt_cuda *x, int (*fn)(cuda_libs *B, ncclComm_t *c, void *arg), void *arg)
+{
+    cuda_libs *B = x->libs;
+    int nd = x->p->ndevices, rc = 0;
+    for (int g = 0; g < B->ngroups && !rc; g++)
+        for (int i = 0; i < B->groups[g].n && !rc; i++)
+            if (B->groups[g].comm[i])
+                rc = fn(B, &B->groups[g].comm[i], arg);
+    for (int i = 0; B->pair && i < nd * nd && !rc; i++)
+        if (B->pair[i])
+            rc = fn(B, &B->pair[i], arg);
+    for (int d = 0; B->world && d < nd && !rc; d++)
+        if (B->world[d])
+            rc = fn(B, &B->world[d], arg);
+    return rc;
+}
+
+static int async_error(cuda_libs *B, ncclComm_t *c, void *arg)
+{
+    ncclResult_t e = ncclSuccess, r = B->c.ncclCommGetAsyncError(*c, &e);
+    if (r != ncclSuccess)
+        e = r;
+    if (e == ncclSuccess || e == ncclInProgress)
+        return 0;
+    *(ncclResult_t *)arg = e;
+    return 1;
+}
+
+int cuda_libs_async_error(rt_cuda *x, char *err, size_t errlen)
+{
+    ncclResult_t e = ncclSuccess;
+    if (!cuda_libs_nccl(x) || !each_comm(x, async_error, &e))
+        return 0;
+    return base_fail(err, errlen, "NCCL reports an asynchronous error (ncclCommGetAsyncError): %s",
+                     x->libs->c.ncclGetErrorString(e));
+}
+
+static int abort_comm(cuda_libs *B, ncclComm_t *c, void *arg)
+{
+    (void)arg;
+    B->c.ncclCommAbort(*c);
+    *c = NULL;  /* freed: never destroyed again */
+    return 0;
+}
+
+void cuda_libs_abort(rt_cuda *x)
+{
+    if (cuda_libs_nccl(x))
+        each_comm(x, abort_comm, NULL);
 }
 
 static void free_steps(cuda_libs *B, cuda_step_lib **lib, int n)

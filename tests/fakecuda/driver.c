@@ -15,11 +15,15 @@
  *     dependencies are met (events, NCCL rendezvous).  By default what can run
  *     runs after every call, streams visited in creation order;
  *     GNC_FAKECUDA_SCHEDULE=lazy runs work only in synchronizing calls and
- *     visits streams in reverse, which exposes missing cross-stream waits.  A
- *     synchronizing call that cannot finish is a deadlock: the waits are
- *     printed and CUDA_ERROR_LAUNCH_FAILED returned (never a hang), unless a
- *     task waits on another process (ready() says FK_WAIT_REMOTE): then the
- *     call polls until that task runs or gives up on its own timeout;
+ *     queries (cuStreamQuery, cuEventQuery) and visits streams in reverse,
+ *     which exposes missing cross-stream waits.  A synchronizing call that
+ *     cannot finish is a deadlock: the waits are printed and
+ *     CUDA_ERROR_LAUNCH_FAILED returned (never a hang), unless a task waits
+ *     on another process (ready() says FK_WAIT_REMOTE): then the call polls
+ *     until that task runs or gives up on its own timeout.  A query answers
+ *     CUDA_ERROR_NOT_READY while such a task waits, and reports a deadlock
+ *     as a synchronizing call does (where a GPU would answer not ready for
+ *     ever);
  *   - failures while running (a kernel's message, a range outside memory) are
  *     sticky: every later call on that device returns the error;
  *   - kernels: modules are images (ELF cubin or PTX text) that must contain
@@ -488,6 +492,27 @@ static CUresult run_until(int (*done)(void *), void *arg, int dev, const char *i
             break;
         nanosleep(&(struct timespec){0, nap}, NULL);
     }
+    report_deadlock(in);
+    return CUDA_ERROR_LAUNCH_FAILED;
+}
+
+/* The non-blocking form, for cuStreamQuery and cuEventQuery: runs what can
+ * run (whatever the schedule: a host that polls is where queued work
+ * progresses here), then CUDA_SUCCESS when done(arg), the sticky error of
+ * device dev, CUDA_ERROR_NOT_READY while a head waits on another process (or
+ * on a stalled NCCL call, GNC_FAKECUDA_NCCL_STALL), or a deadlock
+ * (CUDA_ERROR_LAUNCH_FAILED, reported as run_until reports one) when nothing
+ * more can ever run: on a GPU the query would answer not ready for ever. */
+static CUresult query(int (*done)(void *), void *arg, int dev, const char *in)
+{
+    F.remote_waits = 0;
+    drain();
+    if (F.gpu[dev].sticky)
+        return F.gpu[dev].sticky;
+    if (done(arg))
+        return CUDA_SUCCESS;
+    if (F.remote_waits)
+        return CUDA_ERROR_NOT_READY;
     report_deadlock(in);
     return CUDA_ERROR_LAUNCH_FAILED;
 }
@@ -1312,6 +1337,26 @@ CUresult cuStreamSynchronize(CUstream hStream)
     return run_until(stream_idle, s, s->dev, "cuStreamSynchronize");
 }
 
+/* As cuStreamSynchronize's checks, then query(): CUDA_SUCCESS when every
+ * operation on the stream is done, CUDA_ERROR_NOT_READY when not. */
+CUresult cuStreamQuery(CUstream hStream)
+{
+    CTX_CHECK(d);
+    (void)d;
+    CUresult r = fk_stream_check(hStream);
+    if (r)
+        return r;
+    CUstream s = resolve(hStream);
+    if (!s->cap && capture_forbids("cuStreamQuery"))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (s->cap) {
+        say("cuStreamQuery: stream %d is capturing", s->id);
+        capture_invalidate(s->cap, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    return query(stream_idle, s, s->dev, "cuStreamQuery");
+}
+
 /* ---------------------------------------------------------------- events */
 
 static void event_unref(CUevent e)
@@ -1482,6 +1527,23 @@ CUresult cuEventSynchronize(CUevent hEvent)
     if (capture_forbids("cuEventSynchronize"))
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return run_until(event_reached, hEvent, hEvent->dev, "cuEventSynchronize");
+}
+
+/* As cuEventSynchronize's checks, then query(): CUDA_SUCCESS when the work
+ * before the event's last record is done (or it was never recorded),
+ * CUDA_ERROR_NOT_READY when not. */
+CUresult cuEventQuery(CUevent hEvent)
+{
+    INIT_CHECK();
+    if (!hEvent || hEvent->refs <= 0)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (event_capture(hEvent)) {
+        capture_invalidate(hEvent->cap, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    if (capture_forbids("cuEventQuery"))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    return query(event_reached, hEvent, hEvent->dev, "cuEventQuery");
 }
 
 /* Both events recorded (outside captures), reached, with timing: the time

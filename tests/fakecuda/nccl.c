@@ -69,6 +69,22 @@
  * process blocked elsewhere (MPI_Barrier) while another waits on its queued
  * NCCL work stalls that one until its timeout; synchronize first.
  *
+ * Errors and aborts, as NCCL documents them: a part that fails (a timeout
+ * waiting on another process, calls that do not match) also sets its
+ * communicator's asynchronous error, which ncclCommGetAsyncError reports
+ * (ncclRemoteError for a timeout, ncclInvalidUsage for a mismatch;
+ * ncclSuccess until then).  ncclCommAbort frees the communicator as
+ * ncclCommDestroy does, without waiting, and aborts its calls still queued:
+ * each ends at once, without an error and without touching its buffers (on a
+ * GPU their results are undefined), so that the streams drain.  The handle is
+ * gone after either: any later call with it is ncclInvalidArgument.
+ *
+ * A fault for tests: GNC_FAKECUDA_NCCL_STALL=DEV makes every NCCL call of
+ * device DEV hang as on a GPU that stopped: its parts never arrive (their
+ * peers wait for them; synchronizing calls poll, cuStreamQuery answers not
+ * ready), until the communicator is aborted or FAKECUDA_NCCL_TIMEOUT
+ * passes, when the part fails ("stalled by GNC_FAKECUDA_NCCL_STALL").
+ *
  * Not modelled: threads, a process holding several but not all ranks of one
  * communicator (refused), other reductions and types, non-blocking
  * communicators and ncclConfig_t, the synchronization of several streams
@@ -119,6 +135,8 @@ struct ncclComm {
     clique *cl;
     int rank, dev;
     int live;
+    int aborted;                /* ncclCommAbort: its queued parts end at once */
+    ncclResult_t async;         /* ncclCommGetAsyncError's: a part of it failed */
     int coll_used;              /* a collective was queued: its connections are set up */
     unsigned char *p2p_used;    /* by peer: a send or receive was queued */
 };
@@ -725,6 +743,27 @@ EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm)
     return ncclSuccess;
 }
 
+/* The clique stays while parts of it are queued (they hold references), and
+ * they see the rank's flag. */
+EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm)
+{
+    if (!comm_ok(comm))
+        return ncclInvalidArgument;
+    comm->aborted = 1;
+    comm->live = 0;
+    clique_unref(comm->cl);
+    fk_progress();
+    return ncclSuccess;
+}
+
+EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
+{
+    if (!comm_ok(comm) || !asyncError)
+        return ncclInvalidArgument;
+    *asyncError = comm->async;
+    return ncclSuccess;
+}
+
 EXPORT ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
 {
     if (!comm_ok(comm) || !count)
@@ -1091,7 +1130,10 @@ typedef struct {
     int *done;          /* by call (point-to-point; across processes every call) */
     int64_t *seq;       /* across processes, by call: its number on the communicator
                            (collectives) or between its two ranks (the others) */
-    double since;       /* across processes: when it arrived */
+    double since;       /* across processes, or stalled: when it arrived */
+    int joined;         /* it arrived: counted in flight (inflight) */
+    int stalled;        /* GNC_FAKECUDA_NCCL_STALL: it never arrives */
+    ncclResult_t code;  /* the communicator's asynchronous error when it fails */
     char err[512];
 } arrival;
 
@@ -1379,6 +1421,7 @@ static int remote_ready(part *p, arrival *a)
                                              "ncclRecv to reach the head of its stream"
                        : c->kind == K_RECV ? "message %lld from rank %d) waits for that rank's ncclSend"
                                            : "collective %lld) waits for rank %d's";
+    a->code = ncclRemoteError;
     int n = snprintf(a->err, sizeof a->err, "timed out after %g s (FAKECUDA_NCCL_TIMEOUT) on "
                      "communicator %s: rank %d's %s (", limit, cl->dir, cl->me, kind_name[c->kind]);
     if (n > 0 && n < (int)sizeof a->err)
@@ -1388,17 +1431,41 @@ static int remote_ready(part *p, arrival *a)
 
 /* ---------------------------------------------------------------- parts, continued */
 
+/* GNC_FAKECUDA_NCCL_STALL: the device whose NCCL calls hang, or -1. */
+static int stalled_device(void)
+{
+    const char *v = getenv("GNC_FAKECUDA_NCCL_STALL");
+    char *end = NULL;
+    long d = v ? strtol(v, &end, 10) : -1;
+    return v && *v && end && !*end && d >= 0 ? (int)d : -1;
+}
+
 static int part_ready(void *ctx, void **state)
 {
     part *p = ctx;
     clique *cl = p->m->cl;
     int me = p->m->rank;
     arrival *a = *state;
-    if (!a) { /* arrives: joins its collectives, offers its sends and receives */
+    if (p->m->aborted)
+        return 1;
+    if (!a) {
         a = *state = calloc(1, sizeof *a);
-        inflight(p, 1);
         a->slots = calloc((size_t)p->ncalls + 1, sizeof *a->slots);
         a->done = calloc((size_t)p->ncalls + 1, sizeof *a->done);
+        a->stalled = p->m->dev == stalled_device();
+        a->since = now();
+    }
+    if (a->stalled) {
+        if (a->err[0] || now() - a->since <= timeout_s())
+            return a->err[0] ? 1 : FK_WAIT_REMOTE;
+        a->code = ncclRemoteError;
+        snprintf(a->err, sizeof a->err, "stalled by GNC_FAKECUDA_NCCL_STALL=%d for %g s "
+                 "(FAKECUDA_NCCL_TIMEOUT)", p->m->dev, timeout_s());
+        return 1;
+    }
+    if (!a->joined) { /* arrives: joins its collectives, offers its sends and receives */
+        a->joined = 1;
+        inflight(p, 1);
         for (int i = 0; i < p->ncalls && !cl->dir; i++) {
             const call *c = &p->calls[i];
             if (c->kind == K_SEND || c->kind == K_RECV) {
@@ -1443,12 +1510,17 @@ static int part_run(void *ctx, void **state, char *why, size_t whylen)
 {
     part *p = ctx;
     arrival *a = *state;
-    inflight(p, 0);
+    if (a && a->joined)
+        inflight(p, 0);
+    if (p->m->aborted)
+        return 0;
     const char *err = a->err[0] ? a->err : NULL;
     for (int i = 0; i < p->ncalls && !err; i++)
         if (a->slots[i] && a->slots[i]->err[0])
             err = a->slots[i]->err;
     if (err) {
+        if (!p->m->async)
+            p->m->async = a->code ? a->code : ncclInvalidUsage;
         snprintf(why, whylen, "%s", err);
         return CUDA_ERROR_LAUNCH_FAILED;
     }

@@ -27,6 +27,11 @@
 #      rank 1 reads (so rank 0 is left waiting in a collective) ends the whole
 #      job with a non-zero status and the failing device's message, well within
 #      a time limit.
+#   5. A stopped rank (tests/mpi/stop.sh, with --timeout 5): SIGSTOP of rank 1
+#      in training ends the job within the deadline + 10 s, rank 0 naming the
+#      op and the ranks it waited for, its wait taking under 20% of a core,
+#      the checkpoint whole; on the GPU stand-ins, a GPU whose NCCL calls hang
+#      ends the job the same way.  Prints the time the job took to end.
 # Ends with "N passed, M failed"; fails if any did.
 set -u
 gnc=$1 test_mpi=$2 src=$3 work=$4 data=$5
@@ -140,5 +145,11 @@ if [ $rc != 0 ] && [ $rc != 124 ]; then ok; else bad "a failing rank: exit $rc, 
 has "device 1: "
 has "label 99 at position 1"
 echo "  a failure on rank 1 ended the job in $((SECONDS - start)) s (exit $rc)"
+
+# 5. a stopped rank, and a GPU whose NCCL calls hang
+stop=$(bash "$src/tests/mpi/stop.sh" "$gnc" "$PWD/stop" "$data" 5 2>&1)
+rc=$?
+grep -E '^mpi:|^  ' <<<"$stop"
+if [ $rc = 0 ]; then ok; else bad "a stopped rank (tests/mpi/stop.sh):"; echo "$stop" | tail -30; fi
 
 summary mpi
