@@ -1319,7 +1319,10 @@ CUresult cuStreamDestroy(CUstream hStream)
     return CUDA_SUCCESS;
 }
 
-CUresult cuStreamSynchronize(CUstream hStream)
+/* The checks of who (cuStreamSynchronize, cuStreamQuery): a valid stream, and
+ * no capture that waiting on it would break (a capturing stream's capture is
+ * invalidated).  The stream in *out. */
+static CUresult stream_waitable(CUstream hStream, const char *who, CUstream *out)
 {
     CTX_CHECK(d);
     (void)d;
@@ -1327,34 +1330,31 @@ CUresult cuStreamSynchronize(CUstream hStream)
     if (r)
         return r;
     CUstream s = resolve(hStream);
-    if (!s->cap && capture_forbids("cuStreamSynchronize"))
+    if (!s->cap && capture_forbids(who))
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (s->cap) {
-        say("cuStreamSynchronize: stream %d is capturing", s->id);
+        say("%s: stream %d is capturing", who, s->id);
         capture_invalidate(s->cap, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
-    return run_until(stream_idle, s, s->dev, "cuStreamSynchronize");
+    *out = s;
+    return CUDA_SUCCESS;
 }
 
-/* As cuStreamSynchronize's checks, then query(): CUDA_SUCCESS when every
+CUresult cuStreamSynchronize(CUstream hStream)
+{
+    CUstream s;
+    CUresult r = stream_waitable(hStream, "cuStreamSynchronize", &s);
+    return r ? r : run_until(stream_idle, s, s->dev, "cuStreamSynchronize");
+}
+
+/* cuStreamSynchronize's checks, then query(): CUDA_SUCCESS when every
  * operation on the stream is done, CUDA_ERROR_NOT_READY when not. */
 CUresult cuStreamQuery(CUstream hStream)
 {
-    CTX_CHECK(d);
-    (void)d;
-    CUresult r = fk_stream_check(hStream);
-    if (r)
-        return r;
-    CUstream s = resolve(hStream);
-    if (!s->cap && capture_forbids("cuStreamQuery"))
-        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    if (s->cap) {
-        say("cuStreamQuery: stream %d is capturing", s->id);
-        capture_invalidate(s->cap, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
-        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    }
-    return query(stream_idle, s, s->dev, "cuStreamQuery");
+    CUstream s;
+    CUresult r = stream_waitable(hStream, "cuStreamQuery", &s);
+    return r ? r : query(stream_idle, s, s->dev, "cuStreamQuery");
 }
 
 /* ---------------------------------------------------------------- events */

@@ -22,6 +22,7 @@
 #include "checkpoint.h"
 #include "diag.h"
 #include "exec.h"
+#include "fuzz_files.h"
 #include "ir.h"
 
 static const char train_ir[] =
@@ -94,15 +95,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-static int write_file(const char *to, const uint8_t *data, size_t size)
-{
-    FILE *f = fopen(to, "wb");
-    if (!f)
-        return -1;
-    int ok = fwrite(data, 1, size, f) == size;
-    return fclose(f) == 0 && ok ? 0 : -1;
-}
-
 static uint8_t *read_file(const char *from, size_t *size)
 {
     FILE *f = fopen(from, "rb");
@@ -123,7 +115,7 @@ static uint8_t *read_file(const char *from, size_t *size)
 
 static void load(const uint8_t *data, size_t size)
 {
-    if (write_file(path, data, size) != 0)
+    if (fuzz_write_file(path, data, size) != 0)
         return;
     for (int k = 0; k < 2; k++) {
         program *p = &programs[k];

@@ -22,6 +22,7 @@
 #include <zlib.h>
 
 #include "data.h"
+#include "fuzz_files.h"
 
 #define MAX_PARTNER (1 << 20)   /* examples in a partner file at most */
 
@@ -59,11 +60,7 @@ static int write_file(const char *path, const uint8_t *data, size_t size, int gz
         int ok = size == 0 || gzwrite(f, data, (unsigned)size) == (int)size;
         return gzclose(f) == Z_OK && ok ? 0 : -1;
     }
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return -1;
-    int ok = fwrite(data, 1, size, f) == size;
-    return fclose(f) == 0 && ok ? 0 : -1;
+    return fuzz_write_file(path, data, size);
 }
 
 /* An IDX file of unsigned bytes: n examples of rank - 1 dimensions of size side,

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fuzz_files.h"
 #include "ir.h"
 #include "npy.h"
 
@@ -36,15 +37,6 @@ static char path[64], again[80];
 static size_t bytes_of(const ir_type *t)
 {
     return (size_t)ir_type_numel(t) * (t->dtype == IR_I64 ? 8 : t->dtype == IR_U8 ? 1 : 4);
-}
-
-static int write_file(const char *to, const uint8_t *data, size_t size)
-{
-    FILE *f = fopen(to, "wb");
-    if (!f)
-        return -1;
-    int ok = fwrite(data, 1, size, f) == size;
-    return fclose(f) == 0 && ok ? 0 : -1;
 }
 
 /* A version major.0 file at dir/name: header (padded to 64 bytes with
@@ -67,7 +59,7 @@ static void seed_by_hand(const char *dir, const char *name, int major, const cha
     memset(b + pre + hlen, 0x3f, bytes);
     char to[4096];
     snprintf(to, sizeof to, "%s/seed_%s.npy", dir, name);
-    if (write_file(to, b, pre + hlen + bytes) != 0)
+    if (fuzz_write_file(to, b, pre + hlen + bytes) != 0)
         abort();
 }
 
@@ -121,7 +113,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 static void read_as_each(const uint8_t *data, size_t size)
 {
-    if (write_file(path, data, size) != 0)
+    if (fuzz_write_file(path, data, size) != 0)
         return;
     for (size_t k = 0; k < NWANTS; k++) {
         size_t bytes = bytes_of(&wants[k]);
