@@ -146,15 +146,6 @@ void rt_comm_reset(struct rt_comm *c)
     }
 }
 
-void rt_exec_set_timeout(rt_exec *x, double seconds)
-{
-    /* here rather than in exec.c: the waits it bounds are this file's and
-       comm_mpi.c's */
-    x->timeout_s = seconds;
-    for (int d = 0; d < x->ndev; d++)
-        x->devs[d]->timeout_s = seconds;
-}
-
 void rt_comm_test_stall(rt_exec *parent, int device, int64_t id)
 {
     struct rt_comm *c = parent->comm;

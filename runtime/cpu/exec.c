@@ -1181,6 +1181,13 @@ void rt_exec_set_profile(rt_exec *x, int on)
         x->devs[d]->profile = on;
 }
 
+void rt_exec_set_timeout(rt_exec *x, double seconds)
+{
+    x->timeout_s = seconds;
+    for (int d = 0; d < x->ndev; d++)
+        x->devs[d]->timeout_s = seconds;
+}
+
 void rt_exec_print_profile(const rt_exec *x, FILE *f)
 {
     /* a partitioned program: its devices' times added up */

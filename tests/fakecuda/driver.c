@@ -1515,7 +1515,10 @@ CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
 
 static int event_reached(void *e) { return ((CUevent)e)->done >= ((CUevent)e)->recorded; }
 
-CUresult cuEventSynchronize(CUevent hEvent)
+/* The checks of who (cuEventSynchronize, cuEventQuery): a live event, and no
+ * capture that waiting on it would break (an event of a capture invalidates
+ * it). */
+static CUresult event_waitable(CUevent hEvent, const char *who)
 {
     INIT_CHECK();
     if (!hEvent || hEvent->refs <= 0)
@@ -1524,26 +1527,24 @@ CUresult cuEventSynchronize(CUevent hEvent)
         capture_invalidate(hEvent->cap, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
-    if (capture_forbids("cuEventSynchronize"))
+    if (capture_forbids(who))
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    return run_until(event_reached, hEvent, hEvent->dev, "cuEventSynchronize");
+    return CUDA_SUCCESS;
 }
 
-/* As cuEventSynchronize's checks, then query(): CUDA_SUCCESS when the work
+CUresult cuEventSynchronize(CUevent hEvent)
+{
+    CUresult r = event_waitable(hEvent, "cuEventSynchronize");
+    return r ? r : run_until(event_reached, hEvent, hEvent->dev, "cuEventSynchronize");
+}
+
+/* cuEventSynchronize's checks, then query(): CUDA_SUCCESS when the work
  * before the event's last record is done (or it was never recorded),
  * CUDA_ERROR_NOT_READY when not. */
 CUresult cuEventQuery(CUevent hEvent)
 {
-    INIT_CHECK();
-    if (!hEvent || hEvent->refs <= 0)
-        return CUDA_ERROR_INVALID_HANDLE;
-    if (event_capture(hEvent)) {
-        capture_invalidate(hEvent->cap, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
-        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    }
-    if (capture_forbids("cuEventQuery"))
-        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    return query(event_reached, hEvent, hEvent->dev, "cuEventQuery");
+    CUresult r = event_waitable(hEvent, "cuEventQuery");
+    return r ? r : query(event_reached, hEvent, hEvent->dev, "cuEventQuery");
 }
 
 /* Both events recorded (outside captures), reached, with timing: the time
