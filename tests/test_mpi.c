@@ -12,7 +12,8 @@
  *       - training: the losses of 10 steps of SGD with momentum, and then every
  *         parameter, buffer and momentum (gathered to rank 0), bitwise the
  *         in-process run's;
- *     and rt_exec_new_rank refuses a program of another device count.
+ *     and rt_exec_new_rank refuses a program of another device count, and
+ *     gives up on a rank that comes late, at its deadline.
  *   4 ranks: tests/mpi/collectives.gir (every collective over sub-groups and
  *     groups out of device order, along inner axes, and devices sending to
  *     each other before receiving), as loaded and planned: every rank's
@@ -40,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -102,7 +104,7 @@ static void compile(const char *model, int batch, int train, const pt_options *o
 static rt_exec *rank_exec(const program *p)
 {
     char err[512];
-    rt_exec *x = rt_exec_new_rank(p->g, p->plan->offset_by_id, p->plan->device_bytes, rank, err,
+    rt_exec *x = rt_exec_new_rank(p->g, p->plan->offset_by_id, p->plan->device_bytes, rank, 0, err,
                                   sizeof err);
     if (!x)
         die("rt_exec_new_rank", err);
@@ -275,7 +277,7 @@ static void mismatch(void)
     pt_options o = {.devices = 2 * size, .strategy = PT_DATA};
     compile("lenet", 8, 1, &o, &p);
     char err[512] = "", want[128];
-    rt_exec *x = rt_exec_new_rank(p.g, p.plan->offset_by_id, p.plan->device_bytes, rank, err,
+    rt_exec *x = rt_exec_new_rank(p.g, p.plan->offset_by_id, p.plan->device_bytes, rank, 0, err,
                                   sizeof err);
     snprintf(want, sizeof want, "the program has %d devices, but the MPI job has %d ranks",
              2 * size, size);
@@ -285,6 +287,37 @@ static void mismatch(void)
     program_free(&p);
     if (rank == 0)
         printf("  a %d-device program on %d ranks: %s\n", 2 * size, size, err);
+}
+
+/* A rank that does not come to make its executor is found by the others
+ * within the deadline: rank 1 arrives 3 s late (only at a barrier that stands
+ * for its part of rank 0's wait, so that the two stay in step after it); rank
+ * 0, with a deadline of 1 s, gives up, naming what it waited for. */
+static void late(void)
+{
+    program p;
+    pt_options o = {.devices = size, .strategy = PT_DATA};
+    compile("lenet", 8, 1, &o, &p);
+    if (rank == 0) {
+        char err[512] = "", want[128];
+        double t0 = MPI_Wtime();
+        rt_exec *x = rt_exec_new_rank(p.g, p.plan->offset_by_id, p.plan->device_bytes, 0, 1, err,
+                                      sizeof err);
+        double took = MPI_Wtime() - t0;
+        snprintf(want, sizeof want, "rank 0: waited 1 s for the other ranks to make their "
+                 "executors (with ranks 0 to %d): giving up", size - 1);
+        check(!x && strstr(err, want), "a rank late to make its executor: got '%s'", err);
+        check(took >= 1 && took < 2.5, "a rank late to make its executor: found after %.2f s, "
+              "want 1 to 2.5", took);
+        printf("  a rank 3 s late to make its executor: found after %.2f s (deadline 1 s)\n",
+               took);
+        rt_exec_free(x);
+    } else {
+        sleep(3);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);    /* rank 0's: its abandoned MPI_Ibarrier */
+    MPI_Barrier(MPI_COMM_WORLD);
+    program_free(&p);
 }
 
 /* tests/mpi/collectives.gir: each rank's results, as loaded and planned,
@@ -313,7 +346,7 @@ static void collectives(void)
         const int64_t *off = plan ? plan->offset_by_id : NULL, *bytes = plan ? plan->device_bytes
                                                                          : NULL;
         char err[512];
-        rt_exec *x = rt_exec_new_rank(g, off, bytes, rank, err, sizeof err);
+        rt_exec *x = rt_exec_new_rank(g, off, bytes, rank, 0, err, sizeof err);
         rt_exec *ref = rt_exec_new_planned(g, off, bytes, err, sizeof err);
         if (!x || !ref)
             die("collectives.gir", err);
@@ -394,8 +427,10 @@ int main(int argc, char **argv)
                                                .deterministic = 1, .sync_bn = 1,
                                                .micro_shards = 4}, 1, 0);
         }
-        if (!only)
+        if (!only) {
             mismatch();
+            late();
+        }
     } else if (size == 4) {
         collectives();
         model_case("lenet", 8, 0.05f, &(pt_options){.devices = 4, .strategy = PT_HYBRID, .dp = 2,

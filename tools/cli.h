@@ -92,6 +92,10 @@ int cli_mpi_end(const cli_world *w, int rc);
  * every rank (0, or -1 on every rank with rank 0's reason in err). */
 int cli_mpi_gpus(const cli_world *w);
 int cli_mpi_cuda_id(const cli_world *w, void *id, size_t bytes, char *err, size_t errlen);
+/* Watches the blocking call that follows, a wait for the other ranks with no
+ * polled form (NCCL's set-up), for `what`: past --timeout this rank says what
+ * it waited for and exits, which ends the job.  NULL: the call returned. */
+void cli_mpi_watch(const cli_world *w, const char *what);
 /* Under MPI, collectively after every rank compiled: reports d (rank 0 its
  * own problems; another rank only those that rank 0 does not have) and checks
  * that every rank compiled the same program and plan (g NULL: this rank

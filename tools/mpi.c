@@ -11,12 +11,18 @@
  * for ever: the runtime's have the --timeout deadline (rt_exec_set_timeout),
  * and so do gnc's own collectives here (world_wait), the last of them a
  * barrier before MPI_Finalize, which would otherwise wait for a stopped rank
- * for ever; past it a rank says what it waited for and ends the job.
+ * for ever; past it a rank says what it waited for and ends the job.  The
+ * blocking calls that have no polled form, MPI_Init (which waits for every
+ * rank to start) and the set-up of NCCL's communicator, are watched instead
+ * (watch): past the deadline the rank says so and exits, and the launcher
+ * ends the job.
  *
  * In a build without MPI (no GNC_HAVE_MPI) gnc still notices a launcher's
  * several ranks, and says it cannot take part. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,6 +78,89 @@ static void world_wait(const cli_world *w, MPI_Request *req, const char *what)
     fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
+
+/* The watch over one blocking call at a time: a thread that, unless
+ * watch_end comes within `secs`, says what this rank waited for and ends the
+ * process (the launcher then ends the job: mpirun kills the other ranks of a
+ * job one of whose ranks exits with an error).  It calls no MPI: the world is
+ * MPI_THREAD_FUNNELED, and the main thread is inside MPI. */
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t done;
+    pthread_t thread;
+    int running, over;
+    double secs;
+    int rank, ranks;
+    const char *what;
+} watch_ = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void *watch_thread(void *unused)
+{
+    (void)unused;
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    double end = (double)until.tv_sec + 1e-9 * (double)until.tv_nsec + watch_.secs;
+    until.tv_sec = (time_t)end;
+    until.tv_nsec = (long)((end - (double)until.tv_sec) * 1e9);
+    pthread_mutex_lock(&watch_.lock);
+    int rc = 0;
+    while (!watch_.over && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&watch_.done, &watch_.lock, &until);
+    if (!watch_.over) {
+        fprintf(stderr, "gnc: error: rank %d: waited %g s for %s (with ranks 0 to %d): "
+                "giving up\n", watch_.rank, watch_.secs, watch_.what, watch_.ranks - 1);
+        fflush(stderr);
+        _exit(1);
+    }
+    pthread_mutex_unlock(&watch_.lock);
+    return NULL;
+}
+
+/* Watches the blocking call that follows (above), for `what`, up to the
+ * deadline.  Without a thread to watch with, the call goes unwatched. */
+static void watch_start(int rank, int ranks, double secs, const char *what)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&watch_.done, &a);
+    pthread_condattr_destroy(&a);
+    watch_.rank = rank, watch_.ranks = ranks, watch_.secs = secs, watch_.what = what;
+    watch_.over = 0;
+    watch_.running = pthread_create(&watch_.thread, NULL, watch_thread, NULL) == 0;
+}
+
+static void watch_end(void)
+{
+    if (!watch_.running)
+        return;
+    pthread_mutex_lock(&watch_.lock);
+    watch_.over = 1;
+    pthread_cond_signal(&watch_.done);
+    pthread_mutex_unlock(&watch_.lock);
+    pthread_join(watch_.thread, NULL);
+    pthread_cond_destroy(&watch_.done);
+    watch_.running = 0;
+}
+
+/* --timeout's value before the flags are read (for MPI_Init): the default
+ * unless the command line gives a valid one. */
+static double early_timeout(int argc, char **argv)
+{
+    double secs = RT_TIMEOUT_DEFAULT;
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc)
+            v = argv[i + 1];
+        else if (strncmp(argv[i], "--timeout=", 10) == 0)
+            v = argv[i] + 10;
+        char *end;
+        double t = v ? strtod(v, &end) : 0;
+        if (v && *v && !*end && t > 0 && t <= 1e6)
+            secs = t;
+    }
+    return secs;
+}
 #endif
 
 int cli_mpi_init(int *argc, char ***argv, cli_world *w)
@@ -81,9 +170,13 @@ int cli_mpi_init(int *argc, char ***argv, cli_world *w)
     if (n <= 1)
         return 0;
 #ifdef GNC_HAVE_MPI
-    int provided;
+    int provided, rc;
+    /* MPI_Init waits for every rank to start */
+    watch_start(rank, n, early_timeout(*argc, *argv), "MPI_Init on the other ranks");
     /* MPI is called from the main thread only; OpenMP's threads never call it */
-    if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+    rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    watch_end();
+    if (rc != MPI_SUCCESS) {
         fprintf(stderr, "gnc: error: rank %d of %d: MPI_Init failed\n", rank, n);
         return -1;
     }
@@ -156,6 +249,20 @@ int cli_mpi_options(options *o, const char *cmd)
         o->c.dump_dir = NULL;
     }
     return 0;
+}
+
+void cli_mpi_watch(const cli_world *w, const char *what)
+{
+#ifdef GNC_HAVE_MPI
+    if (w->ranks <= 1)
+        return;
+    if (what)
+        watch_start(w->rank, w->ranks, w->timeout > 0 ? w->timeout : RT_TIMEOUT_DEFAULT, what);
+    else
+        watch_end();
+#else
+    (void)w, (void)what;
+#endif
 }
 
 int cli_mpi_gpus(const cli_world *w)
@@ -282,7 +389,7 @@ rt_exec *cli_exec_new(const options *o, const drv_program *p, int per_rank, char
 {
     const cli_world *w = o->world;
     if (w->ranks > 1 && per_rank)
-        return rt_exec_new_rank(p->g, p->mp->offset_by_id, p->mp->device_bytes, w->rank, err,
-                                errlen);
+        return rt_exec_new_rank(p->g, p->mp->offset_by_id, p->mp->device_bytes, w->rank,
+                                o->timeout, err, errlen);
     return rt_exec_new_planned(p->g, p->mp->offset_by_id, p->mp->device_bytes, err, errlen);
 }

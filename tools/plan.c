@@ -179,8 +179,11 @@ struct rt_session *cli_session_new(const options *o, const drv_program *p, int p
                 return NULL;
             }
             so.ranks = w->ranks, so.rank = w->rank, so.id = &id;
+            cli_mpi_watch(w, "ncclCommInitRank on the other ranks");
         }
         struct rt_session *s = rt_session_open(p->file, &so, err, errlen);
+        if (so.id)
+            cli_mpi_watch(w, NULL);
         free(gpus);
         return s;
     }

@@ -27,7 +27,12 @@
  * in the program's order, and every wait progresses this rank's own sends,
  * so the two ranks of a pair never wait on each other.
  *
- * Waits: no call blocks in MPI.  Each operation is the non-blocking form
+ * Waits: no call blocks in MPI but those that set up the communicators
+ * (MPI_Comm_dup and MPI_Comm_split, for which MPI has no polled form): every
+ * rank first waits for all the others at an MPI_Ibarrier, polled as below, so
+ * a rank that never comes is found there and the blocking calls follow on
+ * ranks that are all present.  (A rank that stops in the microseconds between
+ * the barrier and the splits is not found.)  Each operation is the non-blocking form
  * (MPI_Irecv, MPI_Iallreduce, MPI_Iallgather, MPI_Ireduce_scatter_block,
  * MPI_Ibcast, MPI_Isend), completed by polling MPI_Test (which drives Open
  * MPI's progress, as a blocking call would) with the backoff of deadline.h:
@@ -203,6 +208,9 @@ static int group_index(struct rt_mpi *m, const ir_node *n, int device, char *err
     return m->ngroups++;
 }
 
+static int wait_for(rt_exec *x, MPI_Request *req, int recv, const char *what, const char *whom,
+                    char *err, size_t errlen);
+
 static void holds(struct rt_mpi *m, const ir_value *v, int device)
 {
     if (m->holder[v->id] < 0 || device < m->holder[v->id])
@@ -258,6 +266,12 @@ int rt_mpi_new(rt_exec *x, int ndev, char *err, size_t errlen)
         return base_fail(err, errlen, "out of memory");
     for (int64_t i = 0; i <= nids; i++)
         m->req[i] = MPI_REQUEST_NULL;
+    MPI_Request here;
+    char everyone[64];
+    snprintf(everyone, sizeof everyone, "with ranks 0 to %d", size - 1);
+    MPI_TRY(MPI_Ibarrier(MPI_COMM_WORLD, &here));
+    if (wait_for(x, &here, 0, "the other ranks to make their executors", everyone, err, errlen))
+        return -1;
     MPI_TRY(MPI_Comm_dup(MPI_COMM_WORLD, &m->p2p));
     MPI_TRY(MPI_Comm_set_errhandler(m->p2p, MPI_ERRORS_RETURN));
     MPI_TRY(MPI_Comm_dup(MPI_COMM_WORLD, &m->gather));

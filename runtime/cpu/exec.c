@@ -949,10 +949,10 @@ fail:
 }
 
 rt_exec *rt_exec_new_rank(const ir_graph *g, const int64_t *offsets, const int64_t *arena_bytes,
-                          int rank, char *err, size_t errlen)
+                          int rank, double timeout_s, char *err, size_t errlen)
 {
 #ifndef GNC_HAVE_MPI
-    (void)g, (void)offsets, (void)arena_bytes, (void)rank;
+    (void)g, (void)offsets, (void)arena_bytes, (void)rank, (void)timeout_s;
     fail(err, errlen, "this build has no MPI backend (install libopenmpi-dev and build again)");
     return NULL;
 #else
@@ -964,6 +964,7 @@ rt_exec *rt_exec_new_rank(const ir_graph *g, const int64_t *offsets, const int64
     rt_exec *x = exec_alloc(g, rank, err, errlen);
     if (!x)
         return NULL;
+    rt_exec_set_timeout(x, timeout_s);
     /* the world first: every rank makes the same checks and communicators */
     if (rt_mpi_new(x, ndev, err, errlen))
         goto fail;

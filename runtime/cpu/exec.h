@@ -56,9 +56,14 @@ void rt_exec_free(rt_exec *x);
  * making the executor is collective (it makes a communicator per group of
  * devices that the program's collectives use), and so are rt_exec_run and
  * rt_exec_gather_params on it.  g's device count must equal the world's size.
- * Returns NULL with a message on a mismatch, when memory runs out, or in a
- * build without MPI.  A failure on one rank leaves the others waiting in
- * their next collective: the caller ends the job (MPI_Abort).
+ * timeout_s is the executor's deadline (rt_exec_set_timeout; 0: the default),
+ * and the first wait has it: every rank waits for all the others to arrive
+ * here (a barrier polled as the executor's waits are) before the blocking
+ * calls that make the communicators, so a rank that never comes is found.
+ * Returns NULL with a message on a mismatch, when memory runs out, when the
+ * deadline passes, or in a build without MPI.  A failure on one rank leaves
+ * the others waiting in their next collective: the caller ends the job
+ * (MPI_Abort).
  *
  * On such an executor rt_exec_data gives this rank's buffers: every input in
  * full (feed each on every rank; each device reads its own share, as the
@@ -69,7 +74,7 @@ void rt_exec_free(rt_exec *x);
  * loading fill each rank's copies without communicating (the same values on
  * every rank).  Free it on every rank before MPI_Finalize. */
 rt_exec *rt_exec_new_rank(const ir_graph *g, const int64_t *offsets, const int64_t *arena_bytes,
-                          int rank, char *err, size_t errlen);
+                          int rank, double timeout_s, char *err, size_t errlen);
 /* On an MPI rank's executor, collectively: rank 0's copy of every parameter,
  * buffer and state value becomes that of the first device that holds one (the
  * copy rt_exec_data gives for a partitioned program in one process), for

@@ -79,7 +79,10 @@
  * GPU their results are undefined), so that the streams drain.  The handle is
  * gone after either: any later call with it is ncclInvalidArgument.
  *
- * A fault for tests: GNC_FAKECUDA_NCCL_STALL=DEV makes every NCCL call of
+ * Faults for tests: GNC_FAKECUDA_NCCL_STALL_INIT=DEV makes device DEV's
+ * ncclCommInitRank across processes hang (it never joins; its peers wait for
+ * it) until FAKECUDA_NCCL_TIMEOUT passes, when it fails with ncclRemoteError.
+ * GNC_FAKECUDA_NCCL_STALL=DEV makes every NCCL call of
  * device DEV hang as on a GPU that stopped: its parts never arrive (their
  * peers wait for them; synchronizing calls poll, cuStreamQuery answers not
  * ready), until the communicator is aborted or FAKECUDA_NCCL_TIMEOUT
@@ -603,12 +606,28 @@ EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
     return ncclSuccess;
 }
 
+/* The device that environment variable `name` names, or -1. */
+static int device_of_env(const char *name)
+{
+    const char *v = getenv(name);
+    char *end = NULL;
+    long d = v ? strtol(v, &end, 10) : -1;
+    return v && *v && end && !*end && d >= 0 ? (int)d : -1;
+}
+
 /* Rank me of cl, whose other ranks are in other processes, meets them in the
  * id's directory (init.<rank>): ncclSuccess, cl across processes then; or a
  * failure, after a message. */
 static ncclResult_t join(clique *cl, int me, const ncclUniqueId *id)
 {
     const char *who = "ncclCommInitRank";
+    if (cl->rank[me].dev == device_of_env("GNC_FAKECUDA_NCCL_STALL_INIT")) {
+        double t0 = now();     /* it never joins: its peers wait for it */
+        while (now() - t0 <= timeout_s())
+            nap();
+        return complain(ncclRemoteError, who, "rank %d stalled by GNC_FAKECUDA_NCCL_STALL_INIT=%d "
+                        "for %g s (FAKECUDA_NCCL_TIMEOUT)", me, cl->rank[me].dev, timeout_s());
+    }
     if (strncmp(id->internal, ID_MAGIC, strlen(ID_MAGIC)) ||
         !memchr(id->internal, 0, sizeof id->internal))
         return complain(ncclInvalidArgument, who, "the id is not one from ncclGetUniqueId");
@@ -1432,13 +1451,7 @@ static int remote_ready(part *p, arrival *a)
 /* ---------------------------------------------------------------- parts, continued */
 
 /* GNC_FAKECUDA_NCCL_STALL: the device whose NCCL calls hang, or -1. */
-static int stalled_device(void)
-{
-    const char *v = getenv("GNC_FAKECUDA_NCCL_STALL");
-    char *end = NULL;
-    long d = v ? strtol(v, &end, 10) : -1;
-    return v && *v && end && !*end && d >= 0 ? (int)d : -1;
-}
+static int stalled_device(void) { return device_of_env("GNC_FAKECUDA_NCCL_STALL"); }
 
 static int part_ready(void *ctx, void **state)
 {

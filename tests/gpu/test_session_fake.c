@@ -505,7 +505,7 @@ static rt_session *rank_session(const rt_plan *p, char *err, size_t errlen)
     o.seed = 5;
     o.libdir = fakedir;
     o.ranks = ranks, o.rank = rank, o.id = &id;
-    o.host = rt_exec_new_rank(p->g, p->mp->offset_by_id, p->mp->device_bytes, rank, err, errlen);
+    o.host = rt_exec_new_rank(p->g, p->mp->offset_by_id, p->mp->device_bytes, rank, 0, err, errlen);
     return o.host ? rt_session_open(p, &o, err, errlen) : NULL;
 }
 

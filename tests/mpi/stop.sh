@@ -18,6 +18,12 @@
 #      hangs rank 1's GPU's NCCL calls; with --timeout 2 a rank must give up
 #      on the collective (cuStreamQuery polled, ncclCommAbort) and end the job
 #      within 12 s, naming it; and the same in one process driving two GPUs.
+#      GNC_FAKECUDA_NCCL_STALL_INIT=1 hangs rank 1's ncclCommInitRank: with
+#      --timeout 2 rank 0 gives up on it (a watch over the blocking call)
+#      and the job ends within 12 s.
+#   3. A rank that never starts: rank 1 sleeps 60 s before gnc starts; with
+#      --timeout 3 rank 0 gives up in MPI_Init (watched as NCCL's set-up is)
+#      and the job ends within 13 s, rank 0 naming what it waited for.
 # Ends with "stop: N passed, M failed"; fails if any did.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -124,7 +130,25 @@ else
               --strategy data --devices cpu:2 --steps 2 --device cuda --timeout 2 2>&1); rc=$?
         if [ $rc = 1 ] && grep -qE "device 0: waited 2 s for all_reduce [0-9]+ \(with devices 0, 1\): giving up; NCCL's communicators aborted" <<<"$out"; then
             ok; else bad "a hung GPU in one process: exit $rc"; echo "$out" | tail -20; fi
+        # a GPU that hangs in NCCL's set-up
+        t0=$(now)
+        out=$(GNC_FAKECUDA_NCCL_STALL_INIT=1 timeout 130 "${G[@]}" --timeout 2 2>&1); rc=$?
+        took=$(echo "$(now) - $t0" | bc)
+        printf '  a GPU that hangs in ncclCommInitRank (the stand-ins): the job ended in %.1f s (--timeout 2, exit %s)\n' "$took" "$rc"
+        if [ $rc != 0 ] && [ $rc != 124 ] && [ "$(echo "$took < 12" | bc)" = 1 ]; then ok; else bad "a hung NCCL set-up: exit $rc after $took s, want non-zero within 12 s"; echo "$out" | tail -20; fi
+        if grep -qE "rank 0: waited 2 s for ncclCommInitRank on the other ranks \(with ranks 0 to 1\): giving up" <<<"$out"; then
+            ok; else bad "a hung NCCL set-up: rank 0 should name it"; echo "$out" | tail -20; fi
     fi
 fi
+
+# 3. a rank that never starts: rank 0 waits in MPI_Init
+t0=$(now)
+out=$(timeout 120 "${MPI[@]}" -np 2 sh -c '[ "$OMPI_COMM_WORLD_RANK" = 1 ] && sleep 60; exec "$0" "$@"' \
+      "${T[@]}" --steps 1 --timeout 3 2>&1); rc=$?
+took=$(echo "$(now) - $t0" | bc)
+printf 'mpi: a rank that never starts: the job ended in %.1f s (--timeout 3, exit %s)\n' "$took" "$rc"
+if [ $rc != 0 ] && [ $rc != 124 ] && [ "$(echo "$took < 13" | bc)" = 1 ]; then ok; else bad "a rank that never starts: exit $rc after $took s, want non-zero within 13 s"; echo "$out" | tail -20; fi
+if grep -qE "rank 0: waited 3 s for MPI_Init on the other ranks \(with ranks 0 to 1\): giving up" <<<"$out"; then
+    ok; else bad "a rank that never starts: rank 0 should say what it waited for"; echo "$out" | tail -20; fi
 
 summary stop
