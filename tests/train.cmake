@@ -12,3 +12,10 @@ set_tests_properties(train PROPERTIES LABELS "cli;train" TIMEOUT 900
 add_test(NAME lenet_fmnist COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/train/lenet_accuracy.sh
          $<TARGET_FILE:gnc> ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/lenet-work ${GNC_FMNIST})
 set_tests_properties(lenet_fmnist PROPERTIES LABELS "train" TIMEOUT 1800)
+
+# Long runs: line-buffered output, Ctrl-C and SIGTERM (checkpoint, log row, the
+# command that resumes, bitwise), a second Ctrl-C, folders, --log-every, JSON
+# lines, a closed pipe.  tests/train/long_runs.sh holds the cases.
+add_test(NAME long_runs COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/train/long_runs.sh
+         $<TARGET_FILE:gnc> ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/long-runs-work ${GNC_FMNIST})
+set_tests_properties(long_runs PROPERTIES LABELS "cli;train" TIMEOUT 600)

@@ -49,7 +49,8 @@ typedef struct {
     const char *weights;        /* --weights FILE (eval) */
     const char *checkpoint;     /* --checkpoint FILE */
     const char *resume;         /* --resume FILE */
-    const char *log;            /* --log FILE.csv */
+    const char *log;            /* --log FILE.csv or FILE.jsonl */
+    long long log_every;        /* --log-every N: a row every N steps too */
     const char *schedule;       /* --schedule constant|step|cosine */
     long long epochs, steps, batch, warmup, step_size;
     double lr, gamma;
@@ -63,9 +64,16 @@ typedef struct {
     char flags[1024];           /* the options given that shape a program, in order
                                    (cli_flag_record): a plan's meta records them */
     cli_world *world;           /* under mpirun: rank r runs device r of the program */
+    int argc;                   /* the command line, for the command that resumes */
+    char **argv;
 } options;
 
 double cli_now_ms(void);
+/* Makes folder dir and those above it that do not exist (mkdir -p); 0, or -1
+ * after a message naming flag, the option that gave it. */
+int cli_make_dirs(const char *dir, const char *flag);
+/* Whether standard output is a pipe whose reader has gone (gnc ... | head). */
+int cli_stdout_gone(void);
 
 
 

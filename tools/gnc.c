@@ -2,6 +2,8 @@
  * stages: load (frontend or IR text) -> verify -> print / summarize / execute. */
 #include <errno.h>
 #include <math.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -325,6 +327,7 @@ static const struct flag {
     {"--checkpoint", "train", 1},
     {"--resume", "train", 1},
     {"--log", "train", 1},
+    {"--log-every", "train", 1},
     {"--weights", "eval", 1},
     {"--device", "train eval run", 1},
     {"--gpus", "dump compile", 1},
@@ -506,11 +509,12 @@ static int training_flag(options *o, const char *cmdsp, const char *name, const 
         o->log = val;
     } else if (strcmp(name, "--epochs") == 0 || strcmp(name, "--steps") == 0 ||
                strcmp(name, "--batch") == 0 || strcmp(name, "--warmup") == 0 ||
-               strcmp(name, "--step-size") == 0) { /* the counts */
-        long long *dst = strcmp(name, "--epochs") == 0 ? &o->epochs
+               strcmp(name, "--step-size") == 0 || strcmp(name, "--log-every") == 0) {
+        long long *dst = strcmp(name, "--epochs") == 0 ? &o->epochs    /* the counts */
                        : strcmp(name, "--steps") == 0 ? &o->steps
                        : strcmp(name, "--batch") == 0 ? &o->batch
-                       : strcmp(name, "--warmup") == 0 ? &o->warmup : &o->step_size;
+                       : strcmp(name, "--warmup") == 0 ? &o->warmup
+                       : strcmp(name, "--log-every") == 0 ? &o->log_every : &o->step_size;
         int zero_ok = dst == &o->warmup;
         if (!parse_uint(val, 1ull << 40, &u) || (u == 0 && !zero_ok))
             return usage_error(cmdsp, zero_ok ? "%s needs a non-negative integer"
@@ -726,6 +730,37 @@ double cli_now_ms(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+int cli_make_dirs(const char *dir, const char *flag)
+{
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) {
+        fprintf(stderr, "gnc: error: %s: the path '%.40s...' is too long\n", flag, dir);
+        return -1;
+    }
+    for (char *p = path + 1;; p++) {
+        if (*p && *p != '/')
+            continue;
+        char was = *p;
+        *p = 0;
+        struct stat st;
+        int e = mkdir(path, 0777) == 0 ? 0 : errno != EEXIST ? errno
+                : stat(path, &st) != 0 ? errno : !S_ISDIR(st.st_mode) ? ENOTDIR : 0;
+        if (e) {
+            fprintf(stderr, "gnc: error: %s: cannot make the folder '%s': %s\n", flag, path,
+                    strerror(e));
+            return -1;
+        }
+        if (!(*p = was))
+            return 0;
+    }
+}
+
+int cli_stdout_gone(void)
+{
+    struct pollfd p = {.fd = 1, .events = POLLOUT};
+    return poll(&p, 1, 0) == 1 && (p.revents & POLLERR);
 }
 
 static int cmd_dump(const options *o, ir_graph *g)
@@ -1020,10 +1055,8 @@ static int cmd_run(const options *o, const drv_program *p)
         rt_exec_print_profile(rt_session_host(s), stdout);
     free(times);
     if (o->out) {
-        if (mkdir(o->out, 0777) != 0 && errno != EEXIST) {
-            fprintf(stderr, "gnc: error: cannot create '%s': %s\n", o->out, strerror(errno));
+        if (cli_make_dirs(o->out, "-o") != 0)
             goto done;
-        }
         for (int i = 0; i < g->noutputs; i++) {
             size_t n = strlen(o->out) + strlen(g->outputs[i].name) + 8;
             char *path = malloc(n);
@@ -1169,6 +1202,7 @@ static int command(int argc, char **argv, cli_world *world)
     o.c.flags = o.flags;
     o.c.warnings = stderr;
     o.world = world;
+    o.argc = argc, o.argv = argv;
     int rc = parse_args(argc - 2, argv + 2, &o);
     if (rc) {
         options_free(&o);
@@ -1275,12 +1309,17 @@ static int command(int argc, char **argv, cli_world *world)
 
 int main(int argc, char **argv)
 {
+    /* a line at a time into a pipe or a file too, so that a log shows progress
+       (gnc train > log); a reader that goes away (gnc dump | head) is a write
+       error, EPIPE, and the end quiet (below), not a death by SIGPIPE */
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    signal(SIGPIPE, SIG_IGN);
     cli_world world = {0};
     if (cli_mpi_init(&argc, &argv, &world) != 0)
         return 1;
     int rc = command(argc, argv, &world);
     /* what was printed must have been written (> /dev/full, a full disk) */
-    if (fflush(stdout) != 0 || ferror(stdout)) {
+    if ((fflush(stdout) != 0 || ferror(stdout)) && !cli_stdout_gone()) {
         fprintf(stderr, "gnc: error: cannot write the standard output: %s\n", strerror(errno));
         rc = rc ? rc : 1;
     }

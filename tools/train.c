@@ -22,6 +22,7 @@
  * it (cli_plan_memory). */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -342,6 +343,7 @@ typedef struct {
     cli_dataset train, test;
     model tm, em;               /* the training step; the inference program (root's) */
     FILE *log;
+    int jsonl;                  /* --log FILE.jsonl: JSON lines, not CSV */
     long long batch, per_epoch, total, step, first_step;
     uint64_t seed, hash;
     int64_t *order;             /* this epoch's order of the training set */
@@ -349,29 +351,31 @@ typedef struct {
     /* the epoch so far, and the clock */
     double epoch_loss, t_epoch, t_start, t_timed;
     long long epoch_steps, done_steps, timed;
+    /* the steps since the last --log-every row */
+    double window_loss, t_window;
+    long long window_steps;
     int tty;
 } run;
 
-/* The data sets, the two programs, the steps to take. */
-/* Whether a file can be written at path later: its folder exists and takes
- * files.  Prints why not.  (The write itself may still fail, a full disk.) */
+/* Makes the folders of path that do not exist (as mkdir -p) and checks that
+ * the last takes files, so that a file can be written at path later.  Prints
+ * why not.  (The write itself may still fail, a full disk.) */
 static int writable_later(const char *path, const char *flag)
 {
-    const char *slash = strrchr(path, '/');
     char dir[4096];
+    const char *slash = strrchr(path, '/');
     if (!slash)
         snprintf(dir, sizeof dir, ".");
     else
         snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-    struct stat st;
-    int e = stat(dir, &st) != 0             ? errno
-            : !S_ISDIR(st.st_mode)          ? ENOTDIR
-            : access(dir, W_OK | X_OK) != 0 ? errno
-                                            : 0;
-    if (e)
+    if (cli_make_dirs(dir, flag) != 0)
+        return 0;
+    if (access(dir, W_OK | X_OK) != 0) {
         fprintf(stderr, "gnc: error: %s %s: cannot write in '%s': %s\n", flag, path, dir,
-                strerror(e));
-    return !e;
+                strerror(errno));
+        return 0;
+    }
+    return 1;
 }
 
 static int run_open(run *r)
@@ -382,7 +386,8 @@ static int run_open(run *r)
     int testing = r->root && !r->plan;
     /* before any work: a checkpoint that cannot be written is found now, not
        after an epoch */
-    if (r->root && o->checkpoint && !writable_later(o->checkpoint, "--checkpoint"))
+    if (r->root && ((o->checkpoint && !writable_later(o->checkpoint, "--checkpoint")) ||
+                    (o->log && !writable_later(o->log, "--log"))))
         return -1;
     if (cli_dataset_load(&r->train, dir, "train", err, sizeof err) ||
         (testing && cli_dataset_load(&r->test, dir, "t10k", err, sizeof err))) {
@@ -464,19 +469,55 @@ static int run_resume(run *r)
     return 0;
 }
 
-/* --log: a CSV line per epoch, appended to on resume. */
+/* --log: a row per epoch (and every --log-every steps), CSV or JSON lines,
+ * appended to on resume. */
 static int run_open_log(run *r)
 {
     const options *o = r->o;
+    size_t n = strlen(o->log);
+    r->jsonl = n >= 6 && strcmp(o->log + n - 6, ".jsonl") == 0;
     int fresh = !o->resume || access(o->log, F_OK) != 0;
     r->log = fopen(o->log, fresh ? "w" : "a");
     if (!r->log) {
         fprintf(stderr, "gnc: error: cannot write '%s': %s\n", o->log, strerror(errno));
         return -1;
     }
-    if (fresh)
-        fprintf(r->log, "epoch,steps,train_loss,test_acc,images_per_s,seconds\n");
+    if (fresh && !r->jsonl)
+        fprintf(r->log, "epoch,steps,train_loss,test_acc,test_loss,images_per_s,seconds\n");
     return 0;
+}
+
+/* A number of a log row: NaN (not measured) is nan in CSV, null in JSON. */
+static void log_number(const run *r, const char *key, double v)
+{
+    if (r->jsonl && isfinite(v))
+        fprintf(r->log, ", \"%s\": %.9g", key, v);
+    else if (r->jsonl)
+        fprintf(r->log, ", \"%s\": null", key);
+    else
+        fprintf(r->log, isfinite(v) ? ",%.9g" : ",nan", v);
+}
+
+/* A row of the log: the epoch (from 1) and the steps done at its end; the
+ * mean training loss over the steps it covers (an epoch, or those since the
+ * last row); the test accuracy and loss (NaN where not measured); images/s
+ * and seconds over the steps it covers. */
+static void log_row(const run *r, long long epoch, double train_loss, double acc,
+                    double test_loss, double ips, double secs)
+{
+    if (!r->log)
+        return;
+    if (r->jsonl)
+        fprintf(r->log, "{\"epoch\": %lld, \"steps\": %lld", epoch, r->step + 1);
+    else
+        fprintf(r->log, "%lld,%lld", epoch, r->step + 1);
+    log_number(r, "train_loss", train_loss);
+    log_number(r, "test_acc", acc);
+    log_number(r, "test_loss", test_loss);
+    log_number(r, "images_per_s", ips);
+    log_number(r, "seconds", secs);
+    fputs(r->jsonl ? "}\n" : "\n", r->log);
+    fflush(r->log);
 }
 
 static void run_announce(const run *r)
@@ -598,27 +639,93 @@ static int run_epoch_end(run *r, double now, double ips)
         printf("stopped after step %lld in epoch %lld: train loss %.4f over its last %lld "
                "steps, %.0f images/s\n", r->step + 1, epoch + 1, train_loss, r->epoch_steps, ips);
     }
-    if (r->log && pos + 1 == r->per_epoch) {
-        if (r->plan)
-            fprintf(r->log, "%lld,%lld,%.9g,nan,%.9g,%.9g\n", epoch + 1, r->step + 1, train_loss,
-                    ips, secs);
-        else
-            fprintf(r->log, "%lld,%lld,%.9g,%.9g,%.9g,%.9g\n", epoch + 1, r->step + 1,
-                    train_loss, acc, ips, secs);
-        fflush(r->log);
-    }
+    log_row(r, epoch + 1, train_loss, acc, test_loss, ips, secs);
     if (r->root && save(o, &r->tm, r->step + 1, (r->step + 1) / r->per_epoch, r->hash) != 0)
         return -1;
     r->epoch_loss = 0, r->epoch_steps = 0, r->timed = 0;
-    r->t_epoch = r->t_timed = cli_now_ms();
+    r->window_loss = 0, r->window_steps = 0;
+    r->t_epoch = r->t_timed = r->t_window = cli_now_ms();
     return 0;
 }
 
-/* The steps from r->step to r->total, a progress line as they go. */
+/* Ctrl-C (SIGINT) and SIGTERM during training (docs/cli.md, "Stopping a
+ * run"): the first asks the loop to stop after the step it is in; a second
+ * ends the process at once, removing a checkpoint half written (the last
+ * whole one stays: checkpoints are written to FILE.tmp and renamed). */
+static volatile sig_atomic_t stop_signal;
+static char stop_tmp[4096];
+
+static void on_stop(int sig)
+{
+    if (!stop_signal) {
+        stop_signal = sig;
+        return;
+    }
+    if (stop_tmp[0])
+        unlink(stop_tmp);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void catch_stops(const options *o)
+{
+    if (o->checkpoint)
+        snprintf(stop_tmp, sizeof stop_tmp, "%s.tmp", o->checkpoint);
+    struct sigaction sa = {.sa_handler = on_stop};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* An argument as the shell takes it back: in single quotes unless it is
+ * plain. */
+static void print_quoted(FILE *f, const char *a)
+{
+    if (*a && strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                        "_-+=./,:@%") == strlen(a)) {
+        fputs(a, f);
+        return;
+    }
+    fputc('\'', f);
+    for (; *a; a++)
+        fputs(*a == '\'' ? "'\\''" : (char[2]){*a, 0}, f);
+    fputc('\'', f);
+}
+
+/* The run stopped early at a signal (or with its standard output gone): what
+ * was saved, and the command line that goes on from there, this one with
+ * --resume CHECKPOINT in place of any --resume. */
+static void say_stopped(const run *r, const char *why)
+{
+    const options *o = r->o;
+    fprintf(stderr, "gnc: stopped by %s after step %lld of %lld", why, r->step, r->total);
+    if (!o->checkpoint) {
+        fprintf(stderr, "; nothing was saved (no --checkpoint)\n");
+        return;
+    }
+    fprintf(stderr, "; checkpoint %s written\nresume with:", o->checkpoint);
+    for (int i = 0; i < o->argc; i++) {
+        if (strcmp(o->argv[i], "--resume") == 0) {
+            i++;
+            continue;
+        }
+        if (strncmp(o->argv[i], "--resume=", 9) == 0)
+            continue;
+        fputc(' ', stderr);
+        print_quoted(stderr, o->argv[i]);
+    }
+    fputs(" --resume ", stderr);
+    print_quoted(stderr, o->checkpoint);
+    fputc('\n', stderr);
+}
+
+/* The steps from r->step to r->total, a progress line as they go, a --log
+ * row every --log-every steps.  0, -1 on a failure, or 130 when a signal
+ * (or the end of its standard output) stopped the run early. */
 static int run_loop(run *r)
 {
     const options *o = r->o;
-    r->t_epoch = r->t_start = r->t_timed = cli_now_ms();
+    r->t_epoch = r->t_start = r->t_timed = r->t_window = cli_now_ms();
     /* images/s leaves out the run's first step, which first touches every
        buffer (as PyTorch's benchmark leaves out its warm-up steps) */
     r->timed = -1;
@@ -632,6 +739,7 @@ static int run_loop(run *r)
         if (run_step(r, lr, &loss) != 0)
             return -1;
         r->epoch_loss += loss, r->epoch_steps++, r->done_steps++;
+        r->window_loss += loss, r->window_steps++;
         double now = cli_now_ms();
         if (r->timed++ < 0)
             r->t_timed = now;
@@ -649,9 +757,25 @@ static int run_loop(run *r)
         else if (r->root && ((pos + 1) % every == 0 || r->step + 1 == r->total))
             printf("  epoch %lld  step %lld/%lld  loss %.4f  lr %.4g  %.0f images/s  ETA %s\n",
                    epoch + 1, pos + 1, r->per_epoch, loss, lr, ips, eta);
-        if ((pos + 1 == r->per_epoch || r->step + 1 == r->total) &&
-            run_epoch_end(r, now, ips) != 0)
+        int gone = r->root && cli_stdout_gone();
+        int ends = pos + 1 == r->per_epoch || r->step + 1 == r->total;
+        int stop = (stop_signal || gone) && !ends;
+        if ((ends || stop) && run_epoch_end(r, now, ips) != 0)
             return -1;
+        if (!ends && !stop && o->log_every && (r->step + 1) % o->log_every == 0) {
+            double secs = (now - r->t_window) / 1e3;
+            log_row(r, epoch + 1, r->window_loss / (double)r->window_steps, NAN, NAN,
+                    (double)(r->window_steps * r->batch) / secs, secs);
+            r->window_loss = 0, r->window_steps = 0, r->t_window = now;
+        }
+        if ((stop_signal || gone) && r->step + 1 < r->total) {
+            r->step++;
+            if (r->root)
+                say_stopped(r, stop_signal == SIGTERM ? "SIGTERM" : stop_signal ? "SIGINT"
+                                                                               : "a closed "
+                                                                                 "output");
+            return 130;
+        }
     }
     return 0;
 }
@@ -669,12 +793,17 @@ int cmd_train(const options *o)
     r.pipelined = rt_session_device(r.tm.s) == RT_DEVICE_CUDA;
     if (r.root)
         run_announce(&r);
-    if (run_loop(&r) != 0)
+    if (o->world->ranks <= 1)
+        catch_stops(o);  /* under mpirun, mpirun's signals end the job */
+    if ((rc = run_loop(&r)) < 0) {
+        rc = 1;
         goto done;
-    if (r.root && o->profile)
+    }
+    if (rc == 0 && r.root && o->profile)
         rt_exec_print_profile(rt_session_host(r.tm.s), stdout);
-    rc = 0;
 done:
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
     if (r.log && fclose(r.log) != 0) {
         fprintf(stderr, "gnc: error: cannot write '%s'\n", o->log);
         rc = 1;

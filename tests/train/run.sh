@@ -26,7 +26,7 @@ T=("$gnc" train "$lenet" --data tiny --batch 64 --lr 0.05 --momentum 0.9 --seed 
 # training runs, learns something, logs one CSV row per epoch
 expect 0 "${T[@]}" --epochs 2 --checkpoint a.st --log a.csv
 has "epoch 2: train loss"
-if [ "$(head -1 a.csv)" = "epoch,steps,train_loss,test_acc,images_per_s,seconds" ] &&
+if [ "$(head -1 a.csv)" = "epoch,steps,train_loss,test_acc,test_loss,images_per_s,seconds" ] &&
    [ "$(wc -l <a.csv)" = 3 ] && [ "$(cut -d, -f1,2 a.csv | tail -1)" = "2,16" ]; then ok; else bad "a.csv: $(cat a.csv)"; fi
 
 # resume at an epoch end: 2 epochs == 1 epoch + resume + 1 epoch, bit for bit

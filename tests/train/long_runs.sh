@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# Long runs of gnc train are safe (docs/cli.md, "Stopping a run" and "Logs"):
+#   long_runs.sh GNC SOURCE_DIR WORK_DIR DATA_DIR
+# on a slice of Fashion-MNIST (512 training, 200 test images):
+#   1. the output is line-buffered into a file: the first progress line is
+#      there while the run goes on;
+#   2. SIGINT (and SIGTERM): the run finishes its step, writes the checkpoint
+#      and the log row, prints the command that resumes and exits 130; that
+#      command, run as printed, ends with the checkpoint of a run that was
+#      never stopped, bit for bit;
+#   3. a second SIGINT ends the process at once, leaving the last checkpoint
+#      whole and no FILE.tmp;
+#   4. --checkpoint and --log make their folders, or say why they cannot;
+#   5. --log-every N gives a row every N steps (counted from the run's
+#      first) besides the epochs', in CSV
+#      and in JSON lines (--log FILE.jsonl), with test_loss beside test_acc;
+#   6. a reader that goes away (gnc dump | head) ends gnc quietly, status 0,
+#      and a training run whose output is closed stops as at SIGINT.
+# Ends with "long_runs: N passed, M failed"; fails if any did.
+set -u
+gnc=$(realpath "$1") src=$2 work=$3 data=$(realpath "$4")
+. "$(cd "$(dirname "$0")/.." && pwd)/lib.sh"
+rm -rf "$work" && mkdir -p "$work/tiny" && cd "$work" || exit 1
+idx_slice train-images-idx3-ubyte 512 3 "$data" >tiny/train-images-idx3-ubyte
+idx_slice train-labels-idx1-ubyte 512 1 "$data" >tiny/train-labels-idx1-ubyte
+idx_slice t10k-images-idx3-ubyte 200 3 "$data" >tiny/t10k-images-idx3-ubyte
+idx_slice t10k-labels-idx1-ubyte 200 1 "$data" >tiny/t10k-labels-idx1-ubyte
+lenet=$src/models/lenet.net
+T=("$gnc" train "$lenet" --data tiny --batch 32 --lr 0.05 --momentum 0.9 --seed 5 --threads 1)
+
+# waits up to 60 s for file $1 to hold a line matching $2
+wait_for() {
+    for _ in $(seq 600); do grep -qE -- "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+    return 1
+}
+
+# 1 and 2: the reference, never stopped; then the same run stopped by SIGINT
+expect 0 "${T[@]}" --epochs 100 --steps 400 --checkpoint ref.st
+"${T[@]}" --epochs 100 --steps 400 --checkpoint run/b.st --log logs/b.csv >b.out 2>b.err &
+pid=$!
+if wait_for b.out "step 1/16" && kill -0 $pid 2>/dev/null; then ok; else bad "no progress line in the file while the run went on (is stdout line-buffered?)"; fi
+wait_for b.out "step 3/16"
+kill -INT $pid
+wait $pid; rc=$?
+if [ $rc = 130 ]; then ok; else bad "SIGINT: exit $rc, want 130"; cat b.err; fi
+if grep -qE "^gnc: stopped by SIGINT after step [0-9]+ of 400; checkpoint run/b.st written$" b.err; then ok; else bad "SIGINT: the message"; cat b.err; fi
+resume=$(sed -n 's/^resume with: //p' b.err)
+case "$resume" in
+    *" --resume run/b.st") ok ;;
+    *) bad "SIGINT: no command that resumes: '$resume'" ;;
+esac
+at=$(sed -n 's/^gnc: stopped by SIGINT after step \([0-9]*\) .*/\1/p' b.err)
+if [ -n "$at" ] && [ "$(tail -1 logs/b.csv | cut -d, -f2)" = "$at" ]; then ok; else bad "SIGINT: the log's last row is not at step '$at': $(tail -1 logs/b.csv)"; fi
+if [ ! -e run/b.st.tmp ]; then ok; else bad "SIGINT: run/b.st.tmp left"; fi
+out=$(eval "$resume" 2>&1); rc=$?
+if [ $rc = 0 ] && grep -qF "resuming run/b.st at step $at" <<<"$out"; then ok; else bad "the printed command: exit $rc"; echo "$out" | tail -5; fi
+same ref.st run/b.st "stopped by SIGINT and resumed, against a run never stopped"
+if [ "$(head -1 logs/b.csv)" = "epoch,steps,train_loss,test_acc,test_loss,images_per_s,seconds" ] &&
+   [ "$(tail -1 logs/b.csv | cut -d, -f1,2)" = "25,400" ]; then ok; else bad "logs/b.csv after the resume: $(head -1 logs/b.csv) ... $(tail -1 logs/b.csv)"; fi
+
+# SIGTERM: the same
+"${T[@]}" --epochs 100 --steps 400 --checkpoint c.st >c.out 2>c.err &
+pid=$!
+wait_for c.out "step 2/16"
+kill -TERM $pid
+wait $pid; rc=$?
+if [ $rc = 130 ] && grep -q "^gnc: stopped by SIGTERM after step" c.err && [ -s c.st ]; then ok; else bad "SIGTERM: exit $rc"; cat c.err; fi
+
+# 3. a second SIGINT: at once, in the middle of a step of 2 s (resnet18 on
+# 16 images); the checkpoint of the epoch before stays as it was
+mkdir -p t16
+idx_slice train-images-idx3-ubyte 32 3 "$data" >t16/train-images-idx3-ubyte
+idx_slice train-labels-idx1-ubyte 32 1 "$data" >t16/train-labels-idx1-ubyte
+idx_slice t10k-images-idx3-ubyte 16 3 "$data" >t16/t10k-images-idx3-ubyte
+idx_slice t10k-labels-idx1-ubyte 16 1 "$data" >t16/t10k-labels-idx1-ubyte
+"$gnc" train "$src/models/resnet18.net" --data t16 --batch 16 --threads 1 --epochs 1000 \
+    --checkpoint d.st >d.out 2>d.err &
+pid=$!
+wait_for d.out "epoch 2  step 1/2"     # epoch 1's checkpoint is written
+cp d.st d.before
+kill -INT $pid
+sleep 0.3
+kill -INT $pid
+t0=$(date +%s.%N)
+wait $pid; rc=$?
+took=$(echo "$(date +%s.%N) - $t0" | bc)
+if [ $rc = 130 ] && [ "$(echo "$took < 1" | bc)" = 1 ] && ! grep -q "stopped by" d.err; then ok; else bad "a second SIGINT: exit $rc after $took s: $(cat d.err)"; fi
+if [ ! -e d.st.tmp ]; then ok; else bad "a second SIGINT left d.st.tmp"; fi
+same d.before d.st "a second SIGINT: the checkpoint before"
+
+# 4. folders
+expect 0 "${T[@]}" --steps 2 --checkpoint deep/er/e.st --log deep/log/e.csv
+if [ -s deep/er/e.st ] && [ -s deep/log/e.csv ]; then ok; else bad "--checkpoint and --log did not make their folders"; fi
+expect 1 "${T[@]}" --steps 2 --checkpoint tiny/train-images-idx3-ubyte/e.st
+has "gnc: error: --checkpoint: cannot make the folder 'tiny/train-images-idx3-ubyte': Not a directory"
+expect 1 "${T[@]}" --steps 2 --log tiny/train-labels-idx1-ubyte/x/e.csv
+has "gnc: error: --log: cannot make the folder 'tiny/train-labels-idx1-ubyte': Not a directory"
+
+# 5. --log-every: rows at steps 5, 10, 15, the epoch's at 16, then 20, ...
+expect 0 "${T[@]}" --epochs 2 --log-every 5 --log f.csv
+if [ "$(cut -d, -f1,2 f.csv | tr '\n' ' ')" = "epoch,steps 1,5 1,10 1,15 1,16 2,20 2,25 2,30 2,32 " ]; then ok; else bad "--log-every 5: $(cut -d, -f1,2 f.csv | tr '\n' ' ')"; fi
+# the epochs' rows have the test accuracy and loss, the others nan
+if awk -F, 'NR > 1 && ($2 % 16 == 0) != ($4 != "nan" && $5 != "nan") {exit 1}' f.csv; then ok; else bad "f.csv's test columns: $(cat f.csv)"; fi
+expect 0 "${T[@]}" --epochs 2 --log-every 5 --log f.jsonl
+if python3 - f.jsonl f.csv <<'PY'
+import csv, json, math, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+ref = list(csv.DictReader(open(sys.argv[2])))
+assert len(rows) == len(ref) == 8, (len(rows), len(ref))
+for j, c in zip(rows, ref):
+    assert list(j) == list(c), (list(j), list(c))
+    for k in ("epoch", "steps", "train_loss", "test_acc", "test_loss"):
+        v = float(c[k])
+        assert (j[k] is None) if math.isnan(v) else j[k] == v, (k, j[k], c[k])
+PY
+then ok; else bad "f.jsonl does not hold f.csv's rows as JSON"; fi
+expect 2 "${T[@]}" --steps 2 --log-every 0
+has "--log-every needs a positive integer"
+
+# 6. a reader that goes away
+out=$("$gnc" dump "$src/models/resnet18.net" 2>dump.err | head -1); rc=${PIPESTATUS[0]}
+if [ $rc = 0 ] && [ "$out" = "# gnc IR" ] && [ ! -s dump.err ]; then ok; else bad "gnc dump | head: exit $rc, stderr: $(cat dump.err)"; fi
+{ "${T[@]}" --epochs 100 --steps 400 --checkpoint g.st 2>g.err; echo $? >g.rc; } | head -3 >/dev/null
+wait
+if [ "$(cat g.rc)" = 130 ] && grep -q "^gnc: stopped by a closed output after step" g.err && [ -s g.st ]; then ok; else bad "train | head: exit $(cat g.rc)"; cat g.err; fi
+
+summary long_runs
