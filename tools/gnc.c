@@ -46,221 +46,314 @@ static const char usage_main[] =
     "rank (docs/partition.md, \"Running under MPI\").\n"
     "Run 'gnc <command> --help' for a command's options.  Documentation: docs/.\n";
 
-static const char usage_common[] =
-    "  -D NAME=VALUE   set a model parameter (repeatable): -D batch=32\n"
-    "  --model NAME    the model to use when the file holds several (default: the last)\n"
-    "  -h, --help      show this help\n";
+/* Each command's help: its usage line and what it does, then its options
+ * (from flags[], below, so that the help lists exactly what the parser
+ * takes), then notes. */
+static const struct command {
+    const char *name;
+    const char *about;
+    const char *notes;
+} commands[] = {
+    {"dump",
+     "usage: gnc dump [options] FILE\n"
+     "\n"
+     "Prints the graph IR of FILE (docs/ir.md).  The text parses back: 'gnc dump x.gir'\n"
+     "prints it again unchanged.\n",
+     NULL},
+    {"compile",
+     "usage: gnc compile [options] FILE\n"
+     "\n"
+     "Parses and elaborates FILE, checks every shape, runs the passes, plans the\n"
+     "memory and prints a summary: inputs, outputs, parameters, operations, FLOPs,\n"
+     "and the planned arena against its lower bound (docs/passes.md).\n",
+     NULL},
+    {"run",
+     "usage: gnc run [options] FILE\n"
+     "\n"
+     "Runs inference (batchnorm with running statistics, no dropout) and prints each\n"
+     "output.  Inputs are random unless given: floating-point inputs are uniform in\n"
+     "[0, 1), integer ones in [0, 10).\n",
+     "FILE may be a plan (gnc compile -o): it runs as compiled, on as many virtual\n"
+     "devices as it was compiled for; options that shape a program do not apply.\n"},
+    {"train",
+     "usage: gnc train [options] MODEL.net\n"
+     "\n"
+     "Trains the model on --device: each step runs the training graph (gnc dump --train)\n"
+     "on a shuffled batch; after each epoch, test accuracy on the whole test set.\n"
+     "The model's first float input takes the images, its integer input the labels.\n"
+     "Ctrl-C stops after the step, with a checkpoint and the command that resumes.\n",
+     "MODEL may be a training plan (gnc compile MODEL.net --train -o FILE.gnc): it\n"
+     "trains as compiled (batch, optimizer, devices); each epoch ends with its\n"
+     "training loss, as a plan holds no inference program to test with (gnc eval\n"
+     "takes an inference plan and the checkpoint).\n"},
+    {"eval",
+     "usage: gnc eval [options] MODEL.net\n"
+     "\n"
+     "Test accuracy and loss of the weights in a checkpoint, in inference mode.\n",
+     "MODEL may be an inference plan (gnc compile -o), at the batch it was compiled for.\n"},
+    {"inspect",
+     "usage: gnc inspect FILE.gnc [--json]\n"
+     "\n"
+     "Checks a plan file (gnc compile -o; docs/plan.md) as gnc run would and prints\n"
+     "what it holds: its sections, the flags it was compiled with, each device's\n"
+     "arena and holdings, the inputs, outputs and parameters (with initializers),\n"
+     "each device's collectives and transfers with their bytes, and its kernels.\n"
+     "An invalid plan gives an error saying what is wrong, and exit status 1.\n",
+     NULL},
+    {"devices",
+     "usage: gnc devices\n"
+     "\n"
+     "Lists the GPUs the CUDA driver sees: name, compute capability, multiprocessors,\n"
+     "memory (and how much is free), the driver's CUDA version.  Exit status 1, with\n"
+     "the reason, where the driver does not load or sees no GPU.\n",
+     NULL},
+};
 
-static const char usage_train_graph[] =
-    "  --train         the training step: forward in training mode, backward, and the\n"
-    "                  optimizer's update\n"
-    "  --optimizer sgd|adam|adamw   (default sgd)\n"
-    "  --momentum M    SGD momentum (default 0)\n"
-    "  --nesterov      SGD with Nesterov momentum\n"
-    "  --weight-decay W  (default 0; AdamW 0.01)\n";
+/* The sections of a command's options in its help. */
+enum { SEC_MAIN, SEC_STEP, SEC_PART, SEC_GPU, SEC_MODEL, NSECTIONS };
+static const char *const section_title[NSECTIONS] = {
+    "options", "the training step", "partitioning (docs/partition.md)",
+    "CUDA kernels (where gnc has NVRTC; docs/codegen.md)", "the model"};
 
-static const char usage_partition[] =
-    "partitioning (docs/partition.md):\n"
-    "  --gpus N        compile for N GPUs (cost model h100-nvlink)\n"
-    "  --devices cpu:N run on N virtual CPU devices, a thread each (cost model cpu);\n"
-    "                  under mpirun -np N, N devices, a process each\n"
-    "  --strategy data|pipeline|tensor|hybrid:dp=A,pp=B|auto   (default auto: the\n"
-    "                  fastest predicted strategy that fits every device)\n"
-    "  --microbatches N    pipeline: microbatches per step (default 2 per stage)\n"
-    "  --pipeline-schedule 1f1b|gpipe   (default 1f1b)\n"
-    "  --bucket-mb X   data: gradient all-reduce buckets of X MiB (default 25)\n"
-    "  --sync-bn       data: batchnorm statistics over the whole batch\n"
-    "  --deterministic data: bitwise the same for every device count dividing the\n"
-    "                  micro-shards (--micro-shards N, default 8)\n"
-    "  --mem-cap SIZE | D=SIZE,...   memory per device (default: the device model's)\n"
-    "  --device-model h100-nvlink|h100-pcie|cpu[,key=value...]   the cost model\n";
+/* The flags: the commands each applies to, whether it takes a value (2: an
+ * optional one, as --flag=VALUE), its value as the help shows it (with the
+ * space or '=' before it), its help and its section.  A flag may have an
+ * entry per group of commands, with help of its own. */
+static const struct flag {
+    const char *name;
+    const char *cmds;
+    int valued;
+    const char *arg;
+    const char *help;
+    int section;
+} flags[] = {
+    {"-D", "dump compile run train eval", 1, " NAME=VALUE",
+     "set a model parameter (repeatable): -D batch=32", SEC_MODEL},
+    {"--model", "dump compile run train eval", 1, " NAME",
+     "the model to use when the file holds several (default: the last)", SEC_MODEL},
+    {"-o", "dump", 1, " FILE", "write to FILE (atomically) instead of standard output",
+     SEC_MAIN},
+    {"-o", "compile", 1, " FILE.gnc",
+     "write the compiled program, its memory plan and its flags as a plan file "
+     "(docs/plan.md), atomically ('-': to standard output); gnc run, train and the "
+     "embedding library (docs/api.md) run it.  Where gnc has NVRTC the plan also holds "
+     "the CUDA kernels (below)", SEC_MAIN},
+    {"-o", "run", 1, " DIR", "write each output to DIR/NAME.npy (making DIR)", SEC_MAIN},
+    {"--seed", "run", 1, " N",
+     "seed of the parameter initializers and random inputs (default 0)", SEC_MAIN},
+    {"--seed", "train", 1, " N", "initializers, shuffling and dropout (default 0)", SEC_MAIN},
+    {"--input", "run", 1, " [NAME=]FILE.npy",
+     "read an input from a .npy file ('-': standard input; NAME may be left out when the "
+     "model has one input); repeatable", SEC_MAIN},
+    {"--repeat", "run", 1, " N", "run N times and report the median time (default 1)",
+     SEC_MAIN},
+    {"--data", "train", 1, " DIR",
+     "IDX files (train-*, t10k-*; .gz or not) (default /usr/share/datasets/fashion-mnist)",
+     SEC_MAIN},
+    {"--weights", "eval", 1, " FILE", "a checkpoint written by gnc train (required)",
+     SEC_MAIN},
+    {"--data", "eval", 1, " DIR", "IDX files (default /usr/share/datasets/fashion-mnist)",
+     SEC_MAIN},
+    {"--epochs", "train", 1, " N", "epochs (default 1)", SEC_MAIN},
+    {"--steps", "train", 1, " N", "stop after N steps in all (default: whole epochs)",
+     SEC_MAIN},
+    {"--batch", "train", 1, " N", "batch size: sets -D batch=N (default: the model's)",
+     SEC_MAIN},
+    {"--batch", "eval", 1, " N",
+     "images per step (default: the largest divisor of the test set up to 256)", SEC_MAIN},
+    {"--lr", "train", 1, " X", "learning rate (default 0.1)", SEC_MAIN},
+    {"--schedule", "train", 1, " constant|step|cosine",
+     "learning-rate schedule (default constant)", SEC_MAIN},
+    {"--step-size", "train", 1, " N", "step schedule: epochs between decays (default 1)",
+     SEC_MAIN},
+    {"--gamma", "train", 1, " X", "step schedule: decay factor (default 0.1)", SEC_MAIN},
+    {"--warmup", "train", 1, " N", "linear warm-up over the first N steps (default 0)",
+     SEC_MAIN},
+    {"--checkpoint", "train", 1, " FILE",
+     "save a safetensors checkpoint after each epoch, at the end and at Ctrl-C", SEC_MAIN},
+    {"--resume", "train", 1, " FILE", "continue from a checkpoint, exactly where it stopped",
+     SEC_MAIN},
+    {"--log", "train", 1, " FILE.csv|FILE.jsonl",
+     "a row per epoch: epoch,steps,train_loss,test_acc,test_loss,images_per_s,seconds",
+     SEC_MAIN},
+    {"--log-every", "train", 1, " N", "a --log row every N steps too", SEC_MAIN},
+    {"--threads", "run train eval", 1, " N", "CPU threads (default: all cores)", SEC_MAIN},
+    {"--profile", "run", 0, "", "print the time spent in each op", SEC_MAIN},
+    {"--profile", "train", 0, "", "print the time spent in each op of the training step",
+     SEC_MAIN},
+    {"--device", "run", 1, " cpu|cuda",
+     "where to run (default cuda where a GPU is present, else cpu); a model runs on cuda "
+     "as the plan gnc compile -o makes of it (compiled in memory)", SEC_MAIN},
+    {"--device", "train", 1, " cpu|cuda",
+     "where to train (default cuda where a GPU is present, else cpu); parameters and "
+     "optimizer state stay on the GPU and are read back for evaluation and checkpoints",
+     SEC_MAIN},
+    {"--device", "eval", 1, " cpu|cuda",
+     "where to evaluate (default cuda where a GPU is present, else cpu)", SEC_MAIN},
+    {"--eager", "run train eval", 0, "",
+     "cuda: launch step by step instead of replaying a CUDA graph (also GNC_CUDA_EAGER=1; "
+     "docs/runtime.md)", SEC_MAIN},
+    {"--timeout", "run train eval", 1, " S",
+     "give up after S seconds waiting for another device (a virtual device, an MPI rank, "
+     "a GPU's NCCL call): the run fails, naming the op and whom it waited for "
+     "(default 300)", SEC_MAIN},
+    {"--passes", "dump compile run train eval", 1, "=LIST",
+     "passes to run, comma-separated (dump: none unless given; else simplify,fold_bn,"
+     "schedule,fuse, and for a training step simplify,schedule,fuse); passes: simplify "
+     "fold cse dce fold_bn schedule fuse remat", SEC_MAIN},
+    {"--dump-ir", "compile", 1, "=all|before:PASS|after:PASS", "print the IR there",
+     SEC_MAIN},
+    {"--dump-dir", "compile", 1, " DIR", "write those dumps to DIR/NN-when-pass.gir",
+     SEC_MAIN},
+    {"--verify-each", "compile run train eval", 0, "", "run the IR verifier after every pass",
+     SEC_MAIN},
+    {"--time-passes", "compile", 0, "", "each pass's time and changes", SEC_MAIN},
+    {"--dump-memory", "compile", 0, "",
+     "the memory plan: every buffer's offset, size and live range", SEC_MAIN},
+    {"--stats", "compile", 0, "",
+     "key: value lines for scripts (ops, fused_nodes, kernels, memory.*, params.bytes, "
+     "compile_ms)", SEC_MAIN},
+    {"--dump-plan", "compile", 2, "[=FILE.json]",
+     "the partition plan: per device its ops, memory, predicted time and communication "
+     "(JSON into FILE; '-': standard output)", SEC_MAIN},
+    {"--json", "inspect", 0, "",
+     "instead, per device what one run asks of the GPU, as JSON: graph nodes, steps, "
+     "kernel launches, library calls, communication, copies and their bytes, bytes "
+     "kernels read and write, the smallest grid among kernels over 1M elements", SEC_MAIN},
+    {"--remat", "compile", 0, "",
+     "with --train: recompute batchnorm-ReLU results in the backward pass; reports the "
+     "memory saved and the FLOPs added", SEC_STEP},
+    {"--remat", "train", 0, "", "recompute batchnorm-ReLU results in the backward pass",
+     SEC_STEP},
+    {"--train", "dump compile", 0, "",
+     "the training step: forward in training mode, backward, and the optimizer's update",
+     SEC_STEP},
+    {"--optimizer", "dump compile train", 1, " sgd|adam|adamw", "the optimizer (default sgd)",
+     SEC_STEP},
+    {"--momentum", "dump compile train", 1, " M", "SGD momentum (default 0)", SEC_STEP},
+    {"--nesterov", "dump compile train", 0, "", "SGD with Nesterov momentum", SEC_STEP},
+    {"--weight-decay", "dump compile train", 1, " W", "weight decay (default 0; AdamW 0.01)",
+     SEC_STEP},
+    {"--gpus", "dump compile", 1, " N", "compile for N GPUs (cost model h100-nvlink)",
+     SEC_PART},
+    {"--devices", "dump compile run train", 1, " cpu:N",
+     "run on N virtual CPU devices, a thread each (cost model cpu); under mpirun -np N, "
+     "N devices, a process each", SEC_PART},
+    {"--strategy", "dump compile run train", 1, " data|pipeline|tensor|hybrid:dp=A,pp=B|auto",
+     "(default auto: the fastest predicted strategy that fits every device)", SEC_PART},
+    {"--microbatches", "dump compile run train", 1, " N",
+     "pipeline: microbatches per step (default 2 per stage)", SEC_PART},
+    {"--pipeline-schedule", "dump compile run train", 1, " 1f1b|gpipe", "(default 1f1b)",
+     SEC_PART},
+    {"--bucket-mb", "dump compile run train", 1, " X",
+     "data: gradient all-reduce buckets of X MiB (default 25)", SEC_PART},
+    {"--sync-bn", "dump compile run train", 0, "",
+     "data: batchnorm statistics over the whole batch", SEC_PART},
+    {"--deterministic", "dump compile run train", 0, "",
+     "data: bitwise the same for every device count dividing the micro-shards", SEC_PART},
+    {"--micro-shards", "dump compile run train", 1, " N",
+     "--deterministic: micro-shards of the batch (default 8)", SEC_PART},
+    {"--mem-cap", "compile run train", 1, " SIZE|D=SIZE,...",
+     "memory per device (default: the device model's)", SEC_PART},
+    {"--device-model", "compile run train", 1, " h100-nvlink|h100-pcie|cpu[,key=value...]",
+     "the cost model", SEC_PART},
+    {"--precision", "compile", 1, " fp32|tf32|bf16|fp16",
+     "the kernels' arithmetic (default fp32)", SEC_GPU},
+    {"--precision", "train eval", 1, " fp32|tf32|bf16|fp16",
+     "cuda: the kernels' arithmetic (default fp32; as for gnc compile)", SEC_GPU},
+    {"--conv", "compile", 1, " cudnn|igemm|cudnn-nhwc|auto",
+     "convolutions as cuDNN calls (the default), as generated implicit-GEMM kernels "
+     "(tensor cores but at fp32), as cuDNN calls on channels-last (NHWC) copies, or each "
+     "the fastest of the three on this machine's GPU (auto, with --autotune)", SEC_GPU},
+    {"--conv", "train eval", 1, " cudnn|igemm|cudnn-nhwc",
+     "cuda: the convolutions' way (default cudnn; as for gnc compile)", SEC_GPU},
+    {"--arch", "compile", 1, " LIST",
+     "the cubins the plan holds, as sm_80,sm_90 (the default), and the PTX of the newest",
+     SEC_GPU},
+    {"--no-kernels", "compile", 0, "", "no CUDA kernels in the plan", SEC_GPU},
+    {"--autotune", "compile", 0, "",
+     "time each cuBLASLt and cuDNN call's candidate algorithms on this machine's GPU and "
+     "record the fastest in the plan (the default asks the libraries' heuristics at load, "
+     "untimed)", SEC_GPU},
+};
 
-static const char usage_dump[] =
-    "usage: gnc dump [options] FILE\n"
-    "\n"
-    "Prints the graph IR of FILE (docs/ir.md).  The text parses back: 'gnc dump x.gir'\n"
-    "prints it again unchanged.\n"
-    "\n"
-    "options:\n"
-    "  -o FILE         write to FILE (atomically) instead of standard output\n";
+#define NFLAGS (sizeof flags / sizeof flags[0])
 
-static const char usage_compile[] =
-    "usage: gnc compile [options] FILE\n"
-    "\n"
-    "Parses and elaborates FILE, checks every shape, runs the passes, plans the\n"
-    "memory and prints a summary: inputs, outputs, parameters, operations, FLOPs,\n"
-    "and the planned arena against its lower bound (docs/passes.md).\n"
-    "\n"
-    "options:\n"
-    "  --passes=LIST   passes to run, comma-separated (default simplify,fold_bn,\n"
-    "                  schedule,fuse; with --train simplify,schedule,fuse; passes:\n"
-    "                  simplify fold cse dce fold_bn schedule fuse remat)\n"
-    "  --dump-ir=all|before:PASS|after:PASS   print the IR there\n"
-    "  --dump-dir DIR  write those dumps to DIR/NN-when-pass.gir\n"
-    "  --verify-each   run the IR verifier after every pass\n"
-    "  --time-passes   each pass's time and changes\n"
-    "  --dump-memory   the memory plan: every buffer's offset, size and live range\n"
-    "  --stats         key: value lines for scripts (ops, fused_nodes, kernels, memory.*,\n"
-    "                  params.bytes, compile_ms)\n"
-    "  --remat         with --train: recompute batchnorm-ReLU results in the backward\n"
-    "                  pass; reports the memory saved and the FLOPs added\n"
-    "  --dump-plan[=FILE.json]   the partition plan: per device its ops, memory,\n"
-    "                  predicted time and communication (JSON into FILE)\n"
-    "  -o FILE.gnc     write the compiled program, its memory plan and its flags as a\n"
-    "                  plan file (docs/plan.md), atomically; gnc run, train and the\n"
-    "                  embedding library (docs/api.md) run it.  Where gnc has NVRTC,\n"
-    "                  the plan also holds the CUDA kernels (docs/codegen.md):\n"
-    "  --precision fp32|tf32|bf16|fp16   the kernels' arithmetic (default fp32)\n"
-    "  --conv cudnn|igemm|cudnn-nhwc|auto   convolutions as cuDNN calls (the\n"
-    "                  default), as generated implicit-GEMM kernels (tensor cores but\n"
-    "                  at fp32), as cuDNN calls on channels-last (NHWC) copies, or\n"
-    "                  each the fastest of the three on this machine's GPU (auto,\n"
-    "                  with --autotune)\n"
-    "  --arch LIST     the cubins it holds, as sm_80,sm_90 (the default), and the\n"
-    "                  PTX of the newest\n"
-    "  --no-kernels    no CUDA kernels in the plan\n"
-    "  --autotune      time each cuBLASLt and cuDNN call's candidate algorithms on\n"
-    "                  this machine's GPU and record the fastest in the plan (the\n"
-    "                  default asks the libraries' heuristics at load, untimed)\n";
+static int applies(const struct flag *f, const char *cmd)
+{
+    size_t n = strlen(cmd);
+    for (const char *p = f->cmds; (p = strstr(p, cmd)); p += n)
+        if ((p == f->cmds || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+            return 1;
+    return 0;
+}
 
-static const char usage_run[] =
-    "usage: gnc run [options] FILE\n"
-    "\n"
-    "Runs inference (batchnorm with running statistics, no dropout) on the CPU and\n"
-    "prints each output.  Inputs are random unless given: floating-point inputs are\n"
-    "uniform in [0, 1), integer ones in [0, 10).\n"
-    "\n"
-    "options:\n"
-    "  --seed N        seed of the parameter initializers and random inputs (default 0)\n"
-    "  --input [NAME=]FILE.npy\n"
-    "                  read an input from a .npy file (NAME may be left out when the\n"
-    "                  model has one input); repeatable\n"
-    "  -o DIR          write each output to DIR/NAME.npy\n"
-    "  --threads N     CPU threads (default: all cores)\n"
-    "  --repeat N      run N times and report the median time (default 1)\n"
-    "  --profile       print the time spent in each op\n"
-    "  --device cpu|cuda   where to run (default cuda where a GPU is present, else\n"
-    "                  cpu); a model runs on cuda as the plan gnc compile -o makes of\n"
-    "                  it (compiled in memory)\n"
-    "  --eager         cuda: launch step by step instead of replaying a CUDA graph\n"
-    "                  (also GNC_CUDA_EAGER=1; docs/runtime.md)\n"
-    "  --timeout S     give up after S seconds waiting for another device (a virtual\n"
-    "                  device, an MPI rank, a GPU's NCCL call): the run fails, naming\n"
-    "                  the op and whom it waited for (default 300)\n"
-    "\n"
-    "FILE may be a plan (gnc compile -o): it runs as compiled, on as many virtual\n"
-    "devices as it was compiled for; options that shape a program do not apply.\n";
+/* Prints text from column `col` on, wrapped at 80 columns with an indent of
+ * 18. */
+static void print_wrapped(FILE *f, const char *text, int col)
+{
+    while (*text) {
+        size_t word = strcspn(text, " ");
+        if (col > 18 && col + 1 + (int)word > 80) {
+            fprintf(f, "\n%18s", "");
+            col = 18;
+        } else if (col > 18) {
+            fputc(' ', f);
+            col++;
+        }
+        fprintf(f, "%.*s", (int)word, text);
+        col += (int)word;
+        text += word;
+        text += strspn(text, " ");
+    }
+    fputc('\n', f);
+}
 
-static const char usage_train[] =
-    "usage: gnc train [options] MODEL.net\n"
-    "\n"
-    "Trains the model on --device: each step runs the training graph (gnc dump --train)\n"
-    "on a shuffled batch; after each epoch, test accuracy on the whole test set.\n"
-    "The model's first float input takes the images, its integer input the labels.\n"
-    "\n"
-    "options:\n"
-    "  --data DIR      IDX files (train-*, t10k-*; .gz or not)\n"
-    "                  (default /usr/share/datasets/fashion-mnist)\n"
-    "  --epochs N      epochs (default 1)\n"
-    "  --steps N       stop after N steps in all (default: whole epochs)\n"
-    "  --batch N       batch size: sets -D batch=N (default: the model's)\n"
-    "  --lr X          learning rate (default 0.1)\n"
-    "  --schedule constant|step|cosine   learning-rate schedule (default constant)\n"
-    "  --step-size N   step schedule: epochs between decays (default 1)\n"
-    "  --gamma X       step schedule: decay factor (default 0.1)\n"
-    "  --warmup N      linear warm-up over the first N steps (default 0)\n"
-    "  --optimizer sgd|adam|adamw   (default sgd)\n"
-    "  --momentum M    SGD momentum (default 0)\n"
-    "  --nesterov      SGD with Nesterov momentum\n"
-    "  --weight-decay W  (default 0; AdamW 0.01)\n"
-    "  --seed N        initializers, shuffling and dropout (default 0)\n"
-    "  --checkpoint FILE  save a safetensors checkpoint after each epoch and at the end\n"
-    "  --resume FILE   continue from a checkpoint, exactly where it stopped\n"
-    "  --log FILE.csv  one row per epoch: epoch,steps,train_loss,test_acc,images_per_s,seconds\n"
-    "  --threads N     CPU threads (default: all cores)\n"
-    "  --remat         recompute batchnorm-ReLU results in the backward pass\n"
-    "  --profile       print the time spent in each op of the training step\n"
-    "  --device cpu|cuda   where to train (default cuda where a GPU is present, else\n"
-    "                  cpu); parameters and optimizer state stay on the GPU and are\n"
-    "                  read back for evaluation and checkpoints\n"
-    "  --eager         cuda: launch step by step instead of replaying a CUDA graph\n"
-    "                  (also GNC_CUDA_EAGER=1; docs/runtime.md)\n"
-    "  --precision fp32|tf32|bf16|fp16   cuda: the kernels' arithmetic (default\n"
-    "                  fp32; as for gnc compile)\n"
-    "  --conv cudnn|igemm|cudnn-nhwc   cuda: the convolutions' way (default cudnn)\n"
-    "  --timeout S     give up after S seconds waiting for another device (as for\n"
-    "                  gnc run; default 300)\n"
-    "\n"
-    "MODEL may be a training plan (gnc compile MODEL.net --train -o FILE.gnc): it\n"
-    "trains as compiled (batch, optimizer, devices); each epoch ends with its\n"
-    "training loss, as a plan holds no inference program to test with (gnc eval\n"
-    "takes an inference plan and the checkpoint).\n";
+/* A command's help: about, its flags by section, notes. */
+static void print_command_usage(const struct command *c, FILE *f)
+{
+    fputs(c->about, f);
+    int train = strcmp(c->name, "train") == 0;
+    for (int s = 0; s < NSECTIONS; s++) {
+        int any = 0;
+        for (size_t k = 0; k < NFLAGS; k++) {
+            const struct flag *fl = &flags[k];
+            int sec = train && fl->section == SEC_STEP ? SEC_MAIN : fl->section;
+            if (sec != s || !applies(fl, c->name))
+                continue;
+            if (!any++)
+                fprintf(f, "\n%s:\n", section_title[s]);
+            int col = fprintf(f, "  %s%s", fl->name, fl->arg);
+            if (col <= 17)
+                col += fprintf(f, "%*s", 18 - col, "");
+            else
+                col = 80; /* the help on the next line */
+            print_wrapped(f, fl->help, col);
+        }
+        if (s == SEC_MAIN && !any++)
+            fputs("\noptions:\n", f);
+        if (s == SEC_MAIN)
+            fputs("  -h, --help      show this help\n", f);
+    }
+    if (c->notes)
+        fprintf(f, "\n%s", c->notes);
+}
 
-static const char usage_eval[] =
-    "usage: gnc eval [options] MODEL.net\n"
-    "\n"
-    "Test accuracy and loss of the weights in a checkpoint, in inference mode.\n"
-    "\n"
-    "options:\n"
-    "  --weights FILE  a checkpoint written by gnc train (required)\n"
-    "  --data DIR      IDX files (default /usr/share/datasets/fashion-mnist)\n"
-    "  --batch N       images per step (default: the largest divisor of the test set\n"
-    "                  up to 256)\n"
-    "  --threads N     CPU threads (default: all cores)\n"
-    "  --device cpu|cuda   as for gnc run\n"
-    "  --eager         as for gnc run\n"
-    "  --timeout S     as for gnc run (default 300)\n"
-    "  --precision, --conv   as for gnc train\n"
-    "\n"
-    "MODEL may be an inference plan (gnc compile -o), at the batch it was compiled for.\n";
-
-static const char usage_inspect[] =
-    "usage: gnc inspect FILE.gnc [--json]\n"
-    "\n"
-    "Checks a plan file (gnc compile -o; docs/plan.md) as gnc run would and prints\n"
-    "what it holds: its sections, the flags it was compiled with, each device's\n"
-    "arena and holdings, the inputs, outputs and parameters (with initializers),\n"
-    "each device's collectives and transfers with their bytes, and its kernels.\n"
-    "An invalid plan gives an error saying what is wrong, and exit status 1.\n"
-    "\n"
-    "options:\n"
-    "  --json          instead, per device what one run asks of the GPU, as JSON:\n"
-    "                  graph nodes, steps, kernel launches, library calls,\n"
-    "                  communication, copies and their bytes, bytes kernels read\n"
-    "                  and write, the smallest grid among kernels over 1M elements\n"
-    "  -h, --help      show this help\n";
-
-static const char usage_devices[] =
-    "usage: gnc devices\n"
-    "\n"
-    "Lists the GPUs the CUDA driver sees: name, compute capability, multiprocessors,\n"
-    "memory (and how much is free), the driver's CUDA version.  Exit status 1, with\n"
-    "the reason, where the driver does not load or sees no GPU.\n"
-    "\n"
-    "options:\n"
-    "  -h, --help      show this help\n";
+static const struct command *command_named(const char *name)
+{
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    return NULL;
+}
 
 static void print_usage(const char *cmd, FILE *f)
 {
-    if (!cmd) {
+    const struct command *c = cmd ? command_named(cmd) : NULL;
+    if (c)
+        print_command_usage(c, f);
+    else
         fputs(usage_main, f);
-        return;
-    }
-    const char *u = strcmp(cmd, "dump") == 0      ? usage_dump
-                  : strcmp(cmd, "compile") == 0 ? usage_compile
-                  : strcmp(cmd, "train") == 0   ? usage_train
-                  : strcmp(cmd, "eval") == 0    ? usage_eval
-                  : strcmp(cmd, "inspect") == 0 ? usage_inspect
-                  : strcmp(cmd, "devices") == 0 ? usage_devices
-                                                : usage_run;
-    fputs(u, f);
-    if (u == usage_inspect || u == usage_devices)
-        return;
-    if (u == usage_dump || u == usage_compile)
-        fputs(usage_train_graph, f);
-    if (u != usage_eval)
-        fputs(usage_partition, f);
-    fputs(usage_common, f);
 }
 
 static int usage_error(const char *cmd, const char *fmt, const char *arg)
@@ -282,80 +375,6 @@ static int parse_uint(const char *s, unsigned long long max, unsigned long long 
         return 0;
     *out = v;
     return 1;
-}
-
-/* The flags, the commands each applies to, and whether it takes a value (2:
- * an optional one, as --flag=VALUE). */
-static const struct flag {
-    const char *name;
-    const char *cmds;
-    int valued;
-} flags[] = {
-    {"-D", "dump compile run train eval", 1},
-    {"--model", "dump compile run train eval", 1},
-    {"-o", "dump compile run", 1},
-    {"--seed", "run train", 1},
-    {"--input", "run", 1},
-    {"--threads", "run train eval", 1},
-    {"--repeat", "run", 1},
-    {"--train", "dump compile", 0},
-    {"--profile", "run train", 0},
-    {"--eager", "run train eval", 0},
-    {"--timeout", "run train eval", 1},
-    {"--passes", "dump compile run train eval", 1},
-    {"--dump-ir", "compile", 1},
-    {"--dump-dir", "compile", 1},
-    {"--verify-each", "compile run train eval", 0},
-    {"--time-passes", "compile", 0},
-    {"--dump-memory", "compile", 0},
-    {"--stats", "compile", 0},
-    {"--json", "inspect", 0},
-    {"--remat", "compile train", 0},
-    {"--optimizer", "dump compile train", 1},
-    {"--momentum", "dump compile train", 1},
-    {"--nesterov", "dump compile train", 0},
-    {"--weight-decay", "dump compile train", 1},
-    {"--data", "train eval", 1},
-    {"--epochs", "train", 1},
-    {"--steps", "train", 1},
-    {"--batch", "train eval", 1},
-    {"--lr", "train", 1},
-    {"--schedule", "train", 1},
-    {"--warmup", "train", 1},
-    {"--step-size", "train", 1},
-    {"--gamma", "train", 1},
-    {"--checkpoint", "train", 1},
-    {"--resume", "train", 1},
-    {"--log", "train", 1},
-    {"--log-every", "train", 1},
-    {"--weights", "eval", 1},
-    {"--device", "train eval run", 1},
-    {"--gpus", "dump compile", 1},
-    {"--devices", "dump compile run train", 1},
-    {"--strategy", "dump compile run train", 1},
-    {"--microbatches", "dump compile run train", 1},
-    {"--pipeline-schedule", "dump compile run train", 1},
-    {"--bucket-mb", "dump compile run train", 1},
-    {"--sync-bn", "dump compile run train", 0},
-    {"--deterministic", "dump compile run train", 0},
-    {"--micro-shards", "dump compile run train", 1},
-    {"--dump-plan", "compile", 2},
-    {"--precision", "compile train eval", 1},
-    {"--conv", "compile train eval", 1},
-    {"--arch", "compile", 1},
-    {"--no-kernels", "compile", 0},
-    {"--autotune", "compile", 0},
-    {"--mem-cap", "compile run train", 1},
-    {"--device-model", "compile run train", 1},
-};
-
-static int applies(const struct flag *f, const char *cmd)
-{
-    size_t n = strlen(cmd);
-    for (const char *p = f->cmds; (p = strstr(p, cmd)); p += n)
-        if ((p == f->cmds || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
-            return 1;
-    return 0;
 }
 
 static int parse_number(const char *s, double lo, double hi, double *out)
@@ -636,6 +655,25 @@ static int codegen_flag(options *o, const char *cmdsp, const char *name, const c
     return 0;
 }
 
+/* An option no entry of flags[] names: a usage error, with the nearest name
+ * of the command's options (or of any command's) as a suggestion. */
+static int unknown_option(const char *cmd, const char *a)
+{
+    const char *names[NFLAGS], *s = NULL;
+    char typed[64];
+    snprintf(typed, sizeof typed, "%.*s", (int)strcspn(a, "="), a);
+    for (int pass = 0; pass < 2 && !s; pass++) {
+        int n = 0;
+        for (size_t k = 0; k < NFLAGS; k++)
+            if (pass || applies(&flags[k], cmd))
+                names[n++] = flags[k].name;
+        s = diag_suggest(typed, names, n);
+    }
+    fprintf(stderr, "gnc: error: unknown option '%s'%s%s%s\n(see 'gnc %s --help')\n", a,
+            s ? "; did you mean '" : "", s ? s : "", s ? "'?" : "", cmd);
+    return 2;
+}
+
 static int parse_args(int argc, char **argv, options *o)
 {
     char cmdsp[32];
@@ -647,21 +685,22 @@ static int parse_args(int argc, char **argv, options *o)
             print_usage(o->cmd, stdout);
             return 1;
         }
-        /* "-D x", "-Dx", "--flag x", "--flag=x" */
-        for (size_t k = 0; k < sizeof flags / sizeof flags[0] && !f; k++) {
+        /* "-D x", "-Dx", "--flag x", "--flag=x"; of a flag's entries, the
+           command's */
+        for (size_t k = 0; k < NFLAGS; k++) {
             size_t n = strlen(flags[k].name);
-            if (strncmp(a, flags[k].name, n) != 0)
+            int attached = strcmp(flags[k].name, "-D") == 0;
+            if (strncmp(a, flags[k].name, n) != 0 ||
+                (a[n] != '\0' && !(flags[k].valued && (a[n] == '=' || attached))))
                 continue;
-            if (a[n] == '\0')
-                f = &flags[k];
-            else if (flags[k].valued && (a[n] == '=' || k == 0))
-                f = &flags[k], val = a + n + (a[n] == '=' && k != 0);
-            if (f && f->valued == 2 && !val)
-                val = ""; /* the optional value left out */
+            if (!f || (!applies(f, o->cmd) && applies(&flags[k], o->cmd)))
+                f = &flags[k], val = a[n] ? a + n + (a[n] == '=' && !attached) : NULL;
         }
+        if (f && f->valued == 2 && !val)
+            val = ""; /* the optional value left out */
         if (!f) {
             if (a[0] == '-' && a[1] != '\0')
-                return usage_error(cmdsp, "unknown option '%s'", a);
+                return unknown_option(o->cmd, a);
             if (o->c.file)
                 return usage_error(cmdsp, "more than one input file ('%s')", a);
             o->c.file = a;
@@ -765,7 +804,7 @@ int cli_stdout_gone(void)
 
 static int cmd_dump(const options *o, ir_graph *g)
 {
-    if (!o->out) {
+    if (!o->out || strcmp(o->out, "-") == 0) {
         ir_print(g, stdout);
         return fflush(stdout) == 0 ? 0 : 1;
     }
@@ -1113,7 +1152,7 @@ static int cmd_devices(int argc, char **argv)
     char err[1024];
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            fputs(usage_devices, stdout);
+            print_usage("devices", stdout);
             return 0;
         }
         return usage_error("devices ", "unknown option '%s'", argv[i]);
@@ -1138,21 +1177,26 @@ static int cmd_devices(int argc, char **argv)
     return 0;
 }
 
-/* A model or plan read from a pipe or a terminal (/dev/stdin, <(...)) can be
- * read once: its bytes are read now and kept (base_preload), so that probing
- * them for a plan and loading the model (twice, for training) see them all. */
-static int preload_stream(const char *path)
+/* A model or plan read from a pipe or a terminal (/dev/stdin, <(...), or
+ * '-', standard input, which messages call <stdin>) can be read once: its
+ * bytes are read now and kept (base_preload), so that probing them for a
+ * plan and loading the model (twice, for training) see them all. */
+static int preload_stream(options *o)
 {
+    const char *path = o->c.file;
+    int std = path && strcmp(path, "-") == 0;
     struct stat st;
-    if (!path || stat(path, &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))
+    if (!path || (!std && (stat(path, &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))))
         return 0;
     size_t len;
     const char *why = NULL;
-    char *data = base_read_file(path, &len, &why);
+    char *data = base_read_file(std ? "/dev/stdin" : path, &len, &why);
     if (!data) {
-        fprintf(stderr, "gnc: error: %s: cannot read: %s\n", path, why);
+        fprintf(stderr, "gnc: error: %s: cannot read: %s\n", std ? "<stdin>" : path, why);
         return 1;
     }
+    if (std)
+        o->c.file = path = "<stdin>";
     base_preload(path, data, len);
     return 0;
 }
@@ -1208,7 +1252,7 @@ static int command(int argc, char **argv, cli_world *world)
         options_free(&o);
         return rc == 1 ? 0 : rc;
     }
-    if ((rc = preload_stream(o.c.file)) != 0) {
+    if ((rc = preload_stream(&o)) != 0) {
         options_free(&o);
         return rc;
     }
@@ -1249,6 +1293,20 @@ static int command(int argc, char **argv, cli_world *world)
         return rc;
     }
 
+    /* compile -o - or --dump-plan=-: the plan alone on standard output, what
+       is printed besides on standard error */
+    int plan_fd = -1, out_std = o.out && strcmp(o.out, "-") == 0;
+    int dump_std = o.dump_plan_file && strcmp(o.dump_plan_file, "-") == 0;
+    if (strcmp(cmd, "compile") == 0 && out_std && dump_std) {
+        options_free(&o);
+        return usage_error("compile ", "-o - and --dump-plan=- both write to standard "
+                           "output: give one of them a file%s", "");
+    }
+    if (strcmp(cmd, "compile") == 0 && (out_std || dump_std)) {
+        fflush(stdout);
+        plan_fd = dup(STDOUT_FILENO);
+        dup2(STDERR_FILENO, STDOUT_FILENO);
+    }
     diag d;
     diag_init(&d);
     double t0 = cli_now_ms();
@@ -1279,24 +1337,43 @@ static int command(int argc, char **argv, cli_world *world)
         rc = 0; /* rank 0 prints the summary */
     else if (strcmp(cmd, "dump") == 0)
         rc = cmd_dump(&o, g);
-    else if (strcmp(cmd, "compile") == 0 && o.stats)
-        rc = (print_stats(&o, g, plan, ms), 0);
-    else if (strcmp(cmd, "compile") == 0 && o.dump_memory)
-        rc = (mp_print(g, plan, stdout), 0);
     else if (strcmp(cmd, "compile") == 0) {
-        rc = cmd_compile(&o, g, plan, peak_without_remat(&o), ms);
+        /* --stats or --dump-memory instead of the summary; and the plan's dump */
+        if (o.stats)
+            rc = (print_stats(&o, g, plan, ms), 0);
+        else if (o.dump_memory)
+            rc = (mp_print(g, plan, stdout), 0);
+        else
+            rc = cmd_compile(&o, g, plan, peak_without_remat(&o), ms);
         if (rc == 0 && o.dump_plan && !o.dump_plan_file)
             fputc('\n', stdout);
+        fflush(stdout);
+        if (dump_std)
+            dup2(plan_fd, STDOUT_FILENO);
         if (rc == 0 && o.dump_plan)
             rc = cli_write_plan(&prog, o.dump_plan_file) != 0;
+        fflush(stdout);
+        if (dump_std)
+            dup2(STDERR_FILENO, STDOUT_FILENO);
     } else if (o.cuda && cli_plan_memory(&o, &prog, o.c.train) != 0)
         rc = 1; /* the model as its plan, the GPU's program */
     else
         rc = cmd_run(&o, &prog);
     if (rc == 0 && strcmp(cmd, "compile") == 0 && o.out && world->rank == 0) {
+        fflush(stdout);
+        if (out_std)
+            dup2(plan_fd, STDOUT_FILENO);
         rc = cli_plan_write(&o, &prog, o.out) != 0;
-        if (rc == 0 && !o.stats && !o.dump_memory)
+        fflush(stdout);
+        if (out_std)
+            dup2(STDERR_FILENO, STDOUT_FILENO);
+        if (rc == 0 && !o.stats && !o.dump_memory && !out_std)
             printf("plan: %s\n", o.out);
+    }
+    if (plan_fd >= 0) {
+        fflush(stdout);
+        dup2(plan_fd, STDOUT_FILENO);
+        close(plan_fd);
     }
     drv_candidates_free(prog.plan);
     drv_program_free(&prog);

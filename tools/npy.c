@@ -379,9 +379,12 @@ static int read_dict(reader *r, pystr *descr, int *fortran, ir_type *shape)
 int npy_read(const char *path, const ir_type *want, void *out, char *err, size_t errlen)
 {
     struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+    const char *file = path;
+    if (strcmp(path, "-") == 0) /* standard input, <stdin> in messages */
+        file = "/dev/stdin", path = "<stdin>";
+    if (stat(file, &st) == 0 && S_ISDIR(st.st_mode))
         return base_fail(err, errlen, "%s: is a directory, not a .npy file", path);
-    FILE *f = fopen(path, "rb");
+    FILE *f = fopen(file, "rb");
     if (!f)
         return base_fail(err, errlen, "%s: cannot read file: %s", path, strerror(errno));
     unsigned char pre[12];

@@ -6,8 +6,9 @@
 
 #include "ir.h"
 
-/* Reads path into out, which holds want's elements (float32 for float dtypes).
- * The file's dtype and shape must match want exactly. */
+/* Reads path ("-": standard input) into out, which holds want's elements
+ * (float32 for float dtypes).  The file's dtype and shape must match want
+ * exactly. */
 int npy_read(const char *path, const ir_type *want, void *out, char *err, size_t errlen);
 /* Writes atomically (a temporary file renamed into place). */
 int npy_write(const char *path, const ir_type *t, const void *data, char *err, size_t errlen);

@@ -72,6 +72,8 @@ int cli_write_plan(const drv_program *p, const char *path)
         pt_plan_print(p->plan, p->g, stdout);
         return 0;
     }
+    if (strcmp(path, "-") == 0)
+        return pt_plan_write_json(p->plan, p->g, stdout);
     size_t n = strlen(path) + 24;
     char *tmp = malloc(n);
     if (!tmp)

@@ -314,6 +314,12 @@ int rt_plan_write_program(const char *path, const ir_graph *g, const mp_plan *mp
     size_t size;
     if (rt_plan_encode_program(g, mp, meta, nmeta, cg, &data, &size, err, errlen) != 0)
         return -1;
+    if (strcmp(path, "-") == 0) { /* standard output */
+        int bad = write_all(STDOUT_FILENO, data, size) != 0;
+        base_free(data);
+        return bad ? base_fail(err, errlen, "cannot write the plan to standard output: %s",
+                               strerror(errno)) : 0;
+    }
     size_t n = strlen(path) + 32;
     char *tmp = base_malloc(n);
     if (!tmp) {

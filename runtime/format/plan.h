@@ -145,7 +145,8 @@ int rt_plan_encode_with(const ir_graph *g, const mp_plan *mp, const rt_plan_kv *
  * be generated from this very plan's program and memory plan as a loader
  * decodes them, with the precision and archs of meta ("precision", "archs"),
  * and compiled (cg_compile: a cubin per arch and the PTX).  NULL cg: as
- * rt_plan_encode.  Writes path atomically, after reading the bytes back. */
+ * rt_plan_encode.  Writes path atomically, after reading the bytes back;
+ * path "-": to standard output. */
 int rt_plan_encode_program(const ir_graph *g, const mp_plan *mp, const rt_plan_kv *meta,
                            int nmeta, const cg_program *cg, unsigned char **data, size_t *size,
                            char *err, size_t errlen);

@@ -21,6 +21,30 @@ expect 2 "$gnc" run --threads 0 x.net;     has "--threads needs an integer"
 expect 2 "$gnc" compile --seed 1 x.net;    has "does not apply to this command"
 expect 2 "$gnc" dump a.net b.net;          has "more than one input file"
 expect 1 "$gnc" dump missing.net;          has "missing.net: error: cannot read file"
+expect 2 "$gnc" compile x.net --gpu 2;     has "unknown option '--gpu'; did you mean '--gpus'?"
+expect 2 "$gnc" train x.net --chekpoint=a; has "unknown option '--chekpoint=a'; did you mean '--checkpoint'?"
+
+# every option a command's help lists is one the command takes (the help is
+# made from the parser's table), and the help lists every one it takes
+for cmd in dump compile run train eval inspect; do
+    listed=$("$gnc" $cmd --help | grep -oE '^  (-[A-Za-z]|--[a-z-]+)' | sort -u)
+    n=0
+    for opt in $listed; do
+        [ "$opt" = -h ] && continue
+        err=$("$gnc" $cmd "$opt" 2>&1 >/dev/null)
+        n=$((n + 1))
+        if grep -qE "does not apply|unknown option" <<<"$err"; then bad "gnc $cmd --help lists $opt, which gnc $cmd refuses: $err"; else ok; fi
+    done
+    [ $n -gt 0 ] || bad "gnc $cmd --help lists no options"
+done
+for opt in --gpus --dump-plan --checkpoint --weights --json --train; do
+    for cmd in dump compile run train eval inspect; do
+        err=$("$gnc" $cmd "$opt" 2>&1 >/dev/null)
+        takes=$(grep -qE "does not apply|unknown option" <<<"$err" && echo no || echo yes)
+        lists=$("$gnc" $cmd --help | grep -qE "^  $opt( |=|\[|$)" && echo yes || echo no)
+        if [ "$takes" = "$lists" ]; then ok; else bad "gnc $cmd: takes $opt: $takes, its help lists it: $lists"; fi
+    done
+done
 
 # bad -D values are located errors
 expect 1 "$gnc" dump "$src/models/lenet.net" -D batchh=3
@@ -136,6 +160,25 @@ printf 'garbage' >junk.npy
 expect 1 "$gnc" run "$src/models/lenet.net" -D batch=2 --input image=junk.npy
 has "not a .npy file"
 
+# '-': standard input for FILE and --input, standard output for compile -o
+# and --dump-plan (then the summary goes to standard error)
+out=$("$gnc" compile - <"$src/models/lenet.net" 2>&1); rc=$?
+if [ $rc = 0 ] && grep -qF "model lenet (<stdin>)" <<<"$out"; then ok; else bad "compile - (stdin): exit $rc"; echo "$out" | tail -3; fi
+out=$(printf 'model m {\n  input x: f32[2]\n  output y = relu(z)\n}\n' | "$gnc" compile - 2>&1); rc=$?
+if [ $rc = 1 ] && grep -qF "<stdin>:" <<<"$out"; then ok; else bad "a bad model on stdin: exit $rc: $out"; fi
+"$gnc" compile "$src/models/lenet.net" --no-kernels -o - >stdout.gnc 2>stdout.err; rc=$?
+expect 0 "$gnc" inspect stdout.gnc
+if [ $rc = 0 ] && cmp -s stdout.gnc <("$gnc" compile "$src/models/lenet.net" --no-kernels -o file.gnc >/dev/null && cat file.gnc) &&
+   grep -qF "model lenet" stdout.err; then ok; else bad "compile -o -: exit $rc, or not the plan -o FILE writes"; fi
+"$gnc" compile "$src/models/lenet.net" --gpus 2 --dump-plan=- >plan.json 2>plan.err; rc=$?
+if [ $rc = 0 ] && python3 -c 'import json, sys; json.load(open(sys.argv[1]))' plan.json &&
+   grep -qF "model lenet" plan.err; then ok; else bad "--dump-plan=-: exit $rc, or not JSON alone"; fi
+expect 2 "$gnc" compile "$src/models/lenet.net" -o - --dump-plan=-
+has "-o - and --dump-plan=- both write to standard output"
+expect 0 "$gnc" compile "$src/models/lenet.net" --gpus 2 --stats --dump-plan=both.json
+has "fused_nodes: "
+if python3 -c 'import json, sys; json.load(open(sys.argv[1]))' both.json; then ok; else bad "--stats with --dump-plan=FILE wrote no plan"; fi
+
 # .npy headers are read as the format has them: a Python dict literal with the
 # keys 'descr', 'fortran_order' and 'shape' once each, padded with spaces to a
 # '\n'; the data and nothing after it.  mknpy FILE HEADER [DATA_BYTES [PAD]]
@@ -157,6 +200,8 @@ printf 'model m() {\n    input x: f32[2, 3]\n    output y = relu(x)\n}\n' >tiny.
 R=("$gnc" run tiny.net --device cpu --input)
 mknpy plain.npy "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"
 expect 0 "${R[@]}" x=plain.npy;     has "y: f32[2, 3]"
+expect 0 "${R[@]}" x=- <plain.npy;   has "y: f32[2, 3]"
+expect 1 "${R[@]}" x=- </dev/null;   has "<stdin>: not a .npy file"
 # any whitespace Python takes between the tokens, either quote, no trailing comma
 mknpy spaced.npy $'{\n\t"descr"\t: \'<f4\' ,\n  \'fortran_order\':\tFalse,\r\n\t\'shape\' : (\n\t\t2 ,\n\t\t3\n\t)\n}'
 expect 0 "${R[@]}" x=spaced.npy;    has "y: f32[2, 3]"
