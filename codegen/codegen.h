@@ -399,6 +399,10 @@ typedef struct {
     const char *cache_dir;      /* NULL: $GNC_CACHE_DIR, else ~/.cache/gnc; "": no cache */
     int threads;                /* compiles at once; 0: the online CPUs */
     int ptxas_info;             /* fill cg_kernel's registers and spills */
+    /* called after each image, done of total, one call at a time (from any of
+       the compiling threads); NULL: none */
+    void (*progress)(void *ctx, int done, int total);
+    void *ctx;
 } cg_compile_options;
 
 typedef struct {

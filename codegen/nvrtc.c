@@ -213,6 +213,8 @@ typedef struct {
     pthread_mutex_t mu;
     job *jobs;
     int njobs, next;
+    int done;                   /* jobs finished, for o->progress */
+    const cg_compile_options *o;
 } pool;
 
 static void key_of(const job *j, const char *what, unsigned char key[32])
@@ -500,6 +502,11 @@ static void *worker(void *arg)
         if (i < 0)
             return NULL;
         run_job(&P->jobs[i]);
+        if (P->o->progress) {
+            pthread_mutex_lock(&P->mu);
+            P->o->progress(P->o->ctx, ++P->done, P->njobs);
+            pthread_mutex_unlock(&P->mu);
+        }
     }
 }
 
@@ -514,7 +521,7 @@ int cg_compile(cg_program *p, const cg_compile_options *o, cg_compile_stats *sta
                size_t errlen)
 {
     double t0 = now_ms();
-    cg_compile_options def = {NULL, 0, 1};
+    cg_compile_options def = {NULL, 0, 1, NULL, NULL};
     if (!o)
         o = &def;
     cache c;
@@ -545,7 +552,7 @@ int cg_compile(cg_program *p, const cg_compile_options *o, cg_compile_stats *sta
             j->opts[j->nopts++] = "--ptxas-options=-v";
             j->opts[j->nopts++] = "-I" GNC_CUDA_INCLUDE;
         }
-    pool P = {PTHREAD_MUTEX_INITIALIZER, jobs, njobs, 0};
+    pool P = {PTHREAD_MUTEX_INITIALIZER, jobs, njobs, 0, 0, o};
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int nt = o->threads > 0 ? o->threads : ncpu > 0 ? (int)ncpu : 1;
     if (nt > njobs)

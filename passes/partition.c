@@ -1052,6 +1052,17 @@ int pt_partition(ir_graph *g, const pt_options *o, diag *d)
         }
     if (o->strategy == PT_TENSOR)
         return pt_tensor(g, o, d);
+    /* the replicas' losses are averaged: right for a mean over the batch of
+       each example's loss, which cross_entropy and mse are; a loss made of
+       other ops (a sum over the batch, mean(logits)) has no such rule here */
+    const ir_node *L = g->loss ? g->loss->def : NULL;
+    if (L && L->op != IR_OP_CROSS_ENTROPY && L->op != IR_OP_MSE) {
+        diag_error(d, g->loss->loc, "the loss '%s' is %s, not cross_entropy or mse: splitting "
+                   "the batch between devices (data parallelism, a pipeline's microbatches) "
+                   "averages their losses, which is right for those two alone; use one device "
+                   "or --strategy tensor", g->loss->name, ir_ops[L->op].name);
+        return -1;
+    }
     pt P = {.g = g, .o = o, .d = d};
     int rc = -1;
     P.nval = g->nvalues;

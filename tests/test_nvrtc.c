@@ -216,7 +216,7 @@ static void every_model(const char *src, const char *cache)
                             continue;
                         for (int k = 0; k < x.p->nkernels; k++)
                             igemm_kernels += strstr(x.p->kernels[k].name, "igemm") != NULL;
-                        cg_compile_options co = {cache, 0, 1};
+                        cg_compile_options co = {.cache_dir = cache, .ptxas_info = 1};
                         cg_compile_stats st;
                         int ok = 1;
                         if (cg_compile(x.p, &co, &st, err, sizeof err) != 0) {
@@ -242,6 +242,18 @@ static void every_model(const char *src, const char *cache)
 
 /* ---------------------------------------------------------------- c */
 
+/* cg_compile_options.progress: each call one more done, of the same total */
+typedef struct {
+    int calls, last, total, bad;
+} progress_seen;
+
+static void count_progress(void *ctx, int done, int total)
+{
+    progress_seen *p = ctx;
+    p->bad |= done != p->last + 1 || (p->total && total != p->total);
+    p->calls++, p->last = done, p->total = total;
+}
+
 static void cache_test(const char *src, const char *work)
 {
     char cache[4096], err[4096];
@@ -250,12 +262,19 @@ static void cache_test(const char *src, const char *work)
     prog x;
     if (make(src, "lenet", 1, 1, CG_FP32, CG_CONV_CUDNN, "8", &x))
         return;
-    cg_compile_options co = {cache, 0, 1};
+    progress_seen seen = {0};
+    cg_compile_options co = {.cache_dir = cache, .ptxas_info = 1, .progress = count_progress,
+                             .ctx = &seen};
     cg_compile_stats s1, s2, s3, s4;
     if (cg_compile(x.p, &co, &s1, err, sizeof err)) {
         fail("cache: cold", "%s", err);
         goto done;
     }
+    int jobs = x.p->nmodules * x.p->narchs;
+    if (seen.bad || seen.calls != jobs || seen.last != jobs || seen.total != jobs)
+        fail("cache: progress", "%d calls up to %d of %d%s, want %d", seen.calls, seen.last,
+             seen.total, seen.bad ? ", out of order" : "", jobs);
+    co.progress = NULL;
     int nimages = 0;
     for (int m = 0; m < x.p->nmodules; m++)
         nimages += x.p->modules[m].nimages;
@@ -335,7 +354,7 @@ static void cache_test(const char *src, const char *work)
     else
         npassed++;
     /* a cache whose folder cannot be made: compiled, each image counted unwritten */
-    cg_compile_options nowhere = {"/dev/null/gnc-cache", 0, 1};
+    cg_compile_options nowhere = {.cache_dir = "/dev/null/gnc-cache", .ptxas_info = 1};
     if (cg_compile(x.p, &nowhere, &s4, err, sizeof err) || s4.cache_hits != 0 ||
         s4.cache_unwritten != nimages)
         fail("cache: unwritable", "%d hits, %d of %d images unwritten", s4.cache_hits,
@@ -379,7 +398,7 @@ static void error_test(const char *src)
     }
     memcpy(s, bad, bn);
     memset(s + bn, ' ', n - bn);
-    cg_compile_options co = {"", 0, 0};
+    cg_compile_options co = {.cache_dir = ""};
     int rc = cg_compile(x.p, &co, NULL, err, sizeof err);
     char want_line[64];
     snprintf(want_line, sizeof want_line, "line %d of the generated source", l);
@@ -406,7 +425,7 @@ static void bench(const char *src, const char *work)
         if (make(src, "resnet18", 1, 2, CG_FP32, CG_CONV_CUDNN, NULL, &x))
             return;
         double t1 = now_ms();
-        cg_compile_options co = {cache, 0, 1};
+        cg_compile_options co = {.cache_dir = cache, .ptxas_info = 1};
         cg_compile_stats st;
         if (cg_compile(x.p, &co, &st, err, sizeof err)) {
             fail("bench", "%s", err);

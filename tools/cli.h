@@ -38,7 +38,8 @@ typedef struct {
     int threads;
     int repeat;
     int dump_memory, stats;
-    int json;                   /* inspect --json */
+    int json;                   /* --json: one JSON object alone on standard output
+                                   (compile, run, eval, inspect) */
     int profile;                /* --profile: time per op */
     int devices_given;          /* --gpus or --devices */
     int64_t mem_cap[MAX_CAPS];  /* --mem-cap D=SIZE,...; 0: none */
@@ -74,6 +75,12 @@ double cli_now_ms(void);
 int cli_make_dirs(const char *dir, const char *flag);
 /* Whether standard output is a pipe whose reader has gone (gnc ... | head). */
 int cli_stdout_gone(void);
+/* --json (tools/gnc.c): cli_json_number adds v to obj as key, null where it
+ * is not finite (JSON has no NaN or infinity); cli_json_print prints root on
+ * standard output and frees it: 0, or 1 after saying why. */
+struct cJSON;
+struct cJSON *cli_json_number(struct cJSON *obj, const char *key, double v);
+int cli_json_print(struct cJSON *root);
 
 
 
@@ -93,6 +100,8 @@ int cli_parse_mem_cap(const char *spec, options *o, char *err, size_t errlen);
  * ends the whole job with MPI_Abort: the other ranks may be waiting for this
  * one in a collective. */
 int cli_mpi_init(int *argc, char ***argv, cli_world *w);
+/* The MPI library gnc was built with ("Open MPI v4.1.4"), or NULL: none. */
+const char *cli_mpi_library(void);
 int cli_mpi_options(options *o, const char *cmd);
 int cli_mpi_end(const cli_world *w, int rc);
 /* Under MPI, collectively: whether every rank has a GPU of its own (its local

@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "base.h"
 #include "cuda.h"
 #include "device.h"
@@ -23,6 +25,7 @@
 #include "plan.h"
 #include "session.h"
 #include "cli.h"
+#include "gnc_commit.h"
 
 static const char usage_main[] =
     "usage: gnc <command> [options] FILE\n"
@@ -33,7 +36,7 @@ static const char usage_main[] =
     "  dump     print the elaborated graph IR as text\n"
     "  compile  parse, elaborate and check shapes; print a one-screen summary;\n"
     "           with -o FILE.gnc, write the compiled program as a plan file\n"
-    "  run      run inference on the CPU on random inputs or given .npy inputs\n"
+    "  run      run inference (--device cpu or cuda) on random or given .npy inputs\n"
     "  train    train a model on an IDX data set (Fashion-MNIST by default)\n"
     "  eval     test accuracy of trained weights\n"
     "  inspect  print what a plan file holds\n"
@@ -220,6 +223,14 @@ static const struct flag {
      "instead, per device what one run asks of the GPU, as JSON: graph nodes, steps, "
      "kernel launches, library calls, communication, copies and their bytes, bytes "
      "kernels read and write, the smallest grid among kernels over 1M elements", SEC_MAIN},
+    {"--json", "compile", 0, "",
+     "instead, the summary and what --stats gives as one JSON object on standard output "
+     "(docs/cli.md, \"Machine-readable output\"); not with --dump-memory or --dump-plan "
+     "without a file", SEC_MAIN},
+    {"--json", "run", 0, "",
+     "instead, one JSON object: each output whole (dtype, shape, every value), the loss, "
+     "the median time; not with --profile", SEC_MAIN},
+    {"--json", "eval", 0, "", "instead, one JSON object: accuracy, loss, images", SEC_MAIN},
     {"--remat", "compile", 0, "",
      "with --train: recompute batchnorm-ReLU results in the backward pass; reports the "
      "memory saved and the FLOPs added", SEC_STEP},
@@ -345,6 +356,63 @@ static const struct command *command_named(const char *name)
         if (strcmp(commands[i].name, name) == 0)
             return &commands[i];
     return NULL;
+}
+
+/* Text as troff takes it: backslashes escaped, a line that would start with
+ * a control character guarded, '-' as \- in options (man's minus). */
+static void man_text(FILE *f, const char *text, int option)
+{
+    for (const char *p = text; *p; p++) {
+        if ((p == text || p[-1] == '\n') && (*p == '.' || *p == '\''))
+            fputs("\\&", f);
+        if (*p == '\\')
+            fputs("\\e", f);
+        else if (*p == '-' && option)
+            fputs("\\-", f);
+        else
+            fputc(*p, f);
+    }
+}
+
+/* gnc help --man: the manual page gnc.1, from the same commands and flags as
+ * the help (the build installs it). */
+static void print_man(FILE *f)
+{
+    fprintf(f, ".TH GNC 1 \"\" \"gnc %s\" \"User Commands\"\n.SH NAME\n"
+            "gnc \\- lower model descriptions to graph IR, compile, run and train them\n"
+            ".SH SYNOPSIS\n.B gnc\n.I command\n[\\fIoptions\\fR]\n.I FILE\n"
+            ".SH DESCRIPTION\n.nf\n", GNC_VERSION);
+    man_text(f, strchr(usage_main, '\n') + 2, 0); /* after the usage line */
+    fputs(".fi\n", f);
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) {
+        const struct command *c = &commands[i];
+        fprintf(f, ".SH GNC %s\n.nf\n", c->name);
+        man_text(f, c->about, 0);
+        fputs(".fi\n", f);
+        for (size_t k = 0; k < NFLAGS; k++) {
+            if (!applies(&flags[k], c->name))
+                continue;
+            fputs(".TP\n.B ", f);
+            man_text(f, flags[k].name, 1);
+            if (*flags[k].arg) {
+                fputs("\\fI", f);
+                man_text(f, flags[k].arg, 0);
+                fputs("\\fR", f);
+            }
+            fputc('\n', f);
+            man_text(f, flags[k].help, 0);
+            fputc('\n', f);
+        }
+        if (c->notes) {
+            fputs(".PP\n", f);
+            man_text(f, c->notes, 0);
+        }
+    }
+    fputs(".SH EXIT STATUS\n0: success; 1: the file has errors, cannot be read, or running it "
+          "failed; 2: a usage error; 130: gnc train stopped by Ctrl-C or SIGTERM after its "
+          "checkpoint.\n.SH SEE ALSO\nThe documentation installed with gnc (share/doc/gnc): "
+          "cli.md for this command, dsl.md for models, ir.md, plan.md, partition.md, api.md.\n",
+          f);
 }
 
 static void print_usage(const char *cmd, FILE *f)
@@ -737,6 +805,14 @@ static int parse_args(int argc, char **argv, options *o)
     if (o->c.conv_auto && !o->c.autotune)
         return usage_error(cmdsp, "--conv auto times every way of each convolution on the GPU: "
                            "it needs --autotune%s", "");
+    /* --json: the object alone on standard output; pass timings and IR dumps
+       go to standard error, text that would share standard output is refused */
+    const char *text = o->dump_memory ? "--dump-memory" : o->profile ? "--profile"
+                     : o->dump_plan && !o->dump_plan_file ? "--dump-plan without a file" : NULL;
+    if (o->json && text)
+        return usage_error(cmdsp, "--json and %s both print on standard output", text);
+    if (o->json)
+        o->c.log = stderr;
     return 0;
 }
 
@@ -830,28 +906,109 @@ static int cmd_dump(const options *o, ir_graph *g)
     return 0;
 }
 
+/* What gnc compile reports, computed once (compile_summarize) and printed as
+ * the summary (cmd_compile), as --stats (print_stats) or as JSON
+ * (compile_json). */
+typedef struct {
+    int64_t trainable, buffers;     /* elements of the parameters, of the buffers */
+    int tensors;                    /* trainable parameter tensors */
+    double param_bytes;             /* parameters and buffers at their dtypes */
+    int by_op[IR_NOPS];             /* nodes of each op */
+    double flops;                   /* cost_gemm_flops of every node */
+    int64_t batch;                  /* the first input's first dimension, or 1 */
+    /* a fused node is one kernel; what is computed from the weights alone runs
+       once, not in each run: counted apart */
+    int ops, fused, kernels, weight_ops;
+    int recomputed;                 /* --remat --train: batchnorm-ReLU results recomputed */
+    double remat_flops;             /* the FLOPs that adds: 3 per element, and 1 of relu */
+    int64_t without_remat;          /* the planned peak without --remat, or -1 */
+    int ndevices;                   /* the CUDA program's devices; 0: not generated */
+    struct summary_device {
+        cg_run_stats s;
+        double run_ms, launch_ms;   /* drv_run_seconds on the device model */
+    } *dev;
+} compile_summary;
+
+/* s of g and plan; with cuda, what one run asks of each GPU too, from the CUDA
+ * program generated here (without NVRTC).  0, or -1 out of memory. */
+static int compile_summarize(const options *o, const ir_graph *g, const mp_plan *plan, int cuda,
+                             int64_t without_remat, compile_summary *s)
+{
+    memset(s, 0, sizeof *s);
+    s->without_remat = without_remat;
+    for (int i = 0; i < g->nparams; i++) {
+        const ir_value *v = g->params[i];
+        if (v->kind == IR_VALUE_PARAM) {
+            s->trainable += ir_type_numel(&v->type);
+            s->tensors++;
+        } else {
+            s->buffers += ir_type_numel(&v->type);
+        }
+        s->param_bytes += (double)ir_type_bytes(&v->type);
+    }
+    int remat = o->c.remat && o->c.train;
+    ir_for_each_node(g, n) {
+        s->by_op[n->op]++;
+        s->flops += cost_gemm_flops(n);
+        if (remat && n->op == IR_OP_BATCHNORM_APPLY) {
+            s->remat_flops += 4.0 * (double)ir_type_numel(&n->out[0]->type);
+            s->recomputed++;
+        }
+    }
+    s->batch = g->ninputs && g->inputs[0]->type.rank ? g->inputs[0]->type.dims[0] : 1;
+    unsigned char *weight = calloc((size_t)g->nvalues + 1, 1);
+    if (!weight)
+        return -1;
+    ir_weight_only(g, weight);
+    ir_for_each_node(g, n) {
+        if (weight[n->out[0]->id]) {
+            s->weight_ops++;
+            continue;
+        }
+        int starts = !n->group || !n->prev || n->prev->group != n->group;
+        s->kernels += starts;
+        s->fused += starts && n->group;
+    }
+    free(weight);
+    s->ops = g->nnodes - s->weight_ops;
+    if (!cuda || o->c.no_kernels)
+        return 0;
+    cg_options co = cg_options_default();
+    co.precision = (cg_precision)o->c.precision;
+    co.conv = (cg_conv_impl)o->c.conv;
+    diag d;
+    diag_init(&d);
+    cg_program *p = cg_generate(g, plan, &co, &d);
+    diag_free(&d);
+    cost_device model;
+    char err[160];
+    if (p && cost_device_parse(o->c.device_model ? o->c.device_model : "h100-nvlink", &model,
+                               err, sizeof err) != 0)
+        model = *cost_device_lookup("h100-nvlink");
+    if (p && !(s->dev = calloc((size_t)p->ndevices, sizeof *s->dev))) {
+        cg_program_free(p);
+        return -1;
+    }
+    for (int dev = 0; p && dev < p->ndevices; dev++) {
+        struct summary_device *x = &s->dev[dev];
+        cg_run_stats_of(p, dev, &x->s);
+        double launch, run = drv_run_seconds(p, dev, &model, &launch);
+        x->run_ms = run * 1e3, x->launch_ms = launch * 1e3;
+    }
+    s->ndevices = p ? p->ndevices : 0;
+    cg_program_free(p);
+    return 0;
+}
+
 /* without_remat: the planned peak of the same program without --remat (or -1). */
 static int cmd_compile(const options *o, ir_graph *g, const mp_plan *plan, int64_t without_remat,
                        double ms)
 {
     char t[128], b[32];
-    int64_t nparam = 0, nbuffer = 0;
-    int nweights = 0;
-    double pbytes = 0, flops = 0;
-    int counts[IR_NOPS] = {0};
-    for (int i = 0; i < g->nparams; i++) {
-        const ir_value *v = g->params[i];
-        if (v->kind == IR_VALUE_PARAM) {
-            nparam += ir_type_numel(&v->type);
-            nweights++;
-        } else {
-            nbuffer += ir_type_numel(&v->type);
-        }
-        pbytes += (double)ir_type_bytes(&v->type);
-    }
-    ir_for_each_node(g, n) {
-        counts[n->op]++;
-        flops += cost_gemm_flops(n);
+    compile_summary s;
+    if (compile_summarize(o, g, plan, 0, without_remat, &s) != 0) {
+        fprintf(stderr, "gnc: error: out of memory\n");
+        return 1;
     }
     printf("model %s (%s)\n", g->name, o->c.file);
     for (int i = 0; i < g->ninputs; i++)
@@ -861,19 +1018,18 @@ static int cmd_compile(const options *o, ir_graph *g, const mp_plan *plan, int64
                ir_type_str(&g->outputs[i].value->type, t, sizeof t));
     if (g->loss)
         printf("  loss   %-12s %s\n", g->loss->name, ir_type_str(&g->loss->type, t, sizeof t));
-    base_human_bytes(pbytes, b, sizeof b);
-    printf("parameters: %lld trainable in %d tensors, %lld in buffers, %s\n", (long long)nparam,
-           nweights, (long long)nbuffer, b);
+    base_human_bytes(s.param_bytes, b, sizeof b);
+    printf("parameters: %lld trainable in %d tensors, %lld in buffers, %s\n",
+           (long long)s.trainable, s.tensors, (long long)s.buffers, b);
     printf("operations: %d nodes:", g->nnodes);
     for (int k = 0, first = 1; k < IR_NOPS; k++)
-        if (counts[k]) {
-            printf("%s %s %d", first ? "" : ",", ir_ops[k].name, counts[k]);
+        if (s.by_op[k]) {
+            printf("%s %s %d", first ? "" : ",", ir_ops[k].name, s.by_op[k]);
             first = 0;
         }
-    int64_t batch = g->ninputs && g->inputs[0]->type.rank ? g->inputs[0]->type.dims[0] : 1;
     printf("\n%s: %.3f GFLOP (%.4f GFLOP per sample of %lld)\n",
-           o->c.train ? "forward and backward" : "forward", flops / 1e9,
-           flops / 1e9 / (double)batch, (long long)batch);
+           o->c.train ? "forward and backward" : "forward", s.flops / 1e9,
+           s.flops / 1e9 / (double)s.batch, (long long)s.batch);
     char lb[32], nr[32];
     base_human_bytes((double)plan->arena_bytes, b, sizeof b);
     base_human_bytes((double)plan->lower_bound, lb, sizeof lb);
@@ -881,19 +1037,12 @@ static int cmd_compile(const options *o, ir_graph *g, const mp_plan *plan, int64
     printf("memory: activations %s planned (lower bound %s, %.3fx; %s without reuse)\n", b, lb,
            plan->lower_bound ? (double)plan->arena_bytes / (double)plan->lower_bound : 1.0, nr);
     if (o->c.remat && o->c.train && without_remat >= 0) {
-        double added = 0; /* batchnorm_apply: 3 FLOPs per element; relu: 1 */
-        int recomputed = 0;
-        ir_for_each_node(g, n)
-            if (n->op == IR_OP_BATCHNORM_APPLY) {
-                added += 4.0 * (double)ir_type_numel(&n->out[0]->type);
-                recomputed++;
-            }
         char wb[32], sb[32];
         base_human_bytes((double)without_remat, wb, sizeof wb);
         base_human_bytes((double)(without_remat - plan->arena_bytes), sb, sizeof sb);
         printf("remat: %d batchnorm-ReLU results recomputed: activations %s instead of %s "
-               "(%s saved), %.3f GFLOP added (%.2f%% of the step)\n", recomputed, b, wb, sb,
-               added / 1e9, flops > 0 ? 100 * added / flops : 0.0);
+               "(%s saved), %.3f GFLOP added (%.2f%% of the step)\n", s.recomputed, b, wb, sb,
+               s.remat_flops / 1e9, s.flops > 0 ? 100 * s.remat_flops / s.flops : 0.0);
     }
     printf("compiled in %.1f ms\n", ms);
     return 0;
@@ -902,57 +1051,158 @@ static int cmd_compile(const options *o, ir_graph *g, const mp_plan *plan, int64
 /* --stats: one key: value per line, for scripts. */
 static void print_stats(const options *o, const ir_graph *g, const mp_plan *plan, double ms)
 {
-    /* a fused node is one kernel; what is computed from the weights alone runs
-       once, not in each run: counted apart */
-    int fused = 0, kernels = 0, weight_ops = 0;
-    unsigned char *weight = calloc((size_t)g->nvalues + 1, 1);
-    if (!weight)
+    compile_summary s;
+    if (compile_summarize(o, g, plan, 1, -1, &s) != 0)
         return;
-    ir_weight_only(g, weight);
-    ir_for_each_node(g, n) {
-        if (weight[n->out[0]->id]) {
-            weight_ops++;
-            continue;
-        }
-        int starts = !n->group || !n->prev || n->prev->group != n->group;
-        kernels += starts;
-        fused += starts && n->group;
-    }
-    free(weight);
-    printf("ops: %d\nfused_nodes: %d\nkernels: %d\nweight_ops: %d\n", g->nnodes - weight_ops,
-           fused, kernels, weight_ops);
+    printf("ops: %d\nfused_nodes: %d\nkernels: %d\nweight_ops: %d\n", s.ops, s.fused, s.kernels,
+           s.weight_ops);
     printf("memory.peak_bytes: %lld\nmemory.lower_bound_bytes: %lld\n"
            "memory.no_reuse_bytes: %lld\n", (long long)plan->arena_bytes,
            (long long)plan->lower_bound, (long long)plan->no_reuse_bytes);
     printf("params.bytes: %lld\ncompile_ms: %.3f\n", (long long)plan->param_bytes, ms);
     /* what a run asks of each GPU, from the CUDA program (without NVRTC) */
-    cg_options co = cg_options_default();
-    co.precision = (cg_precision)o->c.precision;
-    co.conv = (cg_conv_impl)o->c.conv;
-    diag d;
-    diag_init(&d);
-    cg_program *p = o->c.no_kernels ? NULL : cg_generate(g, plan, &co, &d);
-    diag_free(&d);
-    cost_device model;
-    char err[160];
-    if (p && cost_device_parse(o->c.device_model ? o->c.device_model : "h100-nvlink", &model,
-                               err, sizeof err) != 0)
-        model = *cost_device_lookup("h100-nvlink");
-    for (int dev = 0; p && dev < p->ndevices; dev++) {
-        cg_run_stats s;
-        cg_run_stats_of(p, dev, &s);
-        double launch, run = drv_run_seconds(p, dev, &model, &launch);
-        printf("cuda.d%d.predicted_run_ms: %.3f\ncuda.d%d.launch_ms: %.3f\n", dev, run * 1e3,
-               dev, launch * 1e3);
+    for (int dev = 0; dev < s.ndevices; dev++) {
+        const cg_run_stats *x = &s.dev[dev].s;
+        printf("cuda.d%d.predicted_run_ms: %.3f\ncuda.d%d.launch_ms: %.3f\n", dev,
+               s.dev[dev].run_ms, dev, s.dev[dev].launch_ms);
         printf("cuda.d%d.steps: %d\ncuda.d%d.kernels: %d\ncuda.d%d.library_calls: %d\n"
                "cuda.d%d.communication: %d\ncuda.d%d.copies: %d\ncuda.d%d.copy_bytes: %lld\n"
                "cuda.d%d.kernel_read_bytes: %lld\ncuda.d%d.kernel_written_bytes: %lld\n"
-               "cuda.d%d.smallest_big_grid: %lld\n", dev, s.steps, dev, s.kernels, dev,
-               s.library, dev, s.comms, dev, s.copies, dev, (long long)s.copy_bytes, dev,
-               (long long)s.kernel_read_bytes, dev, (long long)s.kernel_written_bytes, dev,
-               (long long)s.big_min_blocks);
+               "cuda.d%d.smallest_big_grid: %lld\n", dev, x->steps, dev, x->kernels, dev,
+               x->library, dev, x->comms, dev, x->copies, dev, (long long)x->copy_bytes, dev,
+               (long long)x->kernel_read_bytes, dev, (long long)x->kernel_written_bytes, dev,
+               (long long)x->big_min_blocks);
     }
-    cg_program_free(p);
+    free(s.dev);
+}
+
+cJSON *cli_json_number(cJSON *obj, const char *key, double v)
+{
+    return isfinite(v) ? cJSON_AddNumberToObject(obj, key, v) : cJSON_AddNullToObject(obj, key);
+}
+
+int cli_json_print(cJSON *root)
+{
+    char *text = root ? cJSON_Print(root) : NULL;
+    cJSON_Delete(root);
+    if (!text) {
+        fprintf(stderr, "gnc: error: out of memory\n");
+        return 1;
+    }
+    puts(text);
+    free(text);
+    return 0;
+}
+
+/* {"name", "dtype", "shape"} of a value; without name where it is NULL. */
+static cJSON *type_json(const char *name, const ir_type *t)
+{
+    cJSON *j = cJSON_CreateObject();
+    if (name)
+        cJSON_AddStringToObject(j, "name", name);
+    cJSON_AddStringToObject(j, "dtype", ir_dtype_name(t->dtype));
+    cJSON *shape = cJSON_AddArrayToObject(j, "shape");
+    for (int k = 0; k < t->rank; k++)
+        cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->dims[k]));
+    return j;
+}
+
+/* compile --json (with --stats the same): the summary's and --stats' figures
+ * as one object, printed after the plan file is written (plan: its path). */
+static int compile_json(const options *o, const drv_program *p, double ms)
+{
+    const ir_graph *g = p->g;
+    const mp_plan *plan = p->mp;
+    compile_summary s;
+    if (compile_summarize(o, g, plan, 1, peak_without_remat(o), &s) != 0) {
+        fprintf(stderr, "gnc: error: out of memory\n");
+        return 1;
+    }
+    cJSON *root = cJSON_CreateObject(), *a, *x;
+    cJSON_AddStringToObject(root, "model", g->name);
+    cJSON_AddStringToObject(root, "file", o->c.file);
+    cJSON_AddBoolToObject(root, "training", o->c.train);
+    a = cJSON_AddArrayToObject(root, "inputs");
+    for (int i = 0; i < g->ninputs; i++)
+        cJSON_AddItemToArray(a, type_json(g->inputs[i]->name, &g->inputs[i]->type));
+    a = cJSON_AddArrayToObject(root, "outputs");
+    for (int i = 0; i < g->noutputs; i++)
+        cJSON_AddItemToArray(a, type_json(g->outputs[i].name, &g->outputs[i].value->type));
+    if (g->loss)
+        cJSON_AddItemToObject(root, "loss", type_json(g->loss->name, &g->loss->type));
+    else
+        cJSON_AddNullToObject(root, "loss");
+    x = cJSON_AddObjectToObject(root, "parameters");
+    cJSON_AddNumberToObject(x, "trainable", (double)s.trainable);
+    cJSON_AddNumberToObject(x, "tensors", s.tensors);
+    cJSON_AddNumberToObject(x, "buffers", (double)s.buffers);
+    cJSON_AddNumberToObject(x, "bytes", s.param_bytes);
+    x = cJSON_AddObjectToObject(root, "operations");
+    cJSON_AddNumberToObject(x, "nodes", g->nnodes);
+    x = cJSON_AddObjectToObject(x, "by_op");
+    for (int k = 0; k < IR_NOPS; k++)
+        if (s.by_op[k])
+            cJSON_AddNumberToObject(x, ir_ops[k].name, s.by_op[k]);
+    x = cJSON_AddObjectToObject(root, "flops");
+    cJSON_AddNumberToObject(x, "total", s.flops);
+    cJSON_AddNumberToObject(x, "per_sample", s.flops / (double)s.batch);
+    cJSON_AddNumberToObject(x, "batch", (double)s.batch);
+    cJSON_AddBoolToObject(x, "training", o->c.train);
+    x = cJSON_AddObjectToObject(root, "memory");
+    cJSON_AddNumberToObject(x, "peak_bytes", (double)plan->arena_bytes);
+    cJSON_AddNumberToObject(x, "lower_bound_bytes", (double)plan->lower_bound);
+    cJSON_AddNumberToObject(x, "no_reuse_bytes", (double)plan->no_reuse_bytes);
+    cJSON_AddNumberToObject(x, "param_bytes", (double)plan->param_bytes);
+    cJSON_AddNumberToObject(root, "ops", s.ops);
+    cJSON_AddNumberToObject(root, "fused_nodes", s.fused);
+    cJSON_AddNumberToObject(root, "kernels", s.kernels);
+    cJSON_AddNumberToObject(root, "weight_ops", s.weight_ops);
+    a = cJSON_AddArrayToObject(root, "devices");
+    for (int dev = 0; dev < s.ndevices; dev++) {
+        const cg_run_stats *c = &s.dev[dev].s;
+        x = cJSON_CreateObject();
+        cJSON_AddNumberToObject(x, "device", dev);
+        cJSON_AddNumberToObject(x, "predicted_run_ms", s.dev[dev].run_ms);
+        cJSON_AddNumberToObject(x, "launch_ms", s.dev[dev].launch_ms);
+        cJSON_AddNumberToObject(x, "steps", c->steps);
+        cJSON_AddNumberToObject(x, "kernels", c->kernels);
+        cJSON_AddNumberToObject(x, "library_calls", c->library);
+        cJSON_AddNumberToObject(x, "communication", c->comms);
+        cJSON_AddNumberToObject(x, "copies", c->copies);
+        cJSON_AddNumberToObject(x, "copy_bytes", (double)c->copy_bytes);
+        cJSON_AddNumberToObject(x, "kernel_read_bytes", (double)c->kernel_read_bytes);
+        cJSON_AddNumberToObject(x, "kernel_written_bytes", (double)c->kernel_written_bytes);
+        if (c->big_min_step)
+            cJSON_AddNumberToObject(x, "smallest_big_grid", (double)c->big_min_blocks);
+        else
+            cJSON_AddNullToObject(x, "smallest_big_grid");
+        cJSON_AddItemToArray(a, x);
+    }
+    free(s.dev);
+    if (p->plan && p->plan->ndevices > 1) {
+        x = cJSON_AddObjectToObject(root, "partition");
+        cJSON_AddNumberToObject(x, "devices", p->plan->ndevices);
+        cJSON_AddStringToObject(x, "strategy", p->plan->strategy);
+        cJSON_AddStringToObject(x, "device_model", p->plan->cost.name);
+        cli_json_number(x, "predicted_step_ms", p->plan->step_ms);
+    } else {
+        cJSON_AddNullToObject(root, "partition");
+    }
+    if (o->c.remat && o->c.train && s.without_remat >= 0) {
+        x = cJSON_AddObjectToObject(root, "remat");
+        cJSON_AddNumberToObject(x, "recomputed", s.recomputed);
+        cJSON_AddNumberToObject(x, "peak_bytes_without", (double)s.without_remat);
+        cJSON_AddNumberToObject(x, "saved_bytes", (double)(s.without_remat - plan->arena_bytes));
+        cJSON_AddNumberToObject(x, "added_flops", s.remat_flops);
+    } else {
+        cJSON_AddNullToObject(root, "remat");
+    }
+    cJSON_AddNumberToObject(root, "compile_ms", ms);
+    if (o->out && strcmp(o->out, "-") != 0)
+        cJSON_AddStringToObject(root, "plan", o->out);
+    else
+        cJSON_AddNullToObject(root, "plan");
+    return cli_json_print(root);
 }
 
 /* Input `index` of the program (its place in g->inputs, which a plan keeps) at
@@ -998,6 +1248,107 @@ static void print_tensor(const char *name, const ir_value *v, const void *data)
     }
     if (rows > 4)
         printf("  ... (%lld rows)\n", (long long)rows);
+}
+
+/* The shortest decimal that reads back as f (as numpy prints a float32), or
+ * null where f is not finite. */
+static cJSON *float_json(float f)
+{
+    char num[32];
+    if (!isfinite(f))
+        return cJSON_CreateNull();
+    for (int digits = 6; digits <= 9; digits++) {
+        snprintf(num, sizeof num, "%.*g", digits, (double)f);
+        if (strtof(num, NULL) == f)
+            break;
+    }
+    return cJSON_CreateRaw(num);
+}
+
+/* A tensor for run --json: {"dtype", "shape", "values"}, every value in
+ * row-major order (as the executor holds it: floating point as float32). */
+static cJSON *tensor_json(const ir_value *v, const void *data)
+{
+    cJSON *j = type_json(NULL, &v->type), *a = cJSON_AddArrayToObject(j, "values");
+    int64_t n = ir_type_numel(&v->type);
+    char num[32];
+    if (!a) { /* out of memory */
+        cJSON_Delete(j);
+        return NULL;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        cJSON *x;
+        if (v->type.dtype == IR_I32) {
+            x = cJSON_CreateNumber(((const int32_t *)data)[i]);
+        } else if (v->type.dtype == IR_I64) { /* exact past 2^53, where a double is not */
+            snprintf(num, sizeof num, "%lld", (long long)((const int64_t *)data)[i]);
+            x = cJSON_CreateRaw(num);
+        } else if (v->type.dtype == IR_U8) {
+            x = cJSON_CreateNumber(((const uint8_t *)data)[i]);
+        } else {
+            x = float_json(((const float *)data)[i]);
+        }
+        if (!cJSON_AddItemToArray(a, x)) { /* out of memory */
+            cJSON_Delete(x);
+            cJSON_Delete(j);
+            return NULL;
+        }
+    }
+    return j;
+}
+
+/* run --json: the outputs whole, the loss, the median time. */
+static int run_json(const options *o, const ir_graph *g, rt_session *s, double ms, int repeat)
+{
+    cJSON *root = cJSON_CreateObject(), *outs;
+    cJSON_AddStringToObject(root, "model", g->name);
+    cJSON_AddStringToObject(root, "file", o->c.file);
+    cJSON_AddStringToObject(root, "device", o->cuda ? "cuda" : "cpu");
+    char seed[32]; /* exact, as a double is not past 2^53 */
+    snprintf(seed, sizeof seed, "%llu", o->seed);
+    cJSON_AddRawToObject(root, "seed", seed);
+    outs = cJSON_AddObjectToObject(root, "outputs");
+    for (int i = 0; i < g->noutputs; i++) {
+        cJSON *t = tensor_json(g->outputs[i].value, rt_session_data(s, g->outputs[i].value));
+        if (!t || !cJSON_AddItemToObject(outs, g->outputs[i].name, t)) {
+            cJSON_Delete(t);
+            cJSON_Delete(root);
+            root = NULL; /* out of memory */
+            break;
+        }
+    }
+    const float *loss = g->loss ? rt_session_data(s, g->loss) : NULL;
+    if (root && loss && ir_type_numel(&g->loss->type) == 1)
+        cJSON_AddItemToObject(root, "loss", float_json(*loss));
+    else if (root)
+        cJSON_AddNullToObject(root, "loss");
+    cJSON_AddNumberToObject(root, "time_ms", ms);
+    cJSON_AddNumberToObject(root, "repeat", repeat);
+    return cli_json_print(root);
+}
+
+/* run -o DIR: each output as DIR/NAME.npy (making DIR).  0, or -1 after
+ * saying why. */
+static int write_outputs(const char *dir, const ir_graph *g, rt_session *s)
+{
+    char err[512];
+    if (cli_make_dirs(dir, "-o") != 0)
+        return -1;
+    for (int i = 0; i < g->noutputs; i++) {
+        size_t n = strlen(dir) + strlen(g->outputs[i].name) + 8;
+        char *path = malloc(n);
+        if (!path)
+            return -1;
+        snprintf(path, n, "%s/%s.npy", dir, g->outputs[i].name);
+        int bad = npy_write(path, &g->outputs[i].value->type,
+                            rt_session_data(s, g->outputs[i].value), err, sizeof err);
+        free(path);
+        if (bad) {
+            fprintf(stderr, "gnc: error: %s\n", err);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -1084,6 +1435,16 @@ static int cmd_run(const options *o, const drv_program *p)
             free(times);
             goto done;
         }
+    /* -o first: on an error nothing is printed */
+    if (o->out && write_outputs(o->out, g, s) != 0) {
+        free(times);
+        goto done;
+    }
+    if (o->json) {
+        rc = run_json(o, g, s, times[repeat / 2], repeat);
+        free(times);
+        goto done;
+    }
     for (int i = 0; i < g->noutputs; i++)
         print_tensor(g->outputs[i].name, g->outputs[i].value,
                      rt_session_data(s, g->outputs[i].value));
@@ -1093,24 +1454,6 @@ static int cmd_run(const options *o, const drv_program *p)
     if (o->profile)
         rt_exec_print_profile(rt_session_host(s), stdout);
     free(times);
-    if (o->out) {
-        if (cli_make_dirs(o->out, "-o") != 0)
-            goto done;
-        for (int i = 0; i < g->noutputs; i++) {
-            size_t n = strlen(o->out) + strlen(g->outputs[i].name) + 8;
-            char *path = malloc(n);
-            if (!path)
-                goto done;
-            snprintf(path, n, "%s/%s.npy", o->out, g->outputs[i].name);
-            int bad = npy_write(path, &g->outputs[i].value->type,
-                                rt_session_data(s, g->outputs[i].value), err, sizeof err);
-            free(path);
-            if (bad) {
-                fprintf(stderr, "gnc: error: %s\n", err);
-                goto done;
-            }
-        }
-    }
     rc = 0;
 done:
     rt_session_free(s);
@@ -1201,6 +1544,37 @@ static int preload_stream(options *o)
     return 0;
 }
 
+/* gnc --version: the version and commit, what the build has, and which
+ * NVIDIA libraries load here now. */
+static int print_version(void)
+{
+    printf("gnc %s (commit %s)\n", GNC_VERSION, GNC_COMMIT);
+    const char *nvrtc = cg_nvrtc_version(), *mpi = cli_mpi_library(), *what, *name;
+    int cuda = rt_cuda_library(0, &what) != NULL;
+    printf("built with:\n");
+    if (nvrtc)
+        printf("  NVRTC %s: CUDA kernels compiled into plans\n", nvrtc);
+    else
+        printf("  no NVRTC (built without the CUDA toolkit): plans without CUDA kernels\n");
+    printf("  %s\n", cuda ? "the CUDA runtime: --device cuda, with the libraries below"
+                          : "no CUDA runtime (built without the CUDA toolkit): the CPU only");
+    if (mpi)
+        printf("  %s: under mpirun, a device per rank\n", mpi);
+    else
+        printf("  no MPI: one process (--devices cpu:N for several devices)\n");
+    if (cuda)
+        printf("NVIDIA libraries, from %s:\n", getenv("GNC_CUDA_LIBDIR") &&
+               *getenv("GNC_CUDA_LIBDIR") ? "GNC_CUDA_LIBDIR" : "the loader's path");
+    for (int i = 0; (name = rt_cuda_library(i, &what)); i++) {
+        char why[512];
+        int ok = rt_cuda_library_loads(NULL, name, why, sizeof why);
+        printf("  %-18s %-14s %s\n", name, ok ? "loads" : "does not load", what);
+        if (!ok)
+            printf("%21s(%s)\n", "", why);
+    }
+    return 0;
+}
+
 static int command(int argc, char **argv, cli_world *world)
 {
     if (argc < 2) {
@@ -1212,15 +1586,17 @@ static int command(int argc, char **argv, cli_world *world)
         print_usage(NULL, stdout);
         return 0;
     }
-    if (strcmp(cmd, "--version") == 0) {
-        printf("gnc %s\n", GNC_VERSION);
-        return 0;
-    }
+    if (strcmp(cmd, "--version") == 0)
+        return print_version();
     static const char *const cmds[] = {"dump", "compile", "run", "train", "eval", "inspect",
                                        "devices", "help"};
     int known = 0;
     for (int i = 0; i < 8; i++)
         known |= strcmp(cmd, cmds[i]) == 0;
+    if (strcmp(cmd, "help") == 0 && argc == 3 && strcmp(argv[2], "--man") == 0) {
+        print_man(stdout);
+        return 0;
+    }
     if (strcmp(cmd, "help") == 0) {
         int ok = argc <= 2;
         for (int i = 0; i < 7 && !ok; i++)
@@ -1245,6 +1621,7 @@ static int command(int argc, char **argv, cli_world *world)
     o.c.mem_cap = o.mem_cap;
     o.c.flags = o.flags;
     o.c.warnings = stderr;
+    o.c.progress = isatty(STDERR_FILENO) && world->rank == 0 ? stderr : NULL;
     o.world = world;
     o.argc = argc, o.argv = argv;
     int rc = parse_args(argc - 2, argv + 2, &o);
@@ -1338,12 +1715,24 @@ static int command(int argc, char **argv, cli_world *world)
     else if (strcmp(cmd, "dump") == 0)
         rc = cmd_dump(&o, g);
     else if (strcmp(cmd, "compile") == 0) {
-        /* --stats or --dump-memory instead of the summary; and the plan's dump */
-        if (o.stats)
-            rc = (print_stats(&o, g, plan, ms), 0);
-        else if (o.dump_memory)
-            rc = (mp_print(g, plan, stdout), 0);
-        else
+        /* the plan file first: "compiled in" counts NVRTC's time */
+        if (o.out) {
+            fflush(stdout);
+            if (out_std)
+                dup2(plan_fd, STDOUT_FILENO);
+            rc = cli_plan_write(&o, &prog, o.out) != 0;
+            fflush(stdout);
+            if (out_std)
+                dup2(STDERR_FILENO, STDOUT_FILENO);
+            ms = cli_now_ms() - t0;
+        }
+        /* --stats or --dump-memory instead of the summary (--json: last, once
+           --dump-plan's file is written); and the plan's dump */
+        if (rc == 0 && o.stats && !o.json)
+            print_stats(&o, g, plan, ms);
+        else if (rc == 0 && o.dump_memory)
+            mp_print(g, plan, stdout);
+        else if (rc == 0 && !o.json)
             rc = cmd_compile(&o, g, plan, peak_without_remat(&o), ms);
         if (rc == 0 && o.dump_plan && !o.dump_plan_file)
             fputc('\n', stdout);
@@ -1355,21 +1744,15 @@ static int command(int argc, char **argv, cli_world *world)
         fflush(stdout);
         if (dump_std)
             dup2(STDERR_FILENO, STDOUT_FILENO);
+        if (rc == 0 && o.json)
+            rc = compile_json(&o, &prog, ms);
     } else if (o.cuda && cli_plan_memory(&o, &prog, o.c.train) != 0)
         rc = 1; /* the model as its plan, the GPU's program */
     else
         rc = cmd_run(&o, &prog);
-    if (rc == 0 && strcmp(cmd, "compile") == 0 && o.out && world->rank == 0) {
-        fflush(stdout);
-        if (out_std)
-            dup2(plan_fd, STDOUT_FILENO);
-        rc = cli_plan_write(&o, &prog, o.out) != 0;
-        fflush(stdout);
-        if (out_std)
-            dup2(STDERR_FILENO, STDOUT_FILENO);
-        if (rc == 0 && !o.stats && !o.dump_memory && !out_std)
-            printf("plan: %s\n", o.out);
-    }
+    if (rc == 0 && strcmp(cmd, "compile") == 0 && o.out && !o.stats && !o.dump_memory &&
+        !o.json && !out_std)
+        printf("plan: %s\n", o.out);
     if (plan_fd >= 0) {
         fflush(stdout);
         dup2(plan_fd, STDOUT_FILENO);

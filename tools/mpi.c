@@ -251,6 +251,20 @@ int cli_mpi_options(options *o, const char *cmd)
     return 0;
 }
 
+const char *cli_mpi_library(void)
+{
+#ifdef GNC_HAVE_MPI
+    static char v[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    if (MPI_Get_library_version(v, &len) != MPI_SUCCESS)
+        return "MPI (its version unknown)";
+    v[strcspn(v, "\n,")] = '\0';    /* "Open MPI v4.1.4, package: ..." */
+    return v;
+#else
+    return NULL;
+#endif
+}
+
 void cli_mpi_watch(const cli_world *w, const char *what)
 {
 #ifdef GNC_HAVE_MPI

@@ -29,6 +29,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "base.h"
 #include "checkpoint.h"
 #include "cli.h"
@@ -53,6 +55,38 @@ static void model_free(model *m)
     rt_session_free(m->s);
     drv_candidates_free(m->prog.plan);
     drv_program_free(&m->prog);
+}
+
+/* Every input of m's program is one the loop fills (the image, the label,
+ * the optimizer's train.*), and, where the program is on one device, its loss
+ * is cross_entropy(logits, label): else the loop would feed zeros or train on
+ * a loss it does not test, without a word.  Prints why not. */
+static int check_inputs(const options *o, const model *m)
+{
+    const ir_graph *g = m->g;
+    char t[128];
+    for (int i = 0; i < g->ninputs; i++) {
+        const ir_value *v = g->inputs[i];
+        if (strncmp(v->name, "train.", 6) == 0 || v == m->image || v == m->label)
+            continue;
+        fprintf(stderr, "gnc: error: %s: the input '%s' (%s) is not one gnc train and gnc eval "
+                "fill: they feed an IDX data set's images to '%s' and its labels to '%s', "
+                "and nothing else\n", o->c.file, v->name, ir_type_str(&v->type, t, sizeof t),
+                m->image->name, m->label->name);
+        return -1;
+    }
+    int devices = 1;
+    ir_for_each_node(g, n)
+        devices = n->device + 1 > devices ? n->device + 1 : devices;
+    const ir_node *loss = g->loss ? g->loss->def : NULL;
+    if (devices == 1 && loss &&
+        (loss->op != IR_OP_CROSS_ENTROPY || loss->in[0] != m->logits || loss->in[1] != m->label)) {
+        fprintf(stderr, "gnc: error: %s: the loss '%s' is %s, not cross_entropy(logits, %s): "
+                "gnc train and gnc eval train and test classifiers on their accuracy\n",
+                o->c.file, g->loss->name, ir_ops[loss->op].name, m->label->name);
+        return -1;
+    }
+    return 0;
 }
 
 /* Loads o's model at batch (as a training step when train), finds its image and
@@ -119,6 +153,8 @@ static int model_load(const options *o, long long batch, int train, model *m)
                 "cross_entropy(logits, label)\n", o->c.file);
         return -1;
     }
+    if (check_inputs(o, m) != 0)
+        return -1;
     /* the loop fills and reads whole batches: one batch for all three */
     int64_t b = m->image->type.dims[0];
     if (m->label->type.dims[0] != b || m->logits->type.dims[0] != b) {
@@ -848,6 +884,21 @@ int cmd_eval(const options *o)
     if (evaluate(&m, &test, &acc, &loss) != 0)
         goto done;
     int64_t used = test.n / m.image->type.dims[0] * m.image->type.dims[0];
+    if (o->json) { /* the line's numbers, and what they are of */
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "model", m.g->name);
+        cJSON_AddStringToObject(j, "file", o->c.file);
+        cJSON_AddStringToObject(j, "weights", o->weights);
+        cJSON_AddStringToObject(j, "data", o->data ? o->data : DEFAULT_DATA);
+        cJSON_AddStringToObject(j, "device", o->cuda ? "cuda" : "cpu");
+        cJSON_AddNumberToObject(j, "batch", (double)m.image->type.dims[0]);
+        cli_json_number(j, "accuracy", acc);
+        cli_json_number(j, "loss", loss);
+        cJSON_AddNumberToObject(j, "images", (double)used);
+        cJSON_AddNumberToObject(j, "of", (double)test.n);
+        rc = cli_json_print(j);
+        goto done;
+    }
     printf("test accuracy %.4f, loss %.4f, on %lld of %lld images\n", acc, loss,
            (long long)used, (long long)test.n);
     rc = 0;

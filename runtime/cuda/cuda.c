@@ -103,6 +103,19 @@ int rt_cuda_probe(const char *libdir, char *err, size_t errlen)
     return base_fail(err, errlen, NO_CUDA);
 }
 
+const char *rt_cuda_library(int i, const char **what)
+{
+    (void)i, (void)what;
+    return NULL;
+}
+
+int rt_cuda_library_loads(const char *libdir, const char *name, char *why, size_t len)
+{
+    (void)libdir, (void)name;
+    snprintf(why, len, NO_CUDA);
+    return 0;
+}
+
 int rt_cuda_gpu_count(const char *libdir, char *err, size_t errlen)
 {
     return rt_cuda_probe(libdir, err, errlen);

@@ -71,6 +71,12 @@ int rt_cuda_unique_id(const char *libdir, rt_cuda_id *id, char *err, size_t errl
 /* 0 when the driver (in libdir, as in rt_cuda_options) loads, initializes and
  * sees a GPU; else -1 with a message. */
 int rt_cuda_probe(const char *libdir, char *err, size_t errlen);
+/* The NVIDIA libraries gnc loads, for gnc --version: the i-th one's file
+ * name (libcuda.so.1, libcublasLt.so.13, ...) and what it is for, or NULL past
+ * the last (at once in a build without the CUDA runtime).  Whether it loads
+ * now from libdir (as in rt_cuda_options): 1, or 0 with the loader's reason. */
+const char *rt_cuda_library(int i, const char **what);
+int rt_cuda_library_loads(const char *libdir, const char *name, char *why, size_t len);
 /* The number of GPUs the driver sees, or -1 with a message (as rt_cuda_probe). */
 int rt_cuda_gpu_count(const char *libdir, char *err, size_t errlen);
 

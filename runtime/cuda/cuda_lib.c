@@ -667,6 +667,30 @@ int cuda_comm_p2p(rt_cuda *x, int d, int send, int peer, CUdeviceptr ptr, int64_
     return 0;
 }
 
+const char *rt_cuda_library(int i, const char **what)
+{
+    static const char *const libs[][2] = {
+        {"libcuda.so.1", "the CUDA driver"},
+        {"libcublasLt.so." XSTR(CUBLAS_VER_MAJOR), "cuBLASLt: matrix products"},
+        {"libcudnn.so." XSTR(CUDNN_MAJOR), "cuDNN: convolutions (--conv cudnn)"},
+        {"libnccl.so." XSTR(NCCL_MAJOR), "NCCL: communication between GPUs"},
+    };
+    if (i < 0 || i >= (int)(sizeof libs / sizeof *libs))
+        return NULL;
+    *what = libs[i][1];
+    return libs[i][0];
+}
+
+int rt_cuda_library_loads(const char *libdir, const char *name, char *why, size_t len)
+{
+    char path[4096];
+    cuda_lib_path(libdir, name, path, sizeof path);
+    if (cuda_dlopen(path))
+        return 1;   /* loaded for good, as gnc loads them (cuda_dlopen) */
+    snprintf(why, len, "%s", dlerror());
+    return 0;
+}
+
 int rt_cuda_unique_id(const char *libdir, rt_cuda_id *id, char *err, size_t errlen)
 {
     char path[4096];

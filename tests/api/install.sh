@@ -19,6 +19,30 @@ pc=$(find prefix -name gnc.pc | head -1)
 for f in prefix/include/gnc/gnc.h prefix/bin/gnc "$pc"; do
     if [ -f "$f" ]; then ok; else bad "not installed: $f"; fi
 done
+# the manual page (made from the table gnc's help comes from: every command
+# and option of the help is in it), the bash completion, the documentation
+man=prefix/share/man/man1/gnc.1 comp=prefix/share/bash-completion/completions/gnc
+for f in "$man" "$comp" prefix/share/doc/gnc/cli.md prefix/share/doc/gnc/dsl.md; do
+    if [ -f "$f" ]; then ok; else bad "not installed: $f"; fi
+done
+if command -v groff >/dev/null; then
+    expect 0 groff -man -Tutf8 -ww "$man"
+    if [ -z "$(groff -man -Tutf8 -ww "$man" 2>&1 >/dev/null)" ]; then ok; else bad "groff warns about gnc.1"; fi
+fi
+for cmd in dump compile run train eval inspect devices; do
+    grep -q "^\.SH GNC $cmd\$" "$man" || { bad "gnc.1 has no section for $cmd"; continue; }
+    section=$(sed -n "/^\.SH GNC $cmd\$/,/^\.SH/p" "$man" | sed 's/\\-/-/g')
+    missing=
+    for opt in $(prefix/bin/gnc $cmd --help | grep -oE '^  (-[A-Za-z]|--[a-z-]+)' | grep -v '^  -h$'); do
+        grep -qE "^\\.B $opt(\\\\|\$)" <<<"$section" || missing="$missing $opt"
+    done
+    if [ -z "$missing" ]; then ok; else bad "gnc.1's section for $cmd lacks$missing"; fi
+done
+out=$(bash -c '. "$1"; COMP_WORDS=("$2" compile --gp); COMP_CWORD=2; _gnc; echo "${COMPREPLY[*]}"
+               COMP_WORDS=("$2" train --device ""); COMP_CWORD=3; _gnc; echo "${COMPREPLY[*]}"
+               COMP_WORDS=("$2" ev); COMP_CWORD=1; _gnc; echo "${COMPREPLY[*]}"' _ "$comp" prefix/bin/gnc)
+if [ "$out" = $'--gpus\ncpu cuda\neval' ]; then ok; else bad "the bash completion: $out"; fi
+
 export PKG_CONFIG_PATH=$work/${pc%/gnc.pc}
 expect 0 pkg-config --modversion gnc;  has "0.1.0"
 libdir=$(pkg-config --variable=libdir gnc)

@@ -11,6 +11,20 @@ expect 0 "$gnc" --help;                    has "usage: gnc <command>"
 expect 0 "$gnc" dump --help;               has "usage: gnc dump"
 expect 0 "$gnc" help run;                  has "--seed N"
 expect 0 "$gnc" --version;                 has "gnc 0."
+has "built with:"
+# the commit it was built from (this checkout's, built just now)
+if head=$(git -C "$src" rev-parse --short=12 HEAD 2>/dev/null); then has "(commit $head"; fi
+if grep -q "the CUDA runtime: --device cuda" <<<"$out"; then
+    fake=$(dirname "$gnc")/tests/fakecuda
+    out=$(GNC_CUDA_LIBDIR=/nonexistent-gnc "$gnc" --version)
+    if [ "$(grep -c 'does not load' <<<"$out")" = 4 ]; then ok; else bad "--version with no libraries: $out"; fi
+    if [ -e "$fake/libcuda.so.1" ]; then
+        out=$(GNC_CUDA_LIBDIR=$fake "$gnc" --version)
+        if [ "$(grep -cE '^  lib[a-zA-Z]+\.so\.[0-9]+ +loads ' <<<"$out")" = 4 ]; then ok; else bad "--version with the stand-ins: $out"; fi
+    fi
+else
+    has "no CUDA runtime"
+fi
 expect 2 "$gnc";                           has "usage: gnc"
 expect 2 "$gnc" dmp x.net;                 has "unknown command 'dmp'; did you mean 'dump'?"
 expect 2 "$gnc" dump;                      has "no input file"
@@ -159,6 +173,20 @@ has "the model has no input 'nosuch'"
 printf 'garbage' >junk.npy
 expect 1 "$gnc" run "$src/models/lenet.net" -D batch=2 --input image=junk.npy
 has "not a .npy file"
+
+# a compile that takes over a second shows NVRTC's progress on a terminal, and
+# "compiled in" counts NVRTC's time
+if "$gnc" --version | grep -q "^  NVRTC" && command -v script >/dev/null; then
+    out=$(GNC_CACHE_DIR=$PWD/cold-cache script -qec "'$gnc' compile '$src/models/resnet18.net' --train -o r18.gnc" /dev/null | tr '\r' '\n')
+    last=$(grep "compiling CUDA kernels: " <<<"$out" | tail -1)
+    total=$(sed -n 's/^compiled in \([0-9.]*\) ms.*/\1/p' <<<"$out")
+    nvrtc=$(sed -n 's/.* images (\([0-9.]*\) s)$/\1/p' <<<"$last")
+    of=$(sed -n 's/.*kernels: \([0-9]*\) of \([0-9]*\) images.*/\1 \2/p' <<<"$last")
+    if [ -n "$of" ] && [ "${of% *}" = "${of#* }" ] && [ -n "$total" ] && [ -n "$nvrtc" ] &&
+       [ "$(echo "$total >= $nvrtc * 1000" | bc)" = 1 ]; then ok; else bad "NVRTC's progress ('$last') or 'compiled in $total ms'"; fi
+    out=$(GNC_CACHE_DIR=$PWD/cold-cache2 "$gnc" compile "$src/models/lenet.net" -o l.gnc 2>&1)
+    if ! grep -q "compiling CUDA" <<<"$out"; then ok; else bad "NVRTC's progress where standard error is no terminal"; fi
+fi
 
 # '-': standard input for FILE and --input, standard output for compile -o
 # and --dump-plan (then the summary goes to standard error)

@@ -194,6 +194,23 @@ refused_st "share bytes" "{$A,"'"b":{"dtype":"U8","shape":[4],"data_offsets":[2,
 refused_st "4 bytes of data after the last tensor" "{$A}" 8
 refused_st "not a dtype of the format" '{"a":{"dtype":"F33","shape":[1],"data_offsets":[0,4]}}' 4
 
+# a model input the data does not fill, and a loss that is not
+# cross_entropy(logits, label), are refused before any step (else zeros are fed
+# or another loss trained without a word)
+printf 'model m(batch = 8) {\n  input image: f32[batch, 1, 28, 28]\n  input label: i32[batch]\n  input target: f32[batch, 10]\n  logits = dense(flatten(image), 10)\n  output logits\n  loss cross_entropy(logits, label)\n}\n' >extra.net
+expect 1 "$gnc" train extra.net --data tiny --steps 1 --checkpoint extra.st
+has "extra.net: the input 'target' (f32[8, 10]) is not one gnc train and gnc eval fill"
+if [ ! -e extra.st ]; then ok; else bad "a refused model left extra.st"; fi
+printf 'model m(batch = 8) {\n  input image: f32[batch, 1, 28, 28]\n  input label: i32[batch]\n  logits = dense(flatten(image), 10)\n  output logits\n  loss mean(logits)\n}\n' >meanloss.net
+expect 1 "$gnc" train meanloss.net --data tiny --steps 1
+has "meanloss.net: the loss 'mean0' is reshape, not cross_entropy(logits, label)"
+if ! grep -q "step 1/" <<<"$out"; then ok; else bad "a refused loss trained a step"; fi
+# and on two devices the partitioner refuses it (it crashed): the replicas'
+# losses are averaged, right for cross_entropy and mse alone
+expect 1 "$gnc" train meanloss.net --data tiny --steps 1 --devices cpu:2 --strategy data
+has "meanloss.net:6:8: error: the loss 'mean0' is reshape, not cross_entropy or mse"
+if ! grep -q "step 1/" <<<"$out"; then ok; else bad "a refused loss trained a step"; fi
+
 # bad data
 expect 1 "$gnc" train "$lenet" --data nowhere --epochs 1
 has "nowhere/train-images-idx3-ubyte"
