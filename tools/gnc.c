@@ -141,7 +141,8 @@ static const struct flag {
      "(docs/plan.md), atomically ('-': to standard output); gnc run, train and the "
      "embedding library (docs/api.md) run it.  Where gnc has NVRTC the plan also holds "
      "the CUDA kernels (below)", SEC_MAIN},
-    {"-o", "run", 1, " DIR", "write each output to DIR/NAME.npy (making DIR)", SEC_MAIN},
+    {"-o", "run", 1, " DIR",
+     "write each output to DIR/NAME.npy and the loss to DIR/loss.npy (making DIR)", SEC_MAIN},
     {"--seed", "run", 1, " N",
      "seed of the parameter initializers and random inputs (default 0)", SEC_MAIN},
     {"--seed", "train", 1, " N", "initializers, shuffling and dropout (default 0)", SEC_MAIN},
@@ -155,6 +156,9 @@ static const struct flag {
      SEC_MAIN},
     {"--weights", "eval", 1, " FILE", "a checkpoint written by gnc train (required)",
      SEC_MAIN},
+    {"--weights", "run", 1, " FILE",
+     "start from the weights of a checkpoint (gnc train --checkpoint, or any safetensors file "
+     "with every parameter and buffer) instead of the initializers", SEC_MAIN},
     {"--data", "eval", 1, " DIR", "IDX files (default /usr/share/datasets/fashion-mnist)",
      SEC_MAIN},
     {"--epochs", "train", 1, " N", "epochs (default 1)", SEC_MAIN},
@@ -1327,8 +1331,8 @@ static int run_json(const options *o, const ir_graph *g, rt_session *s, double m
     return cli_json_print(root);
 }
 
-/* run -o DIR: each output as DIR/NAME.npy (making DIR).  0, or -1 after
- * saying why. */
+/* run -o DIR: each output as DIR/NAME.npy (making DIR), and the loss as
+ * DIR/loss.npy.  0, or -1 after saying why. */
 static int write_outputs(const char *dir, const ir_graph *g, rt_session *s)
 {
     char err[512];
@@ -1348,7 +1352,23 @@ static int write_outputs(const char *dir, const ir_graph *g, rt_session *s)
             return -1;
         }
     }
-    return 0;
+    /* the loss too, as loss.npy (unless an output has that name) */
+    const void *loss = g->loss ? rt_session_data(s, g->loss) : NULL;
+    for (int i = 0; loss && i < g->noutputs; i++)
+        if (strcmp(g->outputs[i].name, "loss") == 0)
+            loss = NULL;
+    if (!loss)
+        return 0;
+    size_t n = strlen(dir) + 16;
+    char *path = malloc(n);
+    if (!path)
+        return -1;
+    snprintf(path, n, "%s/loss.npy", dir);
+    int bad = npy_write(path, &g->loss->type, loss, err, sizeof err);
+    free(path);
+    if (bad)
+        fprintf(stderr, "gnc: error: %s\n", err);
+    return bad ? -1 : 0;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -1379,6 +1399,10 @@ static int cmd_run(const options *o, const drv_program *p)
     rt_session_set_timeout(s, o->timeout);
     rt_exec_set_profile(rt_session_host(s), o->profile);
     int rc = 1;
+    if (o->weights && rt_session_load(s, o->weights, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "gnc: error: %s\n", err);
+        goto done;
+    }
     for (int i = 0; i < g->ninputs; i++)
         fill_random(g->inputs[i], i, o->seed, rt_session_data(s, g->inputs[i]));
     for (int k = 0; k < o->ninputs; k++) {

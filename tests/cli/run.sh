@@ -251,4 +251,26 @@ expect 1 "${R[@]}" x=short.npy;     has "short.npy: truncated .npy data"
 mkdir -p dir.npy
 expect 1 "${R[@]}" x=dir.npy;       has "dir.npy: is a directory, not a .npy file"
 
+# run --weights: the parameters from a safetensors file (here bias = [0.5,
+# -1.25], so y = bias for x = 0); -o DIR writes the loss beside the outputs
+printf 'model d() {\n    input x: f32[2, 3]\n    input t: f32[2, 2]\n    y = dense(x, 2)\n    output y\n    loss mse(y, t)\n}\n' >dense.net
+python3 - <<'PY'
+import json, struct
+w, b = [0.0] * 6, [0.5, -1.25]
+data = struct.pack('<6f', *w) + struct.pack('<2f', *b)
+h = json.dumps({"dense0.weight": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]},
+                "dense0.bias": {"dtype": "F32", "shape": [2], "data_offsets": [24, 32]}}).encode()
+open('dense.st', 'wb').write(struct.pack('<Q', len(h)) + h + data)
+PY
+mknpy zeros.npy "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"
+expect 0 "$gnc" run dense.net --weights dense.st --input x=zeros.npy -o dense-out
+has "[0.5 -1.25]"
+if [ -s dense-out/y.npy ] && [ -s dense-out/loss.npy ]; then ok; else bad "run -o wrote no loss.npy: $(ls dense-out)"; fi
+expect 0 "$gnc" run dense.net --input x=zeros.npy
+if ! grep -qF "[0.5 -1.25]" <<<"$out"; then ok; else bad "without --weights, the same bias"; fi
+expect 1 "$gnc" run dense.net --weights zeros.npy
+has "zeros.npy"
+expect 1 "$gnc" run "$src/models/lenet.net" -D batch=2 --weights dense.st
+has "dense.st"
+
 summary cli
