@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base.h"
+#include "checkpoint.h"
 #include "codegen.h"
 #include "cuda.h"
 #include "frontend.h"
@@ -527,6 +528,7 @@ int drv_plan_keep(const drv_config *o, const drv_program *p, const char *path, r
 {
     char devices[16], step[64], opt[160], source[256], flags[256];
     int partitioned = o->part.devices > 1 || o->part.deterministic;
+    rt_plan_blob weights = {RT_SECTION_WEIGHTS, RT_SECTION_REQUIRED, RT_PLAN_ALL_DEVICES, NULL, 0};
     snprintf(devices, sizeof devices, "%d", p->mp->ndevices);
     rt_plan_kv meta[20];
     int n = 0;
@@ -607,18 +609,31 @@ int drv_plan_keep(const drv_config *o, const drv_program *p, const char *path, r
             (o->autotune && autotune(cg, NULL, err, errlen) != 0))
             goto done;
     }
+    /* --weights: the checkpoint's bytes as the weights section (its loader
+       checks them against the program) */
+    const char *why = NULL;
+    if (o->weights && !(weights.data = base_read_file(o->weights, &weights.size, &why))) {
+        snprintf(err, errlen, "%s: cannot read: %s", o->weights, why);
+        goto done;
+    }
+    if (o->weights && rt_checkpoint_load_bytes(p->g, NULL, weights.data, weights.size,
+                                               o->weights, NULL, err, errlen) != 0)
+        goto done;
     if (!mem) {
-        rc = rt_plan_write_program(path, p->g, p->mp, meta, n, cg, err, errlen);
+        rc = rt_plan_write_program(path, p->g, p->mp, meta, n, cg, &weights, o->weights != NULL,
+                                   err, errlen);
     } else {
         unsigned char *bytes;
         size_t size;
-        if (rt_plan_encode_program(p->g, p->mp, meta, n, cg, &bytes, &size, err, errlen) == 0) {
+        if (rt_plan_encode_program_with(p->g, p->mp, meta, n, cg, &weights, o->weights != NULL,
+                                        &bytes, &size, err, errlen) == 0) {
             *mem = rt_plan_decode(bytes, size, path, err, errlen);
             base_free(bytes);
             rc = *mem ? 0 : -1;
         }
     }
 done:
+    base_free((void *)weights.data);
     if (rc == 0 && keep_cg) { /* the caller's now */
         *keep_cg = cg;
         cg = NULL;

@@ -68,6 +68,8 @@ typedef struct {
     int no_kernels;             /* a plan without CUDA kernels */
     int autotune;               /* the library calls timed on this machine's GPU */
     const char *flags;          /* the shaping flags as given, for the plan's meta */
+    const char *weights;        /* a checkpoint whose values the plan carries (its weights
+                                   section), for sessions to start from; NULL: none */
     FILE *progress;             /* where a step that takes over a second (NVRTC) shows
                                    how far it is, on one line; NULL: nowhere */
 } drv_config;

@@ -156,6 +156,9 @@ static const struct flag {
      SEC_MAIN},
     {"--weights", "eval", 1, " FILE", "a checkpoint written by gnc train (required)",
      SEC_MAIN},
+    {"--weights", "compile", 1, " FILE",
+     "with -o: the plan carries the weights of this checkpoint, which gnc run, train and "
+     "libgnc start from instead of the initializers", SEC_MAIN},
     {"--weights", "run", 1, " FILE",
      "start from the weights of a checkpoint (gnc train --checkpoint, or any safetensors file "
      "with every parameter and buffer) instead of the initializers", SEC_MAIN},
@@ -1672,6 +1675,10 @@ static int command(int argc, char **argv, cli_world *world)
         o.c.opt.weight_decay = o.c.opt.kind == AD_ADAMW ? 0.01 : 0;
     char cmdsp[32];
     snprintf(cmdsp, sizeof cmdsp, "%s ", cmd);
+    if (strcmp(cmd, "compile") == 0 && o.weights && !o.out)
+        return usage_error(cmdsp, "--weights goes into the plan: it needs -o FILE.gnc%s", "");
+    if (strcmp(cmd, "compile") == 0)
+        o.c.weights = o.weights;
     if (o.c.opt.kind != AD_SGD && (o.c.opt.momentum > 0 || o.c.opt.nesterov))
         return usage_error(cmdsp, "--momentum and --nesterov apply to --optimizer sgd%s", "");
     if (o.c.opt.nesterov && o.c.opt.momentum == 0)

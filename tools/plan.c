@@ -191,8 +191,18 @@ struct rt_session *cli_session_new(const options *o, const drv_program *p, int p
     if (!x)
         return NULL;
     rt_session *s = rt_session_adopt(p->g, x, seed);
-    if (!s)
+    if (!s) {
         snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    /* a plan with weights starts from them (as rt_session_open does) */
+    const struct rt_plan *f = p->file;
+    if (f && f->weights && rt_checkpoint_load_bytes(p->g, x, f->weights, f->weights_size,
+                                                    "the plan's weights", NULL, err,
+                                                    errlen) != 0) {
+        rt_session_free(s);
+        return NULL;
+    }
     return s;
 }
 

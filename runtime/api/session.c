@@ -126,6 +126,14 @@ rt_session *rt_session_open(const rt_plan *p, const rt_session_options *o, char 
         rt_session_free(s);
         return NULL;
     }
+    /* a plan with weights starts from them, not from the initializers */
+    if (p->weights &&
+        (rt_checkpoint_load_bytes(p->g, x, p->weights, p->weights_size, "the plan's weights",
+                                  NULL, err, errlen) != 0 ||
+         rt_session_push(s, err, errlen) != 0)) {
+        rt_session_free(s);
+        return NULL;
+    }
     return s;
 }
 

@@ -404,15 +404,11 @@ static int shape_of(const cJSON *t, ir_type *out)
     return 1;
 }
 
-int rt_checkpoint_load(const ir_graph *g, rt_exec *x, const char *path, rt_ckpt_meta *meta,
-                       char *err, size_t errlen)
+/* rt_checkpoint_load from f, a file or bytes, which messages call path; x
+ * NULL: the checks alone.  Closes f. */
+static int load(const ir_graph *g, rt_exec *x, FILE *f, const char *path, rt_ckpt_meta *meta,
+                char *err, size_t errlen)
 {
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        return base_fail(err, errlen, "%s: is a directory, not a checkpoint", path);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return base_fail(err, errlen, "%s: cannot read: %s", path, strerror(errno));
     unsigned char len8[8];
     char *header = NULL;
     cJSON *root = NULL;
@@ -510,8 +506,9 @@ int rt_checkpoint_load(const ir_graph *g, rt_exec *x, const char *path, rt_ckpt_
             add_line(err, errlen, &ndiff, "  %s: data offsets [%.0f, %.0f) do not fit the file",
                      name, lo, hi);
     }
-    if (ndiff) {
+    if (ndiff || !x) {
         base_free(es);
+        rc = ndiff ? -1 : (err[0] = '\0', 0);
         goto done;
     }
 
@@ -556,6 +553,28 @@ done:
     base_free(header);
     fclose(f);
     return rc;
+}
+
+int rt_checkpoint_load(const ir_graph *g, rt_exec *x, const char *path, rt_ckpt_meta *meta,
+                       char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return base_fail(err, errlen, "%s: is a directory, not a checkpoint", path);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return base_fail(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+    return load(g, x, f, path, meta, err, errlen);
+}
+
+int rt_checkpoint_load_bytes(const ir_graph *g, rt_exec *x, const void *data, size_t size,
+                             const char *name, rt_ckpt_meta *meta, char *err, size_t errlen)
+{
+    FILE *f = size ? fmemopen((void *)data, size, "rb") : NULL;
+    if (!f)
+        return base_fail(err, errlen, "%s: not a safetensors file (%s)", name,
+                         size ? strerror(errno) : "empty");
+    return load(g, x, f, name, meta, err, errlen);
 }
 
 void rt_ckpt_meta_set(rt_ckpt_meta *m, const char *key, const char *value)

@@ -45,6 +45,11 @@ int rt_exec_read_param(const ir_graph *g, rt_exec *x, const char *name, const ir
 
 int rt_checkpoint_load(const ir_graph *g, rt_exec *x, const char *path, rt_ckpt_meta *meta, char *err,
                        size_t errlen);
+/* The same from size bytes at data (a plan's weights section), which messages
+ * call name; x NULL: only whether they would load into g (0, or -1 with the
+ * differences). */
+int rt_checkpoint_load_bytes(const ir_graph *g, rt_exec *x, const void *data, size_t size,
+                             const char *name, rt_ckpt_meta *meta, char *err, size_t errlen);
 
 void rt_ckpt_meta_set(rt_ckpt_meta *m, const char *key, const char *value);
 const char *rt_ckpt_meta_get(const rt_ckpt_meta *m, const char *key);

@@ -30,6 +30,7 @@
 #include <zlib.h>
 
 #include "base.h"
+#include "checkpoint.h"
 #include "diag.h"
 
 #define META_MAX_KEY 64
@@ -112,7 +113,7 @@ static int reads_kind(uint32_t kind)
 {
     return kind == RT_SECTION_PROGRAM || kind == RT_SECTION_MEMORY || kind == RT_SECTION_META ||
            kind == RT_SECTION_CUDA_SOURCE || kind == RT_SECTION_KERNEL_IMAGE ||
-           kind == RT_SECTION_TUNING;
+           kind == RT_SECTION_TUNING || kind == RT_SECTION_WEIGHTS;
 }
 
 int rt_plan_is_plan(const void *data, size_t size)
@@ -307,12 +308,13 @@ static int write_all(int fd, const unsigned char *p, size_t n)
 }
 
 int rt_plan_write_program(const char *path, const ir_graph *g, const mp_plan *mp,
-                          const rt_plan_kv *meta, int nmeta, const cg_program *cg, char *err,
-                          size_t errlen)
+                          const rt_plan_kv *meta, int nmeta, const cg_program *cg,
+                          const rt_plan_blob *extra, int nextra, char *err, size_t errlen)
 {
     unsigned char *data;
     size_t size;
-    if (rt_plan_encode_program(g, mp, meta, nmeta, cg, &data, &size, err, errlen) != 0)
+    if (rt_plan_encode_program_with(g, mp, meta, nmeta, cg, extra, nextra, &data, &size, err,
+                                    errlen) != 0)
         return -1;
     if (strcmp(path, "-") == 0) { /* standard output */
         int bad = write_all(STDOUT_FILENO, data, size) != 0;
@@ -618,6 +620,33 @@ static int read_tuning(reader *r, rt_plan *p)
     return 0;
 }
 
+/* The weights section: at most one, the whole program's, a safetensors file
+ * that holds every parameter and buffer of the program with its shape (as
+ * gnc run --weights takes one), kept for the sessions to start from. */
+static int read_weights(reader *r, rt_plan *p)
+{
+    for (int i = 0; i < p->nsections; i++) {
+        const rt_plan_section *s = &p->sections[i];
+        if (s->kind != RT_SECTION_WEIGHTS)
+            continue;
+        if (p->weights)
+            return BAD(r, "section %d: a second weights section", i);
+        if (s->device != RT_PLAN_ALL_DEVICES)
+            return BAD(r, "section %d (weights) names device %u; it is the whole program's", i,
+                       s->device);
+        char what[64], e[2048];
+        snprintf(what, sizeof what, "section %d (weights)", i);
+        if (rt_checkpoint_load_bytes(p->g, NULL, r->data + s->offset, (size_t)s->size, what,
+                                     NULL, e, sizeof e) != 0)
+            return BAD(r, "%s", e);
+        if (!(p->weights = base_malloc((size_t)s->size)))
+            return BAD(r, "out of memory");
+        memcpy(p->weights, r->data + s->offset, (size_t)s->size);
+        p->weights_size = (size_t)s->size;
+    }
+    return 0;
+}
+
 /* The CUDA backend's sections (docs/plan.md): cuda_source sections, one per
  * module in module order, then kernel_image sections, for each module a cubin
  * per arch of the meta's archs in that order and then the PTX of the newest;
@@ -888,7 +917,8 @@ rt_plan *rt_plan_decode(const void *bytes, size_t nbytes, const char *name, char
         goto fail;
     }
     if (read_program(r, p, program) != 0 || read_memory(r, p, memory) != 0 ||
-        (meta && read_meta(r, p, meta) != 0) || read_cuda(r, p) != 0 || read_tuning(r, p) != 0)
+        (meta && read_meta(r, p, meta) != 0) || read_cuda(r, p) != 0 || read_tuning(r, p) != 0 ||
+        read_weights(r, p) != 0)
         goto fail;
     return p;
 fail:
@@ -947,6 +977,7 @@ void rt_plan_free(rt_plan *p)
     }
     base_free(p->modules);
     base_free(p->tuning);
+    base_free(p->weights);
     base_free(p);
 }
 

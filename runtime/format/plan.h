@@ -13,7 +13,7 @@
  *   // given: const ir_graph *g, const mp_plan *mp, const rt_plan_kv *meta, int nmeta
  *   #include "exec.h"
  *   char err[512];
- *   rt_plan_write_program("a.gnc", g, mp, meta, nmeta, NULL, err, sizeof err);   compile -o
+ *   rt_plan_write_program("a.gnc", g, mp, meta, nmeta, NULL, NULL, 0, err, sizeof err);   compile -o
  *   rt_plan *p = rt_plan_load("a.gnc", err, sizeof err);        NULL: err says why
  *   rt_exec *x = rt_exec_new_planned(p->g, p->mp->offset_by_id, p->mp->device_bytes,
  *                                    err, sizeof err);
@@ -121,6 +121,9 @@ typedef struct rt_plan {
     rt_plan_module *modules;
     char *tuning;               /* the tuning section's text (NUL-terminated), or NULL;
                                    rt_plan_program checks and applies it */
+    unsigned char *weights;     /* the weights section (a safetensors file that loads into
+                                   g), which sessions start from, or NULL */
+    size_t weights_size;
 } rt_plan;
 
 /* A section beside the program, memory and meta, for rt_plan_encode_with. */
@@ -150,9 +153,15 @@ int rt_plan_encode_with(const ir_graph *g, const mp_plan *mp, const rt_plan_kv *
 int rt_plan_encode_program(const ir_graph *g, const mp_plan *mp, const rt_plan_kv *meta,
                            int nmeta, const cg_program *cg, unsigned char **data, size_t *size,
                            char *err, size_t errlen);
+/* As rt_plan_encode_program, with extra sections after the CUDA ones (the
+ * weights section). */
+int rt_plan_encode_program_with(const ir_graph *g, const mp_plan *mp, const rt_plan_kv *meta,
+                                int nmeta, const cg_program *cg, const rt_plan_blob *extra,
+                                int nextra, unsigned char **data, size_t *size, char *err,
+                                size_t errlen);
 int rt_plan_write_program(const char *path, const ir_graph *g, const mp_plan *mp,
-                          const rt_plan_kv *meta, int nmeta, const cg_program *cg, char *err,
-                          size_t errlen);
+                          const rt_plan_kv *meta, int nmeta, const cg_program *cg,
+                          const rt_plan_blob *extra, int nextra, char *err, size_t errlen);
 
 /* The program a CUDA runtime runs: cg_generate on the plan's program and
  * memory plan with the precision and archs of its meta, each module's source

@@ -190,8 +190,16 @@ int rt_plan_encode_program(const ir_graph *g, const mp_plan *mp, const rt_plan_k
                            int nmeta, const cg_program *cg, unsigned char **data, size_t *size,
                            char *err, size_t errlen)
 {
+    return rt_plan_encode_program_with(g, mp, meta, nmeta, cg, NULL, 0, data, size, err, errlen);
+}
+
+int rt_plan_encode_program_with(const ir_graph *g, const mp_plan *mp, const rt_plan_kv *meta,
+                                int nmeta, const cg_program *cg, const rt_plan_blob *extra,
+                                int nextra, unsigned char **data, size_t *size, char *err,
+                                size_t errlen)
+{
     if (!cg)
-        return rt_plan_encode(g, mp, meta, nmeta, data, size, err, errlen);
+        return rt_plan_encode_with(g, mp, meta, nmeta, extra, nextra, data, size, err, errlen);
     int nblobs = 0;
     for (int m = 0; m < cg->nmodules; m++) {
         if (cg->modules[m].nimages != cg->narchs + 1) {
@@ -203,7 +211,7 @@ int rt_plan_encode_program(const ir_graph *g, const mp_plan *mp, const rt_plan_k
     }
     size_t tuning_len = 0;
     char *tuning = tuning_text(cg, &tuning_len);
-    rt_plan_blob *blobs = base_calloc((size_t)nblobs + 2, sizeof *blobs);
+    rt_plan_blob *blobs = base_calloc((size_t)nblobs + 2 + (size_t)nextra, sizeof *blobs);
     unsigned char **heads = base_calloc((size_t)nblobs + 1, sizeof *heads);
     int rc = -1, n = 0;
     if (!blobs || !heads) {
@@ -239,10 +247,13 @@ int rt_plan_encode_program(const ir_graph *g, const mp_plan *mp, const rt_plan_k
                                             0, RT_PLAN_ALL_DEVICES, b, head + len};
             }
         }
+    int nb = n;
     if (tuning)
-        blobs[n] = (rt_plan_blob){RT_SECTION_TUNING, 0, RT_PLAN_ALL_DEVICES, tuning, tuning_len};
-    rc = rt_plan_encode_with(g, mp, meta, nmeta, blobs, n + (tuning != NULL), data, size, err,
-                             errlen);
+        blobs[nb++] = (rt_plan_blob){RT_SECTION_TUNING, 0, RT_PLAN_ALL_DEVICES, tuning,
+                                     tuning_len};
+    for (int i = 0; i < nextra; i++)
+        blobs[nb++] = extra[i];
+    rc = rt_plan_encode_with(g, mp, meta, nmeta, blobs, nb, data, size, err, errlen);
 done:
     base_free(tuning);
     for (int i = 0; heads && i < n; i++)

@@ -272,5 +272,17 @@ expect 1 "$gnc" run dense.net --weights zeros.npy
 has "zeros.npy"
 expect 1 "$gnc" run "$src/models/lenet.net" -D batch=2 --weights dense.st
 has "dense.st"
+# compile --weights: the plan carries them (its weights section), and a run of
+# the plan starts from them; a checkpoint that does not fit is refused
+expect 0 "$gnc" compile dense.net --weights dense.st -o dw.gnc --no-kernels
+expect 0 "$gnc" inspect dw.gnc;    has "weights"
+expect 0 "$gnc" run dw.gnc --input x=zeros.npy
+has "[0.5 -1.25]"
+expect 2 "$gnc" compile dense.net --weights dense.st
+has "--weights goes into the plan: it needs -o FILE.gnc"
+expect 1 "$gnc" compile "$src/models/lenet.net" -D batch=2 --weights dense.st -o bad.gnc --no-kernels
+has "dense.st does not match the model:"
+has "conv1.weight: in the model, not in the checkpoint"
+if [ ! -e bad.gnc ]; then ok; else bad "a plan whose weights do not fit was written"; fi
 
 summary cli
