@@ -24,6 +24,8 @@ static const char *const reserved[] = {
     "gelu_grad_f", "silu_f", "silu_grad_f", "softplus_f", "hardswish_f", "exp_grad_f",
     "log_grad_f", "sqrt_grad_f", "rsqrt_grad_f", "abs_grad_f", "softplus_grad_f",
     "hardswish_grad_f", "leaky_relu_f", "elu_f", "leaky_relu_grad_f", "elu_grad_f", "expm1f",
+    "gelu_tanh_f", "gelu_tanh_grad_f", "pow_grad_f", "clamp_f", "clamp_grad_f", "maximum_f",
+    "minimum_f", "powf",
     "warp_sum", "warp_max", "block_sum", "block_max", "splitmix64",
     "dropout_key", "dropout_keep", "report", "gnc_status", "gnc_scaler", "NEG_INF", "POS_INF",
     "expf", "erff", "tanhf", "logf", "sqrtf", "exp", "log", "sqrt", "pow", "fabsf", "rintf",

@@ -186,6 +186,14 @@ static void emit_pointwise(kb *k, const ir_node *n)
     case IR_OP_ELU:
         kb_set(k, y, kb_kstr(k, "elu_f(%s, %.9gf)", a, ir_attr_float(n, "alpha")));
         return;
+    case IR_OP_GELU_TANH: kb_set(k, y, kb_kstr(k, "gelu_tanh_f(%s)", a)); return;
+    case IR_OP_POW:
+        kb_set(k, y, kb_kstr(k, "powf(%s, %s)", a, kb_flit(k, ir_attr_float(n, "p"))));
+        return;
+    case IR_OP_CLAMP:
+        kb_set(k, y, kb_kstr(k, "clamp_f(%s, %s, %s)", a, kb_flit(k, ir_attr_float(n, "min")),
+                             kb_flit(k, ir_attr_float(n, "max"))));
+        return;
     case IR_OP_DROPOUT: /* identity at inference */
     case IR_OP_RESHAPE:
         if (ir_type_eq(&n->in[0]->type, k->iter))
@@ -202,6 +210,29 @@ static void emit_pointwise(kb *k, const ir_node *n)
                        kb_opnd(k, n->in[1])));
         return;
     }
+    case IR_OP_MAXIMUM: case IR_OP_MINIMUM:
+        kb_set(k, y, kb_kstr(k, "%s_f(%s, %s)", ir_ops[n->op].name, kb_opnd(k, n->in[0]),
+                             kb_opnd(k, n->in[1])));
+        return;
+    case IR_OP_GT: case IR_OP_LT: case IR_OP_GE: case IR_OP_LE: case IR_OP_EQ: case IR_OP_NE: {
+        static const char *const cmp[] = {">", "<", ">=", "<=", "==", "!="}; /* ORDER ops.def */
+        kb_set(k, y, kb_kstr(k, "%s %s %s ? 1.0f : 0.0f", kb_opnd(k, n->in[0]),
+                             cmp[n->op - IR_OP_GT], kb_opnd(k, n->in[1])));
+        return;
+    }
+    case IR_OP_WHERE: /* a NaN condition is true, as on the CPU */
+        kb_set(k, y, kb_kstr(k, "%s != 0.0f ? %s : %s", kb_opnd(k, n->in[0]),
+                             kb_opnd(k, n->in[1]), kb_opnd(k, n->in[2])));
+        return;
+    case IR_OP_POW_GRAD:
+        kb_set(k, y, kb_kstr(k, "pow_grad_f(%s, %s, %s)", kb_opnd(k, n->in[0]),
+                             kb_opnd(k, n->in[1]), kb_flit(k, ir_attr_float(n, "p"))));
+        return;
+    case IR_OP_CLAMP_GRAD:
+        kb_set(k, y, kb_kstr(k, "clamp_grad_f(%s, %s, %s, %s)", kb_opnd(k, n->in[0]),
+                             kb_opnd(k, n->in[1]), kb_flit(k, ir_attr_float(n, "min")),
+                             kb_flit(k, ir_attr_float(n, "max"))));
+        return;
     case IR_OP_RELU_GRAD:
         kb_set(k, y,
                kb_kstr(k, "%s <= 0.0f ? 0.0f : %s", kb_opnd(k, n->in[1]), kb_opnd(k, n->in[0])));
@@ -226,7 +257,7 @@ static void emit_pointwise(kb *k, const ir_node *n)
         return;
     case IR_OP_SILU_GRAD: case IR_OP_EXP_GRAD: case IR_OP_LOG_GRAD: case IR_OP_SQRT_GRAD:
     case IR_OP_RSQRT_GRAD: case IR_OP_ABS_GRAD: case IR_OP_SOFTPLUS_GRAD:
-    case IR_OP_HARDSWISH_GRAD: /* the prelude's NAME_f(dy, y or x) */
+    case IR_OP_HARDSWISH_GRAD: case IR_OP_GELU_TANH_GRAD: /* the prelude's NAME_f(dy, y or x) */
         kb_set(k, y, kb_kstr(k, "%s_f(%s, %s)", ir_ops[n->op].name, kb_opnd(k, n->in[0]),
                              kb_opnd(k, n->in[1])));
         return;
@@ -591,10 +622,60 @@ static void emit_pooling(kb *k, const ir_node *n)
 #undef a
 }
 
+/* The first extreme along the axis of the line of x that starts at base, as
+ * rt_arg_extreme finds it: into locals best and arg. */
+static void line_extreme(kb *k, const char *x, const char *base, int64_t len, int64_t inner,
+                         int want_min, const char **best, const char **arg)
+{
+    const char *l = kb_tmp(k, "ext_l"), *v = kb_tmp(k, "ext_v");
+    *best = kb_tmp(k, "ext_best"), *arg = kb_tmp(k, "ext_arg");
+    kb_line(k, "%s %s = 0;", k->itype, *arg);
+    kb_line(k, "float %s = ld(%s, %s);", *best, x, base);
+    kb_line(k, "for (%s %s = 1; %s < %lld && %s == %s; %s++) {", k->itype, l, l, (long long)len,
+            *best, *best, l);
+    kb_line(k, "    const float %s = ld(%s, %s + %s * %lld);", v, x, base, l, (long long)inner);
+    kb_line(k, "    if (%s %c %s || %s != %s) {", v, want_min ? '<' : '>', *best, v, v);
+    kb_line(k, "        %s = %s;", *best, v);
+    kb_line(k, "        %s = %s;", *arg, l);
+    kb_line(k, "    }");
+    kb_line(k, "}");
+}
+
+/* reduce_max, reduce_min, argmax and the gradients: a scan along the axis per
+ * element */
+static void emit_extreme(kb *k, const ir_node *n)
+{
+    int grad = n->op == IR_OP_REDUCE_MAX_GRAD || n->op == IR_OP_REDUCE_MIN_GRAD;
+    const ir_value *xv = n->in[grad ? 1 : 0];
+    int64_t outer, len, inner;
+    kb_around(&xv->type, (int)ir_attr_int(n, "axis"), &outer, &len, &inner);
+    int want_min = n->op == IR_OP_REDUCE_MIN || n->op == IR_OP_REDUCE_MIN_GRAD;
+    const char *x = kb_reads(k, xv, 0), *base = kb_tmp(k, "ext_base"), *best, *arg;
+    /* the line's start: result element idx is (o, in) forward, (o, l, in) backward */
+    kb_line(k, "const %s %s = %s / %lld * %lld + %s %% %lld;", k->itype, base, k->idx,
+            (long long)(grad ? len * inner : inner), (long long)(len * inner), k->idx,
+            (long long)inner);
+    line_extreme(k, x, base, len, inner, want_min, &best, &arg);
+    if (!grad) {
+        kb_set(k, n->out[0], n->op == IR_OP_ARGMAX ? kb_kstr(k, "(int)%s", arg) : best);
+        return;
+    }
+    kb_set(k, n->out[0],
+           kb_kstr(k, "%s == %s / %lld %% %lld ? %s : 0.0f", arg, k->idx, (long long)inner,
+                   (long long)len,
+                   kb_at_index(k, n->in[0], kb_kstr(k, "%s / %lld * %lld + %s %% %lld", k->idx,
+                                                    (long long)(len * inner), (long long)inner,
+                                                    k->idx, (long long)inner))));
+}
+
 /* Emits the statements computing n's results at element k->idx. */
 void kb_emit_map(kb *k, const ir_node *n)
 {
     switch (n->op) {
+    case IR_OP_REDUCE_MAX: case IR_OP_REDUCE_MIN: case IR_OP_ARGMAX: case IR_OP_REDUCE_MAX_GRAD:
+    case IR_OP_REDUCE_MIN_GRAD:
+        emit_extreme(k, n);
+        return;
     case IR_OP_SGD: case IR_OP_ADAM:
         emit_optimizer(k, n);
         return;
@@ -719,6 +800,8 @@ int kb_map_kernel(kb *k)
         switch (k->m[i]->op) {
         case IR_OP_MAXPOOL2D: case IR_OP_AVGPOOL2D: case IR_OP_MAXPOOL2D_GRAD:
         case IR_OP_AVGPOOL2D_GRAD: case IR_OP_CONCAT: case IR_OP_EMBEDDING:
+        case IR_OP_REDUCE_MAX: case IR_OP_REDUCE_MIN: case IR_OP_ARGMAX:
+        case IR_OP_REDUCE_MAX_GRAD: case IR_OP_REDUCE_MIN_GRAD:
             elementwise = 0;
             break;
         default:

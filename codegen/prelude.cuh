@@ -204,6 +204,33 @@ __device__ __forceinline__ float elu_grad_f(float dy, float x, float alpha)
 {
     return x > 0.0f ? dy : dy * alpha * expf(x);
 }
+/* PyTorch's gelu(approximate="tanh") and its gradient, as runtime/cpu's */
+__device__ __forceinline__ float gelu_tanh_f(float a)
+{
+    return 0.5f * a * (1.0f + tanhf(0.797884561f * (a + 0.044715f * a * a * a)));
+}
+__device__ __forceinline__ float gelu_tanh_grad_f(float dy, float x)
+{
+    const float sq = x * x, th = tanhf(0.797884561f * (x + 0.044715f * sq * x));
+    return dy * (0.5f * (1.0f + th) +
+                 0.5f * x * (1.0f - th * th) * 0.797884561f * (1.0f + 3.0f * 0.044715f * sq));
+}
+/* pow with a number exponent, clamp (an absent bound infinite), their gradients */
+__device__ __forceinline__ float pow_grad_f(float dy, float x, float p)
+{
+    return p == 0.0f ? 0.0f : dy * (p * powf(x, p - 1.0f));
+}
+__device__ __forceinline__ float clamp_f(float a, float lo, float hi)
+{
+    return a != a ? a : fminf(fmaxf(a, lo), hi);
+}
+__device__ __forceinline__ float clamp_grad_f(float dy, float x, float lo, float hi)
+{
+    return x >= lo && x <= hi ? dy : 0.0f;
+}
+/* PyTorch's maximum and minimum: NaN from either operand */
+__device__ __forceinline__ float maximum_f(float a, float b) { return a > b || a != a ? a : b; }
+__device__ __forceinline__ float minimum_f(float a, float b) { return a < b || a != a ? a : b; }
 __device__ __forceinline__ float exp_grad_f(float dy, float y) { return dy * y; }
 __device__ __forceinline__ float log_grad_f(float dy, float x) { return dy / x; }
 __device__ __forceinline__ float sqrt_grad_f(float dy, float y) { return dy * 0.5f / y; }

@@ -39,7 +39,22 @@ static val unary(elab *e, call *c, ir_op op)
 static val b_relu(elab *e, call *c) { return unary(e, c, IR_OP_RELU); }
 static val b_sigmoid(elab *e, call *c) { return unary(e, c, IR_OP_SIGMOID); }
 static val b_tanh(elab *e, call *c) { return unary(e, c, IR_OP_TANH); }
-static val b_gelu(elab *e, call *c) { return unary(e, c, IR_OP_GELU); }
+/* gelu(x, approximate="none"): the exact (erf) form, or PyTorch's "tanh" one */
+static val b_gelu(elab *e, call *c)
+{
+    const val *ap = &c->args[1].v;
+    if (ap->k == V_NONE || (ap->k == V_STR && strcmp(ap->s, "none") == 0))
+        return unary(e, c, IR_OP_GELU);
+    if (ap->k == V_STR && strcmp(ap->s, "tanh") == 0)
+        return unary(e, c, IR_OP_GELU_TANH);
+    if (ap->k == V_STR)
+        el_error(e, c->args[1].loc, "gelu's approximate is \"none\" or \"tanh\", got \"%s\"",
+                 ap->s);
+    else
+        el_error(e, c->args[1].loc, "gelu's approximate is \"none\" or \"tanh\", got %s",
+                 val_kind_name(ap));
+    return error_val();
+}
 static val b_silu(elab *e, call *c) { return unary(e, c, IR_OP_SILU); }
 static val b_exp(elab *e, call *c) { return unary(e, c, IR_OP_EXP); }
 static val b_log(elab *e, call *c) { return unary(e, c, IR_OP_LOG); }
@@ -76,6 +91,115 @@ static val unary_with(elab *e, call *c, ir_op op, const char *key)
 static val b_leaky_relu(elab *e, call *c) { return unary_with(e, c, IR_OP_LEAKY_RELU, "slope"); }
 static val b_elu(elab *e, call *c) { return unary_with(e, c, IR_OP_ELU, "alpha"); }
 static val b_global_avgpool(elab *e, call *c) { return unary(e, c, IR_OP_GLOBAL_AVGPOOL); }
+
+static val binary(elab *e, call *c, ir_op op);
+
+/* pow(x, p): x to a number's power (also x ** p) */
+static val b_pow(elab *e, call *c)
+{
+    ir_value *x = arg_tensor(e, c, 0);
+    double p;
+    if (!x)
+        return error_val();
+    if (c->args[1].v.k == V_TENSOR) {
+        el_error(e, c->args[1].loc, "pow takes a number exponent, got a tensor: for a tensor "
+                 "exponent write exp(p * log(x))");
+        return error_val();
+    }
+    if (!arg_float(e, c, 1, &p))
+        return error_val();
+    ir_node *n = node_begin(e, c, IR_OP_POW, 1, &x);
+    ir_set_float(el_graph(e), n, "p", p);
+    return node_end(e, c, n);
+}
+
+/* clamp(x, min=?, max=?): PyTorch's, number bounds, one of them or both */
+static val b_clamp(elab *e, call *c)
+{
+    ir_value *x = arg_tensor(e, c, 0);
+    double bound[2] = {-INFINITY, INFINITY};
+    if (!x)
+        return error_val();
+    if (!arg_given(c, 1) && !arg_given(c, 2)) {
+        el_error(e, c->loc, "clamp needs min, max or both");
+        return error_val();
+    }
+    for (int i = 0; i < 2; i++) {
+        if (!arg_given(c, i + 1))
+            continue;
+        if (c->args[i + 1].v.k == V_TENSOR) {
+            el_error(e, c->args[i + 1].loc, "clamp takes number bounds, got a tensor: for "
+                     "tensor bounds write minimum(maximum(x, low), high)");
+            return error_val();
+        }
+        if (!arg_float(e, c, i + 1, &bound[i]))
+            return error_val();
+        if (isnan(bound[i])) {
+            el_error(e, c->args[i + 1].loc, "clamp's %s is NaN", i ? "max" : "min");
+            return error_val();
+        }
+    }
+    ir_node *n = node_begin(e, c, IR_OP_CLAMP, 1, &x);
+    ir_set_float(el_graph(e), n, "min", bound[0]);
+    ir_set_float(el_graph(e), n, "max", bound[1]);
+    return node_end(e, c, n);
+}
+
+/* Argument i as a tensor; a number becomes a rank-0 const of dtype (that of
+ * the call's tensors), as in x + 1.0. */
+static ir_value *arg_tensor_or_num(elab *e, call *c, int i, ir_dtype dtype)
+{
+    const val *v = &c->args[i].v;
+    if (v->k == V_INT || v->k == V_FLOAT)
+        return el_scalar(e, v, dtype, c->args[i].loc);
+    return arg_tensor(e, c, i);
+}
+
+/* The dtype of the first of args[from .. to) that is a tensor, or f32. */
+static ir_dtype tensor_dtype(const call *c, int from, int to)
+{
+    for (int i = from; i < to; i++)
+        if (c->args[i].v.k == V_TENSOR)
+            return c->args[i].v.t->type.dtype;
+    return IR_F32;
+}
+
+/* maximum, minimum and the comparisons: two tensors, or a tensor and a number,
+ * broadcasting */
+static val binary_num(elab *e, call *c, ir_op op)
+{
+    if (c->args[0].v.k != V_TENSOR && c->args[1].v.k != V_TENSOR)
+        return binary(e, c, op); /* reports the first that is no tensor */
+    ir_dtype dt = tensor_dtype(c, 0, 2);
+    ir_value *in[2] = {arg_tensor_or_num(e, c, 0, dt), arg_tensor_or_num(e, c, 1, dt)};
+    if (!in[0] || !in[1])
+        return error_val();
+    return node_end(e, c, node_begin(e, c, op, 2, in));
+}
+
+static val b_maximum(elab *e, call *c) { return binary_num(e, c, IR_OP_MAXIMUM); }
+static val b_minimum(elab *e, call *c) { return binary_num(e, c, IR_OP_MINIMUM); }
+static val b_gt(elab *e, call *c) { return binary_num(e, c, IR_OP_GT); }
+static val b_lt(elab *e, call *c) { return binary_num(e, c, IR_OP_LT); }
+static val b_ge(elab *e, call *c) { return binary_num(e, c, IR_OP_GE); }
+static val b_le(elab *e, call *c) { return binary_num(e, c, IR_OP_LE); }
+static val b_eq(elab *e, call *c) { return binary_num(e, c, IR_OP_EQ); }
+static val b_ne(elab *e, call *c) { return binary_num(e, c, IR_OP_NE); }
+
+/* where(cond, a, b): a where the mask cond is nonzero, else b; a or b may be a
+ * number */
+static val b_where(elab *e, call *c)
+{
+    ir_value *cond = arg_tensor(e, c, 0);
+    if (!cond)
+        return error_val();
+    ir_dtype dt = c->args[1].v.k == V_TENSOR || c->args[2].v.k == V_TENSOR
+                      ? tensor_dtype(c, 1, 3) : cond->type.dtype;
+    ir_value *in[3] = {cond, arg_tensor_or_num(e, c, 1, dt), arg_tensor_or_num(e, c, 2, dt)};
+    if (!in[1] || !in[2])
+        return error_val();
+    return node_end(e, c, node_begin(e, c, IR_OP_WHERE, 3, in));
+}
 
 static val binary(elab *e, call *c, ir_op op)
 {
@@ -176,6 +300,66 @@ static val reduction(elab *e, call *c, int mean)
     }
     ir_value *y = reduce_axes(e, c, x, red, keep, mean);
     return y ? tensor_val(y) : error_val();
+}
+
+/* max(x, axis=?, keepdims=false), min and argmax: along one axis (torch.max(x,
+ * dim, keepdim).values, argmax(x, dim, keepdim)), or over every element of x
+ * flattened, as torch.max(x) and argmax(x); axis and keepdims are arguments
+ * iaxis and iaxis + 1 */
+static val extreme(elab *e, call *c, ir_op op, int iaxis)
+{
+    ir_value *x = c->args[0].v.t, *y = x;
+    int keep, given = arg_given(c, iaxis);
+    int64_t axis = 0;
+    if (!arg_bool(e, c, iaxis + 1, &keep))
+        return error_val();
+    if (!ir_is_float(x->type.dtype)) { /* said of x, not of x flattened */
+        char tb[128];
+        el_error(e, c->args[0].loc, "%s takes a floating-point tensor, got %s", c->fn,
+                 ir_type_str(&x->type, tb, sizeof tb));
+        return error_val();
+    }
+    if (given && (axis = axis_of(e, c, iaxis, x->type.rank)) < 0)
+        return error_val();
+    ir_type flat = {x->type.dtype, 1, {ir_type_numel(&x->type)}}, out = x->type;
+    if (!given && x->type.rank != 1)
+        y = piece(e, c, "flat", IR_OP_RESHAPE, 1, &x, &flat, 0);
+    if (!given) { /* every axis: all ones kept, or none */
+        out.rank = keep ? x->type.rank : 0;
+        for (int i = 0; i < out.rank; i++)
+            out.dims[i] = 1;
+    } else if (!keep) {
+        out.rank--;
+        for (int i = (int)axis; i < out.rank; i++)
+            out.dims[i] = x->type.dims[i + 1];
+    } else {
+        out.dims[axis] = 1;
+    }
+    ir_type reduced = given ? x->type : flat;
+    reduced.dims[axis] = 1;
+    int reshape = out.rank != reduced.rank ||
+                  memcmp(out.dims, reduced.dims, (size_t)out.rank * sizeof *out.dims) != 0;
+    if (!y)
+        return error_val();
+    char name[512];
+    call s = *c;
+    if (reshape) {
+        snprintf(name, sizeof name, "%s.%s", c->path, ir_ops[op].name);
+        s.path = name;
+    }
+    ir_node *n = node_begin(e, &s, op, 1, &y);
+    ir_set_int(el_graph(e), n, "axis", axis);
+    val r = node_end(e, &s, n);
+    if (r.k != V_TENSOR || !reshape)
+        return r;
+    out.dtype = r.t->type.dtype;
+    y = piece(e, c, NULL, IR_OP_RESHAPE, 1, &r.t, &out, 0);
+    return y ? tensor_val(y) : error_val();
+}
+
+static val b_argmax(elab *e, call *c)
+{
+    return arg_tensor(e, c, 0) ? extreme(e, c, IR_OP_ARGMAX, 1) : error_val();
 }
 
 static val b_sum(elab *e, call *c) { return reduction(e, c, 0); }
@@ -663,9 +847,32 @@ INIT_FN(b_xavier_normal, INIT_XAVIER_NORMAL)
 
 /* ---- compile-time helpers ---- */
 
+/* min(a, b) and max of numbers: a compile-time number; of a tensor and a tensor
+ * or number: minimum, maximum; of a tensor alone: its smallest (largest)
+ * along axis or over all, as torch.min and torch.max */
 static val minmax(elab *e, call *c, int want_max)
 {
     const val *a = &c->args[0].v, *b = &c->args[1].v;
+    if (a->k == V_TENSOR || b->k == V_TENSOR) {
+        if (!(c->path = el_auto_name(e, c->fn, c->loc)))
+            return error_val();
+        if (arg_given(c, 1) && (arg_given(c, 2) || c->args[3].v.i)) {
+            el_error(e, c->args[2].loc, "%s of two operands is elementwise (%s): it takes no "
+                     "axis or keepdims", c->fn, want_max ? "maximum" : "minimum");
+            return error_val();
+        }
+        if (arg_given(c, 1))
+            return binary_num(e, c, want_max ? IR_OP_MAXIMUM : IR_OP_MINIMUM);
+        return extreme(e, c, want_max ? IR_OP_REDUCE_MAX : IR_OP_REDUCE_MIN, 2);
+    }
+    if (!arg_given(c, 1)) {
+        el_error(e, c->loc, "%s of a number needs a second one", c->fn);
+        return error_val();
+    }
+    if (arg_given(c, 2)) {
+        el_error(e, c->args[2].loc, "%s of numbers takes no axis", c->fn);
+        return error_val();
+    }
     if (a->k == V_INT && b->k == V_INT)
         return (val){.k = V_INT, .i = (a->i > b->i) == want_max ? a->i : b->i};
     double x, y;
@@ -699,7 +906,7 @@ const builtin fe_builtins[] = {
     {"relu", "x", b_relu, 1},
     {"sigmoid", "x", b_sigmoid, 1},
     {"tanh", "x", b_tanh, 1},
-    {"gelu", "x", b_gelu, 1},
+    {"gelu", "x, approximate=?", b_gelu, 1},
     {"silu", "x", b_silu, 1},
     {"exp", "x", b_exp, 1},
     {"log", "x", b_log, 1},
@@ -710,6 +917,17 @@ const builtin fe_builtins[] = {
     {"hardswish", "x", b_hardswish, 1},
     {"leaky_relu", "x, slope=0.01", b_leaky_relu, 1},
     {"elu", "x, alpha=1.0", b_elu, 1},
+    {"pow", "x, p", b_pow, 1},
+    {"clamp", "x, min=?, max=?", b_clamp, 1},
+    {"maximum", "a, b", b_maximum, 1},
+    {"minimum", "a, b", b_minimum, 1},
+    {"gt", "a, b", b_gt, 1},
+    {"lt", "a, b", b_lt, 1},
+    {"ge", "a, b", b_ge, 1},
+    {"le", "a, b", b_le, 1},
+    {"eq", "a, b", b_eq, 1},
+    {"ne", "a, b", b_ne, 1},
+    {"where", "cond, a, b", b_where, 1},
     {"softmax", "x, axis=-1", b_softmax, 1},
     {"log_softmax", "x, axis=-1", b_log_softmax, 1},
     {"maxpool2d", "x, kernel, stride=?, pad=0, dilation=1", b_maxpool2d, 1},
@@ -725,6 +943,7 @@ const builtin fe_builtins[] = {
     {"mse", "a, b", b_mse, 1},
     {"l1_loss", "a, b", b_l1_loss, 1},
     {"bce_with_logits", "logits, target", b_bce_with_logits, 1},
+    {"argmax", "x, axis=?, keepdims=false", b_argmax, 1},
     {"sum", "x, axis=?, keepdims=false", b_sum, 1},
     {"mean", "x, axis=?, keepdims=false", b_mean, 1},
     {"param", "name, shape, init=?, trainable=true", b_param, 0},
@@ -736,8 +955,8 @@ const builtin fe_builtins[] = {
     {"kaiming_uniform", "", b_kaiming_uniform, 0},
     {"xavier", "", b_xavier, 0},
     {"xavier_normal", "", b_xavier_normal, 0},
-    {"min", "a, b", b_min, 0},
-    {"max", "a, b", b_max, 0},
+    {"min", "a, b=?, axis=?, keepdims=false", b_min, 0},
+    {"max", "a, b=?, axis=?, keepdims=false", b_max, 0},
     {"len", "x", b_len, 0},
     {NULL, NULL, NULL, 0},
 };

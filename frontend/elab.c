@@ -344,6 +344,15 @@ static const char *scope_name(elab *e, const char *explicit_, const char *base, 
     return path;
 }
 
+const char *el_auto_name(elab *e, const char *base, ir_loc loc)
+{
+    if (!e->scope) {
+        el_error(e, loc, "%s makes a tensor; tensors exist only inside a model or def", base);
+        return NULL;
+    }
+    return scope_name(e, NULL, base, loc);
+}
+
 const char *el_scope_name(elab *e, const char *name, ir_loc loc)
 {
     if (!e->scope) {
@@ -648,7 +657,7 @@ static int truth(elab *e, const val *v, ir_loc loc, int *out)
 }
 
 /* tensor (op) scalar: the scalar becomes a rank-0 const of the tensor's dtype */
-static ir_value *scalar_const(elab *e, const val *v, ir_dtype dtype, ir_loc loc)
+ir_value *el_scalar(elab *e, const val *v, ir_dtype dtype, ir_loc loc)
 {
     if (!ir_is_float(dtype)) {
         el_error(e, loc, "arithmetic takes floating-point tensors, got an %s one: gnc has no "
@@ -663,16 +672,40 @@ static ir_value *scalar_const(elab *e, const val *v, ir_dtype dtype, ir_loc loc)
     return r.k == V_TENSOR ? r.t : NULL;
 }
 
-static val tensor_binary(elab *e, int op, val a, val b, ir_loc loc)
+/* tensor ** number: pow with that exponent */
+static val tensor_pow(elab *e, val a, val b, ir_loc loc)
 {
-    static const char *const names[] = {['+'] = "add", ['-'] = "sub", ['*'] = "mul",
-                                        ['/'] = "div"};
-    static const ir_op ops[] = {['+'] = IR_OP_ADD, ['-'] = IR_OP_SUB, ['*'] = IR_OP_MUL,
-                                ['/'] = IR_OP_DIV};
-    if (op != '+' && op != '-' && op != '*' && op != '/') {
-        el_error(e, loc, "operator is not defined on tensors (only + - * /)");
+    if (a.k != V_TENSOR || !is_num(&b)) {
+        el_error(e, loc, "** on tensors takes a tensor base and a number exponent, got %s ** %s",
+                 describe(e, &a), describe(e, &b));
         return error_val();
     }
+    call c = {.fn = "pow", .loc = loc, .path = scope_name(e, NULL, "pow", loc)};
+    ir_node *n = node_begin(e, &c, IR_OP_POW, 1, &a.t);
+    ir_set_float(e->g, n, "p", num(&b));
+    return node_end(e, &c, n);
+}
+
+static val tensor_binary(elab *e, int op, val a, val b, ir_loc loc)
+{
+    ir_op o;
+    switch (op) {
+    case '+': o = IR_OP_ADD; break;
+    case '-': o = IR_OP_SUB; break;
+    case '*': o = IR_OP_MUL; break;
+    case '/': o = IR_OP_DIV; break;
+    case '>': o = IR_OP_GT; break;
+    case '<': o = IR_OP_LT; break;
+    case AST_OP_GE: o = IR_OP_GE; break;
+    case AST_OP_LE: o = IR_OP_LE; break;
+    case AST_OP_EQ: o = IR_OP_EQ; break;
+    case AST_OP_NE: o = IR_OP_NE; break;
+    case AST_OP_POW: return tensor_pow(e, a, b, loc);
+    default:
+        el_error(e, loc, "operator is not defined on tensors (only + - * / **, comparisons)");
+        return error_val();
+    }
+    const char *name = ir_ops[o].name;
     ir_value *in[2];
     val *vs[2] = {&a, &b};
     for (int i = 0; i < 2; i++) {
@@ -680,7 +713,7 @@ static val tensor_binary(elab *e, int op, val a, val b, ir_loc loc)
         if (v->k == V_TENSOR)
             in[i] = v->t;
         else if (is_num(v))
-            in[i] = scalar_const(e, v, other->t->type.dtype, loc);
+            in[i] = el_scalar(e, v, other->t->type.dtype, loc);
         else {
             el_error(e, loc, "cannot combine %s with %s", describe(e, &a), describe(e, &b));
             return error_val();
@@ -688,8 +721,8 @@ static val tensor_binary(elab *e, int op, val a, val b, ir_loc loc)
         if (!in[i])
             return error_val();
     }
-    call c = {.fn = names[op], .loc = loc, .path = scope_name(e, NULL, names[op], loc)};
-    return node_end(e, &c, node_begin(e, &c, ops[op], 2, in));
+    call c = {.fn = name, .loc = loc, .path = scope_name(e, NULL, name, loc)};
+    return node_end(e, &c, node_begin(e, &c, o, 2, in));
 }
 
 static val arith(elab *e, int op, val a, val b, ir_loc loc)

@@ -76,6 +76,10 @@ ir_loc el_loc(elab *e, ir_loc loc);          /* loc with its file owned by the g
 /* Claims name in the current naming scope and returns its full path, or reports
  * (a duplicate, or no scope: outside a model or def) and returns NULL. */
 const char *el_scope_name(elab *e, const char *name, ir_loc loc);
+/* The next free name base0, base1, ... in the current scope, claimed (for a
+ * built-in that is no layer but makes nodes: max and min of a tensor), or
+ * NULL having reported that there is no scope. */
+const char *el_auto_name(elab *e, const char *base, ir_loc loc);
 
 /* Argument accessors: report a type error at the argument and return 0/NULL. */
 ir_value *arg_tensor(elab *e, call *c, int i);
@@ -94,6 +98,9 @@ val node_end(elab *e, call *c, ir_node *n);
  * V_NONE for dflt) resolved against the shape. */
 ir_value *make_param(elab *e, call *c, const char *suffix, ir_value_kind kind, ir_type t,
                      val init, init_kind dflt);
+/* Number v as a rank-0 const of dtype (tensor op number), or NULL having
+ * reported an integer dtype. */
+ir_value *el_scalar(elab *e, const val *v, ir_dtype dtype, ir_loc loc);
 val tensor_val(ir_value *t);
 val error_val(void);
 

@@ -255,6 +255,8 @@ enum {
                                before it writes element i of the result, which may then take
                                that operand's buffer (passes/memplan.c) */
     IR_MAP = 1 << 5,        /* runs as one generated map kernel on the GPU (codegen/kernels.c) */
+    IR_NO_GRAD = 1 << 6,    /* its result is constant to autodiff (comparisons' masks, argmax):
+                               no gradient flows through it to its operands (passes/autodiff.c) */
 };
 #define IR_ELEMENTWISE (IR_UNARY | IR_BINARY | IR_UNARY_GRAD)
 

@@ -124,6 +124,26 @@ static int pool_rule(const ir_node *n, const ir_type *a, ir_type *o, char *err, 
         return 1;
 }
 
+/* reduce_max, reduce_min and argmax (and their gradients' x): a floating-point
+ * a reduced along axis to size 1 -> o (argmax: i32). */
+static int extreme_rule(const ir_node *n, const ir_type *a, ir_type *o, char *err,
+                        size_t errlen)
+{
+    char tbuf[4][128];
+    int tb = 0;
+    const char *op = ir_ops[n->op].name;
+    int64_t axis = ir_attr_int(n, "axis");
+    if (!ir_is_float(a->dtype) || a->rank < 1)
+        FAIL("%s expects a floating-point tensor of rank 1 or more, got %s", op, TS(a));
+    if (axis < 0 || axis >= a->rank)
+        FAIL("%s axis %lld is out of range for %s", op, (long long)axis, TS(a));
+    *o = *a;
+    o->dims[axis] = 1;
+    if (n->op == IR_OP_ARGMAX)
+        o->dtype = IR_I32;
+    return 1;
+}
+
 /* The type named by a node's shape attribute, of the given dtype. */
 static int shape_attr(const ir_node *n, ir_dtype dtype, ir_type *t, char *err, size_t errlen)
 {
@@ -377,6 +397,14 @@ static int infer_training(const ir_node *n, ir_type *out, char *err, size_t errl
         return 1;
     }
 
+    case IR_OP_REDUCE_MAX_GRAD: case IR_OP_REDUCE_MIN_GRAD:
+        if (!extreme_rule(n, b, &y, err, errlen))
+            return 0;
+        if (!ir_type_eq(&y, a))
+            FAIL("%s: dy is %s, but reducing %s gives %s", op, TS(a), TS(b), TS(&y));
+        out[0] = *b;
+        return 1;
+
     case IR_OP_MAXPOOL2D_GRAD:
         if (!pool_rule(n, b, &y, err, errlen))
             return 0;
@@ -578,6 +606,9 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
         return 1;
     }
 
+    case IR_OP_REDUCE_MAX: case IR_OP_REDUCE_MIN: case IR_OP_ARGMAX:
+        return extreme_rule(n, a, o, err, errlen);
+
     case IR_OP_MAXPOOL2D: case IR_OP_AVGPOOL2D:
         return pool_rule(n, a, o, err, errlen);
 
@@ -661,6 +692,21 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
                  (long long)a->dims[0], TS(b));
         *o = (ir_type){IR_F32, 0, {0}};
         return 1;
+
+    case IR_OP_WHERE: { /* cond, then the two to choose from: the three broadcast */
+        const ir_type *c = &n->in[2]->type;
+        ir_type bc = *b;
+        if (!ir_is_float(a->dtype))
+            FAIL("where takes a floating-point mask as its condition, got %s: gnc has no bool "
+                 "(comparisons give 0 and 1)", TS(a));
+        if (!ir_is_float(b->dtype) || b->dtype != c->dtype)
+            FAIL("where chooses between two floating-point tensors of one dtype, got %s and %s",
+                 TS(b), TS(c));
+        if (!broadcast(b, c, &bc) || !broadcast(a, &bc, o))
+            FAIL("where operands do not broadcast: %s, %s and %s", TS(a), TS(b), TS(c));
+        o->dtype = b->dtype;
+        return 1;
+    }
 
     case IR_OP_MSE:
         if (!ir_is_float(a->dtype) || !ir_type_eq(a, b))

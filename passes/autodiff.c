@@ -9,7 +9,8 @@
  *      each dropout becomes dropout_train, which yields its mask.
  *   2. Which values need a gradient: trainable parameters, and results of
  *      differentiable ops with such an operand.  Inputs never do, so the first
- *      layer computes no gradient for the image.
+ *      layer computes no gradient for the image; nor do comparisons' masks
+ *      (IR_NO_GRAD), which are constant where they are differentiable.
  *   3. Reverse sweep from the loss (seeded with 1): each node whose result has a
  *      gradient emits the nodes of its op's rule below, for the operands that
  *      need one; a value used several times sums its gradients.
@@ -91,6 +92,12 @@ static ir_value *op2(ad *a, ir_op op, ir_value *x, ir_value *y, const char *name
 {
     ir_value *in[2] = {x, y};
     return fin(a, mk(a, op, 2, in, 1, name))->out[0];
+}
+
+static ir_value *where(ad *a, ir_value *cond, ir_value *x, ir_value *y, const char *name)
+{
+    ir_value *in[3] = {cond, x, y};
+    return fin(a, mk(a, IR_OP_WHERE, 3, in, 1, name))->out[0];
 }
 
 static ir_value *scalar(ad *a, double v, ir_dtype dtype, const char *name)
@@ -179,6 +186,33 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
             acc(a, b, to_shape(a, IR_OP_SUM_TO, op1(a, IR_OP_NEG, t, gb), &b->type, gb));
         }
         return;
+    case IR_OP_MAXIMUM: case IR_OP_MINIMUM: { /* PyTorch's: dy to the larger (smaller), half
+                                                 to each on a tie, all to both where one is NaN */
+        int mx = n->op == IR_OP_MAXIMUM;
+        ir_value *half = op2(a, IR_OP_MUL, dy, scalar(a, 0.5, dy->type.dtype, gx), gx);
+        ir_value *t = where(a, op2(a, IR_OP_EQ, x, b, gx), half, dy, gx);
+        ir_value *zero = scalar(a, 0.0, dy->type.dtype, gx);
+        if (needs(a, x))
+            acc(a, x, to_shape(a, IR_OP_SUM_TO,
+                               where(a, op2(a, mx ? IR_OP_LT : IR_OP_GT, x, b, gx), zero, t, gx),
+                               &x->type, gx));
+        if (needs(a, b))
+            acc(a, b, to_shape(a, IR_OP_SUM_TO,
+                               where(a, op2(a, mx ? IR_OP_GT : IR_OP_LT, x, b, gb), zero, t, gb),
+                               &b->type, gb));
+        return;
+    }
+    case IR_OP_WHERE: /* dy to a where the condition holds, to b where not; none to it */
+        for (int k = 1; k < 3; k++) {
+            ir_value *v = n->in[k];
+            if (!needs(a, v))
+                continue;
+            const char *gv = grad_name(a, v);
+            ir_value *zero = scalar(a, 0.0, dy->type.dtype, gv);
+            acc(a, v, to_shape(a, IR_OP_SUM_TO, where(a, x, k == 1 ? dy : zero,
+                                                      k == 1 ? zero : dy, gv), &v->type, gv));
+        }
+        return;
     case IR_OP_NEG:
         acc(a, x, op1(a, IR_OP_NEG, dy, gx));
         return;
@@ -202,10 +236,14 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
                          : n->op == IR_OP_SQRT ? IR_OP_SQRT_GRAD
                                                : IR_OP_RSQRT_GRAD, dy, y, gx));
         return;
-    case IR_OP_LEAKY_RELU: case IR_OP_ELU: { /* the operand, with the slope or alpha */
+    case IR_OP_LEAKY_RELU: case IR_OP_ELU: case IR_OP_POW: case IR_OP_CLAMP:
+    case IR_OP_GELU_TANH: { /* the operand, with the op's attributes */
         ir_value *in[2] = {dy, x};
-        ir_node *g = mk(a, n->op == IR_OP_ELU ? IR_OP_ELU_GRAD : IR_OP_LEAKY_RELU_GRAD, 2, in, 1,
-                        gx);
+        ir_node *g = mk(a, n->op == IR_OP_ELU           ? IR_OP_ELU_GRAD
+                         : n->op == IR_OP_POW       ? IR_OP_POW_GRAD
+                         : n->op == IR_OP_CLAMP     ? IR_OP_CLAMP_GRAD
+                         : n->op == IR_OP_GELU_TANH ? IR_OP_GELU_TANH_GRAD
+                                                    : IR_OP_LEAKY_RELU_GRAD, 2, in, 1, gx);
         copy_attrs(a, g, n);
         acc(a, x, fin(a, g)->out[0]);
         return;
@@ -293,6 +331,14 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
     case IR_OP_MAXPOOL2D: {
         ir_value *in[2] = {dy, x};
         ir_node *m = mk(a, IR_OP_MAXPOOL2D_GRAD, 2, in, 1, gx);
+        copy_attrs(a, m, n);
+        acc(a, x, fin(a, m)->out[0]);
+        return;
+    }
+    case IR_OP_REDUCE_MAX: case IR_OP_REDUCE_MIN: { /* dy to the first extreme */
+        ir_value *in[2] = {dy, x};
+        ir_node *m = mk(a, n->op == IR_OP_REDUCE_MAX ? IR_OP_REDUCE_MAX_GRAD
+                                                     : IR_OP_REDUCE_MIN_GRAD, 2, in, 1, gx);
         copy_attrs(a, m, n);
         acc(a, x, fin(a, m)->out[0]);
         return;
@@ -497,7 +543,7 @@ int ad_training_graph(ir_graph *g, const ad_optimizer *opt, diag *d)
         int any = 0;
         for (int i = 0; i < n->nin; i++)
             any |= a.needs[n->in[i]->id];
-        if (any && n->op != IR_OP_CONST)
+        if (any && n->op != IR_OP_CONST && !ir_op_is(n->op, IR_NO_GRAD))
             a.needs[n->out[0]->id] = 1;
     }
 

@@ -407,6 +407,12 @@ double cost_node_flops(const ir_node *n)
     }
     case IR_OP_BN_FOLD_SCALE:
         return 3.0 * e;             /* gamma / sqrt(var + eps) */
+    case IR_OP_WHERE:
+        return e;                   /* a test and a choice per result element */
+    case IR_OP_REDUCE_MAX: case IR_OP_REDUCE_MIN: case IR_OP_ARGMAX:
+        return numel(n->in[0]);     /* a comparison per element scanned */
+    case IR_OP_REDUCE_MAX_GRAD: case IR_OP_REDUCE_MIN_GRAD:
+        return numel(n->in[1]);     /* the scan again; the stores cost nothing */
 
     default:                        /* elementwise: one per result element; data
                                        movement, constants, communication: none */

@@ -68,7 +68,7 @@ double *ref_const(const ir_type *t, double value)
     return y;
 }
 
-double *ref_unary(ir_op op, const double *a, const ir_type *ta, double p)
+double *ref_unary(ir_op op, const double *a, const ir_type *ta, double p, double q)
 {
     double *y = alloc_out(ta);
     for (int64_t i = 0; i < ir_type_numel(ta); i++) {
@@ -91,6 +91,11 @@ double *ref_unary(ir_op op, const double *a, const ir_type *ta, double p)
         case IR_OP_HARDSWISH: y[i] = v * fmin(fmax(v + 3, 0), 6) / 6; break;
         case IR_OP_LEAKY_RELU: y[i] = v > 0 ? v : p * v; break;
         case IR_OP_ELU:     y[i] = v > 0 ? v : p * expm1(v); break;
+        case IR_OP_GELU_TANH: /* 0.5 v (1 + tanh(sqrt(2 / pi) (v + 0.044715 v^3))) */
+            y[i] = 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+            break;
+        case IR_OP_POW:     y[i] = pow(v, p); break;
+        case IR_OP_CLAMP:   y[i] = isnan(v) ? v : v < p ? (p > q ? q : p) : v > q ? q : v; break;
         case IR_OP_DROPOUT: y[i] = v; break;
         default:
             fprintf(stderr, "ref_unary: %s is not unary\n", ir_ops[op].name);
@@ -115,10 +120,62 @@ double *ref_binary(ir_op op, const double *a, const ir_type *ta, const double *b
         case IR_OP_SUB: y[i] = u - v; break;
         case IR_OP_MUL: y[i] = u * v; break;
         case IR_OP_DIV: y[i] = u / v; break;
+        case IR_OP_MAXIMUM: y[i] = isnan(u) || isnan(v) ? NAN : u > v ? u : v; break;
+        case IR_OP_MINIMUM: y[i] = isnan(u) || isnan(v) ? NAN : u < v ? u : v; break;
+        case IR_OP_GT: y[i] = u > v; break;
+        case IR_OP_LT: y[i] = u < v; break;
+        case IR_OP_GE: y[i] = u >= v; break;
+        case IR_OP_LE: y[i] = u <= v; break;
+        case IR_OP_EQ: y[i] = u == v; break;
+        case IR_OP_NE: y[i] = !(u == v); break;
         default:
             fprintf(stderr, "ref_binary: %s is not binary\n", ir_ops[op].name);
             abort();
         }
+    }
+    return y;
+}
+
+double *ref_where(const double *c, const ir_type *tc, const double *a, const ir_type *ta,
+                  const double *b, const ir_type *tb, ir_type *out)
+{
+    ir_type ab;
+    bcast_shape(ta->dims, ta->rank, tb->dims, tb->rank, &ab);
+    bcast_shape(tc->dims, tc->rank, ab.dims, ab.rank, out);
+    out->dtype = ta->dtype;
+    double *y = alloc_out(out);
+    int64_t co[IR_MAX_RANK];
+    for (int64_t i = 0; i < ir_type_numel(out); i++) {
+        unravel(out, i, co);
+        y[i] = c[bcast_index(tc, out->rank, co)] != 0 ? a[bcast_index(ta, out->rank, co)]
+                                                      : b[bcast_index(tb, out->rank, co)];
+    }
+    return y;
+}
+
+double *ref_extreme(ir_op op, const double *a, const ir_type *ta, int axis, ir_type *out)
+{
+    *out = *ta;
+    out->dims[axis] = 1;
+    if (op == IR_OP_ARGMAX)
+        out->dtype = IR_I32;
+    double *y = alloc_out(out);
+    int64_t c[IR_MAX_RANK];
+    for (int64_t i = 0; i < ir_type_numel(out); i++) {
+        unravel(out, i, c);
+        int64_t arg = -1;
+        double best = 0;
+        for (int64_t l = 0; l < ta->dims[axis]; l++) {
+            c[axis] = l;
+            double v = a[ravel(ta, c)];
+            if (isnan(v)) {
+                arg = l, best = v;
+                break;
+            }
+            if (arg < 0 || (op == IR_OP_REDUCE_MIN ? v < best : v > best))
+                arg = l, best = v;
+        }
+        y[i] = op == IR_OP_ARGMAX ? (double)arg : best;
     }
     return y;
 }

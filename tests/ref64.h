@@ -20,12 +20,20 @@
 #include "ir.h"
 
 double *ref_const(const ir_type *t, double value);
-/* neg, relu, sigmoid, tanh, gelu, silu, exp, log, sqrt, rsqrt, abs, softplus, hardswish,
- * leaky_relu (p: its slope), elu (p: its alpha), dropout; out has the shape of a */
-double *ref_unary(ir_op op, const double *a, const ir_type *ta, double p);
-/* add, sub, mul, div with NumPy broadcasting */
+/* neg, relu, sigmoid, tanh, gelu, gelu_tanh, silu, exp, log, sqrt, rsqrt, abs, softplus,
+ * hardswish, leaky_relu (p: its slope), elu (p: its alpha), pow (p: the exponent), clamp
+ * (p: min, q: max), dropout; out has the shape of a */
+double *ref_unary(ir_op op, const double *a, const ir_type *ta, double p, double q);
+/* add, sub, mul, div, maximum, minimum and the comparisons (1 or 0), with NumPy
+ * broadcasting */
 double *ref_binary(ir_op op, const double *a, const ir_type *ta, const double *b,
                    const ir_type *tb, ir_type *out);
+/* where(cond, a, b): a where cond is nonzero (NaN included), else b; the three broadcast */
+double *ref_where(const double *c, const ir_type *tc, const double *a, const ir_type *ta,
+                  const double *b, const ir_type *tb, ir_type *out);
+/* reduce_max, reduce_min (values) and argmax (positions) along axis, which
+ * stays with size 1: the first extreme of each line, the first NaN if it has one */
+double *ref_extreme(ir_op op, const double *a, const ir_type *ta, int axis, ir_type *out);
 double *ref_matmul(const double *a, const ir_type *ta, const double *b, const ir_type *tb,
                    ir_type *out);
 /* x[..., in], w[out, in], bias[out] or NULL */

@@ -108,6 +108,16 @@ static const op_case cases[] = {
                      "  output y = %y\n"), 1e-7, 1e-6, 0, 1},
     {"elu", G("  input %x: f32[3, 37]\n  %y: f32[3, 37] = elu(%x) {alpha = 0.7}\n"
               "  output y = %y\n"), 1e-6, 1e-5, 0, 1},
+    {"gelu_tanh", EL("gelu_tanh", "[3, 37]"), 1e-6, 1e-5, 0, 1},
+    {"pow", G("  input %pos_x: f32[4, 64]\n  %y: f32[4, 64] = pow(%pos_x) {p = -1.5}\n"
+              "  output y = %y\n"), 1e-6, 1e-5, 0, 1},
+    {"pow of negatives", G("  input %x: f32[3, 37]\n  %y: f32[3, 37] = pow(%x) {p = 3.0}\n"
+                           "  output y = %y\n"), 1e-6, 1e-5, 0, 1},
+    /* tie_*: halves in [-1, 1] and NaNs, so clamp's bounds and ties are met */
+    {"clamp", G("  input %tie_x: f32[3, 37]\n  %y: f32[3, 37] = clamp(%tie_x) {min = -0.5, "
+                "max = 0.5}\n  output y = %y\n"), 0, 0, 0, 1},
+    {"clamp one bound", G("  input %x: f32[4, 64]\n  %y: f32[4, 64] = clamp(%x) {min = -inf, "
+                          "max = 0.25}\n  output y = %y\n"), 0, 0, 0, 1},
     {"dropout", G("  input %x: f32[4, 64]\n  %y: f32[4, 64] = dropout(%x) {p = 0.5}\n  output y = %y\n"),
      0, 0, 0, 1},
     {"add", G("  input %a: f32[3, 37]\n  input %b: f32[3, 37]\n  %y: f32[3, 37] = add(%a, %b)\n"
@@ -120,6 +130,36 @@ static const op_case cases[] = {
                      "  %y: f32[3, 37] = div(%a, %pos_b)\n  output y = %y\n"), 0, 1e-6, 0, 1},
     {"add two broadcasts", G("  input %a: f32[2, 3, 1, 5]\n  input %b: f32[3, 4, 5]\n"
                              "  %y: f32[2, 3, 4, 5] = add(%a, %b)\n  output y = %y\n"), 0, 1e-7, 0, 1},
+    {"maximum", G("  input %tie_a: f32[3, 37]\n  input %tie_b: f32[3, 37]\n"
+                  "  %y: f32[3, 37] = maximum(%tie_a, %tie_b)\n  output y = %y\n"), 0, 0, 0, 1},
+    {"minimum broadcast", G("  input %tie_a: f32[4, 64]\n  input %tie_b: f32[64]\n"
+                            "  %y: f32[4, 64] = minimum(%tie_a, %tie_b)\n  output y = %y\n"),
+     0, 0, 0, 1},
+    {"gt", G("  input %tie_a: f32[3, 37]\n  input %tie_b: f32[3, 37]\n"
+             "  %y: f32[3, 37] = gt(%tie_a, %tie_b)\n  output y = %y\n"), 0, 0, 0, 1},
+    {"lt scalar", G("  input %tie_a: f32[4, 64]\n  input %tie_b: f32[]\n"
+                    "  %y: f32[4, 64] = lt(%tie_a, %tie_b)\n  output y = %y\n"), 0, 0, 0, 1},
+    {"ge", G("  input %tie_a: f32[3, 37]\n  input %tie_b: f32[3, 1]\n"
+             "  %y: f32[3, 37] = ge(%tie_a, %tie_b)\n  output y = %y\n"), 0, 0, 0, 1},
+    {"le", G("  input %tie_a: f32[4, 64]\n  input %tie_b: f32[4, 64]\n"
+             "  %y: f32[4, 64] = le(%tie_a, %tie_b)\n  output y = %y\n"), 0, 0, 0, 1},
+    {"eq", G("  input %tie_a: f32[3, 37]\n  input %tie_b: f32[3, 37]\n"
+             "  %y: f32[3, 37] = eq(%tie_a, %tie_b)\n  output y = %y\n"), 0, 0, 0, 1},
+    {"ne", G("  input %tie_a: f32[2, 3, 1, 5]\n  input %tie_b: f32[3, 4, 5]\n"
+             "  %y: f32[2, 3, 4, 5] = ne(%tie_a, %tie_b)\n  output y = %y\n"), 0, 0, 0, 1},
+    {"where", G("  input %tie_c: f32[3, 37]\n  input %a: f32[3, 37]\n  input %b: f32[3, 37]\n"
+                "  %y: f32[3, 37] = where(%tie_c, %a, %b)\n  output y = %y\n"), 0, 0, 0, 1},
+    {"where broadcast", G("  input %tie_c: f32[4, 1]\n  input %a: f32[64]\n  input %b: f32[]\n"
+                          "  %y: f32[4, 64] = where(%tie_c, %a, %b)\n  output y = %y\n"), 0, 0, 0, 1},
+    /* a scan along the axis per element; tie_* lines hold ties (the first counts) and NaNs */
+    {"reduce_max rows", G("  input %tie_x: f32[3, 37]\n  %y: f32[3, 1] = reduce_max(%tie_x) "
+                          "{axis = 1}\n  output y = %y\n"), 0, 0, 0, 1},
+    {"reduce_min middle", G("  input %tie_x: f32[2, 5, 8]\n  %y: f32[2, 1, 8] = reduce_min(%tie_x) "
+                            "{axis = 1}\n  output y = %y\n"), 0, 0, 0, 1},
+    {"argmax", G("  input %tie_x: f32[4, 64]\n  %y: i32[1, 64] = argmax(%tie_x) {axis = 0}\n"
+                 "  output y = %y\n"), 0, 0, 0, 0},
+    {"argmax rows", G("  input %tie_x: f32[3, 37]\n  %y: i32[3, 1] = argmax(%tie_x) {axis = 1}\n"
+                      "  output y = %y\n"), 0, 0, 0, 0},
     {"const", G("  input %x: f32[3, 4]\n  %c: f32[3, 4] = const() {value = 0.5}\n"
                 "  %s: f32[] = const() {value = 2.5}\n  %y: f32[3, 4] = mul(%x, %s)\n"
                 "  output c = %c\n  output y = %y\n"), 0, 1e-7, 0, 0},
@@ -307,6 +347,18 @@ static const op_case cases[] = {
      1e-7, 1e-6, 0, 1},
     {"elu_grad", G("  input %dy: f32[3, 37]\n  input %x: f32[3, 37]\n  %y: f32[3, 37] = "
                    "elu_grad(%dy, %x) {alpha = 0.7}\n  output y = %y\n"), 1e-6, 1e-5, 0, 1},
+    {"gelu_tanh_grad", GR("gelu_tanh_grad", "x"), 1e-6, 1e-5, 0, 1},
+    {"reduce_max_grad", G("  input %dy: f32[3, 1]\n  input %tie_x: f32[3, 37]\n  %y: f32[3, 37] = "
+                          "reduce_max_grad(%dy, %tie_x) {axis = 1}\n  output y = %y\n"),
+     0, 0, 0, 1},
+    {"reduce_min_grad", G("  input %dy: f32[2, 1, 8]\n  input %tie_x: f32[2, 5, 8]\n"
+                          "  %y: f32[2, 5, 8] = reduce_min_grad(%dy, %tie_x) {axis = 1}\n"
+                          "  output y = %y\n"), 0, 0, 0, 1},
+    {"pow_grad", G("  input %dy: f32[3, 37]\n  input %pos_x: f32[3, 37]\n  %y: f32[3, 37] = "
+                   "pow_grad(%dy, %pos_x) {p = 2.5}\n  output y = %y\n"), 1e-6, 1e-5, 0, 1},
+    {"clamp_grad", G("  input %dy: f32[3, 37]\n  input %tie_x: f32[3, 37]\n  %y: f32[3, 37] = "
+                     "clamp_grad(%dy, %tie_x) {min = -0.5, max = inf}\n  output y = %y\n"),
+     0, 0, 0, 1},
     {"dense_grad_input", G("  input %dy: f32[2, 3, 5]\n  input %w: f32[5, 7]\n"
                            "  %y: f32[2, 3, 7] = dense_grad_input(%dy, %w)\n  output y = %y\n"),
      1e-6, 1e-5, 0, 0},
@@ -567,7 +619,7 @@ static void fill(const ir_graph *g, const ir_value *v, void *data, uint64_t seed
     rng = h | 1;
     int64_t n = ir_type_numel(&v->type), bound = index_bound(g, v);
     int pos = strncmp(name, "pos_", 4) == 0 || strstr(name, "running_var") || strstr(name, "exp_avg_sq");
-    int nan = strncmp(name, "nan_", 4) == 0;
+    int nan = strncmp(name, "nan_", 4) == 0, tie = strncmp(name, "tie_", 4) == 0;
     for (int64_t i = 0; i < n; i++)
         switch (v->type.dtype) {
         case IR_I32: ((int32_t *)data)[i] = (int32_t)(uniform() * (double)bound); break;
@@ -581,6 +633,8 @@ static void fill(const ir_graph *g, const ir_value *v, void *data, uint64_t seed
             ((float *)data)[i] = strcmp(name, "train.lr") == 0 ? 0.01f
                                  : pos                         ? (float)(0.5 + uniform())
                                  : nan && i % 5 == 0           ? NAN
+                                 : tie && (i + name[4]) % 7 == 0 ? NAN /* apart per name */
+                                 : tie ? (float)((int)(uniform() * 5) - 2) * 0.5f
                                                                : (float)(2 * uniform() - 1);
         }
 }

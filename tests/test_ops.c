@@ -10,10 +10,13 @@
  *   |got - ref| <= atol + rtol * |ref| + mtol * mag
  *
  * Tolerances, with u = 2^-24 the unit roundoff of float32:
- *   - data movement, neg, relu, dropout, maxpool: exact (0).
+ *   - data movement, neg, relu, dropout, maxpool, clamp, maximum, minimum, the
+ *     comparisons, where, reduce_max, reduce_min, argmax: exact (0); the operands
+ *     of the comparisons and extremes rounded to halves so that they tie, NaNs
+ *     among them.
  *   - add, sub, mul, div: one rounding (two if a division is done as a * (1/b)):
  *     rtol 4u.
- *   - sigmoid, tanh, gelu: libm's float functions are good to a few ulp, plus the
+ *   - sigmoid, tanh, gelu, gelu_tanh, pow: libm's float functions are good to a few ulp, plus the
  *     roundings around them: rtol 1e-5 (~170u).  atol 1e-6 covers a float gelu's
  *     cancellation in 1 + erf(v / sqrt 2) for v down to -8 (error ~ |v| u).
  *   - sums of K terms (matmul, dense, conv2d, avgpool, global_avgpool): a float32
@@ -379,28 +382,43 @@ static void test_unary(void)
     static const ir_op ops[] = {IR_OP_NEG,  IR_OP_RELU,     IR_OP_SIGMOID,   IR_OP_TANH,
                                 IR_OP_GELU, IR_OP_SILU,     IR_OP_EXP,       IR_OP_LOG,
                                 IR_OP_SQRT, IR_OP_RSQRT,    IR_OP_ABS,       IR_OP_SOFTPLUS,
-                                IR_OP_HARDSWISH, IR_OP_LEAKY_RELU, IR_OP_ELU, IR_OP_DROPOUT};
+                                IR_OP_HARDSWISH, IR_OP_LEAKY_RELU, IR_OP_ELU, IR_OP_GELU_TANH,
+                                IR_OP_POW,  IR_OP_CLAMP,    IR_OP_DROPOUT};
     ir_type shapes[] = {SCALAR, F32(7, 13), F32(3, 1, 5, 7), F32(257, 131)};
+    /* per shape: pow's exponent (a square, a cube, a root: NaN below 0, as PyTorch's, a
+       negative power), clamp's bounds (one, the other, both, crossed: max wins) */
+    static const double expo[] = {2, 3, 0.5, -1.5};
+    static const double lo[] = {-2, -INFINITY, -3, 1}, hi[] = {INFINITY, 2.5, 4, -1};
     for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             tcase c;
             tc_begin(&c, ops[o]);
             tc_in(&c, shapes[s], -8, 8);
             ir_node *n = tc_node(&c);
-            double p = ops[o] == IR_OP_LEAKY_RELU ? 0.2 : 0.7; /* slope, alpha */
+            double p = ops[o] == IR_OP_LEAKY_RELU ? 0.2 : 0.7, q = 0; /* slope, alpha */
             if (ops[o] == IR_OP_DROPOUT)
                 ir_set_float(c.g, n, "p", s % 2 ? 0.5 : 0.0);
             if (ops[o] == IR_OP_LEAKY_RELU || ops[o] == IR_OP_ELU)
                 ir_set_float(c.g, n, ops[o] == IR_OP_ELU ? "alpha" : "slope", p);
+            if (ops[o] == IR_OP_POW)
+                ir_set_float(c.g, n, "p", p = expo[s]);
+            if (ops[o] == IR_OP_CLAMP) {
+                ir_set_float(c.g, n, "min", p = lo[s]);
+                ir_set_float(c.g, n, "max", q = hi[s]);
+            }
             int ready = tc_prepare(&c);
-            /* every 7th element NaN: it stays NaN in every op, as in PyTorch */
+            /* every 7th element NaN: it stays NaN in every op, as in PyTorch; clamp's
+               bounds themselves among the others */
             float *x = ready ? rt_exec_data(c.x, c.in[0]) : NULL;
             for (int64_t i = 0; x && i < ir_type_numel(&shapes[s]); i += 7)
                 x[i] = NAN, c.d[0][i] = NAN;
+            for (int64_t i = 3; x && ops[o] == IR_OP_CLAMP && i < ir_type_numel(&shapes[s]); i += 7)
+                x[i] = (float)(i % 2 && isfinite(q) ? q : isfinite(p) ? p : q), c.d[0][i] = x[i];
             if (ready && tc_run(&c)) {
                 int exact = ops[o] == IR_OP_NEG || ops[o] == IR_OP_RELU ||
-                            ops[o] == IR_OP_ABS || ops[o] == IR_OP_DROPOUT;
-                tc_check(&c, ref_unary(ops[o], c.d[0], &shapes[s], p), &shapes[s], NULL,
+                            ops[o] == IR_OP_ABS || ops[o] == IR_OP_DROPOUT ||
+                            ops[o] == IR_OP_CLAMP;
+                tc_check(&c, ref_unary(ops[o], c.d[0], &shapes[s], p, q), &shapes[s], NULL,
                          exact ? 0 : 1e-5, exact ? 0 : 1e-6, 0);
             }
             tc_end(&c);
@@ -431,9 +449,22 @@ static void test_relu_grad(void)
     tc_end(&c);
 }
 
+/* Operand i of a prepared case rounded to multiples of 0.5, so that operands tie,
+ * with every 5th element NaN (maximum, minimum and the comparisons at their edges). */
+static void tie_and_nan(tcase *c, int i)
+{
+    float *v = rt_exec_data(c->x, c->in[i]);
+    for (int64_t j = 0; j < ir_type_numel(&c->in[i]->type); j++) {
+        v[j] = j % 5 == 4 - i ? NAN : roundf(v[j] * 2) / 2;
+        c->d[i][j] = v[j];
+    }
+}
+
 static void test_binary(void)
 {
-    static const ir_op ops[] = {IR_OP_ADD, IR_OP_SUB, IR_OP_MUL, IR_OP_DIV};
+    static const ir_op ops[] = {IR_OP_ADD, IR_OP_SUB, IR_OP_MUL, IR_OP_DIV, IR_OP_MAXIMUM,
+                                IR_OP_MINIMUM, IR_OP_GT, IR_OP_LT, IR_OP_GE, IR_OP_LE,
+                                IR_OP_EQ, IR_OP_NE};
     struct { ir_type a, b; } pairs[] = {
         {F32(5, 7), F32(5, 7)},
         {F32(5, 7), F32(7)},                  /* b broadcasts */
@@ -457,13 +488,85 @@ static void test_binary(void)
             else
                 tc_in(&c, pairs[p].b, -2, 2);
             tc_node(&c);
-            if (tc_prepare(&c) && tc_run(&c)) {
+            int ready = tc_prepare(&c), arith = ops[o] <= IR_OP_DIV; /* ops.def order */
+            if (ready && !arith) {
+                tie_and_nan(&c, 0);
+                tie_and_nan(&c, 1);
+            }
+            if (ready && tc_run(&c)) {
                 ir_type rt;
                 double *ref = ref_binary(ops[o], c.d[0], &pairs[p].a, c.d[1], &pairs[p].b, &rt);
-                tc_check(&c, ref, &rt, NULL, 4 * U32, 0, 0);
+                tc_check(&c, ref, &rt, NULL, arith ? 4 * U32 : 0, 0, 0);
             }
             tc_end(&c);
         }
+}
+
+/* reduce_max, reduce_min, argmax along each axis; values rounded to halves, so
+ * that lines hold ties (the first counts), and some NaNs (which win) */
+static void test_extreme(void)
+{
+    static const ir_op ops[] = {IR_OP_REDUCE_MAX, IR_OP_REDUCE_MIN, IR_OP_ARGMAX};
+    ir_type shapes[] = {F32(7), F32(5, 9), F32(3, 4, 6), F32(300, 257)};
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (int axis = 0; axis < shapes[s].rank; axis++) {
+                tcase c;
+                tc_begin(&c, ops[o]);
+                tc_in(&c, shapes[s], -3, 3);
+                ir_node *n = tc_node(&c);
+                ir_set_int(c.g, n, "axis", axis);
+                if (!tc_prepare(&c)) {
+                    tc_end(&c);
+                    continue;
+                }
+                float *v = rt_exec_data(c.x, c.in[0]);
+                for (int64_t j = 0; j < ir_type_numel(&shapes[s]); j++) {
+                    v[j] = j % 37 == 5 ? NAN : roundf(v[j] * 2) / 2;
+                    c.d[0][j] = v[j];
+                }
+                if (tc_run(&c)) {
+                    ir_type rt;
+                    double *ref = ref_extreme(ops[o], c.d[0], &shapes[s], axis, &rt);
+                    tc_check(&c, ref, &rt, NULL, 0, 0, 0);
+                }
+                tc_end(&c);
+            }
+}
+
+/* where: the three operands broadcast every way; the condition a mask with
+ * zeros, ones, other values and NaNs (true, as PyTorch's bool of NaN) */
+static void test_where(void)
+{
+    struct { ir_type c, a, b; } ts[] = {
+        {F32(5, 7), F32(5, 7), F32(5, 7)},
+        {F32(5, 1), F32(7), F32(5, 7)},
+        {F32(4, 1, 6), F32(1, 5, 1), SCALAR},
+        {SCALAR, F32(3, 4), F32(3, 1)},
+        {F32(2, 1, 1, 5), F32(3, 1, 1), F32(1, 4, 1)},
+        {F32(200, 171), F32(200, 171), F32(171)},     /* large enough to go parallel */
+    };
+    for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) {
+        tcase c;
+        tc_begin(&c, IR_OP_WHERE);
+        tc_in(&c, ts[k].c, -1, 2);
+        tc_in(&c, ts[k].a, -2, 2);
+        tc_in(&c, ts[k].b, -2, 2);
+        tc_node(&c);
+        if (tc_prepare(&c)) {
+            float *m = rt_exec_data(c.x, c.in[0]);
+            for (int64_t j = 0; j < ir_type_numel(&ts[k].c); j++) {
+                m[j] = j % 4 == 3 ? NAN : j % 4 == 2 ? 0.25f : (float)(j % 4);
+                c.d[0][j] = m[j];
+            }
+            if (tc_run(&c)) {
+                ir_type rt;
+                tc_check(&c, ref_where(c.d[0], &ts[k].c, c.d[1], &ts[k].a, c.d[2], &ts[k].b, &rt),
+                         &rt, NULL, 0, 0, 0);
+            }
+        }
+        tc_end(&c);
+    }
 }
 
 static void test_matmul(void)
@@ -1085,12 +1188,14 @@ static void run_all(void)
     test_relu_grad();
     test_dtypes();
     test_binary();
+    test_where();
     test_matmul();
     test_dense();
     test_conv2d();
     test_batchnorm();
     test_layernorm();
     test_softmax();
+    test_extreme();
     test_maxpool();
     test_avgpool();
     test_global_avgpool();

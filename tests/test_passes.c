@@ -286,7 +286,7 @@ static char *random_program(uint64_t seed)
     static const char *const unary[] = {"relu", "sigmoid", "tanh",     "gelu",      "silu",
                                         "exp",  "abs",     "softplus", "hardswish", "elu",
                                         "leaky_relu", "-"};
-    static const char *const binary[] = {"+", "-", "*"};
+    static const char *const binary[] = {"+", "-", "*", "maximum", "minimum", ">", "<="};
     for (int k = 0; k < 14; k++, n++) {
         int a = (int)(uniform() * n), b = (int)(uniform() * n);
         switch ((int)(uniform() * 9)) {
@@ -297,11 +297,20 @@ static char *random_program(uint64_t seed)
                 fprintf(f, "    v%d = -v%d\n", n, a); /* redefined: the first is dead */
             break;
         }
-        case 2: case 3: /* all v have x's shape; y broadcasts along the last dim */
-            fprintf(f, "    v%d = v%d %s v%d\n", n, a, binary[(int)(uniform() * 3)], b);
+        case 2: case 3: { /* all v have x's shape; y broadcasts along the last dim */
+            const char *o = binary[(int)(uniform() * (sizeof binary / sizeof *binary))];
+            if (o[0] >= 'a' && o[0] <= 'z')
+                fprintf(f, "    v%d = %s(v%d, v%d)\n", n, o, a, b);
+            else
+                fprintf(f, "    v%d = v%d %s v%d\n", n, a, o, b);
             break;
+        }
         case 4:
-            fprintf(f, "    v%d = v%d * y + y\n", n, a);
+            if (uniform() < 0.5)
+                fprintf(f, "    v%d = v%d * y + y\n", n, a);
+            else /* a choice by a mask, and the unary ops with attributes */
+                fprintf(f, "    v%d = where(v%d > y, clamp(v%d, min = -0.5, max = 1.5), "
+                        "v%d ** 2) + gelu(v%d, approximate = \"tanh\")\n", n, a, a, b, b);
             break;
         case 5: /* identities and constants that fold */
             fprintf(f, "    v%d = (v%d * 1.0 + 0.0) * (2.0 * 0.5) - (1.0 - 1.0)\n", n, a);

@@ -405,6 +405,12 @@ static void unary_case(ir_op op, ir_type t, double lo, double hi)
         ir_set_float(c.p.g, n, "slope", 0.2);
     if (op == IR_OP_ELU || op == IR_OP_ELU_GRAD)
         ir_set_float(c.p.g, n, "alpha", 0.7);
+    if (op == IR_OP_POW || op == IR_OP_POW_GRAD)
+        ir_set_float(c.p.g, n, "p", 3.0);
+    if (op == IR_OP_CLAMP || op == IR_OP_CLAMP_GRAD) {
+        ir_set_float(c.p.g, n, "min", -1.0);
+        ir_set_float(c.p.g, n, "max", 2.0);
+    }
     tc_run(&c);
 }
 
@@ -498,14 +504,32 @@ static void test_forward(void)
     static const ir_op unary[] = {IR_OP_NEG,   IR_OP_RELU,     IR_OP_SIGMOID,   IR_OP_TANH,
                                   IR_OP_GELU,  IR_OP_SILU,     IR_OP_EXP,       IR_OP_LOG,
                                   IR_OP_SQRT,  IR_OP_RSQRT,    IR_OP_ABS,       IR_OP_SOFTPLUS,
-                                  IR_OP_HARDSWISH, IR_OP_LEAKY_RELU, IR_OP_ELU, IR_OP_DROPOUT};
+                                  IR_OP_HARDSWISH, IR_OP_LEAKY_RELU, IR_OP_ELU, IR_OP_GELU_TANH,
+                                  IR_OP_POW,   IR_OP_CLAMP,    IR_OP_DROPOUT};
     for (size_t i = 0; i < sizeof unary / sizeof unary[0]; i++)
         unary_case(unary[i], F32(64, 1100), -8, 8);
-    static const ir_op binary[] = {IR_OP_ADD, IR_OP_SUB, IR_OP_MUL, IR_OP_DIV};
+    static const ir_op binary[] = {IR_OP_ADD, IR_OP_SUB, IR_OP_MUL,     IR_OP_DIV,
+                                   IR_OP_MAXIMUM, IR_OP_MINIMUM, IR_OP_GT, IR_OP_LT,
+                                   IR_OP_GE,  IR_OP_LE,  IR_OP_EQ,      IR_OP_NE};
     for (size_t i = 0; i < sizeof binary / sizeof binary[0]; i++) {
         binary_case(binary[i], F32(64, 1100), F32(64, 1100));
         binary_case(binary[i], F32(8, 64, 130), F32(64, 1));
     }
+    static const ir_op extreme[] = {IR_OP_REDUCE_MAX, IR_OP_REDUCE_MIN, IR_OP_ARGMAX};
+    for (size_t i = 0; i < sizeof extreme / sizeof extreme[0]; i++)
+        for (int axis = 0; axis < 2; axis++) {
+            tc_begin(&c, extreme[i]);
+            tc_in(&c, F32(64, 1100), -8, 8);
+            ir_node *n = tc_node(&c, 1);
+            ir_set_int(c.p.g, n, "axis", axis);
+            tc_run(&c);
+        }
+    tc_begin(&c, IR_OP_WHERE);
+    tc_in(&c, F32(8, 64, 1), -1, 1);
+    tc_in(&c, F32(64, 130), -2, 2);
+    tc_in(&c, F32(8, 1, 130), -2, 2);
+    tc_node(&c, 1);
+    tc_run(&c);
 
     /* GEMMs: depths around and past OpenBLAS's blocking of k (its kernels' Q), on
        one tile of rt_gemm's grid and on several */
@@ -672,7 +696,8 @@ static void test_training(void)
                                   IR_OP_GELU_GRAD, IR_OP_SILU_GRAD, IR_OP_EXP_GRAD,
                                   IR_OP_LOG_GRAD, IR_OP_SQRT_GRAD, IR_OP_RSQRT_GRAD,
                                   IR_OP_ABS_GRAD, IR_OP_SOFTPLUS_GRAD, IR_OP_HARDSWISH_GRAD,
-                                  IR_OP_LEAKY_RELU_GRAD, IR_OP_ELU_GRAD};
+                                  IR_OP_LEAKY_RELU_GRAD, IR_OP_ELU_GRAD, IR_OP_GELU_TANH_GRAD,
+                                  IR_OP_POW_GRAD, IR_OP_CLAMP_GRAD};
     for (size_t i = 0; i < sizeof grads / sizeof grads[0]; i++) {
         tc_begin(&c, grads[i]);
         tc_in(&c, F32(64, 1100), -1, 1);
@@ -680,6 +705,20 @@ static void test_training(void)
         n = tc_node(&c, 1);
         if (grads[i] == IR_OP_LEAKY_RELU_GRAD || grads[i] == IR_OP_ELU_GRAD)
             ir_set_float(c.p.g, n, grads[i] == IR_OP_ELU_GRAD ? "alpha" : "slope", 0.3);
+        if (grads[i] == IR_OP_POW_GRAD)
+            ir_set_float(c.p.g, n, "p", 2.5);
+        if (grads[i] == IR_OP_CLAMP_GRAD) {
+            ir_set_float(c.p.g, n, "min", -1.0);
+            ir_set_float(c.p.g, n, "max", 2.0);
+        }
+        tc_run(&c);
+    }
+    for (int i = 0; i < 2; i++) {
+        tc_begin(&c, i ? IR_OP_REDUCE_MIN_GRAD : IR_OP_REDUCE_MAX_GRAD);
+        tc_in(&c, i ? F32(64, 1) : F32(1, 1100), -1, 1);
+        tc_in(&c, F32(64, 1100), -3, 3);
+        n = tc_node(&c, 1);
+        ir_set_int(c.p.g, n, "axis", i);
         tc_run(&c);
     }
     struct { ir_type dy; int64_t in; } dg[] = {

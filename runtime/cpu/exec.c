@@ -40,6 +40,29 @@ static float *fdata(const rt_exec *x, const ir_value *v) { return x->buf[v->id];
 
 float rt_gelu(float a) { return 0.5f * a * (1.0f + erff(a * (float)M_SQRT1_2)); }
 
+/* PyTorch's gelu(approximate="tanh"), its float arithmetic */
+float rt_gelu_tanh(float a)
+{
+    const float beta = (float)(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = 0.044715f;
+    return 0.5f * a * (1.0f + tanhf(beta * (a + kappa * a * a * a)));
+}
+
+/* l op r for the binary ops (IR_BINARY) but add, sub, mul and div, which
+ * k_binary and run_epilogue spell out */
+static float binary_f(ir_op op, float l, float r)
+{
+    switch (op) {
+    case IR_OP_MAXIMUM: return l > r || l != l ? l : r; /* NaN from either side */
+    case IR_OP_MINIMUM: return l < r || l != l ? l : r;
+    case IR_OP_GT: return l > r;
+    case IR_OP_LT: return l < r;
+    case IR_OP_GE: return l >= r;
+    case IR_OP_LE: return l <= r;
+    case IR_OP_EQ: return l == r;
+    default: return l != r; /* ne */
+    }
+}
+
 /* o[i] = op(a[i]) for i in [lo, hi): the arithmetic of the unary ops
  * (IR_UNARY), for whole tensors and for fused epilogues alike. */
 static void unary_range(const ir_node *n, const float *a, float *o, int64_t lo, int64_t hi)
@@ -47,7 +70,10 @@ static void unary_range(const ir_node *n, const float *a, float *o, int64_t lo, 
     ir_op op = n->op;
     float p = op == IR_OP_LEAKY_RELU ? (float)ir_attr_float(n, "slope")
             : op == IR_OP_ELU        ? (float)ir_attr_float(n, "alpha")
+            : op == IR_OP_POW        ? (float)ir_attr_float(n, "p")
+            : op == IR_OP_CLAMP      ? (float)ir_attr_float(n, "min")
                                      : 0;
+    float top = op == IR_OP_CLAMP ? (float)ir_attr_float(n, "max") : 0;
     switch (op) {
 #define EACH(expr) for (int64_t i = lo; i < hi; i++) { float v = a[i]; o[i] = (expr); } break;
     case IR_OP_NEG:     EACH(-v)
@@ -65,6 +91,9 @@ static void unary_range(const ir_node *n, const float *a, float *o, int64_t lo, 
     case IR_OP_HARDSWISH: EACH(v * fminf(fmaxf(v + 3.0f, 0.0f), 6.0f) / 6.0f)
     case IR_OP_LEAKY_RELU: EACH(v > 0 ? v : v * p)
     case IR_OP_ELU:     EACH(v > 0 ? v : p * expm1f(v))
+    case IR_OP_GELU_TANH: EACH(rt_gelu_tanh(v))
+    case IR_OP_POW:     EACH(powf(v, p))
+    case IR_OP_CLAMP:   EACH(v != v ? v : fminf(fmaxf(v, p), top)) /* p: min */
     default:            EACH(v) /* dropout: identity at inference */
 #undef EACH
     }
@@ -131,8 +160,75 @@ static int k_binary(rt_exec *x, const ir_node *n)
         case IR_OP_ADD: for (int64_t i = 0; i < inner; i++) po[i] = pa[i * ia] + pb[i * ib]; break;
         case IR_OP_SUB: for (int64_t i = 0; i < inner; i++) po[i] = pa[i * ia] - pb[i * ib]; break;
         case IR_OP_MUL: for (int64_t i = 0; i < inner; i++) po[i] = pa[i * ia] * pb[i * ib]; break;
-        default:        for (int64_t i = 0; i < inner; i++) po[i] = pa[i * ia] / pb[i * ib]; break;
+        case IR_OP_DIV: for (int64_t i = 0; i < inner; i++) po[i] = pa[i * ia] / pb[i * ib]; break;
+        default:
+            for (int64_t i = 0; i < inner; i++)
+                po[i] = binary_f(op, pa[i * ia], pb[i * ib]);
+            break;
         }
+    }
+    return 0;
+}
+
+/* where(cond, a, b): each element's coordinates into the three operands,
+ * with their broadcast strides */
+static int k_where(rt_exec *x, const ir_node *n)
+{
+    const float *c = IN(0), *a = IN(1), *b = IN(2);
+    float *o = OUT;
+    const ir_type *t = &n->out[0]->type;
+    int r = t->rank;
+    int64_t sc[IR_MAX_RANK], sa[IR_MAX_RANK], sb[IR_MAX_RANK], len = NUMEL(n->out[0]);
+    rt_bcast_strides(&n->in[0]->type, r, sc);
+    rt_bcast_strides(&n->in[1]->type, r, sa);
+    rt_bcast_strides(&n->in[2]->type, r, sb);
+#pragma omp parallel for if (len > PAR_MIN)
+    for (int64_t i = 0; i < len; i++) {
+        int64_t rem = i, oc = 0, oa = 0, ob = 0;
+        for (int d = r - 1; d >= 0; d--) {
+            int64_t idx = rem % t->dims[d];
+            rem /= t->dims[d];
+            oc += idx * sc[d];
+            oa += idx * sa[d];
+            ob += idx * sb[d];
+        }
+        o[i] = c[oc] != 0 ? a[oa] : b[ob]; /* a NaN condition is true, as PyTorch's bool */
+    }
+    return 0;
+}
+
+/* The first largest (smallest) of a[0], a[step], ... a[(len - 1) step]: its
+ * position; the first NaN's if there is one, as PyTorch's max(dim), argmax. */
+int64_t rt_arg_extreme(const float *a, int64_t len, int64_t step, int want_min)
+{
+    int64_t arg = 0;
+    float best = a[0];
+    for (int64_t l = 1; l < len && best == best; l++) {
+        float v = a[l * step];
+        if ((want_min ? v < best : v > best) || v != v)
+            best = v, arg = l;
+    }
+    return arg;
+}
+
+/* reduce_max, reduce_min, argmax: one scan along the axis per result element */
+static int k_extreme(rt_exec *x, const ir_node *n)
+{
+    const ir_type *t = &n->in[0]->type;
+    int axis = (int)ir_attr_int(n, "axis");
+    int64_t len = t->dims[axis], inner = 1, outer = NUMEL(n->out[0]);
+    for (int d = axis + 1; d < t->rank; d++)
+        inner *= t->dims[d];
+    const float *a = IN(0);
+    int want_min = n->op == IR_OP_REDUCE_MIN;
+#pragma omp parallel for if (outer * len > PAR_MIN)
+    for (int64_t i = 0; i < outer; i++) {
+        const float *row = a + (i / inner * len) * inner + i % inner;
+        int64_t arg = rt_arg_extreme(row, len, inner, want_min);
+        if (n->op == IR_OP_ARGMAX)
+            ((int32_t *)x->buf[n->out[0]->id])[i] = (int32_t)arg;
+        else
+            OUT[i] = row[arg * inner];
     }
     return 0;
 }
@@ -351,14 +447,15 @@ static void run_epilogue(rt_exec *x, const epilogue *e, int64_t lo, int64_t hi)
             }
             break;
         }
-        default: { /* add, sub, mul, div; the other operand same-shaped or a scalar */
+        default: { /* the binary ops; the other operand same-shaped or a scalar */
             const float *bb = x->buf[n->in[1 - k]->id];
             int scalar = n->in[1 - k]->type.rank == 0;
             for (int64_t i = lo; i < hi; i++) {
                 float u = a[i], v = scalar ? bb[0] : bb[i];
                 float l = k == 0 ? u : v, r = k == 0 ? v : u;
                 o[i] = n->op == IR_OP_ADD ? l + r : n->op == IR_OP_SUB ? l - r
-                     : n->op == IR_OP_MUL ? l * r : l / r;
+                     : n->op == IR_OP_MUL ? l * r : n->op == IR_OP_DIV ? l / r
+                     : binary_f(n->op, l, r);
             }
         }
         }
@@ -766,12 +863,14 @@ static int run_node(rt_exec *x, const ir_node *n, char *err, size_t errlen)
         return k_binary(x, n);
     switch (n->op) {
     case IR_OP_CONST: return k_const(x, n);
+    case IR_OP_WHERE: return k_where(x, n);
     case IR_OP_MATMUL: return k_matmul(x, n);
     case IR_OP_DENSE: return k_dense(x, n);
     case IR_OP_CONV2D: return k_conv2d(x, n, NULL, err, errlen);
     case IR_OP_BATCHNORM: return k_batchnorm(x, n);
     case IR_OP_LAYERNORM: return k_layernorm(x, n);
     case IR_OP_SOFTMAX: case IR_OP_LOG_SOFTMAX: return k_softmax(x, n);
+    case IR_OP_REDUCE_MAX: case IR_OP_REDUCE_MIN: case IR_OP_ARGMAX: return k_extreme(x, n);
     case IR_OP_MAXPOOL2D: return k_maxpool(x, n);
     case IR_OP_AVGPOOL2D: return k_avgpool(x, n);
     case IR_OP_GLOBAL_AVGPOOL: return k_global_avgpool(x, n);
@@ -797,7 +896,7 @@ static int supported(const ir_node *n)
 {
     switch (n->op) {
     case IR_OP_RESHAPE: case IR_OP_TRANSPOSE: case IR_OP_CONCAT: case IR_OP_EMBEDDING:
-    case IR_OP_CROSS_ENTROPY: case IR_OP_SEND: case IR_OP_SLICE:
+    case IR_OP_CROSS_ENTROPY: case IR_OP_SEND: case IR_OP_SLICE: case IR_OP_ARGMAX:
         return 1;
     default:
         return ir_is_float(n->out[0]->type.dtype);

@@ -205,7 +205,10 @@ static int k_unary_grad(rt_exec *x, const ir_node *n)
     ir_op op = n->op;
     float p = op == IR_OP_LEAKY_RELU_GRAD ? (float)ir_attr_float(n, "slope")
             : op == IR_OP_ELU_GRAD        ? (float)ir_attr_float(n, "alpha")
+            : op == IR_OP_POW_GRAD        ? (float)ir_attr_float(n, "p")
+            : op == IR_OP_CLAMP_GRAD      ? (float)ir_attr_float(n, "min")
                                           : 0;
+    float hi = op == IR_OP_CLAMP_GRAD ? (float)ir_attr_float(n, "max") : 0;
 #pragma omp parallel for if (len > PAR_MIN)
     for (int64_t i = 0; i < len; i++) {
         float g;
@@ -230,6 +233,21 @@ static int k_unary_grad(rt_exec *x, const ir_node *n)
             break;
         case IR_OP_LEAKY_RELU_GRAD: g = v[i] > 0 ? dy[i] : dy[i] * p; break; /* x */
         case IR_OP_ELU_GRAD: g = v[i] > 0 ? dy[i] : dy[i] * p * expf(v[i]); break; /* x */
+        case IR_OP_POW_GRAD: /* x: p x^(p-1), PyTorch's pow_backward (0 for p = 0) */
+            g = p == 0 ? 0.0f : dy[i] * (p * powf(v[i], p - 1.0f));
+            break;
+        case IR_OP_CLAMP_GRAD: /* x: 1 in [min, max], bounds included; 0 for NaN */
+            g = v[i] >= p && v[i] <= hi ? dy[i] : 0.0f;
+            break;
+        case IR_OP_GELU_TANH_GRAD: { /* x: PyTorch's GeluBackward, approximate="tanh" */
+            const float beta = (float)(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = 0.044715f;
+            float t = v[i], sq = t * t;
+            float th = tanhf(beta * (t + kappa * sq * t));
+            float left = 0.5f * t, right = 1.0f + th;
+            g = dy[i] *
+                (0.5f * right + left * (1.0f - th * th) * beta * (1.0f + 3.0f * kappa * sq));
+            break;
+        }
         case IR_OP_HARDSWISH_GRAD: /* x: PyTorch's pieces */
             g = v[i] < -3.0f ? 0.0f : v[i] <= 3.0f ? dy[i] * (v[i] / 3.0f + 0.5f) : dy[i];
             break;
@@ -240,6 +258,27 @@ static int k_unary_grad(rt_exec *x, const ir_node *n)
         }
         }
         dx[i] = g;
+    }
+    return 0;
+}
+
+/* reduce_max_grad, reduce_min_grad: dy to the first extreme of each line along
+ * the axis, as the forward pass found it */
+static int k_extreme_grad(rt_exec *x, const ir_node *n)
+{
+    const ir_type *t = &n->in[1]->type;
+    int axis = (int)ir_attr_int(n, "axis");
+    int64_t len = t->dims[axis], inner = 1, outer = NUMEL(n->in[0]);
+    for (int d = axis + 1; d < t->rank; d++)
+        inner *= t->dims[d];
+    const float *dy = IN(0), *a = IN(1);
+    float *dx = OUT;
+    memset(dx, 0, (size_t)NUMEL(n->out[0]) * sizeof *dx);
+    int want_min = n->op == IR_OP_REDUCE_MIN_GRAD;
+#pragma omp parallel for if (outer * len > PAR_MIN)
+    for (int64_t i = 0; i < outer; i++) {
+        int64_t at = (i / inner * len) * inner + i % inner;
+        dx[at + rt_arg_extreme(a + at, len, inner, want_min) * inner] = dy[i];
     }
     return 0;
 }
@@ -710,6 +749,7 @@ int rt_train_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     case IR_OP_LAYERNORM_GRAD: return k_layernorm_grad(x, n);
     case IR_OP_SOFTMAX_GRAD: case IR_OP_LOG_SOFTMAX_GRAD: return k_softmax_grad(x, n);
     case IR_OP_MAXPOOL2D_GRAD: return k_maxpool_grad(x, n);
+    case IR_OP_REDUCE_MAX_GRAD: case IR_OP_REDUCE_MIN_GRAD: return k_extreme_grad(x, n);
     case IR_OP_AVGPOOL2D_GRAD: return k_avgpool_grad(x, n);
     case IR_OP_EMBEDDING_GRAD: return k_embedding_grad(x, n, err, errlen);
     case IR_OP_CROSS_ENTROPY_GRAD: return k_cross_entropy_grad(x, n, err, errlen);

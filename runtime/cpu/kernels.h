@@ -51,6 +51,10 @@ struct rt_exec {
 /* A buffer of at least nfloats floats, reused from call to call. */
 float *rt_scratch(rt_exec *x, size_t nfloats);
 float rt_gelu(float a);
+/* The position of the first largest (want_min: smallest) of len floats step
+ * apart, the first NaN's if any (reduce_max, argmax and their gradients). */
+int64_t rt_arg_extreme(const float *a, int64_t len, int64_t step, int want_min);
+float rt_gelu_tanh(float a);   /* PyTorch's gelu(approximate="tanh") */
 
 /* c[m, n] = op(a) op(b) + beta c, row-major, op transposing where ta or tb is
  * set: cblas_sgemm with alpha 1, split into tiles fixed by the shapes alone, so

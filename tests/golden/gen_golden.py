@@ -189,6 +189,21 @@ def op_cases():
                 ("y_leaky", F.leaky_relu(x, 0.2)), ("y_elu", F.elu(x * 3, 0.7))]
     case("unary", unary)
 
+    def compare(f):
+        x, z = f("x", [4, 9]), f("z", [9])
+        c = torch.clamp(x, min=-0.3, max=0.4)
+        return [("y_max", torch.maximum(x, z)), ("y_min", torch.minimum(x * 2, torch.tensor(0.25))),
+                ("y_gt", (x > z).float()), ("y_le", torch.le(x, 0.0).float()),
+                ("y_eq", torch.eq(c, 0.4).float()),
+                ("y_ge", torch.ge(c, torch.clamp(z, max=0.4)).float()),
+                ("y_ne", (x != z).float()), ("y_lt", torch.lt(c, -0.3).float()),
+                ("y_where", torch.where(x > 0, x * 3, z)), ("y_pow", torch.pow(x * x + 0.5, 1.5)),
+                ("y_cube", x ** 3), ("y_clamp", c), ("y_clamp_max", torch.clamp(x * 2, max=0.1)),
+                ("y_gelu_tanh", F.gelu(x * 3, approximate="tanh")),
+                ("y_max1", torch.max(x, 1).values), ("y_min0", torch.min(c, 0, keepdim=True).values),
+                ("y_max_all", torch.max(x)), ("y_max_ab", torch.max(x, z))]
+    case("compare", compare)
+
     def reduce(f):
         x, t = f("x", [2, 3, 4]), f("t", [2, 3, 4])
         return [("y_sum", x.sum()), ("y_sum1", x.sum(1)),

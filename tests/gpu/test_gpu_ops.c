@@ -47,8 +47,22 @@ static const op_case cases[] = {
     {"hardswish", EL("hardswish", "[3, 37]"), 1e-6, 1e-5, 0},
     {"leaky_relu", G("  input %x: f32[3, 37]\n  %y: f32[3, 37] = leaky_relu(%x) {slope = 0.2}\n"
                      "  output y = %y\n"), 1e-7, 1e-6, 0},
+    {"gelu_tanh", EL("gelu_tanh", "[3, 37]"), 1e-6, 1e-5, 0},
+    {"pow", G("  input %x: f32[3, 37]\n  %y: f32[3, 37] = pow(%x) {p = 3.0}\n"
+              "  output y = %y\n"), 1e-6, 1e-5, 0},
+    {"clamp", G("  input %x: f32[3, 37]\n  %y: f32[3, 37] = clamp(%x) {min = -0.5, max = 0.25}\n"
+                "  output y = %y\n"), 0, 0, 0},
     {"add", G("  input %a: f32[3, 37]\n  input %b: f32[3, 37]\n  %y: f32[3, 37] = add(%a, %b)\n"
               "  output y = %y\n"), 0, 1e-7, 0},
+    {"maximum", G("  input %a: f32[3, 37]\n  input %b: f32[37]\n"
+                  "  %y: f32[3, 37] = maximum(%a, %b)\n  output y = %y\n"), 0, 0, 0},
+    {"reduce_max", G("  input %x: f32[3, 37]\n  %y: f32[3, 1] = reduce_max(%x) {axis = 1}\n"
+                     "  output y = %y\n"), 0, 0, 0},
+    {"argmax", G("  input %x: f32[5, 37]\n  %y: i32[1, 37] = argmax(%x) {axis = 0}\n"
+                 "  output y = %y\n"), 0, 0, 0},
+    {"gt where", G("  input %a: f32[3, 37]\n  input %b: f32[3, 37]\n"
+                   "  %m: f32[3, 37] = gt(%a, %b)\n  %y: f32[3, 37] = where(%m, %a, %b)\n"
+                   "  output m = %m\n  output y = %y\n"), 0, 0, 0},
     {"softmax rows", G("  input %x: f32[3, 5, 40]\n  %y: f32[3, 5, 40] = softmax(%x) {axis = 2}\n"
                        "  output y = %y\n"), 1e-7, 1e-5, 0},
     {"layernorm", G("  input %x: f32[2, 1500]\n  input %w: f32[1500]\n  input %b: f32[1500]\n"

@@ -76,11 +76,14 @@ static double forward64(const ir_graph *g, double **vals)
         case IR_OP_NEG: case IR_OP_RELU: case IR_OP_SIGMOID: case IR_OP_TANH: case IR_OP_GELU:
         case IR_OP_SILU: case IR_OP_EXP: case IR_OP_LOG: case IR_OP_SQRT: case IR_OP_RSQRT:
         case IR_OP_ABS: case IR_OP_SOFTPLUS: case IR_OP_HARDSWISH: case IR_OP_LEAKY_RELU:
-        case IR_OP_ELU:
+        case IR_OP_ELU: case IR_OP_GELU_TANH: case IR_OP_POW: case IR_OP_CLAMP:
             o = ref_unary(n->op, a, ta,
                           n->op == IR_OP_LEAKY_RELU ? ir_attr_float(n, "slope")
                           : n->op == IR_OP_ELU      ? ir_attr_float(n, "alpha")
-                                                    : 0);
+                          : n->op == IR_OP_POW      ? ir_attr_float(n, "p")
+                          : n->op == IR_OP_CLAMP    ? ir_attr_float(n, "min")
+                                                    : 0,
+                          n->op == IR_OP_CLAMP ? ir_attr_float(n, "max") : 0);
             break;
         case IR_OP_SUM_TO: { /* each element into the one of its coordinates, 0 where
                                 the result's dimension is 1, leading ones dropped */
@@ -103,8 +106,16 @@ static double forward64(const ir_graph *g, double **vals)
                 o[i] = a[i] * mask[i];
             break;
         }
-        case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV:
+        case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV: case IR_OP_MAXIMUM:
+        case IR_OP_MINIMUM: case IR_OP_GT: case IR_OP_LT: case IR_OP_GE: case IR_OP_LE:
+        case IR_OP_EQ: case IR_OP_NE:
             o = ref_binary(n->op, a, ta, b, tb, &t);
+            break;
+        case IR_OP_WHERE:
+            o = ref_where(a, ta, b, tb, vals[n->in[2]->id], &n->in[2]->type, &t);
+            break;
+        case IR_OP_REDUCE_MAX: case IR_OP_REDUCE_MIN: case IR_OP_ARGMAX:
+            o = ref_extreme(n->op, a, ta, (int)ir_attr_int(n, "axis"), &t);
             break;
         case IR_OP_MATMUL:
             o = ref_matmul(a, ta, b, tb, &t);
@@ -300,6 +311,62 @@ done:
     ir_graph_free(g);
 }
 
+/* The gradients where finite differences cannot go: at ties, bounds and NaNs.
+ * Parameters a, b, c, d of 6 elements take the given values; every gradient
+ * element must be exactly its expected value. */
+static void exact_case(const char *name, const char *src, const float vals[4][6],
+                       const float want[4][6])
+{
+    static const char *const names[4] = {"a", "b", "c", "d"};
+    diag d;
+    diag_init(&d);
+    ad_optimizer opt = ad_optimizer_default(AD_SGD);
+    ir_graph *g = fe_load_string(name, src, strlen(src), &(fe_options){0}, &d);
+    char err[256];
+    rt_exec *x = NULL;
+    if (!g || ad_training_graph(g, &opt, &d) != 0 || ir_verify(g, &d) != 0 ||
+        !(x = rt_exec_new(g, err, sizeof err))) {
+        fprintf(stderr, "FAIL: %s does not load:\n", name);
+        diag_print(&d, stderr);
+        failures++;
+        goto done;
+    }
+    for (int i = 0; i < g->nparams; i++) {
+        for (int k = 0; k < 4; k++)
+            if (strcmp(g->params[i]->name, names[k]) == 0)
+                memcpy(rt_exec_data(x, g->params[i]), vals[k], sizeof vals[k]);
+    }
+    for (int i = 0; i < g->ninputs; i++)
+        memset(rt_exec_data(x, g->inputs[i]), 0, ir_type_bytes(&g->inputs[i]->type));
+    ir_for_each_node(g, n)
+        covered[n->op]++;
+    if (rt_exec_run(x, err, sizeof err) != 0) {
+        fprintf(stderr, "FAIL: %s: %s\n", name, err);
+        failures++;
+        goto done;
+    }
+    for (int i = 0; i < g->nparams; i++)
+        for (int k = 0; k < 4; k++) {
+            const ir_value *p = g->params[i], *dp = grad_of(g, p);
+            if (strcmp(p->name, names[k]) != 0)
+                continue;
+            const float *gr = dp ? rt_exec_data(x, dp) : NULL;
+            for (int j = 0; j < 6; j++) {
+                checks++;
+                if (!gr || gr[j] != want[k][j]) {
+                    failures++;
+                    fprintf(stderr, "FAIL: %s: d loss / d %s[%d] at %g: got %.9g, expected %g\n",
+                            name, p->name, j, vals[k][j], gr ? gr[j] : NAN, want[k][j]);
+                }
+            }
+        }
+done:
+    diag_free(&d);
+    rt_exec_free(x);
+    if (g)
+        ir_graph_free(g);
+}
+
 #define M(body) "model t() {\n" body "\n}\n"
 #define P(name, shape) name " = param(\"" name "\", " shape ")\n"
 
@@ -368,12 +435,51 @@ int main(void)
     run_case("cross-entropy", M("input label: i64[6]\n" P("z", "[6, 10]")
                                 "loss cross_entropy(z * 2.0, label)"), 10);
     run_case("mse", M(P("a", "[3, 4]") P("b", "[3, 4]") "loss mse(a, b)"), 0);
+    /* maximum and minimum broadcasting, where with masks from comparisons (no
+       gradient through them), the operators too */
+    run_case("compare", M("input t: f32[3, 4]\n" P("a", "[3, 4]") P("b", "[4]") P("c", "[3, 1]")
+                          "m = maximum(a, b) * minimum(a, c) + maximum(c, 0.1)\n"
+                          "w = where(a > b, a * c, b) + where(le(a, 0.2), 1.0, c)"
+                          " + where(ne(c, b) * (a >= c), b, 2.0)\n"
+                          "loss mse(m + w * lt(a, c) + eq(a, b) + gt(b, c) + ge(a, 0.0), t)"), 0);
+    /* pow of a positive base (and an odd power of any), clamp inside and outside
+       its bounds, gelu's tanh form */
+    run_case("pow-clamp", M("input t: f32[4, 6]\n" P("p", "[4, 6]")
+                            "q = p * p + 0.5\n"
+                            "y = pow(q, 2.5) + p ** 3 + q ** -0.5 + clamp(p * 2.0, min = -0.7, max = 0.6)"
+                            " + clamp(p, min = 0.1) + clamp(p, max = -0.2)"
+                            " + gelu(p * 3.0, approximate = \"tanh\")\n"
+                            "loss mse(y, t)"), 0);
+    /* PyTorch's choices at the edges: maximum and minimum give half to each on a
+       tie and all to both where either is NaN; clamp passes dy on its bounds and
+       none for NaN; pow with exponent 0 has gradient 0 */
+    static const float tie_vals[4][6] = {
+        {1, 2, 0.5f, -1, NAN, 0.25f}, {1, 1, 0.75f, -1, 0, NAN},
+        {-0.5f, 0.5f, 0.6f, -0.7f, 0, NAN}, {0, 1, -2, 3, 0.5f, -1}};
+    static const float tie_want[4][6] = {
+        {2, 1, 3, 2, 4, 4}, {2, 3, 1, 2, 4, 4}, {5, 5, 0, 0, 5, 0}, {0, 2, -4, 6, 1, -2}};
+    run_case("extremes", M("input t: f32[3, 4]\n" P("a", "[3, 4]") P("b", "[2, 3, 4]")
+                           "y = max(a, axis = 1, keepdims = true) + min(a, axis = 0, keepdims = true)"
+                           " * max(b) + min(b, axis = 0)\n"
+                           "loss mse(y, t)"), 0);
+    /* max and min over all of a, b: dy to the first extreme (a's 3 at 1, -2 at 3),
+       to the first NaN where there is one (b's at 4) */
+    static const float ext_vals[4][6] = {{1, 3, 3, -2, 3, -2}, {0, -1, 2, -1, NAN, NAN}};
+    static const float ext_want[4][6] = {{0, 1, 0, 2, 0, 0}, {0, 0, 0, 0, 4, 0}};
+    exact_case("first extremes", M(P("a", "[6]") P("b", "[6]")
+                                   "loss max(a) + min(a) * 2.0 + max(b) + min(b) * 3.0"),
+               ext_vals, ext_want);
+    exact_case("edges", M(P("a", "[6]") P("b", "[6]") P("c", "[6]") P("d", "[6]")
+                          "loss sum(maximum(a, b)) + sum(minimum(a, b)) * 3.0"
+                          " + sum(clamp(c, min = -0.5, max = 0.5)) * 5.0 + sum(d ** 0.0)"
+                          " + sum(d ** 2)"), tie_vals, tie_want);
 
     /* every forward op that has a gradient rule was differentiated */
     static const ir_op differentiable[] = {
         IR_OP_NEG, IR_OP_RELU, IR_OP_SIGMOID, IR_OP_TANH, IR_OP_GELU, IR_OP_SILU, IR_OP_DROPOUT_TRAIN,
         IR_OP_EXP, IR_OP_LOG, IR_OP_SQRT, IR_OP_RSQRT, IR_OP_ABS, IR_OP_SOFTPLUS, IR_OP_HARDSWISH,
-        IR_OP_LEAKY_RELU, IR_OP_ELU,
+        IR_OP_LEAKY_RELU, IR_OP_ELU, IR_OP_GELU_TANH, IR_OP_POW, IR_OP_CLAMP, IR_OP_MAXIMUM,
+        IR_OP_MINIMUM, IR_OP_WHERE, IR_OP_REDUCE_MAX, IR_OP_REDUCE_MIN,
         IR_OP_ADD, IR_OP_SUB, IR_OP_MUL, IR_OP_DIV, IR_OP_MATMUL, IR_OP_DENSE, IR_OP_CONV2D,
         IR_OP_BATCHNORM_TRAIN, IR_OP_LAYERNORM, IR_OP_SOFTMAX, IR_OP_LOG_SOFTMAX,
         IR_OP_MAXPOOL2D, IR_OP_AVGPOOL2D, IR_OP_GLOBAL_AVGPOOL, IR_OP_RESHAPE,
