@@ -26,6 +26,20 @@
 static int failures, checks;
 static int covered[IR_NOPS];
 
+/* Runs x (g's executor), counting g's ops as covered; 0, or -1 after a
+ * failure is reported. */
+static int run_counted(const ir_graph *g, rt_exec *x, const char *name)
+{
+    char err[256];
+    ir_for_each_node(g, n)
+        covered[n->op]++;
+    if (rt_exec_run(x, err, sizeof err) == 0)
+        return 0;
+    fprintf(stderr, "FAIL: %s: %s\n", name, err);
+    failures++;
+    return -1;
+}
+
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static double uniform(void)
 {
@@ -253,13 +267,8 @@ static void run_case(const char *name, const char *src, int64_t bound)
                 r[k] = ((float *)p)[k] = (float)(2 * uniform() - 1);
         }
     }
-    ir_for_each_node(g, n)
-        covered[n->op]++;
-    if (rt_exec_run(x, err, sizeof err) != 0) {
-        fprintf(stderr, "FAIL: %s: %s\n", name, err);
-        failures++;
+    if (run_counted(g, x, name) != 0)
         goto done;
-    }
     /* the executor's dropout masks, for the reference */
     ir_for_each_node(g, n)
         if (n->op == IR_OP_DROPOUT_TRAIN) {
@@ -338,13 +347,8 @@ static void exact_case(const char *name, const char *src, const float vals[4][6]
     }
     for (int i = 0; i < g->ninputs; i++)
         memset(rt_exec_data(x, g->inputs[i]), 0, ir_type_bytes(&g->inputs[i]->type));
-    ir_for_each_node(g, n)
-        covered[n->op]++;
-    if (rt_exec_run(x, err, sizeof err) != 0) {
-        fprintf(stderr, "FAIL: %s: %s\n", name, err);
-        failures++;
+    if (run_counted(g, x, name) != 0)
         goto done;
-    }
     for (int i = 0; i < g->nparams; i++)
         for (int k = 0; k < 4; k++) {
             const ir_value *p = g->params[i], *dp = grad_of(g, p);
