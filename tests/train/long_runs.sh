@@ -28,9 +28,10 @@ idx_slice t10k-labels-idx1-ubyte 200 1 "$data" >tiny/t10k-labels-idx1-ubyte
 lenet=$src/models/lenet.net
 T=("$gnc" train "$lenet" --data tiny --batch 32 --lr 0.05 --momentum 0.9 --seed 5 --threads 1)
 
-# waits up to 60 s for file $1 to hold a line matching $2
+# waits up to 300 s (sanitizer builds are slow) for file $1 to hold a line
+# matching $2
 wait_for() {
-    for _ in $(seq 600); do grep -qE -- "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+    for _ in $(seq 3000); do grep -qE -- "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
     return 1
 }
 
