@@ -36,15 +36,15 @@ wait_for() {
 }
 
 # 1 and 2: the reference, never stopped; then the same run stopped by SIGINT
-expect 0 "${T[@]}" --epochs 100 --steps 400 --checkpoint ref.st
-"${T[@]}" --epochs 100 --steps 400 --checkpoint run/b.st --log logs/b.csv >b.out 2>b.err &
+expect 0 "${T[@]}" --epochs 100 --steps 1000 --checkpoint ref.st
+"${T[@]}" --epochs 100 --steps 1000 --checkpoint run/b.st --log logs/b.csv >b.out 2>b.err &
 pid=$!
 if wait_for b.out "step 1/16" && kill -0 $pid 2>/dev/null; then ok; else bad "no progress line in the file while the run went on (is stdout line-buffered?)"; fi
 wait_for b.out "step 3/16"
 kill -INT $pid
 wait $pid; rc=$?
 if [ $rc = 130 ]; then ok; else bad "SIGINT: exit $rc, want 130"; cat b.err; fi
-if grep -qE "^gnc: stopped by SIGINT after step [0-9]+ of 400; checkpoint run/b.st written$" b.err; then ok; else bad "SIGINT: the message"; cat b.err; fi
+if grep -qE "^gnc: stopped by SIGINT after step [0-9]+ of 1000; checkpoint run/b.st written$" b.err; then ok; else bad "SIGINT: the message"; cat b.err; fi
 resume=$(sed -n 's/^resume with: //p' b.err)
 case "$resume" in
     *" --resume run/b.st") ok ;;
@@ -57,10 +57,10 @@ out=$(eval "$resume" 2>&1); rc=$?
 if [ $rc = 0 ] && grep -qF "resuming run/b.st at step $at" <<<"$out"; then ok; else bad "the printed command: exit $rc"; echo "$out" | tail -5; fi
 same ref.st run/b.st "stopped by SIGINT and resumed, against a run never stopped"
 if [ "$(head -1 logs/b.csv)" = "epoch,steps,train_loss,test_acc,test_loss,images_per_s,seconds" ] &&
-   [ "$(tail -1 logs/b.csv | cut -d, -f1,2)" = "25,400" ]; then ok; else bad "logs/b.csv after the resume: $(head -1 logs/b.csv) ... $(tail -1 logs/b.csv)"; fi
+   [ "$(tail -1 logs/b.csv | cut -d, -f1,2)" = "63,1000" ]; then ok; else bad "logs/b.csv after the resume: $(head -1 logs/b.csv) ... $(tail -1 logs/b.csv)"; fi
 
 # SIGTERM: the same
-"${T[@]}" --epochs 100 --steps 400 --checkpoint c.st >c.out 2>c.err &
+"${T[@]}" --epochs 100 --steps 1000 --checkpoint c.st >c.out 2>c.err &
 pid=$!
 wait_for c.out "step 2/16"
 kill -TERM $pid
