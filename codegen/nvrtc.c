@@ -24,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -56,19 +55,6 @@ typedef struct {
     int broken;                 /* one was asked for, and its folder cannot be made */
 } cache;
 
-static int mkdirs(char *path)
-{
-    for (char *p = path + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            int rc = mkdir(path, 0755);
-            *p = '/';
-            if (rc && errno != EEXIST)
-                return -1;
-        }
-    return mkdir(path, 0755) && errno != EEXIST ? -1 : 0;
-}
-
 static void cache_open(cache *c, const char *want)
 {
     c->dir[0] = 0;
@@ -80,7 +66,8 @@ static void cache_open(cache *c, const char *want)
         snprintf(c->dir, sizeof c->dir, "%s", env);
     else if (home && *home)
         snprintf(c->dir, sizeof c->dir, "%s/.cache/gnc", home);
-    if (c->dir[0] && mkdirs(c->dir) != 0) {
+    char failed[4096];
+    if (c->dir[0] && base_make_dirs(c->dir, 0755, failed, sizeof failed) != 0) {
         c->dir[0] = 0; /* no cache where none can be made: cache_put says so */
         c->broken = 1;
     }

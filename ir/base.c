@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 int base_fail(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -269,6 +270,29 @@ const char *base_preloaded(const char *path, size_t *len)
         return NULL;
     *len = preload.len;
     return preload.data;
+}
+
+int base_make_dirs(const char *dir, unsigned mode, char *failed, size_t len)
+{
+    char path[4096];
+    snprintf(failed, len, "%s", dir);
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
+        return ENAMETOOLONG;
+    for (char *p = path + 1;; p++) {
+        if (*p && *p != '/')
+            continue;
+        char was = *p;
+        *p = 0;
+        struct stat st;
+        int e = mkdir(path, (mode_t)mode) == 0 ? 0 : errno != EEXIST ? errno
+                : stat(path, &st) != 0 ? errno : !S_ISDIR(st.st_mode) ? ENOTDIR : 0;
+        if (e) {
+            snprintf(failed, len, "%s", path);
+            return e;
+        }
+        if (!(*p = was))
+            return 0;
+    }
 }
 
 char *base_read_file(const char *path, size_t *len, const char **why)

@@ -85,6 +85,10 @@ int base_alloc_failed(void);
  * and *why (strerror's text, "out of memory" or "file too large": 1 GiB or
  * more).  Its allocations may fail without a jump: the file is open. */
 char *base_read_file(const char *path, size_t *len, const char **why);
+/* Makes folder dir and those above it that do not exist (as mkdir -p), new
+ * ones with mode (less the umask).  0, or an errno value with the folder that
+ * could not be made in failed (ENOTDIR where a file stands in the way). */
+int base_make_dirs(const char *dir, unsigned mode, char *failed, size_t len);
 /* A file that cannot be read twice (a pipe: gnc compile /dev/stdin), read once
  * by the command line before anything else reads it: base_read_file gives a
  * copy of these bytes for that path from then on.  data is kept (NULL: none);

@@ -856,27 +856,12 @@ double cli_now_ms(void)
 
 int cli_make_dirs(const char *dir, const char *flag)
 {
-    char path[4096];
-    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) {
-        fprintf(stderr, "gnc: error: %s: the path '%.40s...' is too long\n", flag, dir);
-        return -1;
-    }
-    for (char *p = path + 1;; p++) {
-        if (*p && *p != '/')
-            continue;
-        char was = *p;
-        *p = 0;
-        struct stat st;
-        int e = mkdir(path, 0777) == 0 ? 0 : errno != EEXIST ? errno
-                : stat(path, &st) != 0 ? errno : !S_ISDIR(st.st_mode) ? ENOTDIR : 0;
-        if (e) {
-            fprintf(stderr, "gnc: error: %s: cannot make the folder '%s': %s\n", flag, path,
-                    strerror(e));
-            return -1;
-        }
-        if (!(*p = was))
-            return 0;
-    }
+    char failed[4096];
+    int e = base_make_dirs(dir, 0777, failed, sizeof failed);
+    if (e)
+        fprintf(stderr, "gnc: error: %s: cannot make the folder '%s': %s\n", flag, failed,
+                strerror(e));
+    return e ? -1 : 0;
 }
 
 int cli_stdout_gone(void)
