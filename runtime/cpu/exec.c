@@ -68,12 +68,9 @@ static float binary_f(ir_op op, float l, float r)
 static void unary_range(const ir_node *n, const float *a, float *o, int64_t lo, int64_t hi)
 {
     ir_op op = n->op;
-    float p = op == IR_OP_LEAKY_RELU ? (float)ir_attr_float(n, "slope")
-            : op == IR_OP_ELU        ? (float)ir_attr_float(n, "alpha")
-            : op == IR_OP_POW        ? (float)ir_attr_float(n, "p")
-            : op == IR_OP_CLAMP      ? (float)ir_attr_float(n, "min")
-                                     : 0;
-    float top = op == IR_OP_CLAMP ? (float)ir_attr_float(n, "max") : 0;
+    float at[2];
+    rt_unary_attrs(n, at);
+    float p = at[0], top = at[1];
     switch (op) {
 #define EACH(expr) for (int64_t i = lo; i < hi; i++) { float v = a[i]; o[i] = (expr); } break;
     case IR_OP_NEG:     EACH(-v)

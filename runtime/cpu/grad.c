@@ -203,12 +203,9 @@ static int k_unary_grad(rt_exec *x, const ir_node *n)
     float *dx = OUT;
     int64_t len = NUMEL(n->out[0]);
     ir_op op = n->op;
-    float p = op == IR_OP_LEAKY_RELU_GRAD ? (float)ir_attr_float(n, "slope")
-            : op == IR_OP_ELU_GRAD        ? (float)ir_attr_float(n, "alpha")
-            : op == IR_OP_POW_GRAD        ? (float)ir_attr_float(n, "p")
-            : op == IR_OP_CLAMP_GRAD      ? (float)ir_attr_float(n, "min")
-                                          : 0;
-    float hi = op == IR_OP_CLAMP_GRAD ? (float)ir_attr_float(n, "max") : 0;
+    float at[2];
+    rt_unary_attrs(n, at);
+    float p = at[0], hi = at[1];
 #pragma omp parallel for if (len > PAR_MIN)
     for (int64_t i = 0; i < len; i++) {
         float g;

@@ -5,6 +5,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "base.h"
 #include "exec.h"
@@ -91,6 +93,25 @@ void rt_im2col(const conv_geom *g, const float *img, int64_t c0, int64_t cg, flo
  * round differently, and the result must not depend on the number of threads. */
 #define CONV_PER_IMAGE_MIN 8
 int rt_conv_per_image(const conv_geom *g);
+
+/* The number attributes of a unary op or of its gradient, in their schema's
+ * order (ops.def: leaky_relu's slope, elu's alpha, pow's p, clamp's min and
+ * max), into v[0] and v[1]; 0 for those it lacks. */
+static inline void rt_unary_attrs(const ir_node *n, float v[2])
+{
+    const char *s = ir_ops[n->op].attrs;
+    for (int i = 0; i < 2; i++) {
+        char key[32];
+        size_t k = strcspn(s, ":");
+        v[i] = 0;
+        if (*s && k < sizeof key && strncmp(s + k, ":float", 6) == 0) {
+            snprintf(key, sizeof key, "%.*s", (int)k, s);
+            v[i] = (float)ir_attr_float(n, key);
+        }
+        s += strcspn(s, ",");
+        s += *s == ',';
+    }
+}
 
 /* Whether pooling windows tile the input: stride equal to the kernel, no
  * padding (each input element in at most one window, none clipped). */
