@@ -161,7 +161,7 @@ static int keeps_f32(const ir_node *n, int k)
 static int passes_through(ir_op op)
 {
     switch (op) {
-    case IR_OP_RESHAPE: case IR_OP_SLICE: case IR_OP_CONCAT: case IR_OP_TRANSPOSE:
+    case IR_OP_RESHAPE: case IR_OP_SLICE: case IR_OP_CONCAT: case IR_OP_PAD: case IR_OP_TRANSPOSE:
     case IR_OP_BROADCAST_TO: case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV:
     case IR_OP_NEG: case IR_OP_ALL_REDUCE: case IR_OP_ALL_GATHER: case IR_OP_REDUCE_SCATTER:
     case IR_OP_BROADCAST:

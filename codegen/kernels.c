@@ -167,6 +167,28 @@ static void emit_pointwise(kb *k, const ir_node *n)
         kb_set(k, y, lit);
         return;
     }
+    case IR_OP_ARANGE: { /* in double, then converted, as the CPU executor */
+        double start = ir_attr_float(n, "start"), step = ir_attr_float(n, "step");
+        if (ir_is_float(y->type.dtype))
+            kb_set(k, y, kb_kstr(k, "(float)(%.17g + (double)%s * %.17g)", start, k->idx, step));
+        else
+            kb_set(k, y, kb_kstr(k, "(%s)((i64)%lld + (i64)%s * (i64)%lld)",
+                                 kb_rtype(cg_dtype_of(G, y)), (long long)start, k->idx,
+                                 (long long)step));
+        return;
+    }
+    case IR_OP_CAST: {
+        ir_dtype from = n->in[0]->type.dtype, to = y->type.dtype;
+        if (ir_is_float(from) && !ir_is_float(to))
+            kb_set(k, y, kb_kstr(k, "cast_%s_f(%s)", to == IR_I32 ? "i32" : to == IR_I64 ? "i64" : "u8",
+                                 a));
+        else if (!ir_is_float(from) && !ir_is_float(to) && to != IR_I64)
+            kb_set(k, y, kb_kstr(k, "(%s)(unsigned%s)(%s)", kb_rtype(cg_dtype_of(G, y)),
+                                 to == IR_I32 ? " int" : " char", a));
+        else
+            kb_set(k, y, kb_kstr(k, "(%s)(%s)", kb_rtype(cg_dtype_of(G, y)), a));
+        return;
+    }
     case IR_OP_NEG: kb_set(k, y, kb_kstr(k, "-(%s)", a)); return;
     case IR_OP_RELU: kb_set(k, y, kb_kstr(k, "relu_f(%s)", a)); return;
     case IR_OP_SIGMOID: kb_set(k, y, kb_kstr(k, "sigmoid_f(%s)", a)); return;
@@ -432,6 +454,29 @@ static void emit_movement(kb *k, const ir_node *n)
         kb_set(k, y, kb_at_index(k, n->in[0], ix));
         return;
     }
+    case IR_OP_PAD: { /* the operand's element where the coordinates fall inside it */
+        const ir_type *t = &n->in[0]->type, *to = &y->type;
+        const int64_t *before = ir_attr_ints(n, "before", NULL);
+        double value = ir_attr_float(n, "value");
+        const char *in = kb_tmp(k, "pad_in"), *src = kb_tmp(k, "pad_src");
+        const char *rem = kb_tmp(k, "pad_rem"), *c = kb_tmp(k, "pad_c");
+        kb_line(k, "%s %s = 1, %s = 0, %s = %s, %s;", k->itype, in, src, rem, k->idx, c);
+        int64_t st = 1;
+        for (int d = to->rank - 1; d >= 0; d--) {
+            kb_line(k, "%s = %s %% %lld - %lld;", c, rem, (long long)to->dims[d],
+                    (long long)before[d]);
+            if (d > 0)
+                kb_line(k, "%s /= %lld;", rem, (long long)to->dims[d]);
+            kb_line(k, "%s &= %s >= 0 && %s < %lld;", in, c, c, (long long)t->dims[d]);
+            kb_line(k, "%s += %s * %lld;", src, c, (long long)st);
+            st *= t->dims[d];
+        }
+        const char *lit = ir_is_float(y->type.dtype)
+                              ? kb_flit(k, value)
+                              : kb_kstr(k, "(%s)%lld", kb_rtype(cg_dtype_of(G, y)), (long long)value);
+        kb_set(k, y, kb_kstr(k, "%s ? %s : %s", in, kb_at_index(k, n->in[0], src), lit));
+        return;
+    }
     case IR_OP_CONCAT: {
         int64_t outer, len, inner;
         int axis = (int)ir_attr_int(n, "axis");
@@ -680,7 +725,7 @@ void kb_emit_map(kb *k, const ir_node *n)
         emit_optimizer(k, n);
         return;
     case IR_OP_BROADCAST_TO: case IR_OP_TRANSPOSE: case IR_OP_SLICE: case IR_OP_CONCAT:
-    case IR_OP_EMBEDDING:
+    case IR_OP_PAD: case IR_OP_EMBEDDING:
         emit_movement(k, n);
         return;
     case IR_OP_MAXPOOL2D: case IR_OP_AVGPOOL2D: case IR_OP_AVGPOOL2D_GRAD:
@@ -799,7 +844,7 @@ int kb_map_kernel(kb *k)
     for (int i = 0; i < k->nm; i++)
         switch (k->m[i]->op) {
         case IR_OP_MAXPOOL2D: case IR_OP_AVGPOOL2D: case IR_OP_MAXPOOL2D_GRAD:
-        case IR_OP_AVGPOOL2D_GRAD: case IR_OP_CONCAT: case IR_OP_EMBEDDING:
+        case IR_OP_AVGPOOL2D_GRAD: case IR_OP_CONCAT: case IR_OP_PAD: case IR_OP_EMBEDDING:
         case IR_OP_REDUCE_MAX: case IR_OP_REDUCE_MIN: case IR_OP_ARGMAX:
         case IR_OP_REDUCE_MAX_GRAD: case IR_OP_REDUCE_MIN_GRAD:
             elementwise = 0;

@@ -228,6 +228,21 @@ __device__ __forceinline__ float clamp_grad_f(float dy, float x, float lo, float
 {
     return x >= lo && x <= hi ? dy : 0.0f;
 }
+/* cast of a float to an integer, as the CPU executor's: toward zero, saturated, NaN to 0 */
+__device__ __forceinline__ int cast_i32_f(float a)
+{
+    return a != a ? 0 : a <= -2147483648.0f ? -2147483647 - 1 : a >= 2147483648.0f ? 2147483647 : (int)a;
+}
+__device__ __forceinline__ i64 cast_i64_f(float a)
+{
+    return a != a ? 0
+         : a <= -9223372036854775808.0f ? (i64)(-9223372036854775807LL - 1)
+         : a >= 9223372036854775808.0f ? (i64)9223372036854775807LL : (i64)a;
+}
+__device__ __forceinline__ unsigned char cast_u8_f(float a)
+{
+    return a != a || a <= 0.0f ? 0 : a >= 255.0f ? 255 : (unsigned char)a;
+}
 /* PyTorch's maximum and minimum: NaN from either operand */
 __device__ __forceinline__ float maximum_f(float a, float b) { return a > b || a != a ? a : b; }
 __device__ __forceinline__ float minimum_f(float a, float b) { return a < b || a != a ? a : b; }

@@ -25,7 +25,9 @@ typedef enum {
     AST_CALL,      /* str: callee; items: arguments (AST_KWARG for keyword ones) */
     AST_KWARG,     /* str = a */
     AST_MEMBER,    /* a.str (shape, rank) */
-    AST_INDEX,     /* a[b] */
+    AST_INDEX,     /* a[items]: each item an expression, an AST_RANGE or AST_ELLIPSIS */
+    AST_RANGE,     /* start:stop:step in a subscript, a, b and c, each NULL if left out */
+    AST_ELLIPSIS,  /* ... in a subscript */
     /* statements */
     AST_ASSIGN,    /* items: target names (AST_NAME), a: value */
     AST_IF,        /* a: condition, b: then block, c: else block or AST_IF or NULL */

@@ -13,9 +13,7 @@
 
 #include "elab.h"
 
-/* Normalizes a possibly negative axis against rank; reports and returns -1 when
- * it is out of range. */
-static int64_t axis_of(elab *e, call *c, int i, int rank)
+int64_t axis_of(elab *e, call *c, int i, int rank)
 {
     int64_t axis;
     if (!arg_int(e, c, i, &axis))
@@ -209,7 +207,49 @@ static val binary(elab *e, call *c, ir_op op)
     return node_end(e, c, node_begin(e, c, op, 2, in));
 }
 
-static val b_matmul(elab *e, call *c) { return binary(e, c, IR_OP_MATMUL); }
+static ir_value *piece(elab *e, call *c, const char *part, ir_op op, int nin, ir_value **in,
+                       const ir_type *shape, double value);
+
+/* matmul(a, b): torch.matmul; a 1-D operand is a row (a) or a column (b)
+ * for the product, whose dimension then goes, so two vectors give their dot
+ * product */
+static val b_matmul(elab *e, call *c)
+{
+    ir_value *in[2] = {arg_tensor(e, c, 0), arg_tensor(e, c, 1)};
+    if (!in[0] || !in[1])
+        return error_val();
+    const ir_type *a = &in[0]->type, *b = &in[1]->type;
+    int vec[2] = {a->rank == 1, b->rank == 1};
+    if (!vec[0] && !vec[1])
+        return binary(e, c, IR_OP_MATMUL);
+    if (a->rank < 1 || b->rank < 1 ||
+        a->dims[a->rank - 1] != b->dims[vec[1] ? 0 : b->rank - 2]) {
+        char ta[128], tb[128];
+        el_error(e, c->loc, "matmul of %s and %s: %s", ir_type_str(a, ta, sizeof ta),
+                 ir_type_str(b, tb, sizeof tb), a->rank < 1 || b->rank < 1 ?
+                 "a scalar has no product" : "the inner dimensions differ");
+        return error_val();
+    }
+    for (int i = 0; i < 2; i++) {
+        if (!vec[i])
+            continue;
+        ir_type t = {in[i]->type.dtype, 2, {1, 1}};
+        t.dims[1 - i] = in[i]->type.dims[0];
+        in[i] = piece(e, c, i ? "col" : "row", IR_OP_RESHAPE, 1, &in[i], &t, 0);
+        if (!in[i])
+            return error_val();
+    }
+    ir_value *y = piece(e, c, "product", IR_OP_MATMUL, 2, in, NULL, 0);
+    if (!y)
+        return error_val();
+    ir_type t = y->type;   /* [..., m, n] less the vectors' 1s */
+    t.rank = 0;
+    for (int i = 0; i < y->type.rank; i++)
+        if (!(vec[0] && i == y->type.rank - 2) && !(vec[1] && i == y->type.rank - 1))
+            t.dims[t.rank++] = y->type.dims[i];
+    y = piece(e, c, NULL, IR_OP_RESHAPE, 1, &y, &t, 0);
+    return y ? tensor_val(y) : error_val();
+}
 static val b_cross_entropy(elab *e, call *c) { return binary(e, c, IR_OP_CROSS_ENTROPY); }
 static val b_mse(elab *e, call *c) { return binary(e, c, IR_OP_MSE); }
 
@@ -937,6 +977,18 @@ const builtin fe_builtins[] = {
     {"reshape", "x, shape", b_reshape, 1},
     {"transpose", "x, perm=?", b_transpose, 1},
     {"concat", "xs, axis=0", b_concat, 1},
+    {"stack", "xs, axis=0", b_stack, 1},
+    {"split", "x, size, axis=0", b_split, 1},
+    {"chunk", "x, chunks, axis=0", b_chunk, 1},
+    {"squeeze", "x, axis=?", b_squeeze, 1},
+    {"unsqueeze", "x, axis", b_unsqueeze, 1},
+    {"expand", "x, shape", b_expand, 1},
+    {"pad", "x, pad, mode=?, value=0.0", b_pad, 1},
+    {"arange", "start, end=?, step=1, dtype=?", b_arange, 1},
+    {"full", "shape, value, dtype=?", b_full, 1},
+    {"tril", "x, diagonal=0", b_tril, 1},
+    {"triu", "x, diagonal=0", b_triu, 1},
+    {"cast", "x, dtype=?", b_cast, 1},
     {"dropout", "x, p=0.5", b_dropout, 1},
     {"embedding", "idx, num, dim, init=?", b_embedding, 1},
     {"cross_entropy", "logits, label", b_cross_entropy, 1},

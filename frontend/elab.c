@@ -106,6 +106,7 @@ struct elab {
 /* ---------------------------------------------------------------- basics */
 
 static void *alloc(elab *e, size_t n) { return base_arena_alloc(&e->arena, n); }
+void *el_alloc(elab *e, size_t n) { return alloc(e, n); }
 
 static char *fmt(elab *e, const char *f, ...) DIAG_PRINTF(2, 3);
 static char *fmt(elab *e, const char *f, ...)
@@ -831,6 +832,85 @@ static int init_name(const char *name, val *out)
 static val eval_expr(elab *e, env *en, ast *x);
 
 /* eval recurses on the C stack, through def calls too: its depth is bounded. */
+/* The items of a[...] evaluated: integers, ranges start:stop:step (each
+ * bound SUB_NONE when left out) and "..."; reports and returns 0 on another
+ * kind of value. */
+static int subscripts(elab *e, env *en, ast *x, subscript *out)
+{
+    int ok = 1;
+    for (int k = 0; k < x->n; k++) {
+        ast *it = x->items[k];
+        subscript *s = &out[k];
+        *s = (subscript){SUB_INDEX, 0, {SUB_NONE, SUB_NONE, SUB_NONE}, it->loc};
+        if (it->kind == AST_ELLIPSIS) {
+            s->kind = SUB_ELLIPSIS;
+            continue;
+        }
+        if (it->kind != AST_RANGE) {
+            val v = eval(e, en, it);
+            if (v.k == V_INT)
+                s->index = v.i;
+            else if (v.k != V_ERROR)
+                el_error(e, it->loc, "an index must be an integer, got %s%s", describe(e, &v),
+                         v.k == V_TENSOR ? " (to gather rows by a tensor of indices, use "
+                         "embedding)" : "");
+            ok &= v.k == V_INT;
+            continue;
+        }
+        s->kind = SUB_RANGE;
+        ast *bound[3] = {it->a, it->b, it->c};
+        for (int b = 0; b < 3; b++) {
+            if (!bound[b])
+                continue;
+            val v = eval(e, en, bound[b]);
+            if (v.k == V_INT)
+                s->range[b] = v.i;
+            else if (v.k != V_ERROR)
+                el_error(e, bound[b]->loc, "a slice %s must be an integer, got %s",
+                         b == 2 ? "step" : "bound", describe(e, &v));
+            ok &= v.k == V_INT;
+        }
+    }
+    return ok;
+}
+
+/* a[...]: an element or a slice of a list (Python's), or of a tensor
+ * (PyTorch's basic indexing, shaping.c) */
+static val index_expr(elab *e, env *en, ast *x)
+{
+    val a = eval(e, en, x->a);
+    subscript *s = alloc(e, (size_t)x->n * sizeof *s);
+    if (!subscripts(e, en, x, s) || a.k == V_ERROR)
+        return error_val();
+    if (a.k == V_TENSOR)
+        return el_index(e, a.t, s, x->n, x->loc);
+    if (a.k != V_LIST) {
+        el_error(e, x->loc, "only lists and tensors can be indexed, got %s", describe(e, &a));
+        return error_val();
+    }
+    if (x->n != 1 || s[0].kind == SUB_ELLIPSIS) {
+        el_error(e, x->n != 1 ? x->items[1]->loc : s[0].loc,
+                 "a list takes one index or range, as in xs[i] or xs[a:b]");
+        return error_val();
+    }
+    if (s[0].kind == SUB_INDEX) {
+        int64_t k = s[0].index < 0 ? s[0].index + a.n : s[0].index;
+        if (k < 0 || k >= a.n) {
+            el_error(e, s[0].loc, "index %lld is out of range for a list of %d",
+                     (long long)s[0].index, a.n);
+            return error_val();
+        }
+        return a.items[k];
+    }
+    int64_t start, count, step;
+    if (!el_range(e, &s[0], a.n, 1, &start, &count, &step))
+        return error_val();
+    val v = {.k = V_LIST, .n = (int)count, .items = alloc(e, (size_t)(count + 1) * sizeof(val))};
+    for (int64_t k = 0; k < count; k++)
+        v.items[k] = a.items[start + k * step];
+    return v;
+}
+
 static val eval(elab *e, env *en, ast *x)
 {
     if (e->eval_depth >= MAX_EVAL_DEPTH) {
@@ -939,27 +1019,8 @@ static val eval_expr(elab *e, env *en, ast *x)
                  s ? "; did you mean '" : "", s ? s : "", s ? "'?" : " (it has shape and rank)");
         return error_val();
     }
-    case AST_INDEX: {
-        val a = eval(e, en, x->a), i = eval(e, en, x->b);
-        if (a.k == V_ERROR || i.k == V_ERROR)
-            return error_val();
-        if (a.k != V_LIST) {
-            el_error(e, x->loc, "only lists can be indexed, got %s%s", describe(e, &a),
-                     a.k == V_TENSOR ? " (use .shape[k] for a dimension)" : "");
-            return error_val();
-        }
-        if (i.k != V_INT) {
-            el_error(e, x->b->loc, "a list index must be an integer, got %s", describe(e, &i));
-            return error_val();
-        }
-        int64_t k = i.i < 0 ? i.i + a.n : i.i;
-        if (k < 0 || k >= a.n) {
-            el_error(e, x->b->loc, "index %lld is out of range for a list of %d",
-                     (long long)i.i, a.n);
-            return error_val();
-        }
-        return a.items[k];
-    }
+    case AST_INDEX:
+        return index_expr(e, en, x);
     case AST_CALL:
         return call_expr(e, en, x);
     default:
@@ -1265,15 +1326,17 @@ static void exec_assign(elab *e, env *en, ast *x)
         env_set(e, en, x->items[0]->str, v, x->items[0]->loc, 0);
         return;
     }
-    if (v.k != V_TUPLE && v.k != V_ERROR) {
+    int many = v.k == V_TUPLE || v.k == V_LIST; /* a, b = split(x, 2) as in Python */
+    if (!many && v.k != V_ERROR) {
         el_error(e, x->loc, "cannot unpack %s into %d names", describe(e, &v), x->n);
         v = error_val();
-    } else if (v.k == V_TUPLE && v.n != x->n) {
+    } else if (many && v.n != x->n) {
         el_error(e, x->loc, "cannot unpack %d values into %d names", v.n, x->n);
         v = error_val();
+        many = 0;
     }
     for (int i = 0; i < x->n; i++)
-        env_set(e, en, x->items[i]->str, v.k == V_TUPLE ? v.items[i] : v, x->items[i]->loc, 0);
+        env_set(e, en, x->items[i]->str, many ? v.items[i] : v, x->items[i]->loc, 0);
 }
 
 static void exec_input(elab *e, env *en, ast *x)

@@ -89,6 +89,9 @@ int arg_bool(elab *e, call *c, int i, int *out);
 int arg_pair(elab *e, call *c, int i, int64_t out[2]);           /* 3 or [3, 3] */
 int arg_ints(elab *e, call *c, int i, int64_t *out, int max, int *n);
 int arg_given(const call *c, int i);
+/* Argument i as an axis of a tensor of rank, negative ones counted from the
+ * end: 0 to rank - 1, or -1 having reported. */
+int64_t axis_of(elab *e, call *c, int i, int rank);
 
 /* Emitting IR: node_begin makes the node, the caller sets attributes, node_end
  * types it with ir_infer (a failure becomes a located error) and appends it. */
@@ -102,8 +105,41 @@ ir_value *make_param(elab *e, call *c, const char *suffix, ir_value_kind kind, i
  * reported an integer dtype. */
 ir_value *el_scalar(elab *e, const val *v, ir_dtype dtype, ir_loc loc);
 val tensor_val(ir_value *t);
+void *el_alloc(elab *e, size_t n);          /* lives as long as the elaboration */
 val error_val(void);
 
 const char *val_kind_name(const val *v);
+
+/* One item of a subscript x[...]: an index, a range start:stop:step whose
+ * left-out bounds are SUB_NONE, or "...". */
+#define SUB_NONE INT64_MIN
+typedef struct {
+    enum { SUB_INDEX, SUB_RANGE, SUB_ELLIPSIS } kind;
+    int64_t index;
+    int64_t range[3];   /* start, stop, step */
+    ir_loc loc;
+} subscript;
+
+/* Range s over n elements, as Python's slice.indices with a positive step:
+ * the first index, how many and the step; reports and returns 0 when the
+ * step is not positive, or the range is empty and empty is 0. */
+int el_range(elab *e, const subscript *s, int64_t n, int empty, int64_t *start, int64_t *count,
+             int64_t *step);
+/* x[s[0], ..., s[n-1]] (shaping.c) */
+val el_index(elab *e, ir_value *x, const subscript *s, int n, ir_loc loc);
+
+/* The built-ins of shaping.c */
+val b_split(elab *e, call *c);
+val b_chunk(elab *e, call *c);
+val b_squeeze(elab *e, call *c);
+val b_unsqueeze(elab *e, call *c);
+val b_stack(elab *e, call *c);
+val b_expand(elab *e, call *c);
+val b_pad(elab *e, call *c);
+val b_arange(elab *e, call *c);
+val b_full(elab *e, call *c);
+val b_tril(elab *e, call *c);
+val b_triu(elab *e, call *c);
+val b_cast(elab *e, call *c);
 
 #endif

@@ -50,11 +50,11 @@ static ast *binary(fe_parse_state *p, int op, ast *a, ast *b, YYLTYPE l)
 %token DEF "def" MODEL "model" CONST "const" IMPORT "import" INPUT "input"
 %token OUTPUT "output" LOSS "loss" RETURN "return" IF "if" ELSE "else"
 %token FOR "for" IN "in"
-%token DOTDOT ".." EQ "==" NE "!=" LE "<=" GE ">=" AND "&&" OR "||" POW "**"
+%token DOTDOT ".." ELLIPSIS "..." EQ "==" NE "!=" LE "<=" GE ">=" AND "&&" OR "||" POW "**"
 %token NEWLINE "end of line"
 
 %type <node> tops top block stmts stmt if_stmt else_part targets params params1 param
-%type <node> expr postfix primary exprs exprs1 args args1 arg
+%type <node> expr postfix primary exprs exprs1 args args1 arg subscripts subscript bound
 
 %left OR
 %left AND
@@ -179,7 +179,28 @@ expr
 postfix
     : primary
     | postfix '.' IDENT         { $$ = NODE(AST_MEMBER, @3); $$->a = $1; $$->str = $3; }
-    | postfix '[' expr ']'      { $$ = NODE(AST_INDEX, @2); $$->a = $1; $$->b = $3; }
+    | postfix '[' subscripts ']'
+                                { $$ = $3; $$->kind = AST_INDEX; $$->loc = LOC(@2);
+                                  $$->a = $1; }
+    ;
+
+/* x[i], x[a:b], x[a:b:s], x[..., i] and lists of them: Python's and PyTorch's */
+subscripts
+    : subscript                 { $$ = ast_push(p, NODE(AST_INDEX, @1), $1); }
+    | subscripts ',' subscript  { $$ = ast_push(p, $1, $3); }
+    ;
+
+subscript
+    : expr
+    | bound ':' bound           { $$ = NODE(AST_RANGE, @2); $$->a = $1; $$->b = $3; }
+    | bound ':' bound ':' bound { $$ = NODE(AST_RANGE, @2); $$->a = $1; $$->b = $3;
+                                  $$->c = $5; }
+    | ELLIPSIS                  { $$ = NODE(AST_ELLIPSIS, @1); }
+    ;
+
+bound
+    : %empty                    { $$ = NULL; }
+    | expr
     ;
 
 primary

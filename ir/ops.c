@@ -6,6 +6,7 @@
 #include "base.h"
 #include "ir.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -524,6 +525,25 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
         *o = n->out[0]->type;
         return 1;
 
+    case IR_OP_ARANGE: {
+        /* the declared type stands, as a const's */
+        const ir_type *t = &n->out[0]->type;
+        double start = ir_attr_float(n, "start"), step = ir_attr_float(n, "step");
+        if (t->rank != 1)
+            FAIL("arange makes a tensor of rank 1, not %s", TS(t));
+        if (!ir_is_float(t->dtype) && (start != floor(start) || step != floor(step) ||
+                                      fabs(start) > 9007199254740992.0 ||
+                                      fabs(step) > 9007199254740992.0))
+            FAIL("arange of %s needs a whole start and step, got %g and %g", TS(t), start, step);
+        *o = *t;
+        return 1;
+    }
+
+    case IR_OP_CAST: /* the declared dtype, a's shape */
+        *o = *a;
+        o->dtype = n->out[0]->type.dtype;
+        return 1;
+
     case IR_OP_MATMUL: {
         if (a->dtype != b->dtype || !ir_is_float(a->dtype))
             FAIL("matmul expects two floating-point tensors of one dtype, got %s and %s",
@@ -669,6 +689,26 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
                      TS(t), TS(a), (long long)axis);
             o->dims[axis] += t->dims[axis];
         }
+        return 1;
+    }
+
+    case IR_OP_PAD: {
+        int nb, na;
+        const int64_t *before = ir_attr_ints(n, "before", &nb), *after = ir_attr_ints(n, "after", &na);
+        if (nb != a->rank || na != a->rank)
+            FAIL("pad needs before and after widths for each of the %d dimensions of %s, got "
+                 "%d and %d", a->rank, TS(a), nb, na);
+        *o = *a;
+        for (int i = 0; i < a->rank; i++) {
+            if (before[i] < 0 || after[i] < 0 || before[i] > IR_MAX_NUMEL ||
+                after[i] > IR_MAX_NUMEL)
+                FAIL("pad widths must be 0 or more (a slice crops), got %lld and %lld at "
+                     "dimension %d", (long long)before[i], (long long)after[i], i);
+            o->dims[i] += before[i] + after[i];
+        }
+        double v = ir_attr_float(n, "value");
+        if (!ir_is_float(a->dtype) && (v != floor(v) || fabs(v) > 9007199254740992.0))
+            FAIL("pad of %s needs a whole value, got %g", TS(a), v);
         return 1;
     }
 

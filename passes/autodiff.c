@@ -362,6 +362,9 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
     case IR_OP_SUM_TO: /* sum and mean: every summed element gets dy */
         acc(a, x, to_shape(a, IR_OP_BROADCAST_TO, dy, &x->type, gx));
         return;
+    case IR_OP_BROADCAST_TO: /* expand: each copy's dy, summed */
+        acc(a, x, to_shape(a, IR_OP_SUM_TO, dy, &x->type, gx));
+        return;
     case IR_OP_TRANSPOSE: {
         int count;
         const int64_t *perm = ir_attr_ints(n, "perm", &count);
@@ -387,6 +390,41 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
             }
             start += size;
         }
+        return;
+    }
+    case IR_OP_CAST: { /* between floating-point dtypes: dy cast back */
+        if (!ir_is_float(x->type.dtype))
+            return;
+        ir_node *m = mk(a, IR_OP_CAST, 1, &dy, 1, gx);
+        m->out[0]->type.dtype = x->type.dtype;
+        acc(a, x, fin(a, m)->out[0]);
+        return;
+    }
+    case IR_OP_SLICE: { /* dy put back in place, between zeros */
+        int64_t before[IR_MAX_RANK] = {0}, after[IR_MAX_RANK] = {0};
+        int axis = (int)ir_attr_int(n, "axis");
+        before[axis] = ir_attr_int(n, "start");
+        after[axis] = x->type.dims[axis] - before[axis] - ir_attr_int(n, "size");
+        ir_node *m = mk(a, IR_OP_PAD, 1, &dy, 1, gx);
+        ir_set_ints(a->g, m, "before", x->type.rank, before);
+        ir_set_ints(a->g, m, "after", x->type.rank, after);
+        ir_set_float(a->g, m, "value", 0);
+        acc(a, x, fin(a, m)->out[0]);
+        return;
+    }
+    case IR_OP_PAD: { /* the middle of dy, one sliced dimension after another */
+        const int64_t *before = ir_attr_ints(n, "before", NULL);
+        ir_value *g = dy;
+        for (int d = 0; d < x->type.rank; d++) {
+            if (x->type.dims[d] == g->type.dims[d])
+                continue;
+            ir_node *m = mk(a, IR_OP_SLICE, 1, &g, 1, gx);
+            ir_set_int(a->g, m, "axis", d);
+            ir_set_int(a->g, m, "start", before[d]);
+            ir_set_int(a->g, m, "size", x->type.dims[d]);
+            g = fin(a, m)->out[0];
+        }
+        acc(a, x, g);
         return;
     }
     case IR_OP_EMBEDDING: {
@@ -543,7 +581,8 @@ int ad_training_graph(ir_graph *g, const ad_optimizer *opt, diag *d)
         int any = 0;
         for (int i = 0; i < n->nin; i++)
             any |= a.needs[n->in[i]->id];
-        if (any && n->op != IR_OP_CONST && !ir_op_is(n->op, IR_NO_GRAD))
+        if (any && n->op != IR_OP_CONST && !ir_op_is(n->op, IR_NO_GRAD) &&
+            ir_is_float(n->out[0]->type.dtype)) /* integers carry no gradient */
             a.needs[n->out[0]->id] = 1;
     }
 

@@ -248,6 +248,9 @@ static int rebatch_attrs(pt *P, ir_node *n, const ir_node *s, int r)
     if (n->op == IR_OP_SLICE && P->batched[s->in[0]->id] && ir_attr_int(n, "axis") == 0 &&
         P->R > 1)
         return -1;
+    if (n->op == IR_OP_PAD && P->batched[s->in[0]->id] && P->R > 1 &&
+        (ir_attr_ints(n, "before", NULL)[0] || ir_attr_ints(n, "after", NULL)[0]))
+        return -1;
     if (!a || !in0 || in0->rank == 0 || in0->dims[0] == old0->dims[0])
         return 0;
     int64_t *shape = a->ints; /* the node's own copy (ir_set_ints by the cloner) */

@@ -439,6 +439,60 @@ double *ref_concat(int n, const double *const *xs, const ir_type *ts, int axis, 
     return y;
 }
 
+double *ref_slice(const double *x, const ir_type *tx, int axis, int64_t start, int64_t size,
+                  ir_type *out)
+{
+    *out = *tx;
+    out->dims[axis] = size;
+    double *y = alloc_out(out);
+    int64_t c[IR_MAX_RANK];
+    for (int64_t i = 0; i < ir_type_numel(out); i++) {
+        unravel(out, i, c);
+        c[axis] += start;
+        y[i] = x[ravel(tx, c)];
+    }
+    return y;
+}
+
+double ref_cast(double v, ir_dtype from, ir_dtype to)
+{
+    static const double lo[] = {[IR_I32] = -2147483648.0, [IR_I64] = -9223372036854775808.0,
+                                [IR_U8] = 0};
+    static const double hi[] = {[IR_I32] = 2147483647.0, [IR_I64] = 9223372036854775807.0,
+                                [IR_U8] = 255};
+    if (ir_is_float(to))
+        return ir_is_float(from) ? v : (double)(float)v;
+    if (!ir_is_float(from)) { /* v is whole: wrap */
+        int64_t k = (int64_t)v;
+        return to == IR_I32 ? (double)(int32_t)(uint32_t)k : to == IR_U8 ? (double)(uint8_t)k
+                                                                       : (double)k;
+    }
+    if (isnan(v))
+        return 0;
+    v = trunc(v);
+    return v < lo[to] ? lo[to] : v > hi[to] ? hi[to] : v;
+}
+
+double *ref_pad(const double *x, const ir_type *tx, const int64_t *before, const int64_t *after,
+                double value, ir_type *out)
+{
+    *out = *tx;
+    for (int k = 0; k < tx->rank; k++)
+        out->dims[k] += before[k] + after[k];
+    double *y = alloc_out(out);
+    int64_t c[IR_MAX_RANK];
+    for (int64_t i = 0; i < ir_type_numel(out); i++) {
+        unravel(out, i, c);
+        int inside = 1;
+        for (int k = 0; k < tx->rank; k++) {
+            c[k] -= before[k];
+            inside &= c[k] >= 0 && c[k] < tx->dims[k];
+        }
+        y[i] = inside ? x[ravel(tx, c)] : value;
+    }
+    return y;
+}
+
 double *ref_embedding(const int64_t *idx, const ir_type *ti, const double *w,
                       const ir_type *tw, ir_type *out)
 {

@@ -62,6 +62,14 @@ double *ref_reshape(const double *x, const ir_type *tx, int rank, const int64_t 
                     ir_type *out);
 double *ref_transpose(const double *x, const ir_type *tx, const int64_t *perm, ir_type *out);
 double *ref_concat(int n, const double *const *xs, const ir_type *ts, int axis, ir_type *out);
+/* v of dtype from as cast converts it to dtype to (ops.def) */
+double ref_cast(double v, ir_dtype from, ir_dtype to);
+/* x with before[k] and after[k] elements of value around dimension k */
+double *ref_pad(const double *x, const ir_type *tx, const int64_t *before, const int64_t *after,
+                double value, ir_type *out);
+/* x's elements [start, start + size) along axis */
+double *ref_slice(const double *x, const ir_type *tx, int axis, int64_t start, int64_t size,
+                  ir_type *out);
 /* idx of type ti, w[num, dim]; NULL when an index is outside [0, num) */
 double *ref_embedding(const int64_t *idx, const ir_type *ti, const double *w,
                       const ir_type *tw, ir_type *out);

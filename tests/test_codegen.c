@@ -320,6 +320,22 @@ static const op_case cases[] = {
                        "  output y = %y\n"), 0, 0, 0, 1},
     {"slice", G("  input %x: f32[4, 6, 3]\n  %y: f32[4, 3, 3] = slice(%x) {axis = 1, start = 2, size = 3}\n"
                 "  output y = %y\n"), 0, 0, 0, 1},
+    {"arange", G("  %y: f32[300] = arange() {start = -2.5, step = 0.125}\n  output y = %y\n"), 0, 0, 0, 1},
+    {"arange i64", G("  %y: i64[40] = arange() {start = 5.0, step = -3.0}\n  output y = %y\n"), 0, 0, 0, 0},
+    {"cast to i32", G("  input %x: f32[6, 50]\n  %s: f32[] = const() {value = 1e9}\n"
+                      "  %m: f32[6, 50] = mul(%x, %s)\n  %y: i32[6, 50] = cast(%m)\n  output y = %y\n"),
+     0, 0, 0, 0},
+    {"cast to u8", G("  input %x: f32[6, 50]\n  %s: f32[] = const() {value = 400.0}\n"
+                     "  %m: f32[6, 50] = mul(%x, %s)\n  %y: u8[6, 50] = cast(%m)\n  output y = %y\n"),
+     0, 0, 0, 0},
+    {"cast i64 to i32", G("  %a: i64[30] = arange() {start = 2147483000.0, step = 97.0}\n"
+                          "  %y: i32[30] = cast(%a)\n  output y = %y\n"), 0, 0, 0, 0},
+    {"cast i32 to f32", G("  input %x: i32[20]\n  %y: f32[20] = cast(%x)\n  output y = %y\n"),
+     0, 0, 0, 1},
+    {"pad", G("  input %x: f32[4, 6, 3]\n  %y: f32[5, 6, 7] = pad(%x) {before = [1, 0, 3], after = [0, 0, 1], "
+              "value = -0.5}\n  output y = %y\n"), 0, 0, 0, 1},
+    {"pad i64", G("  input %x: i64[3, 2]\n  %y: i64[3, 5] = pad(%x) {before = [0, 2], after = [0, 1], "
+                  "value = 9.0}\n  output y = %y\n"), 0, 0, 0, 0},
     {"slice i32", G("  input %x: i32[8]\n  %y: i32[4] = slice(%x) {axis = 0, start = 4, size = 4}\n"
                     "  output y = %y\n"), 0, 0, 0, 0},
     /* gradients */

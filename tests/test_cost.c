@@ -196,7 +196,9 @@ static void sane_node(const char *what, const ir_node *n, const cost_device *dev
 {
     double fl = cost_node_flops(n), b = cost_node_bytes(n), s = cost_node_seconds(dev, n);
     int moves = n->op == IR_OP_RESHAPE || n->op == IR_OP_TRANSPOSE || n->op == IR_OP_CONCAT ||
-                n->op == IR_OP_EMBEDDING || n->op == IR_OP_SLICE || n->op == IR_OP_BROADCAST_TO ||
+                n->op == IR_OP_EMBEDDING || n->op == IR_OP_SLICE || n->op == IR_OP_PAD ||
+                n->op == IR_OP_ARANGE || n->op == IR_OP_CAST ||
+                n->op == IR_OP_BROADCAST_TO ||
                 n->op == IR_OP_DROPOUT || n->op == IR_OP_CONST || ir_op_communicates(n->op);
     int comm = ir_op_communicates(n->op);
     check(isfinite(fl) && fl >= 0 && (moves || fl > 0), "%s: %%%s (%s): %g FLOPs", what,

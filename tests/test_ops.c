@@ -219,15 +219,18 @@ static int tc_prepare(tcase *c)
         void *buf = rt_exec_data(c->x, v);
         c->d[i] = calloc((size_t)n, sizeof(double));
         c->abs_d[i] = calloc((size_t)n, sizeof(double));
-        if (v->type.dtype == IR_I32 || v->type.dtype == IR_I64)
+        int integer = !ir_is_float(v->type.dtype);
+        if (integer)
             c->ix[i] = calloc((size_t)n, sizeof(int64_t));
         for (int64_t j = 0; j < n; j++) {
             double r = next_unit(&c->rng);
-            if (v->type.dtype == IR_I32 || v->type.dtype == IR_I64) {
+            if (integer) {
                 int64_t k = (int64_t)c->lo[i] + (int64_t)(r * (c->hi[i] - c->lo[i]));
                 c->ix[i][j] = k;
                 if (v->type.dtype == IR_I32)
                     ((int32_t *)buf)[j] = (int32_t)k;
+                else if (v->type.dtype == IR_U8)
+                    ((uint8_t *)buf)[j] = (uint8_t)k;
                 else
                     ((int64_t *)buf)[j] = k;
                 c->d[i][j] = (double)k;
@@ -283,6 +286,7 @@ static double got_at(const tcase *c, int64_t i)
     switch (c->out->type.dtype) {
     case IR_I32: return ((const int32_t *)c->got)[i];
     case IR_I64: return (double)((const int64_t *)c->got)[i];
+    case IR_U8:  return ((const uint8_t *)c->got)[i];
     default:     return ((const float *)c->got)[i];
     }
 }
@@ -981,6 +985,92 @@ static void test_concat(void)
     concat_case(MAX_IN, many, 0);
 }
 
+/* pad around every dimension or some, a value of any dtype */
+static void test_pad(void)
+{
+    struct { ir_type x; int64_t before[4], after[4]; double value; } cs[] = {
+        {F32(2, 3), {0, 1}, {0, 2}, 0},
+        {F32(2, 3, 4), {1, 0, 2}, {2, 1, 0}, -1.5},
+        {F32(5), {3}, {0}, 0.25},
+        {F32(2, 1, 3, 4), {0, 0, 1, 1}, {0, 0, 1, 1}, 0},
+        {F32(64, 600), {0, 10}, {0, 0}, 0},
+        {I64(3, 4), {1, 0}, {0, 2}, 7},
+        {I32(2, 5), {0, 3}, {1, 0}, -2},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        tcase c;
+        tc_begin(&c, IR_OP_PAD);
+        tc_in(&c, cs[i].x, moved_lo(&cs[i].x), -moved_lo(&cs[i].x));
+        ir_node *n = tc_node(&c);
+        ir_set_ints(c.g, n, "before", cs[i].x.rank, cs[i].before);
+        ir_set_ints(c.g, n, "after", cs[i].x.rank, cs[i].after);
+        ir_set_float(c.g, n, "value", cs[i].value);
+        if (tc_prepare(&c) && tc_run(&c)) {
+            ir_type rt;
+            double *ref = ref_pad(c.d[0], &cs[i].x, cs[i].before, cs[i].after, cs[i].value, &rt);
+            tc_check(&c, ref, &rt, NULL, 0, 0, 0);
+        }
+        tc_end(&c);
+    }
+}
+
+/* arange in each dtype; cast between each pair of dtypes, floats beyond the
+ * integer ranges, NaNs and negative numbers among them */
+static void test_arange_cast(void)
+{
+    static const ir_dtype dts[] = {IR_F32, IR_F16, IR_I32, IR_I64, IR_U8};
+    for (size_t t = 0; t < sizeof dts / sizeof *dts; t++) {
+        tcase c;
+        int whole = !ir_is_float(dts[t]);
+        double start = whole ? -3 : -1.5, step = whole ? 2 : 0.375;
+        tc_begin(&c, IR_OP_ARANGE);
+        ir_node *n = tc_node(&c);
+        n->out[0]->type = ty(dts[t], INTS(37));
+        ir_set_float(c.g, n, "start", start);
+        ir_set_float(c.g, n, "step", step);
+        if (tc_prepare(&c) && tc_run(&c)) {
+            double *ref = malloc(37 * sizeof *ref);
+            for (int i = 0; i < 37; i++)
+                ref[i] = ref_cast(start + i * step, IR_I64, dts[t]);
+            ir_type rt = ty(dts[t], INTS(37));
+            tc_check(&c, ref, &rt, NULL, 0, 0, 0);
+        }
+        tc_end(&c);
+    }
+    for (size_t f = 0; f < sizeof dts / sizeof *dts; f++)
+        for (size_t t = 0; t < sizeof dts / sizeof *dts; t++) {
+            if (f == t)
+                continue;
+            tcase c;
+            ir_type tx = ty(dts[f], INTS(6, 50));
+            int wide = ir_is_float(dts[f]);
+            tc_begin(&c, IR_OP_CAST);
+            tc_in(&c, tx, wide ? -400 : dts[f] == IR_U8 ? 0 : -300, wide ? 400 : dts[f] == IR_U8 ? 256 : 300);
+            ir_node *n = tc_node(&c);
+            n->out[0]->type.dtype = dts[t];
+            if (!tc_prepare(&c)) {
+                tc_end(&c);
+                continue;
+            }
+            if (wide) { /* NaN, infinities and beyond every integer range too */
+                static const float edge[] = {NAN, INFINITY, -INFINITY, 3e9f, -3e9f, 1e19f,
+                                             -1e19f, 255.5f, 256, -0.75f, 2147483520.0f};
+                float *x = rt_exec_data(c.x, c.in[0]);
+                for (size_t i = 0; i < sizeof edge / sizeof *edge; i++)
+                    x[i * 13] = edge[i], c.d[0][i * 13] = edge[i];
+            }
+            if (tc_run(&c)) {
+                int64_t len = ir_type_numel(&tx);
+                double *ref = malloc((size_t)len * sizeof *ref);
+                for (int64_t i = 0; i < len; i++)
+                    ref[i] = ref_cast(c.d[0][i], dts[f], dts[t]);
+                ir_type rt = ty(dts[t], INTS(6, 50));
+                tc_check(&c, ref, &rt, NULL, 0, 0, 0);
+            }
+            tc_end(&c);
+        }
+}
+
 static void test_embedding(void)
 {
     struct { ir_type idx; int64_t num, dim; } cs[] = {
@@ -1202,6 +1292,8 @@ static void run_all(void)
     test_reshape();
     test_transpose();
     test_concat();
+    test_pad();
+    test_arange_cast();
     test_embedding();
     test_cross_entropy();
     test_mse();

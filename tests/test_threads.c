@@ -500,6 +500,17 @@ static void test_forward(void)
     n->out[0]->type = F32(64, 1100);
     ir_set_float(c.p.g, n, "value", 0.3);
     tc_run(&c);
+    tc_begin(&c, IR_OP_ARANGE);
+    n = tc_node(&c, 1);
+    n->out[0]->type = F32(70400);
+    ir_set_float(c.p.g, n, "start", -3.5);
+    ir_set_float(c.p.g, n, "step", 0.125);
+    tc_run(&c);
+    tc_begin(&c, IR_OP_CAST);
+    tc_in(&c, F32(64, 1100), -300, 300);
+    n = tc_node(&c, 1);
+    n->out[0]->type.dtype = IR_I32;
+    tc_run(&c);
 
     static const ir_op unary[] = {IR_OP_NEG,   IR_OP_RELU,     IR_OP_SIGMOID,   IR_OP_TANH,
                                   IR_OP_GELU,  IR_OP_SILU,     IR_OP_EXP,       IR_OP_LOG,
@@ -621,6 +632,13 @@ static void test_forward(void)
     tc_in(&c, F32(64, 400), -1, 1);
     n = tc_node(&c, 1);
     ir_set_int(c.p.g, n, "axis", 1);
+    tc_run(&c);
+    tc_begin(&c, IR_OP_PAD);
+    tc_in(&c, F32(128, 300), -1, 1);
+    n = tc_node(&c, 1);
+    ir_set_ints(c.p.g, n, "before", 2, (int64_t[]){0, 7});
+    ir_set_ints(c.p.g, n, "after", 2, (int64_t[]){0, 90});
+    ir_set_float(c.p.g, n, "value", 0.5);
     tc_run(&c);
     tc_begin(&c, IR_OP_EMBEDDING);
     tc_in(&c, I64(64, 40), 0, 1000);

@@ -750,6 +750,113 @@ static int k_transpose(rt_exec *x, const ir_node *n)
     return 0;
 }
 
+/* Element i of an integer tensor p of dtype t */
+static int64_t int_at(const void *p, ir_dtype t, int64_t i)
+{
+    switch (t) {
+    case IR_I32: return ((const int32_t *)p)[i];
+    case IR_U8: return ((const uint8_t *)p)[i];
+    default: return ((const int64_t *)p)[i];
+    }
+}
+
+/* Stores integer v as element i of p (dtype t), wrapping as C's casts to
+ * unsigned do; a float dtype takes it rounded. */
+static void int_set(void *p, ir_dtype t, int64_t i, int64_t v)
+{
+    switch (t) {
+    case IR_I32: ((int32_t *)p)[i] = (int32_t)(uint32_t)v; break;
+    case IR_I64: ((int64_t *)p)[i] = v; break;
+    case IR_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    default: ((float *)p)[i] = (float)v; break;
+    }
+}
+
+/* Float v as an integer of dtype t: toward zero, saturated, NaN 0 (what
+ * CUDA's conversions do) */
+static int64_t float_to_int(double v, ir_dtype t)
+{
+    double lo = t == IR_I32 ? -2147483648.0 : t == IR_U8 ? 0 : -9223372036854775808.0;
+    double hi = t == IR_I32 ? 2147483647.0 : t == IR_U8 ? 255 : 9223372036854775807.0;
+    if (v != v)
+        return 0;
+    if (v <= lo)
+        return t == IR_I64 ? INT64_MIN : (int64_t)lo;
+    if (v >= hi)
+        return t == IR_I64 ? INT64_MAX : (int64_t)hi;
+    return (int64_t)v;
+}
+
+/* arange: start + i step, in any dtype (whole numbers for integers, checked) */
+static int k_arange(rt_exec *x, const ir_node *n)
+{
+    const ir_value *y = n->out[0];
+    double start = ir_attr_float(n, "start"), step = ir_attr_float(n, "step");
+    void *o = data(x, y);
+    int64_t len = NUMEL(y);
+#pragma omp parallel for if (len > PAR_MIN)
+    for (int64_t i = 0; i < len; i++) {
+        double v = start + (double)i * step;
+        if (ir_is_float(y->type.dtype))
+            ((float *)o)[i] = (float)v;
+        else
+            int_set(o, y->type.dtype, i, (int64_t)v);
+    }
+    return 0;
+}
+
+/* cast: each element converted as ops.def says */
+static int k_cast(rt_exec *x, const ir_node *n)
+{
+    ir_dtype from = n->in[0]->type.dtype, to = n->out[0]->type.dtype;
+    const void *a = data(x, n->in[0]);
+    void *o = data(x, n->out[0]);
+    int64_t len = NUMEL(n->out[0]);
+#pragma omp parallel for if (len > PAR_MIN)
+    for (int64_t i = 0; i < len; i++) {
+        if (!ir_is_float(from))
+            int_set(o, to, i, int_at(a, from, i));
+        else if (ir_is_float(to))
+            ((float *)o)[i] = ((const float *)a)[i];
+        else
+            int_set(o, to, i, float_to_int(((const float *)a)[i], to));
+    }
+    return 0;
+}
+
+/* pad: each element from its place in the operand, or the value around it */
+static int k_pad(rt_exec *x, const ir_node *n)
+{
+    const ir_type *t = &n->in[0]->type, *to = &n->out[0]->type;
+    const int64_t *before = ir_attr_ints(n, "before", NULL);
+    double v = ir_attr_float(n, "value");
+    size_t es = elem_size(to->dtype);
+    union { float f; int32_t i32; int64_t i64; uint8_t u8; } fill;
+    switch (to->dtype) {
+    case IR_I32: fill.i32 = (int32_t)v; break;
+    case IR_I64: fill.i64 = (int64_t)v; break;
+    case IR_U8: fill.u8 = (uint8_t)v; break;
+    default: fill.f = (float)v; break;
+    }
+    const char *a = data(x, n->in[0]);
+    char *o = data(x, n->out[0]);
+    int64_t len = NUMEL(n->out[0]);
+#pragma omp parallel for if (len > PAR_MIN)
+    for (int64_t i = 0; i < len; i++) {
+        int64_t off = 0, rem = i, st = 1;
+        int inside = 1;
+        for (int d = to->rank - 1; d >= 0; d--) {
+            int64_t c = rem % to->dims[d] - before[d];
+            rem /= to->dims[d];
+            inside &= c >= 0 && c < t->dims[d];
+            off += c * st;
+            st *= t->dims[d];
+        }
+        memcpy(o + (size_t)i * es, inside ? a + (size_t)off * es : (const char *)&fill, es);
+    }
+    return 0;
+}
+
 static int k_concat(rt_exec *x, const ir_node *n)
 {
     const ir_type *to = &n->out[0]->type;
@@ -860,6 +967,8 @@ static int run_node(rt_exec *x, const ir_node *n, char *err, size_t errlen)
         return k_binary(x, n);
     switch (n->op) {
     case IR_OP_CONST: return k_const(x, n);
+    case IR_OP_ARANGE: return k_arange(x, n);
+    case IR_OP_CAST: return k_cast(x, n);
     case IR_OP_WHERE: return k_where(x, n);
     case IR_OP_MATMUL: return k_matmul(x, n);
     case IR_OP_DENSE: return k_dense(x, n);
@@ -874,6 +983,7 @@ static int run_node(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     case IR_OP_RESHAPE: return k_reshape(x, n);
     case IR_OP_TRANSPOSE: return k_transpose(x, n);
     case IR_OP_CONCAT: return k_concat(x, n);
+    case IR_OP_PAD: return k_pad(x, n);
     case IR_OP_EMBEDDING: return k_embedding(x, n, err, errlen);
     case IR_OP_CROSS_ENTROPY: return k_cross_entropy(x, n, err, errlen);
     case IR_OP_MSE: return k_mse(x, n);
@@ -892,7 +1002,8 @@ static int run_node(rt_exec *x, const ir_node *n, char *err, size_t errlen)
 static int supported(const ir_node *n)
 {
     switch (n->op) {
-    case IR_OP_RESHAPE: case IR_OP_TRANSPOSE: case IR_OP_CONCAT: case IR_OP_EMBEDDING:
+    case IR_OP_RESHAPE: case IR_OP_TRANSPOSE: case IR_OP_CONCAT: case IR_OP_PAD: case IR_OP_EMBEDDING:
+    case IR_OP_ARANGE: case IR_OP_CAST:
     case IR_OP_CROSS_ENTROPY: case IR_OP_SEND: case IR_OP_SLICE: case IR_OP_ARGMAX:
         return 1;
     default:

@@ -211,6 +211,26 @@ def op_cases():
                 ("y_l1", F.l1_loss(x, t)),
                 ("y_bce", F.binary_cross_entropy_with_logits(x * 4, torch.sigmoid(t)))]
     case("reduce", reduce)
+    def shaping(f):
+        x, v, w = f("x", [3, 6, 5]), f("v", [5]), f("w", [5, 4])
+        a, b = torch.split(x, [2, 4], dim=1)
+        return [("y_range", x[:, 1:4]), ("y_index", x[-1]), ("y_step", x[..., ::2]),
+                ("y_mixed", x[1, 1::3, -2]), ("y_neg", x[:, -4:-1, 3:]), ("y_split", b),
+                ("y_chunk", torch.chunk(x, 2, dim=-1)[1]),
+                ("y_stack", torch.stack([a, a * 2], dim=1)),
+                ("y_squeeze", v.unsqueeze(0).squeeze(0)),
+                ("y_expand", v.unsqueeze(1).expand(2, 5, 3)),
+                ("y_reflect", F.pad(x, [2, 1], mode="reflect")),
+                ("y_replicate", F.pad(x, [1, 2, 0, 1], mode="replicate")),
+                ("y_circular", F.pad(x, [1, 2], mode="circular")),
+                ("y_constant", F.pad(x, [1, -1, 2, 0], value=0.5)),
+                ("y_vm", torch.matmul(v, w)), ("y_mv", torch.matmul(x, v)),
+                ("y_dot", torch.matmul(v, v)),
+                ("y_argmax", torch.argmax(x, dim=1)), ("y_argmax_all", torch.argmax(x)),
+                ("y_arange", torch.arange(-1.5, 2.0, 0.25)), ("y_arange_int", torch.arange(2, 11, 3)),
+                ("y_tril", torch.tril(x, diagonal=-1)), ("y_triu", torch.triu(x[0], diagonal=2)),
+                ("y_cast", (x * 7).to(torch.int32).float()), ("y_full", torch.full((2, 3), -0.5))]
+    case("shaping", shaping)
     case("cross_entropy", lambda f: [
         ("loss", F.cross_entropy(f("x", [6, 10]) * 5, f("label", [6], integer=True)))])
     case("cross_entropy_large", lambda f: [

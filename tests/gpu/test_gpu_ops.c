@@ -72,6 +72,15 @@ static const op_case cases[] = {
                     "stride = [2, 2], pad = [1, 1], dilation = [1, 1]}\n  output y = %y\n"), 0, 0, 0},
     {"transpose", G("  input %x: f32[2, 3, 4]\n  %y: f32[4, 2, 3] = transpose(%x) {perm = [2, 0, 1]}\n"
                     "  output y = %y\n"), 0, 0, 0},
+    {"arange", G("  %y: f32[300] = arange() {start = -2.5, step = 0.125}\n  output y = %y\n"),
+     0, 0, 0},
+    {"cast", G("  input %x: f32[6, 50]\n  %s: f32[] = const() {value = 1e9}\n"
+               "  %m: f32[6, 50] = mul(%x, %s)\n  %y: i32[6, 50] = cast(%m)\n  output y = %y\n"),
+     0, 0, 0},
+    {"pad", G("  input %x: f32[4, 6, 3]\n  %y: f32[5, 6, 7] = pad(%x) {before = [1, 0, 3], "
+              "after = [0, 0, 1], value = -0.5}\n  output y = %y\n"), 0, 0, 0},
+    {"slice", G("  input %x: f32[4, 6, 3]\n  %y: f32[4, 3, 3] = slice(%x) {axis = 1, start = 2, "
+                "size = 3}\n  output y = %y\n"), 0, 0, 0},
     {"cross_entropy", G("  input %x: f32[6, 10]\n  input %label: i32[6]\n"
                         "  %y: f32[] = cross_entropy(%x, %label)\n  output y = %y\n"), 1e-6, 1e-5, 0},
     /* cuBLASLt */

@@ -113,6 +113,19 @@ static double forward64(const ir_graph *g, double **vals)
             }
             break;
         }
+        case IR_OP_BROADCAST_TO: { /* each element from the one of its coordinates */
+            const ir_type *to = &n->out[0]->type;
+            o = malloc(((size_t)ir_type_numel(to) + 1) * sizeof *o);
+            for (int64_t i = 0; i < ir_type_numel(to); i++) {
+                int64_t co[IR_MAX_RANK], r = i, at = 0;
+                for (int k = to->rank - 1; k >= 0; k--)
+                    co[k] = r % to->dims[k], r /= to->dims[k];
+                for (int k = 0; k < ta->rank; k++)
+                    at = at * ta->dims[k] + (ta->dims[k] == 1 ? 0 : co[k + to->rank - ta->rank]);
+                o[i] = a[at];
+            }
+            break;
+        }
         case IR_OP_DROPOUT_TRAIN: { /* y = x * mask, the executor's mask */
             const double *mask = vals[n->out[1]->id];
             o = malloc((size_t)ir_type_numel(ta) * sizeof *o);
@@ -186,6 +199,26 @@ static double forward64(const ir_graph *g, double **vals)
             o = ref_concat(n->nin, xs, ts, (int)ir_attr_int(n, "axis"), &t);
             break;
         }
+        case IR_OP_ARANGE:
+            t = n->out[0]->type;
+            o = malloc((size_t)ir_type_numel(&t) * sizeof *o);
+            for (int64_t i = 0; i < ir_type_numel(&t); i++)
+                o[i] = ir_attr_float(n, "start") + (double)i * ir_attr_float(n, "step");
+            break;
+        case IR_OP_CAST:
+            t = n->out[0]->type;
+            o = malloc((size_t)ir_type_numel(&t) * sizeof *o);
+            for (int64_t i = 0; i < ir_type_numel(&t); i++)
+                o[i] = ref_cast(a[i], ta->dtype, t.dtype);
+            break;
+        case IR_OP_PAD:
+            o = ref_pad(a, ta, ir_attr_ints(n, "before", NULL), ir_attr_ints(n, "after", NULL),
+                        ir_attr_float(n, "value"), &t);
+            break;
+        case IR_OP_SLICE:
+            o = ref_slice(a, ta, (int)ir_attr_int(n, "axis"), ir_attr_int(n, "start"),
+                          ir_attr_int(n, "size"), &t);
+            break;
         case IR_OP_EMBEDDING: {
             int64_t *idx = as_int(a, ir_type_numel(ta));
             o = ref_embedding(idx, ta, b, tb, &t);
@@ -432,6 +465,21 @@ int main(void)
     run_case("movement", M("input t: f32[5, 4, 8]\n" P("x", "[2, 3, 4, 5]") P("y", "[5, 4, 2]")
                            "z = transpose(reshape(x, [6, 4, 5]), [2, 1, 0])\n"
                            "loss mse(concat([z, y], axis = 2) * 1.5, t)"), 0);
+    /* indexing, split, chunk, stack, squeeze, unsqueeze, expand, every pad mode
+       and matmul with vectors: slices, reshapes, concats and broadcasts */
+    run_case("shaping", M("input t: f32[4, 3]\n" P("x", "[4, 6, 5]") P("v", "[5]")
+                          "a, b = split(x, [2, 4], axis = 1)\n"
+                          "s = sum(x[:, 1:4, ::2], axis = 2) * sum(x[-1, 1::3, 2])\n"
+                          "u = sum(stack([a[:, 0], a[:, 1]], axis = 1)"
+                          " * squeeze(unsqueeze(b, 0), 0)[:, 1:3, :], axis = 2)\n"
+                          "p = pad(x, [2, 1], mode = \"reflect\")"
+                          " * pad(x, [1, 2, 1, 0], mode = \"replicate\")[:, 1:]"
+                          " + pad(x, [1, 2], mode = \"circular\") * pad(x, [1, 2, -1, 1], value = 0.5)\n"
+                          "q = sum(p, axis = 1)[:, 2:5] + expand(unsqueeze(matmul(x, v), 2), [4, 6, 3])[:, 0]"
+                          " + sum(chunk(x, 2, axis = 2)[0], axis = 1) * matmul(v, v)\n"
+                          "w = sum(tril(x[0], diagonal = 1) * cast(cast(x[1], \"bf16\"), \"f32\")"
+                          " + triu(x[2] * x[3]))\n"
+                          "loss mse(s + q + u[:, 0:1] * u[:, 1:2], t) + w"), 0);
     run_case("flatten", M("input t: f32[2, 12]\n" P("x", "[2, 3, 2, 2]")
                           "loss mse(flatten(x), t)"), 0);
     run_case("embedding", M("input i: i32[3, 4]\ninput t: f32[3, 4, 5]\n"
