@@ -4,11 +4,13 @@
  * for optional ones; arguments bind by position or keyword (elab.c).  A handler
  * checks its arguments, creates the layer's parameters (named after the call's
  * path, see docs/dsl.md "Naming") and emits IR nodes.  Layer defaults follow
- * PyTorch's: conv2d and dense weights and biases U(+-1/sqrt(fan_in)), batchnorm
- * and layernorm weight 1 and bias 0, embedding N(0, 1).
+ * PyTorch's: conv1d, conv2d, conv_transpose2d and dense weights and biases
+ * U(+-1/sqrt(fan_in)), batchnorm and layernorm weight 1 and bias 0, embedding
+ * N(0, 1).
  *
  * ORDER: docs/dsl.md lists these built-ins; keep it in step. */
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "elab.h"
@@ -491,56 +493,214 @@ static int count_arg(elab *e, call *c, int i, int64_t *out)
     return 1;
 }
 
-/* conv2d(x, channels, kernel, stride=1, pad=0, dilation=1, groups=1, bias=true,
- *        init=?, bias_init=?) */
-static val b_conv2d(elab *e, call *c)
+/* The window arguments of a convolution: kernel, stride and pad at args[first ..
+ * first + 2] and dilation at args[dil], each an int (one == 1) or a pair (one ==
+ * 0), kernel and stride and dilation positive, pad not negative, each below
+ * 2^31 so that the output sizes computed from them cannot overflow. */
+static int conv_window(elab *e, call *c, int first, int dil, int one, int64_t k[2],
+                       int64_t st[2], int64_t pd[2], int64_t dl[2])
 {
-    ir_value *x = arg_tensor(e, c, 0);
-    int64_t out_c, k[2], st[2], pd[2], dl[2], groups;
-    int bias;
-    if (!x || !count_arg(e, c, 1, &out_c) || !arg_pair(e, c, 2, k) || !arg_pair(e, c, 3, st) ||
-        !arg_pair(e, c, 4, pd) || !arg_pair(e, c, 5, dl) || !arg_int(e, c, 6, &groups) ||
-        !arg_bool(e, c, 7, &bias))
-        return error_val();
-    if (x->type.rank != 4) {
-        char buf[128];
-        el_error(e, c->loc, "conv2d expects 4-d input, got %s",
-                 ir_type_str(&x->type, buf, sizeof buf));
-        return error_val();
+    int64_t *v[4] = {k, st, pd, dl};
+    static const char *what[4] = {"kernel", "stride", "pad", "dilation"};
+    for (int i = 0; i < 4; i++) {
+        int a = i < 3 ? first + i : dil;
+        if (one ? !arg_int(e, c, a, v[i]) : !arg_pair(e, c, a, v[i]))
+            return 0;
+        if (one)
+            v[i][1] = v[i][0], v[i][0] = i == 2 ? 0 : 1; /* the height of [n, c, 1, l] */
+        if (v[i][0] < (i == 2 ? 0 : 1) || v[i][1] < (i == 2 ? 0 : 1)) {
+            el_error(e, c->args[a].loc, "%s %s must be %s", c->fn, what[i],
+                     i == 2 ? "0 or more" : "positive");
+            return 0;
+        }
+        if (v[i][0] > INT32_MAX || v[i][1] > INT32_MAX) {
+            el_error(e, c->args[a].loc, "%s %s is too large", c->fn, what[i]);
+            return 0;
+        }
     }
-    int64_t in_c = x->type.dims[1];
-    if (groups < 1 || in_c % groups || out_c % groups) {
-        el_error(e, c->args[6].loc, "conv2d groups (%lld) must divide both the input "
-                 "channels (%lld) and the output channels (%lld)", (long long)groups,
-                 (long long)in_c, (long long)out_c);
-        return error_val();
+    return 1;
+}
+
+/* A convolution's parameters: weight of type wt with the initializer at
+ * args[init], and unless !bias a bias [out_c] with the one at args[init + 1],
+ * which PyTorch bounds by the weight's fan-in (torch.nn.init's: wt.dims[1] times
+ * the kernel's size, for a transposed convolution too).  w[1] is NULL without a
+ * bias; 0 when a parameter could not be made. */
+static int conv_params(elab *e, call *c, ir_type wt, int64_t out_c, int bias, int init,
+                       ir_value *w[2])
+{
+    w[0] = make_param(e, c, "weight", IR_VALUE_PARAM, wt, c->args[init].v, INIT_TORCH_DEFAULT);
+    w[1] = NULL;
+    if (!w[0] || !bias)
+        return w[0] != NULL;
+    val binit = c->args[init + 1].v;
+    if (binit.k != V_INIT) {
+        double fan_in = (double)wt.dims[1];
+        for (int i = 2; i < wt.rank; i++)
+            fan_in *= (double)wt.dims[i];
+        binit = (val){.k = V_INIT, .i = INIT_TORCH_DEFAULT, .f = fan_in};
     }
-    if (k[0] < 1 || k[1] < 1) {
-        el_error(e, c->args[2].loc, "conv2d kernel must be positive");
-        return error_val();
+    w[1] = make_param(e, c, "bias", IR_VALUE_PARAM, (ir_type){wt.dtype, 1, {out_c}}, binit,
+                      INIT_TORCH_DEFAULT);
+    return w[1] != NULL;
+}
+
+/* Whether groups divides both channel counts; reports at args[i] if not. */
+static int conv_groups(elab *e, call *c, int i, int64_t groups, int64_t in_c, int64_t out_c)
+{
+    if (groups >= 1 && in_c % groups == 0 && out_c % groups == 0)
+        return 1;
+    el_error(e, c->args[i].loc, "%s groups (%lld) must divide both the input channels (%lld) "
+             "and the output channels (%lld)", c->fn, (long long)groups, (long long)in_c,
+             (long long)out_c);
+    return 0;
+}
+
+/* A conv2d or conv2d_grad_input node over in, named as piece() names them, with
+ * the window attributes and, for conv2d_grad_input, the shape of its result. */
+static ir_value *conv_piece(elab *e, call *c, const char *part, ir_op op, int nin,
+                            ir_value **in, const int64_t st[2], const int64_t pd[2],
+                            const int64_t dl[2], int64_t groups, const ir_type *shape)
+{
+    char name[512];
+    call s = *c;
+    if (part) {
+        snprintf(name, sizeof name, "%s.%s", c->path, part);
+        s.path = name;
     }
-    ir_type wt = {x->type.dtype, 4, {out_c, in_c / groups, k[0], k[1]}};
-    ir_value *in[3] = {x, make_param(e, c, "weight", IR_VALUE_PARAM, wt, c->args[8].v,
-                                     INIT_TORCH_DEFAULT)};
-    if (!in[1])
-        return error_val();
-    if (bias) {
-        val binit = c->args[9].v;
-        if (binit.k != V_INIT) /* PyTorch bounds a conv bias by the weight's fan-in */
-            binit = (val){.k = V_INIT, .i = INIT_TORCH_DEFAULT,
-                          .f = (double)(in_c / groups) * (double)k[0] * (double)k[1]};
-        in[2] = make_param(e, c, "bias", IR_VALUE_PARAM,
-                           (ir_type){x->type.dtype, 1, {out_c}}, binit, INIT_TORCH_DEFAULT);
-        if (!in[2])
-            return error_val();
-    }
-    ir_node *n = node_begin(e, c, IR_OP_CONV2D, bias ? 3 : 2, in);
+    ir_node *n = node_begin(e, &s, op, nin, in);
     ir_graph *g = el_graph(e);
     ir_set_ints(g, n, "stride", 2, st);
     ir_set_ints(g, n, "pad", 2, pd);
     ir_set_ints(g, n, "dilation", 2, dl);
     ir_set_int(g, n, "groups", groups);
-    return node_end(e, c, n);
+    if (shape)
+        ir_set_ints(g, n, "shape", shape->rank, shape->dims);
+    val v = node_end(e, &s, n);
+    return v.k == V_TENSOR ? v.t : NULL;
+}
+
+/* Whether x is a floating-point tensor of the rank a convolution expects;
+ * reports at the call if not. */
+static int conv_rank(elab *e, call *c, const ir_value *x, int rank)
+{
+    if (x->type.rank == rank && ir_is_float(x->type.dtype))
+        return 1;
+    char buf[128];
+    el_error(e, c->loc, "%s expects %d-d %sinput, got %s", c->fn, rank,
+             x->type.rank == rank ? "floating-point " : "",
+             ir_type_str(&x->type, buf, sizeof buf));
+    return 0;
+}
+
+/* conv2d(x, channels, kernel, stride=1, pad=0, dilation=1, groups=1, bias=true,
+ *        init=?, bias_init=?): nn.Conv2d */
+static val b_conv2d(elab *e, call *c)
+{
+    ir_value *x = arg_tensor(e, c, 0);
+    int64_t out_c, k[2], st[2], pd[2], dl[2], groups;
+    int bias;
+    if (!x || !count_arg(e, c, 1, &out_c) || !conv_window(e, c, 2, 5, 0, k, st, pd, dl) ||
+        !arg_int(e, c, 6, &groups) || !arg_bool(e, c, 7, &bias) || !conv_rank(e, c, x, 4))
+        return error_val();
+    int64_t in_c = x->type.dims[1];
+    ir_value *in[3] = {x};
+    if (!conv_groups(e, c, 6, groups, in_c, out_c) ||
+        !conv_params(e, c, (ir_type){x->type.dtype, 4, {out_c, in_c / groups, k[0], k[1]}},
+                     out_c, bias, 8, in + 1))
+        return error_val();
+    ir_value *y = conv_piece(e, c, NULL, IR_OP_CONV2D, bias ? 3 : 2, in, st, pd, dl, groups, NULL);
+    return y ? tensor_val(y) : error_val();
+}
+
+/* conv1d(x, channels, kernel, stride=1, pad=0, dilation=1, groups=1, bias=true,
+ *        init=?, bias_init=?): nn.Conv1d on x [n, c, l], its weight [channels,
+ * c/groups, kernel] as PyTorch's.  A conv2d on x viewed as [n, c, 1, l] with the
+ * weight viewed as [channels, c/groups, 1, kernel]: reshapes, so the gradients are
+ * conv2d's. */
+static val b_conv1d(elab *e, call *c)
+{
+    ir_value *x = arg_tensor(e, c, 0);
+    int64_t out_c, k[2], st[2], pd[2], dl[2], groups;
+    int bias;
+    if (!x || !count_arg(e, c, 1, &out_c) || !conv_window(e, c, 2, 5, 1, k, st, pd, dl) ||
+        !arg_int(e, c, 6, &groups) || !arg_bool(e, c, 7, &bias) || !conv_rank(e, c, x, 3))
+        return error_val();
+    int64_t in_c = x->type.dims[1], len = x->type.dims[2];
+    if (len + 2 * pd[1] < dl[1] * (k[1] - 1) + 1) {
+        el_error(e, c->args[2].loc, "conv1d kernel %lld (dilation %lld) does not fit input "
+                 "length %lld with padding %lld", (long long)k[1], (long long)dl[1],
+                 (long long)len, (long long)pd[1]);
+        return error_val();
+    }
+    ir_type wt = {x->type.dtype, 3, {out_c, in_c / groups, k[1]}};
+    ir_value *in[3], *p[2];
+    if (!conv_groups(e, c, 6, groups, in_c, out_c) || !conv_params(e, c, wt, out_c, bias, 8, p))
+        return error_val();
+    ir_type x4 = {x->type.dtype, 4, {x->type.dims[0], in_c, 1, x->type.dims[2]}};
+    ir_type w4 = {wt.dtype, 4, {out_c, in_c / groups, 1, k[1]}};
+    in[0] = piece(e, c, "x", IR_OP_RESHAPE, 1, &x, &x4, 0);
+    in[1] = in[0] ? piece(e, c, "w", IR_OP_RESHAPE, 1, &p[0], &w4, 0) : NULL;
+    in[2] = p[1];
+    ir_value *y = in[1] ? conv_piece(e, c, "conv", IR_OP_CONV2D, bias ? 3 : 2, in, st, pd, dl,
+                                     groups, NULL) : NULL;
+    if (!y)
+        return error_val();
+    ir_type y3 = {y->type.dtype, 3, {y->type.dims[0], y->type.dims[1], y->type.dims[3]}};
+    y = piece(e, c, NULL, IR_OP_RESHAPE, 1, &y, &y3, 0);
+    return y ? tensor_val(y) : error_val();
+}
+
+/* conv_transpose2d(x, channels, kernel, stride=1, pad=0, output_padding=0,
+ *                  dilation=1, groups=1, bias=true, init=?, bias_init=?):
+ * nn.ConvTranspose2d, its weight [c, channels/groups, kh, kw] as PyTorch's.  A
+ * transposed convolution is the gradient of conv2d with respect to its input, so
+ * it is the op conv2d_grad_input of x and the weight (a conv2d from [n, channels,
+ * H, W] to x's shape has exactly this weight), with H = (h - 1) stride - 2 pad +
+ * dilation (kh - 1) + output_padding + 1; the bias is added, broadcast over h and w.
+ * output_padding must be below stride (PyTorch also takes one below dilation). */
+static val b_conv_transpose2d(elab *e, call *c)
+{
+    ir_value *x = arg_tensor(e, c, 0);
+    int64_t out_c, k[2], st[2], pd[2], op[2], dl[2], groups;
+    int bias;
+    if (!x || !count_arg(e, c, 1, &out_c) || !conv_window(e, c, 2, 6, 0, k, st, pd, dl) ||
+        !arg_pair(e, c, 5, op) || !arg_int(e, c, 7, &groups) || !arg_bool(e, c, 8, &bias) ||
+        !conv_rank(e, c, x, 4))
+        return error_val();
+    for (int i = 0; i < 2; i++)
+        if (op[i] < 0 || op[i] >= st[i]) {
+            el_error(e, c->args[5].loc, "conv_transpose2d output_padding (%lld) must be 0 or "
+                     "more and smaller than the stride (%lld)", (long long)op[i],
+                     (long long)st[i]);
+            return error_val();
+        }
+    int64_t in_c = x->type.dims[1];
+    ir_type yt = {x->type.dtype, 4, {x->type.dims[0], out_c, 0, 0}};
+    for (int i = 0; i < 2; i++) {
+        yt.dims[2 + i] = (x->type.dims[2 + i] - 1) * st[i] - 2 * pd[i] + dl[i] * (k[i] - 1) +
+                         op[i] + 1;
+        if (yt.dims[2 + i] < 1) {
+            char buf[128];
+            el_error(e, c->args[4].loc, "conv_transpose2d pad %lld leaves no output for input "
+                     "%s", (long long)pd[i], ir_type_str(&x->type, buf, sizeof buf));
+            return error_val();
+        }
+    }
+    ir_value *p[2];
+    if (!conv_groups(e, c, 7, groups, in_c, out_c) ||
+        !conv_params(e, c, (ir_type){x->type.dtype, 4, {in_c, out_c / groups, k[0], k[1]}},
+                     out_c, bias, 9, p))
+        return error_val();
+    ir_value *in[2] = {x, p[0]};
+    ir_value *y = conv_piece(e, c, bias ? "conv" : NULL, IR_OP_CONV2D_GRAD_INPUT, 2, in, st, pd,
+                             dl, groups, &yt);
+    if (y && bias) {
+        ir_type bt = {x->type.dtype, 3, {out_c, 1, 1}};
+        ir_value *sum[2] = {y, piece(e, c, "b", IR_OP_RESHAPE, 1, &p[1], &bt, 0)};
+        y = sum[1] ? piece(e, c, NULL, IR_OP_ADD, 2, sum, NULL, 0) : NULL;
+    }
+    return y ? tensor_val(y) : error_val();
 }
 
 /* dense(x, units, bias=true, init=?, bias_init=?) */
@@ -939,6 +1099,11 @@ static val b_len(elab *e, call *c)
 const builtin fe_builtins[] = {
     {"conv2d", "x, channels, kernel, stride=1, pad=0, dilation=1, groups=1, bias=true, "
                "init=?, bias_init=?", b_conv2d, 1},
+    {"conv1d", "x, channels, kernel, stride=1, pad=0, dilation=1, groups=1, bias=true, "
+               "init=?, bias_init=?", b_conv1d, 1},
+    {"conv_transpose2d", "x, channels, kernel, stride=1, pad=0, output_padding=0, "
+                         "dilation=1, groups=1, bias=true, init=?, bias_init=?",
+     b_conv_transpose2d, 1},
     {"dense", "x, units, bias=true, init=?, bias_init=?", b_dense, 1},
     {"matmul", "a, b", b_matmul, 1},
     {"batchnorm", "x, eps=1e-5, momentum=0.1", b_batchnorm, 1},

@@ -131,6 +131,15 @@ static void copy_attrs(ad *a, ir_node *dst, const ir_node *src)
     }
 }
 
+/* A convolution's stride, pad, dilation and groups, from src to dst. */
+static void copy_window(ad *a, ir_node *dst, const ir_node *src)
+{
+    static const char *keys[3] = {"stride", "pad", "dilation"};
+    for (int i = 0; i < 3; i++)
+        ir_set_ints(a->g, dst, keys[i], 2, ir_attr_ints(src, keys[i], NULL));
+    ir_set_int(a->g, dst, "groups", ir_attr_int(src, "groups"));
+}
+
 /* Adds dv to v's gradient. */
 static void acc(ad *a, ir_value *v, ir_value *dv)
 {
@@ -296,6 +305,22 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
             ir_type t = {dy->type.dtype, 4, {1, bias->type.dims[0], 1, 1}};
             acc(a, bias, to_shape(a, IR_OP_RESHAPE, to_shape(a, IR_OP_SUM_TO, dy, &t, gc),
                                   &bias->type, gc));
+        }
+        return;
+    }
+    case IR_OP_CONV2D_GRAD_INPUT: { /* a transposed convolution (conv_transpose2d) */
+        if (needs(a, x)) { /* the conv2d it is the adjoint of */
+            ir_value *in[2] = {dy, b};
+            ir_node *m = mk(a, IR_OP_CONV2D, 2, in, 1, gx);
+            copy_window(a, m, n);
+            acc(a, x, fin(a, m)->out[0]);
+        }
+        if (needs(a, b)) { /* conv2d's weight gradient, x in dy's place and dy in x's */
+            ir_value *in[2] = {x, dy};
+            ir_node *m = mk(a, IR_OP_CONV2D_GRAD_WEIGHT, 2, in, 1, gb);
+            copy_window(a, m, n);
+            ir_set_ints(a->g, m, "shape", 4, b->type.dims);
+            acc(a, b, fin(a, m)->out[0]);
         }
         return;
     }

@@ -7,9 +7,12 @@
  * o->cost as it will run: an elementwise epilogue, which fusion will put in its
  * producer's kernel, by its arithmetic alone.  A backward node goes with a forward node, its anchor:
  *   - one that computes a parameter's gradient, or an optimizer node: the
- *     first forward node reading the parameter (where the parameter lives);
+ *     first forward node reading the parameter, directly or through nodes of no
+ *     batch (where the parameter lives);
  *   - otherwise the latest forward node whose result it reads, or that reads a
- *     parameter it reads (conv2d_grad_input reads the weight: the convolution);
+ *     parameter it reads (conv2d_grad_input reads the weight: the convolution),
+ *     directly or through nodes of no batch (conv1d's weight is a reshape of its
+ *     parameter);
  *   - a node reading only gradients: the latest anchor of their nodes.
  * So a layer's backward runs where its forward ran, and activations cross a
  * cut forward and their gradients backward (partition.c adds the send/recv).
@@ -52,6 +55,44 @@ static double node_seconds(const cost_device *dev, const ir_node *n)
     return cost_node_seconds(dev, n);
 }
 
+/* Whether v is a parameter (buffer, state) or computed from some by forward nodes
+ * of no batch (a weight reshaped, as conv1d's): those are claimed for forward
+ * node at (index + 1) where not claimed yet, so that a parameter lives, and is
+ * updated, on the stage of the first layer that reads it, however it reads it. */
+static int claim_params(const pt *P, const ir_value *v, int at, int *param_at)
+{
+    if (v->kind == IR_VALUE_INPUT)
+        return 0;
+    if (v->kind != IR_VALUE_NODE) {
+        if (!param_at[v->id])
+            param_at[v->id] = at;
+        return v->kind == IR_VALUE_PARAM;
+    }
+    int p = P->pos[v->id], found = 0;
+    if (p < 0 || P->backward[p] || P->batched[v->id])
+        return 0;
+    for (int k = 0; k < v->def->nin; k++)
+        found |= claim_params(P, v->def->in[k], at, param_at);
+    return found;
+}
+
+/* Where the parameters that v is computed from live (the latest forward node
+ * they are claimed for), when v is one or is computed from them by forward
+ * nodes of no batch; -1 otherwise. */
+static int params_home(const pt *P, const ir_value *v, const int *param_at)
+{
+    if (v->kind == IR_VALUE_PARAM)
+        return param_at[v->id] - 1;
+    int p = v->kind == IR_VALUE_NODE ? P->pos[v->id] : -1, home = -1;
+    if (p < 0 || P->backward[p] || P->batched[v->id])
+        return -1;
+    for (int k = 0; k < v->def->nin; k++) {
+        int h = params_home(P, v->def->in[k], param_at);
+        home = h > home ? h : home;
+    }
+    return home;
+}
+
 int pt_pipeline_stages(pt *P)
 {
     const cost_device *dev = P->o->cost ? P->o->cost : cost_device_lookup("h100-nvlink");
@@ -67,9 +108,7 @@ int pt_pipeline_stages(pt *P)
             param_of_grad[n->in[1]->id] = n->in[0]->id;
         } else if (!P->backward[i] && P->batched[n->out[0]->id]) {
             for (int k = 0; k < n->nin; k++)
-                if (n->in[k]->kind != IR_VALUE_NODE && n->in[k]->kind != IR_VALUE_INPUT &&
-                    !param_at[n->in[k]->id])
-                    param_at[n->in[k]->id] = i + 1;
+                claim_params(P, n->in[k], i + 1, param_at);
         }
     }
     /* the forward nodes that stages cut, and each node's anchor among them */
@@ -88,7 +127,7 @@ int pt_pipeline_stages(pt *P)
             fwd[nf++] = i;
             int reads_param = 0;
             for (int k = 0; k < n->nin; k++)
-                reads_param |= n->in[k]->kind == IR_VALUE_PARAM;
+                reads_param |= claim_params(P, n->in[k], i + 1, param_at);
             layers += reads_param;
             continue;
         }
@@ -100,8 +139,8 @@ int pt_pipeline_stages(pt *P)
         for (int k = 0; k < n->nin; k++) {
             const ir_value *v = n->in[k];
             int p = v->kind == IR_VALUE_NODE ? P->pos[v->id] : -1;
-            int here = v->kind == IR_VALUE_PARAM ? param_at[v->id] - 1
-                     : p >= 0 && !P->backward[p] && P->batched[v->id] ? p : -1;
+            int here = p >= 0 && !P->backward[p] && P->batched[v->id] ? p
+                                                                      : params_home(P, v, param_at);
             c = here > c ? here : c;
             if (p >= 0 && P->backward[p] && anchor[p] > from_grads)
                 from_grads = anchor[p];

@@ -29,7 +29,10 @@ ir_graph *th_compile(const char *root, const char *model, int batch, int train,
                      const ad_optimizer *opt, const pt_options *o, diag *d, mp_plan **plan)
 {
     char path[4096], b[32];
-    snprintf(path, sizeof path, "%s/models/%s.net", root, model);
+    if (strchr(model, '/')) /* a test's own model, by its path from the root */
+        snprintf(path, sizeof path, "%s/%s.net", root, model);
+    else
+        snprintf(path, sizeof path, "%s/models/%s.net", root, model);
     snprintf(b, sizeof b, "%d", batch);
     const char *names[1] = {"batch"}, *values[1] = {b};
     fe_options fo = {NULL, 1, names, values};

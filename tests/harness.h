@@ -15,9 +15,10 @@ extern int th_passed, th_failed;
 /* Counts a check; a failing one prints "FAIL: " and the message. */
 void th_check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* SOURCE_DIR/models/MODEL.net at batch, as a training step of SGD with
- * momentum 0.9 (or opt) when train, through the default pipeline partitioned
- * by o (NULL: one device), verified and memory-planned; the problems on d.
+/* SOURCE_DIR/models/MODEL.net (SOURCE_DIR/MODEL.net where MODEL has a '/', a
+ * test's own model) at batch, as a training step of SGD with momentum 0.9 (or
+ * opt) when train, through the default pipeline partitioned by o (NULL: one
+ * device), verified and memory-planned; the problems on d.
  * Returns the graph (NULL on failure) and its plan in *plan. */
 ir_graph *th_compile(const char *root, const char *model, int batch, int train,
                      const ad_optimizer *opt, const pt_options *o, diag *d, mp_plan **plan);

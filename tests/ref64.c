@@ -265,6 +265,36 @@ double *ref_conv2d(const double *x, const ir_type *tx, const double *w, const ir
     return y;
 }
 
+double *ref_conv_transpose2d(const double *x, const ir_type *tx, const double *w,
+                             const ir_type *tw, const int64_t stride[2], const int64_t pad[2],
+                             const int64_t dilation[2], int64_t groups, const int64_t shape[4])
+{
+    int64_t N = tx->dims[0], O = tx->dims[1], H = tx->dims[2], W = tx->dims[3];
+    int64_t CG = tw->dims[1], KH = tw->dims[2], KW = tw->dims[3], opg = O / groups;
+    int64_t C = shape[1], OH = shape[2], OW = shape[3];
+    ir_type out = {tx->dtype, 4, {N, C, OH, OW}};
+    double *y = alloc_out(&out);
+    for (int64_t i = 0; i < ir_type_numel(&out); i++)
+        y[i] = 0;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t o = 0; o < O; o++)
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t v = 0; v < W; v++)
+                    for (int64_t ci = 0; ci < CG; ci++)
+                        for (int64_t kh = 0; kh < KH; kh++)
+                            for (int64_t kw = 0; kw < KW; kw++) {
+                                int64_t oh = h * stride[0] - pad[0] + kh * dilation[0];
+                                int64_t ow = v * stride[1] - pad[1] + kw * dilation[1];
+                                if (oh < 0 || oh >= OH || ow < 0 || ow >= OW)
+                                    continue;   /* cropped by the padding */
+                                int64_t c = o / opg * CG + ci;
+                                y[((n * C + c) * OH + oh) * OW + ow] +=
+                                    x[((n * O + o) * H + h) * W + v] *
+                                    w[((o * CG + ci) * KH + kh) * KW + kw];
+                            }
+    return y;
+}
+
 double *ref_batchnorm(const double *x, const ir_type *tx, const double *weight,
                       const double *bias, const double *mean, const double *var, double eps)
 {

@@ -43,6 +43,12 @@ double *ref_dense(const double *x, const ir_type *tx, const double *w, const ir_
 double *ref_conv2d(const double *x, const ir_type *tx, const double *w, const ir_type *tw,
                    const double *bias, const int64_t stride[2], const int64_t pad[2],
                    const int64_t dilation[2], int64_t groups, ir_type *out);
+/* The transposed convolution (conv2d_grad_input, PyTorch's conv_transpose2d without
+ * bias): x[n, o, h, w], w[o, c/groups, kh, kw] -> [shape], each x element spread
+ * over its window, as the conv2d of the same attributes gathers it */
+double *ref_conv_transpose2d(const double *x, const ir_type *tx, const double *w,
+                             const ir_type *tw, const int64_t stride[2], const int64_t pad[2],
+                             const int64_t dilation[2], int64_t groups, const int64_t shape[4]);
 /* x[n, c, ...]; weight, bias, mean, var: [c] */
 double *ref_batchnorm(const double *x, const ir_type *tx, const double *weight,
                       const double *bias, const double *mean, const double *var, double eps);

@@ -385,6 +385,13 @@ static const op_case cases[] = {
                             "  %y: f32[2, 4, 9, 9] = conv2d_grad_input(%dy, %w) {stride = [2, 2], pad = [1, 1], "
                             "dilation = [1, 1], groups = 1, shape = [2, 4, 9, 9]}\n  output y = %y\n"),
      1e-5, 1e-5, 0, 0},
+    /* conv_transpose2d: output_padding (one row past the window's reach), dilation,
+       groups, and its bias added */
+    {"conv_transpose2d", G("  input %x: f32[2, 4, 5, 4]\n  input %w: f32[4, 3, 3, 3]\n  input %b: f32[6, 1, 1]\n"
+                           "  %c: f32[2, 6, 12, 8] = conv2d_grad_input(%x, %w) {stride = [2, 2], pad = [1, 1], "
+                           "dilation = [2, 1], groups = 2, shape = [2, 6, 12, 8]}\n"
+                           "  %y: f32[2, 6, 12, 8] = add(%c, %b)\n  output y = %y\n"),
+     1e-5, 1e-5, 0, 0},
     {"conv2d_grad_weight", G("  input %dy: f32[2, 6, 5, 5]\n  input %x: f32[2, 4, 9, 9]\n"
                              "  %y: f32[6, 4, 3, 3] = conv2d_grad_weight(%dy, %x) {stride = [2, 2], "
                              "pad = [1, 1], dilation = [1, 1], groups = 1, shape = [6, 4, 3, 3]}\n"

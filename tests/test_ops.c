@@ -683,6 +683,47 @@ static void test_conv2d(void)
     }
 }
 
+/* conv2d_grad_input as conv_transpose2d's forward: x[n, o, h, w] and w[o, c/groups,
+ * kh, kw] spread onto [shape], including the extra row or column of an
+ * output_padding (shape one more than the window reaches) */
+static void test_conv_transpose2d(void)
+{
+    struct {
+        ir_type x, w;
+        int64_t stride[2], pad[2], dil[2], groups, shape[4];
+    } cs[] = {
+        {F32(1, 1, 3, 3), F32(1, 1, 3, 3), {1, 1}, {0, 0}, {1, 1}, 1, {1, 1, 5, 5}},
+        {F32(2, 4, 5, 4), F32(4, 3, 3, 3), {2, 2}, {1, 1}, {1, 1}, 1, {2, 3, 10, 8}},
+        {F32(2, 4, 5, 4), F32(4, 3, 3, 3), {2, 2}, {1, 1}, {2, 1}, 2, {2, 6, 12, 8}},
+        {F32(2, 6, 4, 7), F32(6, 1, 2, 3), {3, 1}, {0, 1}, {1, 2}, 6, {2, 6, 12, 9}},
+        {F32(3, 8, 6, 6), F32(8, 16, 4, 4), {2, 2}, {1, 1}, {1, 1}, 1, {3, 16, 12, 12}},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        tcase c;
+        tc_begin(&c, IR_OP_CONV2D_GRAD_INPUT);
+        tc_in(&c, cs[i].x, -1, 1);
+        tc_in(&c, cs[i].w, -1, 1);
+        ir_node *n = tc_node(&c);
+        ir_set_ints(c.g, n, "stride", 2, cs[i].stride);
+        ir_set_ints(c.g, n, "pad", 2, cs[i].pad);
+        ir_set_ints(c.g, n, "dilation", 2, cs[i].dil);
+        ir_set_int(c.g, n, "groups", cs[i].groups);
+        ir_set_ints(c.g, n, "shape", 4, cs[i].shape);
+        if (tc_prepare(&c) && tc_run(&c)) {
+            ir_type rt = {IR_F32, 4, {0}};
+            memcpy(rt.dims, cs[i].shape, sizeof cs[i].shape);
+            double *ref = ref_conv_transpose2d(c.d[0], &cs[i].x, c.d[1], &cs[i].w, cs[i].stride,
+                                               cs[i].pad, cs[i].dil, cs[i].groups, cs[i].shape);
+            double *mag = ref_conv_transpose2d(c.abs_d[0], &cs[i].x, c.abs_d[1], &cs[i].w,
+                                               cs[i].stride, cs[i].pad, cs[i].dil, cs[i].groups,
+                                               cs[i].shape);
+            int64_t k = cs[i].x.dims[1] / cs[i].groups * cs[i].w.dims[2] * cs[i].w.dims[3];
+            tc_check(&c, ref, &rt, mag, 4 * U32, 0, red_tol(k));
+        }
+        tc_end(&c);
+    }
+}
+
 static void test_batchnorm(void)
 {
     struct { ir_type x; double eps; } cs[] = {
@@ -1282,6 +1323,7 @@ static void run_all(void)
     test_matmul();
     test_dense();
     test_conv2d();
+    test_conv_transpose2d();
     test_batchnorm();
     test_layernorm();
     test_softmax();

@@ -1,6 +1,7 @@
 /* Partitioned programs against the single-device one (passes/partition.c).
  *
- * For lenet, mlp and resnet18 at a small batch, each strategy on 1, 2 and 4
+ * For lenet, mlp, resnet18 and tests/partition/convs.net (conv_transpose2d and
+ * conv1d) at a small batch, each strategy on 1, 2 and 4
  * virtual devices:
  *   - inference: every output equals the single-device run's, element by
  *     element within 1e-5 of (|value| + the output's rms);
@@ -370,7 +371,8 @@ int main(int argc, char **argv)
     rt_set_threads(2);
     static const model_case models[] = {{"lenet", 8, 0, 0.05f, STEPS},
                                         {"mlp", 8, 0, 0.05f, STEPS},
-                                        {"resnet18", 8, 1, 0.01f, 3}};
+                                        {"resnet18", 8, 1, 0.01f, 3},
+                                        {"tests/partition/convs", 8, 0, 0.05f, STEPS}};
     for (size_t i = 0; i < sizeof models / sizeof *models; i++)
         if (argc < 3 || strcmp(argv[2], models[i].model) == 0) {
             learning_rate = models[i].lr;

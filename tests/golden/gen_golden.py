@@ -152,6 +152,17 @@ def op_cases():
                 ("shortcut", F.conv2d(x, f("sc.weight", [6, 4, 1, 1]), f("sc.bias", [6]), stride=2))]
     case("conv_depthwise_1x1", depthwise)
 
+    def convs(f):
+        x, z = f("x", [2, 4, 11]), f("z", [2, 4, 5, 4])
+        return [("y1", F.conv1d(x, f("c1.weight", [6, 2, 3]), f("c1.bias", [6]), stride=2,
+                                padding=2, dilation=2, groups=2)),
+                ("y1_plain", F.conv1d(x, f("c1b.weight", [3, 4, 4]))),
+                ("yt", F.conv_transpose2d(z, f("t1.weight", [4, 3, 3, 3]), f("t1.bias", [6]),
+                                          stride=2, padding=1, output_padding=1, groups=2,
+                                          dilation=(2, 1))),
+                ("yt_plain", F.conv_transpose2d(z, f("t2.weight", [4, 3, 2, 3]), stride=(1, 2)))]
+    case("convs", convs)
+
     def bn(f, name, x, eps):
         c = x.shape[1]
         return F.batch_norm(x, f(name + ".running_mean", [c]), f(name + ".running_var", [c]),

@@ -8,6 +8,8 @@ Data come from the fill formula of tests/golden/gen_golden.py (Feed), by gnc ten
   lenet.txt, resnet18.txt  one training step at batch 8 (batchnorm on batch
       statistics), computed in float64 from the float32 data: the loss and, for every parameter by its gnc name, the sum, the
       sum of squares and 8 sampled elements (indices i * 7919 mod n) of its gradient.
+  convs.txt  conv1d and conv_transpose2d layers (convs.net), loss mean(b^2) + mean(v^2):
+      as lenet.txt, in float64.
   optim.txt  a parameter p[3, 5] and a target t, loss mse(p, t) (models: optim.net),
       5 steps of each optimizer; p after every step.
 """
@@ -44,17 +46,44 @@ def grad_case(case, model, to_gnc, batch=8):
     label = fill("label", [batch], integer=True)
     loss = F.cross_entropy(model(image), label)
     loss.backward()
+    write_grads(case, "models/%s.net" % case, "batch=%d" % batch, loss,
+                [(to_gnc(key), p.grad) for key, p in model.named_parameters()])
+
+
+def write_grads(case, source, define, loss, grads):
+    """CASE.txt: the loss and, for each (gnc name, gradient), its sum, sum of squares
+    and samples."""
     path = os.path.join(HERE, case + ".txt")
     with open(path, "w") as f:
         header(f)
-        f.write("source models/%s.net\ndefine batch=%d\nloss %.9g\n" % (case, batch, loss.item()))
-        for key, p in model.named_parameters():
-            g = p.grad.detach().reshape(-1).double()
+        f.write("source %s\n" % source)
+        if define:
+            f.write("define %s\n" % define)
+        f.write("loss %.9g\n" % loss.item())
+        for name, g in grads:
+            g = g.detach().reshape(-1).double()
             n = g.numel()
             idx = [(i * 7919) % n for i in range(SAMPLES)]
-            f.write("grad %s %d %.9g %.9g %s\n" % (to_gnc(key), n, g.sum().item(), (g * g).sum().item(),
+            f.write("grad %s %d %.9g %.9g %s\n" % (name, n, g.sum().item(), (g * g).sum().item(),
                                                    " ".join("%.9g" % g[i].item() for i in idx)))
     print("wrote", os.path.relpath(path, ROOT))
+
+
+def convs_case():
+    """tests/grad/convs.net: F.conv1d and F.conv_transpose2d, in float64."""
+    fill = gg.Feed()
+    names = [("c1.weight", [6, 2, 3]), ("c1.bias", [6]), ("c2.weight", [5, 6, 2]), ("c2.bias", [5]),
+             ("t1.weight", [4, 3, 3, 3]), ("t1.bias", [6]), ("t2.weight", [6, 3, 2, 3])]
+    p = {n: fill(n, s).double().requires_grad_() for n, s in names}
+    x, z = fill("x", [2, 4, 11]).double(), fill("z", [2, 4, 5, 4]).double()
+    a = F.conv1d(x, p["c1.weight"], p["c1.bias"], stride=2, padding=2, dilation=2, groups=2)
+    b = F.conv1d(torch.tanh(a), p["c2.weight"], p["c2.bias"])
+    u = F.conv_transpose2d(z, p["t1.weight"], p["t1.bias"], stride=2, padding=1, output_padding=1,
+                           dilation=(2, 1), groups=2)
+    v = F.conv_transpose2d(torch.tanh(u), p["t2.weight"], stride=(1, 2))
+    loss = (b * b).mean() + (v * v).mean()
+    loss.backward()
+    write_grads("convs", "tests/grad/convs.net", None, loss, [(n, p[n].grad) for n, _ in names])
 
 
 def optim_case():
@@ -93,6 +122,7 @@ def main():
     grad_case("lenet", torch_fmnist.lenet(), gg.lenet_name)
     grad_case("resnet18", torch_fmnist.resnet18(), gg.resnet18_name)
     optim_case()
+    convs_case()
 
 
 if __name__ == "__main__":

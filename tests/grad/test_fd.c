@@ -155,6 +155,11 @@ static double forward64(const ir_graph *g, double **vals)
                            ir_attr_ints(n, "stride", NULL), ir_attr_ints(n, "pad", NULL),
                            ir_attr_ints(n, "dilation", NULL), ir_attr_int(n, "groups"), &t);
             break;
+        case IR_OP_CONV2D_GRAD_INPUT: /* conv_transpose2d */
+            o = ref_conv_transpose2d(a, ta, b, tb, ir_attr_ints(n, "stride", NULL),
+                                     ir_attr_ints(n, "pad", NULL), ir_attr_ints(n, "dilation", NULL),
+                                     ir_attr_int(n, "groups"), ir_attr_ints(n, "shape", NULL));
+            break;
         case IR_OP_BATCHNORM_TRAIN: {
             int64_t c = ta->dims[1];
             double *mean = malloc((size_t)c * sizeof *mean), *var = malloc((size_t)c * sizeof *var);
@@ -447,6 +452,16 @@ int main(void)
                          "loss mse(conv2d(y, 4, kernel = [1, 2], dilation = 2, bias = false), t)"), 0);
     run_case("conv2d-1x1", M("input t: f32[2, 3, 5, 5]\n" P("x", "[2, 4, 5, 5]")
                              "loss mse(conv2d(x, 3, kernel = 1), t)"), 0);
+    /* conv_transpose2d (conv2d_grad_input and a bias) feeding another, with an
+       output_padding, dilation and groups; conv1d (reshapes around conv2d) */
+    run_case("conv_transpose2d", M("input t: f32[2, 3, 8, 8]\n" P("x", "[2, 4, 4, 3]")
+                                   "y = conv_transpose2d(x, 6, kernel = 3, stride = 2, pad = 1, "
+                                   "output_padding = [1, 0], dilation = [1, 2], groups = 2)\n"
+                                   "loss mse(conv_transpose2d(y, 3, kernel = [1, 2], "
+                                   "bias = false), t)"), 0);
+    run_case("conv1d", M("input t: f32[2, 4, 3]\n" P("x", "[2, 4, 9]")
+                         "y = conv1d(x, 6, kernel = 3, stride = 2, pad = 1, groups = 2)\n"
+                         "loss mse(conv1d(y, 4, kernel = 2, dilation = 2, bias = false), t)"), 0);
     run_case("batchnorm", M("input t: f32[4, 3, 2, 5]\n" P("x", "[4, 3, 2, 5]")
                             "loss mse(batchnorm(x) * x, t)"), 0);
     run_case("batchnorm-2d", M("input t: f32[6, 4]\n" P("x", "[6, 4]")
@@ -533,6 +548,7 @@ int main(void)
         IR_OP_LEAKY_RELU, IR_OP_ELU, IR_OP_GELU_TANH, IR_OP_POW, IR_OP_CLAMP, IR_OP_MAXIMUM,
         IR_OP_MINIMUM, IR_OP_WHERE, IR_OP_REDUCE_MAX, IR_OP_REDUCE_MIN,
         IR_OP_ADD, IR_OP_SUB, IR_OP_MUL, IR_OP_DIV, IR_OP_MATMUL, IR_OP_DENSE, IR_OP_CONV2D,
+        IR_OP_CONV2D_GRAD_INPUT,
         IR_OP_BATCHNORM_TRAIN, IR_OP_LAYERNORM, IR_OP_SOFTMAX, IR_OP_LOG_SOFTMAX,
         IR_OP_MAXPOOL2D, IR_OP_AVGPOOL2D, IR_OP_GLOBAL_AVGPOOL, IR_OP_RESHAPE,
         IR_OP_TRANSPOSE, IR_OP_CONCAT, IR_OP_EMBEDDING, IR_OP_CROSS_ENTROPY, IR_OP_MSE,

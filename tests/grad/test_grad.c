@@ -266,6 +266,7 @@ int main(int argc, char **argv)
     }
     grad_case(argv[1], "lenet", 1e-4);
     grad_case(argv[1], "resnet18", 1e-4);
+    grad_case(argv[1], "convs", 1e-4);
     optim_cases(argv[1]);
     printf("grad: %d checks, %d failed\n", checks, failures);
     return failures != 0;
