@@ -37,7 +37,7 @@ static const char *const reserved[] = {
     "col", "r", "at", "pl", "d", "dv", "mean", "inv", "m", "g", "s1", "s2", "sw", "sb", "x",
     "a", "ky", "kx", "iy", "ix", "oy", "ox", "y0", "x0", "y1", "x1", "ya", "yb", "xa", "xb",
     "oy0", "oy1", "ox0", "ox1", "arg", "arg_found", "u", "w", "pos", "src", "dst", "vec",
-    "part", "t0", "t1", "p", "pd", "np", "mp", "bb", "sdx", "sd",
+    "part", "t0", "t1", "p", "pd", "np", "mp", "bb", "sdx", "sd", "ny", "nx",
     NULL};
 
 char *kb_kstr(kb *k, const char *fmt, ...)

@@ -85,6 +85,14 @@ static pool_geom pool_of(const ir_node *n, const ir_type *in, const ir_type *out
     return g;
 }
 
+/* Whether the windows tile the input, as rt_pool_tiles decides: none padded,
+ * overlapping or past the input (ceil_mode's last). */
+static int pool_tiles(const pool_geom *g)
+{
+    return g->kh == g->sh && g->kw == g->sw && g->ph == 0 && g->pw == 0 && g->oh * g->kh <= g->h &&
+           g->ow * g->kw <= g->w;
+}
+
 /* Splits idx of an [planes, rows, cols] tensor into plane, row and col locals. */
 static void plane_coords(kb *k, int64_t rows, int64_t cols, const char **pl, const char **r,
                          const char **c)
@@ -568,7 +576,7 @@ static void emit_pooling(kb *k, const ir_node *n)
         plane_coords(k, g.oh, g.ow, &pl, &oy, &ox);
         const char *x = kb_reads(k, n->in[0], 0);
         kb_line(k, "float %s = 0.0f;", s);
-        if (g.kh == g.sh && g.kw == g.sw && g.ph == 0 && g.pw == 0) { /* windows tile */
+        if (pool_tiles(&g)) { /* windows tile */
             kb_line(k, "for (int ky = 0; ky < %lld; ky++)", (long long)g.kh);
             kb_line(k, "    for (int kx = 0; kx < %lld; kx++)", (long long)g.kw);
             kb_line(k,
@@ -602,7 +610,7 @@ static void emit_pooling(kb *k, const ir_node *n)
         const char *pl, *iy, *ix, *s = kb_tmp(k, "pool_sum");
         plane_coords(k, g.h, g.w, &pl, &iy, &ix);
         const char *dy = kb_reads(k, n->in[0], 0);
-        if (g.kh == g.sh && g.kw == g.sw && g.ph == 0 && g.pw == 0) {
+        if (pool_tiles(&g)) {
             kb_set(k, y,
                    kb_kstr(k,
                            "%s < %lld && %s < %lld ? ld(%s, (%s * %lld + %s / %lld) * %lld + %s / "
@@ -657,6 +665,52 @@ static void emit_pooling(kb *k, const ir_node *n)
                 (long long)g.ow);
         k->indent -= 2;
         kb_line(k, "    }");
+        kb_set(k, y, s);
+        return;
+    }
+    case IR_OP_ADAPTIVE_AVGPOOL2D: { /* rt_adaptive_window's window */
+        const ir_type *t = &n->in[0]->type;
+        long long h = t->dims[2], w = t->dims[3], oh = y->type.dims[2], ow = y->type.dims[3];
+        const char *pl, *oy, *ox, *s = kb_tmp(k, "pool_sum");
+        plane_coords(k, oh, ow, &pl, &oy, &ox);
+        const char *x = kb_reads(k, n->in[0], 0);
+        /* in 64 bits: the products reach out x in, which the index type need not hold */
+        kb_line(k, "const i64 y0 = (i64)%s * %lld / %lld, y1 = ((i64)%s * %lld + %lld) / %lld;", oy,
+                h, oh, oy, h, h + oh - 1, oh);
+        kb_line(k, "const i64 x0 = (i64)%s * %lld / %lld, x1 = ((i64)%s * %lld + %lld) / %lld;", ox,
+                w, ow, ox, w, w + ow - 1, ow);
+        kb_line(k, "float %s = 0.0f;", s);
+        kb_line(k, "for (%s iy = (%s)y0; iy < (%s)y1; iy++)", k->itype, k->itype, k->itype);
+        kb_line(k, "    for (%s ix = (%s)x0; ix < (%s)x1; ix++)", k->itype, k->itype, k->itype);
+        kb_line(k, "        %s += ld(%s, (%s * %lld + iy) * %lld + ix);", s, x, pl, h, w);
+        kb_set(k, y, kb_kstr(k, "%s / (float)((y1 - y0) * (x1 - x0))", s));
+        return;
+    }
+    case IR_OP_ADAPTIVE_AVGPOOL2D_GRAD: { /* rt_adaptive_holders' windows, in window order */
+        const ir_type *t = &n->in[0]->type;
+        long long h = y->type.dims[2], w = y->type.dims[3], oh = t->dims[2], ow = t->dims[3];
+        const char *pl, *iy, *ix, *s = kb_tmp(k, "pool_sum");
+        plane_coords(k, h, w, &pl, &iy, &ix);
+        const char *dy = kb_reads(k, n->in[0], 0);
+        kb_line(k, "const i64 oy0 = (i64)%s * %lld / %lld, oy1 = ((i64)%s * %lld + %lld) / %lld;",
+                iy, oh, h, iy, oh, oh - 1, h);
+        kb_line(k, "const i64 ox0 = (i64)%s * %lld / %lld, ox1 = ((i64)%s * %lld + %lld) / %lld;",
+                ix, ow, w, ix, ow, ow - 1, w);
+        kb_line(k, "float %s = 0.0f;", s);
+        kb_line(k, "for (i64 oy = oy0; oy <= oy1; oy++) {");
+        k->indent++;
+        kb_line(k, "const i64 ny = (oy * %lld + %lld) / %lld - oy * %lld / %lld;", h, h + oh - 1,
+                oh, h, oh);
+        kb_line(k, "for (i64 ox = ox0; ox <= ox1; ox++) {");
+        k->indent++;
+        kb_line(k, "const i64 nx = (ox * %lld + %lld) / %lld - ox * %lld / %lld;", w, w + ow - 1,
+                ow, w, ow);
+        kb_line(k, "%s += ld(%s, (%s * %lld + oy) * %lld + ox) / (float)(ny * nx);", s, dy, pl,
+                oh, ow);
+        k->indent--;
+        kb_line(k, "}");
+        k->indent--;
+        kb_line(k, "}");
         kb_set(k, y, s);
         return;
     }
@@ -729,7 +783,7 @@ void kb_emit_map(kb *k, const ir_node *n)
         emit_movement(k, n);
         return;
     case IR_OP_MAXPOOL2D: case IR_OP_AVGPOOL2D: case IR_OP_AVGPOOL2D_GRAD:
-    case IR_OP_MAXPOOL2D_GRAD:
+    case IR_OP_MAXPOOL2D_GRAD: case IR_OP_ADAPTIVE_AVGPOOL2D: case IR_OP_ADAPTIVE_AVGPOOL2D_GRAD:
         emit_pooling(k, n);
         return;
     default:
@@ -845,6 +899,7 @@ int kb_map_kernel(kb *k)
         switch (k->m[i]->op) {
         case IR_OP_MAXPOOL2D: case IR_OP_AVGPOOL2D: case IR_OP_MAXPOOL2D_GRAD:
         case IR_OP_AVGPOOL2D_GRAD: case IR_OP_CONCAT: case IR_OP_PAD: case IR_OP_EMBEDDING:
+        case IR_OP_ADAPTIVE_AVGPOOL2D: case IR_OP_ADAPTIVE_AVGPOOL2D_GRAD:
         case IR_OP_REDUCE_MAX: case IR_OP_REDUCE_MIN: case IR_OP_ARGMAX:
         case IR_OP_REDUCE_MAX_GRAD: case IR_OP_REDUCE_MIN_GRAD:
             elementwise = 0;

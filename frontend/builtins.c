@@ -798,15 +798,15 @@ static val b_layernorm(elab *e, call *c)
     return node_end(e, c, n);
 }
 
-/* maxpool2d(x, kernel, stride=?, pad=0, dilation=1) and
- * avgpool2d(x, kernel, stride=?, pad=0, count_include_pad=true); stride defaults
- * to the kernel, as in PyTorch */
+/* maxpool2d(x, kernel, stride=?, pad=0, dilation=1, ceil_mode=false) and
+ * avgpool2d(x, kernel, stride=?, pad=0, count_include_pad=true, ceil_mode=false):
+ * PyTorch's F.max_pool2d and F.avg_pool2d; stride defaults to the kernel, as there */
 static val pool(elab *e, call *c, ir_op op)
 {
     ir_value *x = arg_tensor(e, c, 0);
     int64_t k[2], st[2], pd[2], last[2] = {1, 1};
-    int include_pad = 1;
-    if (!x || !arg_pair(e, c, 1, k) || !arg_pair(e, c, 3, pd))
+    int include_pad = 1, ceil = 0;
+    if (!x || !arg_pair(e, c, 1, k) || !arg_pair(e, c, 3, pd) || !arg_bool(e, c, 5, &ceil))
         return error_val();
     if (arg_given(c, 2)) {
         if (!arg_pair(e, c, 2, st))
@@ -826,11 +826,148 @@ static val pool(elab *e, call *c, ir_op op)
         ir_set_ints(g, n, "dilation", 2, last);
     else
         ir_set_int(g, n, "count_include_pad", include_pad);
+    ir_set_int(g, n, "ceil_mode", ceil);
     return node_end(e, c, n);
 }
 
 static val b_maxpool2d(elab *e, call *c) { return pool(e, c, IR_OP_MAXPOOL2D); }
 static val b_avgpool2d(elab *e, call *c) { return pool(e, c, IR_OP_AVGPOOL2D); }
+
+/* adaptive_avgpool2d(x, size): PyTorch's F.adaptive_avg_pool2d, size an int or
+ * [oh, ow]; output (i, j) averages rows [floor(i h / oh), ceil((i + 1) h / oh))
+ * and the columns likewise.  Size 1 is global_avgpool, and windows that tile the
+ * input (h and w multiples of the size) are avgpool2d's: the same windows and
+ * divisors, with those ops' kernels; any other size is an op of its own. */
+static val b_adaptive_avgpool2d(elab *e, call *c)
+{
+    ir_value *x = arg_tensor(e, c, 0);
+    int64_t size[2];
+    if (!x || !arg_pair(e, c, 1, size))
+        return error_val();
+    if (x->type.rank != 4 || !ir_is_float(x->type.dtype)) {
+        char tb[128];
+        el_error(e, c->args[0].loc, "adaptive_avgpool2d takes a floating-point [n, c, h, w] "
+                 "tensor, got %s", ir_type_str(&x->type, tb, sizeof tb));
+        return error_val();
+    }
+    if (size[0] < 1 || size[1] < 1) {
+        el_error(e, c->args[1].loc, "adaptive_avgpool2d needs a positive size, got [%lld, %lld]",
+                 (long long)size[0], (long long)size[1]);
+        return error_val();
+    }
+    int64_t h = x->type.dims[2], w = x->type.dims[3];
+    if (size[0] == 1 && size[1] == 1)
+        return node_end(e, c, node_begin(e, c, IR_OP_GLOBAL_AVGPOOL, 1, &x));
+    ir_graph *g = el_graph(e);
+    if (h % size[0] == 0 && w % size[1] == 0) {
+        int64_t k[2] = {h / size[0], w / size[1]}, zeros[2] = {0, 0};
+        ir_node *n = node_begin(e, c, IR_OP_AVGPOOL2D, 1, &x);
+        ir_set_ints(g, n, "kernel", 2, k);
+        ir_set_ints(g, n, "stride", 2, k);
+        ir_set_ints(g, n, "pad", 2, zeros);
+        ir_set_int(g, n, "count_include_pad", 1);
+        ir_set_int(g, n, "ceil_mode", 0);
+        return node_end(e, c, n);
+    }
+    ir_node *n = node_begin(e, c, IR_OP_ADAPTIVE_AVGPOOL2D, 1, &x);
+    ir_set_ints(g, n, "size", 2, size);
+    return node_end(e, c, n);
+}
+
+/* upsample(x, scale=?, size=?, mode="nearest", align_corners=false): PyTorch's
+ * F.interpolate(x, size, scale_factor, mode, align_corners) on [n, c, h, w], the
+ * output floor(h scale) x floor(w scale), or size.  Nearest by an integer factor
+ * k (scale k, or a size k times the input's) repeats each element k x k:
+ * reshape to [n, c, h, 1, w, 1], broadcast_to [n, c, h, kh, w, kw], reshape
+ * back; exact (PyTorch's source floor(dst / k)), and broadcast_to's gradient
+ * sums each block.  Other factors and bilinear are refused for now. */
+static val b_upsample(elab *e, call *c)
+{
+    ir_value *x = arg_tensor(e, c, 0);
+    if (!x)
+        return error_val();
+    const val *mv = &c->args[3].v;
+    int bilinear = mv->k == V_STR && strcmp(mv->s, "bilinear") == 0;
+    if (mv->k != V_NONE && !(mv->k == V_STR && strcmp(mv->s, "nearest") == 0) && !bilinear) {
+        el_error(e, c->args[3].loc, "upsample's mode is \"nearest\" or \"bilinear\", got %s%s%s",
+                 mv->k == V_STR ? "\"" : "", mv->k == V_STR ? mv->s : val_kind_name(mv),
+                 mv->k == V_STR ? "\"" : "");
+        return error_val();
+    }
+    int align = 0; /* mode and align_corners: "nearest" and false when not given */
+    if (arg_given(c, 4) && !arg_bool(e, c, 4, &align))
+        return error_val();
+    if (!bilinear && arg_given(c, 4)) { /* PyTorch refuses it too, even false */
+        el_error(e, c->args[4].loc, "upsample takes align_corners only with mode \"bilinear\"");
+        return error_val();
+    }
+    if (x->type.rank != 4 || !ir_is_float(x->type.dtype)) {
+        char tb[128];
+        el_error(e, c->args[0].loc, "upsample takes a floating-point [n, c, h, w] tensor, got %s",
+                 ir_type_str(&x->type, tb, sizeof tb));
+        return error_val();
+    }
+    if (arg_given(c, 1) == arg_given(c, 2)) {
+        el_error(e, arg_given(c, 2) ? c->args[2].loc : c->loc, "upsample takes %s",
+                 arg_given(c, 2) ? "scale or size, not both" : "a scale or a size");
+        return error_val();
+    }
+    const int64_t *in = x->type.dims + 2;
+    int64_t out[2];
+    double scale[2] = {0, 0};
+    if (arg_given(c, 2)) {
+        if (!arg_pair(e, c, 2, out))
+            return error_val();
+        if (out[0] < 1 || out[1] < 1) {
+            el_error(e, c->args[2].loc, "upsample needs a positive size, got [%lld, %lld]",
+                     (long long)out[0], (long long)out[1]);
+            return error_val();
+        }
+    } else {
+        const val *v = &c->args[1].v;
+        int n = v->k == V_LIST ? v->n : 1;
+        for (int i = 0; i < 2 && (n == 1 || n == 2); i++) {
+            const val *s = v->k == V_LIST ? &v->items[n == 2 ? i : 0] : v;
+            n = s->k == V_INT || s->k == V_FLOAT ? n : 0;
+            scale[i] = s->k == V_INT ? (double)s->i : s->f;
+        }
+        if (n != 1 && n != 2) {
+            el_error(e, c->args[1].loc, "upsample's scale must be a number or a list of two, "
+                     "got %s", val_kind_name(v));
+            return error_val();
+        }
+        for (int i = 0; i < 2; i++) {
+            double o = floor((double)in[i] * scale[i]);
+            if (!(scale[i] > 0) || !(o >= 1) || o > 0x1p53) {
+                el_error(e, c->args[1].loc, "upsample's scale %g turns %lld rows or columns "
+                         "into %g; it must leave at least one", scale[i], (long long)in[i], o);
+                return error_val();
+            }
+            out[i] = (int64_t)o;
+        }
+    }
+    int64_t k[2];
+    int whole = !bilinear;
+    for (int i = 0; i < 2; i++) { /* k exactly PyTorch's factor: its source is dst / k */
+        k[i] = out[i] / in[i];
+        whole = whole && out[i] % in[i] == 0 && (scale[i] == 0 || scale[i] == (double)k[i]);
+    }
+    if (!whole) {
+        el_error(e, c->loc, "upsample: only mode \"nearest\" by a whole factor (scale 2, or a "
+                 "size 2 or 3 times the input's, ...) is implemented yet");
+        return error_val();
+    }
+    const int64_t *d = x->type.dims;
+    ir_type t6 = {x->type.dtype, 6, {d[0], d[1], d[2], 1, d[3], 1}};
+    ir_type b6 = {x->type.dtype, 6, {d[0], d[1], d[2], k[0], d[3], k[1]}};
+    ir_type t4 = {x->type.dtype, 4, {d[0], d[1], out[0], out[1]}};
+    ir_value *v = piece(e, c, "rows", IR_OP_RESHAPE, 1, &x, &t6, 0);
+    if (v)
+        v = piece(e, c, "repeat", IR_OP_BROADCAST_TO, 1, &v, &b6, 0);
+    if (v)
+        v = piece(e, c, NULL, IR_OP_RESHAPE, 1, &v, &t4, 0);
+    return v ? tensor_val(v) : error_val();
+}
 
 static val reshape_to(elab *e, call *c, ir_value *x, int rank, const int64_t *dims)
 {
@@ -1135,9 +1272,12 @@ const builtin fe_builtins[] = {
     {"where", "cond, a, b", b_where, 1},
     {"softmax", "x, axis=-1", b_softmax, 1},
     {"log_softmax", "x, axis=-1", b_log_softmax, 1},
-    {"maxpool2d", "x, kernel, stride=?, pad=0, dilation=1", b_maxpool2d, 1},
-    {"avgpool2d", "x, kernel, stride=?, pad=0, count_include_pad=true", b_avgpool2d, 1},
+    {"maxpool2d", "x, kernel, stride=?, pad=0, dilation=1, ceil_mode=false", b_maxpool2d, 1},
+    {"avgpool2d", "x, kernel, stride=?, pad=0, count_include_pad=true, ceil_mode=false",
+     b_avgpool2d, 1},
     {"global_avgpool", "x", b_global_avgpool, 1},
+    {"adaptive_avgpool2d", "x, size", b_adaptive_avgpool2d, 1},
+    {"upsample", "x, scale=?, size=?, mode=?, align_corners=?", b_upsample, 1},
     {"flatten", "x, start=1, end=-1", b_flatten, 1},
     {"reshape", "x, shape", b_reshape, 1},
     {"transpose", "x, perm=?", b_transpose, 1},

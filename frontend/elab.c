@@ -1038,7 +1038,7 @@ static const char *pytorch_alias(const char *key, const char *const *names, int 
     static const char *const aliases[][2] = {
         {"padding", "pad"},       {"kernel_size", "kernel"}, {"out_channels", "channels"},
         {"out_features", "units"}, {"dim", "axis"},          {"num_embeddings", "num"},
-        {"embedding_dim", "dim"}, {"normalized_shape", "dims"},
+        {"embedding_dim", "dim"}, {"normalized_shape", "dims"}, {"output_size", "size"},
     };
     for (size_t i = 0; i < sizeof aliases / sizeof *aliases; i++)
         if (strcmp(key, aliases[i][0]) == 0)

@@ -51,15 +51,20 @@ static int broadcast(const ir_type *a, const ir_type *b, ir_type *out)
 }
 
 /* Output size of a sliding window, or -1 when the window does not fit (or its
- * arithmetic would overflow: attributes come from the user). */
-static int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d)
+ * arithmetic would overflow: attributes come from the user).  With ceil, the
+ * size rounds up as PyTorch's ceil_mode does, less a last window that would
+ * start in the right padding (then it need not fit whole). */
+static int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, int ceil)
 {
-    int64_t span, padded;
+    int64_t span, padded, room;
     if (s < 1 || __builtin_mul_overflow(d, k - 1, &span) || __builtin_add_overflow(span, 1, &span) ||
         __builtin_mul_overflow(p, 2, &padded) || __builtin_add_overflow(padded, in, &padded) ||
-        padded < span)
+        __builtin_add_overflow(padded - span, ceil ? s - 1 : 0, &room) || room < 0)
         return -1;
-    return (padded - span) / s + 1;
+    int64_t out = room / s + 1;
+    if (ceil && (out - 1) * s >= in + p)
+        out--;
+    return out;
 }
 
 /* conv2d's rule, shared with its gradients: x conv w (+ bias) -> o. */
@@ -87,8 +92,8 @@ static int conv_rule(const ir_node *n, const ir_type *a, const ir_type *b, const
     for (int i = 0; i < 2; i++)
         if (st[i] < 1 || pd[i] < 0 || dl[i] < 1)
             FAIL("conv2d needs stride >= 1, pad >= 0, dilation >= 1");
-    int64_t oh = window_out(a->dims[2], b->dims[2], st[0], pd[0], dl[0]);
-    int64_t ow = window_out(a->dims[3], b->dims[3], st[1], pd[1], dl[1]);
+    int64_t oh = window_out(a->dims[2], b->dims[2], st[0], pd[0], dl[0], 0);
+    int64_t ow = window_out(a->dims[3], b->dims[3], st[1], pd[1], dl[1], 0);
     if (oh < 1 || ow < 1)
         FAIL("conv2d kernel %lldx%lld does not fit input %s with padding %lld",
              (long long)b->dims[2], (long long)b->dims[3], TS(a), (long long)pd[0]);
@@ -116,13 +121,34 @@ static int pool_rule(const ir_node *n, const ir_type *a, ir_type *o, char *err, 
                 FAIL("%s pad (%lld) must be at most half the kernel (%lld)", op,
                      (long long)pd[i], (long long)k[i]);
         }
-        int64_t oh = window_out(a->dims[2], k[0], st[0], pd[0], dl[0]);
-        int64_t ow = window_out(a->dims[3], k[1], st[1], pd[1], dl[1]);
+        int64_t ceil = ir_attr_int(n, "ceil_mode");
+        if (ceil != 0 && ceil != 1)
+            FAIL("%s ceil_mode must be 0 or 1, got %lld", op, (long long)ceil);
+        int64_t oh = window_out(a->dims[2], k[0], st[0], pd[0], dl[0], (int)ceil);
+        int64_t ow = window_out(a->dims[3], k[1], st[1], pd[1], dl[1], (int)ceil);
         if (oh < 1 || ow < 1)
             FAIL("%s window %lldx%lld does not fit input %s", op, (long long)k[0],
                  (long long)k[1], TS(a));
         *o = (ir_type){a->dtype, 4, {a->dims[0], a->dims[1], oh, ow}};
         return 1;
+}
+
+/* adaptive_avgpool2d's rule, shared with its gradient: a pooled to size -> o. */
+static int adaptive_rule(const ir_type *a, const int64_t size[2], ir_type *o, char *err,
+                         size_t errlen)
+{
+    char tbuf[4][128];
+    int tb = 0;
+    if (a->rank != 4 || !ir_is_float(a->dtype))
+        FAIL("adaptive_avgpool2d expects 4-d input, got %s", TS(a));
+    for (int i = 0; i < 2; i++) {
+        int64_t span;
+        if (size[i] < 1 || __builtin_mul_overflow(size[i], a->dims[2 + i] + 1, &span))
+            FAIL("adaptive_avgpool2d size must be positive and fit the index range, got "
+                 "[%lld, %lld]", (long long)size[0], (long long)size[1]);
+    }
+    *o = (ir_type){a->dtype, 4, {a->dims[0], a->dims[1], size[0], size[1]}};
+    return 1;
 }
 
 /* reduce_max, reduce_min and argmax (and their gradients' x): a floating-point
@@ -422,6 +448,18 @@ static int infer_training(const ir_node *n, ir_type *out, char *err, size_t errl
         out[0] = t;
         return 1;
 
+    case IR_OP_ADAPTIVE_AVGPOOL2D_GRAD:
+        if (!shape_attr(n, a->dtype, &t, err, errlen))
+            return 0;
+        if (a->rank != 4)
+            FAIL("%s: dy must be 4-d, got %s", op, TS(a));
+        if (!adaptive_rule(&t, a->dims + 2, &y, err, errlen))
+            return 0;
+        if (!ir_type_eq(&y, a))
+            FAIL("%s: dy is %s, but pooling %s gives %s", op, TS(a), TS(&t), TS(&y));
+        out[0] = t;
+        return 1;
+
     case IR_OP_EMBEDDING_GRAD: {
         if (!shape_attr(n, a->dtype, &t, err, errlen))
             return 0;
@@ -631,6 +669,9 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
 
     case IR_OP_MAXPOOL2D: case IR_OP_AVGPOOL2D:
         return pool_rule(n, a, o, err, errlen);
+
+    case IR_OP_ADAPTIVE_AVGPOOL2D:
+        return adaptive_rule(a, ir_attr_ints(n, "size", NULL), o, err, errlen);
 
     case IR_OP_GLOBAL_AVGPOOL:
         if (a->rank != 4 || !ir_is_float(a->dtype))

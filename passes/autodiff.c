@@ -375,6 +375,12 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
         acc(a, x, fin(a, m)->out[0]);
         return;
     }
+    case IR_OP_ADAPTIVE_AVGPOOL2D: {
+        ir_node *m = mk(a, IR_OP_ADAPTIVE_AVGPOOL2D_GRAD, 1, &dy, 1, gx);
+        ir_set_ints(a->g, m, "shape", 4, x->type.dims);
+        acc(a, x, fin(a, m)->out[0]);
+        return;
+    }
     case IR_OP_GLOBAL_AVGPOOL: {
         double hw = (double)(x->type.dims[2] * x->type.dims[3]);
         ir_value *t = op2(a, IR_OP_MUL, dy, scalar(a, 1.0 / hw, dy->type.dtype, gx), gx);
@@ -387,7 +393,7 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
     case IR_OP_SUM_TO: /* sum and mean: every summed element gets dy */
         acc(a, x, to_shape(a, IR_OP_BROADCAST_TO, dy, &x->type, gx));
         return;
-    case IR_OP_BROADCAST_TO: /* expand: each copy's dy, summed */
+    case IR_OP_BROADCAST_TO: /* expand, upsample's repeats: each copy's dy, summed */
         acc(a, x, to_shape(a, IR_OP_SUM_TO, dy, &x->type, gx));
         return;
     case IR_OP_TRANSPOSE: {

@@ -43,7 +43,8 @@
  * 16e, softmax and log_softmax 5e, their gradients 4e, cross_entropy 5 per
  * logit and cross_entropy_grad 7, mse 3 per element, pooling one per window
  * element (and one more per result for averages, per element of dy for the
- * gradients), sum_to and global_avgpool
+ * gradients; adaptive_avgpool2d's per window element and result, its gradient
+ * two per window element), sum_to and global_avgpool
  * one per element summed, embedding_grad one per element of dy, optimizers per
  * parameter element (sgd 2, 2 more for each of weight decay, momentum,
  * nesterov; adam 12, and 2 for weight decay), bn_fold_scale 3 per channel.
@@ -317,6 +318,20 @@ static double window(const ir_node *n)
     return (double)(k[0] * k[1]);
 }
 
+/* Elements summed by adaptive_avgpool2d of in into out (the pairs of an input
+ * element and a window holding it): per axis, the windows' lengths added up. */
+static double adaptive_taps(const ir_type *in, const ir_type *out)
+{
+    double taps = (double)(in->dims[0] * in->dims[1]);
+    for (int a = 2; a < 4; a++) {
+        int64_t len = 0, i_n = in->dims[a], o_n = out->dims[a];
+        for (int64_t i = 0; i < o_n; i++)
+            len += ((i + 1) * i_n + o_n - 1) / o_n - i * i_n / o_n;
+        taps *= (double)len;
+    }
+    return taps;
+}
+
 double cost_gemm_flops(const ir_node *n)
 {
     const ir_type *out = &n->out[0]->type;
@@ -390,6 +405,10 @@ double cost_node_flops(const ir_node *n)
     case IR_OP_MAXPOOL2D_GRAD:          /* the maximum found again, then added to */
     case IR_OP_AVGPOOL2D_GRAD:          /* divided, then added to each window element */
         return numel(n->in[0]) * (window(n) + 1);
+    case IR_OP_ADAPTIVE_AVGPOOL2D:
+        return adaptive_taps(&n->in[0]->type, &n->out[0]->type) + e;
+    case IR_OP_ADAPTIVE_AVGPOOL2D_GRAD: /* each window's share divided out, then gathered */
+        return adaptive_taps(&n->out[0]->type, &n->in[0]->type) * 2;
     case IR_OP_EMBEDDING_GRAD:
         return numel(n->in[0]);
 

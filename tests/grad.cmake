@@ -1,5 +1,6 @@
-# Training against PyTorch: gradients of lenet and resnet18, and the optimizers'
-# steps (golden files made by tests/grad/gen_grad.py, committed).
+# Training against PyTorch: gradients of lenet, resnet18 and the models of
+# tests/grad/ops.net, and the optimizers' steps (golden files made by
+# tests/grad/gen_grad.py, committed).
 add_executable(test_grad ${CMAKE_CURRENT_LIST_DIR}/grad/test_grad.c
                ${CMAKE_CURRENT_LIST_DIR}/golden/fill.c)
 target_include_directories(test_grad PRIVATE ${CMAKE_CURRENT_LIST_DIR}/golden)

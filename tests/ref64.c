@@ -353,13 +353,28 @@ double *ref_softmax(const double *x, const ir_type *tx, int axis, int take_log)
 }
 
 /* The window of output (oh, ow) covers rows oh * stride - pad + kh * dil, kh < k. */
+/* Pooling windows along one axis, counted one by one: in floor mode those that
+ * fit the padded input; in ceil mode (PyTorch's ceil_mode) also one that runs
+ * past it by less than a stride, if it starts in the input or the left padding. */
+static int64_t pool_windows(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil,
+                            int ceil_mode)
+{
+    int64_t n = 0, span = dil * (k - 1) + 1;
+    for (;; n++) {
+        int64_t start = n * stride - pad, end = start + span; /* [start, end) */
+        int fits = end <= in + pad;
+        if (!(fits || (ceil_mode && end - stride < in + pad && start < in)))
+            return n;
+    }
+}
+
 double *ref_maxpool2d(const double *x, const ir_type *tx, const int64_t kernel[2],
                       const int64_t stride[2], const int64_t pad[2], const int64_t dilation[2],
-                      ir_type *out)
+                      int ceil_mode, ir_type *out)
 {
     int64_t N = tx->dims[0], C = tx->dims[1], H = tx->dims[2], W = tx->dims[3];
-    int64_t OH = window(H, kernel[0], stride[0], pad[0], dilation[0]);
-    int64_t OW = window(W, kernel[1], stride[1], pad[1], dilation[1]);
+    int64_t OH = pool_windows(H, kernel[0], stride[0], pad[0], dilation[0], ceil_mode);
+    int64_t OW = pool_windows(W, kernel[1], stride[1], pad[1], dilation[1], ceil_mode);
     *out = (ir_type){tx->dtype, 4, {N, C, OH, OW}};
     double *y = alloc_out(out);
     for (int64_t nc = 0; nc < N * C; nc++)
@@ -380,18 +395,18 @@ double *ref_maxpool2d(const double *x, const ir_type *tx, const int64_t kernel[2
 
 double *ref_avgpool2d(const double *x, const ir_type *tx, const int64_t kernel[2],
                       const int64_t stride[2], const int64_t pad[2], int count_include_pad,
-                      ir_type *out)
+                      int ceil_mode, ir_type *out)
 {
     int64_t N = tx->dims[0], C = tx->dims[1], H = tx->dims[2], W = tx->dims[3];
-    int64_t OH = window(H, kernel[0], stride[0], pad[0], 1);
-    int64_t OW = window(W, kernel[1], stride[1], pad[1], 1);
+    int64_t OH = pool_windows(H, kernel[0], stride[0], pad[0], 1, ceil_mode);
+    int64_t OW = pool_windows(W, kernel[1], stride[1], pad[1], 1, ceil_mode);
     *out = (ir_type){tx->dtype, 4, {N, C, OH, OW}};
     double *y = alloc_out(out);
     for (int64_t nc = 0; nc < N * C; nc++)
         for (int64_t oh = 0; oh < OH; oh++)
             for (int64_t ow = 0; ow < OW; ow++) {
                 double s = 0;
-                int64_t inside = 0;
+                int64_t inside = 0, padded = 0; /* taps in the input, in the padded input */
                 for (int64_t kh = 0; kh < kernel[0]; kh++)
                     for (int64_t kw = 0; kw < kernel[1]; kw++) {
                         int64_t ih = oh * stride[0] - pad[0] + kh;
@@ -400,11 +415,35 @@ double *ref_avgpool2d(const double *x, const ir_type *tx, const int64_t kernel[2
                             s += x[(nc * H + ih) * W + iw];
                             inside++;
                         }
+                        padded += ih < H + pad[0] && iw < W + pad[1];
                     }
-                /* Without ceil mode every window lies inside the padded input, so
-                   counting the padding divides by the whole kernel. */
-                y[(nc * OH + oh) * OW + ow] =
-                    s / (double)(count_include_pad ? kernel[0] * kernel[1] : inside);
+                y[(nc * OH + oh) * OW + ow] = s / (double)(count_include_pad ? padded : inside);
+            }
+    return y;
+}
+
+/* Output (i, j) averages the input rows r with i h <= r oh < (i + 1) h, widened to
+ * whole rows (floor and ceil), and the columns likewise: PyTorch's windows. */
+double *ref_adaptive_avgpool2d(const double *x, const ir_type *tx, const int64_t size[2],
+                               ir_type *out)
+{
+    int64_t N = tx->dims[0], C = tx->dims[1], H = tx->dims[2], W = tx->dims[3];
+    int64_t OH = size[0], OW = size[1];
+    *out = (ir_type){tx->dtype, 4, {N, C, OH, OW}};
+    double *y = alloc_out(out);
+    for (int64_t nc = 0; nc < N * C; nc++)
+        for (int64_t oh = 0; oh < OH; oh++)
+            for (int64_t ow = 0; ow < OW; ow++) {
+                double s = 0;
+                int64_t cnt = 0;
+                for (int64_t ih = 0; ih < H; ih++) /* row ih spans [ih, ih + 1) */
+                    for (int64_t iw = 0; iw < W; iw++)
+                        if ((ih + 1) * OH > oh * H && ih * OH < (oh + 1) * H &&
+                            (iw + 1) * OW > ow * W && iw * OW < (ow + 1) * W) {
+                            s += x[(nc * H + ih) * W + iw];
+                            cnt++;
+                        }
+                y[(nc * OH + oh) * OW + ow] = s / (double)cnt;
             }
     return y;
 }

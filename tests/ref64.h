@@ -59,11 +59,13 @@ double *ref_layernorm(const double *x, const ir_type *tx, const double *weight,
 double *ref_softmax(const double *x, const ir_type *tx, int axis, int take_log);
 double *ref_maxpool2d(const double *x, const ir_type *tx, const int64_t kernel[2],
                       const int64_t stride[2], const int64_t pad[2], const int64_t dilation[2],
-                      ir_type *out);
+                      int ceil_mode, ir_type *out);
 double *ref_avgpool2d(const double *x, const ir_type *tx, const int64_t kernel[2],
                       const int64_t stride[2], const int64_t pad[2], int count_include_pad,
-                      ir_type *out);
+                      int ceil_mode, ir_type *out);
 double *ref_global_avgpool(const double *x, const ir_type *tx, ir_type *out);
+double *ref_adaptive_avgpool2d(const double *x, const ir_type *tx, const int64_t size[2],
+                               ir_type *out);
 double *ref_reshape(const double *x, const ir_type *tx, int rank, const int64_t *shape,
                     ir_type *out);
 double *ref_transpose(const double *x, const ir_type *tx, const int64_t *perm, ir_type *out);

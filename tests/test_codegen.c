@@ -208,19 +208,41 @@ static const op_case cases[] = {
                            "  output y = %y\n"), 1e-6, 1e-5, 0, 1},
     /* pooling */
     {"maxpool2d", G("  input %x: f32[2, 3, 9, 9]\n  %y: f32[2, 3, 5, 5] = maxpool2d(%x) {kernel = [3, 3], "
-                    "stride = [2, 2], pad = [1, 1], dilation = [1, 1]}\n  output y = %y\n"), 0, 0, 0, 1},
+                    "stride = [2, 2], pad = [1, 1], dilation = [1, 1], ceil_mode = 0}\n  output y = %y\n"), 0, 0, 0, 1},
     {"maxpool2d dilation", G("  input %x: f32[2, 3, 9, 9]\n  %y: f32[2, 3, 7, 7] = maxpool2d(%x) "
-                             "{kernel = [2, 2], stride = [1, 1], pad = [0, 0], dilation = [2, 2]}\n"
+                             "{kernel = [2, 2], stride = [1, 1], pad = [0, 0], dilation = [2, 2], ceil_mode = 0}\n"
                              "  output y = %y\n"), 0, 0, 0, 0},
     {"avgpool2d tiles", G("  input %x: f32[2, 3, 8, 8]\n  %y: f32[2, 3, 4, 4] = avgpool2d(%x) {kernel = [2, 2], "
-                          "stride = [2, 2], pad = [0, 0], count_include_pad = 1}\n  output y = %y\n"),
+                          "stride = [2, 2], pad = [0, 0], count_include_pad = 1, ceil_mode = 0}\n  output y = %y\n"),
      1e-7, 1e-6, 0, 1},
     {"avgpool2d padded", G("  input %x: f32[2, 3, 9, 9]\n  %y: f32[2, 3, 5, 5] = avgpool2d(%x) {kernel = [3, 3], "
-                           "stride = [2, 2], pad = [1, 1], count_include_pad = 0}\n  output y = %y\n"),
+                           "stride = [2, 2], pad = [1, 1], count_include_pad = 0, ceil_mode = 0}\n  output y = %y\n"),
      1e-7, 1e-6, 0, 0},
     {"avgpool2d padded counted", G("  input %x: f32[2, 3, 9, 9]\n  %y: f32[2, 3, 5, 5] = avgpool2d(%x) "
-                                   "{kernel = [3, 3], stride = [2, 2], pad = [1, 1], count_include_pad = 1}\n"
+                                   "{kernel = [3, 3], stride = [2, 2], pad = [1, 1], count_include_pad = 1, ceil_mode = 0}\n"
                                    "  output y = %y\n"), 1e-7, 1e-6, 0, 0},
+    /* ceil_mode: last windows past the input; "tiles" that do not (a clipped last one) */
+    {"maxpool2d ceil", G("  input %x: f32[2, 3, 8, 8]\n  %y: f32[2, 3, 5, 5] = maxpool2d(%x) "
+                         "{kernel = [3, 3], stride = [2, 2], pad = [1, 1], dilation = [1, 1], "
+                         "ceil_mode = 1}\n  output y = %y\n"), 0, 0, 0, 1},
+    {"avgpool2d ceil clipped tiles", G("  input %x: f32[2, 3, 9, 7]\n  %y: f32[2, 3, 5, 4] = "
+                                       "avgpool2d(%x) {kernel = [2, 2], stride = [2, 2], "
+                                       "pad = [0, 0], count_include_pad = 1, ceil_mode = 1}\n"
+                                       "  output y = %y\n"), 1e-7, 1e-6, 0, 1},
+    {"avgpool2d ceil padded counted", G("  input %x: f32[2, 3, 8, 8]\n  %y: f32[2, 3, 5, 5] = "
+                                        "avgpool2d(%x) {kernel = [3, 3], stride = [2, 2], "
+                                        "pad = [1, 1], count_include_pad = 1, ceil_mode = 1}\n"
+                                        "  output y = %y\n"), 1e-7, 1e-6, 0, 0},
+    {"avgpool2d ceil padded", G("  input %x: f32[2, 3, 8, 8]\n  %y: f32[2, 3, 5, 5] = avgpool2d(%x) "
+                                "{kernel = [3, 3], stride = [2, 2], pad = [1, 1], "
+                                "count_include_pad = 0, ceil_mode = 1}\n  output y = %y\n"),
+     1e-7, 1e-6, 0, 0},
+    {"adaptive_avgpool2d", G("  input %x: f32[2, 3, 9, 7]\n  %y: f32[2, 3, 4, 5] = "
+                             "adaptive_avgpool2d(%x) {size = [4, 5]}\n  output y = %y\n"),
+     1e-7, 1e-6, 0, 1},
+    {"adaptive_avgpool2d past the input", G("  input %x: f32[2, 2, 3, 4]\n  %y: f32[2, 2, 5, 7] = "
+                                            "adaptive_avgpool2d(%x) {size = [5, 7]}\n"
+                                            "  output y = %y\n"), 1e-7, 1e-6, 0, 0},
     {"global_avgpool warps", G("  input %x: f32[2, 3, 6, 6]\n  %y: f32[2, 3, 1, 1] = global_avgpool(%x)\n"
                                "  output y = %y\n"), 1e-7, 1e-6, 0, 1},
     {"global_avgpool threads", G("  input %x: f32[2, 3, 4, 4]\n  %y: f32[2, 3, 1, 1] = global_avgpool(%x)\n"
@@ -318,6 +340,14 @@ static const op_case cases[] = {
      1e-5, 1e-5, 0, 1},
     {"broadcast_to", G("  input %x: f32[3, 1]\n  %y: f32[2, 3, 4] = broadcast_to(%x) {shape = [2, 3, 4]}\n"
                        "  output y = %y\n"), 0, 0, 0, 1},
+    /* upsample's nearest repeats, and their gradient */
+    {"upsample nearest", G("  input %x: f32[2, 3, 4, 5]\n  %r: f32[2, 3, 4, 1, 5, 1] = reshape(%x) "
+                           "{shape = [2, 3, 4, 1, 5, 1]}\n  %b: f32[2, 3, 4, 2, 5, 3] = "
+                           "broadcast_to(%r) {shape = [2, 3, 4, 2, 5, 3]}\n  %y: f32[2, 3, 8, 15] "
+                           "= reshape(%b) {shape = [2, 3, 8, 15]}\n  output y = %y\n"), 0, 0, 0, 1},
+    {"upsample nearest grad", G("  input %dy: f32[2, 3, 4, 2, 5, 3]\n  %y: f32[2, 3, 4, 1, 5, 1] = "
+                                "sum_to(%dy) {shape = [2, 3, 4, 1, 5, 1]}\n  output y = %y\n"),
+     1e-7, 1e-6, 0, 0},
     {"slice", G("  input %x: f32[4, 6, 3]\n  %y: f32[4, 3, 3] = slice(%x) {axis = 1, start = 2, size = 3}\n"
                 "  output y = %y\n"), 0, 0, 0, 1},
     {"arange", G("  %y: f32[300] = arange() {start = -2.5, step = 0.125}\n  output y = %y\n"), 0, 0, 0, 1},
@@ -439,13 +469,34 @@ static const op_case cases[] = {
      1e-6, 1e-5, 0, 1},
     {"maxpool2d_grad", G("  input %dy: f32[2, 3, 5, 5]\n  input %x: f32[2, 3, 9, 9]\n"
                          "  %y: f32[2, 3, 9, 9] = maxpool2d_grad(%dy, %x) {kernel = [3, 3], stride = [2, 2], "
-                         "pad = [1, 1], dilation = [1, 1]}\n  output y = %y\n"), 0, 0, 0, 1},
+                         "pad = [1, 1], dilation = [1, 1], ceil_mode = 0}\n  output y = %y\n"), 0, 0, 0, 1},
     {"avgpool2d_grad tiles", G("  input %dy: f32[2, 3, 4, 4]\n  %y: f32[2, 3, 8, 8] = avgpool2d_grad(%dy) "
-                               "{kernel = [2, 2], stride = [2, 2], pad = [0, 0], count_include_pad = 1, "
+                               "{kernel = [2, 2], stride = [2, 2], pad = [0, 0], count_include_pad = 1, ceil_mode = 0, "
                                "shape = [2, 3, 8, 8]}\n  output y = %y\n"), 0, 0, 0, 1},
     {"avgpool2d_grad padded", G("  input %dy: f32[2, 3, 5, 5]\n  %y: f32[2, 3, 9, 9] = avgpool2d_grad(%dy) "
-                                "{kernel = [3, 3], stride = [2, 2], pad = [1, 1], count_include_pad = 0, "
+                                "{kernel = [3, 3], stride = [2, 2], pad = [1, 1], count_include_pad = 0, ceil_mode = 0, "
                                 "shape = [2, 3, 9, 9]}\n  output y = %y\n"), 0, 0, 0, 0},
+    {"maxpool2d_grad ceil", G("  input %dy: f32[2, 3, 5, 5]\n  input %x: f32[2, 3, 8, 8]\n"
+                              "  %y: f32[2, 3, 8, 8] = maxpool2d_grad(%dy, %x) {kernel = [3, 3], "
+                              "stride = [2, 2], pad = [1, 1], dilation = [1, 1], ceil_mode = 1}\n"
+                              "  output y = %y\n"), 0, 0, 0, 1},
+    {"avgpool2d_grad ceil clipped tiles", G("  input %dy: f32[2, 3, 5, 4]\n  %y: f32[2, 3, 9, 7] = "
+                                            "avgpool2d_grad(%dy) {kernel = [2, 2], stride = [2, 2], "
+                                            "pad = [0, 0], count_include_pad = 1, ceil_mode = 1, "
+                                            "shape = [2, 3, 9, 7]}\n  output y = %y\n"),
+     0, 0, 0, 1},
+    {"avgpool2d_grad ceil padded counted", G("  input %dy: f32[2, 3, 5, 5]\n  %y: f32[2, 3, 8, 8] = "
+                                             "avgpool2d_grad(%dy) {kernel = [3, 3], stride = [2, 2], "
+                                             "pad = [1, 1], count_include_pad = 1, ceil_mode = 1, "
+                                             "shape = [2, 3, 8, 8]}\n  output y = %y\n"),
+     0, 0, 0, 0},
+    {"adaptive_avgpool2d_grad", G("  input %dy: f32[2, 3, 4, 5]\n  %y: f32[2, 3, 9, 7] = "
+                                  "adaptive_avgpool2d_grad(%dy) {shape = [2, 3, 9, 7]}\n"
+                                  "  output y = %y\n"), 0, 0, 0, 1},
+    {"adaptive_avgpool2d_grad past the input", G("  input %dy: f32[2, 2, 5, 7]\n"
+                                                 "  %y: f32[2, 2, 3, 4] = adaptive_avgpool2d_grad(%dy) "
+                                                 "{shape = [2, 2, 3, 4]}\n  output y = %y\n"),
+     0, 0, 0, 0},
     {"embedding_grad", G("  input %dy: f32[3, 4, 5]\n  input %idx: i32[3, 4]\n"
                          "  %y: f32[10, 5] = embedding_grad(%dy, %idx) {shape = [10, 5]}\n  output y = %y\n"),
      0, 0, 0, 0},
@@ -524,7 +575,7 @@ static const op_case cases[] = {
      1e-6, 1e-5, 1, 0},
     {"fused avgpool2d_grad+relu_grad", G("  input %dy: f32[2, 3, 4, 4]\n  input %y0: f32[2, 3, 8, 8]\n"
                                          "  %g: f32[2, 3, 8, 8] = avgpool2d_grad(%dy) {kernel = [2, 2], stride = [2, 2], "
-                                         "pad = [0, 0], count_include_pad = 1, shape = [2, 3, 8, 8]}\n"
+                                         "pad = [0, 0], count_include_pad = 1, ceil_mode = 0, shape = [2, 3, 8, 8]}\n"
                                          "  %y: f32[2, 3, 8, 8] = relu_grad(%g, %y0)\n  output y = %y\n"),
      0, 0, 1, 1},
     {"fused broadcast_to+relu_grad", G("  input %dy: f32[2, 3, 1, 1]\n  input %y0: f32[2, 3, 4, 4]\n"
@@ -1276,18 +1327,23 @@ static const big_case big_cases[] = {
                   "  %y: f32[65536, 32768] = concat(%a, %b) {axis = 1}\n  output y = %y\n"),
     BIG("embedding", "  input %idx: i32[2097152]\n  input %w: f32[1000, 1024]\n"
                      "  %y: f32" R2 " = embedding(%idx, %w)\n  output y = %y\n"),
+    BIG("adaptive_avgpool2d", "  input %x: f32" X4 "\n  %y: f32[2048, 64, 50, 70] = "
+                              "adaptive_avgpool2d(%x) {size = [50, 70]}\n  output y = %y\n"),
+    BIG("adaptive_avgpool2d_grad", "  input %dy: f32[2048, 64, 50, 70]\n  %y: f32" X4 " = "
+                                   "adaptive_avgpool2d_grad(%dy) {shape = " X4 "}\n"
+                                   "  output y = %y\n"),
     BIG("maxpool2d", "  input %x: f32" X4 "\n  %y: f32[2048, 64, 64, 64] = maxpool2d(%x) "
-                     "{kernel = [2, 2], stride = [2, 2], pad = [0, 0], dilation = [1, 1]}\n"
+                     "{kernel = [2, 2], stride = [2, 2], pad = [0, 0], dilation = [1, 1], ceil_mode = 0}\n"
                      "  output y = %y\n"),
     BIG("avgpool2d padded", "  input %x: f32" X4 "\n  %y: f32[2048, 64, 64, 64] = avgpool2d(%x) "
                             "{kernel = [3, 3], stride = [2, 2], pad = [1, 1], "
-                            "count_include_pad = 0}\n  output y = %y\n"),
+                            "count_include_pad = 0, ceil_mode = 0}\n  output y = %y\n"),
     BIG("maxpool2d_grad", "  input %dy: f32[2048, 64, 64, 64]\n  input %x: f32" X4 "\n"
                           "  %y: f32" X4 " = maxpool2d_grad(%dy, %x) {kernel = [2, 2], "
-                          "stride = [2, 2], pad = [0, 0], dilation = [1, 1]}\n  output y = %y\n"),
+                          "stride = [2, 2], pad = [0, 0], dilation = [1, 1], ceil_mode = 0}\n  output y = %y\n"),
     BIG("avgpool2d_grad padded", "  input %dy: f32[2048, 64, 64, 64]\n"
                                  "  %y: f32" X4 " = avgpool2d_grad(%dy) {kernel = [3, 3], "
-                                 "stride = [2, 2], pad = [1, 1], count_include_pad = 0, "
+                                 "stride = [2, 2], pad = [1, 1], count_include_pad = 0, ceil_mode = 0, "
                                  "shape = [2048, 64, 128, 128]}\n  output y = %y\n"),
     BIG("batchnorm", "  input %x: f32" X4 "\n  input %w: f32[64]\n  input %b: f32[64]\n"
                      "  input %m: f32[64]\n  input %pos_var: f32[64]\n"

@@ -139,6 +139,7 @@ static ir_graph *build_cnn(void)
     ir_set_ints(g, pool->def, "stride", 2, twos);
     ir_set_ints(g, pool->def, "pad", 2, zeros);
     ir_set_ints(g, pool->def, "dilation", 2, ones);
+    ir_set_int(g, pool->def, "ceil_mode", 0);
     finish(g, pool);
     ir_value *gap = finish(g, node(g, IR_OP_GLOBAL_AVGPOOL, 1, &pool, "gap", at(8, 9)));
     ir_value *flat = node(g, IR_OP_RESHAPE, 1, &gap, "flat", at(8, 20));

@@ -851,15 +851,22 @@ static void test_softmax(void)
 
 static void test_maxpool(void)
 {
-    struct { ir_type x; int64_t k[2], s[2], p[2], d[2]; double lo, hi; } cs[] = {
-        {F32(1, 1, 4, 4), {2, 2}, {2, 2}, {0, 0}, {1, 1}, -1, 1},
-        {F32(2, 3, 7, 9), {3, 3}, {2, 2}, {1, 1}, {1, 1}, -1, 1},
-        {F32(2, 2, 9, 8), {3, 2}, {1, 2}, {1, 0}, {2, 1}, -1, 1},
-        {F32(1, 3, 5, 5), {3, 3}, {1, 1}, {1, 1}, {1, 1}, -3, -1},  /* padding is not 0 */
-        {F32(2, 4, 10, 10), {2, 2}, {1, 1}, {1, 1}, {3, 3}, -1, 1},
-        {F32(1, 2, 2, 2), {2, 2}, {1, 1}, {1, 1}, {3, 3}, -1, 1},   /* window all padding */
-        {F32(4, 8, 32, 32), {3, 3}, {2, 2}, {1, 1}, {1, 1}, -1, 1},
-        {F32(1, 1, 1, 1), {1, 1}, {1, 1}, {0, 0}, {1, 1}, -1, 1},
+    struct { ir_type x; int64_t k[2], s[2], p[2], d[2]; double lo, hi; int ceil; } cs[] = {
+        {F32(1, 1, 4, 4), {2, 2}, {2, 2}, {0, 0}, {1, 1}, -1, 1, 0},
+        {F32(2, 3, 7, 9), {3, 3}, {2, 2}, {1, 1}, {1, 1}, -1, 1, 0},
+        {F32(2, 2, 9, 8), {3, 2}, {1, 2}, {1, 0}, {2, 1}, -1, 1, 0},
+        {F32(1, 3, 5, 5), {3, 3}, {1, 1}, {1, 1}, {1, 1}, -3, -1, 0},  /* padding is not 0 */
+        {F32(2, 4, 10, 10), {2, 2}, {1, 1}, {1, 1}, {3, 3}, -1, 1, 0},
+        {F32(1, 2, 2, 2), {2, 2}, {1, 1}, {1, 1}, {3, 3}, -1, 1, 0},   /* window all padding */
+        {F32(4, 8, 32, 32), {3, 3}, {2, 2}, {1, 1}, {1, 1}, -1, 1, 0},
+        {F32(1, 1, 1, 1), {1, 1}, {1, 1}, {0, 0}, {1, 1}, -1, 1, 0},
+        /* ceil_mode: a last window past the input, one dropped for starting in the
+           right padding, a window larger than the input */
+        {F32(2, 3, 8, 8), {3, 3}, {2, 2}, {1, 1}, {1, 1}, -1, 1, 1},
+        {F32(1, 2, 5, 7), {2, 2}, {2, 2}, {0, 0}, {1, 1}, -1, 1, 1},
+        {F32(1, 2, 5, 5), {2, 2}, {2, 2}, {1, 1}, {1, 1}, -1, 1, 1},
+        {F32(2, 2, 9, 8), {3, 2}, {2, 3}, {1, 1}, {2, 1}, -1, 1, 1},
+        {F32(1, 1, 2, 2), {3, 3}, {3, 3}, {0, 0}, {1, 1}, -1, 1, 1},
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         tcase c;
@@ -870,9 +877,11 @@ static void test_maxpool(void)
         ir_set_ints(c.g, n, "stride", 2, cs[i].s);
         ir_set_ints(c.g, n, "pad", 2, cs[i].p);
         ir_set_ints(c.g, n, "dilation", 2, cs[i].d);
+        ir_set_int(c.g, n, "ceil_mode", cs[i].ceil);
         if (tc_prepare(&c) && tc_run(&c)) {
             ir_type rt;
-            double *ref = ref_maxpool2d(c.d[0], &cs[i].x, cs[i].k, cs[i].s, cs[i].p, cs[i].d, &rt);
+            double *ref = ref_maxpool2d(c.d[0], &cs[i].x, cs[i].k, cs[i].s, cs[i].p, cs[i].d,
+                                        cs[i].ceil, &rt);
             tc_check(&c, ref, &rt, NULL, 0, 0, 0);
         }
         tc_end(&c);
@@ -881,15 +890,24 @@ static void test_maxpool(void)
 
 static void test_avgpool(void)
 {
-    struct { ir_type x; int64_t k[2], s[2], p[2]; int cip; } cs[] = {
-        {F32(1, 1, 4, 4), {2, 2}, {2, 2}, {0, 0}, 1},
-        {F32(2, 3, 7, 9), {3, 3}, {2, 2}, {1, 1}, 1},
-        {F32(2, 3, 7, 9), {3, 3}, {2, 2}, {1, 1}, 0},
-        {F32(2, 2, 9, 8), {3, 2}, {1, 2}, {1, 1}, 0},
-        {F32(2, 2, 9, 8), {3, 2}, {1, 2}, {1, 1}, 1},
-        {F32(1, 2, 5, 6), {5, 1}, {1, 1}, {2, 0}, 0},
-        {F32(4, 8, 32, 32), {3, 3}, {1, 1}, {1, 1}, 0},
-        {F32(1, 1, 1, 1), {1, 1}, {1, 1}, {0, 0}, 1},
+    struct { ir_type x; int64_t k[2], s[2], p[2]; int cip, ceil; } cs[] = {
+        {F32(1, 1, 4, 4), {2, 2}, {2, 2}, {0, 0}, 1, 0},
+        {F32(2, 3, 7, 9), {3, 3}, {2, 2}, {1, 1}, 1, 0},
+        {F32(2, 3, 7, 9), {3, 3}, {2, 2}, {1, 1}, 0, 0},
+        {F32(2, 2, 9, 8), {3, 2}, {1, 2}, {1, 1}, 0, 0},
+        {F32(2, 2, 9, 8), {3, 2}, {1, 2}, {1, 1}, 1, 0},
+        {F32(1, 2, 5, 6), {5, 1}, {1, 1}, {2, 0}, 0, 0},
+        {F32(4, 8, 32, 32), {3, 3}, {1, 1}, {1, 1}, 0, 0},
+        {F32(1, 1, 1, 1), {1, 1}, {1, 1}, {0, 0}, 1, 0},
+        /* ceil_mode: windows past the padded input divide by what is left of them
+           with count_include_pad, by their elements in the input without */
+        {F32(2, 3, 8, 8), {3, 3}, {2, 2}, {1, 1}, 1, 1},
+        {F32(2, 3, 8, 8), {3, 3}, {2, 2}, {1, 1}, 0, 1},
+        {F32(1, 2, 5, 7), {2, 2}, {2, 2}, {0, 0}, 1, 1},
+        {F32(1, 2, 5, 5), {2, 2}, {2, 2}, {1, 1}, 1, 1},
+        {F32(2, 2, 9, 8), {3, 2}, {2, 3}, {1, 1}, 1, 1},
+        {F32(2, 2, 9, 8), {3, 2}, {2, 3}, {1, 1}, 0, 1},
+        {F32(1, 1, 2, 2), {3, 3}, {3, 3}, {0, 0}, 1, 1},
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         tcase c;
@@ -900,12 +918,13 @@ static void test_avgpool(void)
         ir_set_ints(c.g, n, "stride", 2, cs[i].s);
         ir_set_ints(c.g, n, "pad", 2, cs[i].p);
         ir_set_int(c.g, n, "count_include_pad", cs[i].cip);
+        ir_set_int(c.g, n, "ceil_mode", cs[i].ceil);
         if (tc_prepare(&c) && tc_run(&c)) {
             ir_type rt, mt;
             double *ref = ref_avgpool2d(c.d[0], &cs[i].x, cs[i].k, cs[i].s, cs[i].p, cs[i].cip,
-                                        &rt);
+                                        cs[i].ceil, &rt);
             double *mag = ref_avgpool2d(c.abs_d[0], &cs[i].x, cs[i].k, cs[i].s, cs[i].p,
-                                        cs[i].cip, &mt);
+                                        cs[i].cip, cs[i].ceil, &mt);
             tc_check(&c, ref, &rt, mag, 4 * U32, 0, red_tol(cs[i].k[0] * cs[i].k[1]));
         }
         tc_end(&c);
@@ -925,6 +944,34 @@ static void test_global_avgpool(void)
             double *ref = ref_global_avgpool(c.d[0], &cs[i], &rt);
             double *mag = ref_global_avgpool(c.abs_d[0], &cs[i], &mt);
             tc_check(&c, ref, &rt, mag, 4 * U32, 0, red_tol(cs[i].dims[2] * cs[i].dims[3]));
+        }
+        tc_end(&c);
+    }
+}
+
+static void test_adaptive_avgpool(void)
+{
+    struct { ir_type x; int64_t size[2]; } cs[] = {
+        {F32(2, 3, 9, 8), {4, 5}},   /* windows of 3 and 4 rows, 2 and 3 columns, overlapping */
+        {F32(1, 2, 5, 7), {3, 3}},
+        {F32(2, 2, 3, 4), {5, 7}},   /* more outputs than inputs: windows of one, repeated */
+        {F32(1, 1, 7, 1), {3, 1}},
+        {F32(2, 3, 6, 6), {6, 6}},   /* the identity */
+        {F32(4, 8, 33, 31), {7, 5}},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        tcase c;
+        tc_begin(&c, IR_OP_ADAPTIVE_AVGPOOL2D);
+        tc_in(&c, cs[i].x, -1, 1);
+        ir_node *n = tc_node(&c);
+        ir_set_ints(c.g, n, "size", 2, cs[i].size);
+        if (tc_prepare(&c) && tc_run(&c)) {
+            ir_type rt, mt;
+            double *ref = ref_adaptive_avgpool2d(c.d[0], &cs[i].x, cs[i].size, &rt);
+            double *mag = ref_adaptive_avgpool2d(c.abs_d[0], &cs[i].x, cs[i].size, &mt);
+            int64_t most = (cs[i].x.dims[2] / cs[i].size[0] + 2) *
+                           (cs[i].x.dims[3] / cs[i].size[1] + 2); /* elements in a window */
+            tc_check(&c, ref, &rt, mag, 4 * U32, 0, red_tol(most));
         }
         tc_end(&c);
     }
@@ -1331,6 +1378,7 @@ static void run_all(void)
     test_maxpool();
     test_avgpool();
     test_global_avgpool();
+    test_adaptive_avgpool();
     test_reshape();
     test_transpose();
     test_concat();

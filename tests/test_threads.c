@@ -470,11 +470,18 @@ static void conv_cases(ir_type x, ir_type w, int64_t stride, int64_t pad, int64_
     }
 }
 
-static void pool_case(ir_op op, ir_type x, int64_t k, int64_t s, int64_t pad, int cip)
+/* A pooling op's case; ceil: PyTorch's ceil_mode (square windows). */
+static void pool_case(ir_op op, ir_type x, int64_t k, int64_t s, int64_t pad, int cip, int ceil)
 {
     tcase c;
     tc_begin(&c, op);
-    int64_t oh = (x.dims[2] + 2 * pad - k) / s + 1, ow = (x.dims[3] + 2 * pad - k) / s + 1;
+    int64_t o[2];
+    for (int i = 0; i < 2; i++) {
+        o[i] = (x.dims[2 + i] + 2 * pad - k + (ceil ? s - 1 : 0)) / s + 1;
+        if (ceil && (o[i] - 1) * s >= x.dims[2 + i] + pad)
+            o[i]--;
+    }
+    int64_t oh = o[0], ow = o[1];
     if (op == IR_OP_MAXPOOL2D_GRAD || op == IR_OP_AVGPOOL2D_GRAD)
         tc_in(&c, F32(x.dims[0], x.dims[1], oh, ow), -1, 1);
     if (op != IR_OP_AVGPOOL2D_GRAD)
@@ -487,6 +494,7 @@ static void pool_case(ir_op op, ir_type x, int64_t k, int64_t s, int64_t pad, in
         ir_set_ints(c.p.g, n, "dilation", 2, (int64_t[]){1, 1});
     else
         ir_set_int(c.p.g, n, "count_include_pad", cip);
+    ir_set_int(c.p.g, n, "ceil_mode", ceil);
     if (op == IR_OP_AVGPOOL2D_GRAD)
         ir_set_ints(c.p.g, n, "shape", 4, x.dims);
     tc_run(&c);
@@ -609,12 +617,20 @@ static void test_forward(void)
         }
     }
 
-    pool_case(IR_OP_MAXPOOL2D, F32(8, 64, 16, 16), 3, 2, 1, 0);
-    pool_case(IR_OP_AVGPOOL2D, F32(8, 64, 16, 16), 2, 2, 0, 1);
-    pool_case(IR_OP_AVGPOOL2D, F32(8, 64, 16, 16), 3, 1, 1, 0);
+    pool_case(IR_OP_MAXPOOL2D, F32(8, 64, 16, 16), 3, 2, 1, 0, 0);
+    pool_case(IR_OP_AVGPOOL2D, F32(8, 64, 16, 16), 2, 2, 0, 1, 0);
+    pool_case(IR_OP_AVGPOOL2D, F32(8, 64, 16, 16), 3, 1, 1, 0, 0);
+    pool_case(IR_OP_MAXPOOL2D, F32(8, 64, 16, 16), 3, 2, 1, 0, 1);
+    pool_case(IR_OP_AVGPOOL2D, F32(8, 64, 17, 17), 2, 2, 0, 1, 1);
+    pool_case(IR_OP_AVGPOOL2D, F32(8, 64, 16, 16), 3, 2, 1, 0, 1);
     tc_begin(&c, IR_OP_GLOBAL_AVGPOOL);
     tc_in(&c, F32(8, 512, 4, 4), -1, 1);
     tc_node(&c, 1);
+    tc_run(&c);
+    tc_begin(&c, IR_OP_ADAPTIVE_AVGPOOL2D);
+    tc_in(&c, F32(8, 64, 17, 15), -1, 1);
+    n = tc_node(&c, 1);
+    ir_set_ints(c.p.g, n, "size", 2, (int64_t[]){5, 7});
     tc_run(&c);
 
     tc_begin(&c, IR_OP_RESHAPE);
@@ -781,9 +797,17 @@ static void test_training(void)
         ir_set_int(c.p.g, n, "axis", 1);
         tc_run(&c);
     }
-    pool_case(IR_OP_MAXPOOL2D_GRAD, F32(8, 64, 16, 16), 3, 2, 1, 0);
-    pool_case(IR_OP_AVGPOOL2D_GRAD, F32(8, 64, 16, 16), 2, 2, 0, 1);
-    pool_case(IR_OP_AVGPOOL2D_GRAD, F32(8, 64, 16, 16), 3, 2, 1, 0);
+    pool_case(IR_OP_MAXPOOL2D_GRAD, F32(8, 64, 16, 16), 3, 2, 1, 0, 0);
+    pool_case(IR_OP_AVGPOOL2D_GRAD, F32(8, 64, 16, 16), 2, 2, 0, 1, 0);
+    pool_case(IR_OP_AVGPOOL2D_GRAD, F32(8, 64, 16, 16), 3, 2, 1, 0, 0);
+    pool_case(IR_OP_MAXPOOL2D_GRAD, F32(8, 64, 16, 16), 3, 2, 1, 0, 1);
+    pool_case(IR_OP_AVGPOOL2D_GRAD, F32(8, 64, 17, 17), 2, 2, 0, 1, 1);
+    pool_case(IR_OP_AVGPOOL2D_GRAD, F32(8, 64, 16, 16), 3, 2, 1, 1, 1);
+    tc_begin(&c, IR_OP_ADAPTIVE_AVGPOOL2D_GRAD);
+    tc_in(&c, F32(8, 64, 5, 7), -1, 1);
+    n = tc_node(&c, 1);
+    ir_set_ints(c.p.g, n, "shape", 4, (int64_t[]){8, 64, 17, 15});
+    tc_run(&c);
     tc_begin(&c, IR_OP_EMBEDDING_GRAD);
     tc_in(&c, F32(64, 40, 64), -1, 1);
     tc_in(&c, I64(64, 40), 0, 1000);

@@ -664,7 +664,7 @@ static int k_avgpool(rt_exec *x, const ir_node *n)
     int64_t planes = t->dims[0] * t->dims[1];
     const float *a = IN(0);
     float *o = OUT;
-    if (rt_pool_tiles(k, st, pd)) { /* windows side by side: no clipping */
+    if (rt_pool_tiles(k, st, pd, h, w, oh, ow)) { /* windows side by side: no clipping */
         float scale = 1.0f / (float)(k[0] * k[1]);
 #pragma omp parallel for if (planes * h * w > PAR_MIN)
         for (int64_t p = 0; p < planes; p++)
@@ -707,6 +707,31 @@ static int k_global_avgpool(rt_exec *x, const ir_node *n)
             s += a[p * hw + i];
         o[p] = (float)(s / (double)hw);
     }
+    return 0;
+}
+
+static int k_adaptive_avgpool(rt_exec *x, const ir_node *n)
+{
+    const ir_type *t = &n->in[0]->type, *to = &n->out[0]->type;
+    int64_t h = t->dims[2], w = t->dims[3], oh = to->dims[2], ow = to->dims[3];
+    int64_t planes = t->dims[0] * t->dims[1];
+    const float *a = IN(0);
+    float *o = OUT;
+#pragma omp parallel for if (planes * h * w > PAR_MIN)
+    for (int64_t p = 0; p < planes; p++)
+        for (int64_t oy = 0; oy < oh; oy++) {
+            int64_t y0, y1;
+            rt_adaptive_window(oy, h, oh, &y0, &y1);
+            for (int64_t ox = 0; ox < ow; ox++) {
+                int64_t x0, x1;
+                rt_adaptive_window(ox, w, ow, &x0, &x1);
+                float s = 0;
+                for (int64_t iy = y0; iy < y1; iy++)
+                    for (int64_t ix = x0; ix < x1; ix++)
+                        s += a[(p * h + iy) * w + ix];
+                o[(p * oh + oy) * ow + ox] = s / (float)((y1 - y0) * (x1 - x0));
+            }
+        }
     return 0;
 }
 
@@ -980,6 +1005,7 @@ static int run_node(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     case IR_OP_MAXPOOL2D: return k_maxpool(x, n);
     case IR_OP_AVGPOOL2D: return k_avgpool(x, n);
     case IR_OP_GLOBAL_AVGPOOL: return k_global_avgpool(x, n);
+    case IR_OP_ADAPTIVE_AVGPOOL2D: return k_adaptive_avgpool(x, n);
     case IR_OP_RESHAPE: return k_reshape(x, n);
     case IR_OP_TRANSPOSE: return k_transpose(x, n);
     case IR_OP_CONCAT: return k_concat(x, n);

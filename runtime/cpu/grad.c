@@ -596,7 +596,7 @@ static int k_avgpool_grad(rt_exec *x, const ir_node *n)
     int64_t planes = t->dims[0] * t->dims[1];
     const float *dy = IN(0);
     float *dx = OUT;
-    if (rt_pool_tiles(k, st, pd)) { /* each element gets its one window's share */
+    if (rt_pool_tiles(k, st, pd, h, w, oh, ow)) { /* each element gets its one window's share */
         float scale = 1.0f / (float)(k[0] * k[1]);
 #pragma omp parallel for if (planes * h * w > PAR_MIN)
         for (int64_t p = 0; p < planes; p++)
@@ -624,6 +624,39 @@ static int k_avgpool_grad(rt_exec *x, const ir_node *n)
                     for (int64_t ix = win[2]; ix < win[3]; ix++)
                         dx[(p * h + iy) * w + ix] += g;
             }
+    return 0;
+}
+
+/* dx gathers the share of every window holding it, in window order, as the
+ * GPU's kernel does: no two threads write one element. */
+static int k_adaptive_avgpool_grad(rt_exec *x, const ir_node *n)
+{
+    const ir_type *t = &n->out[0]->type, *tdy = &n->in[0]->type;
+    int64_t h = t->dims[2], w = t->dims[3], oh = tdy->dims[2], ow = tdy->dims[3];
+    int64_t planes = t->dims[0] * t->dims[1];
+    const float *dy = IN(0);
+    float *dx = OUT;
+#pragma omp parallel for if (planes * h * w > PAR_MIN)
+    for (int64_t p = 0; p < planes; p++)
+        for (int64_t iy = 0; iy < h; iy++) {
+            int64_t oy0, oy1;
+            rt_adaptive_holders(iy, h, oh, &oy0, &oy1);
+            for (int64_t ix = 0; ix < w; ix++) {
+                int64_t ox0, ox1;
+                rt_adaptive_holders(ix, w, ow, &ox0, &ox1);
+                float s = 0;
+                for (int64_t oy = oy0; oy <= oy1; oy++) {
+                    int64_t y0, y1;
+                    rt_adaptive_window(oy, h, oh, &y0, &y1);
+                    for (int64_t ox = ox0; ox <= ox1; ox++) {
+                        int64_t x0, x1;
+                        rt_adaptive_window(ox, w, ow, &x0, &x1);
+                        s += dy[(p * oh + oy) * ow + ox] / (float)((y1 - y0) * (x1 - x0));
+                    }
+                }
+                dx[(p * h + iy) * w + ix] = s;
+            }
+        }
     return 0;
 }
 
@@ -748,6 +781,7 @@ int rt_train_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     case IR_OP_MAXPOOL2D_GRAD: return k_maxpool_grad(x, n);
     case IR_OP_REDUCE_MAX_GRAD: case IR_OP_REDUCE_MIN_GRAD: return k_extreme_grad(x, n);
     case IR_OP_AVGPOOL2D_GRAD: return k_avgpool_grad(x, n);
+    case IR_OP_ADAPTIVE_AVGPOOL2D_GRAD: return k_adaptive_avgpool_grad(x, n);
     case IR_OP_EMBEDDING_GRAD: return k_embedding_grad(x, n, err, errlen);
     case IR_OP_CROSS_ENTROPY_GRAD: return k_cross_entropy_grad(x, n, err, errlen);
     case IR_OP_SGD: return k_sgd(x, n);

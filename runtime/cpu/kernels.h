@@ -113,11 +113,14 @@ static inline void rt_unary_attrs(const ir_node *n, float v[2])
     }
 }
 
-/* Whether pooling windows tile the input: stride equal to the kernel, no
- * padding (each input element in at most one window, none clipped). */
-static inline int rt_pool_tiles(const int64_t *k, const int64_t *st, const int64_t *pd)
+/* Whether pooling windows of an h x w input into oh x ow tile it: stride equal
+ * to the kernel, no padding, and no last window past the input (ceil_mode's), so
+ * each input element is in at most one window and none is clipped. */
+static inline int rt_pool_tiles(const int64_t *k, const int64_t *st, const int64_t *pd, int64_t h,
+                                int64_t w, int64_t oh, int64_t ow)
 {
-    return k[0] == st[0] && k[1] == st[1] && pd[0] == 0 && pd[1] == 0;
+    return k[0] == st[0] && k[1] == st[1] && pd[0] == 0 && pd[1] == 0 && oh * k[0] <= h &&
+           ow * k[1] <= w;
 }
 
 /* The window of avgpool2d's output (oy, ox) clipped to the input,
@@ -134,6 +137,24 @@ static inline int64_t rt_avgpool_window(const int64_t *k, const int64_t *st, con
     win[0] = y0 < 0 ? 0 : y0, win[2] = x0 < 0 ? 0 : x0;
     win[1] = y1 > h ? h : y1, win[3] = x1 > w ? w : x1;
     return incl ? padded : (win[1] - win[0]) * (win[3] - win[2]);
+}
+
+/* The window of adaptive_avgpool2d's output i of out along an axis of in:
+ * [floor(i in / out), ceil((i + 1) in / out)), as PyTorch's. */
+static inline void rt_adaptive_window(int64_t i, int64_t in, int64_t out, int64_t *start,
+                                      int64_t *end)
+{
+    *start = i * in / out;
+    *end = ((i + 1) * in + out - 1) / out;
+}
+
+/* The outputs of adaptive_avgpool2d whose windows hold input j of an axis:
+ * [*first, *last], the inverse of rt_adaptive_window. */
+static inline void rt_adaptive_holders(int64_t j, int64_t in, int64_t out, int64_t *first,
+                                       int64_t *last)
+{
+    *first = j * out / in;
+    *last = ((j + 1) * out - 1) / in;
 }
 
 /* batchnorm_train's normalization from its statistics as stored (float mean

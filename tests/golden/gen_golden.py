@@ -178,8 +178,27 @@ def op_cases():
                 ("avg", F.avg_pool2d(x, 3, stride=2, padding=1)),
                 ("avg_exclude", F.avg_pool2d(x, 3, stride=2, padding=1, count_include_pad=False)),
                 ("avg_plain", F.avg_pool2d(x, 2)),
-                ("global", F.adaptive_avg_pool2d(x, 1))]
+                ("global", F.adaptive_avg_pool2d(x, 1)),
+                ("max_ceil", F.max_pool2d(x, 3, stride=2, padding=1, ceil_mode=True)),
+                ("max_ceil_drop", F.max_pool2d(x, 2, stride=2, padding=1, ceil_mode=True)),
+                ("max_ceil_rect", F.max_pool2d(x, (4, 3), stride=3, dilation=(1, 2), ceil_mode=True)),
+                ("avg_ceil", F.avg_pool2d(x, 3, stride=2, padding=1, ceil_mode=True)),
+                ("avg_ceil_exclude", F.avg_pool2d(x, 3, stride=2, padding=1, ceil_mode=True,
+                                                  count_include_pad=False)),
+                ("avg_ceil_plain", F.avg_pool2d(x, 2, ceil_mode=True)),
+                ("adaptive", F.adaptive_avg_pool2d(x, (4, 5))),
+                ("adaptive_square", F.adaptive_avg_pool2d(x, 5)),
+                ("adaptive_tiles", F.adaptive_avg_pool2d(x, (3, 4))),
+                ("adaptive_past", F.adaptive_avg_pool2d(x, (11, 13))),
+                ("adaptive_one", F.adaptive_avg_pool2d(x, (1, 3)))]
     case("pooling", pooling)
+
+    def upsample(f):
+        x = f("x", [2, 3, 4, 5])
+        return [("twice", F.interpolate(x, scale_factor=2)),
+                ("rect", F.interpolate(x, scale_factor=(3, 1.0))),
+                ("sized", F.interpolate(x, size=(8, 15), mode="nearest"))]
+    case("upsample", upsample)
     case("dense", lambda f: [
         ("y", F.linear(f("x", [5, 12]), f("fc.weight", [7, 12]), f("fc.bias", [7]))),
         ("y3d", F.linear(f("z", [2, 3, 12]), f("fc3d.weight", [4, 12])))])

@@ -349,7 +349,8 @@ int main(int argc, char **argv)
         double rtol;
     } cases[] = {
         {"conv_basic", 1e-5}, {"conv_stride_pad", 1e-5}, {"conv_dilation_groups", 1e-5},
-        {"conv_depthwise_1x1", 1e-5}, {"batchnorm", 1e-5}, {"pooling", 1e-5}, {"dense", 1e-5},
+        {"conv_depthwise_1x1", 1e-5}, {"batchnorm", 1e-5}, {"pooling", 1e-5}, {"upsample", 1e-6},
+        {"dense", 1e-5},
         {"softmax", 1e-5}, {"unary", 1e-5}, {"compare", 1e-5}, {"reduce", 1e-5},
         {"shaping", 1e-5}, {"convs", 1e-5},
         {"cross_entropy", 1e-5}, {"cross_entropy_large", 1e-5},

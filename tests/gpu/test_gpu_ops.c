@@ -68,8 +68,15 @@ static const op_case cases[] = {
     {"layernorm", G("  input %x: f32[2, 1500]\n  input %w: f32[1500]\n  input %b: f32[1500]\n"
                     "  %y: f32[2, 1500] = layernorm(%x, %w, %b) {eps = 1e-05}\n  output y = %y\n"),
      1e-5, 1e-5, 0},
-    {"maxpool2d", G("  input %x: f32[2, 3, 9, 9]\n  %y: f32[2, 3, 5, 5] = maxpool2d(%x) {kernel = [3, 3], "
-                    "stride = [2, 2], pad = [1, 1], dilation = [1, 1]}\n  output y = %y\n"), 0, 0, 0},
+    {"maxpool2d", G("  input %x: f32[2, 3, 9, 9]\n  %y: f32[2, 3, 5, 5] = maxpool2d(%x) "
+                    "{kernel = [3, 3], stride = [2, 2], pad = [1, 1], dilation = [1, 1], "
+                    "ceil_mode = 0}\n  output y = %y\n"), 0, 0, 0},
+    {"avgpool2d ceil", G("  input %x: f32[2, 3, 8, 8]\n  %y: f32[2, 3, 5, 5] = avgpool2d(%x) "
+                         "{kernel = [3, 3], stride = [2, 2], pad = [1, 1], count_include_pad = 1, "
+                         "ceil_mode = 1}\n  output y = %y\n"), 1e-7, 1e-6, 0},
+    {"adaptive_avgpool2d", G("  input %x: f32[2, 3, 9, 7]\n  %y: f32[2, 3, 4, 5] = "
+                             "adaptive_avgpool2d(%x) {size = [4, 5]}\n  output y = %y\n"),
+     1e-7, 1e-6, 0},
     {"transpose", G("  input %x: f32[2, 3, 4]\n  %y: f32[4, 2, 3] = transpose(%x) {perm = [2, 0, 1]}\n"
                     "  output y = %y\n"), 0, 0, 0},
     {"arange", G("  %y: f32[300] = arange() {start = -2.5, step = 0.125}\n  output y = %y\n"),

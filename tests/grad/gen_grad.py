@@ -10,6 +10,8 @@ Data come from the fill formula of tests/golden/gen_golden.py (Feed), by gnc ten
       sum of squares and 8 sampled elements (indices i * 7919 mod n) of its gradient.
   convs.txt  conv1d and conv_transpose2d layers (convs.net), loss mean(b^2) + mean(v^2):
       as lenet.txt, in float64.
+  pooling.txt, ...  one per model of ops.net, likewise: ops whose gradients the
+      models above do not reach, a parameter x standing for the op's input.
   optim.txt  a parameter p[3, 5] and a target t, loss mse(p, t) (models: optim.net),
       5 steps of each optimizer; p after every step.
 """
@@ -86,6 +88,51 @@ def convs_case():
     write_grads("convs", "tests/grad/convs.net", None, loss, [(n, p[n].grad) for n, _ in names])
 
 
+def op_grad_case(case, shapes, loss_of):
+    """Model case of tests/grad/ops.net: shapes maps its tensors' gnc names to
+    shapes; loss_of(tensors) is the loss, x the parameter.  In float64, as above."""
+    fill = gg.Feed()
+    ts = {name: fill(name, shape).double() for name, shape in shapes.items()}
+    x = ts["x"].requires_grad_()
+    loss = loss_of(ts)
+    loss.backward()
+    path = os.path.join(HERE, case + ".txt")
+    with open(path, "w") as f:
+        header(f)
+        f.write("source tests/grad/ops.net\nmodel %s\nloss %.9g\n" % (case, loss.item()))
+        g = x.grad.detach().reshape(-1)
+        n = g.numel()
+        idx = [(i * 7919) % n for i in range(SAMPLES)]
+        f.write("grad x %d %.9g %.9g %s\n" % (n, g.sum().item(), (g * g).sum().item(),
+                                             " ".join("%.9g" % g[i].item() for i in idx)))
+    print("wrote", os.path.relpath(path, ROOT))
+
+
+def pooling_loss(ts):
+    x, t, u = ts["x"], ts["t"], ts["u"]
+    a = F.max_pool2d(x, 3, stride=2, padding=1, ceil_mode=True)
+    b = F.avg_pool2d(x, 3, stride=2, padding=1, ceil_mode=True)
+    c = F.avg_pool2d(x, 3, stride=2, padding=1, count_include_pad=False, ceil_mode=True)
+    d = F.max_pool2d(x, 3, stride=(3, 2), ceil_mode=True)
+    e = F.avg_pool2d(x, 3, stride=(3, 2), ceil_mode=True)
+    return F.mse_loss(a + b * c, t) + F.mse_loss(d * e, u)
+
+
+def adaptive_avgpool_loss(ts):
+    x, t, u, v = ts["x"], ts["t"], ts["u"], ts["v"]
+    a = F.adaptive_avg_pool2d(x, (4, 5))
+    b = F.adaptive_avg_pool2d(x, (11, 6))
+    c = F.adaptive_avg_pool2d(x, (3, 2)) + F.adaptive_avg_pool2d(x, 1)
+    return F.mse_loss(a * a, t) + F.mse_loss(b * b, u) + F.mse_loss(c, v)
+
+
+def upsample_loss(ts):
+    x, t, u = ts["x"], ts["t"], ts["u"]
+    a = F.interpolate(x, scale_factor=(2, 2))
+    b = F.interpolate(x, size=(9, 5))
+    return F.mse_loss(a * a, t) + F.mse_loss(b * b * b, u)
+
+
 def optim_case():
     path = os.path.join(HERE, "optim.txt")
     runs = [
@@ -121,6 +168,11 @@ def main():
     import torch_fmnist
     grad_case("lenet", torch_fmnist.lenet(), gg.lenet_name)
     grad_case("resnet18", torch_fmnist.resnet18(), gg.resnet18_name)
+    op_grad_case("pooling", {"x": [2, 3, 8, 8], "t": [2, 3, 5, 5], "u": [2, 3, 3, 4]}, pooling_loss)
+    op_grad_case("adaptive_avgpool", {"x": [2, 3, 9, 6], "t": [2, 3, 4, 5], "u": [2, 3, 11, 6],
+                                      "v": [2, 3, 3, 2]}, adaptive_avgpool_loss)
+    op_grad_case("upsample", {"x": [2, 3, 3, 5], "t": [2, 3, 6, 10], "u": [2, 3, 9, 5]},
+                 upsample_loss)
     optim_case()
     convs_case()
 

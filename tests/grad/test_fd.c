@@ -113,9 +113,10 @@ static double forward64(const ir_graph *g, double **vals)
             }
             break;
         }
-        case IR_OP_BROADCAST_TO: { /* each element from the one of its coordinates */
+        case IR_OP_BROADCAST_TO: { /* each element from the one of its coordinates, 0
+                                      where a's dimension is 1, a aligned at the right */
             const ir_type *to = &n->out[0]->type;
-            o = malloc(((size_t)ir_type_numel(to) + 1) * sizeof *o);
+            o = malloc((size_t)ir_type_numel(to) * sizeof *o);
             for (int64_t i = 0; i < ir_type_numel(to); i++) {
                 int64_t co[IR_MAX_RANK], r = i, at = 0;
                 for (int k = to->rank - 1; k >= 0; k--)
@@ -177,15 +178,19 @@ static double forward64(const ir_graph *g, double **vals)
             break;
         case IR_OP_MAXPOOL2D:
             o = ref_maxpool2d(a, ta, ir_attr_ints(n, "kernel", NULL), ir_attr_ints(n, "stride", NULL),
-                              ir_attr_ints(n, "pad", NULL), ir_attr_ints(n, "dilation", NULL), &t);
+                              ir_attr_ints(n, "pad", NULL), ir_attr_ints(n, "dilation", NULL),
+                              (int)ir_attr_int(n, "ceil_mode"), &t);
             break;
         case IR_OP_AVGPOOL2D:
             o = ref_avgpool2d(a, ta, ir_attr_ints(n, "kernel", NULL), ir_attr_ints(n, "stride", NULL),
                               ir_attr_ints(n, "pad", NULL), (int)ir_attr_int(n, "count_include_pad"),
-                              &t);
+                              (int)ir_attr_int(n, "ceil_mode"), &t);
             break;
         case IR_OP_GLOBAL_AVGPOOL:
             o = ref_global_avgpool(a, ta, &t);
+            break;
+        case IR_OP_ADAPTIVE_AVGPOOL2D:
+            o = ref_adaptive_avgpool2d(a, ta, ir_attr_ints(n, "size", NULL), &t);
             break;
         case IR_OP_RESHAPE: {
             int count;
@@ -475,6 +480,27 @@ int main(void)
                           "b = avgpool2d(x, 3, stride = 2, pad = 1)\n"
                           "c = avgpool2d(x, 3, stride = 2, pad = 1, count_include_pad = false)\n"
                           "loss mse(a + b * c + global_avgpool(x), t)"), 0);
+    run_case("pooling-ceil", M("input t: f32[2, 3, 5, 5]\n" P("x", "[2, 3, 8, 8]")
+                               "a = maxpool2d(x, 3, stride = 2, pad = 1, ceil_mode = true)\n"
+                               "b = avgpool2d(x, 3, stride = 2, pad = 1, ceil_mode = true)\n"
+                               "c = avgpool2d(x, 3, stride = 2, pad = 1, count_include_pad = false,"
+                               " ceil_mode = true)\n"
+                               "loss mse(a + b * c, t)"), 0);
+    run_case("pooling-ceil-past", M("input t: f32[1, 2, 3, 4]\n" P("x", "[1, 2, 8, 8]")
+                                    "a = maxpool2d(x, 3, stride = [3, 2], ceil_mode = true)\n"
+                                    "b = avgpool2d(x, 3, stride = [3, 2], ceil_mode = true)\n"
+                                    "loss mse(a * b, t)"), 0);
+    run_case("adaptive-avgpool", M("input t: f32[2, 3, 4, 5]\n" P("x", "[2, 3, 9, 7]")
+                                   P("y", "[2, 3, 3, 2]")
+                                   "a = adaptive_avgpool2d(x, [4, 5])\n"
+                                   "b = adaptive_avgpool2d(y, size = [4, 5])\n"
+                                   "loss mse(a * b + adaptive_avgpool2d(x, [1, 5]) "
+                                   "* adaptive_avgpool2d(x, 1), t)"), 0);
+    run_case("upsample", M("input t: f32[2, 3, 6, 10]\n" P("x", "[2, 3, 3, 5]")
+                           "a = upsample(x, scale = 2)\n"
+                           "b = upsample(x, size = [6, 10])\n"
+                           "c = upsample(upsample(x, scale = [1, 2]), scale = [2.0, 1])\n"
+                           "loss mse(a * a + b * 3.0 + c * c * c, t)"), 0);
     run_case("maxpool-dilated", M("input t: f32[1, 2, 4, 3]\n" P("x", "[1, 2, 6, 5]")
                                   "loss mse(maxpool2d(x, 2, stride = 1, dilation = [2, 2]), t)"), 0);
     run_case("movement", M("input t: f32[5, 4, 8]\n" P("x", "[2, 3, 4, 5]") P("y", "[5, 4, 2]")
@@ -550,9 +576,10 @@ int main(void)
         IR_OP_ADD, IR_OP_SUB, IR_OP_MUL, IR_OP_DIV, IR_OP_MATMUL, IR_OP_DENSE, IR_OP_CONV2D,
         IR_OP_CONV2D_GRAD_INPUT,
         IR_OP_BATCHNORM_TRAIN, IR_OP_LAYERNORM, IR_OP_SOFTMAX, IR_OP_LOG_SOFTMAX,
-        IR_OP_MAXPOOL2D, IR_OP_AVGPOOL2D, IR_OP_GLOBAL_AVGPOOL, IR_OP_RESHAPE,
+        IR_OP_MAXPOOL2D, IR_OP_AVGPOOL2D, IR_OP_GLOBAL_AVGPOOL, IR_OP_ADAPTIVE_AVGPOOL2D,
+        IR_OP_RESHAPE,
         IR_OP_TRANSPOSE, IR_OP_CONCAT, IR_OP_EMBEDDING, IR_OP_CROSS_ENTROPY, IR_OP_MSE,
-        IR_OP_SUM_TO,
+        IR_OP_SUM_TO, IR_OP_BROADCAST_TO,
     };
     for (size_t i = 0; i < sizeof differentiable / sizeof *differentiable; i++)
         if (!covered[differentiable[i]]) {

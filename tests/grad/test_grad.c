@@ -6,6 +6,9 @@
  *     parameter's gradient), plus 1e-4 of the rms of all the model's gradients:
  *     conv biases before a batchnorm have a true gradient of 0 and a float32 one
  *     of rounding noise.  (Measured: 6e-7 for lenet, 4e-6 for resnet18.)
+ *   - the models of tests/grad/ops.net, one per case: ops whose gradients the
+ *     models above do not reach (pooling in ceil_mode, ...), with a parameter
+ *     standing for the op's input, likewise.
  *   - SGD (plain, momentum with weight decay, Nesterov), Adam and AdamW: five
  *     steps on one tensor, the values after each step within 1e-5 relative.
  *
@@ -31,17 +34,18 @@ static void check(int ok, const char *c, const char *what, double got, double wa
     }
 }
 
-/* The training graph of source (at define, if any) for opt, with its executor,
- * every tensor filled with the test data and the learning rate set. */
-static ir_graph *load_step(const char *root, const char *source, const char *define,
-                           const ad_optimizer *opt, double lr, rt_exec **x)
+/* The training graph of source's model (NULL: its last; at define, if any) for
+ * opt, with its executor, every tensor filled with the test data and the learning
+ * rate set. */
+static ir_graph *load_step(const char *root, const char *source, const char *model,
+                           const char *define, const ad_optimizer *opt, double lr, rt_exec **x)
 {
     char path[4096], name[64] = "", value[64] = "";
     snprintf(path, sizeof path, "%s/%s", root, source);
     if (define && sscanf(define, "%63[^=]=%63s", name, value) != 2)
         define = NULL;
     const char *names[1] = {name}, *values[1] = {value};
-    fe_options fo = {NULL, define ? 1 : 0, names, values};
+    fe_options fo = {model, define ? 1 : 0, names, values};
     diag d;
     diag_init(&d);
     ir_graph *g = fe_load_file(path, &fo, &d);
@@ -103,13 +107,14 @@ typedef struct {
 
 static void grad_case(const char *root, const char *c, double tol)
 {
-    char file[64], line[8192], source[512] = "", define[128] = "";
+    char file[64], line[8192], source[512] = "", model[64] = "", define[128] = "";
     snprintf(file, sizeof file, "%s.txt", c);
     FILE *f = open_golden(root, file);
     if (!f)
         return;
     while (fgets(line, sizeof line, f) && strncmp(line, "loss ", 5) != 0) {
         sscanf(line, "source %511s", source);
+        sscanf(line, "model %63s", model);
         sscanf(line, "define %127s", define);
     }
     double want_loss = atof(line + 5);
@@ -131,7 +136,8 @@ static void grad_case(const char *root, const char *c, double tol)
     double floor_ = 1e-4 * sqrt(all_sq / all_n), worst = 0;
     ad_optimizer opt = ad_optimizer_default(AD_SGD);
     rt_exec *x = NULL;
-    ir_graph *g = load_step(root, source, define, &opt, 0.0, &x);
+    ir_graph *g = load_step(root, source, *model ? model : NULL, *define ? define : NULL, &opt,
+                            0.0, &x);
     char err[256];
     if (!g || rt_exec_run(x, err, sizeof err) != 0) {
         failures++;
@@ -224,7 +230,7 @@ static void optim_cases(const char *root)
                 ir_graph_free(g);
             double lr = 0;
             ad_optimizer o = parse_run(line, name, &lr);
-            g = load_step(root, source, NULL, &o, lr, &x);
+            g = load_step(root, source, NULL, NULL, &o, lr, &x);
             if (!g) {
                 failures++;
                 fprintf(stderr, "FAIL: optimizer %s does not load\n", name);
@@ -267,6 +273,9 @@ int main(int argc, char **argv)
     grad_case(argv[1], "lenet", 1e-4);
     grad_case(argv[1], "resnet18", 1e-4);
     grad_case(argv[1], "convs", 1e-4);
+    grad_case(argv[1], "pooling", 1e-4);
+    grad_case(argv[1], "adaptive_avgpool", 1e-4);
+    grad_case(argv[1], "upsample", 1e-4);
     optim_cases(argv[1]);
     printf("grad: %d checks, %d failed\n", checks, failures);
     return failures != 0;
