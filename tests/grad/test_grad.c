@@ -6,6 +6,8 @@
  *     parameter's gradient), plus 1e-4 of the rms of all the model's gradients:
  *     conv biases before a batchnorm have a true gradient of 0 and a float32 one
  *     of rounding noise.  (Measured: 6e-7 for lenet, 4e-6 for resnet18.)
+ *   - tests/grad/losses.net (the losses with their options) and layers.net
+ *     (the normalization layers): the same.
  *   - SGD (plain, momentum with weight decay, Nesterov), Adam and AdamW: five
  *     steps on one tensor, the values after each step within 1e-5 relative.
  *
@@ -266,6 +268,8 @@ int main(int argc, char **argv)
     }
     grad_case(argv[1], "lenet", 1e-4);
     grad_case(argv[1], "resnet18", 1e-4);
+    grad_case(argv[1], "losses", 1e-4);
+    grad_case(argv[1], "layers", 1e-4);
     optim_cases(argv[1]);
     printf("grad: %d checks, %d failed\n", checks, failures);
     return failures != 0;
