@@ -158,9 +158,35 @@ static const char *row_loop(kb *k, int64_t len)
                    (long long)k->lstep);
 }
 
+static int64_t row_start_strided(kb *k, int64_t rows, int64_t len, int64_t inner);
+
 /* A row kernel's start: rows of len elements, a warp per row (8 rows a block)
  * where len <= 1024, else a block per row.  Returns the grid. */
 static int64_t row_start(kb *k, int64_t rows, int64_t len)
+{
+    return row_start_strided(k, rows, len, 1);
+}
+
+/* The base of row `row` whose len elements are inner apart: rows of inner
+ * consecutive rows interleaved (the class axis of [n, c, d...]). */
+static const char *row_base(kb *k, int64_t len, int64_t inner)
+{
+    if (inner == 1)
+        return kb_kstr(k, "row * %lld", (long long)len);
+    return kb_kstr(k, "row / %lld * %lld + row %% %lld", (long long)inner,
+                   (long long)(len * inner), (long long)inner);
+}
+
+/* Element i of the row at base, its elements inner apart. */
+static const char *row_at(kb *k, const char *i, int64_t inner)
+{
+    if (inner == 1)
+        return kb_kstr(k, "base + %s", i);
+    return kb_kstr(k, "base + %s * %lld", i, (long long)inner);
+}
+
+/* row_start with each row's elements inner apart (row_base). */
+static int64_t row_start_strided(kb *k, int64_t rows, int64_t len, int64_t inner)
 {
     k->warp_rows = len <= 1024;
     if (k->warp_rows) {
@@ -171,14 +197,14 @@ static int64_t row_start(kb *k, int64_t rows, int64_t len)
         kb_line(k, "const %s row = (%s)blockIdx.x * 8 + (threadIdx.x >> 5);", k->itype, k->itype);
         kb_line(k, "if (row >= %lld)", (long long)rows);
         kb_line(k, "    return; /* the whole warp */");
-        kb_line(k, "const %s base = row * %lld;", k->itype, (long long)len);
+        kb_line(k, "const %s base = %s;", k->itype, row_base(k, len, inner));
         return kb_div_up(rows, 8);
     }
     k->nt = len >= 16384 ? 1024 : 512;
     k->lane0 = "threadIdx.x";
     k->lstep = k->nt;
     kb_line(k, "const %s row = blockIdx.x;", k->itype);
-    kb_line(k, "const %s base = row * %lld;", k->itype, (long long)len);
+    kb_line(k, "const %s base = %s;", k->itype, row_base(k, len, inner));
     return rows;
 }
 
@@ -403,99 +429,203 @@ static const char *scalar_of(kb *k, const ir_value *v)
     return kb_kstr(k, "ld(%s, 0)", kb_reads(k, v, 0));
 }
 
-static int64_t sp_cross_entropy_grad(kb *k, const ir_node *n)
+/* cross_entropy's (nll_loss's) geometry: logits (log-probabilities)
+ * [n, c, d...] as rows (positions) of c classes inner apart, inner the product
+ * of d...; eps the label smoothing; nll for nll_loss. */
+typedef struct {
+    int64_t rows, c, inner, ignore;
+    double eps;
+    int nll;
+} ce_geom;
+
+static ce_geom ce_geometry(const ir_node *n, int li)
 {
-    const ir_type *t = &n->in[1]->type;
-    int64_t rows = t->dims[0], c = t->dims[1];
-    int64_t grid = row_start(k, rows, c);
+    const ir_type *t = &n->in[li]->type;
+    ce_geom g = {ir_type_numel(&n->in[li + 1]->type), t->dims[1], 0,
+                 ir_attr_int(n, "ignore_index"), 0,
+                 n->op == IR_OP_NLL_LOSS || n->op == IR_OP_NLL_LOSS_GRAD};
+    g.inner = g.rows / t->dims[0];
+    g.eps = g.nll ? 0 : ir_attr_float(n, "label_smoothing");
+    return g;
+}
+
+/* The labels' check: in [0, c), or ignore_index (not in a split batch, whose
+ * replicas' means would not average to the batch's; reported as a label
+ * error whose value is ignore_index, rt_cuda_status_message).  Emits the
+ * statement that skips the row; ignored: the caller has dealt with an
+ * ignored label. */
+static void ce_check(kb *k, const ir_node *n, ce_geom g, const char *lane0, const char *skip,
+                     int ignored)
+{
+    if (ir_attr_int(n, "split") > 1) {
+        kb_line(k, "if (y == %lldLL || y < 0 || y >= %lld) {", (long long)g.ignore,
+                (long long)g.c);
+    } else {
+        if (!ignored) {
+            kb_line(k, "if (y == %lldLL)", (long long)g.ignore);
+            kb_line(k, "    %s", skip);
+        }
+        kb_line(k, "if (y < 0 || y >= %lld) {", (long long)g.c);
+    }
+    kb_line(k, "    if (%s == 0)", lane0);
+    kb_line(k, "        report(status, %d, (int)step, row, y);", CG_STATUS_LABEL);
+    kb_line(k, "    %s", skip);
+    kb_line(k, "}");
+}
+
+/* The count of labels not ignored, into pd[0] of a workspace: one block. */
+static void ce_count(kb *pre, kb *k, const ir_node *n, int li, ce_geom g)
+{
+    k->parts = pre->parts = 1;
+    k->pbytes = pre->pbytes = (int64_t)sizeof(double);
+    cg_ref ws = cg_workspace(k->G, k->pbytes);
+    pre->itype = k->itype;
+    pre->nt = 256;
+    pre->grid = 1;
+    const char *lab = kb_reads(pre, n->in[li + 1], 0);
+    partials(pre, ws, 1);
+    kb_line(pre, "double count = 0.0;");
+    kb_line(pre, "for (%s r = threadIdx.x; r < %lld; r += 256)", k->itype, (long long)g.rows);
+    kb_line(pre, "    count += ld(%s, r) != %lldLL;", lab, (long long)g.ignore);
+    kb_line(pre, "count = block_sum<256>(count, %s);", shared_red(pre, 1));
+    kb_line(pre, "if (threadIdx.x == 0)");
+    kb_line(pre, "    pd[0] = count;");
+    partials(k, ws, 0);
+}
+
+/* A row's term: lse - (1 - eps) x[y] - eps / c sum x, from row_max_sum's mx
+ * and sum (and, with smoothing, the row's sum of x, all). */
+static const char *ce_term(kb *k, ce_geom g)
+{
+    const char *xy = kb_kstr(k, "x_at(%s)", row_at(k, "y", g.inner));
+    if (g.nll)
+        return kb_kstr(k, "-%s", xy);
+    if (g.eps == 0)
+        return kb_kstr(k, "mx + log(sum) - %s", xy);
+    return kb_kstr(k, "mx + log(sum) - %.17g * %s - %.17g * all", 1 - g.eps, xy,
+                   g.eps / (double)g.c);
+}
+
+/* dx = dloss / count (softmax - (1 - eps) onehot(y) - eps / c), 0 where the
+ * label is ignored: a row per warp (block), the count from ce_count. */
+static int64_t sp_cross_entropy_grad(kb *k, const ir_node *n, kb *pre)
+{
+    ce_geom g = ce_geometry(n, 1);
+    ce_count(pre, k, n, 1, g);
+    int64_t grid = row_start_strided(k, g.rows, g.c, g.inner);
     k->status = 1;
     emit_storer(k, n);
     const char *x = kb_reads(k, n->in[1], 0), *lab = kb_reads(k, n->in[2], 0);
+    const char *at = row_at(k, "t", g.inner);
     kb_line(k, "const i64 y = ld(%s, row);", lab);
-    kb_line(k, "if (y < 0 || y >= %lld) {", (long long)c);
-    kb_line(k, "    if (%s == 0)", k->lane0);
-    kb_line(k, "        report(status, %d, (int)step, row, y);", CG_STATUS_LABEL);
-    kb_line(k, "    return;");
-    kb_line(k, "}");
+    if (ir_attr_int(n, "split") <= 1) {
+        kb_line(k, "if (y == %lldLL) {", (long long)g.ignore);
+        kb_line(k, "    %s", row_loop(k, g.c));
+        kb_line(k, "        y_put(%s, 0.0f);", at);
+        kb_line(k, "    return;");
+        kb_line(k, "}");
+    }
+    ce_check(k, n, g, k->lane0, "return;", 1);
+    if (g.nll) {
+        kb_line(k, "const float d = (float)(-(double)%s / pd[0]);", scalar_of(k, n->in[0]));
+        kb_line(k, "%s", row_loop(k, g.c));
+        kb_line(k, "    y_put(%s, t == y ? d : 0.0f);", at);
+        (void)x;
+        return grid;
+    }
     kb_line(k, "float mx = NEG_INF;");
-    kb_line(k, "%s {", row_loop(k, c));
-    kb_line(k, "    const float a = ld(%s, base + t);", x);
+    kb_line(k, "%s {", row_loop(k, g.c));
+    kb_line(k, "    const float a = ld(%s, %s);", x, at);
     kb_line(k, "    mx = a > mx ? a : mx;");
     kb_line(k, "}");
     kb_line(k, "mx = %s;", rmax(k, "mx"));
     kb_line(k, "double sum = 0.0;");
-    kb_line(k, "%s", row_loop(k, c));
-    kb_line(k, "    sum += exp((double)(ld(%s, base + t) - mx));", x);
+    kb_line(k, "%s", row_loop(k, g.c));
+    kb_line(k, "    sum += exp((double)(ld(%s, %s) - mx));", x, at);
     kb_line(k, "sum = %s;", rsum(k, "sum", 1));
-    kb_line(k, "const double scale = (double)%s / %lld.0;", scalar_of(k, n->in[0]),
-            (long long)rows);
-    kb_line(k, "%s", row_loop(k, c));
-    kb_line(k,
-            "    y_put(base + t, (float)((exp((double)(ld(%s, base + t) - mx)) / sum - (t == y)) * "
-            "scale));", x);
+    kb_line(k, "const double scale = (double)%s / pd[0];", scalar_of(k, n->in[0]));
+    kb_line(k, "%s", row_loop(k, g.c));
+    if (g.eps == 0)
+        kb_line(k, "    y_put(%s, (float)((exp((double)(ld(%s, %s) - mx)) / sum - (t == y)) * "
+                "scale));", at, x, at);
+    else
+        kb_line(k, "    y_put(%s, (float)((exp((double)(ld(%s, %s) - mx)) / sum - %.17g * (t == y) "
+                "- %.17g) * scale));", at, x, at, 1 - g.eps, g.eps / (double)g.c);
     return grid;
 }
 
 /* The loss over rows: a warp per row, in turn, in one block; the rows' terms
  * summed per warp in row order, then over the warps. */
 /* mx, the row's largest x_at(base + t), and sum, of exp(x - mx) in double,
- * over the row's threads. */
-static void row_max_sum(kb *k, int64_t len)
+ * over the row's threads; with smoothing (eps), all, the row's sum of x. */
+static void row_max_sum(kb *k, int64_t len, ce_geom g)
 {
+    const char *at = row_at(k, "t", g.inner);
     kb_line(k, "float mx = NEG_INF;");
     kb_line(k, "%s {", row_loop(k, len));
-    kb_line(k, "    const float a = x_at(base + t);");
+    kb_line(k, "    const float a = x_at(%s);", at);
     kb_line(k, "    mx = a > mx ? a : mx;");
     kb_line(k, "}");
     kb_line(k, "mx = %s;", rmax(k, "mx"));
     kb_line(k, "double sum = 0.0;");
-    kb_line(k, "%s", row_loop(k, len));
-    kb_line(k, "    sum += exp((double)(x_at(base + t) - mx));");
+    if (g.eps != 0) {
+        kb_line(k, "double all = 0.0;");
+        kb_line(k, "%s {", row_loop(k, len));
+        kb_line(k, "    sum += exp((double)(x_at(%s) - mx));", at);
+        kb_line(k, "    all += x_at(%s);", at);
+        kb_line(k, "}");
+        kb_line(k, "all = %s;", rsum(k, "all", 1));
+    } else {
+        kb_line(k, "%s", row_loop(k, len));
+        kb_line(k, "    sum += exp((double)(x_at(%s) - mx));", at);
+    }
     kb_line(k, "sum = %s;", rsum(k, "sum", 1));
 }
 
 /* The loss over many logits: a warp per row (a block per long row), each
- * row's term into the workspace, then one block adds them (thread t rows t,
- * t + 256, ..., then over the threads in a fixed tree). */
-static int64_t cross_entropy_rows(kb *k, const ir_node *n, kb *pre, int64_t rows, int64_t c)
+ * row's term into the workspace (0 for an ignored label), then one block adds
+ * them (thread t rows t, t + 256, ..., then over the threads in a fixed tree)
+ * and counts the labels not ignored. */
+static int64_t cross_entropy_rows(kb *k, const ir_node *n, kb *pre, ce_geom g)
 {
     k->parts = pre->parts = 1;
-    k->pbytes = pre->pbytes = rows * (int64_t)sizeof(double);
+    k->pbytes = pre->pbytes = g.rows * (int64_t)sizeof(double);
     cg_ref ws = cg_workspace(k->G, k->pbytes);
     pre->itype = k->itype;
     pre->status = 1;
     emit_loader(pre, n);
     const char *lab = kb_reads(pre, n->in[1], 0);
-    pre->grid = row_start(pre, rows, c);
+    pre->grid = row_start_strided(pre, g.rows, g.c, g.inner);
     partials(pre, ws, 1);
     kb_line(pre, "const i64 y = ld(%s, row);", lab);
-    row_max_sum(pre, c);
-    kb_line(pre, "if (%s == 0) {", pre->lane0);
-    kb_line(pre, "    if (y < 0 || y >= %lld) {", (long long)c);
-    kb_line(pre, "        report(status, %d, (int)step, row, y);", CG_STATUS_LABEL);
-    kb_line(pre, "        pd[row] = 0.0;");
-    kb_line(pre, "    } else {");
-    kb_line(pre, "        pd[row] = mx + log(sum) - x_at(base + y);");
-    kb_line(pre, "    }");
-    kb_line(pre, "}");
+    kb_line(pre, "if (y == %lldLL && %s == 0)", (long long)g.ignore, pre->lane0);
+    kb_line(pre, "    pd[row] = 0.0;");
+    ce_check(pre, n, g, pre->lane0, "return;", 0);
+    if (!g.nll)
+        row_max_sum(pre, g.c, g);
+    kb_line(pre, "if (%s == 0)", pre->lane0);
+    kb_line(pre, "    pd[row] = %s;", ce_term(pre, g));
     k->nt = 256;
     emit_storer(k, n);
+    const char *lab2 = kb_reads(k, n->in[1], 0);
     partials(k, ws, 0);
-    kb_line(k, "double total = 0.0;");
-    kb_line(k, "for (%s r = threadIdx.x; r < %lld; r += 256)", k->itype, (long long)rows);
+    kb_line(k, "double total = 0.0, count = 0.0;");
+    kb_line(k, "for (%s r = threadIdx.x; r < %lld; r += 256) {", k->itype, (long long)g.rows);
     kb_line(k, "    total += pd[r];");
+    kb_line(k, "    count += ld(%s, r) != %lldLL;", lab2, (long long)g.ignore);
+    kb_line(k, "}");
     kb_line(k, "total = block_sum<256>(total, %s);", shared_red(k, 1));
+    kb_line(k, "count = block_sum<256>(count, %s);", shared_red(k, 1));
     kb_line(k, "if (threadIdx.x == 0)");
-    kb_line(k, "    y_put(0, (float)(total / %lld.0));", (long long)rows);
+    kb_line(k, "    y_put(0, (float)(total / count));");
     return 1;
 }
 
 static int64_t sp_cross_entropy(kb *k, const ir_node *n, kb *pre)
 {
-    const ir_type *t = &n->in[0]->type;
-    int64_t rows = t->dims[0], c = t->dims[1];
-    if (rows * c >= (1 << 20))
-        return cross_entropy_rows(k, n, pre, rows, c);
+    ce_geom g = ce_geometry(n, 0);
+    if (g.rows * g.c >= (1 << 20))
+        return cross_entropy_rows(k, n, pre, g);
     k->nt = 256;
     k->warp_rows = 1;
     k->lane0 = "lane";
@@ -505,25 +635,23 @@ static int64_t sp_cross_entropy(kb *k, const ir_node *n, kb *pre)
     emit_storer(k, n);
     const char *lab = kb_reads(k, n->in[1], 0);
     kb_line(k, "const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;");
-    kb_line(k, "double total = 0.0;");
+    kb_line(k, "double total = 0.0, count = 0.0;");
     kb_line(k, "for (%s row = warp; row < %lld; row += 8) { /* the same rows in all lanes */",
-            k->itype,
-            (long long)rows);
+            k->itype, (long long)g.rows);
     k->indent++;
-    kb_line(k, "const %s base = row * %lld;", k->itype, (long long)c);
+    kb_line(k, "const %s base = %s;", k->itype, row_base(k, g.c, g.inner));
     kb_line(k, "const i64 y = ld(%s, row);", lab);
-    row_max_sum(k, c);
-    kb_line(k, "if (y < 0 || y >= %lld) {", (long long)c);
-    kb_line(k, "    if (lane == 0)");
-    kb_line(k, "        report(status, %d, (int)step, row, y);", CG_STATUS_LABEL);
-    kb_line(k, "    continue;");
-    kb_line(k, "}");
-    kb_line(k, "total += mx + log(sum) - x_at(base + y);");
+    ce_check(k, n, g, "lane", "continue;", 0);
+    if (!g.nll)
+        row_max_sum(k, g.c, g);
+    kb_line(k, "total += %s;", ce_term(k, g));
+    kb_line(k, "count += 1.0;");
     k->indent--;
     kb_line(k, "}");
     kb_line(k, "total = block_sum<256>(lane == 0 ? total : 0.0, %s);", shared_red(k, 1));
+    kb_line(k, "count = block_sum<256>(lane == 0 ? count : 0.0, %s);", shared_red(k, 1));
     kb_line(k, "if (threadIdx.x == 0)");
-    kb_line(k, "    y_put(0, (float)(total / %lld.0));", (long long)rows);
+    kb_line(k, "    y_put(0, (float)(total / count));");
     return 1;
 }
 
@@ -1014,6 +1142,10 @@ static int64_t sp_embedding_grad(kb *k, const ir_node *n)
     kb_line(k, "            report(status, %d, (int)step, t, row);", CG_STATUS_EMBEDDING_INDEX);
     kb_line(k, "        continue;");
     kb_line(k, "    }");
+    if (ir_attr_int(n, "padding_idx") >= 0) { /* nn.Embedding's padding_idx: no gradient */
+        kb_line(k, "    if (row == %lld)", (long long)ir_attr_int(n, "padding_idx"));
+        kb_line(k, "        continue;");
+    }
     kb_line(k, "    const %s at = row * %lld + col;", k->itype, (long long)dim);
     kb_line(k, "    st(%s, at, ld(%s, at) + x_at(t * %lld + col));", dw, dw, (long long)dim);
     kb_line(k, "}");
@@ -1102,8 +1234,10 @@ static int special_kernel(kb *k)
         grid = sp_softmax_grad(k, n, &pre);
         break;
     case IR_OP_LAYERNORM: grid = sp_layernorm(k, n); break;
-    case IR_OP_CROSS_ENTROPY: grid = sp_cross_entropy(k, n, &pre); break;
-    case IR_OP_CROSS_ENTROPY_GRAD: grid = sp_cross_entropy_grad(k, n); break;
+    case IR_OP_CROSS_ENTROPY: case IR_OP_NLL_LOSS: grid = sp_cross_entropy(k, n, &pre); break;
+    case IR_OP_CROSS_ENTROPY_GRAD: case IR_OP_NLL_LOSS_GRAD:
+        grid = sp_cross_entropy_grad(k, n, &pre);
+        break;
     case IR_OP_MSE: grid = sp_mse(k, n, &pre); break;
     case IR_OP_GLOBAL_AVGPOOL: grid = sp_global_avgpool(k, n); break;
     case IR_OP_BATCHNORM_TRAIN: grid = sp_batchnorm_train(k, n, &pre); break;

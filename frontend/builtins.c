@@ -252,7 +252,56 @@ static val b_matmul(elab *e, call *c)
     y = piece(e, c, NULL, IR_OP_RESHAPE, 1, &y, &t, 0);
     return y ? tensor_val(y) : error_val();
 }
-static val b_cross_entropy(elab *e, call *c) { return binary(e, c, IR_OP_CROSS_ENTROPY); }
+/* cross_entropy and nll_loss: logits (log-probabilities) and labels, then
+ * ignore_index as argument ii, and for cross_entropy label_smoothing as
+ * argument ii - 1 */
+static val class_loss(elab *e, call *c, ir_op op, int ii)
+{
+    const char *name = ir_ops[op].name, *what = op == IR_OP_NLL_LOSS ? "input" : "logits";
+    ir_value *in[2] = {arg_tensor(e, c, 0), arg_tensor(e, c, 1)};
+    double eps = 0;
+    int64_t ignore;
+    if (!in[0] || !in[1] || (op == IR_OP_CROSS_ENTROPY && !arg_float(e, c, ii - 1, &eps)) ||
+        !arg_int(e, c, ii, &ignore))
+        return error_val();
+    if (!(eps >= 0 && eps <= 1)) {
+        el_error(e, c->args[ii - 1].loc, "%s's label_smoothing must be in [0, 1], got %g", name,
+                 eps);
+        return error_val();
+    }
+    const ir_type *a = &in[0]->type, *b = &in[1]->type;
+    char ta[128], tl[128];
+    if (a->rank < 2 || !ir_is_float(a->dtype)) {
+        el_error(e, c->args[0].loc, "%s expects floating-point %s [n, classes, ...], got %s",
+                 name, what, ir_type_str(a, ta, sizeof ta));
+        return error_val();
+    }
+    int ok = b->rank == a->rank - 1 && (b->dtype == IR_I32 || b->dtype == IR_I64);
+    for (int i = 0; ok && i < b->rank; i++)
+        ok = b->dims[i] == a->dims[i ? i + 1 : 0];
+    if (!ok) {
+        el_error(e, c->args[1].loc, "%s expects i32 or i64 labels shaped as the %s %s without "
+                 "their class axis 1, got %s", name, what, ir_type_str(a, ta, sizeof ta),
+                 ir_type_str(b, tl, sizeof tl));
+        return error_val();
+    }
+    ir_node *n = node_begin(e, c, op, 2, in);
+    if (op == IR_OP_CROSS_ENTROPY)
+        ir_set_float(el_graph(e), n, "label_smoothing", eps);
+    ir_set_int(el_graph(e), n, "ignore_index", ignore);
+    ir_set_int(el_graph(e), n, "split", 1);
+    return node_end(e, c, n);
+}
+
+/* cross_entropy(logits, label, label_smoothing=0.0, ignore_index=-100):
+ * F.cross_entropy(reduction="mean"), logits [n, c] or [n, c, d...] (classes on
+ * axis 1), labels [n] or [n, d...]; the mean over the labels that are not
+ * ignore_index (NaN when all are, as PyTorch's 0/0) */
+static val b_cross_entropy(elab *e, call *c) { return class_loss(e, c, IR_OP_CROSS_ENTROPY, 3); }
+/* nll_loss(input, label, ignore_index=-100): F.nll_loss(reduction="mean") on
+ * log-probabilities shaped as cross_entropy's logits, -input[label] averaged
+ * as cross_entropy's */
+static val b_nll_loss(elab *e, call *c) { return class_loss(e, c, IR_OP_NLL_LOSS, 2); }
 static val b_mse(elab *e, call *c) { return binary(e, c, IR_OP_MSE); }
 
 /* ---- reductions, and the losses made of other ops ---- */
@@ -417,21 +466,79 @@ static val mean_all(elab *e, call *c, ir_value *x)
     return y ? tensor_val(y) : error_val();
 }
 
+/* The two operands of a loss comparing them elementwise, in in[]: tensors of
+ * one type.  0 after an error. */
+static int loss_pair(elab *e, call *c, ir_value **in)
+{
+    in[0] = arg_tensor(e, c, 0), in[1] = arg_tensor(e, c, 1);
+    if (!in[0] || !in[1])
+        return 0;
+    if (!ir_type_eq(&in[0]->type, &in[1]->type)) {
+        char a[128], b[128];
+        el_error(e, c->loc, "%s takes two tensors of one type, got %s and %s", c->fn,
+                 ir_type_str(&in[0]->type, a, sizeof a), ir_type_str(&in[1]->type, b, sizeof b));
+        return 0;
+    }
+    return 1;
+}
+
 /* l1_loss(a, b): F.l1_loss, mean |a - b| */
 static val b_l1_loss(elab *e, call *c)
 {
-    ir_value *in[2] = {arg_tensor(e, c, 0), arg_tensor(e, c, 1)};
-    if (!in[0] || !in[1])
+    ir_value *in[2];
+    if (!loss_pair(e, c, in))
         return error_val();
-    if (!ir_type_eq(&in[0]->type, &in[1]->type)) {
-        char a[128], b[128];
-        el_error(e, c->loc, "l1_loss takes two tensors of one type, got %s and %s",
-                 ir_type_str(&in[0]->type, a, sizeof a), ir_type_str(&in[1]->type, b, sizeof b));
-        return error_val();
-    }
     ir_value *d = piece(e, c, "diff", IR_OP_SUB, 2, in, NULL, 0);
     return mean_all(e, c, d ? piece(e, c, "abs", IR_OP_ABS, 1, &d, NULL, 0) : NULL);
 }
+
+/* smooth_l1_loss(a, b, beta=1.0): F.smooth_l1_loss, and huber_loss(a, b,
+ * delta=1.0): F.huber_loss, means of PyTorch's formulas over z = |a - b|:
+ * z < beta ? 0.5 z^2 / beta : z - 0.5 beta, and z < delta ? 0.5 z^2 :
+ * delta (z - 0.5 delta), as a where between the two (its gradient is the
+ * chosen branch's, as PyTorch's: at z = beta the linear one, which equals
+ * the other there).  smooth_l1_loss with beta 0 is l1_loss, as PyTorch's
+ * (0.5 / beta would make the unchosen branch's gradient NaN). */
+static val robust_loss(elab *e, call *c, int huber)
+{
+    const char *what = huber ? "delta" : "beta";
+    ir_value *in[2];
+    double k;
+    if (!loss_pair(e, c, in) || !arg_float(e, c, 2, &k))
+        return error_val();
+    if (huber ? !(k > 0) : !(k >= 0)) {
+        el_error(e, c->args[2].loc, "%s's %s must be %s, got %g", c->fn, what,
+                 huber ? "positive" : "0 or more", k);
+        return error_val();
+    }
+    ir_value *d = piece(e, c, "diff", IR_OP_SUB, 2, in, NULL, 0);
+    ir_value *z = d ? piece(e, c, "abs", IR_OP_ABS, 1, &d, NULL, 0) : NULL;
+    if (!z || k == 0)
+        return mean_all(e, c, z);
+    ir_type one = {d->type.dtype, 0, {0}};
+    ir_value *dd[2] = {d, d};
+    ir_value *q[2] = {piece(e, c, "square", IR_OP_MUL, 2, dd, NULL, 0),
+                      piece(e, c, "half", IR_OP_CONST, 0, NULL, &one, huber ? 0.5 : 0.5 / k)};
+    ir_value *l[2] = {z, piece(e, c, "offset", IR_OP_CONST, 0, NULL, &one, 0.5 * k)};
+    ir_value *w[3] = {NULL, q[0] && q[1] ? piece(e, c, "quadratic", IR_OP_MUL, 2, q, NULL, 0)
+                                         : NULL,
+                      l[1] ? piece(e, c, "linear", IR_OP_SUB, 2, l, NULL, 0) : NULL};
+    ir_value *bound = piece(e, c, what, IR_OP_CONST, 0, NULL, &one, k);
+    if (!w[1] || !w[2] || !bound)
+        return error_val();
+    if (huber) {
+        ir_value *m[2] = {w[2], bound};
+        if (!(w[2] = piece(e, c, "scaled", IR_OP_MUL, 2, m, NULL, 0)))
+            return error_val();
+    }
+    ir_value *lt[2] = {z, bound};
+    if (!(w[0] = piece(e, c, "inside", IR_OP_LT, 2, lt, NULL, 0)))
+        return error_val();
+    return mean_all(e, c, piece(e, c, "each", IR_OP_WHERE, 3, w, NULL, 0));
+}
+
+static val b_smooth_l1_loss(elab *e, call *c) { return robust_loss(e, c, 0); }
+static val b_huber_loss(elab *e, call *c) { return robust_loss(e, c, 1); }
 
 /* bce_with_logits(logits, target): F.binary_cross_entropy_with_logits, the
  * mean of softplus(x) - x t, which is log(1 + e^x) - x t without overflow */
@@ -462,6 +569,60 @@ static val b_dropout(elab *e, call *c)
     ir_node *n = node_begin(e, c, IR_OP_DROPOUT, 1, &x);
     ir_set_float(el_graph(e), n, "p", p);
     return node_end(e, c, n);
+}
+
+/* dropout2d(x, p=0.5): nn.Dropout2d on x [n, c, h, w]: in training each
+ * (sample, channel) zeroed with probability p, the others scaled by 1/(1-p);
+ * the identity at inference.  x times dropout of ones [n, c, 1, 1], the ones
+ * made from x's corner (so that the batch splits with x) by comparisons,
+ * which pass no gradient: eq(s, s) + ne(s, s) is 1 for NaN too */
+static val b_dropout2d(elab *e, call *c)
+{
+    ir_value *x = arg_tensor(e, c, 0);
+    double p;
+    if (!x || !arg_float(e, c, 1, &p))
+        return error_val();
+    if (x->type.rank != 4 || !ir_is_float(x->type.dtype)) {
+        char buf[128];
+        el_error(e, c->args[0].loc, "dropout2d expects a floating-point tensor [n, c, h, w], "
+                 "got %s", ir_type_str(&x->type, buf, sizeof buf));
+        return error_val();
+    }
+    if (!(p >= 0 && p < 1)) {
+        el_error(e, c->args[1].loc, "dropout2d's p must be in [0, 1), got %g", p);
+        return error_val();
+    }
+    ir_value *s = x;
+    for (int axis = 2; axis < 4 && s; axis++) { /* x[:, :, :1, :1] */
+        char name[512];
+        call sc = *c;
+        snprintf(name, sizeof name, "%s.%s", c->path, axis == 2 ? "row" : "corner");
+        sc.path = name;
+        ir_node *n = node_begin(e, &sc, IR_OP_SLICE, 1, &s);
+        ir_set_int(el_graph(e), n, "axis", axis);
+        ir_set_int(el_graph(e), n, "start", 0);
+        ir_set_int(el_graph(e), n, "size", 1);
+        val v = node_end(e, &sc, n);
+        s = v.k == V_TENSOR ? v.t : NULL;
+    }
+    ir_value *ss[2] = {s, s};
+    ir_value *one[2] = {s ? piece(e, c, "same", IR_OP_EQ, 2, ss, NULL, 0) : NULL,
+                        s ? piece(e, c, "differ", IR_OP_NE, 2, ss, NULL, 0) : NULL};
+    ir_value *ones = one[0] && one[1] ? piece(e, c, "ones", IR_OP_ADD, 2, one, NULL, 0) : NULL;
+    if (!ones)
+        return error_val();
+    call dc = *c;
+    char name[512];
+    snprintf(name, sizeof name, "%s.mask", c->path);
+    dc.path = name;
+    ir_node *d = node_begin(e, &dc, IR_OP_DROPOUT, 1, &ones);
+    ir_set_float(el_graph(e), d, "p", p);
+    val m = node_end(e, &dc, d);
+    if (m.k != V_TENSOR)
+        return error_val();
+    ir_value *xm[2] = {x, m.t};
+    ir_value *y = piece(e, c, NULL, IR_OP_MUL, 2, xm, NULL, 0);
+    return y ? tensor_val(y) : error_val();
 }
 
 static val b_softmax_like(elab *e, call *c, ir_op op)
@@ -733,12 +894,32 @@ static val b_dense(elab *e, call *c)
     return node_end(e, c, node_begin(e, c, IR_OP_DENSE, bias ? 3 : 2, in));
 }
 
-/* batchnorm(x, eps=1e-5, momentum=0.1): weight, bias, running_mean, running_var */
+/* A normalization's scale and shift of type t: the parameters weight (ones)
+ * and bias (zeros) when affine, else constants 1 and 0 named c->path + ".one"
+ * and ".zero" (nn.LayerNorm(elementwise_affine=False), nn.BatchNorm2d(
+ * affine=False): no parameters; autodiff gives constants no gradient). */
+static int norm_affine(elab *e, call *c, int affine, ir_type t, ir_value **w)
+{
+    val none = {.k = V_NONE};
+    if (affine) {
+        w[0] = make_param(e, c, "weight", IR_VALUE_PARAM, t, none, INIT_ONES);
+        w[1] = make_param(e, c, "bias", IR_VALUE_PARAM, t, none, INIT_ZEROS);
+    } else {
+        w[0] = piece(e, c, "one", IR_OP_CONST, 0, NULL, &t, 1);
+        w[1] = piece(e, c, "zero", IR_OP_CONST, 0, NULL, &t, 0);
+    }
+    return w[0] && w[1];
+}
+
+/* batchnorm(x, eps=1e-5, momentum=0.1, affine=true): nn.BatchNorm2d (1d, 3d):
+ * weight, bias (unless affine is false), running_mean, running_var */
 static val b_batchnorm(elab *e, call *c)
 {
     ir_value *x = arg_tensor(e, c, 0);
     double eps, momentum;
-    if (!x || !arg_float(e, c, 1, &eps) || !arg_float(e, c, 2, &momentum))
+    int affine;
+    if (!x || !arg_float(e, c, 1, &eps) || !arg_float(e, c, 2, &momentum) ||
+        !arg_bool(e, c, 3, &affine))
         return error_val();
     if (x->type.rank < 2) {
         char buf[128];
@@ -752,29 +933,138 @@ static val b_batchnorm(elab *e, call *c)
     }
     ir_type t = {x->type.dtype, 1, {x->type.dims[1]}};
     val none = {.k = V_NONE};
-    ir_value *in[5] = {
-        x,
-        make_param(e, c, "weight", IR_VALUE_PARAM, t, none, INIT_ONES),
-        make_param(e, c, "bias", IR_VALUE_PARAM, t, none, INIT_ZEROS),
-        make_param(e, c, "running_mean", IR_VALUE_BUFFER, t, none, INIT_ZEROS),
-        make_param(e, c, "running_var", IR_VALUE_BUFFER, t, none, INIT_ONES),
-    };
-    for (int i = 1; i < 5; i++)
-        if (!in[i])
-            return error_val();
+    ir_value *in[5] = {x};
+    if (!norm_affine(e, c, affine, t, in + 1))
+        return error_val();
+    in[3] = make_param(e, c, "running_mean", IR_VALUE_BUFFER, t, none, INIT_ZEROS);
+    in[4] = make_param(e, c, "running_var", IR_VALUE_BUFFER, t, none, INIT_ONES);
+    if (!in[3] || !in[4])
+        return error_val();
     ir_node *n = node_begin(e, c, IR_OP_BATCHNORM, 5, in);
     ir_set_float(el_graph(e), n, "eps", eps);
     ir_set_float(el_graph(e), n, "momentum", momentum);
     return node_end(e, c, n);
 }
 
-/* layernorm(x, dims=1, eps=1e-5): normalizes over the last dims dimensions */
+/* A layernorm of x over its last dims dimensions, without parameters
+ * (weight 1, bias 0), named part. */
+static ir_value *normalized(elab *e, call *c, const char *part, ir_value *x, int dims, double eps)
+{
+    ir_type t = {x->type.dtype, dims, {0}};
+    for (int i = 0; i < dims; i++)
+        t.dims[i] = x->type.dims[x->type.rank - dims + i];
+    ir_value *in[3] = {x};
+    if (!norm_affine(e, c, 0, t, in + 1))
+        return NULL;
+    call s = *c;
+    char name[512];
+    if (part) {
+        snprintf(name, sizeof name, "%s.%s", c->path, part);
+        s.path = name;
+    }
+    ir_node *n = node_begin(e, &s, IR_OP_LAYERNORM, 3, in);
+    ir_set_float(el_graph(e), n, "eps", eps);
+    val v = node_end(e, &s, n);
+    return v.k == V_TENSOR ? v.t : NULL;
+}
+
+/* y [n, c, ...] times weight [c] plus bias [c], per channel (parameters
+ * shaped as PyTorch's), the last node named c->path. */
+static val channel_affine(elab *e, call *c, ir_value *y)
+{
+    ir_type t = {y->type.dtype, 1, {y->type.dims[1]}}, col = {y->type.dtype, y->type.rank - 1,
+                                                              {y->type.dims[1]}};
+    for (int i = 1; i < col.rank; i++)
+        col.dims[i] = 1;
+    ir_value *w[2];
+    if (!norm_affine(e, c, 1, t, w))
+        return error_val();
+    ir_value *ws = piece(e, c, "weight_col", IR_OP_RESHAPE, 1, &w[0], &col, 0);
+    ir_value *bs = piece(e, c, "bias_col", IR_OP_RESHAPE, 1, &w[1], &col, 0);
+    ir_value *m[2] = {y, ws};
+    ir_value *a[2] = {ws && bs ? piece(e, c, "scaled", IR_OP_MUL, 2, m, NULL, 0) : NULL, bs};
+    if (!a[0])
+        return error_val();
+    ir_value *out = piece(e, c, NULL, IR_OP_ADD, 2, a, NULL, 0);
+    return out ? tensor_val(out) : error_val();
+}
+
+/* groupnorm(x, groups, eps=1e-5, affine=true): nn.GroupNorm(groups, c, eps,
+ * affine) on x [n, c, ...]: each sample's groups of c / groups channels
+ * normalized together (a layernorm of x reshaped to [n, groups, rest]), then
+ * weight [c] (ones) and bias [c] (zeros) per channel */
+static val b_groupnorm(elab *e, call *c)
+{
+    ir_value *x = arg_tensor(e, c, 0);
+    int64_t groups;
+    double eps;
+    int affine;
+    if (!x || !arg_int(e, c, 1, &groups) || !arg_float(e, c, 2, &eps) ||
+        !arg_bool(e, c, 3, &affine))
+        return error_val();
+    char buf[128];
+    if (x->type.rank < 2 || !ir_is_float(x->type.dtype)) {
+        el_error(e, c->args[0].loc, "groupnorm expects a floating-point tensor [n, c, ...], "
+                 "got %s", ir_type_str(&x->type, buf, sizeof buf));
+        return error_val();
+    }
+    if (groups < 1 || x->type.dims[1] % groups) {
+        el_error(e, c->args[1].loc, "groupnorm's groups (%lld) must divide the channels (%lld)",
+                 (long long)groups, (long long)x->type.dims[1]);
+        return error_val();
+    }
+    if (!(eps > 0)) {
+        el_error(e, c->args[2].loc, "groupnorm needs eps > 0");
+        return error_val();
+    }
+    int64_t n = x->type.dims[0];
+    ir_type grouped = {x->type.dtype, 3, {n, groups, n ? ir_type_numel(&x->type) / n / groups : 0}};
+    ir_value *r = piece(e, c, "grouped", IR_OP_RESHAPE, 1, &x, &grouped, 0);
+    ir_value *y = r ? normalized(e, c, "normalized", r, 1, eps) : NULL;
+    if (y)
+        y = piece(e, c, affine ? "ungrouped" : NULL, IR_OP_RESHAPE, 1, &y, &x->type, 0);
+    if (!y)
+        return error_val();
+    return affine ? channel_affine(e, c, y) : tensor_val(y);
+}
+
+/* instancenorm(x, eps=1e-5, affine=false): nn.InstanceNorm1d/2d/3d on
+ * x [n, c, ...] (no running statistics, as their default): each sample's
+ * channel normalized over the rest (a layernorm over x's trailing rank - 2
+ * dimensions); with affine, weight [c] and bias [c] per channel */
+static val b_instancenorm(elab *e, call *c)
+{
+    ir_value *x = arg_tensor(e, c, 0);
+    double eps;
+    int affine;
+    if (!x || !arg_float(e, c, 1, &eps) || !arg_bool(e, c, 2, &affine))
+        return error_val();
+    char buf[128];
+    if (x->type.rank < 3 || !ir_is_float(x->type.dtype)) {
+        el_error(e, c->args[0].loc, "instancenorm expects a floating-point tensor [n, c, d, ...], "
+                 "got %s", ir_type_str(&x->type, buf, sizeof buf));
+        return error_val();
+    }
+    if (!(eps > 0)) {
+        el_error(e, c->args[1].loc, "instancenorm needs eps > 0");
+        return error_val();
+    }
+    ir_value *y = normalized(e, c, affine ? "normalized" : NULL, x, x->type.rank - 2, eps);
+    if (!y)
+        return error_val();
+    return affine ? channel_affine(e, c, y) : tensor_val(y);
+}
+
+/* layernorm(x, dims=1, eps=1e-5, affine=true): normalizes over the last dims
+ * dimensions; nn.LayerNorm(elementwise_affine=affine) */
 static val b_layernorm(elab *e, call *c)
 {
     ir_value *x = arg_tensor(e, c, 0);
     int64_t dims;
     double eps;
-    if (!x || !arg_int(e, c, 1, &dims) || !arg_float(e, c, 2, &eps))
+    int affine;
+    if (!x || !arg_int(e, c, 1, &dims) || !arg_float(e, c, 2, &eps) ||
+        !arg_bool(e, c, 3, &affine))
         return error_val();
     if (dims < 1 || dims > x->type.rank) {
         el_error(e, c->args[1].loc, "layernorm dims must be between 1 and the rank (%d), "
@@ -788,10 +1078,8 @@ static val b_layernorm(elab *e, call *c)
     ir_type t = {x->type.dtype, (int)dims, {0}};
     for (int i = 0; i < dims; i++)
         t.dims[i] = x->type.dims[x->type.rank - dims + i];
-    val none = {.k = V_NONE};
-    ir_value *in[3] = {x, make_param(e, c, "weight", IR_VALUE_PARAM, t, none, INIT_ONES),
-                       make_param(e, c, "bias", IR_VALUE_PARAM, t, none, INIT_ZEROS)};
-    if (!in[1] || !in[2])
+    ir_value *in[3] = {x};
+    if (!norm_affine(e, c, affine, t, in + 1))
         return error_val();
     ir_node *n = node_begin(e, c, IR_OP_LAYERNORM, 3, in);
     ir_set_float(el_graph(e), n, "eps", eps);
@@ -1085,13 +1373,25 @@ static val b_concat(elab *e, call *c)
     return node_end(e, c, n);
 }
 
-/* embedding(idx, num, dim, init=?): a table of num rows, N(0, 1) by default */
+/* embedding(idx, num, dim, init=?, padding_idx=?): nn.Embedding(num, dim,
+ * padding_idx): a table of num rows, N(0, 1) by default; row padding_idx
+ * (negative: counted from num) starts at 0 (unless the table is another
+ * call's, share =) and gets no gradient */
 static val b_embedding(elab *e, call *c)
 {
     ir_value *idx = arg_tensor(e, c, 0);
-    int64_t num, dim;
-    if (!idx || !count_arg(e, c, 1, &num) || !count_arg(e, c, 2, &dim))
+    int64_t num, dim, pad = -1;
+    if (!idx || !count_arg(e, c, 1, &num) || !count_arg(e, c, 2, &dim) ||
+        (arg_given(c, 4) && !arg_int(e, c, 4, &pad)))
         return error_val();
+    if (arg_given(c, 4) && (pad < -num || pad >= num)) {
+        el_error(e, c->args[4].loc, "embedding padding_idx %lld is not one of the %lld rows "
+                 "(-%lld to %lld)", (long long)pad, (long long)num, (long long)num,
+                 (long long)(num - 1));
+        return error_val();
+    }
+    if (pad < 0 && arg_given(c, 4))
+        pad += num; /* counted from the end, as PyTorch's */
     val init = c->args[3].v;
     if (init.k != V_INIT)
         init = (val){.k = V_INIT, .i = INIT_NORMAL, .f = 1.0, .f2 = 0.0};
@@ -1099,7 +1399,11 @@ static val b_embedding(elab *e, call *c)
                                        (ir_type){IR_F32, 2, {num, dim}}, init, INIT_NORMAL)};
     if (!in[1])
         return error_val();
-    return node_end(e, c, node_begin(e, c, IR_OP_EMBEDDING, 2, in));
+    if (pad >= 0 && !c->shared) /* made here: the padding row starts at 0 */
+        in[1]->init.zero_row = pad + 1;
+    ir_node *n = node_begin(e, c, IR_OP_EMBEDDING, 2, in);
+    ir_set_int(el_graph(e), n, "padding_idx", pad);
+    return node_end(e, c, n);
 }
 
 /* param(name, shape, init=zeros, trainable=true): a raw tensor of weights */
@@ -1243,8 +1547,10 @@ const builtin fe_builtins[] = {
      b_conv_transpose2d, 1},
     {"dense", "x, units, bias=true, init=?, bias_init=?", b_dense, 1},
     {"matmul", "a, b", b_matmul, 1},
-    {"batchnorm", "x, eps=1e-5, momentum=0.1", b_batchnorm, 1},
-    {"layernorm", "x, dims=1, eps=1e-5", b_layernorm, 1},
+    {"batchnorm", "x, eps=1e-5, momentum=0.1, affine=true", b_batchnorm, 1},
+    {"layernorm", "x, dims=1, eps=1e-5, affine=true", b_layernorm, 1},
+    {"groupnorm", "x, groups, eps=1e-5, affine=true", b_groupnorm, 1},
+    {"instancenorm", "x, eps=1e-5, affine=false", b_instancenorm, 1},
     {"relu", "x", b_relu, 1},
     {"sigmoid", "x", b_sigmoid, 1},
     {"tanh", "x", b_tanh, 1},
@@ -1295,10 +1601,14 @@ const builtin fe_builtins[] = {
     {"triu", "x, diagonal=0", b_triu, 1},
     {"cast", "x, dtype=?", b_cast, 1},
     {"dropout", "x, p=0.5", b_dropout, 1},
-    {"embedding", "idx, num, dim, init=?", b_embedding, 1},
-    {"cross_entropy", "logits, label", b_cross_entropy, 1},
+    {"dropout2d", "x, p=0.5", b_dropout2d, 1},
+    {"embedding", "idx, num, dim, init=?, padding_idx=?", b_embedding, 1},
+    {"cross_entropy", "logits, label, label_smoothing=0.0, ignore_index=-100", b_cross_entropy, 1},
+    {"nll_loss", "input, label, ignore_index=-100", b_nll_loss, 1},
     {"mse", "a, b", b_mse, 1},
     {"l1_loss", "a, b", b_l1_loss, 1},
+    {"smooth_l1_loss", "a, b, beta=1.0", b_smooth_l1_loss, 1},
+    {"huber_loss", "a, b, delta=1.0", b_huber_loss, 1},
     {"bce_with_logits", "logits, target", b_bce_with_logits, 1},
     {"argmax", "x, axis=?, keepdims=false", b_argmax, 1},
     {"sum", "x, axis=?, keepdims=false", b_sum, 1},

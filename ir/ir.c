@@ -637,4 +637,11 @@ void ir_init_fill(const ir_value *v, uint64_t seed, float *out)
         }
         break;
     }
+    if (in->zero_row > 0) { /* the row of the whole tensor, a shard's elements in it */
+        const ir_type *whole = v->shard.of ? &v->shard.type : &v->type;
+        int64_t row = ir_type_numel(whole) / whole->dims[0];
+        for (int64_t i = 0; i < n; i++)
+            if (ir_shard_index(v, i) / row == in->zero_row - 1)
+                out[i] = 0.0f;
+    }
 }

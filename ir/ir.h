@@ -75,6 +75,8 @@ typedef enum {
 typedef struct {
     ir_init_kind kind;
     double a, b;
+    int64_t zero_row;   /* 0, or 1 + a row (index along dims[0]) filled with 0 after the
+                           draw: nn.Embedding's padding_idx; text "normal(0, 1) zero_row(R)" */
 } ir_init;
 
 typedef enum {

@@ -33,8 +33,6 @@ static const char *type_str(char (*bufs)[128], int *next, const ir_type *t)
 #define TS(t) type_str(tbuf, &tb, (t))
 #define FAIL(...) return (base_fail(err, errlen, __VA_ARGS__), 0) /* the rules return 0: no type */
 
-static int is_int(ir_dtype t) { return t == IR_I32 || t == IR_I64 || t == IR_U8; }
-
 /* NumPy broadcasting of a and b into out; 0 if the shapes do not broadcast. */
 static int broadcast(const ir_type *a, const ir_type *b, ir_type *out)
 {
@@ -244,6 +242,34 @@ int ir_check_attrs(const ir_node *n, char *err, size_t errlen)
     return 1;
 }
 
+static int ce_nll(ir_op op) { return op == IR_OP_NLL_LOSS || op == IR_OP_NLL_LOSS_GRAD; }
+
+/* cross_entropy's (nll_loss's) operands, logits (log-probabilities)
+ * [n, c, d...] and labels [n, d...], and its attributes. */
+static int ce_types(const ir_node *n, const ir_type *a, const ir_type *b, char *err,
+                    size_t errlen)
+{
+    char tbuf[4][128];
+    int tb = 0;
+    double eps = ir_get_attr(n, "label_smoothing") ? ir_attr_float(n, "label_smoothing") : 0;
+    if (!(eps >= 0 && eps <= 1))
+        FAIL("%s label_smoothing %g is not in [0, 1]", ir_ops[n->op].name, eps);
+    if (ir_attr_int(n, "split") < 1)
+        FAIL("%s split %lld is not 1 or more", ir_ops[n->op].name,
+             (long long)ir_attr_int(n, "split"));
+    if (a->rank < 2 || !ir_is_float(a->dtype))
+        FAIL("%s expects %s [n, classes, ...], got %s", ir_ops[n->op].name,
+             ce_nll(n->op) ? "log-probabilities" : "logits", TS(a));
+    int ok = b->rank == a->rank - 1 && b->dims[0] == a->dims[0] &&
+             (b->dtype == IR_I32 || b->dtype == IR_I64);
+    for (int i = 1; ok && i < b->rank; i++)
+        ok = b->dims[i] == a->dims[i + 1];
+    if (!ok)
+        FAIL("%s expects i32 or i64 labels shaped as the %s %s without their class axis 1, "
+             "got %s", ir_ops[n->op].name, ce_nll(n->op) ? "input" : "logits", TS(a), TS(b));
+    return 1;
+}
+
 /* The rules of the ops autodiff makes (ops.def, "Training"). */
 static int infer_training(const ir_node *n, ir_type *out, char *err, size_t errlen)
 {
@@ -254,7 +280,8 @@ static int infer_training(const ir_node *n, ir_type *out, char *err, size_t errl
     const ir_type *b = n->nin > 1 ? &n->in[1]->type : NULL;
     static const ir_type f32 = {IR_F32, 0, {0}}, i64 = {IR_I64, 0, {0}};
     ir_type t, y;
-    if (a && !ir_is_float(a->dtype) && n->op != IR_OP_CROSS_ENTROPY_GRAD && n->op != IR_OP_SLICE)
+    if (a && !ir_is_float(a->dtype) && n->op != IR_OP_CROSS_ENTROPY_GRAD &&
+        n->op != IR_OP_NLL_LOSS_GRAD && n->op != IR_OP_SLICE)
         FAIL("%s expects a floating-point first operand, got %s", op, TS(a));
 
     /* a unary op's gradient (IR_UNARY_GRAD) has softmax_grad's rule, no axis */
@@ -469,19 +496,20 @@ static int infer_training(const ir_node *n, ir_type *out, char *err, size_t errl
             ok = a->dims[i] == b->dims[i];
         if (!ok)
             FAIL("%s: dy %s does not fit indices %s and table %s", op, TS(a), TS(b), TS(&t));
+        if (ir_attr_int(n, "padding_idx") < -1 || ir_attr_int(n, "padding_idx") >= t.dims[0])
+            FAIL("%s padding_idx %lld is neither -1 nor a row of %s", op,
+                 (long long)ir_attr_int(n, "padding_idx"), TS(&t));
         out[0] = t;
         return 1;
     }
 
-    case IR_OP_CROSS_ENTROPY_GRAD: {
-        const ir_type *l = &n->in[2]->type;
-        if (!ir_type_eq(a, &f32) || b->rank != 2 || !ir_is_float(b->dtype) || l->rank != 1 ||
-            l->dims[0] != b->dims[0] || (l->dtype != IR_I32 && l->dtype != IR_I64))
-            FAIL("%s expects f32[] dloss, logits [n, c] and labels [n], got %s, %s and %s", op,
-                 TS(a), TS(b), TS(l));
+    case IR_OP_CROSS_ENTROPY_GRAD: case IR_OP_NLL_LOSS_GRAD:
+        if (!ir_type_eq(a, &f32))
+            FAIL("%s expects an f32[] dloss, got %s", op, TS(a));
+        if (!ce_types(n, b, &n->in[2]->type, err, errlen))
+            return 0;
         out[0] = *b;
         return 1;
-    }
 
     case IR_OP_SGD: case IR_OP_ADAM: {
         int adam = n->op == IR_OP_ADAM;
@@ -760,17 +788,17 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
             FAIL("embedding table must be a floating-point [num, dim], got %s", TS(b));
         if (a->rank + 1 > IR_MAX_RANK)
             FAIL("embedding output would exceed the maximum rank");
+        if (ir_attr_int(n, "padding_idx") < -1 || ir_attr_int(n, "padding_idx") >= b->dims[0])
+            FAIL("embedding padding_idx %lld is neither -1 nor a row of %s",
+                 (long long)ir_attr_int(n, "padding_idx"), TS(b));
         *o = *a;
         o->dtype = b->dtype;
         o->dims[o->rank++] = b->dims[1];
         return 1;
 
-    case IR_OP_CROSS_ENTROPY:
-        if (a->rank != 2 || !ir_is_float(a->dtype))
-            FAIL("cross_entropy expects logits [n, classes], got %s", TS(a));
-        if (b->rank != 1 || b->dims[0] != a->dims[0] || !is_int(b->dtype) || b->dtype == IR_U8)
-            FAIL("cross_entropy expects i32 or i64 labels [%lld], got %s",
-                 (long long)a->dims[0], TS(b));
+    case IR_OP_CROSS_ENTROPY: case IR_OP_NLL_LOSS:
+        if (!ce_types(n, a, b, err, errlen))
+            return 0;
         *o = (ir_type){IR_F32, 0, {0}};
         return 1;
 

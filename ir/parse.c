@@ -499,15 +499,32 @@ static int parse_init(parser *P, ir_init *in)
         k++;
     if (k == 5)
         return unknown(P, at, "initializer", names, 4);
-    *in = (ir_init){kinds[k], 0, 0};
-    if (kinds[k] != IR_INIT_UNIFORM && kinds[k] != IR_INIT_NORMAL)
-        return 1;
+    *in = (ir_init){kinds[k], 0, 0, 0};
     char open[40];
     snprintf(open, sizeof open, "expected '(' after '%s'", names[k]);
-    return expect(P, '(', open) && parse_float(P, &in->a) &&
-           expect(P, ',', "expected ',' between the initializer's arguments") &&
-           parse_float(P, &in->b) &&
-           expect(P, ')', "expected ')' after the initializer's arguments");
+    if ((kinds[k] == IR_INIT_UNIFORM || kinds[k] == IR_INIT_NORMAL) &&
+        !(expect(P, '(', open) && parse_float(P, &in->a) &&
+          expect(P, ',', "expected ',' between the initializer's arguments") &&
+          parse_float(P, &in->b) &&
+          expect(P, ')', "expected ')' after the initializer's arguments")))
+        return 0;
+    /* " zero_row(R)": row R left at 0 (the verifier checks R) */
+    skip_space(P);
+    if (!(P->end - P->p > 8 && strncmp(P->p, "zero_row", 8) == 0 && !is_ident_char(P->p[8])))
+        return 1;
+    P->p += 8;
+    int64_t row;
+    if (!expect(P, '(', "expected '(' after 'zero_row'"))
+        return 0;
+    skip_space(P);
+    at = P->p;
+    if (!parse_int(P, &row, "expected the zero row, an integer") ||
+        !expect(P, ')', "expected ')' after the zero row"))
+        return 0;
+    if (row < 0 || row == INT64_MAX)
+        return error_at(P, at, "zero_row needs a row from 0, got %lld", (long long)row);
+    in->zero_row = row + 1;
+    return 1;
 }
 
 /* An optional "shard(NAME: TYPE, axis = A, start = S)" after a parameter's
@@ -574,7 +591,7 @@ static void parse_value_stmt(parser *P, ir_value_kind kind)
 {
     const char *name;
     ir_type t;
-    ir_init in = {IR_INIT_NONE, 0, 0};
+    ir_init in = {IR_INIT_NONE, 0, 0, 0};
     ir_shard sh = {0};
     ir_loc loc;
     int ok = declare(P, &name, &t);

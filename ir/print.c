@@ -164,16 +164,20 @@ static void put_loc(FILE *f, ir_loc loc)
 static void put_init(FILE *f, ir_init in)
 {
     switch (in.kind) {
-    case IR_INIT_ZEROS: fputs("zeros", f); return;
-    case IR_INIT_ONES:  fputs("ones", f); return;
+    case IR_INIT_ZEROS: fputs("zeros", f); break;
+    case IR_INIT_ONES:  fputs("ones", f); break;
     case IR_INIT_UNIFORM: fputs("uniform(", f); break;
     case IR_INIT_NORMAL:  fputs("normal(", f); break;
     default: fputs("none", f); return;  /* a parameter without one: the verifier says so */
     }
-    put_float(f, in.a);
-    fputs(", ", f);
-    put_float(f, in.b);
-    fputc(')', f);
+    if (in.kind == IR_INIT_UNIFORM || in.kind == IR_INIT_NORMAL) {
+        put_float(f, in.a);
+        fputs(", ", f);
+        put_float(f, in.b);
+        fputc(')', f);
+    }
+    if (in.zero_row > 0)
+        fprintf(f, " zero_row(%lld)", (long long)(in.zero_row - 1));
 }
 
 /* " shard(NAME: TYPE, axis = A, start = S)" for a slice of a whole tensor */

@@ -368,6 +368,11 @@ static void check_params(verifier *V)
         default:
             report(V, v->loc, "%s has an unknown initializer (%d)", who, (int)v->init.kind);
         }
+        const ir_type *whole = v->shard.of ? &v->shard.type : &v->type;
+        if (v->init.zero_row < 0 || (v->init.zero_row > 0 &&
+                                     (whole->rank < 1 || v->init.zero_row > whole->dims[0])))
+            report(V, v->loc, "%s: zero_row(%lld) is not a row of %s", who,
+                   (long long)(v->init.zero_row - 1), v->shard.of ? v->shard.of : "it");
         int sound = check_value(V, v->loc, who, v);
         ir_dtype dt = v->type.dtype;
         if (sound && dt != IR_F32 && dt != IR_F16 && dt != IR_BF16)

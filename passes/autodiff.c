@@ -462,12 +462,16 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
         ir_value *in[2] = {dy, x};
         ir_node *m = mk(a, IR_OP_EMBEDDING_GRAD, 2, in, 1, gb);
         ir_set_ints(a->g, m, "shape", 2, b->type.dims);
+        copy_attrs(a, m, n);
         acc(a, b, fin(a, m)->out[0]);
         return;
     }
-    case IR_OP_CROSS_ENTROPY: {
+    case IR_OP_CROSS_ENTROPY: case IR_OP_NLL_LOSS: {
         ir_value *in[3] = {dy, x, b};
-        acc(a, x, fin(a, mk(a, IR_OP_CROSS_ENTROPY_GRAD, 3, in, 1, gx))->out[0]);
+        ir_node *m = mk(a, n->op == IR_OP_NLL_LOSS ? IR_OP_NLL_LOSS_GRAD : IR_OP_CROSS_ENTROPY_GRAD,
+                        3, in, 1, gx);
+        copy_attrs(a, m, n);
+        acc(a, x, fin(a, m)->out[0]);
         return;
     }
     case IR_OP_MSE: {   /* d/da mean((a-b)^2) = 2 (a - b) / numel */
@@ -538,7 +542,8 @@ static ir_value *state(ad *a, const ir_value *p, const char *suffix)
     char buf[512];
     snprintf(buf, sizeof buf, "%s.%s", p->name, suffix);
     IR_ASSERT(ir_claim_name(a->g, buf));
-    return ir_add_param(a->g, IR_VALUE_STATE, buf, p->type, (ir_init){IR_INIT_ZEROS, 0, 0}, p->loc);
+    return ir_add_param(a->g, IR_VALUE_STATE, buf, p->type, (ir_init){IR_INIT_ZEROS, 0, 0, 0},
+                        p->loc);
 }
 
 /* Step 4: the optimizer's update of parameter p with gradient dp. */

@@ -394,6 +394,10 @@ double cost_node_flops(const ir_node *n)
         return 5.0 * numel(n->in[0]);   /* log_softmax of the logits; the mean is negligible */
     case IR_OP_CROSS_ENTROPY_GRAD:
         return 7.0 * numel(n->in[1]);   /* softmax 5, minus the one-hot, times dloss / n */
+    case IR_OP_NLL_LOSS:            /* a load per position */
+        return numel(n->in[1]);
+    case IR_OP_NLL_LOSS_GRAD:       /* a store per element */
+        return numel(n->in[1]);
     case IR_OP_MSE:
         return 3.0 * numel(n->in[0]);   /* subtract, square, sum */
     case IR_OP_SUM_TO: case IR_OP_GLOBAL_AVGPOOL:

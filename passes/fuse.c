@@ -35,6 +35,7 @@ static int is_reduction(ir_op op)
     switch (op) {
     case IR_OP_SOFTMAX: case IR_OP_LOG_SOFTMAX: case IR_OP_LAYERNORM: case IR_OP_BATCHNORM_TRAIN:
     case IR_OP_BATCHNORM_GRAD: case IR_OP_GLOBAL_AVGPOOL: case IR_OP_CROSS_ENTROPY: case IR_OP_MSE:
+    case IR_OP_NLL_LOSS:
         return 1;
     default:
         return 0;

@@ -297,6 +297,10 @@ static ir_node *copy_node(pt *P, const ir_node *s, int r, int dev, ir_value **in
         else
             ir_set_ints(P->g, n, at->key, at->n, at->ints);
     }
+    /* a loss's mean over what it does not ignore is averaged over the
+       replicas only while every replica counts all of its share */
+    if (r >= 0 && P->R > 1 && ir_get_attr(s, "split"))
+        ir_set_int(P->g, n, "split", P->R);
     for (int k = 0; k < s->nout; k++)
         out[k]->type = P->type[s->out[k]->id];
     return n;
@@ -1057,14 +1061,28 @@ int pt_partition(ir_graph *g, const pt_options *o, diag *d)
     if (o->strategy == PT_TENSOR)
         return pt_tensor(g, o, d);
     /* the replicas' losses are averaged: right for a mean over the batch of
-       each example's loss, which cross_entropy and mse are; a loss made of
-       other ops (a sum over the batch, mean(logits)) has no such rule here */
+       each example's loss, which cross_entropy, nll_loss and mse are; a loss
+       made of other ops (a sum over the batch, mean(logits)) has no such rule
+       here */
     const ir_node *L = g->loss ? g->loss->def : NULL;
-    if (L && L->op != IR_OP_CROSS_ENTROPY && L->op != IR_OP_MSE) {
-        diag_error(d, g->loss->loc, "the loss '%s' is %s, not cross_entropy or mse: splitting "
-                   "the batch between devices (data parallelism, a pipeline's microbatches) "
-                   "averages their losses, which is right for those two alone; use one device "
-                   "or --strategy tensor", g->loss->name, ir_ops[L->op].name);
+    if (L && L->op != IR_OP_CROSS_ENTROPY && L->op != IR_OP_NLL_LOSS && L->op != IR_OP_MSE) {
+        diag_error(d, g->loss->loc, "the loss '%s' is %s, not cross_entropy, nll_loss or mse: "
+                   "splitting the batch between devices (data parallelism, a pipeline's "
+                   "microbatches) averages their losses, which is right for those alone; use "
+                   "one device or --strategy tensor", g->loss->name, ir_ops[L->op].name);
+        return -1;
+    }
+    /* nor is it with labels ignored, each replica's mean being over its own
+       count: a class id as ignore_index is refused here, any other value that
+       a label takes is refused when it does (split, exec.c's rt_ce_begin) */
+    if (L && (L->op == IR_OP_CROSS_ENTROPY || L->op == IR_OP_NLL_LOSS) &&
+        ir_attr_int(L, "ignore_index") >= 0 &&
+        ir_attr_int(L, "ignore_index") < L->in[0]->type.dims[1]) {
+        diag_error(d, g->loss->loc, "the loss '%s' ignores class %lld: splitting the batch "
+                   "between devices (data parallelism, a pipeline's microbatches) averages "
+                   "the parts' means, each over its own count of labels not ignored, which is "
+                   "not the batch's mean; use one device or --strategy tensor", g->loss->name,
+                   (long long)ir_attr_int(L, "ignore_index"));
         return -1;
     }
     pt P = {.g = g, .o = o, .d = d};

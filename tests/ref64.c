@@ -579,22 +579,44 @@ double *ref_embedding(const int64_t *idx, const ir_type *ti, const double *w,
     return y;
 }
 
-double ref_cross_entropy(const double *logits, const ir_type *tl, const int64_t *label)
+double ref_cross_entropy(const double *logits, const ir_type *tl, const int64_t *label,
+                         double eps, int64_t ignore)
 {
-    int64_t N = tl->dims[0], C = tl->dims[1];
+    int64_t N = tl->dims[0], C = tl->dims[1], S = ir_type_numel(tl) / (N * C), count = 0;
     double total = 0;
-    for (int64_t i = 0; i < N; i++) {
-        const double *z = logits + i * C;
-        if (label[i] < 0 || label[i] >= C)
+    for (int64_t p = 0; p < N * S; p++) {
+        const double *z = logits + p / S * C * S + p % S; /* class j at z[j * S] */
+        if (label[p] == ignore)
+            continue;
+        if (label[p] < 0 || label[p] >= C)
             return NAN;
-        double m = -INFINITY, s = 0;
+        double m = -INFINITY, s = 0, all = 0;
         for (int64_t j = 0; j < C; j++)
-            m = fmax(m, z[j]);
+            m = fmax(m, z[j * S]);
         for (int64_t j = 0; j < C; j++)
-            s += exp(z[j] - m);
-        total += m + log(s) - z[label[i]];   /* logsumexp(z) - z[label] */
+            s += exp(z[j * S] - m);
+        double lse = m + log(s);
+        for (int64_t j = 0; j < C; j++)
+            all += lse - z[j * S];
+        total += (1 - eps) * (lse - z[label[p] * S]) + eps / (double)C * all;
+        count++;
     }
-    return total / (double)N;
+    return total / (double)count;
+}
+
+double ref_nll_loss(const double *x, const ir_type *tx, const int64_t *label, int64_t ignore)
+{
+    int64_t N = tx->dims[0], C = tx->dims[1], S = ir_type_numel(tx) / (N * C), count = 0;
+    double total = 0;
+    for (int64_t p = 0; p < N * S; p++) {
+        if (label[p] == ignore)
+            continue;
+        if (label[p] < 0 || label[p] >= C)
+            return NAN;
+        total -= x[p / S * C * S + label[p] * S + p % S];
+        count++;
+    }
+    return total / (double)count;
 }
 
 double ref_mse(const double *a, const double *b, int64_t n)

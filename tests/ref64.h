@@ -81,9 +81,16 @@ double *ref_slice(const double *x, const ir_type *tx, int axis, int64_t start, i
 /* idx of type ti, w[num, dim]; NULL when an index is outside [0, num) */
 double *ref_embedding(const int64_t *idx, const ir_type *ti, const double *w,
                       const ir_type *tw, ir_type *out);
-/* mean over the batch of -log softmax(logits[i])[label[i]]; NAN when a label is
- * outside [0, classes) */
-double ref_cross_entropy(const double *logits, const ir_type *tl, const int64_t *label);
+/* F.cross_entropy(reduction="mean", label_smoothing=eps, ignore_index=ignore):
+ * logits [n, c, d...], labels [n, d...]; over the positions whose label is not
+ * ignore, the mean of (1 - eps) (-log softmax[label]) + eps / c sum over the
+ * classes of -log softmax; NAN when a label is neither ignore nor in
+ * [0, classes) (and, as PyTorch's 0/0, when all are ignored) */
+double ref_cross_entropy(const double *logits, const ir_type *tl, const int64_t *label,
+                         double eps, int64_t ignore);
+/* F.nll_loss(reduction="mean", ignore_index=ignore): -x[label] over the
+ * positions not ignored, shaped and averaged as ref_cross_entropy's */
+double ref_nll_loss(const double *x, const ir_type *tx, const int64_t *label, int64_t ignore);
 double ref_mse(const double *a, const double *b, int64_t n);
 
 #endif

@@ -86,6 +86,9 @@ typedef struct {
     G("  input %dy: f32[3, 37]\n  input %" v ": f32[3, 37]\n  %y: f32[3, 37] = " op "(%dy, %" v \
       ")\n  output y = %y\n")
 
+/* cross_entropy's attributes as the frontend sets them by default */
+#define CE " {label_smoothing = 0.0, ignore_index = -100, split = 1}"
+
 static const op_case cases[] = {
     /* elementwise: an odd element count (one element a thread) and a multiple of 4 (float4) */
     {"neg", EL("neg", "[3, 37]"), 0, 0, 0, 1},
@@ -257,20 +260,37 @@ static const op_case cases[] = {
     {"concat i32", G("  input %a: i32[2, 3]\n  input %b: i32[2, 2]\n"
                      "  %y: i32[2, 5] = concat(%a, %b) {axis = 1}\n  output y = %y\n"), 0, 0, 0, 0},
     {"embedding", G("  input %idx: i32[3, 4]\n  input %w: f32[10, 5]\n"
-                    "  %y: f32[3, 4, 5] = embedding(%idx, %w)\n  output y = %y\n"), 0, 0, 0, 1},
+                    "  %y: f32[3, 4, 5] = embedding(%idx, %w) {padding_idx = -1}\n  output y = %y\n"), 0, 0, 0, 1},
     {"embedding i64", G("  input %idx: i64[6]\n  input %w: f32[10, 5]\n"
-                        "  %y: f32[6, 5] = embedding(%idx, %w)\n  output y = %y\n"), 0, 0, 0, 0},
+                        "  %y: f32[6, 5] = embedding(%idx, %w) {padding_idx = -1}\n  output y = %y\n"), 0, 0, 0, 0},
     /* losses */
     {"cross_entropy", G("  input %x: f32[6, 10]\n  input %label: i32[6]\n"
-                        "  %y: f32[] = cross_entropy(%x, %label)\n  output y = %y\n"), 1e-6, 1e-5, 0, 1},
+                        "  %y: f32[] = cross_entropy(%x, %label)" CE "\n  output y = %y\n"), 1e-6, 1e-5, 0, 1},
     {"cross_entropy many logits in parts", G("  input %x: f32[1024, 1024]\n  input %label: i32[1024]\n"
-                                             "  %y: f32[] = cross_entropy(%x, %label)\n  output y = %y\n"),
+                                             "  %y: f32[] = cross_entropy(%x, %label)" CE "\n  output y = %y\n"),
      1e-6, 1e-5, 0, 0},
     {"cross_entropy long rows in parts", G("  input %x: f32[256, 4096]\n  input %label: i64[256]\n"
-                                           "  %y: f32[] = cross_entropy(%x, %label)\n  output y = %y\n"),
+                                           "  %y: f32[] = cross_entropy(%x, %label)" CE "\n  output y = %y\n"),
+     1e-6, 1e-5, 0, 0},
+    /* label smoothing; a class id ignored (labels drawn from the classes: about
+       a fifth of them); logits [n, c, h, w] with their classes apart */
+    {"cross_entropy smoothed, ignoring", G("  input %x: f32[6, 5]\n  input %label: i32[6]\n"
+                                           "  %y: f32[] = cross_entropy(%x, %label) {label_smoothing = 0.1, ignore_index = 2, split = 1}\n  output y = %y\n"),
+     1e-6, 1e-5, 0, 0},
+    {"cross_entropy 4-d", G("  input %x: f32[2, 5, 3, 4]\n  input %label: i64[2, 3, 4]\n"
+                            "  %y: f32[] = cross_entropy(%x, %label) {label_smoothing = 0.2, ignore_index = 1, split = 1}\n  output y = %y\n"),
+     1e-6, 1e-5, 0, 0},
+    {"cross_entropy 4-d in parts", G("  input %x: f32[2, 32, 128, 128]\n  input %label: i32[2, 128, 128]\n"
+                                     "  %y: f32[] = cross_entropy(%x, %label) {label_smoothing = 0.1, ignore_index = 3, split = 1}\n  output y = %y\n"),
+     1e-6, 1e-5, 0, 0},
+    {"nll_loss 4-d, ignoring", G("  input %x: f32[2, 5, 3, 4]\n  input %label: i64[2, 3, 4]\n"
+                                 "  %y: f32[] = nll_loss(%x, %label) {ignore_index = 1, split = 1}\n  output y = %y\n"),
+     1e-6, 1e-5, 0, 0},
+    {"nll_loss in parts", G("  input %x: f32[1024, 1024]\n  input %label: i32[1024]\n"
+                            "  %y: f32[] = nll_loss(%x, %label) {ignore_index = -100, split = 1}\n  output y = %y\n"),
      1e-6, 1e-5, 0, 0},
     {"cross_entropy i64", G("  input %x: f32[40, 3]\n  input %label: i64[40]\n"
-                            "  %y: f32[] = cross_entropy(%x, %label)\n  output y = %y\n"), 1e-6, 1e-5, 0, 0},
+                            "  %y: f32[] = cross_entropy(%x, %label)" CE "\n  output y = %y\n"), 1e-6, 1e-5, 0, 0},
     {"mse", G("  input %a: f32[5, 7]\n  input %b: f32[5, 7]\n  %y: f32[] = mse(%a, %b)\n  output y = %y\n"),
      1e-7, 1e-5, 0, 1},
     /* training forms */
@@ -498,11 +518,26 @@ static const op_case cases[] = {
                                                  "{shape = [2, 2, 3, 4]}\n  output y = %y\n"),
      0, 0, 0, 0},
     {"embedding_grad", G("  input %dy: f32[3, 4, 5]\n  input %idx: i32[3, 4]\n"
-                         "  %y: f32[10, 5] = embedding_grad(%dy, %idx) {shape = [10, 5]}\n  output y = %y\n"),
+                         "  %y: f32[10, 5] = embedding_grad(%dy, %idx) {shape = [10, 5], padding_idx = -1}\n  output y = %y\n"),
+     0, 0, 0, 0},
+    {"embedding_grad padding_idx", G("  input %dy: f32[3, 4, 5]\n  input %idx: i32[3, 4]\n"
+                                     "  %y: f32[10, 5] = embedding_grad(%dy, %idx) {shape = [10, 5], padding_idx = 3}\n  output y = %y\n"),
      0, 0, 0, 0},
     {"cross_entropy_grad", G("  input %dl: f32[]\n  input %x: f32[6, 10]\n  input %label: i32[6]\n"
-                             "  %y: f32[6, 10] = cross_entropy_grad(%dl, %x, %label)\n  output y = %y\n"),
+                             "  %y: f32[6, 10] = cross_entropy_grad(%dl, %x, %label)" CE "\n  output y = %y\n"),
      1e-7, 1e-5, 0, 1},
+    {"cross_entropy_grad 4-d smoothed, ignoring", G("  input %dl: f32[]\n  input %x: f32[2, 5, 3, 4]\n  input %label: i32[2, 3, 4]\n"
+                                                    "  %y: f32[2, 5, 3, 4] = cross_entropy_grad(%dl, %x, %label) {label_smoothing = 0.1, ignore_index = 2, split = 1}\n"
+                                                    "  output y = %y\n"),
+     1e-7, 1e-5, 0, 0},
+    {"cross_entropy_grad long rows, apart", G("  input %dl: f32[]\n  input %x: f32[2, 1100, 3]\n  input %label: i64[2, 3]\n"
+                                              "  %y: f32[2, 1100, 3] = cross_entropy_grad(%dl, %x, %label) {label_smoothing = 0.05, ignore_index = 7, split = 1}\n"
+                                              "  output y = %y\n"),
+     1e-7, 1e-5, 0, 0},
+    {"nll_loss_grad 4-d, ignoring", G("  input %dl: f32[]\n  input %x: f32[2, 5, 3, 4]\n  input %label: i32[2, 3, 4]\n"
+                                      "  %y: f32[2, 5, 3, 4] = nll_loss_grad(%dl, %x, %label) {ignore_index = 2, split = 1}\n"
+                                      "  output y = %y\n"),
+     1e-7, 1e-5, 0, 0},
     /* optimizers */
     {"sgd", G("  input %p: f32[3, 7]\n  input %g: f32[3, 7]\n  input %train.lr: f32[]\n"
               "  %y: f32[3, 7] = sgd(%p, %g, %train.lr) {momentum = 0.0, nesterov = 0, weight_decay = 0.0}\n"
@@ -598,7 +633,7 @@ static const op_case cases[] = {
                             "  %r: f32[4, 6] = reshape(%x) {shape = [4, 6]}\n"
                             "  %y: f32[4, 6] = mul(%r, %s)\n  output y = %y\n"), 0, 1e-7, 1, 1},
     {"fused mul+cross_entropy", G("  input %x: f32[6, 10]\n  input %s: f32[]\n  input %label: i32[6]\n"
-                                  "  %z: f32[6, 10] = mul(%x, %s)\n  %y: f32[] = cross_entropy(%z, %label)\n"
+                                  "  %z: f32[6, 10] = mul(%x, %s)\n  %y: f32[] = cross_entropy(%z, %label)" CE "\n"
                                   "  output y = %y\n"), 1e-6, 1e-5, 1, 0},
     {"fused batchnorm_train+add+relu in parts",
      G("  input %x: f32[8, 3, 30, 30]\n  input %w: f32[3]\n  input %b: f32[3]\n"
@@ -671,9 +706,9 @@ static int64_t index_bound(const ir_graph *g, const ir_value *v)
         for (int i = 0; i < n->nin; i++) {
             if (n->in[i] != v)
                 continue;
-            if (n->op == IR_OP_CROSS_ENTROPY && i == 1)
+            if ((n->op == IR_OP_CROSS_ENTROPY || n->op == IR_OP_NLL_LOSS) && i == 1)
                 bound = n->in[0]->type.dims[1];
-            if (n->op == IR_OP_CROSS_ENTROPY_GRAD && i == 2)
+            if ((n->op == IR_OP_CROSS_ENTROPY_GRAD || n->op == IR_OP_NLL_LOSS_GRAD) && i == 2)
                 bound = n->in[1]->type.dims[1];
             if (n->op == IR_OP_EMBEDDING && i == 0)
                 bound = n->in[1]->type.dims[0];
@@ -1326,7 +1361,7 @@ static const big_case big_cases[] = {
     BIG("concat", "  input %a: f32[65536, 16384]\n  input %b: f32[65536, 16384]\n"
                   "  %y: f32[65536, 32768] = concat(%a, %b) {axis = 1}\n  output y = %y\n"),
     BIG("embedding", "  input %idx: i32[2097152]\n  input %w: f32[1000, 1024]\n"
-                     "  %y: f32" R2 " = embedding(%idx, %w)\n  output y = %y\n"),
+                     "  %y: f32" R2 " = embedding(%idx, %w) {padding_idx = -1}\n  output y = %y\n"),
     BIG("adaptive_avgpool2d", "  input %x: f32" X4 "\n  %y: f32[2048, 64, 50, 70] = "
                               "adaptive_avgpool2d(%x) {size = [50, 70]}\n  output y = %y\n"),
     BIG("adaptive_avgpool2d_grad", "  input %dy: f32[2048, 64, 50, 70]\n  %y: f32" X4 " = "
@@ -1412,16 +1447,16 @@ static const big_case big_cases[] = {
                                   "  %y: f32[16777216, 8, 1, 1] = global_avgpool(%x)\n"
                                   "  output y = %y\n"),
     BIG("cross_entropy", "  input %x: f32" R2 "\n  input %label: i32[2097152]\n"
-                         "  %y: f32[] = cross_entropy(%x, %label)\n  output y = %y\n"),
+                         "  %y: f32[] = cross_entropy(%x, %label)" CE "\n  output y = %y\n"),
     BIG("cross_entropy_grad", "  input %dl: f32[]\n  input %x: f32" R2 "\n"
                               "  input %label: i32[2097152]\n"
-                              "  %y: f32" R2 " = cross_entropy_grad(%dl, %x, %label)\n"
+                              "  %y: f32" R2 " = cross_entropy_grad(%dl, %x, %label)" CE "\n"
                               "  output y = %y\n"),
     BIG("mse", "  input %a: f32[65536, 32768]\n  input %b: f32[65536, 32768]\n"
                "  %y: f32[] = mse(%a, %b)\n  output y = %y\n"),
     BIG("embedding_grad", "  input %dy: f32" R2 "\n  input %idx: i32[2097152]\n"
                           "  %y: f32[1000, 1024] = embedding_grad(%dy, %idx) "
-                          "{shape = [1000, 1024]}\n  output y = %y\n"),
+                          "{shape = [1000, 1024], padding_idx = -1}\n  output y = %y\n"),
     /* the input's 16-bit copy for cuBLASLt */
     {"cast", G("  input %x: f32" R2 "\n  input %w: f32[8, 1024]\n"
                "  %y: f32[2097152, 8] = dense(%x, %w)\n  output y = %y\n"),

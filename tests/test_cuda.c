@@ -124,7 +124,7 @@ int main(void)
 
     /* status words, worded as the CPU executor's failures */
     p = program("graph t {\n  input %x: f32[6, 10]\n  input %label: i32[6]\n"
-                "  %y: f32[] = cross_entropy(%x, %label)\n  output y = %y\n}\n", &g, &mp);
+                "  %y: f32[] = cross_entropy(%x, %label) {label_smoothing = 0.0, ignore_index = -100, split = 1}\n  output y = %y\n}\n", &g, &mp);
     if (p) {
         cg_status st = {CG_STATUS_LABEL, 0, 4, 12};
         rt_cuda_status_message(&st, g->head, err, sizeof err);

@@ -99,8 +99,8 @@ static ir_graph *build_cnn(void)
     ir_graph *g = ir_graph_new("tiny_cnn");
     ir_value *x = ir_add_input(g, "image", T(IR_F32, 4, 4, 1, 8, 8), at(2, 5));
     ir_value *label = ir_add_input(g, "label", T(IR_I32, 1, 4, 0, 0, 0), at(3, 5));
-    ir_init u = {IR_INIT_UNIFORM, -1.0 / 3, 1.0 / 3}, z = {IR_INIT_ZEROS, 0, 0},
-            one = {IR_INIT_ONES, 0, 0}, nrm = {IR_INIT_NORMAL, 0, 0.02};
+    ir_init u = {IR_INIT_UNIFORM, -1.0 / 3, 1.0 / 3, 0}, z = {IR_INIT_ZEROS, 0, 0, 0},
+            one = {IR_INIT_ONES, 0, 0, 0}, nrm = {IR_INIT_NORMAL, 0, 0.02, 0};
     ir_value *w = ir_add_param(g, IR_VALUE_PARAM, "stem.weight", T(IR_F32, 4, 8, 1, 3, 3), u,
                                at(5, 9));
     ir_value *b = ir_add_param(g, IR_VALUE_PARAM, "stem.bias", T(IR_F32, 1, 8, 0, 0, 0), u,
@@ -152,7 +152,11 @@ static ir_graph *build_cnn(void)
     ir_set_int(g, sm->def, "axis", 1);
     finish(g, sm);
     ir_value *ce_in[2] = {fc, label};
-    ir_value *ce = finish(g, node(g, IR_OP_CROSS_ENTROPY, 2, ce_in, "cross_entropy", at(11, 9)));
+    ir_value *ce = node(g, IR_OP_CROSS_ENTROPY, 2, ce_in, "cross_entropy", at(11, 9));
+    ir_set_float(g, ce->def, "label_smoothing", 0);
+    ir_set_int(g, ce->def, "ignore_index", -100);
+    ir_set_int(g, ce->def, "split", 1);
+    finish(g, ce);
     ir_value *c = node(g, IR_OP_CONST, 0, NULL, "half", (ir_loc){0});
     ir_set_float(g, c->def, "value", 0.5);
     c->type = T(IR_F32, 0, 0, 0, 0, 0);
@@ -319,7 +323,7 @@ static void test_floats(void)
         ir_append(g, c->def);
         snprintf(name, sizeof name, "p%d", i);
         ir_add_param(g, IR_VALUE_PARAM, name, T(IR_F32, 0, 0, 0, 0, 0),
-                     (ir_init){IR_INIT_NORMAL, xs[i], xs[n - 1 - i]}, (ir_loc){0});
+                     (ir_init){IR_INIT_NORMAL, xs[i], xs[n - 1 - i], 0}, (ir_loc){0});
     }
     char *text = graph_text(g);
     CHECK(strstr(text, "{value = 0.10000000000000001}"), "0.1 prints otherwise:\n%s", text);
@@ -790,22 +794,22 @@ static void test_verify(void)
                   "wrong node count");
 
     g = build_cnn();
-    g->inputs[0]->init = (ir_init){IR_INIT_ONES, 0, 0};
+    g->inputs[0]->init = (ir_init){IR_INIT_ONES, 0, 0, 0};
     expect_verify(g, 1, "m.net:2:5: error: input %image has an initializer",
                   "input with an initializer");
 
     g = build_cnn();
-    g->params[0]->init = (ir_init){IR_INIT_NONE, 0, 0};
+    g->params[0]->init = (ir_init){IR_INIT_NONE, 0, 0, 0};
     expect_verify(g, 1, "m.net:5:9: error: param %stem.weight has no initializer",
                   "param without an initializer");
 
     g = build_cnn();
-    g->params[1]->init = (ir_init){IR_INIT_UNIFORM, 1, 1};
+    g->params[1]->init = (ir_init){IR_INIT_UNIFORM, 1, 1, 0};
     expect_verify(g, 1, "m.net:5:9: error: param %stem.bias: uniform(a, b) needs a < b, got "
                   "uniform(1, 1)", "empty uniform range");
 
     g = build_cnn();
-    g->params[6]->init = (ir_init){IR_INIT_NORMAL, 0, -1};
+    g->params[6]->init = (ir_init){IR_INIT_NORMAL, 0, -1, 0};
     expect_verify(g, 1, "m.net:9:9: error: param %fc.weight: normal(mean, std) needs std >= 0, "
                   "got normal(0, -1)", "negative std");
 
@@ -939,7 +943,8 @@ static void test_shards(void)
 
     /* every element of a shard is its element of the whole, for both kinds of
        random initializers and a shard along an inner axis */
-    static const ir_init inits[2] = {{IR_INIT_UNIFORM, -0.5, 0.5}, {IR_INIT_NORMAL, 0.0, 2.0}};
+    static const ir_init inits[2] = {{IR_INIT_UNIFORM, -0.5, 0.5, 0},
+                                     {IR_INIT_NORMAL, 0.0, 2.0, 0}};
     ir_graph *whole = ir_graph_new("whole");
     for (int k = 0; k < 2; k++) {
         ir_value *v = k == 0 ? ir_find_value(g, "w.shard0") : w1;
@@ -970,6 +975,53 @@ static void test_shards(void)
     }
     ir_graph_free(whole);
     ir_graph_free(g);
+
+    /* zero_row (nn.Embedding's padding_idx): that row 0 after the draw, the
+       others as without it, in a shard too; printed and parsed back; a row
+       outside the tensor refused */
+    static const char ZERO_ROW[] =
+        "# gnc IR\ngraph z {\n  param %e: f32[4, 3] = normal(0.0, 1.0) zero_row(2)\n  output y = %e\n}\n";
+    static const char ZERO_ROW_SHARD[] =
+        "# gnc IR\n"
+        "graph z {\n"
+        "  param %e.shard1: f32[2, 3] = normal(0.0, 1.0) zero_row(2) shard(e: f32[4, 3], "
+        "axis = 0, start = 2)\n"
+        "  output y = %e.shard1\n"
+        "}\n";
+    g = parse_text(ZERO_ROW, strlen(ZERO_ROW), &d);
+    ir_graph *gs = parse_text(ZERO_ROW_SHARD, strlen(ZERO_ROW_SHARD), &d);
+    CHECK(g && gs && ir_verify(g, &d) == 0 && ir_verify(gs, &d) == 0,
+          "the zero_row samples do not verify: %s", first_diag(&d, buf, sizeof buf));
+    if (g && gs) {
+        check_canonical("the zero_row sample", ZERO_ROW, strlen(ZERO_ROW));
+        check_canonical("the zero_row shard sample", ZERO_ROW_SHARD, strlen(ZERO_ROW_SHARD));
+        ir_value *e = ir_find_value(g, "e");
+        float with[12], part[6], without[12];
+        ir_init_fill(e, 5, with);
+        ir_init_fill(ir_find_value(gs, "e.shard1"), 5, part);
+        e->init.zero_row = 0;
+        ir_init_fill(e, 5, without);
+        int ok = 1;
+        for (int i = 0; i < 12; i++)
+            ok &= with[i] == (i / 3 == 2 ? 0.0f : without[i]) && without[i] != 0.0f;
+        for (int i = 0; i < 6; i++)
+            ok &= part[i] == with[6 + i];
+        CHECK(ok, "zero_row(2) does not zero row 2 alone, in the whole and its shard");
+    }
+    if (g)
+        ir_graph_free(g);
+    if (gs)
+        ir_graph_free(gs);
+    static const char BAD_ROW[] = "graph z {\n  param %e: f32[4, 3] = zeros zero_row(4)\n"
+                                  "  output y = %e\n}\n";
+    diag_free(&d);
+    diag_init(&d);
+    g = parse_text(BAD_ROW, strlen(BAD_ROW), &d);
+    CHECK(g && ir_verify(g, &d) != 0 &&
+              strstr(first_diag(&d, buf, sizeof buf), "zero_row(4) is not a row of it"),
+          "zero_row(4) of f32[4, 3] was not refused: %s", buf);
+    if (g)
+        ir_graph_free(g);
 
     /* slices that do not fit */
     static const struct {

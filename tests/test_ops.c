@@ -1172,6 +1172,7 @@ static void test_embedding(void)
         tc_in(&c, cs[i].idx, 0, (double)cs[i].num);
         tc_in(&c, tw, -1, 1);
         tc_node(&c);
+        ir_set_int(c.g, c.node, "padding_idx", i % 2 ? cs[i].num - 1 : -1); /* forward: none */
         if (tc_prepare(&c) && tc_run(&c)) {
             ir_type rt;
             double *ref = ref_embedding(c.ix[0], &cs[i].idx, c.d[1], &tw, &rt);
@@ -1181,26 +1182,65 @@ static void test_embedding(void)
     }
 }
 
+/* cross_entropy's (nll_loss's) attributes, as the frontend sets them */
+static void ce_attrs(tcase *c, double eps, int64_t ignore, int64_t split)
+{
+    if (c->op == IR_OP_CROSS_ENTROPY)
+        ir_set_float(c->g, c->node, "label_smoothing", eps);
+    ir_set_int(c->g, c->node, "ignore_index", ignore);
+    ir_set_int(c->g, c->node, "split", split);
+}
+
+/* cross_entropy over [n, c] and [n, c, d...] logits, with label smoothing and
+ * ignored labels: every third position's label set to ignore_index (a class
+ * id or -100), or all of them (NaN, as PyTorch's 0/0); nll_loss on the same
+ * (no smoothing). */
 static void test_cross_entropy(void)
 {
-    struct { int64_t n, classes; ir_dtype label; double lo, hi; } cs[] = {
-        {4, 10, IR_I64, -3, 3}, {1, 1, IR_I32, -3, 3}, {7, 3, IR_I32, -3, 3},
-        {16, 1000, IR_I64, -5, 5}, {5, 9, IR_I32, -500, 500},
+    struct { ir_type t; ir_dtype label; double lo, hi, eps; int64_t ignore; int every; } cs[] = {
+        {F32(4, 10), IR_I64, -3, 3, 0, -100, 0},    {F32(1, 1), IR_I32, -3, 3, 0, -100, 0},
+        {F32(7, 3), IR_I32, -3, 3, 0, -100, 0},     {F32(16, 1000), IR_I64, -5, 5, 0, -100, 0},
+        {F32(5, 9), IR_I32, -500, 500, 0, -100, 0}, {F32(6, 5), IR_I32, -3, 3, 0.1, -100, 0},
+        {F32(6, 5), IR_I64, -3, 3, 0.25, 2, 3},     {F32(6, 5), IR_I32, -3, 3, 0, -100, 3},
+        {F32(3, 4, 5, 2), IR_I64, -3, 3, 0.2, -100, 3},
+        {F32(2, 7, 9), IR_I32, -4, 4, 0, 3, 0},     {F32(2, 3, 4), IR_I32, -3, 3, 1, -100, 1},
+        {F32(4, 6), IR_I32, -3, 3, 0.5, -100, 1},
     };
-    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
-        ir_type tl = F32(cs[i].n, cs[i].classes), ty_lab = ty(cs[i].label, INTS(cs[i].n));
+    for (int k = 0; k < 2 * (int)(sizeof cs / sizeof cs[0]); k++) {
+        int nll = k % 2, i = k / 2;
+        ir_type tl = cs[i].t, ty_lab = tl;
+        ty_lab.rank--;
+        for (int d = 1; d < ty_lab.rank; d++)
+            ty_lab.dims[d] = tl.dims[d + 1];
+        ty_lab.dtype = cs[i].label;
+        int64_t classes = tl.dims[1], npos = ir_type_numel(&ty_lab);
         tcase c;
-        tc_begin(&c, IR_OP_CROSS_ENTROPY);
+        tc_begin(&c, nll ? IR_OP_NLL_LOSS : IR_OP_CROSS_ENTROPY);
         tc_in(&c, tl, cs[i].lo, cs[i].hi);
-        tc_in(&c, ty_lab, 0, (double)cs[i].classes);
+        tc_in(&c, ty_lab, 0, (double)classes);
         tc_node(&c);
-        if (tc_prepare(&c) && tc_run(&c)) {
-            double ref = ref_cross_entropy(c.d[0], &tl, c.ix[1]);
+        ce_attrs(&c, cs[i].eps, cs[i].ignore, 1);
+        if (!tc_prepare(&c)) {
+            tc_end(&c);
+            continue;
+        }
+        for (int64_t p = 0; cs[i].every && p < npos; p += cs[i].every)
+            tc_set_index(&c, 1, p, cs[i].ignore);
+        if (tc_run(&c)) {
+            double ref = nll ? ref_nll_loss(c.d[0], &tl, c.ix[1], cs[i].ignore)
+                             : ref_cross_entropy(c.d[0], &tl, c.ix[1], cs[i].eps, cs[i].ignore);
             double xmax = max_abs(c.d[0], ir_type_numel(&tl));
-            double tol = 1e-6 + red_tol(cs[i].classes) + 4 * U32 * (fabs(ref) + 2 * xmax) +
-                         red_tol(cs[i].n) * fabs(ref);
+            double tol = 1e-6 + red_tol(classes) + 4 * U32 * (fabs(ref) + 2 * xmax) +
+                         red_tol(npos) * fabs(ref);
             ir_type rt = SCALAR;
-            tc_check(&c, scalar(ref), &rt, NULL, 0, tol, 0);
+            if (cs[i].every == 1) { /* all ignored */
+                float got = *(float *)rt_exec_data(c.x, c.out);
+                if (!isnan(ref) || !isnan(got))
+                    fail_case(&c, "all labels ignored: %g, reference %g, expected NaN", got,
+                              ref);
+            } else {
+                tc_check(&c, scalar(ref), &rt, NULL, 0, tol, 0);
+            }
         }
         tc_end(&c);
     }
@@ -1336,6 +1376,7 @@ static void test_errors(void)
         tc_in(&c, ti, 0, 10);
         tc_in(&c, tw, -1, 1);
         tc_node(&c);
+        ir_set_int(c.g, c.node, "padding_idx", -1);
         if (tc_prepare(&c)) {
             c.ix[0][4] = bads[b].bad;
             ir_type rt;
@@ -1350,10 +1391,33 @@ static void test_errors(void)
         tc_in(&c, tl, -1, 1);
         tc_in(&c, tlab, 0, 10);
         tc_node(&c);
+        ce_attrs(&c, 0, -100, 1);
         if (tc_prepare(&c)) {
             c.ix[1][2] = bads[b].bad;
-            double ref = ref_cross_entropy(c.d[0], &tl, c.ix[1]);
+            double ref = ref_cross_entropy(c.d[0], &tl, c.ix[1], 0, -100);
             expect_run_error(&c, 1, 2, bads[b].bad, isnan(ref));
+        }
+        tc_end(&c);
+    }
+    /* an ignored label in a batch split between replicas (passes/partition.c),
+       whose means over different counts would be averaged: refused, with the
+       label and the replica count named; ignored on a whole batch */
+    for (int split = 1; split <= 2; split++) {
+        tcase c;
+        tc_begin(&c, IR_OP_CROSS_ENTROPY);
+        tc_in(&c, F32(4, 3, 2), -1, 1);
+        tc_in(&c, ty(IR_I64, INTS(4, 2)), 0, 3);
+        tc_node(&c);
+        ce_attrs(&c, 0.1, -100, split);
+        if (tc_prepare(&c)) {
+            tc_set_index(&c, 1, 5, -100);
+            char err[256] = "";
+            int rc = rt_exec_run(c.x, err, sizeof err);
+            if (split == 1 && rc != 0)
+                fail_case(&c, "an ignored label on a whole batch: %s", err);
+            if (split == 2 && (rc != -1 || !strstr(err, "label -100 at position 5 of 'in1' is "
+                                                        "ignore_index, in a batch split between 2")))
+                fail_case(&c, "an ignored label in a split batch: rc %d, '%s'", rc, err);
         }
         tc_end(&c);
     }

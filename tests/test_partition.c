@@ -24,7 +24,9 @@
  *   - data parallelism with batchnorm on local statistics (the default) differs
  *     from the single-device run on resnet18, as PyTorch DDP does;
  *   - every partitioned program verifies.
- * Then requests that cannot be met get their error.
+ * tests/partition/seg.net (a segmenter: cross_entropy over [n, c, h, w] logits,
+ * smoothed) takes the same cases as the models.  Then requests that cannot be
+ * met get their error, and so does a label ignored in a split batch.
  *
  *   test_partition SOURCE_DIR [MODEL]        (only MODEL's cases) */
 #include <math.h>
@@ -361,6 +363,44 @@ static void error_case(const char *model, int batch, const pt_options *o, const 
     diag_free(&d);
 }
 
+/* A label equal to ignore_index (-100, no class) is ignored on one device, and
+ * an error where the batch is split: the replicas' means would be over
+ * different counts. */
+static void ignored_label(const char *model)
+{
+    for (int devices = 1; devices <= 2; devices++) {
+        program p;
+        diag d;
+        diag_init(&d);
+        pt_options o = {.devices = devices, .strategy = PT_DATA};
+        if (compile(model, 8, 1, devices > 1 ? &o : NULL, &d, &p) != 0) {
+            diag_print(&d, stderr);
+            check(0, "%s x%d compiles", model, devices);
+            diag_free(&d);
+            continue;
+        }
+        diag_free(&d);
+        feed(&p, 0);
+        const ir_value *label = NULL;
+        for (int i = 0; i < p.g->ninputs; i++)
+            if (strcmp(p.g->inputs[i]->name, "label") == 0)
+                label = p.g->inputs[i];
+        char err[512] = "";
+        int rc = -2;
+        if (label) {
+            ((int32_t *)rt_exec_data(p.x, label))[5] = -100;
+            rc = rt_exec_run(p.x, err, sizeof err);
+        }
+        if (devices == 1)
+            check(rc == 0, "%s: an ignored label on one device: rc %d, %s", model, rc, err);
+        else
+            check(rc != 0 && strstr(err, "cross_entropy label -100 at position 5 of 'label.part' is "
+                                         "ignore_index, in a batch split between 2 replicas"),
+                  "%s x2: an ignored label in a split batch: rc %d, '%s'", model, rc, err);
+        program_free(&p);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -372,7 +412,8 @@ int main(int argc, char **argv)
     static const model_case models[] = {{"lenet", 8, 0, 0.05f, STEPS},
                                         {"mlp", 8, 0, 0.05f, STEPS},
                                         {"resnet18", 8, 1, 0.01f, 3},
-                                        {"tests/partition/convs", 8, 0, 0.05f, STEPS}};
+                                        {"tests/partition/convs", 8, 0, 0.05f, STEPS},
+                                        {"tests/partition/seg", 8, 0, 0.05f, STEPS}};
     for (size_t i = 0; i < sizeof models / sizeof *models; i++)
         if (argc < 3 || strcmp(argv[2], models[i].model) == 0) {
             learning_rate = models[i].lr;
@@ -384,6 +425,10 @@ int main(int argc, char **argv)
                "the batch of 6 does not split into 4 equal parts");
     error_case("lenet", 8, &(pt_options){.devices = 3, .strategy = PT_DATA, .deterministic = 1},
                "which 3 devices do not share evenly");
+    error_case("tests/partition/seg_ignore", 8,
+               &(pt_options){.devices = 2, .strategy = PT_DATA},
+               "the loss 'cross_entropy0' ignores class 3: splitting the batch between devices");
+    ignored_label("tests/partition/seg");
     printf("partition: %d checks, %d failed\n", th_passed + th_failed, th_failed);
     return th_failed ? 1 : 0;
 }

@@ -55,7 +55,7 @@ static const char tiny_gir[] =
     "  %wn: f32[3, 4] = neg(%w)\n"
     "  %h: f32[2, 3] = dense(%x, %wn, %b)\n"
     "  %r: f32[2, 3] = relu(%h)\n"
-    "  %l: f32[] = cross_entropy(%r, %y)\n"
+    "  %l: f32[] = cross_entropy(%r, %y) {label_smoothing = 0.0, ignore_index = -100, split = 1}\n"
     "  output out = %r\n"
     "  loss %l\n"
     "}\n";

@@ -330,6 +330,17 @@ static ir_node *tc_node(tcase *c, int nout)
     return c->node = ir_node_new(c->p.g, c->op, c->nin, c->in, nout, "y", (ir_loc){0});
 }
 
+/* A cross_entropy or nll_loss (or its gradient) node with these attributes,
+ * unsplit. */
+static void ce_node(tcase *c, double eps, int64_t ignore)
+{
+    ir_node *n = tc_node(c, 1);
+    if (c->op == IR_OP_CROSS_ENTROPY || c->op == IR_OP_CROSS_ENTROPY_GRAD)
+        ir_set_float(c->p.g, n, "label_smoothing", eps);
+    ir_set_int(c->p.g, n, "ignore_index", ignore);
+    ir_set_int(c->p.g, n, "split", 1);
+}
+
 static void describe(tcase *c)
 {
     char tb[128];
@@ -659,13 +670,25 @@ static void test_forward(void)
     tc_begin(&c, IR_OP_EMBEDDING);
     tc_in(&c, I64(64, 40), 0, 1000);
     tc_in(&c, F32(1000, 64), -1, 1);
-    tc_node(&c, 1);
+    n = tc_node(&c, 1);
+    ir_set_int(c.p.g, n, "padding_idx", -1);
     tc_run(&c);
 
     tc_begin(&c, IR_OP_CROSS_ENTROPY);
     tc_in(&c, F32(64, 1000), -5, 5);
     tc_in(&c, I32(64), 0, 1000);
-    tc_node(&c, 1);
+    ce_node(&c, 0, -100);
+    tc_run(&c);
+    /* [n, c, h, w] logits, smoothed, a class ignored */
+    tc_begin(&c, IR_OP_CROSS_ENTROPY);
+    tc_in(&c, F32(8, 21, 16, 16), -5, 5);
+    tc_in(&c, I64(8, 16, 16), 0, 21);
+    ce_node(&c, 0.1, 4);
+    tc_run(&c);
+    tc_begin(&c, IR_OP_NLL_LOSS);
+    tc_in(&c, F32(8, 21, 16, 16), -5, 5);
+    tc_in(&c, I64(8, 16, 16), 0, 21);
+    ce_node(&c, 0, 4);
     tc_run(&c);
     tc_begin(&c, IR_OP_MSE);
     tc_in(&c, F32(300, 200), -1, 1);
@@ -813,12 +836,25 @@ static void test_training(void)
     tc_in(&c, I64(64, 40), 0, 1000);
     n = tc_node(&c, 1);
     ir_set_ints(c.p.g, n, "shape", 2, (int64_t[]){1000, 64});
+    ir_set_int(c.p.g, n, "padding_idx", 7);
     tc_run(&c);
     tc_begin(&c, IR_OP_CROSS_ENTROPY_GRAD);
     tc_in(&c, SCALAR, 0.5, 1.5);
     tc_in(&c, F32(64, 1000), -5, 5);
     tc_in(&c, I32(64), 0, 1000);
-    tc_node(&c, 1);
+    ce_node(&c, 0, -100);
+    tc_run(&c);
+    tc_begin(&c, IR_OP_CROSS_ENTROPY_GRAD);
+    tc_in(&c, SCALAR, 0.5, 1.5);
+    tc_in(&c, F32(8, 21, 16, 16), -5, 5);
+    tc_in(&c, I64(8, 16, 16), 0, 21);
+    ce_node(&c, 0.1, 4);
+    tc_run(&c);
+    tc_begin(&c, IR_OP_NLL_LOSS_GRAD);
+    tc_in(&c, SCALAR, 0.5, 1.5);
+    tc_in(&c, F32(8, 21, 16, 16), -5, 5);
+    tc_in(&c, I64(8, 16, 16), 0, 21);
+    ce_node(&c, 0, 4);
     tc_run(&c);
 
     /* optimizers */

@@ -252,13 +252,17 @@ int cli_plan_open(const options *o, drv_program *out)
 
 static const char *init_str(const ir_init *in, char *buf, size_t len)
 {
+    int n;
     switch (in->kind) {
-    case IR_INIT_ZEROS: return "zeros";
-    case IR_INIT_ONES: return "ones";
-    case IR_INIT_UNIFORM: snprintf(buf, len, "uniform(%.6g, %.6g)", in->a, in->b); return buf;
-    case IR_INIT_NORMAL: snprintf(buf, len, "normal(%.6g, %.6g)", in->a, in->b); return buf;
+    case IR_INIT_ZEROS: n = snprintf(buf, len, "zeros"); break;
+    case IR_INIT_ONES: n = snprintf(buf, len, "ones"); break;
+    case IR_INIT_UNIFORM: n = snprintf(buf, len, "uniform(%.6g, %.6g)", in->a, in->b); break;
+    case IR_INIT_NORMAL: n = snprintf(buf, len, "normal(%.6g, %.6g)", in->a, in->b); break;
     default: return "none";
     }
+    if (in->zero_row > 0 && n >= 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, " zero_row(%lld)", (long long)(in->zero_row - 1));
+    return buf;
 }
 
 /* Device d's holdings: nodes, arena buffers, and the bytes of the parameters

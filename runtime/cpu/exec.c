@@ -931,29 +931,69 @@ static int k_embedding(rt_exec *x, const ir_node *n, char *err, size_t errlen)
 
 /* ---------------------------------------------------------------- losses */
 
+int rt_ce_begin(rt_exec *x, const ir_node *n, int li, rt_ce *ce, char *err, size_t errlen)
+{
+    const ir_type *t = &n->in[li]->type;
+    const ir_value *l = n->in[li + 1];
+    ce->c = t->dims[1];
+    ce->npos = ir_type_numel(&l->type);
+    ce->inner = ce->npos / t->dims[0];
+    ce->nll = n->op == IR_OP_NLL_LOSS || n->op == IR_OP_NLL_LOSS_GRAD;
+    ce->eps = ce->nll ? 0 : ir_attr_float(n, "label_smoothing");
+    ce->ignore = ir_attr_int(n, "ignore_index");
+    ce->lab = x->buf[l->id];
+    ce->ldt = l->type.dtype;
+    ce->count = 0;
+    int64_t split = ir_attr_int(n, "split");
+    const char *op = ce->nll ? "nll_loss" : "cross_entropy"; /* a gradient's too */
+    for (int64_t p = 0; p < ce->npos; p++) {
+        int64_t y = rt_index_at(ce->lab, ce->ldt, p);
+        if (y == ce->ignore && split > 1)
+            return fail(err, errlen, "%s label %lld at position %lld of '%s' is "
+                        "ignore_index, in a batch split between %lld replicas: their losses "
+                        "are averaged, which is not the mean over the batch's other labels; "
+                        "train on one device", op, (long long)y, (long long)p, l->name,
+                        (long long)split);
+        if (y == ce->ignore)
+            continue;
+        if (y < 0 || y >= ce->c)
+            return fail(err, errlen, "%s label %lld at position %lld of '%s' is "
+                        "out of range [0, %lld)", op, (long long)y, (long long)p, l->name,
+                        (long long)ce->c);
+        ce->count++;
+    }
+    return 0;
+}
+
+/* Each position's lse - (1 - eps) x[y] - eps / c sum x (nll_loss: -x[y]),
+ * summed in position order, over the positions not ignored (their count: NaN
+ * for none, as PyTorch's 0/0). */
 static int k_cross_entropy(rt_exec *x, const ir_node *n, char *err, size_t errlen)
 {
-    const ir_type *t = &n->in[0]->type;
-    int64_t rows = t->dims[0], c = t->dims[1];
-    const float *a = IN(0);
-    const void *lab = data(x, n->in[1]);
+    rt_ce ce;
+    if (rt_ce_begin(x, n, 0, &ce, err, errlen) != 0)
+        return -1;
     double total = 0;
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t y = rt_index_at(lab, n->in[1]->type.dtype, r);
-        if (y < 0 || y >= c)
-            return fail(err, errlen, "cross_entropy label %lld at position %lld of '%s' is "
-                        "out of range [0, %lld)", (long long)y, (long long)r, n->in[1]->name,
-                        (long long)c);
-        const float *p = a + r * c;
+    for (int64_t r = 0; r < ce.npos; r++) {
+        int64_t y = rt_index_at(ce.lab, ce.ldt, r), s = ce.inner;
+        if (y == ce.ignore)
+            continue;
+        const float *p = rt_ce_row(&ce, IN(0), r);
+        if (ce.nll) {
+            total -= p[y * s];
+            continue;
+        }
         float mx = -INFINITY;
-        for (int64_t i = 0; i < c; i++)
-            mx = p[i] > mx ? p[i] : mx;
-        double sum = 0;
-        for (int64_t i = 0; i < c; i++)
-            sum += exp((double)(p[i] - mx));
-        total += mx + log(sum) - p[y];
+        for (int64_t i = 0; i < ce.c; i++)
+            mx = p[i * s] > mx ? p[i * s] : mx;
+        double sum = 0, all = 0;
+        for (int64_t i = 0; i < ce.c; i++) {
+            sum += exp((double)(p[i * s] - mx));
+            all += p[i * s];
+        }
+        total += mx + log(sum) - (1 - ce.eps) * p[y * s] - ce.eps / (double)ce.c * all;
     }
-    *OUT = (float)(total / (double)rows);
+    *OUT = (float)(total / (double)ce.count);
     return 0;
 }
 
@@ -1011,7 +1051,7 @@ static int run_node(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     case IR_OP_CONCAT: return k_concat(x, n);
     case IR_OP_PAD: return k_pad(x, n);
     case IR_OP_EMBEDDING: return k_embedding(x, n, err, errlen);
-    case IR_OP_CROSS_ENTROPY: return k_cross_entropy(x, n, err, errlen);
+    case IR_OP_CROSS_ENTROPY: case IR_OP_NLL_LOSS: return k_cross_entropy(x, n, err, errlen);
     case IR_OP_MSE: return k_mse(x, n);
     case IR_OP_ALL_REDUCE: case IR_OP_ALL_GATHER: case IR_OP_REDUCE_SCATTER: case IR_OP_BROADCAST:
     case IR_OP_SEND: case IR_OP_RECV:
@@ -1029,8 +1069,8 @@ static int supported(const ir_node *n)
 {
     switch (n->op) {
     case IR_OP_RESHAPE: case IR_OP_TRANSPOSE: case IR_OP_CONCAT: case IR_OP_PAD: case IR_OP_EMBEDDING:
-    case IR_OP_ARANGE: case IR_OP_CAST:
-    case IR_OP_CROSS_ENTROPY: case IR_OP_SEND: case IR_OP_SLICE: case IR_OP_ARGMAX:
+    case IR_OP_ARANGE: case IR_OP_CAST: case IR_OP_CROSS_ENTROPY: case IR_OP_NLL_LOSS:
+    case IR_OP_SEND: case IR_OP_SLICE: case IR_OP_ARGMAX:
         return 1;
     default:
         return ir_is_float(n->out[0]->type.dtype);

@@ -667,6 +667,7 @@ static int k_embedding_grad(rt_exec *x, const ir_node *n, char *err, size_t errl
     const float *dy = IN(0);
     const void *idx = x->buf[n->in[1]->id];
     float *dw = OUT;
+    int64_t pad = ir_attr_int(n, "padding_idx");
     memset(dw, 0, (size_t)NUMEL(n->out[0]) * sizeof *dw);
     for (int64_t i = 0; i < len; i++) {
         int64_t k = rt_index_at(idx, n->in[1]->type.dtype, i);
@@ -674,36 +675,42 @@ static int k_embedding_grad(rt_exec *x, const ir_node *n, char *err, size_t errl
             return fail(err, errlen, "embedding index %lld at position %lld of '%s' is out "
                         "of range [0, %lld)", (long long)k, (long long)i, n->in[1]->name,
                         (long long)num);
+        if (k == pad) /* nn.Embedding's padding_idx: no gradient */
+            continue;
         for (int64_t j = 0; j < dim; j++)
             dw[k * dim + j] += dy[i * dim + j];
     }
     return 0;
 }
 
+/* dx = dloss / count (softmax - (1 - eps) onehot(y) - eps / c) at the
+ * positions not ignored (nll_loss: -dloss / count onehot(y)), 0 at the others. */
 static int k_cross_entropy_grad(rt_exec *x, const ir_node *n, char *err, size_t errlen)
 {
-    const ir_type *t = &n->in[1]->type;
-    int64_t rows = t->dims[0], c = t->dims[1];
-    float dl = *IN(0);
+    rt_ce ce;
+    if (rt_ce_begin(x, n, 1, &ce, err, errlen) != 0)
+        return -1;
+    double scale = *IN(0) / (double)ce.count, off = ce.eps / (double)ce.c;
     const float *a = IN(1);
-    const void *lab = x->buf[n->in[2]->id];
     float *dx = OUT;
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t y = rt_index_at(lab, n->in[2]->type.dtype, r);
-        if (y < 0 || y >= c)
-            return fail(err, errlen, "cross_entropy label %lld at position %lld of '%s' is "
-                        "out of range [0, %lld)", (long long)y, (long long)r, n->in[2]->name,
-                        (long long)c);
-        const float *p = a + r * c;
+    for (int64_t r = 0; r < ce.npos; r++) {
+        int64_t y = rt_index_at(ce.lab, ce.ldt, r), s = ce.inner;
+        const float *p = rt_ce_row(&ce, a, r);
+        float *d = dx + (p - a);
+        if (y == ce.ignore || ce.nll) {
+            for (int64_t i = 0; i < ce.c; i++)
+                d[i * s] = ce.nll && i == y && y != ce.ignore ? (float)-scale : 0.0f;
+            continue;
+        }
         float mx = -INFINITY;
-        for (int64_t i = 0; i < c; i++)
-            mx = p[i] > mx ? p[i] : mx;
+        for (int64_t i = 0; i < ce.c; i++)
+            mx = p[i * s] > mx ? p[i * s] : mx;
         double sum = 0;
-        for (int64_t i = 0; i < c; i++)
-            sum += exp((double)(p[i] - mx));
-        double scale = dl / (double)rows;
-        for (int64_t i = 0; i < c; i++)
-            dx[r * c + i] = (float)((exp((double)(p[i] - mx)) / sum - (i == y)) * scale);
+        for (int64_t i = 0; i < ce.c; i++)
+            sum += exp((double)(p[i * s] - mx));
+        for (int64_t i = 0; i < ce.c; i++)
+            d[i * s] = (float)((exp((double)(p[i * s] - mx)) / sum - (1 - ce.eps) * (i == y) -
+                                off) * scale);
     }
     return 0;
 }
@@ -783,7 +790,8 @@ int rt_train_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     case IR_OP_AVGPOOL2D_GRAD: return k_avgpool_grad(x, n);
     case IR_OP_ADAPTIVE_AVGPOOL2D_GRAD: return k_adaptive_avgpool_grad(x, n);
     case IR_OP_EMBEDDING_GRAD: return k_embedding_grad(x, n, err, errlen);
-    case IR_OP_CROSS_ENTROPY_GRAD: return k_cross_entropy_grad(x, n, err, errlen);
+    case IR_OP_CROSS_ENTROPY_GRAD: case IR_OP_NLL_LOSS_GRAD:
+        return k_cross_entropy_grad(x, n, err, errlen);
     case IR_OP_SGD: return k_sgd(x, n);
     case IR_OP_BN_FOLD_SCALE: { /* gamma / sqrt(var + eps), as k_batchnorm's scale */
         const float *g = IN(0), *v = IN(1);

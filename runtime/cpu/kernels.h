@@ -71,6 +71,27 @@ void rt_bcast_strides(const ir_type *t, int r, int64_t *st);
 /* Integer i of an i32 or i64 tensor. */
 int64_t rt_index_at(const void *p, ir_dtype t, int64_t i);
 
+/* cross_entropy's, nll_loss's and their gradients' geometry: logits
+ * (log-probabilities) [n, c, d...] as positions p of n x inner, where inner is
+ * the product of d..., each with its c classes inner apart from
+ * x[p / inner * c * inner + p % inner]; eps the label smoothing, nll whether
+ * the input is log-probabilities (nll_loss).  rt_ce_begin fills it from node n,
+ * whose logits and labels are inputs li and li + 1, checks every label (in
+ * [0, c) or ignore_index; none ignored in a split batch) and counts those not
+ * ignored. */
+typedef struct {
+    int64_t npos, c, inner, count, ignore;
+    double eps;
+    int nll;
+    const void *lab;
+    ir_dtype ldt;
+} rt_ce;
+int rt_ce_begin(rt_exec *x, const ir_node *n, int li, rt_ce *ce, char *err, size_t errlen);
+static inline const float *rt_ce_row(const rt_ce *ce, const float *logits, int64_t p)
+{
+    return logits + p / ce->inner * ce->c * ce->inner + p % ce->inner;
+}
+
 typedef struct {
     int64_t n, c, h, w;           /* input */
     int64_t o, kh, kw, oh, ow;    /* output channels, kernel, output size */

@@ -68,7 +68,8 @@ void rt_cuda_status_message(const cg_status *st, const ir_node *node, char *err,
     const ir_node *n = node;
     for (; n; n = n->next) {
         if (st->code == CG_STATUS_LABEL &&
-            (n->op == IR_OP_CROSS_ENTROPY || n->op == IR_OP_CROSS_ENTROPY_GRAD))
+            (n->op == IR_OP_CROSS_ENTROPY || n->op == IR_OP_CROSS_ENTROPY_GRAD ||
+             n->op == IR_OP_NLL_LOSS || n->op == IR_OP_NLL_LOSS_GRAD))
             break;
         if (st->code == CG_STATUS_EMBEDDING_INDEX && n->op == IR_OP_EMBEDDING)
             break;
@@ -77,15 +78,24 @@ void rt_cuda_status_message(const cg_status *st, const ir_node *node, char *err,
         if (!n)
             break;
     }
+    const char *op = n && (n->op == IR_OP_NLL_LOSS || n->op == IR_OP_NLL_LOSS_GRAD)
+                         ? "nll_loss" : "cross_entropy";
     if (n && n->op == IR_OP_EMBEDDING) {
         base_fail(err, errlen, "embedding index %lld at position %lld of '%s' is out of range "
              "[0, %lld)", (long long)st->value, (long long)st->index, n->in[0]->name,
              (long long)n->in[1]->type.dims[0]);
+    } else if (n && st->value == ir_attr_int(n, "ignore_index")) { /* only when split */
+        int grad = n->op == IR_OP_CROSS_ENTROPY_GRAD || n->op == IR_OP_NLL_LOSS_GRAD;
+        base_fail(err, errlen, "%s label %lld at position %lld of '%s' is "
+             "ignore_index, in a batch split between %lld replicas: their losses are averaged, "
+             "which is not the mean over the batch's other labels; train on one device",
+             op, (long long)st->value, (long long)st->index, n->in[grad + 1]->name,
+             (long long)ir_attr_int(n, "split"));
     } else if (n) {
-        int grad = n->op == IR_OP_CROSS_ENTROPY_GRAD;
-        base_fail(err, errlen, "cross_entropy label %lld at position %lld of '%s' is out of range "
-             "[0, %lld)", (long long)st->value, (long long)st->index, n->in[grad + 1]->name,
-             (long long)n->in[grad]->type.dims[1]);
+        int grad = n->op == IR_OP_CROSS_ENTROPY_GRAD || n->op == IR_OP_NLL_LOSS_GRAD;
+        base_fail(err, errlen, "%s label %lld at position %lld of '%s' is out of range "
+             "[0, %lld)", op, (long long)st->value, (long long)st->index,
+             n->in[grad + 1]->name, (long long)n->in[grad]->type.dims[1]);
     } else {
         base_fail(err, errlen, "step %d reports status %d (position %lld, value %lld)", st->step,
              st->code, (long long)st->index, (long long)st->value);

@@ -89,7 +89,14 @@ static const op_case cases[] = {
     {"slice", G("  input %x: f32[4, 6, 3]\n  %y: f32[4, 3, 3] = slice(%x) {axis = 1, start = 2, "
                 "size = 3}\n  output y = %y\n"), 0, 0, 0},
     {"cross_entropy", G("  input %x: f32[6, 10]\n  input %label: i32[6]\n"
-                        "  %y: f32[] = cross_entropy(%x, %label)\n  output y = %y\n"), 1e-6, 1e-5, 0},
+                        "  %y: f32[] = cross_entropy(%x, %label) {label_smoothing = 0.0, ignore_index = -100, split = 1}\n  output y = %y\n"), 1e-6, 1e-5, 0},
+    /* labels in [0, 10) (fill) */
+    {"cross_entropy 4-d smoothed, ignoring", G("  input %x: f32[2, 10, 3, 4]\n  input %label: i32[2, 3, 4]\n"
+                                               "  %y: f32[] = cross_entropy(%x, %label) {label_smoothing = 0.1, ignore_index = 2, split = 1}\n"
+                                               "  output y = %y\n"), 1e-6, 1e-5, 0},
+    {"nll_loss 4-d, ignoring", G("  input %x: f32[2, 10, 3, 4]\n  input %label: i32[2, 3, 4]\n"
+                                 "  %y: f32[] = nll_loss(%x, %label) {ignore_index = 1, split = 1}\n  output y = %y\n"),
+     1e-6, 1e-5, 0},
     /* cuBLASLt */
     {"matmul", G("  input %a: f32[2, 3, 5]\n  input %b: f32[5, 4]\n"
                  "  %y: f32[2, 3, 4] = matmul(%a, %b)\n  output y = %y\n"), 1e-6, 1e-5, 0},

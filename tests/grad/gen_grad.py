@@ -12,6 +12,11 @@ Data come from the fill formula of tests/golden/gen_golden.py (Feed), by gnc ten
       as lenet.txt, in float64.
   pooling.txt, ...  one per model of ops.net, likewise: ops whose gradients the
       models above do not reach, a parameter x standing for the op's input.
+  losses.txt, layers.txt  tests/grad/losses.net (cross_entropy with its options,
+      nll_loss, smooth_l1_loss, huber_loss) and layers.net (groupnorm,
+      instancenorm, layernorm and batchnorm without affine, embedding's
+      padding_idx): the loss and every
+      parameter's gradient as above, in float64.
   optim.txt  a parameter p[3, 5] and a target t, loss mse(p, t) (models: optim.net),
       5 steps of each optimizer; p after every step.
 """
@@ -133,6 +138,60 @@ def upsample_loss(ts):
     return F.mse_loss(a * a, t) + F.mse_loss(b * b * b, u)
 
 
+def module_case(case, run):
+    """tests/grad/CASE.net: run(fill) gives its loss and its parameters by gnc name,
+    in float64 from the float32 data; the loss and every parameter's gradient."""
+    fill = gg.Feed()
+    loss, params = run(fill)
+    loss.backward()
+    path = os.path.join(HERE, case + ".txt")
+    with open(path, "w") as f:
+        header(f)
+        f.write("source tests/grad/%s.net\nloss %.9g\n" % (case, loss.item()))
+        for name, t in params:
+            g = t.grad.detach().reshape(-1)
+            n = g.numel()
+            idx = [(i * 7919) % n for i in range(SAMPLES)]
+            f.write("grad %s %d %.9g %.9g %s\n" % (name, n, g.sum().item(), (g * g).sum().item(),
+                                                   " ".join("%.9g" % g[i].item() for i in idx)))
+    print("wrote", os.path.relpath(path, ROOT))
+
+
+def param(fill, name, shape):
+    return fill(name, shape).double().requires_grad_()
+
+
+def losses(fill):
+    label, label2 = fill("label", [4, 3, 2], integer=True), fill("label2", [6], integer=True)
+    z, w = param(fill, "z", [4, 10, 3, 2]), param(fill, "w", [6, 10])
+    p, q = param(fill, "p", [5, 4]), param(fill, "q", [5, 4])
+    loss = (F.cross_entropy(z * 2, label, label_smoothing=0.1, ignore_index=3) +
+            F.cross_entropy(w * 3, label2, label_smoothing=0.25) +
+            F.nll_loss(torch.log_softmax(z, 1), label, ignore_index=7) +
+            F.smooth_l1_loss(p * 3, q, beta=0.5) + F.smooth_l1_loss(p, q) +
+            F.huber_loss(p * 2, q, delta=0.7) + F.smooth_l1_loss(p, q * 2, beta=0.0))
+    return loss, [("z", z), ("w", w), ("p", p), ("q", q)]
+
+
+def layers(fill):
+    t = fill("t", [2, 6, 3, 3]).double()
+    x = param(fill, "x", [2, 6, 3, 3])
+    gw, gb = param(fill, "gn.weight", [6]), param(fill, "gn.bias", [6])
+    iw, ib = param(fill, "inorm.weight", [6]), param(fill, "inorm.bias", [6])
+    rm, rv = fill("bn.running_mean", [6]).double(), fill("bn.running_var", [6]).double()
+    g = F.group_norm(x * 2, 3, gw, gb, eps=1e-5)
+    i = F.instance_norm(x, weight=iw, bias=ib, eps=1e-5)
+    i2 = F.instance_norm(x * 3, eps=0.01)
+    ln = F.layer_norm(x, [3, 3])
+    b = F.batch_norm(x, rm, rv, None, None, training=True, eps=1e-5)
+    tok, u = fill("tok", [2, 5], integer=True), fill("u", [2, 5, 4]).double()
+    ew = param(fill, "emb.weight", [10, 4])
+    e = F.embedding(tok, ew, padding_idx=3)
+    loss = F.mse_loss(g + i * i2 + ln * b, t) + F.mse_loss(e * e, u)
+    return loss, [("x", x), ("gn.weight", gw), ("gn.bias", gb), ("inorm.weight", iw),
+                  ("inorm.bias", ib), ("emb.weight", ew)]
+
+
 def optim_case():
     path = os.path.join(HERE, "optim.txt")
     runs = [
@@ -175,6 +234,8 @@ def main():
                  upsample_loss)
     optim_case()
     convs_case()
+    module_case("losses", losses)
+    module_case("layers", layers)
 
 
 if __name__ == "__main__":

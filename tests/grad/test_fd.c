@@ -201,6 +201,10 @@ static double forward64(const ir_graph *g, double **vals)
         case IR_OP_TRANSPOSE:
             o = ref_transpose(a, ta, ir_attr_ints(n, "perm", NULL), &t);
             break;
+        case IR_OP_SLICE:
+            o = ref_slice(a, ta, (int)ir_attr_int(n, "axis"), ir_attr_int(n, "start"),
+                          ir_attr_int(n, "size"), &t);
+            break;
         case IR_OP_CONCAT: {
             const double *xs[64];
             ir_type ts[64];
@@ -225,10 +229,6 @@ static double forward64(const ir_graph *g, double **vals)
             o = ref_pad(a, ta, ir_attr_ints(n, "before", NULL), ir_attr_ints(n, "after", NULL),
                         ir_attr_float(n, "value"), &t);
             break;
-        case IR_OP_SLICE:
-            o = ref_slice(a, ta, (int)ir_attr_int(n, "axis"), ir_attr_int(n, "start"),
-                          ir_attr_int(n, "size"), &t);
-            break;
         case IR_OP_EMBEDDING: {
             int64_t *idx = as_int(a, ir_type_numel(ta));
             o = ref_embedding(idx, ta, b, tb, &t);
@@ -238,7 +238,15 @@ static double forward64(const ir_graph *g, double **vals)
         case IR_OP_CROSS_ENTROPY: {
             int64_t *lab = as_int(b, ir_type_numel(tb));
             o = malloc(sizeof *o);
-            *o = ref_cross_entropy(a, ta, lab);
+            *o = ref_cross_entropy(a, ta, lab, ir_attr_float(n, "label_smoothing"),
+                                   ir_attr_int(n, "ignore_index"));
+            free(lab);
+            break;
+        }
+        case IR_OP_NLL_LOSS: {
+            int64_t *lab = as_int(b, ir_type_numel(tb));
+            o = malloc(sizeof *o);
+            *o = ref_nll_loss(a, ta, lab, ir_attr_int(n, "ignore_index"));
             free(lab);
             break;
         }
@@ -414,6 +422,54 @@ done:
         ir_graph_free(g);
 }
 
+/* dropout2d in training: each (sample, channel) plane of y is all 0 or all
+ * x / (1 - p), both kinds present (nn.Dropout2d's channel masks). */
+static void dropout2d_planes(void)
+{
+    static const char src[] = "model t() {\n  input t: f32[4, 8, 3, 3]\n"
+                              "  x = param(\"x\", [4, 8, 3, 3], init = uniform(1, 2))\n"
+                              "  y = dropout2d(x, p = 0.5)\n  output y\n  loss mse(y, t)\n}\n";
+    diag d;
+    diag_init(&d);
+    ad_optimizer opt = ad_optimizer_default(AD_SGD);
+    ir_graph *g = fe_load_string("dropout2d", src, strlen(src), &(fe_options){0}, &d);
+    char err[256];
+    rt_exec *x = NULL;
+    checks++;
+    if (!g || ad_training_graph(g, &opt, &d) != 0 || !(x = rt_exec_new(g, err, sizeof err))) {
+        fprintf(stderr, "FAIL: dropout2d planes: does not load\n");
+        diag_print(&d, stderr);
+        failures++;
+        goto done;
+    }
+    rt_exec_init_params(x, 3);
+    for (int i = 0; i < g->ninputs; i++)
+        memset(rt_exec_data(x, g->inputs[i]), 0, ir_type_bytes(&g->inputs[i]->type));
+    if (run_counted(g, x, "dropout2d planes") != 0)
+        goto done;
+    const float *xv = rt_exec_data(x, ir_find_value(g, "x"));
+    const float *yv = rt_exec_data(x, g->outputs[0].value);
+    int zero = 0, kept = 0, mixed = 0;
+    for (int plane = 0; plane < 32; plane++) {
+        int z = 0, k = 0;
+        for (int i = plane * 9; i < plane * 9 + 9; i++) {
+            z += yv[i] == 0;
+            k += yv[i] == xv[i] * 2.0f;
+        }
+        zero += z == 9, kept += k == 9, mixed += z != 9 && k != 9;
+    }
+    if (mixed || !zero || !kept) {
+        failures++;
+        fprintf(stderr, "FAIL: dropout2d planes: %d zeroed, %d kept, %d neither\n", zero, kept,
+                mixed);
+    }
+done:
+    diag_free(&d);
+    rt_exec_free(x);
+    if (g)
+        ir_graph_free(g);
+}
+
 #define M(body) "model t() {\n" body "\n}\n"
 #define P(name, shape) name " = param(\"" name "\", " shape ")\n"
 
@@ -443,6 +499,9 @@ int main(void)
              0);
     run_case("dropout", M("input t: f32[8, 16]\n" P("p", "[8, 16]")
                           "loss mse(dropout(p, p = 0.3), t)"), 0);
+    run_case("dropout2d", M("input t: f32[4, 6, 3, 2]\n" P("p", "[4, 6, 3, 2]")
+                            "loss mse(dropout2d(p * 2.0, p = 0.4), t)"), 0);
+    dropout2d_planes();
     run_case("binary", M("input t: f32[2, 3, 4]\n" P("a", "[2, 3, 4]") P("b", "[3, 1]")
                          P("c", "[4]")
                          "y = (a + b) * c - a / (b * b + 1.0) + c / 2.0 - 1.0\n"
@@ -473,6 +532,10 @@ int main(void)
                                "loss mse(batchnorm(x, eps = 0.01), t)"), 0);
     run_case("layernorm", M("input t: f32[3, 4, 5]\n" P("x", "[3, 4, 5]")
                             "loss mse(layernorm(x, dims = 2) + layernorm(x), t)"), 0);
+    run_case("norms", M("input t: f32[2, 4, 3, 2]\n" P("x", "[2, 4, 3, 2]")
+                        "y = groupnorm(x, 2) + instancenorm(x, affine = true)"
+                        " * layernorm(x, dims = 3, affine = false)\n"
+                        "loss mse(y + batchnorm(x * 2.0, affine = false), t)"), 0);
     run_case("softmax", M("input t: f32[3, 4, 5]\n" P("x", "[3, 4, 5]")
                           "loss mse(softmax(x, axis = 1) + log_softmax(x * 3.0), t)"), 0);
     run_case("pooling", M("input t: f32[2, 3, 4, 4]\n" P("x", "[2, 3, 8, 7]")
@@ -527,6 +590,22 @@ int main(void)
                             "loss mse(embedding(i, 7, 5), t)"), 7);
     run_case("cross-entropy", M("input label: i64[6]\n" P("z", "[6, 10]")
                                 "loss cross_entropy(z * 2.0, label)"), 10);
+    /* label smoothing, an ignored class id (labels drawn from [0, 5): a fifth
+       of them ignored), and logits [n, c, h, w] with labels [n, h, w] */
+    run_case("cross-entropy-smooth", M("input label: i64[8]\n" P("z", "[8, 5]")
+                                       "loss cross_entropy(z, label, label_smoothing = 0.15,"
+                                       " ignore_index = 3)"), 5);
+    run_case("cross-entropy-2d", M("input label: i32[2, 3, 2]\n" P("z", "[2, 5, 3, 2]")
+                                   "loss cross_entropy(z * 1.5, label, 0.1, 1)"), 5);
+    run_case("nll-loss", M("input label: i64[2, 3, 2]\ninput l2: i32[8]\n"
+                           P("z", "[2, 5, 3, 2]") P("w", "[8, 5]")
+                           "loss nll_loss(log_softmax(z, axis = 1), label, ignore_index = 2)"
+                           " + nll_loss(w * 2.0, l2)"), 5);
+    /* smooth_l1_loss and huber_loss: where between their branches; beta 0 is l1 */
+    run_case("robust-losses", M(P("a", "[3, 4]") P("b", "[3, 4]")
+                                "loss smooth_l1_loss(a, b) + smooth_l1_loss(a * 3.0, b, beta = 0.5)"
+                                " + huber_loss(a * 2.0, b, delta = 0.7) + huber_loss(a, b * 0.5)"
+                                " + smooth_l1_loss(a, b, beta = 0.0)"), 0);
     run_case("mse", M(P("a", "[3, 4]") P("b", "[3, 4]") "loss mse(a, b)"), 0);
     /* maximum and minimum broadcasting, where with masks from comparisons (no
        gradient through them), the operators too */
@@ -562,6 +641,17 @@ int main(void)
     exact_case("first extremes", M(P("a", "[6]") P("b", "[6]")
                                    "loss max(a) + min(a) * 2.0 + max(b) + min(b) * 3.0"),
                ext_vals, ext_want);
+    /* smooth_l1_loss (beta 0.5) of a - b and huber_loss (delta 0.5) of c - d, b
+       and d 0: inside, d / beta and d; on the bound |d| = beta and beyond,
+       sign(d) and delta sign(d), as PyTorch's; 0 at d = 0 */
+    static const float rb_vals[4][6] = {{0.5f, -0.5f, 0.25f, 2, 0, -3}, {0, 0, 0, 0, 0, 0},
+                                        {0.5f, -0.5f, 0.25f, 2, 0, -3}, {0, 0, 0, 0, 0, 0}};
+    static const float rb_want[4][6] = {{1, -1, 0.5f, 1, 0, -1}, {-1, 1, -0.5f, -1, 0, 1},
+                                        {0.5f, -0.5f, 0.25f, 0.5f, 0, -0.5f},
+                                        {-0.5f, 0.5f, -0.25f, -0.5f, 0, 0.5f}};
+    exact_case("robust bounds", M(P("a", "[6]") P("b", "[6]") P("c", "[6]") P("d", "[6]")
+                                  "loss smooth_l1_loss(a, b, beta = 0.5) * 6.0"
+                                  " + huber_loss(c, d, delta = 0.5) * 6.0"), rb_vals, rb_want);
     exact_case("edges", M(P("a", "[6]") P("b", "[6]") P("c", "[6]") P("d", "[6]")
                           "loss sum(maximum(a, b)) + sum(minimum(a, b)) * 3.0"
                           " + sum(clamp(c, min = -0.5, max = 0.5)) * 5.0 + sum(d ** 0.0)"
@@ -579,7 +669,7 @@ int main(void)
         IR_OP_MAXPOOL2D, IR_OP_AVGPOOL2D, IR_OP_GLOBAL_AVGPOOL, IR_OP_ADAPTIVE_AVGPOOL2D,
         IR_OP_RESHAPE,
         IR_OP_TRANSPOSE, IR_OP_CONCAT, IR_OP_EMBEDDING, IR_OP_CROSS_ENTROPY, IR_OP_MSE,
-        IR_OP_SUM_TO, IR_OP_BROADCAST_TO,
+        IR_OP_SUM_TO, IR_OP_BROADCAST_TO, IR_OP_NLL_LOSS,
     };
     for (size_t i = 0; i < sizeof differentiable / sizeof *differentiable; i++)
         if (!covered[differentiable[i]]) {

@@ -105,6 +105,19 @@ same one.loss two.loss "lenet: the 5th step's loss on 1 and 2 devices (4 digits)
 expect 0 "$gnc" train "$lenet" --steps 5 --batch 64 --seed 4 --devices cpu:2 --strategy pipeline
 grep "step 5/" <<<"$out" | sed 's/.*loss \([0-9.]*\).*/\1/' > pp.loss
 same one.loss pp.loss "lenet: the 5th step's loss on 1 device and a 2-stage pipeline"
+# label smoothing splits with the batch; a class ignored is refused there
+sed 's/cross_entropy(logits, label)/cross_entropy(logits, label, label_smoothing = 0.1)/' \
+    "$lenet" >smooth.net
+expect 0 "$gnc" train smooth.net --steps 5 --batch 64 --seed 4
+grep "step 5/" <<<"$out" | sed 's/.*loss \([0-9.]*\).*/\1/' > smooth1.loss
+expect 0 "$gnc" train smooth.net --steps 5 --batch 64 --seed 4 --devices cpu:2 --strategy data
+grep "step 5/" <<<"$out" | sed 's/.*loss \([0-9.]*\).*/\1/' > smooth2.loss
+same smooth1.loss smooth2.loss "lenet, smoothed labels: the 5th step's loss on 1 and 2 devices"
+if ! cmp -s one.loss smooth1.loss; then ok; else bad "label smoothing changed nothing"; fi
+sed 's/cross_entropy(logits, label)/cross_entropy(logits, label, ignore_index = 3)/' \
+    "$lenet" >ignore.net
+expect 1 "$gnc" train ignore.net --steps 1 --batch 64 --devices cpu:2 --strategy data
+has "the loss 'cross_entropy0' ignores class 3: splitting the batch between devices"
 # whole epochs on a small slice of the data: evaluation reads the weights back
 # from every strategy's devices (a tensor-parallel program's shards assembled)
 data=/usr/share/datasets/fashion-mnist

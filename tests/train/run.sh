@@ -206,9 +206,9 @@ expect 1 "$gnc" train meanloss.net --data tiny --steps 1
 has "meanloss.net: the loss 'mean0' is reshape, not cross_entropy(logits, label)"
 if ! grep -q "step 1/" <<<"$out"; then ok; else bad "a refused loss trained a step"; fi
 # and on two devices the partitioner refuses it (it crashed): the replicas'
-# losses are averaged, right for cross_entropy and mse alone
+# losses are averaged, right for cross_entropy, nll_loss and mse alone
 expect 1 "$gnc" train meanloss.net --data tiny --steps 1 --devices cpu:2 --strategy data
-has "meanloss.net:6:8: error: the loss 'mean0' is reshape, not cross_entropy or mse"
+has "meanloss.net:6:8: error: the loss 'mean0' is reshape, not cross_entropy, nll_loss or mse"
 if ! grep -q "step 1/" <<<"$out"; then ok; else bad "a refused loss trained a step"; fi
 
 # bad data
