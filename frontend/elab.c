@@ -554,8 +554,18 @@ ir_value *make_param(elab *e, call *c, const char *suffix, ir_value_kind kind, i
                      val init, init_kind dflt)
 {
     if (c->share) { /* another call's parameter, of this type */
-        const char *name = suffix ? fmt(e, "%s.%s", c->share, suffix) : c->share;
-        ir_value *v = ir_find_value(e->g, name);
+        /* PATH in the call's scope, else in each enclosing one, else whole */
+        const char *name = NULL;
+        ir_value *v = NULL;
+        size_t scope = strrchr(c->path, '.') ? (size_t)(strrchr(c->path, '.') - c->path) : 0;
+        for (;;) {
+            name = fmt(e, "%.*s%s%s%s%s", (int)scope, c->path, scope ? "." : "", c->share,
+                       suffix ? "." : "", suffix ? suffix : "");
+            if ((v = ir_find_value(e->g, name)) != NULL || scope == 0)
+                break;
+            while (scope > 0 && c->path[--scope] != '.')
+                ;
+        }
         char want[128], got[128];
         if (c->shared < 0)  /* refused already */
             return NULL;

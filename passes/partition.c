@@ -752,8 +752,41 @@ static int task_ready(pt *P, pt_task t)
 
 /* ---------------------------------------------------------------- the end of the step */
 
+/* The stages other than its own whose nodes read the parameter an optimizer
+ * updates (a tied embedding: the first stage looks it up, the last one
+ * multiplies by it). */
+static uint64_t other_readers(const pt *P, int opt)
+{
+    const ir_value *w = P->src[opt]->in[0];
+    uint64_t stages = 0;
+    for (int i = 0; i < P->nsrc; i++)
+        for (int a = 0; a < P->src[i]->nin && !is_optimizer(P->src[i]->op); a++)
+            if (P->src[i]->in[a] == w && P->stage[i] != P->stage[opt])
+                stages |= (uint64_t)1 << P->stage[i];
+    return stages;
+}
+
+/* Gradient g of v on its device sent to dev, for the optimizer there. */
+static ir_value *gradient_to(pt *P, const ir_value *v, ir_value *g, int dev)
+{
+    int64_t id = pt_comm_id(P, ((uint64_t)3 << 62) | ((uint64_t)v->id << 16) | (uint64_t)dev);
+    char buf[512];
+    ir_node *n = pt_node(P, g->def->device, IR_OP_SEND, 1, &g, 1, "send", P->loc);
+    ir_set_int(P->g, n, "id", id);
+    ir_set_int(P->g, n, "peer", dev);
+    pt_emit(P, n);
+    snprintf(buf, sizeof buf, "%s.to%d", g->name, dev);
+    n = pt_node(P, dev, IR_OP_RECV, 0, NULL, 1, buf, P->loc);
+    ir_set_int(P->g, n, "id", id);
+    ir_set_int(P->g, n, "peer", g->def->device);
+    ir_set_ints(P->g, n, "shape", g->type.rank, g->type.dims);
+    return pt_emit(P, n);
+}
+
 /* The optimizer of each parameter once per device that holds it, on the
- * reduced gradient. */
+ * reduced gradient: on its own stage's devices, and on those of every other
+ * stage that reads the parameter, which get the gradient and update their
+ * copy alike, so that the copies stay the same bits. */
 static void run_optimizers(pt *P)
 {
     for (int i = 0; i < P->nsrc; i++) {
@@ -761,17 +794,24 @@ static void run_optimizers(pt *P)
         if (!is_optimizer(s->op))
             continue;
         P->loc = s->loc;
+        uint64_t others = other_readers(P, i);
         for (int q = 0; q < P->dp; q++) {
-            int dev = q * P->pp + P->stage[i];
-            ir_value *in[8];
-            for (int a = 0; a < s->nin; a++)
-                in[a] = a == 1 ? P->reduced[(size_t)dev * P->nval + s->in[1]->id]
-                               : value_of(P, s->in[a], -1, dev);
-            IR_ASSERT(in[1]);
-            ir_node *n = copy_node(P, s, -1 - dev, dev, in);
-            pt_emit(P, n);
-            for (int a = 0; a < s->nout; a++)
-                *dev_at(P, dev, s->out[a]) = n->out[a];
+            int home = q * P->pp + P->stage[i];
+            ir_value *g = P->reduced[(size_t)home * P->nval + s->in[1]->id];
+            IR_ASSERT(g);
+            for (int st = -1; st < P->pp; st++) {
+                if (st >= 0 && !(others >> st & 1))
+                    continue;
+                int dev = st < 0 ? home : q * P->pp + st;
+                ir_value *in[8];
+                for (int a = 0; a < s->nin; a++)
+                    in[a] = a == 1 ? (dev == home ? g : gradient_to(P, s->in[1], g, dev))
+                                   : value_of(P, s->in[a], -1, dev);
+                ir_node *n = copy_node(P, s, -1 - dev, dev, in);
+                pt_emit(P, n);
+                for (int a = 0; a < s->nout; a++)
+                    *dev_at(P, dev, s->out[a]) = n->out[a];
+            }
         }
     }
 }
@@ -866,21 +906,28 @@ static void gather_outputs(pt *P)
 }
 
 /* Every update on every device that holds its target: an optimizer's result
- * there, or (batchnorm's running statistics) the last replica's copy. */
+ * there (on each stage that runs it, run_optimizers), or (batchnorm's running
+ * statistics) the last replica's copy. */
 static void place_updates(pt *P, const ir_update *src, int nsrc_updates)
 {
     P->g->nupdates = 0;
     for (int i = 0; i < nsrc_updates; i++) {
         const ir_value *u = src[i].source;
         int pos = u->kind == IR_VALUE_NODE ? P->pos[u->id] : -1;
-        int st = pos >= 0 ? P->stage[pos] : 0;
-        for (int q = 0; q < P->dp; q++) {
-            int dev = q * P->pp + st;
-            ir_value *x = pos >= 0 && P->batched[u->id] && !is_optimizer(P->src[pos]->op)
-                              ? *map_at(P, q * P->m + P->m - 1, u)
-                              : value_of(P, u, -1, dev);
-            ir_add_update_on(P->g, src[i].target, x, dev);
-        }
+        int opt = pos >= 0 && is_optimizer(P->src[pos]->op);
+        uint64_t stages = (uint64_t)1 << (pos >= 0 ? P->stage[pos] : 0);
+        if (opt)
+            stages |= other_readers(P, pos);
+        for (int q = 0; q < P->dp; q++)
+            for (int st = 0; st < P->pp; st++) {
+                if (!(stages >> st & 1))
+                    continue;
+                int dev = q * P->pp + st;
+                ir_value *x = pos >= 0 && P->batched[u->id] && !opt
+                                  ? *map_at(P, q * P->m + P->m - 1, u)
+                                  : value_of(P, u, -1, dev);
+                ir_add_update_on(P->g, src[i].target, x, dev);
+            }
     }
 }
 

@@ -613,8 +613,8 @@ static void copy_all(tp *T, const ir_node *s, const layout *lin, const layout *l
                              wt(T, s->out[0])->dims[lout[0].axis]};
             ir_set_ints(T->P.g, n, "shard", 3, sh);
         }
-        if (s->op == IR_OP_CONST)
-            n->out[0]->type = t0;
+        if (s->op == IR_OP_CONST || s->op == IR_OP_ARANGE || s->op == IR_OP_CAST)
+            n->out[0]->type = t0; /* typed as declared (ops.def) */
         pt_emit(&T->P, n);
         for (int k = 0; k < s->nout; k++) {
             ir_type want = local_type(T, wt(T, s->out[k]), lout[k]);

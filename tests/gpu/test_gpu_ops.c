@@ -82,8 +82,8 @@ static const op_case cases[] = {
     {"arange", G("  %y: f32[300] = arange() {start = -2.5, step = 0.125}\n  output y = %y\n"),
      0, 0, 0},
     {"cast", G("  input %x: f32[6, 50]\n  %s: f32[] = const() {value = 1e9}\n"
-               "  %m: f32[6, 50] = mul(%x, %s)\n  %y: i32[6, 50] = cast(%m)\n  output y = %y\n"),
-     0, 0, 0},
+               "  %m: f32[6, 50] = mul(%x, %s)\n  %i: i32[6, 50] = cast(%m)\n"
+               "  %y: f32[6, 50] = cast(%i)\n  output y = %y\n"), 0, 0, 0},
     {"pad", G("  input %x: f32[4, 6, 3]\n  %y: f32[5, 6, 7] = pad(%x) {before = [1, 0, 3], "
               "after = [0, 0, 1], value = -0.5}\n  output y = %y\n"), 0, 0, 0},
     {"slice", G("  input %x: f32[4, 6, 3]\n  %y: f32[4, 3, 3] = slice(%x) {axis = 1, start = 2, "
