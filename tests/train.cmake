@@ -19,3 +19,9 @@ set_tests_properties(lenet_fmnist PROPERTIES LABELS "train" TIMEOUT 1800)
 add_test(NAME long_runs COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/train/long_runs.sh
          $<TARGET_FILE:gnc> ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/long-runs-work ${GNC_FMNIST})
 set_tests_properties(long_runs PROPERTIES LABELS "cli;train" TIMEOUT 600)
+
+# Data sets of named arrays: .npy folders, safetensors, token streams, and
+# every refusal.  tests/train/arrays.sh holds the cases.
+add_test(NAME train_arrays COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/train/arrays.sh
+         $<TARGET_FILE:gnc> ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/arrays-work)
+set_tests_properties(train_arrays PROPERTIES LABELS "cli;train" TIMEOUT 300)

@@ -46,7 +46,9 @@ typedef struct {
     int dump_plan;              /* --dump-plan[=FILE.json] */
     const char *dump_plan_file;
     /* gnc train and gnc eval */
-    const char *data;           /* --data DIR */
+    const char *data;           /* --data DIR (IDX files or NAME.npy) or FILE.safetensors */
+    const char *tokens;         /* --tokens FILE: a token stream (text or .npy) */
+    double test_fraction;       /* --test-fraction X: the test split where the data has none */
     const char *weights;        /* --weights FILE (eval) */
     const char *checkpoint;     /* --checkpoint FILE */
     const char *resume;         /* --resume FILE */

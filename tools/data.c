@@ -1,6 +1,7 @@
 /* IDX data sets: see data.h.  zlib's gzread reads gzipped and plain files alike. */
 #include "data.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +10,10 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cjson/cJSON.h>
+
 #include "base.h"
+#include "npy.h"
 
 /* Finds dir/name or dir/name.gz; writes the path used into path. */
 static int find(const char *dir, const char *name, char *path, size_t len)
@@ -184,4 +188,365 @@ void cli_dataset_batch(const cli_dataset *ds, const int64_t *order, int64_t firs
             dst[i] = (float)src[i] / 255.0f; /* as torch: x.float() / 255 */
         labels[b] = ds->labels[k];
     }
+}
+
+/* Data sets of named arrays: see data.h. */
+
+static size_t dtype_size(ir_dtype t)
+{
+    return t == IR_I64 ? 8 : t == IR_U8 ? 1 : 4;
+}
+
+/* Adds an array whole of shape [n, ...] to d (taking data, base_malloc'd, when
+ * own); every array of d holds as many samples. */
+static int add_array(cli_data *d, const char *name, const char *from, const ir_type *whole,
+                     void *data, int own, char *err, size_t errlen)
+{
+    if (own)
+        d->owned[d->nowned++] = data;
+    if (whole->rank < 1)
+        return base_fail(err, errlen, "%s: the array '%s' is a scalar; it needs a leading sample "
+                         "dimension", from, name);
+    if (d->narrays == CLI_MAX_ARRAYS)
+        return base_fail(err, errlen, "%s: more than %d arrays", from, CLI_MAX_ARRAYS);
+    if (strlen(name) >= sizeof d->a[0].name)
+        return base_fail(err, errlen, "%s: the array name '%.40s...' is too long", from, name);
+    if (d->narrays && whole->dims[0] != d->n)
+        return base_fail(err, errlen, "%s: the array '%s' holds %lld samples, but '%s' holds %lld: "
+                         "every array needs one entry per sample", from, name,
+                         (long long)whole->dims[0], d->a[0].name, (long long)d->n);
+    cli_array *a = &d->a[d->narrays++];
+    memset(a, 0, sizeof *a);
+    snprintf(a->name, sizeof a->name, "%s", name);
+    a->sample.dtype = whole->dtype;
+    a->sample.rank = whole->rank - 1;
+    for (int i = 1; i < whole->rank; i++)
+        a->sample.dims[i - 1] = whole->dims[i];
+    a->data = data;
+    a->stride = ir_type_numel(&a->sample);
+    d->n = whole->dims[0];
+    return 0;
+}
+
+static int ends_with(const char *s, const char *tail)
+{
+    size_t n = strlen(s), t = strlen(tail);
+    return n >= t && strcmp(s + n - t, tail) == 0;
+}
+
+/* Every NAME.npy of dir, as array NAME; 0 with *found the count. */
+static int load_npy_dir(const char *dir, cli_data *d, int *found, char *err, size_t errlen)
+{
+    DIR *dp = opendir(dir);
+    *found = 0;
+    if (!dp)
+        return base_fail(err, errlen, "%s: %s", dir, strerror(errno));
+    struct dirent *e;
+    int rc = 0;
+    while (!rc && (e = readdir(dp))) {
+        char path[4096], name[256];
+        if (!ends_with(e->d_name, ".npy") || strlen(e->d_name) == 4)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        snprintf(name, sizeof name, "%.*s", (int)(strlen(e->d_name) - 4), e->d_name);
+        ir_type t;
+        void *data;
+        if (npy_load(path, &t, &data, err, errlen) != 0 ||
+            add_array(d, name, path, &t, data, 1, err, errlen) != 0)
+            rc = -1;
+        (*found)++;
+    }
+    closedir(dp);
+    return rc;
+}
+
+/* A safetensors file: 8 bytes of header length (little-endian), a JSON
+ * header {"NAME": {"dtype", "shape", "data_offsets": [begin, end]}, ...,
+ * "__metadata__": {...}}, then the data.  Tensors train.NAME go to train,
+ * test.NAME to test, NAME to train. */
+static int load_safetensors(const char *path, cli_data *train, cli_data *test, char *err,
+                            size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return base_fail(err, errlen, "%s: %s", path, strerror(errno));
+    unsigned char len8[8];
+    char *head = NULL;
+    unsigned char *body = NULL;
+    cJSON *j = NULL;
+    int rc = -1;
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || fread(len8, 1, 8, f) != 8) {
+        base_fail(err, errlen, "%s: not a safetensors file (shorter than its header)", path);
+        goto done;
+    }
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--)
+        hlen = hlen << 8 | len8[i];
+    if (hlen > (uint64_t)st.st_size - 8 || hlen > 100u << 20) {
+        base_fail(err, errlen, "%s: not a safetensors file (a header of %llu bytes)", path,
+                  (unsigned long long)hlen);
+        goto done;
+    }
+    uint64_t blen = (uint64_t)st.st_size - 8 - hlen;
+    if (!(head = base_malloc(hlen + 1)) || !(body = base_malloc(blen ? blen : 1))) {
+        base_fail(err, errlen, "%s: out of memory", path);
+        goto done;
+    }
+    if (fread(head, 1, hlen, f) != hlen || fread(body, 1, blen, f) != blen) {
+        base_fail(err, errlen, "%s: truncated", path);
+        goto done;
+    }
+    head[hlen] = 0;
+    if (!(j = cJSON_Parse(head)) || !cJSON_IsObject(j)) {
+        base_fail(err, errlen, "%s: not a safetensors file (its header is not a JSON object)", path);
+        goto done;
+    }
+    cJSON *e;
+    cJSON_ArrayForEach(e, j) {
+        const char *name = e->string;
+        if (strcmp(name, "__metadata__") == 0)
+            continue;
+        cJSON *dt = cJSON_GetObjectItem(e, "dtype"), *sh = cJSON_GetObjectItem(e, "shape");
+        cJSON *off = cJSON_GetObjectItem(e, "data_offsets");
+        static const struct { const char *s; ir_dtype t; } dts[] = {
+            {"F32", IR_F32}, {"I32", IR_I32}, {"I64", IR_I64}, {"U8", IR_U8}};
+        ir_type t = {IR_F32, 0, {0}};
+        int known = 0;
+        for (size_t i = 0; cJSON_IsString(dt) && i < sizeof dts / sizeof *dts; i++)
+            if (strcmp(dt->valuestring, dts[i].s) == 0)
+                t.dtype = dts[i].t, known = 1;
+        if (!known) {
+            base_fail(err, errlen, "%s: the tensor '%s' has dtype %s; gnc reads F32, I32, I64 "
+                      "and U8", path, name, cJSON_IsString(dt) ? dt->valuestring : "(none)");
+            goto done;
+        }
+        int n = cJSON_GetArraySize(sh);
+        if (!cJSON_IsArray(sh) || n > IR_MAX_RANK || !cJSON_IsArray(off) ||
+            cJSON_GetArraySize(off) != 2) {
+            base_fail(err, errlen, "%s: the tensor '%s' has no valid shape and data_offsets",
+                      path, name);
+            goto done;
+        }
+        uint64_t numel = 1;
+        t.rank = n;
+        for (int i = 0; i < n; i++) {
+            cJSON *x = cJSON_GetArrayItem(sh, i);
+            double v = cJSON_IsNumber(x) ? x->valuedouble : -1;
+            if (v < 0 || v > (double)IR_MAX_NUMEL || v != (double)(int64_t)v ||
+                (v > 0 && numel > (uint64_t)IR_MAX_NUMEL / (uint64_t)v)) {
+                base_fail(err, errlen, "%s: the tensor '%s' has a bad shape", path, name);
+                goto done;
+            }
+            t.dims[i] = (int64_t)v;
+            numel *= (uint64_t)v;
+        }
+        double b = cJSON_GetArrayItem(off, 0)->valuedouble;
+        double en = cJSON_GetArrayItem(off, 1)->valuedouble;
+        uint64_t bytes = numel * dtype_size(t.dtype);
+        if (!(b >= 0 && en >= b && en <= (double)blen && (uint64_t)(en - b) == bytes)) {
+            base_fail(err, errlen, "%s: the tensor '%s' has data_offsets outside the file or "
+                      "not of its shape's size", path, name);
+            goto done;
+        }
+        void *data = base_malloc(bytes ? bytes : 1);
+        if (!data) {
+            base_fail(err, errlen, "%s: out of memory", path);
+            goto done;
+        }
+        memcpy(data, body + (uint64_t)b, bytes);
+        cli_data *d = train;
+        if (strncmp(name, "train.", 6) == 0)
+            name += 6;
+        else if (strncmp(name, "test.", 5) == 0)
+            name += 5, d = test;
+        char from[4200];
+        snprintf(from, sizeof from, "%s (%s)", path, d == test ? "test" : "train");
+        if (add_array(d, name, from, &t, data, 1, err, errlen) != 0)
+            goto done;
+    }
+    rc = 0;
+done:
+    cJSON_Delete(j);
+    base_free(head);
+    base_free(body);
+    fclose(f);
+    return rc;
+}
+
+/* Without a test split of its own, test is the last fraction of train. */
+static void split(cli_data *train, cli_data *test, double fraction)
+{
+    int64_t ntest = (int64_t)((double)train->n * fraction);
+    *test = *train;
+    test->nowned = 0;
+    test->n = ntest;
+    train->n -= ntest;
+    for (int i = 0; i < test->narrays; i++)
+        test->a[i].offset += train->n * test->a[i].stride;
+}
+
+int cli_data_load(const char *path, double test_fraction, cli_data *train, cli_data *test,
+                  char *err, size_t errlen)
+{
+    struct stat st;
+    memset(train, 0, sizeof *train);
+    memset(test, 0, sizeof *test);
+    train->what = "training", test->what = "test";
+    int rc = -1, found = 0;
+    if (stat(path, &st) != 0) {
+        base_fail(err, errlen, "%s: %s", path, strerror(errno));
+    } else if (!S_ISDIR(st.st_mode)) {
+        rc = load_safetensors(path, train, test, err, errlen);
+    } else {
+        char sub[4096];
+        snprintf(sub, sizeof sub, "%s/train", path);
+        if (stat(sub, &st) == 0 && S_ISDIR(st.st_mode)) {
+            rc = load_npy_dir(sub, train, &found, err, errlen);
+            snprintf(sub, sizeof sub, "%s/test", path);
+            if (!rc && stat(sub, &st) == 0 && S_ISDIR(st.st_mode))
+                rc = load_npy_dir(sub, test, &found, err, errlen);
+        } else {
+            rc = load_npy_dir(path, train, &found, err, errlen);
+        }
+    }
+    if (!rc && !train->narrays)
+        rc = base_fail(err, errlen, "%s: holds no training arrays (NAME.npy, or tensors in a "
+                       "safetensors file)", path);
+    if (!rc && !test->narrays)
+        split(train, test, test_fraction);
+    test->what = "test";
+    return rc;
+}
+
+int cli_data_tokens(const char *path, double test_fraction, int64_t seq, cli_data *train,
+                    cli_data *test, int64_t *max_id, char *err, size_t errlen)
+{
+    memset(train, 0, sizeof *train);
+    memset(test, 0, sizeof *test);
+    ir_type t = {IR_U8, 1, {0}};
+    void *data = NULL;
+    if (ends_with(path, ".npy")) {
+        if (npy_load(path, &t, &data, err, errlen) != 0)
+            return -1;
+        if (t.rank != 1 || ir_is_float(t.dtype)) {
+            base_free(data);
+            char b[128];
+            return base_fail(err, errlen, "%s: a token stream is integer ids [N], not %s", path,
+                             ir_type_str(&t, b, sizeof b));
+        }
+    } else {
+        struct stat st;
+        FILE *f = fopen(path, "rb");
+        if (!f || fstat(fileno(f), &st) != 0 || S_ISDIR(st.st_mode)) {
+            int e = errno;
+            if (f)
+                fclose(f);
+            return base_fail(err, errlen, "%s: %s", path, f ? "is a directory" : strerror(e));
+        }
+        t.dims[0] = st.st_size;
+        data = base_malloc((size_t)st.st_size + 1);
+        size_t got = data ? fread(data, 1, (size_t)st.st_size, f) : 0;
+        fclose(f);
+        if (!data || got != (size_t)st.st_size) {
+            base_free(data);
+            return base_fail(err, errlen, "%s: %s", path, data ? "cannot read" : "out of memory");
+        }
+    }
+    train->owned[train->nowned++] = data;
+    int64_t len = t.dims[0];
+    *max_id = 0;
+    for (int64_t i = 0; i < len; i++) {
+        int64_t v = t.dtype == IR_U8 ? ((uint8_t *)data)[i] : t.dtype == IR_I32
+                  ? ((int32_t *)data)[i] : ((int64_t *)data)[i];
+        if (v < 0)
+            return base_fail(err, errlen, "%s: token %lld is %lld: ids are 0 or more", path,
+                             (long long)i, (long long)v);
+        *max_id = v > *max_id ? v : *max_id;
+    }
+    int64_t cut = len - (int64_t)((double)len * test_fraction);
+    if (cut < seq + 1)
+        return base_fail(err, errlen, "%s: its training part holds %lld tokens, fewer than one "
+                         "window of seq + 1 = %lld", path, (long long)cut, (long long)seq + 1);
+    cli_data *ds[2] = {train, test};
+    for (int s = 0; s < 2; s++) {
+        cli_data *d = ds[s];
+        int64_t from = s ? cut : 0, to = s ? len : cut;
+        d->what = s ? "test" : "training";
+        d->stream = to - from;
+        d->n = to - from > seq ? (to - from - 1) / seq : 0;
+        d->narrays = 2;
+        for (int k = 0; k < 2; k++) {
+            cli_array *a = &d->a[k];
+            snprintf(a->name, sizeof a->name, "%s", k ? "next" : "tokens");
+            a->sample = (ir_type){t.dtype, 1, {seq}};
+            a->data = (const char *)data + (size_t)from * dtype_size(t.dtype);
+            a->offset = k;
+            a->stride = seq;
+        }
+    }
+    return 0;
+}
+
+void cli_data_from_idx(cli_data *d, const cli_dataset *ds, const char *image, const char *label)
+{
+    memset(d, 0, sizeof *d);
+    d->n = ds->n;
+    d->narrays = 2;
+    snprintf(d->a[0].name, sizeof d->a[0].name, "%s", image);
+    d->a[0].sample = (ir_type){IR_U8, 3, {1, ds->h, ds->w}};
+    d->a[0].data = ds->images;
+    d->a[0].stride = ds->h * ds->w;
+    d->a[0].scale = 1;
+    snprintf(d->a[1].name, sizeof d->a[1].name, "%s", label);
+    d->a[1].sample = (ir_type){IR_U8, 0, {0}};
+    d->a[1].data = ds->labels;
+    d->a[1].stride = 1;
+}
+
+const cli_array *cli_data_find(const cli_data *d, const char *name)
+{
+    for (int i = 0; i < d->narrays; i++)
+        if (strcmp(d->a[i].name, name) == 0)
+            return &d->a[i];
+    return NULL;
+}
+
+void cli_array_gather(const cli_array *a, const int64_t *order, int64_t first, int64_t count,
+                      ir_dtype dtype, void *dst)
+{
+    int64_t size = ir_type_numel(&a->sample);
+    size_t es = dtype_size(a->sample.dtype);
+    for (int64_t b = 0; b < count; b++) {
+        int64_t k = order ? order[first + b] : first + b;
+        const void *src = (const char *)a->data + (size_t)(a->offset + k * a->stride) * es;
+        if (ir_is_float(dtype)) {
+            float *o = (float *)dst + b * size;
+            if (a->sample.dtype == IR_U8)
+                for (int64_t i = 0; i < size; i++)
+                    o[i] = a->scale ? (float)((const uint8_t *)src)[i] / 255.0f
+                                    : (float)((const uint8_t *)src)[i]; /* as torch: x.float() / 255 */
+            else
+                memcpy(o, src, (size_t)size * sizeof *o);
+            continue;
+        }
+        for (int64_t i = 0; i < size; i++) {
+            int64_t v = a->sample.dtype == IR_U8 ? ((const uint8_t *)src)[i]
+                      : a->sample.dtype == IR_I32 ? ((const int32_t *)src)[i]
+                      : ((const int64_t *)src)[i];
+            if (dtype == IR_I64)
+                ((int64_t *)dst)[b * size + i] = v;
+            else if (dtype == IR_I32)
+                ((int32_t *)dst)[b * size + i] = (int32_t)v;
+            else
+                ((uint8_t *)dst)[b * size + i] = (uint8_t)v;
+        }
+    }
+}
+
+void cli_data_free(cli_data *d)
+{
+    for (int i = 0; i < d->nowned; i++)
+        base_free(d->owned[i]);
+    memset(d, 0, sizeof *d);
 }

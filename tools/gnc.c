@@ -37,7 +37,7 @@ static const char usage_main[] =
     "  compile  parse, elaborate and check shapes; print a one-screen summary;\n"
     "           with -o FILE.gnc, write the compiled program as a plan file\n"
     "  run      run inference (--device cpu or cuda) on random or given .npy inputs\n"
-    "  train    train a model on an IDX data set (Fashion-MNIST by default)\n"
+    "  train    train a model on a data set (IDX, .npy, safetensors, tokens)\n"
     "  eval     test accuracy of trained weights\n"
     "  inspect  print what a plan file holds\n"
     "  devices  list the GPUs the CUDA driver sees\n"
@@ -151,9 +151,17 @@ static const struct flag {
      "model has one input); repeatable", SEC_MAIN},
     {"--repeat", "run", 1, " N", "run N times and report the median time (default 1)",
      SEC_MAIN},
-    {"--data", "train", 1, " DIR",
-     "IDX files (train-*, t10k-*; .gz or not) (default /usr/share/datasets/fashion-mnist)",
-     SEC_MAIN},
+    {"--data", "train", 1, " PATH",
+     "a folder or a file (default /usr/share/datasets/fashion-mnist): IDX files (train-*, t10k-*; "
+     ".gz or not), or arrays named by the model's inputs: a folder of NAME.npy (or its "
+     "train/ and test/ subfolders), or a safetensors file (NAME, train.NAME, test.NAME); "
+     "docs/train.md", SEC_MAIN},
+    {"--tokens", "train eval", 1, " FILE",
+     "a token stream for a model with inputs tokens and next [batch, seq]: a text file "
+     "(a token per byte) or a .npy of integer ids [N], cut into windows of seq + 1", SEC_MAIN},
+    {"--test-fraction", "train eval", 1, " X",
+     "the last X of the samples (or of the token stream) is the test set where the data "
+     "has no test split of its own (default 0.1)", SEC_MAIN},
     {"--weights", "eval", 1, " FILE", "a checkpoint written by gnc train (required)",
      SEC_MAIN},
     {"--weights", "compile", 1, " FILE",
@@ -162,8 +170,9 @@ static const struct flag {
     {"--weights", "run", 1, " FILE",
      "start from the weights of a checkpoint (gnc train --checkpoint, or any safetensors file "
      "with every parameter and buffer) instead of the initializers", SEC_MAIN},
-    {"--data", "eval", 1, " DIR", "IDX files (default /usr/share/datasets/fashion-mnist)",
-     SEC_MAIN},
+    {"--data", "eval", 1, " PATH",
+     "as train's: IDX files (t10k-*), or named arrays whose test split is evaluated "
+     "(default /usr/share/datasets/fashion-mnist)", SEC_MAIN},
     {"--epochs", "train", 1, " N", "epochs (default 1)", SEC_MAIN},
     {"--steps", "train", 1, " N", "stop after N steps in all (default: whole epochs)",
      SEC_MAIN},
@@ -517,6 +526,11 @@ static int run_flag(options *o, const char *cmdsp, const char *name, const char 
         o->device = val;
     } else if (strcmp(name, "--data") == 0) {
         o->data = val;
+    } else if (strcmp(name, "--tokens") == 0) {
+        o->tokens = val;
+    } else if (strcmp(name, "--test-fraction") == 0) {
+        if (!parse_number(val, 0, 1, &o->test_fraction) || o->test_fraction >= 1)
+            return usage_error(cmdsp, "--test-fraction needs a number in [0, 1), got '%s'", val);
     } else if (strcmp(name, "--weights") == 0) {
         o->weights = val;
     } else {
@@ -1628,7 +1642,7 @@ static int command(int argc, char **argv, cli_world *world)
         return world->rank > 0 ? 0 : cmd_devices(argc - 2, argv + 2);
     options o = {.c = {.opt = ad_optimizer_default(AD_SGD), .strategy_auto = 1,
                        .part = {.devices = 1, .strategy = PT_DATA}},
-                 .cmd = cmd, .lr = 0.1, .gamma = 0.1};
+                 .cmd = cmd, .lr = 0.1, .gamma = 0.1, .test_fraction = 0.1};
     o.c.opt.weight_decay = -1; /* unset: the optimizer's default */
     o.c.mem_cap = o.mem_cap;
     o.c.flags = o.flags;

@@ -376,12 +376,18 @@ static int read_dict(reader *r, pystr *descr, int *fortran, ir_type *shape)
     return 0;
 }
 
-int npy_read(const char *path, const ir_type *want, void *out, char *err, size_t errlen)
+/* Reads path's header: the file is left open at the start of its data, its
+ * dtype (any of descr_of's when want is NULL, else want's) and shape in *shape.
+ * *fp is NULL on failure. */
+static int read_head(const char *path, const ir_type *want, FILE **fp, const char **shown,
+                     ir_type *shape, size_t *bytes, char *err, size_t errlen)
 {
     struct stat st;
     const char *file = path;
+    *fp = NULL;
     if (strcmp(path, "-") == 0) /* standard input, <stdin> in messages */
         file = "/dev/stdin", path = "<stdin>";
+    *shown = path;
     if (stat(file, &st) == 0 && S_ISDIR(st.st_mode))
         return base_fail(err, errlen, "%s: is a directory, not a .npy file", path);
     FILE *f = fopen(file, "rb");
@@ -389,16 +395,15 @@ int npy_read(const char *path, const ir_type *want, void *out, char *err, size_t
         return base_fail(err, errlen, "%s: cannot read file: %s", path, strerror(errno));
     unsigned char pre[12];
     char header[HEADER_MAX];
-    int rc = -1;
     size_t hlen = 0, pre_len = 10, got = fread(pre, 1, 10, f);
     if (got < 8 || memcmp(pre, "\x93NUMPY", 6) != 0) {
         base_fail(err, errlen, "%s: not a .npy file (bad magic)", path);
-        goto done;
+        goto fail;
     }
     if ((pre[6] != 1 && pre[6] != 2 && pre[6] != 3) || pre[7] != 0) {
         base_fail(err, errlen, "%s: unsupported .npy format version %d.%d (1.0, 2.0 and 3.0 are read)",
                   path, pre[6], pre[7]);
-        goto done;
+        goto fail;
     }
     if (pre[6] > 1) {
         got += fread(pre + 10, 1, 2, f);
@@ -406,7 +411,7 @@ int npy_read(const char *path, const ir_type *want, void *out, char *err, size_t
     }
     if (got != pre_len) {
         base_fail(err, errlen, "%s: truncated .npy header", path);
-        goto done;
+        goto fail;
     }
     hlen = pre[8] | (size_t)pre[9] << 8;
     if (pre_len == 12)
@@ -414,72 +419,125 @@ int npy_read(const char *path, const ir_type *want, void *out, char *err, size_t
     if (hlen > HEADER_MAX) {
         base_fail(err, errlen, "%s: a .npy header of %zu bytes, more than numpy reads (%d)", path,
                   hlen, HEADER_MAX);
-        goto done;
+        goto fail;
     }
     if (fread(header, 1, hlen, f) != hlen) {
         base_fail(err, errlen, "%s: truncated .npy header", path);
-        goto done;
+        goto fail;
     }
     if ((pre_len + hlen) % 16 != 0) {
         base_fail(err, errlen, "%s: the .npy header's length (%zu) does not pad the data to a "
                   "multiple of 16 bytes", path, hlen);
-        goto done;
+        goto fail;
     }
     if (memchr(header, '\0', hlen)) {
         base_fail(err, errlen, "%s: malformed .npy header: it holds a NUL byte", path);
-        goto done;
+        goto fail;
     }
     reader r = {header, header, header + hlen, pre[6], path, err, errlen};
     pystr descr;
     int fortran = 0;
-    ir_type shape = {want->dtype, 0, {0}};
-    if (read_dict(&r, &descr, &fortran, &shape) != 0)
-        goto done;
-    const char *wd = descr_of(want->dtype);
-    if (descr.n != strlen(wd) || memcmp(descr.s, wd, descr.n) != 0) {
-        char buf[STR_MAX * 4 + 8];
+    *shape = (ir_type){want ? want->dtype : IR_F32, 0, {0}};
+    if (read_dict(&r, &descr, &fortran, shape) != 0)
+        goto fail;
+    static const ir_dtype any[] = {IR_F32, IR_I32, IR_I64, IR_U8};
+    int known = 0;
+    for (size_t i = 0; !want && i < sizeof any / sizeof *any; i++) {
+        const char *d = descr_of(any[i]);
+        if (descr.n == strlen(d) && memcmp(descr.s, d, descr.n) == 0)
+            shape->dtype = any[i], known = 1;
+    }
+    const char *wd = descr_of(shape->dtype);
+    char buf[STR_MAX * 4 + 8];
+    if (!want && !known) {
+        base_fail(err, errlen, "%s: dtype %s is not one gnc reads (numpy dtypes float32 '<f4', "
+                  "int32 '<i4', int64 '<i8', uint8 '|u1')", path, printable(&descr, buf, sizeof buf));
+        goto fail;
+    }
+    if (want && (descr.n != strlen(wd) || memcmp(descr.s, wd, descr.n) != 0)) {
         base_fail(err, errlen, "%s: dtype %s does not match the input's %s (want numpy dtype %s)",
                   path, printable(&descr, buf, sizeof buf), ir_dtype_name(want->dtype), wd);
-        goto done;
+        goto fail;
     }
     if (fortran) {
         base_fail(err, errlen, "%s: Fortran-order arrays are not supported", path);
-        goto done;
+        goto fail;
     }
     int64_t numel = 1;
-    for (int i = 0; i < shape.rank; i++)
-        if (shape.dims[i] == 0)
+    for (int i = 0; i < shape->rank; i++)
+        if (shape->dims[i] == 0)
             numel = 0;
-    for (int i = 0; numel && i < shape.rank; i++) {
-        if (shape.dims[i] > IR_MAX_NUMEL / numel) {
+    for (int i = 0; numel && i < shape->rank; i++) {
+        if (shape->dims[i] > IR_MAX_NUMEL / numel) {
             base_fail(err, errlen, "%s: the .npy shape holds more than 2^37 elements", path);
-            goto done;
+            goto fail;
         }
-        numel *= shape.dims[i];
+        numel *= shape->dims[i];
     }
+    *bytes = (size_t)numel * elem_size(shape->dtype);
+    *fp = f;
+    return 0;
+fail:
+    fclose(f);
+    return -1;
+}
+
+/* Reads the data, bytes of it, into out, and checks the file ends there. */
+static int read_data(FILE *f, const char *path, void *out, size_t bytes, char *err, size_t errlen)
+{
+    size_t n = fread(out, 1, bytes, f);
+    if (n != bytes)
+        return base_fail(err, errlen, "%s: truncated .npy data: %zu bytes where the header "
+                         "promises %zu", path, n, bytes);
+    if (fgetc(f) != EOF)
+        return base_fail(err, errlen, "%s: has trailing bytes after the data its header "
+                         "describes", path);
+    if (ferror(f))
+        return base_fail(err, errlen, "%s: cannot read file: %s", path, strerror(errno));
+    return 0;
+}
+
+int npy_read(const char *path, const ir_type *want, void *out, char *err, size_t errlen)
+{
+    FILE *f;
+    ir_type shape;
+    size_t bytes;
+    if (read_head(path, want, &f, &path, &shape, &bytes, err, errlen) != 0)
+        return -1;
+    int rc = -1;
     if (!ir_type_eq(&shape, want)) {
         char a[128], b[128];
         base_fail(err, errlen, "%s: shape %s does not match the input's %s", path,
                   ir_type_str(&shape, a, sizeof a), ir_type_str(want, b, sizeof b));
-        goto done;
+    } else {
+        rc = read_data(f, path, out, bytes, err, errlen);
     }
-    size_t bytes = (size_t)numel * elem_size(want->dtype), n = fread(out, 1, bytes, f);
-    if (n != bytes) {
-        base_fail(err, errlen, "%s: truncated .npy data: %zu bytes where the header promises %zu",
-                  path, n, bytes);
-        goto done;
-    }
-    if (fgetc(f) != EOF) {
-        base_fail(err, errlen, "%s: has trailing bytes after the data its header describes", path);
-        goto done;
-    }
-    if (ferror(f)) {
-        base_fail(err, errlen, "%s: cannot read file: %s", path, strerror(errno));
-        goto done;
-    }
-    rc = 0;
-done:
     fclose(f);
+    return rc;
+}
+
+int npy_load(const char *path, ir_type *t, void **data, char *err, size_t errlen)
+{
+    FILE *f;
+    size_t bytes;
+    struct stat st;
+    *data = NULL;
+    if (read_head(path, NULL, &f, &path, t, &bytes, err, errlen) != 0)
+        return -1;
+    int rc = -1;
+    /* a header that promises more than the file holds costs nothing */
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size < bytes)
+        base_fail(err, errlen, "%s: truncated .npy data: the header promises %zu bytes, the "
+                  "file is %lld bytes long", path, bytes, (long long)st.st_size);
+    else if (!(*data = base_malloc(bytes ? bytes : 1)))
+        base_fail(err, errlen, "%s: out of memory", path);
+    else
+        rc = read_data(f, path, *data, bytes, err, errlen);
+    fclose(f);
+    if (rc) {
+        base_free(*data);
+        *data = NULL;
+    }
     return rc;
 }
 

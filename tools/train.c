@@ -20,6 +20,7 @@
  * and before a checkpoint is written.  A model (not a plan) trained on the
  * GPU is compiled into a plan in memory first, as gnc compile -o would write
  * it (cli_plan_memory). */
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -41,13 +42,91 @@
 
 #define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
 
-/* A graph with its session and the values the loop feeds and reads. */
+/* A graph with its session and the values the loop feeds and reads.  image
+ * is an IDX data set's alone; label and logits are a classifier's (its loss
+ * cross_entropy(logits, label)), NULL otherwise: then the test reports the
+ * loss alone. */
 typedef struct {
     drv_program prog;
     ir_graph *g;
     rt_session *s;
     const ir_value *image, *label, *logits;
+    int64_t batch;              /* every input's first dimension */
 } model;
+
+/* Whether --data names IDX files: a folder with neither .npy files nor a
+ * train/ subfolder (the default folder too).  Else it holds named arrays
+ * (cli_data_load). */
+static int data_is_idx(const options *o)
+{
+    const char *path = o->data ? o->data : DEFAULT_DATA;
+    struct stat st;
+    char sub[4096];
+    if (o->tokens)
+        return 0;
+    if (stat(path, &st) != 0) /* the message is the IDX loader's, but for a file's name */
+        return !strstr(path, ".safetensors");
+    if (!S_ISDIR(st.st_mode))
+        return 0;
+    snprintf(sub, sizeof sub, "%s/train", path);
+    if (stat(sub, &st) == 0 && S_ISDIR(st.st_mode))
+        return 0;
+    DIR *d = opendir(path);
+    struct dirent *e;
+    int idx = 1;
+    while (d && idx && (e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        idx = !(n > 4 && strcmp(e->d_name + n - 4, ".npy") == 0);
+    }
+    if (d)
+        closedir(d);
+    return idx;
+}
+
+static int is_data_input(const ir_value *v)
+{
+    return strncmp(v->name, "train.", 6) != 0;
+}
+
+/* A model fed by name (not IDX): every input other than train.* takes the
+ * batch as its first dimension; a loss cross_entropy(logits [batch, classes],
+ * label [batch]) on an input label makes it a classifier. */
+static int find_roles(const options *o, model *m)
+{
+    const ir_graph *g = m->g;
+    const ir_value *first = NULL;
+    char t1[128], t2[128];
+    for (int i = 0; i < g->ninputs; i++) {
+        const ir_value *v = g->inputs[i];
+        if (!is_data_input(v))
+            continue;
+        if (v->type.rank < 1 || (first && v->type.dims[0] != first->type.dims[0])) {
+            fprintf(stderr, "gnc: error: %s: the input '%s' is %s", o->c.file, v->name,
+                    ir_type_str(&v->type, t1, sizeof t1));
+            if (first)
+                fprintf(stderr, " but '%s' is %s", first->name,
+                        ir_type_str(&first->type, t2, sizeof t2));
+            fprintf(stderr, ": gnc train and gnc eval feed every input a batch of samples, its "
+                    "first dimension\n");
+            return -1;
+        }
+        if (!first)
+            first = v;
+    }
+    if (!first) {
+        fprintf(stderr, "gnc: error: %s: the model has no inputs to feed\n", o->c.file);
+        return -1;
+    }
+    m->batch = first->type.dims[0];
+    const ir_node *loss = g->loss ? g->loss->def : NULL;
+    if (loss && loss->op == IR_OP_CROSS_ENTROPY && loss->in[0]->type.rank == 2 &&
+        loss->in[1]->type.rank == 1) {
+        for (int i = 0; i < g->ninputs; i++)
+            if (g->inputs[i] == loss->in[1] && !ir_is_float(loss->in[1]->type.dtype))
+                m->label = loss->in[1], m->logits = loss->in[0];
+    }
+    return 0;
+}
 
 
 static void model_free(model *m)
@@ -94,7 +173,7 @@ static int check_inputs(const options *o, const model *m)
  * step's device of this rank (collectively), the inference graph whole.  A
  * plan file is taken as compiled (batch, optimizer, devices); it must be a
  * training step to train and an inference program to evaluate. */
-static int model_load(const options *o, long long batch, int train, model *m)
+static int model_load(const options *o, long long batch, int train, model *m, int idx)
 {
     memset(m, 0, sizeof *m);
     if (cli_is_plan(o->c.file)) {
@@ -126,6 +205,12 @@ static int model_load(const options *o, long long batch, int train, model *m)
         if (bad || (o->cuda && cli_plan_memory(o, &m->prog, train) != 0))
             return -1;
         m->g = m->prog.g; /* the plan's, for the GPU */
+    }
+    char err[512];
+    if (!idx) {
+        if (find_roles(o, m) != 0)
+            return -1;
+        goto session;
     }
     ir_graph *g = m->g;
     for (int i = 0; i < g->ninputs; i++) {
@@ -167,7 +252,8 @@ static int model_load(const options *o, long long batch, int train, model *m)
                 ir_type_str(&m->logits->type, to, sizeof to));
         return -1;
     }
-    char err[512];
+    m->batch = b;
+session:
     if (!(m->s = cli_session_new(o, &m->prog, train, o->seed, err, sizeof err))) {
         fprintf(stderr, "gnc: error: %s\n", err);
         return -1;
@@ -196,33 +282,131 @@ static int check_data(const model *m, const cli_dataset *ds, const char *what)
     return 0;
 }
 
-/* Copies a batch of examples into the model's inputs, for the next run, or
- * (next) for the run after the one launched, prefetched while it goes on.  0,
- * or -1 with a message. */
-static int feed_batch(model *m, const cli_dataset *ds, const int64_t *order, int64_t first,
-                      int next, char *err, size_t errlen)
+/* Whether every data input of m gets an array of d that fits it: its
+ * samples of the input's shape after the batch, of a dtype that converts
+ * losslessly (float32 into any float input; u8 into a float one as its
+ * value; u8, i32 and i64 into i32 or i64 where every value fits; u8 into u8
+ * alone), and at least a batch of them.  Prints why not. */
+static int check_arrays(const options *o, const model *m, const cli_data *d)
 {
-    int64_t n = m->image->type.dims[0];
-    int32_t *labels = malloc((size_t)n * sizeof *labels);
-    if (!labels)
-        return snprintf(err, errlen, "out of memory"), -1;
-    cli_dataset_batch(ds, order, first, n, rt_session_data(m->s, m->image), labels);
-    void *dst = rt_session_data(m->s, m->label);
-    for (int64_t i = 0; i < n; i++) {
-        if (m->label->type.dtype == IR_I64)
-            ((int64_t *)dst)[i] = labels[i];
-        else
-            ((int32_t *)dst)[i] = labels[i];
+    char t1[128], t2[128], t3[128];
+    const char *src = o->tokens ? o->tokens : o->data ? o->data : DEFAULT_DATA;
+    for (int i = 0; i < m->g->ninputs; i++) {
+        const ir_value *v = m->g->inputs[i];
+        if (!is_data_input(v))
+            continue;
+        const cli_array *a = cli_data_find(d, v->name);
+        ir_type want = v->type;
+        want.rank--;
+        memmove(want.dims, want.dims + 1, (size_t)want.rank * sizeof *want.dims);
+        want.dtype = a ? a->sample.dtype : want.dtype;
+        if (!a) {
+            char have[512] = "";
+            for (int k = 0; k < d->narrays; k++)
+                snprintf(have + strlen(have), sizeof have - strlen(have), "%s%s", k ? ", " : "",
+                         d->a[k].name);
+            fprintf(stderr, "gnc: error: %s: no %s array '%s' for the model's input '%s' %s "
+                    "(the arrays: %s)\n", src, d->what, v->name, v->name,
+                    ir_type_str(&v->type, t1, sizeof t1), have);
+            return -1;
+        }
+        if (!ir_type_eq(&a->sample, &want)) {
+            fprintf(stderr, "gnc: error: %s: the %s array '%s' has samples of shape %s, but the "
+                    "model's input '%s' is %s: each sample must be %s\n", src, d->what, a->name,
+                    ir_type_str(&a->sample, t1, sizeof t1), v->name,
+                    ir_type_str(&v->type, t2, sizeof t2), ir_type_str(&want, t3, sizeof t3));
+            return -1;
+        }
+        ir_dtype from = a->sample.dtype, to = v->type.dtype;
+        int fits = ir_is_float(to) ? from == IR_F32 || from == IR_U8
+                 : to == IR_U8 ? from == IR_U8 : !ir_is_float(from);
+        int64_t bad = 0, numel = ir_type_numel(&a->sample);
+        int wide = 0; /* an i64 value that i32 does not hold */
+        for (int64_t k = 0; fits && to == IR_I32 && from == IR_I64 && !wide && k < d->n; k++) {
+            const int64_t *p = (const int64_t *)a->data + a->offset + k * a->stride;
+            for (int64_t e = 0; e < numel && !wide; e++)
+                if (p[e] != (int32_t)p[e])
+                    bad = p[e], wide = 1;
+        }
+        if (!fits || wide) {
+            fprintf(stderr, "gnc: error: %s: the %s array '%s' is %s, which does not convert "
+                    "losslessly to the model's input '%s' (%s)", src, d->what, a->name,
+                    ir_dtype_name(from), v->name, ir_dtype_name(to));
+            if (wide)
+                fprintf(stderr, ": it holds %lld", (long long)bad);
+            fputc('\n', stderr);
+            return -1;
+        }
     }
-    free(labels);
-    int (*set)(rt_session *, const ir_value *, const void *, char *, size_t) =
-        next ? rt_session_prefetch : rt_session_set_input;
-    if (set(m->s, m->image, NULL, err, errlen) != 0 || set(m->s, m->label, NULL, err, errlen) != 0)
+    if (d->n < m->batch) {
+        fprintf(stderr, "gnc: error: %s: the %s data holds %lld samples, too few for one batch "
+                "of %lld\n", src, d->what, (long long)d->n, (long long)m->batch);
         return -1;
+    }
     return 0;
 }
 
-static int feed(model *m, const cli_dataset *ds, const int64_t *order, int64_t first, char *err,
+/* --tokens: the model's inputs tokens and next, integer [batch, seq], get
+ * windows of the stream; an embedding of tokens must have a row for every
+ * id.  Prints why not. */
+static int load_tokens(const options *o, const model *m, cli_data *train, cli_data *test)
+{
+    const ir_value *tok = NULL, *next = NULL;
+    char t1[128], t2[128], err[1024];
+    for (int i = 0; i < m->g->ninputs; i++) {
+        const ir_value *v = m->g->inputs[i];
+        if (strcmp(v->name, "tokens") == 0)
+            tok = v;
+        else if (strcmp(v->name, "next") == 0)
+            next = v;
+    }
+    if (!tok || !next || tok->type.rank != 2 || !ir_type_eq(&tok->type, &next->type) ||
+        ir_is_float(tok->type.dtype) || tok->type.dtype == IR_U8) {
+        fprintf(stderr, "gnc: error: %s: --tokens needs the inputs 'tokens' and 'next', both "
+                "i32 or i64 [batch, seq]; the model has %s%s and %s%s\n", o->c.file,
+                tok ? "tokens: " : "no 'tokens'", tok ? ir_type_str(&tok->type, t1, sizeof t1) : "",
+                next ? "next: " : "no 'next'",
+                next ? ir_type_str(&next->type, t2, sizeof t2) : "");
+        return -1;
+    }
+    int64_t max_id;
+    if (cli_data_tokens(o->tokens, o->test_fraction, tok->type.dims[1], train, test, &max_id, err,
+                        sizeof err) != 0) {
+        fprintf(stderr, "gnc: error: %s\n", err);
+        return -1;
+    }
+    ir_for_each_node(m->g, n) {
+        if (n->op == IR_OP_EMBEDDING && n->in[0] == tok && max_id >= n->in[1]->type.dims[0]) {
+            fprintf(stderr, "gnc: error: %s: token ids go up to %lld, but the embedding '%s' "
+                    "has %lld rows\n", o->tokens, (long long)max_id, n->in[1]->name,
+                    (long long)n->in[1]->type.dims[0]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Copies a batch of examples into the model's inputs, for the next run, or
+ * (next) for the run after the one launched, prefetched while it goes on.  0,
+ * or -1 with a message. */
+static int feed_batch(model *m, const cli_data *ds, const int64_t *order, int64_t first,
+                      int next, char *err, size_t errlen)
+{
+    int (*set)(rt_session *, const ir_value *, const void *, char *, size_t) =
+        next ? rt_session_prefetch : rt_session_set_input;
+    for (int i = 0; i < m->g->ninputs; i++) {
+        const ir_value *v = m->g->inputs[i];
+        const cli_array *a = is_data_input(v) ? cli_data_find(ds, v->name) : NULL;
+        if (!a)
+            continue; /* check_arrays found every one */
+        cli_array_gather(a, order, first, m->batch, v->type.dtype, rt_session_data(m->s, v));
+        if (set(m->s, v, NULL, err, errlen) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int feed(model *m, const cli_data *ds, const int64_t *order, int64_t first, char *err,
                 size_t errlen)
 {
     return feed_batch(m, ds, order, first, 0, err, errlen);
@@ -252,10 +436,11 @@ static int copy_weights(model *dst, const model *src)
     return 0;
 }
 
-/* Test accuracy and mean loss over the whole test set. */
-static int evaluate(model *m, const cli_dataset *test, double *acc, double *loss)
+/* Test accuracy (a classifier's; else NaN) and mean loss over the whole
+ * test set. */
+static int evaluate(model *m, const cli_data *test, double *acc, double *loss)
 {
-    int64_t batch = m->image->type.dims[0], classes = m->logits->type.dims[1];
+    int64_t batch = m->batch, classes = m->logits ? m->logits->type.dims[1] : 0;
     int64_t correct = 0, seen = 0;
     double total = 0;
     char err[512];
@@ -266,18 +451,20 @@ static int evaluate(model *m, const cli_dataset *test, double *acc, double *loss
             return -1;
         }
         cli_session_warn(m->s);
-        const float *z = rt_session_data(m->s, m->logits);
-        for (int64_t i = 0; i < batch; i++) {
+        const float *z = m->label ? rt_session_data(m->s, m->logits) : NULL;
+        const void *labels = m->label ? rt_session_data(m->s, m->label) : NULL;
+        for (int64_t i = 0; z && i < batch; i++) {
             int64_t best = 0;
             for (int64_t k = 1; k < classes; k++)
                 if (z[i * classes + k] > z[i * classes + best])
                     best = k;
-            correct += best == test->labels[first + i];
+            correct += best == (m->label->type.dtype == IR_I64 ? ((const int64_t *)labels)[i]
+                                                               : ((const int32_t *)labels)[i]);
         }
         total += *(const float *)rt_session_data(m->s, m->g->loss) * (double)batch;
         seen += batch;
     }
-    *acc = (double)correct / (double)seen;
+    *acc = m->label ? (double)correct / (double)seen : NAN;
     *loss = total / (double)seen;
     return 0;
 }
@@ -360,7 +547,7 @@ static int save(const options *o, model *m, long long step, long long epoch, uin
     snprintf(buf, sizeof buf, "%016llx", (unsigned long long)hash);
     if (hash) /* 0: a plan's run, which has no model to hash */
         rt_ckpt_meta_set(&meta, "model_hash", buf);
-    snprintf(buf, sizeof buf, "%lld", (long long)m->image->type.dims[0]);
+    snprintf(buf, sizeof buf, "%lld", (long long)m->batch);
     rt_ckpt_meta_set(&meta, "batch", buf);
     rt_ckpt_meta_set(&meta, "optimizer", o->c.opt.kind == AD_SGD ? "sgd" : o->c.opt.kind == AD_ADAM
                                          ? "adam" : "adamw");
@@ -376,7 +563,10 @@ typedef struct {
     const options *o;
     int root;                   /* the rank that reports (the only one without MPI) */
     int plan;                   /* o's file is a plan: no inference program to test with */
-    cli_dataset train, test;
+    int idx;                    /* --data is IDX files (data_is_idx) */
+    const char *unit;           /* what a sample is called: images (IDX), samples */
+    cli_dataset idx_train, idx_test; /* an IDX data set's; train and test view them */
+    cli_data train, test;
     model tm, em;               /* the training step; the inference program (root's) */
     FILE *log;
     int jsonl;                  /* --log FILE.jsonl: JSON lines, not CSV */
@@ -425,18 +615,41 @@ static int run_open(run *r)
     if (r->root && ((o->checkpoint && !writable_later(o->checkpoint, "--checkpoint")) ||
                     (o->log && !writable_later(o->log, "--log"))))
         return -1;
-    if (cli_dataset_load(&r->train, dir, "train", err, sizeof err) ||
-        (testing && cli_dataset_load(&r->test, dir, "t10k", err, sizeof err))) {
-        fprintf(stderr, "gnc: error: %s\n", err);
-        return -1;
+    if (r->idx) {
+        if (cli_dataset_load(&r->idx_train, dir, "train", err, sizeof err) ||
+            (testing && cli_dataset_load(&r->idx_test, dir, "t10k", err, sizeof err))) {
+            fprintf(stderr, "gnc: error: %s\n", err);
+            return -1;
+        }
+        if (model_load(o, o->batch, 1, &r->tm, 1) != 0)
+            return -1;
+        r->batch = r->tm.batch;
+        if (check_data(&r->tm, &r->idx_train, "training") != 0 ||
+            (testing && (model_load(o, divisor_upto(r->idx_test.n, r->batch), 0, &r->em, 1) != 0 ||
+                         check_data(&r->em, &r->idx_test, "test") != 0)))
+            return -1;
+        cli_data_from_idx(&r->train, &r->idx_train, r->tm.image->name, r->tm.label->name);
+        cli_data_from_idx(&r->test, &r->idx_test, r->tm.image->name, r->tm.label->name);
+    } else {
+        if (!o->tokens &&
+            cli_data_load(dir, o->test_fraction, &r->train, &r->test, err, sizeof err) != 0) {
+            fprintf(stderr, "gnc: error: %s\n", err);
+            return -1;
+        }
+        if (model_load(o, o->batch, 1, &r->tm, 0) != 0 ||
+            (o->tokens && load_tokens(o, &r->tm, &r->train, &r->test) != 0) ||
+            check_arrays(o, &r->tm, &r->train) != 0)
+            return -1;
+        r->batch = r->tm.batch;
+        if (testing && r->test.n < 1) {
+            fprintf(stderr, "gnc: error: %s: the test data holds no samples (--test-fraction "
+                    "%g)\n", o->tokens ? o->tokens : dir, o->test_fraction);
+            return -1;
+        }
+        if (testing && (model_load(o, divisor_upto(r->test.n, r->batch), 0, &r->em, 0) != 0 ||
+                        check_arrays(o, &r->em, &r->test) != 0))
+            return -1;
     }
-    if (model_load(o, o->batch, 1, &r->tm) != 0)
-        return -1;
-    r->batch = r->tm.image->type.dims[0];
-    if (check_data(&r->tm, &r->train, "training") != 0 ||
-        (testing && (model_load(o, divisor_upto(r->test.n, r->batch), 0, &r->em) != 0 ||
-                     check_data(&r->em, &r->test, "test") != 0)))
-        return -1;
     r->per_epoch = r->train.n / r->batch;
     if (r->per_epoch < 1) {
         fprintf(stderr, "gnc: error: the batch (%lld) is larger than the training set (%lld)\n",
@@ -560,8 +773,8 @@ static void run_announce(const run *r)
 {
     const options *o = r->o;
     const model *tm = &r->tm;
-    printf("training %s: %lld steps of %lld images per epoch, %lld steps to go\n", tm->g->name,
-           r->per_epoch, r->batch, r->total - r->step);
+    printf("training %s: %lld steps of %lld %s per epoch, %lld steps to go\n", tm->g->name,
+           r->per_epoch, r->batch, r->unit, r->total - r->step);
     if (tm->prog.plan && tm->prog.plan->ndevices > 1)
         printf("on %d %s: %s, predicted step %.3f ms on %s\n", tm->prog.plan->ndevices,
                o->world->ranks > 1 ? "MPI ranks, one device each" : "virtual devices",
@@ -664,16 +877,21 @@ static int run_epoch_end(run *r, double now, double ips)
     if (rt_session_device(r->tm.s) != RT_DEVICE_CPU && check_finite(r) != 0)
         return -1;
     if (r->root && pos + 1 == r->per_epoch && r->plan) {
-        printf("epoch %lld: train loss %.4f, %.0f images/s, %.1f s (no test: a plan holds the "
-               "training step alone)\n", epoch + 1, train_loss, ips, secs);
+        printf("epoch %lld: train loss %.4f, %.0f %s/s, %.1f s (no test: a plan holds the "
+               "training step alone)\n", epoch + 1, train_loss, ips, r->unit, secs);
     } else if (r->root && pos + 1 == r->per_epoch) {
         if (copy_weights(&r->em, &r->tm) != 0 || evaluate(&r->em, &r->test, &acc, &test_loss) != 0)
             return -1;
-        printf("epoch %lld: train loss %.4f, test loss %.4f, test accuracy %.4f, %.0f "
-               "images/s, %.1f s\n", epoch + 1, train_loss, test_loss, acc, ips, secs);
+        if (r->em.label)
+            printf("epoch %lld: train loss %.4f, test loss %.4f, test accuracy %.4f, %.0f "
+                   "%s/s, %.1f s\n", epoch + 1, train_loss, test_loss, acc, ips, r->unit, secs);
+        else
+            printf("epoch %lld: train loss %.4f, test loss %.4f, %.0f %s/s, %.1f s\n", epoch + 1,
+                   train_loss, test_loss, ips, r->unit, secs);
     } else if (r->root) {
         printf("stopped after step %lld in epoch %lld: train loss %.4f over its last %lld "
-               "steps, %.0f images/s\n", r->step + 1, epoch + 1, train_loss, r->epoch_steps, ips);
+               "steps, %.0f %s/s\n", r->step + 1, epoch + 1, train_loss, r->epoch_steps, ips,
+               r->unit);
     }
     log_row(r, epoch + 1, train_loss, acc, test_loss, ips, secs);
     if (r->root && save(o, &r->tm, r->step + 1, (r->step + 1) / r->per_epoch, r->hash) != 0)
@@ -788,11 +1006,11 @@ static int run_loop(run *r)
         long long every = r->total - r->first_step <= 50 ? 1
                         : r->per_epoch / 10 ? r->per_epoch / 10 : 1;
         if (r->root && r->tty)
-            fprintf(stderr, "\r  epoch %lld  step %lld/%lld  loss %.4f  lr %.4g  %.0f images/s  "
-                    "ETA %s ", epoch + 1, pos + 1, r->per_epoch, loss, lr, ips, eta);
+            fprintf(stderr, "\r  epoch %lld  step %lld/%lld  loss %.4f  lr %.4g  %.0f %s/s  "
+                    "ETA %s ", epoch + 1, pos + 1, r->per_epoch, loss, lr, ips, r->unit, eta);
         else if (r->root && ((pos + 1) % every == 0 || r->step + 1 == r->total))
-            printf("  epoch %lld  step %lld/%lld  loss %.4f  lr %.4g  %.0f images/s  ETA %s\n",
-                   epoch + 1, pos + 1, r->per_epoch, loss, lr, ips, eta);
+            printf("  epoch %lld  step %lld/%lld  loss %.4f  lr %.4g  %.0f %s/s  ETA %s\n",
+                   epoch + 1, pos + 1, r->per_epoch, loss, lr, ips, r->unit, eta);
         int gone = r->root && cli_stdout_gone();
         int ends = pos + 1 == r->per_epoch || r->step + 1 == r->total;
         int stop = (stop_signal || gone) && !ends;
@@ -818,7 +1036,9 @@ static int run_loop(run *r)
 
 int cmd_train(const options *o)
 {
-    run r = {.o = o, .root = o->world->rank == 0, .plan = cli_is_plan(o->c.file)};
+    run r = {.o = o, .root = o->world->rank == 0, .plan = cli_is_plan(o->c.file),
+             .idx = data_is_idx(o)};
+    r.unit = r.idx ? "images" : "samples";
     if (o->threads)
         rt_set_threads(o->threads);
     int rc = 1;
@@ -847,34 +1067,59 @@ done:
     free(r.order);
     model_free(&r.tm);
     model_free(&r.em);
-    cli_dataset_free(&r.train);
-    cli_dataset_free(&r.test);
+    cli_data_free(&r.train);
+    cli_data_free(&r.test);
+    cli_dataset_free(&r.idx_train);
+    cli_dataset_free(&r.idx_test);
     return rc;
 }
 
 int cmd_eval(const options *o)
 {
     char err[1024];
-    cli_dataset test = {0};
+    cli_dataset idx_test = {0};
+    cli_data train = {0}, test = {0};
     model m = {0};
-    int rc = 1;
+    int rc = 1, idx = data_is_idx(o);
+    const char *dir = o->data ? o->data : DEFAULT_DATA;
     if (!o->weights) {
         fprintf(stderr, "gnc: error: eval needs --weights FILE (see 'gnc eval --help')\n");
         return 2;
     }
     if (o->threads)
         rt_set_threads(o->threads);
-    if (cli_dataset_load(&test, o->data ? o->data : DEFAULT_DATA, "t10k", err, sizeof err)) {
-        fprintf(stderr, "gnc: error: %s\n", err);
-        goto done;
-    }
-    long long batch = o->batch ? o->batch : divisor_upto(test.n, 256);
-    if (model_load(o, batch, 0, &m) != 0 || check_data(&m, &test, "test") != 0)
-        goto done;
-    if (m.image->type.dims[0] > test.n) {
-        fprintf(stderr, "gnc: error: the batch (%lld) is larger than the test set (%lld)\n",
-                (long long)m.image->type.dims[0], (long long)test.n);
-        goto done;
+    if (idx) {
+        if (cli_dataset_load(&idx_test, dir, "t10k", err, sizeof err)) {
+            fprintf(stderr, "gnc: error: %s\n", err);
+            goto done;
+        }
+        long long batch = o->batch ? o->batch : divisor_upto(idx_test.n, 256);
+        if (model_load(o, batch, 0, &m, 1) != 0 || check_data(&m, &idx_test, "test") != 0)
+            goto done;
+        if (m.batch > idx_test.n) {
+            fprintf(stderr, "gnc: error: the batch (%lld) is larger than the test set (%lld)\n",
+                    (long long)m.batch, (long long)idx_test.n);
+            goto done;
+        }
+        cli_data_from_idx(&test, &idx_test, m.image->name, m.label->name);
+    } else {
+        if (!o->tokens &&
+            cli_data_load(dir, o->test_fraction, &train, &test, err, sizeof err) != 0) {
+            fprintf(stderr, "gnc: error: %s\n", err);
+            goto done;
+        }
+        /* a token stream's windows follow the model's seq: the model first,
+           then (without --batch) again at a batch that divides the test set */
+        if (o->tokens && (model_load(o, o->batch, 0, &m, 0) != 0 ||
+                          load_tokens(o, &m, &train, &test) != 0))
+            goto done;
+        if (o->tokens && !o->batch)
+            model_free(&m);
+        if ((!o->tokens || !o->batch) &&
+            model_load(o, o->batch ? o->batch : divisor_upto(test.n, 256), 0, &m, 0) != 0)
+            goto done;
+        if (check_arrays(o, &m, &test) != 0)
+            goto done;
     }
     if (rt_session_load(m.s, o->weights, NULL, err, sizeof err) != 0) {
         fprintf(stderr, "gnc: error: %s\n", err);
@@ -883,27 +1128,34 @@ int cmd_eval(const options *o)
     double acc, loss;
     if (evaluate(&m, &test, &acc, &loss) != 0)
         goto done;
-    int64_t used = test.n / m.image->type.dims[0] * m.image->type.dims[0];
-    if (o->json) { /* the line's numbers, and what they are of */
+    const char *unit = idx ? "images" : "samples";
+    int64_t used = test.n / m.batch * m.batch;
+    if (o->json) { /* the line's numbers, and what they are of; the keys are IDX's */
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "model", m.g->name);
         cJSON_AddStringToObject(j, "file", o->c.file);
         cJSON_AddStringToObject(j, "weights", o->weights);
-        cJSON_AddStringToObject(j, "data", o->data ? o->data : DEFAULT_DATA);
+        cJSON_AddStringToObject(j, "data", o->tokens ? o->tokens : dir);
         cJSON_AddStringToObject(j, "device", o->cuda ? "cuda" : "cpu");
-        cJSON_AddNumberToObject(j, "batch", (double)m.image->type.dims[0]);
+        cJSON_AddNumberToObject(j, "batch", (double)m.batch);
         cli_json_number(j, "accuracy", acc);
         cli_json_number(j, "loss", loss);
-        cJSON_AddNumberToObject(j, "images", (double)used);
+        cJSON_AddNumberToObject(j, "images", (double)used); /* samples: the key stays */
         cJSON_AddNumberToObject(j, "of", (double)test.n);
         rc = cli_json_print(j);
         goto done;
     }
-    printf("test accuracy %.4f, loss %.4f, on %lld of %lld images\n", acc, loss,
-           (long long)used, (long long)test.n);
+    if (m.label)
+        printf("test accuracy %.4f, loss %.4f, on %lld of %lld %s\n", acc, loss, (long long)used,
+               (long long)test.n, unit);
+    else
+        printf("test loss %.4f, on %lld of %lld %s\n", loss, (long long)used, (long long)test.n,
+               unit);
     rc = 0;
 done:
     model_free(&m);
-    cli_dataset_free(&test);
+    cli_data_free(&train);
+    cli_data_free(&test);
+    cli_dataset_free(&idx_test);
     return rc;
 }
