@@ -4,6 +4,7 @@
 # word and fp16 loss scaling (tests/test_codegen.c).
 find_program(GNC_HOST_CXX NAMES c++ g++ clang++ DOC "the host C++ compiler of the codegen emulation tests")
 add_executable(test_codegen ${CMAKE_CURRENT_LIST_DIR}/test_codegen.c ${CMAKE_CURRENT_LIST_DIR}/cg_host.c
+               ${CMAKE_CURRENT_LIST_DIR}/op_walk.c
                ${CMAKE_CURRENT_LIST_DIR}/gpu/gpu_env.c)
 target_include_directories(test_codegen PRIVATE ${CMAKE_CURRENT_LIST_DIR} ${CMAKE_CURRENT_LIST_DIR}/gpu)
 target_compile_definitions(test_codegen PRIVATE GNC_HOST_CXX="${GNC_HOST_CXX}"

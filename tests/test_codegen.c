@@ -45,6 +45,7 @@
 #include <string.h>
 
 #include "cg_host.h"
+#include "op_walk.h"
 #include "gpu_env.h"
 #include "codegen.h"
 #include "exec.h"
@@ -2035,6 +2036,21 @@ int main(int argc, char **argv)
                 npassed++;
         }
     }
+    /* the op table walked with integer operands (op_walk.h): wherever the shape
+       rule accepts the node, codegen makes its kernel and the emulation
+       computes the CPU executor's integers */
+    int walked = 0;
+    for (int op = 0; op < IR_NOPS; op++)
+        for (int t = 0; t < OW_NDTYPES; t++) {
+            ir_graph *g = ow_node_graph((ir_op)op, ow_dtypes[t]);
+            char what[96];
+            snprintf(what, sizeof what, "%s of %s operands", ir_ops[op].name,
+                     ir_dtype_name(ow_dtypes[t]));
+            run *r = g ? prepare(what, g, CG_FP32, 0, 0) : NULL;
+            if (r)
+                runs[nruns++] = r, walked++;
+        }
+    printf("integer operands: %d nodes accepted by the shape rules, each emulated\n", walked);
     /* 4: the state */
     int first_state = nruns;
     const op_case *ce = NULL, *cep = NULL, *em = NULL;

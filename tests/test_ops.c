@@ -57,6 +57,7 @@
 #include "diag.h"
 #include "exec.h"
 #include "ir.h"
+#include "op_walk.h"
 #include "ref64.h"
 
 #define U32 0x1p-24   /* unit roundoff of float32 */
@@ -1267,70 +1268,24 @@ static void test_mse(void)
 
 /* ---- dtypes: what the shape rules accept runs ---- */
 
-/* Every attribute of n's schema, with a small value: ints 1, floats 0.5, lists
- * of ones (intsN: N of them; ints: two). */
-static void schema_attrs(ir_graph *g, ir_node *n)
-{
-    const char *s = ir_ops[n->op].attrs;
-    while (*s) {
-        const char *colon = strchr(s, ':'), *end = strchr(s, ',');
-        if (!end)
-            end = s + strlen(s);
-        char key[64], kind[16];
-        snprintf(key, sizeof key, "%.*s", (int)(colon - s), s);
-        snprintf(kind, sizeof kind, "%.*s", (int)(end - colon - 1), colon + 1);
-        static const int64_t ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
-        if (strcmp(kind, "int") == 0)
-            ir_set_int(g, n, key, 1);
-        else if (strcmp(kind, "float") == 0)
-            ir_set_float(g, n, key, 0.5);
-        else
-            ir_set_ints(g, n, key, kind[4] ? atoi(kind + 4) : 2, ones);
-        s = *end ? end + 1 : end;
-    }
-}
-
-/* The op table walked with integer operands: each op (those that talk
- * between devices aside), its least number of operands all i32, i64 or u8
- * [2, 3], its attributes from the schema; wherever the shape rule accepts
- * the node, the CPU executor must have its kernel and run it.  (Integer
- * arithmetic was accepted and then had no kernel.) */
+/* The op table walked with integer operands (op_walk.h): wherever the shape
+ * rule accepts the node, the CPU executor must have its kernel and run it. */
 static void test_dtypes(void)
 {
-    static const ir_dtype dts[] = {IR_I32, IR_I64, IR_U8};
     int accepted = 0, refused = 0;
     for (int op = 0; op < IR_NOPS; op++)
-        for (size_t t = 0; t < sizeof dts / sizeof *dts; t++) {
-            if (ir_op_communicates((ir_op)op))
-                continue;
-            ir_graph *g = ir_graph_new("t");
-            ir_value *in[8];
-            int nin = ir_ops[op].nin_min;
-            for (int i = 0; i < nin; i++) {
-                char name[16];
-                snprintf(name, sizeof name, "in%d", i);
-                in[i] = ir_add_input(g, name, ty(dts[t], INTS(2, 3)), (ir_loc){0});
-            }
-            ir_node *n = ir_node_new(g, (ir_op)op, nin, in, ir_ops[op].nout, "y", (ir_loc){0});
-            schema_attrs(g, n);
-            for (int k = 0; k < n->nout; k++)
-                n->out[k]->type = ty(dts[t], INTS(2, 3));
-            ir_type o[IR_MAX_RESULTS];
+        for (int t = 0; t < OW_NDTYPES; t++) {
+            ir_graph *g = ow_node_graph((ir_op)op, ow_dtypes[t]);
             char err[256], tb[64];
-            if (!ir_infer(n, o, err, sizeof err)) {
-                refused++;
-                ir_graph_free(g);
+            if (!g) {
+                refused += !ir_op_communicates((ir_op)op);
                 continue;
             }
             accepted++;
-            for (int k = 0; k < n->nout; k++)
-                n->out[k]->type = o[k];
-            ir_append(g, n);
-            ir_add_output(g, "y", n->out[0], (ir_loc){0});
             rt_exec *x = rt_exec_new(g, err, sizeof err);
             if (!x || rt_exec_run(x, err, sizeof err) != 0) {
                 printf("FAIL %s of %s: the shape rule accepts it, and the CPU executor: %s\n",
-                       ir_ops[op].name, ir_type_str(&in[0]->type, tb, sizeof tb), err);
+                       ir_ops[op].name, ir_type_str(&g->inputs[0]->type, tb, sizeof tb), err);
                 nfailed++;
             }
             rt_exec_free(x);
