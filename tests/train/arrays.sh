@@ -141,4 +141,19 @@ expect 2 "$gnc" train regress.net --data reg --test-fraction 1
 has "--test-fraction needs a number in [0, 1)"
 if [ ! -e none.st ]; then ok; else bad "a refused run wrote none.st"; fi
 
+# tools/sample.py draws text from a trained byte model through gnc run
+cat >lm_out.net <<'NET'
+model lm_out(batch = 4, seq = 8) {
+    input tokens: i32[batch, seq]
+    input next: i32[batch, seq]
+    logits = dense(embedding(tokens, 256, 16, name = "emb"), 256, name = "head")
+    output logits
+    loss cross_entropy(transpose(logits, [0, 2, 1]), next)
+}
+NET
+expect 0 "$gnc" train lm_out.net --tokens text.txt --epochs 3 --lr 0.5 --checkpoint lo.st
+expect 0 $py "$src/tools/sample.py" "$gnc" lm_out.net lo.st --prompt "the qu" --chars 12 \
+    --seq 8 --temperature 0
+if [ ${#out} -eq 18 ] && [ "${out:0:6}" = "the qu" ]; then ok; else bad "sample.py printed '$out'"; fi
+
 summary arrays
