@@ -15,6 +15,35 @@
 
 #include "elab.h"
 
+int arg_axes(elab *e, call *c, int i, int rank, int *marked)
+{
+    if (!arg_given(c, i)) {
+        for (int a = 0; a < rank; a++)
+            marked[a] = 1;
+        return 1;
+    }
+    if (c->args[i].v.k == V_INT) {
+        int64_t a = axis_of(e, c, i, rank);
+        if (a >= 0)
+            marked[a] = 1;
+        return a >= 0;
+    }
+    int64_t axes[IR_MAX_RANK];
+    int n;
+    if (!arg_ints(e, c, i, axes, IR_MAX_RANK, &n))
+        return 0;
+    for (int k = 0; k < n; k++) {
+        int64_t a = axes[k] < 0 ? axes[k] + rank : axes[k];
+        if (a < 0 || a >= rank || marked[a]) {
+            el_error(e, c->args[i].loc, "axis %lld is %s for a tensor of rank %d",
+                     (long long)axes[k], a >= 0 && a < rank ? "given twice" : "out of range", rank);
+            return 0;
+        }
+        marked[a] = 1;
+    }
+    return 1;
+}
+
 int64_t axis_of(elab *e, call *c, int i, int rank)
 {
     int64_t axis;
@@ -365,30 +394,8 @@ static val reduction(elab *e, call *c, int mean)
     if (!x || !arg_bool(e, c, 2, &keep))
         return error_val();
     rank = x->type.rank;
-    if (!arg_given(c, 1)) {
-        for (int i = 0; i < rank; i++)
-            red[i] = 1;
-    } else if (c->args[1].v.k == V_INT) {
-        int64_t a = axis_of(e, c, 1, rank);
-        if (a < 0)
-            return error_val();
-        red[a] = 1;
-    } else {
-        int64_t axes[IR_MAX_RANK];
-        int n;
-        if (!arg_ints(e, c, 1, axes, IR_MAX_RANK, &n))
-            return error_val();
-        for (int k = 0; k < n; k++) {
-            int64_t a = axes[k] < 0 ? axes[k] + rank : axes[k];
-            if (a < 0 || a >= rank || red[a]) {
-                el_error(e, c->args[1].loc, "axis %lld is %s for a tensor of rank %d",
-                         (long long)axes[k], a >= 0 && a < rank ? "given twice" : "out of range",
-                         rank);
-                return error_val();
-            }
-            red[a] = 1;
-        }
-    }
+    if (!arg_axes(e, c, 1, rank, red))
+        return error_val();
     ir_value *y = reduce_axes(e, c, x, red, keep, mean);
     return y ? tensor_val(y) : error_val();
 }

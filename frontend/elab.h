@@ -92,6 +92,9 @@ int arg_given(const call *c, int i);
 /* Argument i as an axis of a tensor of rank, negative ones counted from the
  * end: 0 to rank - 1, or -1 having reported. */
 int64_t axis_of(elab *e, call *c, int i, int rank);
+/* Argument i as axes of a tensor of rank marked in marked[]: every one when
+ * not given, an axis, or a list of axes each given once; 0 having reported. */
+int arg_axes(elab *e, call *c, int i, int rank, int *marked);
 
 /* Emitting IR: node_begin makes the node, the caller sets attributes, node_end
  * types it with ir_infer (a failure becomes a located error) and appends it. */

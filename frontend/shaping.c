@@ -367,29 +367,8 @@ val b_squeeze(elab *e, call *c)
     if (!x)
         return error_val();
     int rank = x->type.rank;
-    if (!arg_given(c, 1)) {
-        for (int a = 0; a < rank; a++)
-            drop[a] = 1;
-    } else if (c->args[1].v.k == V_INT) {
-        int64_t a = axis_of(e, c, 1, rank);
-        if (a < 0)
-            return error_val();
-        drop[a] = 1;
-    } else {
-        int64_t axes[IR_MAX_RANK];
-        int n;
-        if (!arg_ints(e, c, 1, axes, IR_MAX_RANK, &n))
-            return error_val();
-        for (int k = 0; k < n; k++) {
-            int64_t a = axes[k] < 0 ? axes[k] + rank : axes[k];
-            if (a < 0 || a >= rank) {
-                el_error(e, c->args[1].loc, "axis %lld is out of range for a tensor of rank %d",
-                         (long long)axes[k], rank);
-                return error_val();
-            }
-            drop[a] = 1;
-        }
-    }
+    if (!arg_axes(e, c, 1, rank, drop))
+        return error_val();
     ir_type t = {x->type.dtype, 0, {0}};
     for (int a = 0; a < rank; a++)
         if (!drop[a] || x->type.dims[a] != 1)
