@@ -29,7 +29,8 @@ static const char *const reserved[] = {
     "warp_sum", "warp_max", "block_sum", "block_max", "splitmix64",
     "dropout_key", "dropout_keep", "report", "gnc_status", "gnc_scaler", "NEG_INF", "POS_INF",
     "expf", "erff", "tanhf", "logf", "sqrtf", "exp", "log", "sqrt", "pow", "fabsf", "rintf",
-    "log1pf", "fminf", "fmaxf",
+    "log1pf", "fminf", "fmaxf", "floorf", "mul_rn", "upsample_taps", "upsample_first",
+    "upsample_weight",
     /* the templates' own */
     "status", "step", "scaler", "x_at", "y_put", "red", "redd", "i", "j", "e", "n", "t", "v",
     "lane", "warp", "row", "base", "c", "mx", "sum", "lse", "q", "s", "total", "y", "o", "b",
@@ -38,6 +39,7 @@ static const char *const reserved[] = {
     "a", "ky", "kx", "iy", "ix", "oy", "ox", "y0", "x0", "y1", "x1", "ya", "yb", "xa", "xb",
     "oy0", "oy1", "ox0", "ox1", "arg", "arg_found", "u", "w", "pos", "src", "dst", "vec",
     "part", "t0", "t1", "p", "pd", "np", "mp", "bb", "sdx", "sd", "ny", "nx",
+    "ly0", "ly1", "lx0", "lx1", "wy",
     NULL};
 
 char *kb_kstr(kb *k, const char *fmt, ...)

@@ -537,6 +537,62 @@ static void emit_movement(kb *k, const ir_node *n)
 #undef a
 }
 
+/* upsample2d as ir_upsample_taps computes it (the prelude's upsample_taps), the
+ * ratios as their float bits; its gradient gathers, for each input element, the
+ * outputs that read it (ir_upsample_readers' ranges) in output order. */
+static void emit_upsample(kb *k, const ir_node *n)
+{
+    const ir_value *y = n->out[0];
+    int fwd = n->op == IR_OP_UPSAMPLE2D;
+    const ir_type *t = fwd ? &n->in[0]->type : &y->type, *to = fwd ? &y->type : &n->in[0]->type;
+    long long h = t->dims[2], w = t->dims[3], oh = to->dims[2], ow = to->dims[3];
+    int bil = (int)ir_attr_int(n, "mode"), al = (int)ir_attr_int(n, "align_corners");
+    float rh = ir_upsample_ratio(h, oh, bil, al, ir_attr_float(n, "scale_h"));
+    float rw = ir_upsample_ratio(w, ow, bil, al, ir_attr_float(n, "scale_w"));
+    uint32_t bh, bw;
+    memcpy(&bh, &rh, sizeof bh);
+    memcpy(&bw, &rw, sizeof bw);
+    /* the arguments after the index of upsample_taps, upsample_first, upsample_weight */
+    const char *ah = kb_kstr(k, "%lld, %lld, %d, %d, __uint_as_float(0x%08xu)", h, oh, bil, al,
+                             (unsigned)bh);
+    const char *aw = kb_kstr(k, "%lld, %lld, %d, %d, __uint_as_float(0x%08xu)", w, ow, bil, al,
+                             (unsigned)bw);
+    const char *pl, *r, *c, *in = kb_reads(k, n->in[0], 0);
+    if (fwd) {
+        plane_coords(k, oh, ow, &pl, &r, &c);
+        kb_line(k, "i64 y0, y1, x0, x1;");
+        kb_line(k, "float ly0, ly1, lx0, lx1;");
+        kb_line(k, "upsample_taps(%s, %s, &y0, &y1, &ly0, &ly1);", r, ah);
+        kb_line(k, "upsample_taps(%s, %s, &x0, &x1, &lx0, &lx1);", c, aw);
+        const char *at[2][2];
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                at[i][j] = kb_kstr(k, "ld(%s, (%s * %lld + y%d) * %lld + x%d)", in, pl, h, i, w, j);
+        if (bil) /* ly0 (lx0 x00 + lx1 x01) + ly1 (lx0 x10 + lx1 x11), as the CPU's */
+            kb_set(k, y, kb_kstr(k, "ly0 * (lx0 * %s + lx1 * %s) + ly1 * (lx0 * %s + lx1 * %s)",
+                                 at[0][0], at[0][1], at[1][0], at[1][1]));
+        else
+            kb_set(k, y, at[0][0]);
+        return;
+    }
+    const char *s = kb_tmp(k, "up_sum");
+    plane_coords(k, h, w, &pl, &r, &c);
+    kb_line(k, "const i64 oy0 = upsample_first((i64)%s - %d, %s);", r, bil, ah);
+    kb_line(k, "const i64 oy1 = upsample_first((i64)%s + 1, %s);", r, ah);
+    kb_line(k, "const i64 ox0 = upsample_first((i64)%s - %d, %s);", c, bil, aw);
+    kb_line(k, "const i64 ox1 = upsample_first((i64)%s + 1, %s);", c, aw);
+    kb_line(k, "float %s = 0.0f;", s);
+    kb_line(k, "for (i64 oy = oy0; oy < oy1; oy++) {");
+    k->indent++;
+    kb_line(k, "const float wy = upsample_weight(oy, %s, %s);", r, ah);
+    kb_line(k, "for (i64 ox = ox0; ox < ox1; ox++)");
+    kb_line(k, "    %s += wy * upsample_weight(ox, %s, %s) * ld(%s, (%s * %lld + oy) * %lld + ox);",
+            s, c, aw, in, pl, oh, ow);
+    k->indent--;
+    kb_line(k, "}");
+    kb_set(k, y, s);
+}
+
 /* Pooling and its gradients, as gathers over the windows holding element i. */
 static void emit_pooling(kb *k, const ir_node *n)
 {
@@ -786,6 +842,9 @@ void kb_emit_map(kb *k, const ir_node *n)
     case IR_OP_MAXPOOL2D_GRAD: case IR_OP_ADAPTIVE_AVGPOOL2D: case IR_OP_ADAPTIVE_AVGPOOL2D_GRAD:
         emit_pooling(k, n);
         return;
+    case IR_OP_UPSAMPLE2D: case IR_OP_UPSAMPLE2D_GRAD:
+        emit_upsample(k, n);
+        return;
     default:
         emit_pointwise(k, n);
     }
@@ -900,6 +959,7 @@ int kb_map_kernel(kb *k)
         case IR_OP_MAXPOOL2D: case IR_OP_AVGPOOL2D: case IR_OP_MAXPOOL2D_GRAD:
         case IR_OP_AVGPOOL2D_GRAD: case IR_OP_CONCAT: case IR_OP_PAD: case IR_OP_EMBEDDING:
         case IR_OP_ADAPTIVE_AVGPOOL2D: case IR_OP_ADAPTIVE_AVGPOOL2D_GRAD:
+        case IR_OP_UPSAMPLE2D: case IR_OP_UPSAMPLE2D_GRAD:
         case IR_OP_REDUCE_MAX: case IR_OP_REDUCE_MIN: case IR_OP_ARGMAX:
         case IR_OP_REDUCE_MAX_GRAD: case IR_OP_REDUCE_MIN_GRAD:
             elementwise = 0;

@@ -263,6 +263,66 @@ __device__ __forceinline__ float hardswish_grad_f(float dy, float x)
     return x < -3.0f ? 0.0f : x <= 3.0f ? dy * (x / 3.0f + 0.5f) : dy;
 }
 
+/* upsample2d's taps: ir_upsample_taps (ir/ops.c) again, keep the two in step.
+ * Products rounded as the host's, never fused into an fma with the sum. */
+__device__ __forceinline__ float mul_rn(float a, float b)
+{
+#ifdef __CUDA_ARCH__
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+__device__ __forceinline__ void upsample_taps(i64 dst, i64 in, i64 out, int bilinear, int align,
+                                              float ratio, i64 *i0, i64 *i1, float *l0, float *l1)
+{
+    *l0 = 1.0f;
+    *l1 = 0.0f;
+    if (out == in) {
+        *i0 = *i1 = dst;
+        return;
+    }
+    if (!bilinear) {
+        i64 src = out == 2 * in ? dst >> 1 : (i64)floorf(mul_rn((float)dst, ratio));
+        *i0 = *i1 = src < in - 1 ? src : in - 1;
+        return;
+    }
+    float real = align ? mul_rn(ratio, (float)dst) : mul_rn(ratio, (float)dst + 0.5f) - 0.5f;
+    if (real < 0.0f)
+        real = 0.0f;
+    i64 src = (i64)floorf(real);
+    *i0 = src < in - 1 ? src : in - 1;
+    float lam = real - (float)*i0;
+    *l1 = lam < 0.0f ? 0.0f : lam > 1.0f ? 1.0f : lam;
+    *i1 = *i0 + (*i0 < in - 1);
+    *l0 = 1.0f - *l1;
+}
+/* The first output whose i0 is at least j (ir/ops.c's upsample_first). */
+__device__ __forceinline__ i64 upsample_first(i64 j, i64 in, i64 out, int bilinear, int align,
+                                              float ratio)
+{
+    i64 lo = 0, hi = out;
+    while (lo < hi) {
+        i64 mid = lo + (hi - lo) / 2, i0, i1;
+        float l0, l1;
+        upsample_taps(mid, in, out, bilinear, align, ratio, &i0, &i1, &l0, &l1);
+        if (i0 < j)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+/* Output dst's weight on input j along an axis. */
+__device__ __forceinline__ float upsample_weight(i64 dst, i64 j, i64 in, i64 out, int bilinear,
+                                                 int align, float ratio)
+{
+    i64 i0, i1;
+    float l0, l1;
+    upsample_taps(dst, in, out, bilinear, align, ratio, &i0, &i1, &l0, &l1);
+    return (i0 == j ? l0 : 0.0f) + (i1 == j ? l1 : 0.0f);
+}
+
 /* ---- reductions: every lane or thread gets the same total, summed in a
  * fixed tree (the same bits every run) ---- */
 

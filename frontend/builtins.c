@@ -1171,11 +1171,13 @@ static val b_adaptive_avgpool2d(elab *e, call *c)
 
 /* upsample(x, scale=?, size=?, mode="nearest", align_corners=false): PyTorch's
  * F.interpolate(x, size, scale_factor, mode, align_corners) on [n, c, h, w], the
- * output floor(h scale) x floor(w scale), or size.  Nearest by an integer factor
- * k (scale k, or a size k times the input's) repeats each element k x k:
- * reshape to [n, c, h, 1, w, 1], broadcast_to [n, c, h, kh, w, kw], reshape
- * back; exact (PyTorch's source floor(dst / k)), and broadcast_to's gradient
- * sums each block.  Other factors and bilinear are refused for now. */
+ * output floor(h scale) x floor(w scale), or size, the scale passed on as
+ * PyTorch passes scale_factor (recompute_scale_factor unset).  Nearest by an
+ * integer factor k (scale k, or a size k times the input's) repeats each element
+ * k x k: reshape to [n, c, h, 1, w, 1], broadcast_to [n, c, h, kh, w, kw],
+ * reshape back, cheaper than upsample2d and its gradient (broadcast_to's sums
+ * each block); taken only where PyTorch's float source index is dst / k for every
+ * output row and column.  Any other factor, and bilinear, is upsample2d. */
 static val b_upsample(elab *e, call *c)
 {
     ir_value *x = arg_tensor(e, c, 0);
@@ -1241,18 +1243,30 @@ static val b_upsample(elab *e, call *c)
             out[i] = (int64_t)o;
         }
     }
+    const int64_t *d = x->type.dims;
     int64_t k[2];
     int whole = !bilinear;
-    for (int i = 0; i < 2; i++) { /* k exactly PyTorch's factor: its source is dst / k */
+    for (int i = 0; i < 2 && whole; i++) {
         k[i] = out[i] / in[i];
-        whole = whole && out[i] % in[i] == 0 && (scale[i] == 0 || scale[i] == (double)k[i]);
+        whole = out[i] % in[i] == 0 && out[i] <= (int64_t)1 << 24; /* a short check below */
+        float r = ir_upsample_ratio(in[i], out[i], 0, 0, scale[i]);
+        for (int64_t dst = 0; dst < out[i] && whole; dst++) {
+            int64_t i0, i1;
+            float l0, l1;
+            ir_upsample_taps(dst, in[i], out[i], 0, 0, r, &i0, &i1, &l0, &l1);
+            whole = i0 == dst / k[i];
+        }
     }
     if (!whole) {
-        el_error(e, c->loc, "upsample: only mode \"nearest\" by a whole factor (scale 2, or a "
-                 "size 2 or 3 times the input's, ...) is implemented yet");
-        return error_val();
+        ir_node *n = node_begin(e, c, IR_OP_UPSAMPLE2D, 1, &x);
+        ir_graph *g = el_graph(e);
+        ir_set_ints(g, n, "size", 2, out);
+        ir_set_int(g, n, "mode", bilinear);
+        ir_set_int(g, n, "align_corners", align);
+        ir_set_float(g, n, "scale_h", scale[0]);
+        ir_set_float(g, n, "scale_w", scale[1]);
+        return node_end(e, c, n);
     }
-    const int64_t *d = x->type.dims;
     ir_type t6 = {x->type.dtype, 6, {d[0], d[1], d[2], 1, d[3], 1}};
     ir_type b6 = {x->type.dtype, 6, {d[0], d[1], d[2], k[0], d[3], k[1]}};
     ir_type t4 = {x->type.dtype, 4, {d[0], d[1], out[0], out[1]}};

@@ -285,6 +285,20 @@ static inline int ir_is_float(ir_dtype t)
 }
 int ir_op_lookup(const char *name);                     /* -1 if unknown */
 
+/* upsample2d's arithmetic along one axis of in -> out, PyTorch's
+ * (aten/src/ATen/native/UpSample.h) to the bit: the ratio of its mode
+ * (compute_scales_value, or area_pixel_compute_scale's for bilinear) in float from
+ * the user's scale factor, 0 for none; output dst reads *l0 x[*i0] + *l1 x[*i1]
+ * (nearest: x[*i0], *l0 1, *l1 0).  codegen/prelude.cuh's upsample_taps is this
+ * function again: keep the two in step. */
+float ir_upsample_ratio(int64_t in, int64_t out, int bilinear, int align, double scale);
+void ir_upsample_taps(int64_t dst, int64_t in, int64_t out, int bilinear, int align, float ratio,
+                      int64_t *i0, int64_t *i1, float *l0, float *l1);
+/* The outputs reading input j along that axis, [*first, *end), ascending; for
+ * each, its weight on j is (i0 == j) l0 + (i1 == j) l1. */
+void ir_upsample_readers(int64_t j, int64_t in, int64_t out, int bilinear, int align,
+                         float ratio, int64_t *first, int64_t *end);
+
 /* Shape and dtype rule of n's op: computes the type of each output from the
  * operands and attributes, into out[0 .. n->nout - 1] (room for IR_MAX_RESULTS
  * is always enough).  Returns 0 and writes a one-line message such as

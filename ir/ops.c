@@ -149,6 +149,90 @@ static int adaptive_rule(const ir_type *a, const int64_t size[2], ir_type *o, ch
     return 1;
 }
 
+float ir_upsample_ratio(int64_t in, int64_t out, int bilinear, int align, double scale)
+{
+    if (bilinear && align)
+        return out > 1 ? (float)(in - 1) / (float)(out - 1) : 0.0f;
+    return scale > 0 ? (float)(1.0 / scale) : (float)in / (float)out;
+}
+
+void ir_upsample_taps(int64_t dst, int64_t in, int64_t out, int bilinear, int align, float ratio,
+                      int64_t *i0, int64_t *i1, float *l0, float *l1)
+{
+    *l0 = 1.0f;
+    *l1 = 0.0f;
+    if (out == in) { /* both modes copy, whatever the scale */
+        *i0 = *i1 = dst;
+        return;
+    }
+    if (!bilinear) { /* nearest_idx */
+        int64_t src = out == 2 * in ? dst >> 1 : (int64_t)floorf((float)dst * ratio);
+        *i0 = *i1 = src < in - 1 ? src : in - 1;
+        return;
+    }
+    float real = align ? ratio * (float)dst : ratio * ((float)dst + 0.5f) - 0.5f;
+    if (real < 0.0f)
+        real = 0.0f;
+    int64_t src = (int64_t)floorf(real);
+    *i0 = src < in - 1 ? src : in - 1;
+    float lam = real - (float)*i0;
+    *l1 = lam < 0.0f ? 0.0f : lam > 1.0f ? 1.0f : lam;
+    *i1 = *i0 + (*i0 < in - 1);
+    *l0 = 1.0f - *l1;
+}
+
+/* The first output whose i0 is at least j: i0 never decreases along the axis. */
+static int64_t upsample_first(int64_t j, int64_t in, int64_t out, int bilinear, int align,
+                              float ratio)
+{
+    int64_t lo = 0, hi = out;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2, i0, i1;
+        float l0, l1;
+        ir_upsample_taps(mid, in, out, bilinear, align, ratio, &i0, &i1, &l0, &l1);
+        if (i0 < j)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+void ir_upsample_readers(int64_t j, int64_t in, int64_t out, int bilinear, int align,
+                         float ratio, int64_t *first, int64_t *end)
+{
+    /* i1 is i0 or i0 + 1: the readers of j have i0 j - 1 (bilinear) or j */
+    *first = upsample_first(j - (bilinear != 0), in, out, bilinear, align, ratio);
+    *end = upsample_first(j + 1, in, out, bilinear, align, ratio);
+}
+
+/* upsample2d's rule, shared with its gradient: a resized to size -> o. */
+static int upsample_rule(const ir_node *n, const ir_type *a, const int64_t size[2], ir_type *o,
+                         char *err, size_t errlen)
+{
+    char tbuf[4][128];
+    int tb = 0;
+    if (a->rank != 4 || !ir_is_float(a->dtype))
+        FAIL("upsample2d expects 4-d input, got %s", TS(a));
+    int64_t mode = ir_attr_int(n, "mode"), align = ir_attr_int(n, "align_corners");
+    if (mode != 0 && mode != 1)
+        FAIL("upsample2d mode must be 0 (nearest) or 1 (bilinear), got %lld", (long long)mode);
+    if (align != 0 && align != mode)
+        FAIL("upsample2d align_corners must be 0, or 1 with bilinear, got %lld", (long long)align);
+    double sc[2] = {ir_attr_float(n, "scale_h"), ir_attr_float(n, "scale_w")};
+    for (int i = 0; i < 2; i++) {
+        int64_t span;
+        if (!(sc[i] >= 0) || !isfinite(sc[i]))
+            FAIL("upsample2d scales must be finite and at least 0, got %g and %g", sc[0], sc[1]);
+        if (size[i] < 1 || __builtin_mul_overflow(size[i], 2, &span) || size[i] > 1LL << 53 ||
+            a->dims[2 + i] > 1LL << 53)
+            FAIL("upsample2d size must be positive and fit the index range, got [%lld, %lld]",
+                 (long long)size[0], (long long)size[1]);
+    }
+    *o = (ir_type){a->dtype, 4, {a->dims[0], a->dims[1], size[0], size[1]}};
+    return 1;
+}
+
 /* reduce_max, reduce_min and argmax (and their gradients' x): a floating-point
  * a reduced along axis to size 1 -> o (argmax: i32). */
 static int extreme_rule(const ir_node *n, const ir_type *a, ir_type *o, char *err,
@@ -487,6 +571,18 @@ static int infer_training(const ir_node *n, ir_type *out, char *err, size_t errl
         out[0] = t;
         return 1;
 
+    case IR_OP_UPSAMPLE2D_GRAD:
+        if (!shape_attr(n, a->dtype, &t, err, errlen))
+            return 0;
+        if (a->rank != 4)
+            FAIL("%s: dy must be 4-d, got %s", op, TS(a));
+        if (!upsample_rule(n, &t, a->dims + 2, &y, err, errlen))
+            return 0;
+        if (!ir_type_eq(&y, a))
+            FAIL("%s: dy is %s, but resizing %s gives %s", op, TS(a), TS(&t), TS(&y));
+        out[0] = t;
+        return 1;
+
     case IR_OP_EMBEDDING_GRAD: {
         if (!shape_attr(n, a->dtype, &t, err, errlen))
             return 0;
@@ -700,6 +796,9 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
 
     case IR_OP_ADAPTIVE_AVGPOOL2D:
         return adaptive_rule(a, ir_attr_ints(n, "size", NULL), o, err, errlen);
+
+    case IR_OP_UPSAMPLE2D:
+        return upsample_rule(n, a, ir_attr_ints(n, "size", NULL), o, err, errlen);
 
     case IR_OP_GLOBAL_AVGPOOL:
         if (a->rank != 4 || !ir_is_float(a->dtype))

@@ -381,6 +381,16 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
         acc(a, x, fin(a, m)->out[0]);
         return;
     }
+    case IR_OP_UPSAMPLE2D: {
+        ir_node *m = mk(a, IR_OP_UPSAMPLE2D_GRAD, 1, &dy, 1, gx);
+        ir_set_ints(a->g, m, "shape", 4, x->type.dims);
+        ir_set_int(a->g, m, "mode", ir_attr_int(n, "mode"));
+        ir_set_int(a->g, m, "align_corners", ir_attr_int(n, "align_corners"));
+        ir_set_float(a->g, m, "scale_h", ir_attr_float(n, "scale_h"));
+        ir_set_float(a->g, m, "scale_w", ir_attr_float(n, "scale_w"));
+        acc(a, x, fin(a, m)->out[0]);
+        return;
+    }
     case IR_OP_GLOBAL_AVGPOOL: {
         double hw = (double)(x->type.dims[2] * x->type.dims[3]);
         ir_value *t = op2(a, IR_OP_MUL, dy, scalar(a, 1.0 / hw, dy->type.dtype, gx), gx);

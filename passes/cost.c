@@ -44,7 +44,8 @@
  * logit and cross_entropy_grad 7, mse 3 per element, pooling one per window
  * element (and one more per result for averages, per element of dy for the
  * gradients; adaptive_avgpool2d's per window element and result, its gradient
- * two per window element), sum_to and global_avgpool
+ * two per window element), upsample2d 9e bilinear, e nearest (its source index),
+ * its gradient per element of dy 12 bilinear (3 per tap), 1 nearest, sum_to and global_avgpool
  * one per element summed, embedding_grad one per element of dy, optimizers per
  * parameter element (sgd 2, 2 more for each of weight decay, momentum,
  * nesterov; adam 12, and 2 for weight decay), bn_fold_scale 3 per channel.
@@ -413,6 +414,10 @@ double cost_node_flops(const ir_node *n)
         return adaptive_taps(&n->in[0]->type, &n->out[0]->type) + e;
     case IR_OP_ADAPTIVE_AVGPOOL2D_GRAD: /* each window's share divided out, then gathered */
         return adaptive_taps(&n->out[0]->type, &n->in[0]->type) * 2;
+    case IR_OP_UPSAMPLE2D:              /* bilinear: six products and three sums */
+        return ir_attr_int(n, "mode") ? 9.0 * e : e;
+    case IR_OP_UPSAMPLE2D_GRAD:         /* per element of dy and tap: weights, product, sum */
+        return numel(n->in[0]) * (ir_attr_int(n, "mode") ? 12.0 : 1.0);
     case IR_OP_EMBEDDING_GRAD:
         return numel(n->in[0]);
 

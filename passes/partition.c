@@ -256,7 +256,7 @@ static int rebatch_attrs(pt *P, ir_node *n, const ir_node *s, int r)
     int64_t *shape = a->ints; /* the node's own copy (ir_set_ints by the cloner) */
     switch (n->op) {
     case IR_OP_RESHAPE: case IR_OP_CONV2D_GRAD_INPUT: case IR_OP_AVGPOOL2D_GRAD:
-    case IR_OP_ADAPTIVE_AVGPOOL2D_GRAD:
+    case IR_OP_ADAPTIVE_AVGPOOL2D_GRAD: case IR_OP_UPSAMPLE2D_GRAD:
         if (a->n == 0 || shape[0] != old0->dims[0])
             return -1;
         shape[0] = in0->dims[0];

@@ -342,7 +342,7 @@ static int channelwise(const tp *T, const ir_node *n, const ir_value *v, int a)
     }
     case IR_OP_BATCHNORM: case IR_OP_BATCHNORM_TRAIN:
     case IR_OP_MAXPOOL2D: case IR_OP_AVGPOOL2D: case IR_OP_GLOBAL_AVGPOOL:
-    case IR_OP_ADAPTIVE_AVGPOOL2D:
+    case IR_OP_ADAPTIVE_AVGPOOL2D: case IR_OP_UPSAMPLE2D:
         return a == 1 ? a : -1;
     case IR_OP_LAYERNORM:
         return a == last && wt(T, n->in[1])->rank == 1 ? a : -1;
@@ -903,6 +903,7 @@ static void run_node(tp *T, const ir_node *s)
         break;
     case IR_OP_MAXPOOL2D: case IR_OP_AVGPOOL2D: case IR_OP_GLOBAL_AVGPOOL:
     case IR_OP_AVGPOOL2D_GRAD: case IR_OP_ADAPTIVE_AVGPOOL2D: case IR_OP_ADAPTIVE_AVGPOOL2D_GRAD:
+    case IR_OP_UPSAMPLE2D: case IR_OP_UPSAMPLE2D_GRAD:
         if (is_s(l0, 1))
             lin[0] = lout[0] = S_(1);
         break;

@@ -448,6 +448,81 @@ double *ref_adaptive_avgpool2d(const double *x, const ir_type *tx, const int64_t
     return y;
 }
 
+/* F.interpolate's taps along one axis, written from PyTorch's UpSample.h
+ * (compute_scales_value, area_pixel_compute_scale, nearest_idx,
+ * area_pixel_compute_source_index, guard_index_and_lambda): the index arithmetic in
+ * float as there, since it picks elements; the weights returned in double. */
+static void ref_upsample_taps(int64_t dst, int64_t in, int64_t out, int bilinear, int align,
+                              double scale, int64_t idx[2], double lam[2])
+{
+    float sv = scale > 0 ? (float)(1.0 / scale) : (float)in / (float)out; /* compute_scales_value */
+    idx[0] = idx[1] = dst;
+    lam[0] = 1;
+    lam[1] = 0;
+    if (in == out)
+        return;
+    if (!bilinear) {
+        idx[0] = idx[1] = out == 2 * in ? dst / 2 : (int64_t)floorf((float)dst * sv);
+        if (idx[0] > in - 1)
+            idx[0] = idx[1] = in - 1;
+        return;
+    }
+    float ratio = align ? (out > 1 ? (float)(in - 1) / (float)(out - 1) : 0.0f) : sv;
+    float real = align ? ratio * (float)dst : fmaxf(ratio * ((float)dst + 0.5f) - 0.5f, 0.0f);
+    int64_t i0 = (int64_t)floorf(real);
+    if (i0 > in - 1)
+        i0 = in - 1;
+    float l1 = fminf(fmaxf(real - (float)i0, 0.0f), 1.0f);
+    idx[0] = i0;
+    idx[1] = i0 < in - 1 ? i0 + 1 : i0;
+    lam[1] = l1;
+    lam[0] = 1.0f - l1;
+}
+
+double *ref_upsample2d(const double *x, const ir_type *tx, const int64_t size[2], int bilinear,
+                       int align, const double scale[2], ir_type *out)
+{
+    int64_t N = tx->dims[0], C = tx->dims[1], H = tx->dims[2], W = tx->dims[3];
+    int64_t OH = size[0], OW = size[1];
+    *out = (ir_type){tx->dtype, 4, {N, C, OH, OW}};
+    double *y = alloc_out(out);
+    for (int64_t nc = 0; nc < N * C; nc++)
+        for (int64_t oh = 0; oh < OH; oh++)
+            for (int64_t ow = 0; ow < OW; ow++) {
+                int64_t ih[2], iw[2];
+                double lh[2], lw[2], s = 0;
+                ref_upsample_taps(oh, H, OH, bilinear, align, scale[0], ih, lh);
+                ref_upsample_taps(ow, W, OW, bilinear, align, scale[1], iw, lw);
+                for (int a = 0; a < 1 + bilinear; a++)
+                    for (int b = 0; b < 1 + bilinear; b++)
+                        s += lh[a] * lw[b] * x[(nc * H + ih[a]) * W + iw[b]];
+                y[(nc * OH + oh) * OW + ow] = s;
+            }
+    return y;
+}
+
+/* The gradient as a scatter: each element of dy added to its taps. */
+double *ref_upsample2d_grad(const double *dy, const ir_type *tdy, const int64_t shape[4],
+                            int bilinear, int align, const double scale[2], ir_type *out)
+{
+    int64_t H = shape[2], W = shape[3], OH = tdy->dims[2], OW = tdy->dims[3];
+    *out = (ir_type){tdy->dtype, 4, {shape[0], shape[1], H, W}};
+    double *dx = alloc_out(out);
+    for (int64_t nc = 0; nc < shape[0] * shape[1]; nc++)
+        for (int64_t oh = 0; oh < OH; oh++)
+            for (int64_t ow = 0; ow < OW; ow++) {
+                int64_t ih[2], iw[2];
+                double lh[2], lw[2];
+                ref_upsample_taps(oh, H, OH, bilinear, align, scale[0], ih, lh);
+                ref_upsample_taps(ow, W, OW, bilinear, align, scale[1], iw, lw);
+                for (int a = 0; a < 2; a++)
+                    for (int b = 0; b < 2; b++)
+                        dx[(nc * H + ih[a]) * W + iw[b]] +=
+                            lh[a] * lw[b] * dy[(nc * OH + oh) * OW + ow];
+            }
+    return dx;
+}
+
 double *ref_global_avgpool(const double *x, const ir_type *tx, ir_type *out)
 {
     int64_t N = tx->dims[0], C = tx->dims[1], HW = tx->dims[2] * tx->dims[3];

@@ -66,6 +66,13 @@ double *ref_avgpool2d(const double *x, const ir_type *tx, const int64_t kernel[2
 double *ref_global_avgpool(const double *x, const ir_type *tx, ir_type *out);
 double *ref_adaptive_avgpool2d(const double *x, const ir_type *tx, const int64_t size[2],
                                ir_type *out);
+/* F.interpolate on [n, c, h, w] to size, nearest (bilinear 0) or bilinear; scale
+ * the scale factors as PyTorch gets them (0: none); and its gradient, dy to
+ * shape. */
+double *ref_upsample2d(const double *x, const ir_type *tx, const int64_t size[2], int bilinear,
+                       int align, const double scale[2], ir_type *out);
+double *ref_upsample2d_grad(const double *dy, const ir_type *tdy, const int64_t shape[4],
+                            int bilinear, int align, const double scale[2], ir_type *out);
 double *ref_reshape(const double *x, const ir_type *tx, int rank, const int64_t *shape,
                     ir_type *out);
 double *ref_transpose(const double *x, const ir_type *tx, const int64_t *perm, ir_type *out);

@@ -247,6 +247,20 @@ static const op_case cases[] = {
     {"adaptive_avgpool2d past the input", G("  input %x: f32[2, 2, 3, 4]\n  %y: f32[2, 2, 5, 7] = "
                                             "adaptive_avgpool2d(%x) {size = [5, 7]}\n"
                                             "  output y = %y\n"), 1e-7, 1e-6, 0, 0},
+    /* upsample2d: fractional nearest, its shift by 2, bilinear both ways, down */
+    {"upsample2d nearest", G("  input %x: f32[2, 3, 4, 5]\n  %y: f32[2, 3, 6, 7] = upsample2d(%x) "
+                             "{size = [6, 7], mode = 0, align_corners = 0, scale_h = 1.5, "
+                             "scale_w = 1.5}\n  output y = %y\n"), 0, 0, 0, 1},
+    {"upsample2d nearest sized", G("  input %x: f32[2, 3, 5, 7]\n  %y: f32[2, 3, 10, 4] = "
+                                   "upsample2d(%x) {size = [10, 4], mode = 0, align_corners = 0, "
+                                   "scale_h = 0.0, scale_w = 0.0}\n  output y = %y\n"), 0, 0, 0, 0},
+    {"upsample2d bilinear", G("  input %x: f32[2, 3, 4, 5]\n  %y: f32[2, 3, 6, 7] = upsample2d(%x) "
+                              "{size = [6, 7], mode = 1, align_corners = 0, scale_h = 1.5, "
+                              "scale_w = 1.5}\n  output y = %y\n"), 1e-7, 1e-6, 0, 1},
+    {"upsample2d bilinear corners", G("  input %x: f32[2, 3, 9, 5]\n  %y: f32[2, 3, 4, 11] = "
+                                      "upsample2d(%x) {size = [4, 11], mode = 1, align_corners = 1, "
+                                      "scale_h = 0.0, scale_w = 0.0}\n  output y = %y\n"),
+     1e-7, 1e-6, 0, 0},
     {"global_avgpool warps", G("  input %x: f32[2, 3, 6, 6]\n  %y: f32[2, 3, 1, 1] = global_avgpool(%x)\n"
                                "  output y = %y\n"), 1e-7, 1e-6, 0, 1},
     {"global_avgpool threads", G("  input %x: f32[2, 3, 4, 4]\n  %y: f32[2, 3, 1, 1] = global_avgpool(%x)\n"
@@ -518,6 +532,22 @@ static const op_case cases[] = {
                                                  "  %y: f32[2, 2, 3, 4] = adaptive_avgpool2d_grad(%dy) "
                                                  "{shape = [2, 2, 3, 4]}\n  output y = %y\n"),
      0, 0, 0, 0},
+    {"upsample2d_grad nearest", G("  input %dy: f32[2, 3, 6, 7]\n  %y: f32[2, 3, 4, 5] = "
+                                  "upsample2d_grad(%dy) {shape = [2, 3, 4, 5], mode = 0, "
+                                  "align_corners = 0, scale_h = 1.5, scale_w = 1.5}\n"
+                                  "  output y = %y\n"), 0, 0, 0, 1},
+    {"upsample2d_grad nearest down", G("  input %dy: f32[2, 3, 3, 4]\n  %y: f32[2, 3, 5, 7] = "
+                                       "upsample2d_grad(%dy) {shape = [2, 3, 5, 7], mode = 0, "
+                                       "align_corners = 0, scale_h = 0.7, scale_w = 0.6}\n"
+                                       "  output y = %y\n"), 0, 0, 0, 0},
+    {"upsample2d_grad bilinear", G("  input %dy: f32[2, 3, 6, 7]\n  %y: f32[2, 3, 4, 5] = "
+                                   "upsample2d_grad(%dy) {shape = [2, 3, 4, 5], mode = 1, "
+                                   "align_corners = 0, scale_h = 1.5, scale_w = 1.5}\n"
+                                   "  output y = %y\n"), 1e-7, 1e-6, 0, 1},
+    {"upsample2d_grad bilinear corners", G("  input %dy: f32[2, 3, 4, 11]\n  %y: f32[2, 3, 9, 5] = "
+                                           "upsample2d_grad(%dy) {shape = [2, 3, 9, 5], mode = 1, "
+                                           "align_corners = 1, scale_h = 0.0, scale_w = 0.0}\n"
+                                           "  output y = %y\n"), 1e-7, 1e-6, 0, 0},
     {"embedding_grad", G("  input %dy: f32[3, 4, 5]\n  input %idx: i32[3, 4]\n"
                          "  %y: f32[10, 5] = embedding_grad(%dy, %idx) {shape = [10, 5], padding_idx = -1}\n  output y = %y\n"),
      0, 0, 0, 0},
@@ -1368,6 +1398,12 @@ static const big_case big_cases[] = {
     BIG("adaptive_avgpool2d_grad", "  input %dy: f32[2048, 64, 50, 70]\n  %y: f32" X4 " = "
                                    "adaptive_avgpool2d_grad(%dy) {shape = " X4 "}\n"
                                    "  output y = %y\n"),
+    BIG("upsample2d", "  input %x: f32" X4 "\n  %y: f32[2048, 64, 50, 70] = upsample2d(%x) "
+                      "{size = [50, 70], mode = 1, align_corners = 0, scale_h = 0.0, "
+                      "scale_w = 0.0}\n  output y = %y\n"),
+    BIG("upsample2d_grad", "  input %dy: f32[2048, 64, 50, 70]\n  %y: f32" X4 " = "
+                           "upsample2d_grad(%dy) {shape = " X4 ", mode = 0, align_corners = 0, "
+                           "scale_h = 0.0, scale_w = 0.0}\n  output y = %y\n"),
     BIG("maxpool2d", "  input %x: f32" X4 "\n  %y: f32[2048, 64, 64, 64] = maxpool2d(%x) "
                      "{kernel = [2, 2], stride = [2, 2], pad = [0, 0], dilation = [1, 1], ceil_mode = 0}\n"
                      "  output y = %y\n"),

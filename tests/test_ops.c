@@ -978,6 +978,63 @@ static void test_adaptive_avgpool(void)
     }
 }
 
+/* upsample2d and its gradient against the reference, which computes PyTorch's
+ * taps on its own: nearest by fractional factors (given as a scale or a size), by
+ * 2 (PyTorch's shift), the identity; bilinear up, down and copying one axis, with
+ * and without align_corners, to one row. */
+static void test_upsample(void)
+{
+    struct { ir_type x; int64_t size[2]; int bil, align; double scale[2]; } cs[] = {
+        {F32(2, 3, 4, 5), {6, 7}, 0, 0, {1.5, 1.5}},
+        {F32(1, 2, 5, 7), {3, 4}, 0, 0, {0.7, 0.6}},
+        {F32(2, 2, 3, 4), {7, 9}, 0, 0, {0, 0}},
+        {F32(1, 3, 4, 5), {8, 5}, 0, 0, {2, 1}},
+        {F32(2, 3, 4, 5), {6, 7}, 1, 0, {1.5, 1.5}},
+        {F32(2, 2, 9, 8), {4, 5}, 1, 0, {0, 0}},
+        {F32(1, 2, 4, 5), {4, 12}, 1, 0, {1, 2.5}},
+        {F32(2, 3, 4, 5), {7, 9}, 1, 1, {0, 0}},
+        {F32(1, 2, 4, 5), {1, 8}, 1, 1, {0, 0}},
+        {F32(4, 8, 17, 13), {40, 29}, 1, 0, {0, 0}},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+        for (int grad = 0; grad < 2; grad++) {
+            ir_type dy = cs[i].x;
+            dy.dims[2] = cs[i].size[0];
+            dy.dims[3] = cs[i].size[1];
+            tcase c;
+            tc_begin(&c, grad ? IR_OP_UPSAMPLE2D_GRAD : IR_OP_UPSAMPLE2D);
+            tc_in(&c, grad ? dy : cs[i].x, -1, 1);
+            ir_node *n = tc_node(&c);
+            if (grad)
+                ir_set_ints(c.g, n, "shape", 4, cs[i].x.dims);
+            else
+                ir_set_ints(c.g, n, "size", 2, cs[i].size);
+            ir_set_int(c.g, n, "mode", cs[i].bil);
+            ir_set_int(c.g, n, "align_corners", cs[i].align);
+            ir_set_float(c.g, n, "scale_h", cs[i].scale[0]);
+            ir_set_float(c.g, n, "scale_w", cs[i].scale[1]);
+            if (tc_prepare(&c) && tc_run(&c)) {
+                ir_type rt, mt;
+                double *ref, *mag;
+                if (grad) {
+                    ref = ref_upsample2d_grad(c.d[0], &dy, cs[i].x.dims, cs[i].bil, cs[i].align,
+                                              cs[i].scale, &rt);
+                    mag = ref_upsample2d_grad(c.abs_d[0], &dy, cs[i].x.dims, cs[i].bil,
+                                              cs[i].align, cs[i].scale, &mt);
+                } else {
+                    ref = ref_upsample2d(c.d[0], &cs[i].x, cs[i].size, cs[i].bil, cs[i].align,
+                                         cs[i].scale, &rt);
+                    mag = ref_upsample2d(c.abs_d[0], &cs[i].x, cs[i].size, cs[i].bil,
+                                         cs[i].align, cs[i].scale, &mt);
+                }
+                int64_t most = 4 * (cs[i].size[0] / cs[i].x.dims[2] + 2) *
+                               (cs[i].size[1] / cs[i].x.dims[3] + 2); /* terms of a dx */
+                tc_check(&c, ref, &rt, mag, 4 * U32, 0, red_tol(grad ? most : 4));
+            }
+            tc_end(&c);
+        }
+}
+
 /* Data for the ops that only move elements is drawn from [lo, -lo): integers as wide
  * as their dtype allows (past 32 bits for i64, to catch narrowing), floats in
  * [-1, 1). */
@@ -1398,6 +1455,7 @@ static void run_all(void)
     test_avgpool();
     test_global_avgpool();
     test_adaptive_avgpool();
+    test_upsample();
     test_reshape();
     test_transpose();
     test_concat();

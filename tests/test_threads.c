@@ -643,6 +643,17 @@ static void test_forward(void)
     n = tc_node(&c, 1);
     ir_set_ints(c.p.g, n, "size", 2, (int64_t[]){5, 7});
     tc_run(&c);
+    for (int bil = 0; bil < 2; bil++) { /* upsample2d, nearest and bilinear */
+        tc_begin(&c, IR_OP_UPSAMPLE2D);
+        tc_in(&c, F32(8, 64, 11, 13), -1, 1);
+        n = tc_node(&c, 1);
+        ir_set_ints(c.p.g, n, "size", 2, (int64_t[]){16, 19});
+        ir_set_int(c.p.g, n, "mode", bil);
+        ir_set_int(c.p.g, n, "align_corners", 0);
+        ir_set_float(c.p.g, n, "scale_h", 1.5);
+        ir_set_float(c.p.g, n, "scale_w", 0);
+        tc_run(&c);
+    }
 
     tc_begin(&c, IR_OP_RESHAPE);
     tc_in(&c, F32(64, 1100), -1, 1);
@@ -831,6 +842,17 @@ static void test_training(void)
     n = tc_node(&c, 1);
     ir_set_ints(c.p.g, n, "shape", 4, (int64_t[]){8, 64, 17, 15});
     tc_run(&c);
+    for (int bil = 0; bil < 2; bil++) {
+        tc_begin(&c, IR_OP_UPSAMPLE2D_GRAD);
+        tc_in(&c, F32(8, 64, 16, 19), -1, 1);
+        n = tc_node(&c, 1);
+        ir_set_ints(c.p.g, n, "shape", 4, (int64_t[]){8, 64, 11, 13});
+        ir_set_int(c.p.g, n, "mode", bil);
+        ir_set_int(c.p.g, n, "align_corners", bil);
+        ir_set_float(c.p.g, n, "scale_h", 0);
+        ir_set_float(c.p.g, n, "scale_w", 0);
+        tc_run(&c);
+    }
     tc_begin(&c, IR_OP_EMBEDDING_GRAD);
     tc_in(&c, F32(64, 40, 64), -1, 1);
     tc_in(&c, I64(64, 40), 0, 1000);

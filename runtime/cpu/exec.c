@@ -735,6 +735,37 @@ static int k_adaptive_avgpool(rt_exec *x, const ir_node *n)
     return 0;
 }
 
+/* PyTorch's arithmetic: the weighted taps in float, the row's pair of columns
+ * first; nearest reads its one tap. */
+static int k_upsample(rt_exec *x, const ir_node *n)
+{
+    const ir_type *t = &n->in[0]->type, *to = &n->out[0]->type;
+    int64_t h = t->dims[2], w = t->dims[3], oh = to->dims[2], ow = to->dims[3];
+    int64_t planes = t->dims[0] * t->dims[1];
+    int bil = (int)ir_attr_int(n, "mode"), al = (int)ir_attr_int(n, "align_corners");
+    float rh = ir_upsample_ratio(h, oh, bil, al, ir_attr_float(n, "scale_h"));
+    float rw = ir_upsample_ratio(w, ow, bil, al, ir_attr_float(n, "scale_w"));
+    const float *a = IN(0);
+    float *o = OUT;
+#pragma omp parallel for if (planes * oh * ow > PAR_MIN)
+    for (int64_t p = 0; p < planes; p++)
+        for (int64_t oy = 0; oy < oh; oy++) {
+            int64_t y0, y1;
+            float ly0, ly1;
+            ir_upsample_taps(oy, h, oh, bil, al, rh, &y0, &y1, &ly0, &ly1);
+            const float *r0 = a + (p * h + y0) * w, *r1 = a + (p * h + y1) * w;
+            for (int64_t ox = 0; ox < ow; ox++) {
+                int64_t x0, x1;
+                float lx0, lx1;
+                ir_upsample_taps(ox, w, ow, bil, al, rw, &x0, &x1, &lx0, &lx1);
+                o[(p * oh + oy) * ow + ox] =
+                    bil ? ly0 * (lx0 * r0[x0] + lx1 * r0[x1]) + ly1 * (lx0 * r1[x0] + lx1 * r1[x1])
+                        : r0[x0];
+            }
+        }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- data movement */
 
 static int k_reshape(rt_exec *x, const ir_node *n)
@@ -1046,6 +1077,7 @@ static int run_node(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     case IR_OP_AVGPOOL2D: return k_avgpool(x, n);
     case IR_OP_GLOBAL_AVGPOOL: return k_global_avgpool(x, n);
     case IR_OP_ADAPTIVE_AVGPOOL2D: return k_adaptive_avgpool(x, n);
+    case IR_OP_UPSAMPLE2D: return k_upsample(x, n);
     case IR_OP_RESHAPE: return k_reshape(x, n);
     case IR_OP_TRANSPOSE: return k_transpose(x, n);
     case IR_OP_CONCAT: return k_concat(x, n);

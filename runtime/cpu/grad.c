@@ -660,6 +660,50 @@ static int k_adaptive_avgpool_grad(rt_exec *x, const ir_node *n)
     return 0;
 }
 
+/* upsample2d's weight on input j of output dst along an axis (taps as
+ * ir_upsample_taps gives them). */
+static float upsample_weight(int64_t j, int64_t i0, int64_t i1, float l0, float l1)
+{
+    return (i0 == j ? l0 : 0.0f) + (i1 == j ? l1 : 0.0f);
+}
+
+/* dx gathers, in output order, every output that read it times its weight, as
+ * the GPU's kernel does: no two threads write one element. */
+static int k_upsample_grad(rt_exec *x, const ir_node *n)
+{
+    const ir_type *t = &n->out[0]->type, *tdy = &n->in[0]->type;
+    int64_t h = t->dims[2], w = t->dims[3], oh = tdy->dims[2], ow = tdy->dims[3];
+    int64_t planes = t->dims[0] * t->dims[1];
+    int bil = (int)ir_attr_int(n, "mode"), al = (int)ir_attr_int(n, "align_corners");
+    float rh = ir_upsample_ratio(h, oh, bil, al, ir_attr_float(n, "scale_h"));
+    float rw = ir_upsample_ratio(w, ow, bil, al, ir_attr_float(n, "scale_w"));
+    const float *dy = IN(0);
+    float *dx = OUT;
+#pragma omp parallel for if (planes * h * w > PAR_MIN)
+    for (int64_t p = 0; p < planes; p++)
+        for (int64_t iy = 0; iy < h; iy++) {
+            int64_t oy0, oy1;
+            ir_upsample_readers(iy, h, oh, bil, al, rh, &oy0, &oy1);
+            for (int64_t ix = 0; ix < w; ix++) {
+                int64_t ox0, ox1;
+                ir_upsample_readers(ix, w, ow, bil, al, rw, &ox0, &ox1);
+                float s = 0;
+                for (int64_t oy = oy0; oy < oy1; oy++) {
+                    int64_t y0, y1, x0, x1;
+                    float l0, l1;
+                    ir_upsample_taps(oy, h, oh, bil, al, rh, &y0, &y1, &l0, &l1);
+                    float wy = upsample_weight(iy, y0, y1, l0, l1);
+                    for (int64_t ox = ox0; ox < ox1; ox++) {
+                        ir_upsample_taps(ox, w, ow, bil, al, rw, &x0, &x1, &l0, &l1);
+                        s += wy * upsample_weight(ix, x0, x1, l0, l1) * dy[(p * oh + oy) * ow + ox];
+                    }
+                }
+                dx[(p * h + iy) * w + ix] = s;
+            }
+        }
+    return 0;
+}
+
 static int k_embedding_grad(rt_exec *x, const ir_node *n, char *err, size_t errlen)
 {
     const ir_type *tw = &n->out[0]->type;
@@ -789,6 +833,7 @@ int rt_train_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     case IR_OP_REDUCE_MAX_GRAD: case IR_OP_REDUCE_MIN_GRAD: return k_extreme_grad(x, n);
     case IR_OP_AVGPOOL2D_GRAD: return k_avgpool_grad(x, n);
     case IR_OP_ADAPTIVE_AVGPOOL2D_GRAD: return k_adaptive_avgpool_grad(x, n);
+    case IR_OP_UPSAMPLE2D_GRAD: return k_upsample_grad(x, n);
     case IR_OP_EMBEDDING_GRAD: return k_embedding_grad(x, n, err, errlen);
     case IR_OP_CROSS_ENTROPY_GRAD: case IR_OP_NLL_LOSS_GRAD:
         return k_cross_entropy_grad(x, n, err, errlen);

@@ -197,7 +197,17 @@ def op_cases():
         x = f("x", [2, 3, 4, 5])
         return [("twice", F.interpolate(x, scale_factor=2)),
                 ("rect", F.interpolate(x, scale_factor=(3, 1.0))),
-                ("sized", F.interpolate(x, size=(8, 15), mode="nearest"))]
+                ("sized", F.interpolate(x, size=(8, 15), mode="nearest")),
+                ("thrice", F.interpolate(x, scale_factor=3)),
+                ("frac", F.interpolate(x, scale_factor=1.5)),
+                ("shrink", F.interpolate(x, scale_factor=(0.7, 1.3))),
+                ("sized_frac", F.interpolate(x, size=(7, 3))),
+                ("bilinear", F.interpolate(x, scale_factor=1.5, mode="bilinear")),
+                ("bilinear_copy", F.interpolate(x, scale_factor=(1, 2.5), mode="bilinear")),
+                ("bilinear_down", F.interpolate(x, size=(3, 4), mode="bilinear")),
+                ("corners", F.interpolate(x, size=(7, 9), mode="bilinear", align_corners=True)),
+                ("corners_one", F.interpolate(x, size=(1, 8), mode="bilinear",
+                                              align_corners=True))]
     case("upsample", upsample)
     case("dense", lambda f: [
         ("y", F.linear(f("x", [5, 12]), f("fc.weight", [7, 12]), f("fc.bias", [7]))),

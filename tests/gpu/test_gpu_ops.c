@@ -77,6 +77,24 @@ static const op_case cases[] = {
     {"adaptive_avgpool2d", G("  input %x: f32[2, 3, 9, 7]\n  %y: f32[2, 3, 4, 5] = "
                              "adaptive_avgpool2d(%x) {size = [4, 5]}\n  output y = %y\n"),
      1e-7, 1e-6, 0},
+    /* upsample2d: nearest by PyTorch's float index (exact), bilinear both ways */
+    {"upsample2d nearest", G("  input %x: f32[2, 3, 5, 7]\n  %y: f32[2, 3, 7, 4] = upsample2d(%x) "
+                             "{size = [7, 4], mode = 0, align_corners = 0, scale_h = 1.5, "
+                             "scale_w = 0.6}\n  output y = %y\n"), 0, 0, 0},
+    {"upsample2d bilinear", G("  input %x: f32[2, 3, 4, 5]\n  %y: f32[2, 3, 6, 7] = upsample2d(%x) "
+                              "{size = [6, 7], mode = 1, align_corners = 0, scale_h = 1.5, "
+                              "scale_w = 1.5}\n  output y = %y\n"), 1e-7, 1e-6, 0},
+    {"upsample2d corners", G("  input %x: f32[2, 3, 9, 5]\n  %y: f32[2, 3, 4, 11] = upsample2d(%x) "
+                             "{size = [4, 11], mode = 1, align_corners = 1, scale_h = 0.0, "
+                             "scale_w = 0.0}\n  output y = %y\n"), 1e-7, 1e-6, 0},
+    {"upsample2d_grad nearest", G("  input %dy: f32[2, 3, 7, 4]\n  %y: f32[2, 3, 5, 7] = "
+                                  "upsample2d_grad(%dy) {shape = [2, 3, 5, 7], mode = 0, "
+                                  "align_corners = 0, scale_h = 1.5, scale_w = 0.6}\n"
+                                  "  output y = %y\n"), 0, 1e-7, 0},
+    {"upsample2d_grad bilinear", G("  input %dy: f32[2, 3, 6, 7]\n  %y: f32[2, 3, 4, 5] = "
+                                   "upsample2d_grad(%dy) {shape = [2, 3, 4, 5], mode = 1, "
+                                   "align_corners = 0, scale_h = 1.5, scale_w = 1.5}\n"
+                                   "  output y = %y\n"), 1e-6, 1e-5, 0},
     {"transpose", G("  input %x: f32[2, 3, 4]\n  %y: f32[4, 2, 3] = transpose(%x) {perm = [2, 0, 1]}\n"
                     "  output y = %y\n"), 0, 0, 0},
     {"arange", G("  %y: f32[300] = arange() {start = -2.5, step = 0.125}\n  output y = %y\n"),

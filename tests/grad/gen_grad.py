@@ -132,10 +132,15 @@ def adaptive_avgpool_loss(ts):
 
 
 def upsample_loss(ts):
-    x, t, u = ts["x"], ts["t"], ts["u"]
+    x, t, u, v, r = ts["x"], ts["t"], ts["u"], ts["v"], ts["r"]
     a = F.interpolate(x, scale_factor=(2, 2))
     b = F.interpolate(x, size=(9, 5))
-    return F.mse_loss(a * a, t) + F.mse_loss(b * b * b, u)
+    c = F.interpolate(x, scale_factor=(1.5, 1.4)) + F.interpolate(x, size=(4, 7))
+    d = F.interpolate(x, scale_factor=(1.5, 1.4), mode="bilinear")
+    e = F.interpolate(x, size=(4, 7), mode="bilinear", align_corners=True)
+    f = F.interpolate(x, size=(2, 3), mode="bilinear") + F.interpolate(x, scale_factor=0.7)
+    return (F.mse_loss(a * a, t) + F.mse_loss(b * b * b, u) + F.mse_loss(c * c, v)
+            + F.mse_loss(d * e, v) + F.mse_loss(f * f, r))
 
 
 def module_case(case, run):
@@ -230,8 +235,8 @@ def main():
     op_grad_case("pooling", {"x": [2, 3, 8, 8], "t": [2, 3, 5, 5], "u": [2, 3, 3, 4]}, pooling_loss)
     op_grad_case("adaptive_avgpool", {"x": [2, 3, 9, 6], "t": [2, 3, 4, 5], "u": [2, 3, 11, 6],
                                       "v": [2, 3, 3, 2]}, adaptive_avgpool_loss)
-    op_grad_case("upsample", {"x": [2, 3, 3, 5], "t": [2, 3, 6, 10], "u": [2, 3, 9, 5]},
-                 upsample_loss)
+    op_grad_case("upsample", {"x": [2, 3, 3, 5], "t": [2, 3, 6, 10], "u": [2, 3, 9, 5],
+                              "v": [2, 3, 4, 7], "r": [2, 3, 2, 3]}, upsample_loss)
     optim_case()
     convs_case()
     module_case("losses", losses)

@@ -192,6 +192,12 @@ static double forward64(const ir_graph *g, double **vals)
         case IR_OP_ADAPTIVE_AVGPOOL2D:
             o = ref_adaptive_avgpool2d(a, ta, ir_attr_ints(n, "size", NULL), &t);
             break;
+        case IR_OP_UPSAMPLE2D: {
+            double sc[2] = {ir_attr_float(n, "scale_h"), ir_attr_float(n, "scale_w")};
+            o = ref_upsample2d(a, ta, ir_attr_ints(n, "size", NULL), (int)ir_attr_int(n, "mode"),
+                               (int)ir_attr_int(n, "align_corners"), sc, &t);
+            break;
+        }
         case IR_OP_RESHAPE: {
             int count;
             const int64_t *shape = ir_attr_ints(n, "shape", &count);
@@ -564,6 +570,16 @@ int main(void)
                            "b = upsample(x, size = [6, 10])\n"
                            "c = upsample(upsample(x, scale = [1, 2]), scale = [2.0, 1])\n"
                            "loss mse(a * a + b * 3.0 + c * c * c, t)"), 0);
+    /* fractional nearest (several outputs read one input, some none) and bilinear
+       both ways, up and down */
+    run_case("upsample-fractional", M("input t: f32[2, 3, 7, 8]\n" P("x", "[2, 3, 5, 6]")
+                                      "a = upsample(x, size = [7, 8])\n"
+                                      "b = upsample(x, scale = [1.5, 1.4], mode = \"bilinear\")\n"
+                                      "c = upsample(x, size = [7, 8], mode = \"bilinear\", "
+                                      "align_corners = true)\n"
+                                      "d = upsample(upsample(x, scale = 0.7), size = [7, 8], "
+                                      "mode = \"bilinear\")\n"
+                                      "loss mse(a * a + b * c + d * d * d, t)"), 0);
     run_case("maxpool-dilated", M("input t: f32[1, 2, 4, 3]\n" P("x", "[1, 2, 6, 5]")
                                   "loss mse(maxpool2d(x, 2, stride = 1, dilation = [2, 2]), t)"), 0);
     run_case("movement", M("input t: f32[5, 4, 8]\n" P("x", "[2, 3, 4, 5]") P("y", "[5, 4, 2]")
@@ -667,7 +683,7 @@ int main(void)
         IR_OP_CONV2D_GRAD_INPUT,
         IR_OP_BATCHNORM_TRAIN, IR_OP_LAYERNORM, IR_OP_SOFTMAX, IR_OP_LOG_SOFTMAX,
         IR_OP_MAXPOOL2D, IR_OP_AVGPOOL2D, IR_OP_GLOBAL_AVGPOOL, IR_OP_ADAPTIVE_AVGPOOL2D,
-        IR_OP_RESHAPE,
+        IR_OP_UPSAMPLE2D, IR_OP_RESHAPE,
         IR_OP_TRANSPOSE, IR_OP_CONCAT, IR_OP_EMBEDDING, IR_OP_CROSS_ENTROPY, IR_OP_MSE,
         IR_OP_SUM_TO, IR_OP_BROADCAST_TO, IR_OP_NLL_LOSS,
     };
