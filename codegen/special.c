@@ -473,9 +473,13 @@ static void ce_check(kb *k, const ir_node *n, ce_geom g, const char *lane0, cons
     kb_line(k, "}");
 }
 
-/* The count of labels not ignored, into pd[0] of a workspace: one block. */
-static void ce_count(kb *pre, kb *k, const ir_node *n, int li, ce_geom g)
+/* The count of labels not ignored, as an expression of k: every row where
+ * ignore_index is no class (a label there fails the check anyway), else
+ * pd[0] of a workspace that one block of pre counts into first. */
+static const char *ce_count(kb *pre, kb *k, const ir_node *n, int li, ce_geom g)
 {
+    if (g.ignore < 0 || g.ignore >= g.c)
+        return kb_kstr(k, "%lld.0", (long long)g.rows);
     k->parts = pre->parts = 1;
     k->pbytes = pre->pbytes = (int64_t)sizeof(double);
     cg_ref ws = cg_workspace(k->G, k->pbytes);
@@ -491,6 +495,7 @@ static void ce_count(kb *pre, kb *k, const ir_node *n, int li, ce_geom g)
     kb_line(pre, "if (threadIdx.x == 0)");
     kb_line(pre, "    pd[0] = count;");
     partials(k, ws, 0);
+    return "pd[0]";
 }
 
 /* A row's term: lse - (1 - eps) x[y] - eps / c sum x, from row_max_sum's mx
@@ -511,7 +516,7 @@ static const char *ce_term(kb *k, ce_geom g)
 static int64_t sp_cross_entropy_grad(kb *k, const ir_node *n, kb *pre)
 {
     ce_geom g = ce_geometry(n, 1);
-    ce_count(pre, k, n, 1, g);
+    const char *count = ce_count(pre, k, n, 1, g);
     int64_t grid = row_start_strided(k, g.rows, g.c, g.inner);
     k->status = 1;
     emit_storer(k, n);
@@ -527,7 +532,7 @@ static int64_t sp_cross_entropy_grad(kb *k, const ir_node *n, kb *pre)
     }
     ce_check(k, n, g, k->lane0, "return;", 1);
     if (g.nll) {
-        kb_line(k, "const float d = (float)(-(double)%s / pd[0]);", scalar_of(k, n->in[0]));
+        kb_line(k, "const float d = (float)(-(double)%s / %s);", scalar_of(k, n->in[0]), count);
         kb_line(k, "%s", row_loop(k, g.c));
         kb_line(k, "    y_put(%s, t == y ? d : 0.0f);", at);
         (void)x;
@@ -543,7 +548,7 @@ static int64_t sp_cross_entropy_grad(kb *k, const ir_node *n, kb *pre)
     kb_line(k, "%s", row_loop(k, g.c));
     kb_line(k, "    sum += exp((double)(ld(%s, %s) - mx));", x, at);
     kb_line(k, "sum = %s;", rsum(k, "sum", 1));
-    kb_line(k, "const double scale = (double)%s / pd[0];", scalar_of(k, n->in[0]));
+    kb_line(k, "const double scale = (double)%s / %s;", scalar_of(k, n->in[0]), count);
     kb_line(k, "%s", row_loop(k, g.c));
     if (g.eps == 0)
         kb_line(k, "    y_put(%s, (float)((exp((double)(ld(%s, %s) - mx)) / sum - (t == y)) * "
