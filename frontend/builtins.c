@@ -996,6 +996,27 @@ static val channel_affine(elab *e, call *c, ir_value *y)
     return out ? tensor_val(out) : error_val();
 }
 
+/* A normalization's input: floating-point, of rank min_rank or more (shape
+ * names the dimensions in the message); 0 having reported. */
+static int norm_input(elab *e, call *c, const ir_value *x, int min_rank, const char *shape)
+{
+    char buf[128];
+    if (x->type.rank >= min_rank && ir_is_float(x->type.dtype))
+        return 1;
+    el_error(e, c->args[0].loc, "%s expects a floating-point tensor %s, got %s", c->fn, shape,
+             ir_type_str(&x->type, buf, sizeof buf));
+    return 0;
+}
+
+/* eps, argument i, above 0; 0 having reported */
+static int eps_positive(elab *e, call *c, int i, double eps)
+{
+    if (eps > 0)
+        return 1;
+    el_error(e, c->args[i].loc, "%s needs eps > 0", c->fn);
+    return 0;
+}
+
 /* groupnorm(x, groups, eps=1e-5, affine=true): nn.GroupNorm(groups, c, eps,
  * affine) on x [n, c, ...]: each sample's groups of c / groups channels
  * normalized together (a layernorm of x reshaped to [n, groups, rest]), then
@@ -1009,21 +1030,15 @@ static val b_groupnorm(elab *e, call *c)
     if (!x || !arg_int(e, c, 1, &groups) || !arg_float(e, c, 2, &eps) ||
         !arg_bool(e, c, 3, &affine))
         return error_val();
-    char buf[128];
-    if (x->type.rank < 2 || !ir_is_float(x->type.dtype)) {
-        el_error(e, c->args[0].loc, "groupnorm expects a floating-point tensor [n, c, ...], "
-                 "got %s", ir_type_str(&x->type, buf, sizeof buf));
+    if (!norm_input(e, c, x, 2, "[n, c, ...]"))
         return error_val();
-    }
     if (groups < 1 || x->type.dims[1] % groups) {
         el_error(e, c->args[1].loc, "groupnorm's groups (%lld) must divide the channels (%lld)",
                  (long long)groups, (long long)x->type.dims[1]);
         return error_val();
     }
-    if (!(eps > 0)) {
-        el_error(e, c->args[2].loc, "groupnorm needs eps > 0");
+    if (!eps_positive(e, c, 2, eps))
         return error_val();
-    }
     int64_t n = x->type.dims[0];
     ir_type grouped = {x->type.dtype, 3, {n, groups, n ? ir_type_numel(&x->type) / n / groups : 0}};
     ir_value *r = piece(e, c, "grouped", IR_OP_RESHAPE, 1, &x, &grouped, 0);
@@ -1046,16 +1061,8 @@ static val b_instancenorm(elab *e, call *c)
     int affine;
     if (!x || !arg_float(e, c, 1, &eps) || !arg_bool(e, c, 2, &affine))
         return error_val();
-    char buf[128];
-    if (x->type.rank < 3 || !ir_is_float(x->type.dtype)) {
-        el_error(e, c->args[0].loc, "instancenorm expects a floating-point tensor [n, c, d, ...], "
-                 "got %s", ir_type_str(&x->type, buf, sizeof buf));
+    if (!norm_input(e, c, x, 3, "[n, c, d, ...]") || !eps_positive(e, c, 1, eps))
         return error_val();
-    }
-    if (!(eps > 0)) {
-        el_error(e, c->args[1].loc, "instancenorm needs eps > 0");
-        return error_val();
-    }
     ir_value *y = normalized(e, c, affine ? "normalized" : NULL, x, x->type.rank - 2, eps);
     if (!y)
         return error_val();
@@ -1078,10 +1085,8 @@ static val b_layernorm(elab *e, call *c)
                  "got %lld", x->type.rank, (long long)dims);
         return error_val();
     }
-    if (!(eps > 0)) {
-        el_error(e, c->args[2].loc, "layernorm needs eps > 0");
+    if (!eps_positive(e, c, 2, eps))
         return error_val();
-    }
     ir_type t = {x->type.dtype, (int)dims, {0}};
     for (int i = 0; i < dims; i++)
         t.dims[i] = x->type.dims[x->type.rank - dims + i];
