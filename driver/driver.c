@@ -15,6 +15,7 @@
 #include "codegen.h"
 #include "cuda.h"
 #include "frontend.h"
+#include "onnx.h"
 #include "plan.h"
 
 #define LOG(o) ((o)->log ? (o)->log : stdout)
@@ -63,7 +64,8 @@ ir_graph *drv_load(const drv_config *o, long long batch, diag *d)
         for (int i = 0; i < o->ndefines; i++)
             names[n] = o->define_names[i], values[n++] = o->define_values[i];
         fe_options fo = {o->model, n, names, values};
-        g = fe_load_file(o->file, &fo, d);
+        g = has_suffix(o->file, ".onnx") ? fe_load_onnx(o->file, &fo, d)
+                                         : fe_load_file(o->file, &fo, d);
     }
     if (g && ir_verify(g, d) > 0) {
         ir_graph_free(g);

@@ -603,12 +603,12 @@ ir_value *make_param(elab *e, call *c, const char *suffix, ir_value_kind kind, i
     init_kind k = init.k == V_INIT ? (init_kind)init.i : dflt;
     double fan_in, fan_out;
     fans(&t, &fan_in, &fan_out);
-    ir_init in = {IR_INIT_ZEROS, 0, 0, 0};
+    ir_init in = {IR_INIT_ZEROS, 0, 0, 0, NULL};
     switch (k) {
     case INIT_ZEROS: in.kind = IR_INIT_ZEROS; break;
     case INIT_ONES: in.kind = IR_INIT_ONES; break;
-    case INIT_NORMAL: in = (ir_init){IR_INIT_NORMAL, init.f2, init.f, 0}; break;
-    case INIT_UNIFORM: in = (ir_init){IR_INIT_UNIFORM, init.f, init.f2, 0}; break;
+    case INIT_NORMAL: in = (ir_init){IR_INIT_NORMAL, init.f2, init.f, 0, NULL}; break;
+    case INIT_UNIFORM: in = (ir_init){IR_INIT_UNIFORM, init.f, init.f2, 0, NULL}; break;
     case INIT_KAIMING:
     case INIT_KAIMING_UNIFORM:
     case INIT_XAVIER:
@@ -620,20 +620,20 @@ ir_value *make_param(elab *e, call *c, const char *suffix, ir_value_kind kind, i
             return NULL;
         }
         if (k == INIT_KAIMING)
-            in = (ir_init){IR_INIT_NORMAL, 0, sqrt(2.0 / fan_in), 0};
+            in = (ir_init){IR_INIT_NORMAL, 0, sqrt(2.0 / fan_in), 0, NULL};
         else if (k == INIT_KAIMING_UNIFORM)
-            in = (ir_init){IR_INIT_UNIFORM, -sqrt(6.0 / fan_in), sqrt(6.0 / fan_in), 0};
+            in = (ir_init){IR_INIT_UNIFORM, -sqrt(6.0 / fan_in), sqrt(6.0 / fan_in), 0, NULL};
         else if (k == INIT_XAVIER)
             in = (ir_init){IR_INIT_UNIFORM, -sqrt(6.0 / (fan_in + fan_out)),
-                           sqrt(6.0 / (fan_in + fan_out)), 0};
+                           sqrt(6.0 / (fan_in + fan_out)), 0, NULL};
         else
-            in = (ir_init){IR_INIT_NORMAL, 0, sqrt(2.0 / (fan_in + fan_out)), 0};
+            in = (ir_init){IR_INIT_NORMAL, 0, sqrt(2.0 / (fan_in + fan_out)), 0, NULL};
         break;
     case INIT_TORCH_DEFAULT:
         /* kaiming_uniform(a=sqrt(5)) for weights and the matching bias bound both
            come to 1/sqrt(fan_in); a bias's fan_in is its weight's, passed in f */
         in = (ir_init){IR_INIT_UNIFORM, -1.0 / sqrt(init.f > 0 ? init.f : fan_in),
-                       1.0 / sqrt(init.f > 0 ? init.f : fan_in), 0};
+                       1.0 / sqrt(init.f > 0 ? init.f : fan_in), 0, NULL};
         break;
     }
     if (in.kind == IR_INIT_UNIFORM && !(in.a < in.b)) {

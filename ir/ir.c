@@ -220,6 +220,13 @@ ir_graph *ir_graph_clone(const ir_graph *g)
             v->name = ir_strdup(c, v->name);
             v->loc.file = clone_str(c, v->loc.file, &in, &out);
             v->shard.of = v->shard.of ? ir_strdup(c, v->shard.of) : NULL;
+            if (v->init.kind == IR_INIT_DATA && v->init.data) {
+                const ir_type *whole = v->shard.of ? &v->shard.type : &v->type;
+                size_t bytes = (size_t)ir_type_numel(whole) * sizeof(float);
+                float *data = ir_alloc(c, bytes);
+                memcpy(data, v->init.data, bytes);
+                v->init.data = data;
+            }
         }
     c->nvalues = g->nvalues;
     for (int i = 0; i < g->ninputs; i++) {
@@ -635,6 +642,10 @@ void ir_init_fill(const ir_value *v, uint64_t seed, float *out)
             double z = sqrt(-2.0 * log(u1)) * cos(2.0 * 3.14159265358979323846 * u2);
             out[i] = (float)(in->a + in->b * z);
         }
+        break;
+    case IR_INIT_DATA: /* without its data (parsed IR text): zeros until a checkpoint loads */
+        for (int64_t i = 0; i < n; i++)
+            out[i] = in->data ? in->data[ir_shard_index(v, i)] : 0.0f;
         break;
     }
     if (in->zero_row > 0) { /* the row of the whole tensor, a shard's elements in it */

@@ -69,7 +69,8 @@ typedef enum {
     IR_INIT_ZEROS,
     IR_INIT_ONES,
     IR_INIT_UNIFORM,  /* uniform in [a, b) */
-    IR_INIT_NORMAL    /* mean a, standard deviation b */
+    IR_INIT_NORMAL,   /* mean a, standard deviation b */
+    IR_INIT_DATA      /* the values at data: an imported model's weights (text "data") */
 } ir_init_kind;
 
 typedef struct {
@@ -77,6 +78,9 @@ typedef struct {
     double a, b;
     int64_t zero_row;   /* 0, or 1 + a row (index along dims[0]) filled with 0 after the
                            draw: nn.Embedding's padding_idx; text "normal(0, 1) zero_row(R)" */
+    const float *data;  /* IR_INIT_DATA: the whole tensor's values (a shard's too), in
+                           the graph's arena; NULL where IR text was parsed, which
+                           holds none: a checkpoint or a plan's weights give them */
 } ir_init;
 
 typedef enum {

@@ -483,23 +483,23 @@ static int parse_loc(parser *P, ir_loc *loc)
     return 1;
 }
 
-/* zeros | ones | uniform(a, b) | normal(mean, std) | none */
+/* zeros | ones | uniform(a, b) | normal(mean, std) | data | none */
 static int parse_init(parser *P, ir_init *in)
 {
-    static const char *const names[] = {"zeros", "ones", "uniform", "normal", "none"};
+    static const char *const names[] = {"zeros", "ones", "uniform", "normal", "data", "none"};
     static const ir_init_kind kinds[] = {IR_INIT_ZEROS, IR_INIT_ONES, IR_INIT_UNIFORM,
-                                         IR_INIT_NORMAL, IR_INIT_NONE};
+                                         IR_INIT_NORMAL, IR_INIT_DATA, IR_INIT_NONE};
     skip_space(P);
     const char *at = P->p;
     if (!word(P))
-        return error_at(P, at, "expected an initializer: zeros, ones, uniform(a, b) or "
-                        "normal(mean, std)");
+        return error_at(P, at, "expected an initializer: zeros, ones, uniform(a, b), "
+                        "normal(mean, std) or data");
     int k = 0;
-    while (k < 5 && strcmp(P->buf, names[k]) != 0)
+    while (k < 6 && strcmp(P->buf, names[k]) != 0)
         k++;
-    if (k == 5)
-        return unknown(P, at, "initializer", names, 4);
-    *in = (ir_init){kinds[k], 0, 0, 0};
+    if (k == 6)
+        return unknown(P, at, "initializer", names, 5);
+    *in = (ir_init){kinds[k], 0, 0, 0, NULL};
     char open[40];
     snprintf(open, sizeof open, "expected '(' after '%s'", names[k]);
     if ((kinds[k] == IR_INIT_UNIFORM || kinds[k] == IR_INIT_NORMAL) &&
@@ -591,7 +591,7 @@ static void parse_value_stmt(parser *P, ir_value_kind kind)
 {
     const char *name;
     ir_type t;
-    ir_init in = {IR_INIT_NONE, 0, 0, 0};
+    ir_init in = {IR_INIT_NONE, 0, 0, 0, NULL};
     ir_shard sh = {0};
     ir_loc loc;
     int ok = declare(P, &name, &t);

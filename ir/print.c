@@ -168,6 +168,7 @@ static void put_init(FILE *f, ir_init in)
     case IR_INIT_ONES:  fputs("ones", f); break;
     case IR_INIT_UNIFORM: fputs("uniform(", f); break;
     case IR_INIT_NORMAL:  fputs("normal(", f); break;
+    case IR_INIT_DATA:    fputs("data", f); break;
     default: fputs("none", f); return;  /* a parameter without one: the verifier says so */
     }
     if (in.kind == IR_INIT_UNIFORM || in.kind == IR_INIT_NORMAL) {

@@ -355,6 +355,11 @@ static void check_params(verifier *V)
         case IR_INIT_ZEROS:
         case IR_INIT_ONES:
             break;
+        case IR_INIT_DATA:
+            if (!ir_is_float(v->type.dtype))
+                report(V, v->loc, "%s: data initializers hold f32 values, not %s", who,
+                       ir_dtype_name(v->type.dtype));
+            break;
         case IR_INIT_UNIFORM: /* the frontend's rules; NaN fails them too */
             if (!(a < b))
                 report(V, v->loc, "%s: uniform(a, b) needs a < b, got uniform(%g, %g)", who, a,

@@ -552,7 +552,7 @@ static ir_value *state(ad *a, const ir_value *p, const char *suffix)
     char buf[512];
     snprintf(buf, sizeof buf, "%s.%s", p->name, suffix);
     IR_ASSERT(ir_claim_name(a->g, buf));
-    return ir_add_param(a->g, IR_VALUE_STATE, buf, p->type, (ir_init){IR_INIT_ZEROS, 0, 0, 0},
+    return ir_add_param(a->g, IR_VALUE_STATE, buf, p->type, (ir_init){IR_INIT_ZEROS, 0, 0, 0, NULL},
                         p->loc);
 }
 

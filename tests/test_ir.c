@@ -99,8 +99,8 @@ static ir_graph *build_cnn(void)
     ir_graph *g = ir_graph_new("tiny_cnn");
     ir_value *x = ir_add_input(g, "image", T(IR_F32, 4, 4, 1, 8, 8), at(2, 5));
     ir_value *label = ir_add_input(g, "label", T(IR_I32, 1, 4, 0, 0, 0), at(3, 5));
-    ir_init u = {IR_INIT_UNIFORM, -1.0 / 3, 1.0 / 3, 0}, z = {IR_INIT_ZEROS, 0, 0, 0},
-            one = {IR_INIT_ONES, 0, 0, 0}, nrm = {IR_INIT_NORMAL, 0, 0.02, 0};
+    ir_init u = {IR_INIT_UNIFORM, -1.0 / 3, 1.0 / 3, 0, NULL}, z = {IR_INIT_ZEROS, 0, 0, 0, NULL},
+            one = {IR_INIT_ONES, 0, 0, 0, NULL}, nrm = {IR_INIT_NORMAL, 0, 0.02, 0, NULL};
     ir_value *w = ir_add_param(g, IR_VALUE_PARAM, "stem.weight", T(IR_F32, 4, 8, 1, 3, 3), u,
                                at(5, 9));
     ir_value *b = ir_add_param(g, IR_VALUE_PARAM, "stem.bias", T(IR_F32, 1, 8, 0, 0, 0), u,
@@ -323,7 +323,7 @@ static void test_floats(void)
         ir_append(g, c->def);
         snprintf(name, sizeof name, "p%d", i);
         ir_add_param(g, IR_VALUE_PARAM, name, T(IR_F32, 0, 0, 0, 0, 0),
-                     (ir_init){IR_INIT_NORMAL, xs[i], xs[n - 1 - i], 0}, (ir_loc){0});
+                     (ir_init){IR_INIT_NORMAL, xs[i], xs[n - 1 - i], 0, NULL}, (ir_loc){0});
     }
     char *text = graph_text(g);
     CHECK(strstr(text, "{value = 0.10000000000000001}"), "0.1 prints otherwise:\n%s", text);
@@ -794,22 +794,22 @@ static void test_verify(void)
                   "wrong node count");
 
     g = build_cnn();
-    g->inputs[0]->init = (ir_init){IR_INIT_ONES, 0, 0, 0};
+    g->inputs[0]->init = (ir_init){IR_INIT_ONES, 0, 0, 0, NULL};
     expect_verify(g, 1, "m.net:2:5: error: input %image has an initializer",
                   "input with an initializer");
 
     g = build_cnn();
-    g->params[0]->init = (ir_init){IR_INIT_NONE, 0, 0, 0};
+    g->params[0]->init = (ir_init){IR_INIT_NONE, 0, 0, 0, NULL};
     expect_verify(g, 1, "m.net:5:9: error: param %stem.weight has no initializer",
                   "param without an initializer");
 
     g = build_cnn();
-    g->params[1]->init = (ir_init){IR_INIT_UNIFORM, 1, 1, 0};
+    g->params[1]->init = (ir_init){IR_INIT_UNIFORM, 1, 1, 0, NULL};
     expect_verify(g, 1, "m.net:5:9: error: param %stem.bias: uniform(a, b) needs a < b, got "
                   "uniform(1, 1)", "empty uniform range");
 
     g = build_cnn();
-    g->params[6]->init = (ir_init){IR_INIT_NORMAL, 0, -1, 0};
+    g->params[6]->init = (ir_init){IR_INIT_NORMAL, 0, -1, 0, NULL};
     expect_verify(g, 1, "m.net:9:9: error: param %fc.weight: normal(mean, std) needs std >= 0, "
                   "got normal(0, -1)", "negative std");
 
@@ -943,8 +943,8 @@ static void test_shards(void)
 
     /* every element of a shard is its element of the whole, for both kinds of
        random initializers and a shard along an inner axis */
-    static const ir_init inits[2] = {{IR_INIT_UNIFORM, -0.5, 0.5, 0},
-                                     {IR_INIT_NORMAL, 0.0, 2.0, 0}};
+    static const ir_init inits[2] = {{IR_INIT_UNIFORM, -0.5, 0.5, 0, NULL},
+                                     {IR_INIT_NORMAL, 0.0, 2.0, 0, NULL}};
     ir_graph *whole = ir_graph_new("whole");
     for (int k = 0; k < 2; k++) {
         ir_value *v = k == 0 ? ir_find_value(g, "w.shard0") : w1;

@@ -22,6 +22,10 @@ set -euo pipefail
 # dataset-fashion-mnist:              the data of the main job
 # python3:                            the test scripts' file surgery (checkpoints,
 #                                     .npy, hostile inputs), standard library only
+# protobuf-c-compiler, libprotobuf-c-dev, ONNX import and export (frontend/onnx/): protoc-c
+# python3-onnx:                       generates C bindings from python3-onnx's onnx.proto;
+#                                     gnc builds without them, ONNX left out
+# libonnx-testdata:                   ONNX's conformance cases (tests/onnx/)
 # libopenmpi-dev, openmpi-bin:        the MPI backend (one device of a partitioned
 #                                     program per process, runtime/cpu/comm_mpi.c) and
 #                                     mpirun, which its tests (tests/mpi.cmake) need;
@@ -29,6 +33,7 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build flex bison pkg-config libopenblas-openmp-dev zlib1g-dev
       libcjson-dev
       clang libclang-rt-14-dev libomp-14-dev dataset-fashion-mnist python3
+      protobuf-c-compiler libprotobuf-c-dev python3-onnx libonnx-testdata
       libopenmpi-dev openmpi-bin)
 for arg in "$@"; do
     case $arg in

@@ -258,6 +258,7 @@ static const char *init_str(const ir_init *in, char *buf, size_t len)
     case IR_INIT_ONES: n = snprintf(buf, len, "ones"); break;
     case IR_INIT_UNIFORM: n = snprintf(buf, len, "uniform(%.6g, %.6g)", in->a, in->b); break;
     case IR_INIT_NORMAL: n = snprintf(buf, len, "normal(%.6g, %.6g)", in->a, in->b); break;
+    case IR_INIT_DATA: n = snprintf(buf, len, "data"); break;
     default: return "none";
     }
     if (in->zero_row > 0 && n >= 0 && (size_t)n < len)
