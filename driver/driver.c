@@ -25,6 +25,15 @@ static int compile_partitioned(const drv_config *o, const ir_graph *src, const p
 
 /* ---------------------------------------------------------------- 1, 2: load, verify */
 
+/* Whether a parameter of g holds its values (an imported model's weights). */
+static int has_data(const ir_graph *g)
+{
+    for (int i = 0; i < g->nparams; i++)
+        if (g->params[i]->init.kind == IR_INIT_DATA && g->params[i]->init.data)
+            return 1;
+    return 0;
+}
+
 static int has_suffix(const char *s, const char *suffix)
 {
     size_t n = strlen(s), k = strlen(suffix);
@@ -67,11 +76,71 @@ ir_graph *drv_load(const drv_config *o, long long batch, diag *d)
         g = has_suffix(o->file, ".onnx") ? fe_load_onnx(o->file, &fo, d)
                                          : fe_load_file(o->file, &fo, d);
     }
+    if (g && o->loss && drv_add_loss(g, o->loss, o->file, d) != 0) {
+        ir_graph_free(g);
+        return NULL;
+    }
     if (g && ir_verify(g, d) > 0) {
         ir_graph_free(g);
         return NULL;
     }
     return g;
+}
+
+int drv_add_loss(ir_graph *g, const char *spec, const char *file, diag *d)
+{
+    ir_loc at = {file, 0, 0};
+    const char *colon = strchr(spec, ':');
+    int ce = colon && (size_t)(colon - spec) == 13 && strncmp(spec, "cross_entropy", 13) == 0;
+    int mse = colon && (size_t)(colon - spec) == 3 && strncmp(spec, "mse", 3) == 0;
+    if (!ce && !mse) {
+        diag_error(d, at, "--loss '%s': expected cross_entropy:OUTPUT or mse:OUTPUT", spec);
+        return -1;
+    }
+    if (g->loss) {
+        diag_error(d, at, "--loss: the model has a loss already ('%s')", g->loss->name);
+        return -1;
+    }
+    ir_value *out = NULL;
+    for (int i = 0; i < g->noutputs && !out; i++)
+        if (strcmp(g->outputs[i].name, colon + 1) == 0)
+            out = g->outputs[i].value;
+    if (!out) {
+        char name[96];
+        diag_error(d, at, "--loss: the model has no output '%s'%s%s",
+                   ir_escape_str(name, sizeof name, colon + 1), g->noutputs ? "; its first is " : "",
+                   g->noutputs ? g->outputs[0].name : "");
+        return -1;
+    }
+    char ts[128];
+    ir_type t = out->type;
+    if (!ir_is_float(t.dtype) || (ce && t.rank < 2)) {
+        diag_error(d, at, "--loss: %s needs a floating-point output%s, '%s' is %s",
+                   ce ? "cross_entropy" : "mse", ce ? " [n, classes, ...]" : "", colon + 1,
+                   ir_type_str(&t, ts, sizeof ts));
+        return -1;
+    }
+    if (ce) { /* the labels: the output's shape without the class axis */
+        t.dtype = IR_I32;
+        for (int k = 1; k + 1 < t.rank; k++)
+            t.dims[k] = t.dims[k + 1];
+        t.rank--;
+    }
+    ir_value *in[2] = {out, ir_add_input(g, ir_unique_name(g, ce ? "label" : "target"), t, at)};
+    ir_node *n = ir_node_new(g, ce ? IR_OP_CROSS_ENTROPY : IR_OP_MSE, 2, in, 1, "loss", at);
+    if (ce) { /* F.cross_entropy's defaults */
+        ir_set_float(g, n, "label_smoothing", 0);
+        ir_set_int(g, n, "ignore_index", -100);
+        ir_set_int(g, n, "split", 1);
+    }
+    char why[256];
+    if (!ir_infer(n, &n->out[0]->type, why, sizeof why)) {
+        diag_error(d, at, "--loss: %s", why);
+        return -1;
+    }
+    ir_append(g, n);
+    g->loss = n->out[0];
+    return 0;
 }
 
 mp_plan *drv_optimize(const drv_config *o, const pt_options *part, ir_graph *g, int training,
@@ -621,13 +690,31 @@ int drv_plan_keep(const drv_config *o, const drv_program *p, const char *path, r
     if (o->weights && rt_checkpoint_load_bytes(p->g, NULL, weights.data, weights.size,
                                                o->weights, NULL, err, errlen) != 0)
         goto done;
+    /* an imported model's weights are its initializers' data: the plan carries
+       them, since its IR text cannot (anything else drawn for seed 0) */
+    int with_weights = o->weights != NULL;
+    if (!with_weights && has_data(p->g)) {
+        void *data;
+        if (rt_checkpoint_encode_init(p->g, 0, &data, &weights.size, err, errlen) != 0)
+            goto done;
+        weights.data = data;
+        with_weights = 1;
+    }
+    for (int i = 0; !with_weights && i < p->g->nparams; i++)
+        if (p->g->params[i]->init.kind == IR_INIT_DATA) {
+            char name[96];
+            snprintf(err, errlen, "%s: the values of '%s' (init data) are not in IR text: "
+                     "compile the model it was imported from, or give --weights FILE", path,
+                     ir_name_str(name, sizeof name, p->g->params[i]->name));
+            goto done;
+        }
     if (!mem) {
-        rc = rt_plan_write_program(path, p->g, p->mp, meta, n, cg, &weights, o->weights != NULL,
+        rc = rt_plan_write_program(path, p->g, p->mp, meta, n, cg, &weights, with_weights,
                                    err, errlen);
     } else {
         unsigned char *bytes;
         size_t size;
-        if (rt_plan_encode_program_with(p->g, p->mp, meta, n, cg, &weights, o->weights != NULL,
+        if (rt_plan_encode_program_with(p->g, p->mp, meta, n, cg, &weights, with_weights,
                                         &bytes, &size, err, errlen) == 0) {
             *mem = rt_plan_decode(bytes, size, path, err, errlen);
             base_free(bytes);

@@ -41,6 +41,8 @@ typedef struct {
     /* 1-3: the model */
     const char *file;           /* .net or .gir */
     const char *model;          /* the model when the file holds several; NULL: the last */
+    const char *loss;           /* "cross_entropy:OUTPUT" or "mse:OUTPUT": a loss added on
+                                   that output, its target a new input (drv_add_loss) */
     const char *define_names[DRV_MAX_DEFINES], *define_values[DRV_MAX_DEFINES];
     int ndefines;               /* -D NAME=VALUE */
     int train;                  /* the training step */
@@ -94,6 +96,11 @@ typedef struct {
 /* Stages 1 and 2: the model of c (with batch > 0, -D batch=BATCH first: the
  * defines still win), verified.  NULL with the problems on d. */
 ir_graph *drv_load(const drv_config *c, long long batch, diag *d);
+/* Gives g (a model without a loss) the loss spec names: "cross_entropy:OUTPUT"
+ * (the target a new input "label", integer classes shaped as OUTPUT without its
+ * class axis 1) or "mse:OUTPUT" (a new input "target" of OUTPUT's type).  0,
+ * or -1 with the problem on d. */
+int drv_add_loss(ir_graph *g, const char *spec, const char *file, diag *d);
 /* Stages 4 and 5 on g: c's pipeline (partitioned by part when it names
  * several devices), then the memory plan and its proof.  NULL with the
  * problem on d. */

@@ -134,6 +134,9 @@ static const struct flag {
      "set a model parameter (repeatable): -D batch=32", SEC_MODEL},
     {"--model", "dump compile run train eval", 1, " NAME",
      "the model to use when the file holds several (default: the last)", SEC_MODEL},
+    {"--loss", "dump compile run train eval", 1, " cross_entropy:OUTPUT|mse:OUTPUT",
+     "add a loss on the model's output OUTPUT, its target a new input 'label' (an imported "
+     "ONNX model has none): what gnc train needs", SEC_MODEL},
     {"-o", "dump", 1, " FILE", "write to FILE (atomically) instead of standard output",
      SEC_MAIN},
     {"-o", "compile", 1, " FILE.gnc",
@@ -489,6 +492,8 @@ static int run_flag(options *o, const char *cmdsp, const char *name, const char 
         o->c.define_values[o->c.ndefines++] = eq + 1;
     } else if (strcmp(name, "--model") == 0) {
         o->c.model = val;
+    } else if (strcmp(name, "--loss") == 0) {
+        o->c.loss = val;
     } else if (strcmp(name, "-o") == 0) {
         o->out = val;
     } else if (strcmp(name, "--seed") == 0) {

@@ -35,7 +35,7 @@ int cli_is_plan(const char *path)
  * applies to one.  The plan's meta records the first kind (cli_flag_record).
  * Keep in step with tools/gnc.c's flags. */
 static const char *const shaping_flags[] = {
-    "-D", "--model", "--passes", "--train", "--optimizer", "--momentum", "--nesterov",
+    "-D", "--model", "--loss", "--passes", "--train", "--optimizer", "--momentum", "--nesterov",
     "--weight-decay", "--remat", "--gpus", "--devices", "--strategy", "--microbatches",
     "--pipeline-schedule", "--bucket-mb", "--sync-bn", "--deterministic", "--micro-shards",
     "--mem-cap", "--device-model", "--batch", "--precision", "--conv", "--arch", "--no-kernels",
@@ -145,9 +145,29 @@ void cli_session_warn(const struct rt_session *s)
     }
 }
 
+/* A parameter initialized from data that p does not hold: IR text of an
+ * imported model, whose weights only a checkpoint gives then. */
+static const ir_value *missing_data(const drv_program *p)
+{
+    if (p->file && p->file->weights)
+        return NULL;
+    for (int i = 0; i < p->g->nparams; i++)
+        if (p->g->params[i]->init.kind == IR_INIT_DATA && !p->g->params[i]->init.data)
+            return p->g->params[i];
+    return NULL;
+}
+
 struct rt_session *cli_session_new(const options *o, const drv_program *p, int per_rank,
                                    uint64_t seed, char *err, size_t errlen)
 {
+    const ir_value *v = missing_data(p);
+    if (v && !o->weights && !o->resume) {
+        char name[96];
+        snprintf(err, errlen, "%s: the values of '%s' (init data) are not in IR text: run the "
+                 "model it was imported from, or give --weights FILE", o->c.file,
+                 ir_name_str(name, sizeof name, v->name));
+        return NULL;
+    }
     if (o->cuda) {
         if (!p->file) { /* cli_plan_memory makes one of a model */
             snprintf(err, errlen, "internal error: a program for the cuda device without its plan");

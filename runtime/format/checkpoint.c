@@ -277,32 +277,26 @@ static int assemble(const ir_graph *g, rt_exec *x, const entry *e, char *out, ch
     return 0;
 }
 
-int rt_checkpoint_save(const ir_graph *g, rt_exec *x, const char *path,
-                       const rt_ckpt_meta *meta, char *err, size_t errlen)
+/* The JSON header of the n tensors es with meta (NULL: out of memory), and
+ * the size of the largest whole of a shard among them in *largest. */
+static char *header_of(const entry *es, int n, const rt_ckpt_meta *meta, size_t *largest)
 {
-    /* an MPI rank other than 0 holds only some (shards: assemble says which) */
-    for (int i = 0; i < g->nparams; i++)
-        if (saved(g->params[i]) && !g->params[i]->shard.of && !rt_exec_data(x, g->params[i]))
-            return base_fail(err, errlen, "%s: this executor holds no copy of %s", path,
-                        g->params[i]->name);
-    int n;
-    entry *es = entries_of(g, &n);
     cJSON *root = cJSON_CreateObject(), *md = cJSON_CreateObject();
-    if (!es || !root || !md) {
-        base_free(es);
+    if (!root || !md) {
         cJSON_Delete(root);
         cJSON_Delete(md);
-        return base_fail(err, errlen, "%s: out of memory", path);
+        return NULL;
     }
     cJSON_AddItemToObject(root, "__metadata__", md);
     for (int i = 0; meta && i < meta->n; i++)
         cJSON_AddStringToObject(md, meta->keys[i], meta->values[i]);
-    size_t offset = 0, largest = 0;
+    size_t offset = 0;
+    *largest = 0;
     for (int i = 0; i < n; i++) {
         const ir_type *ty = &es[i].type;
         size_t bytes = (size_t)ir_type_numel(ty) * elem_size(ty->dtype);
-        if (es[i].v->shard.of && bytes > largest)
-            largest = bytes;
+        if (es[i].v->shard.of && bytes > *largest)
+            *largest = bytes;
         cJSON *t = cJSON_CreateObject(), *shape = cJSON_CreateArray(), *offs = cJSON_CreateArray();
         cJSON_AddStringToObject(t, "dtype", st_dtype(ty->dtype));
         for (int k = 0; k < ty->rank; k++)
@@ -316,6 +310,21 @@ int rt_checkpoint_save(const ir_graph *g, rt_exec *x, const char *path,
     }
     char *json = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
+    return json;
+}
+
+int rt_checkpoint_save(const ir_graph *g, rt_exec *x, const char *path,
+                       const rt_ckpt_meta *meta, char *err, size_t errlen)
+{
+    /* an MPI rank other than 0 holds only some (shards: assemble says which) */
+    for (int i = 0; i < g->nparams; i++)
+        if (saved(g->params[i]) && !g->params[i]->shard.of && !rt_exec_data(x, g->params[i]))
+            return base_fail(err, errlen, "%s: this executor holds no copy of %s", path,
+                        g->params[i]->name);
+    int n;
+    size_t largest = 0;
+    entry *es = entries_of(g, &n);
+    char *json = es ? header_of(es, n, meta, &largest) : NULL;
     char *whole = largest ? base_malloc(largest) : NULL;
     size_t tlen = strlen(path) + 16;
     char *tmp = base_malloc(tlen);
@@ -370,6 +379,47 @@ done:
     base_free(whole);
     base_free(es);
     return rc;
+}
+
+int rt_checkpoint_encode_init(const ir_graph *g, uint64_t seed, void **out, size_t *size,
+                              char *err, size_t errlen)
+{
+    int n;
+    size_t largest = 0;
+    entry *es = entries_of(g, &n);
+    char *json = es ? header_of(es, n, NULL, &largest) : NULL;
+    size_t hlen = json ? strlen(json) : 0, padded = (hlen + 7) & ~(size_t)7, total = 8 + padded;
+    for (int i = 0; json && i < n; i++)
+        total += (size_t)ir_type_numel(&es[i].type) * elem_size(es[i].type.dtype);
+    unsigned char *buf = json ? base_malloc(total) : NULL;
+    if (!buf) {
+        base_free(json);
+        base_free(es);
+        return base_fail(err, errlen, "out of memory");
+    }
+    for (int i = 0; i < 8; i++)
+        buf[i] = (unsigned char)((uint64_t)padded >> (8 * i));
+    memcpy(buf + 8, json, hlen);
+    memset(buf + 8 + hlen, ' ', padded - hlen);
+    unsigned char *at = buf + 8 + padded;
+    for (int i = 0; i < n; i++) {
+        /* the whole tensor, a shard's drawn as its whole (its name, its type) */
+        ir_value whole = *es[i].v;
+        whole.name = es[i].name;
+        whole.type = es[i].type;
+        whole.shard.of = NULL;
+        size_t bytes = (size_t)ir_type_numel(&whole.type) * elem_size(whole.type.dtype);
+        if (ir_is_float(whole.type.dtype))
+            ir_init_fill(&whole, seed, (float *)at);
+        else
+            memset(at, 0, bytes); /* integer state starts at 0 */
+        at += bytes;
+    }
+    base_free(json);
+    base_free(es);
+    *out = buf;
+    *size = total;
+    return 0;
 }
 
 /* Appends one line to the difference list in err. */

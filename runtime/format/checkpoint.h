@@ -51,6 +51,13 @@ int rt_checkpoint_load(const ir_graph *g, rt_exec *x, const char *path, rt_ckpt_
 int rt_checkpoint_load_bytes(const ir_graph *g, rt_exec *x, const void *data, size_t size,
                              const char *name, rt_ckpt_meta *meta, char *err, size_t errlen);
 
+/* The checkpoint of g's parameters, buffers and state as their initializers
+ * give them for seed (ir_init_fill), in a new buffer (base_free it): the
+ * weights an imported model (IR_INIT_DATA) carries into its plan file.  0,
+ * or -1 with the reason in err. */
+int rt_checkpoint_encode_init(const ir_graph *g, uint64_t seed, void **out, size_t *size,
+                              char *err, size_t errlen);
+
 void rt_ckpt_meta_set(rt_ckpt_meta *m, const char *key, const char *value);
 const char *rt_ckpt_meta_get(const rt_ckpt_meta *m, const char *key);
 void rt_ckpt_meta_free(rt_ckpt_meta *m);
