@@ -285,4 +285,38 @@ has "dense.st does not match the model:"
 has "conv1.weight: in the model, not in the checkpoint"
 if [ ! -e bad.gnc ]; then ok; else bad "a plan whose weights do not fit was written"; fi
 
+# --loss: a model without one (an imported ONNX one) gets it on an output, its
+# target a new input; a model with one, an unknown output, a bad spec: errors
+cat > noloss.net <<'NET'
+model m(batch = 4) {
+    input image: f32[batch, 1, 6, 6]
+    logits = dense(flatten(image), 3, name = "fc")
+    output logits
+}
+NET
+expect 0 "$gnc" dump noloss.net --loss cross_entropy:logits
+has "input %label: i32[4]"
+has "cross_entropy(%fc, %label)"
+has "loss %loss"
+expect 0 "$gnc" dump noloss.net --loss mse:logits
+has "input %target: f32[4, 3]"
+has "mse(%fc, %target)"
+expect 0 "$gnc" compile noloss.net --loss cross_entropy:logits --train
+expect 1 "$gnc" dump "$src/models/lenet.net" --loss cross_entropy:logits
+has "the model has a loss already"
+expect 1 "$gnc" dump noloss.net --loss cross_entropy:nope
+has "the model has no output 'nope'"
+expect 1 "$gnc" dump noloss.net --loss hinge:logits
+has "expected cross_entropy:OUTPUT or mse:OUTPUT"
+# IR text of data parameters (an imported model's) holds no values: a run
+# without --weights is refused, one with them runs
+"$gnc" dump dense.net | sed 's/= uniform([^)]*)/= data/' > dense-data.gir
+expect 1 "$gnc" run dense-data.gir --input x=zeros.npy
+has "are not in IR text"
+expect 0 "$gnc" run dense-data.gir --input x=zeros.npy --weights dense.st
+has "[0.5 -1.25]"
+expect 1 "$gnc" compile dense-data.gir -o dd.gnc --no-kernels
+has "are not in IR text"
+if [ ! -e dd.gnc ]; then ok; else bad "a plan without the data of its parameters was written"; fi
+
 summary cli
