@@ -41,6 +41,7 @@ typedef struct {
     int json;                   /* --json: one JSON object alone on standard output
                                    (compile, run, eval, inspect) */
     int profile;                /* --profile: time per op */
+    int dot;                    /* dump --format dot */
     int devices_given;          /* --gpus or --devices */
     int64_t mem_cap[MAX_CAPS];  /* --mem-cap D=SIZE,...; 0: none */
     int dump_plan;              /* --dump-plan[=FILE.json] */
@@ -160,6 +161,9 @@ void cli_flag_record(options *o, const char *flag, const char *value);
 int cli_plan_write(const options *o, const drv_program *p, const char *path);
 int cli_plan_open(const options *o, drv_program *out);
 int cmd_inspect(const options *o);
+
+/* gnc dump --format dot: g as a Graphviz digraph (tools/dot.c). */
+void cli_print_dot(const ir_graph *g, FILE *f);
 
 int cmd_train(const options *o);
 int cmd_eval(const options *o);

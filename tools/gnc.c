@@ -4,10 +4,12 @@
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,6 +28,8 @@
 #include "session.h"
 #include "cli.h"
 #include "gnc_commit.h"
+
+extern char **environ;
 
 static const char usage_main[] =
     "usage: gnc <command> [options] FILE\n"
@@ -137,8 +141,11 @@ static const struct flag {
     {"--loss", "dump compile run train eval", 1, " cross_entropy:OUTPUT|mse:OUTPUT",
      "add a loss on the model's output OUTPUT, its target a new input 'label' (an imported "
      "ONNX model has none): what gnc train needs", SEC_MODEL},
-    {"-o", "dump", 1, " FILE", "write to FILE (atomically) instead of standard output",
-     SEC_MAIN},
+    {"-o", "dump", 1, " FILE", "write to FILE (atomically) instead of standard output; with "
+     "--format dot, FILE.svg, .png or .pdf is drawn by Graphviz's dot", SEC_MAIN},
+    {"--format", "dump", 1, " ir|dot",
+     "ir: the IR text (default); dot: a Graphviz graph of the nodes, fused kernels and, "
+     "partitioned, devices with what passes between them", SEC_MAIN},
     {"-o", "compile", 1, " FILE.gnc",
      "write the compiled program, its memory plan and its flags as a plan file "
      "(docs/plan.md), atomically ('-': to standard output); gnc run, train and the "
@@ -492,6 +499,10 @@ static int run_flag(options *o, const char *cmdsp, const char *name, const char 
         o->c.define_values[o->c.ndefines++] = eq + 1;
     } else if (strcmp(name, "--model") == 0) {
         o->c.model = val;
+    } else if (strcmp(name, "--format") == 0) {
+        if (strcmp(val, "ir") != 0 && strcmp(val, "dot") != 0)
+            return usage_error(cmdsp, "--format needs ir or dot, got '%s'", val);
+        o->dot = strcmp(val, "dot") == 0;
     } else if (strcmp(name, "--loss") == 0) {
         o->c.loss = val;
     } else if (strcmp(name, "-o") == 0) {
@@ -889,32 +900,83 @@ int cli_stdout_gone(void)
     return poll(&p, 1, 0) == 1 && (p.revents & POLLERR);
 }
 
+/* The picture format Graphviz draws -o FILE in (svg, png, pdf), or NULL. */
+static const char *drawn_as(const char *path)
+{
+    static const char *const kinds[] = {"svg", "png", "pdf"};
+    const char *dot = strrchr(path, '.');
+    for (int i = 0; dot && i < 3; i++)
+        if (strcmp(dot + 1, kinds[i]) == 0)
+            return kinds[i];
+    return NULL;
+}
+
+/* Runs Graphviz: dot -TKIND src -o dst.  0, or -1 after saying why. */
+static int draw(const char *kind, const char *src, const char *dst)
+{
+    char format[16];
+    snprintf(format, sizeof format, "-T%s", kind);
+    char *argv[] = {"dot", format, (char *)src, "-o", (char *)dst, NULL};
+    pid_t pid;
+    int status;
+    if (posix_spawnp(&pid, "dot", NULL, NULL, argv, environ) != 0) {
+        fprintf(stderr, "gnc: error: cannot draw '%s': Graphviz's dot is not installed "
+                "(Debian: graphviz); write FILE.dot instead\n", dst);
+        return -1;
+    }
+    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "gnc: error: cannot draw '%s': dot failed\n", dst);
+        return -1;
+    }
+    return 0;
+}
+
+static void dump_to(const options *o, const ir_graph *g, FILE *f)
+{
+    if (o->dot)
+        cli_print_dot(g, f);
+    else
+        ir_print(g, f);
+}
+
 static int cmd_dump(const options *o, ir_graph *g)
 {
     if (!o->out || strcmp(o->out, "-") == 0) {
-        ir_print(g, stdout);
+        dump_to(o, g, stdout);
         return fflush(stdout) == 0 ? 0 : 1;
     }
-    size_t n = strlen(o->out) + 24;
-    char *tmp = malloc(n);
-    if (!tmp)
+    const char *kind = o->dot ? drawn_as(o->out) : NULL;
+    size_t n = strlen(o->out) + 32;
+    char *tmp = malloc(n), *pic = malloc(n);
+    if (!tmp || !pic) {
+        free(tmp);
+        free(pic);
         return 1;
-    snprintf(tmp, n, "%s.tmp%d", o->out, (int)getpid());
+    }
+    snprintf(tmp, n, "%s.tmp%d%s", o->out, (int)getpid(), kind ? ".dot" : "");
+    snprintf(pic, n, "%s.tmp%d.%s", o->out, (int)getpid(), kind ? kind : "");
     FILE *f = fopen(tmp, "w");
     int ok = f != NULL;
     if (ok) {
-        ir_print(g, f);
+        dump_to(o, g, f);
         ok = !ferror(f);
         ok = fclose(f) == 0 && ok;
     }
-    if (!ok || rename(tmp, o->out) != 0) {
-        fprintf(stderr, "gnc: error: cannot write '%s': %s\n", o->out, strerror(errno));
+    int rc = 0;
+    if (ok && kind) { /* the DOT text drawn, then dropped */
+        rc = draw(kind, tmp, pic);
         remove(tmp);
-        free(tmp);
-        return 1;
+        snprintf(tmp, n, "%s", pic);
     }
+    if (rc == 0 && (!ok || rename(tmp, o->out) != 0)) {
+        fprintf(stderr, "gnc: error: cannot write '%s': %s\n", o->out, strerror(errno));
+        rc = -1;
+    }
+    if (rc)
+        remove(tmp);
     free(tmp);
-    return 0;
+    free(pic);
+    return rc ? 1 : 0;
 }
 
 /* What gnc compile reports, computed once (compile_summarize) and printed as

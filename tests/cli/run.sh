@@ -319,4 +319,19 @@ expect 1 "$gnc" compile dense-data.gir -o dd.gnc --no-kernels
 has "are not in IR text"
 if [ ! -e dd.gnc ]; then ok; else bad "a plan without the data of its parameters was written"; fi
 
+# --format dot: the golden picture of LeNet pipelined over 2 devices (fused
+# kernels, devices, sends and recvs); drawn by Graphviz where it is installed
+part=(-D batch=8 --gpus 2 --strategy pipeline --passes simplify,schedule,partition,fuse)
+expect 0 "$gnc" dump "$src/models/lenet.net" "${part[@]}" --format dot -o lenet.dot
+same lenet.dot "$src/tests/cli/lenet-pipeline.dot" "dump --format dot; regenerate the golden file if the change is meant"
+expect 2 "$gnc" dump "$src/models/lenet.net" --format svg
+has "--format needs ir or dot, got 'svg'"
+if command -v dot >/dev/null; then
+    expect 0 "$gnc" dump "$src/models/lenet.net" "${part[@]}" --format dot -o lenet.svg
+    if grep -q "<svg" lenet.svg && grep -q "device 1" lenet.svg; then ok; else bad "lenet.svg is no drawing of both devices"; fi
+fi
+expect 1 env PATH=/nonexistent "$gnc" dump "$src/models/lenet.net" --format dot -o nodot.svg
+has "Graphviz's dot is not installed"
+if [ ! -e nodot.svg ]; then ok; else bad "a failed drawing left nodot.svg"; fi
+
 summary cli
