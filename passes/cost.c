@@ -980,12 +980,20 @@ cost_sim *cost_simulate(const ir_graph *g, const cost_device *dev)
     r->compute_ms = base_xcalloc((size_t)ndev, sizeof *r->compute_ms);
     r->comm_ms = base_xcalloc((size_t)ndev, sizeof *r->comm_ms);
     r->comms = base_xcalloc((size_t)s.ncomms + 1, sizeof *r->comms);
+    r->kernels = base_xcalloc((size_t)s.nt + 1, sizeof *r->kernels);
     comm_order *order = base_xmalloc((size_t)(s.ncomms + 1) * sizeof *order);
     r->ncomms = s.ncomms;
     for (int k = 0; k < s.nt; k++) {
         const sim_task *t = &s.t[k];
         double end_ms = (t->start + t->dur) * 1e3;
         if (t->comm < 0) {
+            const ir_node *first = s.node[t->pos];
+            while (first->group && first->prev && first->prev->group == first->group &&
+                   first->prev->device == first->device)
+                first = first->prev;
+            r->kernels[r->nkernels++] = (cost_kernel){first, s.node[t->pos], t->device,
+                                                      t->start * 1e3, end_ms,
+                                                      gemm[k] + other[k]};
             r->compute_ms[t->device] += t->dur * 1e3;
             r->flops += gemm[k] + other[k];
             if (end_ms > r->device_ms[t->device])
@@ -1038,5 +1046,6 @@ void cost_sim_free(cost_sim *s)
     base_free(s->compute_ms);
     base_free(s->comm_ms);
     base_free(s->comms);
+    base_free(s->kernels);
     base_free(s);
 }

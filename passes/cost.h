@@ -103,6 +103,14 @@ typedef struct {
                                 communication becomes ready (starts): what it can overlap */
 } cost_comm;
 
+/* A kernel of the step: a node, or the members of a fused group. */
+typedef struct {
+    const ir_node *first, *last;    /* its members, consecutive in the list */
+    int device;
+    double start_ms, end_ms;
+    double flops;
+} cost_kernel;
+
 typedef struct {
     int ndevices;
     double step_ms;                 /* the last device to finish */
@@ -112,6 +120,7 @@ typedef struct {
     double flops;                   /* total per step */
     cost_comm *comms; int ncomms;   /* one per collective (not per participating node) and per
                                        send/recv pair, in start order */
+    cost_kernel *kernels; int nkernels;  /* in list order (gnc compile --trace) */
     double bubble;                  /* 1 - sum(compute_ms) / (ndevices * step_ms): idle
                                        fraction (the pipeline bubble) */
     int forced;                     /* communications started out of their devices' stream order,

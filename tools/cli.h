@@ -38,9 +38,12 @@ typedef struct {
     int threads;
     int repeat;
     int dump_memory, stats;
+    const char *dump_memory_file; /* --dump-memory=FILE.json|FILE.svg */
     int json;                   /* --json: one JSON object alone on standard output
                                    (compile, run, eval, inspect) */
     int profile;                /* --profile: time per op */
+    const char *profile_file;   /* --profile=FILE.json: the measured kernels as a Chrome trace */
+    const char *trace_file;     /* compile --trace FILE.json: the predicted step, likewise */
     int dot;                    /* dump --format dot */
     int devices_given;          /* --gpus or --devices */
     int64_t mem_cap[MAX_CAPS];  /* --mem-cap D=SIZE,...; 0: none */
@@ -161,6 +164,17 @@ void cli_flag_record(options *o, const char *flag, const char *value);
 int cli_plan_write(const options *o, const drv_program *p, const char *path);
 int cli_plan_open(const options *o, drv_program *out);
 int cmd_inspect(const options *o);
+
+/* Chrome traces (tools/trace.c): the predicted step of p (gnc compile
+ * --trace), the kernels x ran while profiling (--profile=FILE; what: "measured:
+ * gnc run").  0, or 1 after saying why. */
+struct rt_exec;
+int cli_write_predicted_trace(const pt_plan *p, const char *path);
+int cli_write_measured_trace(struct rt_exec *x, const char *what, const char *path);
+
+/* compile --dump-memory=FILE: p as JSON or SVG, by FILE's suffix (tools/memory.c).
+ * 0, or 1 after saying why. */
+int cli_write_memory(const ir_graph *g, const mp_plan *p, const char *path);
 
 /* gnc dump --format dot: g as a Graphviz digraph (tools/dot.c). */
 void cli_print_dot(const ir_graph *g, FILE *f);

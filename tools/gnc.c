@@ -207,9 +207,15 @@ static const struct flag {
      SEC_MAIN},
     {"--log-every", "train", 1, " N", "a --log row every N steps too", SEC_MAIN},
     {"--threads", "run train eval", 1, " N", "CPU threads (default: all cores)", SEC_MAIN},
-    {"--profile", "run", 0, "", "print the time spent in each op", SEC_MAIN},
-    {"--profile", "train", 0, "", "print the time spent in each op of the training step",
-     SEC_MAIN},
+    {"--profile", "run", 2, "[=FILE.json]",
+     "print the time spent in each op; with FILE, also each kernel's measured times as a "
+     "Chrome trace (Perfetto, chrome://tracing; CPU device)", SEC_MAIN},
+    {"--profile", "train", 2, "[=FILE.json]",
+     "print the time spent in each op of the training step; with FILE, also each kernel's "
+     "measured times, every step, as a Chrome trace (CPU device)", SEC_MAIN},
+    {"--trace", "compile", 1, " FILE.json",
+     "write the predicted step (the cost model's schedule: a track per device and stream, "
+     "each kernel and communication with its time and bytes) as a Chrome trace", SEC_MAIN},
     {"--device", "run", 1, " cpu|cuda",
      "where to run (default cuda where a GPU is present, else cpu); a model runs on cuda "
      "as the plan gnc compile -o makes of it (compiled in memory)", SEC_MAIN},
@@ -237,8 +243,10 @@ static const struct flag {
     {"--verify-each", "compile run train eval", 0, "", "run the IR verifier after every pass",
      SEC_MAIN},
     {"--time-passes", "compile", 0, "", "each pass's time and changes", SEC_MAIN},
-    {"--dump-memory", "compile", 0, "",
-     "the memory plan: every buffer's offset, size and live range", SEC_MAIN},
+    {"--dump-memory", "compile", 2, "[=FILE.json|FILE.svg]",
+     "the memory plan: every buffer's offset, size and live range; with FILE, as JSON or "
+     "as a picture of each arena over the step, its lower bound a line (and the summary "
+     "printed)", SEC_MAIN},
     {"--stats", "compile", 0, "",
      "key: value lines for scripts (ops, fused_nodes, kernels, memory.*, params.bytes, "
      "compile_ms)", SEC_MAIN},
@@ -528,6 +536,9 @@ static int run_flag(options *o, const char *cmdsp, const char *name, const char 
         o->c.train = 1;
     } else if (strcmp(name, "--profile") == 0) {
         o->profile = 1;
+        o->profile_file = *val ? val : NULL;
+    } else if (strcmp(name, "--trace") == 0) {
+        o->trace_file = val;
     } else if (strcmp(name, "--eager") == 0) {
         o->eager = 1;
     } else if (strcmp(name, "--timeout") == 0) {
@@ -583,6 +594,7 @@ static int pass_flag(options *o, const char *cmdsp, const char *name, const char
         o->c.time_passes = 1;
     } else if (strcmp(name, "--dump-memory") == 0) {
         o->dump_memory = 1;
+        o->dump_memory_file = *val ? val : NULL;
     } else if (strcmp(name, "--stats") == 0) {
         o->stats = 1;
     } else if (strcmp(name, "--json") == 0) {
@@ -844,7 +856,8 @@ static int parse_args(int argc, char **argv, options *o)
                            "it needs --autotune%s", "");
     /* --json: the object alone on standard output; pass timings and IR dumps
        go to standard error, text that would share standard output is refused */
-    const char *text = o->dump_memory ? "--dump-memory" : o->profile ? "--profile"
+    const char *text = o->dump_memory && !o->dump_memory_file ? "--dump-memory without a file"
+                     : o->profile && !o->profile_file ? "--profile without a file"
                      : o->dump_plan && !o->dump_plan_file ? "--dump-plan without a file" : NULL;
     if (o->json && text)
         return usage_error(cmdsp, "--json and %s both print on standard output", text);
@@ -1547,7 +1560,9 @@ static int cmd_run(const options *o, const drv_program *p)
     if (o->profile)
         rt_exec_print_profile(rt_session_host(s), stdout);
     free(times);
-    rc = 0;
+    rc = o->profile_file ? cli_write_measured_trace(rt_session_host(s), "measured: gnc run",
+                                                    o->profile_file)
+                         : 0;
 done:
     rt_session_free(s);
     return rc;
@@ -1827,10 +1842,14 @@ static int command(int argc, char **argv, cli_world *world)
            --dump-plan's file is written); and the plan's dump */
         if (rc == 0 && o.stats && !o.json)
             print_stats(&o, g, plan, ms);
-        else if (rc == 0 && o.dump_memory)
+        else if (rc == 0 && o.dump_memory && !o.dump_memory_file)
             mp_print(g, plan, stdout);
         else if (rc == 0 && !o.json)
             rc = cmd_compile(&o, g, plan, peak_without_remat(&o), ms);
+        if (rc == 0 && o.dump_memory_file)
+            rc = cli_write_memory(g, plan, o.dump_memory_file);
+        if (rc == 0 && o.trace_file)
+            rc = cli_write_predicted_trace(prog.plan, o.trace_file);
         if (rc == 0 && o.dump_plan && !o.dump_plan_file)
             fputc('\n', stdout);
         fflush(stdout);
@@ -1847,7 +1866,8 @@ static int command(int argc, char **argv, cli_world *world)
         rc = 1; /* the model as its plan, the GPU's program */
     else
         rc = cmd_run(&o, &prog);
-    if (rc == 0 && strcmp(cmd, "compile") == 0 && o.out && !o.stats && !o.dump_memory &&
+    if (rc == 0 && strcmp(cmd, "compile") == 0 && o.out && !o.stats &&
+        !(o.dump_memory && !o.dump_memory_file) &&
         !o.json && !out_std)
         printf("plan: %s\n", o.out);
     if (plan_fd >= 0) {

@@ -1057,6 +1057,9 @@ int cmd_train(const options *o)
     }
     if (rc == 0 && r.root && o->profile)
         rt_exec_print_profile(rt_session_host(r.tm.s), stdout);
+    if (rc == 0 && r.root && o->profile_file)
+        rc = cli_write_measured_trace(rt_session_host(r.tm.s), "measured: gnc train",
+                                      o->profile_file);
 done:
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);

@@ -1322,6 +1322,7 @@ void rt_exec_free(rt_exec *x)
     base_free(x->weight);
     base_free(x->arena);
     base_free(x->scratch);
+    base_free(x->events);
     base_free(x);
 }
 
@@ -1403,6 +1404,43 @@ static int fused_conv(const ir_node *n, epilogue *e)
     return e->n;
 }
 
+/* Keeps the kernel of nodes first .. last, run from t0 to t1, for rt_exec_events. */
+static void record(rt_exec *x, const ir_node *first, const ir_node *last, double t0, double t1)
+{
+    if (x->nevents == x->cap_events) {
+        int cap = x->cap_events ? 2 * x->cap_events : 256;
+        rt_event *e = cap <= RT_MAX_EVENTS ? base_realloc(x->events, (size_t)cap * sizeof *e)
+                                           : NULL;
+        if (!e)
+            return; /* the profile's table still counts it */
+        x->events = e, x->cap_events = cap;
+    }
+    x->events[x->nevents++] = (rt_event){first, last, x->device > 0 ? x->device : 0, t0, t1};
+}
+
+const rt_event *rt_exec_events(rt_exec *x, int *n)
+{
+    if (!x->ndev) {
+        *n = x->nevents;
+        return x->events;
+    }
+    /* a partitioned program: the devices' lists one after another, in x's own */
+    int total = 0;
+    for (int d = 0; d < x->ndev; d++)
+        total += x->devs[d]->nevents;
+    rt_event *all = base_realloc(x->events, (size_t)(total ? total : 1) * sizeof *all);
+    *n = 0;
+    if (!all)
+        return NULL;
+    x->events = all, x->cap_events = total ? total : 1;
+    for (int d = 0; d < x->ndev; d++) {
+        memcpy(all + *n, x->devs[d]->events, (size_t)x->devs[d]->nevents * sizeof *all);
+        *n += x->devs[d]->nevents;
+    }
+    x->nevents = 0; /* the devices keep theirs: merged again at the next call */
+    return all;
+}
+
 /* Runs x's nodes (all of them, or its device's), then its updates. */
 static int run_nodes(rt_exec *x, char *err, size_t errlen)
 {
@@ -1416,7 +1454,9 @@ static int run_nodes(rt_exec *x, char *err, size_t errlen)
         if (nm ? k_conv2d(x, n, &e, err, errlen) : run_node(x, n, err, errlen))
             return -1;
         if (x->profile) {
-            x->op_ms[n->op] += now_ms() - t0;
+            double t1 = now_ms();
+            record(x, n, nm ? e.m[nm - 1] : n, t0, t1);
+            x->op_ms[n->op] += t1 - t0;
             x->op_calls[n->op]++;
             for (int i = 0; i < nm; i++)
                 x->op_calls[e.m[i]->op]++;

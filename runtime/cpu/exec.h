@@ -129,6 +129,20 @@ void rt_exec_set_timeout(rt_exec *x, double seconds);
 void rt_exec_set_profile(rt_exec *x, int on);
 void rt_exec_print_profile(const rt_exec *x, FILE *f);
 
+/* A kernel that ran while profiling was on: node first, or the members of a
+ * fused group from first to last, on device (0 for a program of one), from
+ * start_ms to end_ms of CLOCK_MONOTONIC. */
+typedef struct {
+    const ir_node *first, *last;
+    int device;
+    double start_ms, end_ms;
+} rt_event;
+#define RT_MAX_EVENTS (1 << 21)   /* kept at most, per device: the first ones */
+/* Every kernel timed since profiling was turned on, every device's, device by
+ * device in the order run; *n of them.  Owned by x (valid until its next run
+ * or its end). */
+const rt_event *rt_exec_events(rt_exec *x, int *n);
+
 /* Sets the number of threads (0: all cores). */
 void rt_set_threads(int n);
 

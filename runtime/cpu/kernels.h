@@ -25,6 +25,8 @@ struct rt_exec {
     int profile;          /* time each op (rt_exec_set_profile) */
     double op_ms[IR_NOPS];
     long op_calls[IR_NOPS];
+    rt_event *events;     /* each kernel timed, in the order run (rt_exec_events) */
+    int nevents, cap_events;
 
     /* A partitioned program: the executor the caller holds owns the inputs and
        one device executor per device, each running its own nodes with its own

@@ -334,4 +334,25 @@ expect 1 env PATH=/nonexistent "$gnc" dump "$src/models/lenet.net" --format dot 
 has "Graphviz's dot is not installed"
 if [ ! -e nodot.svg ]; then ok; else bad "a failed drawing left nodot.svg"; fi
 
+# the predicted step (compile --trace), the measured one (run and train
+# --profile=FILE), the memory plan (--dump-memory=FILE.json|.svg), checked
+# by their schema
+expect 0 "$gnc" compile "$src/models/lenet.net" "${part[@]:0:6}" --train --trace pred.json
+expect 0 python3 "$src/tests/cli/pictures.py" trace pred.json 2 predicted
+expect 0 "$gnc" run "$src/models/lenet.net" -D batch=8 --devices cpu:2 --strategy pipeline --profile=meas.json
+has "total"
+expect 0 python3 "$src/tests/cli/pictures.py" trace meas.json 2 measured
+expect 0 "$gnc" train "$src/models/lenet.net" --steps 2 --batch 16 --profile=train.json
+expect 0 python3 "$src/tests/cli/pictures.py" trace train.json 1 measured
+expect 0 "$gnc" compile "$src/models/lenet.net" "${part[@]:0:6}" --train --dump-memory=mem.json
+has "memory:"
+expect 0 "$gnc" compile "$src/models/lenet.net" "${part[@]:0:6}" --train --dump-memory=mem.svg
+expect 0 python3 "$src/tests/cli/pictures.py" memory mem.json mem.svg
+expect 1 "$gnc" compile "$src/models/lenet.net" --dump-memory=mem.txt
+has "write FILE.json or FILE.svg"
+expect 2 "$gnc" compile "$src/models/lenet.net" --dump-memory --json
+has "--json and --dump-memory without a file"
+expect 1 "$gnc" compile "$src/models/lenet.net" --trace /nonexistent/t.json
+has "cannot write '/nonexistent/t.json'"
+
 summary cli
