@@ -78,10 +78,100 @@ static void names(trace *t, int d)
     }
 }
 
-/* Writes root to path through a temporary file: 0, or 1 after saying why. */
+static int has_suffix(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+static void put_xml(FILE *f, const char *s)
+{
+    for (; *s; s++)
+        switch (*s) {
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '&': fputs("&amp;", f); break;
+        default: fputc(*s >= 0x20 && *s < 0x7f && *s != '"' ? *s : '?', f);
+        }
+}
+
+enum { WIDTH = 1200, ROW = 28, LEFT = 150 };
+
+/* The trace as a timeline picture: a row per device and stream, a box per
+ * event (its name and times in a tooltip), idle time left blank. */
+static void timeline_svg(cJSON *root, FILE *f)
+{
+    static const char *const fills[] = {"#4e79a7", "#f28e2b", "#59a14f", "#76b7b2", "#edc948",
+                                        "#b07aa1", "#9c755f", "#bab0ac"};
+    cJSON *ev = cJSON_GetObjectItem(root, "traceEvents"), *e;
+    double end = 0;
+    int ndev = 0;
+    cJSON_ArrayForEach(e, ev) {
+        if (strcmp(cJSON_GetObjectItem(e, "ph")->valuestring, "X") != 0)
+            continue;
+        double t = cJSON_GetObjectItem(e, "ts")->valuedouble +
+                   cJSON_GetObjectItem(e, "dur")->valuedouble;
+        int pid = cJSON_GetObjectItem(e, "pid")->valueint;
+        end = t > end ? t : end;
+        ndev = pid + 1 > ndev ? pid + 1 : ndev;
+    }
+    double w = WIDTH - LEFT - 20, scale = end > 0 ? w / end : 1;
+    int height = 60 + 2 * ndev * ROW + 30;
+    cJSON *other = cJSON_GetObjectItem(root, "otherData");
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+            "font-family=\"Helvetica\" font-size=\"11\">\n<rect width=\"100%%\" height=\"100%%\" "
+            "fill=\"white\"/>\n<text x=\"10\" y=\"20\" font-size=\"13\">", WIDTH, height);
+    put_xml(f, cJSON_GetObjectItem(other, "gnc")->valuestring);
+    cJSON *strategy = cJSON_GetObjectItem(other, "strategy");
+    if (strategy) {
+        fputs(", ", f);
+        put_xml(f, strategy->valuestring);
+    }
+    fprintf(f, ": %.3f ms</text>\n", end / 1e3);
+    for (int r = 0; r < 2 * ndev; r++)
+        fprintf(f, "<text x=\"10\" y=\"%d\">device %d %s</text><line x1=\"%d\" y1=\"%d\" "
+                "x2=\"%.0f\" y2=\"%d\" stroke=\"#ddd\"/>\n", 40 + r * ROW + ROW / 2 + 4, r / 2,
+                r % 2 ? "communication" : "compute", LEFT, 40 + (r + 1) * ROW, LEFT + w,
+                40 + (r + 1) * ROW);
+    int k = 0;
+    cJSON_ArrayForEach(e, ev) {
+        if (strcmp(cJSON_GetObjectItem(e, "ph")->valuestring, "X") != 0)
+            continue;
+        double ts = cJSON_GetObjectItem(e, "ts")->valuedouble;
+        double dur = cJSON_GetObjectItem(e, "dur")->valuedouble;
+        int row = 2 * cJSON_GetObjectItem(e, "pid")->valueint +
+                  cJSON_GetObjectItem(e, "tid")->valueint;
+        fprintf(f, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\">"
+                "<title>", LEFT + ts * scale, 42 + row * ROW, dur * scale > 0.3 ? dur * scale : 0.3,
+                ROW - 4, row % 2 ? "#e15759" : fills[k++ % 8]);
+        put_xml(f, cJSON_GetObjectItem(e, "name")->valuestring);
+        fputs(" (", f);
+        put_xml(f, cJSON_GetObjectItem(e, "cat")->valuestring);
+        fprintf(f, "): %.1f us at %.1f us</title></rect>\n", dur, ts);
+    }
+    fprintf(f, "<text x=\"%d\" y=\"%d\">0</text><text x=\"%.0f\" y=\"%d\" "
+            "text-anchor=\"end\">%.3f ms</text>\n</svg>\n", LEFT, height - 10, LEFT + w,
+            height - 10, end / 1e3);
+}
+
+/* Writes root to path (FILE.svg: as a timeline) through a temporary file: 0,
+ * or 1 after saying why. */
 static int write_json(cJSON *root, const char *path, const char *flag)
 {
-    char *text = cJSON_PrintUnformatted(root);
+    char *text = NULL;
+    if (has_suffix(path, ".svg")) {
+        size_t size = 0;
+        FILE *m = open_memstream(&text, &size);
+        if (m) {
+            timeline_svg(root, m);
+            if (fclose(m) != 0) {
+                free(text);
+                text = NULL;
+            }
+        }
+    } else {
+        text = cJSON_PrintUnformatted(root);
+    }
     cJSON_Delete(root);
     size_t n = strlen(path) + 32;
     char *tmp = base_malloc(n);

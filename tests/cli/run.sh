@@ -352,6 +352,8 @@ expect 1 "$gnc" compile "$src/models/lenet.net" --dump-memory=mem.txt
 has "write FILE.json or FILE.svg"
 expect 2 "$gnc" compile "$src/models/lenet.net" --dump-memory --json
 has "--json and --dump-memory without a file"
+expect 0 "$gnc" compile "$src/models/lenet.net" "${part[@]:0:6}" --train --trace pred.svg
+expect 0 python3 -c "import sys, xml.etree.ElementTree as E; r = E.parse('pred.svg').getroot(); n = len(r.findall('{http://www.w3.org/2000/svg}rect')); sys.exit(0 if n > 20 else 1)"
 expect 1 "$gnc" compile "$src/models/lenet.net" --trace /nonexistent/t.json
 has "cannot write '/nonexistent/t.json'"
 
