@@ -26,6 +26,8 @@ set -euo pipefail
 # python3-onnx:                       generates C bindings from python3-onnx's onnx.proto;
 #                                     gnc builds without them, ONNX left out
 # libonnx-testdata:                   ONNX's conformance cases (tests/onnx/)
+# graphviz:                           gnc dump --format dot -o FILE.svg draws with dot
+#                                     (tests/cli draws one); optional at run time
 # libopenmpi-dev, openmpi-bin:        the MPI backend (one device of a partitioned
 #                                     program per process, runtime/cpu/comm_mpi.c) and
 #                                     mpirun, which its tests (tests/mpi.cmake) need;
@@ -33,7 +35,7 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build flex bison pkg-config libopenblas-openmp-dev zlib1g-dev
       libcjson-dev
       clang libclang-rt-14-dev libomp-14-dev dataset-fashion-mnist python3
-      protobuf-c-compiler libprotobuf-c-dev python3-onnx libonnx-testdata
+      protobuf-c-compiler libprotobuf-c-dev python3-onnx libonnx-testdata graphviz
       libopenmpi-dev openmpi-bin)
 for arg in "$@"; do
     case $arg in
