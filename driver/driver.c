@@ -146,7 +146,7 @@ int drv_add_loss(ir_graph *g, const char *spec, const char *file, diag *d)
 mp_plan *drv_optimize(const drv_config *o, const pt_options *part, ir_graph *g, int training,
                       diag *d)
 {
-    int partitioned = part->devices > 1 || part->deterministic;
+    int partitioned = pt_partitions(part);
     pm_options pm = {o->verify_each, o->time_passes, o->dump_ir, o->dump_dir, LOG(o),
                      partitioned ? part : NULL};
     const char *pipeline = o->passes ? o->passes
@@ -180,20 +180,25 @@ static int64_t cap_of(const drv_config *o, const cost_device *dev, int d)
 
 static void describe(const pt_options *p, char *buf, size_t len)
 {
+    char acc[48] = "";
+    if (p->accumulate > 1)
+        snprintf(acc, sizeof acc, ", accumulate %d", p->accumulate);
     switch (p->strategy) {
     case PT_DATA:
         if (p->deterministic)
             snprintf(buf, len, "data, deterministic");
+        else if (p->zero)
+            snprintf(buf, len, "data, zero%d%s%s", p->zero, p->sync_bn ? ", sync-bn" : "", acc);
         else
-            snprintf(buf, len, "data%s", p->sync_bn ? ", sync-bn" : "");
+            snprintf(buf, len, "data%s%s", p->sync_bn ? ", sync-bn" : "", acc);
         return;
     case PT_PIPELINE:
-        snprintf(buf, len, "pipeline %s, %d microbatches", p->schedule == PT_GPIPE ? "gpipe" : "1f1b",
-                 p->microbatches ? p->microbatches : 2 * p->devices);
+        snprintf(buf, len, "pipeline %s, %d microbatches%s", p->schedule == PT_GPIPE ? "gpipe" : "1f1b",
+                 p->microbatches ? p->microbatches : 2 * p->devices, acc);
         return;
     case PT_HYBRID:
-        snprintf(buf, len, "hybrid dp=%d x pp=%d, %d microbatches", p->dp, p->pp,
-                 p->microbatches ? p->microbatches : 2 * p->pp);
+        snprintf(buf, len, "hybrid dp=%d x pp=%d, %d microbatches%s", p->dp, p->pp,
+                 p->microbatches ? p->microbatches : 2 * p->pp, acc);
         return;
     case PT_TENSOR:
         snprintf(buf, len, "tensor");
@@ -211,8 +216,11 @@ static int build_once(const drv_config *o, const ir_graph *src, const pt_options
                       size_t errlen, int64_t *over);
 
 static int build(const drv_config *o, const ir_graph *src, const pt_options *part, int train,
-                 const cost_device *dev, drv_program *out, diag *d, char *err, size_t errlen)
+                 const cost_device *dev, drv_program *out, diag *d, char *err, size_t errlen,
+                 int64_t *peak)
 {
+    if (peak)
+        *peak = 0;
     int n = part->devices < DRV_MAX_CAPS ? part->devices : DRV_MAX_CAPS;
     int64_t *caps = base_xcalloc((size_t)n + 1, sizeof *caps);
     int64_t *over = base_xcalloc((size_t)n + 1, sizeof *over);
@@ -228,6 +236,9 @@ static int build(const drv_config *o, const ir_graph *src, const pt_options *par
         memset(over, 0, (size_t)n * sizeof *over);
         int retry = tries < 5 && (part->strategy == PT_PIPELINE || part->strategy == PT_HYBRID);
         rc = build_once(o, src, &p, train, dev, out, retry ? &scratch : d, err, errlen, over);
+        for (int i = 0; rc != 0 && peak && i < n; i++) /* over a cap: the largest device's need */
+            if (over[i] > 0 && caps[i] + over[i] > *peak)
+                *peak = caps[i] + over[i];
         for (int i = 0; rc != 0 && retry && i < n; i++)
             if (over[i] > 0) {
                 int64_t real = cap_of(o, dev, i);
@@ -257,7 +268,7 @@ static int build_once(const drv_config *o, const ir_graph *src, const pt_options
     if (!(out->mp = drv_optimize(o, part, out->g, train, d)))
         goto fail;
     describe(part, out->strategy, sizeof out->strategy);
-    if (part->devices <= 1 && !part->deterministic)
+    if (!pt_partitions(part))
         snprintf(out->strategy, sizeof out->strategy,
                  pt_devices(out->g) > 1 ? "as partitioned in the IR" : "one device");
     out->plan = pt_plan_new(out->g, out->mp, dev, out->strategy);
@@ -383,15 +394,21 @@ static int compile_partitioned(const drv_config *o, const ir_graph *src, const p
     pt_options part = *given;
     cost_device dev = *devp;
     if (!o->strategy_auto || part.devices <= 1) {
-        if (build(o, src, &part, train, &dev, out, d, err, sizeof err) != 0)
+        if (build(o, src, &part, train, &dev, out, d, err, sizeof err, NULL) != 0)
             return -1;
         out->plan->cost = dev;
         return 0;
     }
     /* auto: every strategy that may fit, the fastest predicted step wins */
-    pt_options cand[16];
+    pt_options cand[24];
     int n = 0, N = part.devices;
     cand[n] = part, cand[n].strategy = PT_DATA, n++;
+    /* training: ZeRO's stages, each sharding more of the state, and
+       accumulation, which keeps fewer activations */
+    for (int z = 1; z <= 3 && train && !part.deterministic; z++)
+        cand[n] = part, cand[n].strategy = PT_DATA, cand[n].zero = z, n++;
+    if (train && !part.deterministic && part.accumulate <= 1)
+        cand[n] = part, cand[n].strategy = PT_DATA, cand[n].accumulate = 4, n++;
     cand[n] = part, cand[n].strategy = PT_PIPELINE, n++;
     for (int dp = 2; dp < N && n < 14; dp++)
         if (N % dp == 0)
@@ -404,7 +421,8 @@ static int compile_partitioned(const drv_config *o, const ir_graph *src, const p
         diag scratch;
         diag_init(&scratch);
         describe(&cand[i], rank[i].name, sizeof rank[i].name);
-        if (build(o, src, &cand[i], train, &dev, &prog, &scratch, err, sizeof err) != 0) {
+        if (build(o, src, &cand[i], train, &dev, &prog, &scratch, err, sizeof err,
+                  &rank[i].peak_bytes) != 0) {
             rank[i].error = base_xstrdup(err);
         } else {
             rank[i].step_ms = prog.plan->step_ms;
@@ -424,8 +442,19 @@ static int compile_partitioned(const drv_config *o, const ir_graph *src, const p
     }
     if (best < 0) {
         diag_error(d, (ir_loc){0}, "no strategy fits %d devices:", N);
-        for (int i = 0; i < n; i++)
+        int least = -1;
+        for (int i = 0; i < n; i++) {
             diag_note(d, (ir_loc){0}, "%s: %s", rank[i].name, rank[i].error);
+            if (rank[i].peak_bytes > 0 &&
+                (least < 0 || rank[i].peak_bytes < rank[least].peak_bytes))
+                least = i;
+        }
+        if (least >= 0) {
+            char need[32];
+            base_human_bytes((double)rank[least].peak_bytes, need, sizeof need);
+            diag_note(d, (ir_loc){0}, "the smallest peak found: %s per device (%s)", need,
+                      rank[least].name);
+        }
         for (int i = 0; i < n; i++)
             base_free((char *)rank[i].error);
         base_free(rank);
@@ -598,7 +627,7 @@ int drv_plan_keep(const drv_config *o, const drv_program *p, const char *path, r
                   cg_program **keep_cg, char *err, size_t errlen)
 {
     char devices[16], step[64], opt[160], source[256], flags[256];
-    int partitioned = o->part.devices > 1 || o->part.deterministic;
+    int partitioned = pt_partitions(&o->part);
     rt_plan_blob weights = {RT_SECTION_WEIGHTS, RT_SECTION_REQUIRED, RT_PLAN_ALL_DEVICES, NULL, 0};
     snprintf(devices, sizeof devices, "%d", p->mp->ndevices);
     rt_plan_kv meta[20];

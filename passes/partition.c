@@ -366,9 +366,13 @@ static void send_after(pt *P, const ir_value *v, int r, ir_value *x)
  * parameter itself, a slice of a batched input, the device's copy of a value
  * computed once per device, the replica's copy of a per-replica value, or the
  * recv of it from the device that computed it. */
+static ir_value *zero_gather(pt *P, const ir_value *v, int dev);
+
 static ir_value *value_of(pt *P, const ir_value *v, int r, int dev)
 {
     char buf[512];
+    if (v->kind == IR_VALUE_PARAM && P->zsharded && P->zsharded[v->id])
+        return zero_gather(P, v, dev); /* ZeRO-3: the whole, gathered from the shards */
     if (v->kind == IR_VALUE_PARAM || v->kind == IR_VALUE_BUFFER || v->kind == IR_VALUE_STATE ||
         (v->kind == IR_VALUE_INPUT && (!P->batched[v->id] || P->R == 1)))
         return (ir_value *)v;
@@ -388,7 +392,7 @@ static ir_value *value_of(pt *P, const ir_value *v, int r, int dev)
     }
     if (!P->batched[v->id] || r < 0) {
         if (!*dev_at(P, dev, v))
-            emit_once(P, v->def, dev);
+            emit_once(P, P->src[P->pos[v->id]], dev); /* the source node: v->def may be a copy now */
         return *dev_at(P, dev, v);
     }
     ir_value *x = *map_at(P, r, v);
@@ -409,6 +413,185 @@ static void emit_once(pt *P, const ir_node *s, int dev)
     pt_emit(P, n);
     for (int k = 0; k < s->nout; k++)
         *dev_at(P, dev, s->out[k]) = n->out[k];
+}
+
+/* ---------------------------------------------------------------- ZeRO */
+
+/* The comm id of ZeRO's collective `kind` on value v (0: stage 3's gather for
+ * the forward pass, 1: for the backward pass, 2: the updated parameter's
+ * gather, 3: the gradient's reduce-scatter): the same on every device. */
+static int64_t zero_id(pt *P, const ir_value *v, int kind)
+{
+    return pt_comm_id(P, ((uint64_t)2 << 62) | ((uint64_t)1 << 61) | ((uint64_t)v->id << 2) |
+                             (uint64_t)kind);
+}
+
+/* Marks what ZeRO shards (o->zero; data parallelism over several devices):
+ * each trainable parameter's optimizer state (stage 1), its gradient (2) and
+ * the parameter itself (3), where the devices divide its first axis; a
+ * parameter they do not divide stays replicated, as do buffers. */
+static void zero_mark(pt *P)
+{
+    if (!P->o->zero || P->dp < 2)
+        return;
+    for (int i = 0; i < P->nsrc; i++) {
+        const ir_node *s = P->src[i];
+        if (!is_optimizer(s->op))
+            continue;
+        const ir_type *t = &P->type[s->in[0]->id];
+        if (t->rank < 1 || t->dims[0] % P->dp)
+            continue;
+        for (int a = 2; a < s->nin; a++)
+            if (s->in[a]->kind == IR_VALUE_STATE)
+                P->zsharded[s->in[a]->id] = 1;
+        if (P->o->zero >= 2)
+            P->zsharded[s->in[1]->id] = 1;
+        if (P->o->zero >= 3)
+            P->zsharded[s->in[0]->id] = 1;
+    }
+}
+
+/* Device dev's shard of parameter or state v: rows [dev n/D, (dev + 1) n/D)
+ * of its first axis, a parameter of its own (a shard, ir_shard: checkpoints
+ * hold the whole). */
+static ir_value *zero_shard(pt *P, const ir_value *v, int dev)
+{
+    ir_value **slot = &P->zshard[(size_t)dev * P->nval + v->id];
+    if (!*slot) {
+        ir_type t = v->type;
+        t.dims[0] /= P->dp;
+        char buf[560];
+        snprintf(buf, sizeof buf, "%s.shard%d", v->name, dev);
+        *slot = ir_add_param(P->g, v->kind, ir_unique_name(P->g, buf), t, v->init, v->loc);
+        ir_set_shard(P->g, *slot, v->name, &v->type, 0, (int64_t)dev * t.dims[0]);
+    }
+    return *slot;
+}
+
+/* x, device dev's shard of v, gathered whole on every device (kind as zero_id). */
+static ir_value *zero_all_gather(pt *P, const ir_value *v, ir_value *x, int dev, int kind,
+                                 const char *suffix)
+{
+    int64_t group[IR_MAX_DEVICES];
+    char buf[560];
+    stage_group(P, 0, group);
+    snprintf(buf, sizeof buf, "%s.%s", pt_dsl_name(v->name), suffix);
+    ir_node *n = pt_node(P, dev, IR_OP_ALL_GATHER, 1, &x, 1, buf, P->loc);
+    ir_set_int(P->g, n, "id", zero_id(P, v, kind));
+    ir_set_ints(P->g, n, "group", P->dp, group);
+    ir_set_int(P->g, n, "axis", 0);
+    return pt_emit(P, n);
+}
+
+/* ZeRO-3's parameter v whole on dev: gathered at its first use in the forward
+ * pass and again at its first in the backward pass, so that between the two
+ * (and after) only the shard stays. */
+static ir_value *zero_gather(pt *P, const ir_value *v, int dev)
+{
+    int b = P->backward_task;
+    ir_value **slot = &P->gathered[((size_t)2 * dev + b) * P->nval + v->id];
+    if (!*slot)
+        *slot = zero_all_gather(P, v, zero_shard(P, v, dev), dev, b,
+                                b ? "gathered_bwd" : "gathered");
+    return *slot;
+}
+
+/* ZeRO-2 and 3: gradient v, summed over each device's microbatches, summed
+ * between the devices and scattered: each gets the rows of its shard. */
+static void zero_reduce_scatter(pt *P, const ir_value *v)
+{
+    int64_t group[IR_MAX_DEVICES];
+    char buf[560];
+    stage_group(P, 0, group);
+    for (int q = 0; q < P->dp; q++) {
+        int dev = (int)group[q];
+        ir_value *acc = *map_at(P, q * P->m, v);
+        for (int k = 1; k < P->m; k++)
+            acc = pt_op2(P, dev, IR_OP_ADD, acc, *map_at(P, q * P->m + k, v),
+                         suffixed(buf, sizeof buf, 0, v->name, "acc"));
+        snprintf(buf, sizeof buf, "%s.shard%d", v->name, dev);
+        ir_node *n = pt_node(P, dev, IR_OP_REDUCE_SCATTER, 1, &acc, 1, buf, P->loc);
+        ir_set_int(P->g, n, "id", zero_id(P, v, 3));
+        ir_set_ints(P->g, n, "group", P->dp, group);
+        ir_set_int(P->g, n, "axis", 0);
+        P->reduced[(size_t)dev * P->nval + v->id] = pt_emit(P, n);
+    }
+}
+
+/* Rows of device q's shard of x (a whole on dev), for ZeRO-1's optimizer. */
+static ir_value *zero_rows(pt *P, ir_value *x, int q, int dev, const char *name)
+{
+    int64_t rows = x->type.dims[0] / P->dp;
+    char buf[560];
+    snprintf(buf, sizeof buf, "%s.rows%d", name, q);
+    ir_node *n = pt_node(P, dev, IR_OP_SLICE, 1, &x, 1, buf, P->loc);
+    ir_set_int(P->g, n, "axis", 0);
+    ir_set_int(P->g, n, "start", (int64_t)q * rows);
+    ir_set_int(P->g, n, "size", rows);
+    return pt_emit(P, n);
+}
+
+/* Optimizer s on device q of a ZeRO program, for a parameter whose state is
+ * sharded: on its shard of the gradient (ZeRO-2, 3: the reduce-scatter's;
+ * ZeRO-1: its rows of the all-reduced one), of the parameter (ZeRO-3: its own;
+ * else its rows) and of the state; the updated shard is then gathered whole
+ * on every device, but in ZeRO-3, where the shard is all a device keeps. */
+static void zero_optimizer(pt *P, const ir_node *s, int q)
+{
+    int dev = q; /* one stage */
+    const ir_value *w = s->in[0];
+    ir_value *in[8];
+    ir_value *g = P->reduced[(size_t)dev * P->nval + s->in[1]->id];
+    IR_ASSERT(g);
+    in[0] = P->o->zero >= 3 ? zero_shard(P, w, dev) : zero_rows(P, (ir_value *)w, q, dev, w->name);
+    in[1] = P->o->zero >= 2 ? g : zero_rows(P, g, q, dev, g->name);
+    for (int a = 2; a < s->nin; a++)
+        in[a] = P->zsharded[s->in[a]->id] ? zero_shard(P, s->in[a], dev)
+                                          : value_of(P, s->in[a], -1, dev);
+    ir_node *n = copy_node(P, s, -1 - dev, dev, in);
+    pt_emit(P, n);
+    for (int a = 1; a < s->nout; a++)
+        *dev_at(P, dev, s->out[a]) = n->out[a];
+    *dev_at(P, dev, s->out[0]) = P->o->zero >= 3
+                                     ? n->out[0]
+                                     : zero_all_gather(P, w, n->out[0], dev, 2, "updated");
+}
+
+/* Whether ZeRO shards anything optimizer s reads. */
+static int zero_managed(const pt *P, const ir_node *s)
+{
+    for (int a = 0; P->zsharded && a < s->nin; a++)
+        if (P->zsharded[s->in[a]->id])
+            return 1;
+    return 0;
+}
+
+/* The target of an update on dev: the device's shard of what ZeRO shards. */
+static ir_value *zero_target(pt *P, ir_value *t, int dev)
+{
+    return P->zsharded && t->id < P->nval && P->zsharded[t->id] ? zero_shard(P, t, dev) : t;
+}
+
+/* The parameter list with each sharded value's shards in its place. */
+static void zero_params(pt *P)
+{
+    ir_graph *g = P->g;
+    int n = 0, total = g->nparams;
+    ir_value **params = ir_alloc(g, (size_t)(total ? total : 1) * sizeof *params);
+    for (int i = 0; i < total; i++) {
+        ir_value *v = g->params[i];
+        if (v->id >= P->nval)
+            continue; /* a shard, placed with its whole below */
+        if (!P->zsharded[v->id]) {
+            params[n++] = v;
+            continue;
+        }
+        for (int d = 0; d < P->ndev; d++)
+            if (P->zshard[(size_t)d * P->nval + v->id])
+                params[n++] = P->zshard[(size_t)d * P->nval + v->id];
+    }
+    g->params = params;
+    g->nparams = g->cap_params = n;
 }
 
 /* ---------------------------------------------------------------- reductions */
@@ -649,8 +832,19 @@ static int64_t value_bytes(const pt *P, const ir_value *v)
  * device first) between the data-parallel groups of stage s. */
 static void flush(pt *P, int s, bucket *bk)
 {
-    if (!bk->n)
+    if (P->zsharded) { /* ZeRO-2, 3: sharded gradients reduce-scattered, one by one */
+        int kept = 0;
+        for (int j = 0; j < bk->n; j++)
+            if (P->zsharded[bk->grads[j]->id])
+                zero_reduce_scatter(P, bk->grads[j]);
+            else
+                bk->grads[kept++] = bk->grads[j];
+        bk->n = kept;
+    }
+    if (!bk->n) {
+        bk->bytes = 0;
         return;
+    }
     ir_value **in = base_xcalloc((size_t)bk->n * P->R, sizeof *in);
     ir_value **out = base_xcalloc((size_t)bk->n * P->dp, sizeof *out);
     for (int j = 0; j < bk->n; j++)
@@ -694,6 +888,7 @@ static void run_task(pt *P, int i, int k, int chain)
     const ir_node *s = P->src[i];
     int st = P->stage[i];
     char buf[512];
+    P->backward_task = P->backward[i];
     if (P->o->sync_bn && s->op == IR_OP_BATCHNORM_TRAIN) {
         sync_batchnorm(P, s, st);
         return;
@@ -794,6 +989,11 @@ static void run_optimizers(pt *P)
         if (!is_optimizer(s->op))
             continue;
         P->loc = s->loc;
+        if (zero_managed(P, s)) {
+            for (int q = 0; q < P->dp; q++)
+                zero_optimizer(P, s, q);
+            continue;
+        }
         uint64_t others = other_readers(P, i);
         for (int q = 0; q < P->dp; q++) {
             int home = q * P->pp + P->stage[i];
@@ -926,7 +1126,7 @@ static void place_updates(pt *P, const ir_update *src, int nsrc_updates)
                 ir_value *x = pos >= 0 && P->batched[u->id] && !opt
                                   ? *map_at(P, q * P->m + P->m - 1, u)
                                   : value_of(P, u, -1, dev);
-                ir_add_update_on(P->g, src[i].target, x, dev);
+                ir_add_update_on(P->g, zero_target(P, src[i].target, dev), x, dev);
             }
     }
 }
@@ -1010,10 +1210,20 @@ static void data_schedule(pt *P)
 static int layout(pt *P)
 {
     const pt_options *o = P->o;
-    int n = o->devices;
+    int n = o->devices, acc = o->accumulate > 1 ? o->accumulate : 1;
+    if (acc > 1 && o->deterministic) {
+        diag_error(P->d, (ir_loc){0}, "--accumulate does not combine with deterministic mode, "
+                   "whose micro-shards are accumulated already (--micro-shards sets them)");
+        return -1;
+    }
+    if (o->zero && (o->strategy != PT_DATA || o->deterministic)) {
+        diag_error(P->d, (ir_loc){0}, "ZeRO (--strategy zero%d) shards data parallelism, not %s",
+                   o->zero, o->deterministic ? "its deterministic mode" : "this strategy");
+        return -1;
+    }
     switch (o->strategy) {
     case PT_DATA:
-        P->dp = n, P->pp = 1, P->m = 1;
+        P->dp = n, P->pp = 1, P->m = acc;
         if (o->deterministic) {
             int M = o->micro_shards ? o->micro_shards : 8;
             while (!o->micro_shards && M > 1 && P->B % M)
@@ -1030,7 +1240,7 @@ static int layout(pt *P)
     case PT_PIPELINE: case PT_HYBRID:
         P->dp = o->strategy == PT_HYBRID ? o->dp : 1;
         P->pp = o->strategy == PT_HYBRID ? o->pp : n;
-        P->m = o->microbatches ? o->microbatches : 2 * P->pp;
+        P->m = (o->microbatches ? o->microbatches : 2 * P->pp) * acc;
         if (P->dp * P->pp != n) {
             diag_error(P->d, (ir_loc){0}, "hybrid: dp=%d x pp=%d is %d devices, not %d", P->dp,
                        P->pp, P->dp * P->pp, n);
@@ -1055,15 +1265,15 @@ static int layout(pt *P)
     P->R = P->dp * P->m;
     P->ndev = n;
     if (P->m > 64) {
-        diag_error(P->d, (ir_loc){0}, "at most 64 microbatches or micro-shards per device, not %d",
-                   P->m);
+        diag_error(P->d, (ir_loc){0}, "at most 64 microbatches or micro-shards per device, not %d%s",
+                   P->m, acc > 1 ? " (--accumulate multiplies the microbatches)" : "");
         return -1;
     }
     if (P->B % P->R) {
         diag_error(P->d, (ir_loc){0}, "the batch of %lld does not split into %d equal parts "
                    "(%d device%s x %d %s): choose a batch that %d divides", (long long)P->B, P->R,
                    P->dp, P->dp == 1 ? "" : "s", P->m,
-                   o->strategy == PT_DATA ? "micro-shards" : "microbatches", P->R);
+                   o->strategy == PT_DATA && acc == 1 ? "micro-shards" : "microbatches", P->R);
         return -1;
     }
     P->b = P->B / P->R;
@@ -1093,11 +1303,14 @@ static void pt_free(pt *P)
     base_free(P->key_ids);
     base_free(P->recv_by_id);
     base_free(P->sends);
+    base_free(P->zsharded);
+    base_free(P->zshard);
+    base_free(P->gathered);
 }
 
 int pt_partition(ir_graph *g, const pt_options *o, diag *d)
 {
-    if (o->devices <= 1 && !o->deterministic)
+    if (!pt_partitions(o))
         return 0;
     ir_for_each_node(g, n)
         if (n->device || n->group) {
@@ -1105,6 +1318,11 @@ int pt_partition(ir_graph *g, const pt_options *o, diag *d)
                        "fusion");
             return -1;
         }
+    if (o->strategy == PT_TENSOR && (o->accumulate > 1 || o->zero)) {
+        diag_error(d, (ir_loc){0}, "%s does not apply to --strategy tensor",
+                   o->zero ? "ZeRO" : "--accumulate");
+        return -1;
+    }
     if (o->strategy == PT_TENSOR)
         return pt_tensor(g, o, d);
     /* the replicas' losses are averaged: right for a mean over the batch of
@@ -1180,7 +1398,9 @@ int pt_partition(ir_graph *g, const pt_options *o, diag *d)
     P.stage = base_xcalloc((size_t)P.nsrc, sizeof *P.stage);
     P.sched = base_xcalloc((size_t)P.pp, sizeof *P.sched);
     P.nsched = base_xcalloc((size_t)P.pp, sizeof *P.nsched);
-    if (P.pp > 1 || o->strategy != PT_DATA) {
+    if (P.pp > 1 || o->strategy != PT_DATA || o->accumulate > 1) {
+        /* accumulation is a pipeline of one stage: forward and backward of each
+           microbatch in turn, so that only one microbatch's activations live */
         if (pt_pipeline_stages(&P) != 0)
             goto done;
         pt_pipeline_schedule(&P);
@@ -1202,6 +1422,12 @@ int pt_partition(ir_graph *g, const pt_options *o, diag *d)
     P.per_dev = base_xcalloc((size_t)P.ndev * P.nval, sizeof *P.per_dev);
     P.reduced = base_xcalloc((size_t)P.ndev * P.nval, sizeof *P.reduced);
     P.taken = base_xcalloc((size_t)P.nval, 1);
+    if (o->zero && P.dp > 1) {
+        P.zsharded = base_xcalloc((size_t)P.nval, 1);
+        P.zshard = base_xcalloc((size_t)P.ndev * P.nval, sizeof *P.zshard);
+        P.gathered = base_xcalloc((size_t)2 * P.ndev * P.nval, sizeof *P.gathered);
+        zero_mark(&P);
+    }
     char *is_grad = base_xcalloc((size_t)P.nval, 1);
     for (int i = 0; i < P.nsrc; i++)
         if (is_optimizer(P.src[i]->op))
@@ -1210,7 +1436,7 @@ int pt_partition(ir_graph *g, const pt_options *o, diag *d)
     for (int s = 0; s < P.pp; s++)
         bk[s].grads = base_xcalloc((size_t)P.nval, sizeof *bk[s].grads);
     /* the stages' tasks, each as soon as what it reads from other stages is there */
-    int chain = o->strategy != PT_DATA; /* microbatches run one after another */
+    int chain = o->strategy != PT_DATA || o->accumulate > 1; /* microbatches in turn */
     int *at = base_xcalloc((size_t)P.pp, sizeof *at);
     for (int progress = 1; progress && !P.failed;) {
         progress = 0;
@@ -1244,6 +1470,8 @@ int pt_partition(ir_graph *g, const pt_options *o, diag *d)
     gather_outputs(&P);
     place_updates(&P, updates, nupd);
     base_free(updates);
+    if (P.zsharded)
+        zero_params(&P);
     pt_merge(&P);
     rc = g->nnodes;
 done:

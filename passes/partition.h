@@ -57,6 +57,12 @@ typedef struct pt {
     ir_value **recv_by_id;      /* recvs made, by id */
     int64_t recv_cap;
     uint64_t *sends;            /* by source value id: the other stages that read it */
+    /* ZeRO (o->zero, data parallelism): what is sharded over the devices */
+    char *zsharded;             /* by id: a parameter or optimizer state kept as shards */
+    ir_value **zshard;          /* [ndev x nval]: a device's shard of one */
+    ir_value **gathered;        /* [2 ndev x nval]: stage 3's parameter gathered on a device,
+                                   for the forward pass, then again for the backward pass */
+    int backward_task;          /* the task being copied is of the backward pass */
     int failed;                 /* an error was reported */
 } pt;
 

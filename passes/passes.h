@@ -33,6 +33,11 @@ typedef struct {
     int sync_bn;                /* batchnorm statistics over the whole batch */
     int deterministic;          /* bitwise the same result for every device count */
     int micro_shards;           /* deterministic: fixed shards of the batch; 0: default */
+    int accumulate;             /* gradient accumulation: microbatches per step, one after
+                                   another (data: on each device; pipeline: times its
+                                   microbatches); 0 or 1: none */
+    int zero;                   /* data: ZeRO stage 1, 2 or 3 (optimizer state; and gradients;
+                                   and parameters sharded over the devices); 0: replicated */
     const cost_device *cost;    /* what balances pipeline stages; NULL: h100-nvlink */
     const int64_t *mem_caps;    /* [devices]: bytes each may use (0: no cap), which pipeline
                                    stages are cut to fit by an estimate; NULL: none */
@@ -42,6 +47,12 @@ typedef struct {
  * (docs/partition.md).  Returns the nodes it made, or -1 after reporting why the
  * model cannot be partitioned so (a batch that does not split, too few layers). */
 int pt_partition(ir_graph *g, const pt_options *o, diag *d);
+/* Whether o makes the partition pass rewrite a program (several devices,
+ * deterministic mode, gradient accumulation). */
+static inline int pt_partitions(const pt_options *o)
+{
+    return o->devices > 1 || o->deterministic || o->accumulate > 1;
+}
 /* The number of devices g's nodes use (1 + the largest n->device). */
 int pt_devices(const ir_graph *g);
 

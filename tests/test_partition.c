@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "harness.h"
 
 #define STEPS 10
@@ -266,6 +267,82 @@ static void compare(const model_case *mc, const pt_options *o, program *ref_inf,
     diag_free(&d);
 }
 
+/* ZeRO and accumulation against replicated data parallelism on the same n
+ * devices: every stage's losses and parameters (a sharded one read whole,
+ * assembled from its shards) after the steps, within 1e-6 of it; and with
+ * --accumulate 2 (no batchnorm: the same mean), its losses within 1e-5 and
+ * its parameters within 1e-4 (as data parallelism against one device; its parameters
+ * under Adam within 1e-2). */
+static void zero_stages(const model_case *mc, int n, const ad_optimizer *opt, int has_bn)
+{
+    pt_options o = {.devices = n, .strategy = PT_DATA};
+    program ref;
+    trained tr = {0};
+    diag d;
+    diag_init(&d);
+    if (th_program_new(root, mc->model, mc->batch, 1, opt, &o, &d, &ref) != 0 ||
+        train(&ref, &tr) != 0) {
+        diag_print(&d, stderr);
+        check(0, "%s data x%d (reference) compiles and trains", mc->model, n);
+        diag_free(&d);
+        trained_free(&tr);
+        program_free(&ref);
+        return;
+    }
+    for (int z = 0; z <= 3; z++) {
+        pt_options oz = o;
+        oz.zero = z;
+        oz.accumulate = z == 0 ? 2 : 1; /* z 0: accumulation instead */
+        if (z == 0 && has_bn)
+            continue; /* each microbatch's statistics: another step */
+        program pz;
+        trained t = {0};
+        if (th_program_new(root, mc->model, mc->batch, 1, opt, &oz, &d, &pz) != 0) {
+            diag_print(&d, stderr);
+            check(0, "%s zero%d x%d compiles", mc->model, z, n);
+            continue;
+        }
+        int ok = train(&pz, &t) == 0;
+        double wl = 0, we = 0;
+        int same = ok && !memcmp(t.loss, tr.loss, (size_t)steps * sizeof *t.loss);
+        for (int s = 0; ok && s < steps; s++) {
+            double e = fabs((double)t.loss[s] - tr.loss[s]) / fabs(tr.loss[s]);
+            wl = e > wl || isnan(e) ? (isnan(e) ? INFINITY : e) : wl;
+        }
+        for (int i = 0; ok && i < ref.g->nparams; i++) {
+            const ir_value *v = ref.g->params[i];
+            int64_t k = ir_type_numel(&v->type);
+            float *whole = malloc((size_t)k * sizeof *whole);
+            char err[256];
+            if (rt_exec_read_param(pz.g, pz.x, v->name, &v->type, whole, err, sizeof err) != 0) {
+                check(0, "%s zero%d x%d: %s", mc->model, z, n, err);
+                ok = 0;
+            } else {
+                double e = worst(whole, tr.last.data[i], k);
+                we = e > we || isnan(e) ? (isnan(e) ? INFINITY : e) : we;
+                same &= !memcmp(whole, tr.last.data[i], (size_t)k * sizeof *whole);
+            }
+            free(whole);
+        }
+        /* accumulation adds the microbatches' gradients in another order: a
+           rounding, which Adam's step (g / sqrt(v)) magnifies where a gradient
+           is all but 0 */
+        double tol = z ? 1e-6 : 1e-5, ptol = z ? 1e-6 : opt ? 1e-2 : 1e-4;
+        check(ok && wl <= tol && we <= ptol, "%s %s x%d: losses off by %.3g, parameters by %.3g "
+              "from replicated data parallelism's", mc->model, z ? "zero" : "accumulate 2", n, wl,
+              we);
+        char name[32];
+        snprintf(name, sizeof name, z ? "zero%d" : "data+accumulate 2", z);
+        printf("  %-9s %-27s x%d  against data: losses %.1e, params %.1e%s\n", mc->model, name,
+               n, wl, we, same ? " (bitwise)" : "");
+        trained_free(&t);
+        program_free(&pz);
+    }
+    diag_free(&d);
+    trained_free(&tr);
+    program_free(&ref);
+}
+
 /* Deterministic mode: 1, 2 and 4 devices give the same bits. */
 static void deterministic(const model_case *mc, int shards)
 {
@@ -345,6 +422,13 @@ static void model(const model_case *mc)
         compare(mc, &o, &inf, &train_prog, &ref, 1);
     }
     deterministic(mc, 4);
+    if (!mc->chaotic) {
+        ad_optimizer adam = ad_optimizer_default(AD_ADAM);
+        for (int n = 2; n <= 4; n *= 2) {
+            zero_stages(mc, n, NULL, has_bn);
+            zero_stages(mc, n, &adam, has_bn);
+        }
+    }
     trained_free(&ref);
     program_free(&inf);
     program_free(&train_prog);

@@ -284,8 +284,14 @@ static const struct flag {
     {"--devices", "dump compile run train", 1, " cpu:N",
      "run on N virtual CPU devices, a thread each (cost model cpu); under mpirun -np N, "
      "N devices, a process each", SEC_PART},
-    {"--strategy", "dump compile run train", 1, " data|pipeline|tensor|hybrid:dp=A,pp=B|auto",
-     "(default auto: the fastest predicted strategy that fits every device)", SEC_PART},
+    {"--strategy", "dump compile run train", 1,
+     " data|zero1|zero2|zero3|pipeline|tensor|hybrid:dp=A,pp=B|auto",
+     "(default auto: the fastest predicted strategy that fits every device); zeroN: data "
+     "parallelism with ZeRO stage N (optimizer state; and gradients; and parameters sharded "
+     "over the devices)", SEC_PART},
+    {"--accumulate", "dump compile run train", 1, " N",
+     "gradient accumulation: N microbatches per optimizer step, one after another (pipeline: "
+     "N times its microbatches); one gradient exchange per step", SEC_PART},
     {"--microbatches", "dump compile run train", 1, " N",
      "pipeline: microbatches per step (default 2 per stage)", SEC_PART},
     {"--pipeline-schedule", "dump compile run train", 1, " 1f1b|gpipe", "(default 1f1b)",
@@ -688,8 +694,11 @@ static int partition_flag(options *o, const char *cmdsp, const char *name, const
         unsigned long long dp, pp;
         char rest[64];
         o->c.strategy_auto = 0;
+        o->c.part.zero = 0;
         if (strcmp(val, "data") == 0)
             o->c.part.strategy = PT_DATA;
+        else if (strncmp(val, "zero", 4) == 0 && val[4] >= '1' && val[4] <= '3' && !val[5])
+            o->c.part.strategy = PT_DATA, o->c.part.zero = val[4] - '0';
         else if (strcmp(val, "pipeline") == 0)
             o->c.part.strategy = PT_PIPELINE;
         else if (strcmp(val, "tensor") == 0)
@@ -701,8 +710,8 @@ static int partition_flag(options *o, const char *cmdsp, const char *name, const
             o->c.part.strategy = PT_HYBRID;
             o->c.part.dp = (int)dp, o->c.part.pp = (int)pp;
         } else
-            return usage_error(cmdsp, "--strategy needs data, pipeline, tensor, "
-                               "hybrid:dp=A,pp=B or auto, got '%s'", val);
+            return usage_error(cmdsp, "--strategy needs data, zero1, zero2, zero3, pipeline, "
+                               "tensor, hybrid:dp=A,pp=B or auto, got '%s'", val);
     } else if (strcmp(name, "--pipeline-schedule") == 0) {
         if (strcmp(val, "1f1b") && strcmp(val, "gpipe"))
             return usage_error(cmdsp, "--pipeline-schedule needs 1f1b or gpipe, got '%s'", val);
@@ -731,6 +740,10 @@ static int partition_flag(options *o, const char *cmdsp, const char *name, const
         o->c.part.sync_bn = 1;
     } else if (strcmp(name, "--deterministic") == 0) {
         o->c.part.deterministic = 1;
+    } else if (strcmp(name, "--accumulate") == 0) {
+        if (!parse_uint(val, 64, &u) || u < 1)
+            return usage_error(cmdsp, "--accumulate needs an integer from 1 to 64, got '%s'", val);
+        o->c.part.accumulate = (int)u;
     } else if (strcmp(name, "--microbatches") == 0 || strcmp(name, "--micro-shards") == 0) {
         if (!parse_uint(val, 64, &u) || u < 1)
             return usage_error(cmdsp, "%s needs an integer from 1 to 64", name);

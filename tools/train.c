@@ -158,7 +158,7 @@ static int check_inputs(const options *o, const model *m)
     ir_for_each_node(g, n)
         devices = n->device + 1 > devices ? n->device + 1 : devices;
     const ir_node *loss = g->loss ? g->loss->def : NULL;
-    if (devices == 1 && loss &&
+    if (devices == 1 && !pt_partitions(&o->c.part) && loss &&
         (loss->op != IR_OP_CROSS_ENTROPY || loss->in[0] != m->logits || loss->in[1] != m->label)) {
         fprintf(stderr, "gnc: error: %s: the loss '%s' is %s, not cross_entropy(logits, %s): "
                 "gnc train and gnc eval train and test classifiers on their accuracy\n",
