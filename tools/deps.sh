@@ -28,6 +28,9 @@ set -euo pipefail
 # libonnx-testdata:                   ONNX's conformance cases (tests/onnx/)
 # graphviz:                           gnc dump --format dot -o FILE.svg draws with dot
 #                                     (tests/cli draws one); optional at run time
+# python3-numpy, python3-venv,        the Python module over libgnc (python/, docs/api.md):
+# python3-setuptools, python3-wheel:  its test's arrays (skipped without NumPy), and
+#                                     `pip install ./python` into a venv offline
 # libopenmpi-dev, openmpi-bin:        the MPI backend (one device of a partitioned
 #                                     program per process, runtime/cpu/comm_mpi.c) and
 #                                     mpirun, which its tests (tests/mpi.cmake) need;
@@ -36,10 +39,11 @@ pkgs=(build-essential cmake ninja-build flex bison pkg-config libopenblas-openmp
       libcjson-dev
       clang libclang-rt-14-dev libomp-14-dev dataset-fashion-mnist python3
       protobuf-c-compiler libprotobuf-c-dev python3-onnx libonnx-testdata graphviz
+      python3-numpy python3-venv python3-setuptools python3-wheel
       libopenmpi-dev openmpi-bin)
 for arg in "$@"; do
     case $arg in
-    --torch) pkgs+=(python3-torch python3-numpy) ;;
+    --torch) pkgs+=(python3-torch) ;;
     -h|--help) sed -n '2,9s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "deps: unknown option '$arg' (see --help)" >&2; exit 2 ;;
     esac

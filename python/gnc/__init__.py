@@ -1,0 +1,437 @@
+"""gnc: compiled neural-network plans from Python, over libgnc (docs/api.md).
+
+The C API (include/gnc/gnc.h) through ctypes, with NumPy arrays for data:
+
+    import numpy as np
+    import gnc
+
+    # Runs a plan once on inputs of zeros; prints its first output.
+    with gnc.load_plan("lenet.gnc") as plan, plan.session(device="cpu", seed=1) as s:
+        for t in plan.inputs:
+            s.set_input(t.name, np.zeros(t.shape, t.numpy_dtype))
+        t = plan.outputs[0]
+        y = s.run()[t.name]
+        print("%s: %d values, the first %g" % (t.name, y.size, y.flat[0]))
+
+Plans are loaded from a file (load_plan), from bytes (load_plan_bytes) or
+compiled from a model (compile).  A Session runs a plan on a device: set
+inputs from arrays, run an inference or take a training step, read outputs
+and the loss, save and load checkpoints.  Every failure raises gnc.Error with
+libgnc's message and status.  Plans and sessions hold C memory: close them
+(or use them in `with`); an object dropped unclosed is freed when Python
+collects it, with a ResourceWarning.  A session is used by one thread at a
+time (calls on one session from several threads wait for each other).
+
+libgnc is found, on first use, at $GNC_LIBRARY if set, else next to this
+package, else where the loader finds it (ctypes.util.find_library), else in
+the build folders of the checkout this package sits in; library_path() says
+which.
+"""
+
+import ctypes
+import os
+import threading
+import warnings
+
+import numpy as np
+
+from . import _lib
+from ._lib import Error, LibraryNotFound, Status
+
+__version__ = "0.1.0"
+__all__ = ["Error", "LibraryNotFound", "Status", "TensorInfo", "Plan", "Session", "compile",
+           "load_plan", "load_plan_bytes", "version", "library_path"]
+
+# gnc_dtype's names as the IR writes them, and the NumPy dtype of their data
+# as sessions take and give it: float32 for every floating-point dtype (the
+# C API's rule, f16 and bf16 included).  ORDER: gnc_dtype (include/gnc/gnc.h)
+_DTYPES = [("f32", np.float32), ("f16", np.float32), ("bf16", np.float32),
+           ("i32", np.int32), ("i64", np.int64), ("u8", np.uint8)]
+
+
+def version():
+    """libgnc's version, "0.1.0"."""
+    return _lib.lib().gnc_version().decode()
+
+
+def library_path():
+    """The file libgnc was loaded from."""
+    return _lib.path()
+
+
+def _check(status, err):
+    if status != Status.OK:
+        raise Error(status, err.message.decode(errors="replace"))
+
+
+def _path_arg(path):
+    return os.fsencode(os.fspath(path))
+
+
+def _shape_text(dtype, shape):
+    return "%s[%s]" % (dtype, ", ".join(str(d) for d in shape))
+
+
+class TensorInfo:
+    """An input or output of a plan: name, dtype (the IR's name: "f32",
+    "i32", ...), shape (a tuple), nbytes (of its data), numpy_dtype (that of
+    the arrays a session takes and gives for it)."""
+
+    __slots__ = ("name", "dtype", "shape", "nbytes", "numpy_dtype")
+
+    def __init__(self, c):
+        if not 0 <= c.dtype < len(_DTYPES) or not 0 <= c.rank <= _lib.MAX_RANK:
+            raise Error(Status.FORMAT, "libgnc gave an unknown dtype %d or rank %d"
+                        % (c.dtype, c.rank))
+        self.name = c.name.decode()
+        self.dtype, np_dtype = _DTYPES[c.dtype]
+        self.numpy_dtype = np.dtype(np_dtype)
+        self.shape = tuple(int(c.dims[i]) for i in range(c.rank))
+        self.nbytes = int(c.bytes)
+
+    def __repr__(self):
+        return "<gnc.TensorInfo %s: %s>" % (self.name, _shape_text(self.dtype, self.shape))
+
+
+class Plan:
+    """A compiled program, read-only once loaded; several sessions may share
+    it.  close() frees it at once, or, while sessions of it are open, when the
+    last of them closes."""
+
+    def __init__(self, handle):
+        # not for users: load_plan, load_plan_bytes and compile make plans
+        self._handle = handle
+        self._closing = False
+        self._sessions = 0  # open sessions, under _lock: the plan is freed after the last
+        self._lock = threading.Lock()
+        lib = _lib.lib()
+        try:
+            # copied once: the names are the plan's, and a TensorInfo outlives it
+            self.inputs = self._infos(lib.gnc_plan_input_count, lib.gnc_plan_input)
+            self.outputs = self._infos(lib.gnc_plan_output_count, lib.gnc_plan_output)
+        except Error:
+            self.close()
+            raise
+        self.devices = lib.gnc_plan_devices(handle)
+        self.is_training = bool(lib.gnc_plan_is_training(handle))
+
+    def _infos(self, count, get):
+        c = _lib.TensorInfoStruct()
+        infos = []
+        n = count(self._handle)
+        for i in range(n):
+            if get(self._handle, i, ctypes.byref(c)) != Status.OK:
+                raise Error(Status.FORMAT, "libgnc gave no tensor %d of %d" % (i, n))
+            infos.append(TensorInfo(c))
+        return tuple(infos)
+
+    def input(self, name):
+        """The TensorInfo of input name."""
+        return self._find(self.inputs, "input", name)
+
+    def output(self, name):
+        """The TensorInfo of output name."""
+        return self._find(self.outputs, "output", name)
+
+    @staticmethod
+    def _find(infos, what, name):
+        for t in infos:
+            if t.name == name:
+                return t
+        raise Error(Status.ARGUMENT, "no %s '%s' (the plan has %s)"
+                    % (what, name, ", ".join(t.name for t in infos) or "none"))
+
+    def session(self, device=None, seed=0, eager=False, timeout_s=0.0):
+        """A Session of this plan (see Session)."""
+        return Session(self, device=device, seed=seed, eager=eager, timeout_s=timeout_s)
+
+    @property
+    def closed(self):
+        return self._closing
+
+    def close(self):
+        with self._lock:
+            self._closing = True
+            if self._sessions == 0 and self._handle:
+                _lib.lib().gnc_plan_free(self._handle)
+                self._handle = None
+
+    def _session_opening(self):
+        with self._lock:
+            if self._closing:
+                raise Error(Status.ARGUMENT, "the plan is closed")
+            self._sessions += 1
+            return self._handle
+
+    def _session_closed(self):
+        with self._lock:
+            self._sessions -= 1
+        if self._closing:
+            self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        # sessions hold their plan, so none is open here
+        if getattr(self, "_handle", None):
+            warnings.warn("gnc.Plan was not closed", ResourceWarning, stacklevel=2)
+            try:
+                _lib.lib().gnc_plan_free(self._handle)
+            except Exception:  # interpreter shutdown: the process frees it
+                pass
+            self._handle = None
+
+    def __repr__(self):
+        state = "closed" if self._closing else "%d device%s" % (
+            self.devices, "" if self.devices == 1 else "s")
+        return "<gnc.Plan %s, %s: %s -> %s>" % (
+            "training" if self.is_training else "inference", state,
+            ", ".join(t.name for t in self.inputs), ", ".join(t.name for t in self.outputs))
+
+
+def load_plan(path):
+    """Reads and checks a plan file (gnc compile MODEL -o FILE.gnc)."""
+    handle = ctypes.c_void_p()
+    err = _lib.ErrorStruct()
+    _check(_lib.lib().gnc_plan_load(ctypes.byref(handle), _path_arg(path), ctypes.byref(err)),
+           err)
+    return Plan(handle.value)
+
+
+def load_plan_bytes(data):
+    """The same from the bytes of a plan (bytes, bytearray, memoryview)."""
+    data = bytes(data)  # contiguous and immutable while libgnc reads it
+    handle = ctypes.c_void_p()
+    err = _lib.ErrorStruct()
+    _check(_lib.lib().gnc_plan_load_memory(ctypes.byref(handle), data, len(data),
+                                           ctypes.byref(err)), err)
+    return Plan(handle.value)
+
+
+def compile(model, defines=None, train=False, momentum=0.0, devices=1, precision=None,
+            no_kernels=False):
+    """Compiles a model (.net, or IR text) into a Plan, as `gnc compile MODEL
+    -o FILE.gnc` with the same options writes one.  defines: model parameters
+    (gnc compile -D) as a mapping ({"batch": 4}) or "NAME=VALUE" strings;
+    train: the training step (SGD with momentum); devices: data parallel over
+    this many; precision: the CUDA program's ("fp32", "tf32", "bf16",
+    "fp16"); no_kernels: leave the CUDA kernels out.  A model with errors
+    raises Error with its first diagnostic, "file:line:col: error: ..."."""
+    if defines is None:
+        defines = []
+    elif hasattr(defines, "items"):
+        defines = ["%s=%s" % (k, v) for k, v in defines.items()]
+    elif isinstance(defines, (str, bytes)):
+        defines = [defines]
+    encoded = [d.encode() if isinstance(d, str) else bytes(d) for d in defines]
+    array = (ctypes.c_char_p * max(len(encoded), 1))(*encoded)
+    opts = _lib.CompileOptionsStruct(
+        defines=array, ndefines=len(encoded), train=bool(train), momentum=float(momentum),
+        devices=int(devices), precision=precision.encode() if precision else None,
+        no_kernels=bool(no_kernels))
+    handle = ctypes.c_void_p()
+    err = _lib.ErrorStruct()
+    _check(_lib.lib().gnc_compile(ctypes.byref(handle), _path_arg(model), ctypes.byref(opts),
+                                  ctypes.byref(err)), err)
+    return Plan(handle.value)
+
+
+class Session:
+    """A plan running on a device: "cpu", "cuda", or None for the default
+    (cuda where a GPU is present, docs/api.md).  seed: the parameters'
+    initializers and dropout masks; eager: cuda without CUDA graphs;
+    timeout_s: how long a device of a partitioned plan waits for another
+    (0: 300 s).  Inputs start at zero and stay set for later runs.
+
+    step is the count of training steps taken: train_step uses and advances
+    it, save_checkpoint records it, load_checkpoint sets it from the file."""
+
+    def __init__(self, plan, device=None, seed=0, eager=False, timeout_s=0.0):
+        if not isinstance(plan, Plan):
+            raise Error(Status.ARGUMENT, "a session needs a gnc.Plan, not %s"
+                        % type(plan).__name__)
+        self._handle = None
+        self._lock = threading.Lock()
+        opts = _lib.SessionOptionsStruct(
+            device=device.encode() if device is not None else None, seed=int(seed),
+            eager=bool(eager), timeout_s=float(timeout_s))
+        handle = ctypes.c_void_p()
+        err = _lib.ErrorStruct()
+        # counted as open first, so that the plan is not freed meanwhile
+        status = _lib.lib().gnc_session_init(ctypes.byref(handle), plan._session_opening(),
+                                             ctypes.byref(opts), ctypes.byref(err))
+        if status != Status.OK:
+            plan._session_closed()
+            _check(status, err)
+        self._handle = handle.value
+        self.plan = plan  # it must outlive the session: held here
+        self.step = 0
+
+    def _h(self):
+        if not self._handle:
+            raise Error(Status.ARGUMENT, "the session is closed")
+        return self._handle
+
+    @property
+    def device(self):
+        """"cpu" or "cuda"."""
+        return _lib.lib().gnc_session_device(self._h()).decode()
+
+    @property
+    def warning(self):
+        """What went wrong without failing (a run that could not be captured
+        into a CUDA graph), or None."""
+        with self._lock:  # valid until the next call on the session: copied under the lock
+            w = _lib.lib().gnc_session_warning(self._h())
+            return w.decode() if w else None
+
+    def set_input(self, name, array, convert=False):
+        """Copies array into input name.  It must have the input's shape and
+        NumPy dtype (TensorInfo.numpy_dtype) and be C-contiguous; convert=True
+        converts one that is not (a dtype of the same kind: float64 to
+        float32, int64 to int32; never a float to an integer), and anything
+        np.asarray takes.  The shape is never changed."""
+        info = self.plan.input(name)
+        want = "input %s is %s (NumPy %s, C-contiguous)" % (
+            name, _shape_text(info.dtype, info.shape), info.numpy_dtype)
+        if convert:
+            try:
+                array = np.ascontiguousarray(np.asarray(array).astype(
+                    info.numpy_dtype, casting="same_kind", copy=False))
+            except (TypeError, ValueError) as e:
+                raise Error(Status.ARGUMENT, "%s: cannot convert: %s" % (want, e)) from None
+        elif not isinstance(array, np.ndarray):
+            raise Error(Status.ARGUMENT, "%s: got %s, not a NumPy array (convert=True converts)"
+                        % (want, type(array).__name__))
+        if array.shape != info.shape:
+            raise Error(Status.ARGUMENT, "%s: got shape %s" % (want, list(array.shape)))
+        if array.dtype != info.numpy_dtype:
+            raise Error(Status.ARGUMENT, "%s: got %s (convert=True converts)"
+                        % (want, array.dtype.str if array.dtype.byteorder == ">"
+                           else array.dtype))
+        if not array.flags.c_contiguous:
+            raise Error(Status.ARGUMENT, "%s: got a strided view (convert=True copies it)" % want)
+        err = _lib.ErrorStruct()
+        with self._lock:
+            _check(_lib.lib().gnc_session_set_input(self._h(), name.encode(),
+                                                    array.ctypes.data_as(ctypes.c_void_p),
+                                                    array.nbytes, ctypes.byref(err)), err)
+
+    def set_inputs(self, inputs, convert=False):
+        """set_input for each name: array of a mapping."""
+        for name, array in inputs.items():
+            self.set_input(name, array, convert=convert)
+
+    def run(self, inputs=None, convert=False):
+        """One inference (an inference plan), after setting inputs (a mapping
+        of name: array, if given); returns every output, {name: array}."""
+        if inputs:
+            self.set_inputs(inputs, convert=convert)
+        err = _lib.ErrorStruct()
+        with self._lock:
+            _check(_lib.lib().gnc_session_run(self._h(), ctypes.byref(err)), err)
+        return self.outputs()
+
+    def train_step(self, lr, inputs=None, step=None, convert=False):
+        """One training step (a training plan) at learning rate lr, after
+        setting inputs if given; step: the steps taken before it (Adam's bias
+        correction, dropout masks), self.step when None.  self.step becomes
+        step + 1.  Returns the loss."""
+        if inputs:
+            self.set_inputs(inputs, convert=convert)
+        step = self.step if step is None else int(step)
+        err = _lib.ErrorStruct()
+        with self._lock:
+            _check(_lib.lib().gnc_session_train_step(self._h(), float(lr), step,
+                                                     ctypes.byref(err)), err)
+        self.step = step + 1
+        return self.loss
+
+    def output(self, name, out=None):
+        """Output name of the last run as a new array, or copied into out (an
+        array of its shape and dtype, C-contiguous)."""
+        info = self.plan.output(name)
+        if out is None:
+            out = np.empty(info.shape, info.numpy_dtype)
+        elif (not isinstance(out, np.ndarray) or out.shape != info.shape or
+              out.dtype != info.numpy_dtype or not out.flags.c_contiguous or
+              not out.flags.writeable):
+            raise Error(Status.ARGUMENT, "output %s is %s: out must be a writable C-contiguous "
+                        "NumPy %s array of that shape" % (name, _shape_text(info.dtype, info.shape),
+                                                          info.numpy_dtype))
+        err = _lib.ErrorStruct()
+        with self._lock:
+            _check(_lib.lib().gnc_session_output(self._h(), name.encode(),
+                                                 out.ctypes.data_as(ctypes.c_void_p), out.nbytes,
+                                                 ctypes.byref(err)), err)
+        return out
+
+    def outputs(self):
+        """Every output of the last run, {name: array}."""
+        return {t.name: self.output(t.name) for t in self.plan.outputs}
+
+    @property
+    def loss(self):
+        """The loss of the last run or step (a model that has one)."""
+        value = ctypes.c_double()
+        err = _lib.ErrorStruct()
+        with self._lock:
+            _check(_lib.lib().gnc_session_loss(self._h(), ctypes.byref(value),
+                                               ctypes.byref(err)), err)
+        return value.value
+
+    def save_checkpoint(self, path, step=None):
+        """Writes every parameter, buffer and optimizer state to path
+        (safetensors, as gnc train writes them), with step (self.step when
+        None) in its metadata."""
+        step = self.step if step is None else int(step)
+        err = _lib.ErrorStruct()
+        with self._lock:
+            _check(_lib.lib().gnc_session_save_checkpoint(self._h(), _path_arg(path), step,
+                                                          ctypes.byref(err)), err)
+
+    def load_checkpoint(self, path):
+        """Loads a checkpoint (every parameter and buffer of the plan must be
+        in it); self.step becomes its step, which is returned."""
+        step = ctypes.c_int64()
+        err = _lib.ErrorStruct()
+        with self._lock:
+            _check(_lib.lib().gnc_session_load_checkpoint(self._h(), _path_arg(path),
+                                                          ctypes.byref(step), ctypes.byref(err)),
+                   err)
+        self.step = step.value
+        return self.step
+
+    @property
+    def closed(self):
+        return not self._handle
+
+    def close(self):
+        with self._lock:
+            if self._handle:
+                _lib.lib().gnc_session_free(self._handle)
+                self._handle = None
+                self.plan._session_closed()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_handle", None):
+            warnings.warn("gnc.Session was not closed", ResourceWarning, stacklevel=2)
+            try:
+                self.close()
+            except Exception:  # interpreter shutdown: the process frees it
+                pass
+
+    def __repr__(self):
+        if not self._handle:
+            return "<gnc.Session closed>"
+        return "<gnc.Session on %s, step %d>" % (self.device, self.step)

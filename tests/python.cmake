@@ -1,0 +1,40 @@
+# The Python module (python/gnc/, ctypes over libgnc; docs/api.md, "Python"):
+# python/tests/test_gnc.py runs the libgnc just built against NumPy, trains,
+# checks its errors, runs docs/api.md's Python example against the C one
+# (api_example) and installs the package into a venv offline.  It needs
+# NumPy and says it is skipped (exit 77) without it.  The interpreter is
+# GNC_PYTHON if set, else the first of python3 on PATH and /usr/bin/python3
+# that imports numpy (a python3 of pyenv or conda may come first on PATH and
+# lack it), else python3 (the test then skips).
+set(GNC_PYTHON "" CACHE FILEPATH "Python 3 with NumPy for the test python_api (empty: look)")
+set(gnc_python ${GNC_PYTHON})
+if(NOT gnc_python)
+  set(gnc_python python3)
+  foreach(candidate python3 /usr/bin/python3)
+    execute_process(COMMAND ${candidate} -c "import numpy" RESULT_VARIABLE gnc_numpy_rc
+                    OUTPUT_QUIET ERROR_QUIET)
+    if(gnc_numpy_rc EQUAL 0)
+      set(gnc_python ${candidate})
+      break()
+    endif()
+  endforeach()
+endif()
+set(gnc_python_env GNC_LIBRARY=$<TARGET_FILE:gnc_lib> GNC_BINARY=$<TARGET_FILE:gnc>
+    GNC_API_EXAMPLE=$<TARGET_FILE:api_example> GNC_SOURCE_DIR=${CMAKE_SOURCE_DIR}
+    GNC_TEST_DIR=${CMAKE_CURRENT_BINARY_DIR}/python PYTHONDONTWRITEBYTECODE=1)
+# A libgnc built with AddressSanitizer (GNC_SANITIZE, tools/test.sh --asan)
+# loads into an uninstrumented Python only after ASan's runtime, preloaded;
+# the interpreter's allocations at exit are not gnc's leaks.
+if(GNC_SANITIZE)
+  if(CMAKE_C_COMPILER_ID MATCHES "Clang")
+    set(gnc_asan_name libclang_rt.asan-${CMAKE_SYSTEM_PROCESSOR}.so)
+  else()
+    set(gnc_asan_name libasan.so)
+  endif()
+  execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=${gnc_asan_name}
+                  OUTPUT_VARIABLE gnc_asan OUTPUT_STRIP_TRAILING_WHITESPACE)
+  list(APPEND gnc_python_env LD_PRELOAD=${gnc_asan} ASAN_OPTIONS=detect_leaks=0)
+endif()
+add_test(NAME python_api COMMAND ${gnc_python} ${CMAKE_SOURCE_DIR}/python/tests/test_gnc.py)
+set_tests_properties(python_api PROPERTIES LABELS "api" SKIP_RETURN_CODE 77 TIMEOUT 600
+  ENVIRONMENT "${gnc_python_env}")
