@@ -163,5 +163,7 @@ int cmd_inspect(const options *o);
 
 int cmd_train(const options *o);
 int cmd_eval(const options *o);
+/* gnc export (tools/export.c): o's model as an ONNX file at o->out. */
+int cmd_export(const options *o);
 
 #endif
