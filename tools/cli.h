@@ -181,5 +181,7 @@ void cli_print_dot(const ir_graph *g, FILE *f);
 
 int cmd_train(const options *o);
 int cmd_eval(const options *o);
+/* gnc export (tools/export.c): o's model as an ONNX file at o->out. */
+int cmd_export(const options *o);
 
 #endif

@@ -43,6 +43,7 @@ static const char usage_main[] =
     "  run      run inference (--device cpu or cuda) on random or given .npy inputs\n"
     "  train    train a model on a data set (IDX, .npy, safetensors, tokens)\n"
     "  eval     test accuracy of trained weights\n"
+    "  export   write a model and its weights as an ONNX file\n"
     "  inspect  print what a plan file holds\n"
     "  devices  list the GPUs the CUDA driver sees\n"
     "  help     show help for a command\n"
@@ -98,6 +99,15 @@ static const struct command {
      "\n"
      "Test accuracy and loss of the weights in a checkpoint, in inference mode.\n",
      "MODEL may be an inference plan (gnc compile -o), at the batch it was compiled for.\n"},
+    {"export",
+     "usage: gnc export [options] MODEL -o FILE.onnx\n"
+     "\n"
+     "Writes the model (.net or .gir) as an ONNX file (opset 17) that other runtimes\n"
+     "and Netron open: its inputs, outputs and inference graph (the loss and the\n"
+     "inputs only the loss reads are left out), its parameters and buffers as\n"
+     "initializers with their values.  An op with no exact ONNX form is an error that\n"
+     "names the node, and nothing is written (docs/onnx-export.md).\n",
+     NULL},
     {"inspect",
      "usage: gnc inspect FILE.gnc [--json]\n"
      "\n"
@@ -134,9 +144,9 @@ static const struct flag {
     const char *help;
     int section;
 } flags[] = {
-    {"-D", "dump compile run train eval", 1, " NAME=VALUE",
+    {"-D", "dump compile run train eval export", 1, " NAME=VALUE",
      "set a model parameter (repeatable): -D batch=32", SEC_MODEL},
-    {"--model", "dump compile run train eval", 1, " NAME",
+    {"--model", "dump compile run train eval export", 1, " NAME",
      "the model to use when the file holds several (default: the last)", SEC_MODEL},
     {"--loss", "dump compile run train eval", 1, " cross_entropy:OUTPUT|mse:OUTPUT",
      "add a loss on the model's output OUTPUT, its target a new input 'label' (an imported "
@@ -156,6 +166,14 @@ static const struct flag {
     {"--seed", "run", 1, " N",
      "seed of the parameter initializers and random inputs (default 0)", SEC_MAIN},
     {"--seed", "train", 1, " N", "initializers, shuffling and dropout (default 0)", SEC_MAIN},
+    {"-o", "export", 1, " FILE.onnx", "the ONNX file to write, atomically (required)", SEC_MAIN},
+    {"--seed", "export", 1, " N",
+     "seed of the initializers whose draw is exported without --weights (default 0)", SEC_MAIN},
+    {"--weights", "export", 1, " FILE",
+     "export the weights of this checkpoint (gnc train --checkpoint, or any safetensors file "
+     "with every parameter and buffer) instead of the initializers' draw", SEC_MAIN},
+    {"--batch", "export", 1, " N", "batch size: sets -D batch=N (default: the model's)",
+     SEC_MAIN},
     {"--input", "run", 1, " [NAME=]FILE.npy",
      "read an input from a .npy file ('-': standard input; NAME may be left out when the "
      "model has one input); repeatable", SEC_MAIN},
@@ -1709,10 +1727,10 @@ static int command(int argc, char **argv, cli_world *world)
     }
     if (strcmp(cmd, "--version") == 0)
         return print_version();
-    static const char *const cmds[] = {"dump", "compile", "run", "train", "eval", "inspect",
-                                       "devices", "help"};
+    static const char *const cmds[] = {"dump", "compile", "run", "train", "eval", "export",
+                                       "inspect", "devices", "help"};
     int known = 0;
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < 9; i++)
         known |= strcmp(cmd, cmds[i]) == 0;
     if (strcmp(cmd, "help") == 0 && argc == 3 && strcmp(argv[2], "--man") == 0) {
         print_man(stdout);
@@ -1720,7 +1738,7 @@ static int command(int argc, char **argv, cli_world *world)
     }
     if (strcmp(cmd, "help") == 0) {
         int ok = argc <= 2;
-        for (int i = 0; i < 7 && !ok; i++)
+        for (int i = 0; i < 8 && !ok; i++)
             ok = strcmp(argv[2], cmds[i]) == 0;
         if (!ok)
             return usage_error(NULL, "unknown command '%s'", argv[2]);
@@ -1728,7 +1746,7 @@ static int command(int argc, char **argv, cli_world *world)
         return 0;
     }
     if (!known) {
-        const char *s = diag_suggest(cmd, cmds, 8);
+        const char *s = diag_suggest(cmd, cmds, 9);
         fprintf(stderr, "gnc: error: unknown command '%s'%s%s%s\n(see 'gnc --help')\n", cmd,
                 s ? "; did you mean '" : "", s ? s : "", s ? "'?" : "");
         return 2;
@@ -1756,6 +1774,11 @@ static int command(int argc, char **argv, cli_world *world)
     }
     if (strcmp(cmd, "inspect") == 0)
         return world->rank > 0 ? 0 : cmd_inspect(&o);
+    if (strcmp(cmd, "export") == 0) {
+        rc = world->rank > 0 ? 0 : cmd_export(&o);
+        options_free(&o);
+        return rc;
+    }
     int is_plan = cli_is_plan(o.c.file);
     if ((rc = plan_options(&o, is_plan)) != 0) {
         options_free(&o);

@@ -1,0 +1,280 @@
+#!/usr/bin/env bash
+# gnc export, end to end: export.sh GNC SOURCE_DIR WORK_DIR [DATA_DIR].
+#
+# Every model of models/ (at batch 2) and of tests/golden/ops.net exports, and
+# each file passes ONNX's own checker with full_check (its strict shape
+# inference compares every node's result with the type gnc gave it: the
+# exporter writes a value_info for each).  Each file is checked further in
+# Python, without numpy: opset 17 and ir_version 8, every IR value of
+# `gnc dump` is a node's output of the same name, the graph's inputs and
+# outputs are the model's, the initializers are its parameters and buffers.
+# The weights: exporting with --weights writes the checkpoint's bytes (a
+# checkpoint written here in Python, and one of `gnc train --steps 1` when
+# DATA_DIR has Fashion-MNIST); the same seed gives the same file, another
+# seed other values.  Errors: an op without an ONNX form, a model with no
+# output but its loss, bad flags and files: an error naming the problem, a
+# non-zero status and no file (no temporary one either).
+#
+# Skips (77) where gnc was built without ONNX, or where no python3 imports
+# onnx (Debian's python3-onnx).  Where onnxruntime and numpy import too, the
+# models of models/ also run there against `gnc run` (within 1e-4).
+set -u
+gnc=$1 src=$2 work=$3 data=${4:-}
+. "$(cd "$(dirname "$0")/.." && pwd)/lib.sh"
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+
+out=$("$gnc" export "$src/models/mlp.net" -D batch=2 -o probe.onnx 2>&1)
+if grep -q "without ONNX support" <<<"$out"; then
+    echo "SKIP: $out"
+    exit 77
+fi
+py=
+for p in python3 /usr/bin/python3; do
+    if "$p" -c "import onnx" 2>/dev/null; then py=$p; break; fi
+done
+[ -n "$py" ] || { echo "SKIP: no python3 imports onnx (install python3-onnx)"; exit 77; }
+
+# check.py ONNX DUMP: the checker, then the file against gnc dump's IR text
+cat >check.py <<'EOF'
+import re, sys, onnx
+path, dump = sys.argv[1], sys.argv[2]
+m = onnx.load(path)
+onnx.checker.check_model(m, full_check=True)
+assert m.ir_version == 8, m.ir_version
+assert [(o.domain, o.version) for o in m.opset_import] == [("", 17)], m.opset_import
+assert m.producer_name == "gnc", m.producer_name
+text = open(dump).read()
+values = re.findall(r"^  %(\S+): [^=]*= ", text, re.M)
+inputs = re.findall(r"^  input %(\S+):", text, re.M)
+params = re.findall(r"^  (?:param|buffer) %(\S+):", text, re.M)
+outputs = re.findall(r"^  output (\S+) = %", text, re.M)
+produced = {o for n in m.graph.node for o in n.output}
+missing = [v for v in values if v not in produced]
+assert not missing, "IR values no node writes: %s" % missing[:5]
+assert [i.name for i in m.graph.input] == inputs, ([i.name for i in m.graph.input], inputs)
+assert [o.name for o in m.graph.output] == outputs, ([o.name for o in m.graph.output], outputs)
+inits = {t.name for t in m.graph.initializer}
+assert set(params) <= inits, "parameters not initializers: %s" % (set(params) - inits)
+for n in m.graph.node:
+    assert n.name == n.output[0], (n.name, n.output)
+print("%s: %d nodes, %d initializers" % (path, len(m.graph.node), len(m.graph.initializer)))
+EOF
+
+# the model's IR without its loss, as gnc export writes it: the loss, the
+# nodes only it reads and the inputs only they read go
+strip_loss() {
+    "$py" - "$1" <<'EOF'
+import re, sys
+text = open(sys.argv[1]).read()
+loss = re.search(r"^  loss %(\S+)$", text, re.M)
+if loss:
+    lines = text.split("\n")
+    used = set(re.findall(r"^  output \S+ = %(\S+)", text, re.M))
+    keep = []
+    for line in reversed(lines):
+        d = re.match(r"^  %(\S+): [^=]*= \w+\((.*?)\)", line)
+        if d:
+            if d.group(1) not in used:
+                continue
+            used |= set(re.findall(r"%([^,\s)]+)", d.group(2)))
+        keep.append(line)
+    keep = [l for l in reversed(keep) if not l.startswith("  loss ")]
+    keep = [l for l in keep if not re.match(r"^  input %(\S+):", l) or
+            re.match(r"^  input %(\S+):", l).group(1) in used]
+    text = "\n".join(keep)
+open(sys.argv[1], "w").write(text)
+EOF
+}
+
+# every model of models/, at batch 2
+for net in "$src"/models/*.net; do
+    name=$(basename "$net" .net)
+    expect 0 "$gnc" export "$net" -D batch=2 -o "$name.onnx"
+    expect 0 "$gnc" dump "$net" -D batch=2 -o "$name.gir"
+    strip_loss "$name.gir"
+    expect 0 "$py" check.py "$name.onnx" "$name.gir"
+    echo "$out" | tail -1
+done
+
+# every single-op model of tests/golden/ops.net that has an ONNX form; the
+# others refuse, naming the node
+ops=$src/tests/golden/ops.net
+for name in $(sed -n 's/^model \([a-z0-9_]*\).*/\1/p' "$ops"); do
+    "$gnc" export "$ops" --model "$name" -o "g_$name.onnx" >err.txt 2>&1
+    case $name in
+    pooling) # a ceil_mode window that starts in the padding: PyTorch drops it, ONNX not
+        if grep -q "maxpool2d4 (maxpool2d) has no ONNX form" err.txt && [ ! -e "g_$name.onnx" ]
+        then ok; else bad "golden $name: $(cat err.txt)"; fi ;;
+    cross_entropy|cross_entropy_large) # a loss and nothing else
+        if grep -q "has no outputs" err.txt && [ ! -e "g_$name.onnx" ]; then ok
+        else bad "golden $name: $(cat err.txt)"; fi ;;
+    *)
+        if [ -s "g_$name.onnx" ]; then ok; else bad "golden $name: $(cat err.txt)"; fi
+        expect 0 "$gnc" dump "$ops" --model "$name" -o "g_$name.gir"
+        strip_loss "g_$name.gir"
+        expect 0 "$py" check.py "g_$name.onnx" "g_$name.gir" ;;
+    esac
+done
+
+# weights: a checkpoint's bytes are the initializers' (compare.py ONNX CKPT
+# checks every tensor the two share, and that they share every parameter)
+cat >compare.py <<'EOF'
+import json, struct, sys, onnx
+m = onnx.load(sys.argv[1])
+raw = open(sys.argv[2], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+header.pop("__metadata__", None)
+inits = {t.name: t for t in m.graph.initializer}
+shared = [k for k in header if k in inits]
+for k in shared:
+    h, t = header[k], inits[k]
+    assert h["dtype"] == "F32" and list(t.dims) == h["shape"], (k, h, list(t.dims))
+    a, b = h["data_offsets"]
+    assert t.raw_data == raw[8 + n + a:8 + n + b], "%s: values differ" % k
+print("%d tensors equal" % len(shared))
+assert len(shared) >= int(sys.argv[3]), "only %d tensors shared" % len(shared)
+EOF
+# a checkpoint of lenet's 10 parameters with values of its own, in Python
+"$py" - lenet.onnx mine.safetensors <<'EOF'
+import json, struct, sys, onnx
+m = onnx.load(sys.argv[1])
+header, blobs, off = {}, [], 0
+for t in m.graph.initializer:
+    if t.data_type != 1 or "." not in t.name or t.name.split(".")[-1] not in ("weight", "bias"):
+        continue
+    count = 1
+    for d in t.dims:
+        count *= d
+    data = struct.pack("<%df" % count, *[(i % 97) / 97.0 - 0.5 for i in range(count)])
+    header[t.name] = {"dtype": "F32", "shape": list(t.dims), "data_offsets": [off, off + len(data)]}
+    blobs.append(data)
+    off += len(data)
+h = json.dumps(header).encode()
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+EOF
+expect 0 "$gnc" export "$src/models/lenet.net" -D batch=2 --weights mine.safetensors -o w.onnx
+expect 0 "$py" compare.py w.onnx mine.safetensors 10
+has "10 tensors equal"
+# the initializers' draw: the same for a seed, other values for another
+expect 0 "$gnc" export "$src/models/lenet.net" -D batch=2 -o seed0.onnx
+same lenet.onnx seed0.onnx "an export is deterministic"
+expect 0 "$gnc" export "$src/models/lenet.net" -D batch=2 --seed 3 -o seed3.onnx
+if cmp -s seed0.onnx seed3.onnx; then bad "--seed 3 exports the values of seed 0"; else ok; fi
+# IR text whose weights are 'data' (an imported model's) holds no values: it
+# needs --weights, which gives them
+sed 's/^\(  param %fc3\.bias: [^=]*= \)uniform([^)]*)/\1data/' lenet.gir >data.gir
+if grep -q "fc3.bias: f32\[10\] = data" data.gir; then ok; else bad "data.gir: no data initializer"; fi
+expect 1 "$gnc" export data.gir -o bad.onnx
+has "the values of 'fc3.bias' (initializer 'data') are not in IR text"
+expect 0 "$gnc" export data.gir --weights mine.safetensors -o data.onnx
+expect 0 "$py" compare.py data.onnx mine.safetensors 10
+
+# a trained checkpoint (gnc train --steps 1), where the data is here
+if [ -n "$data" ] && { [ -r "$data/train-images-idx3-ubyte.gz" ] || [ -r "$data/train-images-idx3-ubyte" ]; }; then
+    mkdir -p tiny
+    idx_slice train-images-idx3-ubyte 64 3 "$data" >tiny/train-images-idx3-ubyte
+    idx_slice train-labels-idx1-ubyte 64 1 "$data" >tiny/train-labels-idx1-ubyte
+    idx_slice t10k-images-idx3-ubyte 32 3 "$data" >tiny/t10k-images-idx3-ubyte
+    idx_slice t10k-labels-idx1-ubyte 32 1 "$data" >tiny/t10k-labels-idx1-ubyte
+    for m in lenet resnet18; do
+        expect 0 "$gnc" train "$src/models/$m.net" --data tiny --batch 32 --steps 1 --device cpu \
+            --checkpoint "$m.st"
+        expect 0 "$gnc" export "$src/models/$m.net" -D batch=2 --weights "$m.st" -o "$m-trained.onnx"
+        expect 0 "$py" compare.py "$m-trained.onnx" "$m.st" 10
+        expect 0 "$py" check.py "$m-trained.onnx" "$m.gir"
+    done
+else
+    echo "note: no Fashion-MNIST in '$data': no trained checkpoint exported"
+fi
+
+# errors: a message, a non-zero status, no file and no temporary one
+none_left() { if compgen -G "$1*" >/dev/null; then bad "$1 left behind: $(ls "$1"*)"; else ok; fi; }
+cat >uneven.net <<'EOF'
+model uneven() {
+    input x: f32[1, 2, 9, 8]
+    y = relu(x)
+    output z = adaptive_avgpool2d(y, [4, 3])
+}
+EOF
+expect 1 "$gnc" export uneven.net -o bad.onnx
+has "uneven.net:4:16: node %adaptive_avgpool2d0 (adaptive_avgpool2d) has no ONNX form"
+none_left bad.onnx
+cat >lossonly.net <<'EOF'
+model lossonly() {
+    input x: f32[4, 3]
+    input label: i32[4]
+    loss cross_entropy(dense(x, 3), label)
+}
+EOF
+expect 1 "$gnc" export lossonly.net -o bad.onnx
+has "lossonly has no outputs (besides a loss): nothing to export"
+none_left bad.onnx
+expect 2 "$gnc" export "$src/models/mlp.net"
+has "export needs -o FILE.onnx"
+expect 1 "$gnc" export "$src/models/mlp.net" -D batch=2 --weights nonexistent.safetensors -o bad.onnx
+has "nonexistent.safetensors"
+none_left bad.onnx
+expect 1 "$gnc" export "$src/models/mlp.net" -D batch=2 --weights mine.safetensors -o bad.onnx
+has "fc0.weight"
+none_left bad.onnx
+expect 1 "$gnc" export "$src/models/mlp.net" -D batch=2 -o nodir/bad.onnx
+has "nodir/bad.onnx: cannot write"
+expect 1 "$gnc" export nonexistent.net -o bad.onnx
+none_left bad.onnx
+expect 2 "$gnc" export "$src/models/mlp.net" -o bad.onnx --repeat 3
+has "option '--repeat' does not apply to this command"
+expect 0 "$gnc" compile "$src/models/mlp.net" -D batch=2 -o mlp.gnc
+expect 1 "$gnc" export mlp.gnc -o bad.onnx
+has "is a plan"
+none_left bad.onnx
+expect 0 "$gnc" export --help
+has "usage: gnc export"
+# every option the help lists is one gnc export takes
+for opt in $("$gnc" export --help | grep -oE '^  (-[A-Za-z]|--[a-z-]+)' | sort -u); do
+    [ "$opt" = -h ] && continue
+    err=$("$gnc" export "$opt" 2>&1 >/dev/null)
+    if grep -qE "does not apply|unknown option" <<<"$err"; then bad "gnc export refuses $opt: $err"; else ok; fi
+done
+
+# onnxruntime against gnc run, where both import (not required: a pip
+# package): each exported model on the same random inputs, within
+# 1e-5 + 1e-4 |gnc's|
+cat >ort.py <<'EOF'
+import os, shutil, subprocess, sys, numpy as np, onnxruntime as ort
+gnc, net, path = sys.argv[1:4]
+s = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+rng = np.random.default_rng(1)
+feeds, args = {}, []
+for i in s.get_inputs():
+    kind = {"tensor(int32)": np.int32, "tensor(int64)": np.int64, "tensor(uint8)": np.uint8}
+    if i.type in kind:
+        a = rng.integers(0, 3, size=i.shape).astype(kind[i.type])
+    else:
+        a = rng.standard_normal(i.shape).astype(np.float32)
+    feeds[i.name] = a
+    np.save(i.name + ".npy", a)
+    args += ["--input", "%s=%s.npy" % (i.name, i.name)]
+shutil.rmtree("ort-out", ignore_errors=True)
+subprocess.run([gnc, "run", net, "--device", "cpu", "-o", "ort-out"] + args + sys.argv[4:],
+               check=True, stdout=subprocess.DEVNULL)
+for o, y in zip(s.get_outputs(), s.run(None, feeds)):
+    ref = np.load(os.path.join("ort-out", o.name + ".npy"))
+    bad = np.abs(y - ref) > 1e-5 + 1e-4 * np.abs(ref)
+    assert y.shape == ref.shape and not bad.any(), (path, o.name, np.max(np.abs(y - ref)))
+print(path, "matches onnxruntime")
+EOF
+if "$py" -c "import onnxruntime, numpy" 2>/dev/null; then
+    for net in "$src"/models/*.net; do
+        name=$(basename "$net" .net)
+        expect 0 "$py" ort.py "$gnc" "$net" "$name.onnx" -D batch=2
+    done
+    for f in g_*.onnx; do
+        name=${f#g_}
+        expect 0 "$py" ort.py "$gnc" "$ops" "$f" --model "${name%.onnx}"
+    done
+else
+    echo "note: no onnxruntime and numpy: exported models not run"
+fi
+
+summary onnx_export
