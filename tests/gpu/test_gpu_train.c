@@ -62,7 +62,7 @@ static int ranks = 1, rank;     /* under mpirun --mpi: the world; else one proce
 /* ---------------------------------------------------------------- models */
 
 static ir_graph *model(const char *src, const char *name, int batch, int devices,
-                       pt_strategy strategy, pt_schedule schedule, int infer)
+                       pt_strategy strategy, pt_schedule schedule, int infer, int zero)
 {
     char path[4096], b[16];
     snprintf(path, sizeof path, "%s/models/%s.net", src, name);
@@ -78,6 +78,7 @@ static ir_graph *model(const char *src, const char *name, int batch, int devices
     po.devices = devices;
     po.strategy = strategy;
     po.schedule = schedule;
+    po.zero = zero;
     if (strategy == PT_HYBRID)
         po.dp = 2, po.pp = devices / 2;
     pm_options pm = {1, 0, NULL, NULL, stdout, devices > 1 ? &po : NULL};
@@ -166,6 +167,8 @@ typedef struct {
     int free;                        /* steps that run on from the GPU's own weights;
                                         after them each step starts from the CPU
                                         executor's (0: every step runs on) */
+    int zero;                        /* data parallelism: ZeRO's stage (NCCL's
+                                        reduce-scatter and all-gather), 0: none */
 } train_case;
 
 static int near(double got, double want, double atol, double rtol)
@@ -259,12 +262,15 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
         snprintf(how, sizeof how, ", convolutions by each way in turn");
     else if (c->conv != CG_CONV_CUDNN)
         snprintf(how, sizeof how, ", --conv %s", cg_conv_name(c->conv));
+    else if (c->zero)
+        snprintf(how, sizeof how, ", ZeRO stage %d", c->zero);
     snprintf(what, sizeof what, "%s%s, batch %d, %d device%s%s%s, %d steps%s%s%s", c->model,
              c->infer ? " inference" : "", c->batch, c->devices, c->devices > 1 ? "s " : "",
              c->devices > 1 ? strategies[c->strategy] : "",
              c->strategy != PT_PIPELINE ? "" : c->schedule == PT_GPIPE ? " gpipe" : " 1f1b",
              c->steps, c->gpus ? ", devices sharing GPUs" : "", how, who);
-    ir_graph *g = model(src, c->model, c->batch, c->devices, c->strategy, c->schedule, c->infer);
+    ir_graph *g = model(src, c->model, c->batch, c->devices, c->strategy, c->schedule, c->infer,
+                        c->zero);
     if (!g)
         return;
     rt_cuda_options oe = {0}, og = {0};
@@ -464,7 +470,7 @@ static void graph_faults(const gpu_env *env, const char *src)
             char err[1024], what[128];
             snprintf(what, sizeof what, "GNC_FAKECUDA_GRAPHS=%s, mlp on %d GPU%s", faults[f],
                      devices, devices > 1 ? "s" : "");
-            ir_graph *g = model(src, "mlp", 4, devices, PT_DATA, PT_1F1B, 0);
+            ir_graph *g = model(src, "mlp", 4, devices, PT_DATA, PT_1F1B, 0, 0);
             if (!g)
                 continue;
             diag d;
@@ -541,14 +547,14 @@ static int run_case(const gpu_env *env, const char *src, const char *name)
         for (int w = 0; w < 3; w++)
             for (int infer = 1; infer >= 0; infer--) {
                 train_case c = {m, b, 1, infer ? 1 : 2, PT_DATA, 0.02f, 2e-3, 2e-2, 1e-3, -1, -1,
-                                NULL, ways[w], 0, PT_1F1B, infer, 0};
+                                NULL, ways[w], 0, PT_1F1B, infer, 0, 0};
                 one(env, src, &c);
             }
         return 0;
     }
     if (strcmp(name, "shared") == 0) {
         train_case c = {"lenet", env->fake ? 4 : 32, 2, env->fake ? 4 : 50, PT_DATA, 0.05f, 2e-3,
-                        2e-2, 1e-4, -1, -1, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0, env->fake ? 0 : 3};
+                        2e-2, 1e-4, -1, -1, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0, env->fake ? 0 : 3, 0};
         one(env, src, &c);
         return 0;
     }
@@ -571,34 +577,39 @@ static int in_one_process(const char *src, const char *work, const char *fake, c
             nfailed++;
     } else if (fake) {        static const int one_gpu[] = {0, 0, 0, 0}, two_gpus[] = {0, 0, 1, 1};
         static const train_case cases[] = {
-            {"lenet", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0},
-            {"mlp", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0},
-            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0},
-            {"mlp", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0},
-            {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0},
-            {"lenet", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0},
-            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0},
-            {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0},
+            {"lenet", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
+            {"mlp", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
+            {"mlp", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
+            {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
+            {"lenet", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
+            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
+            {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
             /* 3 and 4 stages: the middle ones receive from both sides */
-            {"mlp", 24, 3, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0},
-            {"mlp", 24, 3, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_GPIPE, 0, 0},
-            {"mlp", 24, 4, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0},
-            {"mlp", 24, 4, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_GPIPE, 0, 0},
+            {"mlp", 24, 3, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
+            {"mlp", 24, 3, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_GPIPE, 0, 0, 0},
+            {"mlp", 24, 4, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
+            {"mlp", 24, 4, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_GPIPE, 0, 0, 0},
             /* devices that share a GPU: collectives as copies and reduction kernels */
-            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0},
-            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0},
-            {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0},
-            {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, two_gpus, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
+            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
+            {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
+            {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, two_gpus, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
             /* the convolutions as implicit-GEMM kernels (split k in the gradients) */
-            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_IGEMM, 0, PT_1F1B, 0, 0},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_IGEMM, 0, PT_1F1B, 0, 0, 0},
             /* cuDNN on channels-last copies */
-            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN_NHWC, 0, PT_1F1B, 0, 0},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN_NHWC, 0, PT_1F1B, 0, 0, 0},
             /* each convolution its own way (--conv auto), each timed */
-            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 1, PT_1F1B, 0, 0},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 1, PT_1F1B, 0, 0, 0},
             /* from the third step on, each step from the CPU executor's weights
                (replicated, and split across the devices) */
-            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 2},
-            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 2},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 2, 0},
+            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 2, 0},
+            /* ZeRO: state, gradients, parameters sharded (reduce-scatter, all-gather) */
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 1},
+            {"mlp", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 2},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 3},
+            {"mlp", 8, 4, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 3},
         };
         for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
             one(&env, src, &cases[i]);
@@ -606,17 +617,17 @@ static int in_one_process(const char *src, const char *work, const char *fake, c
     } else {
         static const int one_gpu[] = {0, 0};
         static const train_case resnet = {"resnet18", 32, 1, 50, PT_DATA, 0.05f, 2e-3, 2e-2, 1e-4,
-                                          -1, -1, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 3};
+                                          -1, -1, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 3, 0};
         static const train_case lenet2 = {"lenet", 32, 2, 50, PT_DATA, 0.05f, 2e-3, 2e-2, 1e-4, -1,
-                                          -1, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 3};
+                                          -1, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 3, 0};
         static const train_case shared = {"lenet", 32, 2, 50, PT_DATA, 0.05f, 2e-3, 2e-2, 1e-4, -1,
-                                          -1, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0, 3};
+                                          -1, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0, 3, 0};
         static const train_case resnet_igemm = {"resnet18", 32, 1, 50, PT_DATA, 0.05f, 2e-3, 2e-2,
-                                                1e-4, -1, -1, NULL, CG_CONV_IGEMM, 0, PT_1F1B, 0, 3};
+                                                1e-4, -1, -1, NULL, CG_CONV_IGEMM, 0, PT_1F1B, 0, 3, 0};
         static const train_case resnet_nhwc = {"resnet18", 32, 1, 50, PT_DATA, 0.05f, 2e-3, 2e-2,
-                                               1e-4, -1, -1, NULL, CG_CONV_CUDNN_NHWC, 0, PT_1F1B, 0, 3};
+                                               1e-4, -1, -1, NULL, CG_CONV_CUDNN_NHWC, 0, PT_1F1B, 0, 3, 0};
         static const train_case resnet_mixed = {"resnet18", 32, 1, 50, PT_DATA, 0.05f, 2e-3, 2e-2,
-                                                1e-4, -1, -1, NULL, CG_CONV_CUDNN, 1, PT_1F1B, 0, 3};
+                                                1e-4, -1, -1, NULL, CG_CONV_CUDNN, 1, PT_1F1B, 0, 3, 0};
         one(&env, src, &resnet);
         one(&env, src, &shared);
         one(&env, src, &resnet_igemm);
@@ -661,22 +672,22 @@ static int across_processes(int argc, char **argv, const char *src, const char *
     }
     rt_set_threads(1);
     static const train_case two[] = {
-        {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0},
-        {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0},
-        {"lenet", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0},
-        {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0},
+        {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
+        {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
+        {"lenet", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
+        {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
     };
     /* 3 and 4 stages: a middle stage's receives from both sides, which
        deadlocked on one receiving stream under 1F1B */
     static const train_case three[] = {
-        {"mlp", 24, 3, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0},
-        {"mlp", 24, 3, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_GPIPE, 0, 0},
+        {"mlp", 24, 3, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
+        {"mlp", 24, 3, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_GPIPE, 0, 0, 0},
     };
     static const train_case four[] = {
-        {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0},
-        {"mlp", 8, 4, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0},
-        {"mlp", 24, 4, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0},
-        {"mlp", 24, 4, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_GPIPE, 0, 0},
+        {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
+        {"mlp", 8, 4, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
+        {"mlp", 24, 4, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
+        {"mlp", 24, 4, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_GPIPE, 0, 0, 0},
     };
     const train_case *cases = ranks == 2 ? two : ranks == 3 ? three : ranks == 4 ? four : NULL;
     size_t n = ranks == 2 ? sizeof two / sizeof *two : ranks == 3 ? sizeof three / sizeof *three
