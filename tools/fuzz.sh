@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
 # Fuzzes the frontend, the IR text parser, the plan loader, the checkpoint
-# loader, the IDX data set reader or the .npy reader with libFuzzer for SECONDS
-# seconds:
-#   bash tools/fuzz.sh SECONDS [frontend|ir|plan|checkpoint|idx|npy]
+# loader, the IDX data set reader, the .npy reader or the ONNX importer with
+# libFuzzer for SECONDS seconds:
+#   bash tools/fuzz.sh SECONDS [frontend|ir|plan|checkpoint|idx|npy|onnx]
 #                                 (build dir: build-fuzz, or $GNC_FUZZ_BUILD)
 # Builds tests/fuzz/fuzz_TARGET.c with clang, AddressSanitizer and UBSan, then runs
 # it on a working copy of its seed corpus (frontend: models/*.net, tests/dsl/**/*.net,
 # tests/fuzz/regressions/*.net; ir: tests/{ir,passes,comm}/*.gir; plan:
 # tests/fuzz/plans/*.gnc; checkpoint: the checkpoints of its own two programs;
 # idx: small IDX files, plain and gzipped; npy: files of its wanted types; the
-# last three write their own) kept in the build dir, so nothing is written into
+# last three write their own; onnx: small models tests/onnx/hostile_gen.py
+# --seeds writes, tests/onnx/models/{dwcnn,encoder}.onnx and
+# tests/fuzz/regressions/*.onnx) kept in the build dir, so nothing is written into
 # the repository.  Exits non-zero on any crash, sanitizer report, leak or timeout,
 # and prints the path of the input that caused it and how to reproduce it.
 set -euo pipefail
 if [ $# -lt 1 ] || [ $# -gt 2 ] || ! [[ $1 =~ ^[0-9]+$ ]] || [ "$1" -lt 1 ] ||
-   ! [[ ${2:-frontend} =~ ^(frontend|ir|plan|checkpoint|idx|npy)$ ]]; then
-    echo "usage: bash tools/fuzz.sh SECONDS [frontend|ir|plan|checkpoint|idx|npy]" >&2
+   ! [[ ${2:-frontend} =~ ^(frontend|ir|plan|checkpoint|idx|npy|onnx)$ ]]; then
+    echo "usage: bash tools/fuzz.sh SECONDS [frontend|ir|plan|checkpoint|idx|npy|onnx]" >&2
     exit 2
 fi
 seconds=$1
@@ -44,6 +46,12 @@ elif [ "$target" = checkpoint ] || [ "$target" = idx ] || [ "$target" = npy ]; t
     seeds=()
     dict=()
     "$build/fuzz_$target" --seeds "$corpus"   # files it writes: see tests/fuzz/fuzz_$target.c
+elif [ "$target" = onnx ]; then
+    seeds=("$root"/tests/onnx/models/dwcnn.onnx "$root"/tests/onnx/models/encoder.onnx
+           "$root"/tests/fuzz/regressions/*.onnx)
+    dict=()
+    max_len=131072            # the PyTorch exports are 45 and 75 KiB
+    python3 "$root/tests/onnx/hostile_gen.py" --seeds "$corpus"   # seed_*.onnx
 else
     seeds=("$root"/models/*.net "$root"/tests/dsl/**/*.net "$root"/tests/fuzz/regressions/*.net)
     dict=(-dict="$root/tests/fuzz/dsl.dict")
@@ -76,6 +84,9 @@ if [ "$rc" -ne 0 ] || [ -n "$new" ]; then
     if [ "$target" = idx ] || [ "$target" = npy ]; then
         echo "fuzz: minimize with:  $build/fuzz_$target -minimize_crash=1 -runs=100000 -exact_artifact_path=min INPUT" >&2
         echo "fuzz: then add it to the seeds tests/fuzz/fuzz_$target.c writes (--seeds): every run replays them" >&2
+    elif [ "$target" = onnx ]; then
+        echo "fuzz: minimize with:  $build/fuzz_$target -minimize_crash=1 -runs=100000 -exact_artifact_path=min.onnx INPUT" >&2
+        echo "fuzz: then save it as tests/fuzz/regressions/NAME.onnx (checked by ctest -R fuzz_regressions)" >&2
     else
         echo "fuzz: minimize with:  $build/fuzz_$target -minimize_crash=1 -runs=100000 -exact_artifact_path=min.net INPUT" >&2
         echo "fuzz: then save it as tests/fuzz/regressions/NAME.net (checked by ctest -R fuzz_regressions)" >&2

@@ -7,10 +7,10 @@
 #   bash tools/test.sh --tsan          ThreadSanitizer (clang), in build-tsan/: the tests
 #                                      that run threads (OpenMP, virtual devices, sessions
 #                                      on several threads)
-#   bash tools/test.sh --fuzz SECONDS [frontend|ir|plan|checkpoint|idx|npy]
+#   bash tools/test.sh --fuzz SECONDS [frontend|ir|plan|checkpoint|idx|npy|onnx]
 #                                      fuzz the frontend, the IR parser, the plan
 #                                      or checkpoint loader, the IDX or .npy reader
-#                                      instead (tools/fuzz.sh)
+#                                      or the ONNX importer instead (tools/fuzz.sh)
 # GNC_BUILD_DIR overrides the build directory; GNC_WERROR=ON makes warnings errors
 # (CI sets it).  Exits non-zero if a step or a test fails.
 set -euo pipefail
@@ -24,7 +24,7 @@ while [ $# -gt 0 ]; do
     --fuzz)
         [ $# -ge 2 ] || { echo "test: --fuzz needs SECONDS" >&2; exit 2; }
         fuzz=$2; shift
-        case ${2:-} in frontend|ir|plan|checkpoint|idx|npy) fuzz_target=$2; shift ;; esac ;;
+        case ${2:-} in frontend|ir|plan|checkpoint|idx|npy|onnx) fuzz_target=$2; shift ;; esac ;;
     -h|--help) sed -n '2,13s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "test: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac

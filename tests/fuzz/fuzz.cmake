@@ -1,6 +1,7 @@
 # libFuzzer targets for the frontend, the IR text, the plan loader, the
-# checkpoint loader, the IDX data set reader and the .npy reader (included
-# from the top-level CMakeLists.txt when GNC_FUZZ is ON).  Needs clang:
+# checkpoint loader, the IDX data set reader, the .npy reader and the ONNX
+# importer (included from the top-level CMakeLists.txt when GNC_FUZZ is ON).
+# Needs clang:
 #   CC=clang cmake -S . -B build-fuzz -G Ninja -DGNC_FUZZ=ON && ninja -C build-fuzz fuzz_frontend
 # or simply: bash tools/fuzz.sh SECONDS
 #
@@ -61,3 +62,11 @@ target_include_directories(fuzz_npy PRIVATE ${CMAKE_SOURCE_DIR}/tools)
 target_link_libraries(fuzz_npy PRIVATE gnc_ir)
 target_compile_options(fuzz_npy PRIVATE -fsanitize=fuzzer ${GNC_FUZZ_SANITIZE})
 target_link_options(fuzz_npy PRIVATE -fsanitize=fuzzer,address,undefined)
+
+# The ONNX importer (bash tools/fuzz.sh SECONDS onnx): frontend/onnx/, protobuf-c's
+# unpacking and everything the importer checks after it; without ONNX support
+# (frontend/onnx/none.c) it only sees the refusal.
+add_executable(fuzz_onnx ${CMAKE_CURRENT_LIST_DIR}/fuzz_onnx.c)
+target_link_libraries(fuzz_onnx PRIVATE gnc_frontend gnc_ir)
+target_compile_options(fuzz_onnx PRIVATE -fsanitize=fuzzer ${GNC_FUZZ_SANITIZE})
+target_link_options(fuzz_onnx PRIVATE -fsanitize=fuzzer,address,undefined)

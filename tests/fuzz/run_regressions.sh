@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every tests/fuzz/regressions/*.net (inputs that once crashed the frontend
-# under the fuzzer) through the ordinary frontend: run_regressions.sh GNC DIR.
+# Runs every tests/fuzz/regressions/*.net and *.onnx (inputs that once crashed the
+# frontend or the ONNX importer under the fuzzer) through the ordinary loader:
+# run_regressions.sh GNC DIR.
 # Each must end with exit code 0 or 1 (an error message is fine), with no signal,
 # no timeout, no sanitizer report and no internal error.  Ends with
 # "N passed, M failed" and fails if any did.
@@ -8,7 +9,7 @@ set -u
 gnc=$1 dir=$2
 pass=0 fail=0
 shopt -s nullglob
-for f in "$dir"/*.net; do
+for f in "$dir"/*.net "$dir"/*.onnx; do
     out=$(timeout 60 "$gnc" dump "$f" 2>&1 >/dev/null)
     rc=$?
     why=
