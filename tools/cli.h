@@ -172,6 +172,11 @@ struct rt_exec;
 int cli_write_predicted_trace(const pt_plan *p, const char *path);
 int cli_write_measured_trace(struct rt_exec *x, const char *what, const char *path);
 
+/* The pictures' helpers (tools/trace.c): whether s ends in suffix; s as XML
+ * text, its specials escaped and anything outside printable ASCII as '?'. */
+int cli_has_suffix(const char *s, const char *suffix);
+void cli_put_xml(FILE *f, const char *s);
+
 /* compile --dump-memory=FILE: p as JSON or SVG, by FILE's suffix (tools/memory.c).
  * 0, or 1 after saying why. */
 int cli_write_memory(const ir_graph *g, const mp_plan *p, const char *path);

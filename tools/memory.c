@@ -13,11 +13,6 @@
 #include "base.h"
 #include "cli.h"
 
-static int has_suffix(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
 
 static cJSON *plan_json(const ir_graph *g, const mp_plan *p)
 {
@@ -52,18 +47,6 @@ static cJSON *plan_json(const ir_graph *g, const mp_plan *p)
     return root;
 }
 
-/* name as SVG text: the XML specials escaped */
-static void put_xml(FILE *f, const char *s)
-{
-    for (; *s; s++)
-        switch (*s) {
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '&': fputs("&amp;", f); break;
-        case '"': fputs("&quot;", f); break;
-        default: fputc(*s >= 0x20 && *s < 0x7f ? *s : '?', f);
-        }
-}
 
 enum { WIDTH = 960, PANEL = 300, MARGIN = 60, GAP = 50 };
 
@@ -103,7 +86,7 @@ static void plan_svg(const ir_graph *g, const mp_plan *p, FILE *f)
                     "fill=\"%s\" fill-opacity=\"0.8\" stroke=\"white\" stroke-width=\"0.3\">"
                     "<title>", x0, y, x1 - x0 > 0.5 ? x1 - x0 : 0.5,
                     scale * (double)b->size, fills[i % 10]);
-            put_xml(f, b->value->name);
+            cli_put_xml(f, b->value->name);
             fprintf(f, ": %lld bytes at %lld, nodes %d-%d</title></rect>\n", (long long)b->size,
                     (long long)b->offset, b->first, b->last);
         }
@@ -123,8 +106,8 @@ static void plan_svg(const ir_graph *g, const mp_plan *p, FILE *f)
 
 int cli_write_memory(const ir_graph *g, const mp_plan *p, const char *path)
 {
-    int svg = has_suffix(path, ".svg");
-    if (!svg && !has_suffix(path, ".json")) {
+    int svg = cli_has_suffix(path, ".svg");
+    if (!svg && !cli_has_suffix(path, ".json")) {
         fprintf(stderr, "gnc: error: --dump-memory=%s: write FILE.json or FILE.svg\n", path);
         return 1;
     }

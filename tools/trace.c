@@ -78,22 +78,7 @@ static void names(trace *t, int d)
     }
 }
 
-static int has_suffix(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
 
-static void put_xml(FILE *f, const char *s)
-{
-    for (; *s; s++)
-        switch (*s) {
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '&': fputs("&amp;", f); break;
-        default: fputc(*s >= 0x20 && *s < 0x7f && *s != '"' ? *s : '?', f);
-        }
-}
 
 enum { WIDTH = 1200, ROW = 28, LEFT = 150 };
 
@@ -121,11 +106,11 @@ static void timeline_svg(cJSON *root, FILE *f)
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
             "font-family=\"Helvetica\" font-size=\"11\">\n<rect width=\"100%%\" height=\"100%%\" "
             "fill=\"white\"/>\n<text x=\"10\" y=\"20\" font-size=\"13\">", WIDTH, height);
-    put_xml(f, cJSON_GetObjectItem(other, "gnc")->valuestring);
+    cli_put_xml(f, cJSON_GetObjectItem(other, "gnc")->valuestring);
     cJSON *strategy = cJSON_GetObjectItem(other, "strategy");
     if (strategy) {
         fputs(", ", f);
-        put_xml(f, strategy->valuestring);
+        cli_put_xml(f, strategy->valuestring);
     }
     fprintf(f, ": %.3f ms</text>\n", end / 1e3);
     for (int r = 0; r < 2 * ndev; r++)
@@ -144,9 +129,9 @@ static void timeline_svg(cJSON *root, FILE *f)
         fprintf(f, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\">"
                 "<title>", LEFT + ts * scale, 42 + row * ROW, dur * scale > 0.3 ? dur * scale : 0.3,
                 ROW - 4, row % 2 ? "#e15759" : fills[k++ % 8]);
-        put_xml(f, cJSON_GetObjectItem(e, "name")->valuestring);
+        cli_put_xml(f, cJSON_GetObjectItem(e, "name")->valuestring);
         fputs(" (", f);
-        put_xml(f, cJSON_GetObjectItem(e, "cat")->valuestring);
+        cli_put_xml(f, cJSON_GetObjectItem(e, "cat")->valuestring);
         fprintf(f, "): %.1f us at %.1f us</title></rect>\n", dur, ts);
     }
     fprintf(f, "<text x=\"%d\" y=\"%d\">0</text><text x=\"%.0f\" y=\"%d\" "
@@ -159,7 +144,7 @@ static void timeline_svg(cJSON *root, FILE *f)
 static int write_json(cJSON *root, const char *path, const char *flag)
 {
     char *text = NULL;
-    if (has_suffix(path, ".svg")) {
+    if (cli_has_suffix(path, ".svg")) {
         size_t size = 0;
         FILE *m = open_memstream(&text, &size);
         if (m) {
@@ -265,4 +250,22 @@ int cli_write_measured_trace(struct rt_exec *x, const char *what, const char *pa
         slice(&t, ev[i].device, ir_op_communicates(ev[i].first->op) ? COMMUNICATION : COMPUTE,
               ev[i].first, ev[i].last, ev[i].start_ms, ev[i].end_ms, 0, 0);
     return write_json(root, path, "--profile");
+}
+
+int cli_has_suffix(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+void cli_put_xml(FILE *f, const char *s)
+{
+    for (; *s; s++)
+        switch (*s) {
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '&': fputs("&amp;", f); break;
+        case '"': fputs("&quot;", f); break;
+        default: fputc(*s >= 0x20 && *s < 0x7f ? *s : '?', f);
+        }
 }

@@ -19,7 +19,9 @@ json() { /usr/bin/env python3 -c "import json,sys; p=json.load(open(sys.argv[1])
 expect 2 "$gnc" compile "$lenet" --gpus 0;            has "--gpus needs a device count"
 expect 2 "$gnc" compile "$lenet" --devices gpu:2;     has "--devices needs cpu:N"
 expect 2 "$gnc" compile "$lenet" --gpus 2 --devices cpu:3; has "different device counts"
-expect 2 "$gnc" compile "$lenet" --strategy diagonal; has "--strategy needs data, pipeline, tensor"
+expect 2 "$gnc" compile "$lenet" --strategy diagonal; has "--strategy needs data, zero1, zero2, zero3, pipeline, tensor"
+expect 2 "$gnc" compile "$lenet" --strategy zero4;    has "--strategy needs"
+expect 2 "$gnc" compile "$lenet" --accumulate 0;      has "--accumulate needs an integer from 1 to 64"
 expect 2 "$gnc" compile "$lenet" --strategy hybrid:dp=2; has "--strategy needs"
 expect 2 "$gnc" compile "$lenet" --pipeline-schedule zigzag; has "needs 1f1b or gpipe"
 expect 2 "$gnc" compile "$lenet" --microbatches 0;    has "--microbatches needs an integer from 1 to 64"
@@ -136,4 +138,48 @@ for s in data pipeline tensor; do
     expect 0 "$gnc" eval "$lenet" --data tiny --weights $s.safetensors
     has "test accuracy"
 done
+
+# ZeRO and accumulation: the plan names them and each stage keeps less per
+# device; what they do not combine with is refused; auto takes a ZeRO stage
+# where replicated data parallelism is over the cap, and names the smallest
+# peak where nothing fits
+state() { grep -m1 -oE 'parameters and state [0-9.]+ [KM]iB' <<<"$out" | grep -oE '[0-9.]+ [KM]iB'; }
+expect 0 "$gnc" compile "$lenet" --train --momentum 0.9 --gpus 4 --strategy data --dump-plan
+s0=$(state)
+for z in 1 2 3; do
+    expect 0 "$gnc" compile "$lenet" --train --momentum 0.9 --gpus 4 --strategy zero$z --dump-plan
+    has "plan: data, zero$z on 4 devices"
+    eval "s$z=\$(state)"
+done
+if [ "$s0" != "$s1" ] && [ "$s1" = "$s2" ] && [ "$s2" != "$s3" ]; then ok; else bad "parameters and state per device: data $s0, zero1 $s1, zero2 $s2, zero3 $s3"; fi
+expect 0 "$gnc" compile "$lenet" --train --gpus 2 --strategy zero2 --dump-ir after:partition
+has "reduce_scatter"
+expect 0 "$gnc" compile "$lenet" --train --gpus 2 --strategy zero3 --dump-ir after:partition
+has "conv2.weight.gathered_bwd"
+has "param %conv1.weight.shard1: f32[3, 1, 5, 5]"
+expect 1 "$gnc" compile "$lenet" --train --gpus 2 --strategy zero1 --deterministic
+has "ZeRO (--strategy zero1) shards data parallelism, not its deterministic mode"
+expect 1 "$gnc" compile "$mlp" --train --gpus 2 --strategy tensor --accumulate 2
+has "--accumulate does not apply to --strategy tensor"
+expect 1 "$gnc" compile "$lenet" --train --gpus 2 --deterministic --accumulate 2
+has "--accumulate does not combine with deterministic mode"
+expect 0 "$gnc" compile "$lenet" --train --gpus 2 --strategy pipeline --microbatches 2 --accumulate 3 -D batch=48 --dump-plan
+has "pipeline 1f1b, 2 microbatches, accumulate 3"
+expect 0 "$gnc" compile "$r18" --train -D batch=64 --accumulate 4 --stats
+acc=$(grep -oE '^memory.peak_bytes: [0-9]+' <<<"$out" | grep -oE '[0-9]+$')
+expect 0 "$gnc" compile "$r18" --train -D batch=64 --stats
+whole=$(grep -oE '^memory.peak_bytes: [0-9]+' <<<"$out" | grep -oE '[0-9]+$')
+if [ -n "$acc" ] && [ -n "$whole" ] && [ $((acc * 3)) -lt $((whole * 2)) ]; then ok; else bad "--accumulate 4 should keep under 2/3 of the activations: $acc against $whole"; fi
+expect 0 "$gnc" compile "$r18" --train --optimizer adam --gpus 2 --mem-cap 537MiB --dump-plan
+has "plan: data, zero3 on 2 devices"
+has "data                         rejected: device 0 needs 597.0 MiB, over its cap of 537.0 MiB"
+expect 1 "$gnc" compile "$r18" --train --optimizer adam --gpus 2 --mem-cap 200MiB
+has "no strategy fits 2 devices"
+has "the smallest peak found: 517.6 MiB per device (data, zero3)"
+expect 0 "$gnc" train "$lenet" --data tiny --batch 64 --devices cpu:2 --strategy zero3 --steps 3 --checkpoint z3.safetensors
+expect 0 "$gnc" train "$lenet" --data tiny --batch 64 --devices cpu:2 --strategy data --steps 3 --checkpoint d.safetensors
+same z3.safetensors d.safetensors "a zero3 checkpoint and data parallelism's"
+expect 0 "$gnc" train "$lenet" --data tiny --batch 64 --accumulate 2 --steps 2
+has "step 2/"
+
 summary partition-cli
