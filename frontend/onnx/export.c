@@ -251,14 +251,17 @@ static const char *init_scalar(ex *e, const char *base, const char *role, ir_dty
     return name;
 }
 
-/* An initializer: the double scalar v (Pow's exponent, Dropout's ratio: exact). */
-static const char *init_double(ex *e, const char *base, const char *role, double v)
+/* An initializer: the float scalar v (Pow's exponent, Dropout's ratio), which
+ * gnc's importer reads back as the shortest decimal that rounds to it (what
+ * the user wrote), and any runtime reads (double needs a cast elsewhere). */
+static const char *init_real(ex *e, const char *base, const char *role, double v)
 {
     const char *name = fresh(e, base, role);
-    Onnx__TensorProto *x = tensor_new(e, name, ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE, 0, NULL, 8);
-    uint64_t u;
-    memcpy(&u, &v, sizeof u);
-    put_le(x->raw_data.data, u, 8);
+    Onnx__TensorProto *x = tensor_new(e, name, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 0, NULL, 4);
+    float f = (float)v;
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    put_le(x->raw_data.data, u, 4);
     EX_PUSH(e, e->inits, e->ninits, e->cap_inits, x);
     return name;
 }
@@ -648,7 +651,7 @@ static int emit_node(ex *e, const ir_node *n)
         attr_float(e, node1(e, "Elu", out, x), "alpha", ir_attr_float(n, "alpha"));
         return 0;
     case IR_OP_POW:
-        node2(e, "Pow", out, x, init_double(e, out, "exponent", ir_attr_float(n, "p")));
+        node2(e, "Pow", out, x, init_real(e, out, "exponent", ir_attr_float(n, "p")));
         return 0;
     case IR_OP_CLAMP: {
         const char *a3[3] = {x, init_scalar(e, out, "min", xt, ir_attr_float(n, "min")),
@@ -659,7 +662,7 @@ static int emit_node(ex *e, const ir_node *n)
     case IR_OP_DROPOUT:
         /* identity at inference, as ONNX's Dropout without training_mode;
            its ratio keeps p for training the imported model */
-        node2(e, "Dropout", out, x, init_double(e, out, "ratio", ir_attr_float(n, "p")));
+        node2(e, "Dropout", out, x, init_real(e, out, "ratio", ir_attr_float(n, "p")));
         return 0;
     case IR_OP_WHERE: {
         const char *cond = fresh(e, out, "cond");

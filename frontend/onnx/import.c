@@ -490,6 +490,65 @@ static void pb_free(void *data, void *p)
 
 static ProtobufCAllocator pb_allocator = {pb_alloc, pb_free, NULL};
 
+/* Messages nested deeper than this are refused before protobuf-c unpacks them:
+ * it recurses once per level, and ONNX's types nest without end (a graph in an
+ * attribute of a node of a graph, a sequence type of a sequence type), so a
+ * hostile file of a few hundred kilobytes would overflow the stack.  As
+ * protobuf's own C++ library's default. */
+#define MAX_NESTING 100
+
+/* A varint at *p (before end) into *v; 0 when it runs past end or 10 bytes. */
+static int varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    *v = 0;
+    for (int shift = 0; *p < end && shift < 70; shift += 7) {
+        uint8_t b = *(*p)++;
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return 1;
+    }
+    return 0;
+}
+
+/* The depth of the deepest message in the len bytes at p, read as a desc,
+ * following only the fields that desc says are messages; MAX_NESTING + 1
+ * once past it.  What is malformed is left for the unpacker to refuse. */
+static int nesting(const uint8_t *p, size_t len, const ProtobufCMessageDescriptor *desc, int depth)
+{
+    const uint8_t *end = p + len;
+    int deepest = depth;
+    while (p < end && deepest <= MAX_NESTING) {
+        uint64_t key, n;
+        if (!varint(&p, end, &key))
+            break;
+        switch (key & 7) {
+        case 0: /* varint */
+            if (!varint(&p, end, &n))
+                return deepest;
+            break;
+        case 1: p += 8; break;
+        case 5: p += 4; break;
+        case 2: { /* length-delimited: a message where the schema says so */
+            if (!varint(&p, end, &n) || n > (uint64_t)(end - p))
+                return deepest;
+            const ProtobufCFieldDescriptor *f =
+                key >> 3 <= UINT32_MAX
+                    ? protobuf_c_message_descriptor_get_field(desc, (unsigned)(key >> 3))
+                    : NULL;
+            if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
+                int d = nesting(p, (size_t)n, f->descriptor, depth + 1);
+                deepest = d > deepest ? d : deepest;
+            }
+            p += n;
+            break;
+        }
+        default:
+            return deepest;
+        }
+    }
+    return deepest;
+}
+
 int fe_onnx_read_tensor(const char *path, ir_type *t, void **data, char *name, size_t namelen,
                         char *err, size_t errlen)
 {
@@ -498,6 +557,10 @@ int fe_onnx_read_tensor(const char *path, ir_type *t, void **data, char *name, s
     char *text = base_read_file(path, &len, &why);
     if (!text)
         return base_fail(err, errlen, "%s: %s", path, why);
+    if (nesting((const uint8_t *)text, len, &onnx__tensor_proto__descriptor, 0) > MAX_NESTING) {
+        base_free(text);
+        return base_fail(err, errlen, "%s: messages nested more than %d deep", path, MAX_NESTING);
+    }
     Onnx__TensorProto *tp = onnx__tensor_proto__unpack(&pb_allocator, len, (const uint8_t *)text);
     base_free(text);
     if (!tp)
@@ -735,6 +798,33 @@ static int import_graph(ox_ctx *cx, const Onnx__ModelProto *m, const char *dir)
     return 0;
 }
 
+/* Erases the nodes whose results nothing reads (no node, output or loss):
+ * what a pattern left behind (GELU's doubling, ops.c gelu_step) and the
+ * model's own dead nodes, last first so that a chain goes at once. */
+static void sweep(ir_graph *g)
+{
+    int *uses = base_xcalloc((size_t)g->nvalues + 1, sizeof *uses);
+    ir_for_each_node(g, n)
+        for (int i = 0; i < n->nin; i++)
+            uses[n->in[i]->id]++;
+    for (int i = 0; i < g->noutputs; i++)
+        uses[g->outputs[i].value->id]++;
+    if (g->loss)
+        uses[g->loss->id]++;
+    for (ir_node *n = g->tail, *prev; n; n = prev) {
+        prev = n->prev;
+        int used = 0;
+        for (int k = 0; k < n->nout; k++)
+            used |= uses[n->out[k]->id] > 0;
+        if (used)
+            continue;
+        for (int i = 0; i < n->nin; i++)
+            uses[n->in[i]->id]--;
+        ir_erase(g, n);
+    }
+    base_free(uses);
+}
+
 ir_graph *fe_load_onnx(const char *path, const fe_options *opt, diag *d)
 {
     ox_ctx cx = {0};
@@ -747,6 +837,12 @@ ir_graph *fe_load_onnx(const char *path, const fe_options *opt, diag *d)
     char *bytes = base_read_file(path, &len, &why);
     if (!bytes) {
         diag_error(d, cx.loc, "cannot read the model: %s", why);
+        return NULL;
+    }
+    if (nesting((const uint8_t *)bytes, len, &onnx__model_proto__descriptor, 0) > MAX_NESTING) {
+        base_free(bytes);
+        diag_error(d, cx.loc, "not a model gnc reads: its messages are nested more than %d deep",
+                   MAX_NESTING);
         return NULL;
     }
     Onnx__ModelProto *m = onnx__model_proto__unpack(&pb_allocator, len, (const uint8_t *)bytes);
@@ -770,6 +866,8 @@ ir_graph *fe_load_onnx(const char *path, const fe_options *opt, diag *d)
     cx.g = ir_graph_new(m->graph && m->graph->name && m->graph->name[0] ? m->graph->name
                                                                          : gname);
     int rc = check_opsets(&cx, m) == 0 ? import_graph(&cx, m, dir) : -1;
+    if (rc == 0)
+        sweep(cx.g);
     base_free(dir);
     base_arena_free(&cx.scratch);
     onnx__model_proto__free_unpacked(m, &pb_allocator);

@@ -40,6 +40,9 @@ typedef struct ox_val {
        erf_plus1: 1 + that */
     ir_value *erf_of;
     int erf_plus1;
+    /* x (1 + erf(x / sqrt 2)), computed as 2 gelu(x): gelu is gelu(x), which
+       the pattern's last step (times 0.5, or / 2) takes as its result */
+    ir_value *gelu;
 } ox_val;
 
 typedef struct {

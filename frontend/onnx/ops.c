@@ -8,6 +8,7 @@
  * reported as unsupported, naming the node, op, opset and the reason. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -47,10 +48,24 @@ static int64_t attr_int(ox_ctx *cx, const char *name, int64_t def)
     return a ? a->i : def;
 }
 
+/* A 32-bit float (ONNX's float attributes, a float scalar's value) as the
+ * shortest decimal that rounds to it: eps 1e-5 stays 1e-5, not 9.99999975e-06,
+ * what the model's author wrote, as PyTorch's exporter and gnc export write it */
+static double shortest(float f)
+{
+    char buf[32];
+    for (int digits = 1; digits < 9; digits++) {
+        snprintf(buf, sizeof buf, "%.*g", digits, (double)f);
+        if ((float)strtod(buf, NULL) == f)
+            return strtod(buf, NULL);
+    }
+    return f;
+}
+
 static double attr_float(ox_ctx *cx, const char *name, double def)
 {
     const Onnx__AttributeProto *a = attr(cx, name);
-    return a ? a->f : def;
+    return a ? shortest(a->f) : def;
 }
 
 /* The list attribute name into v (at most max): its count, or -1 when absent. */
@@ -256,6 +271,8 @@ static int const_scalar(ox_ctx *cx, ox_val *x, const char *what, double *v)
     if (ox_numel(&x->t) != 1)
         return ox_error(cx, "%s must hold one element", what);
     *v = ox_num(x, 0);
+    if (x->onnx_type == OX_FLOAT)
+        *v = shortest((float)*v);
     return 0;
 }
 
@@ -522,6 +539,21 @@ static int op_identity(ox_ctx *cx, ox_val **in, int nin, ox_val **out, int nout)
             if (set(cx, out[1], cast(cx, filled(cx, t, 1), IR_U8)))
                 return -1;
         }
+        /* a float tensor kept as gnc's dropout, the identity at inference that
+           remembers p (its ratio: the attribute before opset 12, then input 1)
+           for training the imported model */
+        double p = attr_float(cx, "ratio", 0.5);
+        int known_p = !(nin > 1 && in[1]) || (in[1]->is_const && ox_numel(&in[1]->t) == 1 &&
+                                              const_scalar(cx, in[1], "the ratio", &p) == 0);
+        /* a ratio given at run time does not matter at inference: no dropout
+           node then, the identity */
+        if (known_p && p >= 0 && p < 1 && !in[0]->is_const &&
+            ir_is_float(type_of(in[0])->dtype)) {
+            ir_value *x = in[0]->v;
+            ir_node *n = mk(cx, IR_OP_DROPOUT, 1, &x);
+            ir_set_float(cx->g, n, "p", p);
+            return set(cx, out[0], fin(cx, n));
+        }
     } else if (known(cx, "")) {
         return -1;
     }
@@ -625,11 +657,32 @@ static int gelu_step(ox_ctx *cx, int add, ox_val **in, ox_val **out)
         return 0;
     }
     if (!add && p->erf_plus1 && o->v == p->erf_of && !o->erf_of) {
-        /* x (1 + erf(x / sqrt 2)) is 2 gelu(x) */
-        return set(cx, out[0], bin(cx, IR_OP_MUL, un(cx, IR_OP_GELU, o->v), scalar(cx, 2)));
+        /* x (1 + erf(x / sqrt 2)) is 2 gelu(x); the halving that ends the
+           pattern takes gelu(x) itself (op_binary), and the doubling is then
+           left unused (swept at the end of the import) */
+        ir_value *g = un(cx, IR_OP_GELU, o->v);
+        if (set(cx, out[0], bin(cx, IR_OP_MUL, g, scalar(cx, 2))))
+            return -1;
+        out[0]->gelu = g;
+        return 0;
     }
     return ox_unsupported(cx, "'%s' is an Erf's result: gnc has no erf, and maps Erf only "
                           "within GELU, x (1 + erf(x / sqrt 2)) / 2", p->name);
+}
+
+/* GELU's result g, made by an earlier node, as the value name (the ONNX
+ * output of the pattern's last step): its node made again with a result so
+ * named, g's uses moved to it. */
+static ir_value *named_gelu(ox_ctx *cx, ir_value *g, const char *name)
+{
+    ir_node *n = g->def;
+    ir_value *v = ir_value_new(cx->g, name, n->loc);
+    v->type = g->type;
+    ir_node *m = ir_node_make(cx->g, n->op, n->nin, n->in, 1, &v, n->loc);
+    ir_insert_before(cx->g, n, m);
+    ir_replace_uses(cx->g, g, v);
+    ir_erase(cx->g, n);
+    return v;
 }
 
 static int op_binary(ox_ctx *cx, ox_val **in, int nin, ox_val **out, int nout)
@@ -649,6 +702,14 @@ static int op_binary(ox_ctx *cx, ox_val **in, int nin, ox_val **out, int nout)
             return ox_error(cx, "input %d is missing", i);
     if (nin == 2 && (in[0]->erf_of || in[1]->erf_of))
         return gelu_step(cx, c == '+', in, out);
+    double half;
+    if (nin == 2 && in[0]->gelu && (c == '*' || c == '/') && in[1]->is_const &&
+        ox_numel(&in[1]->t) == 1 && const_scalar(cx, in[1], "a factor", &half) == 0 &&
+        half == (c == '*' ? 0.5 : 2)) /* GELU's last step: 2 gelu(x) halved */
+        return set(cx, out[0], named_gelu(cx, in[0]->gelu, out[0]->name));
+    if (nin == 2 && in[1]->gelu && c == '*' && in[0]->is_const && ox_numel(&in[0]->t) == 1 &&
+        const_scalar(cx, in[0], "a factor", &half) == 0 && half == 0.5)
+        return set(cx, out[0], named_gelu(cx, in[1]->gelu, out[0]->name));
     if (!variadic && nin != 2)
         return ox_error(cx, "%s takes 2 inputs, got %d", t, nin);
     for (int i = 1; i < nin; i++)
