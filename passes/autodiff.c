@@ -600,7 +600,9 @@ ad_optimizer ad_optimizer_default(ad_optimizer_kind kind)
 int ad_training_graph(ir_graph *g, const ad_optimizer *opt, diag *d)
 {
     if (!g->loss) {
-        diag_error(d, (ir_loc){0}, "model '%s' has no loss to train on", g->name);
+        diag_error(d, (ir_loc){0}, "model '%s' has no loss to train on (a model without one, "
+                   "an imported ONNX model say, gets one with --loss cross_entropy:OUTPUT)",
+                   g->name);
         return -1;
     }
     ad a = {g, d, NULL, NULL, 0, {0}};

@@ -1,5 +1,5 @@
 /* gnc export: a model (.net or .gir) as an ONNX file (frontend/onnx.h;
- * docs/onnx-export.md).
+ * docs/onnx.md, "Export").
  *
  * The model is loaded as gnc run loads it (-D, --model, --batch), and its
  * inference part is what exports: the loss, the nodes only it reads and the

@@ -1,4 +1,4 @@
-/* ir_graph -> ONNX ModelProto (frontend/onnx.h; docs/onnx-export.md).
+/* ir_graph -> ONNX ModelProto (frontend/onnx.h; docs/onnx.md, "Export").
  *
  * Expects an inference graph of one device: no loss, no updates, no optimizer
  * state, no shards.  Steps:
@@ -15,7 +15,7 @@
  *   5. the packed model is written to a temporary file that is renamed over
  *      path: a failure leaves no file and no partial one.
  * Each IR op maps to the ONNX pattern whose natural import is that op again
- * (the table in docs/onnx-export.md, which the importer follows).  An op with
+ * (the table in docs/onnx.md, "Export", which the importer follows).  An op with
  * no exact ONNX form stops the export with the node named.
  *
  * Everything lives in one arena, freed at the end; an allocation that fails

@@ -613,10 +613,12 @@ static int k_softmax(rt_exec *x, const ir_node *n)
             double sum = 0;
             for (int64_t i = 0; i < len; i++)
                 sum += exp((double)(p[i * inner] - mx));
-            if (logsm) {
-                float lse = mx + (float)log(sum);
+            if (logsm) { /* (x - max) - log(sum): mx + log(sum) in float would lose
+                            the digits of inputs near 1e4 (ONNX's
+                            test_logsoftmax_large_number) */
+                double ls = log(sum);
                 for (int64_t i = 0; i < len; i++)
-                    q[i * inner] = p[i * inner] - lse;
+                    q[i * inner] = (float)((double)(p[i * inner] - mx) - ls);
             } else {
                 for (int64_t i = 0; i < len; i++)
                     q[i * inner] = (float)(exp((double)(p[i * inner] - mx)) / sum);

@@ -357,4 +357,21 @@ expect 0 python3 -c "import sys, xml.etree.ElementTree as E; r = E.parse('pred.s
 expect 1 "$gnc" compile "$src/models/lenet.net" --trace /nonexistent/t.json
 has "cannot write '/nonexistent/t.json'"
 
+# an imported ONNX model: its weights run (directly and from a plan, which
+# carries them), and --loss makes it trainable
+onnx=$src/tests/onnx/models
+if "$gnc" dump "$onnx/lenet.onnx" >/dev/null 2>&1; then
+    expect 0 "$gnc" run "$onnx/lenet.onnx" --input image="$onnx/lenet.input.npy" -o onnx-direct
+    expect 0 "$gnc" compile "$onnx/lenet.onnx" -o lenet-onnx.gnc --no-kernels
+    expect 0 "$gnc" inspect lenet-onnx.gnc;    has "weights"
+    expect 0 "$gnc" run lenet-onnx.gnc --input image="$onnx/lenet.input.npy" -o onnx-plan
+    same onnx-direct/logits.npy onnx-plan/logits.npy "lenet.onnx run directly and from its plan"
+    expect 0 "$gnc" dump "$onnx/lenet.onnx" -o lenet-onnx.gir
+    expect 1 "$gnc" run lenet-onnx.gir;        has "are not in IR text"
+    expect 0 "$gnc" train "$onnx/lenet.onnx" --loss cross_entropy:logits --steps 3
+    has "step 3/"
+    expect 1 "$gnc" train "$onnx/lenet.onnx" --steps 3
+    has "has no loss to train on"
+fi
+
 summary cli
