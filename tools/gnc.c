@@ -106,7 +106,7 @@ static const struct command {
      "and Netron open: its inputs, outputs and inference graph (the loss and the\n"
      "inputs only the loss reads are left out), its parameters and buffers as\n"
      "initializers with their values.  An op with no exact ONNX form is an error that\n"
-     "names the node, and nothing is written (docs/onnx.md, "Export").\n",
+     "names the node, and nothing is written (docs/onnx.md).\n",
      NULL},
     {"inspect",
      "usage: gnc inspect FILE.gnc [--json]\n"
