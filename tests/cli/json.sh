@@ -141,7 +141,7 @@ else bad "--json --time-passes --dump-ir: the timings and the IR are not on stan
 
 # usage errors and failures: a status, a message, nothing on standard output
 json 2 u1 "$gnc" compile "$lenet" --json --dump-memory
-grep -qF -- "--json and --dump-memory both print on standard output" u1.err && ok || bad "u1: $(cat u1.err)"
+grep -qF -- "--json and --dump-memory without a file both print on standard output" u1.err && ok || bad "u1: $(cat u1.err)"
 json 2 u2 "$gnc" compile "$lenet" --json --dump-plan
 grep -qF -- "--json and --dump-plan without a file" u2.err && ok || bad "u2: $(cat u2.err)"
 json 2 u3 "$gnc" run "$lenet" --json --profile --device cpu
