@@ -80,7 +80,7 @@ T=("$gnc" train "$lenet" --data tiny --batch 16 --lr 0.05 --momentum 0.9 --seed 
 figures() { grep -oE 'step [0-9]+/[0-9]+  loss [0-9.]+|train loss [0-9.]+, test loss [0-9.]+, test accuracy [0-9.]+' <<<"$1"; }
 
 k=0
-for s in data pipeline "pipeline --microbatches 1" "hybrid:dp=2,pp=1" "data --deterministic --sync-bn"; do
+for s in data pipeline "pipeline --microbatches 1" "hybrid:dp=2,pp=1" "data --deterministic --sync-bn" zero1 zero3 "data --accumulate 2"; do
     k=$((k + 1))
     expect 0 "${T[@]}" --devices cpu:2 --strategy $s --checkpoint one$k.st --log one$k.csv
     one=$out
