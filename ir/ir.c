@@ -436,6 +436,34 @@ void ir_erase(ir_graph *g, ir_node *n)
     g->nnodes--;
 }
 
+int ir_erase_dead(ir_graph *g)
+{
+    int *uses = base_xcalloc((size_t)g->nvalues + 1, sizeof *uses), removed = 0;
+    ir_for_each_node(g, n)
+        for (int i = 0; i < n->nin; i++)
+            uses[n->in[i]->id]++;
+    for (int i = 0; i < g->noutputs; i++)
+        uses[g->outputs[i].value->id]++;
+    if (g->loss)
+        uses[g->loss->id]++;
+    for (int i = 0; i < g->nupdates; i++)
+        uses[g->updates[i].source->id]++;
+    for (ir_node *n = g->tail, *prev; n; n = prev) {
+        prev = n->prev;
+        int live = ir_op_communicates(n->op); /* its peers wait for it */
+        for (int i = 0; i < n->nout && !live; i++)
+            live = uses[n->out[i]->id] > 0;
+        if (live)
+            continue;
+        for (int i = 0; i < n->nin; i++)
+            uses[n->in[i]->id]--;
+        ir_erase(g, n);
+        removed++;
+    }
+    base_free(uses);
+    return removed;
+}
+
 void ir_replace_uses(ir_graph *g, ir_value *old, ir_value *new_)
 {
     ir_for_each_node(g, n)

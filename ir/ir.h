@@ -222,6 +222,10 @@ void ir_erase(ir_graph *g, ir_node *n);
 /* Every use of old (node operands, outputs, loss, update sources) becomes a use
  * of new. */
 void ir_replace_uses(ir_graph *g, ir_value *old, ir_value *new_);
+/* Erases the nodes none of whose results a node, an output, the loss or an
+ * update reads (but communication, which its peers wait for), last first so
+ * that a dead chain goes at once.  Returns how many. */
+int ir_erase_dead(ir_graph *g);
 
 #define ir_for_each_node(g, n) for (ir_node *n = (g)->head; n; n = n->next)
 

@@ -798,33 +798,6 @@ static int import_graph(ox_ctx *cx, const Onnx__ModelProto *m, const char *dir)
     return 0;
 }
 
-/* Erases the nodes whose results nothing reads (no node, output or loss):
- * what a pattern left behind (GELU's doubling, ops.c gelu_step) and the
- * model's own dead nodes, last first so that a chain goes at once. */
-static void sweep(ir_graph *g)
-{
-    int *uses = base_xcalloc((size_t)g->nvalues + 1, sizeof *uses);
-    ir_for_each_node(g, n)
-        for (int i = 0; i < n->nin; i++)
-            uses[n->in[i]->id]++;
-    for (int i = 0; i < g->noutputs; i++)
-        uses[g->outputs[i].value->id]++;
-    if (g->loss)
-        uses[g->loss->id]++;
-    for (ir_node *n = g->tail, *prev; n; n = prev) {
-        prev = n->prev;
-        int used = 0;
-        for (int k = 0; k < n->nout; k++)
-            used |= uses[n->out[k]->id] > 0;
-        if (used)
-            continue;
-        for (int i = 0; i < n->nin; i++)
-            uses[n->in[i]->id]--;
-        ir_erase(g, n);
-    }
-    base_free(uses);
-}
-
 ir_graph *fe_load_onnx(const char *path, const fe_options *opt, diag *d)
 {
     ox_ctx cx = {0};
@@ -866,8 +839,9 @@ ir_graph *fe_load_onnx(const char *path, const fe_options *opt, diag *d)
     cx.g = ir_graph_new(m->graph && m->graph->name && m->graph->name[0] ? m->graph->name
                                                                          : gname);
     int rc = check_opsets(&cx, m) == 0 ? import_graph(&cx, m, dir) : -1;
-    if (rc == 0)
-        sweep(cx.g);
+    if (rc == 0) /* what a pattern left behind (GELU's doubling, ops.c gelu_step),
+                    and the model's own dead nodes */
+        ir_erase_dead(cx.g);
     base_free(dir);
     base_arena_free(&cx.scratch);
     onnx__model_proto__free_unpacked(m, &pb_allocator);
