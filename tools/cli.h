@@ -166,11 +166,12 @@ int cli_plan_open(const options *o, drv_program *out);
 int cmd_inspect(const options *o);
 
 /* Chrome traces (tools/trace.c): the predicted step of p (gnc compile
- * --trace), the kernels x ran while profiling (--profile=FILE; what: "measured:
- * gnc run").  0, or 1 after saying why. */
-struct rt_exec;
+ * --trace), the kernels session s ran while profiling (--profile=FILE; what:
+ * "measured: gnc run"): the CPU executor's (rt_exec_events), or on cuda the
+ * GPU's steps (rt_cuda_events).  0, or 1 after saying why. */
+struct rt_session;
 int cli_write_predicted_trace(const pt_plan *p, const char *path);
-int cli_write_measured_trace(struct rt_exec *x, const char *what, const char *path);
+int cli_write_measured_trace(struct rt_session *s, const char *what, const char *path);
 
 /* The pictures' helpers (tools/trace.c): whether s ends in suffix; s as XML
  * text, its specials escaped and anything outside printable ASCII as '?'. */

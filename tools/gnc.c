@@ -227,10 +227,13 @@ static const struct flag {
     {"--threads", "run train eval", 1, " N", "CPU threads (default: all cores)", SEC_MAIN},
     {"--profile", "run", 2, "[=FILE.json]",
      "print the time spent in each op; with FILE, also each kernel's measured times as a "
-     "Chrome trace (Perfetto, chrome://tracing; CPU device)", SEC_MAIN},
+     "Chrome trace (Perfetto, chrome://tracing).  On cuda FILE alone: each step's GPU time "
+     "between CUDA events, every run launched step by step (a CUDA graph's nodes cannot be "
+     "timed one by one)", SEC_MAIN},
     {"--profile", "train", 2, "[=FILE.json]",
      "print the time spent in each op of the training step; with FILE, also each kernel's "
-     "measured times, every step, as a Chrome trace (CPU device)", SEC_MAIN},
+     "measured times, every step, as a Chrome trace.  On cuda FILE alone: each GPU step "
+     "between CUDA events, launched step by step (no CUDA graph)", SEC_MAIN},
     {"--trace", "compile", 1, " FILE.json",
      "write the predicted step (the cost model's schedule: a track per device and stream, "
      "each kernel and communication with its time and bytes) as a Chrome trace", SEC_MAIN},
@@ -1511,6 +1514,8 @@ static int cmd_run(const options *o, const drv_program *p)
     }
     rt_session_set_timeout(s, o->timeout);
     rt_exec_set_profile(rt_session_host(s), o->profile);
+    if (rt_session_gpu(s))
+        rt_cuda_set_profile(rt_session_gpu(s), o->profile_file != NULL);
     int rc = 1;
     if (o->weights && rt_session_load(s, o->weights, NULL, err, sizeof err) != 0) {
         fprintf(stderr, "gnc: error: %s\n", err);
@@ -1588,10 +1593,10 @@ static int cmd_run(const options *o, const drv_program *p)
     if (g->loss && rt_session_data(s, g->loss))
         print_tensor("loss", g->loss, rt_session_data(s, g->loss));
     printf("time: %.2f ms (median of %d)\n", times[repeat / 2], repeat);
-    if (o->profile)
+    if (o->profile && !rt_session_gpu(s))
         rt_exec_print_profile(rt_session_host(s), stdout);
     free(times);
-    rc = o->profile_file ? cli_write_measured_trace(rt_session_host(s), "measured: gnc run",
+    rc = o->profile_file ? cli_write_measured_trace(s, "measured: gnc run",
                                                     o->profile_file)
                          : 0;
 done:

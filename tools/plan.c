@@ -123,8 +123,11 @@ int cli_device(options *o)
                 "--device cuda%s\n", o->device ? "" : " (the default here is cpu)");
         return 1;
     }
-    if (o->cuda && o->profile) {
-        fprintf(stderr, "gnc: error: --profile times the CPU executor's ops: add --device cpu\n");
+    /* on the GPU, the trace of its steps alone (--profile=FILE): the op table
+       is the CPU executor's */
+    if (o->cuda && o->profile && !o->profile_file) {
+        fprintf(stderr, "gnc: error: --profile times the CPU executor's ops: add --device cpu, "
+                "or write the GPU's steps with --profile=FILE.json\n");
         return 1;
     }
     if (o->cuda && rt_cuda_probe(NULL, err, sizeof err) != 0) {

@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "cost.h"
 #include "exec.h"
+#include "session.h"
 
 enum { COMPUTE, COMMUNICATION };
 
@@ -235,10 +236,11 @@ int cli_write_predicted_trace(const pt_plan *p, const char *path)
     return write_json(root, path, "--trace");
 }
 
-int cli_write_measured_trace(struct rt_exec *x, const char *what, const char *path)
+int cli_write_measured_trace(struct rt_session *s, const char *what, const char *path)
 {
     int n;
-    const rt_event *ev = rt_exec_events(x, &n);
+    const rt_event *ev = rt_session_gpu(s) ? rt_cuda_events(rt_session_gpu(s), &n)
+                                           : rt_exec_events(rt_session_host(s), &n);
     int ndevices = 1;
     trace t = {.t0_ms = n ? ev[0].start_ms : 0};
     for (int i = 0; i < n; i++) {

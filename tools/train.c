@@ -669,6 +669,8 @@ static int run_open(run *r)
     }
     /* the parameters are filled from o->seed (cli_session_new) */
     rt_exec_set_profile(rt_session_host(r->tm.s), o->profile);
+    if (rt_session_gpu(r->tm.s))
+        rt_cuda_set_profile(rt_session_gpu(r->tm.s), o->profile_file != NULL);
     return 0;
 }
 
@@ -1055,10 +1057,10 @@ int cmd_train(const options *o)
         rc = 1;
         goto done;
     }
-    if (rc == 0 && r.root && o->profile)
+    if (rc == 0 && r.root && o->profile && !rt_session_gpu(r.tm.s))
         rt_exec_print_profile(rt_session_host(r.tm.s), stdout);
     if (rc == 0 && r.root && o->profile_file)
-        rc = cli_write_measured_trace(rt_session_host(r.tm.s), "measured: gnc train",
+        rc = cli_write_measured_trace(r.tm.s, "measured: gnc train",
                                       o->profile_file);
 done:
     signal(SIGINT, SIG_DFL);

@@ -169,6 +169,8 @@ const char *rt_session_device_name(const rt_session *s)
 
 rt_exec *rt_session_host(rt_session *s) { return s->host; }
 
+rt_cuda *rt_session_gpu(rt_session *s) { return s->gpu; }
+
 void *rt_session_data(rt_session *s, const ir_value *v) { return rt_exec_data(s->host, v); }
 
 /* Bytes of v's host copy: floats as float. */

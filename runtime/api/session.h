@@ -98,6 +98,9 @@ const char *rt_session_warning(const rt_session *s);
 /* The host copy: for what only the CPU executor has (profiles, MPI's
  * rt_exec_gather_params).  Values on the GPU are not in it unless read back. */
 rt_exec *rt_session_host(rt_session *s);
+/* cuda: the GPU executor (for what only it has: rt_cuda_set_profile and
+ * rt_cuda_events); cpu: NULL. */
+rt_cuda *rt_session_gpu(rt_session *s);
 /* The host copy of v (rt_exec_data): an input as last set, an output or the
  * loss as the last run left it. */
 void *rt_session_data(rt_session *s, const ir_value *v);

@@ -160,6 +160,15 @@ const char *rt_cuda_warning(const rt_cuda *x)
     return NULL;
 }
 
+void rt_cuda_set_profile(rt_cuda *x, int on) { (void)x, (void)on; }
+
+const rt_event *rt_cuda_events(const rt_cuda *x, int *n)
+{
+    (void)x;
+    *n = 0;
+    return NULL;
+}
+
 int rt_cuda_unique_id(const char *libdir, rt_cuda_id *id, char *err, size_t errlen)
 {
     (void)libdir, (void)id;
@@ -873,6 +882,10 @@ void rt_cuda_close(rt_cuda *x)
             base_free(G->args[init]);
             base_free(G->done[init]);
         }
+        for (int k = 0; G->marks && k < 1 + 2 * x->p->devices[d].nsteps; k++)
+            if (G->marks[k])
+                x->L.cuEventDestroy(G->marks[k]);
+        base_free(G->marks);
         base_free(G->modules);
         base_free(G->functions);
         CUdevice dev;
@@ -881,6 +894,7 @@ void rt_cuda_close(rt_cuda *x)
     }
     base_free(x->dev);
     base_free(x->pending);
+    base_free(x->events);
     base_free(x);
 }
 
@@ -1054,6 +1068,15 @@ int rt_cuda_init_params(rt_cuda *x, uint64_t seed, char *err, size_t errlen)
 
 /* ---------------------------------------------------------------- issuing */
 
+/* Profiling: device d's mark k (cuda_gpu.marks) recorded on stream st (of
+ * the current context), in a timed run (not the init steps). */
+static int mark(rt_cuda *x, int d, int init, int k, CUstream st, char *err, size_t errlen)
+{
+    if (!init && x->timed)
+        CU(cuEventRecord(x->dev[d].marks[k], st));
+    return 0;
+}
+
 /* Step s of device d, not a communication step, on its compute stream: after
  * the communication step it waits for, and recording its event if one waits
  * for it. */
@@ -1066,6 +1089,8 @@ static int issue_step(rt_cuda *x, int d, int init, int s, char *err, size_t errl
     CU(cuCtxSetCurrent(G->ctx));
     if (st->wait >= 0)
         CU(cuStreamWaitEvent(cs, G->done[init][st->wait], 0));
+    if (mark(x, d, init, 1 + 2 * s, cs, err, errlen))
+        return -1;
     if (st->kind == CG_STEP_KERNEL) {
         const cg_launch *l = &st->u.launch;
         CU(cuLaunchKernel(G->functions[l->kernel], l->grid[0], l->grid[1], l->grid[2],
@@ -1077,6 +1102,8 @@ static int issue_step(rt_cuda *x, int d, int init, int s, char *err, size_t errl
     } else if (cuda_lib_issue(x, d, st, G->lib[init][s], cs, err, errlen)) {
         return -1;
     }
+    if (mark(x, d, init, 2 + 2 * s, cs, err, errlen))
+        return -1;
     if (G->done[init][s])
         CU(cuEventRecord(G->done[init][s], cs));
     return 0;
@@ -1204,6 +1231,16 @@ static int issue_comm(rt_cuda *x, int init, int n, const int *devs, const int *i
         int count;
         steps[i] = &steps_of(x, devs[i], init, &count)[idx[i]];
     }
+    /* timed: each member's begin after what it waits for (waited for again
+       below, which orders nothing new) */
+    for (int i = 0; !init && x->timed && i < n; i++) {
+        cuda_gpu *G = &x->dev[devs[i]];
+        CU(cuCtxSetCurrent(G->ctx));
+        if (steps[i]->wait >= 0)
+            CU(cuStreamWaitEvent(G->stream[S_COMM], G->done[init][steps[i]->wait], 0));
+        if (mark(x, devs[i], init, 1 + 2 * idx[i], G->stream[S_COMM], err, errlen))
+            return -1;
+    }
     if (x->local_comm) {
         if (issue_local(x, init, n, devs, steps, err, errlen))
             return -1;
@@ -1220,6 +1257,8 @@ static int issue_comm(rt_cuda *x, int init, int n, const int *devs, const int *i
     for (int i = 0; i < n; i++) {
         cuda_gpu *G = &x->dev[devs[i]];
         CU(cuCtxSetCurrent(G->ctx));
+        if (mark(x, devs[i], init, 2 + 2 * idx[i], G->stream[S_COMM], err, errlen))
+            return -1;
         if (G->done[init][idx[i]])
             CU(cuEventRecord(G->done[init][idx[i]], G->stream[S_COMM]));
     }
@@ -1248,6 +1287,8 @@ static int issue_p2p(rt_cuda *x, int d, int init, int s, cuda_message *m, char *
     CU(cuCtxSetCurrent(G->ctx));
     if (st->wait >= 0)
         CU(cuStreamWaitEvent(cs, G->done[init][st->wait], 0));
+    if (mark(x, d, init, 1 + 2 * s, cs, err, errlen))
+        return -1;
     if (c->op == IR_OP_SEND && x->rank >= 0) {
         if (cuda_comm_p2p(x, d, 1, c->peer, cuda_ptr(G, c->send[0]),
                           c->count[0] * dtype_bytes(c->dtype), cs, err, errlen))
@@ -1266,6 +1307,8 @@ static int issue_p2p(rt_cuda *x, int d, int init, int s, cuda_message *m, char *
         CU(cuMemcpyDtoDAsync(cuda_ptr(G, c->recv[0]), G->mailbox + (CUdeviceptr)m->offset,
                              (size_t)m->bytes, cs));
     }
+    if (mark(x, d, init, 2 + 2 * s, cs, err, errlen))
+        return -1;
     if (G->done[init][s])
         CU(cuEventRecord(G->done[init][s], cs));
     return 0;
@@ -1447,6 +1490,8 @@ static int issue_run(rt_cuda *x, int init, char *err, size_t errlen)
         for (int i = G == G0 ? S_COMM : S_COMPUTE, on; (on = run_stream(x, d, i, &st, &join)) >= 0; i++)
             if (on)
                 CU(cuStreamWaitEvent(st, G0->fork, 0));
+        if (mark(x, d, init, 0, G->stream[S_COMPUTE], err, errlen))
+            return -1;
         if (!init)
             CU(cuMemsetD8Async(cuda_ptr(G, p->devices[d].status), 0, sizeof(cg_status),
                                G->stream[S_COMPUTE]));
@@ -1616,6 +1661,72 @@ static int place_prefetched(rt_cuda *x, char *err, size_t errlen)
     return 0;
 }
 
+void rt_cuda_set_profile(rt_cuda *x, int on) { x->profile = on; }
+
+const rt_event *rt_cuda_events(const rt_cuda *x, int *n)
+{
+    *n = x->nevents;
+    return x->events;
+}
+
+/* Profiling: the marks of this process's devices (made at the first timed
+ * run, with timing), the run about to be issued timed from now. */
+static int start_timing(rt_cuda *x, char *err, size_t errlen)
+{
+    for (int d = 0; d < x->p->ndevices; d++) {
+        cuda_gpu *G = &x->dev[d];
+        int n = 1 + 2 * x->p->devices[d].nsteps;
+        if (!cuda_mine(x, d) || G->marks)
+            continue;
+        if (!(G->marks = base_calloc((size_t)n, sizeof *G->marks)))
+            return base_fail(err, errlen, "out of memory");
+        CU(cuCtxSetCurrent(G->ctx));
+        for (int k = 0; k < n; k++)
+            CU(cuEventCreate(&G->marks[k], CU_EVENT_DEFAULT));
+    }
+    x->timed = 1;
+    x->launched_ms = rt_wait_now() * 1e3;
+    return 0;
+}
+
+/* The timed run's steps that have an IR node, read from their marks into
+ * x->events (the first RT_MAX_EVENTS kept); a fused node's step stands for
+ * all of its members.  A device's run starts at the launch, or where its
+ * previous run ended if later: the GPU's clock and the host's drift apart
+ * (the stand-ins' is a model, not time at all), and runs never overlap. */
+static int read_timing(rt_cuda *x, char *err, size_t errlen)
+{
+    for (int d = 0; d < x->p->ndevices; d++) {
+        const cg_device *D = &x->p->devices[d];
+        cuda_gpu *G = &x->dev[d];
+        double base = x->launched_ms > G->marked_until ? x->launched_ms : G->marked_until;
+        if (!cuda_mine(x, d))
+            continue;
+        CU(cuCtxSetCurrent(G->ctx));
+        for (int s = 0; s < D->nsteps; s++) {
+            const ir_node *first = D->steps[s].node, *last = first;
+            float t0, t1;
+            if (!first)
+                continue;
+            while (last->group && last->next && last->next->group == last->group)
+                last = last->next;
+            CU(cuEventElapsedTime(&t0, G->marks[0], G->marks[1 + 2 * s]));
+            CU(cuEventElapsedTime(&t1, G->marks[0], G->marks[2 + 2 * s]));
+            if (x->nevents == x->cap_events) {
+                int cap = x->cap_events ? 2 * x->cap_events : 256;
+                rt_event *e = cap <= RT_MAX_EVENTS
+                                  ? base_realloc(x->events, (size_t)cap * sizeof *e) : NULL;
+                if (!e)
+                    return 0; /* the first ones kept */
+                x->events = e, x->cap_events = cap;
+            }
+            x->events[x->nevents++] = (rt_event){first, last, d, base + t0, base + t1};
+            G->marked_until = base + t1 > G->marked_until ? base + t1 : G->marked_until;
+        }
+    }
+    return 0;
+}
+
 int rt_cuda_launch(rt_cuda *x, char *err, size_t errlen)
 {
     if (x->in_flight)
@@ -1630,7 +1741,7 @@ int rt_cuda_launch(rt_cuda *x, char *err, size_t errlen)
     }
     if (place_prefetched(x, err, errlen))
         return -1;
-    if (!x->eager && x->warm && !x->graph && capture(x, err, errlen)) {
+    if (!x->eager && !x->profile && x->warm && !x->graph && capture(x, err, errlen)) {
         /* across processes every rank must launch its NCCL calls the same
            way, captured or not, and this one cannot tell the others */
         if (x->rank >= 0) {
@@ -1643,12 +1754,16 @@ int rt_cuda_launch(rt_cuda *x, char *err, size_t errlen)
                  "(--eager or GNC_CUDA_EAGER=1 skips the attempt)", err);
         x->eager = 1;
     }
-    if (x->eager || !x->warm) {
+    if (x->eager || x->profile || !x->warm) {
         /* the first run eagerly, also where graphs follow: what the libraries
            set up at their first use (NCCL's connections, cuDNN's plans,
            lazily loaded modules) is then done before a capture */
-        if (issue_run(x, 0, err, errlen))
+        if (x->profile && start_timing(x, err, errlen))
             return -1;
+        if (issue_run(x, 0, err, errlen)) {
+            x->timed = 0;
+            return -1;
+        }
         x->warm = 1;
     } else {
         CU(cuCtxSetCurrent(origin(x)->ctx));
@@ -1662,8 +1777,9 @@ int rt_cuda_wait(rt_cuda *x, char *err, size_t errlen)
 {
     if (!x->in_flight)
         return 0;
-    x->in_flight = 0;
-    if (sync_all(x, 0, err, errlen))
+    int timed = x->timed;
+    x->in_flight = 0, x->timed = 0;
+    if (sync_all(x, 0, err, errlen) || (timed && read_timing(x, err, errlen)))
         return -1;
     for (int d = 0; d < x->p->ndevices; d++) {
         const cg_device *D = &x->p->devices[d];

@@ -37,6 +37,7 @@
 #include <stdint.h>
 
 #include "codegen.h"
+#include "exec.h"
 
 typedef struct rt_cuda rt_cuda;
 
@@ -146,6 +147,21 @@ int rt_cuda_wait(rt_cuda *x, char *err, size_t errlen);
  * step of the run not done where the GPU tells; every later run fails at
  * once.  A run without NCCL synchronizes as before. */
 void rt_cuda_set_timeout(rt_cuda *x, double seconds);
+
+/* Profiling (gnc run/train --profile=FILE on cuda): with on, every later
+ * run is launched step by step (a CUDA graph's nodes cannot be timed one by
+ * one), each step of this process's devices between two timing events on
+ * its stream (compute, or communication), and waiting for the run reads
+ * them.  rt_cuda_events: every step with an IR node timed since profiling
+ * was turned on, device by device in each run, as the CPU executor's
+ * rt_exec_events: start_ms and end_ms are milliseconds since the run's
+ * first event on that device (its compute stream, once the run may start)
+ * added to the run's launch on CLOCK_MONOTONIC (or to the end of the
+ * device's previous run, where later), so that the runs follow each other
+ * in one timeline; a device's clock is its own, the devices' tracks are
+ * aligned at the launch.  RT_MAX_EVENTS at most; owned by x. */
+void rt_cuda_set_profile(rt_cuda *x, int on);
+const rt_event *rt_cuda_events(const rt_cuda *x, int *n);
 
 /* gnc compile --autotune: runs each library step of p (the program x was
  * opened on, compiled for this GPU) with every candidate algorithm, times

@@ -106,6 +106,9 @@ typedef struct {
     CUdeviceptr mailbox;        /* the messages this device receives */
     int nmessages;
     cuda_message *messages;
+    CUevent *marks;             /* profiling, with timing: [0] a run's start, [1 + 2s] and
+                                   [2 + 2s] run step s's begin and end; NULL until then */
+    double marked_until;        /* the end of its last timed step in rt_cuda_events */
 } cuda_gpu;
 
 /* A prefetched range of the inputs region: staging -> inputs at the next launch. */
@@ -134,6 +137,11 @@ struct rt_cuda {
     CUgraphExec graph;          /* the captured run, once captured */
     int npending;
     cuda_pending *pending;      /* [number of inputs x devices] at most */
+    int profile;                /* rt_cuda_set_profile: runs are eager and timed */
+    int timed;                  /* the run in flight records the marks */
+    double launched_ms;         /* its launch, CLOCK_MONOTONIC */
+    rt_event *events;           /* rt_cuda_events */
+    int nevents, cap_events;
 };
 
 /* Whether program device d runs in this process. */

@@ -83,7 +83,8 @@ endforeach()
 # of plans with kernels, built in memory, side by side: lenet (SGD) and a
 # batch-norm net (Adam) training on one device and their inference, lenet and
 # mlp data parallel on two (4 steps, checkpoints saved by both and loaded
-# across, sessions that ran rewound) (tests/gpu/test_session_fake.c).
+# across, sessions that ran rewound), and the GPU profile's events of lenet
+# and mlp (tests/gpu/test_session_fake.c).
 add_executable(test_session_fake ${CMAKE_CURRENT_LIST_DIR}/../gpu/test_session_fake.c
                ${CMAKE_CURRENT_LIST_DIR}/../cg_host.c)
 target_include_directories(test_session_fake PRIVATE ${CMAKE_CURRENT_LIST_DIR}/..)

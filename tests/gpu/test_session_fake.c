@@ -26,7 +26,9 @@
  *
  * The cases: lenet (SGD with momentum) and a small net with batch
  * normalization (Adam) trained on 1 device, each followed by its inference;
- * lenet and mlp data parallel on 2 devices.  Before them: a process that
+ * lenet and mlp data parallel on 2 devices; then lenet on 1 device and mlp
+ * on 2 profiled (rt_cuda_set_profile: the events of every step, checked
+ * against the program's steps, profiled()).  Before them: a process that
  * makes an NCCL id (rt_cuda_unique_id) survives NCCL's bootstrap thread.
  * Exits 77 (skipped) without NVRTC.
  *
@@ -484,6 +486,128 @@ done:
     rt_plan_free(p);
 }
 
+/* Whether n is one of g's nodes. */
+static int node_of(const ir_graph *g, const ir_node *n)
+{
+    for (const ir_node *m = g->head; m; m = m->next)
+        if (m == n)
+            return 1;
+    return 0;
+}
+
+/* The GPU profile (rt_cuda_set_profile, as gnc run and train --profile=FILE
+ * turn it on) of a cuda session that would otherwise replay a CUDA graph,
+ * beside a cpu session: RUNS training steps agree, then the events are one
+ * per step of the program with an IR node, run by run, device by device, in
+ * step order: each of its step's node (of the plan's program) through the
+ * last member of its fused group, start <= end, none starting before the
+ * previous one on its stream (compute or communication) ended, every device
+ * present, some of them taking time (the stand-in's clock); once profiling
+ * is off, another run adds none. */
+static void profiled(const char *model, int batch, int devices)
+{
+    enum { RUNS = 3 };
+    char what[128], err[2048], at[192];
+    snprintf(what, sizeof what, "%s profiled on the GPU, %d device%s", model, devices,
+             devices > 1 ? "s, data parallel" : "");
+    kernels k = {0};
+    rt_session *s[2] = {NULL, NULL};
+    rt_plan *p = plan_of(model, batch, devices, PT_DATA, 1, err, sizeof err);
+    if (!p || kernels_register(p, &k, err, sizeof err) != 0 ||
+        !(s[0] = open_session(p, RT_DEVICE_CPU, 0, 5, err, sizeof err)) ||
+        !(s[1] = open_session(p, RT_DEVICE_CUDA, 0, 5, err, sizeof err))) {
+        printf("FAIL %s: %s\n", what, err);
+        nfailed++;
+        goto done;
+    }
+    rt_cuda *gpu = rt_session_gpu(s[1]);
+    rt_cuda_set_profile(gpu, 1);
+    int ok = 1;
+    for (int r = 0; r < RUNS && ok; r++) {
+        if (step(p->g, s, 2, r, err, sizeof err) != 0) {
+            printf("FAIL %s: step %d: %s\n", what, r, err);
+            ok = 0;
+            break;
+        }
+        snprintf(at, sizeof at, "%s: step %d", what, r);
+        ok = same_results(at, p->g, s[1], s[0]);
+    }
+    int n = 0, i = 0, per_device[64] = {0}, timed = 0;
+    const rt_event *ev = rt_cuda_events(gpu, &n);
+    for (int r = 0; r < RUNS && ok; r++)
+        for (int d = 0; d < k.prog->ndevices && d < 64 && ok; d++) {
+            const cg_device *D = &k.prog->devices[d];
+            double ended[2] = {-1e300, -1e300};   /* per stream: compute, communication */
+            for (int j = 0; j < D->nsteps && ok; j++) {
+                const cg_step *c = &D->steps[j];
+                if (!c->node)
+                    continue;
+                if (i == n) {
+                    printf("FAIL %s: %d events, too few for run %d of device %d\n", what, n, r, d);
+                    ok = 0;
+                    break;
+                }
+                const rt_event *e = &ev[i++];
+                const ir_node *last = e->first;
+                while (last && last->group && last->next && last->next->group == last->group)
+                    last = last->next;
+                int comm = c->kind == CG_STEP_COMM;
+                if (e->device != d || e->first != c->node || !node_of(p->g, e->first) ||
+                    e->last != last) {
+                    printf("FAIL %s: event %d (device %d, %s) is not run %d's step %d of device "
+                           "%d (%s)\n", what, i - 1, e->device,
+                           e->first && e->first->nout ? e->first->out[0]->name : "no node", r,
+                           j, d, c->what);
+                    ok = 0;
+                } else if (!(e->start_ms <= e->end_ms) || e->start_ms < ended[comm]) {
+                    printf("FAIL %s: device %d, %s: %.6f .. %.6f ms, after the %s stream's "
+                           "previous end %.6f\n", what, d, c->what, e->start_ms, e->end_ms,
+                           comm ? "communication" : "compute", ended[comm]);
+                    ok = 0;
+                }
+                ended[comm] = e->end_ms;
+                per_device[d]++;
+                timed += e->end_ms > e->start_ms;
+            }
+        }
+    if (ok && i != n) {
+        printf("FAIL %s: %d events, %d steps with a node in %d runs\n", what, n, i, RUNS);
+        ok = 0;
+    }
+    for (int d = 0; d < k.prog->ndevices && d < 64 && ok; d++)
+        if (!per_device[d]) {
+            printf("FAIL %s: no events of device %d\n", what, d);
+            ok = 0;
+        }
+    if (ok && !timed) {
+        printf("FAIL %s: no step took time\n", what);
+        ok = 0;
+    }
+    /* off: the next run (a CUDA graph's) records nothing */
+    if (ok) {
+        rt_cuda_set_profile(gpu, 0);
+        int after;
+        if (step(p->g, s, 2, RUNS, err, sizeof err) != 0) {
+            printf("FAIL %s: a run after profiling: %s\n", what, err);
+            ok = 0;
+        } else if (rt_cuda_events(gpu, &after), after != n) {
+            printf("FAIL %s: profiling off, a run added %d events\n", what, after - n);
+            ok = 0;
+        }
+    }
+    if (ok) {
+        npassed++;
+        printf("ok %s: %d events in %d runs, %d of them taking time\n", what, n, RUNS, timed);
+    } else {
+        nfailed++;
+    }
+done:
+    rt_session_free(s[0]);
+    rt_session_free(s[1]);
+    kernels_free(&k);
+    rt_plan_free(p);
+}
+
 /* ---------------------------------------------------------------- under MPI */
 
 #ifdef GNC_HAVE_MPI
@@ -658,6 +782,8 @@ int main(int argc, char **argv)
     inference("bnnet", 4, 1);
     training("lenet", 4, 2, 1);
     training("mlp", 4, 2, 1);
+    profiled("lenet", 4, 1);
+    profiled("mlp", 4, 2);
     dlclose(driver);
     printf("%d passed, %d failed\n", npassed, nfailed);
     return nfailed ? 1 : 0;

@@ -347,6 +347,29 @@ if [ -n "$fake" ] && [ -e "$fake/libcuda.so.1" ] && [ "$nvrtc" = ON ]; then
     grep -q "warning" <<<"$out" && bad "GNC_CUDA_EAGER=1 tried a CUDA graph" || ok
     expect 1 "${G[@]}" GNC_CUDA_EAGER=yes "$gnc" run a.gnc --device cuda
     has "GNC_CUDA_EAGER must be 0 or 1, not 'yes'"
+    # --profile=FILE on cuda: each step between CUDA events, launched step by
+    # step (no capture tried); the stand-ins' kernels and library calls take
+    # 0.5 ms of their clock each, so every step lasts a multiple of it, and
+    # both runs time the same steps in order
+    P=("${G[@]}" GNC_FAKECUDA_GRAPHS=invalidate GNC_FAKECUDA_KERNEL_MS=0.5
+       GNC_FAKECUDA_LIBRARY_MS=0.5)
+    expect 0 "${P[@]}" "$gnc" run a.gnc --device cuda --repeat 2 --profile=gpu.json
+    grep -q "warning" <<<"$out" && bad "--profile=FILE on cuda tried a CUDA graph" || ok
+    expect 0 python3 "$src/tests/cli/pictures.py" trace gpu.json 1 measured
+    expect 0 python3 -c "
+import json, sys
+x = [e for e in json.load(open('gpu.json'))['traceEvents'] if e['ph'] == 'X']
+x.sort(key=lambda e: e['ts'])
+h = len(x) // 2
+ok = (x and len(x) % 2 == 0 and [e['name'] for e in x[:h]] == [e['name'] for e in x[h:]]
+      and any(e['dur'] > 0 for e in x)
+      and all(abs(e['dur'] / 500 - round(e['dur'] / 500)) < 1e-3 for e in x))
+sys.exit(0 if ok else 1)"
+    expect 0 "${P[@]}" "$gnc" train graphs.gnc --data tiny --steps 2 --device cuda \
+        --profile=gpu-train.json
+    expect 0 python3 "$src/tests/cli/pictures.py" trace gpu-train.json 1 measured
+    expect 1 "${G[@]}" "$gnc" run a.gnc --device cuda --profile
+    has "or write the GPU's steps with --profile=FILE.json"
 fi
 
 # training from a plan: the same bits as from the model, resume included
