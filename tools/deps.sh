@@ -35,12 +35,15 @@ set -euo pipefail
 #                                     program per process, runtime/cpu/comm_mpi.c) and
 #                                     mpirun, which its tests (tests/mpi.cmake) need;
 #                                     gnc builds without them, the backend left out
+# libdnnl-dev:                        oneDNN, the CPU executor's convolutions
+#                                     (runtime/cpu/dnnl.c); gnc builds without it,
+#                                     its convolutions then on OpenBLAS
 pkgs=(build-essential cmake ninja-build flex bison pkg-config libopenblas-openmp-dev zlib1g-dev
       libcjson-dev
       clang libclang-rt-14-dev libomp-14-dev dataset-fashion-mnist python3
       protobuf-c-compiler libprotobuf-c-dev python3-onnx libonnx-testdata graphviz
       python3-numpy python3-venv python3-setuptools python3-wheel
-      libopenmpi-dev openmpi-bin)
+      libopenmpi-dev openmpi-bin libdnnl-dev)
 for arg in "$@"; do
     case $arg in
     --torch) pkgs+=(python3-torch) ;;

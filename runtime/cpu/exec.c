@@ -459,6 +459,17 @@ static void run_epilogue(rt_exec *x, const epilogue *e, int64_t lo, int64_t hi)
     }
 }
 
+/* The epilogue run after the whole convolution, image by image across the
+ * threads (a convolution on oneDNN, or one that runs chunk by chunk). */
+static void epilogue_images(rt_exec *x, const epilogue *e, int64_t n, int64_t size)
+{
+    if (!e)
+        return;
+#pragma omp parallel for if (n * size > PAR_MIN)
+    for (int64_t b = 0; b < n; b++)
+        run_epilogue(x, e, b * size, (b + 1) * size);
+}
+
 /* Convolution as GEMM: per group, weights [og, cg*kh*kw] times the columns of a
  * chunk of images [cg*kh*kw, chunk*oh*ow].  Chunks bound the column buffer; a
  * chunk of several images makes one large GEMM out of the deep layers' small
@@ -473,6 +484,10 @@ static int k_conv2d(rt_exec *x, const ir_node *n, const epilogue *epi, char *err
     int64_t kdim = cg * g.kh * g.kw, plane = g.oh * g.ow;
     int direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 &&
                  g.groups == 1;
+    int on_dnnl = rt_dnnl_conv(x, n, err, errlen);
+    if (on_dnnl)
+        return on_dnnl < 0 ? -1 : (epilogue_images(x, epi, g.n, g.o * plane), 0);
+    x->blas_convs++;
     if (rt_conv_per_image(&g) && !direct) {
         /* each thread takes whole images: its own columns, one GEMM per group
            written straight into the output, the bias added while it is hot */
@@ -542,6 +557,7 @@ static int k_conv2d(rt_exec *x, const ir_node *n, const epilogue *epi, char *err
                     p[i] += v;
             }
     }
+    epilogue_images(x, epi, g.n, g.o * plane);
     return 0;
 }
 
@@ -1325,6 +1341,7 @@ void rt_exec_free(rt_exec *x)
     base_free(x->arena);
     base_free(x->scratch);
     base_free(x->events);
+    rt_dnnl_free(x->dnnl);
     base_free(x);
 }
 
@@ -1381,9 +1398,9 @@ static double now_ms(void)
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
-/* A fused node that starts at n: a convolution running image by image whose
- * other members can run slice by slice.  Returns its member count after n (0:
- * run the nodes one by one). */
+/* A fused node that starts at n: a convolution running image by image (any
+ * convolution, where oneDNN may run it) whose other members can run slice by
+ * slice.  Returns its member count after n (0: run the nodes one by one). */
 static int fused_conv(const ir_node *n, epilogue *e)
 {
     e->n = 0;
@@ -1392,8 +1409,8 @@ static int fused_conv(const ir_node *n, epilogue *e)
     conv_geom g = rt_conv_geometry(n, &n->in[0]->type, &n->in[1]->type, &n->out[0]->type);
     int direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 &&
                  g.groups == 1;
-    if (!rt_conv_per_image(&g) || direct)
-        return 0;
+    if ((!rt_conv_per_image(&g) || direct) && !rt_dnnl_enabled())
+        return 0; /* on oneDNN any convolution may lead a fused group */
     const ir_value *running = n->out[0];
     for (const ir_node *m = n->next; m && m->group == n->group; m = m->next) {
         int k = epilogue_operand(m, running);
@@ -1560,6 +1577,16 @@ void rt_exec_print_profile(const rt_exec *x, FILE *f)
         fprintf(f, "%-20s %10.1f %8ld %5.1f%%\n", ir_ops[order[i]].name, ms[order[i]],
                 calls[order[i]], total > 0 ? 100 * ms[order[i]] / total : 0);
     fprintf(f, "%-20s %10.1f%s\n", "total", total, x->ndev ? " (all devices)" : "");
+    /* which path the convolutions took (conv2d and conv2d_grad_input; the
+       weights' gradients are always OpenBLAS's) */
+    long dnnl = x->dnnl_convs, blas = x->blas_convs;
+    for (int d = 0; d < x->ndev; d++)
+        dnnl += x->devs[d]->dnnl_convs, blas += x->devs[d]->blas_convs;
+    if (dnnl && blas)
+        fprintf(f, "convolutions: oneDNN (%ld calls), OpenBLAS (%ld calls)\n", dnnl, blas);
+    else if (dnnl || blas)
+        fprintf(f, "convolutions: %s (%ld calls)\n", dnnl ? "oneDNN" : "OpenBLAS",
+                dnnl ? dnnl : blas);
 }
 
 void rt_set_threads(int n)

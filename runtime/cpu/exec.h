@@ -3,8 +3,9 @@
  * It allocates one buffer per value (inputs, parameters, node results; or node
  * results in one planned arena), fills
  * parameters from their initializers, and runs the nodes in list order.  GEMM-shaped
- * work (dense, matmul, conv2d through im2col) goes through OpenBLAS's cblas_sgemm;
- * the other kernels are parallelised with OpenMP.  Integer inputs (labels, embedding
+ * work (dense, matmul, conv2d through im2col) goes through OpenBLAS's cblas_sgemm,
+ * or, in a build with oneDNN, an inference program's convolutions through its
+ * primitives (runtime/cpu/dnnl.c); the other kernels are parallelised with OpenMP.  Integer inputs (labels, embedding
  * indices) are kept in their own dtype; every floating-point value is float32.
  *
  * Inference semantics: batchnorm uses its running statistics, dropout is identity.
@@ -125,7 +126,8 @@ int rt_exec_run(rt_exec *x, char *err, size_t errlen);
 void rt_exec_set_timeout(rt_exec *x, double seconds);
 
 /* With on, rt_exec_run times every node; rt_exec_print_profile writes the total
- * time and call count per op, largest first. */
+ * time and call count per op, largest first, then which library ran the
+ * convolutions ("convolutions: oneDNN (20 calls)"). */
 void rt_exec_set_profile(rt_exec *x, int on);
 void rt_exec_print_profile(const rt_exec *x, FILE *f);
 

@@ -42,6 +42,11 @@ struct rt_exec {
     /* An MPI rank's executor (rt_exec_new_rank): device `device` of the program
        in a process of its own, talking to the other ranks through MPI. */
     struct rt_mpi *mpi;   /* comm_mpi.c; NULL otherwise */
+
+    /* Convolutions on oneDNN (dnnl.c): their primitives, made at a node's
+       first run and kept; NULL until the first convolution */
+    struct rt_dnnl *dnnl;
+    long dnnl_convs, blas_convs; /* convolutions run on each path, for the profile */
 };
 
 /* Loops over fewer elements than this stay on one thread. */
@@ -116,6 +121,16 @@ void rt_im2col(const conv_geom *g, const float *img, int64_t c0, int64_t cg, flo
  * round differently, and the result must not depend on the number of threads. */
 #define CONV_PER_IMAGE_MIN 8
 int rt_conv_per_image(const conv_geom *g);
+
+/* Convolution node n (conv2d, or conv2d_grad_input) on oneDNN (dnnl.c),
+ * writing its result alone (no epilogue).  Returns 1 when it ran, 0 when
+ * oneDNN is not built in, is turned off (GNC_DNNL=0 in the environment), the
+ * program trains (unless GNC_DNNL=all) or oneDNN declines the shape: the
+ * caller runs it on OpenBLAS.  -1 with err on a failure. */
+int rt_dnnl_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen);
+/* Whether convolutions go to oneDNN at all: built in, not turned off. */
+int rt_dnnl_enabled(void);
+void rt_dnnl_free(struct rt_dnnl *d);
 
 /* The number attributes of a unary op or of its gradient, in their schema's
  * order (ops.def: leaky_relu's slope, elu's alpha, pow's p, clamp's min and
