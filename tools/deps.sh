@@ -26,6 +26,7 @@ set -euo pipefail
 # python3-onnx:                       generates C bindings from python3-onnx's onnx.proto;
 #                                     gnc builds without them, ONNX left out
 # libonnx-testdata:                   ONNX's conformance cases (tests/onnx/)
+# xz-utils:                           tools/gpu_check.sh --pack compresses the libraries
 # graphviz:                           gnc dump --format dot -o FILE.svg draws with dot
 #                                     (tests/cli draws one); optional at run time
 # python3-numpy, python3-venv,        the Python module over libgnc (python/, docs/api.md):
@@ -41,7 +42,7 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build flex bison pkg-config libopenblas-openmp-dev zlib1g-dev
       libcjson-dev
       clang libclang-rt-14-dev libomp-14-dev dataset-fashion-mnist python3
-      protobuf-c-compiler libprotobuf-c-dev python3-onnx libonnx-testdata graphviz
+      protobuf-c-compiler libprotobuf-c-dev python3-onnx libonnx-testdata graphviz xz-utils
       python3-numpy python3-venv python3-setuptools python3-wheel
       libopenmpi-dev openmpi-bin libdnnl-dev)
 for arg in "$@"; do

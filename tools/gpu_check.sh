@@ -8,7 +8,7 @@
 #                                     smaller: CI's proof that the script runs
 #   tools/gpu_check.sh --pack DIR     gather what it needs from this build into DIR, for a
 #                                     machine without Debian's packages (run DIR/gpu_check.sh;
-#                                     its libraries travel as lib.tar.gz, unpacked at the first
+#                                     its libraries travel as lib.tar.xz, unpacked at the first
 #                                     run, or by DIR/gpu_check.sh --unpack)
 #   --budget SECONDS                  the whole run's time (default 520: under 9 minutes)
 #
@@ -44,8 +44,12 @@ done
 if [ -e "$here/pack.txt" ]; then
     root=$here bin=$here/bin lib=$here/lib data=$here/data
     torch_script=$here/bench/torch_fmnist.py
-    if [ ! -d "$lib" ] && [ -e "$here/lib.tar.gz" ]; then
-        tar -xzf "$here/lib.tar.gz" -C "$here" || { echo "gpu_check: cannot unpack lib.tar.gz" >&2; exit 1; }
+    if [ ! -d "$lib" ] && [ -e "$here/lib.tar.xz" ]; then
+        # tar's xz, or Python's (a machine without xz-utils has python3)
+        tar -xJf "$here/lib.tar.xz" -C "$here" 2>/dev/null ||
+            python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+                "$here/lib.tar.xz" "$here" ||
+            { echo "gpu_check: cannot unpack lib.tar.xz" >&2; exit 1; }
     fi
     [ $unpack = 1 ] && exit 0
 elif [ $unpack = 1 ]; then
@@ -77,16 +81,17 @@ if [ -n "$pack" ]; then
         esac
     done
     # Fashion-MNIST whole (bench/gpu_race.sh trains on it); the libraries
-    # compressed, so that the pack and a checkout stay under a device
-    # call's 64 MiB
+    # compressed by xz (oneDNN's and OpenBLAS's are 38 and 35 MB: gzip left
+    # the pack at 66 MiB), so that the pack and a checkout stay under a
+    # device call's 64 MiB
     for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte \
              t10k-labels-idx1-ubyte; do
         if [ -e "$data/$f.gz" ]; then cp -L "$data/$f.gz" "$pack/data/"
         else gzip -c "$data/$f" >"$pack/data/$f.gz"; fi || exit 1
     done
-    tar -czf "$pack/lib.tar.gz" -C "$pack" lib && rm -rf "$pack/lib" || exit 1
+    tar -cf - -C "$pack" lib | xz -3 -T0 >"$pack/lib.tar.xz" && rm -rf "$pack/lib" || exit 1
     { echo "gnc GPU check pack, $(date -u +%Y-%m-%dT%H:%MZ)"; "$gnc" --version
-      echo "libraries:"; tar -tzf "$pack/lib.tar.gz"; } >"$pack/pack.txt"
+      echo "libraries:"; xz -dc "$pack/lib.tar.xz" | tar -tf -; } >"$pack/pack.txt"
     echo "packed into $pack ($(du -sh "$pack" | cut -f1)); on the GPU machine: bash $pack/gpu_check.sh OUT"
     exit 0
 fi

@@ -15,7 +15,7 @@ export GNC_BUILD_DIR=$build
 expect 0 bash "$src/tools/gpu_check.sh" --pack "$work/pack"
 has "packed into $work/pack"
 for f in bin/gnc bin/test_gpu_ops bin/test_gpu_train bin/test_codegen gpu_check.sh pack.txt \
-         models/resnet18.net data/train-images-idx3-ubyte.gz bench/gpu_race.sh lib.tar.gz; do
+         models/resnet18.net data/train-images-idx3-ubyte.gz bench/gpu_race.sh lib.tar.xz; do
     [ -e "pack/$f" ] && ok || bad "the pack lacks $f"
 done
 # a device call carries at most 64 MiB, the checkout included (a sanitized
