@@ -177,6 +177,14 @@ int cli_write_measured_trace(struct rt_session *s, const char *what, const char 
  * text, its specials escaped and anything outside printable ASCII as '?'. */
 int cli_has_suffix(const char *s, const char *suffix);
 void cli_put_xml(FILE *f, const char *s);
+/* root as one line of JSON on f: 0, or -1 when it cannot be written. */
+struct cJSON;
+int cli_put_json(FILE *f, const struct cJSON *root);
+/* path written by fill(f, ctx) (0, or -1 on its failure) through a temporary
+ * file renamed into place, so that a failure leaves neither: 0, or 1 after
+ * "gnc: error: FLAG: cannot write 'PATH': ...". */
+int cli_write_atomic(const char *path, const char *flag, int (*fill)(FILE *f, void *ctx),
+                     void *ctx);
 
 /* compile --dump-memory=FILE: p as JSON or SVG, by FILE's suffix (tools/memory.c).
  * 0, or 1 after saying why. */

@@ -5,10 +5,8 @@
  * bytes live at once, which no plan beats) drawn as lines (docs/cli.md,
  * docs/gallery.md). */
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "base.h"
 #include "cli.h"
@@ -104,36 +102,31 @@ static void plan_svg(const ir_graph *g, const mp_plan *p, FILE *f)
     fputs("</svg>\n", f);
 }
 
+typedef struct {
+    const ir_graph *g;
+    const mp_plan *p;
+    int svg;
+} memory_out;
+
+static int fill_memory(FILE *f, void *ctx)
+{
+    const memory_out *m = ctx;
+    if (m->svg) {
+        plan_svg(m->g, m->p, f);
+        return 0;
+    }
+    cJSON *root = plan_json(m->g, m->p);
+    int rc = cli_put_json(f, root);
+    cJSON_Delete(root);
+    return rc;
+}
+
 int cli_write_memory(const ir_graph *g, const mp_plan *p, const char *path)
 {
-    int svg = cli_has_suffix(path, ".svg");
-    if (!svg && !cli_has_suffix(path, ".json")) {
+    memory_out m = {g, p, cli_has_suffix(path, ".svg")};
+    if (!m.svg && !cli_has_suffix(path, ".json")) {
         fprintf(stderr, "gnc: error: --dump-memory=%s: write FILE.json or FILE.svg\n", path);
         return 1;
     }
-    size_t n = strlen(path) + 32;
-    char *tmp = base_malloc(n), *text = NULL;
-    if (!tmp)
-        return 1;
-    snprintf(tmp, n, "%s.tmp%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    int ok = f != NULL;
-    if (ok && svg) {
-        plan_svg(g, p, f);
-    } else if (ok) {
-        cJSON *root = plan_json(g, p);
-        text = cJSON_PrintUnformatted(root);
-        cJSON_Delete(root);
-        ok = text && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
-    }
-    ok = (f && fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        fprintf(stderr, "gnc: error: --dump-memory: cannot write '%s': %s\n", path,
-                strerror(errno));
-        remove(tmp);
-        ok = 0;
-    }
-    base_free(text);
-    base_free(tmp);
-    return ok ? 0 : 1;
+    return cli_write_atomic(path, "--dump-memory", fill_memory, &m);
 }

@@ -140,45 +140,28 @@ static void timeline_svg(cJSON *root, FILE *f)
             height - 10, end / 1e3);
 }
 
-/* Writes root to path (FILE.svg: as a timeline) through a temporary file: 0,
- * or 1 after saying why. */
+/* root as JSON text, or (FILE.svg) as a timeline: cli_write_atomic's fill */
+typedef struct {
+    cJSON *root;
+    int svg;
+} trace_out;
+
+static int fill_trace(FILE *f, void *ctx)
+{
+    const trace_out *t = ctx;
+    if (t->svg) {
+        timeline_svg(t->root, f);
+        return 0;
+    }
+    return cli_put_json(f, t->root);
+}
+
 static int write_json(cJSON *root, const char *path, const char *flag)
 {
-    char *text = NULL;
-    if (cli_has_suffix(path, ".svg")) {
-        size_t size = 0;
-        FILE *m = open_memstream(&text, &size);
-        if (m) {
-            timeline_svg(root, m);
-            if (fclose(m) != 0) {
-                free(text);
-                text = NULL;
-            }
-        }
-    } else {
-        text = cJSON_PrintUnformatted(root);
-    }
+    trace_out t = {root, cli_has_suffix(path, ".svg")};
+    int rc = cli_write_atomic(path, flag, fill_trace, &t);
     cJSON_Delete(root);
-    size_t n = strlen(path) + 32;
-    char *tmp = base_malloc(n);
-    if (!text || !tmp) {
-        base_free(text);
-        base_free(tmp);
-        fprintf(stderr, "gnc: error: %s: out of memory\n", flag);
-        return 1;
-    }
-    snprintf(tmp, n, "%s.tmp%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
-    ok = (f && fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        fprintf(stderr, "gnc: error: %s: cannot write '%s': %s\n", flag, path, strerror(errno));
-        remove(tmp);
-        ok = 0;
-    }
-    base_free(text);
-    base_free(tmp);
-    return ok ? 0 : 1;
+    return rc;
 }
 
 static cJSON *begin(trace *t, const char *what, int ndevices)
@@ -270,4 +253,34 @@ void cli_put_xml(FILE *f, const char *s)
         case '"': fputs("&quot;", f); break;
         default: fputc(*s >= 0x20 && *s < 0x7f ? *s : '?', f);
         }
+}
+
+int cli_put_json(FILE *f, const cJSON *root)
+{
+    char *text = cJSON_PrintUnformatted(root);
+    int ok = text && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+    base_free(text);
+    return ok ? 0 : -1;
+}
+
+int cli_write_atomic(const char *path, const char *flag, int (*fill)(FILE *f, void *ctx),
+                     void *ctx)
+{
+    size_t n = strlen(path) + 32;
+    char *tmp = base_malloc(n);
+    if (!tmp) {
+        fprintf(stderr, "gnc: error: %s: out of memory\n", flag);
+        return 1;
+    }
+    snprintf(tmp, n, "%s.tmp%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    int ok = f && fill(f, ctx) == 0 && !ferror(f);
+    ok = (f && fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        fprintf(stderr, "gnc: error: %s: cannot write '%s': %s\n", flag, path, strerror(errno));
+        remove(tmp);
+        ok = 0;
+    }
+    base_free(tmp);
+    return ok ? 0 : 1;
 }
