@@ -22,6 +22,20 @@ has() { if grep -qF -- "$1" <<<"$out"; then ok; else bad "output lacks '$1'"; ec
 # same A B WHAT: the files are byte for byte equal
 same() { if cmp -s "$1" "$2"; then ok; else bad "$1 and $2 differ ($3)"; fi; }
 # summary NAME: prints the counts; fails if a check did
+# left_behind CMD OUT...: after CMD was refused, nothing is left in out/, nor
+# any OUT, nor an OUT.tmp* (an OUT written =PATH was there before: only its
+# temporary files count)
+left_behind() {
+    local cmd=$1 left o t
+    shift
+    left=$(find out -mindepth 1 -maxdepth 1)
+    for o in "$@"; do
+        if [ "${o#=}" = "$o" ] && [ -e "$o" ]; then left+=$'\n'$o; fi
+        for t in "${o#=}".tmp*; do [ -e "$t" ] && left+=$'\n'$t; done
+    done
+    left=$(sort -u <<<"$left" | grep . | tr '\n' ' ')
+    if [ -z "$left" ]; then ok; else bad "'$cmd' left ${left% }"; fi
+}
 summary() { echo "$1: $pass passed, $fail failed"; [ "$fail" = 0 ]; }
 # idx_slice NAME COUNT RANK DATA_DIR: the first COUNT examples of IDX file NAME
 # (plain or .gz in DATA_DIR) on standard output, with a new header; RANK is 3

@@ -60,14 +60,11 @@ while IFS='|' read -r -u 3 want text cmd; do
     fi
     has "$text"
     if grep -qE 'Sanitizer|runtime error:' <<<"$out"; then bad "'$cmd': a sanitizer report"; else ok; fi
-    left=$(find out -mindepth 1 -maxdepth 1)
+    marked=()
     for i in "${!outs[@]}"; do
-        o=${outs[$i]}
-        if [ "${before[$i]}" = n ] && [ -e "$o" ]; then left+=$'\n'$o; fi
-        for t in "$o".tmp*; do [ -e "$t" ] && left+=$'\n'$t; done
+        [ "${before[$i]}" = n ] && marked+=("${outs[$i]}") || marked+=("=${outs[$i]}")
     done
-    left=$(sort -u <<<"$left" | grep . | tr '\n' ' ')
-    if [ -z "$left" ]; then ok; else bad "'$cmd' left ${left% }"; fi
+    left_behind "$cmd" "${marked[@]}"
     rm -rf out && mkdir out
     [ "$fail" = "$failed" ] && cases_pass=$((cases_pass + 1)) || cases_fail=$((cases_fail + 1))
 done 3< <(grep -vE '^[[:space:]]*(#|$)' "$here/cases.txt")

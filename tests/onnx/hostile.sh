@@ -85,13 +85,7 @@ while IFS='|' read -r -u 3 want words cmd; do
         if grep -qiF -- "$w" <<<"$rest"; then ok; else bad "'$cmd': the message lacks '$w'"; fi
     done
     if grep -qE 'Sanitizer|runtime error:' <<<"$out"; then bad "'$cmd': a sanitizer report"; else ok; fi
-    left=$(find out -mindepth 1 -maxdepth 1)
-    for o in "${outs[@]}"; do
-        [ -e "$o" ] && left+=$'\n'$o
-        for t in "$o".tmp*; do [ -e "$t" ] && left+=$'\n'$t; done
-    done
-    left=$(sort -u <<<"$left" | grep . | tr '\n' ' ')
-    if [ -z "$left" ]; then ok; else bad "'$cmd' left ${left% }"; fi
+    left_behind "$cmd" "${outs[@]}"
     rm -rf out && mkdir out
     [ "$fail" = "$failed" ] && cases_pass=$((cases_pass + 1)) || cases_fail=$((cases_fail + 1))
 done 3< <(grep -vE '^[[:space:]]*(#|$)' "$here/hostile_cases.txt")
