@@ -14,7 +14,8 @@
  * global_avgpool, cross_entropy, mse), which takes the chain as its prologue; after a reduction
  * the chain goes on only where its result keeps the running result's shape.  The epilogue moves up to
  * right after the chain, which is legal when its other operands are computed
- * before the chain ends.
+ * before the chain ends; the communication it passes that does not wait on the
+ * chain moves up before the chain.
  *
  * Guarantees: the graph verifies; no node changes its operands, so the fused
  * program computes the same bits; members of a group are consecutive. */
@@ -61,6 +62,30 @@ static int extends(const ir_node *c, const ir_value *v)
     }
 }
 
+/* Before epilogue c moves up to right after last, the end of a chain that
+ * starts at head: the collectives of head's device between the two that read
+ * nothing computed from head on move up before head instead, so that they
+ * start before the fused kernel rather than after it (ZeRO-3's gathers,
+ * prefetched a layer ahead by the partition pass).  The communication keeps
+ * its order: the first that cannot move keeps the rest after it. */
+static void hoist_communication(ir_graph *g, ir_node *head, ir_node *last, const ir_node *c)
+{
+    for (ir_node *m = last->next, *next; m && m != c; m = next) {
+        next = m->next;
+        if (m->device != head->device || !ir_op_communicates(m->op))
+            continue;
+        if (m->op == IR_OP_SEND || m->op == IR_OP_RECV)
+            return; /* a recv stays after its send in the node list (ir_verify) */
+        for (const ir_node *p = head; p != m; p = p->next)
+            for (int o = 0; o < p->nout; o++)
+                for (int i = 0; i < m->nin; i++)
+                    if (m->in[i] == p->out[o])
+                        return;
+        ir_erase(g, m);
+        ir_insert_before(g, head, m);
+    }
+}
+
 int pass_fuse(ir_graph *g, diag *d)
 {
     (void)d;
@@ -99,6 +124,7 @@ int pass_fuse(ir_graph *g, diag *d)
             if (!ready)
                 break;
             if (last->next != c) {
+                hoist_communication(g, n, last, c);
                 ir_erase(g, c);
                 ir_insert_before(g, last->next, c);
             }

@@ -483,17 +483,68 @@ static ir_value *zero_all_gather(pt *P, const ir_value *v, ir_value *x, int dev,
     return pt_emit(P, n);
 }
 
-/* ZeRO-3's parameter v whole on dev: gathered at its first use in the forward
- * pass and again at its first in the backward pass, so that between the two
- * (and after) only the shard stays. */
-static ir_value *zero_gather(pt *P, const ir_value *v, int dev)
+/* ZeRO-3's parameter v whole on dev for the forward (b 0) or backward pass:
+ * gathered once for each, so that between the two (and after) only the shard
+ * stays.  Sets *made when it emits the gather. */
+static ir_value *zero_gather_for(pt *P, const ir_value *v, int dev, int b, int *made)
 {
-    int b = P->backward_task;
     ir_value **slot = &P->gathered[((size_t)2 * dev + b) * P->nval + v->id];
-    if (!*slot)
+    if (!*slot) {
         *slot = zero_all_gather(P, v, zero_shard(P, v, dev), dev, b,
                                 b ? "gathered_bwd" : "gathered");
+        *made = 1;
+    }
     return *slot;
+}
+
+/* The gathered v for the task being copied (zero_prefetch has gathered it
+ * already but for the first layer's). */
+static ir_value *zero_gather(pt *P, const ir_value *v, int dev)
+{
+    int made = 0;
+    return zero_gather_for(P, v, dev, P->backward_task, &made);
+}
+
+/* Gathers on stage s's devices the sharded parameters that v reads, itself
+ * or through nodes computed once per device that are not there yet (a
+ * weight's transpose); returns whether it emitted any. */
+static int zero_gather_reads(pt *P, const ir_value *v, int s, int b)
+{
+    int made = 0;
+    if (v->kind == IR_VALUE_PARAM && P->zsharded[v->id]) {
+        for (int q = 0; q < P->dp; q++)
+            zero_gather_for(P, v, q * P->pp + s, b, &made);
+        return made;
+    }
+    if (v->kind != IR_VALUE_NODE || P->batched[v->id] || P->pos[v->id] < 0 ||
+        *dev_at(P, s, v))
+        return 0;
+    const ir_node *n = P->src[P->pos[v->id]];
+    for (int k = 0; k < n->nin; k++)
+        made |= zero_gather_reads(P, n->in[k], s, b);
+    return made;
+}
+
+/* ZeRO-3 before task `at` of stage s: its own gathers, and, once it reaches
+ * the task *ahead that the last prefetch was for, the gathers of the next
+ * task that needs any (the next layer), so that they run on the
+ * communication stream while this layer computes, as FSDP's forward and
+ * backward prefetch do.  One layer's parameters more stay whole. */
+static void zero_prefetch(pt *P, int s, int at, int *ahead)
+{
+    const ir_node *n = P->src[P->sched[s][at].node];
+    for (int k = 0; k < n->nin; k++)
+        zero_gather_reads(P, n->in[k], s, P->backward[P->sched[s][at].node]);
+    if (at < *ahead)
+        return;
+    for (*ahead = at + 1; *ahead < P->nsched[s]; ++*ahead) {
+        const ir_node *next = P->src[P->sched[s][*ahead].node];
+        int made = 0;
+        for (int k = 0; k < next->nin; k++)
+            made |= zero_gather_reads(P, next->in[k], s, P->backward[P->sched[s][*ahead].node]);
+        if (made)
+            return;
+    }
 }
 
 /* ZeRO-2 and 3: gradient v, summed over each device's microbatches, summed
@@ -1438,11 +1489,14 @@ int pt_partition(ir_graph *g, const pt_options *o, diag *d)
     /* the stages' tasks, each as soon as what it reads from other stages is there */
     int chain = o->strategy != PT_DATA || o->accumulate > 1; /* microbatches in turn */
     int *at = base_xcalloc((size_t)P.pp, sizeof *at);
+    int *ahead = base_xcalloc((size_t)P.pp, sizeof *ahead);
     for (int progress = 1; progress && !P.failed;) {
         progress = 0;
         for (int s = 0; s < P.pp && !P.failed; s++) {
             for (; at[s] < P.nsched[s] && task_ready(&P, P.sched[s][at[s]]) && !P.failed; at[s]++) {
                 pt_task task = P.sched[s][at[s]];
+                if (P.zsharded && o->zero >= 3)
+                    zero_prefetch(&P, s, at[s], &ahead[s]);
                 run_task(&P, task.node, task.k, chain);
                 if (task.k < 0 || task.k == P.m - 1)
                     gradients_ready(&P, task.node, bk, is_grad);
@@ -1455,6 +1509,7 @@ int pt_partition(ir_graph *g, const pt_options *o, diag *d)
     for (int s = 0; s < P.pp && !P.failed; s++)
         IR_ASSERT(at[s] == P.nsched[s]); /* else the schedules wait on each other: a bug */
     base_free(at);
+    base_free(ahead);
     for (int s = 0; s < P.pp; s++)
         base_free(bk[s].grads);
     base_free(bk);

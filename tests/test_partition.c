@@ -435,6 +435,56 @@ static void model(const model_case *mc)
     program_free(&train_prog);
 }
 
+/* ZeRO-3 prefetches a layer ahead: each gather of a parameter, but for the
+ * first layer's, is issued before the layer ahead of its own computes, in the
+ * forward pass and in the backward pass, and every gather is read. */
+static void zero3_prefetch(const char *model)
+{
+    pt_options o = {.devices = 2, .strategy = PT_DATA, .zero = 3};
+    diag d;
+    diag_init(&d);
+    mp_plan *plan = NULL;
+    ir_graph *g = th_compile(root, model, 8, 1, NULL, &o, &d, &plan);
+    diag_print(&d, stderr);
+    diag_free(&d);
+    check(g != NULL, "%s zero3 x2 compiles", model);
+    if (!g)
+        return;
+    /* device 0's gathers of a shard: where each is issued and first read */
+    enum { MAX = 1024 };
+    struct { const ir_value *v; int at, read; } gs[MAX];
+    int n = 0, pos = 0;
+    ir_for_each_node(g, x) {
+        if (x->device != 0)
+            continue;
+        pos++;
+        for (int k = 0; k < x->nin; k++)
+            for (int j = 0; j < n; j++)
+                if (gs[j].v == x->in[k] && !gs[j].read)
+                    gs[j].read = pos;
+        if (x->op == IR_OP_ALL_GATHER && x->in[0]->kind == IR_VALUE_PARAM && n < MAX)
+            gs[n].v = x->out[0], gs[n].at = pos, gs[n++].read = 0;
+    }
+    int ahead = 0, late = 0, unread = 0;
+    for (int j = 0; j < n; j++) {
+        int before = 0; /* the reader of the layer before */
+        for (int k = 0; k < n; k++)
+            if (gs[k].read < gs[j].read && gs[k].read > before)
+                before = gs[k].read;
+        unread += !gs[j].read;
+        if (before && gs[j].at < before)
+            ahead++;
+        else if (before)
+            late++, fprintf(stderr, "  %s: gathered at %d, after %d\n", gs[j].v->name, gs[j].at,
+                            before);
+    }
+    check(n > 0 && ahead > 0 && !late && !unread, "%s zero3: of %d gathers, %d issued a layer "
+          "ahead, %d late, %d never read", model, n, ahead, late, unread);
+    printf("  %-9s zero3 x2: %d gathers, %d a layer ahead\n", model, n, ahead);
+    mp_plan_free(plan);
+    ir_graph_free(g);
+}
+
 /* A request that cannot be met gets an error naming why. */
 static void error_case(const char *model, int batch, const pt_options *o, const char *want)
 {
@@ -521,6 +571,8 @@ int main(int argc, char **argv)
                &(pt_options){.devices = 2, .strategy = PT_DATA},
                "the loss 'cross_entropy0' ignores class 3: splitting the batch between devices");
     ignored_label("tests/partition/seg");
+    zero3_prefetch("lenet");
+    zero3_prefetch("tests/partition/gpt");
     printf("partition: %d checks, %d failed\n", th_passed + th_failed, th_failed);
     return th_failed ? 1 : 0;
 }
