@@ -5,7 +5,17 @@
  * ir_infer as the .net frontend's are, or, when every input is a constant and
  * the op is shape arithmetic (Shape, Gather, Concat, Unsqueeze, Add on int64
  * ...), computes its result at import.  What gnc cannot express exactly is
- * reported as unsupported, naming the node, op, opset and the reason. */
+ * reported as unsupported, naming the node, op, opset and the reason.
+ *
+ * The ONNX patterns that gnc export writes for one IR op (export.c; its
+ * helper values and constants named "<value>.<role>") import as that op
+ * again, so that export then import gives a model's IR text back: the
+ * pattern's last node makes the op from what the earlier ones made, which
+ * the sweep at the end of the import then drops.  A pattern is taken by its
+ * structure and constants and, where the ONNX nodes alone could mean
+ * something else, by its names: a ConstantOfShape or Range whose constant
+ * operands are named after its output is a const or arange node, not a
+ * constant folded into data. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -216,6 +226,17 @@ static ir_value *pad(ox_ctx *cx, ir_value *x, const int64_t *before, const int64
     return fin(cx, n);
 }
 
+/* Node n, made by an earlier ONNX node, made again for this one (its
+   result named after this node's output; n is left for the sweep when
+   nothing else reads it). */
+static ir_value *again(ox_ctx *cx, const ir_node *n)
+{
+    ir_node *m = mk(cx, n->op, n->nin, n->in);
+    m->nattrs = n->nattrs;
+    m->attrs = n->attrs;
+    return fin(cx, m);
+}
+
 /* ---- inputs ---- */
 
 static ir_value *tensor(ox_ctx *cx, ox_val *x)
@@ -282,6 +303,123 @@ static int norm_axis(ox_ctx *cx, int64_t a, int rank, int *out)
         return ox_error(cx, "axis %lld is out of range for rank %d", (long long)a, rank);
     *out = (int)(a < 0 ? a + rank : a);
     return 0;
+}
+
+/* ---- gnc export's patterns (docs/onnx.md, "For the importer") ---- */
+
+/* Whether name is "<out>.<role>" or "<out>.<role>.<k>": a helper value or
+   constant operand that gnc export made for the IR value out (its fresh()
+   adds ".<k>" where the model already used the name). */
+static int role_of(const char *name, const char *out, const char *role)
+{
+    size_t lo = strlen(out), lr = strlen(role);
+    if (!name || strncmp(name, out, lo) != 0 || name[lo] != '.' ||
+        strncmp(name + lo + 1, role, lr) != 0)
+        return 0;
+    const char *p = name + lo + 1 + lr;
+    if (*p == 0)
+        return 1;
+    if (*p++ != '.' || !*p)
+        return 0;
+    return strspn(p, "0123456789") == strlen(p);
+}
+
+/* Whether x is the constant operand `role` of the node's export pattern: an
+   initializer named after the node's output.  Such a node is an IR op that
+   gnc exported, so it imports as that op even where its inputs are all
+   constant (a const or arange feeding a causal mask), not as folded data. */
+static int pattern_const(ox_ctx *cx, const ox_val *x, const char *role)
+{
+    return x && x->is_const && x->initializer && cx->node->n_output && cx->node->output[0] &&
+           role_of(x->name, cx->node->output[0], role);
+}
+
+/* The IR node computing v when it is op (NULL otherwise). */
+static const ir_node *def_of(const ir_value *v, ir_op op)
+{
+    return v && v->kind == IR_VALUE_NODE && v->def->op == op ? v->def : NULL;
+}
+
+/* Whether v is a one-element constant near want (within float rounding): a
+   const node, or a parameter holding data (an initializer). */
+static int scalar_near(const ir_value *v, double want)
+{
+    double c;
+    if (!v || ir_type_numel(&v->type) != 1)
+        return 0;
+    if (def_of(v, IR_OP_CONST))
+        c = ir_attr_float(v->def, "value");
+    else if (v->kind == IR_VALUE_PARAM && v->init.kind == IR_INIT_DATA && v->init.data)
+        c = v->init.data[0];
+    else
+        return 0;
+    return fabs(c - want) <= 1e-6 * fabs(want);
+}
+
+/* n's operand other than v, where n is binary and reads v (NULL otherwise). */
+static ir_value *other_operand(const ir_node *n, const ir_value *v)
+{
+    if (!n || n->nin != 2)
+        return NULL;
+    return n->in[0] == v ? n->in[1] : n->in[1] == v ? n->in[0] : NULL;
+}
+
+/* n's operand besides a constant near want, where n is binary (NULL otherwise). */
+static ir_value *beside_scalar(const ir_node *n, double want)
+{
+    if (!n || n->nin != 2)
+        return NULL;
+    return scalar_near(n->in[1], want) ? n->in[0] : scalar_near(n->in[0], want) ? n->in[1] : NULL;
+}
+
+/* x where v is x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as gnc export
+   writes gelu_tanh up to the last halving; NULL otherwise. */
+static ir_value *gelu_tanh_of(const ir_value *v)
+{
+    const ir_node *mul = def_of(v, IR_OP_MUL);
+    for (int k = 0; mul && k < 2; k++) {
+        ir_value *x = mul->in[k];
+        const ir_node *th = def_of(beside_scalar(def_of(mul->in[1 - k], IR_OP_ADD), 1),
+                                   IR_OP_TANH);
+        const ir_node *inner = def_of(beside_scalar(def_of(th ? th->in[0] : NULL, IR_OP_MUL),
+                                                    sqrt(2.0 / 3.14159265358979323846)),
+                                      IR_OP_ADD);
+        const ir_value *cubed = other_operand(inner, x);
+        const ir_node *cube = def_of(beside_scalar(def_of(cubed, IR_OP_MUL), 0.044715),
+                                     IR_OP_POW);
+        if (cube && cube->in[0] == x && ir_attr_float(cube, "p") == 3)
+            return x;
+    }
+    return NULL;
+}
+
+/* Whether MatMul(x, wt) -> out is gnc export's dense of a rank other than 2
+   for some IR value v: wt named "v.weight_t", out "v" (no bias) or
+   "v.matmul" (an Add of the bias follows). */
+static int dense_matmul(const char *out, const char *wt)
+{
+    char v[512];
+    size_t n = strlen(wt);
+    for (size_t k = 0; k < n && k < sizeof v; k++) {
+        if (wt[k] != '.')
+            continue;
+        memcpy(v, wt, k);
+        v[k] = 0;
+        if (role_of(wt, v, "weight_t"))
+            return strcmp(out, v) == 0 || role_of(out, v, "matmul");
+    }
+    return 0;
+}
+
+/* The comparison (gt .. ne, a mask of 0 and 1) whose result an ONNX bool v
+   holds, cast to u8 (op_binary's comparisons); NULL where v is another bool. */
+static const ir_node *bool_of_compare(const ir_value *v)
+{
+    const ir_node *c = def_of(v, IR_OP_CAST);
+    const ir_value *m = c && v->type.dtype == IR_U8 ? c->in[0] : NULL;
+    if (!m || m->kind != IR_VALUE_NODE || m->def->op < IR_OP_GT || m->def->op > IR_OP_NE)
+        return NULL;
+    return m->def;
 }
 
 /* Whether a constant of type t may be computed at import: those that grow
@@ -441,8 +579,14 @@ static int op_unary_with(ox_ctx *cx, ox_val **in, int nin, ox_val **out, int nou
                              : set(cx, out[0], bin(cx, IR_OP_DIV, x,
                                                    bin(cx, IR_OP_ADD, un(cx, IR_OP_ABS, x),
                                                        scalar(cx, 1))));
-    if (strcmp(t, "Reciprocal") == 0)
-        return known(cx, "") ? -1 : set(cx, out[0], bin(cx, IR_OP_DIV, scalar(cx, 1), x));
+    if (strcmp(t, "Reciprocal") == 0) {
+        if (known(cx, ""))
+            return -1;
+        const ir_node *sq = def_of(x, IR_OP_SQRT);
+        if (sq && role_of(in[0]->name, cx->base, "sqrt"))   /* gnc export's rsqrt */
+            return set(cx, out[0], un(cx, IR_OP_RSQRT, sq->in[0]));
+        return set(cx, out[0], bin(cx, IR_OP_DIV, scalar(cx, 1), x));
+    }
     if (strcmp(t, "ThresholdedRelu") == 0) {
         if (known(cx, "alpha"))
             return -1;
@@ -626,16 +770,8 @@ static int op_erf(ox_ctx *cx, ox_val **in, int nin, ox_val **out, int nout)
     (void)nout;
     if (known(cx, "") || need(cx, in, nin, 1))
         return -1;
-    const ir_value *v = in[0]->v;
-    const ir_node *d = v && v->kind == IR_VALUE_NODE ? v->def : NULL;
-    const ir_value *c = d && d->op == IR_OP_DIV ? d->in[1] : NULL;
-    double divisor = NAN;
-    if (c && c->kind == IR_VALUE_NODE && c->def->op == IR_OP_CONST)
-        divisor = ir_attr_float(c->def, "value");
-    else if (c && c->kind == IR_VALUE_PARAM && c->init.kind == IR_INIT_DATA && c->init.data &&
-             ir_type_numel(&c->type) == 1)
-        divisor = c->init.data[0];
-    if (!(fabs(divisor - sqrt(2.0)) <= 1e-6))
+    const ir_node *d = def_of(in[0]->v, IR_OP_DIV);
+    if (!d || !scalar_near(d->in[1], sqrt(2.0)))
         return ox_unsupported(cx, "gnc has no erf; it maps Erf only within GELU, "
                               "x (1 + erf(x / sqrt 2)) / 2");
     out[0]->erf_of = d->in[0];
@@ -710,6 +846,30 @@ static int op_binary(ox_ctx *cx, ox_val **in, int nin, ox_val **out, int nout)
     if (nin == 2 && in[1]->gelu && c == '*' && in[0]->is_const && ox_numel(&in[0]->t) == 1 &&
         const_scalar(cx, in[0], "a factor", &half) == 0 && half == 0.5)
         return set(cx, out[0], named_gelu(cx, in[1]->gelu, out[0]->name));
+    for (int i = 0; nin == 2 && c == '*' && i < 2; i++) {
+        /* gnc export's gelu_tanh: its last step, x (1 + tanh(...)) times 0.5 */
+        ox_val *h = in[1 - i], *m = in[i];
+        ir_value *x = !m->is_const && role_of(m->name, cx->base, "mul") && h->is_const &&
+                              ox_numel(&h->t) == 1 && ox_num(h, 0) == 0.5
+                          ? gelu_tanh_of(m->v) : NULL;
+        if (x)
+            return set(cx, out[0], un(cx, IR_OP_GELU_TANH, x));
+        /* gnc export's silu: x times sigmoid(x) */
+        const ir_node *sg = m->is_const ? NULL : def_of(m->v, IR_OP_SIGMOID);
+        if (sg && !h->is_const && h->v == sg->in[0] && role_of(m->name, cx->base, "sigmoid"))
+            return set(cx, out[0], un(cx, IR_OP_SILU, h->v));
+    }
+    for (int i = 0; nin == 2 && c == '+' && i < 2; i++) {
+        /* gnc export's dense of a rank other than 2: the bias added to
+           MatMul(x, Transpose(w)) -> v.matmul, which op_matmul made a dense */
+        const ir_node *d = in[i]->is_const ? NULL : def_of(in[i]->v, IR_OP_DENSE);
+        const ir_type *bt = type_of(in[1 - i]);
+        if (d && d->nin == 2 && role_of(in[i]->name, cx->base, "matmul") && bt->rank == 1 &&
+            bt->dtype == IR_F32 && bt->dims[0] == d->in[1]->type.dims[0]) {
+            ir_value *dx[3] = {d->in[0], d->in[1], ftensor(cx, in[1 - i])};
+            return dx[2] ? set(cx, out[0], fin(cx, mk(cx, IR_OP_DENSE, 3, dx))) : -1;
+        }
+    }
     if (!variadic && nin != 2)
         return ox_error(cx, "%s takes 2 inputs, got %d", t, nin);
     for (int i = 1; i < nin; i++)
@@ -759,8 +919,19 @@ static int op_where(ox_ctx *cx, ox_val **in, int nin, ox_val **out, int nout)
                                       : ox_num(in[2], bindex(&in[2]->t, &o, i)));
         return 0;
     }
-    ir_value *x[3] = {cast(cx, tensor(cx, in[0]), IR_F32), ftensor(cx, in[1]), NULL};
-    if (!x[0] || !x[1] || !(x[2] = ftensor(cx, in[2])))
+    ir_value *x[3] = {NULL, NULL, NULL};
+    const ir_node *c = in[0]->is_const || in[0]->onnx_type != OX_BOOL
+                           ? NULL : def_of(in[0]->v, IR_OP_CAST);
+    const ir_node *ne = c ? def_of(c->in[0], IR_OP_NE) : NULL;
+    if (ne && ne->in[0]->type.dtype == IR_F32 && scalar_near(ne->in[1], 0))
+        /* Cast(x, to = BOOL) is x != 0, which is how where reads a float
+           mask (gnc export's where): x itself */
+        x[0] = ne->in[0];
+    else if (c && bool_of_compare(in[0]->v))
+        x[0] = c->in[0];   /* a comparison's mask of 0 and 1, as a float */
+    else
+        x[0] = cast(cx, tensor(cx, in[0]), IR_F32);
+    if (!x[0] || !(x[1] = ftensor(cx, in[1])) || !(x[2] = ftensor(cx, in[2])))
         return -1;
     return set(cx, out[0], fin(cx, mk(cx, IR_OP_WHERE, 3, x)));
 }
@@ -778,6 +949,15 @@ static int op_matmul(ox_ctx *cx, ox_val **in, int nin, ox_val **out, int nout)
     int ra = a->type.rank, rb = b->type.rank;
     if (ra == 0 || rb == 0)
         return ox_error(cx, "MatMul of a scalar");
+    const ir_node *t = def_of(b, IR_OP_TRANSPOSE);
+    int c;
+    if (t && rb == 2 && ir_attr_ints(t, "perm", &c)[0] == 1 &&
+        t->in[0]->kind == IR_VALUE_PARAM && dense_matmul(cx->base, b->name)) {
+        /* gnc export's dense of a rank other than 2: MatMul(x, Transpose(w)).
+           The bias, if any, joins at the Add that follows (op_binary). */
+        ir_value *d[2] = {a, t->in[0]};
+        return set(cx, out[0], fin(cx, mk(cx, IR_OP_DENSE, 2, d)));
+    }
     /* NumPy's rule: a vector is a matrix of one row (a) or one column (b),
        whose dimension leaves the result */
     if (ra == 1)
@@ -1058,18 +1238,26 @@ static int op_conv_transpose(ox_ctx *cx, ox_val **in, int nin, ox_val **out, int
     w = as4(cx, w);
     if (!x || !w)
         return -1;
-    int64_t shape[4] = {x->type.dims[0], w->type.dims[1] * groups, 1, 1};
+    /* pads equal at both ends are conv_transpose2d's own pad (PyTorch's
+       padding, gnc export's form), which crops as many from each end of the
+       full output; others crop by slices (and pad where negative) below */
+    int even = 1;
     for (int i = 0; i < ns; i++)
-        shape[2 + i + (ns == 1)] = full[i];
+        even &= pb[i] == pe[i] && pb[i] >= 0;
+    int64_t shape[4] = {x->type.dims[0], w->type.dims[1] * groups, 1, 1}, p4[2] = {0, 0};
+    for (int i = 0; i < ns; i++) {
+        p4[i + (ns == 1)] = even ? pb[i] : 0;
+        shape[2 + i + (ns == 1)] = even ? full[i] - 2 * pb[i] : full[i];
+    }
     ir_value *ins[2] = {x, w};
     ir_node *c = mk(cx, IR_OP_CONV2D_GRAD_INPUT, 2, ins);
     ir_set_ints(cx->g, c, "stride", 2, s4);
-    ir_set_ints(cx->g, c, "pad", 2, (int64_t[]){0, 0});
+    ir_set_ints(cx->g, c, "pad", 2, p4);
     ir_set_ints(cx->g, c, "dilation", 2, d4);
     ir_set_int(cx->g, c, "groups", groups);
     ir_set_ints(cx->g, c, "shape", 4, shape);
     ir_value *y = fin(cx, c);
-    for (int i = 0; i < ns && y; i++) {
+    for (int i = 0; i < ns && y && !even; i++) {
         /* a negative pad (an output_shape past the full output) adds zeros */
         int axis = 2 + i + (ns == 1);
         int64_t cb = pb[i] > 0 ? pb[i] : 0, ce = pe[i] > 0 ? pe[i] : 0;
@@ -1160,6 +1348,90 @@ static int op_pool(ox_ctx *cx, ox_val **in, int nin, ox_val **out, int nout)
     if (count)
         y = bin(cx, IR_OP_DIV, y, count);
     return set(cx, out[0], back(cx, y, rank));
+}
+
+/* Resize of [n, c, h, w] along h and w, in the forms of PyTorch's
+   F.interpolate that gnc's upsample2d computes (and gnc export writes):
+   nearest as its legacy one (asymmetric, floor), bilinear with
+   align_corners or pytorch_half_pixel; the others are unsupported. */
+static int op_resize(ox_ctx *cx, ox_val **in, int nin, ox_val **out, int nout)
+{
+    (void)nout;
+    if (known(cx, "mode,coordinate_transformation_mode,nearest_mode,cubic_coeff_a,"
+                  "exclude_outside,extrapolation_value") ||
+        need(cx, in, nin, 1))
+        return -1;
+    if (cx->opset < 11)
+        return ox_unsupported(cx, "Resize before opset 11 (scales as its second input)");
+    ir_value *x = ftensor(cx, in[0]);
+    if (!x)
+        return -1;
+    if (x->type.rank != 4)
+        return ox_unsupported(cx, "a Resize of rank %d (gnc resizes [n, c, h, w])",
+                              x->type.rank);
+    char mode[80], ctm[80], nm[80];
+    attr_str(cx, "mode", mode, sizeof mode);
+    attr_str(cx, "coordinate_transformation_mode", ctm, sizeof ctm);
+    attr_str(cx, "nearest_mode", nm, sizeof nm);
+    int nearest = strcmp(mode, "nearest") == 0 || !mode[0];
+    int align = strcmp(ctm, "align_corners") == 0;
+    if (nearest ? strcmp(ctm, "asymmetric") != 0 || strcmp(nm, "floor") != 0
+                : strcmp(mode, "linear") != 0 || (!align && strcmp(ctm, "pytorch_half_pixel")))
+        return ox_unsupported(cx, "mode '%s' with coordinate_transformation_mode '%s' (gnc "
+                              "resizes as PyTorch: nearest with asymmetric and floor, linear "
+                              "with align_corners or pytorch_half_pixel)",
+                              mode[0] ? mode : "nearest", ctm[0] ? ctm : "half_pixel");
+    if (attr_int(cx, "exclude_outside", 0))
+        return ox_unsupported(cx, "exclude_outside");
+    /* scales or sizes, one of them (an empty tensor is none) */
+    ox_val *sc = nin > 2 ? in[2] : NULL, *sz = nin > 3 ? in[3] : NULL;
+    if (sc && sc->is_const && ox_numel(&sc->t) == 0)
+        sc = NULL;
+    if (sz && sz->is_const && ox_numel(&sz->t) == 0)
+        sz = NULL;
+    if (!sc == !sz)
+        return ox_error(cx, "Resize takes scales or sizes, one of them");
+    const int64_t *d = x->type.dims;
+    int64_t size[2];
+    double scale[2] = {0, 0};
+    if (sz) {
+        int64_t s[4];
+        int n = const_ints(cx, sz, "sizes", s, 4);
+        if (n < 0)
+            return -1;
+        if (n != 4)
+            return ox_error(cx, "sizes has %d entries for rank 4", n);
+        if (s[0] != d[0] || s[1] != d[1])
+            return ox_unsupported(cx, "a resize of the batch or channel axis");
+        size[0] = s[2], size[1] = s[3];
+    } else {
+        if (!sc->is_const || sc->t.dtype != IR_F32 || ox_numel(&sc->t) != 4)
+            return ox_unsupported(cx, "scales other than 4 constant floats");
+        if (ox_num(sc, 0) != 1 || ox_num(sc, 1) != 1)
+            return ox_unsupported(cx, "a resize of the batch or channel axis");
+        for (int i = 0; i < 2; i++) {
+            scale[i] = shortest((float)ox_num(sc, 2 + i));
+            if (!(scale[i] > 0) || scale[i] * (double)d[2 + i] > (double)IR_MAX_NUMEL)
+                return ox_error(cx, "scale %g", scale[i]);
+            size[i] = (int64_t)floor((double)d[2 + i] * (float)scale[i]);
+        }
+        if (align)   /* align_corners maps the corners, whatever the scale */
+            scale[0] = scale[1] = 0;
+    }
+    for (int i = 0; i < 2; i++) {
+        if (size[i] < 1 || size[i] > IR_MAX_NUMEL)
+            return ox_unsupported(cx, "an output size of %lld", (long long)size[i]);
+        if (!nearest && !align && size[i] == 1 && d[2 + i] != 1)
+            return ox_unsupported(cx, "pytorch_half_pixel to a size of 1, which samples at 0, "
+                                  "PyTorch at the middle");
+    }
+    ir_node *n = mk(cx, IR_OP_UPSAMPLE2D, 1, &x);
+    ir_set_ints(cx->g, n, "size", 2, size);
+    ir_set_int(cx->g, n, "mode", !nearest);
+    ir_set_int(cx->g, n, "align_corners", align);
+    ir_set_float(cx->g, n, "scale_h", scale[0]);
+    ir_set_float(cx->g, n, "scale_w", scale[1]);
+    return set(cx, out[0], fin(cx, n));
 }
 
 static int op_global_pool(ox_ctx *cx, ox_val **in, int nin, ox_val **out, int nout)
@@ -1356,6 +1628,25 @@ static int op_reshape(ox_ctx *cx, ox_val **in, int nin, ox_val **out, int nout)
             return ox_error(cx, "the shape is too large");
     if (m != total)
         return ox_error(cx, "reshape of %lld elements to %lld", (long long)total, (long long)m);
+    const ir_node *st = in[0]->is_const ? NULL : def_of(in[0]->v, IR_OP_SUM_TO);
+    const ir_type *sum = st ? &st->out[0]->type : NULL;
+    int lead = sum ? sum->rank - n : 0;
+    int drops = st && lead > 0 && role_of(in[0]->name, cx->base, "sum");
+    for (int i = 0; drops && i < sum->rank; i++)
+        drops = i < lead ? sum->dims[i] == 1 : sum->dims[i] == s[i - lead];
+    if (drops) {
+        /* gnc export's sum_to with leading axes: ReduceSum keeping them as
+           1, then this Reshape dropping them */
+        ir_node *m = mk(cx, IR_OP_SUM_TO, 1, st->in);
+        ir_set_ints(cx->g, m, "shape", n, s);
+        return set(cx, out[0], fin(cx, m));
+    }
+    if (in[0]->initializer && pattern_const(cx, in[1], "shape")) {
+        /* gnc export's reshape of a parameter (conv1d's weight): the
+           parameter stays under its name, reshaped by an IR node */
+        out[0]->onnx_type = in[0]->onnx_type;
+        return set(cx, out[0], reshape(cx, ox_tensor(cx, in[0]), n, s));
+    }
     return reshaped(cx, in[0], out[0], n, s);
 }
 
@@ -1767,6 +2058,17 @@ static int op_cast(ox_ctx *cx, ox_val **in, int nin, ox_val **out, int nout)
     }
     ir_value *x = in[0]->v;
     out[0]->onnx_type = to;
+    const ir_node *cmp = in[0]->onnx_type == OX_BOOL ? bool_of_compare(x) : NULL;
+    if (cmp && cmp->out[0]->type.dtype == dt)
+        /* a comparison's bool back to its operands' dtype (gnc export's
+           gt, le, ...): the comparison itself, whose mask is 0 and 1 */
+        return set(cx, out[0], again(cx, cmp));
+    const ir_node *wide = def_of(x, IR_OP_CAST);
+    const ir_node *am = wide ? def_of(wide->in[0], IR_OP_ARGMAX) : NULL;
+    if (am && x->type.dtype == IR_I64 && dt == am->out[0]->type.dtype)
+        /* argmax's indices, widened to int64 (ArgMax's type) and back:
+           argmax itself (gnc export's argmax of i32) */
+        return set(cx, out[0], again(cx, am));
     if (to == OX_BOOL && in[0]->onnx_type != OX_BOOL) {
         /* nonzero is true; a plain cast to u8 would truncate 0.5 to 0 */
         if (x->type.dtype != IR_F32)
@@ -1936,6 +2238,12 @@ static int op_constant_of_shape(ox_ctx *cx, ox_val **in, int nin, ox_val **out, 
             return ox_error(cx, "the shape is too large");
         t.dims[i] = s[i];
     }
+    if (pattern_const(cx, in[0], "shape") && m > 0 && t.dtype == IR_F32) {
+        /* gnc export's const (of a float: the IR's are): the IR node again,
+           not data */
+        out[0]->onnx_type = ot;
+        return set(cx, out[0], filled(cx, t, shortest((float)v)));
+    }
     if (!fold_fits(cx, &t))
         return -1;
     ox_set_const(cx, out[0], t, ot);
@@ -1958,6 +2266,16 @@ static int op_range(ox_ctx *cx, ox_val **in, int nin, ox_val **out, int nout)
     if (c > (double)IR_MAX_NUMEL)
         return ox_error(cx, "the range is too large");
     ir_type t = {in[0]->t.dtype, 1, {n}};
+    if (pattern_const(cx, in[0], "start") && pattern_const(cx, in[1], "limit") &&
+        pattern_const(cx, in[2], "delta") && n > 0) {
+        /* gnc export's arange: the IR node again, not data */
+        ir_node *a = mk(cx, IR_OP_ARANGE, 0, NULL);
+        a->out[0]->type = t;
+        ir_set_float(cx->g, a, "start", s);
+        ir_set_float(cx->g, a, "step", d);
+        out[0]->onnx_type = in[0]->onnx_type;
+        return set(cx, out[0], fin(cx, a));
+    }
     if (!fold_fits(cx, &t))
         return -1;
     ox_set_const(cx, out[0], t, in[0]->onnx_type);
@@ -1988,8 +2306,14 @@ static int op_reduce(ox_ctx *cx, ox_val **in, int nin, ox_val **out, int nout)
                      : attr_ints(cx, "axes", axes, IR_MAX_RANK);
     if (n == -2 || (as_input && n == -1 && nin > 1 && in[1]))
         return -1;
-    if (n <= 0 && as_input && attr_int(cx, "noop_with_empty_axes", 0))
-        return set(cx, out[0], x);
+    if (n <= 0 && as_input && attr_int(cx, "noop_with_empty_axes", 0)) {
+        if (!pattern_const(cx, in[1], "axes"))
+            return set(cx, out[0], x);
+        /* gnc export's sum_to that sums nothing: kept, as the IR has it */
+        ir_node *m = mk(cx, IR_OP_SUM_TO, 1, &x);
+        ir_set_ints(cx->g, m, "shape", rank, x->type.dims);
+        return set(cx, out[0], fin(cx, m));
+    }
     int mark[IR_MAX_RANK] = {0};
     if (n <= 0)
         for (int i = 0; i < rank; i++)
@@ -2052,6 +2376,13 @@ static int op_logic(ox_ctx *cx, ox_val **in, int nin, ox_val **out, int nout)
     for (int i = 0; i < (not ? 1 : 2); i++)
         if (in[i]->onnx_type != OX_BOOL)
             return ox_error(cx, "%s takes bools, got %s", t, ox_type_name(in[i]->onnx_type));
+    const ir_node *cmp = not && !in[0]->is_const ? bool_of_compare(in[0]->v) : NULL;
+    if (cmp && (cmp->op == IR_OP_EQ || cmp->op == IR_OP_NE)) {
+        /* not (a == b) is a != b, NaN included (gnc export's ne) */
+        out[0]->onnx_type = OX_BOOL;
+        return set(cx, out[0], cast(cx, bin(cx, cmp->op == IR_OP_EQ ? IR_OP_NE : IR_OP_EQ,
+                                            cmp->in[0], cmp->in[1]), IR_U8));
+    }
     ir_value *a = cast(cx, tensor(cx, in[0]), IR_F32), *y;
     if (not) {
         y = bin(cx, IR_OP_EQ, a, scalar(cx, 0));
@@ -2513,6 +2844,7 @@ static const struct {
     {"ReduceLogSum", op_reduce}, {"ReduceLogSumExp", op_reduce}, {"ReduceMax", op_reduce},
     {"ReduceMean", op_reduce}, {"ReduceMin", op_reduce}, {"ReduceSum", op_reduce},
     {"ReduceSumSquare", op_reduce}, {"Relu", op_unary}, {"Reshape", op_reshape},
+    {"Resize", op_resize},
     {"Selu", op_unary_with}, {"Shape", op_shape}, {"Shrink", op_shrink}, {"Sigmoid", op_unary},
     {"Sign", op_rounding}, {"Size", op_shape}, {"Slice", op_slice}, {"Softmax", op_softmax},
     {"SoftmaxCrossEntropyLoss", op_loss}, {"Softplus", op_unary}, {"Softsign", op_unary_with},

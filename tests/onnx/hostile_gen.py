@@ -349,6 +349,23 @@ def corpus(work):
         flat0=node("Reshape", ["p", "shape0"], ["f"], "reshape0"),
         initializers=inits() + [tensor("shape0", [2], raw=struct.pack("<2q", 1 << 62, 8),
                                        dtype=INT64)]))
+    # a Range named as gnc export's arange (an IR node, not folded) is
+    # bounded all the same: 3e12 elements
+    w("range-pattern-huge.onnx", baseline(
+        nodes=list(NODES.values()) + [node("Range", ["r0.start", "r0.limit", "r0.delta"],
+                                           ["r0"], "r0")],
+        initializers=inits() + [tensor("r0." + k, [], raw=struct.pack("<f", v))
+                                for k, v in (("start", 0), ("limit", 3e12), ("delta", 1))]))
+    # Resize in a form gnc's upsample2d does not compute, or of the batch
+    w("resize-cubic.onnx", baseline(
+        relu0=node("Resize", ["c", "", "scales0"], ["r"], "resize0", [attr("mode", "cubic")]),
+        initializers=inits() + [tensor("scales0", [4], raw=struct.pack("<4f", 1, 1, 1, 1))]))
+    w("resize-batch.onnx", baseline(
+        relu0=node("Resize", ["c", "", "", "sizes0"], ["r"], "resize0",
+                   [attr("mode", "nearest"), attr("coordinate_transformation_mode", "asymmetric"),
+                    attr("nearest_mode", "floor")]),
+        initializers=inits() + [tensor("sizes0", [4], raw=struct.pack("<4q", 4, 4, 8, 8),
+                                       dtype=INT64)]))
     w("reshape-dynamic.onnx", baseline(
         flat0=node("Reshape", ["p", "shape_in"], ["f"], "reshape0"),
         inputs=[value_info("image", [2, 3, 8, 8]), value_info("shape_in", [2], elem=INT64)]))
