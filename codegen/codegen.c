@@ -755,6 +755,100 @@ static int64_t *ints_copy(cg_gen *G, const int64_t *v, int n)
     return r;
 }
 
+/* A reduce_scatter of several operands (a ZeRO gradient bucket) is one call
+ * over staging: each operand packed into it rank-major, rank r's block holding
+ * slice r of every operand in turn ([r][j][outer_j, part_j, inner_j]); the call
+ * leaves this rank's block, its results one after another, in a second
+ * staging buffer, copied from there into each result.  A bucket costs one
+ * collective's latency, not one per tensor. */
+static void gen_reduce_scatter_bucket(cg_gen *G, const ir_node *n, cg_step *s)
+{
+    cg_comm *c = &s->u.comm;
+    int64_t es = (int64_t)cg_dtype_size(c->dtype), total = 0;
+    for (int j = 0; j < n->nin; j++) {
+        if (G->dtype[n->in[j]->id] != c->dtype || G->dtype[n->out[j]->id] != c->dtype) {
+            cg_fail(G, n, "reduce_scatter %%%s: the operands of one bucket are stored in "
+                    "different types", cg_name(n->out[0]));
+            return;
+        }
+        total += ir_type_numel(&n->in[j]->type);
+    }
+    int64_t block = total / c->ngroup;  /* ir_infer: every operand splits in the group */
+    cg_ref send = {CG_NREGIONS, G->staging_top};
+    G->staging_top += align_up(total * es);
+    cg_ref recv = {CG_NREGIONS, G->staging_top};
+    G->staging_top += align_up(block * es);
+    int64_t off = 0;
+    for (int j = 0; j < n->nin; j++) {
+        cg_emit_gather_unpack(G, n, j, send, block, off, 1);
+        off += ir_type_numel(&n->out[j]->type);
+    }
+    c->send[0] = send, c->recv[0] = recv;
+    c->count[0] = block;
+    c->bytes = total * es;
+    s->what = cg_pprintf(G->p, "reduce_scatter of %d tensors (%%%s, ...) (staged)", n->nin,
+                         cg_name(n->out[0]));
+    cg_access acc[2] = {{send, total * es, 0, 0, c->dtype}, {recv, block * es, 1, 0, c->dtype}};
+    cg_add_step(G, s, acc, 2);
+    off = 0;
+    for (int j = 0; j < n->nin; j++) {
+        int64_t bytes = ir_type_numel(&n->out[j]->type) * es;
+        cg_step cp = {.kind = CG_STEP_COPY, .node = n};
+        cp.what = cg_pprintf(G->p, "unpack %%%s", cg_name(n->out[j]));
+        cg_ref from = {recv.region, recv.offset + off};
+        cp.u.copy = (cg_copy){from, cg_ref_of(G, n->out[j]), bytes};
+        cg_access ca[2] = {{from, bytes, 0, 0, c->dtype}, {cp.u.copy.dst, bytes, 1, 0, c->dtype}};
+        cg_add_step(G, &cp, ca, 2);
+        off += bytes;
+    }
+}
+
+/* An all_gather of several operands (ZeRO's updated shards) is one call over
+ * staging, the other way round: this rank's operands copied one after
+ * another into its block, every rank's block gathered rank-major into a
+ * second staging buffer, and each result unpacked from there. */
+static void gen_all_gather_bucket(cg_gen *G, const ir_node *n, cg_step *s)
+{
+    cg_comm *c = &s->u.comm;
+    int64_t es = (int64_t)cg_dtype_size(c->dtype), block = 0;
+    for (int j = 0; j < n->nin; j++) {
+        if (G->dtype[n->in[j]->id] != c->dtype || G->dtype[n->out[j]->id] != c->dtype) {
+            cg_fail(G, n, "all_gather %%%s: the operands of one bucket are stored in "
+                    "different types", cg_name(n->out[0]));
+            return;
+        }
+        block += ir_type_numel(&n->in[j]->type);
+    }
+    cg_ref send = {CG_NREGIONS, G->staging_top};
+    G->staging_top += align_up(block * es);
+    cg_ref recv = {CG_NREGIONS, G->staging_top};
+    G->staging_top += align_up(block * c->ngroup * es);
+    int64_t off = 0;
+    for (int j = 0; j < n->nin; j++) {
+        int64_t bytes = ir_type_numel(&n->in[j]->type) * es;
+        cg_step cp = {.kind = CG_STEP_COPY, .node = n};
+        cp.what = cg_pprintf(G->p, "pack %%%s", cg_name(n->in[j]));
+        cg_ref to = {send.region, send.offset + off};
+        cp.u.copy = (cg_copy){cg_ref_of(G, n->in[j]), to, bytes};
+        cg_access ca[2] = {{cp.u.copy.src, bytes, 0, 0, c->dtype}, {to, bytes, 1, 0, c->dtype}};
+        cg_add_step(G, &cp, ca, 2);
+        off += bytes;
+    }
+    c->send[0] = send, c->recv[0] = recv;
+    c->count[0] = block;
+    c->bytes = block * es;
+    s->what = cg_pprintf(G->p, "all_gather of %d tensors (%%%s, ...) (staged)", n->nin,
+                         cg_name(n->out[0]));
+    cg_access acc[2] = {{send, block * es, 0, 0, c->dtype},
+                        {recv, block * c->ngroup * es, 1, 0, c->dtype}};
+    cg_add_step(G, s, acc, 2);
+    off = 0;
+    for (int j = 0; j < n->nin; j++) {
+        cg_emit_gather_unpack(G, n, j, recv, block, off, 0);
+        off += ir_type_numel(&n->in[j]->type);
+    }
+}
+
 static void gen_comm(cg_gen *G, const ir_node *n)
 {
     cg_step s = {.kind = CG_STEP_COMM, .node = n};
@@ -816,6 +910,14 @@ static void gen_comm(cg_gen *G, const ir_node *n)
         cg_add_step(G, &s, acc, na);
         return;
     }
+    if (n->op == IR_OP_REDUCE_SCATTER && n->nin > 1) {
+        gen_reduce_scatter_bucket(G, n, &s);
+        return;
+    }
+    if (n->op == IR_OP_ALL_GATHER && n->nin > 1) {
+        gen_all_gather_bucket(G, n, &s);
+        return;
+    }
     /* all_gather, reduce_scatter: along the outermost axis, or through staging */
     int axis = (int)ir_attr_int(n, "axis");
     int64_t outer = 1;
@@ -844,9 +946,9 @@ static void gen_comm(cg_gen *G, const ir_node *n)
         acc[na++] = (cg_access){in, in_n * (int64_t)es, 0, 0, c->dtype};
         acc[na++] = (cg_access){stage, sb, 1, 0, c->dtype};
         cg_add_step(G, &s, acc, na);
-        cg_emit_gather_unpack(G, n, stage, 0);
+        cg_emit_gather_unpack(G, n, 0, stage, out_n / ng, 0, 0);
     } else {
-        cg_emit_gather_unpack(G, n, stage, 1);
+        cg_emit_gather_unpack(G, n, 0, stage, in_n / ng, 0, 1);
         c->send[0] = stage, c->recv[0] = out;
         acc[na++] = (cg_access){stage, sb, 0, 0, c->dtype};
         acc[na++] = (cg_access){out, out_n * (int64_t)es, 1, 0, c->dtype};
@@ -1182,6 +1284,10 @@ static cg_step *finish_list(cg_gen *G, int *count)
                 staging_to_workspace(G, &st->u.comm.send[t]);
                 staging_to_workspace(G, &st->u.comm.recv[t]);
             }
+        if (st->kind == CG_STEP_COPY) { /* a staged reduce_scatter's results */
+            staging_to_workspace(G, &st->u.copy.src);
+            staging_to_workspace(G, &st->u.copy.dst);
+        }
         if (st->kind == CG_STEP_KERNEL) /* every argument: a multi-tensor launch has hundreds */
             for (int a = 0; a < st->u.launch.nargs; a++)
                 staging_to_workspace(G, &st->u.launch.args[a].buf);

@@ -282,19 +282,23 @@ void cg_emit_scaler_update(cg_gen *G)
 
 /* An all_gather along axis > 0 gathers rank-major into staging: unpack it
  * into the result.  A reduce_scatter along axis > 0 packs its operand
- * rank-major into staging first (pack). */
-void cg_emit_gather_unpack(cg_gen *G, const ir_node *n, cg_ref staging, int pack)
+ * rank-major into staging first (pack).  Operand j's slice for rank r goes to
+ * staging[r * block + off ...]: block is one rank's share of every operand
+ * (numel / group size for one operand, where off is 0), so that a
+ * reduce_scatter of several operands packs them all into one buffer. */
+void cg_emit_gather_unpack(cg_gen *G, const ir_node *n, int j, cg_ref staging, int64_t block,
+                           int64_t off, int pack)
 {
-    const ir_value *whole = pack ? n->in[0] : n->out[0];
+    const ir_value *whole = pack ? n->in[j] : n->out[j];
     int ng;
     ir_attr_ints(n, "group", &ng);
     int64_t outer, len, inner;
     kb_around(&whole->type, (int)ir_attr_int(n, "axis"), &outer, &len, &inner);
     int64_t part = len / ng, numel = ir_type_numel(&whole->type);
     ir_dtype dt = cg_dtype_of(G, whole);
-    const char *ct = cg_ctype(dt), *it = kb_index_type(numel);
+    const char *ct = cg_ctype(dt), *it = kb_index_type(block * ng);
     cg_step st = {.kind = CG_STEP_KERNEL, .node = n};
-    st.what = cg_pprintf(G->p, "%s %%%s", pack ? "pack for" : "unpack", cg_name(n->out[0]));
+    st.what = cg_pprintf(G->p, "%s %%%s", pack ? "pack for" : "unpack", cg_name(n->out[j]));
     if (!cg_grid_fits(G, n, st.what, kb_div_up(numel, 256), 1, 1))
         return;
     cg_sb t = {0};
@@ -312,10 +316,15 @@ void cg_emit_gather_unpack(cg_gen *G, const ir_node *n, cg_ref staging, int pack
                  "q = pos %% %lld, w = i %% %lld;\n", it, (long long)(len * inner),
                  (long long)inner, (long long)len, (long long)part, (long long)part,
                  (long long)inner);
-    cg_sb_printf(&t, "    const %s s = ((r * %lld + u) * %lld + q) * %lld + w; /* in staging */\n",
-                 it, (long long)outer, (long long)part, (long long)inner);
+    if (n->nin == 1)
+        cg_sb_printf(&t, "    const %s s = ((r * %lld + u) * %lld + q) * %lld + w; "
+                     "/* in staging */\n", it, (long long)outer, (long long)part, (long long)inner);
+    else /* operand j of a bucket: its place in each rank's block */
+        cg_sb_printf(&t, "    const %s s = r * %lld + %lld + (u * %lld + q) * %lld + w; "
+                     "/* in staging */\n", it, (long long)block, (long long)off,
+                     (long long)part, (long long)inner);
     cg_sb_printf(&t, pack ? "    dst[s] = src[i];\n}\n" : "    dst[i] = src[s];\n}\n");
-    const char *base = cg_pprintf(G->p, "%s__%s", pack ? "pack" : "unpack", cg_name(n->out[0]));
+    const char *base = cg_pprintf(G->p, "%s__%s", pack ? "pack" : "unpack", cg_name(n->out[j]));
     int kernel = cg_add_kernel(G, "", t.s, NULL, 0, base, n, 0, 256);
     cg_sb_free(&t);
     cg_ref w = cg_ref_of(G, whole);
@@ -327,7 +336,10 @@ void cg_emit_gather_unpack(cg_gen *G, const ir_node *n, cg_ref staging, int pack
     l->args = cg_palloc(G->p, 2 * sizeof *l->args);
     l->args[0] = (cg_arg){CG_ARG_BUFFER, pack ? w : staging, 0, 0};
     l->args[1] = (cg_arg){CG_ARG_BUFFER, pack ? staging : w, 0, 0};
-    int64_t bytes = numel * (int64_t)cg_dtype_size(dt);
-    cg_access acc[2] = {{l->args[0].buf, bytes, 0, 0, dt}, {l->args[1].buf, bytes, 1, 0, dt}};
+    /* a bucket's operand lands in every rank's block: the whole staging */
+    int64_t es = (int64_t)cg_dtype_size(dt), bytes = numel * es;
+    int64_t staged = n->nin > 1 ? block * ng * es : bytes;
+    cg_access acc[2] = {{l->args[0].buf, pack ? bytes : staged, 0, 0, dt},
+                        {l->args[1].buf, pack ? staged : bytes, 1, 0, dt}};
     cg_add_step(G, &st, acc, 2);
 }

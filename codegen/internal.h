@@ -214,7 +214,8 @@ void cg_emit_masked_copy(cg_gen *G, const ir_value *target, const ir_value *sour
 void cg_emit_scaler_update(cg_gen *G);
 /* The kernel that reduces a collective locally (cg_comm.local_kernel). */
 int cg_local_reduce_kernel(cg_gen *G, ir_dtype t, int max);
-void cg_emit_gather_unpack(cg_gen *G, const ir_node *n, cg_ref staging, int pack);
+void cg_emit_gather_unpack(cg_gen *G, const ir_node *n, int j, cg_ref staging, int64_t block,
+                           int64_t off, int pack);
 /* A line " *   %y: f32[..] = op(%x, ...) {attrs}  @file:line:col" of a kernel's
  * comment, for node n. */
 void cg_describe_node(cg_sb *b, const ir_node *n);

@@ -493,15 +493,25 @@ static int infer_training(const ir_node *n, ir_type *out, char *err, size_t errl
                      size);
         } else if (n->op != IR_OP_ALL_REDUCE) {
             int64_t axis = ir_attr_int(n, "axis");
-            if (axis < 0 || axis >= a->rank)
-                FAIL("%s axis %lld is out of range for %s", op, (long long)axis, TS(a));
-            if (n->op == IR_OP_REDUCE_SCATTER && a->dims[axis] % size)
-                FAIL("reduce_scatter: %s does not split in %d along axis %lld", TS(a), size,
-                     (long long)axis);
-            if (n->op == IR_OP_REDUCE_SCATTER)
-                out[0].dims[axis] /= size;
-            else if (__builtin_mul_overflow(out[0].dims[axis], (int64_t)size, &out[0].dims[axis]))
-                FAIL("all_gather result is too large");
+            /* a bucket of several operands: every one is cut along axis, and
+               the runtimes pack them into one float buffer */
+            for (int i = 0; i < n->nin; i++) {
+                const ir_type *t = &n->in[i]->type;
+                if (axis < 0 || axis >= t->rank)
+                    FAIL("%s axis %lld is out of range for operand %d, %s", op, (long long)axis,
+                         i, TS(t));
+                if (n->nin > 1 && t->dtype != IR_F32)
+                    FAIL("%s of several operands takes f32 tensors, operand %d is %s", op, i,
+                         TS(t));
+                if (n->op == IR_OP_REDUCE_SCATTER && t->dims[axis] % size)
+                    FAIL("reduce_scatter: operand %d, %s, does not split in %d along axis %lld",
+                         i, TS(t), size, (long long)axis);
+                if (n->op == IR_OP_REDUCE_SCATTER)
+                    out[i].dims[axis] /= size;
+                else if (__builtin_mul_overflow(out[i].dims[axis], (int64_t)size,
+                                                &out[i].dims[axis]))
+                    FAIL("all_gather result is too large");
+            }
         }
         return 1;
     }
@@ -642,7 +652,9 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
     if (n->nin < ir_ops[n->op].nin_min || n->nin > ir_ops[n->op].nin_max)
         FAIL("%s takes %d to %d operands, got %d", op, ir_ops[n->op].nin_min,
              ir_ops[n->op].nin_max, n->nin);
-    int nout = n->op == IR_OP_SGD ? n->nin - 2 : n->op == IR_OP_ALL_REDUCE ? n->nin
+    int nout = n->op == IR_OP_SGD ? n->nin - 2
+             : n->op == IR_OP_ALL_REDUCE || n->op == IR_OP_REDUCE_SCATTER ||
+               n->op == IR_OP_ALL_GATHER ? n->nin
              : ir_ops[n->op].nout;
     if (n->nout != nout)
     {

@@ -28,7 +28,9 @@
  * then an all-gather around the ring, each of n-1 steps moving b/n over every
  * link; all_gather and reduce_scatter are one half of that, over b_total,
  * the whole tensor of the group (all_gather's result, or reduce_scatter's
- * operand; each rank holds b_total/n of it before or after);
+ * operand; each rank holds b_total/n of it before or after); a collective
+ * of several operands (a bucket) is one call, priced on the sum of its
+ * operands' bytes (an all_gather's: its results') with one latency;
  * broadcast pipelines the tensor down a tree of depth ceil(log2 n).  The sums
  * of all_reduce and reduce_scatter run at link speed, inside these times.
  *
@@ -503,13 +505,17 @@ int64_t cost_comm_bytes(const ir_node *n)
 {
     int64_t b = 0;
     switch (n->op) {
-    case IR_OP_ALL_REDUCE:          /* a bucket: every operand */
+    case IR_OP_ALL_REDUCE: case IR_OP_REDUCE_SCATTER: /* a bucket: every operand */
         for (int i = 0; i < n->nin; i++)
             b += (int64_t)ir_type_bytes(&n->in[i]->type);
         return b;
-    case IR_OP_ALL_GATHER: case IR_OP_RECV:
+    case IR_OP_ALL_GATHER:          /* a bucket: every result */
+        for (int i = 0; i < n->nout; i++)
+            b += (int64_t)ir_type_bytes(&n->out[i]->type);
+        return b;
+    case IR_OP_RECV:
         return (int64_t)ir_type_bytes(&n->out[0]->type);
-    case IR_OP_REDUCE_SCATTER: case IR_OP_BROADCAST: case IR_OP_SEND:
+    case IR_OP_BROADCAST: case IR_OP_SEND:
         return (int64_t)ir_type_bytes(&n->in[0]->type);
     default:
         return 0;

@@ -62,28 +62,69 @@ static int extends(const ir_node *c, const ir_value *v)
     }
 }
 
-/* Before epilogue c moves up to right after last, the end of a chain that
- * starts at head: the collectives of head's device between the two that read
- * nothing computed from head on move up before head instead, so that they
- * start before the fused kernel rather than after it (ZeRO-3's gathers,
- * prefetched a layer ahead by the partition pass).  The communication keeps
- * its order: the first that cannot move keeps the rest after it. */
-static void hoist_communication(ir_graph *g, ir_node *head, ir_node *last, const ir_node *c)
+/* Whether m reads a result of a node from `from` up to m. */
+static int reads_from(const ir_node *from, const ir_node *m)
 {
+    for (const ir_node *p = from; p != m; p = p->next)
+        for (int o = 0; o < p->nout; o++)
+            for (int i = 0; i < m->nin; i++)
+                if (m->in[i] == p->out[o])
+                    return 1;
+    return 0;
+}
+
+/* Whether communication of m's device lies between from and m. */
+static int communication_before(const ir_node *from, const ir_node *m)
+{
+    for (const ir_node *p = from; p != m; p = p->next)
+        if (p->device == m->device && ir_op_communicates(p->op))
+            return 1;
+    return 0;
+}
+
+/* Before epilogue c moves up to right after last, the end of a chain that
+ * starts at head: the collectives between the two that read nothing computed
+ * from head on move up before head instead, so that they start before the
+ * fused kernel rather than after it (ZeRO-3's gathers, prefetched a layer
+ * ahead by the partition pass), and so that c does not pass a participant of
+ * a collective whose result it reads; before the node head goes with, if any
+ * (schedule.c), not between them.  Each device's communication keeps its
+ * order: one that cannot move keeps the rest of its device's after it; sends
+ * and recvs stay (a recv after its send in the node list, ir_verify). */
+static void hoist_collectives(ir_graph *g, ir_node *head, ir_node *last, const ir_node *c)
+{
+    ir_node *at = head; /* before the node head goes with, if any */
+    for (ir_node *p = head->prev; p; p = p->prev)
+        if (p->device == head->device) {
+            at = pass_goes_with(p, head) ? p : head;
+            break;
+        }
     for (ir_node *m = last->next, *next; m && m != c; m = next) {
         next = m->next;
-        if (m->device != head->device || !ir_op_communicates(m->op))
+        if (!ir_op_communicates(m->op) || m->op == IR_OP_SEND || m->op == IR_OP_RECV ||
+            communication_before(last->next, m) || reads_from(at, m))
             continue;
-        if (m->op == IR_OP_SEND || m->op == IR_OP_RECV)
-            return; /* a recv stays after its send in the node list (ir_verify) */
-        for (const ir_node *p = head; p != m; p = p->next)
-            for (int o = 0; o < p->nout; o++)
-                for (int i = 0; i < m->nin; i++)
-                    if (m->in[i] == p->out[o])
-                        return;
         ir_erase(g, m);
-        ir_insert_before(g, head, m);
+        ir_insert_before(g, at, m);
     }
+}
+
+/* Whether c reads the result of a collective that a node between last and c
+ * takes part in: c may not move up past it (ir_verify: nothing reads a
+ * collective's result before all its devices have issued it). */
+static int waits_on_collective(const ir_node *last, const ir_node *c)
+{
+    for (const ir_node *m = last->next; m && m != c; m = m->next) {
+        if (!ir_op_communicates(m->op) || m->op == IR_OP_SEND || m->op == IR_OP_RECV)
+            continue;
+        int64_t id = ir_attr_int(m, "id");
+        for (int i = 0; i < c->nin; i++) {
+            const ir_node *p = c->in[i]->kind == IR_VALUE_NODE ? c->in[i]->def : NULL;
+            if (p && p->op == m->op && ir_attr_int(p, "id") == id)
+                return 1;
+        }
+    }
+    return 0;
 }
 
 int pass_fuse(ir_graph *g, diag *d)
@@ -124,7 +165,9 @@ int pass_fuse(ir_graph *g, diag *d)
             if (!ready)
                 break;
             if (last->next != c) {
-                hoist_communication(g, n, last, c);
+                hoist_collectives(g, n, last, c);
+                if (waits_on_collective(last, c))
+                    break;
                 ir_erase(g, c);
                 ir_insert_before(g, last->next, c);
             }

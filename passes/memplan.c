@@ -85,6 +85,16 @@ static void liveness(const ir_graph *g, int *first, int *last)
         if (n->op == IR_OP_SUM_TO && n->prev && n->prev->op == IR_OP_BATCHNORM_GRAD &&
             n->in[0] == n->prev->out[0] && in_arena(n->out[0], weight))
             first[n->out[0]->id] = idx - 1;
+        /* a convolution's bias added by the batchnorm_train after it: the GPU
+           adds it there (codegen/library.c bias_folds), so a bias computed
+           in the program (ZeRO-3's gathered one) lives until then */
+        if (n->op == IR_OP_BATCHNORM_TRAIN) {
+            const ir_node *p = n->prev;
+            while (p && p->device != n->device)
+                p = p->prev;
+            if (p && pass_goes_with(p, n) && in_arena(p->in[2], weight))
+                last[p->in[2]->id] = idx;
+        }
         idx++;
     }
     /* a collective runs at the last of its nodes (runtime/cpu/comm.c): its operands

@@ -547,25 +547,37 @@ static void zero_prefetch(pt *P, int s, int at, int *ahead)
     }
 }
 
-/* ZeRO-2 and 3: gradient v, summed over each device's microbatches, summed
- * between the devices and scattered: each gets the rows of its shard. */
-static void zero_reduce_scatter(pt *P, const ir_value *v)
+/* ZeRO-2 and 3: the n gradients v[] of a bucket, each summed over each
+ * device's microbatches, summed between the devices and scattered: each gets
+ * the rows of its shard.  One reduce_scatter per device for the whole bucket
+ * (operand j's result is that device's rows of v[j]), so a bucket costs one
+ * collective's latency, as plain data parallelism's all_reduce does; comm.c
+ * still sums each element over the devices in rank order. */
+static void zero_reduce_scatter(pt *P, const ir_value *const *v, int n)
 {
     int64_t group[IR_MAX_DEVICES];
     char buf[560];
     stage_group(P, 0, group);
+    int64_t id = zero_id(P, v[0], 3); /* a gradient is in one bucket only */
     for (int q = 0; q < P->dp; q++) {
         int dev = (int)group[q];
-        ir_value *acc = *map_at(P, q * P->m, v);
-        for (int k = 1; k < P->m; k++)
-            acc = pt_op2(P, dev, IR_OP_ADD, acc, *map_at(P, q * P->m + k, v),
-                         suffixed(buf, sizeof buf, 0, v->name, "acc"));
-        snprintf(buf, sizeof buf, "%s.shard%d", v->name, dev);
-        ir_node *n = pt_node(P, dev, IR_OP_REDUCE_SCATTER, 1, &acc, 1, buf, P->loc);
-        ir_set_int(P->g, n, "id", zero_id(P, v, 3));
-        ir_set_ints(P->g, n, "group", P->dp, group);
-        ir_set_int(P->g, n, "axis", 0);
-        P->reduced[(size_t)dev * P->nval + v->id] = pt_emit(P, n);
+        ir_value *acc[64], *res[64];
+        for (int j = 0; j < n; j++) {
+            acc[j] = *map_at(P, q * P->m, v[j]);
+            for (int k = 1; k < P->m; k++)
+                acc[j] = pt_op2(P, dev, IR_OP_ADD, acc[j], *map_at(P, q * P->m + k, v[j]),
+                                suffixed(buf, sizeof buf, 0, v[j]->name, "acc"));
+            snprintf(buf, sizeof buf, "%s.shard%d", v[j]->name, dev);
+            res[j] = ir_value_new(P->g, buf, P->loc);
+        }
+        ir_node *c = ir_node_make(P->g, IR_OP_REDUCE_SCATTER, n, acc, n, res, P->loc);
+        c->device = dev;
+        ir_set_int(P->g, c, "id", id);
+        ir_set_ints(P->g, c, "group", P->dp, group);
+        ir_set_int(P->g, c, "axis", 0);
+        pt_emit(P, c);
+        for (int j = 0; j < n; j++)
+            P->reduced[(size_t)dev * P->nval + v[j]->id] = c->out[j];
     }
 }
 
@@ -585,9 +597,10 @@ static ir_value *zero_rows(pt *P, ir_value *x, int q, int dev, const char *name)
 /* Optimizer s on device q of a ZeRO program, for a parameter whose state is
  * sharded: on its shard of the gradient (ZeRO-2, 3: the reduce-scatter's;
  * ZeRO-1: its rows of the all-reduced one), of the parameter (ZeRO-3: its own;
- * else its rows) and of the state; the updated shard is then gathered whole
- * on every device, but in ZeRO-3, where the shard is all a device keeps. */
-static void zero_optimizer(pt *P, const ir_node *s, int q)
+ * else its rows) and of the state.  The updated shard: in ZeRO-3 all a device
+ * keeps; else returned, for run_optimizers to gather it whole on every device
+ * with its bucket. */
+static ir_value *zero_optimizer(pt *P, const ir_node *s, int q)
 {
     int dev = q; /* one stage */
     const ir_value *w = s->in[0];
@@ -603,9 +616,9 @@ static void zero_optimizer(pt *P, const ir_node *s, int q)
     pt_emit(P, n);
     for (int a = 1; a < s->nout; a++)
         *dev_at(P, dev, s->out[a]) = n->out[a];
-    *dev_at(P, dev, s->out[0]) = P->o->zero >= 3
-                                     ? n->out[0]
-                                     : zero_all_gather(P, w, n->out[0], dev, 2, "updated");
+    if (P->o->zero >= 3)
+        *dev_at(P, dev, s->out[0]) = n->out[0];
+    return n->out[0];
 }
 
 /* Whether ZeRO shards anything optimizer s reads. */
@@ -883,14 +896,17 @@ static int64_t value_bytes(const pt *P, const ir_value *v)
  * device first) between the data-parallel groups of stage s. */
 static void flush(pt *P, int s, bucket *bk)
 {
-    if (P->zsharded) { /* ZeRO-2, 3: sharded gradients reduce-scattered, one by one */
-        int kept = 0;
+    if (P->zsharded) { /* ZeRO-2, 3: the sharded gradients reduce-scattered together */
+        const ir_value *sharded[64];
+        int kept = 0, nsharded = 0;
         for (int j = 0; j < bk->n; j++)
             if (P->zsharded[bk->grads[j]->id])
-                zero_reduce_scatter(P, bk->grads[j]);
+                sharded[nsharded++] = bk->grads[j];
             else
                 bk->grads[kept++] = bk->grads[j];
         bk->n = kept;
+        if (nsharded)
+            zero_reduce_scatter(P, sharded, nsharded);
     }
     if (!bk->n) {
         bk->bytes = 0;
@@ -1029,12 +1045,56 @@ static ir_value *gradient_to(pt *P, const ir_value *v, ir_value *g, int dev)
     return pt_emit(P, n);
 }
 
+/* ZeRO-1 and 2's updated shards waiting to be gathered whole: a bucket, as
+ * the gradients', so that a bucket of parameters costs one all_gather's
+ * latency. */
+typedef struct {
+    const ir_node *opt[64];     /* the optimizers */
+    ir_value **shard;           /* [j * dp + q]: optimizer j's updated shard on device q */
+    int n;
+    int64_t bytes;
+} zero_updated;
+
+/* One all_gather per device for the bucket's shards; each result becomes its
+ * optimizer's updated parameter on that device. */
+static void zero_gather_updated(pt *P, zero_updated *u)
+{
+    if (!u->n)
+        return;
+    int64_t group[IR_MAX_DEVICES];
+    char buf[560];
+    stage_group(P, 0, group);
+    int64_t id = zero_id(P, u->opt[0]->in[0], 2); /* a parameter is in one bucket only */
+    for (int q = 0; q < P->dp; q++) {
+        int dev = (int)group[q];
+        ir_value *in[64], *res[64];
+        for (int j = 0; j < u->n; j++) {
+            in[j] = u->shard[j * P->dp + q];
+            snprintf(buf, sizeof buf, "%s.updated", pt_dsl_name(u->opt[j]->in[0]->name));
+            res[j] = ir_value_new(P->g, buf, P->loc);
+        }
+        ir_node *c = ir_node_make(P->g, IR_OP_ALL_GATHER, u->n, in, u->n, res, P->loc);
+        c->device = dev;
+        ir_set_int(P->g, c, "id", id);
+        ir_set_ints(P->g, c, "group", P->dp, group);
+        ir_set_int(P->g, c, "axis", 0);
+        pt_emit(P, c);
+        for (int j = 0; j < u->n; j++)
+            *dev_at(P, dev, u->opt[j]->out[0]) = c->out[j];
+    }
+    u->n = 0;
+    u->bytes = 0;
+}
+
 /* The optimizer of each parameter once per device that holds it, on the
  * reduced gradient: on its own stage's devices, and on those of every other
  * stage that reads the parameter, which get the gradient and update their
- * copy alike, so that the copies stay the same bits. */
+ * copy alike, so that the copies stay the same bits.  ZeRO's optimizers run on
+ * shards; stages 1 and 2 then gather the updated shards a bucket at a time. */
 static void run_optimizers(pt *P)
 {
+    int64_t cap = P->o->bucket_bytes > 0 ? P->o->bucket_bytes : PT_DEFAULT_BUCKET_BYTES;
+    zero_updated u = {.shard = base_xcalloc((size_t)64 * P->dp, sizeof *u.shard)};
     for (int i = 0; i < P->nsrc; i++) {
         const ir_node *s = P->src[i];
         if (!is_optimizer(s->op))
@@ -1042,7 +1102,13 @@ static void run_optimizers(pt *P)
         P->loc = s->loc;
         if (zero_managed(P, s)) {
             for (int q = 0; q < P->dp; q++)
-                zero_optimizer(P, s, q);
+                u.shard[u.n * P->dp + q] = zero_optimizer(P, s, q);
+            if (P->o->zero >= 3)
+                continue;
+            u.opt[u.n++] = s;
+            u.bytes += value_bytes(P, s->in[0]);
+            if (u.bytes >= cap || u.n == 64)
+                zero_gather_updated(P, &u);
             continue;
         }
         uint64_t others = other_readers(P, i);
@@ -1065,6 +1131,8 @@ static void run_optimizers(pt *P)
             }
         }
     }
+    zero_gather_updated(P, &u);
+    base_free(u.shard);
 }
 
 /* Value x (on its device) brought to device 0. */

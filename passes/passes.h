@@ -93,6 +93,10 @@ int pass_cse(ir_graph *g, diag *d);
 int pass_dce(ir_graph *g, diag *d);
 int pass_schedule(ir_graph *g, diag *d);   /* before fuse: it leaves fused graphs alone */
 int pass_fuse(ir_graph *g, diag *d);
+/* Whether a backend computes n with prev, the node before it on its device
+ * (a convolution's bias in the batchnorm_train after it): schedule.c moves n
+ * up to prev, and no pass may put a node between them. */
+int pass_goes_with(const ir_node *prev, const ir_node *n);
 int pass_remat(ir_graph *g, diag *d);     /* remat.c */
 int pass_fold_bn(ir_graph *g, diag *d);   /* fold_bn.c */
 

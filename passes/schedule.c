@@ -27,7 +27,7 @@
  * result, a batchnorm gradient's dx summed per channel (a bias gradient) by
  * the batchnorm_grad's kernel (codegen: library.c bias_folds, kernels.c
  * bias_grad_of). */
-static int goes_with(const ir_node *prev, const ir_node *n)
+int pass_goes_with(const ir_node *prev, const ir_node *n)
 {
     return (prev->op == IR_OP_CONV2D && prev->nin == 3 && n->op == IR_OP_BATCHNORM_TRAIN &&
             n->in[0] == prev->out[0]) ||
@@ -60,7 +60,7 @@ static int pair_up(ir_graph *g)
     int moved = 0;
     for (ir_node *p = g->head; p; p = p->next)
         for (ir_node *n = p->next; n; n = n->next) {
-            if (!goes_with(p, n))
+            if (!pass_goes_with(p, n))
                 continue;
             if (n != p->next && may_follow(g, p, n)) {
                 n->prev->next = n->next;

@@ -4,7 +4,10 @@
  *      the default pipeline in its planned arena, with the same bits; its
  *      results agree with each other as the ops' definitions say (the
  *      all_reduce is the column sums of the gathered rows, and so on).
- *   2. The verifier proves a program cannot hang: malformed programs (a device
+ *   2. A reduce_scatter of several operands (a ZeRO gradient bucket) along
+ *      axis 0 and 1 gives each rank the rank-ordered sum of its slice of each;
+ *      an all_gather of several (ZeRO's updated shards) every rank's of each.
+ *   3. The verifier proves a program cannot hang: malformed programs (a device
  *      missing from a collective, mismatched types, two collectives in opposite
  *      orders, a send without its recv, a read across devices, a collective's
  *      result read too early) get their exact diagnostic, and only it.
@@ -122,6 +125,139 @@ done:
     free(text);
 }
 
+/* A reduce_scatter (gather 0) or all_gather (1) of a bucket of tensors on
+ * three virtual devices, group out of device order, along axis (0 or 1):
+ * reduce_scatter gives rank r as its result j the sum over the ranks, in rank
+ * order, of slice r of operand j, bit for bit; all_gather gives every rank as
+ * result j every rank's operand j in rank order along axis.  Both the same
+ * bits as one collective per tensor; as loaded and through the pipeline into
+ * its planned arena. */
+static void bucketed(int gather, int axis)
+{
+    const char *op = gather ? "all_gather" : "reduce_scatter";
+    static const int64_t group[3] = {2, 0, 1};
+    /* the whole of tensor j: axis 0 {[6, 4], [3]}, axis 1 {[2, 6], [4, 3, 2]};
+       reduce_scatter's operand, all_gather's result */
+    static const ir_type types[2][2] = {
+        {{IR_F32, 2, {6, 4}}, {IR_F32, 1, {3}}},
+        {{IR_F32, 2, {2, 6}}, {IR_F32, 3, {4, 3, 2}}},
+    };
+    const ir_type *tt = types[axis];
+    char text[8192], ts[2][64], rs[2][64];
+    for (int j = 0; j < 2; j++) {
+        ir_type r = tt[j];
+        r.dims[axis] /= 3;
+        ir_type_str(gather ? &r : &tt[j], ts[j], sizeof ts[j]);
+        ir_type_str(gather ? &tt[j] : &r, rs[j], sizeof rs[j]);
+    }
+    int at = snprintf(text, sizeof text, "graph rs {\n");
+    for (int d = 0; d < 3; d++)
+        at += snprintf(text + at, sizeof text - (size_t)at,
+                       "  input %%a%d: %s\n  input %%b%d: %s\n", d, ts[0], d, ts[1]);
+    for (int d = 0; d < 3; d++)
+        at += snprintf(text + at, sizeof text - (size_t)at,
+                       "  %%ra%d: %s, %%rb%d: %s = %s(%%a%d, %%b%d) {id = 1, "
+                       "group = [2, 0, 1], axis = %d} on %d\n", d, rs[0], d, rs[1], op, d, d, axis,
+                       d);
+    for (int j = 0; j < 2; j++)
+        for (int d = 0; d < 3; d++)
+            at += snprintf(text + at, sizeof text - (size_t)at,
+                           "  %%s%c%d: %s = %s(%%%c%d) {id = %d, group = [2, 0, 1], "
+                           "axis = %d} on %d\n", "ab"[j], d, rs[j], op, "ab"[j], d, 2 + j, axis, d);
+    for (int d = 0; d < 3; d++)
+        at += snprintf(text + at, sizeof text - (size_t)at,
+                       "  output ra%d = %%ra%d\n  output rb%d = %%rb%d\n"
+                       "  output sa%d = %%sa%d\n  output sb%d = %%sb%d\n",
+                       d, d, d, d, d, d, d, d);
+    snprintf(text + at, sizeof text - (size_t)at, "}\n");
+
+    char what[128];
+    diag d;
+    diag_init(&d);
+    ir_graph *g = ir_parse("rs.gir", text, strlen(text), &d);
+    ir_graph *h = ir_parse("rs.gir", text, strlen(text), &d);
+    pm_options o = {1, 0, NULL, NULL, stderr, NULL};
+    mp_plan *p = NULL;
+    char err[256];
+    if (!g || !h || ir_verify(g, &d) || pm_run(h, pm_default_pipeline(0, 0, 0), &o, &d) ||
+        !(p = mp_plan_graph(h)) || mp_check(h, p, err, sizeof err)) {
+        diag_print(&d, stderr);
+        snprintf(what, sizeof what, "a bucketed %s along axis %d loads and plans", op, axis);
+        check(0, what);
+        goto done;
+    }
+    rt_exec *x = run(g, NULL), *y = run(h, p);
+    snprintf(what, sizeof what, "a bucketed %s along axis %d runs", op, axis);
+    check(x && y, what);
+    if (x && y) {
+        int sums = 1, single = 1, planned = 1, shown = 0;
+        for (int j = 0; j < 2; j++) {
+            int64_t outer = 1, len = tt[j].dims[axis], inner = 1;
+            for (int i = 0; i < axis; i++)
+                outer *= tt[j].dims[i];
+            for (int i = axis + 1; i < tt[j].rank; i++)
+                inner *= tt[j].dims[i];
+            int64_t part = len / 3, numel = gather ? outer * len * inner : outer * part * inner;
+            const float *in[3] = {0};
+            for (int q = 0; q < 3; q++) {
+                char name[8];
+                snprintf(name, sizeof name, "%c%d", "ab"[j], (int)group[q]);
+                for (int i = 0; i < g->ninputs; i++)
+                    if (strcmp(g->inputs[i]->name, name) == 0)
+                        in[q] = rt_exec_data(x, g->inputs[i]);
+            }
+            for (int r = 0; r < 3; r++) {
+                char name[8], one[8];
+                snprintf(name, sizeof name, "r%c%d", "ab"[j], (int)group[r]);
+                snprintf(one, sizeof one, "s%c%d", "ab"[j], (int)group[r]);
+                const float *got = out(x, g, name), *sep = out(x, g, one), *pl = out(y, h, name);
+                for (int64_t u = 0; u < outer; u++)
+                    for (int64_t i = 0; i < part * inner; i++) {
+                        for (int q = 0; gather && q < 3; q++) { /* rank q's operand at slice q */
+                            int64_t at = (u * len + q * part) * inner + i;
+                            float v = got[at], want = in[q][u * part * inner + i];
+                            if (v != want && shown++ < 3)
+                                fprintf(stderr, "  axis %d: %s[%lld] = %.9g, want %.9g\n", axis,
+                                        name, (long long)at, v, want);
+                            sums &= v == want;
+                        }
+                        if (gather)
+                            continue;
+                        float want = 0;
+                        for (int q = 0; q < 3; q++)
+                            want += in[q][(u * len + r * part) * inner + i];
+                        float v = got[u * part * inner + i];
+                        if (v != want && shown++ < 3)
+                            fprintf(stderr, "  axis %d: %s[%lld] = %.9g, want %.9g\n", axis, name,
+                                    (long long)(u * part * inner + i), v, want);
+                        sums &= v == want;
+                    }
+                single &= !memcmp(got, sep, (size_t)numel * sizeof *got);
+                planned &= !memcmp(got, pl, (size_t)numel * sizeof *got);
+            }
+        }
+        snprintf(what, sizeof what, gather ? "%s axis %d: every rank gets every rank's operands"
+                 : "%s axis %d: rank r gets the rank-ordered sum of slice r of every operand", op,
+                 axis);
+        check(sums, what);
+        snprintf(what, sizeof what, "%s axis %d: a bucket gives the bits of one collective per "
+                 "tensor", op, axis);
+        check(single, what);
+        snprintf(what, sizeof what, "%s axis %d: the planned program computes the same bits", op,
+                 axis);
+        check(planned, what);
+    }
+    rt_exec_free(x);
+    rt_exec_free(y);
+done:
+    mp_plan_free(p);
+    if (g)
+        ir_graph_free(g);
+    if (h)
+        ir_graph_free(h);
+    diag_free(&d);
+}
+
 #define H "graph g {\n  input %x: f32[2]\n"
 static const struct {
     const char *text, *want;
@@ -147,7 +283,59 @@ static const struct {
     {H "  %k: i32[] = send(%x) {id = 3, peer = 1}\n"
        "  %v: f32[3] = recv() {id = 3, peer = 0, shape = [3]} on 1\n}\n",
      "error: recv 3: its type differs from what its send sends"},
+    /* a bucket of reduce_scatter: every operand is compared across the group,
+       and every operand must split */
+    {H "  input %z: f32[4]\n"
+       "  %a: f32[1], %b: f32[1] = reduce_scatter(%x, %x) {id = 1, group = [0, 1], axis = 0}\n"
+       "  %c: f32[1], %d: f32[2] = reduce_scatter(%x, %z) {id = 1, group = [0, 1], axis = 0} "
+       "on 1\n}\n",
+     "error: collective 1: node %c (reduce_scatter) does not match node %a"},
 };
+
+/* Shape inference of a bucket: the first diagnostic of each (the verifier
+ * then says the broken collective lacks its device, as it should). */
+static const struct {
+    const char *text, *want;
+} bad_bucket[] = {
+    {H "  input %z: f32[3]\n"
+       "  %a: f32[1], %b: f32[1] = reduce_scatter(%x, %z) {id = 1, group = [0, 1], axis = 0}\n}\n",
+     "error: node %a (reduce_scatter): reduce_scatter: operand 1, f32[3], does not split in 2 "
+     "along axis 0\n"},
+    {H "  input %z: i32[2]\n"
+       "  %a: f32[1], %b: i32[1] = reduce_scatter(%x, %z) {id = 1, group = [0, 1], axis = 0}\n}\n",
+     "error: node %a (reduce_scatter): reduce_scatter of several operands takes f32 tensors, "
+     "operand 1 is i32[2]\n"},
+    {H "  input %z: f32[2, 4]\n"
+       "  %a: f32[1], %b: f32[2, 2] = reduce_scatter(%x, %z) {id = 1, group = [0, 1], axis = 1}\n"
+       "}\n",
+     "error: node %a (reduce_scatter): reduce_scatter axis 1 is out of range for operand 0, "
+     "f32[2]\n"},
+};
+
+static void bucket_cases(void)
+{
+    for (size_t i = 0; i < sizeof bad_bucket / sizeof *bad_bucket; i++) {
+        diag d;
+        diag_init(&d);
+        ir_graph *g = ir_parse("t.gir", bad_bucket[i].text, strlen(bad_bucket[i].text), &d);
+        if (g)
+            ir_verify(g, &d);
+        char *msg = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&msg, &len);
+        diag_print(&d, f);
+        fclose(f);
+        char what[512];
+        snprintf(what, sizeof what, "bad bucket %zu: want '%s', got:\n%s", i, bad_bucket[i].want,
+                 msg);
+        check(strncmp(msg, "gnc: ", 5) == 0 && strncmp(msg + 5, bad_bucket[i].want,
+                                                       strlen(bad_bucket[i].want)) == 0, what);
+        free(msg);
+        if (g)
+            ir_graph_free(g);
+        diag_free(&d);
+    }
+}
 
 static void verifier_cases(void)
 {
@@ -251,7 +439,11 @@ int main(int argc, char **argv)
         return 2;
     }
     data_parallel(argv[1]);
+    for (int gather = 0; gather < 2; gather++)
+        for (int axis = 0; axis < 2; axis++)
+            bucketed(gather, axis);
     verifier_cases();
+    bucket_cases();
     deadline_cases();
     printf("test_comm: %d passed, %d failed\n", passed, failed);
     return failed != 0;

@@ -303,6 +303,20 @@ static void zero_stages(const model_case *mc, int n, const ad_optimizer *opt, in
             check(0, "%s zero%d x%d compiles", mc->model, z, n);
             continue;
         }
+        if (z >= 1 && n > 1) {
+            /* a bucket of sharded gradients is one reduce_scatter (ZeRO-2, 3),
+               a bucket of updated shards one all_gather (ZeRO-1, 2): device 0
+               issues fewer of them than it has tensors to send */
+            ir_op op = z >= 2 ? IR_OP_REDUCE_SCATTER : IR_OP_ALL_GATHER;
+            for (int k = 0; k < (z == 2 ? 2 : 1); k++, op = IR_OP_ALL_GATHER) {
+                int nodes = 0, tensors = 0;
+                ir_for_each_node(pz.g, m)
+                    if (m->op == op && m->device == 0)
+                        nodes++, tensors += m->nin;
+                check(nodes >= 1 && nodes < tensors, "%s zero%d x%d: %d %ss for %d sharded "
+                      "tensors on device 0", mc->model, z, n, nodes, ir_ops[op].name, tensors);
+            }
+        }
         int ok = train(&pz, &t) == 0;
         double wl = 0, we = 0;
         int same = ok && !memcmp(t.loss, tr.loss, (size_t)steps * sizeof *t.loss);

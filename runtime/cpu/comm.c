@@ -278,29 +278,31 @@ static void share(const ir_node *n, const collective *k, int r)
         memmove(OUT_R(r, 0), IN_R(root, 0), (size_t)ir_type_numel(ti) * sizeof(float));
         return;
     }
-    case IR_OP_ALL_GATHER: { /* rank r's slice into every rank's result */
-        int64_t outer, l, inner;
-        around(ti, (int)ir_attr_int(n, "axis"), &outer, &l, &inner);
-        for (int q = 0; q < size; q++)
+    case IR_OP_ALL_GATHER: /* rank r's slice of each operand into every rank's result */
+        for (int j = 0; j < k->nin; j++) {
+            int64_t outer, l, inner;
+            around(&n->in[j]->type, (int)ir_attr_int(n, "axis"), &outer, &l, &inner);
+            for (int q = 0; q < size; q++)
+                for (int64_t u = 0; u < outer; u++)
+                    memcpy(OUT_R(q, j) + (u * size * l + r * l) * inner,
+                           IN_R(r, j) + u * l * inner, (size_t)(l * inner) * sizeof(float));
+        }
+        return;
+    case IR_OP_REDUCE_SCATTER: /* the sum of slice r of each operand into rank r's result */
+        for (int j = 0; j < k->nin; j++) {
+            int64_t outer, l, inner;
+            around(&n->in[j]->type, (int)ir_attr_int(n, "axis"), &outer, &l, &inner);
+            int64_t part = l / size;
             for (int64_t u = 0; u < outer; u++)
-                memcpy(OUT_R(q, 0) + (u * size * l + r * l) * inner, IN_R(r, 0) + u * l * inner,
-                       (size_t)(l * inner) * sizeof(float));
+                for (int64_t i = 0; i < part * inner; i++) {
+                    int64_t at = (u * l + r * part) * inner + i;
+                    float s = 0;
+                    for (int q = 0; q < size; q++)
+                        s += IN_R(q, j)[at];
+                    OUT_R(r, j)[u * part * inner + i] = s;
+                }
+        }
         return;
-    }
-    case IR_OP_REDUCE_SCATTER: { /* the sum of slice r into rank r's result */
-        int64_t outer, l, inner;
-        around(ti, (int)ir_attr_int(n, "axis"), &outer, &l, &inner);
-        int64_t part = l / size;
-        for (int64_t u = 0; u < outer; u++)
-            for (int64_t i = 0; i < part * inner; i++) {
-                int64_t at = (u * l + r * part) * inner + i;
-                float s = 0;
-                for (int q = 0; q < size; q++)
-                    s += IN_R(q, 0)[at];
-                OUT_R(r, 0)[u * part * inner + i] = s;
-            }
-        return;
-    }
     default:
         return;
     }

@@ -15,8 +15,9 @@
  *      group's order;
  *   4. a staging buffer per send of this device, and one scratch buffer for
  *      the collectives that rearrange their data: an all_reduce of several
- *      operands packs them into one call; an all_gather or reduce_scatter along
- *      an inner axis goes through rank-major blocks.
+ *      operands packs them into one call, and so do an all_gather and a
+ *      reduce_scatter of several (rank-major); an all_gather or reduce_scatter
+ *      along an inner axis goes through rank-major blocks.
  *
  * Sends: an MPI_Isend from the send's staging copy.  The operand's buffer may
  * be reused by the memory plan as soon as the send node ran, and a blocking
@@ -143,10 +144,26 @@ static int64_t scratch_of(const ir_node *n)
             total += ir_type_numel(&n->in[j]->type);
         return total;
     }
-    case IR_OP_ALL_GATHER:
-        return outer > 1 ? ir_type_numel(&n->out[0]->type) : 0;
-    case IR_OP_REDUCE_SCATTER:
-        return ir_type_numel(t);    /* rank-major blocks, or a copy of an aliased operand */
+    case IR_OP_ALL_GATHER: {
+        if (n->nin == 1)
+            return outer > 1 ? ir_type_numel(&n->out[0]->type) : 0;
+        /* a bucket: this rank's operands one after another, then every rank's */
+        int64_t total = 0;
+        for (int j = 0; j < n->nin; j++)
+            total += ir_type_numel(&n->in[j]->type) + ir_type_numel(&n->out[j]->type);
+        return total;
+    }
+    case IR_OP_REDUCE_SCATTER: {
+        if (n->nin == 1)
+            return ir_type_numel(t);    /* rank-major blocks, or a copy of an aliased operand */
+        /* a bucket: every operand's rank-major blocks, then this rank's sums */
+        int64_t total = 0;
+        for (int j = 0; j < n->nin; j++)
+            total += ir_type_numel(&n->in[j]->type);
+        int size;
+        ir_attr_ints(n, "group", &size);
+        return total + total / size;
+    }
     default:
         return 0;
     }
@@ -305,8 +322,8 @@ int rt_mpi_new(rt_exec *x, int ndev, char *err, size_t errlen)
         scratch = s > scratch ? s : scratch;
     }
     if (scratch > INT32_MAX)
-        return base_fail(err, errlen, "an all_reduce bucket of over 2^31 elements does not fit "
-                       "one MPI message");
+        return base_fail(err, errlen, "a collective's bucket of over 2^31 elements does not "
+                       "fit one MPI message");
     if (scratch && !(m->scratch = base_malloc((size_t)scratch * sizeof(float))))
         return base_fail(err, errlen, "out of memory for %lld floats of collective scratch",
                        (long long)scratch);
@@ -414,11 +431,47 @@ static int all_reduce(rt_exec *x, const ir_node *n, const group *k, char *err, s
     return 0;
 }
 
+/* A bucket of several operands in one MPI_Iallgather: this rank's operands
+ * packed one after another (its block), every rank's block gathered rank-major
+ * after it, and each result unpacked from the blocks. */
+static int all_gather_bucket(rt_exec *x, const ir_node *n, const group *k, char *err,
+                             size_t errlen)
+{
+    struct rt_mpi *m = x->mpi;
+    int axis = (int)ir_attr_int(n, "axis");
+    int64_t block = 0;
+    for (int j = 0; j < n->nin; j++) {
+        int64_t len = ir_type_numel(&n->in[j]->type);
+        memcpy(m->scratch + block, x->buf[n->in[j]->id], (size_t)len * sizeof(float));
+        block += len;
+    }
+    float *all = m->scratch + block;
+    MPI_Request req;
+    MPI_TRY(MPI_Iallgather(m->scratch, (int)block, MPI_FLOAT, all, (int)block, MPI_FLOAT, k->comm,
+                           &req));
+    if (wait_collective(x, n, k, &req, err, errlen))
+        return -1;
+    int64_t off = 0;
+    for (int j = 0; j < n->nin; j++) {
+        int64_t outer, l, inner;
+        around(&n->in[j]->type, axis, &outer, &l, &inner);
+        float *out = x->buf[n->out[j]->id];
+        for (int q = 0; q < k->size; q++)
+            for (int64_t u = 0; u < outer; u++)
+                memcpy(out + (u * k->size * l + q * l) * inner,
+                       all + q * block + off + u * l * inner, (size_t)(l * inner) * sizeof *out);
+        off += outer * l * inner;
+    }
+    return 0;
+}
+
 /* Rank r's tensor, [outer, len, inner] along axis, at [outer, r * len + ...,
  * inner] of the [outer, size * len, inner] result on every rank. */
 static int all_gather(rt_exec *x, const ir_node *n, const group *k, char *err, size_t errlen)
 {
     struct rt_mpi *m = x->mpi;
+    if (n->nin > 1)
+        return all_gather_bucket(x, n, k, err, errlen);
     int64_t outer, l, inner;
     around(&n->in[0]->type, (int)ir_attr_int(n, "axis"), &outer, &l, &inner);
     int count = (int)(outer * l * inner);
@@ -440,11 +493,52 @@ static int all_gather(rt_exec *x, const ir_node *n, const group *k, char *err, s
     return 0;
 }
 
+/* A bucket of several operands in one MPI_Ireduce_scatter_block: the scratch
+ * holds, rank-major, rank q's block of every operand in turn ([q][j][u][part_j
+ * x inner_j]), so the block rank r receives is its results one after another,
+ * each in its own layout.  The sums are element by element, so the bits do not
+ * depend on the packing. */
+static int reduce_scatter_bucket(rt_exec *x, const ir_node *n, const group *k, char *err,
+                                 size_t errlen)
+{
+    struct rt_mpi *m = x->mpi;
+    int axis = (int)ir_attr_int(n, "axis");
+    int64_t total = 0;
+    for (int j = 0; j < n->nin; j++)
+        total += ir_type_numel(&n->in[j]->type);
+    int64_t block = total / k->size;    /* every operand splits in size */
+    float *sums = m->scratch + total;
+    for (int q = 0; q < k->size; q++) {
+        float *to = m->scratch + q * block;
+        for (int j = 0; j < n->nin; j++) {
+            int64_t outer, l, inner;
+            around(&n->in[j]->type, axis, &outer, &l, &inner);
+            int64_t part = l / k->size;
+            const float *in = x->buf[n->in[j]->id];
+            for (int64_t u = 0; u < outer; u++, to += part * inner)
+                memcpy(to, in + (u * l + q * part) * inner, (size_t)(part * inner) * sizeof *in);
+        }
+    }
+    MPI_Request req;
+    MPI_TRY(MPI_Ireduce_scatter_block(m->scratch, sums, (int)block, MPI_FLOAT, MPI_SUM, k->comm,
+                                      &req));
+    if (wait_collective(x, n, k, &req, err, errlen))
+        return -1;
+    for (int j = 0; j < n->nin; j++) {
+        int64_t len = ir_type_numel(&n->out[j]->type);
+        memcpy(x->buf[n->out[j]->id], sums, (size_t)len * sizeof *sums);
+        sums += len;
+    }
+    return 0;
+}
+
 /* The sum over the group of slice r (along axis) of each rank's tensor, into
  * rank r's result. */
 static int reduce_scatter(rt_exec *x, const ir_node *n, const group *k, char *err, size_t errlen)
 {
     struct rt_mpi *m = x->mpi;
+    if (n->nin > 1)
+        return reduce_scatter_bucket(x, n, k, err, errlen);
     int64_t outer, l, inner;
     const ir_type *t = &n->in[0]->type;
     around(t, (int)ir_attr_int(n, "axis"), &outer, &l, &inner);
