@@ -15,7 +15,25 @@
  *
  * The forward pass and the input's gradient split the work by output elements
  * and sum each one on one thread, so their bits do not depend on the number of
- * threads (tests/test_threads.c checks it).  The weight's gradient is left to
+ * threads (tests/test_threads.c checks it).
+ *
+ * A convolution that leads a fused group takes the group's first members as
+ * oneDNN post-ops where oneDNN computes them with the same arithmetic as the
+ * executor's epilogue (exec.c run_epilogue), so the result is written once:
+ * ReLU (eltwise relu), an inference batchnorm (binary mul by its per-channel
+ * scale, then binary add of its shift: the epilogue's a * scale + shift, two
+ * roundings), the residual add of a same-shaped value (a binary add of the
+ * whole residual, reordered into the result's layout like an input: oneDNN's
+ * sum post-op would be the natural one, but with it jit:avx2's resnet18
+ * differed from the epilogue's in the last bits: it adds the residual in
+ * another order), and an add or mul of a scalar (binary).
+ * The members after the first one it cannot express run after it as before
+ * (rt_dnnl_conv's *absorbed).  A chain of post-ops is taken only where oneDNN
+ * runs it in the implementation that it picks without them (the same kernel,
+ * so the same sums), else a shorter one (take_posts says which kernels).
+ * One difference: oneDNN's ReLU is max(v, 0), which makes a NaN 0 where the
+ * epilogue keeps it NaN.  GNC_DNNL_POSTOPS=0 in the environment runs every
+ * epilogue after the primitive, to compare the two in one build.  The weight's gradient is left to
  * OpenBLAS (grad.c): oneDNN sums its images across threads.  A training
  * program's convolutions stay on OpenBLAS too unless GNC_DNNL=all is in the
  * environment (rt_dnnl_conv says why); GNC_DNNL=0 turns oneDNN off. */
@@ -27,9 +45,11 @@
 
 int rt_dnnl_enabled(void) { return 0; }
 
-int rt_dnnl_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen)
+int rt_dnnl_conv(rt_exec *x, const ir_node *n, const ir_node *const *members, int nmembers,
+                 int *absorbed, char *err, size_t errlen)
 {
-    (void)x, (void)n, (void)err, (void)errlen;
+    (void)x, (void)n, (void)members, (void)nmembers, (void)err, (void)errlen;
+    *absorbed = 0;
     return 0;
 }
 
@@ -37,6 +57,7 @@ void rt_dnnl_free(struct rt_dnnl *d) { (void)d; }
 
 #else
 
+#include <math.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
 
@@ -54,7 +75,20 @@ typedef struct {
     size_t pad_bytes;
 } port;
 
-enum { P_SRC, P_WEI, P_BIAS, P_DST, NPORTS };
+/* P_RES: the residual that a binary add post-op adds whole (an input in the
+ * result's layout) */
+enum { P_SRC, P_WEI, P_BIAS, P_DST, P_RES, NPORTS };
+
+/* A fused member run as post-ops (see the top of the file). */
+enum { PO_RELU, PO_BN, PO_RES, PO_ADD, PO_MUL };
+#define MAX_POST 8
+
+typedef struct {
+    int kind;
+    const ir_node *m;
+    int other;                /* the operand that is not the running value (add, mul) */
+    int at;                   /* its first post-op's index in the chain */
+} post;
 
 typedef struct {
     dnnl_primitive_t prim;    /* NULL: oneDNN declined; the node runs on OpenBLAS */
@@ -64,6 +98,11 @@ typedef struct {
     int nports;
     int nthr, nested;         /* the threads it was made for */
     int weights_kept;         /* p[P_WEI].mem holds this program's weights */
+    int nmembers;             /* the fused members it was asked to take */
+    post post[MAX_POST];      /* the members it runs as post-ops, in order */
+    int npost;
+    dnnl_memory_t src1[2 * MAX_POST]; /* the binary post-ops' operands, by post-op */
+    float *consts;            /* each batchnorm's scale, then shift, by channel */
 } conv_prim;
 
 struct rt_dnnl {
@@ -84,6 +123,7 @@ struct rt_dnnl {
     int train_all;            /* a training program's convolutions too (GNC_DNNL=all;
                                  see rt_dnnl_conv) */
     int trains;               /* the program computes weight gradients */
+    int no_post;              /* GNC_DNNL_POSTOPS=0: every epilogue after the primitive */
 };
 
 #define OK(call) ((call) == dnnl_success)
@@ -111,6 +151,10 @@ static void prim_free(conv_prim *c)
         dnnl_primitive_destroy(c->prim);
     if (c->pad)
         dnnl_memory_destroy(c->pad);
+    for (int i = 0; i < 2 * MAX_POST; i++)
+        if (c->src1[i])
+            dnnl_memory_destroy(c->src1[i]);
+    free(c->consts);
     free(c);
 }
 
@@ -193,6 +237,8 @@ static struct rt_dnnl *state(rt_exec *x)
     d->off = !rt_dnnl_enabled();
     const char *env = getenv("GNC_DNNL");
     d->train_all = env && strcmp(env, "all") == 0;
+    const char *post_env = getenv("GNC_DNNL_POSTOPS");
+    d->no_post = post_env && strcmp(post_env, "0") == 0;
     d->trains = x->g->nupdates > 0;
     for (const ir_node *n = x->g->head; n; n = n->next)
         d->trains |= n->op == IR_OP_CONV2D_GRAD_WEIGHT;
@@ -248,15 +294,186 @@ static int conv_desc(const conv_geom *g, dnnl_convolution_desc_t *cd, dnnl_prop_
                                                          st, dil, pl, pr)) ? 0 : -1;
 }
 
+/* The first of members (the fused group after convolution n) that oneDNN
+ * can run as post-ops with the epilogue's arithmetic, into p; returns how many.
+ * Each takes the previous one's result (the running value) as exec.c's
+ * epilogue_operand found it. */
+static int plan_posts(const ir_node *n, const ir_node *const *members, int nmembers, post *p)
+{
+    const ir_value *run = n->out[0];
+    int np = 0, at = 0, residuals = 0;
+    for (int i = 0; i < nmembers && np < MAX_POST; i++) {
+        const ir_node *m = members[i];
+        post q = {.m = m, .at = at, .other = -1};
+        if (m->nout != 1 || !ir_type_eq(&m->out[0]->type, &run->type) ||
+            m->out[0]->type.dtype != IR_F32)
+            break;
+        if (m->op == IR_OP_RELU && m->in[0] == run) {
+            q.kind = PO_RELU;
+        } else if (m->op == IR_OP_BATCHNORM && m->in[0] == run && m->nin == 5) {
+            q.kind = PO_BN;
+        } else if ((m->op == IR_OP_ADD || m->op == IR_OP_MUL) && m->nin == 2 &&
+                   (m->in[0] == run) != (m->in[1] == run)) {
+            /* commutative: the binary post-ops give the same bits with the
+               running value on either side */
+            q.other = m->in[0] == run ? 1 : 0;
+            const ir_value *o = m->in[q.other];
+            if (o->type.dtype != IR_F32)
+                break;
+            if (o->type.rank == 0)
+                q.kind = m->op == IR_OP_ADD ? PO_ADD : PO_MUL;
+            else if (m->op == IR_OP_ADD && ir_type_eq(&o->type, &run->type) && !residuals++)
+                q.kind = PO_RES; /* one residual per primitive (one P_RES) */
+            else
+                break;
+        } else {
+            break;
+        }
+        at += q.kind == PO_BN ? 2 : 1;
+        p[np++] = q;
+        run = m->out[0];
+    }
+    return np;
+}
+
+/* d's attributes with post-ops p[0 .. np) over channels, the residual's
+ * operand laid out as dst (the primitive's result): NULL on failure. */
+static dnnl_primitive_attr_t post_attr(struct rt_dnnl *d, const post *p, int np, int64_t channels,
+                                       const dnnl_memory_desc_t *dst)
+{
+    dnnl_post_ops_t po;
+    dnnl_primitive_attr_t attr = NULL;
+    if (!OK(dnnl_post_ops_create(&po)))
+        return NULL;
+    dnnl_memory_desc_t per_channel, scalar;
+    dnnl_dims_t cd = {1, channels, 1, 1}, sd = {1, 1, 1, 1};
+    int ok = OK(dnnl_memory_desc_init_by_tag(&per_channel, 4, cd, dnnl_f32, dnnl_nchw)) &&
+             OK(dnnl_memory_desc_init_by_tag(&scalar, 4, sd, dnnl_f32, dnnl_nchw));
+    for (int i = 0; i < np && ok; i++) {
+        switch (p[i].kind) {
+        case PO_RELU:
+            ok = OK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f));
+            break;
+        case PO_BN: /* a * scale, then + shift */
+            ok = OK(dnnl_post_ops_append_binary(po, dnnl_binary_mul, &per_channel)) &&
+                 OK(dnnl_post_ops_append_binary(po, dnnl_binary_add, &per_channel));
+            break;
+        case PO_RES: /* a binary add of the whole residual */
+            ok = OK(dnnl_post_ops_append_binary(po, dnnl_binary_add, dst));
+            break;
+        default:
+            ok = OK(dnnl_post_ops_append_binary(
+                po, p[i].kind == PO_ADD ? dnnl_binary_add : dnnl_binary_mul, &scalar));
+        }
+    }
+    if (ok && (!OK(dnnl_primitive_attr_clone(&attr, d->attr)) ||
+               !OK(dnnl_primitive_attr_set_post_ops(attr, po)))) {
+        if (attr)
+            dnnl_primitive_attr_destroy(attr);
+        attr = NULL;
+    }
+    dnnl_post_ops_destroy(po);
+    return ok ? attr : NULL;
+}
+
+/* The implementation oneDNN picked for pd ("jit:avx2", ...). */
+static const char *impl_of(const_dnnl_primitive_desc_t pd)
+{
+    const char *s = NULL;
+    return OK(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &s)) && s ? s : "";
+}
+
+/* Replaces *pd (made without post-ops) by convolution cd's primitive with the
+ * longest chain of c's planned post-ops that oneDNN runs in the same
+ * implementation; c->npost: its length (0: none).
+ *
+ * Only oneDNN's direct JIT kernels ("jit:avx2", "jit_1x1:avx2", "jit_dw:...")
+ * take post-ops: they apply them to the finished sums in registers, the
+ * arithmetic of the epilogue after them (tests/test_dnnl_post.c checks the
+ * bits).  Its GEMM-based convolution ("gemm:jit", where the JIT kernels do
+ * not apply: DNNL_MAX_CPU_ISA=SSE41 gives it for a depthwise convolution)
+ * rounds a grouped convolution differently with post-ops than without, and
+ * the reference kernels are too slow to matter.  Nor does a primitive that
+ * writes the executor's buffer itself (its result in plain NCHW, no copy in
+ * its own layout): the group's result may take the buffer of the residual,
+ * or of the convolution's own input (y = conv(x) + x, x read last there), in
+ * place, and oneDNN reads no operand its result overlaps. */
+static void take_posts(struct rt_dnnl *d, conv_prim *c, const dnnl_convolution_desc_t *cd,
+                       dnnl_primitive_desc_t *pd, int64_t channels, const dnnl_memory_desc_t *plain)
+{
+    char impl[128];
+    snprintf(impl, sizeof impl, "%s", impl_of(*pd));
+    if (strncmp(impl, "jit", 3) != 0) {
+        c->npost = 0;
+        return;
+    }
+    const dnnl_memory_desc_t *q = dnnl_primitive_desc_query_md(*pd, dnnl_query_dst_md, 0);
+    if (!q) {
+        c->npost = 0;
+        return;
+    }
+    dnnl_memory_desc_t dst = *q;
+    for (int np = c->npost; np > 0; np--) {
+        dnnl_primitive_attr_t attr = post_attr(d, c->post, np, channels, &dst);
+        dnnl_primitive_desc_t with = NULL;
+        int ok = attr && OK(dnnl_primitive_desc_create(&with, cd, attr, d->eng, NULL));
+        if (attr)
+            dnnl_primitive_attr_destroy(attr);
+        const dnnl_memory_desc_t *out = ok ? dnnl_primitive_desc_query_md(with,
+                                                                          dnnl_query_dst_md, 0)
+                                           : NULL;
+        if (out && !dnnl_memory_desc_equal(out, plain) && strcmp(impl_of(with), impl) == 0) {
+            dnnl_primitive_desc_destroy(*pd);
+            *pd = with;
+            c->npost = np;
+            return;
+        }
+        if (with)
+            dnnl_primitive_desc_destroy(with);
+    }
+    c->npost = 0;
+}
+
+/* The binary post-ops' operands of c's chain (over no data of their own, set
+ * at each run) and the batchnorms' constants; -1 on failure. */
+static int post_operands(struct rt_dnnl *d, conv_prim *c, int64_t channels)
+{
+    dnnl_memory_desc_t per_channel, scalar;
+    dnnl_dims_t cd = {1, channels, 1, 1}, sd = {1, 1, 1, 1};
+    dnnl_memory_desc_init_by_tag(&per_channel, 4, cd, dnnl_f32, dnnl_nchw);
+    dnnl_memory_desc_init_by_tag(&scalar, 4, sd, dnnl_f32, dnnl_nchw);
+    int nbn = 0;
+    for (int i = 0; i < c->npost; i++) {
+        const post *p = &c->post[i];
+        if (p->kind == PO_BN) {
+            nbn++;
+            if (!OK(dnnl_memory_create(&c->src1[p->at], &per_channel, d->eng,
+                                       DNNL_MEMORY_NONE)) ||
+                !OK(dnnl_memory_create(&c->src1[p->at + 1], &per_channel, d->eng,
+                                       DNNL_MEMORY_NONE)))
+                return -1;
+        } else if ((p->kind == PO_ADD || p->kind == PO_MUL) &&
+                   !OK(dnnl_memory_create(&c->src1[p->at], &scalar, d->eng, DNNL_MEMORY_NONE))) {
+            return -1;
+        }
+    }
+    if (nbn && !(c->consts = malloc((size_t)(2 * nbn * channels) * sizeof *c->consts)))
+        return -1;
+    return 0;
+}
+
 /* Makes node n's primitive (forward, or the input's gradient): NULL prim
- * where oneDNN declines the shape. */
-static conv_prim *conv_make(struct rt_dnnl *d, const ir_node *n, const conv_geom *g)
+ * where oneDNN declines the shape.  A forward one takes as many of members
+ * (the rest of its fused group) as post-ops as it can (c->npost). */
+static conv_prim *conv_make(struct rt_dnnl *d, const ir_node *n, const conv_geom *g,
+                            const ir_node *const *members, int nmembers)
 {
     conv_prim *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
     c->nthr = omp_get_max_threads();
     c->nested = omp_in_parallel();
+    c->nmembers = nmembers;
     int bwd = n->op == IR_OP_CONV2D_GRAD_INPUT, with_bias = !bwd && n->nin == 3;
     dnnl_convolution_desc_t cd, fd;
     dnnl_primitive_desc_t pd = NULL, hint = NULL;
@@ -274,6 +491,10 @@ static conv_prim *conv_make(struct rt_dnnl *d, const ir_node *n, const conv_geom
         return c;
     dnnl_memory_desc_t src, wei, bias, dst;
     conv_mds(g, &src, &wei, &bias, &dst, 0);
+    if (!bwd && !d->no_post) {
+        c->npost = plan_posts(n, members, nmembers, c->post);
+        take_posts(d, c, &cd, &pd, g->o, &dst);
+    }
     c->nports = NPORTS;
     if (bwd) { /* dy in, w in, dx out */
         ok = !port_init(d, &c->p[P_SRC], DNNL_ARG_DIFF_DST, &dst, pd, dnnl_query_diff_dst_md,
@@ -289,6 +510,13 @@ static conv_prim *conv_make(struct rt_dnnl *d, const ir_node *n, const conv_geom
              (!with_bias || !port_init(d, &c->p[P_BIAS], DNNL_ARG_BIAS, &bias, pd,
                                        dnnl_query_weights_md, 1, 0, 0)) &&
              !port_init(d, &c->p[P_DST], DNNL_ARG_DST, &dst, pd, dnnl_query_dst_md, 0, 1, 0);
+        for (int i = 0; i < c->npost && ok; i++) {
+            int arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(c->post[i].at) | DNNL_ARG_SRC_1;
+            if (c->post[i].kind == PO_RES) /* the residual, in the result's layout */
+                ok = !port_init(d, &c->p[P_RES], arg, &dst, pd, dnnl_query_exec_arg_md, arg,
+                                0, 0);
+        }
+        ok = ok && !post_operands(d, c, g->o);
     }
     if (ok)
         ok = OK(dnnl_primitive_create(&c->prim, pd)) &&
@@ -301,6 +529,7 @@ static conv_prim *conv_make(struct rt_dnnl *d, const ir_node *n, const conv_geom
         if (c->prim)
             dnnl_primitive_destroy(c->prim);
         c->prim = NULL;
+        c->npost = 0;
     }
     return c;
 }
@@ -314,8 +543,24 @@ static int static_weight(const rt_exec *x, const ir_value *v)
                                    x->weight[v->id]);
 }
 
-int rt_dnnl_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen)
+/* The batchnorm post-op p's scale and shift into s[0 .. c) and s[c .. 2c),
+ * with exec.c run_epilogue's arithmetic. */
+static void bn_consts(rt_exec *x, const post *p, int64_t c, float *s)
 {
+    const ir_node *n = p->m;
+    const float *w = IN(1), *b = IN(2), *mean = IN(3), *var = IN(4);
+    double eps = ir_attr_float(n, "eps");
+    for (int64_t ch = 0; ch < c; ch++) {
+        float scale = (float)(w[ch] / sqrt((double)var[ch] + eps));
+        s[ch] = scale;
+        s[c + ch] = b[ch] - mean[ch] * scale;
+    }
+}
+
+int rt_dnnl_conv(rt_exec *x, const ir_node *n, const ir_node *const *members, int nmembers,
+                 int *absorbed, char *err, size_t errlen)
+{
+    *absorbed = 0;
     struct rt_dnnl *d = state(x);
     if (!d)
         return fail(err, errlen, "%s: out of memory", ir_ops[n->op].name);
@@ -333,8 +578,9 @@ int rt_dnnl_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen)
         return 0;
     int id = n->out[0]->id;
     conv_prim *c = d->by_value[id];
-    if (c && (c->nthr != omp_get_max_threads() || c->nested != omp_in_parallel())) {
-        prim_free(c); /* made for another number of threads */
+    if (c && (c->nthr != omp_get_max_threads() || c->nested != omp_in_parallel() ||
+              c->nmembers != nmembers)) {
+        prim_free(c); /* made for another number of threads (or other members) */
         c = d->by_value[id] = NULL;
     }
     if (!c) {
@@ -342,16 +588,22 @@ int rt_dnnl_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen)
                                              &n->in[0]->type)
                           : rt_conv_geometry(n, &n->in[0]->type, &n->in[1]->type,
                                              &n->out[0]->type);
-        c = d->by_value[id] = conv_make(d, n, &g);
+        c = d->by_value[id] = conv_make(d, n, &g, members, nmembers);
         if (!c)
             return fail(err, errlen, "%s: out of memory", ir_ops[n->op].name);
     }
     if (!c->prim)
         return 0;
+    /* the result: the last post-op member's, where the primitive runs some */
+    const ir_value *result = c->npost ? c->post[c->npost - 1].m->out[0] : n->out[0];
+    const post *res = NULL;
+    for (int i = 0; i < c->npost; i++)
+        res = c->post[i].kind == PO_RES ? &c->post[i] : res;
+    const float *residual = res ? x->buf[res->m->in[res->other]->id] : NULL;
     /* the executor's buffers: inputs 0 (x or dy), 1 (w), 2 (bias) and the result */
     void *ptr[NPORTS] = {x->buf[n->in[0]->id], x->buf[n->in[1]->id],
                          !bwd && n->nin == 3 ? x->buf[n->in[2]->id] : NULL,
-                         x->buf[n->out[0]->id]};
+                         x->buf[result->id], (void *)residual};
     /* the workspace: the activations' copies, then one scratchpad for the
        primitive and its reorders, which run one after another */
     size_t need = 0, pad = c->pad_bytes;
@@ -369,7 +621,7 @@ int rt_dnnl_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen)
             return fail(err, errlen, "%s: out of memory for %zu bytes of oneDNN's copies",
                         ir_ops[n->op].name, need);
     }
-    dnnl_exec_arg_t args[NPORTS + 1];
+    dnnl_exec_arg_t args[NPORTS + 1 + 2 * MAX_POST];
     int na = 0;
     size_t at = 0;
     if (c->pad) {
@@ -392,6 +644,27 @@ int rt_dnnl_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen)
             return fail(err, errlen, "%s: oneDNN refused a buffer", ir_ops[n->op].name);
         args[na++] = (dnnl_exec_arg_t){p->arg, p->mem ? p->mem : p->user};
     }
+    /* the binary post-ops' operands: the batchnorms' constants, the scalars */
+    float *consts = c->consts;
+    int64_t channels = result->type.dims[1];
+    for (int i = 0; i < c->npost; i++) {
+        const post *p = &c->post[i];
+        int ok = 1;
+        if (p->kind == PO_BN) {
+            bn_consts(x, p, channels, consts);
+            ok = OK(dnnl_memory_set_data_handle(c->src1[p->at], consts)) &&
+                 OK(dnnl_memory_set_data_handle(c->src1[p->at + 1], consts + channels));
+            consts += 2 * channels;
+        } else if (p->kind == PO_ADD || p->kind == PO_MUL) {
+            ok = OK(dnnl_memory_set_data_handle(c->src1[p->at], x->buf[p->m->in[p->other]->id]));
+        }
+        if (!ok)
+            return fail(err, errlen, "%s: oneDNN refused a buffer", ir_ops[n->op].name);
+        int nsrc1 = p->kind == PO_BN ? 2 : p->kind == PO_ADD || p->kind == PO_MUL ? 1 : 0;
+        for (int k = p->at; k < p->at + nsrc1; k++) /* (the residual is P_RES's) */
+            args[na++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_MULTIPLE_POST_OP(k) | DNNL_ARG_SRC_1,
+                                           c->src1[k]};
+    }
     /* the operands into the primitive's layouts; weights that have not changed
        since they were last reordered stay */
     int keep = static_weight(x, n->in[1]);
@@ -410,6 +683,8 @@ int rt_dnnl_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen)
         !OK(dnnl_stream_wait(d->stream)))
         return fail(err, errlen, "%s: oneDNN's convolution failed", ir_ops[n->op].name);
     x->dnnl_convs++;
+    x->dnnl_posts += c->npost;
+    *absorbed = c->npost;
     return 1;
 }
 

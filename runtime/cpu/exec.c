@@ -484,9 +484,22 @@ static int k_conv2d(rt_exec *x, const ir_node *n, const epilogue *epi, char *err
     int64_t kdim = cg * g.kh * g.kw, plane = g.oh * g.ow;
     int direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 &&
                  g.groups == 1;
-    int on_dnnl = rt_dnnl_conv(x, n, err, errlen);
-    if (on_dnnl)
-        return on_dnnl < 0 ? -1 : (epilogue_images(x, epi, g.n, g.o * plane), 0);
+    /* on oneDNN, the members it runs as post-ops are done with the
+       convolution; the others run after it, as they would after OpenBLAS */
+    int absorbed = 0;
+    int on_dnnl = rt_dnnl_conv(x, n, epi ? epi->m : NULL, epi ? epi->n : 0, &absorbed, err,
+                               errlen);
+    if (on_dnnl < 0)
+        return -1;
+    if (on_dnnl) {
+        if (epi && absorbed < epi->n) {
+            epilogue rest = {.n = epi->n - absorbed};
+            for (int j = 0; j < rest.n; j++)
+                rest.m[j] = epi->m[absorbed + j], rest.k[j] = epi->k[absorbed + j];
+            epilogue_images(x, &rest, g.n, g.o * plane);
+        }
+        return 0;
+    }
     x->blas_convs++;
     if (rt_conv_per_image(&g) && !direct) {
         /* each thread takes whole images: its own columns, one GEMM per group
@@ -1579,14 +1592,20 @@ void rt_exec_print_profile(const rt_exec *x, FILE *f)
     fprintf(f, "%-20s %10.1f%s\n", "total", total, x->ndev ? " (all devices)" : "");
     /* which path the convolutions took (conv2d and conv2d_grad_input; the
        weights' gradients are always OpenBLAS's) */
-    long dnnl = x->dnnl_convs, blas = x->blas_convs;
-    for (int d = 0; d < x->ndev; d++)
+    long dnnl = x->dnnl_convs, blas = x->blas_convs, posts = x->dnnl_posts;
+    for (int d = 0; d < x->ndev; d++) {
         dnnl += x->devs[d]->dnnl_convs, blas += x->devs[d]->blas_convs;
+        posts += x->devs[d]->dnnl_posts;
+    }
+    char fused[64] = ""; /* the fused ops that ran inside oneDNN's calls */
+    if (posts)
+        snprintf(fused, sizeof fused, ", %ld fused ops as post-ops", posts);
     if (dnnl && blas)
-        fprintf(f, "convolutions: oneDNN (%ld calls), OpenBLAS (%ld calls)\n", dnnl, blas);
+        fprintf(f, "convolutions: oneDNN (%ld calls%s), OpenBLAS (%ld calls)\n", dnnl, fused,
+                blas);
     else if (dnnl || blas)
-        fprintf(f, "convolutions: %s (%ld calls)\n", dnnl ? "oneDNN" : "OpenBLAS",
-                dnnl ? dnnl : blas);
+        fprintf(f, "convolutions: %s (%ld calls%s)\n", dnnl ? "oneDNN" : "OpenBLAS",
+                dnnl ? dnnl : blas, dnnl ? fused : "");
 }
 
 void rt_set_threads(int n)

@@ -47,6 +47,7 @@ struct rt_exec {
        first run and kept; NULL until the first convolution */
     struct rt_dnnl *dnnl;
     long dnnl_convs, blas_convs; /* convolutions run on each path, for the profile */
+    long dnnl_posts;             /* fused ops that oneDNN ran as its post-ops */
 };
 
 /* Loops over fewer elements than this stay on one thread. */
@@ -122,12 +123,17 @@ void rt_im2col(const conv_geom *g, const float *img, int64_t c0, int64_t cg, flo
 #define CONV_PER_IMAGE_MIN 8
 int rt_conv_per_image(const conv_geom *g);
 
-/* Convolution node n (conv2d, or conv2d_grad_input) on oneDNN (dnnl.c),
- * writing its result alone (no epilogue).  Returns 1 when it ran, 0 when
- * oneDNN is not built in, is turned off (GNC_DNNL=0 in the environment), the
- * program trains (unless GNC_DNNL=all) or oneDNN declines the shape: the
- * caller runs it on OpenBLAS.  -1 with err on a failure. */
-int rt_dnnl_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen);
+/* Convolution node n (conv2d, or conv2d_grad_input) on oneDNN (dnnl.c).
+ * members[0 .. nmembers): the rest of the fused group a conv2d leads (exec.c's
+ * epilogue: elementwise, each on the previous one's result), none for a
+ * gradient.  oneDNN runs the first *absorbed of them as its post-ops and
+ * writes the last of those's result (n's own where 0); the caller runs the
+ * others.  Returns 1 when it ran, 0 when oneDNN is not built in, is turned off
+ * (GNC_DNNL=0 in the environment), the program trains (unless GNC_DNNL=all)
+ * or oneDNN declines the shape: the caller runs it on OpenBLAS.  -1 with err
+ * on a failure. */
+int rt_dnnl_conv(rt_exec *x, const ir_node *n, const ir_node *const *members, int nmembers,
+                 int *absorbed, char *err, size_t errlen);
 /* Whether convolutions go to oneDNN at all: built in, not turned off. */
 int rt_dnnl_enabled(void);
 void rt_dnnl_free(struct rt_dnnl *d);
