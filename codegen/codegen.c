@@ -755,6 +755,22 @@ static int64_t *ints_copy(cg_gen *G, const int64_t *v, int n)
     return r;
 }
 
+/* The elements of a bucket's operands, which one call moves in one type
+ * (-1 after reporting operands stored in different types). */
+static int64_t bucket_numel(cg_gen *G, const ir_node *n, const cg_comm *c)
+{
+    int64_t total = 0;
+    for (int j = 0; j < n->nin; j++) {
+        if (G->dtype[n->in[j]->id] != c->dtype || G->dtype[n->out[j]->id] != c->dtype) {
+            cg_fail(G, n, "%s %%%s: the operands of one bucket are stored in different types",
+                    ir_ops[n->op].name, cg_name(n->out[0]));
+            return -1;
+        }
+        total += ir_type_numel(&n->in[j]->type);
+    }
+    return total;
+}
+
 /* A reduce_scatter of several operands (a ZeRO gradient bucket) is one call
  * over staging: each operand packed into it rank-major, rank r's block holding
  * slice r of every operand in turn ([r][j][outer_j, part_j, inner_j]); the call
@@ -764,15 +780,9 @@ static int64_t *ints_copy(cg_gen *G, const int64_t *v, int n)
 static void gen_reduce_scatter_bucket(cg_gen *G, const ir_node *n, cg_step *s)
 {
     cg_comm *c = &s->u.comm;
-    int64_t es = (int64_t)cg_dtype_size(c->dtype), total = 0;
-    for (int j = 0; j < n->nin; j++) {
-        if (G->dtype[n->in[j]->id] != c->dtype || G->dtype[n->out[j]->id] != c->dtype) {
-            cg_fail(G, n, "reduce_scatter %%%s: the operands of one bucket are stored in "
-                    "different types", cg_name(n->out[0]));
-            return;
-        }
-        total += ir_type_numel(&n->in[j]->type);
-    }
+    int64_t es = (int64_t)cg_dtype_size(c->dtype), total = bucket_numel(G, n, c);
+    if (total < 0)
+        return;
     int64_t block = total / c->ngroup;  /* ir_infer: every operand splits in the group */
     cg_ref send = {CG_NREGIONS, G->staging_top};
     G->staging_top += align_up(total * es);
@@ -810,15 +820,9 @@ static void gen_reduce_scatter_bucket(cg_gen *G, const ir_node *n, cg_step *s)
 static void gen_all_gather_bucket(cg_gen *G, const ir_node *n, cg_step *s)
 {
     cg_comm *c = &s->u.comm;
-    int64_t es = (int64_t)cg_dtype_size(c->dtype), block = 0;
-    for (int j = 0; j < n->nin; j++) {
-        if (G->dtype[n->in[j]->id] != c->dtype || G->dtype[n->out[j]->id] != c->dtype) {
-            cg_fail(G, n, "all_gather %%%s: the operands of one bucket are stored in "
-                    "different types", cg_name(n->out[0]));
-            return;
-        }
-        block += ir_type_numel(&n->in[j]->type);
-    }
+    int64_t es = (int64_t)cg_dtype_size(c->dtype), block = bucket_numel(G, n, c);
+    if (block < 0)
+        return;
     cg_ref send = {CG_NREGIONS, G->staging_top};
     G->staging_top += align_up(block * es);
     cg_ref recv = {CG_NREGIONS, G->staging_top};

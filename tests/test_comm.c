@@ -312,53 +312,46 @@ static const struct {
      "f32[2]\n"},
 };
 
+/* What parsing and verifying IR text reports (malloc'd). */
+static char *verify_text(const char *text)
+{
+    diag d;
+    diag_init(&d);
+    ir_graph *g = ir_parse("t.gir", text, strlen(text), &d);
+    if (g)
+        ir_verify(g, &d);
+    char *msg = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&msg, &len);
+    diag_print(&d, f);
+    fclose(f);
+    if (g)
+        ir_graph_free(g);
+    diag_free(&d);
+    return msg;
+}
+
 static void bucket_cases(void)
 {
     for (size_t i = 0; i < sizeof bad_bucket / sizeof *bad_bucket; i++) {
-        diag d;
-        diag_init(&d);
-        ir_graph *g = ir_parse("t.gir", bad_bucket[i].text, strlen(bad_bucket[i].text), &d);
-        if (g)
-            ir_verify(g, &d);
-        char *msg = NULL;
-        size_t len = 0;
-        FILE *f = open_memstream(&msg, &len);
-        diag_print(&d, f);
-        fclose(f);
-        char what[512];
+        char *msg = verify_text(bad_bucket[i].text), what[512];
         snprintf(what, sizeof what, "bad bucket %zu: want '%s', got:\n%s", i, bad_bucket[i].want,
                  msg);
         check(strncmp(msg, "gnc: ", 5) == 0 && strncmp(msg + 5, bad_bucket[i].want,
                                                        strlen(bad_bucket[i].want)) == 0, what);
         free(msg);
-        if (g)
-            ir_graph_free(g);
-        diag_free(&d);
     }
 }
 
 static void verifier_cases(void)
 {
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        diag d;
-        diag_init(&d);
-        ir_graph *g = ir_parse("t.gir", bad[i].text, strlen(bad[i].text), &d);
-        if (g)
-            ir_verify(g, &d);
-        char *msg = NULL;
-        size_t len = 0;
-        FILE *f = open_memstream(&msg, &len);
-        diag_print(&d, f);
-        fclose(f);
-        char what[256];
+        char *msg = verify_text(bad[i].text), what[256];
         snprintf(what, sizeof what, "bad program %zu: want '%s', got:\n%s", i, bad[i].want, msg);
         /* IR text without locations: the message names the node instead */
         check(strncmp(msg, "gnc: ", 5) == 0 && strstr(msg, bad[i].want) == msg + 5 &&
                   !strchr(strchr(msg, '\n') + 1, '\n'), what);
         free(msg);
-        if (g)
-            ir_graph_free(g);
-        diag_free(&d);
     }
 }
 
