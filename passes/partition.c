@@ -483,6 +483,20 @@ static ir_value *zero_all_gather(pt *P, const ir_value *v, ir_value *x, int dev,
     return pt_emit(P, n);
 }
 
+/* ZeRO's bucket collective op on dev: operand j's result is res[j] (a fresh
+ * value), over the data-parallel group, along axis 0. */
+static ir_node *zero_bucket(pt *P, ir_op op, int dev, int n, ir_value **in, ir_value **res,
+                            int64_t id, const int64_t *group)
+{
+    ir_node *c = ir_node_make(P->g, op, n, in, n, res, P->loc);
+    c->device = dev;
+    ir_set_int(P->g, c, "id", id);
+    ir_set_ints(P->g, c, "group", P->dp, group);
+    ir_set_int(P->g, c, "axis", 0);
+    pt_emit(P, c);
+    return c;
+}
+
 /* ZeRO-3's parameter v whole on dev for the forward (b 0) or backward pass:
  * gathered once for each, so that between the two (and after) only the shard
  * stays.  Sets *made when it emits the gather. */
@@ -525,6 +539,16 @@ static int zero_gather_reads(pt *P, const ir_value *v, int s, int b)
     return made;
 }
 
+/* Gathers the sharded parameters that task t of stage s reads, where not yet
+ * gathered for its pass; returns whether it emitted any. */
+static int zero_gather_task(pt *P, int s, int t)
+{
+    int i = P->sched[s][t].node, made = 0;
+    for (int k = 0; k < P->src[i]->nin; k++)
+        made |= zero_gather_reads(P, P->src[i]->in[k], s, P->backward[i]);
+    return made;
+}
+
 /* ZeRO-3 before task `at` of stage s: its own gathers, and, once it reaches
  * the task *ahead that the last prefetch was for, the gathers of the next
  * task that needs any (the next layer), so that they run on the
@@ -532,19 +556,11 @@ static int zero_gather_reads(pt *P, const ir_value *v, int s, int b)
  * backward prefetch do.  One layer's parameters more stay whole. */
 static void zero_prefetch(pt *P, int s, int at, int *ahead)
 {
-    const ir_node *n = P->src[P->sched[s][at].node];
-    for (int k = 0; k < n->nin; k++)
-        zero_gather_reads(P, n->in[k], s, P->backward[P->sched[s][at].node]);
+    zero_gather_task(P, s, at);
     if (at < *ahead)
         return;
-    for (*ahead = at + 1; *ahead < P->nsched[s]; ++*ahead) {
-        const ir_node *next = P->src[P->sched[s][*ahead].node];
-        int made = 0;
-        for (int k = 0; k < next->nin; k++)
-            made |= zero_gather_reads(P, next->in[k], s, P->backward[P->sched[s][*ahead].node]);
-        if (made)
-            return;
-    }
+    for (*ahead = at + 1; *ahead < P->nsched[s] && !zero_gather_task(P, s, *ahead); ++*ahead)
+        ;
 }
 
 /* ZeRO-2 and 3: the n gradients v[] of a bucket, each summed over each
@@ -570,12 +586,7 @@ static void zero_reduce_scatter(pt *P, const ir_value *const *v, int n)
             snprintf(buf, sizeof buf, "%s.shard%d", v[j]->name, dev);
             res[j] = ir_value_new(P->g, buf, P->loc);
         }
-        ir_node *c = ir_node_make(P->g, IR_OP_REDUCE_SCATTER, n, acc, n, res, P->loc);
-        c->device = dev;
-        ir_set_int(P->g, c, "id", id);
-        ir_set_ints(P->g, c, "group", P->dp, group);
-        ir_set_int(P->g, c, "axis", 0);
-        pt_emit(P, c);
+        ir_node *c = zero_bucket(P, IR_OP_REDUCE_SCATTER, dev, n, acc, res, id, group);
         for (int j = 0; j < n; j++)
             P->reduced[(size_t)dev * P->nval + v[j]->id] = c->out[j];
     }
@@ -1073,12 +1084,7 @@ static void zero_gather_updated(pt *P, zero_updated *u)
             snprintf(buf, sizeof buf, "%s.updated", pt_dsl_name(u->opt[j]->in[0]->name));
             res[j] = ir_value_new(P->g, buf, P->loc);
         }
-        ir_node *c = ir_node_make(P->g, IR_OP_ALL_GATHER, u->n, in, u->n, res, P->loc);
-        c->device = dev;
-        ir_set_int(P->g, c, "id", id);
-        ir_set_ints(P->g, c, "group", P->dp, group);
-        ir_set_int(P->g, c, "axis", 0);
-        pt_emit(P, c);
+        ir_node *c = zero_bucket(P, IR_OP_ALL_GATHER, dev, u->n, in, res, id, group);
         for (int j = 0; j < u->n; j++)
             *dev_at(P, dev, u->opt[j]->out[0]) = c->out[j];
     }
