@@ -226,6 +226,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: test_dnnl_post SOURCE_DIR\n");
         return 2;
     }
+    setenv("GNC_WINOGRAD", "0", 1); /* the 3x3 convolutions on oneDNN, not winograd.c */
     if (!rt_dnnl_enabled()) {
         printf("dnnl_post: oneDNN is not built in (or GNC_DNNL=0): nothing to compare\n");
         return 0;

@@ -484,6 +484,12 @@ static int k_conv2d(rt_exec *x, const ir_node *n, const epilogue *epi, char *err
     int64_t kdim = cg * g.kh * g.kw, plane = g.oh * g.ow;
     int direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 &&
                  g.groups == 1;
+    int on_wino = rt_wino_conv(x, n, err, errlen);
+    if (on_wino) {
+        if (on_wino > 0)
+            epilogue_images(x, epi, g.n, g.o * plane);
+        return on_wino < 0 ? -1 : 0;
+    }
     /* on oneDNN, the members it runs as post-ops are done with the
        convolution; the others run after it, as they would after OpenBLAS */
     int absorbed = 0;
@@ -1355,6 +1361,7 @@ void rt_exec_free(rt_exec *x)
     base_free(x->scratch);
     base_free(x->events);
     rt_dnnl_free(x->dnnl);
+    rt_wino_free(x->wino);
     base_free(x);
 }
 
@@ -1592,20 +1599,23 @@ void rt_exec_print_profile(const rt_exec *x, FILE *f)
     fprintf(f, "%-20s %10.1f%s\n", "total", total, x->ndev ? " (all devices)" : "");
     /* which path the convolutions took (conv2d and conv2d_grad_input; the
        weights' gradients are always OpenBLAS's) */
-    long dnnl = x->dnnl_convs, blas = x->blas_convs, posts = x->dnnl_posts;
+    long wino = x->wino_convs, dnnl = x->dnnl_convs, blas = x->blas_convs, posts = x->dnnl_posts;
     for (int d = 0; d < x->ndev; d++) {
-        dnnl += x->devs[d]->dnnl_convs, blas += x->devs[d]->blas_convs;
-        posts += x->devs[d]->dnnl_posts;
+        wino += x->devs[d]->wino_convs, dnnl += x->devs[d]->dnnl_convs;
+        blas += x->devs[d]->blas_convs, posts += x->devs[d]->dnnl_posts;
     }
-    char fused[64] = ""; /* the fused ops that ran inside oneDNN's calls */
-    if (posts)
-        snprintf(fused, sizeof fused, ", %ld fused ops as post-ops", posts);
-    if (dnnl && blas)
-        fprintf(f, "convolutions: oneDNN (%ld calls%s), OpenBLAS (%ld calls)\n", dnnl, fused,
-                blas);
-    else if (dnnl || blas)
-        fprintf(f, "convolutions: %s (%ld calls%s)\n", dnnl ? "oneDNN" : "OpenBLAS",
-                dnnl ? dnnl : blas, dnnl ? fused : "");
+    if (!wino && !dnnl && !blas)
+        return;
+    const char *sep = "convolutions: ";
+    if (wino)
+        fprintf(f, "%sWinograd (%ld calls)", sep, wino), sep = ", ";
+    if (dnnl && posts) /* with the fused ops that ran inside oneDNN's calls */
+        fprintf(f, "%soneDNN (%ld calls, %ld fused ops as post-ops)", sep, dnnl, posts), sep = ", ";
+    else if (dnnl)
+        fprintf(f, "%soneDNN (%ld calls)", sep, dnnl), sep = ", ";
+    if (blas)
+        fprintf(f, "%sOpenBLAS (%ld calls)", sep, blas);
+    fputc('\n', f);
 }
 
 void rt_set_threads(int n)

@@ -48,6 +48,11 @@ struct rt_exec {
     struct rt_dnnl *dnnl;
     long dnnl_convs, blas_convs; /* convolutions run on each path, for the profile */
     long dnnl_posts;             /* fused ops that oneDNN ran as its post-ops */
+
+    /* 3x3 convolutions as Winograd's F(2x2, 3x3) (winograd.c): their
+       transformed weights, kept; NULL until the first convolution */
+    struct rt_wino *wino;
+    long wino_convs;
 };
 
 /* Loops over fewer elements than this stay on one thread. */
@@ -137,6 +142,15 @@ int rt_dnnl_conv(rt_exec *x, const ir_node *n, const ir_node *const *members, in
 /* Whether convolutions go to oneDNN at all: built in, not turned off. */
 int rt_dnnl_enabled(void);
 void rt_dnnl_free(struct rt_dnnl *d);
+
+/* Convolution node n (conv2d, or conv2d_grad_input) as Winograd's F(2x2, 3x3)
+ * (winograd.c): 1 when it ran (bias included; the caller runs the fused
+ * epilogue), 0 when it does not apply (not a 3x3 stride-1 convolution of
+ * enough channels, or GNC_WINOGRAD=0), -1 with err on a failure. */
+int rt_wino_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen);
+/* Whether a convolution of geometry g has the shape Winograd takes. */
+int rt_wino_fits(const conv_geom *g);
+void rt_wino_free(struct rt_wino *w);
 
 /* The number attributes of a unary op or of its gradient, in their schema's
  * order (ops.def: leaky_relu's slope, elu's alpha, pow's p, clamp's min and

@@ -1,0 +1,271 @@
+/* 3x3 convolutions of stride 1 as Winograd's F(2x2, 3x3) (Lavin and Gray,
+ * "Fast Algorithms for Convolutional Neural Networks", CVPR 2016).
+ *
+ * Each 2x2 block of the output (a tile) comes from the 4x4 block of the input
+ * around it.  Transformed, the 3x3 convolution of the block becomes 16
+ * products instead of 36:
+ *
+ *     Y = A^T [ (G g G^T) . (B^T d B) ] A        (. elementwise, over 4x4)
+ *
+ * and summed over the input channels each of the 16 positions e of the 4x4
+ * transform is a GEMM: M_e[k, t] = sum_c U_e[k, c] V_e[c, t] over tiles t.  So
+ * a convolution is (1) the input transform V = B^T d B of every tile of every
+ * channel, (2) 16 GEMMs of [out channels x in channels] by [in channels x
+ * tiles], (3) the output transform Y = A^T M A of every tile of every output
+ * channel, plus the bias.  2.25x fewer multiplications than the direct
+ * convolution, for the price of the transforms (memory-bound: they read and
+ * write every tile 16/4 times) which the deep layers' many channels amortize.
+ *
+ * The weights' transform U = G g G^T is made once per inference program and
+ * kept (made again after rt_exec_weights_changed), like oneDNN's reordered
+ * weights (dnnl.c); a training program's, at every run.  Images go through in chunks, so that the transformed
+ * tiles of a chunk fit a bounded workspace (rt_scratch).  Every GEMM runs on
+ * one thread, the 16 of a chunk spread across the threads; the transforms
+ * are elementwise: the bits do not depend on the number of threads.
+ *
+ * Numerics: the transforms add and subtract (and halve, in G) before the
+ * products, so the rounding differs from the direct convolution's: a relative
+ * error of a few float32 ulps of the largest term, within the tolerance of
+ * every golden test (tests/test_winograd.c holds it to a float64 reference).
+ *
+ * Which convolutions: conv2d with a 3x3 kernel, stride 1, no dilation, one
+ * group, float32, in and out channels both at least WINO_MIN_CHANNELS (the
+ * transforms cost per channel what the GEMMs save per channel pair: on the
+ * development machine, 64 channels at 28x28 ran slower than oneDNN's direct
+ * convolution, 128 and more ran faster), and the input's gradient of one
+ * (conv2d_grad_input: itself such a convolution, see rt_wino_conv), in
+ * inference and training programs alike.  tests/grad/test_grad.c holds
+ * resnet18's gradients to PyTorch's float64 ones with it as before (worst
+ * 1.5e-5 of the 1e-4 allowed).  GNC_WINOGRAD=0 in the environment turns it
+ * off, to compare the paths in one build. */
+#include "kernels.h"
+
+#include <cblas.h>
+#include <omp.h>
+#include <stdlib.h>
+
+#define fail base_fail
+
+#define WINO_MIN_CHANNELS 128
+#define WINO_BUDGET ((int64_t)1 << 23) /* floats of transformed tiles per chunk: 32 MiB */
+
+struct rt_wino {
+    float **u;            /* by the node's result id: U [16][out][in], or NULL */
+    unsigned char *kept;  /* by id: u holds the program's current weights */
+    int nvalues;
+    int off;              /* GNC_WINOGRAD=0 */
+};
+
+void rt_wino_free(struct rt_wino *w)
+{
+    if (!w)
+        return;
+    for (int i = 0; i < w->nvalues; i++)
+        free(w->u[i]);
+    free(w->u);
+    free(w->kept);
+    free(w);
+}
+
+static struct rt_wino *state(rt_exec *x)
+{
+    if (x->wino)
+        return x->wino;
+    struct rt_wino *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    const char *env = getenv("GNC_WINOGRAD");
+    w->off = env && strcmp(env, "0") == 0;
+    w->nvalues = x->nvalues;
+    w->u = calloc((size_t)x->nvalues, sizeof *w->u);
+    w->kept = calloc((size_t)x->nvalues, 1);
+    if (!w->u || !w->kept) {
+        rt_wino_free(w);
+        return NULL;
+    }
+    return x->wino = w;
+}
+
+int rt_wino_fits(const conv_geom *g)
+{
+    return g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 &&
+           g->groups == 1 && g->ph >= 0 && g->pw >= 0 && g->c >= WINO_MIN_CHANNELS && g->o >= WINO_MIN_CHANNELS &&
+           g->oh >= 1 && g->ow >= 1 && g->oh <= g->h + 2 * g->ph - 2 &&
+           g->ow <= g->w + 2 * g->pw - 2;
+}
+
+/* U = G g G^T of every (out, in) pair of g's 3x3 kernels, into u [16][o][c]:
+ * G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1].  The kernels are w [o, c, 3, 3],
+ * or where flip is set w [c, o, 3, 3] turned by 180 degrees (the input
+ * gradient's: see rt_wino_conv). */
+static void transform_weights(const conv_geom *g, const float *w, int flip, float *u)
+{
+    int64_t oc = g->o * g->c;
+#pragma omp parallel for if (oc * 16 > PAR_MIN)
+    for (int64_t p = 0; p < oc; p++) {
+        float k[9], t[4][3], r[4][4];
+        const float *src = flip ? w + (p % g->c * g->o + p / g->c) * 9 : w + p * 9;
+        for (int j = 0; j < 9; j++)
+            k[j] = src[flip ? 8 - j : j];
+        for (int j = 0; j < 3; j++) { /* G g: rows */
+            t[0][j] = k[j];
+            t[1][j] = 0.5f * (k[j] + k[3 + j] + k[6 + j]);
+            t[2][j] = 0.5f * (k[j] - k[3 + j] + k[6 + j]);
+            t[3][j] = k[6 + j];
+        }
+        for (int i = 0; i < 4; i++) { /* (G g) G^T: columns */
+            r[i][0] = t[i][0];
+            r[i][1] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
+            r[i][2] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
+            r[i][3] = t[i][2];
+        }
+        for (int e = 0; e < 16; e++)
+            u[e * oc + p] = r[e / 4][e % 4];
+    }
+}
+
+/* V = B^T d B of every tile of channels [0, c) of images [0, nb), into
+ * v [16][c][nb * tiles], tile t = image * tiles + ty * tw + tx:
+ * B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]. */
+static void transform_input(const conv_geom *g, const float *in, int64_t nb, int64_t th,
+                            int64_t tw, float *v)
+{
+    int64_t tiles = th * tw, nt = nb * tiles, planes = nb * g->c, stride = g->c * nt;
+#pragma omp parallel for if (planes * tiles * 16 > PAR_MIN)
+    for (int64_t p = 0; p < planes; p++) {
+        int64_t b = p / g->c, c = p % g->c;
+        const float *img = in + (b * g->c + c) * g->h * g->w;
+        float *out = v + c * nt + b * tiles;
+        for (int64_t ty = 0; ty < th; ty++)
+            for (int64_t tx = 0; tx < tw; tx++) {
+                int64_t y0 = 2 * ty - g->ph, x0 = 2 * tx - g->pw;
+                float d[4][4], r[4][4];
+                for (int i = 0; i < 4; i++)
+                    for (int j = 0; j < 4; j++) {
+                        int64_t y = y0 + i, xx = x0 + j;
+                        d[i][j] = y >= 0 && y < g->h && xx >= 0 && xx < g->w
+                                      ? img[y * g->w + xx] : 0.0f;
+                    }
+                for (int j = 0; j < 4; j++) { /* B^T d: rows */
+                    float a0 = d[0][j], a1 = d[1][j], a2 = d[2][j], a3 = d[3][j];
+                    d[0][j] = a0 - a2, d[1][j] = a1 + a2, d[2][j] = a2 - a1, d[3][j] = a1 - a3;
+                }
+                for (int i = 0; i < 4; i++) { /* (B^T d) B: columns */
+                    r[i][0] = d[i][0] - d[i][2];
+                    r[i][1] = d[i][1] + d[i][2];
+                    r[i][2] = d[i][2] - d[i][1];
+                    r[i][3] = d[i][1] - d[i][3];
+                }
+                float *o = out + ty * tw + tx;
+                for (int e = 0; e < 16; e++)
+                    o[e * stride] = r[e / 4][e % 4];
+            }
+    }
+}
+
+/* Y = A^T M A (+ bias) of every tile of m [16][o][nb * tiles] into images
+ * [0, nb) of out: A^T = [1 1 1 0; 0 1 -1 -1]. */
+static void transform_output(const conv_geom *g, const float *m, const float *bias, int64_t nb,
+                             int64_t th, int64_t tw, float *out)
+{
+    int64_t tiles = th * tw, nt = nb * tiles, planes = nb * g->o, stride = g->o * nt;
+#pragma omp parallel for if (planes * tiles * 16 > PAR_MIN)
+    for (int64_t p = 0; p < planes; p++) {
+        int64_t b = p / g->o, k = p % g->o;
+        const float *src = m + k * nt + b * tiles;
+        float *img = out + (b * g->o + k) * g->oh * g->ow, add = bias ? bias[k] : 0.0f;
+        for (int64_t ty = 0; ty < th; ty++)
+            for (int64_t tx = 0; tx < tw; tx++) {
+                const float *s = src + ty * tw + tx;
+                float t[2][4];
+                for (int j = 0; j < 4; j++) { /* A^T M: rows */
+                    float a0 = s[j * stride], a1 = s[(4 + j) * stride],
+                          a2 = s[(8 + j) * stride], a3 = s[(12 + j) * stride];
+                    t[0][j] = a0 + a1 + a2;
+                    t[1][j] = a1 - a2 - a3;
+                }
+                for (int i = 0; i < 2; i++) { /* (A^T M) A: columns, each output in the image */
+                    int64_t y = 2 * ty + i;
+                    if (y >= g->oh)
+                        break;
+                    float y0 = t[i][0] + t[i][1] + t[i][2], y1 = t[i][1] - t[i][2] - t[i][3];
+                    float *row = img + y * g->ow + 2 * tx;
+                    row[0] = y0 + add;
+                    if (2 * tx + 1 < g->ow)
+                        row[1] = y1 + add;
+                }
+            }
+    }
+}
+
+/* Whether value v stays the same from run to run until the weights change
+ * (dnnl.c's static_weight). */
+static int static_weight(const rt_exec *x, const ir_value *v)
+{
+    return x->g->nupdates == 0 && (v->kind == IR_VALUE_PARAM || v->kind == IR_VALUE_BUFFER ||
+                                   x->weight[v->id]);
+}
+
+int rt_wino_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen)
+{
+    int bwd = n->op == IR_OP_CONV2D_GRAD_INPUT;
+    if ((n->op != IR_OP_CONV2D && !bwd) || n->out[0]->type.dtype != IR_F32)
+        return 0;
+    /* g: the convolution that runs.  The input's gradient of a 3x3 stride-1
+       convolution with padding p is one too: dy convolved with the kernels
+       turned by 180 degrees, in and out channels swapped, padding 2 - p. */
+    conv_geom g;
+    if (bwd) {
+        conv_geom f = rt_conv_geometry(n, &n->out[0]->type, &n->in[1]->type, &n->in[0]->type);
+        g = f;
+        g.c = f.o, g.h = f.oh, g.w = f.ow, g.o = f.c, g.oh = f.h, g.ow = f.w;
+        g.ph = 2 - f.ph, g.pw = 2 - f.pw;
+        if (f.kh != 3 || f.kw != 3)
+            return 0;
+    } else {
+        g = rt_conv_geometry(n, &n->in[0]->type, &n->in[1]->type, &n->out[0]->type);
+    }
+    if (!rt_wino_fits(&g))
+        return 0;
+    struct rt_wino *w = state(x);
+    if (!w)
+        return fail(err, errlen, "conv2d: out of memory");
+    if (w->off)
+        return 0;
+    int id = n->out[0]->id;
+    size_t ufloats = (size_t)(16 * g.o * g.c);
+    int keep = static_weight(x, n->in[1]);
+    if (!w->u[id] && !(w->u[id] = malloc(ufloats * sizeof(float))))
+        return fail(err, errlen, "conv2d: out of memory for %zu floats of Winograd weights",
+                    ufloats);
+    if (!(keep && x->weights_ready && w->kept[id]))
+        transform_weights(&g, IN(1), bwd, w->u[id]);
+    w->kept[id] = (unsigned char)keep;
+
+    int64_t th = (g.oh + 1) / 2, tw = (g.ow + 1) / 2, tiles = th * tw;
+    int64_t per_image = 16 * tiles * (g.c + g.o);
+    int64_t chunk = WINO_BUDGET / per_image;
+    chunk = chunk < 1 ? 1 : chunk > g.n ? g.n : chunk;
+    float *v = rt_scratch(x, (size_t)(chunk * per_image));
+    if (!v)
+        return fail(err, errlen, "conv2d: out of memory for %lld floats of Winograd tiles",
+                    (long long)(chunk * per_image));
+    float *m = v + 16 * chunk * tiles * g.c;
+    const float *in = IN(0), *bias = !bwd && n->nin == 3 ? IN(2) : NULL, *u = w->u[id];
+    for (int64_t b0 = 0; b0 < g.n; b0 += chunk) {
+        int64_t nb = g.n - b0 < chunk ? g.n - b0 : chunk, nt = nb * tiles;
+        transform_input(&g, in + b0 * g.c * g.h * g.w, nb, th, tw, v);
+#pragma omp parallel
+        {
+            omp_set_num_threads(1); /* OpenBLAS on this thread alone */
+#pragma omp for schedule(static)
+            for (int e = 0; e < 16; e++)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g.o, (int)nt,
+                            (int)g.c, 1.0f, u + e * g.o * g.c, (int)g.c, v + e * g.c * nt,
+                            (int)nt, 0.0f, m + e * g.o * nt, (int)nt);
+        }
+        transform_output(&g, m, bias, nb, th, tw, OUT + b0 * g.o * g.oh * g.ow);
+    }
+    x->wino_convs++;
+    return 1;
+}
