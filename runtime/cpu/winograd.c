@@ -124,78 +124,81 @@ static void transform_weights(const conv_geom *g, const float *w, int flip, floa
     }
 }
 
-/* V = B^T d B of every tile of channels [0, c) of images [0, nb), into
- * v [16][c][nb * tiles], tile t = image * tiles + ty * tw + tx:
- * B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]. */
-static void transform_input(const conv_geom *g, const float *in, int64_t nb, int64_t th,
-                            int64_t tw, float *v)
+/* V = B^T d B of tiles [t0, t0 + nt) of channel c into v[e * es + j] (tile
+ * t0 + j, position e of its 4x4), counting tiles image by image, row by row
+ * (th rows of tw): B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]. */
+static void tiles_in(const conv_geom *g, const float *in, int64_t th, int64_t tw, int64_t c,
+                     int64_t t0, int64_t nt, float *v, int64_t es)
 {
-    int64_t tiles = th * tw, nt = nb * tiles, planes = nb * g->c, stride = g->c * nt;
-#pragma omp parallel for if (planes * tiles * 16 > PAR_MIN)
-    for (int64_t p = 0; p < planes; p++) {
-        int64_t b = p / g->c, c = p % g->c;
+    int64_t tiles = th * tw, b = t0 / tiles, ty = t0 % tiles / tw, tx = t0 % tw;
+    for (int64_t j = 0; j < nt; j++) {
         const float *img = in + (b * g->c + c) * g->h * g->w;
-        float *out = v + c * nt + b * tiles;
-        for (int64_t ty = 0; ty < th; ty++)
-            for (int64_t tx = 0; tx < tw; tx++) {
-                int64_t y0 = 2 * ty - g->ph, x0 = 2 * tx - g->pw;
-                float d[4][4], r[4][4];
-                for (int i = 0; i < 4; i++)
-                    for (int j = 0; j < 4; j++) {
-                        int64_t y = y0 + i, xx = x0 + j;
-                        d[i][j] = y >= 0 && y < g->h && xx >= 0 && xx < g->w
-                                      ? img[y * g->w + xx] : 0.0f;
-                    }
-                for (int j = 0; j < 4; j++) { /* B^T d: rows */
-                    float a0 = d[0][j], a1 = d[1][j], a2 = d[2][j], a3 = d[3][j];
-                    d[0][j] = a0 - a2, d[1][j] = a1 + a2, d[2][j] = a2 - a1, d[3][j] = a1 - a3;
+        int64_t y0 = 2 * ty - g->ph, x0 = 2 * tx - g->pw;
+        float d[4][4], r[4][4];
+        if (y0 >= 0 && x0 >= 0 && y0 + 4 <= g->h && x0 + 4 <= g->w) { /* inside */
+            const float *p = img + y0 * g->w + x0;
+            for (int i = 0; i < 4; i++)
+                for (int k = 0; k < 4; k++)
+                    d[i][k] = p[i * g->w + k];
+        } else { /* over the padding */
+            for (int i = 0; i < 4; i++)
+                for (int k = 0; k < 4; k++) {
+                    int64_t y = y0 + i, xx = x0 + k;
+                    d[i][k] = y >= 0 && y < g->h && xx >= 0 && xx < g->w ? img[y * g->w + xx]
+                                                                          : 0.0f;
                 }
-                for (int i = 0; i < 4; i++) { /* (B^T d) B: columns */
-                    r[i][0] = d[i][0] - d[i][2];
-                    r[i][1] = d[i][1] + d[i][2];
-                    r[i][2] = d[i][2] - d[i][1];
-                    r[i][3] = d[i][1] - d[i][3];
-                }
-                float *o = out + ty * tw + tx;
-                for (int e = 0; e < 16; e++)
-                    o[e * stride] = r[e / 4][e % 4];
-            }
+        }
+        for (int k = 0; k < 4; k++) { /* B^T d: rows */
+            float a0 = d[0][k], a1 = d[1][k], a2 = d[2][k], a3 = d[3][k];
+            d[0][k] = a0 - a2, d[1][k] = a1 + a2, d[2][k] = a2 - a1, d[3][k] = a1 - a3;
+        }
+        for (int i = 0; i < 4; i++) { /* (B^T d) B: columns */
+            r[i][0] = d[i][0] - d[i][2];
+            r[i][1] = d[i][1] + d[i][2];
+            r[i][2] = d[i][2] - d[i][1];
+            r[i][3] = d[i][1] - d[i][3];
+        }
+        for (int e = 0; e < 16; e++)
+            v[e * es + j] = r[e / 4][e % 4];
+        if (++tx == tw && (tx = 0, ++ty == th))
+            ty = 0, b++;
     }
 }
 
-/* Y = A^T M A (+ bias) of every tile of m [16][o][nb * tiles] into images
- * [0, nb) of out: A^T = [1 1 1 0; 0 1 -1 -1]. */
-static void transform_output(const conv_geom *g, const float *m, const float *bias, int64_t nb,
-                             int64_t th, int64_t tw, float *out)
+/* Y = A^T M A + bias of tiles [t0, t0 + nt) of output channel k, M[e] at
+ * m[e * es + j] for tile t0 + j, into out: A^T = [1 1 1 0; 0 1 -1 -1]. */
+static void tiles_out(const conv_geom *g, const float *m, int64_t es, float bias, int64_t th,
+                      int64_t tw, int64_t k, int64_t t0, int64_t nt, float *out)
 {
-    int64_t tiles = th * tw, nt = nb * tiles, planes = nb * g->o, stride = g->o * nt;
-#pragma omp parallel for if (planes * tiles * 16 > PAR_MIN)
-    for (int64_t p = 0; p < planes; p++) {
-        int64_t b = p / g->o, k = p % g->o;
-        const float *src = m + k * nt + b * tiles;
-        float *img = out + (b * g->o + k) * g->oh * g->ow, add = bias ? bias[k] : 0.0f;
-        for (int64_t ty = 0; ty < th; ty++)
-            for (int64_t tx = 0; tx < tw; tx++) {
-                const float *s = src + ty * tw + tx;
-                float t[2][4];
-                for (int j = 0; j < 4; j++) { /* A^T M: rows */
-                    float a0 = s[j * stride], a1 = s[(4 + j) * stride],
-                          a2 = s[(8 + j) * stride], a3 = s[(12 + j) * stride];
-                    t[0][j] = a0 + a1 + a2;
-                    t[1][j] = a1 - a2 - a3;
-                }
-                for (int i = 0; i < 2; i++) { /* (A^T M) A: columns, each output in the image */
-                    int64_t y = 2 * ty + i;
-                    if (y >= g->oh)
-                        break;
-                    float y0 = t[i][0] + t[i][1] + t[i][2], y1 = t[i][1] - t[i][2] - t[i][3];
-                    float *row = img + y * g->ow + 2 * tx;
-                    row[0] = y0 + add;
-                    if (2 * tx + 1 < g->ow)
-                        row[1] = y1 + add;
-                }
-            }
+    int64_t tiles = th * tw, b = t0 / tiles, ty = t0 % tiles / tw, tx = t0 % tw;
+    for (int64_t j = 0; j < nt; j++) {
+        const float *s = m + j;
+        float *img = out + (b * g->o + k) * g->oh * g->ow, t[2][4];
+        for (int q = 0; q < 4; q++) { /* A^T M: rows */
+            float a0 = s[q * es], a1 = s[(4 + q) * es], a2 = s[(8 + q) * es],
+                  a3 = s[(12 + q) * es];
+            t[0][q] = a0 + a1 + a2;
+            t[1][q] = a1 - a2 - a3;
+        }
+        for (int i = 0; i < 2 && 2 * ty + i < g->oh; i++) { /* (A^T M) A: columns */
+            float *row = img + (2 * ty + i) * g->ow + 2 * tx;
+            row[0] = t[i][0] + t[i][1] + t[i][2] + bias;
+            if (2 * tx + 1 < g->ow)
+                row[1] = t[i][1] - t[i][2] - t[i][3] + bias;
+        }
+        if (++tx == tw && (tx = 0, ++ty == th))
+            ty = 0, b++;
     }
+}
+
+/* Product e of the tiles whose transforms v [16][c][nt] hold, into
+ * m [16][o][nt]: one GEMM, on the calling thread. */
+static void product(const conv_geom *g, const float *u, const float *v, int64_t nt, float *m,
+                    int e)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->o, (int)nt, (int)g->c, 1.0f,
+                u + e * g->o * g->c, (int)g->c, v + e * g->c * nt, (int)nt, 0.0f,
+                m + e * g->o * nt, (int)nt);
 }
 
 /* Whether value v stays the same from run to run until the weights change
@@ -242,29 +245,32 @@ int rt_wino_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen)
         transform_weights(&g, IN(1), bwd, w->u[id]);
     w->kept[id] = (unsigned char)keep;
 
-    int64_t th = (g.oh + 1) / 2, tw = (g.ow + 1) / 2, tiles = th * tw;
-    int64_t per_image = 16 * tiles * (g.c + g.o);
-    int64_t chunk = WINO_BUDGET / per_image;
+    int64_t th = (g.oh + 1) / 2, tw = (g.ow + 1) / 2, tiles = th * tw, all = g.n * tiles;
+    const float *in = IN(0), *bias = !bwd && n->nin == 3 ? IN(2) : NULL, *u = w->u[id];
+    float *out = OUT;
+    /* chunks of images, each step across the threads */
+    int64_t chunk = WINO_BUDGET / (16 * tiles * (g.c + g.o));
     chunk = chunk < 1 ? 1 : chunk > g.n ? g.n : chunk;
-    float *v = rt_scratch(x, (size_t)(chunk * per_image));
+    float *v = rt_scratch(x, (size_t)(16 * chunk * tiles * (g.c + g.o)));
     if (!v)
         return fail(err, errlen, "conv2d: out of memory for %lld floats of Winograd tiles",
-                    (long long)(chunk * per_image));
+                    (long long)(16 * chunk * tiles * (g.c + g.o)));
     float *m = v + 16 * chunk * tiles * g.c;
-    const float *in = IN(0), *bias = !bwd && n->nin == 3 ? IN(2) : NULL, *u = w->u[id];
-    for (int64_t b0 = 0; b0 < g.n; b0 += chunk) {
-        int64_t nb = g.n - b0 < chunk ? g.n - b0 : chunk, nt = nb * tiles;
-        transform_input(&g, in + b0 * g.c * g.h * g.w, nb, th, tw, v);
+    for (int64_t t0 = 0; t0 < all; t0 += chunk * tiles) {
+        int64_t nt = all - t0 < chunk * tiles ? all - t0 : chunk * tiles;
+#pragma omp parallel for if (g.c * nt * 16 > PAR_MIN)
+        for (int64_t c = 0; c < g.c; c++)
+            tiles_in(&g, in, th, tw, c, t0, nt, v + c * nt, g.c * nt);
 #pragma omp parallel
         {
             omp_set_num_threads(1); /* OpenBLAS on this thread alone */
 #pragma omp for schedule(static)
             for (int e = 0; e < 16; e++)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g.o, (int)nt,
-                            (int)g.c, 1.0f, u + e * g.o * g.c, (int)g.c, v + e * g.c * nt,
-                            (int)nt, 0.0f, m + e * g.o * nt, (int)nt);
+                product(&g, u, v, nt, m, e);
         }
-        transform_output(&g, m, bias, nb, th, tw, OUT + b0 * g.o * g.oh * g.ow);
+#pragma omp parallel for if (g.o * nt * 16 > PAR_MIN)
+        for (int64_t k = 0; k < g.o; k++)
+            tiles_out(&g, m + k * nt, g.o * nt, bias ? bias[k] : 0.0f, th, tw, k, t0, nt, out);
     }
     x->wino_convs++;
     return 1;
