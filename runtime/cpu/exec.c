@@ -701,6 +701,20 @@ static int k_avgpool(rt_exec *x, const ir_node *n)
     int64_t planes = t->dims[0] * t->dims[1];
     const float *a = IN(0);
     float *o = OUT;
+    if (rt_pool_tiles(k, st, pd, h, w, oh, ow) && k[0] == 2 && k[1] == 2) {
+        /* the common 2x2 windows, unrolled: the loop below's sums (from 0, in
+           order), a few times faster than its loops over the window */
+#pragma omp parallel for if (planes * h * w > PAR_MIN)
+        for (int64_t p = 0; p < planes; p++)
+            for (int64_t oy = 0; oy < oh; oy++) {
+                const float *r0 = a + (p * h + 2 * oy) * w, *r1 = r0 + w;
+                float *q = o + (p * oh + oy) * ow;
+                for (int64_t ox = 0; ox < ow; ox++)
+                    q[ox] = (0.0f + r0[2 * ox] + r0[2 * ox + 1] + r1[2 * ox] + r1[2 * ox + 1]) *
+                            0.25f;
+            }
+        return 0;
+    }
     if (rt_pool_tiles(k, st, pd, h, w, oh, ow)) { /* windows side by side: no clipping */
         float scale = 1.0f / (float)(k[0] * k[1]);
 #pragma omp parallel for if (planes * h * w > PAR_MIN)
