@@ -12,7 +12,9 @@
  *   - the same bits on 1, 2 and 3 threads;
  *   - after the weights change in place and rt_exec_weights_changed, the new
  *     weights' result (the kept transformed weights made again);
- *   - GNC_WINOGRAD=0 leaves every convolution to the other paths.
+ *   - GNC_WINOGRAD=0 leaves every convolution to the other paths;
+ *   - the weights' gradient (conv2d_grad_weight) likewise, run twice with
+ *     another dy (the sums start afresh).
  * Shapes: odd sizes and partial tiles, padding 0, 1 and 2, with and without a
  * bias, channel counts that are not multiples of anything, and a batch large
  * enough to go through in two chunks.
@@ -249,6 +251,113 @@ static void check(const shape *s)
     ir_graph_free(g);
 }
 
+/* The weights' gradient, conv2d_grad_weight(dy, x) of a 3x3 stride-1
+ * convolution with padding pad: against float64, on 1-3 threads, and run twice
+ * on one executor with another dy the second time (nothing of the first run
+ * may stay in the sums). */
+static void check_weight_grad(int n, int c, int h, int w, int o, int pad)
+{
+    int oh = h + 2 * pad - 2, ow = w + 2 * pad - 2;
+    char text[1024], desc[128];
+    snprintf(desc, sizeof desc, "conv2d_grad_weight x[%d, %d, %d, %d] dy[%d, %d, %d, %d] pad %d",
+             n, c, h, w, n, o, oh, ow, pad);
+    snprintf(text, sizeof text,
+             "graph \"dw\" {\n  input %%dy: f32[%d, %d, %d, %d]\n  input %%x: f32[%d, %d, %d, %d]\n"
+             "  %%dw: f32[%d, %d, 3, 3] = conv2d_grad_weight(%%dy, %%x) {stride = [1, 1], "
+             "pad = [%d, %d], dilation = [1, 1], groups = 1, shape = [%d, %d, 3, 3]}\n"
+             "  output dw = %%dw\n}\n",
+             n, o, oh, ow, n, c, h, w, o, c, pad, pad, o, c);
+    diag d;
+    diag_init(&d);
+    pm_options pm = {.out = stdout};
+    ir_graph *g = ir_parse("dw.gir", text, strlen(text), &d);
+    if (!g || pm_run(g, "schedule", &pm, &d) != 0) {
+        printf("FAIL %s: does not build\n", desc);
+        diag_print(&d, stdout);
+        diag_free(&d);
+        nfailed++;
+        return;
+    }
+    diag_free(&d);
+    size_t ndy = (size_t)n * o * oh * ow, nx = (size_t)n * c * h * w, nw = (size_t)o * c * 9;
+    float *dy[2] = {malloc(ndy * sizeof(float)), malloc(ndy * sizeof(float))};
+    float *x = malloc(nx * sizeof *x), *got[2] = {malloc(nw * sizeof(float)),
+                                                   malloc(nw * sizeof(float))};
+    double *ref = malloc(nw * sizeof *ref), *mag = malloc(nw * sizeof *mag);
+    uint64_t seed = (uint64_t)(n * 977 + c + o + h + pad);
+    for (size_t i = 0; i < nx; i++)
+        x[i] = rnd(&seed);
+    for (int r = 0; r < 2; r++)
+        for (size_t i = 0; i < ndy; i++)
+            dy[r][i] = rnd(&seed);
+    int failed = nfailed;
+    float *first = malloc(nw * sizeof *first);
+    double err[2] = {0, 0};
+    for (int threads = 1; threads <= 3; threads++) {
+        char msg[512];
+        rt_set_threads(threads);
+        rt_exec *e = rt_exec_new(g, msg, sizeof msg);
+        if (!e) {
+            printf("FAIL %s: %s\n", desc, msg);
+            nfailed++;
+            break;
+        }
+        const ir_value *vdy = g->inputs[0], *vx = g->inputs[1], *vdw = g->outputs[0].value;
+        memcpy(rt_exec_data(e, vx), x, nx * sizeof *x);
+        for (int r = 0; r < 2; r++) {
+            memcpy(rt_exec_data(e, vdy), dy[r], ndy * sizeof *dy[r]);
+            if (rt_exec_run(e, msg, sizeof msg) != 0) {
+                printf("FAIL %s: %s\n", desc, msg);
+                nfailed++;
+                break;
+            }
+            memcpy(got[r], rt_exec_data(e, vdw), nw * sizeof *got[r]);
+        }
+        if (e->wino_convs != 2)
+            printf("FAIL %s: %ld Winograd convolutions in two runs\n", desc, e->wino_convs),
+                nfailed++;
+        rt_exec_free(e);
+        if (threads == 1)
+            memcpy(first, got[0], nw * sizeof *first);
+        else if (memcmp(first, got[0], nw * sizeof *first) != 0)
+            printf("FAIL %s: the result depends on the number of threads\n", desc), nfailed++;
+        if (threads > 1)
+            continue;
+        for (int r = 0; r < 2; r++) {
+            for (int k = 0; k < o; k++)
+                for (int ci = 0; ci < c; ci++)
+                    for (int ky = 0; ky < 3; ky++)
+                        for (int kx = 0; kx < 3; kx++) {
+                            double sum = 0, abs_sum = 0;
+                            for (int i = 0; i < n; i++)
+                                for (int y = 0; y < oh; y++)
+                                    for (int xx = 0; xx < ow; xx++) {
+                                        int iy = y + ky - pad, ix = xx + kx - pad;
+                                        if (iy < 0 || iy >= h || ix < 0 || ix >= w)
+                                            continue;
+                                        double t = (double)dy[r][((i * o + k) * oh + y) * ow + xx] *
+                                                   x[((i * c + ci) * h + iy) * w + ix];
+                                        sum += t, abs_sum += fabs(t);
+                                    }
+                            size_t at = ((size_t)(k * c + ci) * 3 + ky) * 3 + kx;
+                            ref[at] = sum, mag[at] = abs_sum;
+                        }
+            size_t bad = 0;
+            err[r] = worst(got[r], ref, mag, nw, &bad);
+            if (bad)
+                printf("FAIL %s, run %d: %zu of %zu elements off the float64 reference by more "
+                       "than %g of their terms' magnitude (worst %.3g)\n",
+                       desc, r + 1, bad, nw, WINO_TOL, err[r]), nfailed++;
+        }
+    }
+    if (nfailed == failed)
+        printf("ok %s: Winograd, worst error %.3g (%.3g for the second dy) of the terms' "
+               "magnitude, the same bits on 1-3 threads\n", desc, err[0], err[1]);
+    free(dy[0]), free(dy[1]), free(x), free(got[0]), free(got[1]), free(ref), free(mag);
+    free(first);
+    ir_graph_free(g);
+}
+
 int main(void)
 {
     static const shape shapes[] = {
@@ -264,6 +373,9 @@ int main(void)
     };
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
         check(&shapes[i]);
+    check_weight_grad(3, 128, 7, 9, 130, 1);   /* partial tiles */
+    check_weight_grad(2, 129, 6, 6, 128, 0);   /* no padding */
+    check_weight_grad(16, 128, 24, 24, 128, 1); /* two chunks of images */
 
     setenv("GNC_WINOGRAD", "0", 1); /* read at the executor's first convolution */
     shape off = shapes[0];

@@ -1611,8 +1611,8 @@ void rt_exec_print_profile(const rt_exec *x, FILE *f)
         fprintf(f, "%-20s %10.1f %8ld %5.1f%%\n", ir_ops[order[i]].name, ms[order[i]],
                 calls[order[i]], total > 0 ? 100 * ms[order[i]] / total : 0);
     fprintf(f, "%-20s %10.1f%s\n", "total", total, x->ndev ? " (all devices)" : "");
-    /* which path the convolutions took (conv2d and conv2d_grad_input; the
-       weights' gradients are always OpenBLAS's) */
+    /* which path the convolutions took (conv2d, and in training
+       conv2d_grad_input and conv2d_grad_weight) */
     long wino = x->wino_convs, dnnl = x->dnnl_convs, blas = x->blas_convs, posts = x->dnnl_posts;
     for (int d = 0; d < x->ndev; d++) {
         wino += x->devs[d]->wino_convs, dnnl += x->devs[d]->dnnl_convs;

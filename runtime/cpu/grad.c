@@ -406,16 +406,16 @@ static int k_conv2d_grad(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     float *out = OUT;
     int64_t cg = g.c / g.groups, og = g.o / g.groups;
     int64_t kdim = cg * g.kh * g.kw, plane = g.oh * g.ow;
-    if (gi_input) { /* the weight's gradient stays here: see dnnl.c */
-        int on_wino = rt_wino_conv(x, n, err, errlen);
-        if (on_wino)
-            return on_wino < 0 ? -1 : 0;
+    int on_wino = rt_wino_conv(x, n, err, errlen);
+    if (on_wino)
+        return on_wino < 0 ? -1 : 0;
+    if (gi_input) { /* the weight's gradient stays off oneDNN: see dnnl.c */
         int absorbed;
         int on_dnnl = rt_dnnl_conv(x, n, NULL, 0, &absorbed, err, errlen);
         if (on_dnnl)
             return on_dnnl < 0 ? -1 : 0;
-        x->blas_convs++;
     }
+    x->blas_convs++;
     if (rt_conv_per_image(&g))
         return conv2d_grad_per_image(x, n, &g, err, errlen);
     int64_t chunk = ((int64_t)1 << 22) / (kdim * plane);

@@ -143,9 +143,9 @@ int rt_dnnl_conv(rt_exec *x, const ir_node *n, const ir_node *const *members, in
 int rt_dnnl_enabled(void);
 void rt_dnnl_free(struct rt_dnnl *d);
 
-/* Convolution node n (conv2d, or conv2d_grad_input) as Winograd's F(2x2, 3x3)
- * (winograd.c): 1 when it ran (bias included; the caller runs the fused
- * epilogue), 0 when it does not apply (not a 3x3 stride-1 convolution of
+/* Convolution node n (conv2d, conv2d_grad_input or conv2d_grad_weight) as
+ * Winograd's F(2x2, 3x3) (winograd.c): 1 when it ran (bias included; the
+ * caller runs the fused epilogue), 0 when it does not apply (not a 3x3 stride-1 convolution of
  * enough channels, or GNC_WINOGRAD=0), -1 with err on a failure. */
 int rt_wino_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen);
 /* Whether a convolution of geometry g has the shape Winograd takes. */

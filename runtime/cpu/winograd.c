@@ -32,9 +32,11 @@
  * group, float32, in and out channels both at least WINO_MIN_CHANNELS (the
  * transforms cost per channel what the GEMMs save per channel pair: on the
  * development machine, 64 channels at 28x28 ran slower than oneDNN's direct
- * convolution, 128 and more ran faster), and the input's gradient of one
- * (conv2d_grad_input: itself such a convolution, see rt_wino_conv), in
- * inference and training programs alike.  tests/grad/test_grad.c holds
+ * convolution, 128 and more ran faster), and in training both its gradients:
+ * the input's (conv2d_grad_input: itself such a convolution, see
+ * rt_wino_conv) and the weights' (conv2d_grad_weight: the forward pass's
+ * adjoint, step by step: dY's tiles through A, a GEMM over the tiles per
+ * position, the result through G, wino_grad_weight).  tests/grad/test_grad.c holds
  * resnet18's gradients to PyTorch's float64 ones with it as before (worst
  * 1.5e-5 of the 1e-4 allowed).  GNC_WINOGRAD=0 in the environment turns it
  * off, to compare the paths in one build. */
@@ -201,6 +203,97 @@ static void product(const conv_geom *g, const float *u, const float *v, int64_t 
                 m + e * g->o * nt, (int)nt);
 }
 
+/* dM = A dY A^T of tiles [t0, t0 + nt) of output channel k of dy (outputs
+ * past the edge are 0) into m[e * es + j]: the output transform's adjoint. */
+static void tiles_dy(const conv_geom *g, const float *dy, int64_t th, int64_t tw, int64_t k,
+                     int64_t t0, int64_t nt, float *m, int64_t es)
+{
+    int64_t tiles = th * tw, b = t0 / tiles, ty = t0 % tiles / tw, tx = t0 % tw;
+    for (int64_t j = 0; j < nt; j++) {
+        const float *img = dy + (b * g->o + k) * g->oh * g->ow;
+        float d[2][2], r[4][2];
+        for (int i = 0; i < 2; i++)
+            for (int q = 0; q < 2; q++) {
+                int64_t y = 2 * ty + i, xx = 2 * tx + q;
+                d[i][q] = y < g->oh && xx < g->ow ? img[y * g->ow + xx] : 0.0f;
+            }
+        for (int q = 0; q < 2; q++) { /* A dY: A = [1 0; 1 1; 1 -1; 0 -1] */
+            r[0][q] = d[0][q];
+            r[1][q] = d[0][q] + d[1][q];
+            r[2][q] = d[0][q] - d[1][q];
+            r[3][q] = -d[1][q];
+        }
+        for (int i = 0; i < 4; i++) { /* (A dY) A^T */
+            float *o = m + 4 * i * es + j;
+            o[0] = r[i][0];
+            o[es] = r[i][0] + r[i][1];
+            o[2 * es] = r[i][0] - r[i][1];
+            o[3 * es] = -r[i][1];
+        }
+        if (++tx == tw && (tx = 0, ++ty == th))
+            ty = 0, b++;
+    }
+}
+
+/* dw = G^T dU G of every (out, in) pair, du [16][o][c] into dw [o, c, 3, 3]:
+ * the weights' transform's adjoint. */
+static void weights_grad(const conv_geom *g, const float *du, float *dw)
+{
+    int64_t oc = g->o * g->c;
+#pragma omp parallel for if (oc * 16 > PAR_MIN)
+    for (int64_t p = 0; p < oc; p++) {
+        float d[4][4], t[3][4];
+        for (int e = 0; e < 16; e++)
+            d[e / 4][e % 4] = du[e * oc + p];
+        for (int j = 0; j < 4; j++) { /* G^T dU: G^T = [1 1/2 1/2 0; 0 1/2 -1/2 0; 0 1/2 1/2 1] */
+            t[0][j] = d[0][j] + 0.5f * (d[1][j] + d[2][j]);
+            t[1][j] = 0.5f * (d[1][j] - d[2][j]);
+            t[2][j] = 0.5f * (d[1][j] + d[2][j]) + d[3][j];
+        }
+        float *o = dw + p * 9;
+        for (int i = 0; i < 3; i++) { /* (G^T dU) G */
+            o[3 * i] = t[i][0] + 0.5f * (t[i][1] + t[i][2]);
+            o[3 * i + 1] = 0.5f * (t[i][1] - t[i][2]);
+            o[3 * i + 2] = 0.5f * (t[i][1] + t[i][2]) + t[i][3];
+        }
+    }
+}
+
+/* The weights' gradient of a convolution of geometry g that fits: the
+ * adjoint of the forward pass, step by step (dU_e = dM_e V_e^T, a GEMM over
+ * the tiles, chunk after chunk), so 2.25x fewer multiplications too. */
+static int wino_grad_weight(rt_exec *x, const conv_geom *g, const float *dy, const float *in,
+                            float *du, float *dw, char *err, size_t errlen)
+{
+    int64_t th = (g->oh + 1) / 2, tw = (g->ow + 1) / 2, tiles = th * tw, all = g->n * tiles;
+    int64_t chunk = WINO_BUDGET / (16 * tiles * (g->c + g->o));
+    chunk = chunk < 1 ? 1 : chunk > g->n ? g->n : chunk;
+    float *v = rt_scratch(x, (size_t)(16 * chunk * tiles * (g->c + g->o)));
+    if (!v)
+        return fail(err, errlen, "conv2d_grad_weight: out of memory for Winograd tiles");
+    float *m = v + 16 * chunk * tiles * g->c;
+    for (int64_t t0 = 0; t0 < all; t0 += chunk * tiles) {
+        int64_t nt = all - t0 < chunk * tiles ? all - t0 : chunk * tiles;
+#pragma omp parallel for if (g->c * nt * 16 > PAR_MIN)
+        for (int64_t c = 0; c < g->c; c++)
+            tiles_in(g, in, th, tw, c, t0, nt, v + c * nt, g->c * nt);
+#pragma omp parallel for if (g->o * nt * 16 > PAR_MIN)
+        for (int64_t k = 0; k < g->o; k++)
+            tiles_dy(g, dy, th, tw, k, t0, nt, m + k * nt, g->o * nt);
+#pragma omp parallel
+        {
+            omp_set_num_threads(1); /* OpenBLAS on this thread alone */
+#pragma omp for schedule(static)
+            for (int e = 0; e < 16; e++)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g->o, (int)g->c,
+                            (int)nt, 1.0f, m + e * g->o * nt, (int)nt, v + e * g->c * nt,
+                            (int)nt, t0 ? 1.0f : 0.0f, du + e * g->o * g->c, (int)g->c);
+        }
+    }
+    weights_grad(g, du, dw);
+    return 0;
+}
+
 /* Whether value v stays the same from run to run until the weights change
  * (dnnl.c's static_weight). */
 static int static_weight(const rt_exec *x, const ir_value *v)
@@ -211,12 +304,13 @@ static int static_weight(const rt_exec *x, const ir_value *v)
 
 int rt_wino_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen)
 {
-    int bwd = n->op == IR_OP_CONV2D_GRAD_INPUT;
-    if ((n->op != IR_OP_CONV2D && !bwd) || n->out[0]->type.dtype != IR_F32)
+    int bwd = n->op == IR_OP_CONV2D_GRAD_INPUT, dweight = n->op == IR_OP_CONV2D_GRAD_WEIGHT;
+    if ((n->op != IR_OP_CONV2D && !bwd && !dweight) || n->out[0]->type.dtype != IR_F32)
         return 0;
     /* g: the convolution that runs.  The input's gradient of a 3x3 stride-1
        convolution with padding p is one too: dy convolved with the kernels
-       turned by 180 degrees, in and out channels swapped, padding 2 - p. */
+       turned by 180 degrees, in and out channels swapped, padding 2 - p.
+       The weights' gradient is the forward convolution's adjoint. */
     conv_geom g;
     if (bwd) {
         conv_geom f = rt_conv_geometry(n, &n->out[0]->type, &n->in[1]->type, &n->in[0]->type);
@@ -225,6 +319,8 @@ int rt_wino_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen)
         g.ph = 2 - f.ph, g.pw = 2 - f.pw;
         if (f.kh != 3 || f.kw != 3)
             return 0;
+    } else if (dweight) {
+        g = rt_conv_geometry(n, &n->in[1]->type, &n->out[0]->type, &n->in[0]->type);
     } else {
         g = rt_conv_geometry(n, &n->in[0]->type, &n->in[1]->type, &n->out[0]->type);
     }
@@ -237,6 +333,14 @@ int rt_wino_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen)
         return 0;
     int id = n->out[0]->id;
     size_t ufloats = (size_t)(16 * g.o * g.c);
+    if (dweight) { /* u[id]: the transformed gradient, dU */
+        if (!w->u[id] && !(w->u[id] = malloc(ufloats * sizeof(float))))
+            return fail(err, errlen, "conv2d_grad_weight: out of memory");
+        if (wino_grad_weight(x, &g, IN(0), IN(1), w->u[id], OUT, err, errlen))
+            return -1;
+        x->wino_convs++;
+        return 1;
+    }
     int keep = static_weight(x, n->in[1]);
     if (!w->u[id] && !(w->u[id] = malloc(ufloats * sizeof(float))))
         return fail(err, errlen, "conv2d: out of memory for %zu floats of Winograd weights",
