@@ -534,15 +534,6 @@ static conv_prim *conv_make(struct rt_dnnl *d, const ir_node *n, const conv_geom
     return c;
 }
 
-/* Whether value v stays the same from run to run until the weights change:
- * a parameter (or a value computed from parameters alone) of a program that
- * writes no parameters back. */
-static int static_weight(const rt_exec *x, const ir_value *v)
-{
-    return x->g->nupdates == 0 && (v->kind == IR_VALUE_PARAM || v->kind == IR_VALUE_BUFFER ||
-                                   x->weight[v->id]);
-}
-
 /* The batchnorm post-op p's scale and shift into s[0 .. c) and s[c .. 2c),
  * with exec.c run_epilogue's arithmetic. */
 static void bn_consts(rt_exec *x, const post *p, int64_t c, float *s)
@@ -667,7 +658,7 @@ int rt_dnnl_conv(rt_exec *x, const ir_node *n, const ir_node *const *members, in
     }
     /* the operands into the primitive's layouts; weights that have not changed
        since they were last reordered stay */
-    int keep = static_weight(x, n->in[1]);
+    int keep = rt_weight_static(x, n->in[1]);
     for (int i = 0; i < NPORTS; i++) {
         port *p = &c->p[i];
         if (!p->reorder || i == P_DST)

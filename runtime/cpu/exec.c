@@ -30,6 +30,12 @@ float *rt_scratch(rt_exec *x, size_t nfloats)
     return x->scratch;
 }
 
+int rt_weight_static(const rt_exec *x, const ir_value *v)
+{
+    return x->g->nupdates == 0 && (v->kind == IR_VALUE_PARAM || v->kind == IR_VALUE_BUFFER ||
+                                   x->weight[v->id]);
+}
+
 /* Bytes of one element as the executor stores it: floats are widened to f32. */
 static size_t elem_size(ir_dtype t) { return ir_is_float(t) ? sizeof(float) : ir_dtype_size(t); }
 

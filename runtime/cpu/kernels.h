@@ -65,6 +65,11 @@ struct rt_exec {
 
 /* A buffer of at least nfloats floats, reused from call to call. */
 float *rt_scratch(rt_exec *x, size_t nfloats);
+/* Whether value v stays the same from run to run until the weights change
+ * (rt_exec_weights_changed): a parameter (or a value computed from parameters
+ * alone) of a program that writes no parameters back.  What oneDNN's and
+ * Winograd's convolutions make of the weights is kept while it holds. */
+int rt_weight_static(const rt_exec *x, const ir_value *v);
 float rt_gelu(float a);
 /* The position of the first largest (want_min: smallest) of len floats step
  * apart, the first NaN's if any (reduce_max, argmax and their gradients). */

@@ -294,14 +294,6 @@ static int wino_grad_weight(rt_exec *x, const conv_geom *g, const float *dy, con
     return 0;
 }
 
-/* Whether value v stays the same from run to run until the weights change
- * (dnnl.c's static_weight). */
-static int static_weight(const rt_exec *x, const ir_value *v)
-{
-    return x->g->nupdates == 0 && (v->kind == IR_VALUE_PARAM || v->kind == IR_VALUE_BUFFER ||
-                                   x->weight[v->id]);
-}
-
 int rt_wino_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen)
 {
     int bwd = n->op == IR_OP_CONV2D_GRAD_INPUT, dweight = n->op == IR_OP_CONV2D_GRAD_WEIGHT;
@@ -341,7 +333,7 @@ int rt_wino_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen)
         x->wino_convs++;
         return 1;
     }
-    int keep = static_weight(x, n->in[1]);
+    int keep = rt_weight_static(x, n->in[1]);
     if (!w->u[id] && !(w->u[id] = malloc(ufloats * sizeof(float))))
         return fail(err, errlen, "conv2d: out of memory for %zu floats of Winograd weights",
                     ufloats);
