@@ -52,7 +52,8 @@
 #define WINO_BUDGET ((int64_t)1 << 23) /* floats of transformed tiles per chunk: 32 MiB */
 
 struct rt_wino {
-    float **u;            /* by the node's result id: U [16][out][in], or NULL */
+    float **u;            /* by the node's result id: U [16][out][in] (dU for a
+                             weight gradient), or NULL */
     unsigned char *kept;  /* by id: u holds the program's current weights */
     int nvalues;
     int off;              /* GNC_WINOGRAD=0 */
@@ -126,16 +127,34 @@ static void transform_weights(const conv_geom *g, const float *w, int flip, floa
     }
 }
 
+/* Where tile t of a convolution with th x tw tiles an image lies: image b,
+ * row ty, column tx; tile_next steps to the next one, row by row, image by
+ * image. */
+typedef struct {
+    int64_t b, ty, tx, th, tw;
+} tile_pos;
+
+static tile_pos tile_at(int64_t th, int64_t tw, int64_t t)
+{
+    return (tile_pos){t / (th * tw), t % (th * tw) / tw, t % tw, th, tw};
+}
+
+static void tile_next(tile_pos *p)
+{
+    if (++p->tx == p->tw && (p->tx = 0, ++p->ty == p->th))
+        p->ty = 0, p->b++;
+}
+
 /* V = B^T d B of tiles [t0, t0 + nt) of channel c into v[e * es + j] (tile
  * t0 + j, position e of its 4x4), counting tiles image by image, row by row
  * (th rows of tw): B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]. */
 static void tiles_in(const conv_geom *g, const float *in, int64_t th, int64_t tw, int64_t c,
                      int64_t t0, int64_t nt, float *v, int64_t es)
 {
-    int64_t tiles = th * tw, b = t0 / tiles, ty = t0 % tiles / tw, tx = t0 % tw;
+    tile_pos at = tile_at(th, tw, t0);
     for (int64_t j = 0; j < nt; j++) {
-        const float *img = in + (b * g->c + c) * g->h * g->w;
-        int64_t y0 = 2 * ty - g->ph, x0 = 2 * tx - g->pw;
+        const float *img = in + (at.b * g->c + c) * g->h * g->w;
+        int64_t y0 = 2 * at.ty - g->ph, x0 = 2 * at.tx - g->pw;
         float d[4][4], r[4][4];
         if (y0 >= 0 && x0 >= 0 && y0 + 4 <= g->h && x0 + 4 <= g->w) { /* inside */
             const float *p = img + y0 * g->w + x0;
@@ -162,8 +181,7 @@ static void tiles_in(const conv_geom *g, const float *in, int64_t th, int64_t tw
         }
         for (int e = 0; e < 16; e++)
             v[e * es + j] = r[e / 4][e % 4];
-        if (++tx == tw && (tx = 0, ++ty == th))
-            ty = 0, b++;
+        tile_next(&at);
     }
 }
 
@@ -172,24 +190,23 @@ static void tiles_in(const conv_geom *g, const float *in, int64_t th, int64_t tw
 static void tiles_out(const conv_geom *g, const float *m, int64_t es, float bias, int64_t th,
                       int64_t tw, int64_t k, int64_t t0, int64_t nt, float *out)
 {
-    int64_t tiles = th * tw, b = t0 / tiles, ty = t0 % tiles / tw, tx = t0 % tw;
+    tile_pos at = tile_at(th, tw, t0);
     for (int64_t j = 0; j < nt; j++) {
         const float *s = m + j;
-        float *img = out + (b * g->o + k) * g->oh * g->ow, t[2][4];
+        float *img = out + (at.b * g->o + k) * g->oh * g->ow, t[2][4];
         for (int q = 0; q < 4; q++) { /* A^T M: rows */
             float a0 = s[q * es], a1 = s[(4 + q) * es], a2 = s[(8 + q) * es],
                   a3 = s[(12 + q) * es];
             t[0][q] = a0 + a1 + a2;
             t[1][q] = a1 - a2 - a3;
         }
-        for (int i = 0; i < 2 && 2 * ty + i < g->oh; i++) { /* (A^T M) A: columns */
-            float *row = img + (2 * ty + i) * g->ow + 2 * tx;
+        for (int i = 0; i < 2 && 2 * at.ty + i < g->oh; i++) { /* (A^T M) A: columns */
+            float *row = img + (2 * at.ty + i) * g->ow + 2 * at.tx;
             row[0] = t[i][0] + t[i][1] + t[i][2] + bias;
-            if (2 * tx + 1 < g->ow)
+            if (2 * at.tx + 1 < g->ow)
                 row[1] = t[i][1] - t[i][2] - t[i][3] + bias;
         }
-        if (++tx == tw && (tx = 0, ++ty == th))
-            ty = 0, b++;
+        tile_next(&at);
     }
 }
 
@@ -208,13 +225,13 @@ static void product(const conv_geom *g, const float *u, const float *v, int64_t 
 static void tiles_dy(const conv_geom *g, const float *dy, int64_t th, int64_t tw, int64_t k,
                      int64_t t0, int64_t nt, float *m, int64_t es)
 {
-    int64_t tiles = th * tw, b = t0 / tiles, ty = t0 % tiles / tw, tx = t0 % tw;
+    tile_pos at = tile_at(th, tw, t0);
     for (int64_t j = 0; j < nt; j++) {
-        const float *img = dy + (b * g->o + k) * g->oh * g->ow;
+        const float *img = dy + (at.b * g->o + k) * g->oh * g->ow;
         float d[2][2], r[4][2];
         for (int i = 0; i < 2; i++)
             for (int q = 0; q < 2; q++) {
-                int64_t y = 2 * ty + i, xx = 2 * tx + q;
+                int64_t y = 2 * at.ty + i, xx = 2 * at.tx + q;
                 d[i][q] = y < g->oh && xx < g->ow ? img[y * g->ow + xx] : 0.0f;
             }
         for (int q = 0; q < 2; q++) { /* A dY: A = [1 0; 1 1; 1 -1; 0 -1] */
@@ -230,8 +247,7 @@ static void tiles_dy(const conv_geom *g, const float *dy, int64_t th, int64_t tw
             o[2 * es] = r[i][0] - r[i][1];
             o[3 * es] = -r[i][1];
         }
-        if (++tx == tw && (tx = 0, ++ty == th))
-            ty = 0, b++;
+        tile_next(&at);
     }
 }
 
@@ -259,21 +275,61 @@ static void weights_grad(const conv_geom *g, const float *du, float *dw)
     }
 }
 
-/* The weights' gradient of a convolution of geometry g that fits: the
- * adjoint of the forward pass, step by step (dU_e = dM_e V_e^T, a GEMM over
- * the tiles, chunk after chunk), so 2.25x fewer multiplications too. */
-static int wino_grad_weight(rt_exec *x, const conv_geom *g, const float *dy, const float *in,
-                            float *du, float *dw, char *err, size_t errlen)
+/* The workspace for the tiles of a chunk of images: v [16][c][step], then
+ * m [16][o][step] at v + 16 * c * step; *step: the tiles of one chunk (whole
+ * images, as many as fit WINO_BUDGET).  NULL: out of memory. */
+static float *chunk_space(rt_exec *x, const conv_geom *g, int64_t tiles, int64_t *step)
 {
-    int64_t th = (g->oh + 1) / 2, tw = (g->ow + 1) / 2, tiles = th * tw, all = g->n * tiles;
     int64_t chunk = WINO_BUDGET / (16 * tiles * (g->c + g->o));
     chunk = chunk < 1 ? 1 : chunk > g->n ? g->n : chunk;
-    float *v = rt_scratch(x, (size_t)(16 * chunk * tiles * (g->c + g->o)));
+    *step = chunk * tiles;
+    return rt_scratch(x, (size_t)(16 * *step * (g->c + g->o)));
+}
+
+/* The convolution of geometry g (that fits) of in by the transformed kernels
+ * u, plus bias, into out: chunk by chunk, each step across the threads.
+ * -1: out of memory. */
+static int wino_forward(rt_exec *x, const conv_geom *g, const float *in, const float *u,
+                        const float *bias, float *out)
+{
+    int64_t th = (g->oh + 1) / 2, tw = (g->ow + 1) / 2, all = g->n * th * tw, step;
+    float *v = chunk_space(x, g, th * tw, &step);
     if (!v)
-        return fail(err, errlen, "conv2d_grad_weight: out of memory for Winograd tiles");
-    float *m = v + 16 * chunk * tiles * g->c;
-    for (int64_t t0 = 0; t0 < all; t0 += chunk * tiles) {
-        int64_t nt = all - t0 < chunk * tiles ? all - t0 : chunk * tiles;
+        return -1;
+    float *m = v + 16 * g->c * step;
+    for (int64_t t0 = 0; t0 < all; t0 += step) {
+        int64_t nt = all - t0 < step ? all - t0 : step;
+#pragma omp parallel for if (g->c * nt * 16 > PAR_MIN)
+        for (int64_t c = 0; c < g->c; c++)
+            tiles_in(g, in, th, tw, c, t0, nt, v + c * nt, g->c * nt);
+#pragma omp parallel
+        {
+            omp_set_num_threads(1); /* OpenBLAS on this thread alone */
+#pragma omp for schedule(static)
+            for (int e = 0; e < 16; e++)
+                product(g, u, v, nt, m, e);
+        }
+#pragma omp parallel for if (g->o * nt * 16 > PAR_MIN)
+        for (int64_t k = 0; k < g->o; k++)
+            tiles_out(g, m + k * nt, g->o * nt, bias ? bias[k] : 0.0f, th, tw, k, t0, nt, out);
+    }
+    return 0;
+}
+
+/* The weights' gradient of a convolution of geometry g that fits: the
+ * adjoint of the forward pass, step by step (dU_e = dM_e V_e^T, a GEMM over
+ * the tiles, chunk after chunk), so 2.25x fewer multiplications too.
+ * -1: out of memory. */
+static int wino_grad_weight(rt_exec *x, const conv_geom *g, const float *dy, const float *in,
+                            float *du, float *dw)
+{
+    int64_t th = (g->oh + 1) / 2, tw = (g->ow + 1) / 2, all = g->n * th * tw, step;
+    float *v = chunk_space(x, g, th * tw, &step);
+    if (!v)
+        return -1;
+    float *m = v + 16 * g->c * step;
+    for (int64_t t0 = 0; t0 < all; t0 += step) {
+        int64_t nt = all - t0 < step ? all - t0 : step;
 #pragma omp parallel for if (g->c * nt * 16 > PAR_MIN)
         for (int64_t c = 0; c < g->c; c++)
             tiles_in(g, in, th, tw, c, t0, nt, v + c * nt, g->c * nt);
@@ -308,9 +364,7 @@ int rt_wino_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen)
         conv_geom f = rt_conv_geometry(n, &n->out[0]->type, &n->in[1]->type, &n->in[0]->type);
         g = f;
         g.c = f.o, g.h = f.oh, g.w = f.ow, g.o = f.c, g.oh = f.h, g.ow = f.w;
-        g.ph = 2 - f.ph, g.pw = 2 - f.pw;
-        if (f.kh != 3 || f.kw != 3)
-            return 0;
+        g.ph = 2 - f.ph, g.pw = 2 - f.pw; /* (f's kernel is 3x3 where g fits) */
     } else if (dweight) {
         g = rt_conv_geometry(n, &n->in[1]->type, &n->out[0]->type, &n->in[0]->type);
     } else {
@@ -320,54 +374,28 @@ int rt_wino_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen)
         return 0;
     struct rt_wino *w = state(x);
     if (!w)
-        return fail(err, errlen, "conv2d: out of memory");
+        return fail(err, errlen, "%s: out of memory", ir_ops[n->op].name);
     if (w->off)
         return 0;
+    /* u[id]: the transformed kernels, or a weight gradient's transformed
+       gradient dU */
     int id = n->out[0]->id;
     size_t ufloats = (size_t)(16 * g.o * g.c);
-    if (dweight) { /* u[id]: the transformed gradient, dU */
-        if (!w->u[id] && !(w->u[id] = malloc(ufloats * sizeof(float))))
-            return fail(err, errlen, "conv2d_grad_weight: out of memory");
-        if (wino_grad_weight(x, &g, IN(0), IN(1), w->u[id], OUT, err, errlen))
-            return -1;
-        x->wino_convs++;
-        return 1;
-    }
-    int keep = rt_weight_static(x, n->in[1]);
     if (!w->u[id] && !(w->u[id] = malloc(ufloats * sizeof(float))))
-        return fail(err, errlen, "conv2d: out of memory for %zu floats of Winograd weights",
-                    ufloats);
-    if (!(keep && x->weights_ready && w->kept[id]))
-        transform_weights(&g, IN(1), bwd, w->u[id]);
-    w->kept[id] = (unsigned char)keep;
-
-    int64_t th = (g.oh + 1) / 2, tw = (g.ow + 1) / 2, tiles = th * tw, all = g.n * tiles;
-    const float *in = IN(0), *bias = !bwd && n->nin == 3 ? IN(2) : NULL, *u = w->u[id];
-    float *out = OUT;
-    /* chunks of images, each step across the threads */
-    int64_t chunk = WINO_BUDGET / (16 * tiles * (g.c + g.o));
-    chunk = chunk < 1 ? 1 : chunk > g.n ? g.n : chunk;
-    float *v = rt_scratch(x, (size_t)(16 * chunk * tiles * (g.c + g.o)));
-    if (!v)
-        return fail(err, errlen, "conv2d: out of memory for %lld floats of Winograd tiles",
-                    (long long)(16 * chunk * tiles * (g.c + g.o)));
-    float *m = v + 16 * chunk * tiles * g.c;
-    for (int64_t t0 = 0; t0 < all; t0 += chunk * tiles) {
-        int64_t nt = all - t0 < chunk * tiles ? all - t0 : chunk * tiles;
-#pragma omp parallel for if (g.c * nt * 16 > PAR_MIN)
-        for (int64_t c = 0; c < g.c; c++)
-            tiles_in(&g, in, th, tw, c, t0, nt, v + c * nt, g.c * nt);
-#pragma omp parallel
-        {
-            omp_set_num_threads(1); /* OpenBLAS on this thread alone */
-#pragma omp for schedule(static)
-            for (int e = 0; e < 16; e++)
-                product(&g, u, v, nt, m, e);
-        }
-#pragma omp parallel for if (g.o * nt * 16 > PAR_MIN)
-        for (int64_t k = 0; k < g.o; k++)
-            tiles_out(&g, m + k * nt, g.o * nt, bias ? bias[k] : 0.0f, th, tw, k, t0, nt, out);
+        return fail(err, errlen, "%s: out of memory for %zu floats of Winograd's weights",
+                    ir_ops[n->op].name, ufloats);
+    int rc;
+    if (dweight) {
+        rc = wino_grad_weight(x, &g, IN(0), IN(1), w->u[id], OUT);
+    } else {
+        int keep = rt_weight_static(x, n->in[1]);
+        if (!(keep && x->weights_ready && w->kept[id]))
+            transform_weights(&g, IN(1), bwd, w->u[id]);
+        w->kept[id] = (unsigned char)keep;
+        rc = wino_forward(x, &g, IN(0), w->u[id], !bwd && n->nin == 3 ? IN(2) : NULL, OUT);
     }
+    if (rc)
+        return fail(err, errlen, "%s: out of memory for Winograd's tiles", ir_ops[n->op].name);
     x->wino_convs++;
     return 1;
 }
