@@ -286,6 +286,16 @@ static float *chunk_space(rt_exec *x, const conv_geom *g, int64_t tiles, int64_t
     return rt_scratch(x, (size_t)(16 * *step * (g->c + g->o)));
 }
 
+/* V of tiles [t0, t0 + nt) of every input channel into v [16][c][nt],
+ * the channels across the threads. */
+static void chunk_in(const conv_geom *g, const float *in, int64_t th, int64_t tw, int64_t t0,
+                     int64_t nt, float *v)
+{
+#pragma omp parallel for if (g->c * nt * 16 > PAR_MIN)
+    for (int64_t c = 0; c < g->c; c++)
+        tiles_in(g, in, th, tw, c, t0, nt, v + c * nt, g->c * nt);
+}
+
 /* The convolution of geometry g (that fits) of in by the transformed kernels
  * u, plus bias, into out: chunk by chunk, each step across the threads.
  * -1: out of memory. */
@@ -299,9 +309,7 @@ static int wino_forward(rt_exec *x, const conv_geom *g, const float *in, const f
     float *m = v + 16 * g->c * step;
     for (int64_t t0 = 0; t0 < all; t0 += step) {
         int64_t nt = all - t0 < step ? all - t0 : step;
-#pragma omp parallel for if (g->c * nt * 16 > PAR_MIN)
-        for (int64_t c = 0; c < g->c; c++)
-            tiles_in(g, in, th, tw, c, t0, nt, v + c * nt, g->c * nt);
+        chunk_in(g, in, th, tw, t0, nt, v);
 #pragma omp parallel
         {
             omp_set_num_threads(1); /* OpenBLAS on this thread alone */
@@ -330,9 +338,7 @@ static int wino_grad_weight(rt_exec *x, const conv_geom *g, const float *dy, con
     float *m = v + 16 * g->c * step;
     for (int64_t t0 = 0; t0 < all; t0 += step) {
         int64_t nt = all - t0 < step ? all - t0 : step;
-#pragma omp parallel for if (g->c * nt * 16 > PAR_MIN)
-        for (int64_t c = 0; c < g->c; c++)
-            tiles_in(g, in, th, tw, c, t0, nt, v + c * nt, g->c * nt);
+        chunk_in(g, in, th, tw, t0, nt, v);
 #pragma omp parallel for if (g->o * nt * 16 > PAR_MIN)
         for (int64_t k = 0; k < g->o; k++)
             tiles_dy(g, dy, th, tw, k, t0, nt, m + k * nt, g->o * nt);
