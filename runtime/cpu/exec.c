@@ -490,11 +490,13 @@ static int k_conv2d(rt_exec *x, const ir_node *n, const epilogue *epi, char *err
     int64_t kdim = cg * g.kh * g.kw, plane = g.oh * g.ow;
     int direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 &&
                  g.groups == 1;
-    int on_wino = rt_wino_conv(x, n, err, errlen);
-    if (on_wino) {
-        if (on_wino > 0)
+    int on_own = rt_wino_conv(x, n, err, errlen);
+    if (!on_own)
+        on_own = rt_direct_conv(x, n, err, errlen);
+    if (on_own) {
+        if (on_own > 0)
             epilogue_images(x, epi, g.n, g.o * plane);
-        return on_wino < 0 ? -1 : 0;
+        return on_own < 0 ? -1 : 0;
     }
     /* on oneDNN, the members it runs as post-ops are done with the
        convolution; the others run after it, as they would after OpenBLAS */
@@ -1619,16 +1621,20 @@ void rt_exec_print_profile(const rt_exec *x, FILE *f)
     fprintf(f, "%-20s %10.1f%s\n", "total", total, x->ndev ? " (all devices)" : "");
     /* which path the convolutions took (conv2d, and in training
        conv2d_grad_input and conv2d_grad_weight) */
-    long wino = x->wino_convs, dnnl = x->dnnl_convs, blas = x->blas_convs, posts = x->dnnl_posts;
+    long wino = x->wino_convs, direct = x->direct_convs, dnnl = x->dnnl_convs;
+    long blas = x->blas_convs, posts = x->dnnl_posts;
     for (int d = 0; d < x->ndev; d++) {
-        wino += x->devs[d]->wino_convs, dnnl += x->devs[d]->dnnl_convs;
-        blas += x->devs[d]->blas_convs, posts += x->devs[d]->dnnl_posts;
+        wino += x->devs[d]->wino_convs, direct += x->devs[d]->direct_convs;
+        dnnl += x->devs[d]->dnnl_convs, blas += x->devs[d]->blas_convs;
+        posts += x->devs[d]->dnnl_posts;
     }
-    if (!wino && !dnnl && !blas)
+    if (!wino && !direct && !dnnl && !blas)
         return;
     const char *sep = "convolutions: ";
     if (wino)
         fprintf(f, "%sWinograd (%ld calls)", sep, wino), sep = ", ";
+    if (direct)
+        fprintf(f, "%sdirect (%ld calls)", sep, direct), sep = ", ";
     if (dnnl && posts) /* with the fused ops that ran inside oneDNN's calls */
         fprintf(f, "%soneDNN (%ld calls, %ld fused ops as post-ops)", sep, dnnl, posts), sep = ", ";
     else if (dnnl)

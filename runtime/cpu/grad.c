@@ -406,9 +406,11 @@ static int k_conv2d_grad(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     float *out = OUT;
     int64_t cg = g.c / g.groups, og = g.o / g.groups;
     int64_t kdim = cg * g.kh * g.kw, plane = g.oh * g.ow;
-    int on_wino = rt_wino_conv(x, n, err, errlen);
-    if (on_wino)
-        return on_wino < 0 ? -1 : 0;
+    int on_own = rt_wino_conv(x, n, err, errlen);
+    if (!on_own)
+        on_own = rt_direct_conv(x, n, err, errlen);
+    if (on_own)
+        return on_own < 0 ? -1 : 0;
     if (gi_input) { /* the weight's gradient stays off oneDNN: see dnnl.c */
         int absorbed;
         int on_dnnl = rt_dnnl_conv(x, n, NULL, 0, &absorbed, err, errlen);

@@ -53,6 +53,7 @@ struct rt_exec {
        transformed weights, kept; NULL until the first convolution */
     struct rt_wino *wino;
     long wino_convs;
+    long direct_convs; /* convolutions of few channels run directly (direct.c) */
 };
 
 /* Loops over fewer elements than this stay on one thread. */
@@ -156,6 +157,15 @@ int rt_wino_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen);
 /* Whether a convolution of geometry g has the shape Winograd takes. */
 int rt_wino_fits(const conv_geom *g);
 void rt_wino_free(struct rt_wino *w);
+
+/* Convolution node n (conv2d, conv2d_grad_input or conv2d_grad_weight) as a
+ * direct convolution in AVX2 (direct.c): 1 when it ran (bias included; the
+ * caller runs the fused epilogue), 0 when it does not apply (not stride 1,
+ * too many output channels, no AVX2 and FMA on this CPU, or GNC_DIRECT=0),
+ * -1 with err on a failure. */
+int rt_direct_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen);
+/* Whether a convolution of geometry g has the shape the direct kernels take. */
+int rt_direct_fits(const conv_geom *g);
 
 /* The number attributes of a unary op or of its gradient, in their schema's
  * order (ops.def: leaky_relu's slope, elu's alpha, pow's p, clamp's min and

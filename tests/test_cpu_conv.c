@@ -1,25 +1,29 @@
-/* The CPU executor's Winograd F(2x2, 3x3) convolutions (runtime/cpu/winograd.c)
- * against a float64 direct convolution.
+/* The CPU executor's own convolution kernels against a float64 direct
+ * convolution: Winograd's F(2x2, 3x3) (runtime/cpu/winograd.c) and the direct
+ * kernels of few output channels (runtime/cpu/direct.c).
  *
- * Each case is a program of one 3x3 stride-1 convolution (or its input's
+ * Each case is a program of one stride-1 convolution (or its input's
  * gradient, conv2d_grad_input: a transposed convolution) followed by a ReLU
- * (the fused epilogue that runs after the Winograd kernel), run on random
- * inputs and weights.  Checked:
- *   - the convolution ran as Winograd (or, for a shape it does not take, did not);
- *   - every output within WINO_TOL of the float64 reference, relative to the
- *     sum of the absolute terms of its window (the bound that the transforms'
- *     additions scale with), and the largest such error reported;
+ * (the fused epilogue that runs after the kernel), run on random inputs and
+ * weights.  Checked:
+ *   - the convolution ran on the path expected for its shape (Winograd,
+ *     direct, or neither);
+ *   - every output within CONV_TOL of the float64 reference, relative to the
+ *     sum of the absolute terms of its window (the bound that Winograd's
+ *     transforms' additions scale with), and the largest such error reported;
  *   - the same bits on 1, 2 and 3 threads;
  *   - after the weights change in place and rt_exec_weights_changed, the new
- *     weights' result (the kept transformed weights made again);
- *   - GNC_WINOGRAD=0 leaves every convolution to the other paths;
+ *     weights' result (Winograd's kept transformed weights made again);
+ *   - GNC_WINOGRAD=0 and GNC_DIRECT=0 leave the convolutions to the other paths;
  *   - the weights' gradient (conv2d_grad_weight) likewise, run twice with
  *     another dy (the sums start afresh).
- * Shapes: odd sizes and partial tiles, padding 0, 1 and 2, with and without a
- * bias, channel counts that are not multiples of anything, and a batch large
- * enough to go through in two chunks.
+ * Shapes: odd sizes and partial tiles, padding from 0 to the kernel's size
+ * less one, with and without a bias, channel counts that are not multiples of
+ * anything, 1x1 to 5x5 kernels, and batches large enough to go through in
+ * several chunks.  On a CPU without AVX2 and FMA the direct kernels do not
+ * run, and their cases expect the other paths.
  *
- *   test_winograd */
+ *   test_cpu_conv */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,22 +35,38 @@
 #include "kernels.h"
 #include "passes.h"
 
-/* |y - ref| <= WINO_TOL * sum |w x| (+ |b|) over the window: float32's
+/* |y - ref| <= CONV_TOL * sum |w x| (+ |b|) over the window: float32's
  * epsilon is 6e-8; the direct convolution's own error is a few of them. */
-#define WINO_TOL 1e-6
+#define CONV_TOL 1e-6
 
 static int nfailed;
 
+/* The paths a convolution may take, and their names */
+enum { OTHER, WINOGRAD, DIRECT };
+static const char *const path_name[] = {"neither Winograd nor direct", "Winograd", "direct"};
+static int have_direct; /* the CPU runs direct.c's kernels */
+
 typedef struct {
-    int n, c, h, w, o, pad, bias;
-    int winograd;   /* expected to run as Winograd */
-    int transposed; /* conv2d_grad_input (conv_transpose2d) of weights [c, o, 3, 3] */
+    int n, c, h, w, o, k, pad, bias;
+    int path;       /* the path expected (DIRECT: where the CPU has it) */
+    int transposed; /* conv2d_grad_input (conv_transpose2d) of weights [c, o, k, k] */
 } shape;
 
 /* The result's height (width: of s->w) */
 static int out_size(const shape *s, int h)
 {
-    return s->transposed ? h - 2 * s->pad + 2 : h + 2 * s->pad - 2;
+    return s->transposed ? h - 2 * s->pad + s->k - 1 : h + 2 * s->pad - s->k + 1;
+}
+
+static int expected(int path)
+{
+    return path == DIRECT && !have_direct ? OTHER : path;
+}
+
+/* The path an executor's convolutions took (the last one's, where several) */
+static int taken(const rt_exec *e)
+{
+    return e->wino_convs ? WINOGRAD : e->direct_convs ? DIRECT : OTHER;
 }
 
 /* splitmix64, to floats in [-1, 1) */
@@ -77,14 +97,14 @@ static ir_graph *build(const shape *s)
     snprintf(text, sizeof text,
              "graph \"wino\" {\n"
              "  input %%x: f32[%d, %d, %d, %d]\n"
-             "  param %%w: f32[%d, %d, 3, 3] = uniform(-0.1, 0.1)\n"
+             "  param %%w: f32[%d, %d, %d, %d] = uniform(-0.1, 0.1)\n"
              "%s"
              "  %%y: f32[%d, %d, %d, %d] = %s\n"
              "  %%r: f32[%d, %d, %d, %d] = relu(%%y)\n"
              "  output r = %%r\n"
              "}\n",
              s->n, s->c, s->h, s->w, s->transposed ? s->c : s->o, s->transposed ? s->o : s->c,
-             bias, s->n, s->o, oh, ow, conv, s->n, s->o, oh, ow);
+             s->k, s->k, bias, s->n, s->o, oh, ow, conv, s->n, s->o, oh, ow);
     diag d;
     diag_init(&d);
     pm_options pm = {.out = stdout};
@@ -111,13 +131,13 @@ static void reference(const shape *s, const float *x, const float *w, const floa
                 for (int xx = 0; xx < ow; xx++) {
                     double sum = b ? b[k] : 0, abs_sum = b ? fabs(b[k]) : 0;
                     for (int c = 0; c < s->c; c++)
-                        for (int ky = 0; ky < 3; ky++)
-                            for (int kx = 0; kx < 3; kx++) {
+                        for (int ky = 0; ky < s->k; ky++)
+                            for (int kx = 0; kx < s->k; kx++) {
                                 int iy = y + f * (ky - s->pad), ix = xx + f * (kx - s->pad);
                                 if (iy < 0 || iy >= s->h || ix < 0 || ix >= s->w)
                                     continue;
                                 int wk = s->transposed ? c * s->o + k : k * s->c + c;
-                                double t = (double)w[(wk * 3 + ky) * 3 + kx] *
+                                double t = (double)w[(wk * s->k + ky) * s->k + kx] *
                                            x[((i * s->c + c) * s->h + iy) * s->w + ix];
                                 sum += t, abs_sum += fabs(t);
                             }
@@ -128,8 +148,8 @@ static void reference(const shape *s, const float *x, const float *w, const floa
 }
 
 /* Runs g on threads threads, the weights w (and bias b) given; copies the
- * output to out.  Returns the Winograd convolutions run, or -1. */
-static long run(ir_graph *g, int threads, const float *x, const float *w, const float *b,
+ * output to out.  Returns the path the convolution took, or -1. */
+static int run(ir_graph *g, int threads, const float *x, const float *w, const float *b,
                 const float *w2, float *out, float *out2)
 {
     char err[512];
@@ -146,7 +166,7 @@ static long run(ir_graph *g, int threads, const float *x, const float *w, const 
         else
             vb = g->params[i];
     }
-    long wino = -1;
+    int path = -1;
     memcpy(rt_exec_data(e, vx), x, (size_t)ir_type_numel(&vx->type) * sizeof *x);
     memcpy(rt_exec_data(e, vw), w, (size_t)ir_type_numel(&vw->type) * sizeof *w);
     if (vb)
@@ -166,21 +186,21 @@ static long run(ir_graph *g, int threads, const float *x, const float *w, const 
         }
         memcpy(out2, rt_exec_data(e, vr), nr * sizeof *out2);
     }
-    wino = e->wino_convs;
+    path = taken(e);
 done:
     rt_exec_free(e);
-    return wino;
+    return path;
 }
 
 /* The largest error of got against ref relative to mag; counts those over
- * WINO_TOL into *bad. */
+ * CONV_TOL into *bad. */
 static double worst(const float *got, const double *ref, const double *mag, size_t n,
                     size_t *bad)
 {
     double m = 0;
     for (size_t i = 0; i < n; i++) {
         double r = fabs(got[i] - ref[i]) / (mag[i] > 1e-30 ? mag[i] : 1e-30);
-        if (!(r <= WINO_TOL))
+        if (!(r <= CONV_TOL))
             ++*bad;
         m = r > m || r != r ? r : m;
     }
@@ -190,9 +210,9 @@ static double worst(const float *got, const double *ref, const double *mag, size
 static void check(const shape *s)
 {
     char desc[160];
-    snprintf(desc, sizeof desc, "%s x[%d, %d, %d, %d] w[%d, %d, 3, 3] pad %d%s",
+    snprintf(desc, sizeof desc, "%s x[%d, %d, %d, %d] w[%d, %d, %d, %d] pad %d%s",
              s->transposed ? "conv2d_grad_input" : "conv2d", s->n, s->c, s->h, s->w,
-             s->transposed ? s->c : s->o, s->transposed ? s->o : s->c, s->pad,
+             s->transposed ? s->c : s->o, s->transposed ? s->o : s->c, s->k, s->k, s->pad,
              s->bias ? " bias" : "");
     ir_graph *g = build(s);
     if (!g) {
@@ -201,7 +221,7 @@ static void check(const shape *s)
         return;
     }
     int oh = out_size(s, s->h), ow = out_size(s, s->w);
-    size_t nx = (size_t)s->n * s->c * s->h * s->w, nw = (size_t)s->o * s->c * 9,
+    size_t nx = (size_t)s->n * s->c * s->h * s->w, nw = (size_t)s->o * s->c * s->k * s->k,
            ny = (size_t)s->n * s->o * oh * ow;
     float *x = malloc(nx * sizeof *x), *w = malloc(nw * sizeof *w), *w2 = malloc(nw * sizeof *w),
           *b = malloc((size_t)s->o * sizeof *b), *y[3], *y2 = malloc(ny * sizeof *y2);
@@ -213,16 +233,15 @@ static void check(const shape *s)
         w[i] = 0.1f * rnd(&seed), w2[i] = 0.05f * rnd(&seed);
     for (int i = 0; i < s->o; i++)
         b[i] = 0.5f * rnd(&seed);
-    int failed = nfailed;
-    long wino[3];
+    int failed = nfailed, want = expected(s->path);
     for (int t = 0; t < 3; t++) {
         y[t] = malloc(ny * sizeof *y[t]);
-        wino[t] = run(g, t + 1, x, w, s->bias ? b : NULL, t == 0 ? w2 : NULL, y[t], y2);
-        if (wino[t] < 0)
+        int path = run(g, t + 1, x, w, s->bias ? b : NULL, t == 0 ? w2 : NULL, y[t], y2);
+        if (path < 0)
             nfailed++;
-        else if ((wino[t] > 0) != s->winograd)
-            printf("FAIL %s, %d threads: %ld Winograd convolutions, expected %s\n", desc, t + 1,
-                   wino[t], s->winograd ? "some" : "none"), nfailed++;
+        else if (path != want)
+            printf("FAIL %s, %d threads: ran %s, expected %s\n", desc, t + 1, path_name[path],
+                   path_name[want]), nfailed++;
     }
     reference(s, x, w, s->bias ? b : NULL, ref, mag);
     size_t bad = 0, bad2 = 0, differ = 0;
@@ -234,7 +253,7 @@ static void check(const shape *s)
     if (bad || bad2) {
         printf("FAIL %s: %zu (after the weights changed: %zu) of %zu outputs off the float64 "
                "reference by more than %g of their terms' magnitude (worst %.3g, %.3g)\n",
-               desc, bad, bad2, ny, WINO_TOL, err, err2);
+               desc, bad, bad2, ny, CONV_TOL, err, err2);
         nfailed++;
     }
     if (differ) {
@@ -244,29 +263,30 @@ static void check(const shape *s)
     if (nfailed == failed)
         printf("ok %s: %s, worst error %.3g (%.3g after new weights) of the terms' magnitude, "
                "the same bits on 1-3 threads\n",
-               desc, s->winograd ? "Winograd" : "not Winograd", err, err2);
+               desc, path_name[want], err, err2);
     for (int t = 0; t < 3; t++)
         free(y[t]);
     free(x), free(w), free(w2), free(b), free(y2), free(ref), free(mag);
     ir_graph_free(g);
 }
 
-/* The weights' gradient, conv2d_grad_weight(dy, x) of a 3x3 stride-1
- * convolution with padding pad: against float64, on 1-3 threads, and run twice
- * on one executor with another dy the second time (nothing of the first run
- * may stay in the sums). */
-static void check_weight_grad(int n, int c, int h, int w, int o, int pad)
+/* The weights' gradient, conv2d_grad_weight(dy, x) of the stride-1
+ * convolution s (its bias and transposed unused): against float64, on 1-3
+ * threads, and run twice on one executor with another dy the second time
+ * (nothing of the first run may stay in the sums). */
+static void check_weight_grad(const shape *s)
 {
-    int oh = h + 2 * pad - 2, ow = w + 2 * pad - 2;
+    int n = s->n, c = s->c, h = s->h, w = s->w, o = s->o, k = s->k, pad = s->pad;
+    int oh = out_size(s, h), ow = out_size(s, w), want = expected(s->path);
     char text[1024], desc[128];
-    snprintf(desc, sizeof desc, "conv2d_grad_weight x[%d, %d, %d, %d] dy[%d, %d, %d, %d] pad %d",
-             n, c, h, w, n, o, oh, ow, pad);
+    snprintf(desc, sizeof desc, "conv2d_grad_weight x[%d, %d, %d, %d] dy[%d, %d, %d, %d] %dx%d pad %d",
+             n, c, h, w, n, o, oh, ow, k, k, pad);
     snprintf(text, sizeof text,
              "graph \"dw\" {\n  input %%dy: f32[%d, %d, %d, %d]\n  input %%x: f32[%d, %d, %d, %d]\n"
-             "  %%dw: f32[%d, %d, 3, 3] = conv2d_grad_weight(%%dy, %%x) {stride = [1, 1], "
-             "pad = [%d, %d], dilation = [1, 1], groups = 1, shape = [%d, %d, 3, 3]}\n"
+             "  %%dw: f32[%d, %d, %d, %d] = conv2d_grad_weight(%%dy, %%x) {stride = [1, 1], "
+             "pad = [%d, %d], dilation = [1, 1], groups = 1, shape = [%d, %d, %d, %d]}\n"
              "  output dw = %%dw\n}\n",
-             n, o, oh, ow, n, c, h, w, o, c, pad, pad, o, c);
+             n, o, oh, ow, n, c, h, w, o, c, k, k, pad, pad, o, c, k, k);
     diag d;
     diag_init(&d);
     pm_options pm = {.out = stdout};
@@ -279,7 +299,7 @@ static void check_weight_grad(int n, int c, int h, int w, int o, int pad)
         return;
     }
     diag_free(&d);
-    size_t ndy = (size_t)n * o * oh * ow, nx = (size_t)n * c * h * w, nw = (size_t)o * c * 9;
+    size_t ndy = (size_t)n * o * oh * ow, nx = (size_t)n * c * h * w, nw = (size_t)o * c * k * k;
     float *dy[2] = {malloc(ndy * sizeof(float)), malloc(ndy * sizeof(float))};
     float *x = malloc(nx * sizeof *x), *got[2] = {malloc(nw * sizeof(float)),
                                                    malloc(nw * sizeof(float))};
@@ -313,9 +333,10 @@ static void check_weight_grad(int n, int c, int h, int w, int o, int pad)
             }
             memcpy(got[r], rt_exec_data(e, vdw), nw * sizeof *got[r]);
         }
-        if (e->wino_convs != 2)
-            printf("FAIL %s: %ld Winograd convolutions in two runs\n", desc, e->wino_convs),
-                nfailed++;
+        long runs = want == WINOGRAD ? e->wino_convs : want == DIRECT ? e->direct_convs : 2;
+        if (taken(e) != want || runs != 2)
+            printf("FAIL %s: ran %s (%ld times in two runs), expected %s\n", desc,
+                   path_name[taken(e)], runs, path_name[want]), nfailed++;
         rt_exec_free(e);
         if (threads == 1)
             memcpy(first, got[0], nw * sizeof *first);
@@ -324,10 +345,10 @@ static void check_weight_grad(int n, int c, int h, int w, int o, int pad)
         if (threads > 1)
             continue;
         for (int r = 0; r < 2; r++) {
-            for (int k = 0; k < o; k++)
+            for (int oc = 0; oc < o; oc++)
                 for (int ci = 0; ci < c; ci++)
-                    for (int ky = 0; ky < 3; ky++)
-                        for (int kx = 0; kx < 3; kx++) {
+                    for (int ky = 0; ky < k; ky++)
+                        for (int kx = 0; kx < k; kx++) {
                             double sum = 0, abs_sum = 0;
                             for (int i = 0; i < n; i++)
                                 for (int y = 0; y < oh; y++)
@@ -335,11 +356,11 @@ static void check_weight_grad(int n, int c, int h, int w, int o, int pad)
                                         int iy = y + ky - pad, ix = xx + kx - pad;
                                         if (iy < 0 || iy >= h || ix < 0 || ix >= w)
                                             continue;
-                                        double t = (double)dy[r][((i * o + k) * oh + y) * ow + xx] *
+                                        double t = (double)dy[r][((i * o + oc) * oh + y) * ow + xx] *
                                                    x[((i * c + ci) * h + iy) * w + ix];
                                         sum += t, abs_sum += fabs(t);
                                     }
-                            size_t at = ((size_t)(k * c + ci) * 3 + ky) * 3 + kx;
+                            size_t at = ((size_t)(oc * c + ci) * k + ky) * k + kx;
                             ref[at] = sum, mag[at] = abs_sum;
                         }
             size_t bad = 0;
@@ -347,12 +368,12 @@ static void check_weight_grad(int n, int c, int h, int w, int o, int pad)
             if (bad)
                 printf("FAIL %s, run %d: %zu of %zu elements off the float64 reference by more "
                        "than %g of their terms' magnitude (worst %.3g)\n",
-                       desc, r + 1, bad, nw, WINO_TOL, err[r]), nfailed++;
+                       desc, r + 1, bad, nw, CONV_TOL, err[r]), nfailed++;
         }
     }
     if (nfailed == failed)
-        printf("ok %s: Winograd, worst error %.3g (%.3g for the second dy) of the terms' "
-               "magnitude, the same bits on 1-3 threads\n", desc, err[0], err[1]);
+        printf("ok %s: %s, worst error %.3g (%.3g for the second dy) of the terms' "
+               "magnitude, the same bits on 1-3 threads\n", desc, path_name[want], err[0], err[1]);
     free(dy[0]), free(dy[1]), free(x), free(got[0]), free(got[1]), free(ref), free(mag);
     free(first);
     ir_graph_free(g);
@@ -360,27 +381,63 @@ static void check_weight_grad(int n, int c, int h, int w, int o, int pad)
 
 int main(void)
 {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    have_direct = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+    if (!have_direct)
+        printf("this CPU has no AVX2 and FMA: the direct kernels' cases expect the other paths\n");
+    /* n, c, h, w, o, k, pad, bias, path, transposed */
     static const shape shapes[] = {
-        {2, 128, 7, 9, 130, 1, 1, 1, 0}, /* odd sizes: partial tiles on both edges */
-        {3, 128, 6, 5, 128, 0, 0, 1, 0}, /* no padding, no bias */
-        {1, 131, 5, 5, 128, 2, 1, 1, 0}, /* padding 2: a 7x7 result from 5x5 */
-        {16, 128, 24, 24, 128, 1, 1, 1, 0}, /* two chunks of images */
-        {2, 64, 8, 8, 64, 1, 1, 0, 0}, /* too few channels: not taken */
+        {2, 128, 7, 9, 130, 3, 1, 1, WINOGRAD, 0}, /* odd sizes: partial tiles on both edges */
+        {3, 128, 6, 5, 128, 3, 0, 0, WINOGRAD, 0}, /* no padding, no bias */
+        {1, 131, 5, 5, 128, 3, 2, 1, WINOGRAD, 0}, /* padding 2: a 7x7 result from 5x5 */
+        {16, 128, 24, 24, 128, 3, 1, 1, WINOGRAD, 0}, /* two chunks of images */
+        {2, 64, 8, 8, 64, 3, 1, 1, OTHER, 0},      /* too few channels for Winograd, too
+                                                      many for direct */
         /* the input's gradient: the kernels turned, the channels swapped */
-        {2, 128, 7, 9, 136, 1, 0, 1, 1},
-        {2, 130, 6, 5, 128, 0, 0, 1, 1},  /* padding 0: a 8x7 result, padding 2 inside */
-        {1, 128, 9, 7, 128, 2, 0, 1, 1},  /* padding 2: padding 0 inside */
+        {2, 128, 7, 9, 136, 3, 1, 0, WINOGRAD, 1},
+        {2, 130, 6, 5, 128, 3, 0, 0, WINOGRAD, 1}, /* padding 0: a 8x7 result, padding 2 inside */
+        {1, 128, 9, 7, 128, 3, 2, 0, WINOGRAD, 1}, /* padding 2: padding 0 inside */
+        /* few output channels: direct */
+        {8, 1, 28, 28, 6, 5, 2, 1, DIRECT, 0},   /* LeNet's first layer, images across threads */
+        {3, 6, 14, 14, 16, 5, 0, 1, DIRECT, 0},  /* its second: 6 + 6 + 4 channels */
+        {2, 3, 7, 9, 5, 3, 1, 0, DIRECT, 0},     /* odd sizes, 5 channels */
+        {2, 20, 5, 6, 7, 1, 0, 1, DIRECT, 0},    /* 1x1 */
+        {1, 2, 4, 4, 3, 5, 4, 0, DIRECT, 0},     /* padding 4: an 8x8 result from 4x4 */
+        {2, 4, 6, 6, 17, 3, 1, 1, OTHER, 0},     /* 17 channels: too many */
+        {3, 16, 10, 10, 6, 5, 0, 0, DIRECT, 1},  /* LeNet's second layer's input gradient */
+        {2, 5, 7, 6, 3, 5, 2, 0, DIRECT, 1},     /* padding 2 inside */
+        {1, 4, 9, 9, 2, 5, 4, 0, DIRECT, 1},     /* padding 4: padding 0 inside */
+        {2, 4, 6, 6, 20, 3, 1, 0, OTHER, 1},     /* a result of 20 channels */
     };
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
         check(&shapes[i]);
-    check_weight_grad(3, 128, 7, 9, 130, 1);   /* partial tiles */
-    check_weight_grad(2, 129, 6, 6, 128, 0);   /* no padding */
-    check_weight_grad(16, 128, 24, 24, 128, 1); /* two chunks of images */
+    /* the weights' gradients (bias and transposed unused) */
+    static const shape grads[] = {
+        {3, 128, 7, 9, 130, 3, 1, 0, WINOGRAD, 0},   /* partial tiles */
+        {2, 129, 6, 6, 128, 3, 0, 0, WINOGRAD, 0},   /* no padding */
+        {16, 128, 24, 24, 128, 3, 1, 0, WINOGRAD, 0}, /* two chunks of images */
+        {40, 1, 28, 28, 6, 5, 2, 0, DIRECT, 0},      /* 16 chunks of 2 or 3 images */
+        {3, 6, 14, 14, 16, 5, 0, 0, DIRECT, 0},      /* 4 channels by 3 taps, 4 times */
+        {2, 3, 7, 9, 5, 3, 1, 0, DIRECT, 0},         /* the blocks' remainders */
+        {2, 4, 6, 6, 17, 3, 1, 0, OTHER, 0},
+    };
+    for (size_t i = 0; i < sizeof grads / sizeof *grads; i++)
+        check_weight_grad(&grads[i]);
 
-    setenv("GNC_WINOGRAD", "0", 1); /* read at the executor's first convolution */
+    /* each path off (each executor made after reads the variables) */
+    setenv("GNC_WINOGRAD", "0", 1);
     shape off = shapes[0];
-    off.winograd = 0;
+    off.path = OTHER;
     check(&off);
-    printf("winograd: %d failed\n", nfailed);
+    setenv("GNC_DIRECT", "0", 1);
+    off = shapes[8];
+    off.path = OTHER;
+    check(&off);
+    off = grads[3];
+    off.path = OTHER;
+    check_weight_grad(&off);
+    printf("cpu_conv: %d failed\n", nfailed);
     return nfailed ? 1 : 0;
 }

@@ -1,0 +1,338 @@
+/* Convolutions of few output channels as direct loops over the kernel's taps,
+ * in AVX2 and FMA (where the CPU has them; elsewhere the caller's paths run).
+ *
+ * im2col and a GEMM waste such a convolution: LeNet's first layer is a GEMM of
+ * 6 rows by 25, which OpenBLAS runs at a tenth of the CPU's speed, and the
+ * columns it reads are 25 copies of the image.  Here each image is copied
+ * once, zero-padded, into rows of wp = ow + kw - 1 floats, and the output is
+ * computed in the same rows: output (oy, ox) sits at p = oy * wp + ox, and
+ * its tap (ci, ky, kx) reads the padded image at ci * plane + ky * wp + kx + p.
+ * So every tap is one contiguous stretch, and 16 consecutive outputs of up
+ * to 6 channels take 2 loads and 6 weights per tap into 12 registers of sums.
+ * The last kw - 1 outputs of each row are computed and thrown away.
+ *
+ *   forward:     y[o, p] = sum over taps t of w[o, t] x[off(t) + p]   (+ bias)
+ *   input grad:  the forward convolution of dy with the kernels turned by 180
+ *                degrees, in and out channels swapped, padding k - 1 - pad
+ *   weight grad: dw[o, t] = sum over images and p of dy[o, p] x[off(t) + p],
+ *                with dy laid out in the same rows (zeros where x's rows run
+ *                past the output), 4 channels by 3 taps in 12 registers
+ *
+ * Each output is summed over its taps in order (ci, ky, kx), on one thread:
+ * the forward pass and the input's gradient give the same bits on any number
+ * of threads.  The weight's gradient sums its images in chunks fixed by the
+ * shapes (CONV_DW_CHUNKS, as grad.c's), each image's products into 8 lanes,
+ * the lanes added in order at the end of a chunk and the chunks in order:
+ * the same bits on any number of threads too.  Against im2col and OpenBLAS
+ * the last bits differ (another order of the same sums).
+ *
+ * Which convolutions: stride 1, no dilation, one group, float32, padding at
+ * most the kernel's size less one, and few output channels (DIRECT_MAX_OUT:
+ * the rows of the GEMM it replaces; for the input's gradient, the input
+ * channels).  GNC_DIRECT=0 in the environment turns it off. */
+#include "kernels.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define fail base_fail
+
+#define DIRECT_MAX_OUT 16
+
+/* The weight gradient's chunks of images, as grad.c's (the same bound) */
+#define CONV_DW_CHUNKS 16
+#define CONV_DW_FLOATS ((int64_t)1 << 23)
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+
+#include <immintrin.h>
+
+#define AVX2 __attribute__((target("avx2,fma")))
+#define INLINE_AVX2 static inline __attribute__((always_inline, target("avx2,fma")))
+
+/* A stride-1 convolution's images in rows of the output's width plus the
+ * kernel's (see the top of the file). */
+typedef struct {
+    int64_t hp, wp, plane; /* the padded image: hp rows of wp floats a channel */
+    int64_t f;             /* outputs computed a channel: oh rows of wp, rounded up to 16 */
+    int64_t padded;        /* floats of a padded image, with what the last outputs read */
+    int64_t kdim;          /* taps: c * kh * kw */
+} rows;
+
+static rows rows_of(const conv_geom *g)
+{
+    rows r;
+    r.hp = g->oh + g->kh - 1;
+    r.wp = g->ow + g->kw - 1;
+    r.plane = r.hp * r.wp;
+    r.f = (g->oh * r.wp + 15) / 16 * 16;
+    r.padded = (g->c - 1) * r.plane + (g->kh - 1) * r.wp + g->kw - 1 + r.f;
+    r.kdim = g->c * g->kh * g->kw;
+    return r;
+}
+
+/* One image's channels, zero-padded into dst (r->padded floats): each row
+ * fits whole, the padding being non-negative (rt_direct_fits). */
+static void pad_image(const conv_geom *g, const rows *r, const float *img, float *dst)
+{
+    memset(dst, 0, (size_t)r->padded * sizeof *dst);
+    for (int64_t c = 0; c < g->c; c++)
+        for (int64_t iy = 0; iy < g->h; iy++)
+            memcpy(dst + c * r->plane + (iy + g->ph) * r->wp + g->pw, img + (c * g->h + iy) * g->w,
+                   (size_t)g->w * sizeof *dst);
+}
+
+/* Output channels [o0, o0 + nb) of one image into out [nb][r->f] rows: 16
+ * outputs at a time, every tap's weight broadcast against two loads. */
+INLINE_AVX2 void fwd_block(const conv_geom *g, const rows *r, const float *pad, const float *w,
+                           int64_t o0, int nb, float *out)
+{
+    const float *wo = w + o0 * r->kdim; /* packed: [tap][nb] */
+    for (int64_t p = 0; p < r->f; p += 16) {
+        __m256 a[6][2];
+        for (int o = 0; o < nb; o++)
+            a[o][0] = a[o][1] = _mm256_setzero_ps();
+        int64_t t = 0;
+        for (int64_t c = 0; c < g->c; c++)
+            for (int64_t ky = 0; ky < g->kh; ky++) {
+                const float *s = pad + c * r->plane + ky * r->wp + p;
+                for (int64_t kx = 0; kx < g->kw; kx++, t++) {
+                    __m256 v0 = _mm256_loadu_ps(s + kx), v1 = _mm256_loadu_ps(s + kx + 8);
+                    for (int o = 0; o < nb; o++) {
+                        __m256 k = _mm256_broadcast_ss(wo + t * nb + o);
+                        a[o][0] = _mm256_fmadd_ps(k, v0, a[o][0]);
+                        a[o][1] = _mm256_fmadd_ps(k, v1, a[o][1]);
+                    }
+                }
+            }
+        for (int o = 0; o < nb; o++) {
+            _mm256_storeu_ps(out + (o0 + o) * r->f + p, a[o][0]);
+            _mm256_storeu_ps(out + (o0 + o) * r->f + p + 8, a[o][1]);
+        }
+    }
+}
+
+AVX2 static void fwd_image(const conv_geom *g, const rows *r, const float *pad, const float *w,
+                           float *out)
+{
+    for (int64_t o0 = 0; o0 < g->o; o0 += 6)
+        switch (g->o - o0 < 6 ? g->o - o0 : 6) { /* constant blocks, unrolled */
+        case 1: fwd_block(g, r, pad, w, o0, 1, out); break;
+        case 2: fwd_block(g, r, pad, w, o0, 2, out); break;
+        case 3: fwd_block(g, r, pad, w, o0, 3, out); break;
+        case 4: fwd_block(g, r, pad, w, o0, 4, out); break;
+        case 5: fwd_block(g, r, pad, w, o0, 5, out); break;
+        default: fwd_block(g, r, pad, w, o0, 6, out); break;
+        }
+}
+
+/* y = conv(x, w) + bias, image by image across the threads.  The weights
+ * w [o][taps] are packed as fwd_block reads them: each block of 6 channels
+ * (fewer in the last) [taps][6], in place of its rows. */
+static int forward(rt_exec *x, const conv_geom *g, const float *in, const float *w,
+                   const float *bias, float *out)
+{
+    rows r = rows_of(g);
+    int64_t each = r.padded + g->o * r.f, nw = g->o * r.kdim;
+    float *scratch = rt_scratch(x, (size_t)(nw + omp_get_max_threads() * each));
+    if (!scratch)
+        return -1;
+    float *packed = scratch;
+    scratch += nw;
+    for (int64_t o0 = 0; o0 < g->o; o0 += 6) {
+        int64_t nb = g->o - o0 < 6 ? g->o - o0 : 6;
+        for (int64_t t = 0; t < r.kdim; t++)
+            for (int64_t o = 0; o < nb; o++)
+                packed[o0 * r.kdim + t * nb + o] = w[(o0 + o) * r.kdim + t];
+    }
+    w = packed;
+    int64_t plane = g->oh * g->ow;
+#pragma omp parallel for schedule(static) if (g->n * g->o * plane > PAR_MIN)
+    for (int64_t b = 0; b < g->n; b++) {
+        float *pad = scratch + omp_get_thread_num() * each, *rowsout = pad + r.padded;
+        pad_image(g, &r, in + b * g->c * g->h * g->w, pad);
+        fwd_image(g, &r, pad, w, rowsout);
+        for (int64_t o = 0; o < g->o; o++) {
+            float *y = out + (b * g->o + o) * plane;
+            for (int64_t oy = 0; oy < g->oh; oy++) {
+                const float *s = rowsout + o * r.f + oy * r.wp;
+                if (bias)
+                    for (int64_t ox = 0; ox < g->ow; ox++)
+                        y[oy * g->ow + ox] = s[ox] + bias[o];
+                else
+                    memcpy(y + oy * g->ow, s, (size_t)g->ow * sizeof *y);
+            }
+        }
+    }
+    return 0;
+}
+
+/* Adds one image's products to the sums acc [o][kdim][8] of channels
+ * [o0, o0 + nb) and taps [t0, t0 + tb): dy in rows (dyr [o][r->f]). */
+INLINE_AVX2 void dw_block(const conv_geom *g, const rows *r, const float *pad, const float *dyr,
+                          int64_t o0, int nb, int64_t t0, int tb, float *acc)
+{
+    __m256 a[4][3];
+    const float *s[3];
+    for (int t = 0; t < tb; t++) {
+        int64_t tap = t0 + t, khw = g->kh * g->kw;
+        s[t] = pad + tap / khw * r->plane + tap % khw / g->kw * r->wp + tap % g->kw;
+    }
+    for (int o = 0; o < nb; o++)
+        for (int t = 0; t < tb; t++)
+            a[o][t] = _mm256_loadu_ps(acc + ((o0 + o) * r->kdim + t0 + t) * 8);
+    for (int64_t p = 0; p < r->f; p += 8) {
+        __m256 v[3];
+        for (int t = 0; t < tb; t++)
+            v[t] = _mm256_loadu_ps(s[t] + p);
+        for (int o = 0; o < nb; o++) {
+            __m256 d = _mm256_loadu_ps(dyr + (o0 + o) * r->f + p);
+            for (int t = 0; t < tb; t++)
+                a[o][t] = _mm256_fmadd_ps(d, v[t], a[o][t]);
+        }
+    }
+    for (int o = 0; o < nb; o++)
+        for (int t = 0; t < tb; t++)
+            _mm256_storeu_ps(acc + ((o0 + o) * r->kdim + t0 + t) * 8, a[o][t]);
+}
+
+AVX2 static void dw_image(const conv_geom *g, const rows *r, const float *pad, const float *dyr,
+                          float *acc)
+{
+    for (int64_t o0 = 0; o0 < g->o; o0 += 4) {
+        int nb = g->o - o0 < 4 ? (int)(g->o - o0) : 4;
+        for (int64_t t0 = 0; t0 < r->kdim; t0 += 3) {
+            int tb = r->kdim - t0 < 3 ? (int)(r->kdim - t0) : 3;
+            switch (nb * 4 + tb) { /* constant blocks, unrolled */
+#define DW(nb, tb) case nb * 4 + tb: dw_block(g, r, pad, dyr, o0, nb, t0, tb, acc); break;
+            DW(1, 1) DW(1, 2) DW(1, 3) DW(2, 1) DW(2, 2) DW(2, 3)
+            DW(3, 1) DW(3, 2) DW(3, 3) DW(4, 1) DW(4, 2) DW(4, 3)
+#undef DW
+            }
+        }
+    }
+}
+
+/* dw = sum over images of dy (x) x: chunks of consecutive images, each on one
+ * thread into its own partial sums (chunk 0's into dw), added in order. */
+static int weight_grad(rt_exec *x, const conv_geom *g, const float *dy, const float *in,
+                       float *dw)
+{
+    rows r = rows_of(g);
+    int64_t wsize = g->o * r.kdim, plane = g->oh * g->ow;
+    int64_t chunks = g->n < CONV_DW_CHUNKS ? g->n : CONV_DW_CHUNKS;
+    if (chunks > 1 + CONV_DW_FLOATS / wsize)
+        chunks = 1 + CONV_DW_FLOATS / wsize;
+    int64_t each = r.padded + g->o * r.f + wsize * 8;
+    float *scratch = rt_scratch(x, (size_t)(omp_get_max_threads() * each + (chunks - 1) * wsize));
+    if (!scratch)
+        return -1;
+    float *part = scratch + omp_get_max_threads() * each;
+#pragma omp parallel for schedule(static) if (g->n * g->o * plane > PAR_MIN)
+    for (int64_t ch = 0; ch < chunks; ch++) {
+        float *pad = scratch + omp_get_thread_num() * each, *dyr = pad + r.padded,
+              *acc = dyr + g->o * r.f;
+        float *sum = ch ? part + (ch - 1) * wsize : dw;
+        memset(dyr, 0, (size_t)(g->o * r.f) * sizeof *dyr); /* the rows' tails stay 0 */
+        memset(acc, 0, (size_t)(wsize * 8) * sizeof *acc);
+        for (int64_t b = ch * g->n / chunks; b < (ch + 1) * g->n / chunks; b++) {
+            pad_image(g, &r, in + b * g->c * g->h * g->w, pad);
+            for (int64_t o = 0; o < g->o; o++)
+                for (int64_t oy = 0; oy < g->oh; oy++)
+                    memcpy(dyr + o * r.f + oy * r.wp, dy + ((b * g->o + o) * g->oh + oy) * g->ow,
+                           (size_t)g->ow * sizeof *dyr);
+            dw_image(g, &r, pad, dyr, acc);
+        }
+        for (int64_t i = 0; i < wsize; i++) {
+            float s = 0;
+            for (int l = 0; l < 8; l++)
+                s += acc[i * 8 + l];
+            sum[i] = s;
+        }
+    }
+    for (int64_t ch = 1; ch < chunks; ch++)
+        for (int64_t i = 0; i < wsize; i++)
+            dw[i] += part[(ch - 1) * wsize + i];
+    return 0;
+}
+
+static int have_avx2(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+#else /* not x86-64: the other paths */
+
+static int have_avx2(void) { return 0; }
+static int forward(rt_exec *x, const conv_geom *g, const float *in, const float *w,
+                   const float *bias, float *out)
+{
+    (void)x, (void)g, (void)in, (void)w, (void)bias, (void)out;
+    return -1;
+}
+static int weight_grad(rt_exec *x, const conv_geom *g, const float *dy, const float *in,
+                       float *dw)
+{
+    (void)x, (void)g, (void)dy, (void)in, (void)dw;
+    return -1;
+}
+
+#endif
+
+int rt_direct_fits(const conv_geom *g)
+{
+    return g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->groups == 1 &&
+           g->ph >= 0 && g->pw >= 0 && g->ph < g->kh && g->pw < g->kw && g->o <= DIRECT_MAX_OUT &&
+           g->oh == g->h + 2 * g->ph - g->kh + 1 && g->ow == g->w + 2 * g->pw - g->kw + 1 &&
+           g->oh >= 1 && g->ow >= 1;
+}
+
+int rt_direct_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen)
+{
+    int bwd = n->op == IR_OP_CONV2D_GRAD_INPUT, dweight = n->op == IR_OP_CONV2D_GRAD_WEIGHT;
+    if ((n->op != IR_OP_CONV2D && !bwd && !dweight) || n->out[0]->type.dtype != IR_F32)
+        return 0;
+    const char *env = getenv("GNC_DIRECT");
+    if ((env && strcmp(env, "0") == 0) || !have_avx2())
+        return 0;
+    /* g: the convolution that runs (for the input's gradient, the transposed
+       one: dy's channels in, x's out, padding k - 1 - pad) */
+    conv_geom g;
+    if (bwd) {
+        conv_geom f = rt_conv_geometry(n, &n->out[0]->type, &n->in[1]->type, &n->in[0]->type);
+        g = f;
+        g.c = f.o, g.h = f.oh, g.w = f.ow, g.o = f.c, g.oh = f.h, g.ow = f.w;
+        g.ph = f.kh - 1 - f.ph, g.pw = f.kw - 1 - f.pw;
+    } else if (dweight) {
+        g = rt_conv_geometry(n, &n->in[1]->type, &n->out[0]->type, &n->in[0]->type);
+    } else {
+        g = rt_conv_geometry(n, &n->in[0]->type, &n->in[1]->type, &n->out[0]->type);
+    }
+    if (!rt_direct_fits(&g))
+        return 0;
+    int rc;
+    if (dweight) {
+        rc = weight_grad(x, &g, IN(0), IN(1), OUT);
+    } else if (bwd) { /* the kernels turned and transposed: [c][o][kh][kw] of w [o][c][kh][kw] */
+        int64_t khw = g.kh * g.kw, nw = g.o * g.c * khw;
+        float *turned = malloc((size_t)nw * sizeof *turned);
+        const float *w = IN(1);
+        if (!turned)
+            return fail(err, errlen, "%s: out of memory", ir_ops[n->op].name);
+        for (int64_t i = 0; i < g.o; i++)     /* the forward convolution's in channels */
+            for (int64_t j = 0; j < g.c; j++) /* its out channels */
+                for (int64_t k = 0; k < khw; k++)
+                    turned[(i * g.c + j) * khw + k] = w[(j * g.o + i) * khw + khw - 1 - k];
+        rc = forward(x, &g, IN(0), turned, NULL, OUT);
+        free(turned);
+    } else {
+        rc = forward(x, &g, IN(0), IN(1), n->nin == 3 ? IN(2) : NULL, OUT);
+    }
+    if (rc)
+        return fail(err, errlen, "%s: out of memory for the direct convolution's rows",
+                    ir_ops[n->op].name);
+    x->direct_convs++;
+    return 1;
+}
