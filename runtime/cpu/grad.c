@@ -124,6 +124,14 @@ static int k_sum_to(rt_exec *x, const ir_node *n)
     int64_t total_red = 1;
     for (int k = 0; k < nred; k++)
         total_red *= ta->dims[red[k]];
+    /* the innermost run of reduced elements: the last dimensions where all of
+       them are reduced (one contiguous stretch), else the last reduced one */
+    int nouter = nred;
+    int64_t inner = 1, istride = 1;
+    while (nouter && red[nouter - 1] == r - 1 - (nred - nouter))
+        inner *= ta->dims[red[--nouter]];
+    if (nouter == nred && nred)
+        inner = ta->dims[red[nred - 1]], istride = ast[red[nred - 1]], nouter--;
     const float *a = IN(0);
     float *o = OUT;
     int64_t len = NUMEL(n->out[0]);
@@ -137,16 +145,21 @@ static int k_sum_to(rt_exec *x, const ir_node *n)
             rem /= ta->dims[d];
         }
         double acc = 0;
-        int64_t inner = nred ? ta->dims[red[nred - 1]] : 1;
-        int64_t istride = nred ? ast[red[nred - 1]] : 1;
         for (int64_t r0 = 0; r0 < total_red; r0 += inner) {
             int64_t off = base, q = r0 / inner;
-            for (int k = nred - 2; k >= 0; k--) {
+            for (int k = nouter - 1; k >= 0; k--) {
                 off += (q % ta->dims[red[k]]) * ast[red[k]];
                 q /= ta->dims[red[k]];
             }
-            for (int64_t i = 0; i < inner; i++)
-                acc += a[off + i * istride];
+            /* four partial sums: four additions in flight, not one */
+            double part[4] = {0, 0, 0, 0};
+            int64_t i = 0;
+            for (; i + 4 <= inner; i += 4)
+                for (int l = 0; l < 4; l++)
+                    part[l] += a[off + (i + l) * istride];
+            for (; i < inner; i++)
+                part[0] += a[off + i * istride];
+            acc += (part[0] + part[1]) + (part[2] + part[3]);
         }
         o[j] = (float)acc;
     }
@@ -206,11 +219,16 @@ static int k_unary_grad(rt_exec *x, const ir_node *n)
     float at[2];
     rt_unary_attrs(n, at);
     float p = at[0], hi = at[1];
+    if (op == IR_OP_RELU_GRAD) { /* the common one, in a loop of its own that vectorizes */
+#pragma omp parallel for if (len > PAR_MIN)
+        for (int64_t i = 0; i < len; i++)
+            dx[i] = v[i] <= 0 ? 0.0f : dy[i]; /* NaN passes dy */
+        return 0;
+    }
 #pragma omp parallel for if (len > PAR_MIN)
     for (int64_t i = 0; i < len; i++) {
         float g;
         switch (op) {
-        case IR_OP_RELU_GRAD: g = v[i] <= 0 ? 0.0f : dy[i]; break; /* NaN passes dy */
         case IR_OP_SIGMOID_GRAD: g = dy[i] * v[i] * (1 - v[i]); break;
         case IR_OP_TANH_GRAD: g = dy[i] * (1 - v[i] * v[i]); break;
         case IR_OP_SILU_GRAD: { /* s (1 + x (1 - s)), s = sigmoid(x) */
@@ -616,9 +634,13 @@ static int k_avgpool_grad(rt_exec *x, const ir_node *n)
                 float *d = dx + (p * h + iy) * w;
                 const float *g = dy + (p * oh + iy / k[0]) * ow;
                 int64_t inside = iy < oh * k[0] ? ow * k[1] : 0;
-                for (int64_t ox = 0; inside && ox < ow; ox++)
-                    for (int64_t kx = 0; kx < k[1]; kx++)
-                        d[ox * k[1] + kx] = g[ox] * scale;
+                if (inside && k[1] == 2) /* the common 2x2, unrolled */
+                    for (int64_t ox = 0; ox < ow; ox++)
+                        d[2 * ox] = d[2 * ox + 1] = g[ox] * scale;
+                else
+                    for (int64_t ox = 0; inside && ox < ow; ox++)
+                        for (int64_t kx = 0; kx < k[1]; kx++)
+                            d[ox * k[1] + kx] = g[ox] * scale;
                 for (int64_t ix = inside; ix < w; ix++)
                     d[ix] = 0;
             }
