@@ -422,6 +422,7 @@ int main(void)
         {3, 6, 14, 14, 16, 5, 0, 0, DIRECT, 0},      /* 4 channels by 3 taps, 4 times */
         {2, 3, 7, 9, 5, 3, 1, 0, DIRECT, 0},         /* the blocks' remainders */
         {2, 4, 6, 6, 17, 3, 1, 0, OTHER, 0},
+        {2, 200, 4, 4, 16, 3, 1, 0, OTHER, 0},       /* 28800 weights: too many sums */
     };
     for (size_t i = 0; i < sizeof grads / sizeof *grads; i++)
         check_weight_grad(&grads[i]);

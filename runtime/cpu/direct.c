@@ -29,7 +29,8 @@
  * Which convolutions: stride 1, no dilation, one group, float32, padding at
  * most the kernel's size less one, and few output channels (DIRECT_MAX_OUT:
  * the rows of the GEMM it replaces; for the input's gradient, the input
- * channels).  GNC_DIRECT=0 in the environment turns it off. */
+ * channels; for the weight's, at most DIRECT_MAX_DW weights too).
+ * GNC_DIRECT=0 in the environment turns it off. */
 #include "kernels.h"
 
 #include <omp.h>
@@ -39,10 +40,9 @@
 #define fail base_fail
 
 #define DIRECT_MAX_OUT 16
-
-/* The weight gradient's chunks of images, as grad.c's (the same bound) */
-#define CONV_DW_CHUNKS 16
-#define CONV_DW_FLOATS ((int64_t)1 << 23)
+/* The weight's gradient keeps 8 lanes of sums per weight, a thread's within
+ * its L2 cache: at most this many weights (LeNet's second layer has 2400). */
+#define DIRECT_MAX_DW 16384
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
@@ -310,7 +310,7 @@ int rt_direct_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     } else {
         g = rt_conv_geometry(n, &n->in[0]->type, &n->in[1]->type, &n->out[0]->type);
     }
-    if (!rt_direct_fits(&g))
+    if (!rt_direct_fits(&g) || (dweight && g.o * g.c * g.kh * g.kw > DIRECT_MAX_DW))
         return 0;
     int rc;
     if (dweight) {

@@ -336,12 +336,6 @@ static void col2im(const conv_geom *g, const float *col, int64_t ldc, int64_t co
     }
 }
 
-/* The weight's gradient image by image sums its images in CONV_DW_CHUNKS
- * chunks at most (fewer where the partial sums would pass CONV_DW_FLOATS), each
- * on one thread: fixed by the shapes, never by the number of threads. */
-#define CONV_DW_CHUNKS 16
-#define CONV_DW_FLOATS ((int64_t)1 << 23)
-
 /* The gradients image by image (see rt_conv_per_image), each thread with its own
  * columns and single-threaded GEMMs.  The input's: each image's columns folded
  * back onto it.  The weight's: each chunk of consecutive images summed into a

@@ -134,6 +134,13 @@ void rt_im2col(const conv_geom *g, const float *img, int64_t c0, int64_t cg, flo
 #define CONV_PER_IMAGE_MIN 8
 int rt_conv_per_image(const conv_geom *g);
 
+/* A weight's gradient image by image (grad.c, direct.c) sums its images in
+ * CONV_DW_CHUNKS chunks at most (fewer where the partial sums would pass
+ * CONV_DW_FLOATS), each on one thread: fixed by the shapes, never by the
+ * number of threads. */
+#define CONV_DW_CHUNKS 16
+#define CONV_DW_FLOATS ((int64_t)1 << 23)
+
 /* Convolution node n (conv2d, or conv2d_grad_input) on oneDNN (dnnl.c).
  * members[0 .. nmembers): the rest of the fused group a conv2d leads (exec.c's
  * epilogue: elementwise, each on the previous one's result), none for a

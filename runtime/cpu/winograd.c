@@ -26,7 +26,7 @@
  * Numerics: the transforms add and subtract (and halve, in G) before the
  * products, so the rounding differs from the direct convolution's: a relative
  * error of a few float32 ulps of the largest term, within the tolerance of
- * every golden test (tests/test_winograd.c holds it to a float64 reference).
+ * every golden test (tests/test_cpu_conv.c holds it to a float64 reference).
  *
  * Which convolutions: conv2d with a 3x3 kernel, stride 1, no dilation, one
  * group, float32, in and out channels both at least WINO_MIN_CHANNELS (the
