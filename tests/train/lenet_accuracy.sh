@@ -6,10 +6,12 @@
 # This recipe is on the edge of stability, in gnc as in PyTorch: over seeds 0-27
 # gnc reached 0.79-0.856 and 4 seeds diverged; PyTorch 0.836-0.856, 1 of 5
 # diverged (docs/perf.md).  A run is deterministic for a seed, a thread count and
-# a BLAS kernel choice; seed 27 on 2 threads reaches 0.8557 (AVX2 kernels) and
-# 0.8489 (AVX-512) here.  So this test pins all three, and a change to the order
-# of any sum may move the result by about 0.01 either way: then look at the
-# spread over seeds before blaming the change.
+# a kernel choice; seed 27 on 2 threads reaches 0.8543 with LeNet's
+# convolutions on runtime/cpu/direct.c (AVX2 and FMA), and reached 0.8557 on
+# OpenBLAS's AVX2 kernels before them (GNC_DIRECT=0) and 0.8489 on its AVX-512
+# ones.  So this test pins all three, and a change to the order of any sum may
+# move the result by about 0.01 either way: then look at the spread over seeds
+# before blaming the change.
 set -u
 gnc=$1 src=$2 work=$3 data=$4
 rm -rf "$work" && mkdir -p "$work" || exit 1
