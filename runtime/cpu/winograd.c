@@ -275,25 +275,35 @@ static void weights_grad(const conv_geom *g, const float *du, float *dw)
     }
 }
 
-/* The workspace for the tiles of a chunk of images: v [16][c][step], then
- * m [16][o][step] at v + 16 * c * step; *step: the tiles of one chunk (whole
- * images, as many as fit WINO_BUDGET).  NULL: out of memory. */
-static float *chunk_space(rt_exec *x, const conv_geom *g, int64_t tiles, int64_t *step)
+/* A convolution's tiles, th x tw an image, taken in chunks of whole images
+ * (as many as fit WINO_BUDGET, step tiles), and one chunk's workspace:
+ * v [16][c][step], the input's transforms, then m [16][o][step]. */
+typedef struct {
+    int64_t th, tw, all, step;
+    float *v, *m;
+} chunks;
+
+/* -1: out of memory */
+static int chunks_of(rt_exec *x, const conv_geom *g, chunks *ch)
 {
-    int64_t chunk = WINO_BUDGET / (16 * tiles * (g->c + g->o));
-    chunk = chunk < 1 ? 1 : chunk > g->n ? g->n : chunk;
-    *step = chunk * tiles;
-    return rt_scratch(x, (size_t)(16 * *step * (g->c + g->o)));
+    ch->th = (g->oh + 1) / 2, ch->tw = (g->ow + 1) / 2, ch->all = g->n * ch->th * ch->tw;
+    int64_t images = WINO_BUDGET / (16 * ch->th * ch->tw * (g->c + g->o));
+    images = images < 1 ? 1 : images > g->n ? g->n : images;
+    ch->step = images * ch->th * ch->tw;
+    ch->v = rt_scratch(x, (size_t)(16 * ch->step * (g->c + g->o)));
+    ch->m = ch->v ? ch->v + 16 * g->c * ch->step : NULL;
+    return ch->v ? 0 : -1;
 }
 
-/* V of tiles [t0, t0 + nt) of every input channel into v [16][c][nt],
- * the channels across the threads. */
-static void chunk_in(const conv_geom *g, const float *in, int64_t th, int64_t tw, int64_t t0,
-                     int64_t nt, float *v)
+/* The chunk of tiles from t0: V of every input channel into ch->v, the
+ * channels across the threads.  Returns its number of tiles. */
+static int64_t chunk_in(const conv_geom *g, const float *in, const chunks *ch, int64_t t0)
 {
+    int64_t nt = ch->all - t0 < ch->step ? ch->all - t0 : ch->step;
 #pragma omp parallel for if (g->c * nt * 16 > PAR_MIN)
     for (int64_t c = 0; c < g->c; c++)
-        tiles_in(g, in, th, tw, c, t0, nt, v + c * nt, g->c * nt);
+        tiles_in(g, in, ch->th, ch->tw, c, t0, nt, ch->v + c * nt, g->c * nt);
+    return nt;
 }
 
 /* The convolution of geometry g (that fits) of in by the transformed kernels
@@ -302,14 +312,12 @@ static void chunk_in(const conv_geom *g, const float *in, int64_t th, int64_t tw
 static int wino_forward(rt_exec *x, const conv_geom *g, const float *in, const float *u,
                         const float *bias, float *out)
 {
-    int64_t th = (g->oh + 1) / 2, tw = (g->ow + 1) / 2, all = g->n * th * tw, step;
-    float *v = chunk_space(x, g, th * tw, &step);
-    if (!v)
+    chunks ch;
+    if (chunks_of(x, g, &ch))
         return -1;
-    float *m = v + 16 * g->c * step;
-    for (int64_t t0 = 0; t0 < all; t0 += step) {
-        int64_t nt = all - t0 < step ? all - t0 : step;
-        chunk_in(g, in, th, tw, t0, nt, v);
+    float *v = ch.v, *m = ch.m;
+    for (int64_t t0 = 0; t0 < ch.all; t0 += ch.step) {
+        int64_t nt = chunk_in(g, in, &ch, t0);
 #pragma omp parallel
         {
             omp_set_num_threads(1); /* OpenBLAS on this thread alone */
@@ -319,7 +327,8 @@ static int wino_forward(rt_exec *x, const conv_geom *g, const float *in, const f
         }
 #pragma omp parallel for if (g->o * nt * 16 > PAR_MIN)
         for (int64_t k = 0; k < g->o; k++)
-            tiles_out(g, m + k * nt, g->o * nt, bias ? bias[k] : 0.0f, th, tw, k, t0, nt, out);
+            tiles_out(g, m + k * nt, g->o * nt, bias ? bias[k] : 0.0f, ch.th, ch.tw, k, t0, nt,
+                      out);
     }
     return 0;
 }
@@ -331,17 +340,15 @@ static int wino_forward(rt_exec *x, const conv_geom *g, const float *in, const f
 static int wino_grad_weight(rt_exec *x, const conv_geom *g, const float *dy, const float *in,
                             float *du, float *dw)
 {
-    int64_t th = (g->oh + 1) / 2, tw = (g->ow + 1) / 2, all = g->n * th * tw, step;
-    float *v = chunk_space(x, g, th * tw, &step);
-    if (!v)
+    chunks ch;
+    if (chunks_of(x, g, &ch))
         return -1;
-    float *m = v + 16 * g->c * step;
-    for (int64_t t0 = 0; t0 < all; t0 += step) {
-        int64_t nt = all - t0 < step ? all - t0 : step;
-        chunk_in(g, in, th, tw, t0, nt, v);
+    float *v = ch.v, *m = ch.m;
+    for (int64_t t0 = 0; t0 < ch.all; t0 += ch.step) {
+        int64_t nt = chunk_in(g, in, &ch, t0);
 #pragma omp parallel for if (g->o * nt * 16 > PAR_MIN)
         for (int64_t k = 0; k < g->o; k++)
-            tiles_dy(g, dy, th, tw, k, t0, nt, m + k * nt, g->o * nt);
+            tiles_dy(g, dy, ch.th, ch.tw, k, t0, nt, m + k * nt, g->o * nt);
 #pragma omp parallel
         {
             omp_set_num_threads(1); /* OpenBLAS on this thread alone */
