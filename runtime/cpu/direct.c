@@ -44,6 +44,14 @@
  * its L2 cache: at most this many weights (LeNet's second layer has 2400). */
 #define DIRECT_MAX_DW 16384
 
+int rt_direct_fits(const conv_geom *g)
+{
+    return g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->groups == 1 &&
+           g->ph >= 0 && g->pw >= 0 && g->ph < g->kh && g->pw < g->kw && g->o <= DIRECT_MAX_OUT &&
+           g->oh == g->h + 2 * g->ph - g->kh + 1 && g->ow == g->w + 2 * g->pw - g->kw + 1 &&
+           g->oh >= 1 && g->ow >= 1;
+}
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
 #include <immintrin.h>
@@ -263,32 +271,6 @@ static int have_avx2(void)
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
-#else /* not x86-64: the other paths */
-
-static int have_avx2(void) { return 0; }
-static int forward(rt_exec *x, const conv_geom *g, const float *in, const float *w,
-                   const float *bias, float *out)
-{
-    (void)x, (void)g, (void)in, (void)w, (void)bias, (void)out;
-    return -1;
-}
-static int weight_grad(rt_exec *x, const conv_geom *g, const float *dy, const float *in,
-                       float *dw)
-{
-    (void)x, (void)g, (void)dy, (void)in, (void)dw;
-    return -1;
-}
-
-#endif
-
-int rt_direct_fits(const conv_geom *g)
-{
-    return g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->groups == 1 &&
-           g->ph >= 0 && g->pw >= 0 && g->ph < g->kh && g->pw < g->kw && g->o <= DIRECT_MAX_OUT &&
-           g->oh == g->h + 2 * g->ph - g->kh + 1 && g->ow == g->w + 2 * g->pw - g->kw + 1 &&
-           g->oh >= 1 && g->ow >= 1;
-}
-
 int rt_direct_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen)
 {
     int bwd = n->op == IR_OP_CONV2D_GRAD_INPUT, dweight = n->op == IR_OP_CONV2D_GRAD_WEIGHT;
@@ -336,3 +318,13 @@ int rt_direct_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     x->direct_convs++;
     return 1;
 }
+
+#else /* not x86-64: the other paths */
+
+int rt_direct_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen)
+{
+    (void)x, (void)n, (void)err, (void)errlen;
+    return 0;
+}
+
+#endif
