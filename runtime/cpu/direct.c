@@ -21,7 +21,7 @@
  * Each output is summed over its taps in order (ci, ky, kx), on one thread:
  * the forward pass and the input's gradient give the same bits on any number
  * of threads.  The weight's gradient sums its images in chunks fixed by the
- * shapes (CONV_DW_CHUNKS, as grad.c's), each image's products into 8 lanes,
+ * shapes (rt_conv_dw_chunks, as grad.c's), each image's products into 8 lanes,
  * the lanes added in order at the end of a chunk and the chunks in order:
  * the same bits on any number of threads too.  Against im2col and OpenBLAS
  * the last bits differ (another order of the same sums).
@@ -44,20 +44,21 @@
  * its L2 cache: at most this many weights (LeNet's second layer has 2400). */
 #define DIRECT_MAX_DW 16384
 
-int rt_direct_fits(const conv_geom *g)
-{
-    return g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->groups == 1 &&
-           g->ph >= 0 && g->pw >= 0 && g->ph < g->kh && g->pw < g->kw && g->o <= DIRECT_MAX_OUT &&
-           g->oh == g->h + 2 * g->ph - g->kh + 1 && g->ow == g->w + 2 * g->pw - g->kw + 1 &&
-           g->oh >= 1 && g->ow >= 1;
-}
-
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
 #include <immintrin.h>
 
 #define AVX2 __attribute__((target("avx2,fma")))
 #define INLINE_AVX2 static inline __attribute__((always_inline, target("avx2,fma")))
+
+/* Whether a convolution of geometry g has the shape the direct kernels take */
+static int fits(const conv_geom *g)
+{
+    return g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->groups == 1 &&
+           g->ph >= 0 && g->pw >= 0 && g->ph < g->kh && g->pw < g->kw && g->o <= DIRECT_MAX_OUT &&
+           g->oh == g->h + 2 * g->ph - g->kh + 1 && g->ow == g->w + 2 * g->pw - g->kw + 1 &&
+           g->oh >= 1 && g->ow >= 1;
+}
 
 /* A stride-1 convolution's images in rows of the output's width plus the
  * kernel's (see the top of the file). */
@@ -81,7 +82,7 @@ static rows rows_of(const conv_geom *g)
 }
 
 /* One image's channels, zero-padded into dst (r->padded floats): each row
- * fits whole, the padding being non-negative (rt_direct_fits). */
+ * fits whole, the padding being non-negative (fits). */
 static void pad_image(const conv_geom *g, const rows *r, const float *img, float *dst)
 {
     memset(dst, 0, (size_t)r->padded * sizeof *dst);
@@ -135,10 +136,20 @@ AVX2 static void fwd_image(const conv_geom *g, const rows *r, const float *pad, 
         }
 }
 
+/* The weight of channel o at tap t (ci, ky, kx) of the convolution g: of w
+ * [o][taps], or where turned (the input's gradient, g the transposed
+ * convolution) of the forward convolution's w [ci][o][kh][kw], turned by 180
+ * degrees. */
+static float weight_at(const conv_geom *g, const float *w, int turned, int64_t o, int64_t t)
+{
+    int64_t khw = g->kh * g->kw;
+    return turned ? w[(t / khw * g->o + o) * khw + khw - 1 - t % khw] : w[o * g->c * khw + t];
+}
+
 /* y = conv(x, w) + bias, image by image across the threads.  The weights
- * w [o][taps] are packed as fwd_block reads them: each block of 6 channels
+ * (weight_at) are packed as fwd_block reads them: each block of 6 channels
  * (fewer in the last) [taps][6], in place of its rows. */
-static int forward(rt_exec *x, const conv_geom *g, const float *in, const float *w,
+static int forward(rt_exec *x, const conv_geom *g, const float *in, const float *w, int turned,
                    const float *bias, float *out)
 {
     rows r = rows_of(g);
@@ -152,7 +163,7 @@ static int forward(rt_exec *x, const conv_geom *g, const float *in, const float 
         int64_t nb = g->o - o0 < 6 ? g->o - o0 : 6;
         for (int64_t t = 0; t < r.kdim; t++)
             for (int64_t o = 0; o < nb; o++)
-                packed[o0 * r.kdim + t * nb + o] = w[(o0 + o) * r.kdim + t];
+                packed[o0 * r.kdim + t * nb + o] = weight_at(g, w, turned, o0 + o, t);
     }
     w = packed;
     int64_t plane = g->oh * g->ow;
@@ -229,9 +240,7 @@ static int weight_grad(rt_exec *x, const conv_geom *g, const float *dy, const fl
 {
     rows r = rows_of(g);
     int64_t wsize = g->o * r.kdim, plane = g->oh * g->ow;
-    int64_t chunks = g->n < CONV_DW_CHUNKS ? g->n : CONV_DW_CHUNKS;
-    if (chunks > 1 + CONV_DW_FLOATS / wsize)
-        chunks = 1 + CONV_DW_FLOATS / wsize;
+    int64_t chunks = rt_conv_dw_chunks(g->n, wsize);
     int64_t each = r.padded + g->o * r.f + wsize * 8;
     float *scratch = rt_scratch(x, (size_t)(omp_get_max_threads() * each + (chunks - 1) * wsize));
     if (!scratch)
@@ -259,9 +268,7 @@ static int weight_grad(rt_exec *x, const conv_geom *g, const float *dy, const fl
             sum[i] = s;
         }
     }
-    for (int64_t ch = 1; ch < chunks; ch++)
-        for (int64_t i = 0; i < wsize; i++)
-            dw[i] += part[(ch - 1) * wsize + i];
+    rt_conv_dw_add_chunks(dw, part, chunks, wsize);
     return 0;
 }
 
@@ -292,26 +299,10 @@ int rt_direct_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     } else {
         g = rt_conv_geometry(n, &n->in[0]->type, &n->in[1]->type, &n->out[0]->type);
     }
-    if (!rt_direct_fits(&g) || (dweight && g.o * g.c * g.kh * g.kw > DIRECT_MAX_DW))
+    if (!fits(&g) || (dweight && g.o * g.c * g.kh * g.kw > DIRECT_MAX_DW))
         return 0;
-    int rc;
-    if (dweight) {
-        rc = weight_grad(x, &g, IN(0), IN(1), OUT);
-    } else if (bwd) { /* the kernels turned and transposed: [c][o][kh][kw] of w [o][c][kh][kw] */
-        int64_t khw = g.kh * g.kw, nw = g.o * g.c * khw;
-        float *turned = malloc((size_t)nw * sizeof *turned);
-        const float *w = IN(1);
-        if (!turned)
-            return fail(err, errlen, "%s: out of memory", ir_ops[n->op].name);
-        for (int64_t i = 0; i < g.o; i++)     /* the forward convolution's in channels */
-            for (int64_t j = 0; j < g.c; j++) /* its out channels */
-                for (int64_t k = 0; k < khw; k++)
-                    turned[(i * g.c + j) * khw + k] = w[(j * g.o + i) * khw + khw - 1 - k];
-        rc = forward(x, &g, IN(0), turned, NULL, OUT);
-        free(turned);
-    } else {
-        rc = forward(x, &g, IN(0), IN(1), n->nin == 3 ? IN(2) : NULL, OUT);
-    }
+    int rc = dweight ? weight_grad(x, &g, IN(0), IN(1), OUT)
+                     : forward(x, &g, IN(0), IN(1), bwd, n->nin == 3 ? IN(2) : NULL, OUT);
     if (rc)
         return fail(err, errlen, "%s: out of memory for the direct convolution's rows",
                     ir_ops[n->op].name);

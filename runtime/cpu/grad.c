@@ -336,6 +336,30 @@ static void col2im(const conv_geom *g, const float *col, int64_t ldc, int64_t co
     }
 }
 
+/* At most this many chunks, and fewer where their partial sums would pass
+ * CONV_DW_FLOATS floats. */
+#define CONV_DW_CHUNKS 16
+#define CONV_DW_FLOATS ((int64_t)1 << 23)
+
+int64_t rt_conv_dw_chunks(int64_t n, int64_t wsize)
+{
+    int64_t chunks = n < CONV_DW_CHUNKS ? n : CONV_DW_CHUNKS;
+    return chunks > 1 + CONV_DW_FLOATS / wsize ? 1 + CONV_DW_FLOATS / wsize : chunks;
+}
+
+void rt_conv_dw_add_chunks(float *dw, const float *part, int64_t chunks, int64_t wsize)
+{
+    if (chunks < 2) /* one chunk (or none, for the input's gradient): dw is whole */
+        return;
+#pragma omp parallel for if (chunks * wsize > PAR_MIN)
+    for (int64_t i = 0; i < wsize; i++) {
+        float s = dw[i];
+        for (int64_t ch = 1; ch < chunks; ch++)
+            s += part[(ch - 1) * wsize + i];
+        dw[i] = s;
+    }
+}
+
 /* The gradients image by image (see rt_conv_per_image), each thread with its own
  * columns and single-threaded GEMMs.  The input's: each image's columns folded
  * back onto it.  The weight's: each chunk of consecutive images summed into a
@@ -350,9 +374,7 @@ static int conv2d_grad_per_image(rt_exec *x, const ir_node *n, const conv_geom *
     float *out = OUT;
     int64_t cg = g->c / g->groups, og = g->o / g->groups;
     int64_t kdim = cg * g->kh * g->kw, plane = g->oh * g->ow, wsize = g->o * kdim;
-    int64_t chunks = gi_input ? 0 : g->n < CONV_DW_CHUNKS ? g->n : CONV_DW_CHUNKS;
-    if (chunks > 1 + CONV_DW_FLOATS / wsize)
-        chunks = 1 + CONV_DW_FLOATS / wsize;
+    int64_t chunks = gi_input ? 0 : rt_conv_dw_chunks(g->n, wsize);
     int nt = omp_get_max_threads();
     int64_t ncols = nt * kdim * plane;
     float *scratch = rt_scratch(x, (size_t)(ncols + (chunks ? chunks - 1 : 0) * wsize));
@@ -393,16 +415,7 @@ static int conv2d_grad_per_image(rt_exec *x, const ir_node *n, const conv_geom *
             }
         }
     }
-    if (chunks > 1) {
-        const float *part = scratch + ncols;
-#pragma omp parallel for if (chunks * wsize > PAR_MIN)
-        for (int64_t i = 0; i < wsize; i++) {
-            float s = out[i];
-            for (int64_t ch = 1; ch < chunks; ch++)
-                s += part[(ch - 1) * wsize + i];
-            out[i] = s;
-        }
-    }
+    rt_conv_dw_add_chunks(out, scratch + ncols, chunks, wsize);
     return 0;
 }
 

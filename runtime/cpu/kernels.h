@@ -134,12 +134,14 @@ void rt_im2col(const conv_geom *g, const float *img, int64_t c0, int64_t cg, flo
 #define CONV_PER_IMAGE_MIN 8
 int rt_conv_per_image(const conv_geom *g);
 
-/* A weight's gradient image by image (grad.c, direct.c) sums its images in
- * CONV_DW_CHUNKS chunks at most (fewer where the partial sums would pass
- * CONV_DW_FLOATS), each on one thread: fixed by the shapes, never by the
- * number of threads. */
-#define CONV_DW_CHUNKS 16
-#define CONV_DW_FLOATS ((int64_t)1 << 23)
+/* A weight's gradient image by image (grad.c, direct.c) sums its n images in
+ * rt_conv_dw_chunks chunks of consecutive images, each on one thread, the
+ * first chunk's sums into dw and the others' into part [chunks - 1][wsize]:
+ * a number fixed by the shapes, never by the number of threads.  Then
+ * rt_conv_dw_add_chunks adds the chunks to dw in their order, element by
+ * element: the same bits on any number of threads. */
+int64_t rt_conv_dw_chunks(int64_t n, int64_t wsize);
+void rt_conv_dw_add_chunks(float *dw, const float *part, int64_t chunks, int64_t wsize);
 
 /* Convolution node n (conv2d, or conv2d_grad_input) on oneDNN (dnnl.c).
  * members[0 .. nmembers): the rest of the fused group a conv2d leads (exec.c's
@@ -171,8 +173,6 @@ void rt_wino_free(struct rt_wino *w);
  * too many output channels, no AVX2 and FMA on this CPU, or GNC_DIRECT=0),
  * -1 with err on a failure. */
 int rt_direct_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen);
-/* Whether a convolution of geometry g has the shape the direct kernels take. */
-int rt_direct_fits(const conv_geom *g);
 
 /* The number attributes of a unary op or of its gradient, in their schema's
  * order (ops.def: leaky_relu's slope, elu's alpha, pow's p, clamp's min and
