@@ -31,7 +31,6 @@
 
 struct rt_plan;
 
-#define GNC_VERSION "0.1.0"
 #define DRV_MAX_DEFINES 64
 #define DRV_MAX_CAPS 4096       /* devices a memory cap can name */
 

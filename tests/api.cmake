@@ -33,7 +33,8 @@ add_executable(test_api ${CMAKE_CURRENT_SOURCE_DIR}/api/test_api.c)
 target_link_libraries(test_api PRIVATE gnc_lib m Threads::Threads)
 # whether libgnc has the GPU executor (the message a cuda session fails with)
 target_compile_definitions(test_api PRIVATE GNC_TEST_CUDA_RUNTIME=$<BOOL:${GNC_HAVE_CUDA_RUNTIME}>
-                           GNC_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+                           GNC_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
+                           GNC_TEST_VERSION="${PROJECT_VERSION}")
 add_test(NAME api COMMAND test_api ${CMAKE_CURRENT_BINARY_DIR}/api-plans)
 set_tests_properties(api PROPERTIES FIXTURES_REQUIRED api_plans LABELS "unit;api" TIMEOUT 300)
 

@@ -21,7 +21,8 @@ if(NOT gnc_python)
 endif()
 set(gnc_python_env GNC_LIBRARY=$<TARGET_FILE:gnc_lib> GNC_BINARY=$<TARGET_FILE:gnc>
     GNC_API_EXAMPLE=$<TARGET_FILE:api_example> GNC_SOURCE_DIR=${CMAKE_SOURCE_DIR}
-    GNC_TEST_DIR=${CMAKE_CURRENT_BINARY_DIR}/python PYTHONDONTWRITEBYTECODE=1)
+    GNC_TEST_DIR=${CMAKE_CURRENT_BINARY_DIR}/python PYTHONDONTWRITEBYTECODE=1
+    GNC_VERSION=${PROJECT_VERSION})
 # A libgnc built with AddressSanitizer (GNC_SANITIZE, tools/test.sh --asan)
 # loads into an uninstrumented Python only after ASan's runtime, preloaded;
 # the interpreter's allocations at exit are not gnc's leaks.

@@ -3,6 +3,7 @@
 #   bash tools/deps.sh            build tools, libraries, clang for the fuzzer, data
 #   bash tools/deps.sh --torch    the same plus python3-torch (bench/ and the golden
 #                                 file generator; the tests never need it)
+#   bash tools/deps.sh --list     print the packages, one a line, install nothing
 # Idempotent, and quick when everything is there: it asks dpkg first and runs
 # apt-get (update, then install) only for what is missing.  Runs as root, or
 # through sudo when that is available.
@@ -36,22 +37,31 @@ set -euo pipefail
 #                                     program per process, runtime/cpu/comm_mpi.c) and
 #                                     mpirun, which its tests (tests/mpi.cmake) need;
 #                                     gnc builds without them, the backend left out
-# libdnnl-dev:                        oneDNN, the CPU executor's convolutions
+# libdnnl-dev, ocl-icd-opencl-dev:    oneDNN, the CPU executor's convolutions
 #                                     (runtime/cpu/dnnl.c); gnc builds without it,
-#                                     its convolutions then on OpenBLAS
+#                                     its convolutions then on OpenBLAS.  Its CMake
+#                                     config calls find_package(OpenCL REQUIRED),
+#                                     which needs OpenCL's headers and library: only
+#                                     a recommendation of libdnnl-dev, so named here
 pkgs=(build-essential cmake ninja-build flex bison pkg-config libopenblas-openmp-dev zlib1g-dev
       libcjson-dev
       clang libclang-rt-14-dev libomp-14-dev dataset-fashion-mnist python3
       protobuf-c-compiler libprotobuf-c-dev python3-onnx libonnx-testdata graphviz xz-utils
       python3-numpy python3-venv python3-setuptools python3-wheel
-      libopenmpi-dev openmpi-bin libdnnl-dev)
+      libopenmpi-dev openmpi-bin libdnnl-dev ocl-icd-opencl-dev)
 for arg in "$@"; do
     case $arg in
     --torch) pkgs+=(python3-torch) ;;
-    -h|--help) sed -n '2,9s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    --list) list=1 ;;
+    -h|--help) sed -n '2,10s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "deps: unknown option '$arg' (see --help)" >&2; exit 2 ;;
     esac
 done
+
+if [ "${list:-0}" = 1 ]; then
+    printf '%s\n' "${pkgs[@]}"
+    exit 0
+fi
 
 installed() { dpkg -s "$1" 2>/dev/null | grep -q '^Status: install ok installed'; }
 

@@ -33,9 +33,6 @@
 
 #define OPSET 17
 #define IR_VERSION 8
-/* gnc's version, driver/driver.h's GNC_VERSION (a later stage, which the
- * frontend does not include): keep the two in step */
-#define PRODUCER_VERSION "0.1.0"
 #define PI 3.14159265358979323846
 
 typedef struct {
@@ -934,7 +931,7 @@ static int build(ex *e, Onnx__ModelProto *m)
     m->opset_import = ex_alloc(e, sizeof *m->opset_import);
     m->opset_import[0] = opset;
     m->producer_name = ex_strdup(e, "gnc");
-    m->producer_version = ex_strdup(e, PRODUCER_VERSION);
+    m->producer_version = ex_strdup(e, GNC_VERSION);
     m->graph = gp;
     return 0;
 }

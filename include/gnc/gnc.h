@@ -110,7 +110,7 @@ typedef struct {
 typedef struct gnc_plan gnc_plan;
 typedef struct gnc_session gnc_session;
 
-/* "0.1.0" */
+/* gnc's version, "0.2.0": CMakeLists.txt's project(VERSION) */
 GNC_API const char *gnc_version(void);
 
 /* ---- plans ---- */

@@ -38,7 +38,7 @@ import numpy as np
 from . import _lib
 from ._lib import Error, LibraryNotFound, Status
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 __all__ = ["Error", "LibraryNotFound", "Status", "TensorInfo", "Plan", "Session", "compile",
            "load_plan", "load_plan_bytes", "version", "library_path"]
 
@@ -50,7 +50,7 @@ _DTYPES = [("f32", np.float32), ("f16", np.float32), ("bf16", np.float32),
 
 
 def version():
-    """libgnc's version, "0.1.0"."""
+    """libgnc's version, "0.2.0"."""
     return _lib.lib().gnc_version().decode()
 
 

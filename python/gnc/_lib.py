@@ -13,8 +13,9 @@ import glob
 import os
 import threading
 
-# The libgnc versions whose ABI these declarations match: "0.1.x".
-ABI_VERSION = "0.1"
+# The libgnc versions whose ABI these declarations match: "0.2.x" (gnc.h has not
+# changed since 0.1, but the Python module ships with its libgnc and says so).
+ABI_VERSION = "0.2"
 
 MAX_RANK = 8  # GNC_MAX_RANK
 

@@ -74,7 +74,7 @@ static gnc_status kind_of(const char *msg, gnc_status fallback)
     return fallback;
 }
 
-const char *gnc_version(void) { return "0.1.0"; }
+const char *gnc_version(void) { return GNC_VERSION; }
 
 /* ---- plans ---- */
 

@@ -44,7 +44,7 @@ out=$(bash -c '. "$1"; COMP_WORDS=("$2" compile --gp); COMP_CWORD=2; _gnc; echo 
 if [ "$out" = $'--gpus\ncpu cuda\neval' ]; then ok; else bad "the bash completion: $out"; fi
 
 export PKG_CONFIG_PATH=$work/${pc%/gnc.pc}
-expect 0 pkg-config --modversion gnc;  has "0.1.0"
+expect 0 pkg-config --modversion gnc;  has "$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$build/CMakeCache.txt")"
 libdir=$(pkg-config --variable=libdir gnc)
 if [ -e "$libdir/libgnc.so" ] && [ -e "$libdir/cmake/gnc/gncConfig.cmake" ]; then ok
 else bad "libdir $libdir lacks libgnc.so or cmake/gnc/gncConfig.cmake"; fi
@@ -98,7 +98,7 @@ mkdir consumer
 cat >consumer/CMakeLists.txt <<CMAKE
 cmake_minimum_required(VERSION 3.20)
 project(consumer C)
-find_package(gnc 0.1 REQUIRED)
+find_package(gnc 0.2 REQUIRED)
 add_executable(app "$src/examples/app.c")
 target_link_libraries(app PRIVATE gnc::gnc)
 CMAKE

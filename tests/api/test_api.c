@@ -118,7 +118,7 @@ static void test_plans(void)
 {
     gnc_error err;
     gnc_plan *p = (gnc_plan *)&err; /* set to NULL on failure */
-    check(strcmp(gnc_version(), "0.1.0") == 0, "gnc_version");
+    check(strcmp(gnc_version(), GNC_TEST_VERSION) == 0, "gnc_version");
     check(gnc_plan_load(&p, path("missing.gnc"), &err) == GNC_ERROR_IO && !p &&
           err.status == GNC_ERROR_IO && strstr(err.message, "missing.gnc: cannot read"),
           "a missing plan: IO, '%s'", err.message);
