@@ -23,14 +23,17 @@
  * ReLU (eltwise relu), an inference batchnorm (binary mul by its per-channel
  * scale, then binary add of its shift: the epilogue's a * scale + shift, two
  * roundings), the residual add of a same-shaped value (a binary add of the
- * whole residual, reordered into the result's layout like an input: oneDNN's
- * sum post-op would be the natural one, but with it jit:avx2's resnet18
- * differed from the epilogue's in the last bits: it adds the residual in
- * another order), and an add or mul of a scalar (binary).
- * The members after the first one it cannot express run after it as before
- * (rt_dnnl_conv's *absorbed).  A chain of post-ops is taken only where oneDNN
- * runs it in the implementation that it picks without them (the same kernel,
- * so the same sums), else a shorter one (take_posts says which kernels).
+ * whole residual, reordered into the result's layout like an input; or
+ * oneDNN's sum post-op, the residual reordered into the result before the
+ * primitive runs: AVX-512's brgconv takes a ReLU after that one only, and
+ * jit:avx2 rounds it otherwise than the epilogue), and an add or mul of a
+ * scalar (binary).  The members after the first one it cannot express run
+ * after it as before (rt_dnnl_conv's *absorbed).  A chain of post-ops is
+ * taken only where a trial run at the primitive's making gives the same bits
+ * as the primitive without them followed by the epilogue, else a shorter one
+ * (take_posts, posts_agree), whichever kernels oneDNN picks on the CPU at
+ * hand.  GNC_DNNL_POSTOPS=sum tries residuals as sum post-ops alone: the test
+ * that the trial refuses jit:avx2's.
  * One difference: oneDNN's ReLU is max(v, 0), which makes a NaN 0 where the
  * epilogue keeps it NaN.  GNC_DNNL_POSTOPS=0 in the environment runs every
  * epilogue after the primitive, to compare the two in one build.  The weight's gradient is left to
@@ -44,6 +47,8 @@
 #ifndef GNC_HAVE_DNNL
 
 int rt_dnnl_enabled(void) { return 0; }
+
+const char *rt_dnnl_isa(void) { return ""; }
 
 int rt_dnnl_conv(rt_exec *x, const ir_node *n, const ir_node *const *members, int nmembers,
                  int *absorbed, char *err, size_t errlen)
@@ -75,8 +80,9 @@ typedef struct {
     size_t pad_bytes;
 } port;
 
-/* P_RES: the residual that a binary add post-op adds whole (an input in the
- * result's layout) */
+/* P_RES: the residual that a post-op adds whole: a binary add's operand (an
+ * input in the result's layout), or a sum's, copied into the primitive's
+ * result before it runs (the port's copy is P_DST's, and no argument) */
 enum { P_SRC, P_WEI, P_BIAS, P_DST, P_RES, NPORTS };
 
 /* A fused member run as post-ops (see the top of the file). */
@@ -101,6 +107,7 @@ typedef struct {
     int nmembers;             /* the fused members it was asked to take */
     post post[MAX_POST];      /* the members it runs as post-ops, in order */
     int npost;
+    int res_sum;              /* the residual (PO_RES) is a sum post-op, not a binary add */
     dnnl_memory_t src1[2 * MAX_POST]; /* the binary post-ops' operands, by post-op */
     float *consts;            /* each batchnorm's scale, then shift, by channel */
 } conv_prim;
@@ -124,6 +131,8 @@ struct rt_dnnl {
                                  see rt_dnnl_conv) */
     int trains;               /* the program computes weight gradients */
     int no_post;              /* GNC_DNNL_POSTOPS=0: every epilogue after the primitive */
+    int sum_only;             /* GNC_DNNL_POSTOPS=sum: residuals only as sum post-ops */
+    long refused;             /* chains a trial refused (rt_exec's dnnl_refused) */
 };
 
 #define OK(call) ((call) == dnnl_success)
@@ -227,6 +236,21 @@ int rt_dnnl_enabled(void)
     return !(env && strcmp(env, "0") == 0);
 }
 
+const char *rt_dnnl_isa(void)
+{
+    switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    default: return "another";
+    }
+}
+
 static struct rt_dnnl *state(rt_exec *x)
 {
     if (x->dnnl)
@@ -239,6 +263,7 @@ static struct rt_dnnl *state(rt_exec *x)
     d->train_all = env && strcmp(env, "all") == 0;
     const char *post_env = getenv("GNC_DNNL_POSTOPS");
     d->no_post = post_env && strcmp(post_env, "0") == 0;
+    d->sum_only = post_env && strcmp(post_env, "sum") == 0;
     d->trains = x->g->nupdates > 0;
     for (const ir_node *n = x->g->head; n; n = n->next)
         d->trains |= n->op == IR_OP_CONV2D_GRAD_WEIGHT;
@@ -337,9 +362,10 @@ static int plan_posts(const ir_node *n, const ir_node *const *members, int nmemb
 }
 
 /* d's attributes with post-ops p[0 .. np) over channels, the residual's
- * operand laid out as dst (the primitive's result): NULL on failure. */
+ * operand laid out as dst (the primitive's result), or the residual as a sum
+ * post-op (res_sum): NULL on failure. */
 static dnnl_primitive_attr_t post_attr(struct rt_dnnl *d, const post *p, int np, int64_t channels,
-                                       const dnnl_memory_desc_t *dst)
+                                       const dnnl_memory_desc_t *dst, int res_sum)
 {
     dnnl_post_ops_t po;
     dnnl_primitive_attr_t attr = NULL;
@@ -358,8 +384,9 @@ static dnnl_primitive_attr_t post_attr(struct rt_dnnl *d, const post *p, int np,
             ok = OK(dnnl_post_ops_append_binary(po, dnnl_binary_mul, &per_channel)) &&
                  OK(dnnl_post_ops_append_binary(po, dnnl_binary_add, &per_channel));
             break;
-        case PO_RES: /* a binary add of the whole residual */
-            ok = OK(dnnl_post_ops_append_binary(po, dnnl_binary_add, dst));
+        case PO_RES: /* the whole residual: dst += residual, or a binary add of it */
+            ok = res_sum ? OK(dnnl_post_ops_append_sum(po, 1.0f))
+                         : OK(dnnl_post_ops_append_binary(po, dnnl_binary_add, dst));
             break;
         default:
             ok = OK(dnnl_post_ops_append_binary(
@@ -383,55 +410,279 @@ static const char *impl_of(const_dnnl_primitive_desc_t pd)
     return OK(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &s)) && s ? s : "";
 }
 
+/* The residual's port of forward primitive pd, whose chain has the residual
+ * at post-op index at: a binary add's operand, laid out as pd asks, or a
+ * sum's, laid out as pd's result (its copy is the result's: res_bind). */
+static int res_port_init(struct rt_dnnl *d, port *q, const_dnnl_primitive_desc_t pd, int at,
+                         int res_sum, const dnnl_memory_desc_t *plain, int own)
+{
+    if (res_sum)
+        return port_init(d, q, 0, plain, pd, dnnl_query_dst_md, 0, 0, 0);
+    int arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(at) | DNNL_ARG_SRC_1;
+    return port_init(d, q, arg, plain, pd, dnnl_query_exec_arg_md, arg, 0, own);
+}
+
+/* A sum's residual port q is copied into the result's copy, dst's. */
+static int res_bind(port *q, const port *dst)
+{
+    void *h = NULL;
+    return q->mem && dst->mem && OK(dnnl_memory_get_data_handle(dst->mem, &h)) &&
+                   OK(dnnl_memory_set_data_handle(q->mem, h))
+               ? 0
+               : -1;
+}
+
+/* splitmix64: the trial's operands */
+static uint64_t mix(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* n values in [-1, 1), from seed */
+static void fill(float *v, int64_t n, uint64_t seed)
+{
+    for (int64_t i = 0; i < n; i++)
+        v[i] = (float)((double)(mix(seed ^ ((uint64_t)i << 8)) >> 11) * 0x1p-52 - 1);
+}
+
+/* The operands of a trial run (posts_agree), plain: x NCHW, w OIHW, the bias,
+ * the residual (shaped as y), the batchnorms' scales and shifts by channel
+ * (2 per batchnorm), the scalars (1 per add or mul), and the result y. */
+typedef struct {
+    float *x, *w, *bias, *res, *consts, *scalars, *y;
+} trial_data;
+
+/* Runs forward primitive pd once, with post-ops p[0 .. np) (those it was made
+ * with), on t's operands, into t->y: each operand reordered into the layout pd
+ * wants and the result out of it, as rt_dnnl_conv does.  0, or -1. */
+static int trial(struct rt_dnnl *d, const_dnnl_primitive_desc_t pd, const post *p, int np,
+                 int res_sum, const conv_geom *g, int with_bias, const trial_data *t)
+{
+    port ports[NPORTS] = {{0}};
+    dnnl_memory_desc_t src, wei, bias, dst, per_channel, scalar;
+    dnnl_dims_t cd = {1, g->o, 1, 1}, sd = {1, 1, 1, 1};
+    conv_mds(g, &src, &wei, &bias, &dst, 0);
+    dnnl_memory_desc_init_by_tag(&per_channel, 4, cd, dnnl_f32, dnnl_nchw);
+    dnnl_memory_desc_init_by_tag(&scalar, 4, sd, dnnl_f32, dnnl_nchw);
+    dnnl_primitive_t prim = NULL;
+    dnnl_memory_t pad = NULL, src1[2 * MAX_POST] = {0};
+    size_t pad_bytes = 0;
+    void *scratch = NULL;
+    int ok = !port_init(d, &ports[P_SRC], DNNL_ARG_SRC, &src, pd, dnnl_query_src_md, 0, 0, 1) &&
+             !port_init(d, &ports[P_WEI], DNNL_ARG_WEIGHTS, &wei, pd, dnnl_query_weights_md,
+                        0, 0, 1) &&
+             (!with_bias || !port_init(d, &ports[P_BIAS], DNNL_ARG_BIAS, &bias, pd,
+                                       dnnl_query_weights_md, 1, 0, 1)) &&
+             !port_init(d, &ports[P_DST], DNNL_ARG_DST, &dst, pd, dnnl_query_dst_md, 0, 1, 1) &&
+             OK(dnnl_primitive_create(&prim, pd)) && !scratch_init(d, pd, &pad, &pad_bytes);
+    void *user[NPORTS] = {t->x, t->w, t->bias, t->y, t->res};
+    dnnl_exec_arg_t args[NPORTS + 1 + 2 * MAX_POST];
+    int na = 0;
+    const float *consts = t->consts, *scalars = t->scalars;
+    for (int i = 0; i < np && ok; i++) {
+        int at = p[i].at;
+        if (p[i].kind == PO_RES) {
+            ok = !res_port_init(d, &ports[P_RES], pd, at, res_sum, &dst, 1);
+        } else if (p[i].kind == PO_BN) {
+            ok = OK(dnnl_memory_create(&src1[at], &per_channel, d->eng, (void *)consts)) &&
+                 OK(dnnl_memory_create(&src1[at + 1], &per_channel, d->eng,
+                                       (void *)(consts + g->o)));
+            consts += 2 * g->o;
+        } else if (p[i].kind != PO_RELU) {
+            ok = OK(dnnl_memory_create(&src1[at], &scalar, d->eng, (void *)scalars++));
+        }
+    }
+    size_t most = pad_bytes;
+    for (int i = 0; i < NPORTS; i++)
+        most = ports[i].pad_bytes > most ? ports[i].pad_bytes : most;
+    ok = ok && (!most || (scratch = aligned_alloc(64, (most + 63) / 64 * 64)));
+    if (ok && pad) {
+        ok = OK(dnnl_memory_set_data_handle(pad, scratch));
+        args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, pad};
+    }
+    for (int i = 0; i < NPORTS && ok; i++) {
+        port *q = &ports[i];
+        if (!q->user)
+            continue;
+        ok = OK(dnnl_memory_set_data_handle(q->user, user[i])) &&
+             (!q->pad || OK(dnnl_memory_set_data_handle(q->pad, scratch))) &&
+             (i != P_RES || !res_sum || !res_bind(q, &ports[P_DST])) &&
+             (!q->reorder || i == P_DST || !reorder(d, q, 0));
+        if (q->arg)
+            args[na++] = (dnnl_exec_arg_t){q->arg, q->mem ? q->mem : q->user};
+    }
+    for (int k = 0; k < 2 * MAX_POST && ok; k++)
+        if (src1[k])
+            args[na++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_MULTIPLE_POST_OP(k) | DNNL_ARG_SRC_1,
+                                           src1[k]};
+    ok = ok && OK(dnnl_primitive_execute(prim, d->stream, na, args)) &&
+         (!ports[P_DST].reorder || !reorder(d, &ports[P_DST], 1)) &&
+         OK(dnnl_stream_wait(d->stream));
+    for (int i = 0; i < NPORTS; i++)
+        port_free(&ports[i]);
+    for (int k = 0; k < 2 * MAX_POST; k++)
+        if (src1[k])
+            dnnl_memory_destroy(src1[k]);
+    if (pad)
+        dnnl_memory_destroy(pad);
+    if (prim)
+        dnnl_primitive_destroy(prim);
+    free(scratch);
+    return ok ? 0 : -1;
+}
+
+/* Whether primitive with (post-ops p[0 .. np)) gives the same bits as
+ * primitive plain followed by the epilogue: both run once on the same
+ * operands (values in [-1, 1), the convolution's shape), and the epilogue's
+ * arithmetic is applied to plain's result in C.  This is what makes a chain
+ * of post-ops safe to take on whatever implementation oneDNN picks on the CPU
+ * at hand: one that sums in another order with the post-ops attached, or
+ * applies them with other roundings (a fused multiply-add for the batchnorm,
+ * the residual added before the last partial sums), differs in nearly every
+ * element, and its chain is refused.  The arithmetic is exec.c
+ * run_epilogue's and unary_range's for ReLU: keep the two in step. */
+static int posts_agree(struct rt_dnnl *d, const post *p, int np, int res_sum, const conv_geom *g,
+                       int with_bias, const_dnnl_primitive_desc_t plain,
+                       const_dnnl_primitive_desc_t with)
+{
+    int64_t nx = g->n * g->c * g->h * g->w, nw = g->o * (g->c / g->groups) * g->kh * g->kw;
+    int64_t ny = g->n * g->o * g->oh * g->ow, plane = g->oh * g->ow;
+    float *buf = malloc((size_t)(nx + nw + g->o + 3 * ny + 2 * MAX_POST * g->o + MAX_POST) *
+                        sizeof *buf);
+    if (!buf)
+        return 0;
+    trial_data t = {.x = buf};
+    t.w = t.x + nx, t.bias = t.w + nw, t.res = t.bias + g->o, t.y = t.res + ny;
+    float *y0 = t.y + ny;
+    t.consts = y0 + ny, t.scalars = t.consts + 2 * MAX_POST * g->o;
+    fill(t.x, t.scalars + MAX_POST - t.x, (uint64_t)ny);
+    int agree = 0;
+    trial_data t0 = t;
+    t0.y = y0;
+    if (trial(d, plain, p, 0, 0, g, with_bias, &t0) == 0 &&
+        trial(d, with, p, np, res_sum, g, with_bias, &t) == 0) {
+        const float *consts = t.consts, *scalars = t.scalars;
+        for (int i = 0; i < np; i++) {
+            for (int64_t j = 0; j < ny; j++) {
+                float v = y0[j];
+                switch (p[i].kind) {
+                case PO_RELU: v = v > 0 || v != v ? v : 0; break;
+                case PO_BN: {
+                    int64_t ch = j / plane % g->o;
+                    v = v * consts[ch] + consts[g->o + ch];
+                    break;
+                }
+                case PO_RES: v = v + t.res[j]; break;
+                case PO_ADD: v = v + *scalars; break;
+                default: v = v * *scalars; break;
+                }
+                y0[j] = v;
+            }
+            consts += p[i].kind == PO_BN ? 2 * g->o : 0;
+            scalars += p[i].kind == PO_ADD || p[i].kind == PO_MUL;
+        }
+        agree = memcmp(y0, t.y, (size_t)ny * sizeof *y0) == 0;
+    }
+    free(buf);
+    return agree;
+}
+
+/* Convolution cd's primitive with post-ops p[0 .. np) (the residual as a sum
+ * where sum), where oneDNN makes it in the implementation of base (made
+ * without them) with base's layout of the result; NULL otherwise (a chain
+ * that makes oneDNN fall back to another implementation, its GEMM-based
+ * "gemm:jit" say, could cost more than it saves). */
+static dnnl_primitive_desc_t with_posts(struct rt_dnnl *d, const post *p, int np, int sum,
+                                        const dnnl_convolution_desc_t *cd,
+                                        const_dnnl_primitive_desc_t base, int64_t channels)
+{
+    const dnnl_memory_desc_t *dst = dnnl_primitive_desc_query_md(base, dnnl_query_dst_md, 0);
+    dnnl_primitive_attr_t attr = dst ? post_attr(d, p, np, channels, dst, sum) : NULL;
+    dnnl_primitive_desc_t with = NULL;
+    int ok = attr && OK(dnnl_primitive_desc_create(&with, cd, attr, d->eng, NULL));
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    const dnnl_memory_desc_t *out = ok ? dnnl_primitive_desc_query_md(with, dnnl_query_dst_md, 0)
+                                       : NULL;
+    char impl[128];
+    snprintf(impl, sizeof impl, "%s", impl_of(base));
+    if (out && dnnl_memory_desc_equal(out, dst) && strcmp(impl_of(with), impl) == 0)
+        return with;
+    if (with)
+        dnnl_primitive_desc_destroy(with);
+    return NULL;
+}
+
+/* The batch of a trial run (posts_agree): the batch is the outermost loop of
+ * oneDNN's convolution kernels, so a few images run the same kernel, and the
+ * trial costs little beside the primitive's making. */
+#define TRIAL_BATCH 2
+
 /* Replaces *pd (made without post-ops) by convolution cd's primitive with the
- * longest chain of c's planned post-ops that oneDNN runs in the same
- * implementation; c->npost: its length (0: none).
+ * longest chain of c's planned post-ops whose bits are the epilogue's; c->npost:
+ * its length (0: none), c->res_sum: how it adds a residual.
  *
- * Only oneDNN's direct JIT kernels ("jit:avx2", "jit_1x1:avx2", "jit_dw:...")
- * take post-ops: they apply them to the finished sums in registers, the
- * arithmetic of the epilogue after them (tests/test_dnnl_post.c checks the
- * bits).  Its GEMM-based convolution ("gemm:jit", where the JIT kernels do
- * not apply: DNNL_MAX_CPU_ISA=SSE41 gives it for a depthwise convolution)
- * rounds a grouped convolution differently with post-ops than without, and
- * the reference kernels are too slow to matter.  Nor does a primitive that
- * writes the executor's buffer itself (its result in plain NCHW, no copy in
- * its own layout): the group's result may take the buffer of the residual,
- * or of the convolution's own input (y = conv(x) + x, x read last there), in
- * place, and oneDNN reads no operand its result overlaps. */
+ * Each chain, longest first, is tried where oneDNN makes the primitive with
+ * it in the implementation it picks without (with_posts), a residual as a
+ * binary add and then as a sum post-op (AVX-512's "brgconv" takes a ReLU after
+ * a sum, not after a binary add).  posts_agree runs it against the primitive
+ * without post-ops and the epilogue, on the convolution's shape with the batch
+ * cut to TRIAL_BATCH (both primitives made again for it, in the same
+ * implementations), and it is taken only where every bit agrees: whichever
+ * kernels oneDNN picks on the CPU at hand ("jit:avx2", "brgconv:avx512_core",
+ * "jit:sse41", ...) are held to that, not trusted by their name;
+ * tests/test_dnnl_post.c checks the bits of whole programs.  The reference
+ * kernels are too slow to matter and are never given post-ops.  Nor is a
+ * primitive that writes the executor's buffer itself (its result in plain
+ * NCHW, no copy in its own layout): the group's result may take the buffer of
+ * the residual, or of the convolution's own input (y = conv(x) + x, x read
+ * last there), in place, and oneDNN reads no operand its result overlaps. */
 static void take_posts(struct rt_dnnl *d, conv_prim *c, const dnnl_convolution_desc_t *cd,
-                       dnnl_primitive_desc_t *pd, int64_t channels, const dnnl_memory_desc_t *plain)
+                       dnnl_primitive_desc_t *pd, const conv_geom *g, int with_bias,
+                       const dnnl_memory_desc_t *plain)
 {
     char impl[128];
     snprintf(impl, sizeof impl, "%s", impl_of(*pd));
-    if (strncmp(impl, "jit", 3) != 0) {
-        c->npost = 0;
-        return;
-    }
     const dnnl_memory_desc_t *q = dnnl_primitive_desc_query_md(*pd, dnnl_query_dst_md, 0);
-    if (!q) {
-        c->npost = 0;
-        return;
-    }
-    dnnl_memory_desc_t dst = *q;
-    for (int np = c->npost; np > 0; np--) {
-        dnnl_primitive_attr_t attr = post_attr(d, c->post, np, channels, &dst);
-        dnnl_primitive_desc_t with = NULL;
-        int ok = attr && OK(dnnl_primitive_desc_create(&with, cd, attr, d->eng, NULL));
-        if (attr)
-            dnnl_primitive_attr_destroy(attr);
-        const dnnl_memory_desc_t *out = ok ? dnnl_primitive_desc_query_md(with,
-                                                                          dnnl_query_dst_md, 0)
-                                           : NULL;
-        if (out && !dnnl_memory_desc_equal(out, plain) && strcmp(impl_of(with), impl) == 0) {
-            dnnl_primitive_desc_destroy(*pd);
-            *pd = with;
-            c->npost = np;
-            return;
+    int np = q && !dnnl_memory_desc_equal(q, plain) && strncmp(impl, "ref", 3) != 0 ? c->npost
+                                                                                    : 0;
+    /* the trial's primitive without post-ops: *pd where the batch is small */
+    conv_geom gt = *g;
+    gt.n = g->n < TRIAL_BATCH ? g->n : TRIAL_BATCH;
+    dnnl_convolution_desc_t cdt = *cd;
+    dnnl_primitive_desc_t base = NULL;
+    if (np && gt.n < g->n &&
+        (conv_desc(&gt, &cdt, dnnl_forward_inference, with_bias) ||
+         !OK(dnnl_primitive_desc_create(&base, &cdt, d->attr, d->eng, NULL)) ||
+         strcmp(impl_of(base), impl) != 0))
+        np = 0;
+    for (c->npost = 0; np > 0 && !c->npost; np--) {
+        int res = 0;
+        for (int i = 0; i < np; i++)
+            res |= c->post[i].kind == PO_RES;
+        for (int sum = d->sum_only ? res : 0; sum <= res && !c->npost; sum++) {
+            dnnl_primitive_desc_t with = with_posts(d, c->post, np, sum, cd, *pd, g->o);
+            dnnl_primitive_desc_t trial_with =
+                with && base ? with_posts(d, c->post, np, sum, &cdt, base, g->o) : with;
+            int agree = trial_with && posts_agree(d, c->post, np, sum, &gt, with_bias,
+                                                  base ? base : *pd, trial_with);
+            d->refused += trial_with && !agree;
+            if (trial_with && trial_with != with)
+                dnnl_primitive_desc_destroy(trial_with);
+            if (agree) {
+                dnnl_primitive_desc_destroy(*pd);
+                *pd = with;
+                c->npost = np, c->res_sum = sum;
+            } else if (with) {
+                dnnl_primitive_desc_destroy(with);
+            }
         }
-        if (with)
-            dnnl_primitive_desc_destroy(with);
     }
-    c->npost = 0;
+    if (base)
+        dnnl_primitive_desc_destroy(base);
 }
 
 /* The binary post-ops' operands of c's chain (over no data of their own, set
@@ -493,7 +744,7 @@ static conv_prim *conv_make(struct rt_dnnl *d, const ir_node *n, const conv_geom
     conv_mds(g, &src, &wei, &bias, &dst, 0);
     if (!bwd && !d->no_post) {
         c->npost = plan_posts(n, members, nmembers, c->post);
-        take_posts(d, c, &cd, &pd, g->o, &dst);
+        take_posts(d, c, &cd, &pd, g, with_bias, &dst);
     }
     c->nports = NPORTS;
     if (bwd) { /* dy in, w in, dx out */
@@ -510,12 +761,9 @@ static conv_prim *conv_make(struct rt_dnnl *d, const ir_node *n, const conv_geom
              (!with_bias || !port_init(d, &c->p[P_BIAS], DNNL_ARG_BIAS, &bias, pd,
                                        dnnl_query_weights_md, 1, 0, 0)) &&
              !port_init(d, &c->p[P_DST], DNNL_ARG_DST, &dst, pd, dnnl_query_dst_md, 0, 1, 0);
-        for (int i = 0; i < c->npost && ok; i++) {
-            int arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(c->post[i].at) | DNNL_ARG_SRC_1;
+        for (int i = 0; i < c->npost && ok; i++)
             if (c->post[i].kind == PO_RES) /* the residual, in the result's layout */
-                ok = !port_init(d, &c->p[P_RES], arg, &dst, pd, dnnl_query_exec_arg_md, arg,
-                                0, 0);
-        }
+                ok = !res_port_init(d, &c->p[P_RES], pd, c->post[i].at, c->res_sum, &dst, 0);
         ok = ok && !post_operands(d, c, g->o);
     }
     if (ok)
@@ -598,8 +846,11 @@ int rt_dnnl_conv(rt_exec *x, const ir_node *n, const ir_node *const *members, in
     /* the workspace: the activations' copies, then one scratchpad for the
        primitive and its reorders, which run one after another */
     size_t need = 0, pad = c->pad_bytes;
+    int res_sum = c->res_sum && c->p[P_RES].mem; /* its copy is P_DST's */
     for (int i = 0; i < NPORTS; i++) {
-        need += i != P_WEI && c->p[i].mem ? (c->p[i].bytes + 63) / 64 * 64 : 0;
+        need += i != P_WEI && !(i == P_RES && res_sum) && c->p[i].mem
+                    ? (c->p[i].bytes + 63) / 64 * 64
+                    : 0;
         pad = c->p[i].pad_bytes > pad ? c->p[i].pad_bytes : pad;
     }
     size_t pad_at = need;
@@ -625,7 +876,9 @@ int rt_dnnl_conv(rt_exec *x, const ir_node *n, const ir_node *const *members, in
         if (!p->user)
             continue;
         int ok = OK(dnnl_memory_set_data_handle(p->user, ptr[i]));
-        if (p->mem && i != P_WEI) {
+        if (i == P_RES && res_sum) {
+            ok &= !res_bind(p, &c->p[P_DST]);
+        } else if (p->mem && i != P_WEI) {
             ok &= OK(dnnl_memory_set_data_handle(p->mem, d->work + at));
             at += (p->bytes + 63) / 64 * 64;
         }
@@ -633,7 +886,8 @@ int rt_dnnl_conv(rt_exec *x, const ir_node *n, const ir_node *const *members, in
             ok &= OK(dnnl_memory_set_data_handle(p->pad, d->work + pad_at));
         if (!ok)
             return fail(err, errlen, "%s: oneDNN refused a buffer", ir_ops[n->op].name);
-        args[na++] = (dnnl_exec_arg_t){p->arg, p->mem ? p->mem : p->user};
+        if (p->arg)
+            args[na++] = (dnnl_exec_arg_t){p->arg, p->mem ? p->mem : p->user};
     }
     /* the binary post-ops' operands: the batchnorms' constants, the scalars */
     float *consts = c->consts;
@@ -675,6 +929,7 @@ int rt_dnnl_conv(rt_exec *x, const ir_node *n, const ir_node *const *members, in
         return fail(err, errlen, "%s: oneDNN's convolution failed", ir_ops[n->op].name);
     x->dnnl_convs++;
     x->dnnl_posts += c->npost;
+    x->dnnl_refused = d->refused;
     *absorbed = c->npost;
     return 1;
 }

@@ -1622,11 +1622,11 @@ void rt_exec_print_profile(const rt_exec *x, FILE *f)
     /* which path the convolutions took (conv2d, and in training
        conv2d_grad_input and conv2d_grad_weight) */
     long wino = x->wino_convs, direct = x->direct_convs, dnnl = x->dnnl_convs;
-    long blas = x->blas_convs, posts = x->dnnl_posts;
+    long blas = x->blas_convs, posts = x->dnnl_posts, refused = x->dnnl_refused;
     for (int d = 0; d < x->ndev; d++) {
         wino += x->devs[d]->wino_convs, direct += x->devs[d]->direct_convs;
         dnnl += x->devs[d]->dnnl_convs, blas += x->devs[d]->blas_convs;
-        posts += x->devs[d]->dnnl_posts;
+        posts += x->devs[d]->dnnl_posts, refused += x->devs[d]->dnnl_refused;
     }
     if (!wino && !direct && !dnnl && !blas)
         return;
@@ -1635,10 +1635,14 @@ void rt_exec_print_profile(const rt_exec *x, FILE *f)
         fprintf(f, "%sWinograd (%ld calls)", sep, wino), sep = ", ";
     if (direct)
         fprintf(f, "%sdirect (%ld calls)", sep, direct), sep = ", ";
-    if (dnnl && posts) /* with the fused ops that ran inside oneDNN's calls */
-        fprintf(f, "%soneDNN (%ld calls, %ld fused ops as post-ops)", sep, dnnl, posts), sep = ", ";
-    else if (dnnl)
-        fprintf(f, "%soneDNN (%ld calls)", sep, dnnl), sep = ", ";
+    if (dnnl) { /* with the fused ops that ran inside oneDNN's calls */
+        fprintf(f, "%soneDNN (%ld calls", sep, dnnl), sep = ", ";
+        if (posts)
+            fprintf(f, ", %ld fused ops as post-ops", posts);
+        if (refused) /* chains whose trial run's bits differed from the epilogue's */
+            fprintf(f, ", %ld chains of post-ops refused", refused);
+        fputc(')', f);
+    }
     if (blas)
         fprintf(f, "%sOpenBLAS (%ld calls)", sep, blas);
     fputc('\n', f);

@@ -48,6 +48,8 @@ struct rt_exec {
     struct rt_dnnl *dnnl;
     long dnnl_convs, blas_convs; /* convolutions run on each path, for the profile */
     long dnnl_posts;             /* fused ops that oneDNN ran as its post-ops */
+    long dnnl_refused;           /* chains of post-ops whose trial run's bits were not the
+                                    epilogue's (dnnl.c posts_agree), so not taken */
 
     /* 3x3 convolutions as Winograd's F(2x2, 3x3) (winograd.c): their
        transformed weights, kept; NULL until the first convolution */
@@ -156,6 +158,10 @@ int rt_dnnl_conv(rt_exec *x, const ir_node *n, const ir_node *const *members, in
                  int *absorbed, char *err, size_t errlen);
 /* Whether convolutions go to oneDNN at all: built in, not turned off. */
 int rt_dnnl_enabled(void);
+/* The instruction set oneDNN's kernels use on this CPU (after any
+ * DNNL_MAX_CPU_ISA): "sse41", "avx", "avx2", "avx2_vnni", "avx512_core",
+ * "avx512_core_vnni", "avx512_core_bf16", "avx512_core_amx"; "" without oneDNN. */
+const char *rt_dnnl_isa(void);
 void rt_dnnl_free(struct rt_dnnl *d);
 
 /* Convolution node n (conv2d, conv2d_grad_input or conv2d_grad_weight) as
