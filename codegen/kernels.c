@@ -815,12 +815,25 @@ static void emit_extreme(kb *k, const ir_node *n)
         kb_set(k, n->out[0], n->op == IR_OP_ARGMAX ? kb_kstr(k, "(int)%s", arg) : best);
         return;
     }
-    kb_set(k, n->out[0],
-           kb_kstr(k, "%s == %s / %lld %% %lld ? %s : 0.0f", arg, k->idx, (long long)inner,
-                   (long long)len,
-                   kb_at_index(k, n->in[0], kb_kstr(k, "%s / %lld * %lld + %s %% %lld", k->idx,
-                                                    (long long)(len * inner), (long long)inner,
-                                                    k->idx, (long long)inner))));
+    const char *dy = kb_at_index(k, n->in[0], kb_kstr(k, "%s / %lld * %lld + %s %% %lld", k->idx,
+                                                      (long long)(len * inner), (long long)inner,
+                                                      k->idx, (long long)inner));
+    if (ir_attr_int(n, "ties")) { /* dy / count to each of the count tied extremes */
+        const char *l = kb_tmp(k, "tie_l"), *v = kb_tmp(k, "tie_v"), *cnt = kb_tmp(k, "tie_n");
+        const char *mine = kb_tmp(k, "tie_x");
+        kb_line(k, "int %s = 0;", cnt);
+        kb_line(k, "for (%s %s = 0; %s < %lld; %s++) {", k->itype, l, l, (long long)len, l);
+        kb_line(k, "    const float %s = ld(%s, %s + %s * %lld);", v, x, base, l, (long long)inner);
+        kb_line(k, "    %s += %s == %s || (%s != %s && %s != %s);", cnt, v, best, v, v, best, best);
+        kb_line(k, "}");
+        kb_line(k, "const float %s = ld(%s, %s);", mine, x, k->idx);
+        kb_set(k, n->out[0],
+               kb_kstr(k, "%s == %s || (%s != %s && %s != %s) ? %s / (float)%s : 0.0f", mine, best,
+                       mine, mine, best, best, dy, cnt));
+        return;
+    }
+    kb_set(k, n->out[0], kb_kstr(k, "%s == %s / %lld %% %lld ? %s : 0.0f", arg, k->idx,
+                                 (long long)inner, (long long)len, dy));
 }
 
 /* Emits the statements computing n's results at element k->idx. */

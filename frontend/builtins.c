@@ -402,7 +402,8 @@ static val reduction(elab *e, call *c, int mean)
 
 /* max(x, axis=?, keepdims=false), min and argmax: along one axis (torch.max(x,
  * dim, keepdim).values, argmax(x, dim, keepdim)), or over every element of x
- * flattened, as torch.max(x) and argmax(x); axis and keepdims are arguments
+ * flattened, as torch.max(x) and argmax(x), whose gradient is split evenly
+ * between tied elements (reduce_max's ties); axis and keepdims are arguments
  * iaxis and iaxis + 1 */
 static val extreme(elab *e, call *c, ir_op op, int iaxis)
 {
@@ -447,6 +448,8 @@ static val extreme(elab *e, call *c, ir_op op, int iaxis)
     }
     ir_node *n = node_begin(e, &s, op, 1, &y);
     ir_set_int(el_graph(e), n, "axis", axis);
+    if (op != IR_OP_ARGMAX) /* torch.max(x) splits its gradient between ties */
+        ir_set_int(el_graph(e), n, "ties", !given);
     val r = node_end(e, &s, n);
     if (r.k != V_TENSOR || !reshape)
         return r;
@@ -1445,10 +1448,7 @@ static val b_param(elab *e, call *c)
     }
     if (!arg_ints(e, c, 1, dims, IR_MAX_RANK, &rank) || !arg_bool(e, c, 3, &trainable))
         return error_val();
-    if (!name->s[0] || strchr(name->s, '.')) {
-        el_error(e, c->args[0].loc, "a param name must be non-empty and contain no '.'");
-        return error_val();
-    }
+    /* (non-empty and without '.': elab.c checked it as it expanded its {key}s) */
     ir_type t = {IR_F32, rank, {0}};
     for (int i = 0; i < rank; i++) {
         if (dims[i] < 1) {

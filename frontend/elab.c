@@ -1190,6 +1190,11 @@ static val call_builtin(elab *e, env *en, ast *x, const builtin *b)
     call c = {.fn = b->name, .loc = x->loc, .args = args, .share_loc = nm.share_loc};
     if (nm.share && b->layer && !(c.share = interpolate(e, en, nm.share, nm.share_loc, 1)))
         return error_val();
+    /* a built-in whose first parameter is a name (param's) expands its {key}s
+       as name = "..." does: one rule for every name a model writes */
+    if (n > 0 && strcmp(names[0], "name") == 0 && args[0].v.k == V_STR &&
+        !(args[0].v.s = interpolate(e, en, args[0].v.s, args[0].loc, 0)))
+        return error_val();
     if (b->layer && !e->scope) {
         el_error(e, x->loc, "%s makes a tensor; tensors exist only inside a model or def",
                  b->name);

@@ -315,6 +315,26 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen);
 /* The attribute half of that check (ir_infer runs it first). */
 int ir_check_attrs(const ir_node *n, char *err, size_t errlen);
 
+/* The values that integer value v of g may hold for the ops that read it as
+ * indices: [0, bound), where bound is the class count of a cross_entropy or
+ * nll_loss that reads v as labels, the rows of an embedding's table, the
+ * least of them where several read it (through reshape, transpose, slice,
+ * concat and broadcast_to); 0 where nothing bounds it.  What gnc run fills a
+ * random integer input with. */
+int64_t ir_index_bound(const ir_graph *g, const ir_value *v);
+
+/* One attribute of an op's schema (ops.def): its key, its kind (int, float,
+ * ints, intsN) and its default, "" where it has none. */
+typedef struct {
+    char key[32], kind[16], def[24];
+} ir_schema_attr;
+/* Reads the attribute at *s (an op's schema, or where the last call left it)
+ * into a and moves *s past it; 0 at the schema's end. */
+int ir_schema_next(const char **s, ir_schema_attr *a);
+/* Sets every attribute of n's schema that n lacks and that has a default:
+ * IR text written before the attribute existed reads as it did then. */
+void ir_set_attr_defaults(ir_graph *g, ir_node *n);
+
 /* ---- types ---- */
 const char *ir_dtype_name(ir_dtype t);
 int ir_dtype_lookup(const char *name);                  /* -1 if unknown */

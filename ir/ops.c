@@ -8,6 +8,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 const ir_op_info ir_ops[IR_NOPS] = {
@@ -285,21 +286,84 @@ static int broadcasts_to(const ir_type *b, const ir_type *a)
     return 1;
 }
 
+int64_t ir_index_bound(const ir_graph *g, const ir_value *v)
+{
+    int64_t bound = 0;
+    ir_for_each_node(g, n) {
+        for (int k = 0; k < n->nin; k++) {
+            if (n->in[k] != v)
+                continue;
+            int64_t b = 0;
+            switch (n->op) {
+            case IR_OP_CROSS_ENTROPY: case IR_OP_NLL_LOSS: /* logits, label */
+                b = k == 1 && n->in[0]->type.rank >= 2 ? n->in[0]->type.dims[1] : 0;
+                break;
+            case IR_OP_CROSS_ENTROPY_GRAD: case IR_OP_NLL_LOSS_GRAD: /* dloss, logits, label */
+                b = k == 2 && n->in[1]->type.rank >= 2 ? n->in[1]->type.dims[1] : 0;
+                break;
+            case IR_OP_EMBEDDING: /* idx, table */
+                b = k == 0 && n->in[1]->type.rank >= 1 ? n->in[1]->type.dims[0] : 0;
+                break;
+            case IR_OP_EMBEDDING_GRAD: { /* dy, idx -> dw[shape] */
+                const ir_attr *a = ir_get_attr(n, "shape");
+                b = k == 1 && a && a->kind == IR_ATTR_INTS && a->n >= 1 ? a->ints[0] : 0;
+                break;
+            }
+            case IR_OP_RESHAPE: case IR_OP_TRANSPOSE: case IR_OP_SLICE: case IR_OP_CONCAT:
+            case IR_OP_BROADCAST_TO: /* the same values, moved */
+                b = n->nout == 1 ? ir_index_bound(g, n->out[0]) : 0;
+                break;
+            default:
+                break;
+            }
+            if (b > 0 && (bound == 0 || b < bound))
+                bound = b;
+        }
+    }
+    return bound;
+}
+
+int ir_schema_next(const char **s, ir_schema_attr *a)
+{
+    const char *p = *s;
+    if (!*p)
+        return 0;
+    const char *colon = strchr(p, ':'), *end = strchr(p, ',');
+    if (!end)
+        end = p + strlen(p);
+    const char *eq = memchr(colon, '=', (size_t)(end - colon));
+    const char *kind_end = eq ? eq : end;
+    snprintf(a->key, sizeof a->key, "%.*s", (int)(colon - p), p);
+    snprintf(a->kind, sizeof a->kind, "%.*s", (int)(kind_end - colon - 1), colon + 1);
+    snprintf(a->def, sizeof a->def, "%.*s", eq ? (int)(end - eq - 1) : 0, eq ? eq + 1 : "");
+    *s = *end ? end + 1 : end;
+    return 1;
+}
+
+void ir_set_attr_defaults(ir_graph *g, ir_node *n)
+{
+    const char *s = ir_ops[n->op].attrs;
+    ir_schema_attr a;
+    while (ir_schema_next(&s, &a)) {
+        if (!a.def[0] || ir_get_attr(n, a.key))
+            continue;
+        if (strcmp(a.kind, "int") == 0)
+            ir_set_int(g, n, a.key, strtoll(a.def, NULL, 10));
+        else
+            ir_set_float(g, n, a.key, strtod(a.def, NULL));
+    }
+}
+
 /* Checks n's attributes against its op's schema (ops.def): each one present,
  * of its kind and length, and none unknown. */
 int ir_check_attrs(const ir_node *n, char *err, size_t errlen)
 {
     const char *op = ir_ops[n->op].name;
     const char *s = ir_ops[n->op].attrs;
+    ir_schema_attr sa;
     int nschema = 0;
-    while (*s) {
-        char key[32], kind[16];
-        const char *colon = strchr(s, ':'), *end = strchr(s, ',');
-        if (!end)
-            end = s + strlen(s);
-        snprintf(key, sizeof key, "%.*s", (int)(colon - s), s);
-        snprintf(kind, sizeof kind, "%.*s", (int)(end - colon - 1), colon + 1);
-        s = *end ? end + 1 : end;
+    while (ir_schema_next(&s, &sa)) {
+        const char *key = sa.key, *kind = sa.kind;
         nschema++;
         const ir_attr *a = ir_get_attr(n, key);
         if (!a)
@@ -315,14 +379,14 @@ int ir_check_attrs(const ir_node *n, char *err, size_t errlen)
             FAIL("%s attribute '%s' must be a number", op, key);
         }
     }
-    if (n->nattrs != nschema)
-        for (int i = 0; i < n->nattrs; i++) {
-            const char *k = n->attrs[i].key;
-            size_t kl = strlen(k);
-            const char *p = strstr(ir_ops[n->op].attrs, k);
-            if (!p || p[kl] != ':' || (p != ir_ops[n->op].attrs && p[-1] != ','))
-                FAIL("%s has no attribute '%s'", op, k);
-        }
+    for (int i = 0; n->nattrs != nschema && i < n->nattrs; i++) {
+        int known = 0;
+        s = ir_ops[n->op].attrs;
+        while (!known && ir_schema_next(&s, &sa))
+            known = strcmp(sa.key, n->attrs[i].key) == 0;
+        if (!known)
+            FAIL("%s has no attribute '%s'", op, n->attrs[i].key);
+    }
     return 1;
 }
 

@@ -14,7 +14,9 @@
  *
  * The input is untrusted: every read is bounded by the end of the text (which need
  * not end in NUL and may hold NULs), integers are range-checked, and names hold no
- * NUL.  Types and attributes are taken as written; ir_verify() judges them.
+ * NUL.  Types and attributes are taken as written (an attribute that an op
+ * gained after the text was written takes its default, ops.def);
+ * ir_verify() judges them.
  *
  * ORDER: the lexical rules here, the quoting rules in print.c and the grammar in
  * docs/ir.md describe one format; keep them in step. */
@@ -729,6 +731,7 @@ static void parse_node(parser *P)
         if (!expect(P, '}', "expected '}' after the attributes"))
             return;
     }
+    ir_set_attr_defaults(P->g, n); /* those added to the op since the text was written */
     if (!parse_on(P, &n->device))
         return;
     ir_loc loc;

@@ -360,7 +360,7 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
         acc(a, x, fin(a, m)->out[0]);
         return;
     }
-    case IR_OP_REDUCE_MAX: case IR_OP_REDUCE_MIN: { /* dy to the first extreme */
+    case IR_OP_REDUCE_MAX: case IR_OP_REDUCE_MIN: { /* dy to the first extreme, or the ties */
         ir_value *in[2] = {dy, x};
         ir_node *m = mk(a, n->op == IR_OP_REDUCE_MAX ? IR_OP_REDUCE_MAX_GRAD
                                                      : IR_OP_REDUCE_MIN_GRAD, 2, in, 1, gx);

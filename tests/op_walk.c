@@ -12,21 +12,15 @@ const ir_dtype ow_dtypes[OW_NDTYPES] = {IR_I32, IR_I64, IR_U8};
 static void schema_attrs(ir_graph *g, ir_node *n)
 {
     const char *s = ir_ops[n->op].attrs;
-    while (*s) {
-        const char *colon = strchr(s, ':'), *end = strchr(s, ',');
-        if (!end)
-            end = s + strlen(s);
-        char key[64], kind[16];
-        snprintf(key, sizeof key, "%.*s", (int)(colon - s), s);
-        snprintf(kind, sizeof kind, "%.*s", (int)(end - colon - 1), colon + 1);
+    ir_schema_attr a;
+    while (ir_schema_next(&s, &a)) {
         static const int64_t ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
-        if (strcmp(kind, "int") == 0)
-            ir_set_int(g, n, key, 1);
-        else if (strcmp(kind, "float") == 0)
-            ir_set_float(g, n, key, 0.5);
+        if (strcmp(a.kind, "int") == 0)
+            ir_set_int(g, n, a.key, 1);
+        else if (strcmp(a.kind, "float") == 0)
+            ir_set_float(g, n, a.key, 0.5);
         else
-            ir_set_ints(g, n, key, kind[4] ? atoi(kind + 4) : 2, ones);
-        s = *end ? end + 1 : end;
+            ir_set_ints(g, n, a.key, a.kind[4] ? atoi(a.kind + 4) : 2, ones);
     }
 }
 

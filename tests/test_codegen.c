@@ -435,6 +435,13 @@ static const op_case cases[] = {
     {"reduce_min_grad", G("  input %dy: f32[2, 1, 8]\n  input %tie_x: f32[2, 5, 8]\n"
                           "  %y: f32[2, 5, 8] = reduce_min_grad(%dy, %tie_x) {axis = 1}\n"
                           "  output y = %y\n"), 0, 0, 0, 1},
+    /* ties 1: dy / count to each tied extreme (the NaNs where one is NaN) */
+    {"reduce_max_grad ties", G("  input %dy: f32[3, 1]\n  input %tie_x: f32[3, 37]\n"
+                               "  %y: f32[3, 37] = reduce_max_grad(%dy, %tie_x) {axis = 1, "
+                               "ties = 1}\n  output y = %y\n"), 0, 0, 0, 1},
+    {"reduce_min_grad ties", G("  input %dy: f32[2, 1, 8]\n  input %tie_x: f32[2, 5, 8]\n"
+                               "  %y: f32[2, 5, 8] = reduce_min_grad(%dy, %tie_x) {axis = 1, "
+                               "ties = 1}\n  output y = %y\n"), 0, 0, 0, 1},
     {"pow_grad", G("  input %dy: f32[3, 37]\n  input %pos_x: f32[3, 37]\n  %y: f32[3, 37] = "
                    "pow_grad(%dy, %pos_x) {p = 2.5}\n  output y = %y\n"), 1e-6, 1e-5, 0, 1},
     {"clamp_grad", G("  input %dy: f32[3, 37]\n  input %tie_x: f32[3, 37]\n  %y: f32[3, 37] = "

@@ -900,6 +900,55 @@ static void test_verify_text(void)
     }
 }
 
+/* IR text written before an op gained an attribute (ops.def's defaults):
+ * cross_entropy without label_smoothing, ignore_index and split, embedding
+ * without padding_idx, maxpool2d without ceil_mode, reduce_max without ties
+ * read, verify and print with the defaults; an attribute without a default
+ * is still required. */
+static void test_attr_defaults(void)
+{
+    static const char old[] =
+        "graph g {\n"
+        "  input %x: f32[4, 1, 4, 4]\n"
+        "  input %idx: i32[4]\n"
+        "  input %label: i32[4]\n"
+        "  param %t: f32[7, 16] = zeros\n"
+        "  %p: f32[4, 1, 2, 2] = maxpool2d(%x) {kernel = [2, 2], stride = [2, 2], "
+        "pad = [0, 0], dilation = [1, 1]}\n"
+        "  %f: f32[4, 4] = reshape(%p) {shape = [4, 4]}\n"
+        "  %m: f32[4, 1] = reduce_max(%f) {axis = 1}\n"
+        "  %e: f32[4, 16] = embedding(%idx, %t)\n"
+        "  %ce: f32[] = cross_entropy(%e, %label)\n"
+        "  loss %ce\n"
+        "}\n";
+    diag d;
+    diag_init(&d);
+    char buf[512];
+    ir_graph *g = parse_text(old, sizeof old - 1, &d);
+    CHECK(g && ir_verify(g, &d) == 0, "IR text without the later attributes: %s",
+          first_diag(&d, buf, sizeof buf));
+    if (g) {
+        char *text = graph_text(g);
+        CHECK(strstr(text, "{label_smoothing = 0.0, ignore_index = -100, split = 1}") &&
+                  strstr(text, "{padding_idx = -1}") && strstr(text, "ceil_mode = 0}") &&
+                  strstr(text, "{axis = 1, ties = 0}"),
+              "the defaults print otherwise:\n%s", text);
+        free(text);
+        ir_graph_free(g);
+    }
+    diag_free(&d);
+    static const char no_default[] =
+        "graph g {\n  input %x: f32[4, 4]\n  %m: f32[4, 1] = reduce_max(%x) {ties = 1}\n}\n";
+    diag_init(&d);
+    g = parse_text(no_default, sizeof no_default - 1, &d);
+    CHECK(g && ir_verify(g, &d) > 0 &&
+              strstr(first_diag(&d, buf, sizeof buf), "reduce_max is missing attribute 'axis'"),
+          "an attribute without a default: %s", buf);
+    if (g)
+        ir_graph_free(g);
+    diag_free(&d);
+}
+
 /* ---- shards: slices of a whole tensor (tensor-parallel programs) ---- */
 
 #define SHARDS \
@@ -1284,6 +1333,7 @@ int main(int argc, char **argv)
     test_recovery();
     test_verify();
     test_verify_text();
+    test_attr_defaults();
     test_verify_after_free();
     test_diag_owns_file();
     test_robustness();

@@ -783,9 +783,9 @@ static void expect_case(const char *what, const parts *P, uint32_t version, uint
 static void test_header_cases(const parts *P)
 {
     char err[1024];
-    expect_case("the format writer here agrees with the encoder", P, 1, 0, 1, NULL, 0, NULL, NULL);
+    expect_case("the format writer here agrees with the encoder", P, RT_PLAN_VERSION, 0, 1, NULL, 0, NULL, NULL);
     size_t size;
-    unsigned char *b = build(1, 0, 1, (sec[]){{1, 1, 0xffffffffu, P->program, P->program_len},
+    unsigned char *b = build(RT_PLAN_VERSION, 0, 1, (sec[]){{1, 1, 0xffffffffu, P->program, P->program_len},
                                               {2, 1, 0xffffffffu, P->memory, P->memory_len},
                                               {3, 0, 0xffffffffu, P->meta, P->meta_len}},
                              3, &size);
@@ -795,7 +795,9 @@ static void test_header_cases(const parts *P)
     unsigned char *c = malloc(size + 8);
     struct { const char *what; size_t at; unsigned char value; const char *want; } pokes[] = {
         {"bad magic", 1, 'X', "not a gnc plan file"},
-        {"version 2", 8, 2, "plan format version 2; this gnc reads version 1"},
+        {"version 1", 8, 1, "plan format version 1, written by test_plan; this gnc ("
+                              GNC_VERSION ") reads version 2: compile the model again"},
+        {"version 3", 8, 3, "reads version 2: it needs a newer gnc"},
     };
     for (size_t i = 0; i < sizeof pokes / sizeof *pokes; i++) {
         memcpy(c, b, size);
@@ -865,12 +867,12 @@ static void test_header_cases(const parts *P)
     free(c);
     free(b);
 
-    expect_case("unknown header flag", P, 1, 4, 1, NULL, 0, NULL, "unknown header flags 0x4");
-    expect_case("0 devices", P, 1, 0, 0, NULL, 0, NULL, "0 devices");
-    expect_case("5000 devices", P, 1, 0, 5000, NULL, 0, NULL, "5000 devices");
-    expect_case("header says training", P, 1, 1, 1, NULL, 0, NULL,
+    expect_case("unknown header flag", P, RT_PLAN_VERSION, 4, 1, NULL, 0, NULL, "unknown header flags 0x4");
+    expect_case("0 devices", P, RT_PLAN_VERSION, 0, 0, NULL, 0, NULL, "0 devices");
+    expect_case("5000 devices", P, RT_PLAN_VERSION, 0, 5000, NULL, 0, NULL, "5000 devices");
+    expect_case("header says training", P, RT_PLAN_VERSION, 1, 1, NULL, 0, NULL,
                 "the header says a training step, but the program has no updates");
-    expect_case("header says 2 devices", P, 1, 0, 2, NULL, 0, NULL,
+    expect_case("header says 2 devices", P, RT_PLAN_VERSION, 0, 2, NULL, 0, NULL,
                 "the header says 2 devices, but the program runs on 1");
 }
 
@@ -881,41 +883,41 @@ static void test_section_cases(const parts *P)
     sec unknown_req = {99, 1, 0xffffffffu, junk, sizeof junk};
     sec cuda = {17, 0, 0, "sm_90\0cubin...", 15};
     sec cuda_req = {18, 1, 0, "steps", 5};
-    expect_case("an unknown optional section is skipped", P, 1, 0, 1, &unknown_opt, 1, NULL, NULL);
+    expect_case("an unknown optional section is skipped", P, RT_PLAN_VERSION, 0, 1, &unknown_opt, 1, NULL, NULL);
     sec steps = {18, 0, 0, "steps", 5};
-    expect_case("the CUDA backend's kinds not read yet are skipped when optional", P, 1, 0, 1,
+    expect_case("the CUDA backend's kinds not read yet are skipped when optional", P, RT_PLAN_VERSION, 0, 1,
                 &steps, 1, NULL, NULL);
-    expect_case("... and refused when required", P, 1, 0, 1, (sec[]){steps, cuda_req}, 2, NULL,
+    expect_case("... and refused when required", P, RT_PLAN_VERSION, 0, 1, (sec[]){steps, cuda_req}, 2, NULL,
                 "(steps) is required, and this gnc does not read its kind");
-    expect_case("a kernel image without its source", P, 1, 0, 1, &cuda, 1, NULL,
+    expect_case("a kernel image without its source", P, RT_PLAN_VERSION, 0, 1, &cuda, 1, NULL,
                 "kernel images, but no cuda_source section");
-    expect_case("an unknown required section", P, 1, 0, 1, &unknown_req, 1, NULL,
-                "has kind 99, unknown to this gnc (plan format 1), and is required");
+    expect_case("an unknown required section", P, RT_PLAN_VERSION, 0, 1, &unknown_req, 1, NULL,
+                "has kind 99, unknown to this gnc (plan format 2), and is required");
     sec dev5 = {99, 0, 5, junk, sizeof junk};
-    expect_case("a section for device 5 of 1", P, 1, 0, 1, &dev5, 1, NULL,
+    expect_case("a section for device 5 of 1", P, RT_PLAN_VERSION, 0, 1, &dev5, 1, NULL,
                 "is for device 5, but the plan has 1");
     sec flag2 = {99, 2, 0xffffffffu, junk, sizeof junk};
-    expect_case("unknown section flags", P, 1, 0, 1, &flag2, 1, NULL, "unknown flags 0x2");
+    expect_case("unknown section flags", P, RT_PLAN_VERSION, 0, 1, &flag2, 1, NULL, "unknown flags 0x2");
     sec second = {1, 1, 0xffffffffu, P->program, P->program_len};
-    expect_case("two programs", P, 1, 0, 1, &second, 1, NULL, "a second program section");
+    expect_case("two programs", P, RT_PLAN_VERSION, 0, 1, &second, 1, NULL, "a second program section");
     sec per_dev = {3, 0, 0, P->meta, P->meta_len};
-    expect_case("meta for one device", P, 1, 0, 1, NULL, 0, (sec[]){{0}, {0}, per_dev},
+    expect_case("meta for one device", P, RT_PLAN_VERSION, 0, 1, NULL, 0, (sec[]){{0}, {0}, per_dev},
                 "names device 0; it is the whole program's");
     sec none = {99, 0, 0xffffffffu, "", 0};
-    expect_case("no memory section", P, 1, 0, 1, NULL, 0, (sec[]){{0}, none, {0}},
+    expect_case("no memory section", P, RT_PLAN_VERSION, 0, 1, NULL, 0, (sec[]){{0}, none, {0}},
                 "no memory section");
 
     /* the program */
     const char *bad_ir = "graph g {\n  input %x: f33[2]\n}\n";
-    expect_case("IR that does not parse", P, 1, 0, 1, NULL, 0,
+    expect_case("IR that does not parse", P, RT_PLAN_VERSION, 0, 1, NULL, 0,
                 (sec[]){{1, 1, 0xffffffffu, bad_ir, strlen(bad_ir)}, {0}, {0}},
                 "the IR text does not parse: program:2:13: unknown dtype 'f33'");
     const char *unverified = "graph g {\n  input %x: f32[2]\n  %y: f32[3] = relu(%x)\n"
                              "  output y = %y\n}\n";
-    expect_case("IR that does not verify", P, 1, 0, 1, NULL, 0,
+    expect_case("IR that does not verify", P, RT_PLAN_VERSION, 0, 1, NULL, 0,
                 (sec[]){{1, 1, 0xffffffffu, unverified, strlen(unverified)}, {0}, {0}},
                 "the program does not verify");
-    expect_case("an empty program", P, 1, 0, 1, NULL, 0,
+    expect_case("an empty program", P, RT_PLAN_VERSION, 0, 1, NULL, 0,
                 (sec[]){{1, 1, 0xffffffffu, "", 0}, {0}, {0}}, "does not parse");
 
     /* meta lines */
@@ -928,10 +930,10 @@ static void test_section_cases(const parts *P)
         {"a=tab\there\n", "line 1 is not key=value"},
     };
     for (size_t i = 0; i < sizeof metas / sizeof *metas; i++)
-        expect_case(metas[i][0], P, 1, 0, 1, NULL, 0,
+        expect_case(metas[i][0], P, RT_PLAN_VERSION, 0, 1, NULL, 0,
                     (sec[]){{0}, {0}, {3, 0, 0xffffffffu, metas[i][0], strlen(metas[i][0])}},
                     metas[i][1]);
-    expect_case("empty meta", P, 1, 0, 1, NULL, 0, (sec[]){{0}, {0}, {3, 0, 0xffffffffu, "", 0}},
+    expect_case("empty meta", P, RT_PLAN_VERSION, 0, 1, NULL, 0, (sec[]){{0}, {0}, {3, 0, 0xffffffffu, "", 0}},
                 NULL);
 }
 
@@ -973,7 +975,7 @@ static void test_memory_cases(const parts *P, const ir_graph *g)
         memcpy(m, P->memory, n);                                \
         rep[1].size = n;                                        \
         edit;                                                   \
-        expect_case(what, P, 1, 0, 1, NULL, 0, rep, want);      \
+        expect_case(what, P, RT_PLAN_VERSION, 0, 1, NULL, 0, rep, want);      \
     } while (0)
 
     CASE("the memory section as written", (void)0, NULL);

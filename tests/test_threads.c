@@ -552,6 +552,8 @@ static void test_forward(void)
             tc_in(&c, F32(64, 1100), -8, 8);
             ir_node *n = tc_node(&c, 1);
             ir_set_int(c.p.g, n, "axis", axis);
+            if (extreme[i] != IR_OP_ARGMAX)
+                ir_set_int(c.p.g, n, "ties", axis);
             tc_run(&c);
         }
     tc_begin(&c, IR_OP_WHERE);
@@ -781,12 +783,13 @@ static void test_training(void)
         }
         tc_run(&c);
     }
-    for (int i = 0; i < 2; i++) {
-        tc_begin(&c, i ? IR_OP_REDUCE_MIN_GRAD : IR_OP_REDUCE_MAX_GRAD);
-        tc_in(&c, i ? F32(64, 1) : F32(1, 1100), -1, 1);
+    for (int i = 0; i < 4; i++) { /* max, min; the first extreme, the ties */
+        tc_begin(&c, i % 2 ? IR_OP_REDUCE_MIN_GRAD : IR_OP_REDUCE_MAX_GRAD);
+        tc_in(&c, i % 2 ? F32(64, 1) : F32(1, 1100), -1, 1);
         tc_in(&c, F32(64, 1100), -3, 3);
         n = tc_node(&c, 1);
-        ir_set_int(c.p.g, n, "axis", i);
+        ir_set_int(c.p.g, n, "axis", i % 2);
+        ir_set_int(c.p.g, n, "ties", i / 2);
         tc_run(&c);
     }
     struct { ir_type dy; int64_t in; } dg[] = {

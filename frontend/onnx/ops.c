@@ -1448,6 +1448,7 @@ static int op_global_pool(ox_ctx *cx, ox_val **in, int nin, ox_val **out, int no
     for (int a = 2; a < rank && x; a++) {
         ir_node *r = mk(cx, IR_OP_REDUCE_MAX, 1, &x);
         ir_set_int(cx->g, r, "axis", a);
+        ir_set_int(cx->g, r, "ties", 0); /* max pooling's: to the first */
         x = fin(cx, r);
     }
     return set(cx, out[0], x);
@@ -2340,6 +2341,9 @@ static int op_reduce(ox_ctx *cx, ox_val **in, int nin, ox_val **out, int nout)
                 continue;
             ir_node *m = mk(cx, t[1] == 'a' ? IR_OP_REDUCE_MAX : IR_OP_REDUCE_MIN, 1, &y);
             ir_set_int(cx->g, m, "axis", i);
+            /* a reduction, torch.amax's (what torch.max(x) exports as): its
+               gradient split between ties */
+            ir_set_int(cx->g, m, "ties", 1);
             y = fin(cx, m);
         }
         return set(cx, out[0], y ? reshape(cx, y, r, dims) : NULL);

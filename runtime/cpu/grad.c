@@ -278,7 +278,9 @@ static int k_unary_grad(rt_exec *x, const ir_node *n)
 }
 
 /* reduce_max_grad, reduce_min_grad: dy to the first extreme of each line along
- * the axis, as the forward pass found it */
+ * the axis, as the forward pass found it; with ties, dy / count to each of the
+ * count elements equal to it (NaNs where it is NaN), as PyTorch's
+ * evenly_distribute_backward */
 static int k_extreme_grad(rt_exec *x, const ir_node *n)
 {
     const ir_type *t = &n->in[1]->type;
@@ -289,11 +291,27 @@ static int k_extreme_grad(rt_exec *x, const ir_node *n)
     const float *dy = IN(0), *a = IN(1);
     float *dx = OUT;
     memset(dx, 0, (size_t)NUMEL(n->out[0]) * sizeof *dx);
-    int want_min = n->op == IR_OP_REDUCE_MIN_GRAD;
+    int want_min = n->op == IR_OP_REDUCE_MIN_GRAD, ties = ir_attr_int(n, "ties") != 0;
 #pragma omp parallel for if (outer * len > PAR_MIN)
     for (int64_t i = 0; i < outer; i++) {
         int64_t at = (i / inner * len) * inner + i % inner;
-        dx[at + rt_arg_extreme(a + at, len, inner, want_min) * inner] = dy[i];
+        int64_t arg = rt_arg_extreme(a + at, len, inner, want_min);
+        if (!ties) {
+            dx[at + arg * inner] = dy[i];
+            continue;
+        }
+        float best = a[at + arg * inner];
+        int64_t count = 0;
+        for (int64_t l = 0; l < len; l++) {
+            float v = a[at + l * inner];
+            count += v == best || (v != v && best != best);
+        }
+        float share = dy[i] / (float)count;
+        for (int64_t l = 0; l < len; l++) {
+            float v = a[at + l * inner];
+            if (v == best || (v != v && best != best))
+                dx[at + l * inner] = share;
+        }
     }
     return 0;
 }

@@ -756,6 +756,32 @@ static int read_cuda(reader *r, rt_plan *p)
     return 0;
 }
 
+/* The writer meta line of a plan of another format version, for the message
+ * that refuses it: its section table is read as this version lays it out,
+ * every offset checked, nothing trusted; "an unknown gnc" where there is none. */
+static void writer_of(const unsigned char *h, size_t nbytes, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "an unknown gnc");
+    uint32_t nsec = nbytes >= RT_PLAN_HEADER_BYTES ? get32(h + 20) : 0;
+    for (uint64_t i = 0; i < nsec && RT_PLAN_HEADER_BYTES + (i + 1) * RT_PLAN_ENTRY_BYTES <= nbytes;
+         i++) {
+        const unsigned char *e = h + RT_PLAN_HEADER_BYTES + i * RT_PLAN_ENTRY_BYTES;
+        uint64_t off = get64(e + 16), size = get64(e + 24);
+        if (get32(e) != RT_SECTION_META || off > nbytes || size > nbytes - off)
+            continue;
+        const char *t = (const char *)h + off, *stop = t + size;
+        while (t < stop) {
+            const char *nl = memchr(t, '\n', (size_t)(stop - t));
+            size_t len = (size_t)((nl ? nl : stop) - t);
+            if (len > 7 && memcmp(t, "writer=", 7) == 0 && meta_value_ok(t + 7, len - 7)) {
+                snprintf(out, outlen, "%.*s", (int)(len - 7 > 60 ? 60 : len - 7), t + 7);
+                return;
+            }
+            t += len + 1;
+        }
+    }
+}
+
 rt_plan *rt_plan_decode(const void *bytes, size_t nbytes, const char *name, char *err,
                         size_t errlen)
 {
@@ -777,7 +803,12 @@ rt_plan *rt_plan_decode(const void *bytes, size_t nbytes, const char *name, char
     }
     p->version = get32(h + 8);
     if (p->version != RT_PLAN_VERSION) {
-        BAD(r, "plan format version %u; this gnc reads version %d", p->version, RT_PLAN_VERSION);
+        char writer[64];
+        writer_of(h, nbytes, writer, sizeof writer);
+        BAD(r, "plan format version %u, written by %s; this gnc (%s) reads version %d: %s",
+            p->version, writer, GNC_VERSION, RT_PLAN_VERSION,
+            p->version < RT_PLAN_VERSION ? "compile the model again (gnc compile -o)"
+                                         : "it needs a newer gnc");
         goto fail;
     }
     uint32_t flags = get32(h + 12), ndev = get32(h + 16), nsec = get32(h + 20);

@@ -42,7 +42,12 @@
 #include "passes.h"
 
 #define RT_PLAN_MAGIC "\x89GNC\r\n\x1a\n"   /* 8 bytes, as PNG's: see docs/plan.md */
-#define RT_PLAN_VERSION 1
+/* The format version: raised where an older loader would misread a file
+ * (docs/plan.md, "Versions"), and where an op's attributes or their meaning
+ * changed, since the program section is IR text: 2 since cross_entropy and
+ * nll_loss took ignore_index and split, embedding padding_idx, the pools
+ * ceil_mode (gnc 0.2.0). */
+#define RT_PLAN_VERSION 2
 #define RT_PLAN_HEADER_BYTES 40
 #define RT_PLAN_ENTRY_BYTES 32           /* one entry of the section table */
 #define RT_PLAN_MAX_SECTIONS 65536

@@ -650,12 +650,18 @@ int main(void)
                            "y = max(a, axis = 1, keepdims = true) + min(a, axis = 0, keepdims = true)"
                            " * max(b) + min(b, axis = 0)\n"
                            "loss mse(y, t)"), 0);
-    /* max and min over all of a, b: dy to the first extreme (a's 3 at 1, -2 at 3),
-       to the first NaN where there is one (b's at 4) */
-    static const float ext_vals[4][6] = {{1, 3, 3, -2, 3, -2}, {0, -1, 2, -1, NAN, NAN}};
-    static const float ext_want[4][6] = {{0, 1, 0, 2, 0, 0}, {0, 0, 0, 0, 4, 0}};
-    exact_case("first extremes", M(P("a", "[6]") P("b", "[6]")
-                                   "loss max(a) + min(a) * 2.0 + max(b) + min(b) * 3.0"),
+    /* max and min over all of a and b (torch.max(x), torch.amax): dy split
+       evenly between the tied extremes (a's three 3s, its two -2s), between
+       the NaNs where there are some (b's two); along an axis (torch.max(x,
+       dim)), c's: all of dy to the first extreme (its 3 at 1, -2 at 3) */
+    static const float ext_vals[4][6] = {
+        {1, 3, 3, -2, 3, -2}, {0, -1, 2, -1, NAN, NAN}, {1, 3, 3, -2, 3, -2}};
+    static const float ext_want[4][6] = {{0, 1.0f / 3, 1.0f / 3, 1, 1.0f / 3, 1},
+                                         {0, 0, 0, 0, 2, 2},
+                                         {0, 5, 0, 1, 0, 0}};
+    exact_case("extremes and ties", M(P("a", "[6]") P("b", "[6]") P("c", "[6]")
+                                      "loss max(a) + min(a) * 2.0 + max(b) + min(b) * 3.0"
+                                      " + max(c, axis = 0) * 5.0 + min(c, axis = 0)"),
                ext_vals, ext_want);
     /* smooth_l1_loss (beta 0.5) of a - b and huber_loss (delta 0.5) of c - d, b
        and d 0: inside, d / beta and d; on the bound |d| = beta and beyond,
