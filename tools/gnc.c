@@ -80,7 +80,8 @@ static const struct command {
      "\n"
      "Runs inference (batchnorm with running statistics, no dropout) and prints each\n"
      "output.  Inputs are random unless given: floating-point inputs are uniform in\n"
-     "[0, 1), integer ones in [0, 10).\n",
+     "[0, 1), integer ones below the class count of a loss that reads them as labels\n"
+     "(the rows of an embedding that reads them as indices), else in [0, 10).\n",
      "FILE may be a plan (gnc compile -o): it runs as compiled, on as many virtual\n"
      "devices as it was compiled for; options that shape a program do not apply.\n"},
     {"train",
@@ -195,6 +196,10 @@ static const struct flag {
     {"--weights", "compile", 1, " FILE",
      "with -o: the plan carries the weights of this checkpoint, which gnc run, train and "
      "libgnc start from instead of the initializers", SEC_MAIN},
+    {"--weights", "train", 1, " FILE",
+     "start at step 0 from the weights of a checkpoint (another run's, whose optimizer "
+     "state is left out) or of a PyTorch state_dict saved as safetensors, names as gnc's",
+     SEC_MAIN},
     {"--weights", "run", 1, " FILE",
      "start from the weights of a checkpoint (gnc train --checkpoint, or any safetensors file "
      "with every parameter and buffer) instead of the initializers", SEC_MAIN},
@@ -202,7 +207,8 @@ static const struct flag {
      "as train's: IDX files (t10k-*), or named arrays whose test split is evaluated "
      "(default /usr/share/datasets/fashion-mnist)", SEC_MAIN},
     {"--epochs", "train", 1, " N", "epochs (default 1)", SEC_MAIN},
-    {"--steps", "train", 1, " N", "stop after N steps in all (default: whole epochs)",
+    {"--steps", "train", 1, " N", "N steps in all, over as many epochs as they take (with "
+     "--epochs: whichever ends first)",
      SEC_MAIN},
     {"--batch", "train", 1, " N", "batch size: sets -D batch=N (default: the model's)",
      SEC_MAIN},
@@ -1325,20 +1331,26 @@ static int compile_json(const options *o, const drv_program *p, double ms)
     return cli_json_print(root);
 }
 
-/* Input `index` of the program (its place in g->inputs, which a plan keeps) at
- * random for seed: the same values for the model and for its plan. */
-static void fill_random(const ir_value *v, int index, uint64_t seed, void *data)
+/* Input `index` of the program g (its place in g->inputs, which a plan keeps)
+ * at random for seed: the same values for the model and for its plan.  An
+ * integer input takes values below what reads it as labels or indices
+ * (ir_index_bound: a 5-class loss's labels in [0, 5)), else in [0, 10). */
+static void fill_random(const ir_graph *g, const ir_value *v, int index, uint64_t seed,
+                        void *data)
 {
-    int64_t n = ir_type_numel(&v->type);
+    int64_t n = ir_type_numel(&v->type), bound = ir_index_bound(g, v);
+    uint64_t top = bound > 0 ? (uint64_t)bound : 10;
+    if (v->type.dtype == IR_U8 && top > 256)
+        top = 256;
     uint64_t s = seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull + (uint64_t)index;
     for (int64_t i = 0; i < n; i++) {
         s ^= s << 13;
         s ^= s >> 7;
         s ^= s << 17;
         switch (v->type.dtype) {
-        case IR_I32: ((int32_t *)data)[i] = (int32_t)(s % 10); break;
-        case IR_I64: ((int64_t *)data)[i] = (int64_t)(s % 10); break;
-        case IR_U8: ((uint8_t *)data)[i] = (uint8_t)(s % 10); break;
+        case IR_I32: ((int32_t *)data)[i] = (int32_t)(s % top); break;
+        case IR_I64: ((int64_t *)data)[i] = (int64_t)(s % top); break;
+        case IR_U8: ((uint8_t *)data)[i] = (uint8_t)(s % top); break;
         default: ((float *)data)[i] = (float)((s >> 40) * 0x1.0p-24); break;
         }
     }
@@ -1522,7 +1534,7 @@ static int cmd_run(const options *o, const drv_program *p)
         goto done;
     }
     for (int i = 0; i < g->ninputs; i++)
-        fill_random(g->inputs[i], i, o->seed, rt_session_data(s, g->inputs[i]));
+        fill_random(g, g->inputs[i], i, o->seed, rt_session_data(s, g->inputs[i]));
     for (int k = 0; k < o->ninputs; k++) {
         const ir_value *v = NULL;
         if (!o->input_names[k] && g->ninputs == 1)

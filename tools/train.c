@@ -656,9 +656,11 @@ static int run_open(run *r)
                 r->batch, (long long)r->train.n);
         return -1;
     }
+    /* --steps alone: that many steps, over as many epochs as they take
+       (PyTorch Lightning's max_steps); with --epochs, whichever ends first */
     long long epochs = o->epochs ? o->epochs : 1;
     r->total = epochs * r->per_epoch;
-    if (o->steps && o->steps < r->total)
+    if (o->steps && (!o->epochs || o->steps < r->total))
         r->total = o->steps;
     r->hash = testing ? model_hash(o) : 0;
     r->seed = o->seed;
@@ -671,6 +673,21 @@ static int run_open(run *r)
     rt_exec_set_profile(rt_session_host(r->tm.s), o->profile);
     if (rt_session_gpu(r->tm.s))
         rt_cuda_set_profile(rt_session_gpu(r->tm.s), o->profile_file != NULL);
+    return 0;
+}
+
+/* --weights: the parameters and buffers of a checkpoint of gnc's or a
+ * safetensors file of PyTorch's state_dict (its names gnc's: docs/train.md),
+ * at step 0 with a fresh optimizer state, as fine-tuning starts. */
+static int run_weights(run *r)
+{
+    char err[1024];
+    if (rt_session_load_weights(r->tm.s, r->o->weights, err, sizeof err) != 0) {
+        fprintf(stderr, "gnc: error: %s\n", err);
+        return -1;
+    }
+    if (r->root)
+        printf("starting from the weights of %s\n", r->o->weights);
     return 0;
 }
 
@@ -1047,7 +1064,13 @@ int cmd_train(const options *o)
     if (o->threads)
         rt_set_threads(o->threads);
     int rc = 1;
+    if (o->weights && o->resume) {
+        fprintf(stderr, "gnc: error: --weights starts a run from given weights, --resume "
+                "continues one from its checkpoint: give one of them\n");
+        return 2;
+    }
     if (run_open(&r) != 0 || (o->resume && run_resume(&r) != 0) ||
+        (o->weights && run_weights(&r) != 0) ||
         (r.root && o->log && run_open_log(&r) != 0))
         goto done;
     r.tty = r.root && isatty(2);

@@ -279,6 +279,14 @@ int rt_session_save(rt_session *s, const char *path, const rt_ckpt_meta *meta, c
     return rt_checkpoint_save(s->g, s->host, path, meta, err, errlen);
 }
 
+int rt_session_load_weights(rt_session *s, const char *path, char *err, size_t errlen)
+{
+    return rt_checkpoint_load_weights(s->g, s->host, path, err, errlen) != 0 ||
+                   rt_session_push(s, err, errlen) != 0
+               ? -1
+               : 0;
+}
+
 int rt_session_load(rt_session *s, const char *path, rt_ckpt_meta *meta, char *err,
                     size_t errlen)
 {

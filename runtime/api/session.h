@@ -133,11 +133,13 @@ int rt_session_prefetch(rt_session *s, const ir_value *v, const void *data, char
 int rt_session_pull(rt_session *s, char *err, size_t errlen);
 int rt_session_push(rt_session *s, char *err, size_t errlen);
 
-/* rt_checkpoint_save and rt_checkpoint_load on the session's program, with
- * the GPU's values read back first, or written after. */
+/* rt_checkpoint_save, rt_checkpoint_load and rt_checkpoint_load_weights on
+ * the session's program, with the GPU's values read back first, or written
+ * after. */
 int rt_session_save(rt_session *s, const char *path, const rt_ckpt_meta *meta, char *err,
                     size_t errlen);
 int rt_session_load(rt_session *s, const char *path, rt_ckpt_meta *meta, char *err,
                     size_t errlen);
+int rt_session_load_weights(rt_session *s, const char *path, char *err, size_t errlen);
 
 #endif

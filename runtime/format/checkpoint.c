@@ -179,8 +179,9 @@ typedef struct {
 } entry;
 
 /* The tensors of g's checkpoint, in the order of g->params (a whole at its
- * first shard).  Returns NULL when memory runs out. */
-static entry *entries_of(const ir_graph *g, int *n)
+ * first shard); the parameters and buffers alone where weights.  Returns NULL
+ * when memory runs out. */
+static entry *entries_of(const ir_graph *g, int *n, int weights)
 {
     entry *e = base_malloc((size_t)(g->nparams ? g->nparams : 1) * sizeof *e);
     *n = 0;
@@ -188,7 +189,7 @@ static entry *entries_of(const ir_graph *g, int *n)
         return NULL;
     for (int i = 0; i < g->nparams; i++) {
         const ir_value *v = g->params[i];
-        if (!saved(v))
+        if (!saved(v) || (weights && v->kind == IR_VALUE_STATE))
             continue;
         int seen = 0;
         for (int j = 0; v->shard.of && j < *n && !seen; j++)
@@ -323,7 +324,7 @@ int rt_checkpoint_save(const ir_graph *g, rt_exec *x, const char *path,
                         g->params[i]->name);
     int n;
     size_t largest = 0;
-    entry *es = entries_of(g, &n);
+    entry *es = entries_of(g, &n, 0);
     char *json = es ? header_of(es, n, meta, &largest) : NULL;
     char *whole = largest ? base_malloc(largest) : NULL;
     size_t tlen = strlen(path) + 16;
@@ -386,7 +387,7 @@ int rt_checkpoint_encode_init(const ir_graph *g, uint64_t seed, void **out, size
 {
     int n;
     size_t largest = 0;
-    entry *es = entries_of(g, &n);
+    entry *es = entries_of(g, &n, 0);
     char *json = es ? header_of(es, n, NULL, &largest) : NULL;
     size_t hlen = json ? strlen(json) : 0, padded = (hlen + 7) & ~(size_t)7, total = 8 + padded;
     for (int i = 0; json && i < n; i++)
@@ -455,9 +456,10 @@ static int shape_of(const cJSON *t, ir_type *out)
 }
 
 /* rt_checkpoint_load from f, a file or bytes, which messages call path; x
- * NULL: the checks alone.  Closes f. */
-static int load(const ir_graph *g, rt_exec *x, FILE *f, const char *path, rt_ckpt_meta *meta,
-                char *err, size_t errlen)
+ * NULL: the checks alone; weights: the parameters and buffers alone
+ * (rt_checkpoint_load_weights).  Closes f. */
+static int load(const ir_graph *g, rt_exec *x, FILE *f, const char *path, int weights,
+                rt_ckpt_meta *meta, char *err, size_t errlen)
 {
     unsigned char len8[8];
     char *header = NULL;
@@ -505,14 +507,14 @@ static int load(const ir_graph *g, rt_exec *x, FILE *f, const char *path, rt_ckp
 
     /* Compare the file's tensors with the graph's, collecting every difference. */
     int n;
-    entry *es = entries_of(g, &n);
+    entry *es = entries_of(g, &n, weights);
     if (!es) {
         base_fail(err, errlen, "%s: out of memory", path);
         goto done;
     }
     snprintf(err, errlen, "%s does not match the model:", path);
     int ndiff = 0, training = 0;
-    for (int i = 0; i < g->nparams; i++)
+    for (int i = 0; i < g->nparams && !weights; i++)
         training |= g->params[i]->kind == IR_VALUE_STATE;
     const cJSON *t;
     cJSON_ArrayForEach(t, root) {
@@ -567,7 +569,7 @@ static int load(const ir_graph *g, rt_exec *x, FILE *f, const char *path, rt_ckp
        those). */
     for (int i = 0; i < g->nparams; i++) {
         const ir_value *v = g->params[i];
-        if (!saved(v) || !rt_exec_data(x, v))
+        if (!saved(v) || (weights && v->kind == IR_VALUE_STATE) || !rt_exec_data(x, v))
             continue;
         const char *name = v->shard.of ? v->shard.of : v->name;
         t = cJSON_GetObjectItemCaseSensitive(root, name);
@@ -614,7 +616,19 @@ int rt_checkpoint_load(const ir_graph *g, rt_exec *x, const char *path, rt_ckpt_
     FILE *f = fopen(path, "rb");
     if (!f)
         return base_fail(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-    return load(g, x, f, path, meta, err, errlen);
+    return load(g, x, f, path, 0, meta, err, errlen);
+}
+
+int rt_checkpoint_load_weights(const ir_graph *g, rt_exec *x, const char *path, char *err,
+                               size_t errlen)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return base_fail(err, errlen, "%s: is a directory, not a checkpoint", path);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return base_fail(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+    return load(g, x, f, path, 1, NULL, err, errlen);
 }
 
 int rt_checkpoint_load_bytes(const ir_graph *g, rt_exec *x, const void *data, size_t size,
@@ -624,7 +638,7 @@ int rt_checkpoint_load_bytes(const ir_graph *g, rt_exec *x, const void *data, si
     if (!f)
         return base_fail(err, errlen, "%s: not a safetensors file (%s)", name,
                          size ? strerror(errno) : "empty");
-    return load(g, x, f, name, meta, err, errlen);
+    return load(g, x, f, name, 0, meta, err, errlen);
 }
 
 void rt_ckpt_meta_set(rt_ckpt_meta *m, const char *key, const char *value)

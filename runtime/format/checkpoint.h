@@ -45,6 +45,12 @@ int rt_exec_read_param(const ir_graph *g, rt_exec *x, const char *name, const ir
 
 int rt_checkpoint_load(const ir_graph *g, rt_exec *x, const char *path, rt_ckpt_meta *meta, char *err,
                        size_t errlen);
+/* The weights alone: x's parameters and buffers from path, whose other tensors
+ * (another run's optimizer state, PyTorch's num_batches_tracked) are ignored;
+ * x's optimizer state is left as it is (a fresh run's zeros): training that
+ * starts at step 0 from given weights.  The same checks and messages. */
+int rt_checkpoint_load_weights(const ir_graph *g, rt_exec *x, const char *path, char *err,
+                               size_t errlen);
 /* The same from size bytes at data (a plan's weights section), which messages
  * call name; x NULL: only whether they would load into g (0, or -1 with the
  * differences). */

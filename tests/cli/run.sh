@@ -160,6 +160,28 @@ if [ "$(strip "$a")" != "$(strip "$c")" ]; then ok; else bad "run ignores --seed
 has "logits: f32[4, 10]"
 expect 0 "$gnc" run "$src/models/mlp.net" -D batch=2 --repeat 3
 has "probs: f32[2, 10]"
+# random labels below the class count of the loss that reads them (lenet of 5
+# classes, every seed of 8), indices below an embedding's rows (the least of
+# two embeddings: 3), labels through a reshape, and an input that nothing
+# bounds in [0, 10)
+for seed in 1 2 3 4 5 6 7 8; do
+    expect 0 "$gnc" run "$src/models/lenet.net" -D batch=64 -D classes=5 --seed $seed
+done
+has "loss: "
+cat >idx.net <<'EOF'
+model idx(batch = 64) {
+    input ids: i32[batch]
+    input labels: i32[batch, 1]
+    input other: i32[batch]
+    e = embedding(ids, 3, 4, name = "small") + embedding(ids, 7, 4, name = "large")
+    output logits = dense(e, 6)
+    output other
+    loss cross_entropy(logits, reshape(labels, [batch]))
+}
+EOF
+for seed in 1 2 3 4; do expect 0 "$gnc" run idx.net --seed $seed --json; done
+if /usr/bin/python3 -c 'import json, sys; v = json.loads(sys.argv[1])["outputs"]["other"]["values"]
+sys.exit(not (min(v) >= 0 and max(v) == 9))' "$out"; then ok; else bad "other: not in [0, 10)"; fi
 
 # .npy outputs, then fed back as inputs
 expect 0 "$gnc" run "$src/models/lenet.net" -D batch=2 --seed 3 -o outs

@@ -76,6 +76,52 @@ expect 0 "${M[@]}" --epochs 2 --steps 21 --checkpoint m2.st
 expect 0 "${M[@]}" --epochs 2 --resume m2.st --checkpoint m2.st
 same m1.st m2.st "mlp with dropout and AdamW"
 
+# --steps without --epochs: that many steps, over as many epochs as they take
+# (8 a epoch here), the same bits as --epochs 2; with --epochs the first to end
+expect 0 "${T[@]}" --steps 16 --checkpoint s.st
+has "epoch 2: train loss"
+same a.st s.st "--steps 16 alone runs 2 epochs"
+expect 0 "${T[@]}" --epochs 1 --checkpoint e1.st
+expect 0 "${T[@]}" --epochs 1 --steps 16 --checkpoint s1.st
+same e1.st s1.st "--epochs 1 --steps 16 stops after the epoch"
+
+# --weights: a new run from given weights at step 0, its optimizer state fresh:
+# another run's checkpoint (a.st, its momentum left out), or a PyTorch-style
+# state_dict (the weights alone under gnc's names, and a num_batches_tracked
+# the model lacks).  At a learning rate too small to move a weight, the
+# weights stay a.st's (eval agrees) and the run is at step 1 of its own.
+python3 - a.st sd.st <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], 'rb').read()
+n = struct.unpack('<Q', b[:8])[0]
+h, data = json.loads(b[8:8 + n]), b[8 + n:]
+out, blob = {}, b''
+for k, v in h.items():
+    if k == '__metadata__' or k.endswith('.momentum_buffer'):
+        continue
+    lo, hi = v['data_offsets']
+    out[k] = dict(v, data_offsets=[len(blob), len(blob) + hi - lo])
+    blob += data[lo:hi]
+out['fc1.num_batches_tracked'] = {'dtype': 'I64', 'shape': [], 'data_offsets': [len(blob), len(blob) + 8]}
+blob += struct.pack('<q', 16)
+j = json.dumps(out).encode()
+j += b' ' * (-len(j) % 8)
+open(sys.argv[2], 'wb').write(struct.pack('<Q', len(j)) + j + blob)
+PY
+expect 0 "$gnc" eval "$lenet" --data tiny --weights a.st; want=$(grep '^test accuracy' <<<"$out")
+for w in a.st sd.st; do
+    expect 0 "$gnc" train "$lenet" --data tiny --batch 64 --lr 1e-30 --momentum 0.9 --steps 1 \
+        --weights $w --checkpoint w.st
+    has "starting from the weights of $w"
+    expect 0 "$gnc" eval "$lenet" --data tiny --weights w.st
+    if [ "$(grep '^test accuracy' <<<"$out")" = "$want" ]; then ok; else bad "--weights $w: $out, not $want"; fi
+    expect 0 "${T[@]}" --steps 2 --resume w.st
+    has "resuming w.st at step 1"
+done
+expect 2 "${T[@]}" --steps 2 --weights a.st --resume a.st;  has "give one of them"
+expect 1 "${T[@]}" --steps 2 --weights missing.st;  has "missing.st: cannot read"
+expect 1 "${T[@]}" --steps 2 --weights m1.st;  has "m1.st does not match the model"
+
 # --remat recomputes batchnorm-ReLU results: the same bits (resnet18, 2 steps)
 R=("$gnc" train "$src/models/resnet18.net" --data tiny --batch 4 --steps 2 --momentum 0.9)
 expect 0 "${R[@]}" --checkpoint r1.st
