@@ -18,9 +18,12 @@
  * streams, ordered against the compute streams by events where a step's
  * `wait` says.  Waiting for a run reads back each device's status word.
  *
- * None of this file has run on a real GPU: it was written on a machine
- * without one, and is tested there against stand-in libraries
- * (tests/fakecuda/). */
+ * Written on machines without a GPU and tested there against stand-in
+ * libraries (tests/fakecuda/).  It ran once on a real GPU, one H200
+ * (2026-11-26, bench/results/2026-11-26-h200/): one device and two program
+ * devices sharing it, eagerly and as CUDA graphs, correct against the CPU
+ * executor.  NCCL, peer copies and every program of several GPUs have not
+ * run on a GPU (README.md, "Status"). */
 #include "cuda.h"
 
 #include <math.h>
