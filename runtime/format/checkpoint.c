@@ -607,8 +607,9 @@ done:
     return rc;
 }
 
-int rt_checkpoint_load(const ir_graph *g, rt_exec *x, const char *path, rt_ckpt_meta *meta,
-                       char *err, size_t errlen)
+/* load() of the file at path. */
+static int load_file(const ir_graph *g, rt_exec *x, const char *path, int weights,
+                     rt_ckpt_meta *meta, char *err, size_t errlen)
 {
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
@@ -616,19 +617,19 @@ int rt_checkpoint_load(const ir_graph *g, rt_exec *x, const char *path, rt_ckpt_
     FILE *f = fopen(path, "rb");
     if (!f)
         return base_fail(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-    return load(g, x, f, path, 0, meta, err, errlen);
+    return load(g, x, f, path, weights, meta, err, errlen);
+}
+
+int rt_checkpoint_load(const ir_graph *g, rt_exec *x, const char *path, rt_ckpt_meta *meta,
+                       char *err, size_t errlen)
+{
+    return load_file(g, x, path, 0, meta, err, errlen);
 }
 
 int rt_checkpoint_load_weights(const ir_graph *g, rt_exec *x, const char *path, char *err,
                                size_t errlen)
 {
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        return base_fail(err, errlen, "%s: is a directory, not a checkpoint", path);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return base_fail(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-    return load(g, x, f, path, 1, NULL, err, errlen);
+    return load_file(g, x, path, 1, NULL, err, errlen);
 }
 
 int rt_checkpoint_load_bytes(const ir_graph *g, rt_exec *x, const void *data, size_t size,
