@@ -20,4 +20,8 @@ gnc=$root/${1:-build}/gnc
 [ -x "$gnc" ] || { echo "bench: build gnc first (bash tools/test.sh)" >&2; exit 1; }
 /usr/bin/python3 -c 'import torch' 2>/dev/null ||
     { echo "bench: needs python3-torch (bash tools/deps.sh --torch)" >&2; exit 1; }
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u +%Y-%m-%d)"
+# the widest vector ISA, which decides the kernels OpenBLAS and oneDNN pick
+if grep -qw avx512f /proc/cpuinfo; then isa=AVX-512
+elif grep -qw avx2 /proc/cpuinfo; then isa=AVX2
+else isa="x86-64 without AVX2"; fi
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $isa, $(date -u +%Y-%m-%d)"
