@@ -5,7 +5,10 @@
 # NumPy and says it is skipped (exit 77) without it.  The interpreter is
 # GNC_PYTHON if set, else the first of python3 on PATH and /usr/bin/python3
 # that imports numpy (a python3 of pyenv or conda may come first on PATH and
-# lack it), else python3 (the test then skips).
+# lack it), else python3 (the test then skips).  Nothing it writes is shared
+# with other tests or runs but the build's libgnc: its scratch folder, its
+# kernel cache (GNC_CACHE_DIR) and pip's files (the test's environment for
+# pip) are its own.
 set(GNC_PYTHON "" CACHE FILEPATH "Python 3 with NumPy for the test python_api (empty: look)")
 set(gnc_python ${GNC_PYTHON})
 if(NOT gnc_python)
@@ -22,7 +25,8 @@ endif()
 set(gnc_python_env GNC_LIBRARY=$<TARGET_FILE:gnc_lib> GNC_BINARY=$<TARGET_FILE:gnc>
     GNC_API_EXAMPLE=$<TARGET_FILE:api_example> GNC_SOURCE_DIR=${CMAKE_SOURCE_DIR}
     GNC_TEST_DIR=${CMAKE_CURRENT_BINARY_DIR}/python PYTHONDONTWRITEBYTECODE=1
-    GNC_VERSION=${PROJECT_VERSION})
+    GNC_VERSION=${PROJECT_VERSION}
+    GNC_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/python-kernel-cache)
 # A libgnc built with AddressSanitizer (GNC_SANITIZE, tools/test.sh --asan)
 # loads into an uninstrumented Python only after ASan's runtime, preloaded;
 # the interpreter's allocations at exit are not gnc's leaks.

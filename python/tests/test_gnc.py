@@ -563,7 +563,13 @@ class TestInstall(unittest.TestCase):
             "__pycache__", "build", "*.egg-info", "libgnc.so*"))
         library = os.environ.get("GNC_LIBRARY") or gnc.library_path()
         shutil.copy(library, os.path.join(src, "gnc", "libgnc.so"))
-        env = dict(os.environ, PIP_NO_INDEX="1")
+        # nothing shared with other runs or the user's pip: no wheel cache (pip
+        # kept each run's wheel, libgnc inside, in ~/.cache/pip, keyed by this
+        # folder's path), no pip configuration, temporary files in WORK
+        tmp = work("pip-tmp")
+        os.makedirs(tmp, exist_ok=True)
+        env = dict(os.environ, PIP_NO_INDEX="1", PIP_NO_CACHE_DIR="1",
+                   PIP_CONFIG_FILE=os.devnull, TMPDIR=tmp)
         env.pop("PYTHONPATH", None)
         done = subprocess.run([pip, "install", "--no-build-isolation", "--no-index", src],
                               env=env, capture_output=True, text=True)
