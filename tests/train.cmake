@@ -25,3 +25,11 @@ set_tests_properties(long_runs PROPERTIES LABELS "cli;train" TIMEOUT 600)
 add_test(NAME train_arrays COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/train/arrays.sh
          $<TARGET_FILE:gnc> ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/arrays-work)
 set_tests_properties(train_arrays PROPERTIES LABELS "cli;train" TIMEOUT 300)
+
+# Predicted beside measured: gnc run and gnc train print the predicted step
+# beside the measured one, and the memory the plan counts beside the measured
+# peak, within 10% on the CPU.  tests/cli/memory.sh holds the cases.
+add_test(NAME cli_memory COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/memory.sh
+         $<TARGET_FILE:gnc> ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/cli-memory-work
+         ${GNC_FMNIST})
+set_tests_properties(cli_memory PROPERTIES LABELS "cli" TIMEOUT 900)

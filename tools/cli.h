@@ -193,6 +193,39 @@ int cli_write_memory(const ir_graph *g, const mp_plan *p, const char *path);
 /* gnc dump --format dot: g as a Graphviz digraph (tools/dot.c). */
 void cli_print_dot(const ir_graph *g, FILE *f);
 
+/* Predicted beside measured (tools/footprint.c), for gnc run and gnc train.
+ * cli_mem_start, just before the session is made: the baseline of the
+ * measured peak.  cli_mem_add: a planned item the command holds besides the
+ * session's (gnc train's data set), its bytes counted from its allocation.
+ * cli_mem_end, after the last run: the session's buffers as planned items and
+ * the measured peak (on the CPU the resident set's high-water mark above the
+ * baseline; on cuda the GPU memory in use above what was before).
+ * predicted_step_ms: the cost model's step of p on o's device (its model's
+ * name in *model_name), NaN where it has none. */
+#define CLI_MEM_ITEMS 24
+typedef struct {
+    struct { const char *name; double bytes; } item[CLI_MEM_ITEMS];
+    int nitems;
+    double planned;             /* the items' sum */
+    double transient;           /* freed before the end, not in planned: oneDNN's trials */
+    double start_rss;           /* the baseline, bytes (-1: unknown) */
+    int reset;                  /* the high-water mark was reset at the baseline */
+    double measured;            /* bytes; NaN: not measurable here */
+    int gpu;                    /* measured on the GPU */
+    double reserve;             /* cuda: the libraries' estimated reserve (not in planned) */
+} cli_mem;
+void cli_mem_start(cli_mem *m);
+void cli_mem_add(cli_mem *m, const char *name, double bytes);
+struct rt_session;
+int cli_mem_end(cli_mem *m, struct rt_session *s, int train);
+/* A second session's buffers in one sum (gnc train's evaluation program):
+ * every one where it ran (ran), else those its making filled (the
+ * parameters); on cuda its allocations on every device. */
+double cli_mem_session_bytes(struct rt_session *s, int ran);
+void cli_mem_print(const cli_mem *m, FILE *f);
+void cli_mem_json(const cli_mem *m, struct cJSON *root);
+double predicted_step_ms(const options *o, const drv_program *p, const char **model_name);
+
 int cmd_train(const options *o);
 int cmd_eval(const options *o);
 /* gnc export (tools/export.c): o's model as an ONNX file at o->out. */

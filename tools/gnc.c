@@ -1429,8 +1429,10 @@ static cJSON *tensor_json(const ir_value *v, const void *data)
     return j;
 }
 
-/* run --json: the outputs whole, the loss, the median time. */
-static int run_json(const options *o, const ir_graph *g, rt_session *s, double ms, int repeat)
+/* run --json: the outputs whole, the loss, the median time beside the
+ * predicted one, the planned memory beside the measured. */
+static int run_json(const options *o, const ir_graph *g, rt_session *s, double ms, int repeat,
+                    double predicted, const char *model, const cli_mem *mem)
 {
     cJSON *root = cJSON_CreateObject(), *outs;
     cJSON_AddStringToObject(root, "model", g->name);
@@ -1456,6 +1458,11 @@ static int run_json(const options *o, const ir_graph *g, rt_session *s, double m
         cJSON_AddNullToObject(root, "loss");
     cJSON_AddNumberToObject(root, "time_ms", ms);
     cJSON_AddNumberToObject(root, "repeat", repeat);
+    if (root) {
+        cli_json_number(root, "predicted_ms", predicted);
+        cJSON_AddStringToObject(root, "device_model", model);
+        cli_mem_json(mem, root);
+    }
     return cli_json_print(root);
 }
 
@@ -1519,6 +1526,8 @@ static int cmd_run(const options *o, const drv_program *p)
     }
     if (o->threads)
         rt_set_threads(o->threads);
+    cli_mem mem; /* the baseline: compiled, nothing of the run allocated yet */
+    cli_mem_start(&mem);
     rt_session *s = cli_session_new(o, p, 1, o->seed, err, sizeof err);
     if (!s) {
         fprintf(stderr, "gnc: error: %s\n", err);
@@ -1576,6 +1585,9 @@ static int cmd_run(const options *o, const drv_program *p)
         times[r] = cli_now_ms() - t0;
     }
     qsort(times, (size_t)repeat, sizeof *times, cmp_double);
+    const char *model = "";
+    double predicted = predicted_step_ms(o, p, &model);
+    cli_mem_end(&mem, s, 0);
     if (o->world->rank > 0) {
         free(times);
         rc = 0;
@@ -1595,7 +1607,7 @@ static int cmd_run(const options *o, const drv_program *p)
         goto done;
     }
     if (o->json) {
-        rc = run_json(o, g, s, times[repeat / 2], repeat);
+        rc = run_json(o, g, s, times[repeat / 2], repeat, predicted, model, &mem);
         free(times);
         goto done;
     }
@@ -1604,7 +1616,9 @@ static int cmd_run(const options *o, const drv_program *p)
                      rt_session_data(s, g->outputs[i].value));
     if (g->loss && rt_session_data(s, g->loss))
         print_tensor("loss", g->loss, rt_session_data(s, g->loss));
-    printf("time: %.2f ms (median of %d)\n", times[repeat / 2], repeat);
+    printf("time: %.2f ms (median of %d), predicted %.2f ms on %s\n", times[repeat / 2], repeat,
+           predicted, model);
+    cli_mem_print(&mem, stdout);
     if (o->profile && !rt_session_gpu(s))
         rt_exec_print_profile(rt_session_host(s), stdout);
     free(times);

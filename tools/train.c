@@ -581,6 +581,12 @@ typedef struct {
     double window_loss, t_window;
     long long window_steps;
     int tty;
+    /* predicted beside measured (cli_mem, predicted_step_ms) */
+    cli_mem mem;                /* its baseline before the data set is read */
+    double step_ms;             /* the steps' time after the run's first, summed */
+    double first_ms;            /* the first's */
+    long long steps_timed;
+    int evaluated;              /* em ran (its buffers were used) */
 } run;
 
 /* Makes the folders of path that do not exist (as mkdir -p) and checks that
@@ -902,6 +908,7 @@ static int run_epoch_end(run *r, double now, double ips)
         printf("epoch %lld: train loss %.4f, %.0f %s/s, %.1f s (no test: a plan holds the "
                "training step alone)\n", epoch + 1, train_loss, ips, r->unit, secs);
     } else if (r->root && pos + 1 == r->per_epoch) {
+        r->evaluated = 1;
         if (copy_weights(&r->em, &r->tm) != 0 || evaluate(&r->em, &r->test, &acc, &test_loss) != 0)
             return -1;
         if (r->em.label)
@@ -1012,8 +1019,15 @@ static int run_loop(run *r)
             cli_dataset_order(r->order, r->train.n, r->seed, (uint64_t)epoch);
         double lr = lr_at(o, r->step, epoch, r->total);
         float loss;
+        double t0 = cli_now_ms();
         if (run_step(r, lr, &loss) != 0)
             return -1;
+        /* the step time beside the predicted one leaves out the first step,
+           as images/s does; a run of one step has that one */
+        if (r->step > r->first_step)
+            r->step_ms += cli_now_ms() - t0, r->steps_timed++;
+        else
+            r->first_ms = cli_now_ms() - t0;
         r->epoch_loss += loss, r->epoch_steps++, r->done_steps++;
         r->window_loss += loss, r->window_steps++;
         double now = cli_now_ms();
@@ -1056,6 +1070,41 @@ static int run_loop(run *r)
     return 0;
 }
 
+/* The bytes of data set d's arrays (n samples of each). */
+static double data_bytes(const cli_data *d)
+{
+    double b = 0;
+    for (int i = 0; i < d->narrays; i++)
+        b += (double)d->n * (double)ir_type_bytes(&d->a[i].sample);
+    return b;
+}
+
+/* The end of a run: the step time beside the predicted one, the planned
+ * memory beside the measured peak.  The plan counts the training session's
+ * buffers, the evaluation program's (whole where an evaluation ran, else its
+ * parameters, the rest never touched), the data set as read (the test split
+ * where it has arrays of its own) and the shuffled order. */
+static void report_end(run *r)
+{
+    const char *model = "";
+    double predicted = predicted_step_ms(r->o, &r->tm.prog, &model);
+    double measured = r->steps_timed ? r->step_ms / (double)r->steps_timed : r->first_ms;
+    if (r->steps_timed)
+        printf("step: %.2f ms (mean of %lld after the first), predicted %.2f ms on %s\n",
+               measured, r->steps_timed, predicted, model);
+    else
+        printf("step: %.2f ms (the first, the only one), predicted %.2f ms on %s\n", measured,
+               predicted, model);
+    cli_mem_add(&r->mem, "data set", data_bytes(&r->train) +
+                (r->idx || r->test.nowned ? data_bytes(&r->test) : 0));
+    cli_mem_add(&r->mem, "shuffle order", (double)r->train.n * (double)sizeof *r->order);
+    if (r->em.s)
+        cli_mem_add(&r->mem, r->evaluated ? "evaluation program" : "evaluation parameters",
+                    cli_mem_session_bytes(r->em.s, r->evaluated));
+    cli_mem_end(&r->mem, r->tm.s, 1);
+    cli_mem_print(&r->mem, stdout);
+}
+
 int cmd_train(const options *o)
 {
     run r = {.o = o, .root = o->world->rank == 0, .plan = cli_is_plan(o->c.file),
@@ -1063,6 +1112,9 @@ int cmd_train(const options *o)
     r.unit = r.idx ? "images" : "samples";
     if (o->threads)
         rt_set_threads(o->threads);
+    /* the baseline of the measured peak: the data set, both programs and
+       their sessions come after it, and are counted (report_end) */
+    cli_mem_start(&r.mem);
     int rc = 1;
     if (o->weights && o->resume) {
         fprintf(stderr, "gnc: error: --weights starts a run from given weights, --resume "
@@ -1083,6 +1135,8 @@ int cmd_train(const options *o)
         rc = 1;
         goto done;
     }
+    if (rc == 0 && r.root)
+        report_end(&r);
     if (rc == 0 && r.root && o->profile && !rt_session_gpu(r.tm.s))
         rt_exec_print_profile(rt_session_host(r.tm.s), stdout);
     if (rc == 0 && r.root && o->profile_file)

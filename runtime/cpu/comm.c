@@ -76,6 +76,14 @@ void rt_comm_free(struct rt_comm *c)
     base_free(c);
 }
 
+int64_t rt_comm_bytes(const struct rt_comm *c)
+{
+    int64_t n = 0;
+    for (int64_t i = 0; c && i < c->nids; i++)
+        n += c->box[i].data ? (int64_t)(c->box[i].bytes ? c->box[i].bytes : 1) : 0;
+    return n;
+}
+
 int rt_comm_new(rt_exec *parent, char *err, size_t errlen)
 {
     const ir_graph *g = parent->g;

@@ -60,6 +60,12 @@ int rt_dnnl_conv(rt_exec *x, const ir_node *n, const ir_node *const *members, in
 
 void rt_dnnl_free(struct rt_dnnl *d) { (void)d; }
 
+void rt_dnnl_bytes(const struct rt_dnnl *d, int64_t *weights, int64_t *work, int64_t *trial)
+{
+    (void)d;
+    *weights = *work = *trial = 0;
+}
+
 #else
 
 #include <math.h>
@@ -110,6 +116,7 @@ typedef struct {
     int res_sum;              /* the residual (PO_RES) is a sum post-op, not a binary add */
     dnnl_memory_t src1[2 * MAX_POST]; /* the binary post-ops' operands, by post-op */
     float *consts;            /* each batchnorm's scale, then shift, by channel */
+    size_t consts_bytes;
 } conv_prim;
 
 struct rt_dnnl {
@@ -133,6 +140,8 @@ struct rt_dnnl {
     int no_post;              /* GNC_DNNL_POSTOPS=0: every epilogue after the primitive */
     int sum_only;             /* GNC_DNNL_POSTOPS=sum: residuals only as sum post-ops */
     long refused;             /* chains a trial refused (rt_exec's dnnl_refused) */
+    size_t trial_bytes;       /* the largest trial's operands and copies (rt_dnnl_bytes) */
+    size_t trial_base;        /* the running trial's operands (posts_agree's buf) */
 };
 
 #define OK(call) ((call) == dnnl_success)
@@ -182,6 +191,24 @@ void rt_dnnl_free(struct rt_dnnl *d)
     if (d->eng)
         dnnl_engine_destroy(d->eng);
     free(d);
+}
+
+void rt_dnnl_bytes(const struct rt_dnnl *d, int64_t *weights, int64_t *work, int64_t *trial)
+{
+    *weights = *work = *trial = 0;
+    if (!d)
+        return;
+    for (int i = 0; i < d->nvalues; i++) {
+        const conv_prim *c = d->by_value[i];
+        if (!c)
+            continue;
+        /* the weights' copy is the port's own (port_init's own), the others'
+           lie in the workspace */
+        *weights += (c->p[P_WEI].mem ? (int64_t)c->p[P_WEI].bytes : 0) +
+                    (int64_t)c->consts_bytes;
+    }
+    *work = (int64_t)d->work_bytes;
+    *trial = (int64_t)d->trial_bytes;
 }
 
 /* The scratchpad that primitive pd asks for: *mem over none of its own
@@ -499,6 +526,10 @@ static int trial(struct rt_dnnl *d, const_dnnl_primitive_desc_t pd, const post *
     for (int i = 0; i < NPORTS; i++)
         most = ports[i].pad_bytes > most ? ports[i].pad_bytes : most;
     ok = ok && (!most || (scratch = aligned_alloc(64, (most + 63) / 64 * 64)));
+    size_t held = d->trial_base + (most + 63) / 64 * 64; /* the operands, copies, scratch */
+    for (int i = 0; i < NPORTS; i++)
+        held += ports[i].mem ? ports[i].bytes : 0;
+    d->trial_bytes = held > d->trial_bytes ? held : d->trial_bytes;
     if (ok && pad) {
         ok = OK(dnnl_memory_set_data_handle(pad, scratch));
         args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, pad};
@@ -550,8 +581,9 @@ static int posts_agree(struct rt_dnnl *d, const post *p, int np, int res_sum, co
 {
     int64_t nx = g->n * g->c * g->h * g->w, nw = g->o * (g->c / g->groups) * g->kh * g->kw;
     int64_t ny = g->n * g->o * g->oh * g->ow, plane = g->oh * g->ow;
-    float *buf = malloc((size_t)(nx + nw + g->o + 3 * ny + 2 * MAX_POST * g->o + MAX_POST) *
-                        sizeof *buf);
+    d->trial_base = (size_t)(nx + nw + g->o + 3 * ny + 2 * MAX_POST * g->o + MAX_POST) *
+                    sizeof(float);
+    float *buf = malloc(d->trial_base);
     if (!buf)
         return 0;
     trial_data t = {.x = buf};
@@ -708,7 +740,8 @@ static int post_operands(struct rt_dnnl *d, conv_prim *c, int64_t channels)
             return -1;
         }
     }
-    if (nbn && !(c->consts = malloc((size_t)(2 * nbn * channels) * sizeof *c->consts)))
+    c->consts_bytes = (size_t)(2 * nbn * channels) * sizeof *c->consts;
+    if (nbn && !(c->consts = malloc(c->consts_bytes)))
         return -1;
     return 0;
 }

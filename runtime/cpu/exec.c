@@ -1168,6 +1168,13 @@ static int supported(const ir_node *n)
     }
 }
 
+/* The bytes of v's buffer of its own (alloc_value). */
+static int64_t value_bytes(const ir_value *v)
+{
+    int64_t bytes = ir_type_numel(&v->type) * (int64_t)elem_size(v->type.dtype);
+    return bytes ? bytes : 1;
+}
+
 static int alloc_value(rt_exec *x, const ir_value *v, char *err, size_t errlen)
 {
     size_t bytes = (size_t)ir_type_numel(&v->type) * elem_size(v->type.dtype);
@@ -1224,8 +1231,8 @@ static int place_values(rt_exec *x, const int64_t *offsets, int64_t arena_bytes,
         if (x->device < 0 || n->device == x->device)
             x->nodes[k++] = n;
     /* 256-byte aligned, as the plan's offsets are */
-    if (offsets && arena_bytes > 0 &&
-        !(x->arena = aligned_alloc(256, (size_t)(arena_bytes + 255) / 256 * 256)))
+    x->arena_bytes = (size_t)(arena_bytes + 255) / 256 * 256;
+    if (offsets && arena_bytes > 0 && !(x->arena = aligned_alloc(256, x->arena_bytes)))
         return fail(err, errlen, "out of memory for the %lld-byte arena%s", (long long)arena_bytes,
                     x->device >= 0 ? " of a device" : "");
     ir_for_each_node(g, n) {
@@ -1385,6 +1392,51 @@ void rt_exec_free(rt_exec *x)
     rt_dnnl_free(x->dnnl);
     rt_wino_free(x->wino);
     base_free(x);
+}
+
+/* x's own share of rt_exec_memory, added to m: each buffer's size as
+ * alloc_value and place_values asked for it, by the kind of its value. */
+static void memory_of(const rt_exec *x, rt_memory *m)
+{
+    const ir_graph *g = x->g;
+    for (int i = 0; i < g->ninputs; i++) {
+        const ir_value *v = g->inputs[i];
+        m->inputs += x->buf[v->id] && !x->borrowed[v->id] ? value_bytes(v) : 0;
+    }
+    for (int i = 0; i < g->nparams; i++) {
+        const ir_value *v = g->params[i];
+        if (!x->buf[v->id] || x->borrowed[v->id])
+            continue;
+        if (v->kind == IR_VALUE_STATE)
+            m->state += value_bytes(v);
+        else
+            m->params += value_bytes(v);
+    }
+    ir_for_each_node(g, n)
+        for (int k = 0; k < n->nout; k++) {
+            const ir_value *v = n->out[k];
+            m->values += x->buf[v->id] && !x->borrowed[v->id] ? value_bytes(v) : 0;
+        }
+    m->arena += x->arena ? (int64_t)x->arena_bytes : 0;
+    m->workspace += (int64_t)(x->scratch_cap * sizeof(float));
+    m->winograd += rt_wino_bytes(x->wino);
+    int64_t w, work, trial;
+    rt_dnnl_bytes(x->dnnl, &w, &work, &trial);
+    m->dnnl_weights += w;
+    m->dnnl_work += work;
+    m->dnnl_trial = trial > m->dnnl_trial ? trial : m->dnnl_trial;
+    m->tables += (int64_t)(x->nvalues + 1) * (int64_t)(sizeof *x->buf + 2) +
+                 (int64_t)(x->nnodes + 1) * (int64_t)sizeof *x->nodes +
+                 (int64_t)x->cap_events * (int64_t)sizeof *x->events;
+}
+
+void rt_exec_memory(const rt_exec *x, rt_memory *m)
+{
+    memset(m, 0, sizeof *m);
+    memory_of(x, m);
+    for (int d = 0; d < x->ndev; d++)
+        memory_of(x->devs[d], m);
+    m->comm = rt_comm_bytes(x->comm);
 }
 
 /* The executor holding v: a device's for its node results, else the first

@@ -145,6 +145,36 @@ typedef struct {
  * or its end). */
 const rt_event *rt_exec_events(rt_exec *x, int *n);
 
+/* What the executor holds, in bytes, each item the sum of the sizes of the
+ * allocations it stands for (not a model of them): what a run needs besides
+ * the program and the libraries' code.  The workspaces, oneDNN's primitives
+ * and Winograd's weights are made at a first run, so ask after one.  Every
+ * device's on a partitioned program (in one process; an MPI rank's its own). */
+typedef struct {
+    int64_t arena;        /* the memory plan's arenas: activations, and a training
+                             step's gradients */
+    int64_t values;       /* node results in buffers of their own: those computed from
+                             weights alone (a batchnorm folded into a convolution), and
+                             every one without a plan */
+    int64_t inputs;
+    int64_t params;       /* parameters and buffers (running statistics), each copy */
+    int64_t state;        /* optimizer state (momentum, Adam's moments) */
+    int64_t workspace;    /* the scratch buffer (rt_scratch), at its largest: im2col
+                             columns, Winograd's tiles, direct convolutions' per-thread
+                             rows, gradient kernels' partial sums */
+    int64_t winograd;     /* Winograd's transformed weights (and weight gradients) */
+    int64_t dnnl_weights; /* oneDNN's copies of the weights in its layouts, and its
+                             batchnorm post-ops' constants */
+    int64_t dnnl_work;    /* oneDNN's activation copies and scratchpads (one
+                             convolution's at a time, the largest) */
+    int64_t dnnl_trial;   /* the largest of oneDNN's post-op trials (dnnl.c
+                             posts_agree): operands and copies held during one at a
+                             primitive's making, freed after */
+    int64_t comm;         /* virtual devices' send buffers (comm.c), MPI staging */
+    int64_t tables;       /* the executor's per-value and per-node tables */
+} rt_memory;
+void rt_exec_memory(const rt_exec *x, rt_memory *m);
+
 /* Sets the number of threads (0: all cores). */
 void rt_set_threads(int n);
 

@@ -16,6 +16,7 @@ struct rt_exec {
     int nvalues;
     void **buf;           /* by value id; NULL: not held here */
     char *arena;          /* node results, when planned (rt_exec_new_planned) */
+    size_t arena_bytes;   /* as allocated (rt_exec_memory) */
     char *borrowed;       /* by value id: buf points into the arena or into another
                              executor's memory (a device's view of the inputs) */
     unsigned char *weight; /* by value id: computed from weights alone (ir_weight_only) */
@@ -163,6 +164,10 @@ int rt_dnnl_enabled(void);
  * "avx512_core_vnni", "avx512_core_bf16", "avx512_core_amx"; "" without oneDNN. */
 const char *rt_dnnl_isa(void);
 void rt_dnnl_free(struct rt_dnnl *d);
+/* What d holds (rt_exec_memory): the weights' copies in oneDNN's layouts and
+ * post-ops' constants, the shared workspace at its largest, and the largest
+ * trial's operands (freed after it); 0 for each without oneDNN. */
+void rt_dnnl_bytes(const struct rt_dnnl *d, int64_t *weights, int64_t *work, int64_t *trial);
 
 /* Convolution node n (conv2d, conv2d_grad_input or conv2d_grad_weight) as
  * Winograd's F(2x2, 3x3) (winograd.c): 1 when it ran (bias included; the
@@ -172,6 +177,8 @@ int rt_wino_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen);
 /* Whether a convolution of geometry g has the shape Winograd takes. */
 int rt_wino_fits(const conv_geom *g);
 void rt_wino_free(struct rt_wino *w);
+/* The bytes of Winograd's transformed weights and its tables (rt_exec_memory). */
+int64_t rt_wino_bytes(const struct rt_wino *w);
 
 /* Convolution node n (conv2d, conv2d_grad_input or conv2d_grad_weight) as a
  * direct convolution in AVX2 (direct.c): 1 when it ran (bias included; the
@@ -262,6 +269,8 @@ static inline void rt_bn_normalize(const float *x, float *y, int64_t n, float me
  * rt_comm_reset readies the state for the next run. */
 int rt_comm_new(rt_exec *parent, char *err, size_t errlen);
 void rt_comm_free(struct rt_comm *c);
+/* The send buffers' bytes (rt_exec_memory). */
+int64_t rt_comm_bytes(const struct rt_comm *c);
 int rt_comm_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen);
 void rt_comm_abort(struct rt_comm *c);
 void rt_comm_reset(struct rt_comm *c);

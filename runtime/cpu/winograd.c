@@ -57,7 +57,13 @@ struct rt_wino {
     unsigned char *kept;  /* by id: u holds the program's current weights */
     int nvalues;
     int off;              /* GNC_WINOGRAD=0 */
+    int64_t bytes;        /* of the u's allocated (rt_wino_bytes) */
 };
+
+int64_t rt_wino_bytes(const struct rt_wino *w)
+{
+    return w ? w->bytes + (int64_t)w->nvalues * (int64_t)(sizeof *w->u + 1) : 0;
+}
 
 void rt_wino_free(struct rt_wino *w)
 {
@@ -394,9 +400,12 @@ int rt_wino_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen)
        gradient dU */
     int id = n->out[0]->id;
     size_t ufloats = (size_t)(16 * g.o * g.c);
-    if (!w->u[id] && !(w->u[id] = malloc(ufloats * sizeof(float))))
-        return fail(err, errlen, "%s: out of memory for %zu floats of Winograd's weights",
-                    ir_ops[n->op].name, ufloats);
+    if (!w->u[id]) {
+        if (!(w->u[id] = malloc(ufloats * sizeof(float))))
+            return fail(err, errlen, "%s: out of memory for %zu floats of Winograd's weights",
+                        ir_ops[n->op].name, ufloats);
+        w->bytes += (int64_t)(ufloats * sizeof(float));
+    }
     int rc;
     if (dweight) {
         rc = wino_grad_weight(x, &g, IN(0), IN(1), w->u[id], OUT);

@@ -248,6 +248,13 @@ int64_t rt_cuda_region_bytes(const rt_cuda *x, int d, cg_region r)
     return 0;
 }
 
+int rt_cuda_memory(rt_cuda *x, int d, rt_cuda_mem *m, char *err, size_t errlen)
+{
+    (void)x, (void)d;
+    memset(m, 0, sizeof *m);
+    return base_fail(err, errlen, "this build of gnc has no CUDA runtime");
+}
+
 #else
 
 #include <dlfcn.h>
@@ -558,6 +565,7 @@ static int open_device(rt_cuda *x, int d, char *err, size_t errlen)
     CU(cuCtxSetCurrent(G->ctx));
     size_t freeb = 0, total = 0;
     CU(cuMemGetInfo(&freeb, &total));
+    G->free_at_open = freeb;
     /* the inputs twice: the region and the next run's, prefetched; and the
      * mailbox of the messages it receives */
     int64_t mailbox = plan_mailbox(x, d);
@@ -584,6 +592,7 @@ static int open_device(rt_cuda *x, int d, char *err, size_t errlen)
             CUDA_SUCCESS)
             G->pinned = NULL;
     }
+    G->mailbox_bytes = mailbox;
     if (G->nmessages)
         CU(cuMemAlloc(&G->mailbox, (size_t)mailbox));
     if (G->scratch_bytes)
@@ -909,6 +918,27 @@ const char *rt_cuda_warning(const rt_cuda *x)
 int64_t rt_cuda_region_bytes(const rt_cuda *x, int d, cg_region r)
 {
     return x && d >= 0 && d < x->p->ndevices ? x->dev[d].bytes[r] : 0;
+}
+
+int rt_cuda_memory(rt_cuda *x, int d, rt_cuda_mem *m, char *err, size_t errlen)
+{
+    memset(m, 0, sizeof *m);
+    if (!x || d < 0 || d >= x->p->ndevices)
+        return base_fail(err, errlen, "the program has no device %d", d);
+    if (x->rank >= 0 && d != x->rank)
+        return 1;
+    cuda_gpu *G = &x->dev[d];
+    memcpy(m->region, G->bytes, sizeof m->region);
+    m->staging = G->staging ? G->bytes[CG_INPUTS] : 0;
+    m->mailbox = G->mailbox ? G->mailbox_bytes : 0;
+    m->scratch = G->scratch ? G->scratch_bytes : 0;
+    m->zeros = G->zeros ? G->zeros_bytes : 0;
+    m->reserve = (int64_t)rt_cuda_reserve(x->p, d, nccl_comms(x, d));
+    size_t freeb = 0, total = 0;
+    CU(cuCtxSetCurrent(G->ctx));
+    CU(cuMemGetInfo(&freeb, &total));
+    m->used = (int64_t)G->free_at_open - (int64_t)freeb;
+    return 0;
 }
 
 /* ---------------------------------------------------------------- values */

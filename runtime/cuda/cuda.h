@@ -183,6 +183,27 @@ int rt_cuda_time_convs(rt_cuda *x, double *ms, char *err, size_t errlen);
 /* The bytes of device d's allocation of region r (what was allocated). */
 int64_t rt_cuda_region_bytes(const rt_cuda *x, int d, cg_region r);
 
+/* Device d's memory (gnc run and train print it beside the plan): what gnc
+ * allocated on it, region by region (cuMemAlloc's sizes: the plan's arena,
+ * parameters, inputs, and the workspace, which holds cuBLASLt's and cuDNN's
+ * workspaces and converted operands), the prefetch staging, the mailbox of
+ * the messages it receives, the local collectives' scratch and the zeros of
+ * fused convolutions; the libraries' reserve as estimated before they load
+ * (rt_cuda_reserve: an estimate, not an allocation gnc knows the size of);
+ * and, measured, how much less the driver reports free now than before the
+ * device's first allocation (cuMemGetInfo): all of the above as they are
+ * now, the libraries' own (handles, loaded kernels, NCCL's buffers) and the
+ * context's growth, another process's allocations on the GPU too.  0; 1
+ * for a device another process runs (nothing filled); -1 with a message
+ * when the program has no device d or the driver fails. */
+typedef struct {
+    int64_t region[CG_NREGIONS];
+    int64_t staging, mailbox, scratch, zeros;
+    int64_t reserve;
+    int64_t used;
+} rt_cuda_mem;
+int rt_cuda_memory(rt_cuda *x, int d, rt_cuda_mem *m, char *err, size_t errlen);
+
 /* The check made before allocating: device d (named name) needs the sum of
  * region_bytes and reserve (what the libraries allocate for themselves,
  * rt_cuda_reserve), free bytes are free.  0 when it fits, else -1 with the

@@ -99,11 +99,15 @@ typedef struct {
     cuda_step_lib **lib[2];     /* [init][step]: a library step's state, or NULL */
     void *blas, *dnn;           /* this device's cuBLASLt and cuDNN handles */
     CUdeviceptr zeros;          /* float zeros for a fused convolution without bias */
+    int64_t zeros_bytes;
     CUevent tail, coll;         /* local collectives: this device's communication stream
                                    so far; the end of one it led */
     CUdeviceptr scratch;        /* local collectives it leads: operands from the others */
     int64_t scratch_bytes;
     CUdeviceptr mailbox;        /* the messages this device receives */
+    int64_t mailbox_bytes;
+    uint64_t free_at_open;      /* cuMemGetInfo's free bytes before anything was allocated
+                                   (rt_cuda_memory) */
     int nmessages;
     cuda_message *messages;
     CUevent *marks;             /* profiling, with timing: [0] a run's start, [1 + 2s] and

@@ -980,6 +980,7 @@ int cuda_libs_open(rt_cuda *x, const char *libdir, const rt_cuda_id *id, char *e
             DNN(cudnnCreate((cudnnHandle_t *)&G->dnn));
             /* the bias of a fused convolution that has none: zeros, of any type */
             CU(cuMemAlloc(&G->zeros, (size_t)max_k * sizeof(float)));
+            G->zeros_bytes = max_k * (int64_t)sizeof(float);
             CU(cuMemsetD8Async(G->zeros, 0, (size_t)max_k * sizeof(float), G->stream[S_COPY]));
             CU(cuStreamSynchronize(G->stream[S_COPY]));
         }

@@ -177,7 +177,10 @@ check "run --json: the outputs as -o's files and the text" run.json run.txt npy 
 $npy_values
 import json, re, sys
 d = json.load(open(sys.argv[1])); text = open(sys.argv[2]).read()
-assert set(d) == {'model', 'file', 'device', 'seed', 'outputs', 'loss', 'time_ms', 'repeat'}, sorted(d)
+assert set(d) == {'model', 'file', 'device', 'seed', 'outputs', 'loss', 'time_ms', 'repeat',
+                  'predicted_ms', 'device_model', 'memory'}, sorted(d)
+assert d['predicted_ms'] > 0 and d['device_model'] == 'cpu'
+assert {'planned_bytes', 'planned', 'measured_bytes', 'measured_as'} <= set(d['memory'])
 assert d['model'] == 'lenet' and d['device'] == 'cpu' and d['seed'] == 5 and d['repeat'] == 3
 assert d['time_ms'] > 0 and list(d['outputs']) == ['logits']
 t = d['outputs']['logits']
