@@ -154,7 +154,7 @@ expect 1 "$gnc" dump bad.gir -D batch=2;   has "-D and --model apply to .net mod
 expect 0 "$gnc" run "$src/models/lenet.net" -D batch=4 --seed 1;  a=$out
 expect 0 "$gnc" run "$src/models/lenet.net" -D batch=4 --seed 1;  b=$out
 expect 0 "$gnc" run "$src/models/lenet.net" -D batch=4 --seed 2;  c=$out
-strip() { grep -v '^time:' <<<"$1"; }
+strip() { grep -vE '^(time|memory):' <<<"$1"; }
 if [ "$(strip "$a")" = "$(strip "$b")" ]; then ok; else bad "run is not deterministic for a seed"; fi
 if [ "$(strip "$a")" != "$(strip "$c")" ]; then ok; else bad "run ignores --seed"; fi
 has "logits: f32[4, 10]"

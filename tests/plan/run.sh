@@ -12,7 +12,7 @@ gnc=$1 src=$2 work=$3 data=$4 nvrtc=${5:-OFF} fake=${6:-}
 . "$(cd "$(dirname "$0")/.." && pwd)/lib.sh"
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 lenet=$src/models/lenet.net mlp=$src/models/mlp.net
-strip() { grep -v '^time:' <<<"$1"; }
+strip() { grep -vE '^(time|memory):' <<<"$1"; }
 # the data of a safetensors checkpoint: what follows its header (whose metadata
 # says which model wrote it)
 tensors() { local n; n=$(od -An -t u8 -N8 "$1" | tr -d ' '); tail -c +$((9 + n)) "$1"; }
