@@ -317,47 +317,12 @@ void drv_program_free(drv_program *p)
     memset(p, 0, sizeof *p);
 }
 
-double drv_run_seconds(const cg_program *p, int d, const cost_device *dev, double *launch_s)
-{
-    const cg_device *D = &p->devices[d];
-    double t = 0;
-    for (int i = 0; i < D->nsteps; i++) {
-        const cg_step *st = &D->steps[i];
-        const ir_node *n = st->node;
-        switch (st->kind) {
-        case CG_STEP_KERNEL: {
-            const cg_launch *l = &st->u.launch;
-            double gemm = n && cost_op_gemm(n->op) ? cost_node_flops(n) : 0;
-            t += cost_grid_seconds(dev, gemm, 0, (double)(st->read_bytes + st->written_bytes),
-                                   (int64_t)l->grid[0] * l->grid[1] * l->grid[2]);
-            break;
-        }
-        case CG_STEP_GEMM: case CG_STEP_CONV:
-            t += cost_kernel_seconds(dev, n ? cost_node_flops(n) : 0, 0,
-                                     n ? cost_node_bytes(n) : 0);
-            break;
-        case CG_STEP_COMM: {
-            const cg_comm *c = &st->u.comm;
-            int64_t b = c->op == IR_OP_ALL_GATHER ? c->bytes * c->ngroup : c->bytes;
-            t += cost_comm_seconds(dev, c->op, c->op == IR_OP_SEND || c->op == IR_OP_RECV
-                                                   ? 2 : c->ngroup, b) + dev->launch;
-            break;
-        }
-        case CG_STEP_COPY:
-            t += cost_kernel_seconds(dev, 0, 0, 2.0 * (double)st->u.copy.bytes);
-            break;
-        }
-    }
-    if (launch_s)
-        *launch_s = D->nsteps * dev->launch;
-    return t;
-}
-
 const cost_device *drv_device_model(const drv_config *o, cost_device *buf, char *err, size_t errlen)
 {
     const char *spec = o->device_model ? o->device_model : o->gpus ? "h100-nvlink" : "cpu";
     if (cost_device_parse(spec, buf, err, errlen) != 0)
         return NULL;
+    cost_device_at(buf, (cost_precision)o->precision);
     return buf;
 }
 

@@ -128,13 +128,29 @@ int drv_plan_keep(const drv_config *c, const drv_program *p, const char *path,
  * the compiled ones kept.  0, or -1 with the reason in err. */
 int drv_plan_memory(const drv_config *c, drv_program *p, int train, char *err, size_t errlen);
 
-/* What one run of device d of GPU program p takes on dev, in seconds, its
- * steps one after another (communication not overlapped: an upper bound):
- * a kernel by the bytes it touches at its grid's occupancy (cost_grid_seconds;
- * an implicit-GEMM convolution's arithmetic at the GEMM rate, other kernels
- * taken as bound by memory), a library call by its node's FLOPs and bytes,
- * communication by the ring formulas, a copy by its bytes, each step with
- * dev->launch; *launch_s (if not NULL): the launches' share. */
+/* What one run of device d of GPU program p takes on dev (predict.c): each
+ * step priced by its kind of kernel at dev's rates, the steps one after
+ * another (communication not overlapped: an upper bound), in seconds, and by
+ * class of kernel, as docs/passes.md's "The cost model" says. */
+typedef enum {
+    DRV_CLASS_CONV, DRV_CLASS_TRANSPOSE, DRV_CLASS_NORM, DRV_CLASS_ELEMENTWISE,
+    DRV_CLASS_GEMM, DRV_CLASS_OPTIMIZER, DRV_CLASS_COMM, DRV_NCLASSES
+} drv_class;
+extern const char *const drv_class_names[DRV_NCLASSES]; /* "convolution", "transpose", ... */
+
+typedef struct {
+    double seconds;                 /* the run */
+    double launch_s;                /* of which the launches' gaps */
+    double by_class[DRV_NCLASSES];  /* seconds by class (they add up to seconds) */
+    int kernels[DRV_NCLASSES];      /* GPU kernels by class (cuDNN's transposes besides
+                                       its convolutions) */
+} drv_prediction;
+
+/* step_s: NULL, or [nsteps] each step's seconds (a convolution's transposes
+ * included). */
+void drv_predict(const struct cg_program *p, int d, const cost_device *dev, drv_prediction *out,
+                 double *step_s);
+/* drv_predict's seconds, and *launch_s (if not NULL) its launches' share. */
 double drv_run_seconds(const struct cg_program *p, int d, const cost_device *dev,
                        double *launch_s);
 

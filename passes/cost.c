@@ -99,17 +99,63 @@
 #define GiB ((int64_t)1 << 30)
 
 /* Every number comes from a datasheet or a measurement, as each comment says.
- * The H100 GEMM rates are the dense (no sparsity) TF32 tensor-core peaks times
- * 0.6, the fraction a network's GEMMs and convolutions reach: cuBLAS gets
- * 70-80% of peak on large square GEMMs, the smaller and oddly shaped ones of a
- * real network (and implicit-GEMM convolutions) less.  0.6 is our estimate; no
- * H100 was at hand to measure it.  Other arithmetic runs on the CUDA cores at
- * the FP32 peak, by the same fraction. */
+ *
+ * The Hopper GPUs' rates by kind of kernel (H200 and H100 share the SM, its
+ * clocks and the libraries' kernels), fitted to the one GPU run so far: an
+ * H200, 2026-11-26, resnet18 training at batch 256 (bench/results/2026-11-26-
+ * h200/, docs/perf.md; docs/passes.md, "The cost model", says how, and
+ * tests/test_calibration.c holds them to it).  The GEMM shares are of a
+ * resnet18's cuDNN convolutions: exact fp32 0.3 (fitted to the fp32 step),
+ * TF32 0.14 (the tf32 step; cuDNN's heuristic picks, untimed), 16-bit 0.33
+ * (the convolution kernels of the bf16 step's ncu profile); codegen's
+ * implicit GEMMs 0.032 of the 16-bit peak (the bf16 --conv igemm step).  The
+ * memory shares, of the bf16 profile's kernels by class: elementwise kernels
+ * 0.8 (add_relu_grad streams at 4.2 TB/s), normalization 0.36 (batchnorm's
+ * partial sums reach 0.7 TB/s, its other passes about 2), the multi-tensor
+ * update and casts 0.35, cuDNN's NCHW<->NHWC transposes 0.4.  A preset
+ * computes at fp32 until cost_device_at says otherwise: flops is fp32's. */
+#define HOPPER_PEAKS {66.9e12, 494.7e12, 989.4e12, 989.4e12} /* datasheet, dense: FP32,
+                                         TF32, BF16 and FP16 tensor core (the sparse
+                                         figures are twice these) */
+#define HOPPER_RATES                                                                 \
+    .gemm_eff = {GEFF_FP32, GEFF_TF32, GEFF_16, GEFF_16},                            \
+    .igemm_eff = IGEMM_EFF, .mem_eff = MEM_EFF, .norm_eff = NORM_EFF,                \
+    .multi_eff = MULTI_EFF,                                                          \
+    .transpose_eff = TRANSPOSE_EFF
+#define GEFF_FP32 0.3
+#define GEFF_TF32 0.14
+#define GEFF_16 0.33
+#define IGEMM_EFF 0.032
+#define MEM_EFF 0.8
+#define NORM_EFF 0.36
+#define MULTI_EFF 0.35
+#define TRANSPOSE_EFF 0.4
+/* The error the model claims for a step: the steps it was fitted to came
+ * within 3%, the one it predicted without a fitted rate (bf16 --conv
+ * cudnn-nhwc) within 12%; communication and several devices have never been
+ * measured.  15%, for every preset. */
+#define MODEL_ERROR 0.15
+
 static const cost_device presets[] = {
     {
+        .name = "h200",
+        .flops = 66.9e12 * GEFF_FP32, /* fp32: peak[COST_FP32] x gemm_eff */
+        .flops_other = 66.9e12 * 0.6, /* datasheet: FP32 67 TFLOPS */
+        .mem_bw = 4.8e12,             /* datasheet: HBM3e, 4.8 TB/s */
+        .link_bw = 450e9,             /* NVLink 4, as h100-nvlink */
+        .link_latency = 5e-6,         /* as h100-nvlink */
+        .launch = 1e-6,               /* the gap between two kernels of a CUDA graph: the
+                                         bf16 step's kernels (ncu) and its measured time
+                                         leave about 1 us each */
+        .mem_bytes = (int64_t)143771 << 20, /* nvidia-smi's memory.total (141 GB) */
+        .sms = 132,
+        .error = MODEL_ERROR,
+        .peak = HOPPER_PEAKS,
+        HOPPER_RATES,
+    },
+    {
         .name = "h100-nvlink",
-        .flops = 494.7e12 * 0.6,      /* H100 SXM5 datasheet: TF32 tensor core 989.4 TFLOPS
-                                         with sparsity, 494.7 dense */
+        .flops = 66.9e12 * GEFF_FP32, /* fp32, as h200 */
         .flops_other = 66.9e12 * 0.6, /* datasheet: FP32 66.9 TFLOPS */
         .mem_bw = 3.35e12,            /* datasheet: HBM3, 3.35 TB/s */
         .link_bw = 450e9,             /* NVLink 4: 18 links x 25 GB/s per direction (the
@@ -123,11 +169,13 @@ static const cost_device presets[] = {
         .mem_bytes = 80 * GiB,        /* H100 SXM5 80 GB (HBM3 stacks count in GiB; CUDA
                                          leaves a little less usable) */
         .sms = 132,                   /* H100 SXM5: 132 SMs */
+        .error = MODEL_ERROR,
+        .peak = HOPPER_PEAKS,
+        HOPPER_RATES,
     },
     {
         .name = "h100-pcie",
-        .flops = 378e12 * 0.6,        /* H100 PCIe datasheet: TF32 756 TFLOPS with sparsity,
-                                         378 dense */
+        .flops = 51.2e12 * GEFF_FP32, /* fp32, as h200 */
         .flops_other = 51.2e12 * 0.6, /* datasheet: FP32 51.2 TFLOPS */
         .mem_bw = 2.0e12,             /* datasheet: HBM2e, 2.0 TB/s */
         .link_bw = 55e9,              /* PCIe Gen5 x16: 32 GT/s x 16 lanes x 128/130 = 63 GB/s
@@ -137,6 +185,10 @@ static const cost_device presets[] = {
         .launch = 3e-6,               /* as h100-nvlink */
         .mem_bytes = 80 * GiB,        /* H100 PCIe 80 GB */
         .sms = 114,                   /* H100 PCIe: 114 SMs */
+        .error = MODEL_ERROR,
+        .peak = {51.2e12, 378e12, 756e12, 756e12}, /* datasheet, dense (TF32 756
+                                         TFLOPS with sparsity, 378 dense) */
+        HOPPER_RATES,
     },
     {
         /* A 2-core AVX-512 CPU: the AMD EPYC (Zen 4) VM the tests run on, measured
@@ -156,6 +208,7 @@ static const cost_device presets[] = {
         .launch = 1e-6,               /* an empty OpenMP parallel region (the executor's
                                          per-kernel fork and join): 1.0-1.08 us */
         .mem_bytes = (int64_t)24684096 * 1024, /* /proc/meminfo MemTotal */
+        .error = MODEL_ERROR,
     },
 };
 
@@ -173,7 +226,7 @@ const cost_device *cost_device_lookup(const char *name)
     return NULL;
 }
 
-typedef enum { KEY_RATE, KEY_TIME, KEY_BYTES, KEY_COUNT } key_kind;
+typedef enum { KEY_RATE, KEY_TIME, KEY_BYTES, KEY_COUNT, KEY_SHARE } key_kind;
 
 static const struct {
     const char *key;
@@ -188,6 +241,7 @@ static const struct {
     {"launch", KEY_TIME, offsetof(cost_device, launch)},
     {"mem", KEY_BYTES, offsetof(cost_device, mem_bytes)},
     {"sms", KEY_COUNT, offsetof(cost_device, sms)},
+    {"error", KEY_SHARE, offsetof(cost_device, error)},
 };
 
 static const struct {
@@ -214,7 +268,7 @@ static int parse_item(const char *item, int len, cost_device *d, char *err, size
         k++;
     if (k == nkeys) {
         snprintf(err, errlen, "unknown key '%.*s'; keys: flops, flops_other, mem_bw, link_bw, "
-                 "link_latency, launch, mem, sms", klen, item);
+                 "link_latency, launch, mem, sms, error", klen, item);
         return -1;
     }
     /* a number (strtod's syntax, no blanks), then an optional unit */
@@ -241,20 +295,23 @@ static int parse_item(const char *item, int len, cost_device *d, char *err, size
     }
     x *= scale;
     if (end == buf || scale == 0 || !isfinite(x) ||
-        (keys[k].kind == KEY_COUNT && (x != floor(x) || x > 1e6))) {
+        (keys[k].kind == KEY_COUNT && (x != floor(x) || x > 1e6)) ||
+        (keys[k].kind == KEY_SHARE && x >= 1)) {
         static const char *const what[] = {
             [KEY_RATE] = "a number per second",
             [KEY_TIME] = "seconds, or a number with s, ms, us or ns",
             [KEY_BYTES] = "bytes, or a number with B, KB, MB, GB, TB, KiB, MiB, GiB or TiB",
             [KEY_COUNT] = "a whole number",
+            [KEY_SHARE] = "a share from 0 to under 1",
         };
         snprintf(err, errlen, "bad number '%.*s' for %s: expected %s", vlen, val, keys[k].key,
                  what[keys[k].kind]);
         return -1;
     }
-    if (x < 0 || (x == 0 && keys[k].kind != KEY_TIME)) {
+    int zero_ok = keys[k].kind == KEY_TIME || keys[k].kind == KEY_SHARE;
+    if (x < 0 || (x == 0 && !zero_ok)) {
         snprintf(err, errlen, "%s must be %s, got %.*s", keys[k].key,
-                 keys[k].kind == KEY_TIME ? "zero or more" : "positive", vlen, val);
+                 zero_ok ? "zero or more" : "positive", vlen, val);
         return -1;
     }
     if (keys[k].kind == KEY_BYTES) {
@@ -266,6 +323,8 @@ static int parse_item(const char *item, int len, cost_device *d, char *err, size
     } else {
         *(double *)(void *)((char *)d + keys[k].offset) = x;
     }
+    if (keys[k].offset == offsetof(cost_device, flops)) /* the GEMM rate at every precision */
+        memset(d->peak, 0, sizeof d->peak);
     return 0;
 }
 
@@ -279,7 +338,7 @@ int cost_device_parse(const char *spec, cost_device *out, char *err, size_t errl
             memcmp(presets[i].name, spec, (size_t)nlen) == 0)
             base = &presets[i];
     if (!base) {
-        snprintf(err, errlen, "unknown device '%.*s'; devices: h100-nvlink, h100-pcie, cpu",
+        snprintf(err, errlen, "unknown device '%.*s'; devices: h200, h100-nvlink, h100-pcie, cpu",
                  nlen, spec);
         return -1;
     }
@@ -293,6 +352,13 @@ int cost_device_parse(const char *spec, cost_device *out, char *err, size_t errl
     }
     *out = d;
     return 0;
+}
+
+void cost_device_at(cost_device *dev, cost_precision p)
+{
+    dev->precision = p;
+    if (dev->peak[p] > 0)
+        dev->flops = dev->peak[p] * dev->gemm_eff[p];
 }
 
 /* ---- nodes ---- */
@@ -482,6 +548,48 @@ double cost_node_bytes(const ir_node *n)
     return b;
 }
 
+/* The bytes a program at dev's precision moves for what IR types count as
+ * bytes: half of them at bf16 and fp16, whose activations are 16-bit (the
+ * integers among them are few). */
+static double stored(const cost_device *dev, double bytes)
+{
+    return dev->precision >= COST_BF16 ? bytes / 2 : bytes;
+}
+
+static int is_norm(ir_op op)
+{
+    return op == IR_OP_BATCHNORM || op == IR_OP_BATCHNORM_TRAIN || op == IR_OP_BATCHNORM_APPLY ||
+           op == IR_OP_BATCHNORM_GRAD || op == IR_OP_LAYERNORM || op == IR_OP_LAYERNORM_GRAD;
+}
+
+/* dev as a kernel computing op sees it: on a GPU with measured rates, memory
+ * at the share of mem_bw its kind reaches (driver/predict.c prices a
+ * generated program the same way). */
+static cost_device kernel_device(const cost_device *dev, int norm)
+{
+    cost_device k = *dev;
+    double eff = norm ? dev->norm_eff : dev->mem_eff;
+    if (dev->peak[dev->precision] > 0 && eff > 0)
+        k.mem_bw *= eff;
+    return k;
+}
+
+/* cuDNN's own layout transposes around a tensor-core convolution of NCHW
+ * tensors (TF32 and 16-bit; not a one-channel input, which it runs in
+ * place): each tensor read and written once more, a launch each. */
+static double transpose_seconds(const cost_device *dev, const ir_node *n)
+{
+    if (!(n->op == IR_OP_CONV2D || n->op == IR_OP_CONV2D_GRAD_INPUT ||
+          n->op == IR_OP_CONV2D_GRAD_WEIGHT) || dev->precision == COST_FP32 ||
+        dev->peak[dev->precision] <= 0 || dev->transpose_eff <= 0)
+        return 0;
+    const ir_value *x = n->op == IR_OP_CONV2D_GRAD_INPUT ? n->out[0] : n->in[0];
+    if (x->type.rank == 4 && x->type.dims[1] == 1)
+        return 0;
+    return 2 * stored(dev, cost_node_bytes(n)) / (dev->mem_bw * dev->transpose_eff) +
+           3 * dev->launch;
+}
+
 double cost_kernel_seconds(const cost_device *dev, double gemm_flops, double other_flops,
                            double bytes)
 {
@@ -561,7 +669,9 @@ double cost_node_seconds(const cost_device *dev, const ir_node *n)
         return cost_comm_seconds(dev, n->op, comm_group_size(n), cost_comm_bytes(n));
     double f = cost_node_flops(n);
     int gemm = cost_op_gemm(n->op);
-    return cost_kernel_seconds(dev, gemm ? f : 0, gemm ? 0 : f, cost_node_bytes(n));
+    cost_device k = kernel_device(dev, is_norm(n->op));
+    return cost_kernel_seconds(&k, gemm ? f : 0, gemm ? 0 : f, stored(dev, cost_node_bytes(n))) +
+           transpose_seconds(dev, n);
 }
 
 /* ---- one step of a program ---- */
@@ -728,6 +838,8 @@ static void kernel_costs(sim *s, const ir_graph *g, double *gemm, double *other)
     int *members = base_xcalloc((size_t)s->nt + 1, sizeof *members);
     int *seen = base_xmalloc((size_t)(nv + 1) * sizeof *seen);
     double *bytes = base_xcalloc((size_t)s->nt + 1, sizeof *bytes);
+    double *extra = base_xcalloc((size_t)s->nt + 1, sizeof *extra); /* transposes' seconds */
+    unsigned char *norm = base_xcalloc((size_t)s->nt + 1, 1);         /* a normalization in it */
     for (int i = 0; i < nv; i++)
         seen[i] = -1;
     /* results read outside their kernel, or kept after the step */
@@ -753,6 +865,8 @@ static void kernel_costs(sim *s, const ir_graph *g, double *gemm, double *other)
         double f = cost_node_flops(n);
         *(cost_op_gemm(n->op) ? &gemm[k] : &other[k]) += f;
         members[k]++;
+        norm[k] |= is_norm(n->op);
+        extra[k] += transpose_seconds(s->dev, n);
     }
     for (int i = 0; i < nn; i++) {
         int k = s->task_of[i];
@@ -775,10 +889,15 @@ static void kernel_costs(sim *s, const ir_graph *g, double *gemm, double *other)
                 bytes[k] += (double)ir_type_bytes(&n->out[j]->type);
     }
     for (int k = 0; k < s->nt; k++)
-        if (s->t[k].comm < 0)
-            s->t[k].dur = cost_kernel_seconds(s->dev, gemm[k], other[k], bytes[k]);
+        if (s->t[k].comm < 0) {
+            cost_device kd = kernel_device(s->dev, norm[k]);
+            s->t[k].dur = cost_kernel_seconds(&kd, gemm[k], other[k], stored(s->dev, bytes[k])) +
+                          extra[k];
+        }
     base_free(escapes);
     base_free(members);
+    base_free(extra);
+    base_free(norm);
     base_free(seen);
     base_free(bytes);
 }

@@ -28,10 +28,17 @@
 
 /* ---- devices ---- */
 
+/* What a program computes at (gnc --precision; cg_precision's order): GEMMs
+ * and convolutions in exact fp32 on the CUDA cores, on TF32 tensor cores, or
+ * on 16-bit tensor cores with activations stored in 16 bits. */
+typedef enum { COST_FP32, COST_TF32, COST_BF16, COST_FP16, COST_NPRECISIONS } cost_precision;
+
 typedef struct {
     const char *name;      /* "h100-nvlink" */
     double flops;          /* FLOP/s of GEMM-shaped work (dense, matmul, conv2d and
-                              their gradients) */
+                              their gradients) at the device's precision: where the
+                              device has peaks, peak[precision] x gemm_eff[precision]
+                              (cost_device_at) */
     double flops_other;    /* FLOP/s of other arithmetic */
     double mem_bw;         /* device memory bytes/s, read and written together */
     double link_bw;        /* bytes/s per direction between two devices */
@@ -41,18 +48,41 @@ typedef struct {
     double sms;            /* streaming multiprocessors: a grid of fewer than two
                               blocks per SM leaves some idle (cost_grid_seconds);
                               0 where no grid applies (cpu) */
+    double error;          /* the relative error the model claims for a step: --strategy
+                              auto keeps the simplest strategy predicted within it of
+                              the fastest */
+    /* A GPU's rates by kind of kernel, measured (cost.c says where); 0 where
+       the device has none (cpu): flops and mem_bw then price everything. */
+    cost_precision precision;
+    double peak[COST_NPRECISIONS];     /* dense datasheet peak of GEMM-shaped work:
+                                          fp32 on the CUDA cores, tf32, bf16, fp16 on
+                                          the tensor cores */
+    double gemm_eff[COST_NPRECISIONS]; /* the share of it cuDNN's convolutions and
+                                          cuBLASLt's GEMMs reach on a network */
+    double igemm_eff;      /* the share codegen's implicit-GEMM convolutions reach */
+    double mem_eff;        /* the share of mem_bw generated kernels reach */
+    double norm_eff;       /* ... generated normalization kernels (batchnorm, layernorm) */
+    double multi_eff;      /* ... generated kernels over many tensors at once (the
+                              optimizers' updates, the weights' 16-bit copies) */
+    double transpose_eff;  /* ... cuDNN's own NCHW<->NHWC transposes around 16-bit and
+                              TF32 convolutions of NCHW tensors */
 } cost_device;
 
-/* The presets ("h100-nvlink", "h100-pcie", "cpu"); NULL if name is unknown. */
+/* The presets ("h200", "h100-nvlink", "h100-pcie", "cpu"); NULL if name is
+ * unknown. */
 const cost_device *cost_device_lookup(const char *name);
 const cost_device *cost_device_list(int *count);
 
 /* A preset and overrides: "h100-nvlink,link_bw=100e9,mem=40GiB".  Keys: flops,
  * flops_other, mem_bw, link_bw (plain numbers, per second), link_latency and
  * launch (seconds; or with s, ms, us, ns), mem (bytes; or with B, KB, MB, GB,
- * TB, KiB, MiB, GiB, TiB), sms (a whole number).  Rates and mem must be positive, times not negative.
+ * TB, KiB, MiB, GiB, TiB), sms (a whole number), error (a share, 0 to 1: 0.15).  Rates and mem must be positive, times not negative.
  * Returns 0, or -1 with a one-line message in err (out is then unchanged). */
 int cost_device_parse(const char *spec, cost_device *out, char *err, size_t errlen);
+/* dev computing at precision p: flops becomes peak[p] x gemm_eff[p] where dev
+ * has that peak (else it stays as it is), and the simulation prices float
+ * values at 2 bytes for bf16 and fp16 (their activations are stored so). */
+void cost_device_at(cost_device *dev, cost_precision p);
 
 /* ---- nodes ---- */
 

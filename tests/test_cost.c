@@ -284,9 +284,9 @@ static void every_op(void)
 static void formulas(void)
 {
     const cost_device *h = cost_device_lookup("h100-nvlink");
-    /* arithmetic at each rate: 1e9 GEMM FLOPs at 296.82e12/s and 1e9 others at
-       40.14e12/s add up; against 1 MB at 3.35e12 B/s */
-    CHECK_NEAR(cost_kernel_seconds(h, 1e9, 1e9, 1e6), 1e9 / 296.82e12 + 1e9 / 40.14e12 + 3e-6,
+    /* arithmetic at each rate: 1e9 GEMM FLOPs at 20.07e12/s (fp32) and 1e9
+       others at 40.14e12/s add up; against 1 MB at 3.35e12 B/s */
+    CHECK_NEAR(cost_kernel_seconds(h, 1e9, 1e9, 1e6), 1e9 / 20.07e12 + 1e9 / 40.14e12 + 3e-6,
                "a kernel bound by arithmetic");
     CHECK_NEAR(cost_kernel_seconds(h, 1e6, 0, 1e9), 1e9 / 3.35e12 + 3e-6,
                "a kernel bound by memory");
@@ -296,7 +296,7 @@ static void formulas(void)
     CHECK_NEAR(cost_grid_seconds(h, 0, 0, 1e9, 264), 1e9 / 3.35e12 + 3e-6, "a full grid");
     CHECK_NEAR(cost_grid_seconds(h, 0, 0, 1e9, 66), 4 * 1e9 / 3.35e12 + 3e-6,
                "a grid of a quarter of the blocks");
-    CHECK_NEAR(cost_grid_seconds(h, 1e9, 0, 0, 132), 2 * 1e9 / 296.82e12 + 3e-6,
+    CHECK_NEAR(cost_grid_seconds(h, 1e9, 0, 0, 132), 2 * 1e9 / 20.07e12 + 3e-6,
                "arithmetic on half the SMs");
     CHECK_NEAR(cost_grid_seconds(cost_device_lookup("cpu"), 0, 0, 36e9, 1), 1 + 1e-6,
                "no grid on the cpu");
@@ -538,19 +538,32 @@ static void specs(void)
 {
     int count;
     const cost_device *list = cost_device_list(&count);
-    check(count == 3, "three presets");
+    check(count == 4, "four presets");
     for (int i = 0; i < count; i++)
         check(cost_device_lookup(list[i].name) == &list[i] && list[i].flops > 0 &&
                   list[i].flops_other > 0 && list[i].mem_bw > 0 && list[i].link_bw > 0 &&
                   list[i].link_latency >= 0 && list[i].launch >= 0 && list[i].mem_bytes > 0,
               "preset %s is sound", list[i].name);
-    check(!cost_device_lookup("h200"), "no h200 preset");
     const cost_device *nv = cost_device_lookup("h100-nvlink");
-    CHECK_NEAR(nv->flops, 494.7e12 * 0.6, "h100-nvlink: TF32 times 0.6");
+    CHECK_NEAR(nv->flops, 66.9e12 * 0.3, "h100-nvlink: exact fp32 at 0.3 of its peak");
     check(nv->mem_bytes == (int64_t)80 << 30, "h100-nvlink: 80 GiB");
+    /* the precisions: each its peak's share; bf16 stores activations in 2 bytes */
+    const cost_device *h2 = cost_device_lookup("h200");
+    check(h2 && h2->mem_bw == 4.8e12 && h2->sms == 132, "h200: 4.8 TB/s, 132 SMs");
+    cost_device at = *h2;
+    cost_device_at(&at, COST_BF16);
+    CHECK_NEAR(at.flops, 989.4e12 * 0.33, "h200 at bf16: the 16-bit peak x 0.33");
+    cost_device_at(&at, COST_TF32);
+    CHECK_NEAR(at.flops, 494.7e12 * 0.14, "h200 at tf32: the TF32 peak x 0.14");
+    cost_device_at(&at, COST_FP32);
+    CHECK_NEAR(at.flops, h2->flops, "h200 at fp32: as the preset");
 
     cost_device d;
     char err[256] = "";
+    /* flops= is the GEMM rate at every precision: the peaks no longer apply */
+    check(cost_device_parse("h200,flops=1e12", &d, err, sizeof err) == 0, "flops=: %s", err);
+    cost_device_at(&d, COST_BF16);
+    check(d.flops == 1e12, "flops= holds at bf16: %g", d.flops);
     check(cost_device_parse("h100-nvlink,link_bw=100e9,mem=40GiB", &d, err, sizeof err) == 0 &&
               d.link_bw == 100e9 && d.mem_bytes == (int64_t)40 << 30 && d.flops == nv->flops &&
               strcmp(d.name, "h100-nvlink") == 0,
@@ -568,11 +581,13 @@ static void specs(void)
     static const struct {
         const char *spec, *want;
     } bad[] = {
-        {"h200", "unknown device 'h200'; devices: h100-nvlink, h100-pcie, cpu"},
-        {"", "unknown device ''; devices: h100-nvlink, h100-pcie, cpu"},
-        {"H100-nvlink", "unknown device 'H100-nvlink'; devices: h100-nvlink, h100-pcie, cpu"},
+        {"h300", "unknown device 'h300'; devices: h200, h100-nvlink, h100-pcie, cpu"},
+        {"", "unknown device ''; devices: h200, h100-nvlink, h100-pcie, cpu"},
+        {"H100-nvlink", "unknown device 'H100-nvlink'; devices: h200, h100-nvlink, h100-pcie, cpu"},
         {"cpu,lnk_bw=1e9", "unknown key 'lnk_bw'; keys: flops, flops_other, mem_bw, link_bw, "
-                           "link_latency, launch, mem, sms"},
+                           "link_latency, launch, mem, sms, error"},
+        {"h200,error=1", "bad number '1' for error: expected a share from 0 to under 1"},
+        {"h200,error=-0.1", "error must be zero or more, got -0.1"},
         {"h100-nvlink,sms=1.5", "bad number '1.5' for sms: expected a whole number"},
         {"h100-nvlink,sms=0", "sms must be positive, got 0"},
         {"cpu,link_bw", "expected key=value, got 'link_bw'"},
@@ -695,7 +710,7 @@ static void large(void)
     t = now_ms() - t;
     printf("large (%d nodes, %d devices): simulated in %.2f ms\n", g->nnodes, r->ndevices, t);
     /* every round: 10 kernels of 32 KiB each, then an all_reduce of 16 KiB */
-    double kernel = 32768 / 3.35e12 + 3e-6;
+    double kernel = 32768 / (3.35e12 * 0.8) + 3e-6; /* generated kernels' share */
     double ar = 2 * 7.0 / 8 * 16384 / 450e9 + 14 * 5e-6;
     check(r->ndevices == DEVS && r->ncomms == ROUNDS, "large: %d collectives", r->ncomms);
     CHECK_NEAR(r->step_ms, ROUNDS * (CHAIN * kernel + ar) * 1e3, "large: step");

@@ -207,7 +207,8 @@ double predicted_step_ms(const options *o, const drv_program *p, const char **mo
 {
     char err[160];
     cost_device model;
-    const char *spec = o->c.device_model ? o->c.device_model : o->cuda ? "h100-nvlink" : "cpu";
+    /* on cuda the GPU the model was calibrated on, where no other is named */
+    const char *spec = o->c.device_model ? o->c.device_model : o->cuda ? "h200" : "cpu";
     if (cost_device_parse(spec, &model, err, sizeof err) != 0)
         return NAN; /* parse_args checked it */
     if (model_name)
@@ -224,6 +225,7 @@ double predicted_step_ms(const options *o, const drv_program *p, const char **mo
         cp = own = rt_plan_program(p->file, err, sizeof err);
     if (!cp)
         return NAN;
+    cost_device_at(&model, (cost_precision)cp->opts.precision);
     double most = 0;
     for (int d = 0; d < cp->ndevices; d++) {
         double s = drv_run_seconds(cp, d, &model, NULL);

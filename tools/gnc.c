@@ -333,7 +333,7 @@ static const struct flag {
      "--deterministic: micro-shards of the batch (default 8)", SEC_PART},
     {"--mem-cap", "compile run train", 1, " SIZE|D=SIZE,...",
      "memory per device (default: the device model's)", SEC_PART},
-    {"--device-model", "compile run train", 1, " h100-nvlink|h100-pcie|cpu[,key=value...]",
+    {"--device-model", "compile run train", 1, " h200|h100-nvlink|h100-pcie|cpu[,key=value...]",
      "the cost model", SEC_PART},
     {"--precision", "compile", 1, " fp32|tf32|bf16|fp16",
      "the kernels' arithmetic (default fp32)", SEC_GPU},
@@ -1051,7 +1051,8 @@ typedef struct {
     int ndevices;                   /* the CUDA program's devices; 0: not generated */
     struct summary_device {
         cg_run_stats s;
-        double run_ms, launch_ms;   /* drv_run_seconds on the device model */
+        double run_ms, launch_ms;   /* drv_predict on the device model */
+        double class_ms[DRV_NCLASSES];  /* run_ms by class of kernel */
     } *dev;
 } compile_summary;
 
@@ -1111,6 +1112,7 @@ static int compile_summarize(const options *o, const ir_graph *g, const mp_plan 
     if (p && cost_device_parse(o->c.device_model ? o->c.device_model : "h100-nvlink", &model,
                                err, sizeof err) != 0)
         model = *cost_device_lookup("h100-nvlink");
+    cost_device_at(&model, (cost_precision)o->c.precision);
     if (p && !(s->dev = calloc((size_t)p->ndevices, sizeof *s->dev))) {
         cg_program_free(p);
         return -1;
@@ -1118,8 +1120,11 @@ static int compile_summarize(const options *o, const ir_graph *g, const mp_plan 
     for (int dev = 0; p && dev < p->ndevices; dev++) {
         struct summary_device *x = &s->dev[dev];
         cg_run_stats_of(p, dev, &x->s);
-        double launch, run = drv_run_seconds(p, dev, &model, &launch);
-        x->run_ms = run * 1e3, x->launch_ms = launch * 1e3;
+        drv_prediction r;
+        drv_predict(p, dev, &model, &r, NULL);
+        x->run_ms = r.seconds * 1e3, x->launch_ms = r.launch_s * 1e3;
+        for (int k = 0; k < DRV_NCLASSES; k++)
+            x->class_ms[k] = r.by_class[k] * 1e3;
     }
     s->ndevices = p ? p->ndevices : 0;
     cg_program_free(p);
@@ -1191,6 +1196,9 @@ static void print_stats(const options *o, const ir_graph *g, const mp_plan *plan
         const cg_run_stats *x = &s.dev[dev].s;
         printf("cuda.d%d.predicted_run_ms: %.3f\ncuda.d%d.launch_ms: %.3f\n", dev,
                s.dev[dev].run_ms, dev, s.dev[dev].launch_ms);
+        for (int k = 0; k < DRV_NCLASSES; k++)
+            printf("cuda.d%d.predicted.%s_ms: %.3f\n", dev, drv_class_names[k],
+                   s.dev[dev].class_ms[k]);
         printf("cuda.d%d.steps: %d\ncuda.d%d.kernels: %d\ncuda.d%d.library_calls: %d\n"
                "cuda.d%d.communication: %d\ncuda.d%d.copies: %d\ncuda.d%d.copy_bytes: %lld\n"
                "cuda.d%d.kernel_read_bytes: %lld\ncuda.d%d.kernel_written_bytes: %lld\n"
@@ -1289,6 +1297,12 @@ static int compile_json(const options *o, const drv_program *p, double ms)
         x = cJSON_CreateObject();
         cJSON_AddNumberToObject(x, "device", dev);
         cJSON_AddNumberToObject(x, "predicted_run_ms", s.dev[dev].run_ms);
+        cJSON *by = cJSON_AddObjectToObject(x, "predicted");
+        for (int k = 0; k < DRV_NCLASSES; k++) {
+            char key[48];
+            snprintf(key, sizeof key, "%s_ms", drv_class_names[k]);
+            cJSON_AddNumberToObject(by, key, s.dev[dev].class_ms[k]);
+        }
         cJSON_AddNumberToObject(x, "launch_ms", s.dev[dev].launch_ms);
         cJSON_AddNumberToObject(x, "steps", c->steps);
         cJSON_AddNumberToObject(x, "kernels", c->kernels);

@@ -12,7 +12,7 @@ shift 4
 cflags=("$@")
 . "$(cd "$(dirname "$0")/.." && pwd)/lib.sh"
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
-strip() { grep -v '^time:' <<<"$1"; }
+strip() { grep -v -e '^time:' -e '^memory:' <<<"$1"; }
 
 expect 0 cmake --install "$build" --prefix "$work/prefix"
 pc=$(find prefix -name gnc.pc | head -1)

@@ -73,6 +73,13 @@ for dev in d['devices']:
     for k, v in dev.items():
         if k == 'device':
             continue
+        if k == 'predicted': # by class of kernel: cuda.dN.predicted.CLASS_ms
+            assert sorted(v) == sorted(c + '_ms' for c in ('convolution', 'transpose',
+                'normalization', 'elementwise', 'gemm', 'optimizer', 'communication')), v
+            for c, ms in v.items():
+                assert round(ms, 3) == float(stats['cuda.d%d.predicted.%s' % (n, c)]), (c, ms)
+            assert abs(sum(v.values()) - dev['predicted_run_ms']) < 1e-6, v
+            continue
         s = stats['cuda.d%d.%s' % (n, k)]
         assert (round(v, 3) == float(s)) if k.endswith('_ms') else v == int(s), (k, v, s)
 assert d['partition'] is None and d['remat'] is None and d['plan'] is None
