@@ -364,7 +364,9 @@ static int compile_partitioned(const drv_config *o, const ir_graph *src, const p
         out->plan->cost = dev;
         return 0;
     }
-    /* auto: every strategy that may fit, the fastest predicted step wins */
+    /* auto: every strategy that may fit, simplest first; the simplest whose
+       predicted step is within the model's error of the fastest wins (a
+       difference the model cannot tell from its error buys no complexity) */
     pt_options cand[24];
     int n = 0, N = part.devices;
     cand[n] = part, cand[n].strategy = PT_DATA, n++;
@@ -380,9 +382,11 @@ static int compile_partitioned(const drv_config *o, const ir_graph *src, const p
             cand[n] = part, cand[n].strategy = PT_HYBRID, cand[n].dp = dp, cand[n].pp = N / dp, n++;
     cand[n] = part, cand[n].strategy = PT_TENSOR, n++;
     pt_candidate *rank = base_xcalloc((size_t)n, sizeof *rank);
-    int best = -1;
-    drv_program prog;
+    drv_program *progs = base_xcalloc((size_t)n, sizeof *progs);
+    int best = -1, fastest = -1;
+    double margin = 1 + dev.error;
     for (int i = 0; i < n; i++) {
+        drv_program prog;
         diag scratch;
         diag_init(&scratch);
         describe(&cand[i], rank[i].name, sizeof rank[i].name);
@@ -394,17 +398,26 @@ static int compile_partitioned(const drv_config *o, const ir_graph *src, const p
             for (int k = 0; k < prog.plan->ndevices; k++)
                 if (prog.plan->dev[k].peak_bytes > rank[i].peak_bytes)
                     rank[i].peak_bytes = prog.plan->dev[k].peak_bytes;
-            if (best < 0 || rank[i].step_ms < rank[best].step_ms) {
-                if (best >= 0)
-                    drv_program_free(out);
-                *out = prog;
-                best = i;
-            } else {
-                drv_program_free(&prog);
-            }
+            progs[i] = prog;
+            if (fastest < 0 || rank[i].step_ms < rank[fastest].step_ms)
+                fastest = i;
+            /* keep only what may still be chosen: the bar only falls */
+            for (int j = 0; j <= i; j++)
+                if (progs[j].plan && rank[j].step_ms > rank[fastest].step_ms * margin)
+                    drv_program_free(&progs[j]);
         }
         diag_free(&scratch);
     }
+    for (int i = 0; i < n && fastest >= 0; i++)
+        if (best < 0 && progs[i].plan)
+            best = i;
+        else if (progs[i].plan)
+            drv_program_free(&progs[i]);
+    if (best >= 0) {
+        *out = progs[best];
+        rank[fastest].fastest = 1;
+    }
+    base_free(progs);
     if (best < 0) {
         diag_error(d, (ir_loc){0}, "no strategy fits %d devices:", N);
         int least = -1;

@@ -169,7 +169,9 @@ typedef struct {
     double step_ms;
     int64_t peak_bytes;         /* the largest device's */
     const char *error;          /* why it was rejected, or NULL */
-    int chosen;
+    int chosen;                 /* the simplest predicted within the model's error
+                                   (cost_device.error) of the fastest */
+    int fastest;                /* the fastest predicted */
 } pt_candidate;
 
 typedef struct {

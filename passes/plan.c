@@ -155,14 +155,17 @@ void pt_plan_print(const pt_plan *p, const ir_graph *g, FILE *f)
     for (int i = 0; i < p->ncandidates; i++) {
         const pt_candidate *k = &p->candidates[i];
         if (i == 0)
-            fprintf(f, "  chosen by predicted step time among %d candidates:\n", p->ncandidates);
+            fprintf(f, "  chosen among %d candidates, simplest first: the simplest predicted "
+                    "within the model's error (%.0f%%) of the fastest\n", p->ncandidates,
+                    100 * p->cost.error);
         base_human_bytes((double)k->peak_bytes, a, sizeof a);
         fprintf(f, "    %-28s ", k->name);
         if (k->error)
             fprintf(f, "rejected: %s\n", k->error);
         else
-            fprintf(f, "%9.3f ms  peak %s per device%s\n", k->step_ms, a,
-                    k->chosen ? "  <- chosen" : "");
+            fprintf(f, "%9.3f ms  peak %s per device%s%s\n", k->step_ms, a,
+                    k->chosen ? "  <- chosen" : "",
+                    k->fastest && !k->chosen ? "  <- fastest predicted" : "");
     }
     for (int d = 0; d < p->ndevices; d++) {
         const pt_device_plan *x = &p->dev[d];
@@ -217,6 +220,7 @@ int pt_plan_write_json(const pt_plan *p, const ir_graph *g, FILE *f)
     cJSON_AddStringToObject(root, "device_model", p->cost.name);
     cJSON_AddNumberToObject(root, "predicted_step_ms", p->step_ms);
     cJSON_AddNumberToObject(root, "idle_fraction", p->bubble);
+    cJSON_AddNumberToObject(root, "model_error", p->cost.error);
     if (p->ncandidates) {
         cJSON *cands = cJSON_AddArrayToObject(root, "candidates");
         for (int i = 0; i < p->ncandidates; i++) {
@@ -230,6 +234,7 @@ int pt_plan_write_json(const pt_plan *p, const ir_graph *g, FILE *f)
                 cJSON_AddNumberToObject(c, "peak_bytes", (double)k->peak_bytes);
             }
             cJSON_AddBoolToObject(c, "chosen", k->chosen);
+            cJSON_AddBoolToObject(c, "fastest", k->fastest);
             cJSON_AddItemToArray(cands, c);
         }
     }

@@ -313,7 +313,8 @@ static const struct flag {
      "N devices, a process each", SEC_PART},
     {"--strategy", "dump compile run train", 1,
      " data|zero1|zero2|zero3|pipeline|tensor|hybrid:dp=A,pp=B|auto",
-     "(default auto: the fastest predicted strategy that fits every device); zeroN: data "
+     "(default auto: of those that fit every device, the simplest predicted within the cost "
+     "model's error of the fastest); zeroN: data "
      "parallelism with ZeRO stage N (optimizer state; and gradients; and parameters sharded "
      "over the devices)", SEC_PART},
     {"--accumulate", "dump compile run train", 1, " N",
