@@ -1556,13 +1556,15 @@ void cg_run_stats_of(const cg_program *p, int d, cg_run_stats *s)
             const cg_launch *l = &st->u.launch;
             int64_t blocks = (int64_t)l->grid[0] * l->grid[1] * l->grid[2];
             s->kernels++;
+            s->layout_own += p->kernels[l->kernel].layout;
             s->kernel_read_bytes += st->read_bytes;
             s->kernel_written_bytes += st->written_bytes;
             if (st->elements > 1000000 && (!s->big_min_step || blocks < s->big_min_blocks))
                 s->big_min_blocks = blocks, s->big_min_step = st;
             break;
         }
-        case CG_STEP_GEMM: case CG_STEP_CONV: s->library++; break;
+        case CG_STEP_CONV: s->layout_library += cg_conv_layout_copies(&st->u.conv); /* fall through */
+        case CG_STEP_GEMM: s->library++; break;
         case CG_STEP_COMM: s->comms++; break;
         case CG_STEP_COPY: s->copies++, s->copy_bytes += st->u.copy.bytes; break;
         }

@@ -294,6 +294,7 @@ typedef struct {
     int elementwise;            /* an elementwise chain: must not spill registers */
     int block;                  /* threads per block it is written for */
     int wmma;                   /* uses the tensor cores through wmma (<mma.h>) */
+    int layout;                 /* copies a tensor between NCHW and NHWC (a transpose) */
     /* after cg_compile, from ptxas, per arch (index into cg_program.archs) */
     int regs[CG_MAX_ARCHS], spill_stores[CG_MAX_ARCHS], spill_loads[CG_MAX_ARCHS];
     int shared_bytes[CG_MAX_ARCHS];
@@ -373,16 +374,28 @@ void cg_program_free(cg_program *p);
 float cg_half_to_f32(unsigned short h, ir_dtype t);
 unsigned short cg_f32_to_half(float f, ir_dtype t);
 
+/* The tensors cuDNN copies between NCHW and NHWC inside call c, by its rule:
+ * its tensor-core kernels (16-bit data, or TF32 math on floats) take NHWC,
+ * so a call on NCHW tensors copies its three (x, w and y; or dy, w and dx;
+ * or x, dy and dw) to NHWC and its result back: 3.  0 for exact fp32, for
+ * NHWC tensors, and for a forward call on one input channel, which cuDNN
+ * runs on a generic kernel (the H200 profile of 2026-11-26: resnet18's stem,
+ * bench/results/2026-11-26-h200/). */
+int cg_conv_layout_copies(const cg_conv *c);
+
 /* Device d's place for v, or NULL when d holds no v. */
 const cg_value *cg_value_of(const cg_program *p, int d, const ir_value *v);
 
 /* What one run of device d asks of its GPU, counted from its steps (gnc
  * inspect, gnc compile --stats, docs/perf.md): launches of generated kernels,
  * library calls (cuBLASLt, cuDNN), communication calls, copies and their
- * bytes, the bytes kernels read and write, and the smallest grid among kernels
- * over a million elements (0 when there is none) with its step. */
+ * bytes, the bytes kernels read and write, the smallest grid among kernels
+ * over a million elements (0 when there is none) with its step, and the
+ * layout transposes: its own kernels' and those cuDNN makes inside its calls
+ * (cg_conv_layout_copies). */
 typedef struct {
     int steps, kernels, library, comms, copies;
+    int layout_own, layout_library;
     int64_t copy_bytes, kernel_read_bytes, kernel_written_bytes;
     int64_t big_min_blocks;
     const cg_step *big_min_step;

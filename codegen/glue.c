@@ -179,6 +179,7 @@ void cg_emit_transpose(cg_gen *G, const ir_node *n, const char *what, cg_ref src
     char base[64];
     snprintf(base, sizeof base, "transpose_%s_to_%s", ir_dtype_name(sdt), ir_dtype_name(ddt));
     int kernel = cg_add_kernel(G, "", t.s, NULL, 0, base, n, 0, 256);
+    G->p->kernels[kernel].layout = 1;
     cg_sb_free(&t);
     cg_step st = {.kind = CG_STEP_KERNEL, .node = n, .what = what};
     cg_launch *l = &st.u.launch;

@@ -28,6 +28,14 @@
 
 #include "internal.h"
 
+int cg_conv_layout_copies(const cg_conv *c)
+{
+    int tensor_cores = c->dtype == IR_BF16 || c->dtype == IR_F16 || c->math == CG_MATH_TENSOR_OP;
+    if (!tensor_cores || c->nhwc || (c->kind == CG_CONV_FORWARD && c->c == 1))
+        return 0;
+    return 3;
+}
+
 int cg_is_library(ir_op op)
 {
     switch (op) {

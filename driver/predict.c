@@ -63,17 +63,19 @@ static int is_half(ir_dtype t)
     return t == IR_BF16 || t == IR_F16;
 }
 
-/* The class of a generated kernel, by the name codegen gives it: the ops it
- * computes ("relu_grad_batchnorm_grad__x"), or its kind ("conv2d_igemm",
- * "transpose_bf16_to_f32", "multi_sgd": one launch over many tensors). */
-static drv_class kernel_class(const char *name)
+/* The class of a generated kernel: a layout transpose, or by the name codegen
+ * gives it, the ops it computes ("relu_grad_batchnorm_grad__x") or its kind
+ * ("conv2d_igemm", "multi_sgd": one launch over many tensors). */
+static drv_class kernel_class(const cg_kernel *kn)
 {
+    const char *name = kn->name;
+    if (kn->layout)
+        return DRV_CLASS_TRANSPOSE;
     if (strstr(name, "igemm"))
         return DRV_CLASS_CONV;
     if (strncmp(name, "multi_", 6) == 0) /* the update, the weights' 16-bit copies */
         return DRV_CLASS_OPTIMIZER;
-    if (strncmp(name, "transpose_", 10) == 0)
-        return DRV_CLASS_TRANSPOSE;
+
     const char *ops = strstr(name, "__"); /* the ops, before the value's name */
     size_t len = ops ? (size_t)(ops - name) : strlen(name);
     char buf[128];
@@ -95,13 +97,13 @@ static double conv_seconds(const cost_device *dev, const cg_conv *c, double *tra
     cost_precision p = is_half(c->dtype) ? (c->dtype == IR_BF16 ? COST_BF16 : COST_FP16)
                      : c->math == CG_MATH_TENSOR_OP ? COST_TF32 : COST_FP32;
     *transpose_s = 0, *transposes = 0;
-    if (dev->peak[p] > 0 && p != COST_FP32 && !c->nhwc && c->c > 1) {
+    if (dev->peak[p] > 0 && (*transposes = cg_conv_layout_copies(c)) > 0) {
         double esize = is_half(c->dtype) ? 2 : 4;
         double x = (double)c->n * (double)c->c * (double)c->h * (double)c->w;
         double y = (double)c->n * (double)c->k * (double)c->p * (double)c->q;
         double w = (double)c->k * (double)(c->c / c->groups) * (double)c->r * (double)c->s;
-        *transpose_s = 2 * esize * (x + y + w) / bw(dev, dev->transpose_eff) + 3 * dev->launch;
-        *transposes = 3;
+        *transpose_s = 2 * esize * (x + y + w) / bw(dev, dev->transpose_eff) +
+                       *transposes * dev->launch;
     }
     return flops / rate(dev, p) + dev->launch;
 }
@@ -121,7 +123,7 @@ void drv_predict(const cg_program *p, int d, const cost_device *dev, drv_predict
         case CG_STEP_KERNEL: {
             const cg_launch *l = &st->u.launch;
             int64_t blocks = (int64_t)l->grid[0] * l->grid[1] * l->grid[2];
-            k = kernel_class(p->kernels[l->kernel].name);
+            k = kernel_class(&p->kernels[l->kernel]);
             double eff = k == DRV_CLASS_NORM ? dev->norm_eff
                        : k == DRV_CLASS_OPTIMIZER ? dev->multi_eff : dev->mem_eff;
             double c = 0, m = bytes / bw(dev, eff);

@@ -575,16 +575,16 @@ static cost_device kernel_device(const cost_device *dev, int norm)
 }
 
 /* cuDNN's own layout transposes around a tensor-core convolution of NCHW
- * tensors (TF32 and 16-bit; not a one-channel input, which it runs in
- * place): each tensor read and written once more, a launch each. */
+ * tensors (TF32 and 16-bit; not a forward one of one input channel, which it
+ * runs on a generic kernel: codegen's cg_conv_layout_copies has the rule):
+ * each tensor read and written once more, a launch each. */
 static double transpose_seconds(const cost_device *dev, const ir_node *n)
 {
     if (!(n->op == IR_OP_CONV2D || n->op == IR_OP_CONV2D_GRAD_INPUT ||
           n->op == IR_OP_CONV2D_GRAD_WEIGHT) || dev->precision == COST_FP32 ||
         dev->peak[dev->precision] <= 0 || dev->transpose_eff <= 0)
         return 0;
-    const ir_value *x = n->op == IR_OP_CONV2D_GRAD_INPUT ? n->out[0] : n->in[0];
-    if (x->type.rank == 4 && x->type.dims[1] == 1)
+    if (n->op == IR_OP_CONV2D && n->in[0]->type.rank == 4 && n->in[0]->type.dims[1] == 1)
         return 0;
     return 2 * stored(dev, cost_node_bytes(n)) / (dev->mem_bw * dev->transpose_eff) +
            3 * dev->launch;

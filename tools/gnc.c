@@ -1207,6 +1207,8 @@ static void print_stats(const options *o, const ir_graph *g, const mp_plan *plan
                x->library, dev, x->comms, dev, x->copies, dev, (long long)x->copy_bytes, dev,
                (long long)x->kernel_read_bytes, dev, (long long)x->kernel_written_bytes, dev,
                (long long)x->big_min_blocks);
+        printf("cuda.d%d.layout_transposes: %d\ncuda.d%d.library_layout_transposes: %d\n", dev,
+               x->layout_own, dev, x->layout_library);
     }
     free(s.dev);
 }
@@ -1313,6 +1315,8 @@ static int compile_json(const options *o, const drv_program *p, double ms)
         cJSON_AddNumberToObject(x, "copy_bytes", (double)c->copy_bytes);
         cJSON_AddNumberToObject(x, "kernel_read_bytes", (double)c->kernel_read_bytes);
         cJSON_AddNumberToObject(x, "kernel_written_bytes", (double)c->kernel_written_bytes);
+        cJSON_AddNumberToObject(x, "layout_transposes", c->layout_own);
+        cJSON_AddNumberToObject(x, "library_layout_transposes", c->layout_library);
         if (c->big_min_step)
             cJSON_AddNumberToObject(x, "smallest_big_grid", (double)c->big_min_blocks);
         else

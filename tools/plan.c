@@ -529,6 +529,8 @@ static int inspect_json(const rt_plan *p, const char *file)
             cJSON_AddNumberToObject(o, "copy_bytes", (double)st.copy_bytes);
             cJSON_AddNumberToObject(o, "kernel_read_bytes", (double)st.kernel_read_bytes);
             cJSON_AddNumberToObject(o, "kernel_written_bytes", (double)st.kernel_written_bytes);
+            cJSON_AddNumberToObject(o, "layout_transposes", st.layout_own);
+            cJSON_AddNumberToObject(o, "library_layout_transposes", st.layout_library);
             if (st.big_min_step) {
                 cJSON_AddNumberToObject(o, "smallest_big_grid", (double)st.big_min_blocks);
                 cJSON_AddStringToObject(o, "smallest_big_grid_step",

@@ -50,6 +50,17 @@
  * capture (fake.h, fk_capture_refuse).  A call outside a capture, or
  * cudnnFind (which runs the algorithms), sets the handle up.
  *
+ * Layouts: cuDNN's tensor-core kernels (HALF or BFLOAT16 data, or FLOAT data
+ * under any math but FMA: TF32) take NHWC tensors and KRSC filters, so on
+ * NCHW ones it copies them in and its result back, a transpose kernel each
+ * (the H200 profile of 2026-11-26, bench/results/2026-11-26-h200/: 163
+ * nchwToNhwc/nhwcToNchw kernels in a resnet18 bf16 step); a forward call on
+ * one input channel runs on a generic kernel that needs none.  The fake
+ * counts, as each call runs, the transposes the real one would make: every
+ * tensor of x, w and y (dy, dx, dw) not already channels-last; with
+ * GNC_FAKECUDA_STATS=FILE it appends "cudnn.convolutions N" and
+ * "cudnn.layout_transposes N" to FILE when the library unloads.
+ *
  * A call on a KRSC filter costs GNC_FAKECUDA_NHWC_MS on the device's clock
  * (default: GNC_FAKECUDA_LIBRARY_MS, as the others), so a test can make
  * --conv auto choose the channels-last way.
@@ -725,6 +736,31 @@ static void strides(const struct cudnnTensorStruct *t, int64_t *s)
     s[0] = t->ns, s[1] = t->cs, s[2] = t->hs, s[3] = t->ws;
 }
 
+/* The calls run and the layout transposes the real cuDNN would make in them
+ * (above), for GNC_FAKECUDA_STATS. */
+static long ran_convs, ran_transposes;
+
+static int layout_transposes(const conv *cv)
+{
+    const problem *pb = &cv->pb;
+    int tensor_cores = pb->x.type != CUDNN_DATA_FLOAT || pb->cv.math != CUDNN_FMA_MATH;
+    if (!tensor_cores || (cv->kind == FWD && pb->x.c == 1))
+        return 0;
+    return !channels_last(&pb->x) + !pb->w.krsc + !channels_last(&pb->y);
+}
+
+__attribute__((destructor)) static void fake_cudnn_unload(void)
+{
+    const char *path = getenv("GNC_FAKECUDA_STATS");
+    FILE *f = path && *path ? fopen(path, "a") : NULL;
+    if (!f)
+        return;
+    fprintf(f, "cudnn.convolutions %ld\ncudnn.layout_transposes %ld\n",
+            __atomic_load_n(&ran_convs, __ATOMIC_RELAXED),
+            __atomic_load_n(&ran_transposes, __ATOMIC_RELAXED));
+    fclose(f);
+}
+
 static int conv_run(void *ctx, void **state, char *why, size_t whylen)
 {
     (void)state;
@@ -734,6 +770,8 @@ static int conv_run(void *ctx, void **state, char *why, size_t whylen)
         snprintf(why, whylen, "an operand's memory was freed before the convolution ran");
         return CUDA_ERROR_ILLEGAL_ADDRESS;
     }
+    __atomic_fetch_add(&ran_convs, 1, __ATOMIC_RELAXED); /* devices' streams may run at once */
+    __atomic_fetch_add(&ran_transposes, layout_transposes(cv), __ATOMIC_RELAXED);
     const struct cudnnTensorStruct *X = &pb->x, *Y = &pb->y;
     const struct cudnnFilterStruct *W = &pb->w;
     const struct cudnnConvolutionStruct *C = &pb->cv;

@@ -103,3 +103,11 @@ foreach(sched eager lazy)
   set_tests_properties(session_fake${suffix} PROPERTIES LABELS "unit" SKIP_RETURN_CODE 77
                        TIMEOUT 900 ENVIRONMENT "GNC_FAKECUDA_SCHEDULE=${sched};GNC_FAKECUDA_GPUS=4")
 endforeach()
+
+# Layout transposes: the count a plan declares (gnc inspect --json) against
+# the stand-in cuDNN's, which counts those the real one makes inside its calls
+# on NCHW tensors (tests/gpu/layout.sh; skipped without NVRTC).
+add_test(NAME layout_transposes COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/../gpu/layout.sh
+         $<TARGET_FILE:gnc> ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/layout-work
+         ${GNC_FAKECUDA_DIR})
+set_tests_properties(layout_transposes PROPERTIES LABELS "unit" SKIP_RETURN_CODE 77 TIMEOUT 300)
