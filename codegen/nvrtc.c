@@ -57,15 +57,8 @@ typedef struct {
 
 static void cache_open(cache *c, const char *want)
 {
-    c->dir[0] = 0;
     c->broken = 0;
-    const char *env = getenv("GNC_CACHE_DIR"), *home = getenv("HOME");
-    if (want)
-        snprintf(c->dir, sizeof c->dir, "%s", want);
-    else if (env && *env)
-        snprintf(c->dir, sizeof c->dir, "%s", env);
-    else if (home && *home)
-        snprintf(c->dir, sizeof c->dir, "%s/.cache/gnc", home);
+    base_cache_dir(want, c->dir, sizeof c->dir);
     char failed[4096];
     if (c->dir[0] && base_make_dirs(c->dir, 0755, failed, sizeof failed) != 0) {
         c->dir[0] = 0; /* no cache where none can be made: cache_put says so */

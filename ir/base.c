@@ -295,6 +295,19 @@ int base_make_dirs(const char *dir, unsigned mode, char *failed, size_t len)
     }
 }
 
+void base_cache_dir(const char *want, char *out, size_t len)
+{
+    const char *env = getenv("GNC_CACHE_DIR"), *home = getenv("HOME");
+    if (want)
+        snprintf(out, len, "%s", want);
+    else if (env && *env)
+        snprintf(out, len, "%s", env);
+    else if (home && *home)
+        snprintf(out, len, "%s/.cache/gnc", home);
+    else if (len)
+        out[0] = 0;
+}
+
 char *base_read_file(const char *path, size_t *len, const char **why)
 {
     const char *kept = base_preloaded(path, len);

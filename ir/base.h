@@ -89,6 +89,10 @@ char *base_read_file(const char *path, size_t *len, const char **why);
  * ones with mode (less the umask).  0, or an errno value with the folder that
  * could not be made in failed (ENOTDIR where a file stands in the way). */
 int base_make_dirs(const char *dir, unsigned mode, char *failed, size_t len);
+/* The folder of gnc's caches (NVRTC's images, cuDNN's timed algorithms): want
+ * if not NULL, else $GNC_CACHE_DIR, else ~/.cache/gnc; "" where none says
+ * (no HOME). */
+void base_cache_dir(const char *want, char *out, size_t len);
 /* A file that cannot be read twice (a pipe: gnc compile /dev/stdin), read once
  * by the command line before anything else reads it: base_read_file gives a
  * copy of these bytes for that path from then on.  data is kept (NULL: none);

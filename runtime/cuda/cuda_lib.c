@@ -16,9 +16,11 @@
 #include <cudnn.h>
 #include <dlfcn.h>
 #include <nccl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define XSTR(x) STR(x)
 #define STR(x) #x
@@ -42,7 +44,8 @@
     X(cudnnGetConvolutionBackwardDataWorkspaceSize) X(cudnnGetConvolutionBackwardFilterWorkspaceSize) \
     X(cudnnConvolutionForward) X(cudnnConvolutionBackwardData) X(cudnnConvolutionBackwardFilter) \
     X(cudnnConvolutionBiasActivationForward) X(cudnnFindConvolutionForwardAlgorithmEx) \
-    X(cudnnFindConvolutionBackwardDataAlgorithmEx) X(cudnnFindConvolutionBackwardFilterAlgorithmEx)
+    X(cudnnFindConvolutionBackwardDataAlgorithmEx) X(cudnnFindConvolutionBackwardFilterAlgorithmEx) \
+    X(cudnnGetVersion)
 
 #define NCCL_FNS(X) X(ncclGetErrorString) X(ncclCommInitAll) X(ncclCommInitRank) X(ncclCommSplit) \
     X(ncclCommDestroy) X(ncclGroupStart) X(ncclGroupEnd) X(ncclAllReduce) X(ncclAllGather) \
@@ -345,6 +348,172 @@ static int64_t workspace_of(const cuda_libs *B, const cuda_gpu *G, const cg_conv
     return st == CUDNN_STATUS_SUCCESS ? (int64_t)need : -1;
 }
 
+/* ---------------------------------------------------------------- cuDNN's timed choices */
+
+/* A convolution the plan brings no algorithm for (--autotune's) is timed at
+ * open, once per GPU, cuDNN version and problem, as PyTorch's
+ * cudnn.benchmark does: cudnnFind*AlgorithmEx runs every algorithm on the
+ * step's own buffers and workspace (which it may overwrite: nothing lives in
+ * them before the first run), and the choice (PICK's, fastest first) is kept
+ * under the cache folder (base_cache_dir) as cudnn/HASH.txt: the problem's
+ * text, then "algo A math M ms T".  Later opens read it back; a file that
+ * does not hold its problem's text, or an algorithm that no longer fits the
+ * workspace, is timed again.  GNC_CUDNN_TIMING=0 leaves every choice to
+ * cuDNN's heuristic, untimed. */
+static int timing_on(void)
+{
+    const char *v = getenv("GNC_CUDNN_TIMING");
+    return !v || strcmp(v, "0") != 0;
+}
+
+/* The text of step c's problem on device d: what decides cuDNN's choice. */
+static void problem_key(const rt_cuda *x, int d, const cg_conv *c, int fused, char *out,
+                        size_t len)
+{
+    static const char *const kind[] = {"forward", "backward_data", "backward_filter"};
+    snprintf(out, len, "gpu %s, cudnn %zu, %s%s, n %lld c %lld h %lld w %lld, k %lld r %lld "
+             "s %lld, pad %d %d, stride %d %d, dilation %d %d, groups %d, %s, %s, %s, "
+             "workspace %lld", x->dev[d].name, x->libs->n.cudnnGetVersion(), kind[c->kind],
+             fused ? " fused" : "", (long long)c->n, (long long)c->c, (long long)c->h,
+             (long long)c->w, (long long)c->k, (long long)c->r, (long long)c->s, c->pad[0],
+             c->pad[1], c->stride[0], c->stride[1], c->dilation[0], c->dilation[1], c->groups,
+             ir_dtype_name(c->dtype), c->math == CG_MATH_FMA ? "fma" : "tensor_op",
+             c->nhwc ? "nhwc" : "nchw", (long long)c->workspace_bytes);
+}
+
+/* The cache file of problem key (FNV-1a of its text), in path. */
+static int choice_path(const char *key, char *path, size_t len)
+{
+    char dir[4096];
+    base_cache_dir(NULL, dir, sizeof dir);
+    if (!dir[0])
+        return -1;
+    uint64_t h = 14695981039346656037ull;
+    for (const char *p = key; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    return snprintf(path, len, "%s/cudnn/%016llx.txt", dir, (unsigned long long)h) < (int)len
+               ? 0 : -1;
+}
+
+/* The choice kept for key: 0 with *algo, *math, *ms; -1 where none holds. */
+static int choice_read(const char *key, int *algo, int *math, double *ms)
+{
+    char path[4300], line[1024];
+    if (choice_path(key, path, sizeof path) != 0)
+        return -1;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    int ok = fgets(line, sizeof line, f) && strcspn(line, "\n") == strlen(key) &&
+             strncmp(line, key, strlen(key)) == 0 &&
+             fscanf(f, "algo %d math %d ms %lf", algo, math, ms) == 3 && *algo >= 0 &&
+             *math >= CUDNN_DEFAULT_MATH && *math <= CUDNN_FMA_MATH;
+    fclose(f);
+    return ok ? 0 : -1;
+}
+
+/* Keeps the choice for key: a temporary file in the folder, renamed over the
+ * entry (a reader sees the old whole or the new whole); silent where the
+ * cache cannot be written, as the choice is only timed again. */
+static void choice_write(const char *key, int algo, int math, double ms)
+{
+    char path[4300], tmp[4400], failed[4096];
+    if (choice_path(key, path, sizeof path) != 0)
+        return;
+    char *slash = strrchr(path, '/');
+    *slash = 0;
+    int made = base_make_dirs(path, 0755, failed, sizeof failed);
+    *slash = '/';
+    snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
+    int fd = made == 0 ? mkstemp(tmp) : -1;
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd), unlink(tmp);
+        return;
+    }
+    int bad = fprintf(f, "%s\nalgo %d math %d ms %.6f\n", key, algo, math, ms) < 0;
+    if (fclose(f) != 0 || bad || rename(tmp, path) != 0)
+        unlink(tmp);
+}
+
+/* cuDNN's own timing of step s (cudnnFind*AlgorithmEx, on the step's buffers
+ * and workspace), the result chosen from its list, fastest first, as PICK
+ * chooses: *algo (-1 where none fits), *math (in: the step's), *ms its time.
+ * -1 only for a cuDNN error. */
+static int find_conv(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *P, int *algo,
+                     cudnnMathType_t *mathp, double *ms, char *err, size_t errlen)
+{
+    cuda_libs *B = x->libs;
+    const cg_conv *c = &s->u.conv;
+    const cuda_gpu *G = &x->dev[d];
+    const char *what = s->what ? s->what : "a convolution";
+    enum { N = 16 };
+    int count = 0;
+    cudnnMathType_t math = *mathp;
+    void *ws = PTR(c->workspace);
+    size_t wsb = (size_t)c->workspace_bytes;
+    *algo = -1, *ms = -1;
+    DNN(cudnnSetStream(G->dnn, (cudaStream_t)G->stream[S_COMPUTE]));
+#define TIME_OF(perf)                                                                    \
+    for (int i = 0; i < count && *ms < 0; i++)                                           \
+        if ((int)(perf)[i].algo == *algo)                                                \
+            *ms = (perf)[i].time
+    if (c->kind == CG_CONV_FORWARD) {
+        cudnnConvolutionFwdAlgoPerf_t perf[N];
+        DNN(cudnnFindConvolutionForwardAlgorithmEx(G->dnn, P->x, PTR(c->x), P->w, PTR(c->wt),
+                                                   P->conv, P->y, PTR(c->y), N, &count, perf, ws,
+                                                   wsb));
+        PICK(perf, count, c, *algo);
+        TIME_OF(perf);
+    } else if (c->kind == CG_CONV_BACKWARD_DATA) {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[N];
+        DNN(cudnnFindConvolutionBackwardDataAlgorithmEx(G->dnn, P->w, PTR(c->wt), P->y, PTR(c->y),
+                                                        P->conv, P->x, PTR(c->x), N, &count, perf,
+                                                        ws, wsb));
+        PICK(perf, count, c, *algo);
+        TIME_OF(perf);
+    } else {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[N];
+        DNN(cudnnFindConvolutionBackwardFilterAlgorithmEx(G->dnn, P->x, PTR(c->x), P->y, PTR(c->y),
+                                                          P->conv, P->w, PTR(c->wt), N, &count,
+                                                          perf, ws, wsb));
+        PICK(perf, count, c, *algo);
+        TIME_OF(perf);
+    }
+#undef TIME_OF
+    *mathp = math;
+    return 0;
+}
+
+/* Step s's algorithm from the cache, or timed and kept: P->algorithm and
+ * *math set, or left (-1) where cuDNN times none that fits (the heuristic's
+ * then).  -1 only for a cuDNN error. */
+static int timed_choice(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *P,
+                        cudnnMathType_t *math, char *err, size_t errlen)
+{
+    const cg_conv *c = &s->u.conv;
+    char key[1024];
+    problem_key(x, d, c, P->fused, key, sizeof key);
+    int algo, m;
+    double ms;
+    if (choice_read(key, &algo, &m, &ms) == 0) {
+        int64_t need = workspace_of(x->libs, &x->dev[d], c, P, algo);
+        if (need >= 0 && need <= c->workspace_bytes) {
+            P->algorithm = algo;
+            *math = (cudnnMathType_t)m;
+            return 0;
+        }
+    }
+    if (find_conv(x, d, s, P, &algo, math, &ms, err, errlen) != 0)
+        return -1;
+    if (algo >= 0) {
+        P->algorithm = algo;
+        choice_write(key, algo, (int)*math, ms);
+    }
+    return 0;
+}
+
 static int prepare_conv(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *P, char *err,
                         size_t errlen)
 {
@@ -400,7 +569,12 @@ static int prepare_conv(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *P, c
                              "--autotune", what, c->algo, need < 0 ? "cuDNN refuses it"
                              : "it needs more workspace than the program gives");
         P->algorithm = c->algo;
-    } else if (c->kind == CG_CONV_FORWARD && P->algorithm < 0) {
+    } else if (timing_on() && timed_choice(x, d, s, P, &math, err, errlen) != 0) {
+        return -1;
+    }
+    if (P->algorithm >= 0) {
+        /* the plan's, or timed */
+    } else if (c->kind == CG_CONV_FORWARD) {
         cudnnConvolutionFwdAlgoPerf_t perf[N];
         DNN(cudnnGetConvolutionForwardAlgorithm_v7(G->dnn, P->x, P->w, P->conv, P->y, N, &count, perf));
         PICK(perf, count, c, P->algorithm);
@@ -835,39 +1009,17 @@ static int tune_gemm(rt_cuda *x, int d, cg_step *s, cuda_step_lib *P, CUevent t0
     return 0;
 }
 
-/* cuDNN's own timing (cudnnFind*AlgorithmEx, on the step's buffers and
- * workspace), the result chosen as at open from its list, fastest first. */
+/* --autotune: cuDNN's own timing (find_conv), into the plan. */
 static int tune_conv(rt_cuda *x, int d, cg_step *s, cuda_step_lib *P, char *err, size_t errlen)
 {
     cuda_libs *B = x->libs;
     cg_conv *c = &s->u.conv;
-    const cuda_gpu *G = &x->dev[d];
     const char *what = s->what ? s->what : "a convolution";
-    enum { N = 16 };
-    int count = 0, algo = -1;
+    int algo;
+    double ms;
     cudnnMathType_t math = c->math == CG_MATH_TENSOR_OP ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
-    void *ws = PTR(c->workspace);
-    size_t wsb = (size_t)c->workspace_bytes;
-    DNN(cudnnSetStream(G->dnn, (cudaStream_t)G->stream[S_COMPUTE]));
-    if (c->kind == CG_CONV_FORWARD) {
-        cudnnConvolutionFwdAlgoPerf_t perf[N];
-        DNN(cudnnFindConvolutionForwardAlgorithmEx(G->dnn, P->x, PTR(c->x), P->w, PTR(c->wt),
-                                                   P->conv, P->y, PTR(c->y), N, &count, perf, ws,
-                                                   wsb));
-        PICK(perf, count, c, algo);
-    } else if (c->kind == CG_CONV_BACKWARD_DATA) {
-        cudnnConvolutionBwdDataAlgoPerf_t perf[N];
-        DNN(cudnnFindConvolutionBackwardDataAlgorithmEx(G->dnn, P->w, PTR(c->wt), P->y, PTR(c->y),
-                                                        P->conv, P->x, PTR(c->x), N, &count, perf,
-                                                        ws, wsb));
-        PICK(perf, count, c, algo);
-    } else {
-        cudnnConvolutionBwdFilterAlgoPerf_t perf[N];
-        DNN(cudnnFindConvolutionBackwardFilterAlgorithmEx(G->dnn, P->x, PTR(c->x), P->y, PTR(c->y),
-                                                          P->conv, P->w, PTR(c->wt), N, &count,
-                                                          perf, ws, wsb));
-        PICK(perf, count, c, algo);
-    }
+    if (find_conv(x, d, s, P, &algo, &math, &ms, err, errlen) != 0)
+        return -1;
     if (algo < 0)
         return base_fail(err, errlen, "%s: cuDNN timed no algorithm that fits", what);
     DNN(cudnnSetConvolutionMathType(P->conv, math_of(c, math)));

@@ -58,8 +58,10 @@
  * one input channel runs on a generic kernel that needs none.  The fake
  * counts, as each call runs, the transposes the real one would make: every
  * tensor of x, w and y (dy, dx, dw) not already channels-last; with
- * GNC_FAKECUDA_STATS=FILE it appends "cudnn.convolutions N" and
- * "cudnn.layout_transposes N" to FILE when the library unloads.
+ * GNC_FAKECUDA_STATS=FILE it appends "cudnn.convolutions N",
+ * "cudnn.layout_transposes N" and "cudnn.finds N" (cudnnFind*AlgorithmEx
+ * calls) to FILE when the library unloads.  cudnnGetVersion says 90000 (9.0.0)
+ * unless GNC_FAKECUDA_CUDNN_VERSION says otherwise.
  *
  * A call on a KRSC filter costs GNC_FAKECUDA_NHWC_MS on the device's clock
  * (default: GNC_FAKECUDA_LIBRARY_MS, as the others), so a test can make
@@ -79,6 +81,16 @@
 #include "ref.h"
 
 #define EXPORT __attribute__((visibility("default")))
+
+/* The calls run and the layout transposes the real cuDNN would make in them
+ * (above), and the cudnnFind calls, for GNC_FAKECUDA_STATS. */
+static long ran_convs, ran_transposes, ran_finds;
+
+EXPORT size_t cudnnGetVersion(void)
+{
+    const char *v = getenv("GNC_FAKECUDA_CUDNN_VERSION");
+    return v && *v ? (size_t)strtoul(v, NULL, 10) : 90000;
+}
 
 struct cudnnContext {
     int dev;
@@ -630,6 +642,7 @@ static size_t filter_bytes(const struct cudnnFilterStruct *f)
             perfResults[i].mathType = CUDNN_DEFAULT_MATH;                            \
         }                                                                            \
         *returnedAlgoCount = n;                                                      \
+        __atomic_fetch_add(&ran_finds, 1, __ATOMIC_RELAXED);                         \
         handle->warm |= !fk_stream_capture((CUstream)handle->stream);                \
         return CUDNN_STATUS_SUCCESS;                                                 \
     }
@@ -736,10 +749,6 @@ static void strides(const struct cudnnTensorStruct *t, int64_t *s)
     s[0] = t->ns, s[1] = t->cs, s[2] = t->hs, s[3] = t->ws;
 }
 
-/* The calls run and the layout transposes the real cuDNN would make in them
- * (above), for GNC_FAKECUDA_STATS. */
-static long ran_convs, ran_transposes;
-
 static int layout_transposes(const conv *cv)
 {
     const problem *pb = &cv->pb;
@@ -755,9 +764,10 @@ __attribute__((destructor)) static void fake_cudnn_unload(void)
     FILE *f = path && *path ? fopen(path, "a") : NULL;
     if (!f)
         return;
-    fprintf(f, "cudnn.convolutions %ld\ncudnn.layout_transposes %ld\n",
+    fprintf(f, "cudnn.convolutions %ld\ncudnn.layout_transposes %ld\ncudnn.finds %ld\n",
             __atomic_load_n(&ran_convs, __ATOMIC_RELAXED),
-            __atomic_load_n(&ran_transposes, __ATOMIC_RELAXED));
+            __atomic_load_n(&ran_transposes, __ATOMIC_RELAXED),
+            __atomic_load_n(&ran_finds, __ATOMIC_RELAXED));
     fclose(f);
 }
 

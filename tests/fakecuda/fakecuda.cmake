@@ -111,3 +111,10 @@ add_test(NAME layout_transposes COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/../gpu/la
          $<TARGET_FILE:gnc> ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/layout-work
          ${GNC_FAKECUDA_DIR})
 set_tests_properties(layout_transposes PROPERTIES LABELS "unit" SKIP_RETURN_CODE 77 TIMEOUT 300)
+
+# cuDNN's algorithms timed at open and kept on disk, per GPU, cuDNN version and
+# problem (tests/gpu/cudnn_timing.sh; skipped without NVRTC).
+add_test(NAME cudnn_timing COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/../gpu/cudnn_timing.sh
+         $<TARGET_FILE:gnc> ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/cudnn-timing-work
+         ${GNC_FAKECUDA_DIR})
+set_tests_properties(cudnn_timing PROPERTIES LABELS "unit" SKIP_RETURN_CODE 77 TIMEOUT 300)

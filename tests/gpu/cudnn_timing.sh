@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# cuDNN's algorithms timed at open and kept (runtime/cuda/cuda_lib.c, "cuDNN's
+# timed choices"), on the stand-ins, which count cudnnFind calls
+# (GNC_FAKECUDA_STATS):
+#   cudnn_timing.sh GNC SOURCE_DIR WORK_DIR FAKECUDA_DIR
+# 1. a first open times each convolution once and keeps a file per problem;
+# 2. a second reads them back and times none;
+# 3. a damaged file, or another cuDNN version, is timed again;
+# 4. GNC_CUDNN_TIMING=0 times nothing and keeps nothing;
+# 5. a training step: every convolution timed once.
+# Exit 77 (skipped) where gnc has no NVRTC to compile the kernels.
+set -u
+gnc=$(realpath "$1") src=$(realpath "$2") work=$3 fake=$(realpath "$4")
+. "$src/tests/lib.sh"
+"$gnc" --version | grep -q "^  NVRTC" || { echo "cudnn_timing: skipped: gnc has no NVRTC"; exit 77; }
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+export GNC_CUDA_LIBDIR=$fake GNC_FAKECUDA_GPUS=1 GNC_FAKECUDA_UNEMULATED=skip
+export GNC_CACHE_DIR=$work/cache
+# finds: the stand-in's cudnnFind calls in the last run
+finds() { sed -n 's/^cudnn.finds //p' stats; }
+entries() { find cache/cudnn -name '*.txt' 2>/dev/null | wc -l; }
+run() { rm -f stats; expect 0 env GNC_FAKECUDA_STATS="$work/stats" "$@"; }
+
+expect 0 "$gnc" compile "$src/models/lenet.net" -D batch=8 --precision bf16 -o l.gnc
+run "$gnc" run l.gnc --device cuda
+n=$(finds)
+if [ "$n" = 2 ] && [ "$(entries)" = 2 ]; then ok; else bad "first open: $n finds, $(entries) entries (want 2, 2)"; fi
+f=$(find cache/cudnn -name '*.txt' | head -1)
+if grep -q '^gpu .*, cudnn 90000, forward' "$f" && grep -qE '^algo [0-9]+ math [0-9] ms [0-9.]+$' "$f"
+then ok; else bad "an entry: $(cat "$f")"; fi
+run "$gnc" run l.gnc --device cuda
+if [ "$(finds)" = 0 ]; then ok; else bad "second open timed $(finds) (want 0)"; fi
+head -c 20 "$f" >"$f.cut" && mv "$f.cut" "$f"
+run "$gnc" run l.gnc --device cuda
+if [ "$(finds)" = 1 ] && grep -qE '^algo ' "$f"; then ok; else bad "a damaged entry: $(finds) finds, $(cat "$f")"; fi
+run env GNC_FAKECUDA_CUDNN_VERSION=90100 "$gnc" run l.gnc --device cuda
+if [ "$(finds)" = 2 ] && [ "$(entries)" = 4 ]; then ok; else bad "another cuDNN: $(finds) finds, $(entries) entries"; fi
+rm -rf cache
+run env GNC_CUDNN_TIMING=0 "$gnc" run l.gnc --device cuda
+if [ "$(finds)" = 0 ] && [ "$(entries)" = 0 ]; then ok; else bad "GNC_CUDNN_TIMING=0: $(finds) finds, $(entries) entries"; fi
+
+# 5: a training step (lenet's 5 convolutions: 2 forward, 1 backward data, 2
+# backward filter), each timed once
+data=/usr/share/datasets/fashion-mnist
+expect 0 "$gnc" compile "$src/models/lenet.net" -D batch=8 --precision bf16 --train -o t.gnc
+run "$gnc" train t.gnc --device cuda --steps 2 --data "$data"
+if [ "$(finds)" = 5 ] && [ "$(entries)" = 5 ]; then ok
+else bad "training: $(finds) finds, $(entries) entries (want 5, 5)"; fi
+summary cudnn_timing
