@@ -28,8 +28,12 @@ set_tests_properties(train_arrays PROPERTIES LABELS "cli;train" TIMEOUT 300)
 
 # Predicted beside measured: gnc run and gnc train print the predicted step
 # beside the measured one, and the memory the plan counts beside the measured
-# peak, within 10% on the CPU.  tests/cli/memory.sh holds the cases.
-add_test(NAME cli_memory COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/memory.sh
-         $<TARGET_FILE:gnc> ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/cli-memory-work
-         ${GNC_FMNIST})
-set_tests_properties(cli_memory PROPERTIES LABELS "cli" TIMEOUT 900)
+# peak, within 10% on the CPU.  tests/cli/memory.sh holds the cases.  Not in
+# the sanitizer builds: their shadow memory and freed-memory quarantine are
+# resident memory no plan counts (ASan put resnet18 42% over its plan).
+if(NOT GNC_SANITIZE AND NOT GNC_TSAN)
+  add_test(NAME cli_memory COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/memory.sh
+           $<TARGET_FILE:gnc> ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/cli-memory-work
+           ${GNC_FMNIST})
+  set_tests_properties(cli_memory PROPERTIES LABELS "cli" TIMEOUT 900)
+endif()
