@@ -118,7 +118,6 @@ void drv_predict(const cg_program *p, int d, const cost_device *dev, drv_predict
         const ir_node *n = st->node;
         double t = 0, bytes = (double)(st->read_bytes + st->written_bytes);
         drv_class k = DRV_CLASS_ELEMENTWISE;
-        int launches = 1;
         switch (st->kind) {
         case CG_STEP_KERNEL: {
             const cg_launch *l = &st->u.launch;
@@ -169,8 +168,8 @@ void drv_predict(const cg_program *p, int d, const cost_device *dev, drv_predict
             break;
         }
         out->by_class[k] += t;
-        out->kernels[k] += launches;
-        out->launch_s += launches * dev->launch;
+        out->kernels[k]++;
+        out->launch_s += dev->launch;
         if (step_s && st->kind != CG_STEP_CONV)
             step_s[i] = t;
     }

@@ -37,6 +37,17 @@ left_behind() {
     if [ -z "$left" ]; then ok; else bad "'$cmd' left ${left% }"; fi
 }
 summary() { echo "$1: $pass passed, $fail failed"; [ "$fail" = 0 ]; }
+# on_stand_in NAME: the stand-in GPU tests (tests/gpu/*.sh GNC SOURCE_DIR
+# WORK_DIR FAKECUDA_DIR, after gnc, work and fake are set): gnc on one
+# stand-in GPU, its kernels not emulated, its caches in WORK_DIR/cache, run
+# from a fresh WORK_DIR; exits 77 (skipped) where gnc has no NVRTC to compile
+# the kernels the stand-ins run.
+on_stand_in() {
+    "$gnc" --version | grep -q "^  NVRTC" || { echo "$1: skipped: gnc has no NVRTC"; exit 77; }
+    rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+    export GNC_CUDA_LIBDIR=$fake GNC_FAKECUDA_GPUS=1 GNC_FAKECUDA_UNEMULATED=skip
+    export GNC_CACHE_DIR=$work/cache
+}
 # idx_slice NAME COUNT RANK DATA_DIR: the first COUNT examples of IDX file NAME
 # (plain or .gz in DATA_DIR) on standard output, with a new header; RANK is 3
 # for 28x28 images, 1 for labels

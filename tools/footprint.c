@@ -94,6 +94,33 @@ static void add_exec(cli_mem *m, const rt_exec *x, int train)
     m->transient = (double)r.dnnl_trial;
 }
 
+/* Every device of this process on gpu, summed (rt_cuda_memory). */
+typedef struct {
+    double region[CG_NREGIONS], staging, other, reserve, used;
+    int any;                    /* a device of this process */
+} gpu_sum;
+
+static void sum_gpu(rt_cuda *gpu, gpu_sum *t)
+{
+    memset(t, 0, sizeof *t);
+    for (int d = 0;; d++) {
+        rt_cuda_mem c;
+        char err[256];
+        int rc = rt_cuda_memory(gpu, d, &c, err, sizeof err);
+        if (rc < 0)
+            break; /* past the last device */
+        if (rc > 0)
+            continue; /* under MPI, another rank's */
+        t->any = 1;
+        for (int r = 0; r < CG_NREGIONS; r++)
+            t->region[r] += (double)c.region[r];
+        t->staging += (double)c.staging;
+        t->other += (double)(c.mailbox + c.scratch + c.zeros);
+        t->reserve += (double)c.reserve;
+        t->used += (double)c.used;
+    }
+}
+
 int cli_mem_end(cli_mem *m, rt_session *s, int train)
 {
     rt_cuda *gpu = rt_session_gpu(s);
@@ -103,62 +130,43 @@ int cli_mem_end(cli_mem *m, rt_session *s, int train)
         m->measured = m->start_rss >= 0 && hwm >= 0 ? hwm - m->start_rss : NAN;
         return 0;
     }
-    /* every device of this process: the GPU's allocations, summed */
     static const char *const regions[CG_NREGIONS] = {
         [CG_ARENA] = "activations", [CG_PARAMS] = "parameters", [CG_INPUTS] = "inputs",
         [CG_WORKSPACE] = "library workspaces and staging"};
-    double sum[CG_NREGIONS] = {0}, staging = 0, other = 0, used = 0, reserve = 0;
-    int any = 0;
-    for (int d = 0;; d++) {
-        rt_cuda_mem c;
-        char err[256];
-        int rc = rt_cuda_memory(gpu, d, &c, err, sizeof err);
-        if (rc < 0)
-            break; /* past the last device */
-        if (rc > 0)
-            continue; /* under MPI, another rank's */
-        any = 1;
-        for (int r = 0; r < CG_NREGIONS; r++)
-            sum[r] += (double)c.region[r];
-        staging += (double)c.staging;
-        other += (double)(c.mailbox + c.scratch + c.zeros);
-        reserve += (double)c.reserve;
-        used += (double)c.used;
-    }
+    gpu_sum t;
+    sum_gpu(gpu, &t);
     m->gpu = 1;
     for (int r = 0; r < CG_NREGIONS; r++)
-        cli_mem_add(m, regions[r] ? regions[r] : "other regions", sum[r]);
-    cli_mem_add(m, "prefetch staging", staging);
-    cli_mem_add(m, "messages and zeros", other);
-    m->reserve = reserve;
-    m->measured = any ? used : NAN;
+        cli_mem_add(m, regions[r] ? regions[r] : "other regions", t.region[r]);
+    cli_mem_add(m, "prefetch staging", t.staging);
+    cli_mem_add(m, "messages and zeros", t.other);
+    m->reserve = t.reserve;
+    m->measured = t.any ? t.used : NAN;
     return 0;
 }
 
 double cli_mem_session_bytes(rt_session *s, int ran)
 {
     rt_cuda *gpu = rt_session_gpu(s);
-    double sum = 0;
-    for (int d = 0; gpu; d++) {
-        rt_cuda_mem c;
-        char err[256];
-        int rc = rt_cuda_memory(gpu, d, &c, err, sizeof err);
-        if (rc < 0)
-            break;
-        for (int r = 0; rc == 0 && r < CG_NREGIONS; r++)
-            sum += (double)c.region[r];
-        sum += rc == 0 ? (double)(c.staging + c.mailbox + c.scratch + c.zeros) : 0;
-    }
-    if (gpu)
+    if (gpu) {
+        gpu_sum t;
+        sum_gpu(gpu, &t);
+        double sum = t.staging + t.other;
+        for (int r = 0; r < CG_NREGIONS; r++)
+            sum += t.region[r];
         return sum;
-    rt_memory r;
-    rt_exec_memory(rt_session_host(s), &r);
+    }
     /* made and not run: its parameters alone were written (their
        initializers); the rest was allocated and never touched */
-    if (!ran)
+    if (!ran) {
+        rt_memory r;
+        rt_exec_memory(rt_session_host(s), &r);
         return (double)(r.params + r.state);
-    return (double)(r.arena + r.values + r.inputs + r.params + r.state + r.workspace +
-                    r.winograd + r.dnnl_weights + r.dnnl_work + r.comm + r.tables);
+    }
+    cli_mem m;
+    memset(&m, 0, sizeof m);
+    add_exec(&m, rt_session_host(s), 1);
+    return m.planned;
 }
 
 void cli_mem_print(const cli_mem *m, FILE *f)
@@ -201,13 +209,13 @@ void cli_mem_json(const cli_mem *m, cJSON *root)
 
 /* The one place that asks the cost model for a run's step: on the CPU the
  * simulation of the program (cost_simulate, on --device-model, default cpu),
- * on cuda the GPU program's run on each device (drv_run_seconds, default
- * h100-nvlink), the slowest device's, as the devices run at once. */
+ * on cuda the GPU program's run on each device at its precision
+ * (drv_run_seconds, default h200, the GPU the model was calibrated on), the
+ * slowest device's, as the devices run at once. */
 double predicted_step_ms(const options *o, const drv_program *p, const char **model_name)
 {
     char err[160];
     cost_device model;
-    /* on cuda the GPU the model was calibrated on, where no other is named */
     const char *spec = o->c.device_model ? o->c.device_model : o->cuda ? "h200" : "cpu";
     if (cost_device_parse(spec, &model, err, sizeof err) != 0)
         return NAN; /* parse_args checked it */

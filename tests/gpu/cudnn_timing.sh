@@ -12,10 +12,7 @@
 set -u
 gnc=$(realpath "$1") src=$(realpath "$2") work=$3 fake=$(realpath "$4")
 . "$src/tests/lib.sh"
-"$gnc" --version | grep -q "^  NVRTC" || { echo "cudnn_timing: skipped: gnc has no NVRTC"; exit 77; }
-rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
-export GNC_CUDA_LIBDIR=$fake GNC_FAKECUDA_GPUS=1 GNC_FAKECUDA_UNEMULATED=skip
-export GNC_CACHE_DIR=$work/cache
+on_stand_in cudnn_timing
 # finds: the stand-in's cudnnFind calls in the last run
 finds() { sed -n 's/^cudnn.finds //p' stats; }
 entries() { find cache/cudnn -name '*.txt' 2>/dev/null | wc -l; }

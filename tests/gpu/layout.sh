@@ -11,10 +11,7 @@
 set -u
 gnc=$(realpath "$1") src=$(realpath "$2") work=$3 fake=$(realpath "$4")
 . "$src/tests/lib.sh"
-"$gnc" --version | grep -q "^  NVRTC" || { echo "layout: skipped: gnc has no NVRTC"; exit 77; }
-rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
-export GNC_CUDA_LIBDIR=$fake GNC_FAKECUDA_GPUS=1 GNC_FAKECUDA_UNEMULATED=skip
-export GNC_CACHE_DIR=$work/kernel-cache
+on_stand_in layout
 json() { /usr/bin/env python3 -c "import json,sys; p=json.load(open(sys.argv[1])); $2" "$1"; }
 for c in "fp32 cudnn 0 0" "tf32 cudnn 0 3" "bf16 cudnn 0 3" "bf16 cudnn-nhwc 1 0"; do
     set -- $c
