@@ -67,6 +67,21 @@ const char *cg_conv_name(cg_conv_impl c)
     return c >= CG_CONV_CUDNN && c < CG_CONV_NIMPLS ? conv_names[c] : "?";
 }
 
+static const char *const layout_names[] = {"auto", "nchw", "nhwc"};
+
+const char *cg_layout_name(cg_layout l)
+{
+    return (unsigned)l < 3 ? layout_names[l] : "?";
+}
+
+int cg_layout_lookup(const char *name)
+{
+    for (int i = 0; i < 3; i++)
+        if (name && strcmp(name, layout_names[i]) == 0)
+            return i;
+    return -1;
+}
+
 int cg_conv_lookup(const char *name)
 {
     for (int i = 0; name && i < CG_CONV_NIMPLS; i++)
@@ -295,6 +310,7 @@ static int add_value(cg_gen *G, cg_value_kind kind, const ir_value *v, const cha
         /* as mp_value_bytes: the plan's figures and these agree for float */
         *top += align_up(numel * (int64_t)(dt == IR_I64 ? 8 : dt == IR_U8 ? 1 : 4));
     }
+    x->nhwc = kind == CG_VALUE_NODE && G->nhwc[v->id];
     if (v && kind != CG_VALUE_SHADOW)
         D->slot_by_id[v->id] = D->nvalues;
     return D->nvalues++;
@@ -407,24 +423,28 @@ static cg_ref shadow(cg_gen *G, const ir_value *v, ir_dtype dt, int krsc, const 
         const char *what = cg_pprintf(G->p, "%%%s%s as %s", v->name, krsc ? " channels-last" : "",
                                       ir_dtype_name(dt));
         const int64_t *d = v->type.dims;
-        if (krsc) {
+        if (krsc && (G->init || dt == G->dtype[v->id])) { /* a copy of its own: timed with
+                                                              its first reader (--conv auto) */
             cg_emit_transpose(G, by, what, cg_ref_of(G, v), G->dtype[v->id], D->values[slot].at,
                               dt, d[0], d[1], d[2] * d[3]);
         } else if (G->init) {
             cg_emit_cast(G, by, what, cg_ref_of(G, v), G->dtype[v->id], D->values[slot].at, dt,
                          ir_type_numel(&v->type));
-        } else { /* with the run's other shadows, in one launch before the first reader */
+        } else { /* with the run's other shadows, in one launch before the first reader:
+                    a filter permuted as it is converted to 16 bits, no pass of its own */
             if (!G->ncasts)
                 G->casts_at = G->nlist;
             G->casts = base_xrealloc(G->casts, (size_t)(G->ncasts + 1) * sizeof *G->casts);
             G->casts[G->ncasts++] = (cg_cast){cg_ref_of(G, v), D->values[slot].at,
-                                              G->dtype[v->id], dt, ir_type_numel(&v->type)};
+                                              G->dtype[v->id], dt, ir_type_numel(&v->type),
+                                              krsc ? CG_PERM_KRSC : CG_PERM_NONE,
+                                              krsc ? d[1] : 0, krsc ? d[2] * d[3] : 0};
         }
     }
     return D->values[slot].at;
 }
 
-cg_ref cg_grad_stage(cg_gen *G, const ir_value *v, ir_dtype dt)
+cg_ref cg_grad_stage(cg_gen *G, const ir_value *v, ir_dtype dt, int krsc)
 {
     cg_device *D = G->D;
     int64_t top = D->region_bytes[CG_PARAMS];
@@ -435,8 +455,10 @@ cg_ref cg_grad_stage(cg_gen *G, const ir_value *v, ir_dtype dt)
     D->region_bytes[CG_PARAMS] = top + align_up(D->values[slot].bytes);
     G->gcasts = base_xrealloc(G->gcasts, (size_t)(G->ngcasts + 1) * sizeof *G->gcasts);
     G->gcast_v = base_xrealloc(G->gcast_v, (size_t)(G->ngcasts + 1) * sizeof *G->gcast_v);
+    const int64_t *d = v->type.dims;
     G->gcasts[G->ngcasts] = (cg_cast){D->values[slot].at, cg_ref_of(G, v), dt, G->dtype[v->id],
-                                      ir_type_numel(&v->type)};
+                                      ir_type_numel(&v->type), krsc ? CG_PERM_KCRS : CG_PERM_NONE,
+                                      krsc ? d[1] : 0, krsc ? d[2] * d[3] : 0};
     G->gcast_v[G->ngcasts++] = v;
     return D->values[slot].at;
 }
@@ -491,18 +513,13 @@ cg_ref cg_operand_as(cg_gen *G, const ir_value *v, ir_dtype dt)
  * [n][c][h w] and NHWC [n][h w][c]; a filter's KCRS [k][c][r s] and KRSC
  * [k][r s][c].  With one channel or one pixel (a filter's one tap) the two
  * orders are the same bytes. */
-int cg_nhwc_same(const ir_type *t)
-{
-    return t->dims[1] == 1 || t->dims[2] * t->dims[3] == 1;
-}
-
 cg_ref cg_operand_nhwc(cg_gen *G, const ir_node *n, const char *what, const ir_value *v,
                        ir_dtype dt, int *copied)
 {
     const int64_t *d = v->type.dims;
     int64_t px = d[2] * d[3], numel = d[0] * d[1] * px;
     *copied = 0;
-    if (cg_nhwc_same(&v->type))
+    if (cg_nhwc_same(&v->type) || G->nhwc[v->id])
         return cg_operand_as(G, v, dt);
     if (in_region(G, v, CG_PARAMS))
         return shadow(G, v, dt, 1, n);
@@ -685,10 +702,14 @@ int cg_const_inline(cg_gen *G, const ir_value *v)
 
 int cg_const_scaled(cg_gen *G, const ir_value *v)
 {
-    const char *name = cg_name(v);
-    size_t n = strlen(name);
-    return G->p->loss_scale.enabled && v->def && v->def->op == IR_OP_CONST &&
-           v->type.rank == 0 && n > 5 && strcmp(name + n - 5, ".grad") == 0;
+    /* the seed autodiff makes: 1, named after the loss ("loss.grad"); not the
+       other scalars of gradients (global_avgpool's 1 / hw is "x.grad") */
+    if (!G->p->loss_scale.enabled || !G->g->loss || !v->def || v->def->op != IR_OP_CONST ||
+        v->type.rank != 0 || ir_attr_float(v->def, "value") != 1.0)
+        return 0;
+    const char *name = cg_name(v), *loss = cg_name(G->g->loss);
+    size_t n = strlen(loss);
+    return strncmp(name, loss, n) == 0 && strcmp(name + n, ".grad") == 0;
 }
 
 static int position(cg_gen *G, const ir_node *n) { return G->pos[n->out[0]->id]; }
@@ -989,6 +1010,10 @@ static void gen_unit(cg_gen *G, const ir_node *const *m, int nm)
     }
     for (int i = 0; i < nm && !G->failed;) {
         const ir_node *n = m[i];
+        /* a gradient a library call of this unit left in 16 bits, read by
+           a later member (a pipeline's accumulation fused after the call) */
+        if (i > 0)
+            flush_grads(G, m + i, nm - i);
         if (ir_op_communicates(n->op)) {
             gen_comm(G, n);
             i++;
@@ -1444,6 +1469,8 @@ static void gen_free(cg_gen *G)
 {
     base_free(G->pos);
     base_free(G->dtype);
+    base_free(G->nhwc);
+    base_free(G->ptype);
     base_free(G->weight);
     base_free(G->external);
     base_free(G->rstart);
@@ -1517,6 +1544,7 @@ cg_program *cg_generate(const ir_graph *g, const mp_plan *mp, const cg_options *
     p->devices = cg_palloc(p, (size_t)p->ndevices * sizeof *p->devices);
     index_graph(&G);
     classify(&G);
+    cg_choose_layouts(&G);
     for (int dev = 0; dev < p->ndevices && !G.failed; dev++) {
         G.dev = dev;
         G.D = &p->devices[dev];

@@ -54,6 +54,13 @@ typedef enum {
  * --autotune times all three for each convolution (cg_options.conv_choice). */
 typedef enum { CG_CONV_CUDNN, CG_CONV_IGEMM, CG_CONV_CUDNN_NHWC, CG_CONV_NIMPLS } cg_conv_impl;
 
+/* How 4-d activations are stored (codegen/layout.c).  Auto: channels-last
+ * (NHWC) in bf16 and fp16 programs whose convolutions are cuDNN calls (its
+ * 16-bit tensor-core kernels take NHWC, and transpose NCHW tensors inside
+ * the call otherwise), NCHW elsewhere.  NHWC: channels-last at any precision
+ * (the tests' way to check every kernel's channels-last form at fp32). */
+typedef enum { CG_LAYOUT_AUTO, CG_LAYOUT_NCHW, CG_LAYOUT_NHWC } cg_layout;
+
 #define CG_MAX_ARCHS 8
 
 typedef struct {
@@ -70,6 +77,9 @@ typedef struct {
     int64_t conv_workspace;     /* bytes a cuDNN algorithm may use at most; 0: 64 MiB */
     cg_conv_impl conv;          /* cuDNN (default), generated implicit GEMMs, or
                                    cuDNN on channels-last copies */
+    cg_layout layout;           /* of activations: auto (default), NCHW or NHWC */
+    int deterministic;          /* cuDNN's deterministic algorithms only (--deterministic:
+                                   the same bits every run); else the fastest */
     const signed char *conv_choice;  /* NULL, or one convolution's own choice: indexed
                                    by the id of its node's first result (the
                                    graph's nvalues entries), a cg_conv_impl, or -1
@@ -81,6 +91,8 @@ const char *cg_precision_name(cg_precision p);       /* "fp32", "tf32", "bf16", 
 int cg_precision_lookup(const char *name);           /* -1 if unknown */
 const char *cg_conv_name(cg_conv_impl c);            /* "cudnn", "igemm", "cudnn-nhwc" */
 int cg_conv_lookup(const char *name);                /* -1 if unknown */
+const char *cg_layout_name(cg_layout l);             /* "auto", "nchw", "nhwc" */
+int cg_layout_lookup(const char *name);              /* -1 if unknown */
 /* Whether n is a convolution (forward, backward data or filter), and how o
  * runs it: its conv_choice, else conv. */
 int cg_is_conv(const ir_node *n);
@@ -119,6 +131,9 @@ typedef struct {
     cg_ref at;
     ir_dtype dtype;             /* as stored: floats as f32, bf16 or f16 (precision) */
     int64_t numel, bytes;       /* bytes = numel x the dtype's size */
+    int nhwc;                   /* a 4-d value stored channels-last: [n, h, w, c] (a
+                                   filter gradient [k, r, s, c]); never an input, a
+                                   parameter, an output, the loss or an update */
 } cg_value;
 
 /* The program's state word of a device (region CG_PARAMS): a kernel that finds
@@ -223,8 +238,11 @@ typedef struct {
     cg_ref workspace;           /* what the algorithm may use: workspace_bytes at most */
     int64_t workspace_bytes;
     int tuned;                  /* algo is the cudnnConvolution*Algo_t --autotune timed
-                                   fastest; else the runtime asks the _v7 heuristics */
+                                   fastest; else the runtime times them (or asks the _v7
+                                   heuristics) */
     int algo;
+    int deterministic;          /* only algorithms cuDNN lists as deterministic; else the
+                                   fastest, deterministic or not (cg_options) */
 } cg_conv;
 
 /* One NCCL call (ncclGroupStart/End around several tensors of one all_reduce):

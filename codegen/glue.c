@@ -21,11 +21,25 @@ void cg_emit_casts(cg_gen *G, const ir_node *by, const char *what, const cg_cast
     int64_t blocks = 0;
     for (int i = 0; i < n; i++) {
         int64_t b = kb_div_up(c[i].n, 256);
-        cg_sb_printf(&t, "    if (blockIdx.x < %lld) {\n"
+        long long ch = (long long)c[i].c, rs = (long long)c[i].rs;
+        /* element i of the result, and where the operand holds it: a filter
+           [k][c][rs] read KCRS into KRSC [k][rs][c], or back */
+        char from[160];
+        if (c[i].perm == CG_PERM_KRSC)
+            snprintf(from, sizeof from, "i / %lld * %lld + i %% %lld * %lld + i / %lld %% %lld",
+                     ch * rs, ch * rs, ch, rs, ch, rs);
+        else if (c[i].perm == CG_PERM_KCRS)
+            snprintf(from, sizeof from, "i / %lld * %lld + i %% %lld * %lld + i / %lld %% %lld",
+                     ch * rs, ch * rs, rs, ch, rs, ch);
+        else
+            snprintf(from, sizeof from, "i");
+        cg_sb_printf(&t, "    if (blockIdx.x < %lld) {%s\n"
                      "        const i64 i = ((i64)blockIdx.x - %lld) * 256 + threadIdx.x;\n"
-                     "        if (i < %lld)\n            st(d%d, i, ld(s%d, i));\n"
-                     "        return;\n    }\n", (long long)(blocks + b), (long long)blocks,
-                     (long long)c[i].n, i, i);
+                     "        if (i < %lld)\n            st(d%d, i, ld(s%d, %s));\n"
+                     "        return;\n    }\n", (long long)(blocks + b),
+                     c[i].perm == CG_PERM_KRSC ? " /* KCRS to KRSC */"
+                     : c[i].perm == CG_PERM_KCRS ? " /* KRSC to KCRS */" : "",
+                     (long long)blocks, (long long)c[i].n, i, i, from);
         blocks += b;
     }
     cg_sb_printf(&t, "}\n");
@@ -46,8 +60,8 @@ void cg_emit_casts(cg_gen *G, const ir_node *by, const char *what, const cg_cast
     for (int i = 0; i < n; i++) {
         l->args[2 * i] = (cg_arg){CG_ARG_BUFFER, c[i].src, 0, 0};
         l->args[2 * i + 1] = (cg_arg){CG_ARG_BUFFER, c[i].dst, 0, 0};
-        acc[2 * i] = (cg_access){c[i].src, c[i].n * (int64_t)cg_dtype_size(c[i].sdt), 0, 1,
-                                 c[i].sdt};
+        acc[2 * i] = (cg_access){c[i].src, c[i].n * (int64_t)cg_dtype_size(c[i].sdt), 0,
+                                 c[i].perm == CG_PERM_NONE, c[i].sdt};
         acc[2 * i + 1] = (cg_access){c[i].dst, c[i].n * (int64_t)cg_dtype_size(c[i].ddt), 1, 1,
                                      c[i].ddt};
     }

@@ -61,11 +61,17 @@ typedef struct {
     cg_access *access;
 } cg_pending;
 
-/* n elements from src (as sdt) to dst (as ddt): a cast to make. */
+/* n elements from src (as sdt) to dst (as ddt): a cast to make; with perm a
+ * filter [k, c, r s] of c channels and rs taps at once permuted, KCRS to KRSC
+ * (CG_PERM_KRSC: a channels-last shadow) or back (CG_PERM_KCRS: a gradient
+ * cuDNN wrote channels-last). */
+enum { CG_PERM_NONE, CG_PERM_KRSC, CG_PERM_KCRS };
 typedef struct {
     cg_ref src, dst;
     ir_dtype sdt, ddt;
     int64_t n;
+    int perm;
+    int64_t c, rs;
 } cg_cast;
 
 typedef struct cg_gen {
@@ -78,6 +84,9 @@ typedef struct cg_gen {
     int nnodes;
     int *pos;                   /* by out[0]'s id: the node's position in the list */
     ir_dtype *dtype;            /* by value id: as stored */
+    unsigned char *nhwc;        /* by value id: stored channels-last (layout.c) */
+    ir_type *ptype;             /* by value id: its type as a channels-last kernel
+                                   sees it (cg_nhwc_type) */
     unsigned char *weight;      /* by value id: computed from weights alone */
     unsigned char *external;    /* by value id: an output, the loss or an update source */
     int *rstart, *readers;      /* by value id: the positions of the nodes reading it */
@@ -144,13 +153,24 @@ cg_ref cg_operand_as(cg_gen *G, const ir_value *v, ir_dtype dt);
  * pixel makes both orders the same bytes, cg_operand_as. */
 cg_ref cg_operand_nhwc(cg_gen *G, const ir_node *n, const char *what, const ir_value *v,
                        ir_dtype dt, int *copied);
-/* Where a library call writes v, stored as float, in 16 bits (dt): bytes of
- * its own in the params region, converted into v by one launch with the
- * others so written before the first step that reads any of them. */
-cg_ref cg_grad_stage(cg_gen *G, const ir_value *v, ir_dtype dt);
+/* Where a library call writes v, stored as float, in 16 bits (dt; with krsc
+ * a filter gradient channels-last): bytes of its own in the params region,
+ * converted (and permuted to KCRS) into v by one launch with the others so
+ * written before the first step that reads any of them. */
+cg_ref cg_grad_stage(cg_gen *G, const ir_value *v, ir_dtype dt, int krsc);
 /* Whether a 4-d NCHW (or KCRS) tensor has the same bytes channels-last: one
  * channel, or one pixel. */
 int cg_nhwc_same(const ir_type *t);
+/* Whether the layout of v matters: a 4-d tensor whose bytes differ between
+ * NCHW and NHWC. */
+int cg_layout_matters(const ir_value *v);
+/* Chooses each value's layout (G->nhwc, G->ptype): layout.c. */
+void cg_choose_layouts(cg_gen *G);
+/* Whether convolution node n runs as a cuDNN call on channels-last tensors:
+ * --conv cudnn-nhwc, or a call whose activations (its operands, its result
+ * res as the call writes it after its epilogue, its residual z; NULL: none)
+ * are stored channels-last as many as not. */
+int cg_conv_nhwc(cg_gen *G, const ir_node *n, const ir_value *res, const ir_value *z);
 /* Bytes of the workspace for this unit, 256-byte aligned. */
 cg_ref cg_workspace(cg_gen *G, int64_t bytes);
 /* Appends a step; access lists are copied.  Returns its index in the list. */

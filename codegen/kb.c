@@ -351,6 +351,63 @@ int kb_needs_store(kb *k, const ir_value *v)
     return 0;
 }
 
+const ir_type *kb_type(kb *k, const ir_value *v)
+{
+    return k->nhwc ? &k->G->ptype[v->id] : &v->type;
+}
+
+/* v's dims aligned to 4 ([n, c, h, w]); 0 when it has more. */
+static int dims4(const ir_value *v, int64_t d[4])
+{
+    const ir_type *t = &v->type;
+    if (t->rank > 4)
+        return 0;
+    for (int i = 0; i < 4; i++)
+        d[i] = i < 4 - t->rank ? 1 : t->dims[i - (4 - t->rank)];
+    return 1;
+}
+
+int kb_crossed(kb *k, const ir_value *v)
+{
+    int64_t d[4];
+    if (k->iter->rank != 4 || !dims4(v, d) || d[1] == 1 || d[2] * d[3] == 1)
+        return 0;
+    return k->G->nhwc[v->id] != k->nhwc;
+}
+
+const char *kb_cross_index(kb *k, const ir_value *v, const char *idx)
+{
+    const int64_t *it = k->iter->dims;
+    int64_t L[4], div[4], o[4], st[4];
+    dims4(v, o);
+    if (k->nhwc) { /* the kernel's element idx: [n, h, w, c] */
+        L[0] = it[0], L[1] = it[3], L[2] = it[1], L[3] = it[2];
+        div[1] = 1, div[3] = L[1], div[2] = L[1] * L[3], div[0] = div[2] * L[2];
+    } else {
+        L[0] = it[0], L[1] = it[1], L[2] = it[2], L[3] = it[3];
+        div[3] = 1, div[2] = L[3], div[1] = L[3] * L[2], div[0] = div[1] * L[1];
+    }
+    if (k->G->nhwc[v->id]) /* v stored [n, h, w, c] */
+        st[1] = 1, st[3] = o[1], st[2] = o[1] * o[3], st[0] = st[2] * o[2];
+    else
+        st[3] = 1, st[2] = o[3], st[1] = o[3] * o[2], st[0] = st[1] * o[1];
+    cg_sb b = {0};
+    for (int d = 0; d < 4; d++)
+        if (o[d] > 1)
+            kb_term(&b, idx, div[d], d == 0 ? 0 : L[d], st[d]);
+    const char *res = kb_kstr(k, "%s", b.len ? b.s : "0");
+    cg_sb_free(&b);
+    return res;
+}
+
+void kb_store(kb *k, const ir_value *v, const char *idx, const char *val)
+{
+    if (kb_crossed(k, v))
+        kb_line(k, "st(%s, %s, %s);", kb_writes(k, v, 0), kb_cross_index(k, v, idx), val);
+    else
+        kb_line(k, "st(%s, %s, %s);", kb_writes(k, v, 1), idx, val);
+}
+
 /* Operand v at element idx of the kernel's shape (k->iter), as an expression. */
 const char *kb_opnd(kb *k, const ir_value *v)
 {
@@ -367,7 +424,10 @@ const char *kb_opnd(kb *k, const ir_value *v)
     }
     if (ir_type_numel(&v->type) == 1 && ir_type_numel(k->iter) > 1)
         return kb_kstr(k, "ld(%s, 0)", kb_reads(k, v, 0));
-    if (ir_type_eq(&v->type, k->iter)) {
+    if (kb_crossed(k, v))
+        return kb_kstr(k, "ld(%s, %s)", kb_reads(k, v, 0), kb_cross_index(k, v, k->idx));
+    const ir_type *t = kb_type(k, v);
+    if (ir_type_eq(t, k->iter)) {
         const char *p = kb_reads(k, v, 1);
         if (k->array && ir_is_float(cg_dtype_of(k->G, v))) { /* a vector load before the loop */
             const char *n = new_reg(k, v, 1);
@@ -376,8 +436,7 @@ const char *kb_opnd(kb *k, const ir_value *v)
         }
         return kb_kstr(k, "ld(%s, %s)", p, k->idx);
     }
-    return kb_kstr(k, "ld(%s, %s)", kb_reads(k, v, 0),
-                   kb_bcast_index(k, &v->type, k->iter, k->idx));
+    return kb_kstr(k, "ld(%s, %s)", kb_reads(k, v, 0), kb_bcast_index(k, t, k->iter, k->idx));
 }
 
 /* Operand v read at an index the op computes (never aligned). */
@@ -452,7 +511,17 @@ void kb_init(kb *k, cg_gen *G, const ir_node *const *m, int nm, int sp, const ch
     k->indent = 1;
     k->idx = "i";
     k->itype = "int";
-    cg_sb_printf(&k->head, "/* %s\n", what);
+    /* channels-last where its first value whose layout matters is: the
+       special's operand, else a member's result (layout.c ties the rest) */
+    const ir_value *first = NULL;
+    if (sp >= 0 && cg_layout_matters(m[sp]->in[0]))
+        first = m[sp]->in[0];
+    for (int i = 0; i < nm && !first; i++)
+        for (int j = 0; j < m[i]->nout && !first; j++)
+            if (cg_layout_matters(m[i]->out[j]))
+                first = m[i]->out[j];
+    k->nhwc = first && G->nhwc[first->id];
+    cg_sb_printf(&k->head, "/* %s%s\n", what, k->nhwc ? " (channels-last)" : "");
     for (int i = 0; i < nm; i++)
         cg_describe_node(&k->head, m[i]);
     cg_sb_put(&k->head, " */\n", 4);

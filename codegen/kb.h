@@ -24,7 +24,9 @@ typedef struct {
     cg_gen *G;
     const ir_node *const *m;
     int nm, sp;
-    const ir_type *iter;        /* the shape a map kernel (or an epilogue) runs over */
+    const ir_type *iter;        /* the shape a map kernel (or an epilogue) runs over, as
+                                   stored (kb_type) */
+    int nhwc;                   /* it runs over channels-last tensors (layout.c) */
     cg_sb head;                 /* the comment over the kernel */
     cg_sb body;
     cg_sb pre;                  /* statements before a map kernel's loop */
@@ -112,6 +114,19 @@ const char *kb_dlit(kb *k, double x);
 void kb_term(cg_sb *b, const char *idx, int64_t div, int64_t mod, int64_t mul);
 /* The index into t (which broadcasts to out) of out's element idx. */
 const char *kb_bcast_index(kb *k, const ir_type *t, const ir_type *out, const char *idx);
+
+/* v's type as the kernel indexes it: channels-last in a channels-last kernel
+ * (cg_gen.ptype), else its own. */
+const ir_type *kb_type(kb *k, const ir_value *v);
+/* Whether the kernel indexes v across layouts: v's bytes differ between NCHW
+ * and NHWC, and it is stored the other way from the kernel's. */
+int kb_crossed(kb *k, const ir_value *v);
+/* The index into v (crossed, broadcasting to the kernel's shape) of the
+ * kernel's element idx. */
+const char *kb_cross_index(kb *k, const ir_value *v, const char *idx);
+/* Store of register val into v at the kernel's element idx: aligned, or
+ * across layouts. */
+void kb_store(kb *k, const ir_value *v, const char *idx, const char *val);
 
 /* Whether v, made by a member, must be stored: read after the kernel. */
 int kb_needs_store(kb *k, const ir_value *v);

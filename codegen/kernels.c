@@ -54,14 +54,18 @@ void kb_around(const ir_type *t, int axis, int64_t *outer, int64_t *len, int64_t
     *len = t->dims[axis];
 }
 
-/* The channel (dim 1) of element idx of an [n, c, ...] tensor. */
+/* The channel of element idx of an [n, c, ...] tensor t as the kernel
+ * stores it: dim 1, or the last of a channels-last [n, h, w, c]. */
 static const char *channel(kb *k, const ir_type *t)
 {
     int64_t inner = 1;
     for (int i = 2; i < t->rank; i++)
         inner *= t->dims[i];
     cg_sb b = {0};
-    kb_term(&b, k->idx, inner, t->dims[1], 1);
+    if (k->nhwc)
+        kb_term(&b, k->idx, 1, t->dims[3], 1);
+    else
+        kb_term(&b, k->idx, inner, t->dims[1], 1);
     const char *c = kb_tmp(k, "chan");
     kb_line(k, "const %s %s = %s;", k->itype, c, b.s);
     cg_sb_free(&b);
@@ -103,9 +107,47 @@ static void plane_coords(kb *k, int64_t rows, int64_t cols, const char **pl, con
             k->idx, (long long)cols);
 }
 
+/* A pooling kernel's plane (an image's channel) of element idx: pl of
+ * [planes, rows, cols] NCHW tensors; image nb and channel ch of c of [n,
+ * rows, cols, c] channels-last ones. */
+typedef struct {
+    const char *pl, *nb, *ch;
+    int nhwc;
+    int64_t c;
+} plane_ix;
+
+/* Splits the kernel's element idx of a [planes, rows, cols] tensor (as the
+ * kernel stores it) into its plane, row and col. */
+static plane_ix pool_coords(kb *k, int64_t rows, int64_t cols, const char **r, const char **c)
+{
+    plane_ix p = {0};
+    if (!k->nhwc) {
+        plane_coords(k, rows, cols, &p.pl, r, c);
+        return p;
+    }
+    long long ch = (long long)k->iter->dims[3];
+    p.nhwc = 1, p.c = ch;
+    p.nb = kb_tmp(k, "img"), p.ch = kb_tmp(k, "ch"), *r = kb_tmp(k, "py"), *c = kb_tmp(k, "px");
+    kb_line(k, "const %s %s = %s %% %lld, %s = %s / %lld %% %lld, %s = %s / %lld %% %lld, "
+            "%s = %s / %lld;", k->itype, p.ch, k->idx, ch, *c, k->idx, ch, (long long)cols, *r,
+            k->idx, ch * (long long)cols, (long long)rows, p.nb, k->idx,
+            ch * (long long)cols * (long long)rows);
+    return p;
+}
+
+/* The index of (y, x) in plane p of an h x w tensor. */
+static const char *pix(kb *k, const plane_ix *p, int64_t h, int64_t w, const char *y,
+                       const char *x)
+{
+    if (!p->nhwc)
+        return kb_kstr(k, "(%s * %lld + %s) * %lld + %s", p->pl, (long long)h, y, (long long)w, x);
+    return kb_kstr(k, "((%s * %lld + %s) * %lld + %s) * %lld + %s", p->nb, (long long)h, y,
+                   (long long)w, x, (long long)p->c, p->ch);
+}
+
 /* The first maximum of maxpool's window (oy, ox) of plane pl, as grad.c finds
  * it: into arg (-1: none). */
-static void window_argmax(kb *k, const pool_geom *g, const char *x, const char *pl,
+static void window_argmax(kb *k, const pool_geom *g, const char *x, const plane_ix *pl,
                           const char *oy, const char *ox, const char *arg)
 {
     const char *m = kb_tmp(k, "pool_max");
@@ -122,8 +164,7 @@ static void window_argmax(kb *k, const pool_geom *g, const char *x, const char *
             (long long)g->pw, (long long)g->dw);
     kb_line(k, "if (ix < 0 || ix >= %lld)", (long long)g->w);
     kb_line(k, "    continue;");
-    kb_line(k, "const float v = ld(%s, (%s * %lld + iy) * %lld + ix);", x, pl, (long long)g->h,
-            (long long)g->w);
+    kb_line(k, "const float v = ld(%s, %s);", x, pix(k, pl, g->h, g->w, "iy", "ix"));
     kb_line(k, "if (%s < 0 || v > %s || v != v) {", arg, m);
     kb_line(k, "    %s = v;", m);
     kb_line(k, "    %s = iy * %lld + ix;", arg, (long long)g->w);
@@ -226,7 +267,7 @@ static void emit_pointwise(kb *k, const ir_node *n)
         return;
     case IR_OP_DROPOUT: /* identity at inference */
     case IR_OP_RESHAPE:
-        if (ir_type_eq(&n->in[0]->type, k->iter))
+        if (ir_type_eq(kb_type(k, n->in[0]), k->iter))
             kb_set(k, y, a);
         else /* a reshape heading a kernel: the same element index, so aligned
                 (the result may be the operand's bytes: a view, memplan.c) */
@@ -432,7 +473,10 @@ static void emit_movement(kb *k, const ir_node *n)
 #define a kb_opnd(k, n->in[0])
     switch (n->op) {
     case IR_OP_BROADCAST_TO:
-        kb_set(k, y, kb_at_index(k, n->in[0], kb_bcast_index(k, &n->in[0]->type, k->iter, k->idx)));
+        kb_set(k, y, kb_at_index(k, n->in[0],
+                                 kb_crossed(k, n->in[0])
+                                     ? kb_cross_index(k, n->in[0], k->idx)
+                                     : kb_bcast_index(k, kb_type(k, n->in[0]), k->iter, k->idx)));
         return;
     case IR_OP_TRANSPOSE: {
         const ir_type *t = &n->in[0]->type, *to = &y->type;
@@ -602,8 +646,8 @@ static void emit_pooling(kb *k, const ir_node *n)
     switch (n->op) {
     case IR_OP_MAXPOOL2D: {
         pool_geom g = pool_of(n, &n->in[0]->type, &y->type);
-        const char *pl, *oy, *ox, *m = kb_tmp(k, "pool_max");
-        plane_coords(k, g.oh, g.ow, &pl, &oy, &ox);
+        const char *oy, *ox, *m = kb_tmp(k, "pool_max");
+        plane_ix pl = pool_coords(k, g.oh, g.ow, &oy, &ox);
         const char *x = kb_reads(k, n->in[0], 0);
         kb_line(k, "float %s = NEG_INF; /* padding never wins */", m);
         kb_line(k, "for (int ky = 0; ky < %lld; ky++) {", (long long)g.kh);
@@ -616,8 +660,8 @@ static void emit_pooling(kb *k, const ir_node *n)
         k->indent++;
         kb_line(k, "const %s ix = %s * %lld - %lld + kx * %lld;", k->itype, ox, (long long)g.sw,
                 (long long)g.pw, (long long)g.dw);
-        kb_line(k, "const float v = ix >= 0 && ix < %lld ? ld(%s, (%s * %lld + iy) * %lld + ix) : "
-                "NEG_INF;", (long long)g.w, x, pl, (long long)g.h, (long long)g.w);
+        kb_line(k, "const float v = ix >= 0 && ix < %lld ? ld(%s, %s) : NEG_INF;", (long long)g.w,
+                x, pix(k, &pl, g.h, g.w, "iy", "ix"));
         kb_line(k, "%s = v > %s || v != v ? v : %s;", m, m, m);
         k->indent--;
         kb_line(k, "}");
@@ -628,16 +672,16 @@ static void emit_pooling(kb *k, const ir_node *n)
     }
     case IR_OP_AVGPOOL2D: {
         pool_geom g = pool_of(n, &n->in[0]->type, &y->type);
-        const char *pl, *oy, *ox, *s = kb_tmp(k, "pool_sum");
-        plane_coords(k, g.oh, g.ow, &pl, &oy, &ox);
+        const char *oy, *ox, *s = kb_tmp(k, "pool_sum");
+        plane_ix pl = pool_coords(k, g.oh, g.ow, &oy, &ox);
         const char *x = kb_reads(k, n->in[0], 0);
         kb_line(k, "float %s = 0.0f;", s);
         if (pool_tiles(&g)) { /* windows tile */
             kb_line(k, "for (int ky = 0; ky < %lld; ky++)", (long long)g.kh);
             kb_line(k, "    for (int kx = 0; kx < %lld; kx++)", (long long)g.kw);
-            kb_line(k,
-                    "        %s += ld(%s, (%s * %lld + %s * %lld + ky) * %lld + %s * %lld + kx);", s,
-                    x, pl, (long long)g.h, oy, (long long)g.kh, (long long)g.w, ox, (long long)g.kw);
+            kb_line(k, "        %s += ld(%s, %s);", s, x,
+                    pix(k, &pl, g.h, g.w, kb_kstr(k, "%s * %lld + ky", oy, (long long)g.kh),
+                        kb_kstr(k, "%s * %lld + kx", ox, (long long)g.kw)));
             kb_set(k, y, kb_kstr(k, "%s * %s", s, kb_flit(k, 1.0f / (float)(g.kh * g.kw))));
             return;
         }
@@ -655,25 +699,23 @@ static void emit_pooling(kb *k, const ir_node *n)
                 (long long)g.w, (long long)g.w);
         kb_line(k, "for (%s iy = ya; iy < yb; iy++)", k->itype);
         kb_line(k, "    for (%s ix = xa; ix < xb; ix++)", k->itype);
-        kb_line(k, "        %s += ld(%s, (%s * %lld + iy) * %lld + ix);", s, x, pl, (long long)g.h,
-                (long long)g.w);
+        kb_line(k, "        %s += ld(%s, %s);", s, x, pix(k, &pl, g.h, g.w, "iy", "ix"));
         kb_set(k, y, kb_kstr(k, "%s / (float)(%s)", s,
                              incl ? "(y1 - y0) * (x1 - x0)" : "(yb - ya) * (xb - xa)"));
         return;
     }
     case IR_OP_AVGPOOL2D_GRAD: { /* dx: the share of every window holding it, in window order */
         pool_geom g = pool_of(n, &y->type, &n->in[0]->type);
-        const char *pl, *iy, *ix, *s = kb_tmp(k, "pool_sum");
-        plane_coords(k, g.h, g.w, &pl, &iy, &ix);
+        const char *iy, *ix, *s = kb_tmp(k, "pool_sum");
+        plane_ix pl = pool_coords(k, g.h, g.w, &iy, &ix);
         const char *dy = kb_reads(k, n->in[0], 0);
         if (pool_tiles(&g)) {
             kb_set(k, y,
-                   kb_kstr(k,
-                           "%s < %lld && %s < %lld ? ld(%s, (%s * %lld + %s / %lld) * %lld + %s / "
-                                 "%lld) * %s : 0.0f", iy, (long long)(g.oh * g.kh), ix,
-                              (long long)(g.ow * g.kw), dy, pl, (long long)g.oh, iy, (long long)g.kh,
-                              (long long)g.ow, ix, (long long)g.kw,
-                              kb_flit(k, 1.0f / (float)(g.kh * g.kw))));
+                   kb_kstr(k, "%s < %lld && %s < %lld ? ld(%s, %s) * %s : 0.0f", iy,
+                           (long long)(g.oh * g.kh), ix, (long long)(g.ow * g.kw), dy,
+                           pix(k, &pl, g.oh, g.ow, kb_kstr(k, "%s / %lld", iy, (long long)g.kh),
+                               kb_kstr(k, "%s / %lld", ix, (long long)g.kw)),
+                           kb_flit(k, 1.0f / (float)(g.kh * g.kw))));
             return;
         }
         int incl = ir_attr_int(n, "count_include_pad") != 0;
@@ -695,8 +737,7 @@ static void emit_pooling(kb *k, const ir_node *n)
                 (long long)g.h, (long long)g.h);
         kb_line(k, "const %s xa = x0 < 0 ? 0 : x0, xb = x1 > %lld ? %lld : x1;", k->itype,
                 (long long)g.w, (long long)g.w);
-        kb_line(k, "%s += ld(%s, (%s * %lld + oy) * %lld + ox) / (float)(%s);", s, dy, pl,
-                (long long)g.oh, (long long)g.ow,
+        kb_line(k, "%s += ld(%s, %s) / (float)(%s);", s, dy, pix(k, &pl, g.oh, g.ow, "oy", "ox"),
                 incl ? "(y1 - y0) * (x1 - x0)" : "(yb - ya) * (xb - xa)");
         k->indent -= 2;
         kb_line(k, "    }");
@@ -705,8 +746,8 @@ static void emit_pooling(kb *k, const ir_node *n)
     }
     case IR_OP_MAXPOOL2D_GRAD: { /* dx: dy of every window whose first maximum it is */
         pool_geom g = pool_of(n, &n->in[1]->type, &n->in[0]->type);
-        const char *pl, *iy, *ix, *s = kb_tmp(k, "pool_sum");
-        plane_coords(k, g.h, g.w, &pl, &iy, &ix);
+        const char *iy, *ix, *s = kb_tmp(k, "pool_sum");
+        plane_ix pl = pool_coords(k, g.h, g.w, &iy, &ix);
         const char *dy = kb_reads(k, n->in[0], 0), *x = kb_reads(k, n->in[1], 0);
         kb_line(k, "float %s = 0.0f;", s);
         window_range(k, iy, g.ph, g.sh, g.kh, g.dh, g.oh, "oy0", "oy1");
@@ -715,10 +756,9 @@ static void emit_pooling(kb *k, const ir_node *n)
         kb_line(k, "    for (%s ox = ox0; ox <= ox1; ox++) {", k->itype);
         k->indent += 2;
         kb_line(k, "%s arg = -1;", k->itype);
-        window_argmax(k, &g, x, pl, "oy", "ox", "arg");
+        window_argmax(k, &g, x, &pl, "oy", "ox", "arg");
         kb_line(k, "if (arg == %s * %lld + %s)", iy, (long long)g.w, ix);
-        kb_line(k, "    %s += ld(%s, (%s * %lld + oy) * %lld + ox);", s, dy, pl, (long long)g.oh,
-                (long long)g.ow);
+        kb_line(k, "    %s += ld(%s, %s);", s, dy, pix(k, &pl, g.oh, g.ow, "oy", "ox"));
         k->indent -= 2;
         kb_line(k, "    }");
         kb_set(k, y, s);
@@ -919,7 +959,7 @@ void kb_body_prepend(kb *k, const cg_sb *text)
 int kb_map_kernel(kb *k)
 {
     const ir_node *h = k->m[0];
-    k->iter = &h->out[0]->type;
+    k->iter = kb_type(k, h->out[0]);
     int64_t n = ir_type_numel(k->iter);
     int vec = n % 4 == 0;
     for (int i = 0; i < k->nm; i++)
@@ -946,12 +986,18 @@ int kb_map_kernel(kb *k)
             const ir_value *v = k->m[i]->out[j];
             if (!kb_needs_store(k, v))
                 continue;
-            const char *p = kb_writes(k, v, 1);
             int s = kb_reg_slot(k, v);
-            if (vec)
-                kb_line(k, "stv<4>(%s, e, %s);", p, k->reg_name[s]);
-            else
-                kb_line(k, "st(%s, i, %s);", p, k->reg_name[s]);
+            if (kb_crossed(k, v) && vec) { /* across layouts: element by element */
+                kb_line(k, "#pragma unroll");
+                kb_line(k, "for (int j = 0; j < 4; j++)");
+                k->indent++;
+                kb_store(k, v, "(e + j)", kb_kstr(k, "%s[j]", k->reg_name[s]));
+                k->indent--;
+            } else if (vec) {
+                kb_line(k, "stv<4>(%s, e, %s);", kb_writes(k, v, 1), k->reg_name[s]);
+            } else {
+                kb_store(k, v, "i", k->reg_name[s]);
+            }
         }
     cg_sb top = {0};
     if (!strcmp(k->itype, "int"))
@@ -1000,7 +1046,7 @@ static int multi_map_kernel(kb *k, const ir_node *const *m, int nm)
     k->array = 0;
     for (int t = 0; t < nm; t++) {
         k->m = m + t, k->nm = 1;
-        k->iter = &m[t]->out[0]->type;
+        k->iter = kb_type(k, m[t]->out[0]);
         int64_t n = ir_type_numel(k->iter), blocks = kb_div_up(n, 256);
         kb_line(k, "if (blockIdx.x < %lld) { /* %%%s */", (long long)(start + blocks),
                 cg_name(m[t]->out[0]));
@@ -1013,7 +1059,7 @@ static int multi_map_kernel(kb *k, const ir_node *const *m, int nm)
         for (int j = 0; j < m[t]->nout; j++) {
             const ir_value *v = m[t]->out[j];
             if (kb_needs_store(k, v))
-                kb_line(k, "st(%s, i, %s);", kb_writes(k, v, 1), k->reg_name[kb_reg_slot(k, v)]);
+                kb_store(k, v, "i", k->reg_name[kb_reg_slot(k, v)]);
         }
         kb_line(k, "return;");
         k->indent--;

@@ -243,25 +243,21 @@ static int emit_dense_grad(cg_gen *G, const ir_node *n)
 
 /* ---------------------------------------------------------------- cuDNN */
 
-/* Whether the transposes of c with --conv cudnn-nhwc fit CUDA's grid: a
- * block per 32 x 32 tile, the images (or filters) along its z and the tiles
- * of a matrix's rows along its y, at most 65535 each.  The others stay NCHW
- * cuDNN calls. */
-static int nhwc_fits(const cg_conv *c)
-{
-    const int64_t rows[] = {c->c, c->k, c->h * c->w, c->p * c->q, c->r * c->s};
-    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
-        if ((rows[i] + 31) / 32 > 65535)
-            return 0;
-    return c->n <= 65535 && c->k <= 65535;
-}
-
-/* Operand v of convolution s as dt, and channels-last with --conv cudnn-nhwc
- * (cg_operand_nhwc; copied, if not NULL, says whether the copy is s's own). */
+/* Operand v of convolution s as dt, and channels-last for a channels-last
+ * call (cg_operand_nhwc: as stored, if it is; copied, if not NULL, says
+ * whether the copy is s's own). */
 static cg_ref conv_operand(cg_gen *G, const cg_step *s, const ir_value *v, ir_dtype dt, int nhwc,
                            const char *name, int *copied)
 {
     int own;
+    if (!nhwc && G->nhwc[v->id]) { /* stored channels-last, for an NCHW call */
+        const int64_t *d = v->type.dims;
+        cg_ref t = cg_workspace(G, ir_type_numel(&v->type) * (int64_t)cg_dtype_size(dt));
+        cg_emit_transpose(G, s->node, cg_pprintf(G->p, "%s: %s to NCHW", s->what, name),
+                          cg_ref_of(G, v), G->dtype[v->id], t, dt, d[0], d[2] * d[3], d[1]);
+        *(copied ? copied : &own) = 1;
+        return t;
+    }
     if (!nhwc)
         return cg_operand_as(G, v, dt);
     return cg_operand_nhwc(G, s->node, cg_pprintf(G->p, "%s: %s channels-last", s->what, name),
@@ -338,7 +334,9 @@ static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)
     int64_t xb = c.n * c.c * c.h * c.w * es, wb = c.k * (c.c / c.groups) * c.r * c.s * es,
             yb = c.n * c.k * c.p * c.q * es;
     int igemm = cg_conv_of(&G->o, n) == CG_CONV_IGEMM && cg_igemm_fits(&c);
-    int nhwc = cg_conv_of(&G->o, n) == CG_CONV_CUDNN_NHWC && nhwc_fits(&c);
+    int nhwc = !igemm && cg_conv_nhwc(G, n, res, z);
+    /* a result stored the other way from the call's: transposed after */
+    int back = !cg_nhwc_same(&res->type) && G->nhwc[res->id] != nhwc;
     /* cudnnConvolutionBiasActivationForward is deprecated, and documented for
        fewer cases than cudnnConvolutionForward: its IDENTITY activation (a
        bias without a ReLU) runs with IMPLICIT_PRECOMP_GEMM alone, and its data
@@ -357,7 +355,7 @@ static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)
     s.what = cg_pprintf(G->p, "%s%s%s %%%s", what[c.kind], z ? "+add" : "", relu ? "+relu" : "",
                         cg_name(res));
     /* a generated kernel writes the result as it is stored; cuDNN writes dt */
-    int moved = igemm ? 0 : nhwc ? !cg_nhwc_same(&res->type) || out_dt != dt : out_dt != dt;
+    int moved = igemm ? 0 : back || out_dt != dt;
     int z_copied = 0, staged = 0;
     cg_access acc[7];
     int na = 0;
@@ -391,9 +389,11 @@ static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)
         c.y = conv_operand(G, &s, n->in[0], dt, nhwc, "dy", NULL);
         c.x = conv_operand(G, &s, n->in[1], dt, nhwc, "x", NULL);
         /* a float gradient in 16 bits until one launch converts it with the
-           others (cg_grad_stage), not a cast after each call */
-        staged = moved && !nhwc && !G->init;
-        c.wt = staged ? cg_grad_stage(G, res, dt) : moved ? cg_workspace(G, wb) : cg_ref_of(G, res);
+           others (cg_grad_stage; from KRSC where the call is channels-last),
+           not a cast after each call */
+        staged = moved && out_dt != dt && !G->init;
+        c.wt = staged ? cg_grad_stage(G, res, dt, back && nhwc) : moved ? cg_workspace(G, wb)
+                                                                : cg_ref_of(G, res);
         acc[na++] = (cg_access){c.y, yb, 0, 0, dt};
         acc[na++] = (cg_access){c.x, xb, 0, 0, dt};
         acc[na++] = (cg_access){c.wt, wb, 1, 0, dt};
@@ -403,6 +403,7 @@ static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)
         return take;
     }
     c.nhwc = nhwc;
+    c.deterministic = G->o.deterministic;
     c.workspace_bytes = G->o.conv_workspace > 0 ? G->o.conv_workspace : (int64_t)64 << 20;
     c.workspace = cg_workspace(G, c.workspace_bytes);
     acc[na++] = (cg_access){c.workspace, c.workspace_bytes, 1, 0, IR_U8};
@@ -420,10 +421,11 @@ static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)
                           written, dt, bias ? &b : NULL, bias ? cg_dtype_of(G, n->in[2]) : dt,
                           c.n, c.k, c.p * c.q, nhwc, relu);
     }
-    if (moved && nhwc)
+    const int64_t *rd = res->type.dims;
+    if (moved && back && !staged)
         cg_emit_transpose(G, n, cg_pprintf(G->p, "%s: %s back", s.what, result[c.kind]), written,
-                          dt, cg_ref_of(G, res), out_dt, res->type.dims[0],
-                          res->type.dims[2] * res->type.dims[3], res->type.dims[1]);
+                          dt, cg_ref_of(G, res), out_dt, rd[0], nhwc ? rd[2] * rd[3] : rd[1],
+                          nhwc ? rd[1] : rd[2] * rd[3]);
     else if (moved && !staged)
         cg_emit_cast(G, n, cg_pprintf(G->p, "%%%s to %s", res->name, ir_dtype_name(out_dt)),
                      written, dt, cg_ref_of(G, res), out_dt, ir_type_numel(&res->type));

@@ -94,7 +94,7 @@ static void emit_loader(kb *k, const ir_node *sp)
     kb_line(k, "auto x_at = [&](%s i) -> float {", k->itype);
     k->indent++;
     if (k->sp > 0) {
-        k->iter = &k->m[0]->out[0]->type;
+        k->iter = kb_type(k, k->m[0]->out[0]);
         for (int i = 0; i < k->sp; i++)
             kb_emit_map(k, k->m[i]);
         kb_line(k, "return %s;", kb_reg(k, sp->in[0]));
@@ -119,7 +119,7 @@ static void emit_storer(kb *k, const ir_node *sp)
     const ir_type *iter = k->iter;
     k->array = 0;
     k->idx = "i";
-    k->iter = &sp->out[0]->type;
+    k->iter = kb_type(k, sp->out[0]);
     const char *rt = kb_rtype(cg_dtype_of(k->G, sp->out[0]));
     kb_line(k, "auto y_put = [&](%s i, %s v) {", k->itype, rt);
     k->indent++;
@@ -130,7 +130,7 @@ static void emit_storer(kb *k, const ir_node *sp)
     for (int i = k->sp; i < k->nm; i++) {
         const ir_value *v = k->m[i]->out[0];
         if (kb_needs_store(k, v)) {
-            kb_line(k, "st(%s, i, %s);", kb_writes(k, v, 1), kb_reg(k, v));
+            kb_store(k, v, "i", kb_reg(k, v));
             stored = 1;
         }
     }
@@ -713,6 +713,20 @@ static int64_t sp_global_avgpool(kb *k, const ir_node *n)
     int64_t planes = t->dims[0] * t->dims[1], hw = t->dims[2] * t->dims[3];
     emit_loader(k, n);
     emit_storer(k, n);
+    if (k->nhwc) { /* a thread per (image, channel): a warp reads 32 channels of a pixel */
+        long long c = (long long)t->dims[1];
+        k->nt = kb_div_up(planes, 256) >= FILL_BLOCKS ? 256 : 64;
+        kb_line(k, "const %s pl = (%s)blockIdx.x * %d + threadIdx.x;", k->itype, k->itype, k->nt);
+        kb_line(k, "if (pl >= %lld)", (long long)planes);
+        kb_line(k, "    return;");
+        kb_line(k, "const %s base = pl / %lld * %lld + pl %% %lld;", k->itype, c,
+                c * (long long)hw, c);
+        kb_line(k, "double s = 0.0;");
+        kb_line(k, "for (%s t = 0; t < %lld; t++)", k->itype, (long long)hw);
+        kb_line(k, "    s += x_at(base + t * %lld);", c);
+        kb_line(k, "y_put(pl, (float)(s / %lld.0));", (long long)hw);
+        return kb_div_up(planes, k->nt);
+    }
     if (hw < 32) { /* a thread per plane, blocks of 64 where 256 leave the GPU idle */
         k->nt = kb_div_up(planes, 256) >= FILL_BLOCKS ? 256 : 64;
         kb_line(k, "const %s pl = (%s)blockIdx.x * %d + threadIdx.x;", k->itype, k->itype, k->nt);
@@ -839,12 +853,233 @@ static void bn_stats_parts(kb *pre, const ir_node *n, cg_ref ws, int64_t c, int6
     kb_line(pre, "}");
 }
 
+/* From double mu and var (of count elements a channel): 1 / std, then the
+ * mean, 1 / std and the running statistics (PyTorch's: the variance
+ * unbiased) stored by the threads where cond holds. */
+static void bn_store_stats(kb *k, const ir_node *n, int64_t count, const char *cond)
+{
+    double m = ir_attr_float(n, "momentum");
+    double unbias = count > 1 ? (double)count / (double)(count - 1) : 1.0;
+    kb_line(k, "const double is = 1.0 / sqrt(var + %s);", kb_dlit(k, ir_attr_float(n, "eps")));
+    kb_line(k, "if (%s) {", cond);
+    k->indent++;
+    store_other(k, n->out[1], "ch", "(float)mu");
+    store_other(k, n->out[2], "ch", "(float)is");
+    store_own(k, n->out[3], n->in[3], "ch", "st(%s, %s, (float)(%s * ld(%s, %s) + %s * %s));",
+              1 - m, m, "mu");
+    store_own(k, n->out[4], n->in[4], "ch", "st(%s, %s, (float)(%s * ld(%s, %s) + %s * %s));",
+              1 - m, m * unbias, "var");
+    k->indent--;
+    kb_line(k, "}");
+}
+
+/* Channels-last reductions over the rows of [rows, c] (batchnorm's
+ * statistics, sum_to's columns): tiles of 32 channels by 8 rows, a block of
+ * 256 each, a warp reading 32 neighbouring channels of a row; the rows in
+ * k->parts parts of k->plen, blockIdx.x = tile x parts + part. */
+static void tile_start(kb *k, int64_t rows)
+{
+    long long P = (long long)k->parts;
+    kb_line(k, "const %s tx = threadIdx.x & 31, ty = threadIdx.x >> 5;", k->itype);
+    kb_line(k, "const %s ch = (%s)(blockIdx.x / %lld) * 32 + tx, part = blockIdx.x %% %lld;",
+            k->itype, k->itype, P, P);
+    kb_line(k, "const %s r0 = part * %lld, r1 = part == %lld ? %lld : r0 + %lld;", k->itype,
+            (long long)k->plen, P - 1, (long long)rows, (long long)k->plen);
+}
+
+/* The parts the rows of tiles tiles split into: four blocks per SM of an H100
+ * or H200 (a memory-bound kernel wants the warps to hide its latency), each
+ * part at least 64 rows (8 per thread). */
+static int64_t tile_parts(int64_t tiles, int64_t rows)
+{
+    int64_t p = kb_div_up(2 * FILL_BLOCKS, tiles), most = kb_div_up(rows, 64);
+    p = p < most ? p : most;
+    return kb_div_up(rows, kb_div_up(rows, p)); /* no part empty */
+}
+
+/* body for element i = r c + ch of each of the thread's rows of its part */
+static void tile_loop(kb *k, int64_t c, const char *body)
+{
+    kb_line(k, "if (ch < %lld)", (long long)c);
+    kb_line(k, "    for (%s r = r0 + ty; r < r1; r += 8) {", k->itype);
+    kb_line(k, "        const %s i = r * %lld + ch;", k->itype, (long long)c);
+    kb_line(k, "        %s", body);
+    kb_line(k, "    }");
+}
+
+/* The double v of each of a tile's 8 rows added, in row order, into row 0's. */
+static void tile_sum(kb *k, const char *v)
+{
+    if (!strstr(k->shared.s ? k->shared.s : "", "tile_red"))
+        cg_sb_printf(&k->shared, "    __shared__ double tile_red[8][32];\n");
+    kb_line(k, "__syncthreads();");
+    kb_line(k, "tile_red[ty][tx] = %s;", v);
+    kb_line(k, "__syncthreads();");
+    kb_line(k, "if (ty == 0)");
+    kb_line(k, "    for (int j = 1; j < 8; j++)");
+    kb_line(k, "        %s += tile_red[j][tx];", v);
+}
+
+/* v[ch], or 0 past the channels */
+static const char *tile_at(kb *k, const ir_value *v, int64_t c)
+{
+    return kb_kstr(k, "(ch < %lld ? (double)%s : 0.0)", (long long)c, kb_at_index(k, v, "ch"));
+}
+
+/* batchnorm_train over channels-last x: the partial sums and sums of squares
+ * of each part in one pass (doubles), then each part's block adds its
+ * channels' parts in order and normalizes its rows. */
+static int64_t bn_train_nhwc(kb *k, const ir_node *n, kb *pre)
+{
+    const ir_type *t = &n->in[0]->type;
+    int64_t c = t->dims[1], count = ir_type_numel(t) / c, tiles = kb_div_up(c, 32);
+    int64_t parts = tile_parts(tiles, count);
+    cg_ref ws = split(k, pre, tiles, count, parts, 64);
+    pre->nt = k->nt = 256;
+    const char *x = bn_loader(pre, n);
+    tile_start(pre, count);
+    partials(pre, ws, 1);
+    if (x)
+        kb_line(pre, "const float bb = (float)%s; /* the bias of %%%s, added here */",
+                tile_at(pre, pre->G->bias_of, c), cg_name(pre->G->bias_of));
+    kb_line(pre, "double s = 0.0, ss = 0.0;");
+    tile_loop(pre, c, x ? kb_kstr(pre, "{ st(%s, i, x_at(i) + bb); const double v = x_at(i); "
+                                  "s += v; ss += v * v; }", x)
+                        : "{ const double v = x_at(i); s += v; ss += v * v; }");
+    tile_sum(pre, "s");
+    tile_sum(pre, "ss");
+    kb_line(pre, "if (ty == 0 && ch < %lld) {", (long long)c);
+    kb_line(pre, "    pd[2 * (ch * %lld + part)] = s;", (long long)parts);
+    kb_line(pre, "    pd[2 * (ch * %lld + part) + 1] = ss;", (long long)parts);
+    kb_line(pre, "}");
+
+    emit_loader(k, n);
+    emit_storer(k, n);
+    tile_start(k, count);
+    partials(k, ws, 0);
+    kb_line(k, "double s = 0.0, ss = 0.0;");
+    kb_line(k, "for (%s p = 0; ch < %lld && p < %lld; p++) {", k->itype, (long long)c,
+            (long long)parts);
+    kb_line(k, "    s += pd[2 * (ch * %lld + p)];", (long long)parts);
+    kb_line(k, "    ss += pd[2 * (ch * %lld + p) + 1];", (long long)parts);
+    kb_line(k, "}");
+    kb_line(k, "const double mu = s / %lld.0, d2 = ss / %lld.0 - mu * mu, var = d2 > 0.0 ? d2 : "
+            "0.0;", (long long)count, (long long)count);
+    bn_store_stats(k, n, count, kb_kstr(k, "ty == 0 && part == 0 && ch < %lld", (long long)c));
+    kb_line(k, "const float fm = (float)mu, scale = (float)%s * (float)is, shift = (float)%s;",
+            tile_at(k, n->in[1], c), tile_at(k, n->in[2], c));
+    tile_loop(k, c, "y_put(i, (x_at(i) - fm) * scale + shift);");
+    return tiles * parts;
+}
+
+static const ir_node *bias_grad_of(kb *k, const ir_node *n);
+
+/* batchnorm_grad over channels-last dy and x, as bn_train_nhwc: each part's
+ * sums of dy and dy xhat, then dx; and where a convolution's bias gradient
+ * sums dx per channel next (bias_grad_of), each part's sum of dx as stored,
+ * the tile's last part to finish adding its channels' parts in order. */
+static int64_t bn_grad_nhwc(kb *k, const ir_node *n, kb *pre)
+{
+    const ir_type *t = &n->in[0]->type;
+    int64_t c = t->dims[1], count = ir_type_numel(t) / c, tiles = kb_div_up(c, 32);
+    int64_t parts = tile_parts(tiles, count);
+    const ir_node *bg = bias_grad_of(k, n);
+    cg_ref ws = split(k, pre, tiles, count, parts, 64), sums_dx = {0}, counts = {0};
+    if (bg) {
+        sums_dx = cg_workspace(k->G, tiles * 32 * parts * (int64_t)sizeof(double));
+        counts = cg_workspace(k->G, tiles * (int64_t)sizeof(int));
+    }
+    pre->nt = k->nt = 256;
+    emit_loader(pre, n);
+    const char *x = kb_reads(pre, n->in[1], 0);
+    tile_start(pre, count);
+    partials(pre, ws, 1);
+    kb_line(pre, "const double mu = %s, is = %s;", tile_at(pre, n->in[3], c),
+            tile_at(pre, n->in[4], c));
+    kb_line(pre, "double sdy = 0.0, sdyx = 0.0;");
+    tile_loop(pre, c, kb_kstr(pre, "{ const float q = x_at(i); sdy += q; "
+                              "sdyx += q * (ld(%s, i) - mu) * is; }", x));
+    tile_sum(pre, "sdy");
+    tile_sum(pre, "sdyx");
+    kb_line(pre, "if (ty == 0 && ch < %lld) {", (long long)c);
+    kb_line(pre, "    pd[2 * (ch * %lld + part)] = sdy;", (long long)parts);
+    kb_line(pre, "    pd[2 * (ch * %lld + part) + 1] = sdyx;", (long long)parts);
+    kb_line(pre, "}");
+    if (bg) { /* the tiles' counts of finished parts, from 0 */
+        kparam *cn = kb_param_at(pre, NULL, "counts", counts, IR_I32, tiles * (int64_t)sizeof(int));
+        cn->write_other = 1;
+        kb_line(pre, "if (threadIdx.x == 0 && part == 0)");
+        kb_line(pre, "    %s[blockIdx.x / %lld] = 0;", cn->name, (long long)parts);
+    }
+
+    emit_loader(k, n);
+    emit_storer(k, n);
+    x = kb_reads(k, n->in[1], 0);
+    tile_start(k, count);
+    partials(k, ws, 0);
+    kb_line(k, "const double mu = %s, is = %s;", tile_at(k, n->in[3], c), tile_at(k, n->in[4], c));
+    kb_line(k, "double sdy = 0.0, sdyx = 0.0;");
+    kb_line(k, "for (%s p = 0; ch < %lld && p < %lld; p++) {", k->itype, (long long)c,
+            (long long)parts);
+    kb_line(k, "    sdy += pd[2 * (ch * %lld + p)];", (long long)parts);
+    kb_line(k, "    sdyx += pd[2 * (ch * %lld + p) + 1];", (long long)parts);
+    kb_line(k, "}");
+    kb_line(k, "if (ty == 0 && part == 0 && ch < %lld) {", (long long)c);
+    k->indent++;
+    store_other(k, n->out[2], "ch", "(float)sdy");
+    store_other(k, n->out[1], "ch", "(float)sdyx");
+    k->indent--;
+    kb_line(k, "}");
+    kb_line(k, "const float k1 = (float)(%s * is), k2 = (float)(sdy / %lld.0), k3 = (float)(sdyx / "
+            "%lld.0);", tile_at(k, n->in[2], c), (long long)count, (long long)count);
+    if (!bg) {
+        tile_loop(k, c, kb_kstr(k, "{ const float xhat = (float)((ld(%s, i) - mu) * is); "
+                                "y_put(i, k1 * (x_at(i) - k2 - xhat * k3)); }", x));
+        return tiles * parts;
+    }
+    int unaligned = k->unaligned;
+    k->unaligned = 0;
+    const char *dx = kb_reads(k, n->out[0], 1);
+    k->unaligned = unaligned;
+    kb_line(k, "double sdx = 0.0;");
+    tile_loop(k, c, kb_kstr(k, "{ const float xhat = (float)((ld(%s, i) - mu) * is); "
+                            "y_put(i, k1 * (x_at(i) - k2 - xhat * k3)); sdx += ld(%s, i); }", x,
+                            dx));
+    tile_sum(k, "sdx");
+    /* written here, read by the tile's last block: ordered by the fences and
+       the count, which the check of accesses does not model */
+    const char *db = kb_writes(k, bg->out[0], 0);
+    kparam *sp = kb_param_at(k, NULL, "sums_dx", sums_dx, IR_F32, tiles * 32 * parts * 8);
+    kparam *cn = kb_param_at(k, NULL, "counts", counts, IR_I32, tiles * (int64_t)sizeof(int));
+    sp->write_other = cn->write_other = 1;
+    cg_sb_printf(&k->shared, "    __shared__ int last_part;\n");
+    kb_line(k, "volatile double *sd = (volatile double *)%s;", sp->name);
+    kb_line(k, "if (ty == 0 && ch < %lld)", (long long)c);
+    kb_line(k, "    sd[ch * %lld + part] = sdx;", (long long)parts);
+    kb_line(k, "__threadfence();");
+    kb_line(k, "__syncthreads();");
+    kb_line(k, "if (threadIdx.x == 0)");
+    kb_line(k, "    last_part = atomicAdd(&%s[blockIdx.x / %lld], 1) == %lld;", cn->name,
+            (long long)parts, (long long)(parts - 1));
+    kb_line(k, "__syncthreads();");
+    kb_line(k, "if (last_part && ty == 0 && ch < %lld) {", (long long)c);
+    kb_line(k, "    __threadfence();");
+    kb_line(k, "    double b = 0.0;");
+    kb_line(k, "    for (%s p = 0; p < %lld; p++)", k->itype, (long long)parts);
+    kb_line(k, "        b += sd[ch * %lld + p];", (long long)parts);
+    kb_line(k, "    st(%s, ch, (float)b); /* %%%s */", db, cg_name(bg->out[0]));
+    kb_line(k, "}");
+    k->G->sum_done = bg;
+    return tiles * parts;
+}
+
 static int64_t sp_batchnorm_train(kb *k, const ir_node *n, kb *pre)
 {
+    if (k->nhwc)
+        return bn_train_nhwc(k, n, pre);
     const ir_type *t = &n->in[0]->type;
     int64_t c = t->dims[1], batch = t->dims[0], inner = ir_type_numel(t) / (batch * c);
     int64_t count = batch * inner, parts = parts_of(c, count);
-    double m = ir_attr_float(n, "momentum");
     cg_ref ws = {0};
     if (parts > 1) {
         ws = split(k, pre, c, count, parts, 2);
@@ -878,19 +1113,7 @@ static int64_t sp_batchnorm_train(kb *k, const ir_node *n, kb *pre)
         kb_line(k, "const double var = block_sum<%d>(ss, %s) / %lld.0;", k->nt, shared_red(k, 1),
                 (long long)count);
     }
-    kb_line(k, "const double is = 1.0 / sqrt(var + %s);", kb_dlit(k, ir_attr_float(n, "eps")));
-    kb_line(k, "if (threadIdx.x == 0%s) {", parts > 1 ? " && part == 0" : "");
-    k->indent++;
-    store_other(k, n->out[1], "ch", "(float)mu");
-    store_other(k, n->out[2], "ch", "(float)is");
-    /* PyTorch: the running variance is the unbiased one */
-    double unbias = count > 1 ? (double)count / (double)(count - 1) : 1.0;
-    store_own(k, n->out[3], n->in[3], "ch", "st(%s, %s, (float)(%s * ld(%s, %s) + %s * %s));",
-              1 - m, m, "mu");
-    store_own(k, n->out[4], n->in[4], "ch", "st(%s, %s, (float)(%s * ld(%s, %s) + %s * %s));",
-              1 - m, m * unbias, "var");
-    k->indent--;
-    kb_line(k, "}");
+    bn_store_stats(k, n, count, parts > 1 ? "threadIdx.x == 0 && part == 0" : "threadIdx.x == 0");
     kb_line(k, "const float fm = (float)mu, scale = %s * (float)is, shift = %s;",
             kb_at_index(k, n->in[1], "ch"), kb_at_index(k, n->in[2], "ch"));
     channel_loop(k, c, count, inner, "y_put(i, (x_at(i) - fm) * scale + shift);");
@@ -920,6 +1143,8 @@ static const ir_node *bias_grad_of(kb *k, const ir_node *n)
 
 static int64_t sp_batchnorm_grad(kb *k, const ir_node *n, kb *pre)
 {
+    if (k->nhwc)
+        return bn_grad_nhwc(k, n, pre);
     const ir_type *t = &n->in[0]->type;
     int64_t c = t->dims[1], batch = t->dims[0], inner = ir_type_numel(t) / (batch * c);
     int64_t count = batch * inner, parts = parts_of(c, count);
@@ -1029,10 +1254,60 @@ static int64_t sp_batchnorm_grad(kb *k, const ir_node *n, kb *pre)
     return c * parts;
 }
 
+/* sum_to's second kernel: a thread per output, adding its parts' sums (at
+ * ws, parts per output) in order.  Returns its grid. */
+static int64_t sum_parts(kb *k, const ir_node *n, cg_ref ws, int64_t out, int64_t parts)
+{
+    k->nt = 256;
+    emit_storer(k, n);
+    partials(k, ws, 0);
+    kb_line(k, "const %s o = (%s)blockIdx.x * 256 + threadIdx.x;", k->itype, k->itype);
+    kb_line(k, "if (o >= %lld)", (long long)out);
+    kb_line(k, "    return;");
+    kb_line(k, "double s = 0.0;");
+    kb_line(k, "for (%s p = 0; p < %lld; p++)", k->itype, (long long)parts);
+    kb_line(k, "    s += pd[o * %lld + p];", (long long)parts);
+    kb_line(k, "y_put(o, (float)s);");
+    return kb_div_up(out, 256);
+}
+
+/* sum_to of [rows, cols] to [cols] (the output's dims the input's innermost:
+ * a bias's gradient, channels-last per channel): tile_start's tiles, the
+ * rows in parts where the tiles are too few for the GPU, the parts added in
+ * order by a second kernel. */
+static int64_t sum_columns(kb *k, const ir_node *n, kb *pre, int64_t rows, int64_t cols)
+{
+    int64_t tiles = kb_div_up(cols, 32), parts = tile_parts(tiles, rows);
+    k->nt = 256;
+    if (parts == 1) {
+        k->parts = 1, k->plen = rows;
+        emit_loader(k, n);
+        emit_storer(k, n);
+        tile_start(k, rows);
+        kb_line(k, "double s = 0.0;");
+        tile_loop(k, cols, "s += x_at(i);");
+        tile_sum(k, "s");
+        kb_line(k, "if (ty == 0 && ch < %lld)", (long long)cols);
+        kb_line(k, "    y_put(ch, (float)s);");
+        return tiles;
+    }
+    cg_ref ws = split(k, pre, tiles, rows, parts, 32);
+    pre->nt = 256;
+    emit_loader(pre, n);
+    tile_start(pre, rows);
+    partials(pre, ws, 1);
+    kb_line(pre, "double s = 0.0;");
+    tile_loop(pre, cols, "s += x_at(i);");
+    tile_sum(pre, "s");
+    kb_line(pre, "if (ty == 0 && ch < %lld)", (long long)cols);
+    kb_line(pre, "    pd[ch * %lld + part] = s;", (long long)parts);
+    return sum_parts(k, n, ws, cols, parts);
+}
+
 /* sum_to: output element o sums the input over the dims it broadcasts along. */
 static int64_t sp_sum_to(kb *k, const ir_node *n, kb *pre)
 {
-    const ir_type *ta = &n->in[0]->type, *to = &n->out[0]->type;
+    const ir_type *ta = kb_type(k, n->in[0]), *to = kb_type(k, n->out[0]);
     int r = ta->rank;
     int64_t ost[IR_MAX_RANK], ast[IR_MAX_RANK], s = 1;
     for (int d = r - 1; d >= 0; d--) {
@@ -1064,6 +1339,15 @@ static int64_t sp_sum_to(kb *k, const ir_node *n, kb *pre)
             red_inner *= ta->dims[d];
         }
     red = red_inner;
+    /* the kept dims the innermost: columns, when many rows make each */
+    int64_t inner = 1;
+    for (int d = r - 1; d >= 0 && !(ost[d] == 0 && ta->dims[d] > 1); d--)
+        inner *= ta->dims[d];
+    if (inner == out && out > 1 && red >= 2048 && out * red == ir_type_numel(ta)) {
+        cg_sb_free(&base);
+        cg_sb_free(&off);
+        return sum_columns(k, n, pre, red, out);
+    }
     const char *bx = kb_kstr(k, "%s", base.len ? base.s : "0");
     const char *ox = kb_kstr(k, "%s", off.len ? off.s : "0");
     cg_sb_free(&base);
@@ -1087,17 +1371,7 @@ static int64_t sp_sum_to(kb *k, const ir_node *n, kb *pre)
         kb_line(pre, "s = block_sum<256>(s, %s);", shared_red(pre, 1));
         kb_line(pre, "if (threadIdx.x == 0)");
         kb_line(pre, "    pd[blockIdx.x] = s;");
-        k->nt = 256; /* the parts of a thread's output, in order */
-        emit_storer(k, n);
-        partials(k, ws, 0);
-        kb_line(k, "const %s o = (%s)blockIdx.x * 256 + threadIdx.x;", k->itype, k->itype);
-        kb_line(k, "if (o >= %lld)", (long long)out);
-        kb_line(k, "    return;");
-        kb_line(k, "double s = 0.0;");
-        kb_line(k, "for (%s p = 0; p < %lld; p++)", k->itype, (long long)parts);
-        kb_line(k, "    s += pd[o * %lld + p];", (long long)parts);
-        kb_line(k, "y_put(o, (float)s);");
-        return kb_div_up(out, 256);
+        return sum_parts(k, n, ws, out, parts);
     }
     emit_loader(k, n);
     emit_storer(k, n);
@@ -1228,7 +1502,7 @@ static int special_kernel(kb *k)
 {
     const ir_node *n = k->m[k->sp];
     k->itype = kb_index_type(kb_max_numel(k));
-    k->iter = &n->out[0]->type;
+    k->iter = kb_type(k, n->out[0]);
     int64_t grid;
     int64_t d = 0, rows = 0;
     kb pre; /* a split reduction's first kernel: the partial sums */

@@ -653,6 +653,10 @@ int drv_plan_keep(const drv_config *o, const drv_program *p, const char *path, r
     if (o->conv != CG_CONV_CUDNN || o->conv_auto)  /* absent: cuDNN, as before --conv */
         meta[n++] = (rt_plan_kv){"conv", o->conv_auto ? "auto"
                                                       : cg_conv_name((cg_conv_impl)o->conv)};
+    if (o->layout != CG_LAYOUT_AUTO)                /* absent: auto, as before --layout */
+        meta[n++] = (rt_plan_kv){"layout", cg_layout_name((cg_layout)o->layout)};
+    if (o->part.deterministic)                      /* absent: the fastest algorithms */
+        meta[n++] = (rt_plan_kv){"deterministic", "1"};
     if (kernels) {
         meta[n++] = (rt_plan_kv){"archs", archs};
         meta[n++] = (rt_plan_kv){"nvrtc", cg_nvrtc_version()};
@@ -664,6 +668,8 @@ int drv_plan_keep(const drv_config *o, const drv_program *p, const char *path, r
         cg_options co = cg_options_default();
         co.precision = (cg_precision)o->precision;
         co.conv = (cg_conv_impl)o->conv;
+        co.layout = (cg_layout)o->layout;
+        co.deterministic = o->part.deterministic;
         co.narchs = rt_plan_archs(archs, list);
         for (int a = 0; a < co.narchs; a++)
             co.archs[a] = list[a];

@@ -65,6 +65,8 @@ typedef struct {
     int precision;              /* a cg_precision */
     int conv;                   /* a cg_conv_impl */
     int conv_auto;              /* each convolution timed every way (needs autotune) */
+    int layout;                 /* a cg_layout: activations' layout (auto: channels-last
+                                   in 16-bit programs of cuDNN convolutions) */
     const char *archs;          /* "sm_80,sm_90" (NULL: those) */
     int no_kernels;             /* a plan without CUDA kernels */
     int autotune;               /* the library calls timed on this machine's GPU */
@@ -144,6 +146,8 @@ typedef struct {
     double by_class[DRV_NCLASSES];  /* seconds by class (they add up to seconds) */
     int kernels[DRV_NCLASSES];      /* GPU kernels by class (cuDNN's transposes besides
                                        its convolutions) */
+    double bytes[DRV_NCLASSES];     /* bytes they read and write, by class (the memory
+                                       plan's accesses; cuDNN's transposes' copies) */
 } drv_prediction;
 
 /* step_s: NULL, or [nsteps] each step's seconds (a convolution's transposes

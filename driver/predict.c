@@ -87,23 +87,23 @@ static drv_class kernel_class(const cg_kernel *kn)
     return DRV_CLASS_ELEMENTWISE;
 }
 
-/* A cuDNN convolution: its arithmetic; and *transpose_s, *transposes, the
- * copies cuDNN makes around it. */
+/* A cuDNN convolution: its arithmetic; and *transpose_s, *transposes,
+ * *transpose_bytes, the copies cuDNN makes around it. */
 static double conv_seconds(const cost_device *dev, const cg_conv *c, double *transpose_s,
-                           int *transposes)
+                           int *transposes, double *transpose_bytes)
 {
     double flops = 2.0 * (double)c->n * (double)c->k * (double)c->p * (double)c->q *
                    (double)(c->c / c->groups) * (double)c->r * (double)c->s;
     cost_precision p = is_half(c->dtype) ? (c->dtype == IR_BF16 ? COST_BF16 : COST_FP16)
                      : c->math == CG_MATH_TENSOR_OP ? COST_TF32 : COST_FP32;
-    *transpose_s = 0, *transposes = 0;
+    *transpose_s = 0, *transposes = 0, *transpose_bytes = 0;
     if (dev->peak[p] > 0 && (*transposes = cg_conv_layout_copies(c)) > 0) {
         double esize = is_half(c->dtype) ? 2 : 4;
         double x = (double)c->n * (double)c->c * (double)c->h * (double)c->w;
         double y = (double)c->n * (double)c->k * (double)c->p * (double)c->q;
         double w = (double)c->k * (double)(c->c / c->groups) * (double)c->r * (double)c->s;
-        *transpose_s = 2 * esize * (x + y + w) / bw(dev, dev->transpose_eff) +
-                       *transposes * dev->launch;
+        *transpose_bytes = 2 * esize * (x + y + w);
+        *transpose_s = *transpose_bytes / bw(dev, dev->transpose_eff) + *transposes * dev->launch;
     }
     return flops / rate(dev, p) + dev->launch;
 }
@@ -144,10 +144,11 @@ void drv_predict(const cg_program *p, int d, const cost_device *dev, drv_predict
             break;
         }
         case CG_STEP_CONV: {
-            double ts;
+            double ts, tb;
             int nt;
-            t = conv_seconds(dev, &st->u.conv, &ts, &nt);
+            t = conv_seconds(dev, &st->u.conv, &ts, &nt, &tb);
             out->by_class[DRV_CLASS_TRANSPOSE] += ts;
+            out->bytes[DRV_CLASS_TRANSPOSE] += tb;
             out->kernels[DRV_CLASS_TRANSPOSE] += nt;
             out->launch_s += nt * dev->launch;
             if (step_s)
@@ -165,9 +166,11 @@ void drv_predict(const cg_program *p, int d, const cost_device *dev, drv_predict
         }
         case CG_STEP_COPY:
             t = 2.0 * (double)st->u.copy.bytes / bw(dev, dev->mem_eff) + dev->launch;
+            bytes = 2.0 * (double)st->u.copy.bytes;
             break;
         }
         out->by_class[k] += t;
+        out->bytes[k] += bytes;
         out->kernels[k]++;
         out->launch_s += dev->launch;
         if (step_s && st->kind != CG_STEP_CONV)

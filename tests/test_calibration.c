@@ -150,7 +150,8 @@ static int generated(const cg_program *p, const char *name)
     return 0;
 }
 
-static cg_program *program(cg_precision precision, cg_conv_impl conv, drv_program *prog)
+static cg_program *program(cg_precision precision, cg_conv_impl conv, cg_layout layout,
+                           drv_program *prog)
 {
     drv_config c;
     memset(&c, 0, sizeof c);
@@ -172,6 +173,7 @@ static cg_program *program(cg_precision precision, cg_conv_impl conv, drv_progra
     cg_options co = cg_options_default();
     co.precision = precision;
     co.conv = conv;
+    co.layout = layout;
     cg_program *p = cg_generate(prog->g, prog->mp, &co, &d);
     diag_free(&d);
     if (!p) {
@@ -193,7 +195,8 @@ static void steps(void)
 {
     for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) {
         drv_program prog;
-        cg_program *p = program(runs[i].precision, runs[i].conv, &prog);
+        /* the run of 2026-11-26 stored activations NCHW */
+        cg_program *p = program(runs[i].precision, runs[i].conv, CG_LAYOUT_NCHW, &prog);
         cost_device dev = h200(runs[i].precision);
         drv_prediction r;
         drv_predict(p, 0, &dev, &r, NULL);
@@ -215,7 +218,7 @@ static void profile(void)
     int nk;
     ncu_kernel *k = read_ncu(&nk);
     drv_program prog;
-    cg_program *p = program(CG_BF16, CG_CONV_CUDNN, &prog);
+    cg_program *p = program(CG_BF16, CG_CONV_CUDNN, CG_LAYOUT_NCHW, &prog);
     const cg_device *D = &p->devices[0];
     check(nk % 2 == 0 && nk / 2 > D->nsteps, "the profile holds two steps: %d kernels, %d steps "
           "in the program", nk, D->nsteps);
@@ -289,6 +292,33 @@ static void profile(void)
     drv_program_free(&prog);
 }
 
+/* 4: what the next GPU run should measure: today's programs (default
+ * layout: channels-last at bf16) predicted by the calibrated model, and the
+ * bf16 step's layout transposes, none. */
+static void next_run(void)
+{
+    static const cg_precision precs[] = {CG_BF16, CG_TF32, CG_FP32};
+    for (size_t i = 0; i < sizeof precs / sizeof *precs; i++) {
+        drv_program prog;
+        cg_program *p = program(precs[i], CG_CONV_CUDNN, CG_LAYOUT_AUTO, &prog);
+        cost_device dev = h200(precs[i]);
+        drv_prediction r;
+        drv_predict(p, 0, &dev, &r, NULL);
+        cg_run_stats st;
+        cg_run_stats_of(p, 0, &st);
+        printf("predicted for the next run: resnet18 training step, batch 256, %s: %.2f ms "
+               "(%.0f images/s), %d layout transposes (%d cuDNN's)\n", cg_precision_name(precs[i]),
+               r.seconds * 1e3, 256 / r.seconds, st.layout_own + st.layout_library,
+               st.layout_library);
+        if (precs[i] == CG_BF16)
+            check(st.layout_own == 0 && st.layout_library == 0,
+                  "bf16 calls cuDNN channels-last throughout: %d transposes of gnc's, %d of "
+                  "cuDNN's", st.layout_own, st.layout_library);
+        cg_program_free(p);
+        drv_program_free(&prog);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -299,6 +329,7 @@ int main(int argc, char **argv)
     verbose = argc > 2 && strcmp(argv[2], "-v") == 0;
     steps();
     profile();
+    next_run();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

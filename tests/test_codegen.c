@@ -213,6 +213,22 @@ static const op_case cases[] = {
     /* pooling */
     {"maxpool2d", G("  input %x: f32[2, 3, 9, 9]\n  %y: f32[2, 3, 5, 5] = maxpool2d(%x) {kernel = [3, 3], "
                     "stride = [2, 2], pad = [1, 1], dilation = [1, 1], ceil_mode = 0}\n  output y = %y\n"), 0, 0, 0, 1},
+    /* pooling then global average pooling: the pooled tensor is the
+       program's own (a channels-last run's, section 2c), not an output
+       computed in place */
+    {"maxpool2d then global_avgpool",
+     G("  input %x: f32[2, 3, 9, 9]\n  %p: f32[2, 3, 5, 5] = maxpool2d(%x) {kernel = [3, 3], "
+       "stride = [2, 2], pad = [1, 1], dilation = [1, 1], ceil_mode = 0}\n"
+       "  %y: f32[2, 3, 1, 1] = global_avgpool(%p)\n  output y = %y\n"), 1e-6, 1e-5, 0, 1},
+    {"avgpool2d then global_avgpool",
+     G("  input %x: f32[2, 3, 9, 9]\n  %p: f32[2, 3, 5, 5] = avgpool2d(%x) {kernel = [3, 3], "
+       "stride = [2, 2], pad = [1, 1], count_include_pad = 0, ceil_mode = 0}\n"
+       "  %y: f32[2, 3, 1, 1] = global_avgpool(%p)\n  output y = %y\n"), 1e-6, 1e-5, 0, 1},
+    {"maxpool2d_grad then global_avgpool",
+     G("  input %dy: f32[2, 3, 5, 5]\n  input %x: f32[2, 3, 9, 9]\n"
+       "  %p: f32[2, 3, 9, 9] = maxpool2d_grad(%dy, %x) {kernel = [3, 3], stride = [2, 2], "
+       "pad = [1, 1], dilation = [1, 1], ceil_mode = 0}\n"
+       "  %y: f32[2, 3, 1, 1] = global_avgpool(%p)\n  output y = %y\n"), 1e-6, 1e-5, 0, 1},
     {"maxpool2d dilation", G("  input %x: f32[2, 3, 9, 9]\n  %y: f32[2, 3, 7, 7] = maxpool2d(%x) "
                              "{kernel = [2, 2], stride = [1, 1], pad = [0, 0], dilation = [2, 2], ceil_mode = 0}\n"
                              "  output y = %y\n"), 0, 0, 0, 0},
@@ -830,9 +846,10 @@ static run *prepare_opts(const char *what, ir_graph *g, const cg_options *o, dou
     diag d;
     diag_init(&d);
     run *r = calloc(1, sizeof *r);
-    snprintf(r->what, sizeof r->what, "%s [%s%s%s]", what, cg_precision_name(o->precision),
+    snprintf(r->what, sizeof r->what, "%s [%s%s%s%s]", what, cg_precision_name(o->precision),
              o->conv != CG_CONV_CUDNN ? ", " : "",
-             o->conv != CG_CONV_CUDNN ? cg_conv_name(o->conv) : "");
+             o->conv != CG_CONV_CUDNN ? cg_conv_name(o->conv) : "",
+             o->layout == CG_LAYOUT_NHWC ? ", channels-last" : "");
     r->g = g;
     r->atol = atol;
     r->rtol = rtol;
@@ -1133,6 +1150,58 @@ static ir_graph *model(const char *src, const char *name, int train, int devices
         pm_run(g, pm_default_pipeline(train, 0, devices > 1), &pm, &d) != 0) {
         diag_print(&d, stdout);
         fail(name, "does not compile");
+        if (g)
+            ir_graph_free(g);
+        g = NULL;
+    }
+    diag_free(&d);
+    return g;
+}
+
+/* A small ResNet (resnet18.net's blocks: convolutions with biases,
+ * batchnorm, a residual add, a strided shortcut; a max-pool and global
+ * average pooling) on 3-channel images: one training step of batch 4 with
+ * SGD and momentum, channels-last where the program is (layout.c). */
+static const char resnet_mini[] =
+    "def residual(x, channels, stride = 1) {\n"
+    "    y = relu(batchnorm(conv2d(x, channels, kernel = 3, stride = stride, pad = 1)))\n"
+    "    y = batchnorm(conv2d(y, channels, kernel = 3, pad = 1))\n"
+    "    if stride != 1 {\n"
+    "        x = conv2d(x, channels, kernel = 1, stride = stride, name = \"shortcut\")\n"
+    "    }\n"
+    "    return relu(y + x)\n"
+    "}\n"
+    "model resnet_mini(batch = 4) {\n"
+    "    input image: f32[batch, 3, 12, 12]\n"
+    "    input label: i32[batch]\n"
+    "    x = relu(batchnorm(conv2d(image, 8, kernel = 3, pad = 1, name = \"stem\")))\n"
+    "    x = maxpool2d(x, 3, stride = 2, pad = 1)\n"
+    "    x = residual(x, 8, name = \"block0\")\n"
+    "    x = residual(x, 40, stride = 2, name = \"block1\")\n"
+    "    logits = dense(flatten(global_avgpool(x)), 10, name = \"fc\")\n"
+    "    output logits\n"
+    "    loss cross_entropy(logits, label)\n"
+    "}\n";
+
+static ir_graph *resnet_mini_graph(int devices, pt_strategy strategy)
+{
+    diag d;
+    diag_init(&d);
+    pt_options po = {0};
+    po.devices = devices;
+    po.strategy = strategy;
+    /* one set of running statistics (else each device keeps its own, and
+       the CPU executor's one update of each is one device's) */
+    po.sync_bn = strategy == PT_DATA;
+    fe_options fo = {NULL, 0, NULL, NULL};
+    ir_graph *g = fe_load_string("resnet_mini.net", resnet_mini, strlen(resnet_mini), &fo, &d);
+    ad_optimizer opt = ad_optimizer_default(AD_SGD);
+    opt.momentum = 0.9;
+    pm_options pm = {1, 0, NULL, NULL, stdout, devices > 1 ? &po : NULL};
+    if (!g || ad_training_graph(g, &opt, &d) != 0 ||
+        pm_run(g, pm_default_pipeline(1, 0, devices > 1), &pm, &d) != 0) {
+        diag_print(&d, stdout);
+        fail("resnet_mini", "does not compile");
         if (g)
             ir_graph_free(g);
         g = NULL;
@@ -1794,7 +1863,7 @@ int main(int argc, char **argv)
     }
     rt_set_threads(1);
 
-    run *runs[1024];
+    run *runs[2048];
     int nruns = 0;
     int ops_seen[IR_NOPS] = {0};
     /* 1, 2: the cases */
@@ -1877,6 +1946,54 @@ int main(int argc, char **argv)
     for (int impl = CG_CONV_CUDNN; impl < CG_CONV_NIMPLS; impl++)
         if (nways[impl] < (impl == CG_CONV_CUDNN ? 3 : 4) * 8)
             fail(cg_conv_name((cg_conv_impl)impl), "only %d convolution runs", nways[impl]);
+    /* 2c: channels-last (codegen/layout.c): every case between two kernels
+       (sandwich) with its activations stored NHWC, at fp32, and those of the
+       convolutions and the low-precision cases at bf16 and fp16: every
+       kernel's channels-last form, and the crossings at the program's edge
+       (its inputs and outputs stay NCHW).  A case whose values have the
+       same bytes either way is left to section 1. */
+    int nhwc_runs = 0, nhwc_ops[IR_NOPS] = {0};
+    for (int i = 0; i < NCASES; i++) {
+        const op_case *c = &cases[i];
+        static const double tol[] = {0, 1e-2, 3e-2, 4e-3};
+        for (int prec = CG_FP32; prec <= CG_FP16; prec += prec == CG_FP32 ? 2 : 1) {
+            if (prec != CG_FP32 && !c->lowp && !strstr(c->name, "conv2d"))
+                continue;
+            ir_graph *g = parse_case(c, c->fuse, 1);
+            cg_options o = cg_options_default();
+            o.precision = (cg_precision)prec;
+            o.layout = CG_LAYOUT_NHWC;
+            double atol = prec == CG_FP32 ? c->atol : tol[prec];
+            double rtol = prec == CG_FP32 ? c->rtol : tol[prec];
+            run *r = g ? prepare_opts(c->name, g, &o, atol, rtol) : NULL;
+            int held = 0;
+            for (int d = 0; r && d < r->p->ndevices; d++)
+                for (int v = 0; v < r->p->devices[d].nvalues; v++)
+                    held += r->p->devices[d].values[v].nhwc;
+            if (!held) {
+                run_free(r);
+                continue;
+            }
+            runs[nruns++] = r;
+            nhwc_runs++;
+            ir_for_each_node(r->g, n)
+                nhwc_ops[n->op] = 1;
+        }
+    }
+    {   /* the kernels that index channels, each run channels-last */
+        static const ir_op want[] = {IR_OP_BATCHNORM_TRAIN, IR_OP_BATCHNORM_GRAD,
+                                     IR_OP_BATCHNORM, IR_OP_BATCHNORM_APPLY, IR_OP_MAXPOOL2D,
+                                     IR_OP_MAXPOOL2D_GRAD, IR_OP_AVGPOOL2D, IR_OP_AVGPOOL2D_GRAD,
+                                     IR_OP_GLOBAL_AVGPOOL, IR_OP_SUM_TO, IR_OP_BROADCAST_TO,
+                                     IR_OP_CONV2D, IR_OP_CONV2D_GRAD_INPUT,
+                                     IR_OP_CONV2D_GRAD_WEIGHT};
+        for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+            if (!nhwc_ops[want[i]])
+                fail(ir_ops[want[i]].name, "no case runs it channels-last");
+        if (nhwc_runs < 60)
+            fail("channels-last", "only %d runs", nhwc_runs);
+        printf("channels-last: %d runs\n", nhwc_runs);
+    }
     {   /* where cuDNN's fused call takes the bias and ReLU, and where a kernel
            after the plain call does (check_conv_epilogue says how each looks;
            every convolution run checks it too) */
@@ -2078,6 +2195,71 @@ int main(int argc, char **argv)
             else
                 npassed++;
         }
+    }
+    /* a small ResNet's training step channels-last: at fp32 (asked), and at
+       bf16 and fp16 (the default there): no layout transpose of gnc's or
+       cuDNN's (the image has 3 channels: its copies for the stem's two
+       calls are the program's edge), against the CPU executor */
+    for (int prec = CG_FP32; prec <= CG_FP16; prec += prec == CG_FP32 ? 2 : 1) {
+        ir_graph *g = resnet_mini_graph(1, PT_DATA);
+        cg_options o = cg_options_default();
+        o.precision = (cg_precision)prec;
+        o.layout = prec == CG_FP32 ? CG_LAYOUT_NHWC : CG_LAYOUT_AUTO;
+        o.loss_scale = 64; /* fp16: 65536 overflows this step's gradients: a skipped step */
+        double tol = prec == CG_FP32 ? 2e-4 : 6e-2;
+        run *r = g ? prepare_opts("resnet_mini training step", g, &o, tol, tol) : NULL;
+        if (!r)
+            continue;
+        runs[nruns++] = r, r->model = 1;
+        cg_run_stats st;
+        cg_run_stats_of(r->p, 0, &st);
+        int held = 0, calls = 0, nhwc_calls = 0;
+        for (int v = 0; v < r->p->devices[0].nvalues; v++)
+            held += r->p->devices[0].values[v].nhwc;
+        for (int k = 0; k < r->p->devices[0].nsteps; k++) {
+            const cg_step *s = &r->p->devices[0].steps[k];
+            calls += s->kind == CG_STEP_CONV;
+            nhwc_calls += s->kind == CG_STEP_CONV && s->u.conv.nhwc;
+        }
+        /* fp32: the filters' channels-last copies are transposes of their own
+           (at 16 bits the launch of 16-bit copies permutes them) */
+        int own = 2 + (prec == CG_FP32 ? 5 : 0);
+        if (st.layout_library || st.layout_own != own || !held || nhwc_calls != calls)
+            fail(r->what, "%d of %d cuDNN calls channels-last, %d values held so, layout "
+                 "transposes: %d own, %d cuDNN's (want all, some, %d and 0)", nhwc_calls, calls,
+                 held, st.layout_own, st.layout_library, own);
+        else
+            npassed++;
+    }
+    /* and on two devices, at fp32 channels-last and at bf16, each way of
+       splitting it: the batch
+       (channels-last throughout, the gradients' all-reduces NCHW), pipeline
+       stages (what crosses between them NCHW) and tensor parallelism (the
+       split channels NCHW) */
+    static const struct {
+        pt_strategy s;
+        const char *name;
+    } ways[] = {{PT_DATA, "data"}, {PT_PIPELINE, "pipeline"}, {PT_TENSOR, "tensor"}};
+    for (size_t w = 0; w < 2 * sizeof ways / sizeof *ways; w++) {
+        int bf16 = w % 2;
+        ir_graph *g = resnet_mini_graph(2, ways[w / 2].s);
+        char what[96];
+        snprintf(what, sizeof what, "resnet_mini training step, 2 devices, %s", ways[w / 2].name);
+        cg_options o = cg_options_default();
+        o.precision = bf16 ? CG_BF16 : CG_FP32;
+        o.layout = bf16 ? CG_LAYOUT_AUTO : CG_LAYOUT_NHWC;
+        run *r = g ? prepare_opts(what, g, &o, bf16 ? 6e-2 : 2e-4, bf16 ? 6e-2 : 2e-4) : NULL;
+        if (!r)
+            continue;
+        runs[nruns++] = r, r->model = 1;
+        int held = 0;
+        for (int d = 0; d < r->p->ndevices; d++)
+            for (int v = 0; v < r->p->devices[d].nvalues; v++)
+                held += r->p->devices[d].values[v].nhwc;
+        if (!held)
+            fail(r->what, "no value channels-last");
+        else
+            npassed++;
     }
     /* the op table walked with integer operands (op_walk.h): wherever the shape
        rule accepts the node, codegen makes its kernel and the emulation

@@ -346,6 +346,10 @@ static const struct flag {
      "the fastest of the three on this machine's GPU (auto, with --autotune)", SEC_GPU},
     {"--conv", "train eval", 1, " cudnn|igemm|cudnn-nhwc",
      "cuda: the convolutions' way (default cudnn; as for gnc compile)", SEC_GPU},
+    {"--layout", "compile train eval", 1, " auto|nchw|nhwc",
+     "how 4-d activations are stored on the GPU: auto (the default) is channels-last (NHWC) "
+     "in bf16 and fp16 programs whose convolutions are cuDNN calls, NCHW elsewhere; inputs, "
+     "outputs and parameters stay NCHW", SEC_GPU},
     {"--arch", "compile", 1, " LIST",
      "the cubins the plan holds, as sm_80,sm_90 (the default), and the PTX of the newest",
      SEC_GPU},
@@ -797,6 +801,10 @@ static int codegen_flag(options *o, const char *cmdsp, const char *name, const c
             return usage_error(cmdsp, "--conv needs cudnn, igemm, cudnn-nhwc or auto, "
                                "got '%s'", val);
         o->c.conv = o->c.conv_auto ? CG_CONV_CUDNN : cg_conv_lookup(val);
+    } else if (strcmp(name, "--layout") == 0) {
+        if (cg_layout_lookup(val) < 0)
+            return usage_error(cmdsp, "--layout needs auto, nchw or nhwc, got '%s'", val);
+        o->c.layout = cg_layout_lookup(val);
     } else if (strcmp(name, "--arch") == 0) {
         char archs[CG_MAX_ARCHS][16];
         if (rt_plan_archs(val, archs) < 0)
@@ -1104,6 +1112,8 @@ static int compile_summarize(const options *o, const ir_graph *g, const mp_plan 
     cg_options co = cg_options_default();
     co.precision = (cg_precision)o->c.precision;
     co.conv = (cg_conv_impl)o->c.conv;
+    co.layout = (cg_layout)o->c.layout;
+    co.deterministic = o->c.part.deterministic;
     diag d;
     diag_init(&d);
     cg_program *p = cg_generate(g, plan, &co, &d);

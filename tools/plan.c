@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "cuda.h"
 #include "device.h"
+#include "driver.h"
 #include "plan.h"
 #include "session.h"
 
@@ -38,7 +39,8 @@ static const char *const shaping_flags[] = {
     "-D", "--model", "--loss", "--passes", "--train", "--optimizer", "--momentum", "--nesterov",
     "--weight-decay", "--remat", "--gpus", "--devices", "--strategy", "--microbatches",
     "--pipeline-schedule", "--bucket-mb", "--sync-bn", "--deterministic", "--micro-shards", "--accumulate",
-    "--mem-cap", "--device-model", "--batch", "--precision", "--conv", "--arch", "--no-kernels",
+    "--mem-cap", "--device-model", "--batch", "--precision", "--conv", "--layout", "--arch",
+    "--no-kernels",
     "--autotune",
 };
 static const char *const compiling_flags[] = {
@@ -118,8 +120,10 @@ int cli_device(options *o)
                 o->device ? "" : " (the default here is cpu)");
         return 1;
     }
-    if (!o->cuda && (o->c.precision != CG_FP32 || o->c.conv != CG_CONV_CUDNN)) {
-        fprintf(stderr, "gnc: error: --precision and --conv choose the GPU kernels: they need "
+    if (!o->cuda && (o->c.precision != CG_FP32 || o->c.conv != CG_CONV_CUDNN ||
+                     o->c.layout != CG_LAYOUT_AUTO)) {
+        fprintf(stderr, "gnc: error: --precision, --conv and --layout choose the GPU kernels: "
+                "they need "
                 "--device cuda%s\n", o->device ? "" : " (the default here is cpu)");
         return 1;
     }
@@ -379,7 +383,15 @@ static void print_ref(cg_ref r)
     printf("%s+%lld", r.region < CG_NREGIONS ? names[r.region] : "?", (long long)r.offset);
 }
 
-/* One step on one line: what it runs and its shape, not every argument. */
+/* A cuDNN choice kept on this machine (rt_cudnn_kept), under its step. */
+static void print_kept(void *ctx, const char *where, int algo, double ms)
+{
+    (void)ctx;
+    printf("           cuDNN, timed on %s: algorithm %d, %.4f ms\n", where, algo, ms);
+}
+
+/* One step on one line: what it runs and its shape, not every argument; a
+ * convolution's algorithms timed and kept on this machine beneath. */
 static void print_step(const cg_program *cg, const cg_step *s, int i)
 {
     printf("    %4d ", i);
@@ -436,6 +448,8 @@ static void print_step(const cg_program *cg, const cg_step *s, int i)
         break;
     }
     printf("   # %s\n", s->what ? s->what : "");
+    if (s->kind == CG_STEP_CONV && !s->u.conv.tuned)
+        rt_cudnn_kept(&s->u.conv, print_kept, NULL);
 }
 
 /* The plan's CUDA program: per device its regions and steps, then the
@@ -495,6 +509,28 @@ static void print_cuda(const cg_program *cg)
     }
 }
 
+typedef struct {
+    cJSON *list;
+    int step;
+    const char *what;
+} kept_json;
+
+/* One kept choice of a step, for --json ("ms": null where not timed). */
+static void add_kept(void *ctx, const char *where, int algo, double ms)
+{
+    kept_json *k = ctx;
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "step", k->step);
+    cJSON_AddStringToObject(c, "what", k->what ? k->what : "");
+    cJSON_AddStringToObject(c, "timed_on", where);
+    cJSON_AddNumberToObject(c, "algorithm", algo);
+    if (ms >= 0)
+        cJSON_AddNumberToObject(c, "ms", ms);
+    else
+        cJSON_AddNullToObject(c, "ms");
+    cJSON_AddItemToArray(k->list, c);
+}
+
 /* gnc inspect --json: per device what one run asks of the GPU. */
 static int inspect_json(const rt_plan *p, const char *file)
 {
@@ -531,6 +567,24 @@ static int inspect_json(const rt_plan *p, const char *file)
             cJSON_AddNumberToObject(o, "kernel_written_bytes", (double)st.kernel_written_bytes);
             cJSON_AddNumberToObject(o, "layout_transposes", st.layout_own);
             cJSON_AddNumberToObject(o, "library_layout_transposes", st.layout_library);
+            /* what the run's kernels of each class read and write */
+            drv_prediction r;
+            drv_predict(cg, d, cost_device_lookup("h200"), &r, NULL);
+            cJSON *by = cJSON_AddObjectToObject(o, "bytes_by_class");
+            for (int k = 0; k < DRV_NCLASSES; k++)
+                cJSON_AddNumberToObject(by, drv_class_names[k], r.bytes[k]);
+            /* the convolutions' algorithms timed and kept on this machine */
+            cJSON *kept = cJSON_AddArrayToObject(o, "cudnn_choices");
+            for (int i = 0; i < cg->devices[d].nsteps; i++) {
+                const cg_step *s = &cg->devices[d].steps[i];
+                if (s->kind != CG_STEP_CONV)
+                    continue;
+                kept_json k = {kept, i, s->what};
+                if (s->u.conv.tuned)
+                    add_kept(&k, "the plan (--autotune)", s->u.conv.algo, -1);
+                else
+                    rt_cudnn_kept(&s->u.conv, add_kept, &k);
+            }
             if (st.big_min_step) {
                 cJSON_AddNumberToObject(o, "smallest_big_grid", (double)st.big_min_blocks);
                 cJSON_AddStringToObject(o, "smallest_big_grid_step",

@@ -223,4 +223,25 @@ uint64_t rt_cuda_reserve(const cg_program *p, int d, int nccl_comms);
  * step's IR node (a fused node's first member). */
 void rt_cuda_status_message(const cg_status *st, const ir_node *node, char *err, size_t errlen);
 
+/* ---- cuDNN's timed choices, kept on disk (choices.c) ----
+ * At open the runtime times each convolution's algorithms (cudnnFind) and
+ * keeps the choice per GPU, cuDNN version and problem under the cache folder
+ * (base_cache_dir: cudnn/HASH.txt, the key's text, then "algo A math M ms T").
+ * These need no GPU. */
+
+/* The text of convolution c's problem: what decides cuDNN's choice but the
+ * GPU and the library (the call, shapes, pads, strides, dilation, groups,
+ * type, math, layout, workspace, determinism). */
+void rt_cudnn_problem(const cg_conv *c, char *out, size_t len);
+/* The choice kept under key ("gpu NAME, cudnn VERSION, PROBLEM"): 0 with
+ * *algo, *math, *ms; -1 where none holds (none, damaged, another key). */
+int rt_cudnn_choice_read(const char *key, int *algo, int *math, double *ms);
+/* Keeps a choice under key, whole or not at all (silent where the folder
+ * cannot be written: it is only timed again). */
+void rt_cudnn_choice_write(const char *key, int algo, int math, double ms);
+/* Calls fn for each choice kept for c's problem, on any GPU and cuDNN
+ * version (where: "NAME, cudnn VERSION").  Returns how many. */
+typedef void (*rt_cudnn_kept_fn)(void *ctx, const char *where, int algo, double ms);
+int rt_cudnn_kept(const cg_conv *c, rt_cudnn_kept_fn fn, void *ctx);
+
 #endif

@@ -306,21 +306,22 @@ static int issue_gemm(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *P, CUs
 
 /* ---------------------------------------------------------------- cuDNN */
 
-/* The first of a _v7 heuristic's results that works within the workspace,
- * deterministic if one is (graph replay then stays bitwise equal to eager),
- * and exact fp32 (no tensor-op math) where the step asks for FMA math. */
+/* The first of a _v7 heuristic's (or a find's, fastest first) results that
+ * works within the workspace, deterministic where the step asks for it
+ * (--deterministic: the same bits every run, graph replay bitwise equal to
+ * eager launches; PyTorch's cudnn.deterministic), and exact fp32 (no
+ * tensor-op math) where the step asks for FMA math. */
 #define PICK(perf, count, c, out)                                                        \
     do {                                                                                 \
-        for (int pass = 0; pass < 2 && (out) < 0; pass++)                                \
-            for (int i_ = 0; i_ < (count) && (out) < 0; i_++)                            \
-                if ((perf)[i_].status == CUDNN_STATUS_SUCCESS &&                         \
-                    (perf)[i_].memory <= (size_t)(c)->workspace_bytes &&                 \
-                    ((c)->math == CG_MATH_TENSOR_OP || (perf)[i_].mathType == CUDNN_FMA_MATH || \
-                     (perf)[i_].mathType == CUDNN_DEFAULT_MATH) &&                       \
-                    (pass == 1 || (perf)[i_].determinism == CUDNN_DETERMINISTIC)) {      \
-                    (out) = (int)(perf)[i_].algo;                                        \
-                    math = (perf)[i_].mathType;                                          \
-                }                                                                        \
+        for (int i_ = 0; i_ < (count) && (out) < 0; i_++)                                \
+            if ((perf)[i_].status == CUDNN_STATUS_SUCCESS &&                             \
+                (perf)[i_].memory <= (size_t)(c)->workspace_bytes &&                     \
+                ((c)->math == CG_MATH_TENSOR_OP || (perf)[i_].mathType == CUDNN_FMA_MATH || \
+                 (perf)[i_].mathType == CUDNN_DEFAULT_MATH) &&                           \
+                (!(c)->deterministic || (perf)[i_].determinism == CUDNN_DETERMINISTIC)) { \
+                (out) = (int)(perf)[i_].algo;                                            \
+                math = (perf)[i_].mathType;                                              \
+            }                                                                            \
     } while (0)
 
 /* The math an algorithm runs with: exact fp32 (CUDNN_FMA_MATH) where the
@@ -366,75 +367,14 @@ static int timing_on(void)
     return !v || strcmp(v, "0") != 0;
 }
 
-/* The text of step c's problem on device d: what decides cuDNN's choice. */
-static void problem_key(const rt_cuda *x, int d, const cg_conv *c, int fused, char *out,
-                        size_t len)
+/* The key of step c's problem on device d: the GPU, the cuDNN version and
+ * the problem (rt_cudnn_problem). */
+static void problem_key(const rt_cuda *x, int d, const cg_conv *c, char *out, size_t len)
 {
-    static const char *const kind[] = {"forward", "backward_data", "backward_filter"};
-    snprintf(out, len, "gpu %s, cudnn %zu, %s%s, n %lld c %lld h %lld w %lld, k %lld r %lld "
-             "s %lld, pad %d %d, stride %d %d, dilation %d %d, groups %d, %s, %s, %s, "
-             "workspace %lld", x->dev[d].name, x->libs->n.cudnnGetVersion(), kind[c->kind],
-             fused ? " fused" : "", (long long)c->n, (long long)c->c, (long long)c->h,
-             (long long)c->w, (long long)c->k, (long long)c->r, (long long)c->s, c->pad[0],
-             c->pad[1], c->stride[0], c->stride[1], c->dilation[0], c->dilation[1], c->groups,
-             ir_dtype_name(c->dtype), c->math == CG_MATH_FMA ? "fma" : "tensor_op",
-             c->nhwc ? "nhwc" : "nchw", (long long)c->workspace_bytes);
-}
-
-/* The cache file of problem key (FNV-1a of its text), in path. */
-static int choice_path(const char *key, char *path, size_t len)
-{
-    char dir[4096];
-    base_cache_dir(NULL, dir, sizeof dir);
-    if (!dir[0])
-        return -1;
-    uint64_t h = 14695981039346656037ull;
-    for (const char *p = key; *p; p++)
-        h = (h ^ (unsigned char)*p) * 1099511628211ull;
-    return snprintf(path, len, "%s/cudnn/%016llx.txt", dir, (unsigned long long)h) < (int)len
-               ? 0 : -1;
-}
-
-/* The choice kept for key: 0 with *algo, *math, *ms; -1 where none holds. */
-static int choice_read(const char *key, int *algo, int *math, double *ms)
-{
-    char path[4300], line[1024];
-    if (choice_path(key, path, sizeof path) != 0)
-        return -1;
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    int ok = fgets(line, sizeof line, f) && strcspn(line, "\n") == strlen(key) &&
-             strncmp(line, key, strlen(key)) == 0 &&
-             fscanf(f, "algo %d math %d ms %lf", algo, math, ms) == 3 && *algo >= 0 &&
-             *math >= CUDNN_DEFAULT_MATH && *math <= CUDNN_FMA_MATH;
-    fclose(f);
-    return ok ? 0 : -1;
-}
-
-/* Keeps the choice for key: a temporary file in the folder, renamed over the
- * entry (a reader sees the old whole or the new whole); silent where the
- * cache cannot be written, as the choice is only timed again. */
-static void choice_write(const char *key, int algo, int math, double ms)
-{
-    char path[4300], tmp[4400], failed[4096];
-    if (choice_path(key, path, sizeof path) != 0)
-        return;
-    char *slash = strrchr(path, '/');
-    *slash = 0;
-    int made = base_make_dirs(path, 0755, failed, sizeof failed);
-    *slash = '/';
-    snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
-    int fd = made == 0 ? mkstemp(tmp) : -1;
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (!f) {
-        if (fd >= 0)
-            close(fd), unlink(tmp);
-        return;
-    }
-    int bad = fprintf(f, "%s\nalgo %d math %d ms %.6f\n", key, algo, math, ms) < 0;
-    if (fclose(f) != 0 || bad || rename(tmp, path) != 0)
-        unlink(tmp);
+    char problem[900];
+    rt_cudnn_problem(c, problem, sizeof problem);
+    snprintf(out, len, "gpu %s, cudnn %zu, %s", x->dev[d].name, x->libs->n.cudnnGetVersion(),
+             problem);
 }
 
 /* cuDNN's own timing of step s (cudnnFind*AlgorithmEx, on the step's buffers
@@ -493,11 +433,12 @@ static int timed_choice(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *P,
                         cudnnMathType_t *math, char *err, size_t errlen)
 {
     const cg_conv *c = &s->u.conv;
-    char key[1024];
-    problem_key(x, d, c, P->fused, key, sizeof key);
+    char key[1300];
+    problem_key(x, d, c, key, sizeof key);
     int algo, m;
     double ms;
-    if (choice_read(key, &algo, &m, &ms) == 0) {
+    if (rt_cudnn_choice_read(key, &algo, &m, &ms) == 0 && m >= CUDNN_DEFAULT_MATH &&
+        m <= CUDNN_FMA_MATH) {
         int64_t need = workspace_of(x->libs, &x->dev[d], c, P, algo);
         if (need >= 0 && need <= c->workspace_bytes) {
             P->algorithm = algo;
@@ -509,7 +450,7 @@ static int timed_choice(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *P,
         return -1;
     if (algo >= 0) {
         P->algorithm = algo;
-        choice_write(key, algo, (int)*math, ms);
+        rt_cudnn_choice_write(key, algo, (int)*math, ms);
     }
     return 0;
 }
@@ -590,8 +531,9 @@ static int prepare_conv(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *P, c
         PICK(perf, count, c, P->algorithm);
     }
     if (P->algorithm < 0)
-        return base_fail(err, errlen, "%s: cuDNN offers no algorithm within %lld bytes of "
-                         "workspace%s", what, (long long)c->workspace_bytes,
+        return base_fail(err, errlen, "%s: cuDNN offers no%s algorithm within %lld bytes of "
+                         "workspace%s", what, c->deterministic ? " deterministic" : "",
+                         (long long)c->workspace_bytes,
                          c->math == CG_MATH_FMA ? " in exact fp32 math" : "");
     DNN(cudnnSetConvolutionMathType(P->conv, math_of(c, math)));
     P->copy_z = c->kind == CG_CONV_FORWARD && !P->fused && c->has_z &&

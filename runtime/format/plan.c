@@ -677,6 +677,12 @@ static int read_cuda(reader *r, rt_plan *p)
     const char *conv = rt_plan_meta(p, "conv");
     if (conv && cg_conv_lookup(conv) < 0 && strcmp(conv, "auto") != 0)
         return BAD(r, "kernels, but the meta's conv (%s) is not cudnn, igemm, cudnn-nhwc or auto", conv);
+    const char *layout = rt_plan_meta(p, "layout");
+    if (layout && cg_layout_lookup(layout) < 0)
+        return BAD(r, "kernels, but the meta's layout (%s) is not auto, nchw or nhwc", layout);
+    const char *det = rt_plan_meta(p, "deterministic");
+    if (det && strcmp(det, "1") != 0)
+        return BAD(r, "kernels, but the meta's deterministic (%s) is not 1", det);
     int newest = 0;
     for (int a = 1; a < narchs; a++)
         if (atoi(archs[a] + 3) > atoi(archs[newest] + 3))

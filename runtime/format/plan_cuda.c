@@ -281,6 +281,11 @@ cg_program *rt_plan_program(const rt_plan *p, char *err, size_t errlen)
     signed char *choice = NULL;
     if (conv && !automatic)
         o.conv = (cg_conv_impl)cg_conv_lookup(conv);
+    const char *layout = rt_plan_meta(p, "layout"); /* absent: auto */
+    if (layout)
+        o.layout = (cg_layout)cg_layout_lookup(layout);
+    const char *det = rt_plan_meta(p, "deterministic"); /* absent: the fastest algorithms */
+    o.deterministic = det && strcmp(det, "1") == 0;
     if (tuning_choices(p, &choice, err, errlen) != 0)
         return NULL;
     if (automatic != (choice != NULL)) {

@@ -600,6 +600,24 @@ static size_t filter_bytes(const struct cudnnFilterStruct *f)
     return (size_t)f->k * f->c * f->r * f->s * fk_type_size(cuda_type(f->type));
 }
 
+/* GNC_FAKECUDA_NONDET_FASTEST=1: the non-deterministic algorithms time
+ * fastest (a find lists them first, as cuDNN sorts its results by time), so
+ * that a caller who must keep to deterministic ones (--deterministic) is seen
+ * to skip them. */
+static void nondet_first(listed *l, int n)
+{
+    const char *v = getenv("GNC_FAKECUDA_NONDET_FASTEST");
+    if (!v || strcmp(v, "1") != 0)
+        return;
+    listed t[NALGOS];
+    int k = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < n; i++)
+            if ((pass == 0) == (l[i].det == 0 && l[i].status == CUDNN_STATUS_SUCCESS))
+                t[k++] = l[i];
+    memcpy(l, t, (size_t)n * sizeof *l);
+}
+
 /* cudnnFind*AlgorithmEx: cuDNN's own timing, which runs each algorithm on the
  * caller's buffers and workspace (so they must lie in the handle's device's
  * memory); here the checks and the same list as the heuristic's, "timed" at
@@ -628,6 +646,7 @@ static size_t filter_bytes(const struct cudnnFilterStruct *f)
             return CUDNN_STATUS_BAD_PARAM;                                           \
         listed l[NALGOS];                                                            \
         int n = list_algos(kind, &pb, l);                                            \
+        nondet_first(l, n);                                                          \
         if (n > requestedAlgoCount)                                                  \
             n = requestedAlgoCount;                                                  \
         for (int i = 0; i < n; i++) {                                                \

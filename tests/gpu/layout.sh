@@ -5,18 +5,22 @@
 # stand-in cuDNN counts as the calls run (tests/fakecuda/cudnn.c, "Layouts").
 #   layout.sh GNC SOURCE_DIR WORK_DIR FAKECUDA_DIR
 # lenet inference on the stand-ins, 3 runs, at fp32 (exact: none), tf32 and
-# bf16 (NCHW: cuDNN's 3 per call but the forward one on one input channel),
-# and bf16 with --conv cudnn-nhwc (gnc's own, cuDNN none).  Exit 77 (skipped)
-# where gnc has no NVRTC to compile the kernels the stand-ins run.
+# bf16 --layout nchw (cuDNN's 3 per call but the forward one on one input
+# channel), bf16 (channels-last activations: cuDNN none, gnc's own where
+# conv2's result goes back to NCHW for the flatten) and bf16 with --conv
+# cudnn-nhwc (gnc's own, cuDNN none).  Exit 77 (skipped) where gnc has no
+# NVRTC to compile the kernels the stand-ins run.
 set -u
 gnc=$(realpath "$1") src=$(realpath "$2") work=$3 fake=$(realpath "$4")
 . "$src/tests/lib.sh"
 on_stand_in layout
 json() { /usr/bin/env python3 -c "import json,sys; p=json.load(open(sys.argv[1])); $2" "$1"; }
-for c in "fp32 cudnn 0 0" "tf32 cudnn 0 3" "bf16 cudnn 0 3" "bf16 cudnn-nhwc 1 0"; do
+for c in "fp32 cudnn auto 0 0" "tf32 cudnn auto 0 3" "bf16 cudnn nchw 0 3" "bf16 cudnn auto 1 0" \
+         "bf16 cudnn-nhwc auto 1 0"; do
     set -- $c
-    p=$1 conv=$2 own=$3 lib=$4 name="$1 --conv $2"
-    expect 0 "$gnc" compile "$src/models/lenet.net" -D batch=8 --precision $p --conv $conv -o l.gnc
+    p=$1 conv=$2 layout=$3 own=$4 lib=$5 name="$1 --conv $2 --layout $3"
+    expect 0 "$gnc" compile "$src/models/lenet.net" -D batch=8 --precision $p --conv $conv \
+        --layout $layout -o l.gnc
     expect 0 "$gnc" inspect l.gnc --json
     echo "$out" >l.json
     json l.json "d = p['devices'][0]

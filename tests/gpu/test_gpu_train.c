@@ -305,6 +305,7 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
     diag_init(&d);
     mp_plan *mp = mp_plan_graph(g);
     cg_options o = cg_options_default();
+    o.deterministic = 1; /* graph replay bitwise equal to eager */
     o.conv = c->conv;
     signed char *choice = c->mixed ? malloc((size_t)g->nvalues) : NULL;
     if (choice) {
@@ -495,6 +496,7 @@ static void graph_faults(const gpu_env *env, const char *src)
             diag_init(&d);
             mp_plan *mp = mp_plan_graph(g);
             cg_options o = cg_options_default();
+            o.deterministic = 1; /* graph replay bitwise equal to eager */
             cg_program *p = cg_generate(g, mp, &o, &d);
             rt_exec *x = rt_exec_new(g, err, sizeof err);
             rt_cuda_options oe = {0}, og = {0};

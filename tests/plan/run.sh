@@ -72,10 +72,11 @@ if [ "$nvrtc" = ON ]; then
     grep -q "update %" <<<"$out" && bad "an update copied back" || ok
     # the optimizer's 76 steps in one launch, the 16-bit copies of the
     # weights in one, the convolutions' biases and their gradients in the
-    # batchnorms' kernels: 150 steps in all (from 388), at most 160 with the
-    # reductions in parts
+    # batchnorms' kernels: 150 steps in all (from 388), at most 170 with the
+    # reductions in parts (channels-last, every batchnorm is a kernel of
+    # partial sums and one that normalizes: layer4's too)
     n=$(grep -cE "^ +[0-9]+ (kernel|gemm|conv|copy)" <<<"$out")
-    [ "$n" -le 160 ] && ok || bad "resnet18's bf16 training step takes $n steps, more than 160"
+    [ "$n" -le 170 ] && ok || bad "resnet18's bf16 training step takes $n steps, more than 170"
     has "sgd of 76 tensors (one launch)"
     # adam's four pointers a tensor, 162 tensors: 120 do not fit CUDA's 4 KiB
     # of parameters, 90 and 72 do; each kernel has thousands of identifiers,
@@ -92,7 +93,7 @@ if [ "$nvrtc" = ON ]; then
         --gpus 2 --strategy data --stats
     for d in 0 1; do
         n2=$(sed -n "s/^cuda.d$d.steps: //p" <<<"$out")
-        [ "${n2:-999}" -le 160 ] && ok || bad "resnet18 bf16 on 2 devices: device $d takes $n2 steps"
+        [ "${n2:-999}" -le 170 ] && ok || bad "resnet18 bf16 on 2 devices: device $d takes $n2 steps"
     done
     # the same counts for scripts
     steps=$n
