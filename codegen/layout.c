@@ -211,12 +211,13 @@ void cg_choose_layouts(cg_gen *G)
     for (int i = 0; i < nv; i++)
         parent[i] = i;
     ir_for_each_node(g, n) {
-        unsigned tied;
+        unsigned tied = 0;
         int kind = ir_op_communicates(n->op) ? NCHW : kind_of(G, n, &tied);
         const ir_value *first = NULL;
         for (int j = 0; j < n->nin + n->nout; j++) {
             const ir_value *v = j < n->nin ? n->in[j] : n->out[j - n->nin];
-            unsigned bit = j < n->nin ? 1u << j : 1u << (8 + j - n->nin);
+            int slot = j < n->nin ? j : 8 + j - n->nin; /* tied's bit; past 15: none */
+            unsigned bit = slot < 16 && (j < n->nin ? j < 8 : j - n->nin < 8) ? 1u << slot : 0;
             if (!cg_layout_matters(v))
                 continue;
             if (kind == NCHW)
