@@ -143,7 +143,7 @@ void cg_fail(cg_gen *G, const ir_node *n, const char *fmt, ...)
 
 /* ---------------------------------------------------------------- 1. storage */
 
-static int find(int *parent, int x)
+int cg_find(int *parent, int x)
 {
     while (parent[x] != x)
         x = parent[x] = parent[parent[x]];
@@ -152,7 +152,7 @@ static int find(int *parent, int x)
 
 static void unite(int *parent, int a, int b)
 {
-    a = find(parent, a), b = find(parent, b);
+    a = cg_find(parent, a), b = cg_find(parent, b);
     if (a != b)
         parent[a] = b;
 }
@@ -192,8 +192,13 @@ static int passes_through(ir_op op)
  * reads it converting. */
 static int lowp_filter_grad(const cg_gen *G, const ir_value *v)
 {
-    if (v->kind != IR_VALUE_NODE || v->def->op != IR_OP_CONV2D_GRAD_WEIGHT || G->external[v->id] ||
-        G->rstart[v->id] == G->rstart[v->id + 1])
+    return v->kind == IR_VALUE_NODE && v->def->op == IR_OP_CONV2D_GRAD_WEIGHT &&
+           !G->external[v->id] && cg_only_optimizers(G, v);
+}
+
+int cg_only_optimizers(const cg_gen *G, const ir_value *v)
+{
+    if (G->rstart[v->id] == G->rstart[v->id + 1])
         return 0;
     for (int r = G->rstart[v->id]; r < G->rstart[v->id + 1]; r++) {
         const ir_node *m = G->node_at[G->readers[r]];
@@ -259,10 +264,10 @@ static void classify(cg_gen *G)
     for (int changed = 1; changed;) {
         changed = 0;
         for (int i = 0; i < nv; i++)
-            if (keep[i] && !keep[find(parent, i)])
-                keep[find(parent, i)] = 1, changed = 1;
+            if (keep[i] && !keep[cg_find(parent, i)])
+                keep[cg_find(parent, i)] = 1, changed = 1;
         for (int i = 0; i < nv; i++)
-            if (!keep[i] && keep[find(parent, i)])
+            if (!keep[i] && keep[cg_find(parent, i)])
                 keep[i] = 1, changed = 1;
         for (const ir_node *n = g->tail; n; n = n->prev) {
             if (!passes_through(n->op))

@@ -164,6 +164,10 @@ int cg_nhwc_same(const ir_type *t);
 /* Whether the layout of v matters: a 4-d tensor whose bytes differ between
  * NCHW and NHWC. */
 int cg_layout_matters(const ir_value *v);
+/* Whether v is read by optimizer steps alone, as their gradient. */
+int cg_only_optimizers(const cg_gen *G, const ir_value *v);
+/* The root of x's set in a union-find forest (parent: by value id). */
+int cg_find(int *parent, int x);
 /* Chooses each value's layout (G->nhwc, G->ptype): layout.c. */
 void cg_choose_layouts(cg_gen *G);
 /* Whether convolution node n runs as a cuDNN call on channels-last tensors:

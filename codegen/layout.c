@@ -127,13 +127,6 @@ static int kind_of(cg_gen *G, const ir_node *n, unsigned *tied)
     }
 }
 
-static int find(int *parent, int x)
-{
-    while (parent[x] != x)
-        x = parent[x] = parent[parent[x]];
-    return x;
-}
-
 /* Whether the program may store v channels-last: it made v, in the arena. */
 static int candidate(cg_gen *G, const ir_value *v)
 {
@@ -156,19 +149,6 @@ static ir_type nhwc_type(const ir_type *t)
     p.rank = 4;
     p.dims[0] = d[0], p.dims[1] = d[2], p.dims[2] = d[3], p.dims[3] = d[1];
     return p;
-}
-
-/* Whether v is read by optimizer steps alone, as their gradient. */
-static int only_optimizers(cg_gen *G, const ir_value *v)
-{
-    if (G->rstart[v->id] == G->rstart[v->id + 1])
-        return 0;
-    for (int r = G->rstart[v->id]; r < G->rstart[v->id + 1]; r++) {
-        const ir_node *m = G->node_at[G->readers[r]];
-        if ((m->op != IR_OP_SGD && m->op != IR_OP_ADAM) || m->in[1] != v || m->in[0] == v)
-            return 0;
-    }
-    return 1;
 }
 
 int cg_conv_nhwc(cg_gen *G, const ir_node *n, const ir_value *res, const ir_value *z)
@@ -224,7 +204,7 @@ void cg_choose_layouts(cg_gen *G)
                 nchw[v->id] = 1;
             if (kind == TIED && (tied & bit)) {
                 if (first)
-                    parent[find(parent, v->id)] = find(parent, first->id);
+                    parent[cg_find(parent, v->id)] = cg_find(parent, first->id);
                 first = first ? first : v;
             }
         }
@@ -233,7 +213,7 @@ void cg_choose_layouts(cg_gen *G)
         if (k >= 0 && cg_layout_matters(n->out[0]) && n->in[k]->kind == IR_VALUE_NODE &&
             G->mp->offset_by_id[n->in[k]->id] >= 0 &&
             G->mp->offset_by_id[n->in[k]->id] == G->mp->offset_by_id[n->out[0]->id])
-            parent[find(parent, n->in[k]->id)] = find(parent, n->out[0]->id);
+            parent[cg_find(parent, n->in[k]->id)] = cg_find(parent, n->out[0]->id);
     }
     /* a filter's gradient and what is computed from it (accumulated over
        microbatches, summed, all-reduced) are the parameters' KCRS, not
@@ -251,14 +231,14 @@ void cg_choose_layouts(cg_gen *G)
             nchw[i] = 1;
     for (int i = 0; i < nv; i++)
         if (nchw[i])
-            nchw[find(parent, i)] = 1;
+            nchw[cg_find(parent, i)] = 1;
     for (int i = 0; i < nv; i++)
-        G->nhwc[i] = val[i] && candidate(G, val[i]) && !nchw[find(parent, i)];
+        G->nhwc[i] = val[i] && candidate(G, val[i]) && !nchw[cg_find(parent, i)];
     /* filter gradients only optimizers read: as a channels-last call writes
        them (the optimizer reads them across layouts) */
     ir_for_each_node(g, n)
         if (n->op == IR_OP_CONV2D_GRAD_WEIGHT && candidate(G, n->out[0]) &&
-            only_optimizers(G, n->out[0]) && cg_conv_nhwc(G, n, NULL, NULL))
+            cg_only_optimizers(G, n->out[0]) && cg_conv_nhwc(G, n, NULL, NULL))
             G->nhwc[n->out[0]->id] = 1;
     base_free(wgrad);
     base_free(parent);
