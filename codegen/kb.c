@@ -39,7 +39,9 @@ static const char *const reserved[] = {
     "a", "ky", "kx", "iy", "ix", "oy", "ox", "y0", "x0", "y1", "x1", "ya", "yb", "xa", "xb",
     "oy0", "oy1", "ox0", "ox1", "arg", "arg_found", "u", "w", "pos", "src", "dst", "vec",
     "part", "t0", "t1", "p", "pd", "np", "mp", "bb", "sdx", "sd", "ny", "nx",
-    "ly0", "ly1", "lx0", "lx1", "wy",
+    "ly0", "ly1", "lx0", "lx1", "wy", "tx", "ty", "r0", "r1", "tile_red", "last_part",
+    "x_atv", "y_putv", "sh", "ss", "nt", "mt", "tm", "tq", "tn", "me", "na", "nb", "f", "h",
+    "mred", "sum8", "half_of", "pair_of", "round_to", "uint4",
     NULL};
 
 char *kb_kstr(kb *k, const char *fmt, ...)

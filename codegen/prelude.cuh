@@ -98,29 +98,43 @@ __device__ __forceinline__ void st(int *p, i64 i, int v) { p[i] = v; }
 __device__ __forceinline__ void st(i64 *p, i64 i, i64 v) { p[i] = v; }
 __device__ __forceinline__ void st(unsigned char *p, i64 i, unsigned char v) { p[i] = v; }
 
-/* N consecutive elements from element e (a multiple of N): one 16-byte access
- * for float, one 8-byte access for the 16-bit types (every buffer is 256-byte
+/* N consecutive elements from element e (a multiple of N): 16-byte
+ * accesses for float (one for 4, two for 8), for the 16-bit types one 8-byte
+ * access for 4 and one 16-byte access for 8 (every buffer is 256-byte
  * aligned). */
 template <int N> __device__ __forceinline__ void ldv(const float *p, i64 e, float *v)
 {
-    if constexpr (N == 4) {
-        const float4 t = *reinterpret_cast<const float4 *>(p + e);
-        v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
+    if constexpr (N == 4 || N == 8) {
+        for (int h = 0; h < N; h += 4) {
+            const float4 t = *reinterpret_cast<const float4 *>(p + e + h);
+            v[h] = t.x, v[h + 1] = t.y, v[h + 2] = t.z, v[h + 3] = t.w;
+        }
     } else {
         for (int j = 0; j < N; j++)
             v[j] = p[e + j];
     }
 }
 
+/* the 16-bit value in the low (hi = 0) or high half of word w, as a float */
+template <class H> __device__ __forceinline__ float half_of(unsigned w, int hi)
+{
+    H h;
+    h.bits = (unsigned short)(hi ? w >> 16 : w & 0xffffu);
+    return to_f32(h);
+}
+
 template <int N, class H> __device__ __forceinline__ void ldv(const H *p, i64 e, float *v)
 {
     if constexpr (N == 4) {
         const uint2 t = *reinterpret_cast<const uint2 *>(p + e);
-        H h[4];
-        h[0].bits = (unsigned short)(t.x & 0xffffu), h[1].bits = (unsigned short)(t.x >> 16);
-        h[2].bits = (unsigned short)(t.y & 0xffffu), h[3].bits = (unsigned short)(t.y >> 16);
+        const unsigned w[2] = {t.x, t.y};
         for (int j = 0; j < 4; j++)
-            v[j] = to_f32(h[j]);
+            v[j] = half_of<H>(w[j / 2], j % 2);
+    } else if constexpr (N == 8) {
+        const uint4 t = *reinterpret_cast<const uint4 *>(p + e);
+        const unsigned w[4] = {t.x, t.y, t.z, t.w};
+        for (int j = 0; j < 8; j++)
+            v[j] = half_of<H>(w[j / 2], j % 2);
     } else {
         for (int j = 0; j < N; j++)
             v[j] = to_f32(p[e + j]);
@@ -129,37 +143,42 @@ template <int N, class H> __device__ __forceinline__ void ldv(const H *p, i64 e,
 
 template <int N> __device__ __forceinline__ void stv(float *p, i64 e, const float *v)
 {
-    if constexpr (N == 4) {
-        *reinterpret_cast<float4 *>(p + e) = make_float4(v[0], v[1], v[2], v[3]);
+    if constexpr (N == 4 || N == 8) {
+        for (int h = 0; h < N; h += 4)
+            *reinterpret_cast<float4 *>(p + e + h) =
+                make_float4(v[h], v[h + 1], v[h + 2], v[h + 3]);
     } else {
         for (int j = 0; j < N; j++)
             p[e + j] = v[j];
     }
 }
 
-template <int N> __device__ __forceinline__ void stv(bf16 *p, i64 e, const float *v)
+__device__ __forceinline__ void round_to(bf16 &h, float f) { h = to_bf16(f); }
+__device__ __forceinline__ void round_to(f16 &h, float f) { h = to_f16(f); }
+
+/* v[j], v[j + 1] rounded to H, as one word */
+template <class H> __device__ __forceinline__ unsigned pair_of(const float *v, int j)
 {
-    if constexpr (N == 4) {
-        uint2 t;
-        t.x = (unsigned)to_bf16(v[0]).bits | (unsigned)to_bf16(v[1]).bits << 16;
-        t.y = (unsigned)to_bf16(v[2]).bits | (unsigned)to_bf16(v[3]).bits << 16;
-        *reinterpret_cast<uint2 *>(p + e) = t;
-    } else {
-        for (int j = 0; j < N; j++)
-            p[e + j] = to_bf16(v[j]);
-    }
+    H lo, hi;
+    round_to(lo, v[j]);
+    round_to(hi, v[j + 1]);
+    return (unsigned)lo.bits | (unsigned)hi.bits << 16;
 }
 
-template <int N> __device__ __forceinline__ void stv(f16 *p, i64 e, const float *v)
+template <int N, class H> __device__ __forceinline__ void stv(H *p, i64 e, const float *v)
 {
     if constexpr (N == 4) {
         uint2 t;
-        t.x = (unsigned)to_f16(v[0]).bits | (unsigned)to_f16(v[1]).bits << 16;
-        t.y = (unsigned)to_f16(v[2]).bits | (unsigned)to_f16(v[3]).bits << 16;
+        t.x = pair_of<H>(v, 0), t.y = pair_of<H>(v, 2);
         *reinterpret_cast<uint2 *>(p + e) = t;
+    } else if constexpr (N == 8) {
+        uint4 t;
+        t.x = pair_of<H>(v, 0), t.y = pair_of<H>(v, 2), t.z = pair_of<H>(v, 4),
+        t.w = pair_of<H>(v, 6);
+        *reinterpret_cast<uint4 *>(p + e) = t;
     } else {
         for (int j = 0; j < N; j++)
-            p[e + j] = to_f16(v[j]);
+            st(p, e + j, v[j]);
     }
 }
 

@@ -920,163 +920,469 @@ static void tile_sum(kb *k, const char *v)
     kb_line(k, "        %s += tile_red[j][tx];", v);
 }
 
-/* v[ch], or 0 past the channels */
-static const char *tile_at(kb *k, const ir_value *v, int64_t c)
+/* ---- channels-last batchnorm ----
+ *
+ * Over x as [rows, c] (NHWC: a row is a pixel), three kernels: each part of
+ * the rows' sums (pre), each channel's parts merged once (mid, which also
+ * writes the op's per-channel results), and the elementwise pass (k).  A
+ * thread takes v neighbouring channels, read and written 16 bytes at a time
+ * where c allows (ldv/stv), tx threads across a tile's channels and
+ * ty = 256 / tx across its rows, so that a warp reads whole rows of the tile,
+ * consecutive in memory.  A thread's sums are floats (the statistics about
+ * its first element, which keeps them small), merged in a fixed order: a
+ * tree over the tile's rows (Chan et al.'s formula for the statistics), then
+ * the parts in a fixed order, in double, by mid.  The partial sums are
+ * pd[2 (channel parts + part)], so that mid's block reads its own
+ * channel's. */
+typedef struct {
+    int v, tx, ty;
+    int64_t c, rows, tiles, parts;
+} bn_tile;
+
+static bn_tile bn_tile_of(kb *k, const ir_value *x)
 {
-    return kb_kstr(k, "(ch < %lld ? (double)%s : 0.0)", (long long)c, kb_at_index(k, v, "ch"));
+    bn_tile T;
+    T.c = x->type.dims[1];
+    T.rows = ir_type_numel(&x->type) / T.c;
+    T.v = 16 / (int)cg_dtype_size(cg_dtype_of(k->G, x));
+    if (T.c % T.v)
+        T.v = 1;
+    T.tx = 32;
+    while (T.tx > 1 && (int64_t)(T.tx / 2) * T.v >= T.c)
+        T.tx /= 2;
+    T.ty = 256 / T.tx;
+    T.tiles = kb_div_up(T.c, (int64_t)T.tx * T.v);
+    /* four blocks per SM of an H100 or H200, each thread 4 rows or more */
+    int64_t p = kb_div_up(2 * FILL_BLOCKS, T.tiles), most = kb_div_up(T.rows, 4 * (int64_t)T.ty);
+    p = p < most ? p : most;
+    T.parts = kb_div_up(T.rows, kb_div_up(T.rows, p)); /* no part empty */
+    return T;
 }
 
-/* batchnorm_train over channels-last x: the partial sums and sums of squares
- * of each part in one pass (doubles), then each part's block adds its
- * channels' parts in order and normalizes its rows. */
-static int64_t bn_train_nhwc(kb *k, const ir_node *n, kb *pre)
+static void bn_tile_start(kb *k, const bn_tile *T)
 {
-    const ir_type *t = &n->in[0]->type;
-    int64_t c = t->dims[1], count = ir_type_numel(t) / c, tiles = kb_div_up(c, 32);
-    int64_t parts = tile_parts(tiles, count);
-    cg_ref ws = split(k, pre, tiles, count, parts, 64);
-    pre->nt = k->nt = 256;
-    const char *x = bn_loader(pre, n);
-    tile_start(pre, count);
-    partials(pre, ws, 1);
-    if (x)
-        kb_line(pre, "const float bb = (float)%s; /* the bias of %%%s, added here */",
-                tile_at(pre, pre->G->bias_of, c), cg_name(pre->G->bias_of));
-    kb_line(pre, "double s = 0.0, ss = 0.0;");
-    tile_loop(pre, c, x ? kb_kstr(pre, "{ st(%s, i, x_at(i) + bb); const double v = x_at(i); "
-                                  "s += v; ss += v * v; }", x)
-                        : "{ const double v = x_at(i); s += v; ss += v * v; }");
-    tile_sum(pre, "s");
-    tile_sum(pre, "ss");
-    kb_line(pre, "if (ty == 0 && ch < %lld) {", (long long)c);
-    kb_line(pre, "    pd[2 * (ch * %lld + part)] = s;", (long long)parts);
-    kb_line(pre, "    pd[2 * (ch * %lld + part) + 1] = ss;", (long long)parts);
-    kb_line(pre, "}");
+    long long P = (long long)T->parts;
+    kb_line(k, "const %s tx = threadIdx.x %% %d, ty = threadIdx.x / %d;", k->itype, T->tx, T->tx);
+    kb_line(k, "const %s ch = (%s)(blockIdx.x / %lld) * %d + tx * %d, part = blockIdx.x %% %lld;",
+            k->itype, k->itype, P, T->tx * T->v, T->v, P);
+    kb_line(k, "const %s r0 = part * %lld, r1 = part == %lld ? %lld : r0 + %lld;", k->itype,
+            (long long)k->plen, P - 1, (long long)T->rows, (long long)k->plen);
+}
 
-    emit_loader(k, n);
-    emit_storer(k, n);
-    tile_start(k, count);
-    partials(k, ws, 0);
-    kb_line(k, "double s = 0.0, ss = 0.0;");
-    kb_line(k, "for (%s p = 0; ch < %lld && p < %lld; p++) {", k->itype, (long long)c,
-            (long long)parts);
-    kb_line(k, "    s += pd[2 * (ch * %lld + p)];", (long long)parts);
-    kb_line(k, "    ss += pd[2 * (ch * %lld + p) + 1];", (long long)parts);
+/* body for the elements i .. i + v - 1 of each of the thread's rows */
+static void bn_tile_loop(kb *k, const bn_tile *T, const char *body)
+{
+    kb_line(k, "if (ch < %lld)", (long long)T->c);
+    kb_line(k, "    for (%s r = r0 + ty; r < r1; r += %d) {", k->itype, T->ty);
+    kb_line(k, "        const %s i = r * %lld + ch;", k->itype, (long long)T->c);
+    kb_line(k, "        %s", body);
+    kb_line(k, "    }");
+}
+
+/* float name[v] = v's elements ch .. ch + v - 1 (0 past the channels) */
+static void bn_per_channel(kb *k, const bn_tile *T, const char *name, const char *expr_of_c)
+{
+    kb_line(k, "float %s[%d];", name, T->v);
+    kb_line(k, "for (int j = 0; j < %d; j++)", T->v);
+    kb_line(k, "    %s[j] = ch < %lld ? %s : 0.0f;", name, (long long)T->c, expr_of_c);
+}
+
+/* float a[v] = v at elements i .. i + v - 1: one vector access where v is
+ * stored as the kernel indexes it */
+static void bn_vread(kb *k, const bn_tile *T, const ir_value *v, const char *a)
+{
+    kb_line(k, "float %s[%d];", a, T->v);
+    if (!kb_crossed(k, v) && ir_is_float(cg_dtype_of(k->G, v))) {
+        kb_line(k, "ldv<%d>(%s, i, %s);", T->v, kb_reads(k, v, 1), a);
+        return;
+    }
+    kb_line(k, "for (int j = 0; j < %d; j++)", T->v);
+    kb_line(k, "    %s[j] = ld(%s, %s);", a, kb_reads(k, v, 0), kb_cross_index(k, v, "(i + j)"));
+}
+
+/* x_atv(e, a): the special's first operand at elements e .. e + v - 1,
+ * through the prologue; one vector access where it is x as stored. */
+static void emit_vloader(kb *k, const ir_node *sp, const bn_tile *T)
+{
+    const ir_value *x = sp->in[0];
+    if (k->sp == 0 && !kb_crossed(k, x) && !cg_const_inline(k->G, x) &&
+        ir_is_float(cg_dtype_of(k->G, x))) {
+        kb_line(k, "auto x_atv = [&](%s e, float *a) { ldv<%d>(%s, e, a); };", k->itype, T->v,
+                kb_reads(k, x, 1));
+        return;
+    }
+    emit_loader(k, sp);
+    kb_line(k, "auto x_atv = [&](%s e, float *a) {", k->itype);
+    kb_line(k, "    for (int j = 0; j < %d; j++)", T->v);
+    kb_line(k, "        a[j] = x_at(e + j);");
+    kb_line(k, "};");
+}
+
+/* y_putv(e, a): the special's first result a at elements e .. e + v - 1,
+ * through the epilogue, each value stored where read after the kernel: with
+ * one vector access where it is a float stored as the kernel indexes it. */
+static void emit_vstorer(kb *k, const ir_node *sp, const bn_tile *T)
+{
+    int saved = k->nregs, arr = k->array;
+    const char *idx = k->idx;
+    const ir_type *iter = k->iter;
+    k->array = 0;
+    k->idx = "i";
+    k->iter = kb_type(k, sp->out[0]);
+    kb_line(k, "auto y_putv = [&](%s e, const float *a) {", k->itype);
+    k->indent++;
+    const char *vec[MAX_REGS] = {0};
+    for (int m = k->sp; m < k->nm; m++) {
+        const ir_value *v = k->m[m]->out[0];
+        if (kb_needs_store(k, v) && !kb_crossed(k, v) && ir_is_float(cg_dtype_of(k->G, v))) {
+            vec[m] = kb_tmp(k, "o");
+            kb_line(k, "float %s[%d];", vec[m], T->v);
+        }
+    }
+    kb_line(k, "#pragma unroll");
+    kb_line(k, "for (int j = 0; j < %d; j++) {", T->v);
+    k->indent++;
+    kb_line(k, "const %s i = e + j;", k->itype);
+    kb_line(k, "const float v = a[j];");
+    kb_line(k, "(void)i, (void)v;");
+    kb_bind_reg(k, sp->out[0], "v");
+    for (int m = k->sp + 1; m < k->nm; m++)
+        kb_emit_map(k, k->m[m]);
+    for (int m = k->sp; m < k->nm; m++) {
+        const ir_value *v = k->m[m]->out[0];
+        if (vec[m])
+            kb_line(k, "%s[j] = %s;", vec[m], kb_reg(k, v));
+        else if (kb_needs_store(k, v))
+            kb_store(k, v, "i", kb_reg(k, v));
+    }
+    k->indent--;
     kb_line(k, "}");
-    kb_line(k, "const double mu = s / %lld.0, d2 = ss / %lld.0 - mu * mu, var = d2 > 0.0 ? d2 : "
-            "0.0;", (long long)count, (long long)count);
-    bn_store_stats(k, n, count, kb_kstr(k, "ty == 0 && part == 0 && ch < %lld", (long long)c));
-    kb_line(k, "const float fm = (float)mu, scale = (float)%s * (float)is, shift = (float)%s;",
-            tile_at(k, n->in[1], c), tile_at(k, n->in[2], c));
-    tile_loop(k, c, "y_put(i, (x_at(i) - fm) * scale + shift);");
-    return tiles * parts;
+    for (int m = k->sp; m < k->nm; m++)
+        if (vec[m])
+            kb_line(k, "stv<%d>(%s, e, %s);", T->v, kb_writes(k, k->m[m]->out[0], 1), vec[m]);
+    k->indent--;
+    kb_line(k, "};");
+    k->nregs = saved;
+    k->array = arr;
+    k->idx = idx;
+    k->iter = iter;
+}
+
+/* The thread's float a[v] (and b[v]) added over the tile's rows, in a tree
+ * of fixed shape, into those of the threads of row ty = 0.  With chan, a and
+ * b are a mean and a sum of squared deviations of nt elements, merged by
+ * Chan et al.'s formula. */
+static void bn_tile_tree(kb *k, const bn_tile *T, const char *a, const char *b, int chan)
+{
+    if (!strstr(k->shared.s ? k->shared.s : "", "tm["))
+        cg_sb_printf(&k->shared, "    __shared__ float tm[%d], tq[%d];\n", 256 * T->v, 256 * T->v);
+    if (chan)
+        cg_sb_printf(&k->shared, "    __shared__ float tn[256];\n");
+    int V = T->v;
+    kb_line(k, "__syncthreads();");
+    kb_line(k, "for (int j = 0; j < %d; j++) {", V);
+    kb_line(k, "    tm[threadIdx.x * %d + j] = %s[j];", V, a);
+    if (b)
+        kb_line(k, "    tq[threadIdx.x * %d + j] = %s[j];", V, b);
+    kb_line(k, "}");
+    if (chan)
+        kb_line(k, "tn[threadIdx.x] = nt;");
+    kb_line(k, "__syncthreads();");
+    kb_line(k, "for (int h = %d; h > 0; h /= 2) {", T->ty / 2);
+    kb_line(k, "    if (ty < h) {");
+    kb_line(k, "        const int o = threadIdx.x + h * %d, me = threadIdx.x;", T->tx);
+    if (chan) {
+        kb_line(k, "        const float na = tn[me], nb = tn[o], f = nb > 0.0f ? nb / (na + nb) : "
+                "0.0f;");
+        kb_line(k, "        for (int j = 0; j < %d; j++) {", V);
+        kb_line(k, "            const float d = tm[o * %d + j] - tm[me * %d + j];", V, V);
+        kb_line(k, "            tm[me * %d + j] += d * f;", V);
+        kb_line(k, "            tq[me * %d + j] += tq[o * %d + j] + d * d * na * f;", V, V);
+        kb_line(k, "        }");
+        kb_line(k, "        tn[me] = na + nb;");
+    } else {
+        kb_line(k, "        for (int j = 0; j < %d; j++) {", V);
+        kb_line(k, "            tm[me * %d + j] += tm[o * %d + j];", V, V);
+        if (b)
+            kb_line(k, "            tq[me * %d + j] += tq[o * %d + j];", V, V);
+        kb_line(k, "        }");
+    }
+    kb_line(k, "    }");
+    kb_line(k, "    __syncthreads();");
+    kb_line(k, "}");
+    kb_line(k, "for (int j = 0; j < %d; j++) {", V);
+    kb_line(k, "    %s[j] = tm[threadIdx.x * %d + j];", a, V);
+    if (b)
+        kb_line(k, "    %s[j] = tq[threadIdx.x * %d + j];", b, V);
+    kb_line(k, "}");
+}
+
+/* The tile's row-0 threads' a[v] and b[v] as the part's partial sums. */
+static void bn_put_part(kb *k, const bn_tile *T, const char *a, const char *b)
+{
+    kb_line(k, "if (ty == 0 && ch < %lld)", (long long)T->c);
+    kb_line(k, "    for (int j = 0; j < %d; j++) {", T->v);
+    kb_line(k, "        pd[2 * ((ch + j) * %lld + part)] = %s[j];", (long long)T->parts, a);
+    kb_line(k, "        pd[2 * ((ch + j) * %lld + part) + 1] = %s[j];", (long long)T->parts, b);
+    kb_line(k, "    }");
+}
+
+/* mid: a block a channel, its threads taking every nt-th part; the parts
+ * added in a fixed order (block_sum's) into double s and q, the same in all
+ * of the block's threads.  With chan, the parts' means and squared
+ * deviations merged (Chan et al.) into the channel's mean mu and variance
+ * var; else the two sums. */
+static void bn_merge_parts(kb *mid, const bn_tile *T, cg_ref ws, const kb *k, int chan)
+{
+    long long P = (long long)T->parts, L = (long long)k->plen;
+    mid->nt = T->parts >= 256 ? 256 : 64;
+    mid->grid = T->c;
+    mid->parts = T->parts, mid->plen = k->plen, mid->pbytes = k->pbytes;
+    mid->itype = k->itype;
+    const char *red = shared_red(mid, 1);
+    kb_line(mid, "const %s ch = blockIdx.x;", mid->itype);
+    partials(mid, ws, 0);
+    kb_line(mid, "double s = 0.0, q = 0.0;");
+    const char *loop = kb_kstr(mid, "for (%s p = threadIdx.x; p < %lld; p += %d)", mid->itype, P,
+                               mid->nt);
+    if (!chan) {
+        kb_line(mid, "%s {", loop);
+        kb_line(mid, "    s += pd[2 * (ch * %lld + p)];", P);
+        kb_line(mid, "    q += pd[2 * (ch * %lld + p) + 1];", P);
+        kb_line(mid, "}");
+        kb_line(mid, "s = block_sum<%d>(s, %s);", mid->nt, red);
+        kb_line(mid, "q = block_sum<%d>(q, %s);", mid->nt, red);
+        return;
+    }
+    const char *np = kb_kstr(mid, "(p == %lld ? %lld.0 : %lld.0)", P - 1,
+                             (long long)T->rows - (P - 1) * L, L);
+    kb_line(mid, "%s", loop);
+    kb_line(mid, "    s += %s * pd[2 * (ch * %lld + p)];", np, P);
+    kb_line(mid, "const double mu = block_sum<%d>(s, %s) / %lld.0;", mid->nt, red,
+            (long long)T->rows);
+    kb_line(mid, "%s {", loop);
+    kb_line(mid, "    const double d = pd[2 * (ch * %lld + p)] - mu;", P);
+    kb_line(mid, "    q += pd[2 * (ch * %lld + p) + 1] + %s * d * d;", P, np);
+    kb_line(mid, "}");
+    kb_line(mid, "const double var = block_sum<%d>(q, %s) / %lld.0;", mid->nt, red,
+            (long long)T->rows);
+}
+
+/* The per-channel floats mid leaves to k: n of them a channel. */
+static kparam *bn_channels(kb *k, cg_ref at, const bn_tile *T, int n, int write)
+{
+    kparam *p = kb_param_at(k, NULL, "chan", at, IR_F32, n * T->c * (int64_t)sizeof(float));
+    if (write)
+        p->write_other = 1;
+    else
+        p->read_other = 1;
+    return p;
+}
+
+/* batchnorm_train over channels-last x: pre's statistics of each part (and
+ * where a convolution left its bias here, x + bias stored back), mid's
+ * merge, then y = (x - mean) scale + shift. */
+static int64_t bn_train_nhwc(kb *k, const ir_node *n, kb *pre, kb *mid)
+{
+    bn_tile T = bn_tile_of(k, n->in[0]);
+    long long C = (long long)T.c;
+    int V = T.v;
+    cg_ref ws = split(k, pre, T.tiles, T.rows, T.parts, 2 * T.tx * V);
+    cg_ref chan = cg_workspace(k->G, 3 * T.c * (int64_t)sizeof(float));
+    pre->nt = k->nt = 256;
+
+    const ir_value *bias = k->G->bias_pending == n->in[0] && k->sp == 0 ? k->G->bias_of : NULL;
+    emit_vloader(pre, n, &T);
+    bn_tile_start(pre, &T);
+    partials(pre, ws, 1);
+    const char *xw = NULL;
+    if (bias) {
+        bn_per_channel(pre, &T, "bb", kb_kstr(pre, "(float)%s",
+                                              kb_at_index(pre, bias, "(ch + j)")));
+        xw = kb_writes(pre, n->in[0], 1);
+        kb_line(pre, "/* bb: the bias of %%%s, added to x here */", cg_name(bias));
+    }
+    kb_line(pre, "float sh[%d], s[%d], ss[%d];", V, V, V);
+    kb_line(pre, "for (int j = 0; j < %d; j++)", V);
+    kb_line(pre, "    sh[j] = s[j] = ss[j] = 0.0f;");
+    kb_line(pre, "if (ch < %lld && r0 + ty < r1) { /* the thread's first elements: its shift */", C);
+    kb_line(pre, "    x_atv((r0 + ty) * %lld + ch, sh);", C);
+    if (bias)
+        kb_line(pre, "    for (int j = 0; j < %d; j++) sh[j] += bb[j];", V);
+    kb_line(pre, "}");
+    bn_tile_loop(pre, &T, bias ? kb_kstr(pre, "float a[%d]; x_atv(i, a); for (int j = 0; j < %d; "
+                                         "j++) a[j] += bb[j]; stv<%d>(%s, i, a); for (int j = 0; "
+                                         "j < %d; j++) { const float d = a[j] - sh[j]; s[j] += d; "
+                                         "ss[j] += d * d; }", V, V, V, xw, V)
+                               : kb_kstr(pre, "float a[%d]; x_atv(i, a); for (int j = 0; j < %d; "
+                                         "j++) { const float d = a[j] - sh[j]; s[j] += d; ss[j] "
+                                         "+= d * d; }", V, V));
+    kb_line(pre, "const float nt = r0 + ty < r1 ? (float)((r1 - r0 - ty + %d) / %d) : 0.0f;",
+            T.ty - 1, T.ty);
+    kb_line(pre, "for (int j = 0; j < %d; j++) { /* the mean and squared deviations */", V);
+    kb_line(pre, "    const float mt = nt > 0.0f ? s[j] / nt : 0.0f;");
+    kb_line(pre, "    ss[j] = fmaxf(ss[j] - s[j] * mt, 0.0f);");
+    kb_line(pre, "    s[j] = nt > 0.0f ? sh[j] + mt : 0.0f;");
+    kb_line(pre, "}");
+    bn_tile_tree(pre, &T, "s", "ss", 1);
+    bn_put_part(pre, &T, "s", "ss");
+
+    bn_merge_parts(mid, &T, ws, k, 1);
+    bn_store_stats(mid, n, T.rows, "threadIdx.x == 0");
+    kparam *cw = bn_channels(mid, chan, &T, 3, 1);
+    kb_line(mid, "if (threadIdx.x == 0) {");
+    kb_line(mid, "    %s[ch] = (float)mu;", cw->name);
+    kb_line(mid, "    %s[%lld + ch] = (float)%s * (float)is;", cw->name, C,
+            kb_at_index(mid, n->in[1], "ch"));
+    kb_line(mid, "    %s[%lld + ch] = (float)%s;", cw->name, 2 * C, kb_at_index(mid, n->in[2], "ch"));
+    kb_line(mid, "}");
+
+    emit_vloader(k, n, &T);
+    emit_vstorer(k, n, &T);
+    bn_tile_start(k, &T);
+    const char *cr = bn_channels(k, chan, &T, 3, 0)->name;
+    bn_per_channel(k, &T, "fm", kb_kstr(k, "%s[ch + j]", cr));
+    bn_per_channel(k, &T, "scale", kb_kstr(k, "%s[%lld + ch + j]", cr, C));
+    bn_per_channel(k, &T, "shift", kb_kstr(k, "%s[%lld + ch + j]", cr, 2 * C));
+    bn_tile_loop(k, &T, kb_kstr(k, "float a[%d]; x_atv(i, a); for (int j = 0; j < %d; j++) a[j] "
+                                "= (a[j] - fm[j]) * scale[j] + shift[j]; y_putv(i, a);", V, V));
+    return T.tiles * T.parts;
 }
 
 static const ir_node *bias_grad_of(kb *k, const ir_node *n);
 
-/* batchnorm_grad over channels-last dy and x, as bn_train_nhwc: each part's
- * sums of dy and dy xhat, then dx; and where a convolution's bias gradient
- * sums dx per channel next (bias_grad_of), each part's sum of dx as stored,
- * the tile's last part to finish adding its channels' parts in order. */
-static int64_t bn_grad_nhwc(kb *k, const ir_node *n, kb *pre)
+/* batchnorm_grad over channels-last dy and x, as bn_train_nhwc: pre's sums
+ * of dy and dy xhat of each part, mid's merge (and the gradients of the
+ * scale and shift), then dx; and where a convolution's bias gradient sums dx
+ * per channel next (bias_grad_of), each part's sum of dx as stored, the
+ * tile's last part to finish adding its channels' parts in order. */
+static int64_t bn_grad_nhwc(kb *k, const ir_node *n, kb *pre, kb *mid)
 {
-    const ir_type *t = &n->in[0]->type;
-    int64_t c = t->dims[1], count = ir_type_numel(t) / c, tiles = kb_div_up(c, 32);
-    int64_t parts = tile_parts(tiles, count);
+    bn_tile T = bn_tile_of(k, n->in[0]);
+    long long C = (long long)T.c, P = (long long)T.parts;
+    int V = T.v;
     const ir_node *bg = bias_grad_of(k, n);
-    cg_ref ws = split(k, pre, tiles, count, parts, 64), sums_dx = {0}, counts = {0};
+    cg_ref ws = split(k, pre, T.tiles, T.rows, T.parts, 2 * T.tx * V), sums_dx = {0}, counts = {0};
+    cg_ref chan = cg_workspace(k->G, 5 * T.c * (int64_t)sizeof(float));
+    int64_t sd_bytes = T.parts * T.c * (int64_t)sizeof(double);
     if (bg) {
-        sums_dx = cg_workspace(k->G, tiles * 32 * parts * (int64_t)sizeof(double));
-        counts = cg_workspace(k->G, tiles * (int64_t)sizeof(int));
+        sums_dx = cg_workspace(k->G, sd_bytes);
+        counts = cg_workspace(k->G, T.tiles * (int64_t)sizeof(int));
     }
     pre->nt = k->nt = 256;
-    emit_loader(pre, n);
-    const char *x = kb_reads(pre, n->in[1], 0);
-    tile_start(pre, count);
+
+    emit_vloader(pre, n, &T);
+    bn_tile_start(pre, &T);
     partials(pre, ws, 1);
-    kb_line(pre, "const double mu = %s, is = %s;", tile_at(pre, n->in[3], c),
-            tile_at(pre, n->in[4], c));
-    kb_line(pre, "double sdy = 0.0, sdyx = 0.0;");
-    tile_loop(pre, c, kb_kstr(pre, "{ const float q = x_at(i); sdy += q; "
-                              "sdyx += q * (ld(%s, i) - mu) * is; }", x));
-    tile_sum(pre, "sdy");
-    tile_sum(pre, "sdyx");
-    kb_line(pre, "if (ty == 0 && ch < %lld) {", (long long)c);
-    kb_line(pre, "    pd[2 * (ch * %lld + part)] = sdy;", (long long)parts);
-    kb_line(pre, "    pd[2 * (ch * %lld + part) + 1] = sdyx;", (long long)parts);
+    bn_per_channel(pre, &T, "mu", kb_at_index(pre, n->in[3], "(ch + j)"));
+    bn_per_channel(pre, &T, "is", kb_at_index(pre, n->in[4], "(ch + j)"));
+    kb_line(pre, "float sdy[%d], sdyx[%d];", V, V);
+    kb_line(pre, "for (int j = 0; j < %d; j++)", V);
+    kb_line(pre, "    sdy[j] = sdyx[j] = 0.0f;");
+    kb_line(pre, "if (ch < %lld)", C);
+    kb_line(pre, "    for (%s r = r0 + ty; r < r1; r += %d) {", pre->itype, T.ty);
+    pre->indent += 2;
+    kb_line(pre, "const %s i = r * %lld + ch;", pre->itype, C);
+    kb_line(pre, "float q[%d];", V);
+    kb_line(pre, "x_atv(i, q);");
+    bn_vread(pre, &T, n->in[1], "b");
+    kb_line(pre, "for (int j = 0; j < %d; j++) {", V);
+    kb_line(pre, "    sdy[j] += q[j];");
+    kb_line(pre, "    sdyx[j] += q[j] * (b[j] - mu[j]) * is[j];");
     kb_line(pre, "}");
+    pre->indent -= 2;
+    kb_line(pre, "    }");
+    bn_tile_tree(pre, &T, "sdy", "sdyx", 0);
+    bn_put_part(pre, &T, "sdy", "sdyx");
     if (bg) { /* the tiles' counts of finished parts, from 0 */
-        kparam *cn = kb_param_at(pre, NULL, "counts", counts, IR_I32, tiles * (int64_t)sizeof(int));
+        kparam *cn = kb_param_at(pre, NULL, "counts", counts, IR_I32,
+                                 T.tiles * (int64_t)sizeof(int));
         cn->write_other = 1;
         kb_line(pre, "if (threadIdx.x == 0 && part == 0)");
-        kb_line(pre, "    %s[blockIdx.x / %lld] = 0;", cn->name, (long long)parts);
+        kb_line(pre, "    %s[blockIdx.x / %lld] = 0;", cn->name, P);
     }
 
-    emit_loader(k, n);
-    emit_storer(k, n);
-    x = kb_reads(k, n->in[1], 0);
-    tile_start(k, count);
-    partials(k, ws, 0);
-    kb_line(k, "const double mu = %s, is = %s;", tile_at(k, n->in[3], c), tile_at(k, n->in[4], c));
-    kb_line(k, "double sdy = 0.0, sdyx = 0.0;");
-    kb_line(k, "for (%s p = 0; ch < %lld && p < %lld; p++) {", k->itype, (long long)c,
-            (long long)parts);
-    kb_line(k, "    sdy += pd[2 * (ch * %lld + p)];", (long long)parts);
-    kb_line(k, "    sdyx += pd[2 * (ch * %lld + p) + 1];", (long long)parts);
-    kb_line(k, "}");
-    kb_line(k, "if (ty == 0 && part == 0 && ch < %lld) {", (long long)c);
-    k->indent++;
-    store_other(k, n->out[2], "ch", "(float)sdy");
-    store_other(k, n->out[1], "ch", "(float)sdyx");
-    k->indent--;
-    kb_line(k, "}");
-    kb_line(k, "const float k1 = (float)(%s * is), k2 = (float)(sdy / %lld.0), k3 = (float)(sdyx / "
-            "%lld.0);", tile_at(k, n->in[2], c), (long long)count, (long long)count);
-    if (!bg) {
-        tile_loop(k, c, kb_kstr(k, "{ const float xhat = (float)((ld(%s, i) - mu) * is); "
-                                "y_put(i, k1 * (x_at(i) - k2 - xhat * k3)); }", x));
-        return tiles * parts;
+    bn_merge_parts(mid, &T, ws, k, 0);
+    kb_line(mid, "if (threadIdx.x == 0) {");
+    mid->indent++;
+    store_other(mid, n->out[2], "ch", "(float)s");
+    store_other(mid, n->out[1], "ch", "(float)q");
+    kparam *cw = bn_channels(mid, chan, &T, 5, 1);
+    kb_line(mid, "const float is = %s;", kb_at_index(mid, n->in[4], "ch"));
+    kb_line(mid, "%s[ch] = %s;", cw->name, kb_at_index(mid, n->in[3], "ch"));
+    kb_line(mid, "%s[%lld + ch] = is;", cw->name, C);
+    kb_line(mid, "%s[%lld + ch] = (float)((double)%s * is);", cw->name, 2 * C,
+            kb_at_index(mid, n->in[2], "ch"));
+    kb_line(mid, "%s[%lld + ch] = (float)(s / %lld.0);", cw->name, 3 * C, (long long)T.rows);
+    kb_line(mid, "%s[%lld + ch] = (float)(q / %lld.0);", cw->name, 4 * C, (long long)T.rows);
+    mid->indent--;
+    kb_line(mid, "}");
+
+    emit_vloader(k, n, &T);
+    emit_vstorer(k, n, &T);
+    bn_tile_start(k, &T);
+    const char *cr = bn_channels(k, chan, &T, 5, 0)->name;
+    static const char *const coef[5] = {"mu", "is", "k1", "k2", "k3"};
+    for (int c = 0; c < 5; c++)
+        bn_per_channel(k, &T, coef[c], kb_kstr(k, "%s[%lld + ch + j]", cr, c * C));
+    if (bg)
+        kb_line(k, "float sdx[%d] = {0.0f};", V);
+    kb_line(k, "if (ch < %lld)", C);
+    kb_line(k, "    for (%s r = r0 + ty; r < r1; r += %d) {", k->itype, T.ty);
+    k->indent += 2;
+    kb_line(k, "const %s i = r * %lld + ch;", k->itype, C);
+    kb_line(k, "float q[%d];", V);
+    kb_line(k, "x_atv(i, q);");
+    bn_vread(k, &T, n->in[1], "b");
+    kb_line(k, "for (int j = 0; j < %d; j++)", V);
+    kb_line(k, "    q[j] = k1[j] * (q[j] - k2[j] - (b[j] - mu[j]) * is[j] * k3[j]);");
+    kb_line(k, "y_putv(i, q);");
+    if (bg) { /* dx as stored */
+        int unaligned = k->unaligned;
+        k->unaligned = 0;
+        bn_vread(k, &T, n->out[0], "c");
+        k->unaligned = unaligned;
+        kb_line(k, "for (int j = 0; j < %d; j++)", V);
+        kb_line(k, "    sdx[j] += c[j];");
     }
-    int unaligned = k->unaligned;
-    k->unaligned = 0;
-    const char *dx = kb_reads(k, n->out[0], 1);
-    k->unaligned = unaligned;
-    kb_line(k, "double sdx = 0.0;");
-    tile_loop(k, c, kb_kstr(k, "{ const float xhat = (float)((ld(%s, i) - mu) * is); "
-                            "y_put(i, k1 * (x_at(i) - k2 - xhat * k3)); sdx += ld(%s, i); }", x,
-                            dx));
-    tile_sum(k, "sdx");
+    k->indent -= 2;
+    kb_line(k, "    }");
+    if (!bg)
+        return T.tiles * T.parts;
+    bn_tile_tree(k, &T, "sdx", NULL, 0);
     /* written here, read by the tile's last block: ordered by the fences and
        the count, which the check of accesses does not model */
     const char *db = kb_writes(k, bg->out[0], 0);
-    kparam *sp = kb_param_at(k, NULL, "sums_dx", sums_dx, IR_F32, tiles * 32 * parts * 8);
-    kparam *cn = kb_param_at(k, NULL, "counts", counts, IR_I32, tiles * (int64_t)sizeof(int));
+    kparam *sp = kb_param_at(k, NULL, "sums_dx", sums_dx, IR_F32, sd_bytes);
+    kparam *cn = kb_param_at(k, NULL, "counts", counts, IR_I32, T.tiles * (int64_t)sizeof(int));
     sp->write_other = cn->write_other = 1;
     cg_sb_printf(&k->shared, "    __shared__ int last_part;\n");
     kb_line(k, "volatile double *sd = (volatile double *)%s;", sp->name);
-    kb_line(k, "if (ty == 0 && ch < %lld)", (long long)c);
-    kb_line(k, "    sd[ch * %lld + part] = sdx;", (long long)parts);
+    kb_line(k, "if (ty == 0 && ch < %lld)", C);
+    kb_line(k, "    for (int j = 0; j < %d; j++)", V);
+    kb_line(k, "        sd[part * %lld + ch + j] = sdx[j];", C);
     kb_line(k, "__threadfence();");
     kb_line(k, "__syncthreads();");
     kb_line(k, "if (threadIdx.x == 0)");
-    kb_line(k, "    last_part = atomicAdd(&%s[blockIdx.x / %lld], 1) == %lld;", cn->name,
-            (long long)parts, (long long)(parts - 1));
+    kb_line(k, "    last_part = atomicAdd(&%s[blockIdx.x / %lld], 1) == %lld;", cn->name, P, P - 1);
     kb_line(k, "__syncthreads();");
-    kb_line(k, "if (last_part && ty == 0 && ch < %lld) {", (long long)c);
+    kb_line(k, "if (last_part && ty == 0 && ch < %lld) {", C);
     kb_line(k, "    __threadfence();");
-    kb_line(k, "    double b = 0.0;");
-    kb_line(k, "    for (%s p = 0; p < %lld; p++)", k->itype, (long long)parts);
-    kb_line(k, "        b += sd[ch * %lld + p];", (long long)parts);
-    kb_line(k, "    st(%s, ch, (float)b); /* %%%s */", db, cg_name(bg->out[0]));
+    kb_line(k, "    for (int j = 0; j < %d; j++) {", V);
+    kb_line(k, "        double b = 0.0;");
+    kb_line(k, "        for (%s p = 0; p < %lld; p++)", k->itype, P);
+    kb_line(k, "            b += sd[p * %lld + ch + j];", C);
+    kb_line(k, "        st(%s, ch + j, (float)b); /* %%%s */", db, cg_name(bg->out[0]));
+    kb_line(k, "    }");
     kb_line(k, "}");
     k->G->sum_done = bg;
-    return tiles * parts;
+    return T.tiles * T.parts;
 }
 
-static int64_t sp_batchnorm_train(kb *k, const ir_node *n, kb *pre)
+static int64_t sp_batchnorm_train(kb *k, const ir_node *n, kb *pre, kb *mid)
 {
     if (k->nhwc)
-        return bn_train_nhwc(k, n, pre);
+        return bn_train_nhwc(k, n, pre, mid);
     const ir_type *t = &n->in[0]->type;
     int64_t c = t->dims[1], batch = t->dims[0], inner = ir_type_numel(t) / (batch * c);
     int64_t count = batch * inner, parts = parts_of(c, count);
@@ -1141,10 +1447,10 @@ static const ir_node *bias_grad_of(kb *k, const ir_node *n)
     return s;
 }
 
-static int64_t sp_batchnorm_grad(kb *k, const ir_node *n, kb *pre)
+static int64_t sp_batchnorm_grad(kb *k, const ir_node *n, kb *pre, kb *mid)
 {
     if (k->nhwc)
-        return bn_grad_nhwc(k, n, pre);
+        return bn_grad_nhwc(k, n, pre, mid);
     const ir_type *t = &n->in[0]->type;
     int64_t c = t->dims[1], batch = t->dims[0], inner = ir_type_numel(t) / (batch * c);
     int64_t count = batch * inner, parts = parts_of(c, count);
@@ -1507,6 +1813,9 @@ static int special_kernel(kb *k)
     int64_t d = 0, rows = 0;
     kb pre; /* a split reduction's first kernel: the partial sums */
     kb_init(&pre, k->G, k->m, k->nm, k->sp, "the partial sums of a reduction in parts, for");
+    kb mid; /* where there is one, the second: the partial sums merged */
+    kb_init(&mid, k->G, k->m, k->nm, k->sp, "the partial sums merged, per channel, for");
+    pre.iter = mid.iter = k->iter;
     switch (n->op) {
     case IR_OP_SOFTMAX: case IR_OP_LOG_SOFTMAX: grid = sp_softmax(k, n, &pre); break;
     case IR_OP_SOFTMAX_GRAD: case IR_OP_LOG_SOFTMAX_GRAD:
@@ -1519,8 +1828,8 @@ static int special_kernel(kb *k)
         break;
     case IR_OP_MSE: grid = sp_mse(k, n, &pre); break;
     case IR_OP_GLOBAL_AVGPOOL: grid = sp_global_avgpool(k, n); break;
-    case IR_OP_BATCHNORM_TRAIN: grid = sp_batchnorm_train(k, n, &pre); break;
-    case IR_OP_BATCHNORM_GRAD: grid = sp_batchnorm_grad(k, n, &pre); break;
+    case IR_OP_BATCHNORM_TRAIN: grid = sp_batchnorm_train(k, n, &pre, &mid); break;
+    case IR_OP_BATCHNORM_GRAD: grid = sp_batchnorm_grad(k, n, &pre, &mid); break;
     case IR_OP_SUM_TO: grid = sp_sum_to(k, n, &pre); break;
     case IR_OP_EMBEDDING_GRAD: grid = sp_embedding_grad(k, n); break;
     case IR_OP_LAYERNORM_GRAD: {
@@ -1551,11 +1860,13 @@ static int special_kernel(kb *k)
         }
         kb_free(&k2);
         kb_free(&pre);
+        kb_free(&mid);
         return rc;
     }
     default:
         cg_fail(k->G, n, "no kernel for %s", ir_ops[n->op].name);
         kb_free(&pre);
+        kb_free(&mid);
         return 0;
     }
     if (k->shared.len)
@@ -1564,19 +1875,27 @@ static int special_kernel(kb *k)
     if (pre.grid) {
         if (pre.shared.len)
             kb_body_prepend(&pre, &pre.shared);
-        rc = kb_accesses_safe(&pre) && kb_accesses_safe(k) ? 0 : -1;
+        if (mid.shared.len)
+            kb_body_prepend(&mid, &mid.shared);
+        rc = kb_accesses_safe(&pre) && (!mid.grid || kb_accesses_safe(&mid)) &&
+             kb_accesses_safe(k) ? 0 : -1;
         if (rc == 0)
             kb_finish(&pre, kb_kernel_base(&pre, "parts"), pre.nt, pre.grid, 0, n,
                       pre.parts > 1 ? cg_pprintf(k->G->p, "%s: partial sums, %lld parts per "
                                                     "reduction", kb_kernel_what(k), (long long)pre.parts)
                                     : cg_pprintf(k->G->p, "%s: partial sums, a term per row",
                                                     kb_kernel_what(k)));
+        if (rc == 0 && mid.grid)
+            kb_finish(&mid, kb_kernel_base(&mid, "merge"), mid.nt, mid.grid, 0, n,
+                      cg_pprintf(k->G->p, "%s: the %lld parts merged per channel",
+                                 kb_kernel_what(k), (long long)mid.parts));
     }
     if (rc == 0)
         rc = kb_finish(k, kb_kernel_base(k, NULL), k->nt, grid, 0, n, kb_kernel_what(k));
     if (rc == 0 && k->G->bias_pending == n->in[0] && n->op == IR_OP_BATCHNORM_TRAIN)
         k->G->bias_pending = NULL; /* added */
     kb_free(&pre);
+    kb_free(&mid);
     return rc;
 }
 

@@ -13,7 +13,8 @@
  *     barrier of that warp alone;
  *   - atomics and __threadfence: the host's;
  *   - alignment, as a GPU needs it: the vector accesses of the prelude's
- *     ldv<4>/stv<4> (float4: 16 bytes; uint2, four 16-bit values: 8 bytes)
+ *     ldv<4>/stv<4> (float4: 16 bytes; uint2, four 16-bit values: 8 bytes), ldv<8>/stv<8>
+ *     (two float4s; uint4, eight 16-bit values: 16 bytes)
  *     at an address that is a multiple of their size, WMMA's
  *     load_matrix_sync/store_matrix_sync at a 32-byte aligned pointer with
  *     ldm a multiple of 16 bytes; a misaligned one fails the kernel, naming
@@ -111,6 +112,21 @@ struct alignas(8) uint2 {
     uint2 &operator=(const uint2 &o)
     {
         emu::aligned(this, 8, "an 8-byte uint2 store (stv<4> of 16-bit values)");
+        emu::copy_bytes(this, &o, sizeof o);
+        return *this;
+    }
+};
+struct alignas(16) uint4 {
+    unsigned x, y, z, w;
+    uint4() = default;
+    uint4(const uint4 &o)
+    {
+        emu::aligned(&o, 16, "a 16-byte uint4 load (ldv<8> of 16-bit values)");
+        emu::copy_bytes(this, &o, sizeof o);
+    }
+    uint4 &operator=(const uint4 &o)
+    {
+        emu::aligned(this, 16, "a 16-byte uint4 store (stv<8> of 16-bit values)");
         emu::copy_bytes(this, &o, sizeof o);
         return *this;
     }

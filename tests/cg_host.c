@@ -101,7 +101,8 @@ cg_host *cg_host_build(cg_program *const *progs, int n, const char *dir, char *e
         h->base[i] = b;
         b += progs[i]->nkernels;
     }
-    unlink(src);
+    if (!getenv("GNC_EMU_KEEP")) /* GNC_EMU_KEEP=1: the emulated source stays, to read */
+        unlink(src);
     unlink(lib);
     unlink(log);
     return h;

@@ -697,6 +697,28 @@ static const op_case cases[] = {
        "  %s: f32[8, 3, 30, 30] = add(%n, %r)\n  %y: f32[8, 3, 30, 30] = relu(%s)\n"
        "  output y = %y\n  output mean = %mean\n  output invstd = %invstd\n"
        "  output rm2 = %rm2\n  output rv2 = %rv2\n"), 1e-5, 1e-5, 1, 1},
+    /* 264 channels: channels-last, a tile of 128 (fp32) or 256 (16-bit)
+       channels, so several tiles and a partial one, in parts; the statistics
+       of x + 300 (the fused add a prologue), whose float sums about the
+       thread's first element keep the variance (3e-4 of the mean square) */
+    {"fused add+batchnorm_train+add+relu, 264 channels, several tiles",
+     G("  input %x: f32[8, 264, 6, 6]\n  input %w: f32[264]\n  input %b: f32[264]\n"
+       "  input %rm: f32[264]\n  input %pos_rv: f32[264]\n  input %r: f32[8, 264, 6, 6]\n"
+       "  %k: f32[] = const() {value = 300}\n  %xk: f32[8, 264, 6, 6] = add(%x, %k)\n"
+       "  %n: f32[8, 264, 6, 6], %mean: f32[264], %invstd: f32[264], %rm2: f32[264], "
+       "%rv2: f32[264] = batchnorm_train(%xk, %w, %b, %rm, %pos_rv) {eps = 1e-05, momentum = 0.1}\n"
+       "  %s: f32[8, 264, 6, 6] = add(%n, %r)\n  %y: f32[8, 264, 6, 6] = relu(%s)\n"
+       "  output y = %y\n  output mean = %mean\n  output invstd = %invstd\n"
+       "  output rm2 = %rm2\n  output rv2 = %rv2\n"), 1e-4, 1e-4, 1, 1},
+    {"fused relu_grad+batchnorm_grad+sum_to, 264 channels, several tiles",
+     G("  input %g: f32[8, 264, 6, 6]\n  input %y0: f32[8, 264, 6, 6]\n  input %x: f32[8, 264, 6, 6]\n"
+       "  input %w: f32[264]\n  input %m: f32[264]\n  input %pos_invstd: f32[264]\n"
+       "  %dy: f32[8, 264, 6, 6] = relu_grad(%g, %y0)\n"
+       "  %dx: f32[8, 264, 6, 6], %dw: f32[264], %db: f32[264] = batchnorm_grad(%dy, %x, %w, %m, "
+       "%pos_invstd) {eps = 1e-05, momentum = 0.1}\n"
+       "  %cb: f32[1, 264, 1, 1] = sum_to(%dx) {shape = [1, 264, 1, 1]}\n"
+       "  output dx = %dx\n  output dw = %dw\n  output db = %db\n  output cb = %cb\n"),
+     1e-4, 1e-4, 1, 1},
     {"fused sub+mse in parts", G("  input %a: f32[64, 100]\n  input %c: f32[64, 100]\n  input %b: f32[64, 100]\n"
                                  "  %z: f32[64, 100] = sub(%a, %c)\n  %y: f32[] = mse(%z, %b)\n"
                                  "  output y = %y\n"), 1e-7, 1e-5, 1, 0},
@@ -2206,7 +2228,10 @@ int main(int argc, char **argv)
         o.precision = (cg_precision)prec;
         o.layout = prec == CG_FP32 ? CG_LAYOUT_NHWC : CG_LAYOUT_AUTO;
         o.loss_scale = 64; /* fp16: 65536 overflows this step's gradients: a skipped step */
-        double tol = prec == CG_FP32 ? 2e-4 : 6e-2;
+        /* 16 bits: the stem's weight gradient differs from the CPU's by up
+           to 0.064 (the bf16 rounding of the activations it sums; 0.056 with
+           the batchnorm kernels of before, whose sums were doubles) */
+        double tol = prec == CG_FP32 ? 2e-4 : 8e-2;
         run *r = g ? prepare_opts("resnet_mini training step", g, &o, tol, tol) : NULL;
         if (!r)
             continue;
@@ -2248,7 +2273,7 @@ int main(int argc, char **argv)
         cg_options o = cg_options_default();
         o.precision = bf16 ? CG_BF16 : CG_FP32;
         o.layout = bf16 ? CG_LAYOUT_AUTO : CG_LAYOUT_NHWC;
-        run *r = g ? prepare_opts(what, g, &o, bf16 ? 6e-2 : 2e-4, bf16 ? 6e-2 : 2e-4) : NULL;
+        run *r = g ? prepare_opts(what, g, &o, bf16 ? 8e-2 : 2e-4, bf16 ? 8e-2 : 2e-4) : NULL;
         if (!r)
             continue;
         runs[nruns++] = r, r->model = 1;

@@ -72,11 +72,12 @@ if [ "$nvrtc" = ON ]; then
     grep -q "update %" <<<"$out" && bad "an update copied back" || ok
     # the optimizer's 76 steps in one launch, the 16-bit copies of the
     # weights in one, the convolutions' biases and their gradients in the
-    # batchnorms' kernels: 150 steps in all (from 388), at most 170 with the
+    # batchnorms' kernels: 150 steps in all (from 388), at most 210 with the
     # reductions in parts (channels-last, every batchnorm is a kernel of
-    # partial sums and one that normalizes: layer4's too)
+    # partial sums, one that merges them per channel and one that normalizes:
+    # layer4's too; 188 now)
     n=$(grep -cE "^ +[0-9]+ (kernel|gemm|conv|copy)" <<<"$out")
-    [ "$n" -le 170 ] && ok || bad "resnet18's bf16 training step takes $n steps, more than 170"
+    [ "$n" -le 210 ] && ok || bad "resnet18's bf16 training step takes $n steps, more than 210"
     has "sgd of 76 tensors (one launch)"
     # adam's four pointers a tensor, 162 tensors: 120 do not fit CUDA's 4 KiB
     # of parameters, 90 and 72 do; each kernel has thousands of identifiers,
@@ -93,7 +94,7 @@ if [ "$nvrtc" = ON ]; then
         --gpus 2 --strategy data --stats
     for d in 0 1; do
         n2=$(sed -n "s/^cuda.d$d.steps: //p" <<<"$out")
-        [ "${n2:-999}" -le 170 ] && ok || bad "resnet18 bf16 on 2 devices: device $d takes $n2 steps"
+        [ "${n2:-999}" -le 210 ] && ok || bad "resnet18 bf16 on 2 devices: device $d takes $n2 steps"
     done
     # the same counts for scripts
     steps=$n
