@@ -464,7 +464,8 @@ void drv_candidates_free(pt_plan *p)
 static int autotune(cg_program *cg, double *conv_ms, char *err, size_t errlen)
 {
     char msg[768];
-    rt_cuda *x = rt_cuda_open(cg, NULL, msg, sizeof msg);
+    rt_cuda_options o = {.share = 1}; /* timing: a plan of several devices on one GPU too */
+    rt_cuda *x = rt_cuda_open_ex(cg, &o, msg, sizeof msg);
     if (!x) {
         snprintf(err, errlen, "--autotune times the library calls on a GPU, and this machine "
                  "has none to open: %s", msg);

@@ -64,6 +64,7 @@ typedef struct {
     const char *device;         /* --device cpu|cuda; NULL: the default */
     int cuda;                   /* the device picked (cli_device) is cuda */
     int eager;                  /* --eager: cuda launches step by step, no CUDA graph */
+    int share_gpus;             /* --share-gpus: more program devices than GPUs */
     double timeout;             /* --timeout: seconds a device waits for another; 0: the
                                    runtime's default (RT_TIMEOUT_DEFAULT) */
     const char *program_flag;   /* the first option given that shapes a program

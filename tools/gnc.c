@@ -252,6 +252,11 @@ static const struct flag {
      SEC_MAIN},
     {"--device", "eval", 1, " cpu|cuda",
      "where to evaluate (default cuda where a GPU is present, else cpu)", SEC_MAIN},
+    {"--share-gpus", "run train eval", 0, "",
+     "cuda: run a plan of more devices than this machine has GPUs, device d on GPU d mod "
+     "the count (their collectives copies on the GPU instead of NCCL; for tests, slower "
+     "than a plan compiled for the GPUs present); without it such a plan is an error",
+     SEC_MAIN},
     {"--eager", "run train eval", 0, "",
      "cuda: launch step by step instead of replaying a CUDA graph (also GNC_CUDA_EAGER=1; "
      "docs/runtime.md)", SEC_MAIN},
@@ -579,6 +584,8 @@ static int run_flag(options *o, const char *cmdsp, const char *name, const char 
         o->trace_file = val;
     } else if (strcmp(name, "--eager") == 0) {
         o->eager = 1;
+    } else if (strcmp(name, "--share-gpus") == 0) {
+        o->share_gpus = 1;
     } else if (strcmp(name, "--timeout") == 0) {
         double t;
         if (!parse_number(val, 0, 1e6, &t) || t <= 0)

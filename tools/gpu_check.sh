@@ -8,8 +8,9 @@
 #                                     smaller: CI's proof that the script runs
 #   tools/gpu_check.sh --pack DIR     gather what it needs from this build into DIR, for a
 #                                     machine without Debian's packages (run DIR/gpu_check.sh;
-#                                     its libraries travel as lib.tar.xz, unpacked at the first
-#                                     run, or by DIR/gpu_check.sh --unpack)
+#                                     its libraries and data travel as lib.tar.xz and
+#                                     data.tar.xz, unpacked at the first run, or by
+#                                     DIR/gpu_check.sh --unpack)
 #   --budget SECONDS                  the whole run's time (default 520: under 9 minutes)
 #
 # Steps, each timed and kept whatever the others do: 1 the GPU; 2 the GPU tests;
@@ -44,13 +45,14 @@ done
 if [ -e "$here/pack.txt" ]; then
     root=$here bin=$here/bin lib=$here/lib data=$here/data
     torch_script=$here/bench/torch_fmnist.py
-    if [ ! -d "$lib" ] && [ -e "$here/lib.tar.xz" ]; then
+    for part in lib data; do
+        [ ! -d "$here/$part" ] && [ -e "$here/$part.tar.xz" ] || continue
         # tar's xz, or Python's (a machine without xz-utils has python3)
-        tar -xJf "$here/lib.tar.xz" -C "$here" 2>/dev/null ||
+        tar -xJf "$here/$part.tar.xz" -C "$here" 2>/dev/null ||
             python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
-                "$here/lib.tar.xz" "$here" ||
-            { echo "gpu_check: cannot unpack lib.tar.xz" >&2; exit 1; }
-    fi
+                "$here/$part.tar.xz" "$here" ||
+            { echo "gpu_check: cannot unpack $part.tar.xz" >&2; exit 1; }
+    done
     [ $unpack = 1 ] && exit 0
 elif [ $unpack = 1 ]; then
     echo "gpu_check: --unpack is for a pack (DIR/gpu_check.sh); a checkout has its libraries" >&2
@@ -68,7 +70,10 @@ if [ -n "$pack" ]; then
     [ -x "$gnc" ] || { echo "gpu_check: no build at $bin (bash tools/test.sh builds it)" >&2; exit 1; }
     rm -rf "$pack" && mkdir -p "$pack/bin" "$pack/lib" "$pack/data" "$pack/bench" || exit 1
     bins=("$gnc" "$(test_bin test_gpu_ops)" "$(test_bin test_gpu_train)" "$(test_bin test_codegen)")
-    for b in "${bins[@]}"; do cp "$b" "$pack/bin/" || exit 1; done
+    # stripped: the symbols are two thirds of the binaries' bytes
+    for b in "${bins[@]}"; do
+        strip -o "$pack/bin/${b##*/}" "$b" 2>/dev/null || cp "$b" "$pack/bin/" || exit 1
+    done
     cp -r "$root/models" "$pack/" && cp "$0" "$pack/gpu_check.sh" &&
         cp "$root/bench/gpu_race.sh" "$pack/bench/" || exit 1
     [ -e "$torch_script" ] && cp "$torch_script" "$pack/bench/"
@@ -80,19 +85,25 @@ if [ -n "$pack" ]; then
         *) cp -L "$path" "$pack/lib/$name" || exit 1 ;;
         esac
     done
-    # Fashion-MNIST whole (bench/gpu_race.sh trains on it); the libraries
-    # compressed by xz (oneDNN's and OpenBLAS's are 38 and 35 MB: gzip left
-    # the pack at 66 MiB), so that the pack and a checkout stay under a
+    # Fashion-MNIST whole (bench/gpu_race.sh trains on it), its raw IDX
+    # files, and the libraries, each part compressed by xz (OpenBLAS's 35 MB
+    # to 5, oneDNN's 38 to 8; the data set's 31 MB of gzip to 26), unpacked
+    # at the first run, so that the pack and a checkout stay well under a
     # device call's 64 MiB
     for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte \
              t10k-labels-idx1-ubyte; do
-        if [ -e "$data/$f.gz" ]; then cp -L "$data/$f.gz" "$pack/data/"
-        else gzip -c "$data/$f" >"$pack/data/$f.gz"; fi || exit 1
+        if [ -e "$data/$f" ]; then cp -L "$data/$f" "$pack/data/"
+        else gzip -dc "$data/$f.gz" >"$pack/data/$f"; fi || exit 1
     done
-    tar -cf - -C "$pack" lib | xz -3 -T0 >"$pack/lib.tar.xz" && rm -rf "$pack/lib" || exit 1
+    for part in lib:-3 data:-6; do
+        tar -cf - -C "$pack" "${part%:*}" | xz "${part#*:}" -T0 >"$pack/${part%:*}.tar.xz" &&
+            rm -rf "${pack:?}/${part%:*}" || exit 1
+    done
     { echo "gnc GPU check pack, $(date -u +%Y-%m-%dT%H:%MZ)"; "$gnc" --version
       echo "libraries:"; xz -dc "$pack/lib.tar.xz" | tar -tf -; } >"$pack/pack.txt"
     echo "packed into $pack ($(du -sh "$pack" | cut -f1)); on the GPU machine: bash $pack/gpu_check.sh OUT"
+    grep -q "libdnnl" "$pack/pack.txt" &&
+        echo "note: the pack carries oneDNN (8 MB of it): a build with -DGNC_DNNL=OFF leaves it out (docs/gpu.md)"
     exit 0
 fi
 

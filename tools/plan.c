@@ -115,6 +115,11 @@ int cli_device(options *o)
         return 1;
     }
     o->cuda = kind == RT_DEVICE_CUDA;
+    if (!o->cuda && o->share_gpus) {
+        fprintf(stderr, "gnc: error: --share-gpus places devices on GPUs: it needs --device "
+                "cuda%s\n", o->device ? "" : " (the default here is cpu)");
+        return 1;
+    }
     if (!o->cuda && o->eager) {
         fprintf(stderr, "gnc: error: --eager launches CUDA step by step: it needs --device cuda%s\n",
                 o->device ? "" : " (the default here is cpu)");
@@ -181,7 +186,7 @@ struct rt_session *cli_session_new(const options *o, const drv_program *p, int p
             return NULL;
         }
         rt_session_options so = {.device = RT_DEVICE_CUDA, .seed = seed, .eager = o->eager,
-                                 .program = p->cuda};
+                                 .share_gpus = o->share_gpus, .program = p->cuda};
         const cli_world *w = o->world;
         if (w->ranks <= 1)
             return rt_session_open(p->file, &so, err, errlen);
@@ -199,6 +204,18 @@ struct rt_session *cli_session_new(const options *o, const drv_program *p, int p
         for (int d = 0; d < n; d++)
             gpus[d] = count > 0 ? w->local_rank % count : 0;
         so.gpus = gpus;
+        if (per_rank && n == w->ranks && count > 0 && w->local_ranks > count) {
+            /* NCCL's user guide, "Creating a Communicator": "Using the same CUDA device
+               multiple times as different ranks of the same NCCL communicator is not
+               supported and may lead to hangs." Every rank of the node says so. */
+            snprintf(err, errlen, "mpirun started %d ranks on this node, which has %d GPU%s: "
+                     "local ranks %d and %d would share GPU 0, and NCCL does not support two "
+                     "ranks of one communicator on one GPU: start at most %d rank%s a node",
+                     w->local_ranks, count, count == 1 ? "" : "s", 0, count, count,
+                     count == 1 ? "" : "s");
+            free(gpus);
+            return NULL;
+        }
         if (per_rank && n == w->ranks) {
             if (cli_mpi_cuda_id(w, id.bytes, sizeof id.bytes, err, errlen) != 0 ||
                 !(so.host = cli_exec_new(o, p, 1, err, errlen))) {

@@ -170,6 +170,10 @@ typedef struct {
                                (a collective, a recv; on cuda an NCCL call) before the run
                                fails with GNC_ERROR_RUN naming the op and whom it waited
                                for; 0: 300.  Negative or not finite: GNC_ERROR_ARGUMENT */
+    int share_gpus;         /* cuda: a plan of more devices than the machine has GPUs runs
+                               with devices sharing GPUs (device d on GPU d mod count,
+                               their collectives as copies on the GPU, not NCCL); 0: such a
+                               plan is GNC_ERROR_UNSUPPORTED, naming both counts */
 } gnc_session_options;
 
 /* A session runs plan on a device (a partitioned plan on as many virtual

@@ -141,9 +141,10 @@ class Plan:
         raise Error(Status.ARGUMENT, "no %s '%s' (the plan has %s)"
                     % (what, name, ", ".join(t.name for t in infos) or "none"))
 
-    def session(self, device=None, seed=0, eager=False, timeout_s=0.0):
+    def session(self, device=None, seed=0, eager=False, timeout_s=0.0, share_gpus=False):
         """A Session of this plan (see Session)."""
-        return Session(self, device=device, seed=seed, eager=eager, timeout_s=timeout_s)
+        return Session(self, device=device, seed=seed, eager=eager, timeout_s=timeout_s,
+                       share_gpus=share_gpus)
 
     @property
     def closed(self):
@@ -245,12 +246,14 @@ class Session:
     (cuda where a GPU is present, docs/api.md).  seed: the parameters'
     initializers and dropout masks; eager: cuda without CUDA graphs;
     timeout_s: how long a device of a partitioned plan waits for another
-    (0: 300 s).  Inputs start at zero and stay set for later runs.
+    (0: 300 s); share_gpus: cuda, a plan of more devices than GPUs runs with
+    devices sharing them (else it is an error).  Inputs start at zero and
+    stay set for later runs.
 
     step is the count of training steps taken: train_step uses and advances
     it, save_checkpoint records it, load_checkpoint sets it from the file."""
 
-    def __init__(self, plan, device=None, seed=0, eager=False, timeout_s=0.0):
+    def __init__(self, plan, device=None, seed=0, eager=False, timeout_s=0.0, share_gpus=False):
         if not isinstance(plan, Plan):
             raise Error(Status.ARGUMENT, "a session needs a gnc.Plan, not %s"
                         % type(plan).__name__)
@@ -258,7 +261,7 @@ class Session:
         self._lock = threading.Lock()
         opts = _lib.SessionOptionsStruct(
             device=device.encode() if device is not None else None, seed=int(seed),
-            eager=bool(eager), timeout_s=float(timeout_s))
+            eager=bool(eager), timeout_s=float(timeout_s), share_gpus=bool(share_gpus))
         handle = ctypes.c_void_p()
         err = _lib.ErrorStruct()
         # counted as open first, so that the plan is not freed meanwhile

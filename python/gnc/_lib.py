@@ -38,7 +38,7 @@ class CompileOptionsStruct(ctypes.Structure):  # gnc_compile_options
 
 class SessionOptionsStruct(ctypes.Structure):  # gnc_session_options
     _fields_ = [("device", ctypes.c_char_p), ("seed", ctypes.c_uint64), ("eager", ctypes.c_int),
-                ("timeout_s", ctypes.c_double)]
+                ("timeout_s", ctypes.c_double), ("share_gpus", ctypes.c_int)]
 
 
 class Status(enum.IntEnum):  # gnc_status

@@ -434,6 +434,12 @@ class TestErrors(unittest.TestCase):
             else:
                 os.environ["GNC_CUDA_LIBDIR"] = old
         self.raises(gnc.Status.ARGUMENT, "", self.plan.session, device="cpu", timeout_s=-1)
+        # the options' struct as gnc.h has it, its last member share_gpus
+        # included (a shorter one would leave the library reading past it)
+        fields = [f[0] for f in gnc._lib.SessionOptionsStruct._fields_]
+        self.assertEqual(fields, ["device", "seed", "eager", "timeout_s", "share_gpus"])
+        with self.plan.session(device="cpu", share_gpus=True) as s:
+            self.assertEqual(s.device, "cpu")
 
     def test_closed(self):
         plan = gnc.compile(work("tiny.net"))

@@ -300,7 +300,8 @@ gnc_status gnc_session_init(gnc_session **out, const gnc_plan *plan,
     s->plan = plan;
     s->seed = o.seed;
     /* libdir NULL: $GNC_CUDA_LIBDIR, else the loader's search path */
-    rt_session_options so = {.device = kind, .seed = o.seed, .eager = o.eager};
+    rt_session_options so = {.device = kind, .seed = o.seed, .eager = o.eager,
+                             .share_gpus = o.share_gpus};
     if (!(s->s = rt_session_open(plan->p, &so, msg, sizeof msg))) {
         base_free(s);
         /* cuda: no driver, no GPU, a program it cannot run yet */

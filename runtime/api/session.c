@@ -82,6 +82,7 @@ static int open_gpu(rt_session *s, const rt_plan *p, const rt_session_options *o
     co.libdir = o->libdir;
     co.eager = o->eager;
     co.gpus = o->gpus;
+    co.share = o->share_gpus;
     co.ranks = o->ranks;
     co.rank = o->rank;
     co.id = o->id;

@@ -60,6 +60,7 @@ typedef struct {
                                    the dynamic loader's search path */
     int eager;                  /* cuda: launch step by step, no CUDA graph */
     const int *gpus;            /* cuda: program device d on GPU gpus[d] (rt_cuda_options) */
+    int share_gpus;             /* cuda, gpus NULL: devices may share GPUs (rt_cuda_options) */
     int ranks, rank;            /* cuda across processes (rt_cuda_options): this process */
     const rt_cuda_id *id;       /* runs device rank of ranks, NCCL's id from rank 0 */
     const cg_program *program;  /* cuda: the plan's GPU program, generated and compiled

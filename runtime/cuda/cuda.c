@@ -774,6 +774,17 @@ rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *er
         rt_cuda_close(x);
         return NULL;
     }
+    int mine = 0;
+    for (int d = 0; d < p->ndevices; d++)
+        mine += cuda_mine(x, d);
+    if (!o->gpus && !o->share && count > 0 && count < mine) {
+        base_fail(err, errlen, "the program has %d devices and this machine %d GPU%s: compile "
+                  "it for %d, or let its devices share GPUs (gnc --share-gpus, "
+                  "gnc_session_options.share_gpus; docs/runtime.md)", mine, count,
+                  count == 1 ? "" : "s", count);
+        rt_cuda_close(x);
+        return NULL;
+    }
     for (int d = 0; d < p->ndevices; d++) {
         if (!cuda_mine(x, d))
             continue;

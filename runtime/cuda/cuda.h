@@ -48,7 +48,12 @@ typedef struct {
 } rt_cuda_id;
 
 typedef struct {
-    const int *gpus;            /* program device d -> CUDA ordinal; NULL: d % count */
+    const int *gpus;            /* program device d -> CUDA ordinal (several devices on
+                                   one GPU: they share it); NULL: device d on GPU d, and
+                                   fewer GPUs than this process drives devices is an
+                                   error naming both counts unless share is set */
+    int share;                  /* gpus NULL: device d on GPU d % count, devices sharing
+                                   GPUs where they are fewer (docs/runtime.md) */
     int eager;                  /* launch step by step instead of replaying a CUDA graph;
                                    also where $GNC_CUDA_EAGER is 1.  Either way the first
                                    run is eager, and so is every run of a program that

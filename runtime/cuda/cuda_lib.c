@@ -47,10 +47,13 @@
     X(cudnnFindConvolutionBackwardDataAlgorithmEx) X(cudnnFindConvolutionBackwardFilterAlgorithmEx) \
     X(cudnnGetVersion)
 
-#define NCCL_FNS(X) X(ncclGetErrorString) X(ncclCommInitAll) X(ncclCommInitRank) X(ncclCommSplit) \
-    X(ncclCommDestroy) X(ncclGroupStart) X(ncclGroupEnd) X(ncclAllReduce) X(ncclAllGather) \
-    X(ncclReduceScatter) X(ncclBroadcast) X(ncclSend) X(ncclRecv) X(ncclCommGetAsyncError) \
-    X(ncclCommAbort)
+/* NCCL 2.7 has them all (ncclSend and ncclRecv are the newest); ncclCommSplit
+ * (2.18) is looked up apart, needed only by a program that splits (the
+ * collectives of a group of devices, messages across processes). */
+#define NCCL_FNS(X) X(ncclGetErrorString) X(ncclGetVersion) X(ncclCommInitAll) \
+    X(ncclCommInitRank) X(ncclCommDestroy) X(ncclGroupStart) X(ncclGroupEnd) X(ncclAllReduce) \
+    X(ncclAllGather) X(ncclReduceScatter) X(ncclBroadcast) X(ncclSend) X(ncclRecv) \
+    X(ncclCommGetAsyncError) X(ncclCommAbort)
 
 #define MEMBER(f) __typeof__(f) *f;
 
@@ -66,6 +69,8 @@ struct cuda_libs {
     struct { BLAS_FNS(MEMBER) } b;
     struct { DNN_FNS(MEMBER) } n;
     struct { NCCL_FNS(MEMBER) } c;
+    __typeof__(ncclCommSplit) *split;  /* NULL: an NCCL older than 2.18 */
+    int nccl_version;                   /* ncclGetVersion's: 21805 for 2.18.5 */
     ncclComm_t *world;          /* [ndevices]: rank d is program device d */
     int ngroups;
     nccl_group *groups;         /* the collectives' other groups, split from world */
@@ -629,6 +634,15 @@ static int split(rt_cuda *x, const int64_t *group, int n, ncclComm_t *comm, char
     ncclResult_t r = ncclSuccess;
     if (nd > 64)
         return base_fail(err, errlen, "more than 64 devices");
+    if (!B->split) {
+        /* NCCL_VERSION_CODE: X*10000 + Y*100 + Z from 2.9, X*1000 + Y*100 + Z before */
+        int v = B->nccl_version, big = v >= 10000;
+        return base_fail(err, errlen, "NCCL %d.%d.%d has no ncclCommSplit (2.18 and newer "
+                         "have): the program needs a communicator of %d of its %d devices "
+                         "(for the collectives of a group, or across processes for messages); "
+                         "install NCCL 2.18 or newer", big ? v / 10000 : v / 1000,
+                         big ? v / 100 % 100 : v / 100 % 10, v % 100, n, nd);
+    }
     NCCL(ncclGroupStart());
     for (int e = 0; e < nd; e++) {
         int rank = -1;
@@ -638,8 +652,8 @@ static int split(rt_cuda *x, const int64_t *group, int n, ncclComm_t *comm, char
         mine[e] = NULL;
         if (!cuda_mine(x, e))
             continue;
-        r = B->c.ncclCommSplit(B->world[e], rank < 0 ? NCCL_SPLIT_NOCOLOR : 0, rank < 0 ? 0 : rank,
-                               &mine[e], NULL);
+        r = B->split(B->world[e], rank < 0 ? NCCL_SPLIT_NOCOLOR : 0, rank < 0 ? 0 : rank,
+                     &mine[e], NULL);
         if (r != ncclSuccess)
             break;
     }
@@ -1061,6 +1075,10 @@ int cuda_libs_open(rt_cuda *x, const char *libdir, const rt_cuda_id *id, char *e
     if (need[CG_STEP_COMM]) {
         LOAD(B->c, NCCL_FNS, "libnccl.so." XSTR(NCCL_MAJOR), "NCCL");
         B->nccl_so = so_;
+        if (B->c.ncclGetVersion(&B->nccl_version) != ncclSuccess)
+            B->nccl_version = 0;
+        if (B->nccl_version >= 21800)
+            *(void **)&B->split = dlsym(so_, "ncclCommSplit");
     }
     for (int d = 0; d < p->ndevices; d++) {
         cuda_gpu *G = &x->dev[d];

@@ -234,6 +234,18 @@ EXPORT const char *ncclGetErrorString(ncclResult_t result)
     }
 }
 
+/* The version of nccl.h gnc was built with, or GNC_FAKECUDA_NCCL_VERSION's
+ * (NCCL_VERSION_CODE's form: 21403 for 2.14.3): an older NCCL, for the
+ * runtime's fallbacks. */
+EXPORT ncclResult_t ncclGetVersion(int *version)
+{
+    const char *v = getenv("GNC_FAKECUDA_NCCL_VERSION");
+    if (!version)
+        return ncclInvalidArgument;
+    *version = v && *v ? atoi(v) : NCCL_VERSION_CODE;
+    return ncclSuccess;
+}
+
 /* ---------------------------------------------------------------- files */
 
 enum { PATHLEN = 4096 };

@@ -55,6 +55,7 @@ gpu_run *gpu_open(const gpu_env *e, cg_program *p, const int *gpus, int eager, c
     rt_cuda_options o = {0};
     o.eager = eager;
     o.gpus = gpus;
+    o.share = 1; /* the tests run programs of more devices than GPUs, sharing them */
     return gpu_open_ex(e, p, &o, err, errlen);
 }
 

@@ -20,7 +20,8 @@
 #      within 12 s, naming it; and the same in one process driving two GPUs.
 #      GNC_FAKECUDA_NCCL_STALL_INIT=1 hangs rank 1's ncclCommInitRank: with
 #      --timeout 2 rank 0 gives up on it (a watch over the blocking call)
-#      and the job ends within 12 s.
+#      and the job ends within 12 s.  Two ranks on a node of one GPU are
+#      refused by both, before NCCL (which does not support them).
 #   3. A rank that never starts: rank 1 sleeps 60 s before gnc starts; with
 #      --timeout 3 rank 0 gives up in MPI_Init (watched as NCCL's set-up is)
 #      and the job ends within 13 s, rank 0 naming what it waited for.
@@ -117,6 +118,10 @@ else
         echo "  the GPU path: skipped, $(grep -m1 'error' <<<"$out")"
     else
         if [ $rc = 0 ]; then ok; else bad "the GPU path on the stand-ins, unstalled: exit $rc"; echo "$out" | tail -20; fi
+        # two ranks on a node of one GPU: refused by every rank, before NCCL
+        out=$(GNC_FAKECUDA_GPUS=1 timeout 130 "${G[@]}" 2>&1); rc=$?
+        if [ $rc != 0 ] && [ $rc != 124 ] && [ "$(grep -c "mpirun started 2 ranks on this node, which has 1 GPU: local ranks 0 and 1 would share GPU 0" <<<"$out")" = 2 ]; then
+            ok; else bad "two ranks on one GPU: exit $rc"; echo "$out" | tail -20; fi
         t0=$(now)
         out=$(GNC_FAKECUDA_NCCL_STALL=1 timeout 130 "${G[@]}" --timeout 2 2>&1); rc=$?
         took=$(echo "$(now) - $t0" | bc)

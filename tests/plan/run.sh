@@ -253,6 +253,30 @@ if [ -n "$fake" ] && [ -e "$fake/libcuda.so.1" ]; then
     expect 0 env GNC_CUDA_LIBDIR="$fake" GNC_FAKECUDA_GPUS=2 "$gnc" devices
     has "GPU 1: gnc fake GPU 1 (host memory), sm_90, 132 SMs, 80000 MiB (80000 MiB free), CUDA driver 13.0"
 fi
+# a plan of 2 devices on a machine of 1 GPU: refused, naming both counts,
+# unless its devices may share the GPU (docs/runtime.md)
+if [ -n "$fake" ] && [ -e "$fake/libcuda.so.1" ] && [ "$nvrtc" = ON ]; then
+    F=(env GNC_CUDA_LIBDIR="$fake" GNC_FAKECUDA_GPUS=1 GNC_FAKECUDA_UNEMULATED=skip "$gnc")
+    expect 0 "$gnc" compile "$src/models/mlp.net" -D batch=4 --gpus 2 --strategy data -o two.gnc
+    rm -rf twoout
+    expect 1 "${F[@]}" run two.gnc --device cuda -o twoout
+    has "the program has 2 devices and this machine 1 GPU: compile it for 1, or let its devices share GPUs"
+    if [ ! -e twoout ]; then ok; else bad "a refused run left twoout"; fi
+    expect 0 "${F[@]}" run two.gnc --device cuda --share-gpus -o twoout
+    [ -d twoout ] && ok || bad "--share-gpus: no twoout"
+    expect 0 env GNC_CUDA_LIBDIR="$fake" GNC_FAKECUDA_GPUS=2 GNC_FAKECUDA_UNEMULATED=skip \
+        "$gnc" run two.gnc --device cuda -o twoout
+    # an NCCL older than 2.18 has no ncclCommSplit, which the collectives of
+    # a group of devices need (hybrid: two data-parallel pairs); the world's
+    # alone do not
+    H=(env GNC_CUDA_LIBDIR="$fake" GNC_FAKECUDA_GPUS=4 GNC_FAKECUDA_UNEMULATED=skip
+       GNC_FAKECUDA_NCCL_VERSION=21403 "$gnc" train "$lenet" --data tiny --steps 1 -D batch=8
+       --device cuda)
+    expect 1 "${H[@]}" --devices cpu:4 --strategy hybrid:dp=2,pp=2
+    has "NCCL 2.14.3 has no ncclCommSplit (2.18 and newer have): the program needs a communicator of 2 of its 4 devices"
+    expect 0 "${H[@]}" --devices cpu:2 --strategy data
+fi
+expect 1 "$gnc" run a.gnc --device cpu --share-gpus;  has "--share-gpus places devices on GPUs"
 expect 2 "$gnc" run a.gnc --device tpu;    has "--device needs cpu or cuda"
 # --autotune times the library calls on a GPU: without one, an error and no
 # plan; on the stand-in libraries (tests/fakecuda/, where the build has them)
