@@ -15,7 +15,7 @@
 #
 # Steps, each timed and kept whatever the others do: 1 the GPU; 2 the GPU tests;
 # 3 every op at fp32, tf32, bf16 and fp16; 4 resnet18 with each convolution way;
-# 5 lenet on two devices sharing the GPU; 6 resnet18 training throughput beside
+# 5 every strategy on devices sharing the GPU; 6 resnet18 training throughput beside
 # PyTorch's.  The build: build/ (or $GNC_BUILD_DIR) of a checkout, or a pack.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -227,7 +227,7 @@ step ops $ops_limit "every op at fp32, tf32, bf16 and fp16 against the CPU execu
     "$(test_bin test_codegen)" "$root" "$work" --gpu "${fk[@]}" "${only[@]}"
 step convs 150 "resnet18 (stand-ins: lenet), each convolution way, inference and training" \
     "$(test_bin test_gpu_train)" "$root" "$work" "${fk[@]}" --case convs
-step shared 60 "lenet on two devices sharing one GPU against the CPU" \
+step shared 90 "every strategy on devices sharing one GPU against the CPU (data, pipeline at 3 and 4 stages, tensor, hybrid, ZeRO 1-3)" \
     "$(test_bin test_gpu_train)" "$root" "$work" "${fk[@]}" --case shared
 step throughput 200 "$steps $model training steps of $batch images: gnc, then PyTorch" throughput
 

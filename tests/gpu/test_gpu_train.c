@@ -555,8 +555,9 @@ static void graph_faults(const gpu_env *env, const char *src)
  *           way, cuDNN, cuDNN on channels-last copies and implicit-GEMM
  *           kernels: the inference program's outputs and loss, and two
  *           training steps, against the CPU executor, graph against eager;
- *   shared  lenet on two devices sharing one GPU (collectives without
- *           NCCL) against the CPU executor. */
+ *   shared  every strategy on program devices sharing one GPU (collectives
+ *           without NCCL) against the CPU executor: lenet data parallel, mlp
+ *           pipelines of 3 and 4 stages, tensor, hybrid, ZeRO 1 to 3. */
 static int run_case(const gpu_env *env, const char *src, const char *name)
 {
     static const int one_gpu[] = {0, 0};
@@ -573,9 +574,31 @@ static int run_case(const gpu_env *env, const char *src, const char *name)
         return 0;
     }
     if (strcmp(name, "shared") == 0) {
-        train_case c = {"lenet", env->fake ? 4 : 32, 2, env->fake ? 4 : 50, PT_DATA, 0.05f, 2e-3,
-                        2e-2, 1e-4, -1, -1, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0, env->fake ? 0 : 3, 0};
-        one(env, src, &c);
+        /* every strategy on program devices that share one GPU (their
+           collectives copies and reduction kernels, their messages mailbox
+           copies): what one GPU can prove of the multi-GPU programs */
+        static const int one4[] = {0, 0, 0, 0};
+        int st = env->fake ? 4 : 20;
+        const train_case cases[] = {
+            {"lenet", env->fake ? 4 : 32, 2, env->fake ? 4 : 50, PT_DATA, 0.05f, 2e-3, 2e-2, 1e-4,
+             -1, -1, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0, env->fake ? 0 : 3, 0},
+            {"mlp", 24, 3, st, PT_PIPELINE, 0.02f, 2e-3, 2e-2, 1e-4, -1, -1, one4, CG_CONV_CUDNN,
+             0, PT_1F1B, 0, 0, 0},
+            {"mlp", 24, 4, st, PT_PIPELINE, 0.02f, 2e-3, 2e-2, 1e-4, -1, -1, one4, CG_CONV_CUDNN,
+             0, PT_GPIPE, 0, 0, 0},
+            {"mlp", 8, 2, st, PT_TENSOR, 0.02f, 2e-3, 2e-2, 1e-4, -1, -1, one4, CG_CONV_CUDNN, 0,
+             PT_1F1B, 0, 0, 0},
+            {"mlp", 8, 4, st, PT_HYBRID, 0.02f, 2e-3, 2e-2, 1e-4, -1, -1, one4, CG_CONV_CUDNN, 0,
+             PT_1F1B, 0, 0, 0},
+            {"lenet", 8, 2, st, PT_DATA, 0.02f, 2e-3, 2e-2, 1e-4, -1, -1, one4, CG_CONV_CUDNN, 0,
+             PT_1F1B, 0, 0, 1},
+            {"mlp", 8, 2, st, PT_DATA, 0.02f, 2e-3, 2e-2, 1e-4, -1, -1, one4, CG_CONV_CUDNN, 0,
+             PT_1F1B, 0, 0, 2},
+            {"mlp", 8, 4, st, PT_DATA, 0.02f, 2e-3, 2e-2, 1e-4, -1, -1, one4, CG_CONV_CUDNN, 0,
+             PT_1F1B, 0, 0, 3},
+        };
+        for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+            one(env, src, &cases[i]);
         return 0;
     }
     printf("FAIL: no case '%s' (convs, shared)\n", name);
