@@ -969,13 +969,19 @@ static void bn_tile_start(kb *k, const bn_tile *T)
             (long long)k->plen, P - 1, (long long)T->rows, (long long)k->plen);
 }
 
-/* body for the elements i .. i + v - 1 of each of the thread's rows */
-static void bn_tile_loop(kb *k, const bn_tile *T, const char *body)
+/* The loop over the thread's rows, elements i .. i + v - 1 of each: the
+ * body's lines go between bn_rows and bn_rows_end. */
+static void bn_rows(kb *k, const bn_tile *T)
 {
     kb_line(k, "if (ch < %lld)", (long long)T->c);
     kb_line(k, "    for (%s r = r0 + ty; r < r1; r += %d) {", k->itype, T->ty);
-    kb_line(k, "        const %s i = r * %lld + ch;", k->itype, (long long)T->c);
-    kb_line(k, "        %s", body);
+    k->indent += 2;
+    kb_line(k, "const %s i = r * %lld + ch;", k->itype, (long long)T->c);
+}
+
+static void bn_rows_end(kb *k)
+{
+    k->indent -= 2;
     kb_line(k, "    }");
 }
 
@@ -1031,8 +1037,10 @@ static void emit_vstorer(kb *k, const ir_node *sp, const bn_tile *T)
     k->iter = kb_type(k, sp->out[0]);
     kb_line(k, "auto y_putv = [&](%s e, const float *a) {", k->itype);
     k->indent++;
-    const char *vec[MAX_REGS] = {0};
-    for (int m = k->sp; m < k->nm; m++) {
+    const char *vec[MAX_REGS] = {0}; /* by member: its array of values to store */
+    if (k->nm > MAX_REGS)
+        k->overflow = 1; /* more members than registers: kb_finish refuses the kernel */
+    for (int m = k->sp; m < k->nm && m < MAX_REGS; m++) {
         const ir_value *v = k->m[m]->out[0];
         if (kb_needs_store(k, v) && !kb_crossed(k, v) && ir_is_float(cg_dtype_of(k->G, v))) {
             vec[m] = kb_tmp(k, "o");
@@ -1048,7 +1056,7 @@ static void emit_vstorer(kb *k, const ir_node *sp, const bn_tile *T)
     kb_bind_reg(k, sp->out[0], "v");
     for (int m = k->sp + 1; m < k->nm; m++)
         kb_emit_map(k, k->m[m]);
-    for (int m = k->sp; m < k->nm; m++) {
+    for (int m = k->sp; m < k->nm && m < MAX_REGS; m++) {
         const ir_value *v = k->m[m]->out[0];
         if (vec[m])
             kb_line(k, "%s[j] = %s;", vec[m], kb_reg(k, v));
@@ -1057,7 +1065,7 @@ static void emit_vstorer(kb *k, const ir_node *sp, const bn_tile *T)
     }
     k->indent--;
     kb_line(k, "}");
-    for (int m = k->sp; m < k->nm; m++)
+    for (int m = k->sp; m < k->nm && m < MAX_REGS; m++)
         if (vec[m])
             kb_line(k, "stv<%d>(%s, e, %s);", T->v, kb_writes(k, k->m[m]->out[0], 1), vec[m]);
     k->indent--;
@@ -1210,13 +1218,20 @@ static int64_t bn_train_nhwc(kb *k, const ir_node *n, kb *pre, kb *mid)
     if (bias)
         kb_line(pre, "    for (int j = 0; j < %d; j++) sh[j] += bb[j];", V);
     kb_line(pre, "}");
-    bn_tile_loop(pre, &T, bias ? kb_kstr(pre, "float a[%d]; x_atv(i, a); for (int j = 0; j < %d; "
-                                         "j++) a[j] += bb[j]; stv<%d>(%s, i, a); for (int j = 0; "
-                                         "j < %d; j++) { const float d = a[j] - sh[j]; s[j] += d; "
-                                         "ss[j] += d * d; }", V, V, V, xw, V)
-                               : kb_kstr(pre, "float a[%d]; x_atv(i, a); for (int j = 0; j < %d; "
-                                         "j++) { const float d = a[j] - sh[j]; s[j] += d; ss[j] "
-                                         "+= d * d; }", V, V));
+    bn_rows(pre, &T);
+    kb_line(pre, "float a[%d];", V);
+    kb_line(pre, "x_atv(i, a);");
+    if (bias) {
+        kb_line(pre, "for (int j = 0; j < %d; j++)", V);
+        kb_line(pre, "    a[j] += bb[j];");
+        kb_line(pre, "stv<%d>(%s, i, a);", V, xw);
+    }
+    kb_line(pre, "for (int j = 0; j < %d; j++) {", V);
+    kb_line(pre, "    const float d = a[j] - sh[j];");
+    kb_line(pre, "    s[j] += d;");
+    kb_line(pre, "    ss[j] += d * d;");
+    kb_line(pre, "}");
+    bn_rows_end(pre);
     kb_line(pre, "const float nt = r0 + ty < r1 ? (float)((r1 - r0 - ty + %d) / %d) : 0.0f;",
             T.ty - 1, T.ty);
     kb_line(pre, "for (int j = 0; j < %d; j++) { /* the mean and squared deviations */", V);
@@ -1244,12 +1259,27 @@ static int64_t bn_train_nhwc(kb *k, const ir_node *n, kb *pre, kb *mid)
     bn_per_channel(k, &T, "fm", kb_kstr(k, "%s[ch + j]", cr));
     bn_per_channel(k, &T, "scale", kb_kstr(k, "%s[%lld + ch + j]", cr, C));
     bn_per_channel(k, &T, "shift", kb_kstr(k, "%s[%lld + ch + j]", cr, 2 * C));
-    bn_tile_loop(k, &T, kb_kstr(k, "float a[%d]; x_atv(i, a); for (int j = 0; j < %d; j++) a[j] "
-                                "= (a[j] - fm[j]) * scale[j] + shift[j]; y_putv(i, a);", V, V));
+    bn_rows(k, &T);
+    kb_line(k, "float a[%d];", V);
+    kb_line(k, "x_atv(i, a);");
+    kb_line(k, "for (int j = 0; j < %d; j++)", V);
+    kb_line(k, "    a[j] = (a[j] - fm[j]) * scale[j] + shift[j];");
+    kb_line(k, "y_putv(i, a);");
+    bn_rows_end(k);
     return T.tiles * T.parts;
 }
 
 static const ir_node *bias_grad_of(kb *k, const ir_node *n);
+
+/* bn_rows over batchnorm_grad n's operands: q, dy through the prologue, and
+ * b, x, at the row's elements */
+static void bn_grad_rows(kb *k, const bn_tile *T, const ir_node *n)
+{
+    bn_rows(k, T);
+    kb_line(k, "float q[%d];", T->v);
+    kb_line(k, "x_atv(i, q);");
+    bn_vread(k, T, n->in[1], "b");
+}
 
 /* batchnorm_grad over channels-last dy and x, as bn_train_nhwc: pre's sums
  * of dy and dy xhat of each part, mid's merge (and the gradients of the
@@ -1279,19 +1309,12 @@ static int64_t bn_grad_nhwc(kb *k, const ir_node *n, kb *pre, kb *mid)
     kb_line(pre, "float sdy[%d], sdyx[%d];", V, V);
     kb_line(pre, "for (int j = 0; j < %d; j++)", V);
     kb_line(pre, "    sdy[j] = sdyx[j] = 0.0f;");
-    kb_line(pre, "if (ch < %lld)", C);
-    kb_line(pre, "    for (%s r = r0 + ty; r < r1; r += %d) {", pre->itype, T.ty);
-    pre->indent += 2;
-    kb_line(pre, "const %s i = r * %lld + ch;", pre->itype, C);
-    kb_line(pre, "float q[%d];", V);
-    kb_line(pre, "x_atv(i, q);");
-    bn_vread(pre, &T, n->in[1], "b");
+    bn_grad_rows(pre, &T, n);
     kb_line(pre, "for (int j = 0; j < %d; j++) {", V);
     kb_line(pre, "    sdy[j] += q[j];");
     kb_line(pre, "    sdyx[j] += q[j] * (b[j] - mu[j]) * is[j];");
     kb_line(pre, "}");
-    pre->indent -= 2;
-    kb_line(pre, "    }");
+    bn_rows_end(pre);
     bn_tile_tree(pre, &T, "sdy", "sdyx", 0);
     bn_put_part(pre, &T, "sdy", "sdyx");
     if (bg) { /* the tiles' counts of finished parts, from 0 */
@@ -1327,13 +1350,7 @@ static int64_t bn_grad_nhwc(kb *k, const ir_node *n, kb *pre, kb *mid)
         bn_per_channel(k, &T, coef[c], kb_kstr(k, "%s[%lld + ch + j]", cr, c * C));
     if (bg)
         kb_line(k, "float sdx[%d] = {0.0f};", V);
-    kb_line(k, "if (ch < %lld)", C);
-    kb_line(k, "    for (%s r = r0 + ty; r < r1; r += %d) {", k->itype, T.ty);
-    k->indent += 2;
-    kb_line(k, "const %s i = r * %lld + ch;", k->itype, C);
-    kb_line(k, "float q[%d];", V);
-    kb_line(k, "x_atv(i, q);");
-    bn_vread(k, &T, n->in[1], "b");
+    bn_grad_rows(k, &T, n);
     kb_line(k, "for (int j = 0; j < %d; j++)", V);
     kb_line(k, "    q[j] = k1[j] * (q[j] - k2[j] - (b[j] - mu[j]) * is[j] * k3[j]);");
     kb_line(k, "y_putv(i, q);");
@@ -1345,8 +1362,7 @@ static int64_t bn_grad_nhwc(kb *k, const ir_node *n, kb *pre, kb *mid)
         kb_line(k, "for (int j = 0; j < %d; j++)", V);
         kb_line(k, "    sdx[j] += c[j];");
     }
-    k->indent -= 2;
-    kb_line(k, "    }");
+    bn_rows_end(k);
     if (!bg)
         return T.tiles * T.parts;
     bn_tile_tree(k, &T, "sdx", NULL, 0);

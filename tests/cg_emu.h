@@ -73,63 +73,48 @@ static inline void copy_bytes(void *dst, const void *src, size_t n)
 }
 }
 
-/* The vector types through which the prelude's ldv<4> and stv<4> load and
- * store (one 16-byte access of 4 floats, one 8-byte access of 4 16-bit
- * values).  On a GPU such an access needs an address that is a multiple of
+/* The vector types through which the prelude's ldv and stv load and store
+ * (a 16-byte access of 4 floats, an 8-byte access of 4 16-bit values, a
+ * 16-byte access of 8).  On a GPU such an access needs an address that is a multiple of
  * its size (the CUDA C++ Programming Guide, "Device Memory Accesses", Size
  * and Alignment Requirement: one instruction only for naturally aligned
  * words, and "reading non-naturally aligned 8-byte or 16-byte words produces
  * incorrect results"), so a kernel that makes one by a pointer cast
  * (reinterpret_cast<const float4 *>(p + e)) fails here on a misaligned
  * address: the copy from such an lvalue is the load, the assignment to one
- * the store.  The copy itself is bytewise, so that the host never faults on
- * the address it reports. */
+ * the store (EMU_VECTOR_ACCESS gives each type both, naming the access).
+ * The copy itself is bytewise, so that the host never faults on the address
+ * it reports. */
+#define EMU_VECTOR_ACCESS(T, load, store)                                              \
+    T(const T &o)                                                                      \
+    {                                                                                  \
+        emu::aligned(&o, sizeof(T), load);                                             \
+        emu::copy_bytes(this, &o, sizeof o);                                           \
+    }                                                                                  \
+    T &operator=(const T &o)                                                           \
+    {                                                                                  \
+        emu::aligned(this, sizeof(T), store);                                          \
+        emu::copy_bytes(this, &o, sizeof o);                                           \
+        return *this;                                                                  \
+    }
 struct alignas(16) float4 {
     float x, y, z, w;
     float4() = default;
     float4(float a, float b, float c, float d) : x(a), y(b), z(c), w(d) {}
-    float4(const float4 &o)
-    {
-        emu::aligned(&o, 16, "a 16-byte float4 load (ldv<4> of float)");
-        emu::copy_bytes(this, &o, sizeof o);
-    }
-    float4 &operator=(const float4 &o)
-    {
-        emu::aligned(this, 16, "a 16-byte float4 store (stv<4> of float)");
-        emu::copy_bytes(this, &o, sizeof o);
-        return *this;
-    }
+    EMU_VECTOR_ACCESS(float4, "a 16-byte float4 load (ldv<4> of float)",
+                      "a 16-byte float4 store (stv<4> of float)")
 };
 struct alignas(8) uint2 {
     unsigned x, y;
     uint2() = default;
-    uint2(unsigned a, unsigned b) : x(a), y(b) {}
-    uint2(const uint2 &o)
-    {
-        emu::aligned(&o, 8, "an 8-byte uint2 load (ldv<4> of 16-bit values)");
-        emu::copy_bytes(this, &o, sizeof o);
-    }
-    uint2 &operator=(const uint2 &o)
-    {
-        emu::aligned(this, 8, "an 8-byte uint2 store (stv<4> of 16-bit values)");
-        emu::copy_bytes(this, &o, sizeof o);
-        return *this;
-    }
+    EMU_VECTOR_ACCESS(uint2, "an 8-byte uint2 load (ldv<4> of 16-bit values)",
+                      "an 8-byte uint2 store (stv<4> of 16-bit values)")
 };
 struct alignas(16) uint4 {
     unsigned x, y, z, w;
     uint4() = default;
-    uint4(const uint4 &o)
-    {
-        emu::aligned(&o, 16, "a 16-byte uint4 load (ldv<8> of 16-bit values)");
-        emu::copy_bytes(this, &o, sizeof o);
-    }
-    uint4 &operator=(const uint4 &o)
-    {
-        emu::aligned(this, 16, "a 16-byte uint4 store (stv<8> of 16-bit values)");
-        emu::copy_bytes(this, &o, sizeof o);
-        return *this;
-    }
+    EMU_VECTOR_ACCESS(uint4, "a 16-byte uint4 load (ldv<8> of 16-bit values)",
+                      "a 16-byte uint4 store (stv<8> of 16-bit values)")
 };
 static inline float4 make_float4(float x, float y, float z, float w) { return float4(x, y, z, w); }
 

@@ -209,9 +209,9 @@ struct rt_session *cli_session_new(const options *o, const drv_program *p, int p
                multiple times as different ranks of the same NCCL communicator is not
                supported and may lead to hangs." Every rank of the node says so. */
             snprintf(err, errlen, "mpirun started %d ranks on this node, which has %d GPU%s: "
-                     "local ranks %d and %d would share GPU 0, and NCCL does not support two "
+                     "local ranks 0 and %d would share GPU 0, and NCCL does not support two "
                      "ranks of one communicator on one GPU: start at most %d rank%s a node",
-                     w->local_ranks, count, count == 1 ? "" : "s", 0, count, count,
+                     w->local_ranks, count, count == 1 ? "" : "s", count, count,
                      count == 1 ? "" : "s");
             free(gpus);
             return NULL;
