@@ -41,7 +41,8 @@ static const char *const reserved[] = {
     "part", "t0", "t1", "p", "pd", "np", "mp", "bb", "sdx", "sd", "ny", "nx",
     "ly0", "ly1", "lx0", "lx1", "wy", "tx", "ty", "r0", "r1", "tile_red", "last_part",
     "x_atv", "y_putv", "sh", "ss", "nt", "mt", "tm", "tq", "tn", "me", "na", "nb", "f", "h",
-    "mred", "sum8", "half_of", "pair_of", "round_to", "uint4",
+    "mred", "sum8", "half_of", "pair_of", "round_to", "uint4", "first", "m2", "fdy", "fdyx",
+    "fdx",
     NULL};
 
 char *kb_kstr(kb *k, const char *fmt, ...)

@@ -767,20 +767,6 @@ static void channel_start(kb *k, int64_t count)
             (long long)k->plen);
 }
 
-/* t runs over the channel's (image, position) pairs, or the part's. */
-static void channel_loop(kb *k, int64_t c, int64_t count, int64_t inner, const char *body)
-{
-    if (k->parts > 1)
-        kb_line(k, "for (%s t = t0 + threadIdx.x; t < t1; t += %d) {", k->itype, k->nt);
-    else
-        kb_line(k, "for (%s t = threadIdx.x; t < %lld; t += %d) {", k->itype, (long long)count,
-                k->nt);
-    kb_line(k, "    const %s i = (t / %lld * %lld + ch) * %lld + t %% %lld;", k->itype,
-            (long long)inner, (long long)c, (long long)inner, (long long)inner);
-    kb_line(k, "    %s", body);
-    kb_line(k, "}");
-}
-
 static int channel_threads(int64_t count)
 {
     return count >= 65536 ? 1024 : count >= 4096 ? 512 : count >= 256 ? 256 : 64;
@@ -800,57 +786,6 @@ static void store_own(kb *k, const ir_value *r, const ir_value *old, const char 
     const char *o = kb_reads(k, old, 1), *w = kb_writes(k, r, 1);
     k->unaligned = unaligned;
     kb_line(k, fmt, w, ix, kb_dlit(k, a), o, ix, kb_dlit(k, b), x);
-}
-
-/* x_at for batchnorm_train's operand x, and where a convolution left its
- * bias to this kernel (codegen.c bias_pending), x's parameter to write:
- * the first pass over x adds the bias in place, each element by the thread
- * that reads it, and later passes read x as stored. */
-static const char *bn_loader(kb *k, const ir_node *n)
-{
-    const ir_value *x = n->in[0];
-    if (k->G->bias_pending != x || k->sp != 0) {
-        emit_loader(k, n);
-        return NULL;
-    }
-    int unaligned = k->unaligned;
-    k->unaligned = 0;
-    const char *r = kb_reads(k, x, 1), *w = kb_writes(k, x, 1);
-    k->unaligned = unaligned;
-    kb_line(k, "auto x_at = [&](%s i) -> float { return ld(%s, i); };", k->itype, r);
-    return w;
-}
-
-/* The first pass's body: s sums x (after adding the pending bias, at x). */
-static const char *bn_first_pass(kb *k, const char *x)
-{
-    if (!x)
-        return "s += x_at(i);";
-    kb_line(k, "const float bb = %s; /* the bias of %%%s, added here */",
-            kb_at_index(k, k->G->bias_of, "ch"), cg_name(k->G->bias_of));
-    return kb_kstr(k, "{ st(%s, i, x_at(i) + bb); s += x_at(i); }", x);
-}
-
-/* Batchnorm's statistics in parts: each part's sum and the sum of squares
- * about its own mean, merged in part order (Chan et al.) into the channel's
- * mean and variance. */
-static void bn_stats_parts(kb *pre, const ir_node *n, cg_ref ws, int64_t c, int64_t count,
-                           int64_t inner)
-{
-    pre->nt = channel_threads(pre->plen);
-    const char *x = bn_loader(pre, n);
-    channel_start(pre, count);
-    partials(pre, ws, 1);
-    kb_line(pre, "double s = 0.0, ss = 0.0;");
-    channel_loop(pre, c, count, inner, bn_first_pass(pre, x));
-    kb_line(pre, "s = block_sum<%d>(s, %s);", pre->nt, shared_red(pre, 1));
-    kb_line(pre, "const double mp = s / (double)(t1 - t0);");
-    channel_loop(pre, c, count, inner, "{ const double dv = x_at(i) - mp; ss += dv * dv; }");
-    kb_line(pre, "ss = block_sum<%d>(ss, %s);", pre->nt, shared_red(pre, 1));
-    kb_line(pre, "if (threadIdx.x == 0) {");
-    kb_line(pre, "    pd[2 * blockIdx.x] = s;");
-    kb_line(pre, "    pd[2 * blockIdx.x + 1] = ss;");
-    kb_line(pre, "}");
 }
 
 /* From double mu and var (of count elements a channel): 1 / std, then the
@@ -995,31 +930,31 @@ static void bn_per_channel(kb *k, const bn_tile *T, const char *name, const char
 
 /* float a[v] = v at elements i .. i + v - 1: one vector access where v is
  * stored as the kernel indexes it */
-static void bn_vread(kb *k, const bn_tile *T, const ir_value *v, const char *a)
+static void bn_vread(kb *k, int V, const ir_value *v, const char *a)
 {
-    kb_line(k, "float %s[%d];", a, T->v);
+    kb_line(k, "float %s[%d];", a, V);
     if (!kb_crossed(k, v) && ir_is_float(cg_dtype_of(k->G, v))) {
-        kb_line(k, "ldv<%d>(%s, i, %s);", T->v, kb_reads(k, v, 1), a);
+        kb_line(k, "ldv<%d>(%s, i, %s);", V, kb_reads(k, v, 1), a);
         return;
     }
-    kb_line(k, "for (int j = 0; j < %d; j++)", T->v);
+    kb_line(k, "for (int j = 0; j < %d; j++)", V);
     kb_line(k, "    %s[j] = ld(%s, %s);", a, kb_reads(k, v, 0), kb_cross_index(k, v, "(i + j)"));
 }
 
 /* x_atv(e, a): the special's first operand at elements e .. e + v - 1,
  * through the prologue; one vector access where it is x as stored. */
-static void emit_vloader(kb *k, const ir_node *sp, const bn_tile *T)
+static void emit_vloader(kb *k, const ir_node *sp, int V)
 {
     const ir_value *x = sp->in[0];
     if (k->sp == 0 && !kb_crossed(k, x) && !cg_const_inline(k->G, x) &&
         ir_is_float(cg_dtype_of(k->G, x))) {
-        kb_line(k, "auto x_atv = [&](%s e, float *a) { ldv<%d>(%s, e, a); };", k->itype, T->v,
+        kb_line(k, "auto x_atv = [&](%s e, float *a) { ldv<%d>(%s, e, a); };", k->itype, V,
                 kb_reads(k, x, 1));
         return;
     }
     emit_loader(k, sp);
     kb_line(k, "auto x_atv = [&](%s e, float *a) {", k->itype);
-    kb_line(k, "    for (int j = 0; j < %d; j++)", T->v);
+    kb_line(k, "    for (int j = 0; j < %d; j++)", V);
     kb_line(k, "        a[j] = x_at(e + j);");
     kb_line(k, "};");
 }
@@ -1027,7 +962,7 @@ static void emit_vloader(kb *k, const ir_node *sp, const bn_tile *T)
 /* y_putv(e, a): the special's first result a at elements e .. e + v - 1,
  * through the epilogue, each value stored where read after the kernel: with
  * one vector access where it is a float stored as the kernel indexes it. */
-static void emit_vstorer(kb *k, const ir_node *sp, const bn_tile *T)
+static void emit_vstorer(kb *k, const ir_node *sp, int V)
 {
     int saved = k->nregs, arr = k->array;
     const char *idx = k->idx;
@@ -1044,11 +979,11 @@ static void emit_vstorer(kb *k, const ir_node *sp, const bn_tile *T)
         const ir_value *v = k->m[m]->out[0];
         if (kb_needs_store(k, v) && !kb_crossed(k, v) && ir_is_float(cg_dtype_of(k->G, v))) {
             vec[m] = kb_tmp(k, "o");
-            kb_line(k, "float %s[%d];", vec[m], T->v);
+            kb_line(k, "float %s[%d];", vec[m], V);
         }
     }
     kb_line(k, "#pragma unroll");
-    kb_line(k, "for (int j = 0; j < %d; j++) {", T->v);
+    kb_line(k, "for (int j = 0; j < %d; j++) {", V);
     k->indent++;
     kb_line(k, "const %s i = e + j;", k->itype);
     kb_line(k, "const float v = a[j];");
@@ -1067,7 +1002,7 @@ static void emit_vstorer(kb *k, const ir_node *sp, const bn_tile *T)
     kb_line(k, "}");
     for (int m = k->sp; m < k->nm && m < MAX_REGS; m++)
         if (vec[m])
-            kb_line(k, "stv<%d>(%s, e, %s);", T->v, kb_writes(k, k->m[m]->out[0], 1), vec[m]);
+            kb_line(k, "stv<%d>(%s, e, %s);", V, kb_writes(k, k->m[m]->out[0], 1), vec[m]);
     k->indent--;
     kb_line(k, "};");
     k->nregs = saved;
@@ -1200,7 +1135,7 @@ static int64_t bn_train_nhwc(kb *k, const ir_node *n, kb *pre, kb *mid)
     pre->nt = k->nt = 256;
 
     const ir_value *bias = k->G->bias_pending == n->in[0] && k->sp == 0 ? k->G->bias_of : NULL;
-    emit_vloader(pre, n, &T);
+    emit_vloader(pre, n, V);
     bn_tile_start(pre, &T);
     partials(pre, ws, 1);
     const char *xw = NULL;
@@ -1252,8 +1187,8 @@ static int64_t bn_train_nhwc(kb *k, const ir_node *n, kb *pre, kb *mid)
     kb_line(mid, "    %s[%lld + ch] = (float)%s;", cw->name, 2 * C, kb_at_index(mid, n->in[2], "ch"));
     kb_line(mid, "}");
 
-    emit_vloader(k, n, &T);
-    emit_vstorer(k, n, &T);
+    emit_vloader(k, n, V);
+    emit_vstorer(k, n, V);
     bn_tile_start(k, &T);
     const char *cr = bn_channels(k, chan, &T, 3, 0)->name;
     bn_per_channel(k, &T, "fm", kb_kstr(k, "%s[ch + j]", cr));
@@ -1278,7 +1213,7 @@ static void bn_grad_rows(kb *k, const bn_tile *T, const ir_node *n)
     bn_rows(k, T);
     kb_line(k, "float q[%d];", T->v);
     kb_line(k, "x_atv(i, q);");
-    bn_vread(k, T, n->in[1], "b");
+    bn_vread(k, T->v, n->in[1], "b");
 }
 
 /* batchnorm_grad over channels-last dy and x, as bn_train_nhwc: pre's sums
@@ -1301,7 +1236,7 @@ static int64_t bn_grad_nhwc(kb *k, const ir_node *n, kb *pre, kb *mid)
     }
     pre->nt = k->nt = 256;
 
-    emit_vloader(pre, n, &T);
+    emit_vloader(pre, n, V);
     bn_tile_start(pre, &T);
     partials(pre, ws, 1);
     bn_per_channel(pre, &T, "mu", kb_at_index(pre, n->in[3], "(ch + j)"));
@@ -1341,8 +1276,8 @@ static int64_t bn_grad_nhwc(kb *k, const ir_node *n, kb *pre, kb *mid)
     mid->indent--;
     kb_line(mid, "}");
 
-    emit_vloader(k, n, &T);
-    emit_vstorer(k, n, &T);
+    emit_vloader(k, n, V);
+    emit_vstorer(k, n, V);
     bn_tile_start(k, &T);
     const char *cr = bn_channels(k, chan, &T, 5, 0)->name;
     static const char *const coef[5] = {"mu", "is", "k1", "k2", "k3"};
@@ -1357,7 +1292,7 @@ static int64_t bn_grad_nhwc(kb *k, const ir_node *n, kb *pre, kb *mid)
     if (bg) { /* dx as stored */
         int unaligned = k->unaligned;
         k->unaligned = 0;
-        bn_vread(k, &T, n->out[0], "c");
+        bn_vread(k, V, n->out[0], "c");
         k->unaligned = unaligned;
         kb_line(k, "for (int j = 0; j < %d; j++)", V);
         kb_line(k, "    sdx[j] += c[j];");
@@ -1395,102 +1330,243 @@ static int64_t bn_grad_nhwc(kb *k, const ir_node *n, kb *pre, kb *mid)
     return T.tiles * T.parts;
 }
 
-static int64_t sp_batchnorm_train(kb *k, const ir_node *n, kb *pre, kb *mid)
+/* ---- channel-major batchnorm ----
+ *
+ * Over x as [n, c, inner] (NCHW): a block per channel, or per part of a
+ * channel's elements where the channels are too few to fill the GPU
+ * (split's parts; blockIdx.x = channel x parts + part), the parts' sums
+ * merged in part order by the kernel that normalizes.  A thread takes v
+ * neighbouring elements of a plane, read and written 16 bytes at a time
+ * where the planes' size allows (ldv/stv); t counts a channel's vectors.  A
+ * thread's sums are floats (of x less its first element, which keeps them
+ * small), merged over the block in double by block_sum's fixed order: the
+ * statistics by Chan et al.'s formula, from each thread's mean and squared
+ * deviations. */
+typedef struct {
+    int v;
+    int64_t c, inner, count, vecs; /* a channel's count elements, vecs vectors */
+} bn_plane;
+
+static bn_plane bn_plane_of(kb *k, const ir_value *x)
 {
-    if (k->nhwc)
-        return bn_train_nhwc(k, n, pre, mid);
-    const ir_type *t = &n->in[0]->type;
-    int64_t c = t->dims[1], batch = t->dims[0], inner = ir_type_numel(t) / (batch * c);
-    int64_t count = batch * inner, parts = parts_of(c, count);
+    const ir_type *t = &x->type;
+    bn_plane P;
+    P.c = t->dims[1];
+    P.inner = ir_type_numel(t) / (t->dims[0] * P.c);
+    P.count = t->dims[0] * P.inner;
+    P.v = 16 / (int)cg_dtype_size(cg_dtype_of(k->G, x));
+    if (P.inner % P.v)
+        P.v = 1;
+    P.vecs = P.count / P.v;
+    return P;
+}
+
+/* The parts each channel's vectors split into: k and pre made to reduce in
+ * them where more than one. */
+static int64_t bn_plane_split(kb *k, kb *pre, const bn_plane *P, cg_ref *ws)
+{
+    int64_t parts = parts_of(P->c, P->count);
+    parts = kb_div_up(P->vecs, kb_div_up(P->vecs, parts)); /* no part empty */
+    if (parts > 1)
+        *ws = split(k, pre, P->c, P->vecs, parts, 2);
+    return parts;
+}
+
+/* The first of vector t's elements of a channel. */
+static const char *bn_plane_first(kb *k, const char *t, int v)
+{
+    return v == 1 ? t : kb_kstr(k, "%s * %d", t, v);
+}
+
+/* The element of the channel's e-th. */
+static const char *bn_plane_index(kb *k, const bn_plane *P, const char *e)
+{
+    long long in = (long long)P->inner;
+    return kb_kstr(k, "(%s) / %lld * %lld + (%s) %% %lld + ch * %lld", e, in,
+                   (long long)P->c * in, e, in, in);
+}
+
+/* A kernel's threads and its ch (and part, t0, t1), over P's channels. */
+static void bn_plane_start(kb *k, const bn_plane *P)
+{
+    k->nt = channel_threads(k->parts > 1 ? k->plen : P->vecs);
+    channel_start(k, P->vecs);
+}
+
+/* The loop over the thread's vectors of its channel (or part), elements
+ * i .. i + v - 1 of each: the body's lines go before bn_plane_end. */
+static void bn_plane_loop(kb *k, const bn_plane *P)
+{
+    if (k->parts > 1)
+        kb_line(k, "for (%s t = t0 + threadIdx.x; t < t1; t += %d) {", k->itype, k->nt);
+    else
+        kb_line(k, "for (%s t = threadIdx.x; t < %lld; t += %d) {", k->itype,
+                (long long)P->vecs, k->nt);
+    k->indent++;
+    kb_line(k, "const %s i = %s;", k->itype, bn_plane_index(k, P, bn_plane_first(k, "t", P->v)));
+}
+
+static void bn_plane_end(kb *k)
+{
+    k->indent--;
+    kb_line(k, "}");
+}
+
+/* The statistics of the block's elements of x (its channel's or part's):
+ * double np of them, their sum and m2, the sum of their squared deviations
+ * about their mean.  Where a convolution left its bias to this kernel, x +
+ * bias stored back, each element by the thread that reads it. */
+static void bn_plane_stats(kb *k, const ir_node *n, const bn_plane *P)
+{
+    const ir_value *x = n->in[0];
+    const ir_value *bias = k->G->bias_pending == x && k->sp == 0 ? k->G->bias_of : NULL;
+    int V = P->v;
+    const char *xw = NULL;
+    kb_line(k, "{");
+    k->indent++;
+    if (k->parts <= 1)
+        kb_line(k, "const %s t0 = 0, t1 = %lld;", k->itype, (long long)P->vecs);
+    kb_line(k, "float sh = 0.0f, s = 0.0f, ss = 0.0f; /* sh: the thread's first element */");
+    kb_line(k, "const %s first = t0 + threadIdx.x;", k->itype);
+    if (bias) {
+        xw = kb_writes(k, x, 1);
+        kb_line(k, "const float bb = %s; /* the bias of %%%s, added to x here */",
+                kb_at_index(k, bias, "ch"), cg_name(bias));
+    }
+    kb_line(k, "if (first < t1) {");
+    kb_line(k, "    float a[%d];", V);
+    kb_line(k, "    x_atv(%s, a);", bn_plane_index(k, P, bn_plane_first(k, "first", V)));
+    kb_line(k, "    sh = a[0]%s;", bias ? " + bb" : "");
+    kb_line(k, "}");
+    bn_plane_loop(k, P);
+    kb_line(k, "float a[%d];", V);
+    kb_line(k, "x_atv(i, a);");
+    if (bias) {
+        kb_line(k, "for (int j = 0; j < %d; j++)", V);
+        kb_line(k, "    a[j] += bb;");
+        kb_line(k, "stv<%d>(%s, i, a);", V, xw);
+    }
+    kb_line(k, "for (int j = 0; j < %d; j++) {", V);
+    kb_line(k, "    const float d = a[j] - sh;");
+    kb_line(k, "    s += d;");
+    kb_line(k, "    ss += d * d;");
+    kb_line(k, "}");
+    bn_plane_end(k);
+    const char *red = shared_red(k, 1);
+    kb_line(k, "const double tn = first < t1 ? (double)((t1 - first + %d) / %d * %d) : 0.0;",
+            k->nt - 1, k->nt, V);
+    kb_line(k, "const double tm = tn > 0.0 ? sh + s / tn : 0.0;");
+    kb_line(k, "const double tq = tn > 0.0 ? fmax((double)ss - (double)s * s / tn, 0.0) : 0.0;");
+    kb_line(k, "np = (double)(t1 - t0) * %d.0;", V);
+    kb_line(k, "sum = block_sum<%d>(tn * tm, %s);", k->nt, red);
+    kb_line(k, "const double d = tm - sum / np;");
+    kb_line(k, "m2 = block_sum<%d>(tq + tn * d * d, %s);", k->nt, red);
+    k->indent--;
+    kb_line(k, "}");
+}
+
+/* The parts' np, sum and m2 (at pd) merged, in part order, into the
+ * channel's mean mu and variance var. */
+static void bn_plane_merge(kb *k, const bn_plane *P)
+{
+    long long L = (long long)k->plen * P->v, NP = (long long)k->parts;
+    kb_line(k, "double s = 0.0, ss = 0.0;");
+    kb_line(k, "for (%s p = 0; p < %lld; p++)", k->itype, NP);
+    kb_line(k, "    s += pd[2 * (ch * %lld + p)];", NP);
+    kb_line(k, "const double mu = s / %lld.0;", (long long)P->count);
+    kb_line(k, "for (%s p = 0; p < %lld; p++) {", k->itype, NP);
+    kb_line(k, "    const double np = p == %lld ? %lld.0 : %lld.0, dv = pd[2 * (ch * %lld + p)] / np "
+            "- mu;", NP - 1, (long long)P->count - (NP - 1) * L, L, NP);
+    kb_line(k, "    ss += pd[2 * (ch * %lld + p) + 1] + np * dv * dv;", NP);
+    kb_line(k, "}");
+    kb_line(k, "const double var = ss / %lld.0;", (long long)P->count);
+}
+
+/* batchnorm_train over channel-major x: where in parts, pre's statistics of
+ * each part; then, merged or computed here, y = (x - mean) scale + shift. */
+static int64_t bn_train_nchw(kb *k, const ir_node *n, kb *pre)
+{
+    bn_plane P = bn_plane_of(k, n->in[0]);
     cg_ref ws = {0};
+    int64_t parts = bn_plane_split(k, pre, &P, &ws);
+    int V = P.v;
     if (parts > 1) {
-        ws = split(k, pre, c, count, parts, 2);
-        bn_stats_parts(pre, n, ws, c, count, inner);
+        emit_vloader(pre, n, V);
+        bn_plane_start(pre, &P);
+        partials(pre, ws, 1);
+        kb_line(pre, "double np, sum, m2;");
+        bn_plane_stats(pre, n, &P);
+        kb_line(pre, "if (threadIdx.x == 0) {");
+        kb_line(pre, "    pd[2 * blockIdx.x] = sum;");
+        kb_line(pre, "    pd[2 * blockIdx.x + 1] = m2;");
+        kb_line(pre, "}");
     }
-    k->nt = channel_threads(parts > 1 ? k->plen : count);
-    const char *x = parts > 1 ? (emit_loader(k, n), NULL) : bn_loader(k, n);
-    emit_storer(k, n);
-    channel_start(k, count);
+    emit_vloader(k, n, V);
+    emit_vstorer(k, n, V);
+    bn_plane_start(k, &P);
     if (parts > 1) {
-        int64_t P = parts, L = k->plen;
         partials(k, ws, 0);
-        kb_line(k, "double s = 0.0, ss = 0.0;");
-        kb_line(k, "for (%s p = 0; p < %lld; p++)", k->itype, (long long)P);
-        kb_line(k, "    s += pd[2 * (ch * %lld + p)];", (long long)P);
-        kb_line(k, "const double mu = s / %lld.0;", (long long)count);
-        kb_line(k, "for (%s p = 0; p < %lld; p++) {", k->itype, (long long)P);
-        kb_line(k,
-                "    const double np = p == %lld ? %lld.0 : %lld.0, dv = pd[2 * (ch * %lld + p)] / np "
-                "- mu;", (long long)(P - 1), (long long)(count - (P - 1) * L), (long long)L,
-                (long long)P);
-        kb_line(k, "    ss += pd[2 * (ch * %lld + p) + 1] + np * dv * dv;", (long long)P);
-        kb_line(k, "}");
-        kb_line(k, "const double var = ss / %lld.0;", (long long)count);
+        bn_plane_merge(k, &P);
     } else {
-        kb_line(k, "double s = 0.0, ss = 0.0;");
-        channel_loop(k, c, count, inner, bn_first_pass(k, x));
-        kb_line(k, "const double mu = block_sum<%d>(s, %s) / %lld.0;", k->nt, shared_red(k, 1),
-                (long long)count);
-        channel_loop(k, c, count, inner, "{ const double dv = x_at(i) - mu; ss += dv * dv; }");
-        kb_line(k, "const double var = block_sum<%d>(ss, %s) / %lld.0;", k->nt, shared_red(k, 1),
-                (long long)count);
+        kb_line(k, "double np, sum, m2;");
+        bn_plane_stats(k, n, &P);
+        kb_line(k, "const double mu = sum / np, var = m2 / np;");
     }
-    bn_store_stats(k, n, count, parts > 1 ? "threadIdx.x == 0 && part == 0" : "threadIdx.x == 0");
+    bn_store_stats(k, n, P.count, parts > 1 ? "threadIdx.x == 0 && part == 0" : "threadIdx.x == 0");
     kb_line(k, "const float fm = (float)mu, scale = %s * (float)is, shift = %s;",
             kb_at_index(k, n->in[1], "ch"), kb_at_index(k, n->in[2], "ch"));
-    channel_loop(k, c, count, inner, "y_put(i, (x_at(i) - fm) * scale + shift);");
-    return c * parts;
+    bn_plane_loop(k, &P);
+    kb_line(k, "float a[%d];", V);
+    kb_line(k, "x_atv(i, a);");
+    kb_line(k, "for (int j = 0; j < %d; j++)", V);
+    kb_line(k, "    a[j] = (a[j] - fm) * scale + shift;");
+    kb_line(k, "y_putv(i, a);");
+    bn_plane_end(k);
+    return P.c * parts;
 }
 
-/* The sum_to after batchnorm_grad n that sums its dx per channel (a
- * convolution's bias gradient) where n's kernel may compute it too: the next
- * node, alone, on this device, reading dx as stored (n has no epilogue). */
-static const ir_node *bias_grad_of(kb *k, const ir_node *n)
+/* batchnorm_grad's sums over the block's elements, sdy of dy and sdyx of
+ * dy xhat: floats a thread, added over the block in double. */
+static void bn_plane_grad_sums(kb *k, const ir_node *n, const bn_plane *P)
 {
-    const ir_node *s = n->next; /* the memory plan's rule too (memplan.c liveness) */
-    const ir_type *t = &n->out[0]->type;
-    if (k->G->no_sum_fold || k->G->init || k->sp != k->nm - 1 || !s || s->op != IR_OP_SUM_TO ||
-        s->device != n->device ||
-        s->in[0] != n->out[0] || s->group || !kb_needs_store(k, n->out[0]) || t->rank < 2 ||
-        cg_dtype_of(k->G, s->out[0]) != IR_F32)
-        return NULL;
-    const ir_type *o = &s->out[0]->type;
-    if (o->rank != t->rank || o->dims[1] != t->dims[1] || o->dims[0] != 1)
-        return NULL;
-    for (int d = 2; d < o->rank; d++)
-        if (o->dims[d] != 1)
-            return NULL;
-    return s;
+    kb_line(k, "float fdy = 0.0f, fdyx = 0.0f;");
+    bn_plane_loop(k, P);
+    kb_line(k, "float q[%d];", P->v);
+    kb_line(k, "x_atv(i, q);");
+    bn_vread(k, P->v, n->in[1], "b");
+    kb_line(k, "for (int j = 0; j < %d; j++) {", P->v);
+    kb_line(k, "    fdy += q[j];");
+    kb_line(k, "    fdyx += q[j] * (b[j] - mu) * is;");
+    kb_line(k, "}");
+    bn_plane_end(k);
+    const char *red = shared_red(k, 1);
+    kb_line(k, "sdy = block_sum<%d>((double)fdy, %s);", k->nt, red);
+    kb_line(k, "sdyx = block_sum<%d>((double)fdyx, %s);", k->nt, red);
 }
 
-static int64_t sp_batchnorm_grad(kb *k, const ir_node *n, kb *pre, kb *mid)
+/* batchnorm_grad over channel-major dy and x, as bn_train_nchw; and where a
+ * convolution's bias gradient sums dx per channel next (bias_grad_of), the
+ * block's sum of dx as stored, or its part's, the channel's last part to
+ * finish adding the parts in order (CUDA's threadFenceReduction). */
+static int64_t bn_grad_nchw(kb *k, const ir_node *n, kb *pre)
 {
-    if (k->nhwc)
-        return bn_grad_nhwc(k, n, pre, mid);
-    const ir_type *t = &n->in[0]->type;
-    int64_t c = t->dims[1], batch = t->dims[0], inner = ir_type_numel(t) / (batch * c);
-    int64_t count = batch * inner, parts = parts_of(c, count);
-    const char *sums = "{ const float q = x_at(i); sdy += q; sdyx += q * (ld(%s, i) - mu) * is; }";
-    cg_ref ws = {0};
+    bn_plane P = bn_plane_of(k, n->in[0]);
+    cg_ref ws = {0}, sums_dx = {0}, counts = {0};
+    int64_t parts = bn_plane_split(k, pre, &P, &ws), c = P.c;
+    int V = P.v;
     const ir_node *bg = bias_grad_of(k, n);
-    cg_ref sums_dx = {0}, counts = {0};
+    const char *stats = "const float mu = %s, is = %s;";
     if (parts > 1) { /* the parts' sums of dy and dy xhat */
-        ws = split(k, pre, c, count, parts, 2);
         if (bg) { /* and of dx, added by the channel's last part: counts from 0 */
             sums_dx = cg_workspace(k->G, c * parts * (int64_t)sizeof(double));
             counts = cg_workspace(k->G, c * (int64_t)sizeof(int));
         }
-        pre->nt = channel_threads(pre->plen);
-        emit_loader(pre, n);
-        const char *x = kb_reads(pre, n->in[1], 0);
-        channel_start(pre, count);
+        emit_vloader(pre, n, V);
+        bn_plane_start(pre, &P);
         partials(pre, ws, 1);
-        kb_line(pre, "const double mu = %s, is = %s;", kb_at_index(pre, n->in[3], "ch"),
-                kb_at_index(pre, n->in[4], "ch"));
-        kb_line(pre, "double sdy = 0.0, sdyx = 0.0;");
-        channel_loop(pre, c, count, inner, kb_kstr(pre, sums, x));
-        kb_line(pre, "sdy = block_sum<%d>(sdy, %s);", pre->nt, shared_red(pre, 1));
-        kb_line(pre, "sdyx = block_sum<%d>(sdyx, %s);", pre->nt, shared_red(pre, 1));
+        kb_line(pre, stats, kb_at_index(pre, n->in[3], "ch"), kb_at_index(pre, n->in[4], "ch"));
+        kb_line(pre, "double sdy, sdyx;");
+        bn_plane_grad_sums(pre, n, &P);
         kb_line(pre, "if (threadIdx.x == 0) {");
         kb_line(pre, "    pd[2 * blockIdx.x] = sdy;");
         kb_line(pre, "    pd[2 * blockIdx.x + 1] = sdyx;");
@@ -1502,13 +1578,10 @@ static int64_t sp_batchnorm_grad(kb *k, const ir_node *n, kb *pre, kb *mid)
         }
         kb_line(pre, "}");
     }
-    k->nt = channel_threads(parts > 1 ? k->plen : count);
-    emit_loader(k, n);
-    emit_storer(k, n);
-    const char *x = kb_reads(k, n->in[1], 0);
-    channel_start(k, count);
-    kb_line(k, "const double mu = %s, is = %s;", kb_at_index(k, n->in[3], "ch"),
-            kb_at_index(k, n->in[4], "ch"));
+    emit_vloader(k, n, V);
+    emit_vstorer(k, n, V);
+    bn_plane_start(k, &P);
+    kb_line(k, stats, kb_at_index(k, n->in[3], "ch"), kb_at_index(k, n->in[4], "ch"));
     kb_line(k, "double sdy = 0.0, sdyx = 0.0;");
     if (parts > 1) {
         partials(k, ws, 0);
@@ -1517,9 +1590,7 @@ static int64_t sp_batchnorm_grad(kb *k, const ir_node *n, kb *pre, kb *mid)
         kb_line(k, "    sdyx += pd[2 * (ch * %lld + p) + 1];", (long long)parts);
         kb_line(k, "}");
     } else {
-        channel_loop(k, c, count, inner, kb_kstr(k, sums, x));
-        kb_line(k, "sdy = block_sum<%d>(sdy, %s);", k->nt, shared_red(k, 1));
-        kb_line(k, "sdyx = block_sum<%d>(sdyx, %s);", k->nt, shared_red(k, 1));
+        bn_plane_grad_sums(k, n, &P);
     }
     kb_line(k, "if (threadIdx.x == 0%s) {", parts > 1 ? " && part == 0" : "");
     k->indent++;
@@ -1528,26 +1599,29 @@ static int64_t sp_batchnorm_grad(kb *k, const ir_node *n, kb *pre, kb *mid)
     k->indent--;
     kb_line(k, "}");
     /* dx = w is / N (N dy - sum dy - xhat sum(dy xhat)) */
-    kb_line(k, "const float k1 = (float)(%s * is), k2 = (float)(sdy / %lld.0), k3 = (float)(sdyx / "
-            "%lld.0);", kb_at_index(k, n->in[2], "ch"), (long long)count, (long long)count);
-    if (!bg) {
-        channel_loop(k, c, count, inner,
-                     kb_kstr(k, "{ const float xhat = (float)((ld(%s, i) - mu) * is); "
-                             "y_put(i, k1 * (x_at(i) - k2 - xhat * k3)); }", x));
-        return c * parts;
+    kb_line(k, "const float k1 = %s * is, k2 = (float)(sdy / %lld.0), k3 = (float)(sdyx / %lld.0);",
+            kb_at_index(k, n->in[2], "ch"), (long long)P.count, (long long)P.count);
+    if (bg)
+        kb_line(k, "float fdx = 0.0f;");
+    bn_plane_loop(k, &P);
+    kb_line(k, "float q[%d];", V);
+    kb_line(k, "x_atv(i, q);");
+    bn_vread(k, V, n->in[1], "b");
+    kb_line(k, "for (int j = 0; j < %d; j++)", V);
+    kb_line(k, "    q[j] = k1 * (q[j] - k2 - (b[j] - mu) * is * k3);");
+    kb_line(k, "y_putv(i, q);");
+    if (bg) { /* dx as stored */
+        int unaligned = k->unaligned;
+        k->unaligned = 0;
+        bn_vread(k, V, n->out[0], "c");
+        k->unaligned = unaligned;
+        kb_line(k, "for (int j = 0; j < %d; j++)", V);
+        kb_line(k, "    fdx += c[j];");
     }
-    /* and the sum of dx as stored, the bias gradient (bg): the block's sum,
-       or its part's, the last part of the channel adding the parts in order
-       (CUDA's threadFenceReduction) */
-    int unaligned = k->unaligned;
-    k->unaligned = 0;
-    const char *dx = kb_reads(k, n->out[0], 1);
-    k->unaligned = unaligned;
-    kb_line(k, "double sdx = 0.0;");
-    channel_loop(k, c, count, inner,
-                 kb_kstr(k, "{ const float xhat = (float)((ld(%s, i) - mu) * is); "
-                         "y_put(i, k1 * (x_at(i) - k2 - xhat * k3)); sdx += ld(%s, i); }", x, dx));
-    kb_line(k, "sdx = block_sum<%d>(sdx, %s);", k->nt, shared_red(k, 1));
+    bn_plane_end(k);
+    if (!bg)
+        return c * parts;
+    kb_line(k, "const double sdx = block_sum<%d>((double)fdx, %s);", k->nt, shared_red(k, 1));
     const char *db = kb_writes(k, bg->out[0], 0);
     if (parts == 1) {
         kb_line(k, "if (threadIdx.x == 0)");
@@ -1574,6 +1648,37 @@ static int64_t sp_batchnorm_grad(kb *k, const ir_node *n, kb *pre, kb *mid)
     }
     k->G->sum_done = bg;
     return c * parts;
+}
+
+static int64_t sp_batchnorm_train(kb *k, const ir_node *n, kb *pre, kb *mid)
+{
+    return k->nhwc ? bn_train_nhwc(k, n, pre, mid) : bn_train_nchw(k, n, pre);
+}
+
+/* The sum_to after batchnorm_grad n that sums its dx per channel (a
+ * convolution's bias gradient) where n's kernel may compute it too: the next
+ * node, alone, on this device, reading dx as stored (n has no epilogue). */
+static const ir_node *bias_grad_of(kb *k, const ir_node *n)
+{
+    const ir_node *s = n->next; /* the memory plan's rule too (memplan.c liveness) */
+    const ir_type *t = &n->out[0]->type;
+    if (k->G->no_sum_fold || k->G->init || k->sp != k->nm - 1 || !s || s->op != IR_OP_SUM_TO ||
+        s->device != n->device ||
+        s->in[0] != n->out[0] || s->group || !kb_needs_store(k, n->out[0]) || t->rank < 2 ||
+        cg_dtype_of(k->G, s->out[0]) != IR_F32)
+        return NULL;
+    const ir_type *o = &s->out[0]->type;
+    if (o->rank != t->rank || o->dims[1] != t->dims[1] || o->dims[0] != 1)
+        return NULL;
+    for (int d = 2; d < o->rank; d++)
+        if (o->dims[d] != 1)
+            return NULL;
+    return s;
+}
+
+static int64_t sp_batchnorm_grad(kb *k, const ir_node *n, kb *pre, kb *mid)
+{
+    return k->nhwc ? bn_grad_nhwc(k, n, pre, mid) : bn_grad_nchw(k, n, pre);
 }
 
 /* sum_to's second kernel: a thread per output, adding its parts' sums (at

@@ -751,6 +751,42 @@ static const op_case cases[] = {
        "  %cb: f32[1, 3, 1, 1] = sum_to(%dx) {shape = [1, 3, 1, 1]}\n"
        "  output dx = %dx\n  output dw = %dw\n  output db = %db\n  output cb = %cb\n"),
      1e-5, 1e-4, 1, 1},
+    /* channel-major planes of 256: 16-byte accesses at every precision (4
+       floats, 8 bf16 or fp16), in parts; the statistics of x + 300 (a
+       prologue), whose float sums about the thread's first element keep the
+       variance */
+    {"batchnorm_train in parts, 16-byte accesses",
+     G("  input %x: f32[16, 3, 16, 16]\n  input %w: f32[3]\n  input %b: f32[3]\n"
+       "  input %rm: f32[3]\n  input %pos_rv: f32[3]\n"
+       "  %y: f32[16, 3, 16, 16], %mean: f32[3], %invstd: f32[3], %rm2: f32[3], "
+       "%rv2: f32[3] = batchnorm_train(%x, %w, %b, %rm, %pos_rv) {eps = 1e-05, momentum = 0.1}\n"
+       "  output y = %y\n  output mean = %mean\n  output invstd = %invstd\n"
+       "  output rm2 = %rm2\n  output rv2 = %rv2\n"), 1e-5, 1e-5, 0, 1},
+    {"fused add+batchnorm_train in parts, x + 300",
+     G("  input %x: f32[16, 3, 16, 16]\n  input %w: f32[3]\n  input %b: f32[3]\n"
+       "  input %rm: f32[3]\n  input %pos_rv: f32[3]\n"
+       "  %k: f32[] = const() {value = 300}\n  %xk: f32[16, 3, 16, 16] = add(%x, %k)\n"
+       "  %y: f32[16, 3, 16, 16], %mean: f32[3], %invstd: f32[3], %rm2: f32[3], "
+       "%rv2: f32[3] = batchnorm_train(%xk, %w, %b, %rm, %pos_rv) {eps = 1e-05, momentum = 0.1}\n"
+       "  output y = %y\n  output mean = %mean\n  output invstd = %invstd\n"
+       "  output rm2 = %rm2\n  output rv2 = %rv2\n"), 1e-4, 1e-4, 1, 1},
+    {"conv2d+batchnorm_train, the bias added, 16-byte accesses",
+     G("  input %x: f32[4, 2, 8, 8]\n  input %w: f32[3, 2, 3, 3]\n  input %cb: f32[3]\n"
+       "  input %g: f32[3]\n  input %b: f32[3]\n  input %rm: f32[3]\n  input %pos_rv: f32[3]\n"
+       "  %c: f32[4, 3, 8, 8] = conv2d(%x, %w, %cb) {stride = [1, 1], pad = [1, 1], dilation = [1, 1], "
+       "groups = 1}\n"
+       "  %y: f32[4, 3, 8, 8], %mean: f32[3], %invstd: f32[3], %rm2: f32[3], %rv2: f32[3] = "
+       "batchnorm_train(%c, %g, %b, %rm, %pos_rv) {eps = 1e-05, momentum = 0.1}\n"
+       "  output c = %c\n  output y = %y\n  output mean = %mean\n  output invstd = %invstd\n"
+       "  output rm2 = %rm2\n  output rv2 = %rv2\n"), 1e-5, 1e-5, 0, 1},
+    {"batchnorm_grad+sum_to, the bias gradient in parts, 16-byte accesses",
+     G("  input %dy: f32[16, 3, 16, 16]\n  input %x: f32[16, 3, 16, 16]\n"
+       "  input %w: f32[3]\n  input %m: f32[3]\n  input %pos_invstd: f32[3]\n"
+       "  %dx: f32[16, 3, 16, 16], %dw: f32[3], %db: f32[3] = batchnorm_grad(%dy, %x, %w, %m, "
+       "%pos_invstd) {eps = 1e-05, momentum = 0.1}\n"
+       "  %cb: f32[1, 3, 1, 1] = sum_to(%dx) {shape = [1, 3, 1, 1]}\n"
+       "  output dx = %dx\n  output dw = %dw\n  output db = %db\n  output cb = %cb\n"),
+     1e-5, 1e-4, 0, 1},
     {"fused sub+mse", G("  input %a: f32[5, 8]\n  input %c: f32[5, 8]\n  input %b: f32[5, 8]\n"
                         "  %z: f32[5, 8] = sub(%a, %c)\n  %y: f32[] = mse(%z, %b)\n  output y = %y\n"),
      1e-7, 1e-5, 1, 0},
