@@ -420,6 +420,14 @@ typedef struct {
 } cg_run_stats;
 void cg_run_stats_of(const cg_program *p, int d, cg_run_stats *s);
 
+/* Point-to-point calls across processes (codegen/p2p.c): the end of the
+ * batch of consecutive sends and receives from step s, issued as one NCCL
+ * group; and whether every device's calls of the run (init: of the init
+ * steps) finish when each waits for its partner as NCCL's may (0), or
+ * would deadlock (-1, the waiting calls in err). */
+int cg_p2p_batch_end(const cg_step *steps, int n, int s);
+int cg_p2p_order_check(const cg_program *p, int init, char *err, size_t errlen);
+
 /* The SHA-256 of n bytes at data, into out: what a plan file binds a module's
  * source and its images with (runtime/format/plan.c). */
 void cg_sha256_of(const void *data, size_t n, unsigned char out[32]);

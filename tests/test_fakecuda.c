@@ -38,12 +38,13 @@
  *      the driver, so each starts from a fresh fake as a process of its own):
  *      init outside a group and in a group of its one call, all_reduce (sum,
  *      max; float, int32, uint8), all_gather, reduce_scatter, broadcast of
- *      int8, a split into a sub-group and into a pair; crossing sends with the
- *      receives posted first on a stream of their own; a captured graph of
- *      receive, send and all_reduce replayed 3 times; and what must fail:
- *      crossing sends each before its receive on one stream (a timeout, not a
- *      hang), two ranks on one GPU, a rank that never joins, collectives that
- *      do not match.  Each check also finds the id's directory removed.
+ *      int8, a split into a sub-group and into a pair; crossing sends each
+ *      in one group with its receive; a captured graph of that and an
+ *      all_reduce replayed 3 times; and what must fail: crossing sends each
+ *      before its receive on one stream (a timeout, not a hang), two
+ *      communicators' calls in flight on one device, one communicator's on
+ *      two streams, two ranks on one GPU, a rank that never joins,
+ *      collectives that do not match.  Each check also finds the id's directory removed.
  *      Also in a process of its own: a copy from pageable memory waits for
  *      its stream's earlier work (lazy schedule).
  * The fakes print their refusals to stderr: expected here. */
@@ -67,7 +68,7 @@
     X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) X(cuMemGetInfo) X(cuMemAlloc) X(cuMemFree) \
     X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemsetD8Async) \
     X(cuModuleLoadData) X(cuModuleGetFunction) X(cuLaunchKernel) X(cuStreamCreate) \
-    X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuEventCreate) \
+    X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamQuery) X(cuStreamWaitEvent) X(cuEventCreate) \
     X(cuEventDestroy) X(cuEventRecord) X(cuStreamBeginCapture) X(cuStreamEndCapture) \
     X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy) \
     X(cuCtxSynchronize) X(cuModuleUnload)
@@ -91,7 +92,7 @@
 #define NCCL(X) X(ncclCommInitAll) X(ncclCommDestroy) X(ncclGroupStart) X(ncclGroupEnd) \
     X(ncclAllReduce) X(ncclAllGather) X(ncclBroadcast) X(ncclSend) X(ncclRecv) \
     X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommSplit) X(ncclCommCount) \
-    X(ncclCommUserRank) X(ncclReduceScatter) X(ncclGetErrorString)
+    X(ncclCommUserRank) X(ncclReduceScatter) X(ncclGetErrorString) X(ncclCommAbort)
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -101,7 +102,6 @@ static struct {
     DRIVER(MEMBER) BLAS(MEMBER) DNN(MEMBER) NCCL(MEMBER)
 #undef MEMBER
     int (*fakecuda_register)(const char *, fk_kernel);
-    int (*fakecuda_nccl_concurrent)(int);
 } L;
 
 static int nfailed, npassed;
@@ -1128,6 +1128,9 @@ static void test_nccl_init_and_capture(CUstream s[2])
     CHECK(L.ncclCommCount(c[1], &n) == ncclSuccess && n == 2 &&
           L.ncclCommUserRank(c[1], &rank) == ncclSuccess && rank == 1, "count and rank");
     CHECK(L.ncclCommSplit(c[0], 0, 0, &solo[0], NULL) == ncclInvalidUsage, "split outside a group");
+    ncclConfig_t unmade = {0};
+    CHECK(L.ncclCommSplit(c[0], 0, 0, &solo[0], &unmade) == ncclInvalidArgument,
+          "a config not made by NCCL_CONFIG_INITIALIZER");
     L.ncclGroupStart();
     for (int r = 0; r < 2; r++)
         L.ncclCommSplit(c[r], r, 0, &solo[r], NULL); /* each rank alone */
@@ -1254,16 +1257,6 @@ static ncclResult_t recv1(CUdeviceptr p, size_t n, ncclDataType_t t, int peer, n
     return r ? r : e;
 }
 
-/* Of a world of 2: pair[a] carries a's messages to the other rank, a its rank 0. */
-static void open_pairs(int rank, ncclComm_t world, ncclComm_t pair[2])
-{
-    for (int a = 0; a < 2; a++) {
-        L.ncclGroupStart();
-        ncclResult_t r = L.ncclCommSplit(world, 0, rank == a ? 0 : 1, &pair[a], NULL);
-        CHECK(L.ncclGroupEnd() == ncclSuccess && r == ncclSuccess && pair[a], "rank %d: pair %d", rank, a);
-    }
-}
-
 /* 3 ranks: collectives on the world, a sub-group {2, 0} and a pair 2 -> 0. */
 static void rank_collectives(int rank, int nranks, const ncclUniqueId *id, CUstream s, CUstream rs)
 {
@@ -1359,17 +1352,29 @@ static void rank_collectives(int rank, int nranks, const ncclUniqueId *id, CUstr
     L.cuMemFree(dl), L.cuMemFree(dg), L.cuMemFree(dsum);
 }
 
-/* 2 ranks: crossing sends, the receives posted first on rs; then the same
- * captured with an all_reduce and replayed. */
+/* A send and a receive, to and from peer, in one group (how the executor
+ * issues a batch of consecutive sends and receives). */
+static ncclResult_t exchange(CUdeviceptr out, CUdeviceptr in, size_t n, ncclDataType_t t, int peer,
+                             ncclComm_t c, CUstream s)
+{
+    L.ncclGroupStart();
+    ncclResult_t r = L.ncclSend(DP(out), n, t, peer, c, (cudaStream_t)s);
+    ncclResult_t q = L.ncclRecv(DP(in), n, t, peer, c, (cudaStream_t)s);
+    ncclResult_t e = L.ncclGroupEnd();
+    return r ? r : q ? q : e;
+}
+
+/* 2 ranks: crossing sends, each with its receive in one group on the world
+ * communicator's one stream; then the same captured with an all_reduce and
+ * replayed. */
 static void rank_p2p(int rank, int nranks, const ncclUniqueId *id, CUstream s, CUstream rs)
 {
-    ncclComm_t world = NULL, pair[2] = {NULL, NULL};
+    (void)rs;
+    ncclComm_t world = NULL;
     L.ncclGroupStart();
     ncclResult_t r = L.ncclCommInitRank(&world, nranks, *id, rank);
     CHECK(L.ncclGroupEnd() == ncclSuccess && r == ncclSuccess, "rank %d: init in a group", rank);
-    open_pairs(rank, world, pair);
     int peer = 1 - rank;
-    ncclComm_t out = pair[rank], in = pair[peer];
     enum { m = 8 };
     float v[m], a[m], got[m];
     uint8_t raw[m], rgot[m];
@@ -1384,22 +1389,17 @@ static void rank_p2p(int rank, int nranks, const ncclUniqueId *id, CUstream s, C
     /* the first receive from a peer inside a capture: refused (NCCL would
        set up the connection there), the capture invalidated */
     CUgraph g = NULL;
-    CHECK(L.cuStreamBeginCapture(rs, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS &&
-          recv1(dr, m, ncclFloat32, 0, in, rs) == ncclInvalidUsage &&
-          L.cuStreamEndCapture(rs, &g) != CUDA_SUCCESS, "rank %d: a first receive captured", rank);
+    CHECK(L.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS &&
+          recv1(dr, m, ncclFloat32, peer, world, s) == ncclInvalidUsage &&
+          L.cuStreamEndCapture(s, &g) != CUDA_SUCCESS, "rank %d: a first receive captured", rank);
     if (g)
         L.cuGraphDestroy(g);
-    CHECK(recv1(dr, m, ncclFloat32, 0, in, rs) == ncclSuccess &&
-          recv1(drr, m, ncclUint8, 0, in, rs) == ncclSuccess &&
-          send1(dv, m, ncclFloat32, 1, out, s) == ncclSuccess &&
-          send1(draw, m, ncclUint8, 1, out, s) == ncclSuccess, "rank %d: issue", rank);
-    CHECK(L.cuStreamSynchronize(s) == CUDA_SUCCESS && L.cuStreamSynchronize(rs) == CUDA_SUCCESS,
-          "rank %d: crossing sends with the receives posted first", rank);
-    /* two communicators' calls in flight on one device at once: flagged */
-    CHECK(L.fakecuda_nccl_concurrent(rank) == 2, "rank %d: %d communicators at once, flagged", rank,
-          L.fakecuda_nccl_concurrent(rank));
-    download(got, dr, sizeof got, rs);
-    download(rgot, drr, sizeof rgot, rs);
+    CHECK(exchange(dv, dr, m, ncclFloat32, peer, world, s) == ncclSuccess &&
+          exchange(draw, drr, m, ncclUint8, peer, world, s) == ncclSuccess, "rank %d: issue", rank);
+    CHECK(L.cuStreamSynchronize(s) == CUDA_SUCCESS,
+          "rank %d: crossing sends, each in one group with its receive", rank);
+    download(got, dr, sizeof got, s);
+    download(rgot, drr, sizeof rgot, s);
     int ok = 1;
     for (int i = 0; i < m; i++)
         ok &= got[i] == (float)(peer * 100 + i) && rgot[i] == peer * 16 + i;
@@ -1408,19 +1408,11 @@ static void rank_p2p(int rank, int nranks, const ncclUniqueId *id, CUstream s, C
     /* the world's first collective outside the capture (its set-up must be) */
     CHECK(L.ncclAllReduce(DP(acc), DP(sum), m, ncclFloat32, ncclSum, world, (cudaStream_t)s) ==
               ncclSuccess && L.cuStreamSynchronize(s) == CUDA_SUCCESS, "rank %d: all_reduce", rank);
-    CUevent fork = NULL, join = NULL;
     CUgraphExec exec = NULL;
-    L.cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING);
-    L.cuEventCreate(&join, CU_EVENT_DISABLE_TIMING);
     CHECK(L.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS, "begin");
-    L.cuEventRecord(fork, s);
-    L.cuStreamWaitEvent(rs, fork, 0);
-    CHECK(recv1(dr, m, ncclFloat32, 0, in, rs) == ncclSuccess &&
-          send1(dv, m, ncclFloat32, 1, out, s) == ncclSuccess &&
+    CHECK(exchange(dv, dr, m, ncclFloat32, peer, world, s) == ncclSuccess &&
           L.ncclAllReduce(DP(acc), DP(sum), m, ncclFloat32, ncclSum, world, (cudaStream_t)s) == ncclSuccess,
           "rank %d: captured calls", rank);
-    L.cuEventRecord(join, rs);
-    L.cuStreamWaitEvent(s, join, 0);
     CHECK(L.cuStreamEndCapture(s, &g) == CUDA_SUCCESS && L.cuGraphInstantiate(&exec, g, 0) == CUDA_SUCCESS,
           "rank %d: capture", rank);
     L.cuGraphDestroy(g);
@@ -1442,35 +1434,76 @@ static void rank_p2p(int rank, int nranks, const ncclUniqueId *id, CUstream s, C
         CHECK(ok, "rank %d, replay %d: all_reduce %g", rank, it, got[1]);
     }
     L.cuGraphExecDestroy(exec);
-    L.cuEventDestroy(fork);
-    L.cuEventDestroy(join);
-    L.ncclCommDestroy(pair[0]);
-    L.ncclCommDestroy(pair[1]);
     L.ncclCommDestroy(world);
     L.cuMemFree(dv), L.cuMemFree(draw), L.cuMemFree(dr), L.cuMemFree(drr), L.cuMemFree(acc), L.cuMemFree(sum);
 }
 
-/* 2 ranks, each sending before receiving on one stream: each send waits for
- * a receive that never reaches the head of its stream. */
+/* 2 ranks, each sending before receiving on one stream, each call its own
+ * group: each send waits for a receive that never reaches the head of its
+ * stream. */
 static void rank_crossing_deadlock(int rank, int nranks, const ncclUniqueId *id, CUstream s, CUstream rs)
 {
     (void)rs;
-    ncclComm_t world = NULL, pair[2] = {NULL, NULL};
+    ncclComm_t world = NULL;
     CHECK(L.ncclCommInitRank(&world, nranks, *id, rank) == ncclSuccess, "rank %d: init", rank);
-    open_pairs(rank, world, pair);
     CUdeviceptr dv, dr;
     L.cuMemAlloc(&dv, 64);
     L.cuMemAlloc(&dr, 64);
-    CHECK(send1(dv, 16, ncclFloat32, 1, pair[rank], s) == ncclSuccess &&
-          recv1(dr, 16, ncclFloat32, 0, pair[1 - rank], s) == ncclSuccess, "rank %d: issue", rank);
+    CHECK(send1(dv, 16, ncclFloat32, 1 - rank, world, s) == ncclSuccess &&
+          recv1(dr, 16, ncclFloat32, 1 - rank, world, s) == ncclSuccess, "rank %d: issue", rank);
     double t0 = wall();
     CHECK(L.cuStreamSynchronize(s) == CUDA_ERROR_LAUNCH_FAILED, "rank %d: crossing sends fail", rank);
     double dt = wall() - t0;
     CHECK(dt > 0.8 && dt < 10, "rank %d failed after %.2f s, not after waiting for the other process "
           "until the timeout (1 s)", rank, dt);
-    L.ncclCommDestroy(pair[0]);
-    L.ncclCommDestroy(pair[1]);
-    L.ncclCommDestroy(world);
+    L.ncclCommAbort(world);
+}
+
+/* 2 ranks: rank 0's receive on the world in flight (waiting for rank 1's
+ * send), then a call of another communicator on another stream of the same
+ * device (two), or of the world on another stream (!two): refused.  Rank 1
+ * sends once rank 0 says the refusal came (the file at flag). */
+static void rank_in_flight(int rank, int nranks, const ncclUniqueId *id, CUstream s, CUstream rs,
+                           int two, const char *flag)
+{
+    ncclComm_t world = NULL, other = NULL;
+    CHECK(L.ncclCommInitRank(&world, nranks, *id, rank) == ncclSuccess, "rank %d: init", rank);
+    L.ncclGroupStart();
+    ncclResult_t r = L.ncclCommSplit(world, 0, rank, &other, NULL);
+    CHECK(L.ncclGroupEnd() == ncclSuccess && r == ncclSuccess && other, "rank %d: split", rank);
+    CUdeviceptr dv, dr;
+    L.cuMemAlloc(&dv, 64);
+    L.cuMemAlloc(&dr, 64);
+    if (rank == 1) {
+        for (int i = 0; i < 500 && access(flag, F_OK) != 0; i++)
+            nanosleep(&(struct timespec){0, 10000000}, NULL);
+        CHECK(access(flag, F_OK) == 0, "rank 1: rank 0 never said");
+        CHECK(send1(dv, 16, ncclFloat32, 0, world, s) == ncclSuccess &&
+              L.cuStreamSynchronize(s) == CUDA_SUCCESS, "rank 1: the send");
+    } else {
+        CHECK(recv1(dr, 16, ncclFloat32, 1, world, s) == ncclSuccess &&
+              L.cuStreamQuery(s) == CUDA_ERROR_NOT_READY, "rank 0: the receive waits");
+        CHECK(recv1(dr, 16, ncclFloat32, 1, two ? other : world, rs) == ncclSuccess &&
+              L.cuStreamSynchronize(rs) == CUDA_ERROR_LAUNCH_FAILED, "rank 0: %s refused",
+              two ? "a second communicator in flight" : "a second stream of the world in flight");
+        FILE *f = fopen(flag, "w");
+        if (f)
+            fclose(f);
+    }
+    L.ncclCommAbort(other);
+    L.ncclCommAbort(world);
+}
+
+static char in_flight_flag[256];
+
+static void rank_two_comms(int rank, int nranks, const ncclUniqueId *id, CUstream s, CUstream rs)
+{
+    rank_in_flight(rank, nranks, id, s, rs, 1, in_flight_flag);
+}
+
+static void rank_two_streams(int rank, int nranks, const ncclUniqueId *id, CUstream s, CUstream rs)
+{
+    rank_in_flight(rank, nranks, id, s, rs, 0, in_flight_flag);
 }
 
 static void rank_duplicate(int rank, int nranks, const ncclUniqueId *id, CUstream s, CUstream rs)
@@ -1502,14 +1535,18 @@ static void rank_mismatch(int rank, int nranks, const ncclUniqueId *id, CUstream
     L.ncclCommDestroy(world);
 }
 
+static int expect_rank0; /* only rank 0's stderr must hold the expected message */
+
 /* Rank rank's process: a fresh fake of 3 GPUs, fn on GPU gpu; its stderr
- * must hold expect (when not NULL).  Exits 0 when its checks pass. */
+ * must hold expect (when not NULL; expect_rank0: rank 0's alone).  Exits 0 when its checks pass. */
 static void rank_process(int rank, int nranks, int gpu, const ncclUniqueId *id, rank_fn fn,
                          const char *expect)
 {
     alarm(60); /* never a hang, even of a broken fake */
     setenv("GNC_FAKECUDA_GPUS", "3", 1);
     nfailed = npassed = 0;
+    if (rank > 0 && expect_rank0)
+        expect = NULL;
     FILE *log = expect ? tmpfile() : NULL;
     int err = dup(2);
     if (log)
@@ -1597,6 +1634,18 @@ static void test_nccl_processes(void)
     run_ranks("crossing sends before their receives", 2, 2, (int[]){0, 1}, rank_crossing_deadlock, "1",
               "waits for that rank's ncclRecv to reach the head of its stream");
     run_ranks("two processes on one GPU", 2, 2, (int[]){1, 1}, rank_duplicate, "20", "Duplicate GPU detected");
+    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(in_flight_flag, sizeof in_flight_flag, "%s/gnc-fakecuda-flag.%d.a", tmp, (int)getpid());
+    unlink(in_flight_flag);
+    expect_rank0 = 1;
+    run_ranks("two communicators in flight on one device", 2, 2, (int[]){0, 1}, rank_two_comms, "20",
+              "a call of a second communicator");
+    unlink(in_flight_flag);
+    snprintf(in_flight_flag, sizeof in_flight_flag, "%s/gnc-fakecuda-flag.%d.b", tmp, (int)getpid());
+    run_ranks("a communicator on two streams at once", 2, 2, (int[]){0, 1}, rank_two_streams, "20",
+              "called on two streams at once");
+    unlink(in_flight_flag);
+    expect_rank0 = 0;
     run_ranks("a rank that never joins", 3, 2, (int[]){0, 1}, rank_missing, "1", "waits for rank 2");
     run_ranks("collectives that do not match", 2, 2, (int[]){0, 1}, rank_mismatch, "20", "with other arguments");
     setenv("GNC_FAKECUDA_SCHEDULE", "lazy", 1); /* read by the child's cuInit */
@@ -1616,7 +1665,6 @@ int main(void)
 #define BNC(f) B(nc, f)
     DRIVER(BCU) BLAS(BLT) DNN(BDNN) NCCL(BNC)
     bind(cu, (void **)&L.fakecuda_register, "fakecuda_register");
-    bind(nc, (void **)&L.fakecuda_nccl_concurrent, "fakecuda_nccl_concurrent");
     L.fakecuda_register("add_one", add_one);
     L.fakecuda_register("always_fails", always_fails);
     test_nccl_processes(); /* first: the children start from a fake the parent never touched */

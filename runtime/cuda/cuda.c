@@ -450,12 +450,12 @@ static int64_t dtype_bytes(ir_dtype t)
 }
 
 /* Device d's messages (one per recv step), 256-byte aligned in its mailbox;
- * the mailbox's bytes, or -1 out of memory. */
+ * the mailbox's bytes, or -1 out of memory.  None across processes. */
 static int64_t plan_mailbox(rt_cuda *x, int d)
 {
     cuda_gpu *G = &x->dev[d];
     int64_t at = 0;
-    for (int init = 0; init < 2; init++) {
+    for (int init = 0; init < 2 && x->rank < 0; init++) {
         int n;
         const cg_step *steps = steps_of(x, d, init, &n);
         for (int s = 0; s < n; s++) {
@@ -605,22 +605,6 @@ static int open_device(rt_cuda *x, int d, char *err, size_t errlen)
     }
     CU(cuEventCreate(&G->fork, CU_EVENT_DISABLE_TIMING));
     CU(cuEventCreate(&G->prefetched, CU_EVENT_DISABLE_TIMING));
-    if (x->rank >= 0 && G->nmessages) {
-        /* a receiving stream per sender: one stream for all would hold a
-           sender's message behind another's that is sent only after it
-           (1F1B's middle stages: a gradient behind the next activation) */
-        G->from = base_calloc((size_t)p->ndevices, sizeof *G->from);
-        G->from_join = base_calloc((size_t)p->ndevices, sizeof *G->from_join);
-        if (!G->from || !G->from_join)
-            return base_fail(err, errlen, "out of memory");
-        for (int i = 0; i < G->nmessages; i++) {
-            int a = G->messages[i].sender;
-            if (a < 0 || a >= p->ndevices || G->from[a])
-                continue;
-            CU(cuStreamCreate(&G->from[a], CU_STREAM_NON_BLOCKING));
-            CU(cuEventCreate(&G->from_join[a], CU_EVENT_DISABLE_TIMING));
-        }
-    }
     CU(cuEventCreate(&G->staged, CU_EVENT_DISABLE_TIMING));
     int major = 0, minor = 0;
     CU(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
@@ -643,14 +627,7 @@ static int open_device(rt_cuda *x, int d, char *err, size_t errlen)
     return prepare_steps(x, d, 0, err, errlen) || prepare_steps(x, d, 1, err, errlen) ? -1 : 0;
 }
 
-/* The device whose context records message m's event: its sender's, or
- * (from another process) its receiver d's. */
-static int recorder(const rt_cuda *x, int d, const cuda_message *m)
-{
-    return cuda_mine(x, m->sender) ? m->sender : d;
-}
-
-/* Each message's event, on the device that records it. */
+/* Each message's event, on its sender's device. */
 static int open_messages(rt_cuda *x, int d, char *err, size_t errlen)
 {
     for (int i = 0; i < x->dev[d].nmessages; i++) {
@@ -658,7 +635,7 @@ static int open_messages(rt_cuda *x, int d, char *err, size_t errlen)
         if (m->sender < 0 || m->sender >= x->p->ndevices || m->sender == d)
             return base_fail(err, errlen, "device %d: message %lld comes from device %d, which the "
                         "program does not have", d, (long long)m->id, m->sender);
-        CU(cuCtxSetCurrent(x->dev[recorder(x, d, m)].ctx));
+        CU(cuCtxSetCurrent(x->dev[m->sender].ctx));
         CU(cuEventCreate(&m->sent, CU_EVENT_DISABLE_TIMING));
     }
     return 0;
@@ -667,7 +644,10 @@ static int open_messages(rt_cuda *x, int d, char *err, size_t errlen)
 /* Peer access between the GPUs of this process's devices, both ways, where
  * the GPUs can: peer copies (messages, collectives without NCCL) then go
  * GPU to GPU instead of through the host.  The primary contexts are shared,
- * so another executor may have enabled it already. */
+ * so another executor may have enabled it already.  Where the GPUs cannot
+ * (no link, or more peers than the GPU takes: CUDA_ERROR_TOO_MANY_PEERS) the
+ * copies go through the host, slower but right, and rt_cuda_warning says
+ * so, naming the first such pair. */
 static int enable_peers(rt_cuda *x, char *err, size_t errlen)
 {
     for (int d = 0; d < x->p->ndevices; d++)
@@ -680,10 +660,20 @@ static int enable_peers(rt_cuda *x, char *err, size_t errlen)
             CU(cuDeviceGet(&a, G->ordinal));
             CU(cuDeviceGet(&b, H->ordinal));
             CU(cuDeviceCanAccessPeer(&can, a, b));
-            if (!can)
+            CUresult r = CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+            if (can) {
+                CU(cuCtxSetCurrent(G->ctx));
+                r = x->L.cuCtxEnablePeerAccess(H->ctx, 0);
+            }
+            if (r == CUDA_ERROR_PEER_ACCESS_UNSUPPORTED || r == CUDA_ERROR_TOO_MANY_PEERS) {
+                if (!x->warning[0])
+                    snprintf(x->warning, sizeof x->warning, "GPU %d cannot reach GPU %d directly "
+                             "(%s): gnc's copies between their devices go through the host",
+                             G->ordinal, H->ordinal,
+                             r == CUDA_ERROR_TOO_MANY_PEERS ? "it has more peers than it takes"
+                                                            : "no peer access");
                 continue;
-            CU(cuCtxSetCurrent(G->ctx));
-            CUresult r = x->L.cuCtxEnablePeerAccess(H->ctx, 0);
+            }
             if (r != CUDA_SUCCESS && r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
                 const char *s = "?";
                 x->L.cuGetErrorString(r, &s);
@@ -761,6 +751,12 @@ rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *er
                     rt_cuda_close(x);
                     return NULL;
                 }
+        /* NCCL's sends wait for their receives: refused before any process
+           waits for ever (codegen/p2p.c) */
+        if (cg_p2p_order_check(p, 0, err, errlen)) {
+            rt_cuda_close(x);
+            return NULL;
+        }
     }
     if (driver_load(&x->L, o->libdir, err, errlen)) {
         rt_cuda_close(x);
@@ -856,14 +852,6 @@ void rt_cuda_close(rt_cuda *x)
             if (G->join[s])
                 x->L.cuEventDestroy(G->join[s]);
         }
-        for (int a = 0; G->from && a < x->p->ndevices; a++) {
-            if (G->from[a])
-                x->L.cuStreamDestroy(G->from[a]);
-            if (G->from_join[a])
-                x->L.cuEventDestroy(G->from_join[a]);
-        }
-        base_free(G->from);
-        base_free(G->from_join);
         CUevent ev[3] = {G->fork, G->prefetched, G->staged};
         for (int e = 0; e < 3; e++)
             if (ev[e])
@@ -888,7 +876,7 @@ void rt_cuda_close(rt_cuda *x)
             x->L.cuEventDestroy(G->coll);
         for (int i = 0; i < G->nmessages; i++)
             if (G->messages[i].sent) {
-                x->L.cuCtxSetCurrent(x->dev[recorder(x, d, &G->messages[i])].ctx);
+                x->L.cuCtxSetCurrent(x->dev[G->messages[i].sender].ctx);
                 x->L.cuEventDestroy(G->messages[i].sent);
                 x->L.cuCtxSetCurrent(G->ctx);
             }
@@ -1309,17 +1297,11 @@ static int issue_comm(rt_cuda *x, int init, int n, const int *devs, const int *i
     return 0;
 }
 
-/* A point-to-point step of device d: a send copies into the receiver's
- * mailbox at once (peer to peer) and records the message's event; a recv,
- * issued after its send, waits for that event and copies out of the
+/* A point-to-point step of device d, in one process: a send copies into the
+ * receiver's mailbox at once (peer to peer) and records the message's event;
+ * a recv, issued after its send, waits for that event and copies out of the
  * mailbox.  Both on the communication stream, after what the step waits for.
- * So a send never waits for its receiver, as in the CPU executor: pipeline
- * schedules whose sends cross (each stage sending before it receives) cannot
- * deadlock, as they would as NCCL sends on one stream.
- *
- * Across processes a send is an NCCL send (m is NULL) on the
- * communicator of its direction, whose receive the receiver posted when its
- * run started (post_recvs); the send waits for nothing else. */
+ * So a send never waits for its receiver, as in the CPU executor. */
 static int issue_p2p(rt_cuda *x, int d, int init, int s, cuda_message *m, char *err,
                      size_t errlen)
 {
@@ -1333,11 +1315,7 @@ static int issue_p2p(rt_cuda *x, int d, int init, int s, cuda_message *m, char *
         CU(cuStreamWaitEvent(cs, G->done[init][st->wait], 0));
     if (mark(x, d, init, 1 + 2 * s, cs, err, errlen))
         return -1;
-    if (c->op == IR_OP_SEND && x->rank >= 0) {
-        if (cuda_comm_p2p(x, d, 1, c->peer, cuda_ptr(G, c->send[0]),
-                          c->count[0] * dtype_bytes(c->dtype), cs, err, errlen))
-            return -1;
-    } else if (c->op == IR_OP_SEND) {
+    if (c->op == IR_OP_SEND) {
         cuda_gpu *R = &x->dev[c->peer];
         CUdeviceptr to = R->mailbox + (CUdeviceptr)m->offset;
         if (R->ctx == G->ctx)
@@ -1358,35 +1336,32 @@ static int issue_p2p(rt_cuda *x, int d, int init, int s, cuda_message *m, char *
     return 0;
 }
 
-/* Across processes, when a run (or the init steps) starts: every message
- * this process's device will receive from the others, its NCCL receive
- * posted into the mailbox on the stream of its sender, in the order the
- * sender sends them, and its event recorded after it.  A send then waits
- * only for the sender's own earlier messages, never for another device's,
- * so the run cannot deadlock where the program does not (NCCL's send waits
- * until its receive is at the head of its stream). */
-static int post_recvs(rt_cuda *x, int init, char *err, size_t errlen)
+/* Across processes: device d's batch of point-to-point steps s .. e - 1
+ * (cg_p2p_batch_end's) as one NCCL group on the communication stream, after
+ * what each step waits for, in program order with its collectives: NCCL's
+ * rule of one ordered stream per communicator, whose sends may wait for
+ * their receives, and which open checked cannot wait for ever
+ * (cg_p2p_order_check). */
+static int issue_p2p_batch(rt_cuda *x, int d, int init, int s, int e, char *err, size_t errlen)
 {
-    int d = x->rank;
     cuda_gpu *G = &x->dev[d];
+    int n;
+    const cg_step *steps = steps_of(x, d, init, &n);
+    CUstream cs = G->stream[S_COMM];
     CU(cuCtxSetCurrent(G->ctx));
-    for (int a = 0; a < x->p->ndevices; a++) {
-        int n;
-        const cg_step *steps = steps_of(x, a, init, &n);
-        CUstream rs = G->from ? G->from[a] : NULL;
-        for (int s = 0; s < n && a != d; s++) {
-            const cg_comm *c = &steps[s].u.comm;
-            if (steps[s].kind != CG_STEP_COMM || c->op != IR_OP_SEND || c->peer != d)
-                continue;
-            cuda_message *m = message(G, init, c->id);
-            if (!m || !rs)
-                return base_fail(err, errlen, "device %d sends message %lld, which device %d never "
-                            "receives", a, (long long)c->id, d);
-            if (cuda_comm_p2p(x, d, 0, a, G->mailbox + (CUdeviceptr)m->offset, m->bytes, rs, err,
-                              errlen))
-                return -1;
-            CU(cuEventRecord(m->sent, rs));
-        }
+    for (int t = s; t < e; t++) {
+        if (steps[t].wait >= 0)
+            CU(cuStreamWaitEvent(cs, G->done[init][steps[t].wait], 0));
+        if (mark(x, d, init, 1 + 2 * t, cs, err, errlen))
+            return -1;
+    }
+    if (cuda_comm_p2p(x, d, steps, s, e, cs, err, errlen))
+        return -1;
+    for (int t = s; t < e; t++) {
+        if (mark(x, d, init, 2 + 2 * t, cs, err, errlen))
+            return -1;
+        if (G->done[init][t])
+            CU(cuEventRecord(G->done[init][t], cs));
     }
     return 0;
 }
@@ -1404,11 +1379,9 @@ static int issue_rank(rt_cuda *x, int init, char *err, size_t errlen)
         if (steps[s].kind != CG_STEP_COMM) {
             rc = issue_step(x, d, init, s, err, errlen);
         } else if (c->op == IR_OP_SEND || c->op == IR_OP_RECV) {
-            cuda_message *m = c->op == IR_OP_RECV ? message(&x->dev[d], init, c->id) : NULL;
-            if (c->op == IR_OP_RECV && !m)
-                return base_fail(err, errlen, "device %d: message %lld has no receiver", d,
-                            (long long)c->id);
-            rc = issue_p2p(x, d, init, s, m, err, errlen);
+            int e = cg_p2p_batch_end(steps, n, s);
+            rc = issue_p2p_batch(x, d, init, s, e, err, errlen);
+            s = e - 1;
         } else {
             rc = issue_comm(x, init, 1, &d, &s, err, errlen);
         }
@@ -1427,7 +1400,7 @@ static int issue_all(rt_cuda *x, int init, char *err, size_t errlen)
 {
     int nd = x->p->ndevices, pos[64] = {0};
     if (x->rank >= 0)
-        return post_recvs(x, init, err, errlen) || issue_rank(x, init, err, errlen) ? -1 : 0;
+        return issue_rank(x, init, err, errlen);
     if (nd > 64)
         return base_fail(err, errlen, "more than 64 devices in one process");
     for (int d = 0; d < nd; d++)
@@ -1497,21 +1470,14 @@ static cuda_gpu *origin(rt_cuda *x)
 }
 
 /* The streams of device d that a run uses, and the events that join them
- * back: compute and communication, and across processes the receiving
- * stream of each sender.  i < S_COMM + 1: stream[i]; beyond: from[]. */
+ * back: compute and communication.  1 for stream[i], -1 past them. */
 static int run_stream(const rt_cuda *x, int d, int i, CUstream *st, CUevent *join)
 {
     const cuda_gpu *G = &x->dev[d];
-    if (i <= S_COMM) {
-        *st = G->stream[i], *join = G->join[i];
-        return 1;
-    }
-    int a = i - S_COMM - 1;
-    if (a >= x->p->ndevices)
+    if (i > S_COMM)
         return -1;
-    *st = G->from ? G->from[a] : NULL;
-    *join = G->from ? G->from_join[a] : NULL;
-    return *st != NULL;
+    *st = G->stream[i], *join = G->join[i];
+    return 1;
 }
 
 /* One run (or the init steps) between a fork from the origin's compute stream

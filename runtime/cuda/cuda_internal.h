@@ -53,25 +53,23 @@ typedef struct {
 
 /* ---- the executor's state */
 
-/* Streams per device: compute, communication, copies from the host.  Across
- * processes a device also has a receiving stream per device that sends to it
- * (cuda_gpu.from). */
+/* Streams per device: compute, communication (every NCCL call, in program
+ * order), copies from the host. */
 enum { S_COMPUTE, S_COMM, S_COPY, S_N };
 
 typedef struct cuda_libs cuda_libs;     /* cuda_lib.c: the libraries' entry points */
 typedef struct cuda_step_lib cuda_step_lib;   /* cuda_lib.c: a library step, prepared */
 
-/* A point-to-point message's place on the receiver: the sender copies into
- * it when it reaches its send (from another process: the receiver's NCCL
- * receive into it, posted when the run starts), the receiver out of it at
- * its recv. */
+/* A point-to-point message between devices of one process, its place on the
+ * receiver: the sender copies into it when it reaches its send, the receiver
+ * out of it at its recv (across processes messages are NCCL calls straight
+ * into the receiver's buffer: no mailbox). */
 typedef struct {
     int init;                   /* of the init steps */
     int64_t id;                 /* the send/recv pair's id */
     int64_t offset, bytes;      /* in the receiver's mailbox */
     int sender;                 /* the device that sends it */
-    CUevent sent;               /* recorded after the copy into the mailbox (on the
-                                   sender's device; the receiver's across processes) */
+    CUevent sent;               /* recorded after the copy into the mailbox */
     int issued;                 /* the send was issued in this run */
 } cuda_message;
 
@@ -91,11 +89,6 @@ typedef struct {
     void ***args[2];            /* [init][step]: a kernel step's kernelParams, or NULL */
     CUevent *done[2];           /* [init][step]: recorded after a step another waits for */
     CUevent fork, join[S_N], prefetched, staged;
-    CUstream *from;             /* across processes, [sender]: the NCCL receives of the
-                                   messages that device sends this one, posted when a
-                                   run starts in the order it sends them; NULL where
-                                   it sends none */
-    CUevent *from_join;         /* [sender]: the end of from[sender]'s part of a run */
     cuda_step_lib **lib[2];     /* [init][step]: a library step's state, or NULL */
     void *blas, *dnn;           /* this device's cuBLASLt and cuDNN handles */
     CUdeviceptr zeros;          /* float zeros for a fused convolution without bias */
@@ -200,11 +193,11 @@ int cuda_lib_issue(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *prepared,
 int cuda_comm_issue(rt_cuda *x, int n, const int *devs, const cg_step *const *steps,
                     char *err, size_t errlen);
 
-/* Across processes: bytes at ptr of device d (this process's) sent to, or
- * received from, program device peer (another process's) on stream st, on
- * the communicator of that direction alone (so that sends crossing in
- * opposite directions never wait for each other). */
-int cuda_comm_p2p(rt_cuda *x, int d, int send, int peer, CUdeviceptr ptr, int64_t bytes,
-                  CUstream st, char *err, size_t errlen);
+/* Across processes: device d's (this process's) sends and receives steps[s]
+ * .. steps[e - 1], to and from other processes' devices, straight between
+ * their buffers, on stream st and the world communicator, in one NCCL group
+ * (cg_p2p_batch_end's batch). */
+int cuda_comm_p2p(rt_cuda *x, int d, const cg_step *steps, int s, int e, CUstream st,
+                  char *err, size_t errlen);
 
 #endif

@@ -74,9 +74,6 @@ struct cuda_libs {
     ncclComm_t *world;          /* [ndevices]: rank d is program device d */
     int ngroups;
     nccl_group *groups;         /* the collectives' other groups, split from world */
-    ncclComm_t *pair;           /* across processes, [a * ndevices + b]: the messages from
-                                   device a to device b (a rank 0, b rank 1), split from
-                                   world; NULL where this process is neither */
 };
 
 struct cuda_step_lib {
@@ -639,10 +636,14 @@ static int split(rt_cuda *x, const int64_t *group, int n, ncclComm_t *comm, char
         int v = B->nccl_version, big = v >= 10000;
         return base_fail(err, errlen, "NCCL %d.%d.%d has no ncclCommSplit (2.18 and newer "
                          "have): the program needs a communicator of %d of its %d devices "
-                         "(for the collectives of a group, or across processes for messages); "
+                         "(for the collectives of a group); "
                          "install NCCL 2.18 or newer", big ? v / 10000 : v / 1000,
                          big ? v / 100 % 100 : v / 100 % 10, v % 100, n, nd);
     }
+    /* sharing the parent's resources (buffers, channels, proxy thread):
+       the split's calls never run beside the world's (one stream) */
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.splitShare = 1;
     NCCL(ncclGroupStart());
     for (int e = 0; e < nd; e++) {
         int rank = -1;
@@ -653,7 +654,7 @@ static int split(rt_cuda *x, const int64_t *group, int n, ncclComm_t *comm, char
         if (!cuda_mine(x, e))
             continue;
         r = B->split(B->world[e], rank < 0 ? NCCL_SPLIT_NOCOLOR : 0, rank < 0 ? 0 : rank,
-                     &mine[e], NULL);
+                     &mine[e], &config);
         if (r != ncclSuccess)
             break;
     }
@@ -709,42 +710,8 @@ static int open_world(rt_cuda *x, const rt_cuda_id *id, char *err, size_t errlen
                      B->c.ncclGetErrorString(r));
 }
 
-/* Across processes: a communicator per direction of point-to-point traffic
- * (sender rank 0, receiver rank 1), split from world in the order the
- * program's sends first take them, the same in every process. */
-static int open_pairs(rt_cuda *x, char *err, size_t errlen)
-{
-    cuda_libs *B = x->libs;
-    const cg_program *p = x->p;
-    int nd = p->ndevices;
-    unsigned char *made = base_calloc((size_t)nd * (size_t)nd, 1);
-    if (!made || !(B->pair = base_calloc((size_t)nd * (size_t)nd, sizeof *B->pair))) {
-        base_free(made);
-        return base_fail(err, errlen, "out of memory");
-    }
-    int rc = 0;
-    for (int a = 0; a < nd && !rc; a++)
-        for (int init = 0; init < 2 && !rc; init++) {
-            const cg_device *D = &p->devices[a];
-            const cg_step *steps = init ? D->init : D->steps;
-            for (int s = 0; s < (init ? D->ninit : D->nsteps) && !rc; s++) {
-                const cg_comm *c = &steps[s].u.comm;
-                int64_t ends[2] = {a, c->peer};
-                ncclComm_t two[2] = {NULL, NULL};
-                if (steps[s].kind != CG_STEP_COMM || c->op != IR_OP_SEND || c->peer < 0 ||
-                    c->peer >= nd || c->peer == a || made[a * nd + c->peer])
-                    continue;
-                rc = split(x, ends, 2, two, err, errlen);
-                made[a * nd + c->peer] = 1;
-                B->pair[a * nd + c->peer] = two[0] ? two[0] : two[1];
-            }
-        }
-    base_free(made);
-    return rc;
-}
-
 /* The world communicator, then one per other group of a collective, split
- * from it, and across processes the directions' pairs. */
+ * from it: the fewest the program's groups need. */
 static int open_comms(rt_cuda *x, const rt_cuda_id *id, char *err, size_t errlen)
 {
     cuda_libs *B = x->libs;
@@ -777,23 +744,37 @@ static int open_comms(rt_cuda *x, const rt_cuda_id *id, char *err, size_t errlen
             if (split(x, g->group, g->n, g->comm, err, errlen))
                 return -1;
         }
-    return x->rank >= 0 ? open_pairs(x, err, errlen) : 0;
+    return 0;
 }
 
-int cuda_comm_p2p(rt_cuda *x, int d, int send, int peer, CUdeviceptr ptr, int64_t bytes,
-                  CUstream st, char *err, size_t errlen)
+int cuda_comm_p2p(rt_cuda *x, int d, const cg_step *steps, int s, int e, CUstream st,
+                  char *err, size_t errlen)
 {
     cuda_libs *B = x->libs;
-    int nd = x->p->ndevices;
     const char *what = "NCCL";
-    ncclComm_t comm = B->pair ? B->pair[send ? d * nd + peer : peer * nd + d] : NULL;
+    ncclComm_t comm = B->world ? B->world[d] : NULL;
     if (!comm)
-        return base_fail(err, errlen, "device %d: no communicator for messages %s device %d", d,
-                         send ? "to" : "from", peer);
-    if (send)
-        NCCL(ncclSend((const void *)ptr, (size_t)bytes, ncclUint8, 1, comm, (cudaStream_t)st));
-    else
-        NCCL(ncclRecv((void *)ptr, (size_t)bytes, ncclUint8, 0, comm, (cudaStream_t)st));
+        return base_fail(err, errlen, "device %d: no communicator for its messages", d);
+    NCCL(ncclGroupStart());
+    ncclResult_t r = ncclSuccess;
+    int at = s;
+    for (; at < e && r == ncclSuccess; at++) {
+        const cg_comm *c = &steps[at].u.comm;
+        size_t bytes = (size_t)(c->count[0] * (c->dtype == IR_F16 || c->dtype == IR_BF16 ? 2
+                                               : c->dtype == IR_I64 ? 8 : c->dtype == IR_U8 ? 1 : 4));
+        if (c->op == IR_OP_SEND)
+            r = B->c.ncclSend((const void *)(uintptr_t)cuda_ptr(&x->dev[d], c->send[0]), bytes,
+                              ncclUint8, c->peer, comm, (cudaStream_t)st);
+        else
+            r = B->c.ncclRecv((void *)(uintptr_t)cuda_ptr(&x->dev[d], c->recv[0]), bytes, ncclUint8,
+                              c->peer, comm, (cudaStream_t)st);
+    }
+    ncclResult_t r2 = B->c.ncclGroupEnd();
+    if (r != ncclSuccess || r2 != ncclSuccess)
+        return base_fail(err, errlen, "NCCL: %s (message %lld): %s",
+                         steps[at - 1].what ? steps[at - 1].what : "?",
+                         (long long)steps[at - 1].u.comm.id,
+                         B->c.ncclGetErrorString(r != ncclSuccess ? r : r2));
     return 0;
 }
 
@@ -1112,7 +1093,7 @@ int cuda_libs_nccl(const rt_cuda *x)
 }
 
 /* fn on the slot of every communicator this process holds (the groups', the
- * pairs', the world's), until one returns non-zero, which is returned. */
+ * world's), until one returns non-zero, which is returned. */
 static int each_comm(rt_cuda *x, int (*fn)(cuda_libs *B, ncclComm_t *c, void *arg), void *arg)
 {
     cuda_libs *B = x->libs;
@@ -1121,9 +1102,6 @@ static int each_comm(rt_cuda *x, int (*fn)(cuda_libs *B, ncclComm_t *c, void *ar
         for (int i = 0; i < B->groups[g].n && !rc; i++)
             if (B->groups[g].comm[i])
                 rc = fn(B, &B->groups[g].comm[i], arg);
-    for (int i = 0; B->pair && i < nd * nd && !rc; i++)
-        if (B->pair[i])
-            rc = fn(B, &B->pair[i], arg);
     for (int d = 0; B->world && d < nd && !rc; d++)
         if (B->world[d])
             rc = fn(B, &B->world[d], arg);
@@ -1208,11 +1186,6 @@ void cuda_libs_close(rt_cuda *x)
         base_free(B->groups[g].comm);
     }
     base_free(B->groups);
-    int nd = x->p->ndevices;
-    for (int i = 0; B->pair && i < nd * nd; i++)
-        if (B->pair[i])
-            B->c.ncclCommDestroy(B->pair[i]);
-    base_free(B->pair);
     for (int d = 0; B->world && d < x->p->ndevices; d++)
         if (B->world[d])
             B->c.ncclCommDestroy(B->world[d]);

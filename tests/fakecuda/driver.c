@@ -1019,7 +1019,9 @@ CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDe
         return CUDA_ERROR_INVALID_VALUE;
     if (dev < 0 || dev >= F.ngpus || peerDev < 0 || peerDev >= F.ngpus)
         return CUDA_ERROR_INVALID_DEVICE;
-    *canAccessPeer = dev != peerDev;
+    /* GNC_FAKECUDA_NO_PEER_ACCESS=1: GPUs without a link between them */
+    const char *none = getenv("GNC_FAKECUDA_NO_PEER_ACCESS");
+    *canAccessPeer = dev != peerDev && !(none && strcmp(none, "1") == 0);
     return CUDA_SUCCESS;
 }
 
@@ -1037,6 +1039,11 @@ CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
         return CUDA_ERROR_INVALID_DEVICE;
     if (F.gpu[d].peer[e])
         return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+    int peers = 0; /* a GPU takes 8 peers at most (the driver API's cuCtxEnablePeerAccess) */
+    for (int g = 0; g < F.ngpus; g++)
+        peers += F.gpu[d].peer[g] != 0;
+    if (peers >= 8)
+        return CUDA_ERROR_TOO_MANY_PEERS;
     F.gpu[d].peer[e] = 1;
     return CUDA_SUCCESS;
 }

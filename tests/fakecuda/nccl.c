@@ -17,6 +17,11 @@
  * ncclFloat32, Float16, Bfloat16, Int8, Uint8, Int32, Int64.  Calls of
  * different ranks that do not match (kind, count, type, op, root) fail the part.
  *
+ * Calls in flight on a device (inflight): a part of a second communicator,
+ * or of the same one on a second stream, reaching the head of its stream
+ * while another is in flight there is refused (the part fails, naming
+ * both), NCCL's "Using multiple NCCL communicators concurrently".
+ *
  * Single-thread strictness: one thread issuing calls for two ranks of one
  * communicator outside a group would hang real NCCL (a call blocks until its
  * peers join, NCCL's own rule for several devices per thread); the fake
@@ -94,6 +99,7 @@
  * within one group (each (communicator, stream) pair is its own part). */
 #include <dirent.h>
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <nccl.h>
 #include <pthread.h>
@@ -203,8 +209,12 @@ static struct {
         int dev;
     } *captured;
     int ncaptured;
-    const clique *inflight[64][8];  /* by device: the cliques with a part arrived, not run */
-    int concurrent[64];         /* by device: the most communicators at once */
+    struct flying {             /* by device: the parts arrived, not run (inflight) */
+        const void *part;
+        const clique *cl;
+        CUstream stream;
+        int rank, nranks;
+    } inflight[64][8];
 } N;
 
 static ncclResult_t complain(ncclResult_t r, const char *who, const char *fmt, ...)
@@ -509,8 +519,8 @@ static void clique_free(clique *cl)
     free(cl->rank);
     for (int d = 0; d < 64; d++) /* a clique freed with parts in flight (a failure) */
         for (int i = 0; i < 8; i++)
-            if (N.inflight[d][i] == cl)
-                N.inflight[d][i] = NULL;
+            if (N.inflight[d][i].cl == cl)
+                N.inflight[d][i] = (struct flying){0};
     free(cl);
 }
 
@@ -813,12 +823,24 @@ EXPORT ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
 
 static ncclResult_t do_splits(struct split *sp, int n);
 
+/* ncclCommSplit's config: NULL, or one NCCL_CONFIG_INITIALIZER made (NCCL
+ * refuses another: "Config initializer must be assigned"); the splits made
+ * without splitShare = 1, which keep resources of their own beside the
+ * parent's (fakecuda_nccl_unshared_splits). */
+static int unshared_splits;
+
+EXPORT int fakecuda_nccl_unshared_splits(void) { return unshared_splits; }
+
 EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
                                   ncclConfig_t *config)
 {
-    (void)config;
+    size_t share_end = offsetof(ncclConfig_t, splitShare) + sizeof(int);
+    if (config && (config->magic != 0xcafebeef || config->size < offsetof(ncclConfig_t, version)))
+        return complain(ncclInvalidArgument, "ncclCommSplit", "%s",
+                        "a config not made by NCCL_CONFIG_INITIALIZER");
     if (!comm_ok(comm) || !newcomm || (color < 0 && color != NCCL_SPLIT_NOCOLOR))
         return ncclInvalidArgument;
+    unshared_splits += !config || config->size < share_end || config->splitShare != 1;
     struct split s = {comm, newcomm, color, key};
     if (!N.group_depth) {
         if (comm->cl->nranks > 1 && !comm->cl->dir)
@@ -1116,44 +1138,57 @@ static void collective(clique *cl, slot *s)
 
 typedef struct {
     struct ncclComm *m;
+    CUstream stream;
     call *calls;
     int ncalls;
 } part;
 
-/* Communicators in flight on one device: NCCL's kernels of several
- * communicators running at once may deadlock when they cannot all be
- * resident (the user guide's "Using multiple NCCL communicators
- * concurrently").  Flagged, not refused: the most at once per device is
- * kept (fakecuda_nccl_concurrent) and said once. */
-static void inflight(const part *p, int arrive)
+/* NCCL's rules for the calls in flight on one device (arrived at the head
+ * of their stream, not finished), each broken call's part refused
+ * (ncclInvalidUsage, the device failed) as a hang on a GPU would fail it:
+ *   - one communicator at a time: "Using multiple NCCL communicators
+ *     concurrently" (the user guide) says that calls of several on one
+ *     device may deadlock where their kernels cannot all be resident, and
+ *     to order them (one stream, or events between);
+ *   - one stream per communicator at a time: a communicator's calls are
+ *     ordered (every rank issues them in one order), which two streams
+ *     of one rank do not keep.
+ * 0, or -1 with why in err. */
+static int inflight(const part *p, int arrive, char *err, size_t errlen)
 {
-    int d = p->m->dev & 63, n = 0;
-    const clique **slots = N.inflight[d];
+    int d = p->m->dev & 63;
+    struct flying *slots = N.inflight[d];
     for (int i = 0; i < 8; i++) {
-        if (arrive && !slots[i]) {
-            slots[i] = p->m->cl;
-            arrive = 0;
-        } else if (!arrive && slots[i] == p->m->cl) {
-            slots[i] = NULL;
-            return;
+        if (!arrive && slots[i].part == p) {
+            slots[i] = (struct flying){0};
+            return 0;
+        }
+        if (!arrive || !slots[i].part)
+            continue;
+        if (slots[i].cl != p->m->cl) {
+            snprintf(err, errlen, "device %d: a call of a second communicator (rank %d of %d) "
+                     "reached the head of its stream while a call of another (rank %d of %d) "
+                     "is in flight on the same device; NCCL's kernels of two communicators "
+                     "running at once may deadlock (the user guide's \"Using multiple NCCL "
+                     "communicators concurrently\"): order them on one stream", d, p->m->rank,
+                     p->m->cl->nranks, slots[i].rank, slots[i].nranks);
+            return -1;
+        }
+        if (slots[i].stream != p->stream) {
+            snprintf(err, errlen, "device %d: rank %d of a communicator of %d called on two "
+                     "streams at once: its calls are no longer in one order on every rank; "
+                     "issue a communicator's calls on one stream", d, p->m->rank,
+                     p->m->cl->nranks);
+            return -1;
         }
     }
-    for (int i = 0; i < 8; i++)
-        n += slots[i] != 0;
-    if (n > N.concurrent[d]) {
-        if (n == 2)
-            fprintf(stderr, "fakecuda: NCCL: device %d runs calls of 2 communicators at once, "
-                    "which NCCL warns may deadlock where their kernels cannot all be resident\n",
-                    d);
-        N.concurrent[d] = n;
-    }
+    for (int i = 0; arrive && i < 8; i++)
+        if (!slots[i].part) {
+            slots[i] = (struct flying){p, p->m->cl, p->stream, p->m->rank, p->m->cl->nranks};
+            return 0;
+        }
+    return 0;
 }
-
-EXPORT int fakecuda_nccl_concurrent(int dev)
-{
-    return dev >= 0 && dev < 64 ? N.concurrent[dev] : 0;
-}
-
 
 /* A part's arrival, per queue entry. */
 typedef struct {
@@ -1489,8 +1524,11 @@ static int part_ready(void *ctx, void **state)
         return 1;
     }
     if (!a->joined) { /* arrives: joins its collectives, offers its sends and receives */
+        if (inflight(p, 1, a->err, sizeof a->err)) {
+            a->code = ncclInvalidUsage;
+            return 1;
+        }
         a->joined = 1;
-        inflight(p, 1);
         for (int i = 0; i < p->ncalls && !cl->dir; i++) {
             const call *c = &p->calls[i];
             if (c->kind == K_SEND || c->kind == K_RECV) {
@@ -1536,7 +1574,7 @@ static int part_run(void *ctx, void **state, char *why, size_t whylen)
     part *p = ctx;
     arrival *a = *state;
     if (a && a->joined)
-        inflight(p, 0);
+        inflight(p, 0, NULL, 0);
     if (p->m->aborted)
         return 0;
     const char *err = a->err[0] ? a->err : NULL;
@@ -1609,6 +1647,7 @@ static ncclResult_t enqueue(struct ncclComm *m, cudaStream_t stream, const call 
     }
     part *p = calloc(1, sizeof *p);
     p->m = m;
+    p->stream = (CUstream)stream;
     p->calls = calloc((size_t)n, sizeof *p->calls);
     memcpy(p->calls, calls, (size_t)n * sizeof *calls);
     p->ncalls = n;

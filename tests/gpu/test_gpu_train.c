@@ -328,6 +328,7 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
     if (env->fake)
         *(void **)&staged = dlsym(env->driver, "fakecuda_staged_peer_copies");
     long staged0 = staged ? staged() : 0;
+
     if (!p || !x || shared || cg_compile(p, NULL, NULL, err, sizeof err) ||
         !(eager = gpu_open_ex(env, p, &oe, err, sizeof err)) ||
         !(graph = gpu_open_ex(env, p, &og, err, sizeof err))) {
@@ -352,14 +353,20 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
     int ld = loss->def ? loss->def->device : 0;
     int has_loss = ranks == 1 || rank == ld; /* this process reads the loss */
     int ok = 1;
+    /* the graph's next step launched while the eager one runs; not across
+       processes, where the two runs' communicators would have calls in
+       flight on one device at once (NCCL's rule, tests/fakecuda/nccl.c) */
+    int ahead = ranks == 1;
     for (int k = 0; k < c->steps && ok; k++) {
         step_inputs(g, x, k, c->lr);
-        /* eager: inputs written, then run; the graph: step 0's written, the
-         * next ones prefetched while the step before runs */
+        /* eager: inputs written, then run; the graph: step 0's written (every
+         * step's when not ahead), the next ones prefetched while the step
+         * before runs */
         for (int i = 0; i < g->ninputs && ok; i++) {
             const ir_value *v = g->inputs[i];
             ok = !rt_cuda_write(eager->x, -1, v, rt_exec_data(x, v), err, sizeof err) &&
-                 (k > 0 || !rt_cuda_write(graph->x, -1, v, rt_exec_data(x, v), err, sizeof err));
+                 ((k > 0 && ahead) ||
+                  !rt_cuda_write(graph->x, -1, v, rt_exec_data(x, v), err, sizeof err));
         }
         if (c->free && k >= c->free)
             ok = ok && !follow_cpu(g, x, eager->x, err, sizeof err);
@@ -368,9 +375,9 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
              (!has_loss || !rt_cuda_read(eager->x, ld, loss, &l, err, sizeof err));
         cpu[k] = *(const float *)rt_exec_data(x, loss);
         ge[k] = l;
-        if (k == 0)
+        if (k == 0 || !ahead)
             ok = ok && !rt_cuda_launch(graph->x, err, sizeof err);
-        if (ok && k + 1 < c->steps) {
+        if (ok && ahead && k + 1 < c->steps) {
             step_inputs(g, x, k + 1, c->lr); /* set again at the next step */
             for (int i = 0; i < g->ninputs && ok; i++)
                 ok = !rt_cuda_prefetch(graph->x, -1, g->inputs[i], rt_exec_data(x, g->inputs[i]),
@@ -381,7 +388,7 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
         gg[k] = l;
         if (ok && c->free && k + 1 >= c->free && k + 1 < c->steps)
             ok = !follow_cpu(g, x, graph->x, err, sizeof err);
-        if (ok && k + 1 < c->steps)
+        if (ok && ahead && k + 1 < c->steps)
             ok = !rt_cuda_launch(graph->x, err, sizeof err);
         if (!ok)
             printf("FAIL %s: step %d: %s\n", what, k, err);
@@ -431,6 +438,18 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
     if (staged && staged() != staged0 && bad++ < 4)
         printf("FAIL %s: %ld peer copies went through the host (no peer access)\n", what,
                staged() - staged0);
+    if (env->fake) { /* split communicators share the world's resources */
+        char path[4096];
+        snprintf(path, sizeof path, "%s/libnccl.so.2", env->fake);
+        void *nccl = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+        int (*unshared)(void) = NULL;
+        if (nccl)
+            *(void **)&unshared = dlsym(nccl, "fakecuda_nccl_unshared_splits");
+        if (unshared && unshared() && bad++ < 4)
+            printf("FAIL %s: %d split communicators without splitShare\n", what, unshared());
+        if (nccl)
+            dlclose(nccl);
+    }
     if (has_loss && c->steps >= 10 && !(ge[c->steps - 1] < ge[0] - 0.05) && bad++ < 4)
         printf("FAIL %s: the loss does not fall: %.5g at the first step, %.5g at the last\n",
                what, ge[0], ge[c->steps - 1]);

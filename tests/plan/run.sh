@@ -266,6 +266,10 @@ if [ -n "$fake" ] && [ -e "$fake/libcuda.so.1" ] && [ "$nvrtc" = ON ]; then
     [ -d twoout ] && ok || bad "--share-gpus: no twoout"
     expect 0 env GNC_CUDA_LIBDIR="$fake" GNC_FAKECUDA_GPUS=2 GNC_FAKECUDA_UNEMULATED=skip \
         "$gnc" run two.gnc --device cuda -o twoout
+    # GPUs without peer access: copies through the host, said
+    expect 0 env GNC_CUDA_LIBDIR="$fake" GNC_FAKECUDA_GPUS=2 GNC_FAKECUDA_UNEMULATED=skip \
+        GNC_FAKECUDA_NO_PEER_ACCESS=1 "$gnc" run two.gnc --device cuda -o twoout
+    has "GPU 0 cannot reach GPU 1 directly (no peer access): gnc's copies between their devices go through the host"
     # an NCCL older than 2.18 has no ncclCommSplit, which the collectives of
     # a group of devices need (hybrid: two data-parallel pairs); the world's
     # alone do not
