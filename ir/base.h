@@ -7,6 +7,7 @@
 #include <setjmp.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* The message fmt, ... into err (errlen bytes, cut to fit); returns -1, so
  * that "return base_fail(err, errlen, ...)" reports and fails at once. */
@@ -27,6 +28,28 @@ uint64_t base_splitmix64(uint64_t x);
  * out of range): numbers read from files are read so, never with atoll. */
 int base_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 int base_parse_u64(const char *s, uint64_t *out);
+
+/* An output file written safely (ir/outfile.c; docs/reliability.md, "Output
+ * paths and temporaries").  base_out_open: where path is absent or a regular
+ * file (or a link to one), f writes a new file beside it, made by mkstemp (a
+ * unique name, created exclusively, never through a link; the old file's
+ * mode, else 0666 less the umask), which base_out_commit flushes to the disk
+ * and renames over the file (a link stays a link); where path is a
+ * character device, a FIFO or a socket (or a link to one: /dev/null,
+ * /dev/stdout), f writes path itself and nothing is ever renamed over it; a
+ * directory, a block device or a link to nothing is refused, naming its
+ * kind.  base_out_abandon closes and removes the temporary (after a failure:
+ * no partial output file).  base_out_remove_pending unlinks the temporary
+ * being written, from a signal handler (async-signal-safe). */
+typedef struct {
+    FILE *f;
+    char *path;                 /* the file written (a link's target) */
+    char *tmp;                  /* the temporary renamed over it, or NULL: in place */
+} base_out;
+int base_out_open(base_out *o, const char *path, char *err, size_t errlen);
+int base_out_commit(base_out *o, char *err, size_t errlen);
+void base_out_abandon(base_out *o);
+void base_out_remove_pending(void);
 
 /* b bytes as "512 B", "1.5 KiB", ... "2.0 TiB" into buf. */
 void base_human_bytes(double b, char *buf, size_t len);

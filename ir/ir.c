@@ -51,6 +51,7 @@ struct ir_names {
     int cap, count;
     ir_value **slots; /* NULL, or a value (its name is the key) */
     const char **reserved;   /* claimed names without a value yet */
+    int64_t *next;    /* the table of bases (ir_unique_name): the next suffix to try */
 };
 
 static uint64_t hash_str(const char *s)
@@ -68,6 +69,7 @@ static struct ir_names *names_new(int cap)
     t->count = 0;
     t->slots = base_xcalloc((size_t)cap, sizeof *t->slots);
     t->reserved = base_xcalloc((size_t)cap, sizeof *t->reserved);
+    t->next = base_xcalloc((size_t)cap, sizeof *t->next);
     return t;
 }
 
@@ -77,6 +79,7 @@ static void names_free(struct ir_names *t)
         return;
     base_free(t->slots);
     base_free(t->reserved);
+    base_free(t->next);
     base_free(t);
 }
 
@@ -91,9 +94,10 @@ static int names_slot(const struct ir_names *t, const char *name)
     }
 }
 
-static void names_put(ir_graph *g, const char *name, ir_value *v)
+/* name's slot of *tp, made (the table grown first where half full). */
+static int table_put(struct ir_names **tp, const char *name)
 {
-    struct ir_names *t = g->names;
+    struct ir_names *t = *tp;
     if (2 * (t->count + 1) > t->cap) {
         struct ir_names *bigger = names_new(t->cap * 2);
         for (int i = 0; i < t->cap; i++)
@@ -101,16 +105,23 @@ static void names_put(ir_graph *g, const char *name, ir_value *v)
                 int j = names_slot(bigger, t->reserved[i]);
                 bigger->reserved[j] = t->reserved[i];
                 bigger->slots[j] = t->slots[i];
+                bigger->next[j] = t->next[i];
                 bigger->count++;
             }
         names_free(t);
-        g->names = t = bigger;
+        *tp = t = bigger;
     }
     int i = names_slot(t, name);
     if (!t->reserved[i])
         t->count++;
     t->reserved[i] = name;
-    t->slots[i] = v;
+    return i;
+}
+
+static void names_put(ir_graph *g, const char *name, ir_value *v)
+{
+    int i = table_put(&g->names, name); /* before g->names is read: it may grow */
+    g->names->slots[i] = v;
 }
 
 static int name_taken(const ir_graph *g, const char *name)
@@ -133,16 +144,23 @@ const char *ir_unique_name(ir_graph *g, const char *base)
         names_put(g, s, NULL);
         return s;
     }
+    /* base.K for the least K from the base's counter not taken: each name
+       in constant time, however many share the base */
+    int b = names_slot(g->bases, base);
+    int64_t k = g->bases->reserved[b] ? g->bases->next[b] : 1;
     size_t len = strlen(base) + 24;
     char *buf = base_xmalloc(len);
-    for (int k = 1;; k++) {
-        snprintf(buf, len, "%s.%d", base, k);
+    for (;; k++) {
+        snprintf(buf, len, "%s.%lld", base, (long long)k);
         if (!name_taken(g, buf))
             break;
     }
     const char *s = ir_strdup(g, buf);
     base_free(buf);
     names_put(g, s, NULL);
+    const char *key = g->bases->reserved[b] ? g->bases->reserved[b] : ir_strdup(g, base);
+    int at = table_put(&g->bases, key);
+    g->bases->next[at] = k + 1;
     return s;
 }
 
@@ -160,6 +178,7 @@ ir_graph *ir_graph_new(const char *name)
     ir_graph *g = base_xmalloc(sizeof *g);
     memset(g, 0, sizeof *g);
     g->names = names_new(256);
+    g->bases = names_new(64);
     g->name = ir_strdup(g, name ? name : "model");
     return g;
 }
@@ -169,6 +188,7 @@ void ir_graph_free(ir_graph *g)
     if (!g)
         return;
     names_free(g->names);
+    names_free(g->bases);
     base_arena_free(&g->arena);
     base_free(g);
 }

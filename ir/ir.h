@@ -162,6 +162,7 @@ typedef struct {
     ir_update *updates;  int nupdates;
     int ngroups;                /* fusion group ids handed out so far */
     struct ir_names *names;     /* the set of value names in use */
+    struct ir_names *bases;     /* ir_unique_name's bases: each one's next suffix */
     int cap_inputs, cap_params, cap_outputs, cap_updates;
 } ir_graph;
 

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base.h"
 #include "passes.h"
 
 static int pass_partition(ir_graph *g, const pm_options *o, diag *d)
@@ -74,15 +75,15 @@ static int dump(const pm_options *o, const ir_graph *g, int index, const char *w
     }
     char path[4096];
     snprintf(path, sizeof path, "%s/%02d-%s-%s.gir", o->dump_dir, index, when, pass);
-    FILE *f = fopen(path, "w");
-    int ok = f != NULL;
-    if (ok) {
-        ir_print(g, f);
-        ok = fclose(f) == 0;
+    char err[1024];
+    base_out out;
+    if (base_out_open(&out, path, err, sizeof err) == 0) {
+        ir_print(g, out.f);
+        if (base_out_commit(&out, err, sizeof err) == 0)
+            return 0;
     }
-    if (!ok)
-        diag_error(d, (ir_loc){0}, "cannot write '%s'", path);
-    return ok ? 0 : -1;
+    diag_error(d, (ir_loc){0}, "%s", err);
+    return -1;
 }
 
 int pm_run(ir_graph *g, const char *pipeline, const pm_options *o, diag *d)

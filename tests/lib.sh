@@ -23,15 +23,16 @@ has() { if grep -qF -- "$1" <<<"$out"; then ok; else bad "output lacks '$1'"; ec
 same() { if cmp -s "$1" "$2"; then ok; else bad "$1 and $2 differ ($3)"; fi; }
 # summary NAME: prints the counts; fails if a check did
 # left_behind CMD OUT...: after CMD was refused, nothing is left in out/, nor
-# any OUT, nor an OUT.tmp* (an OUT written =PATH was there before: only its
-# temporary files count)
+# any OUT, nor a temporary of one (OUT.XXXXXX, base_out's; OUT.tmp*, of
+# before) (an OUT written =PATH was there before: only its temporaries
+# count)
 left_behind() {
     local cmd=$1 left o t
     shift
     left=$(find out -mindepth 1 -maxdepth 1)
     for o in "$@"; do
         if [ "${o#=}" = "$o" ] && [ -e "$o" ]; then left+=$'\n'$o; fi
-        for t in "${o#=}".tmp*; do [ -e "$t" ] && left+=$'\n'$t; done
+        for t in "${o#=}".tmp* "${o#=}".??????; do [ -e "$t" ] && left+=$'\n'$t; done
     done
     left=$(sort -u <<<"$left" | grep . | tr '\n' ' ')
     if [ -z "$left" ]; then ok; else bad "'$cmd' left ${left% }"; fi

@@ -35,6 +35,7 @@ typedef struct {
     const char *input_names[MAX_INPUTS], *input_files[MAX_INPUTS];
     int ninputs;
     unsigned long long seed;
+    int seed_given;             /* --seed was on the command line */
     int threads;
     int repeat;
     int dump_memory, stats;

@@ -561,6 +561,7 @@ static int run_flag(options *o, const char *cmdsp, const char *name, const char 
     } else if (strcmp(name, "--seed") == 0) {
         if (!parse_uint(val, ~0ull, &o->seed))
             return usage_error(cmdsp, "--seed needs a non-negative integer, got '%s'", val);
+        o->seed_given = 1;
     } else if (strcmp(name, "--threads") == 0) {
         if (!parse_uint(val, 1024, &u) || u < 1)
             return usage_error(cmdsp, "--threads needs an integer from 1 to 1024, got '%s'", val);
@@ -744,8 +745,10 @@ static int partition_flag(options *o, const char *cmdsp, const char *name, const
             o->c.part.strategy = PT_TENSOR;
         else if (strcmp(val, "auto") == 0)
             o->c.strategy_auto = 1;
-        else if (sscanf(val, "hybrid:dp=%llu,pp=%llu%63s", &dp, &pp, rest) == 2 && dp >= 1 &&
-                 pp >= 1 && dp * pp <= IR_MAX_DEVICES) {
+        else if (!strchr(val, '-') && /* %llu takes -1 as 2^64 - 1 */
+                 sscanf(val, "hybrid:dp=%llu,pp=%llu%63s", &dp, &pp, rest) == 2 && dp >= 1 &&
+                 pp >= 1 && dp <= IR_MAX_DEVICES && pp <= IR_MAX_DEVICES &&
+                 dp * pp <= IR_MAX_DEVICES) {
             o->c.part.strategy = PT_HYBRID;
             o->c.part.dp = (int)dp, o->c.part.pp = (int)pp;
         } else
@@ -981,31 +984,56 @@ static const char *drawn_as(const char *path)
 }
 
 /* Runs Graphviz: dot -TKIND src -o dst.  0, or -1 after saying why. */
-static int draw(const char *kind, const char *src, const char *dst)
-{
-    char format[16];
-    snprintf(format, sizeof format, "-T%s", kind);
-    char *argv[] = {"dot", format, (char *)src, "-o", (char *)dst, NULL};
-    pid_t pid;
-    int status;
-    if (posix_spawnp(&pid, "dot", NULL, NULL, argv, environ) != 0) {
-        fprintf(stderr, "gnc: error: cannot draw '%s': Graphviz's dot is not installed "
-                "(Debian: graphviz); write FILE.dot instead\n", dst);
-        return -1;
-    }
-    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fprintf(stderr, "gnc: error: cannot draw '%s': dot failed\n", dst);
-        return -1;
-    }
-    return 0;
-}
-
 static void dump_to(const options *o, const ir_graph *g, FILE *f)
 {
     if (o->dot)
         cli_print_dot(g, f);
     else
         ir_print(g, f);
+}
+
+/* The graph drawn by Graphviz's dot as kind (svg, png, pdf) into file
+ * descriptor out: the DOT text through a pipe, no file of its own. */
+static int draw(const char *kind, const options *o, const ir_graph *g, int out, const char *dst)
+{
+    char format[16];
+    snprintf(format, sizeof format, "-T%s", kind);
+    char *argv[] = {"dot", format, NULL};
+    int fds[2];
+    if (pipe(fds) != 0) {
+        fprintf(stderr, "gnc: error: cannot draw '%s': %s\n", dst, strerror(errno));
+        return -1;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out, 1);
+    posix_spawn_file_actions_addclose(&fa, fds[1]);
+    pid_t pid;
+    int spawned = posix_spawnp(&pid, "dot", &fa, NULL, argv, environ) == 0;
+    posix_spawn_file_actions_destroy(&fa);
+    close(fds[0]);
+    if (!spawned) {
+        close(fds[1]);
+        fprintf(stderr, "gnc: error: cannot draw '%s': Graphviz's dot is not installed "
+                "(Debian: graphviz); write FILE.dot instead\n", dst);
+        return -1;
+    }
+    void (*pipe_was)(int) = signal(SIGPIPE, SIG_IGN); /* dot may stop reading */
+    FILE *w = fdopen(fds[1], "w");
+    if (w) {
+        dump_to(o, g, w);
+        fclose(w);
+    } else {
+        close(fds[1]);
+    }
+    signal(SIGPIPE, pipe_was);
+    int status;
+    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "gnc: error: cannot draw '%s': dot failed\n", dst);
+        return -1;
+    }
+    return 0;
 }
 
 static int cmd_dump(const options *o, ir_graph *g)
@@ -1015,37 +1043,28 @@ static int cmd_dump(const options *o, ir_graph *g)
         return fflush(stdout) == 0 ? 0 : 1;
     }
     const char *kind = o->dot ? drawn_as(o->out) : NULL;
-    size_t n = strlen(o->out) + 32;
-    char *tmp = malloc(n), *pic = malloc(n);
-    if (!tmp || !pic) {
-        free(tmp);
-        free(pic);
+    char err[1024];
+    base_out out;
+    if (base_out_open(&out, o->out, err, sizeof err) != 0) {
+        fprintf(stderr, "gnc: error: %s\n", err);
         return 1;
     }
-    snprintf(tmp, n, "%s.tmp%d%s", o->out, (int)getpid(), kind ? ".dot" : "");
-    snprintf(pic, n, "%s.tmp%d.%s", o->out, (int)getpid(), kind ? kind : "");
-    FILE *f = fopen(tmp, "w");
-    int ok = f != NULL;
-    if (ok) {
-        dump_to(o, g, f);
-        ok = !ferror(f);
-        ok = fclose(f) == 0 && ok;
-    }
     int rc = 0;
-    if (ok && kind) { /* the DOT text drawn, then dropped */
-        rc = draw(kind, tmp, pic);
-        remove(tmp);
-        snprintf(tmp, n, "%s", pic);
+    if (kind) {
+        fflush(out.f);
+        rc = draw(kind, o, g, fileno(out.f), o->out);
+    } else {
+        dump_to(o, g, out.f);
     }
-    if (rc == 0 && (!ok || rename(tmp, o->out) != 0)) {
-        fprintf(stderr, "gnc: error: cannot write '%s': %s\n", o->out, strerror(errno));
-        rc = -1;
+    if (rc) {
+        base_out_abandon(&out);
+        return 1;
     }
-    if (rc)
-        remove(tmp);
-    free(tmp);
-    free(pic);
-    return rc ? 1 : 0;
+    if (base_out_commit(&out, err, sizeof err) != 0) {
+        fprintf(stderr, "gnc: error: %s\n", err);
+        return 1;
+    }
+    return 0;
 }
 
 /* What gnc compile reports, computed once (compile_summarize) and printed as

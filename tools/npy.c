@@ -552,17 +552,10 @@ int npy_write(const char *path, const ir_type *t, const void *data, char *err, s
                      descr_of(t->dtype), shape);
     int total = 10 + n + 1;
     int pad = (64 - total % 64) % 64;
-    size_t tmp_len = strlen(path) + 16;
-    char *tmp = malloc(tmp_len);
-    if (!tmp)
-        return base_fail(err, errlen, "%s: out of memory", path);
-    snprintf(tmp, tmp_len, "%s.tmp%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
-        free(tmp);
+    base_out o;
+    if (base_out_open(&o, path, err, errlen) != 0)
         return -1;
-    }
+    FILE *f = o.f;
     size_t hlen = (size_t)(n + pad + 1);
     unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hlen & 0xff),
                              (unsigned char)(hlen >> 8)};
@@ -571,13 +564,10 @@ int npy_write(const char *path, const ir_type *t, const void *data, char *err, s
     for (int i = 0; ok && i < pad; i++)
         ok = fputc(' ', f) != EOF;
     ok = ok && fputc('\n', f) != EOF && fwrite(data, 1, bytes, f) == bytes;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
+    if (!ok) {
         snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
-        remove(tmp);
-        free(tmp);
+        base_out_abandon(&o);
         return -1;
     }
-    free(tmp);
-    return 0;
+    return base_out_commit(&o, err, errlen);
 }

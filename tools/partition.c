@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base.h"
 #include "cli.h"
 #include "plan.h"
 
@@ -74,20 +75,20 @@ int cli_write_plan(const drv_program *p, const char *path)
     }
     if (strcmp(path, "-") == 0)
         return pt_plan_write_json(p->plan, p->g, stdout);
-    size_t n = strlen(path) + 24;
-    char *tmp = malloc(n);
-    if (!tmp)
-        return -1;
-    snprintf(tmp, n, "%s.tmp%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    int ok = f && pt_plan_write_json(p->plan, p->g, f) == 0;
-    ok = f && fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        fprintf(stderr, "gnc: error: cannot write '%s': %s\n", path, strerror(errno));
-        remove(tmp);
-        free(tmp);
+    char err[1024];
+    base_out o;
+    if (base_out_open(&o, path, err, sizeof err) != 0) {
+        fprintf(stderr, "gnc: error: %s\n", err);
         return -1;
     }
-    free(tmp);
+    if (pt_plan_write_json(p->plan, p->g, o.f) != 0) {
+        fprintf(stderr, "gnc: error: cannot write '%s': %s\n", path, strerror(errno));
+        base_out_abandon(&o);
+        return -1;
+    }
+    if (base_out_commit(&o, err, sizeof err) != 0) {
+        fprintf(stderr, "gnc: error: %s\n", err);
+        return -1;
+    }
     return 0;
 }

@@ -266,21 +266,20 @@ int cli_put_json(FILE *f, const cJSON *root)
 int cli_write_atomic(const char *path, const char *flag, int (*fill)(FILE *f, void *ctx),
                      void *ctx)
 {
-    size_t n = strlen(path) + 32;
-    char *tmp = base_malloc(n);
-    if (!tmp) {
-        fprintf(stderr, "gnc: error: %s: out of memory\n", flag);
+    char err[1024];
+    base_out o;
+    if (base_out_open(&o, path, err, sizeof err) != 0) {
+        fprintf(stderr, "gnc: error: %s: %s\n", flag, err);
         return 1;
     }
-    snprintf(tmp, n, "%s.tmp%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    int ok = f && fill(f, ctx) == 0 && !ferror(f);
-    ok = (f && fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
+    if (fill(o.f, ctx) != 0 || ferror(o.f)) {
         fprintf(stderr, "gnc: error: %s: cannot write '%s': %s\n", flag, path, strerror(errno));
-        remove(tmp);
-        ok = 0;
+        base_out_abandon(&o);
+        return 1;
     }
-    base_free(tmp);
-    return ok ? 0 : 1;
+    if (base_out_commit(&o, err, sizeof err) != 0) {
+        fprintf(stderr, "gnc: error: %s: %s\n", flag, err);
+        return 1;
+    }
+    return 0;
 }

@@ -531,7 +531,8 @@ static void fmt_time(double s, char *buf, size_t len)
     snprintf(buf, len, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
 }
 
-static int save(const options *o, model *m, long long step, long long epoch, uint64_t hash)
+static int save(const options *o, model *m, long long step, long long epoch, uint64_t seed,
+                uint64_t hash)
 {
     if (!o->checkpoint)
         return 0;
@@ -541,7 +542,8 @@ static int save(const options *o, model *m, long long step, long long epoch, uin
     rt_ckpt_meta_set(&meta, "step", buf);
     snprintf(buf, sizeof buf, "%lld", epoch);
     rt_ckpt_meta_set(&meta, "epoch", buf);
-    snprintf(buf, sizeof buf, "%llu", o->seed);
+    snprintf(buf, sizeof buf, "%llu", (unsigned long long)seed); /* the run's: a resumed
+                                                                     run's is its checkpoint's */
     rt_ckpt_meta_set(&meta, "seed", buf);
     rt_ckpt_meta_set(&meta, "rng", "counter-based: (seed, step) is the whole state");
     snprintf(buf, sizeof buf, "%016llx", (unsigned long long)hash);
@@ -722,6 +724,14 @@ static int run_resume(run *r)
         fprintf(stderr, "gnc: error: %s: the metadata's %s is '%.40s', not %s\n", o->resume,
                 bad_step ? "step" : "seed", bad_step ? s : sd,
                 bad_step ? "a count of steps (0 or more)" : "a seed (digits)");
+        rt_ckpt_meta_free(&meta);
+        return -1;
+    }
+    if (o->seed_given && o->seed != r->seed) {
+        fprintf(stderr, "gnc: error: --seed %llu contradicts %s, whose run used seed %llu "
+                "(the seed is part of the state a resumed run repeats): drop --seed, or "
+                "give %llu\n", o->seed, o->resume, (unsigned long long)r->seed,
+                (unsigned long long)r->seed);
         rt_ckpt_meta_free(&meta);
         return -1;
     }
@@ -923,7 +933,7 @@ static int run_epoch_end(run *r, double now, double ips)
                r->unit);
     }
     log_row(r, epoch + 1, train_loss, acc, test_loss, ips, secs);
-    if (r->root && save(o, &r->tm, r->step + 1, (r->step + 1) / r->per_epoch, r->hash) != 0)
+    if (r->root && save(o, &r->tm, r->step + 1, (r->step + 1) / r->per_epoch, r->seed, r->hash) != 0)
         return -1;
     r->epoch_loss = 0, r->epoch_steps = 0, r->timed = 0;
     r->window_loss = 0, r->window_steps = 0;
@@ -934,9 +944,9 @@ static int run_epoch_end(run *r, double now, double ips)
 /* Ctrl-C (SIGINT) and SIGTERM during training (docs/cli.md, "Stopping a
  * run"): the first asks the loop to stop after the step it is in; a second
  * ends the process at once, removing a checkpoint half written (the last
- * whole one stays: checkpoints are written to FILE.tmp and renamed). */
+ * whole one stays: checkpoints are written to a temporary and renamed,
+ * base_out). */
 static volatile sig_atomic_t stop_signal;
-static char stop_tmp[4096];
 
 static void on_stop(int sig)
 {
@@ -944,16 +954,13 @@ static void on_stop(int sig)
         stop_signal = sig;
         return;
     }
-    if (stop_tmp[0])
-        unlink(stop_tmp);
+    base_out_remove_pending();
     signal(sig, SIG_DFL);
     raise(sig);
 }
 
-static void catch_stops(const options *o)
+static void catch_stops(void)
 {
-    if (o->checkpoint)
-        snprintf(stop_tmp, sizeof stop_tmp, "%s.tmp", o->checkpoint);
     struct sigaction sa = {.sa_handler = on_stop};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
@@ -1130,7 +1137,7 @@ int cmd_train(const options *o)
     if (r.root)
         run_announce(&r);
     if (o->world->ranks <= 1)
-        catch_stops(o);  /* under mpirun, mpirun's signals end the job */
+        catch_stops();  /* under mpirun, mpirun's signals end the job */
     if ((rc = run_loop(&r)) < 0) {
         rc = 1;
         goto done;

@@ -936,31 +936,19 @@ static int build(ex *e, Onnx__ModelProto *m)
     return 0;
 }
 
-/* bytes to path through a temporary file beside it, renamed over it. */
+/* bytes to path, safely (base_out). */
 static int write_atomic(const char *path, const uint8_t *bytes, size_t len, char *err,
                         size_t errlen)
 {
-    size_t n = strlen(path) + 32;
-    char *tmp = base_malloc(n);
-    if (!tmp)
-        return base_fail(err, errlen, "%s: out of memory", path);
-    snprintf(tmp, n, "%s.tmp%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
-    int ok = f != NULL;
-    if (ok) {
-        ok = fwrite(bytes, 1, len, f) == len;
-        ok = fflush(f) == 0 && ok;
-        ok = fsync(fileno(f)) == 0 && ok;
-        ok = fclose(f) == 0 && ok;
+    base_out o;
+    if (base_out_open(&o, path, err, errlen) != 0)
+        return -1;
+    if (fwrite(bytes, 1, len, o.f) != len) {
+        base_fail(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+        base_out_abandon(&o);
+        return -1;
     }
-    if (!ok || rename(tmp, path) != 0) {
-        int why = errno;
-        remove(tmp);
-        base_free(tmp);
-        return base_fail(err, errlen, "%s: cannot write: %s", path, strerror(why));
-    }
-    base_free(tmp);
-    return 0;
+    return base_out_commit(&o, err, errlen);
 }
 
 int fe_export_onnx(const ir_graph *g, fe_values_fn values, void *ctx, const char *path,

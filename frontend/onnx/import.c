@@ -12,12 +12,14 @@
  * file, so they are bounded (IR_MAX_NUMEL) and multiplied with overflow
  * checks, and tensor data must match its shape exactly. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base.h"
 #include "internal.h"
@@ -366,13 +368,25 @@ static int read_external(const Onnx__TensorProto *tp, const char *dir, size_t wa
         return base_fail(err, errlen, "external data '%s' is missing or lies outside the "
                          "model's folder", loc);
     }
-    FILE *f = fopen(path, "rb");
-    base_free(path);
-    if (!f)
-        return base_fail(err, errlen, "external data '%s': %s", loc, strerror(errno));
+    /* only a regular file: a FIFO would block the open for ever, a device
+       read without end (O_NONBLOCK opens a FIFO at once, then is cleared) */
     struct stat st;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    base_free(path);
+    if (fd < 0)
+        return base_fail(err, errlen, "external data '%s': %s", loc, strerror(errno));
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return base_fail(err, errlen, "external data '%s' is not a regular file", loc);
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return base_fail(err, errlen, "external data '%s': %s", loc, strerror(errno));
+    }
     int rc = -1;
-    if (fstat(fileno(f), &st) != 0 || (uint64_t)st.st_size < offset)
+    if ((uint64_t)st.st_size < offset)
         base_fail(err, errlen, "external data '%s' is shorter than its offset %llu", loc,
                   (unsigned long long)offset);
     else if (length != UINT64_MAX && length != want)

@@ -52,9 +52,41 @@ static int known(ox_ctx *cx, const char *known)
     return 0;
 }
 
-static int64_t attr_int(ox_ctx *cx, const char *name, int64_t def)
+static const char *type_name(int t)
+{
+    static const char *const names[] = {"UNDEFINED", "FLOAT", "INT", "STRING", "TENSOR",
+                                        "GRAPH", "FLOATS", "INTS", "STRINGS", "TENSORS",
+                                        "GRAPHS", "SPARSE_TENSOR", "SPARSE_TENSORS",
+                                        "TYPE_PROTO", "TYPE_PROTOS"};
+    return t >= 0 && t < (int)(sizeof names / sizeof *names) ? names[t] : "an unknown type";
+}
+
+/* Attribute name when of type t (an ONNX AttributeType), or NULL: absent,
+ * or of another type, an error naming the node, the attribute, its type
+ * and t (as ONNX's checker says; a value of another type read as this one
+ * would be 0, 0.0 or "").  An attribute of no stated type (UNDEFINED, which
+ * IR version 1 allowed) counts as t where t's field is set. */
+static const Onnx__AttributeProto *typed(ox_ctx *cx, const char *name, int t)
 {
     const Onnx__AttributeProto *a = attr(cx, name);
+    if (!a || (int)a->type == t)
+        return a;
+    if (a->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED &&
+        ((t == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT && a->has_i) ||
+         (t == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT && a->has_f) ||
+         (t == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING && a->has_s) ||
+         (t == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS && a->n_ints) ||
+         (t == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS && a->n_floats) ||
+         (t == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR && a->t)))
+        return a;
+    ox_error(cx, "attribute '%s' is of type %s, not the %s it must be", name,
+             type_name((int)a->type), type_name(t));
+    return NULL;
+}
+
+static int64_t attr_int(ox_ctx *cx, const char *name, int64_t def)
+{
+    const Onnx__AttributeProto *a = typed(cx, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
     return a ? a->i : def;
 }
 
@@ -74,7 +106,7 @@ static double shortest(float f)
 
 static double attr_float(ox_ctx *cx, const char *name, double def)
 {
-    const Onnx__AttributeProto *a = attr(cx, name);
+    const Onnx__AttributeProto *a = typed(cx, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
     return a ? shortest(a->f) : def;
 }
 
@@ -82,6 +114,8 @@ static double attr_float(ox_ctx *cx, const char *name, double def)
 static int attr_ints(ox_ctx *cx, const char *name, int64_t *v, int max)
 {
     const Onnx__AttributeProto *a = attr(cx, name);
+    if (a && !typed(cx, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS))
+        return -2;
     if (!a)
         return -1;
     if (a->n_ints > (size_t)max)
@@ -95,7 +129,7 @@ static int attr_ints(ox_ctx *cx, const char *name, int64_t *v, int max)
 /* Whether string attribute name is s (def when absent). */
 static int attr_is(ox_ctx *cx, const char *name, const char *s, int def)
 {
-    const Onnx__AttributeProto *a = attr(cx, name);
+    const Onnx__AttributeProto *a = typed(cx, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
     if (!a)
         return def;
     return a->s.len == strlen(s) && memcmp(a->s.data, s, a->s.len) == 0;
@@ -103,7 +137,7 @@ static int attr_is(ox_ctx *cx, const char *name, const char *s, int def)
 
 static const char *attr_str(ox_ctx *cx, const char *name, char *buf, size_t len)
 {
-    const Onnx__AttributeProto *a = attr(cx, name);
+    const Onnx__AttributeProto *a = typed(cx, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
     snprintf(buf, len, "%.*s", a ? (int)(a->s.len < 64 ? a->s.len : 64) : 0,
              a ? (const char *)a->s.data : "");
     return buf;
@@ -1056,6 +1090,8 @@ static int get_window(ox_ctx *cx, window *w, const int64_t *in, int dilations)
                 w->pe[i] = v[i + w->ns];
                 if (w->pb[i] < 0 || w->pe[i] < 0)
                     return ox_unsupported(cx, "negative pads");
+                if (w->pb[i] > IR_MAX_NUMEL || w->pe[i] > IR_MAX_NUMEL)
+                    return ox_error(cx, "pads too large");
             }
         } else if (n == -2) {
             return -1;
@@ -1229,6 +1265,10 @@ static int op_conv_transpose(ox_ctx *cx, ox_val **in, int nin, ox_val **out, int
             pb[i] = strcmp(ap, "SAME_UPPER") == 0 ? half : total - half;
             pe[i] = total - pb[i];
         }
+        /* pads from the file bounded before they are added (as the strides are) */
+        if (pb[i] > IR_MAX_NUMEL || pe[i] > IR_MAX_NUMEL || pb[i] < -IR_MAX_NUMEL ||
+            pe[i] < -IR_MAX_NUMEL)
+            return ox_error(cx, "pads too large");
         if (((pb[i] < 0 || pe[i] < 0) && nos < 0 && !same) || pb[i] + pe[i] >= full[i])
             return ox_unsupported(cx, "negative pads, or pads that leave nothing");
     }
@@ -2654,7 +2694,8 @@ static int op_loss(ox_ctx *cx, ox_val **in, int nin, ox_val **out, int nout)
     ir_value *w = label && nin > 2 && in[2] ? ftensor(cx, in[2]) : NULL;
     if (!label || (nin > 2 && in[2] && !w))
         return -1;
-    const Onnx__AttributeProto *ii = attr(cx, "ignore_index");
+    const Onnx__AttributeProto *ii = typed(cx, "ignore_index",
+                                           ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
     const ir_type *xt = &x->type, *lt = &label->type;
     int ok = xt->rank >= 2 && lt->rank == xt->rank - 1 && lt->dims[0] == xt->dims[0] &&
              (lt->dtype == IR_I32 || lt->dtype == IR_I64) &&

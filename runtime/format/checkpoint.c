@@ -327,24 +327,20 @@ int rt_checkpoint_save(const ir_graph *g, rt_exec *x, const char *path,
     entry *es = entries_of(g, &n, 0);
     char *json = es ? header_of(es, n, meta, &largest) : NULL;
     char *whole = largest ? base_malloc(largest) : NULL;
-    size_t tlen = strlen(path) + 16;
-    char *tmp = base_malloc(tlen);
-    int rc = -1, fd = -1;
-    if (!json || !tmp || (largest && !whole)) {
+    int rc = -1;
+    base_out o = {0};
+    if (!json || (largest && !whole)) {
         base_fail(err, errlen, "%s: out of memory", path);
         goto done;
     }
     size_t hlen = strlen(json), padded = (hlen + 7) & ~(size_t)7;
-    snprintf(tmp, tlen, "%s.tmp", path); /* one name: a killed run leaves at most this */
     /* the wholes first: a shard that cannot be saved leaves no file behind */
     for (int i = 0; i < n; i++)
         if (es[i].v->shard.of && assemble(g, x, &es[i], whole, err, errlen) != 0)
             goto done;
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
-        base_fail(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+    if (base_out_open(&o, path, err, errlen) != 0)
         goto done;
-    }
+    int fd = fileno(o.f); /* written unbuffered, f never written through */
     unsigned char len8[8];
     for (int i = 0; i < 8; i++)
         len8[i] = (unsigned char)((uint64_t)padded >> (8 * i));
@@ -357,25 +353,15 @@ int rt_checkpoint_save(const ir_graph *g, rt_exec *x, const char *path,
         else
             bad = write_all(fd, rt_exec_data(x, es[i].v), bytes);
     }
-    bad = bad || fsync(fd) != 0;
-    bad = (close(fd) != 0) || bad;
-    if (bad || rename(tmp, path) != 0) {
+    if (bad) {
         base_fail(err, errlen, "%s: cannot write: %s", path, strerror(errno));
-        remove(tmp);
+        base_out_abandon(&o);
         goto done;
     }
-    /* the rename itself reaches the disk with the directory */
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? base_strndup(path, (size_t)(slash - path + 1)) : base_strdup(".");
-    int dfd = dir ? open(dir, O_RDONLY | O_DIRECTORY) : -1;
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
-    base_free(dir);
+    if (base_out_commit(&o, err, errlen) != 0)
+        goto done;
     rc = 0;
 done:
-    base_free(tmp);
     base_free(json);
     base_free(whole);
     base_free(es);

@@ -322,27 +322,17 @@ int rt_plan_write_program(const char *path, const ir_graph *g, const mp_plan *mp
         return bad ? base_fail(err, errlen, "cannot write the plan to standard output: %s",
                                strerror(errno)) : 0;
     }
-    size_t n = strlen(path) + 32;
-    char *tmp = base_malloc(n);
-    if (!tmp) {
-        base_free(data);
-        return base_fail(err, errlen, "out of memory");
+    base_out o;
+    int rc = base_out_open(&o, path, err, errlen);
+    if (rc == 0 && fwrite(data, 1, size, o.f) != size) {
+        base_fail(err, errlen, "cannot write '%s': %s", path, strerror(errno));
+        base_out_abandon(&o);
+        rc = -1;
+    } else if (rc == 0) {
+        rc = base_out_commit(&o, err, errlen);
     }
-    snprintf(tmp, n, "%s.tmp%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-    int ok = fd >= 0 && write_all(fd, data, size) == 0 && fsync(fd) == 0;
-    int saved = errno;
-    if (fd >= 0 && close(fd) != 0 && ok)
-        ok = 0, saved = errno;
-    if (ok && rename(tmp, path) != 0)
-        ok = 0, saved = errno;
-    if (!ok) {
-        remove(tmp);
-        base_fail(err, errlen, "cannot write '%s': %s", path, strerror(saved));
-    }
-    base_free(tmp);
     base_free(data);
-    return ok ? 0 : -1;
+    return rc;
 }
 
 /* ---------------------------------------------------------------- reading */

@@ -70,5 +70,51 @@ while IFS='|' read -r -u 3 want text cmd; do
 done 3< <(grep -vE '^[[:space:]]*(#|$)' "$here/cases.txt")
 [ $((cases_pass + cases_fail)) -gt 1 ] || { bad "cases.txt: no cases"; cases_fail=$((cases_fail + 1)); }
 
-pass=$cases_pass fail=$cases_fail
+# --- output paths and temporaries (docs/reliability.md): what stands at an
+# output path is written in place (a FIFO, a device, a link to one) or
+# replaced by a whole new file through a unique temporary (a regular file, or
+# the file a link names: the link stays), never replaced when not a regular
+# file; a link planted where a temporary of old was named is not followed
+pass=0 fail=0
+mkdir -p paths && cd paths || exit 1
+mkfifo fifo
+timeout 30 cat fifo > from-fifo & reader=$! # ends even where gnc replaced the FIFO
+expect 0 "$gnc" dump ../tiny.net -o fifo
+wait $reader
+if [ -p fifo ] && grep -q "^graph" from-fifo; then ok; else bad "a FIFO at -o: replaced or not written"; fi
+ln -s /dev/null to-null
+expect 0 "$gnc" dump ../tiny.net -o to-null
+if [ -L to-null ] && [ -c /dev/null ]; then ok; else bad "a link to /dev/null at -o: replaced"; fi
+expect 0 "$gnc" dump ../tiny.net -o /dev/null
+if [ -c /dev/null ]; then ok; else bad "/dev/null is no longer a character device"; fi
+mkdir adir
+expect 1 "$gnc" dump ../tiny.net -o adir
+has "cannot write 'adir': it is a directory"
+ln -s nowhere/x dangling
+expect 1 "$gnc" dump ../tiny.net -o dangling
+has "cannot write 'dangling': it is a link to nothing"
+echo old > real.gir && chmod 600 real.gir && ln -s real.gir link.gir
+expect 0 "$gnc" dump ../tiny.net -o link.gir
+if [ -L link.gir ] && grep -q "^graph" real.gir && [ "$(stat -c %a real.gir)" = 600 ]; then ok
+else bad "a link to a regular file at -o: the link replaced, or the file's mode changed"; fi
+echo precious > victim && ln -s victim ck.st.tmp
+expect 0 "$gnc" train ../tiny.net --data ../data --device cpu --epochs 1 --checkpoint ck.st
+if [ "$(cat victim)" = precious ] && [ -s ck.st ]; then ok
+else bad "the checkpoint followed a link at ck.st.tmp"; fi
+ln -s /dev/null null.gnc && ln -s /dev/null null.onnx
+expect 0 "$gnc" compile ../tiny.net --no-kernels -o null.gnc
+expect 0 "$gnc" export ../tiny.net -o null.onnx
+if [ -L null.gnc ] && [ -L null.onnx ]; then ok; else bad "compile or export -o replaced a link"; fi
+# a resumed run's checkpoint records the seed the run used, its checkpoint's
+expect 0 "$gnc" train ../tiny.net --data ../data --device cpu --epochs 1 --seed 3 --checkpoint s3.st
+expect 0 "$gnc" train ../tiny.net --data ../data --device cpu --epochs 2 --resume s3.st --checkpoint s3b.st
+has "seed 3"
+if grep -aq '"seed":"3"' s3b.st; then ok; else bad "s3b.st does not record seed 3"; fi
+left=$(ls -A | grep -vxE 'fifo|from-fifo|to-null|adir|dangling|real.gir|link.gir|victim|ck.st.tmp|ck.st|null.gnc|null.onnx|s3.st|s3b.st')
+if [ -z "$left" ]; then ok; else bad "temporaries left: $left"; fi
+cd .. || exit 1
+paths_pass=$pass paths_fail=$fail
+echo "output paths: $paths_pass passed, $paths_fail failed"
+
+pass=$((cases_pass + paths_pass)) fail=$((cases_fail + paths_fail))
 summary hostile

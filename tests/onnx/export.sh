@@ -246,7 +246,7 @@ expect 1 "$gnc" export "$src/models/mlp.net" -D batch=2 --weights mine.safetenso
 has "fc0.weight"
 none_left bad.onnx
 expect 1 "$gnc" export "$src/models/mlp.net" -D batch=2 -o nodir/bad.onnx
-has "nodir/bad.onnx: cannot write"
+has "cannot write 'nodir/bad.onnx'"
 expect 1 "$gnc" export nonexistent.net -o bad.onnx
 none_left bad.onnx
 expect 2 "$gnc" export "$src/models/mlp.net" -o bad.onnx --repeat 3
