@@ -1206,6 +1206,18 @@ static int64_t bn_train_nhwc(kb *k, const ir_node *n, kb *pre, kb *mid)
 
 static const ir_node *bias_grad_of(kb *k, const ir_node *n);
 
+/* acc += batchnorm_grad n's dx as stored, at elements i .. i + v - 1 (a
+ * convolution's bias gradient, summed by the kernel that writes dx) */
+static void bn_add_dx(kb *k, int V, const ir_node *n, const char *acc)
+{
+    int unaligned = k->unaligned;
+    k->unaligned = 0;
+    bn_vread(k, V, n->out[0], "c");
+    k->unaligned = unaligned;
+    kb_line(k, "for (int j = 0; j < %d; j++)", V);
+    kb_line(k, "    %s += c[j];", acc);
+}
+
 /* bn_rows over batchnorm_grad n's operands: q, dy through the prologue, and
  * b, x, at the row's elements */
 static void bn_grad_rows(kb *k, const bn_tile *T, const ir_node *n)
@@ -1289,14 +1301,8 @@ static int64_t bn_grad_nhwc(kb *k, const ir_node *n, kb *pre, kb *mid)
     kb_line(k, "for (int j = 0; j < %d; j++)", V);
     kb_line(k, "    q[j] = k1[j] * (q[j] - k2[j] - (b[j] - mu[j]) * is[j] * k3[j]);");
     kb_line(k, "y_putv(i, q);");
-    if (bg) { /* dx as stored */
-        int unaligned = k->unaligned;
-        k->unaligned = 0;
-        bn_vread(k, V, n->out[0], "c");
-        k->unaligned = unaligned;
-        kb_line(k, "for (int j = 0; j < %d; j++)", V);
-        kb_line(k, "    sdx[j] += c[j];");
-    }
+    if (bg)
+        bn_add_dx(k, V, n, "sdx[j]");
     bn_rows_end(k);
     if (!bg)
         return T.tiles * T.parts;
@@ -1610,14 +1616,8 @@ static int64_t bn_grad_nchw(kb *k, const ir_node *n, kb *pre)
     kb_line(k, "for (int j = 0; j < %d; j++)", V);
     kb_line(k, "    q[j] = k1 * (q[j] - k2 - (b[j] - mu) * is * k3);");
     kb_line(k, "y_putv(i, q);");
-    if (bg) { /* dx as stored */
-        int unaligned = k->unaligned;
-        k->unaligned = 0;
-        bn_vread(k, V, n->out[0], "c");
-        k->unaligned = unaligned;
-        kb_line(k, "for (int j = 0; j < %d; j++)", V);
-        kb_line(k, "    fdx += c[j];");
-    }
+    if (bg)
+        bn_add_dx(k, V, n, "fdx");
     bn_plane_end(k);
     if (!bg)
         return c * parts;
