@@ -40,7 +40,9 @@ int base_parse_u64(const char *s, uint64_t *out);
  * directory, a block device or a link to nothing is refused, naming its
  * kind.  base_out_abandon closes and removes the temporary (after a failure:
  * no partial output file).  base_out_remove_pending unlinks the temporary
- * being written, from a signal handler (async-signal-safe). */
+ * being written, from a signal handler (async-signal-safe), once
+ * base_out_track_pending has been called (by a program that writes one file
+ * at a time: not thread-safe, so a library never calls it). */
 typedef struct {
     FILE *f;
     char *path;                 /* the file written (a link's target) */
@@ -50,6 +52,7 @@ int base_out_open(base_out *o, const char *path, char *err, size_t errlen);
 int base_out_commit(base_out *o, char *err, size_t errlen);
 void base_out_abandon(base_out *o);
 void base_out_remove_pending(void);
+void base_out_track_pending(void);
 
 /* b bytes as "512 B", "1.5 KiB", ... "2.0 TiB" into buf. */
 void base_human_bytes(double b, char *buf, size_t len);

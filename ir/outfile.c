@@ -11,9 +11,18 @@
 
 #include "base.h"
 
-/* The temporary being written (one at a time: the gnc command's), for a
- * signal handler: a plain array, read without locks or allocation. */
+/* The temporary being written, for a signal handler: a plain array, read
+ * without locks or allocation.  Kept only once a program asks
+ * (base_out_track_pending: the gnc command, which writes one file at a
+ * time); a library embedded in a threaded program writes files from several
+ * threads at once and keeps nothing here. */
 static char pending[4200];
+static int tracking;
+
+void base_out_track_pending(void)
+{
+    tracking = 1;
+}
 
 static const char *kind_of(mode_t m)
 {
@@ -88,7 +97,7 @@ int base_out_open(base_out *o, const char *path, char *err, size_t errlen)
         base_out_abandon(o);
         return base_fail(err, errlen, "cannot write '%s': %s", path, strerror(e));
     }
-    if (strlen(o->tmp) < sizeof pending)
+    if (tracking && strlen(o->tmp) < sizeof pending)
         memcpy(pending, o->tmp, strlen(o->tmp) + 1);
     return 0;
 }
@@ -116,7 +125,8 @@ int base_out_commit(base_out *o, char *err, size_t errlen)
     if (!ok)
         base_fail(err, errlen, "cannot write '%s': %s", o->path ? o->path : "?", strerror(e));
     if (ok && o->tmp) { /* renamed: nothing to remove */
-        pending[0] = 0;
+        if (tracking)
+            pending[0] = 0;
         base_free(o->tmp);
         o->tmp = NULL;
     }
@@ -130,7 +140,8 @@ void base_out_abandon(base_out *o)
         fclose(o->f);
     if (o->tmp) {
         unlink(o->tmp);
-        pending[0] = 0;
+        if (tracking)
+            pending[0] = 0;
     }
     base_free(o->tmp);
     base_free(o->path);
@@ -139,6 +150,6 @@ void base_out_abandon(base_out *o)
 
 void base_out_remove_pending(void)
 {
-    if (pending[0])
+    if (tracking && pending[0])
         unlink(pending);
 }

@@ -961,6 +961,7 @@ static void on_stop(int sig)
 
 static void catch_stops(void)
 {
+    base_out_track_pending();
     struct sigaction sa = {.sa_handler = on_stop};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
