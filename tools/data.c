@@ -10,9 +10,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include <cjson/cJSON.h>
-
 #include "base.h"
+#include "checkpoint.h"
 #include "npy.h"
 
 /* Finds dir/name or dir/name.gz; writes the path used into path. */
@@ -211,6 +210,9 @@ static int add_array(cli_data *d, const char *name, const char *from, const ir_t
         return base_fail(err, errlen, "%s: more than %d arrays", from, CLI_MAX_ARRAYS);
     if (strlen(name) >= sizeof d->a[0].name)
         return base_fail(err, errlen, "%s: the array name '%.40s...' is too long", from, name);
+    for (int i = 0; i < d->narrays; i++)
+        if (strcmp(d->a[i].name, name) == 0) /* train.NAME and NAME */
+            return base_fail(err, errlen, "%s: the array '%s' is given twice", from, name);
     if (d->narrays && whole->dims[0] != d->n)
         return base_fail(err, errlen, "%s: the array '%s' holds %lld samples, but '%s' holds %lld: "
                          "every array needs one entry per sample", from, name,
@@ -260,101 +262,48 @@ static int load_npy_dir(const char *dir, cli_data *d, int *found, char *err, siz
     return rc;
 }
 
-/* A safetensors file: 8 bytes of header length (little-endian), a JSON
- * header {"NAME": {"dtype", "shape", "data_offsets": [begin, end]}, ...,
- * "__metadata__": {...}}, then the data.  Tensors train.NAME go to train,
- * test.NAME to test, NAME to train. */
+/* A safetensors file (rt_safetensors_read: as strict as a checkpoint, from
+ * a file, a pipe or a device).  Tensors train.NAME go to train, test.NAME
+ * to test, NAME to train. */
 static int load_safetensors(const char *path, cli_data *train, cli_data *test, char *err,
                             size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return base_fail(err, errlen, "%s: %s", path, strerror(errno));
-    unsigned char len8[8];
-    char *head = NULL;
-    unsigned char *body = NULL;
-    cJSON *j = NULL;
-    int rc = -1;
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || fread(len8, 1, 8, f) != 8) {
-        base_fail(err, errlen, "%s: not a safetensors file (shorter than its header)", path);
-        goto done;
-    }
-    uint64_t hlen = 0;
-    for (int i = 7; i >= 0; i--)
-        hlen = hlen << 8 | len8[i];
-    if (hlen > (uint64_t)st.st_size - 8 || hlen > 100u << 20) {
-        base_fail(err, errlen, "%s: not a safetensors file (a header of %llu bytes)", path,
-                  (unsigned long long)hlen);
-        goto done;
-    }
-    uint64_t blen = (uint64_t)st.st_size - 8 - hlen;
-    if (!(head = base_malloc(hlen + 1)) || !(body = base_malloc(blen ? blen : 1))) {
-        base_fail(err, errlen, "%s: out of memory", path);
-        goto done;
-    }
-    if (fread(head, 1, hlen, f) != hlen || fread(body, 1, blen, f) != blen) {
-        base_fail(err, errlen, "%s: truncated", path);
-        goto done;
-    }
-    head[hlen] = 0;
-    if (!(j = cJSON_Parse(head)) || !cJSON_IsObject(j)) {
-        base_fail(err, errlen, "%s: not a safetensors file (its header is not a JSON object)", path);
-        goto done;
-    }
-    cJSON *e;
-    cJSON_ArrayForEach(e, j) {
-        const char *name = e->string;
-        if (strcmp(name, "__metadata__") == 0)
-            continue;
-        cJSON *dt = cJSON_GetObjectItem(e, "dtype"), *sh = cJSON_GetObjectItem(e, "shape");
-        cJSON *off = cJSON_GetObjectItem(e, "data_offsets");
-        static const struct { const char *s; ir_dtype t; } dts[] = {
-            {"F32", IR_F32}, {"I32", IR_I32}, {"I64", IR_I64}, {"U8", IR_U8}};
-        ir_type t = {IR_F32, 0, {0}};
-        int known = 0;
-        for (size_t i = 0; cJSON_IsString(dt) && i < sizeof dts / sizeof *dts; i++)
-            if (strcmp(dt->valuestring, dts[i].s) == 0)
-                t.dtype = dts[i].t, known = 1;
-        if (!known) {
-            base_fail(err, errlen, "%s: the tensor '%s' has dtype %s; gnc reads F32, I32, I64 "
-                      "and U8", path, name, cJSON_IsString(dt) ? dt->valuestring : "(none)");
-            goto done;
+    static const struct { const char *s; ir_dtype t; } dts[] = {
+        {"F32", IR_F32}, {"I32", IR_I32}, {"I64", IR_I64}, {"U8", IR_U8}};
+    rt_safetensors st;
+    if (rt_safetensors_read(path, &st, err, errlen) != 0)
+        return -1;
+    int rc = 0;
+    for (int k = 0; k < st.n && !rc; k++) {
+        const rt_st_tensor *e = &st.t[k];
+        ir_type t = {IR_F32, e->rank, {0}};
+        size_t i = 0;
+        while (i < sizeof dts / sizeof *dts && strcmp(e->dtype, dts[i].s) != 0)
+            i++;
+        if (i == sizeof dts / sizeof *dts) {
+            rc = base_fail(err, errlen, "%s: the tensor '%s' has dtype %s; gnc reads F32, I32, "
+                           "I64 and U8", path, e->name, e->dtype);
+            break;
         }
-        int n = cJSON_GetArraySize(sh);
-        if (!cJSON_IsArray(sh) || n > IR_MAX_RANK || !cJSON_IsArray(off) ||
-            cJSON_GetArraySize(off) != 2) {
-            base_fail(err, errlen, "%s: the tensor '%s' has no valid shape and data_offsets",
-                      path, name);
-            goto done;
-        }
+        t.dtype = dts[i].t;
         uint64_t numel = 1;
-        t.rank = n;
-        for (int i = 0; i < n; i++) {
-            cJSON *x = cJSON_GetArrayItem(sh, i);
-            double v = cJSON_IsNumber(x) ? x->valuedouble : -1;
-            if (v < 0 || v > (double)IR_MAX_NUMEL || v != (double)(int64_t)v ||
-                (v > 0 && numel > (uint64_t)IR_MAX_NUMEL / (uint64_t)v)) {
-                base_fail(err, errlen, "%s: the tensor '%s' has a bad shape", path, name);
-                goto done;
+        for (int d = 0; d < e->rank; d++) {
+            t.dims[d] = e->dims[d];
+            if (e->dims[d] > 0 && numel > (uint64_t)IR_MAX_NUMEL / (uint64_t)e->dims[d]) {
+                rc = base_fail(err, errlen, "%s: the tensor '%s' has more than %lld elements",
+                               path, e->name, (long long)IR_MAX_NUMEL);
+                break;
             }
-            t.dims[i] = (int64_t)v;
-            numel *= (uint64_t)v;
+            numel *= (uint64_t)e->dims[d];
         }
-        double b = cJSON_GetArrayItem(off, 0)->valuedouble;
-        double en = cJSON_GetArrayItem(off, 1)->valuedouble;
-        uint64_t bytes = numel * dtype_size(t.dtype);
-        if (!(b >= 0 && en >= b && en <= (double)blen && (uint64_t)(en - b) == bytes)) {
-            base_fail(err, errlen, "%s: the tensor '%s' has data_offsets outside the file or "
-                      "not of its shape's size", path, name);
-            goto done;
-        }
-        void *data = base_malloc(bytes ? bytes : 1);
-        if (!data) {
-            base_fail(err, errlen, "%s: out of memory", path);
-            goto done;
-        }
-        memcpy(data, body + (uint64_t)b, bytes);
+        void *data = rc ? NULL : base_malloc(e->bytes ? e->bytes : 1);
+        if (!rc && !data)
+            rc = base_fail(err, errlen, "%s: out of memory", path);
+        if (rc)
+            break;
+        if (e->bytes)
+            memcpy(data, e->data, e->bytes);
+        const char *name = e->name;
         cli_data *d = train;
         if (strncmp(name, "train.", 6) == 0)
             name += 6;
@@ -362,15 +311,9 @@ static int load_safetensors(const char *path, cli_data *train, cli_data *test, c
             name += 5, d = test;
         char from[4200];
         snprintf(from, sizeof from, "%s (%s)", path, d == test ? "test" : "train");
-        if (add_array(d, name, from, &t, data, 1, err, errlen) != 0)
-            goto done;
+        rc = add_array(d, name, from, &t, data, 1, err, errlen);
     }
-    rc = 0;
-done:
-    cJSON_Delete(j);
-    base_free(head);
-    base_free(body);
-    fclose(f);
+    rt_safetensors_free(&st);
     return rc;
 }
 

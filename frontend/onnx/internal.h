@@ -41,8 +41,10 @@ typedef struct ox_val {
     ir_value *erf_of;
     int erf_plus1;
     /* x (1 + erf(x / sqrt 2)), computed as 2 gelu(x): gelu is gelu(x), which
-       the pattern's last step (times 0.5, or / 2) takes as its result */
+       the pattern's last step (times 0.5, or / 2) takes as its result;
+       gelu_named: a step has taken it (and named it), so later ones share it */
     ir_value *gelu;
+    int gelu_named;
 } ox_val;
 
 typedef struct {

@@ -840,19 +840,25 @@ static int gelu_step(ox_ctx *cx, int add, ox_val **in, ox_val **out)
                           "within GELU, x (1 + erf(x / sqrt 2)) / 2", p->name);
 }
 
-/* GELU's result g, made by an earlier node, as the value name (the ONNX
- * output of the pattern's last step): its node made again with a result so
- * named, g's uses moved to it. */
-static ir_value *named_gelu(ox_ctx *cx, ir_value *g, const char *name)
+/* GELU's last step, the halving of two = 2 gelu(x) (gelu_step), as the
+ * ONNX value out: the first halving names gelu(x), made by an earlier node,
+ * after out (its node made again with a result so named, its uses moved to
+ * it); a later halving of the same value takes that named gelu(x) as it is. */
+static int halve_gelu(ox_ctx *cx, ox_val *two, ox_val *out)
 {
-    ir_node *n = g->def;
-    ir_value *v = ir_value_new(cx->g, name, n->loc);
-    v->type = g->type;
-    ir_node *m = ir_node_make(cx->g, n->op, n->nin, n->in, 1, &v, n->loc);
-    ir_insert_before(cx->g, n, m);
-    ir_replace_uses(cx->g, g, v);
-    ir_erase(cx->g, n);
-    return v;
+    if (!two->gelu_named) {
+        ir_value *g = two->gelu;
+        ir_node *n = g->def;
+        ir_value *v = ir_value_new(cx->g, out->name, n->loc);
+        v->type = g->type;
+        ir_node *m = ir_node_make(cx->g, n->op, n->nin, n->in, 1, &v, n->loc);
+        ir_insert_before(cx->g, n, m);
+        ir_replace_uses(cx->g, g, v);
+        ir_erase(cx->g, n);
+        two->gelu = v;
+        two->gelu_named = 1;
+    }
+    return set(cx, out, two->gelu);
 }
 
 static int op_binary(ox_ctx *cx, ox_val **in, int nin, ox_val **out, int nout)
@@ -876,10 +882,10 @@ static int op_binary(ox_ctx *cx, ox_val **in, int nin, ox_val **out, int nout)
     if (nin == 2 && in[0]->gelu && (c == '*' || c == '/') && in[1]->is_const &&
         ox_numel(&in[1]->t) == 1 && const_scalar(cx, in[1], "a factor", &half) == 0 &&
         half == (c == '*' ? 0.5 : 2)) /* GELU's last step: 2 gelu(x) halved */
-        return set(cx, out[0], named_gelu(cx, in[0]->gelu, out[0]->name));
+        return halve_gelu(cx, in[0], out[0]);
     if (nin == 2 && in[1]->gelu && c == '*' && in[0]->is_const && ox_numel(&in[0]->t) == 1 &&
         const_scalar(cx, in[0], "a factor", &half) == 0 && half == 0.5)
-        return set(cx, out[0], named_gelu(cx, in[1]->gelu, out[0]->name));
+        return halve_gelu(cx, in[1], out[0]);
     for (int i = 0; nin == 2 && c == '*' && i < 2; i++) {
         /* gnc export's gelu_tanh: its last step, x (1 + tanh(...)) times 0.5 */
         ox_val *h = in[1 - i], *m = in[i];

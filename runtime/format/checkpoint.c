@@ -80,9 +80,13 @@ static int by_name(const void *a, const void *b)
  * keys once each; __metadata__ an object of strings; each tensor a dtype the
  * format defines, a shape of whole numbers and data_offsets [lo, hi) of
  * whole numbers holding exactly its bytes; the tensors side by side, no two
- * sharing a byte, covering the data to its last byte.  0, or -1 with why. */
-static int check_header(const cJSON *root, uint64_t data_size, const char *path, char *err,
-                        size_t errlen)
+ * sharing a byte, covering the data to its last byte.  data_size: the
+ * data's bytes, or UNKNOWN_SIZE (a stream, read after the header: then
+ * *data_end, the bytes the header promises, is what must follow).  0, or -1
+ * with why. */
+#define UNKNOWN_SIZE UINT64_MAX
+static int check_header(const cJSON *root, uint64_t data_size, uint64_t *data_end,
+                        const char *path, char *err, size_t errlen)
 {
     int n = cJSON_GetArraySize(root), ns = 0, nk = 0;
     span *s = base_xcalloc((size_t)n + 1, sizeof *s);
@@ -143,11 +147,13 @@ static int check_header(const cJSON *root, uint64_t data_size, const char *path,
         }
         end = s[i].hi;
     }
-    if (end != data_size) {
+    if (data_size != UNKNOWN_SIZE && end != data_size) {
         base_fail(err, errlen, "%s: %llu bytes of data after the last tensor", path,
                   (unsigned long long)(data_size - end));
         goto done;
     }
+    if (data_end)
+        *data_end = end;
     rc = 0;
 done:
     base_free(s);
@@ -441,43 +447,41 @@ static int shape_of(const cJSON *t, ir_type *out)
     return 1;
 }
 
-/* rt_checkpoint_load from f, a file or bytes, which messages call path; x
- * NULL: the checks alone; weights: the parameters and buffers alone
- * (rt_checkpoint_load_weights).  Closes f. */
-static int load(const ir_graph *g, rt_exec *x, FILE *f, const char *path, int weights,
-                rt_ckpt_meta *meta, char *err, size_t errlen)
+/* The 8-byte length and the JSON header that follows it, from f (read as
+ * it arrives: a pipe or a device too), into *root; data_size: the bytes
+ * after the header where known (a file or bytes), else UNKNOWN_SIZE.  The
+ * header as check_header has it.  0, or -1 with why. */
+static int read_header(FILE *f, uint64_t data_size_known, const char *path, cJSON **root,
+                       uint64_t *hlen_out, uint64_t *data_end, char *err, size_t errlen)
 {
     unsigned char len8[8];
-    char *header = NULL;
-    cJSON *root = NULL;
-    int rc = -1;
     uint64_t hlen = 0;
-    if (fseek(f, 0, SEEK_END) != 0) {
-        base_fail(err, errlen, "%s: cannot seek", path);
-        goto done;
-    }
-    long fsize = ftell(f);
-    rewind(f);
-    if (fsize < 8 || fread(len8, 1, 8, f) != 8) {
-        base_fail(err, errlen, "%s: not a safetensors file (shorter than its 8-byte header length)", path);
-        goto done;
-    }
+    *root = NULL;
+    if (fread(len8, 1, 8, f) != 8)
+        return base_fail(err, errlen, "%s: not a safetensors file (shorter than its 8-byte "
+                         "header length)", path);
     for (int i = 0; i < 8; i++)
         hlen |= (uint64_t)len8[i] << (8 * i);
-    if (hlen < 2 || hlen > MAX_HEADER || hlen > (uint64_t)fsize - 8) {
-        base_fail(err, errlen, "%s: not a safetensors file (header length %llu for a file of %ld bytes)",
-             path, (unsigned long long)hlen, fsize);
-        goto done;
-    }
-    header = base_malloc(hlen + 1);
-    if (!header || fread(header, 1, hlen, f) != hlen) {
-        base_fail(err, errlen, "%s: truncated header", path);
-        goto done;
+    if (data_size_known != UNKNOWN_SIZE && (hlen < 2 || hlen > MAX_HEADER ||
+                                            hlen > data_size_known))
+        return base_fail(err, errlen, "%s: not a safetensors file (header length %llu for a "
+                         "file of %llu bytes)", path, (unsigned long long)hlen,
+                         (unsigned long long)data_size_known + 8);
+    if (hlen < 2 || hlen > MAX_HEADER)
+        return base_fail(err, errlen, "%s: not a safetensors file (a header length of %llu "
+                         "bytes)", path, (unsigned long long)hlen);
+    char *header = base_malloc(hlen + 1);
+    if (!header)
+        return base_fail(err, errlen, "%s: out of memory", path);
+    if (fread(header, 1, hlen, f) != hlen) {
+        base_free(header);
+        return base_fail(err, errlen, "%s: truncated header", path);
     }
     header[hlen] = '\0';
     const char *end = NULL;
-    root = cJSON_ParseWithLengthOpts(header, hlen, &end, 0);
-    if (!cJSON_IsObject(root)) {
+    cJSON *j = cJSON_ParseWithLengthOpts(header, hlen, &end, 0);
+    int rc = -1;
+    if (!cJSON_IsObject(j)) {
         base_fail(err, errlen, "%s: the header is not a JSON object", path);
         goto done;
     }
@@ -487,9 +491,40 @@ static int load(const ir_graph *g, rt_exec *x, FILE *f, const char *path, int we
         base_fail(err, errlen, "%s: the header has more after its JSON object", path);
         goto done;
     }
-    uint64_t data_size = (uint64_t)fsize - 8 - hlen;
-    if (check_header(root, data_size, path, err, errlen) != 0)
+    uint64_t data = data_size_known == UNKNOWN_SIZE ? UNKNOWN_SIZE : data_size_known - hlen;
+    if (check_header(j, data, data_end, path, err, errlen) != 0)
         goto done;
+    *root = j, j = NULL;
+    *hlen_out = hlen;
+    rc = 0;
+done:
+    cJSON_Delete(j);
+    base_free(header);
+    return rc;
+}
+
+/* rt_checkpoint_load from f, a file or bytes, which messages call path; x
+ * NULL: the checks alone; weights: the parameters and buffers alone
+ * (rt_checkpoint_load_weights).  Closes f. */
+static int load(const ir_graph *g, rt_exec *x, FILE *f, const char *path, int weights,
+                rt_ckpt_meta *meta, char *err, size_t errlen)
+{
+    cJSON *root = NULL;
+    int rc = -1;
+    uint64_t hlen = 0;
+    if (fseek(f, 0, SEEK_END) != 0) {
+        base_fail(err, errlen, "%s: cannot seek", path);
+        goto done;
+    }
+    long fsize = ftell(f);
+    rewind(f);
+    if (fsize < 8) {
+        base_fail(err, errlen, "%s: not a safetensors file (shorter than its 8-byte header length)", path);
+        goto done;
+    }
+    if (read_header(f, (uint64_t)fsize - 8, path, &root, &hlen, NULL, err, errlen) != 0)
+        goto done;
+    uint64_t data_size = (uint64_t)fsize - 8 - hlen;
 
     /* Compare the file's tensors with the graph's, collecting every difference. */
     int n;
@@ -588,7 +623,6 @@ static int load(const ir_graph *g, rt_exec *x, FILE *f, const char *path, int we
     rc = 0;
 done:
     cJSON_Delete(root);
-    base_free(header);
     fclose(f);
     return rc;
 }
@@ -626,6 +660,94 @@ int rt_checkpoint_load_bytes(const ir_graph *g, rt_exec *x, const void *data, si
         return base_fail(err, errlen, "%s: not a safetensors file (%s)", name,
                          size ? strerror(errno) : "empty");
     return load(g, x, f, name, 0, meta, err, errlen);
+}
+
+int rt_safetensors_read(const char *path, rt_safetensors *st, char *err, size_t errlen)
+{
+    memset(st, 0, sizeof *st);
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return base_fail(err, errlen, "%s: is a directory, not a safetensors file", path);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return base_fail(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+    /* a regular file's size is known before anything is read; a pipe's or a
+       device's is what its header promises, checked as the data arrives */
+    uint64_t known = UNKNOWN_SIZE, hlen = 0, want = 0, have = 0;
+    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode)) {
+        if (sb.st_size < 8) {
+            fclose(f);
+            return base_fail(err, errlen, "%s: not a safetensors file (shorter than its 8-byte "
+                             "header length)", path);
+        }
+        known = (uint64_t)sb.st_size - 8;
+    }
+    cJSON *root = NULL;
+    int rc = -1;
+    if (read_header(f, known, path, &root, &hlen, &want, err, errlen) != 0)
+        goto done;
+    for (uint64_t cap = 0; have < want;) {
+        if (have == cap) {
+            cap = want - cap > cap + (1u << 20) ? cap + cap + (1u << 20) : want;
+            unsigned char *d = cap <= SIZE_MAX ? base_realloc(st->data, (size_t)cap) : NULL;
+            if (!d) {
+                base_fail(err, errlen, "%s: out of memory for %llu bytes of data", path,
+                          (unsigned long long)want);
+                goto done;
+            }
+            st->data = d;
+        }
+        size_t got = fread(st->data + have, 1, (size_t)(cap - have), f);
+        if (got == 0)
+            break;
+        have += got;
+    }
+    if (have < want) {
+        base_fail(err, errlen, "%s: truncated: its header promises %llu bytes of data, it "
+                  "holds %llu", path, (unsigned long long)want, (unsigned long long)have);
+        goto done;
+    }
+    if (fgetc(f) != EOF) {
+        base_fail(err, errlen, "%s: bytes after the %llu bytes of data its header promises",
+                  path, (unsigned long long)want);
+        goto done;
+    }
+    st->t = base_xcalloc((size_t)cJSON_GetArraySize(root) + 1, sizeof *st->t);
+    const cJSON *t, *u;
+    cJSON_ArrayForEach(t, root) {
+        if (strcmp(t->string, "__metadata__") == 0)
+            continue;
+        rt_st_tensor *e = &st->t[st->n++];
+        const cJSON *shape = cJSON_GetObjectItemCaseSensitive(t, "shape");
+        const cJSON *offs = cJSON_GetObjectItemCaseSensitive(t, "data_offsets");
+        e->name = t->string;
+        e->dtype = cJSON_GetObjectItemCaseSensitive(t, "dtype")->valuestring;
+        if (cJSON_GetArraySize(shape) > IR_MAX_RANK) {
+            base_fail(err, errlen, "%s: tensor '%.80s' has %d dimensions; gnc holds at most %d",
+                      path, e->name, cJSON_GetArraySize(shape), IR_MAX_RANK);
+            goto done;
+        }
+        cJSON_ArrayForEach(u, shape) e->dims[e->rank++] = (int64_t)u->valuedouble;
+        uint64_t lo = (uint64_t)cJSON_GetArrayItem(offs, 0)->valuedouble;
+        e->bytes = (uint64_t)cJSON_GetArrayItem(offs, 1)->valuedouble - lo;
+        e->data = st->data ? st->data + lo : NULL;
+    }
+    st->header = root, root = NULL;
+    rc = 0;
+done:
+    cJSON_Delete(root);
+    fclose(f);
+    if (rc)
+        rt_safetensors_free(st);
+    return rc;
+}
+
+void rt_safetensors_free(rt_safetensors *st)
+{
+    cJSON_Delete(st->header);
+    base_free(st->t);
+    base_free(st->data);
+    memset(st, 0, sizeof *st);
 }
 
 void rt_ckpt_meta_set(rt_ckpt_meta *m, const char *key, const char *value)

@@ -64,6 +64,31 @@ int rt_checkpoint_load_bytes(const ir_graph *g, rt_exec *x, const void *data, si
 int rt_checkpoint_encode_init(const ir_graph *g, uint64_t seed, void **out, size_t *size,
                               char *err, size_t errlen);
 
+/* A safetensors file read whole, with the checks rt_checkpoint_load makes
+ * of its header (keys once each, dtypes of the format, whole-number shapes
+ * and offsets, tensors side by side covering the data, no byte of two) and
+ * nothing after the data: from a regular file, a pipe or a device, whose
+ * data is read as it arrives up to what the header promises.  The tensors
+ * in the header's order (at most IR_MAX_RANK dimensions), pointing into the
+ * file's header and data, which st owns (rt_safetensors_free).  0, or -1
+ * with why (st then empty). */
+typedef struct {
+    const char *name;
+    const char *dtype;          /* the format's name: F32, BF16, I64, ... */
+    int rank;
+    int64_t dims[IR_MAX_RANK];
+    const unsigned char *data;
+    uint64_t bytes;
+} rt_st_tensor;
+typedef struct {
+    int n;
+    rt_st_tensor *t;
+    void *header;               /* the parsed header (cJSON) */
+    unsigned char *data;
+} rt_safetensors;
+int rt_safetensors_read(const char *path, rt_safetensors *st, char *err, size_t errlen);
+void rt_safetensors_free(rt_safetensors *st);
+
 void rt_ckpt_meta_set(rt_ckpt_meta *m, const char *key, const char *value);
 const char *rt_ckpt_meta_get(const rt_ckpt_meta *m, const char *key);
 void rt_ckpt_meta_free(rt_ckpt_meta *m);

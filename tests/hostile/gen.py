@@ -150,6 +150,43 @@ st("step-overflow.st", meta(step="99999999999999999999"))
 st("seed-zzz.st", meta(seed="zzz"))
 st("no-step.st", meta(step=None))
 
+# --- data sets in one safetensors file (gnc train --data FILE) ---------------
+# image F32 [32, 1, 28, 28] and label I32 [32]: the baseline; the broken ones
+# differ from it by one thing each, as the checkpoints above do
+
+IMG = {"dtype": "F32", "shape": [32, 1, 28, 28], "data_offsets": [0, 32 * 784 * 4]}
+LAB = {"dtype": "I32", "shape": [32], "data_offsets": [32 * 784 * 4, 32 * 785 * 4]}
+DSDATA = (b"".join(struct.pack("<f", (i % 251) / 251.0) for i in range(32 * 784))
+          + b"".join(struct.pack("<i", i % 10) for i in range(32)))
+
+
+def dst(name, header, data=DSDATA, hlen=None):
+    text = header if isinstance(header, str) else json.dumps(header, separators=(",", ":"))
+    text = text.encode()
+    write(f"dst/{name}", struct.pack("<Q", len(text) if hlen is None else hlen) + text + data)
+
+
+dst("good.st", {"image": IMG, "label": LAB})
+# a second label, all zeros: the first one must not win silently
+dst("duplicate-key.st", '{"label":%s,"image":%s,"label":%s}' % (
+    json.dumps(LAB), json.dumps(IMG),
+    json.dumps(dict(LAB, data_offsets=[LAB["data_offsets"][1], LAB["data_offsets"][1] + 128]))),
+    data=DSDATA + b"\0" * 128)
+dst("train-and-plain.st", {"image": IMG, "label": LAB, "train.label": dict(
+    LAB, data_offsets=[LAB["data_offsets"][1], LAB["data_offsets"][1] + 128])},
+    data=DSDATA + b"\0" * 128)
+dst("overlap.st", {"image": IMG, "label": LAB, "extra": dict(LAB, data_offsets=[0, 128])})
+dst("fractional.st", {"image": IMG, "label": dict(LAB, data_offsets=[100352.5, 100480.5])},
+    data=DSDATA + b"\0")
+dst("string-offsets.st", {"image": IMG, "label": dict(LAB, data_offsets=["100352", "100480"])})
+dst("trailing-data.st", {"image": IMG, "label": LAB}, data=DSDATA + b"\0" * 8)
+dst("rank-9.st", {"image": IMG, "label": LAB,
+                  "deep": {"dtype": "U8", "shape": [1] * 9, "data_offsets": [100480, 100481]}},
+    data=DSDATA + b"\0")
+dst("bf16.st", {"image": dict(IMG, dtype="BF16", data_offsets=[0, 32 * 784 * 2]),
+                "label": dict(LAB, data_offsets=[32 * 784 * 2, 32 * 784 * 2 + 128])},
+    data=DSDATA[:32 * 784 * 2] + DSDATA[-128:])
+
 # --- plans: the fuzzer's seeds, corrupted -------------------------------------
 
 

@@ -56,6 +56,31 @@ done
 expect 0 "$gnc" run sym.onnx -D batch=3 --device cpu -o run/sym3
 if head -c 128 run/sym3/logits.npy 2>/dev/null | grep -qF "(3, 10)"; then ok
 else bad "sym.onnx -D batch=3: logits.npy is not of shape (3, 10)"; fi
+# valid GELU patterns (hostile_gen.py, gelu_models): the pattern's last
+# halving taken by several nodes, or its doubling used besides; each imports
+# and computes every output as Python's float64 reference does
+for m in gelu/*.onnx; do
+    n=$(basename "$m" .onnx)
+    expect 0 "$gnc" run "$m" --device cpu --input x=gelu/x.npy -o "run/$n"
+    for e in gelu/$n.expected/*.npy; do
+        if python3 - "run/$n/$(basename "$e")" "$e" <<'EOF'; then ok; else bad "$m: $(basename "$e" .npy) differs from hostile_gen.py's"; fi
+import os, struct, sys
+def floats(p):
+    b = open(p, "rb").read()
+    if b[:6] != b"\x93NUMPY" or b"'<f4'" not in b[:128]:
+        sys.exit(f"  {p}: not a float32 .npy")
+    h = 10 + struct.unpack("<H", b[8:10])[0]
+    return struct.unpack(f"<{(len(b) - h) // 4}f", b[h:])
+if not os.path.isfile(sys.argv[1]):
+    sys.exit(f"  no {sys.argv[1]}")
+x, y = floats(sys.argv[1]), floats(sys.argv[2])
+bad = [(i, u, v) for i, (u, v) in enumerate(zip(x, y)) if not abs(u - v) <= 1e-5 + 1e-4 * abs(v)]
+for i, u, v in bad[:5]:
+    print(f"  [{i}] gnc {u!r}, expected {v!r}")
+sys.exit(1 if bad or len(x) != len(y) else 0)
+EOF
+    done
+done
 cases_pass=0 cases_fail=0
 [ "$fail" = 0 ] && cases_pass=1 || cases_fail=1
 

@@ -20,6 +20,7 @@ recognised by a word:
       -> relu0 (Relu) -> pool0 (MaxPool 2x2) -> flat0 (Flatten)
       -> fc0 (Gemm, transB, fc0.weight [10, 64], fc0.bias) -> logits f32[2, 10]
 """
+import math
 import os
 import random
 import struct
@@ -401,6 +402,54 @@ def corpus(work):
     ext("missing-file.onnx", [("location", "no-such-weights.bin")])
     ext("no-location.onnx", [("offset", "16"), ("length", "432")])
     ext("dir.onnx", [("location", "."), ("length", "432")])
+    gelu_corpus(work)
+
+
+def gelu_models():
+    """Valid models of GELU as PyTorch exports it before opset 20,
+    Div(x, sqrt 2) -> Erf -> Add 1 -> Mul x -> h, then h halved: h's halving
+    taken by several nodes, in each form (times 0.5 either side, / 2), or h
+    used besides.  Yields (name, model, {output: its values for input x}), x
+    being values("x", 8) as [2, 4]."""
+    x = values("x", 8)
+    g = [0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x]
+    consts = [tensor("sqrt2", [], floats=[math.sqrt(2)]), tensor("one", [], floats=[1.0]),
+              tensor("half", [], floats=[0.5]), tensor("two", [], floats=[2.0])]
+    head = [node("Div", ["x", "sqrt2"], ["d"], "div0"), node("Erf", ["d"], ["e"], "erf0"),
+            node("Add", ["e", "one"], ["e1"], "add0"), node("Mul", ["x", "e1"], ["h"], "mul0")]
+    halves = {"y_mul": node("Mul", ["h", "half"], ["y_mul"], "half0"),
+              "y_div": node("Div", ["h", "two"], ["y_div"], "half1"),
+              "y_lmul": node("Mul", ["half", "h"], ["y_lmul"], "half2")}
+    variants = {
+        "gelu-once": (["y_mul"], [], {}),
+        "gelu-twice": (["y_mul", "y_div"], [], {}),
+        "gelu-thrice": (["y_lmul", "y_mul", "y_div"], [], {}),
+        # h itself used too (2 gelu(x)), before and after its halvings
+        "gelu-beside": (["y_mul", "y_div"],
+                        [node("Relu", ["h"], ["y_relu"], "relu0")],
+                        {"y_relu": [max(0.0, 2 * v) for v in g]}),
+        # a halving's result used by the next: gelu(x) + gelu(x) / 2
+        "gelu-chained": (["y_div", "y_mul"],
+                         [node("Add", ["y_mul", "y_div"], ["y_sum"], "sum0")],
+                         {"y_sum": [2 * v for v in g]}),
+    }
+    for name, (picked, extra, more) in variants.items():
+        nodes = head + [halves[k] for k in picked] + extra
+        if name == "gelu-beside":
+            nodes = head + extra + [halves[k] for k in picked]
+        outs = {k: g for k in picked}
+        outs.update(more)
+        yield name, model(graph(nodes, consts, [value_info("x", [2, 4])],
+                                [value_info(k, [2, 4]) for k in outs])), outs
+
+
+def gelu_corpus(work):
+    w = lambda name, data: write(work, name, data)          # noqa: E731
+    w("gelu/x.npy", npy([2, 4], values("x", 8)))
+    for name, m, outs in gelu_models():
+        w(f"gelu/{name}.onnx", m)
+        for k, v in outs.items():
+            w(f"gelu/{name}.expected/{k}.npy", npy([2, 4], v))
 
 
 # --- the fuzzer's seeds: small valid models ---------------------------------------

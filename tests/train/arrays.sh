@@ -134,7 +134,7 @@ expect 1 "$gnc" eval regress.net --data missing --weights r.st
 has "no test array 'target'"
 printf 'xx' >bad.safetensors
 expect 1 "$gnc" train regress.net --data bad.safetensors
-has "gnc: error: bad.safetensors: not a safetensors file (shorter than its header)"
+has "gnc: error: bad.safetensors: not a safetensors file (shorter than its 8-byte header length)"
 expect 1 "$gnc" train regress.net --data gone.safetensors
 has "gnc: error: gone.safetensors: No such file or directory"
 expect 2 "$gnc" train regress.net --data reg --test-fraction 1
