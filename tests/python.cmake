@@ -43,3 +43,8 @@ endif()
 add_test(NAME python_api COMMAND ${gnc_python} ${CMAKE_SOURCE_DIR}/python/tests/test_gnc.py)
 set_tests_properties(python_api PROPERTIES LABELS "api" SKIP_RETURN_CODE 77 TIMEOUT 600
   ENVIRONMENT "${gnc_python_env}")
+# The module against hostile use (tests/hostile/python.py): threads sharing a
+# session, integers ctypes would wrap, NUL bytes, labels a conversion would wrap.
+add_test(NAME hostile_python COMMAND ${gnc_python} ${CMAKE_SOURCE_DIR}/tests/hostile/python.py)
+set_tests_properties(hostile_python PROPERTIES LABELS "api" SKIP_RETURN_CODE 77 TIMEOUT 300
+  ENVIRONMENT "${gnc_python_env}")

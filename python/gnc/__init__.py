@@ -29,6 +29,7 @@ which.
 """
 
 import ctypes
+import numbers
 import os
 import threading
 import warnings
@@ -65,7 +66,34 @@ def _check(status, err):
 
 
 def _path_arg(path):
-    return os.fsencode(os.fspath(path))
+    b = os.fsencode(os.fspath(path))
+    if b"\0" in b:
+        raise Error(Status.ARGUMENT, "the path %r holds a NUL byte" % (path,))
+    return b
+
+
+def _text_arg(what, text):
+    """text (str or bytes) as C's char *: a NUL inside would cut it short."""
+    b = text.encode() if isinstance(text, str) else bytes(text)
+    if b"\0" in b:
+        raise Error(Status.ARGUMENT, "%s %r holds a NUL byte" % (what, text))
+    return b
+
+
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+_UINT64 = (0, (1 << 64) - 1)
+
+
+def _int_arg(what, value, bounds):
+    """value as a C integer in bounds (lo, hi): ctypes would wrap it."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise Error(Status.ARGUMENT, "%s must be an integer, not %s"
+                    % (what, type(value).__name__))
+    value = int(value)
+    if not bounds[0] <= value <= bounds[1]:
+        raise Error(Status.ARGUMENT, "%s %d is outside [%d, %d]" % (what, value, *bounds))
+    return value
 
 
 def _shape_text(dtype, shape):
@@ -228,11 +256,12 @@ def compile(model, defines=None, train=False, momentum=0.0, devices=1, precision
         defines = ["%s=%s" % (k, v) for k, v in defines.items()]
     elif isinstance(defines, (str, bytes)):
         defines = [defines]
-    encoded = [d.encode() if isinstance(d, str) else bytes(d) for d in defines]
+    encoded = [_text_arg("the define", d) for d in defines]
     array = (ctypes.c_char_p * max(len(encoded), 1))(*encoded)
     opts = _lib.CompileOptionsStruct(
         defines=array, ndefines=len(encoded), train=bool(train), momentum=float(momentum),
-        devices=int(devices), precision=precision.encode() if precision else None,
+        devices=_int_arg("devices", devices, (1, _INT32[1])),
+        precision=_text_arg("the precision", precision) if precision else None,
         no_kernels=bool(no_kernels))
     handle = ctypes.c_void_p()
     err = _lib.ErrorStruct()
@@ -260,7 +289,8 @@ class Session:
         self._handle = None
         self._lock = threading.Lock()
         opts = _lib.SessionOptionsStruct(
-            device=device.encode() if device is not None else None, seed=int(seed),
+            device=_text_arg("the device", device) if device is not None else None,
+            seed=_int_arg("seed", seed, _UINT64),
             eager=bool(eager), timeout_s=float(timeout_s), share_gpus=bool(share_gpus))
         handle = ctypes.c_void_p()
         err = _lib.ErrorStruct()
@@ -299,14 +329,24 @@ class Session:
         float32, int64 to int32; never a float to an integer), and anything
         np.asarray takes.  The shape is never changed."""
         info = self.plan.input(name)
+        cname = _text_arg("the input name", name)
         want = "input %s is %s (NumPy %s, C-contiguous)" % (
             name, _shape_text(info.dtype, info.shape), info.numpy_dtype)
         if convert:
             try:
-                array = np.ascontiguousarray(np.asarray(array).astype(
+                given = np.asarray(array)
+                array = np.ascontiguousarray(given.astype(
                     info.numpy_dtype, casting="same_kind", copy=False))
             except (TypeError, ValueError) as e:
                 raise Error(Status.ARGUMENT, "%s: cannot convert: %s" % (want, e)) from None
+            if (given.dtype.kind in "iub" and array.dtype.kind in "iu" and given.size and
+                    not np.can_cast(given.dtype, array.dtype)):
+                # a narrower integer: every value must fit, never wrap
+                lo, hi = np.iinfo(array.dtype).min, np.iinfo(array.dtype).max
+                small, large = given.min(), given.max()
+                if small < lo or large > hi:
+                    raise Error(Status.ARGUMENT, "%s: cannot convert: %d does not fit %s"
+                                % (want, small if small < lo else large, array.dtype))
         elif not isinstance(array, np.ndarray):
             raise Error(Status.ARGUMENT, "%s: got %s, not a NumPy array (convert=True converts)"
                         % (want, type(array).__name__))
@@ -320,7 +360,7 @@ class Session:
             raise Error(Status.ARGUMENT, "%s: got a strided view (convert=True copies it)" % want)
         err = _lib.ErrorStruct()
         with self._lock:
-            _check(_lib.lib().gnc_session_set_input(self._h(), name.encode(),
+            _check(_lib.lib().gnc_session_set_input(self._h(), cname,
                                                     array.ctypes.data_as(ctypes.c_void_p),
                                                     array.nbytes, ctypes.byref(err)), err)
 
@@ -346,13 +386,13 @@ class Session:
         step + 1.  Returns the loss."""
         if inputs:
             self.set_inputs(inputs, convert=convert)
-        step = self.step if step is None else int(step)
         err = _lib.ErrorStruct()
-        with self._lock:
-            _check(_lib.lib().gnc_session_train_step(self._h(), float(lr), step,
+        with self._lock:  # the step read, taken and counted as one, by one thread at a time
+            taken = _int_arg("step", self.step if step is None else step, (0, _INT64[1] - 1))
+            _check(_lib.lib().gnc_session_train_step(self._h(), float(lr), taken,
                                                      ctypes.byref(err)), err)
-        self.step = step + 1
-        return self.loss
+            self.step = taken + 1
+            return self._loss_locked()
 
     def output(self, name, out=None):
         """Output name of the last run as a new array, or copied into out (an
@@ -368,7 +408,7 @@ class Session:
                                                           info.numpy_dtype))
         err = _lib.ErrorStruct()
         with self._lock:
-            _check(_lib.lib().gnc_session_output(self._h(), name.encode(),
+            _check(_lib.lib().gnc_session_output(self._h(), _text_arg("the output name", name),
                                                  out.ctypes.data_as(ctypes.c_void_p), out.nbytes,
                                                  ctypes.byref(err)), err)
         return out
@@ -380,34 +420,38 @@ class Session:
     @property
     def loss(self):
         """The loss of the last run or step (a model that has one)."""
+        with self._lock:
+            return self._loss_locked()
+
+    def _loss_locked(self):
         value = ctypes.c_double()
         err = _lib.ErrorStruct()
-        with self._lock:
-            _check(_lib.lib().gnc_session_loss(self._h(), ctypes.byref(value),
-                                               ctypes.byref(err)), err)
+        _check(_lib.lib().gnc_session_loss(self._h(), ctypes.byref(value),
+                                           ctypes.byref(err)), err)
         return value.value
 
     def save_checkpoint(self, path, step=None):
         """Writes every parameter, buffer and optimizer state to path
         (safetensors, as gnc train writes them), with step (self.step when
         None) in its metadata."""
-        step = self.step if step is None else int(step)
+        path = _path_arg(path)
         err = _lib.ErrorStruct()
         with self._lock:
-            _check(_lib.lib().gnc_session_save_checkpoint(self._h(), _path_arg(path), step,
+            taken = _int_arg("step", self.step if step is None else step, _INT64)
+            _check(_lib.lib().gnc_session_save_checkpoint(self._h(), path, taken,
                                                           ctypes.byref(err)), err)
 
     def load_checkpoint(self, path):
         """Loads a checkpoint (every parameter and buffer of the plan must be
         in it); self.step becomes its step, which is returned."""
         step = ctypes.c_int64()
+        path = _path_arg(path)
         err = _lib.ErrorStruct()
         with self._lock:
-            _check(_lib.lib().gnc_session_load_checkpoint(self._h(), _path_arg(path),
-                                                          ctypes.byref(step), ctypes.byref(err)),
-                   err)
-        self.step = step.value
-        return self.step
+            _check(_lib.lib().gnc_session_load_checkpoint(self._h(), path, ctypes.byref(step),
+                                                          ctypes.byref(err)), err)
+            self.step = step.value
+            return self.step
 
     @property
     def closed(self):
