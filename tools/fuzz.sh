@@ -49,7 +49,7 @@ elif [ "$target" = checkpoint ] || [ "$target" = idx ] || [ "$target" = npy ]; t
 elif [ "$target" = onnx ]; then
     seeds=("$root"/tests/onnx/models/dwcnn.onnx "$root"/tests/onnx/models/encoder.onnx
            "$root"/tests/fuzz/regressions/*.onnx)
-    dict=()
+    dict=(-dict="$root/tests/fuzz/onnx.dict")   # attribute types, names and op types
     max_len=131072            # the PyTorch exports are 45 and 75 KiB
     python3 "$root/tests/onnx/hostile_gen.py" --seeds "$corpus"   # seed_*.onnx
 else

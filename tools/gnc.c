@@ -675,7 +675,7 @@ static int training_flag(options *o, const char *cmdsp, const char *name, const 
             return usage_error(cmdsp, "--weight-decay needs a non-negative number, got '%s'", val);
     } else if (strcmp(name, "--lr") == 0) {
         if (!parse_number(val, 0, 1e6, &o->lr) || o->lr <= 0)
-            return usage_error(cmdsp, "--lr needs a positive number, got '%s'", val);
+            return usage_error(cmdsp, "--lr needs a positive number up to 1e6, got '%s'", val);
     } else if (strcmp(name, "--gamma") == 0) {
         if (!parse_number(val, 0, 1e6, &o->gamma))
             return usage_error(cmdsp, "--gamma needs a non-negative number, got '%s'", val);

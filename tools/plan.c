@@ -646,9 +646,7 @@ int cmd_inspect(const options *o)
         if (s->device != RT_PLAN_ALL_DEVICES)
             snprintf(dev, sizeof dev, "device %u", s->device);
         snprintf(t, sizeof t, "kind %u", s->kind);
-        int used = s->kind == RT_SECTION_PROGRAM || s->kind == RT_SECTION_MEMORY ||
-                   s->kind == RT_SECTION_META || s->kind == RT_SECTION_CUDA_SOURCE ||
-                   s->kind == RT_SECTION_KERNEL_IMAGE || s->kind == RT_SECTION_TUNING;
+        int used = rt_section_is_read(s->kind);
         printf("  %-12s %-11s %10llu bytes  crc %08x%s%s\n", name ? name : t, dev,
                (unsigned long long)s->size, s->crc,
                s->flags & RT_SECTION_REQUIRED ? "  required" : "",

@@ -531,8 +531,12 @@ static void fmt_time(double s, char *buf, size_t len)
     snprintf(buf, len, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
 }
 
+/* A checkpoint of m at step (epoch: the epochs done) of a run with seed;
+ * mid-epoch (loss_steps > 0), the sum of the epoch's losses so far over its
+ * loss_steps steps, so that a resumed run's epoch row covers the whole
+ * epoch. */
 static int save(const options *o, model *m, long long step, long long epoch, uint64_t seed,
-                uint64_t hash)
+                uint64_t hash, double loss_sum, long long loss_steps)
 {
     if (!o->checkpoint)
         return 0;
@@ -553,6 +557,12 @@ static int save(const options *o, model *m, long long step, long long epoch, uin
     rt_ckpt_meta_set(&meta, "batch", buf);
     rt_ckpt_meta_set(&meta, "optimizer", o->c.opt.kind == AD_SGD ? "sgd" : o->c.opt.kind == AD_ADAM
                                          ? "adam" : "adamw");
+    if (loss_steps > 0) {
+        snprintf(buf, sizeof buf, "%.17g", loss_sum);
+        rt_ckpt_meta_set(&meta, "epoch_loss_sum", buf);
+        snprintf(buf, sizeof buf, "%lld", loss_steps);
+        rt_ckpt_meta_set(&meta, "epoch_loss_steps", buf);
+    }
     int rc = rt_session_save(m->s, o->checkpoint, &meta, err, sizeof err);
     rt_ckpt_meta_free(&meta);
     if (rc)
@@ -570,7 +580,7 @@ typedef struct {
     cli_dataset idx_train, idx_test; /* an IDX data set's; train and test view them */
     cli_data train, test;
     model tm, em;               /* the training step; the inference program (root's) */
-    FILE *log;
+    FILE *log;                  /* --log, open from its first row on */
     int jsonl;                  /* --log FILE.jsonl: JSON lines, not CSV */
     long long batch, per_epoch, total, step, first_step;
     uint64_t seed, hash;
@@ -743,6 +753,23 @@ static int run_resume(run *r)
         return -1;
     }
     r->step = step;
+    /* stopped mid-epoch: the epoch's losses so far, which its row averages */
+    const char *ls = rt_ckpt_meta_get(&meta, "epoch_loss_sum");
+    const char *ln = rt_ckpt_meta_get(&meta, "epoch_loss_steps");
+    int64_t steps = 0;
+    char *end = NULL;
+    double sum = ls ? strtod(ls, &end) : 0;
+    if ((ls || ln) && (!ls || !ln || !end || *end || end == ls || !isfinite(sum) ||
+                       !base_parse_i64(ln, 1, INT64_MAX, &steps) ||
+                       steps != step % r->per_epoch)) {
+        fprintf(stderr, "gnc: error: %s: the metadata's epoch_loss_sum '%.40s' and "
+                "epoch_loss_steps '%.40s' are not a finite sum and the %lld steps taken of "
+                "its epoch\n", o->resume, ls ? ls : "(none)", ln ? ln : "(none)",
+                (long long)(step % r->per_epoch));
+        rt_ckpt_meta_free(&meta);
+        return -1;
+    }
+    r->epoch_loss = sum, r->epoch_steps = steps;
     if (r->root && r->hash && h && strcmp(h, hb) != 0)
         fprintf(stderr, "gnc: warning: %s was written for another version of the model\n",
                 o->resume);
@@ -754,20 +781,18 @@ static int run_resume(run *r)
 }
 
 /* --log: a row per epoch (and every --log-every steps), CSV or JSON lines,
- * appended to on resume. */
+ * appended to on resume.  A new log is made with its first row (log_row),
+ * so that a run that fails before one leaves no file of a header alone. */
 static int run_open_log(run *r)
 {
     const options *o = r->o;
     size_t n = strlen(o->log);
     r->jsonl = n >= 6 && strcmp(o->log + n - 6, ".jsonl") == 0;
     int fresh = !o->resume || access(o->log, F_OK) != 0;
-    r->log = fopen(o->log, fresh ? "w" : "a");
-    if (!r->log) {
+    if (!fresh && !(r->log = fopen(o->log, "a"))) {
         fprintf(stderr, "gnc: error: cannot write '%s': %s\n", o->log, strerror(errno));
         return -1;
     }
-    if (fresh && !r->jsonl)
-        fprintf(r->log, "epoch,steps,train_loss,test_acc,test_loss,images_per_s,seconds\n");
     return 0;
 }
 
@@ -786,11 +811,19 @@ static void log_number(const run *r, const char *key, double v)
  * mean training loss over the steps it covers (an epoch, or those since the
  * last row); the test accuracy and loss (NaN where not measured); images/s
  * and seconds over the steps it covers. */
-static void log_row(const run *r, long long epoch, double train_loss, double acc,
-                    double test_loss, double ips, double secs)
+static int log_row(run *r, long long epoch, double train_loss, double acc,
+                   double test_loss, double ips, double secs)
 {
-    if (!r->log)
-        return;
+    if (!r->root || !r->o->log)
+        return 0;
+    if (!r->log) {
+        if (!(r->log = fopen(r->o->log, "w"))) {
+            fprintf(stderr, "gnc: error: cannot write '%s': %s\n", r->o->log, strerror(errno));
+            return -1;
+        }
+        if (!r->jsonl)
+            fprintf(r->log, "epoch,steps,train_loss,test_acc,test_loss,images_per_s,seconds\n");
+    }
     if (r->jsonl)
         fprintf(r->log, "{\"epoch\": %lld, \"steps\": %lld", epoch, r->step + 1);
     else
@@ -802,6 +835,7 @@ static void log_row(const run *r, long long epoch, double train_loss, double acc
     log_number(r, "seconds", secs);
     fputs(r->jsonl ? "}\n" : "\n", r->log);
     fflush(r->log);
+    return 0;
 }
 
 static void run_announce(const run *r)
@@ -932,8 +966,11 @@ static int run_epoch_end(run *r, double now, double ips)
                "steps, %.0f %s/s\n", r->step + 1, epoch + 1, train_loss, r->epoch_steps, ips,
                r->unit);
     }
-    log_row(r, epoch + 1, train_loss, acc, test_loss, ips, secs);
-    if (r->root && save(o, &r->tm, r->step + 1, (r->step + 1) / r->per_epoch, r->seed, r->hash) != 0)
+    if (log_row(r, epoch + 1, train_loss, acc, test_loss, ips, secs) != 0)
+        return -1;
+    int mid = (r->step + 1) % r->per_epoch != 0;
+    if (r->root && save(o, &r->tm, r->step + 1, (r->step + 1) / r->per_epoch, r->seed, r->hash,
+                        mid ? r->epoch_loss : 0, mid ? r->epoch_steps : 0) != 0)
         return -1;
     r->epoch_loss = 0, r->epoch_steps = 0, r->timed = 0;
     r->window_loss = 0, r->window_steps = 0;
@@ -1023,7 +1060,7 @@ static int run_loop(run *r)
     r->first_step = r->step;
     for (; r->step < r->total; r->step++) {
         long long epoch = r->step / r->per_epoch, pos = r->step % r->per_epoch;
-        if (!r->ahead && (pos == 0 || r->epoch_steps == 0))
+        if (!r->ahead && (pos == 0 || r->step == r->first_step))
             cli_dataset_order(r->order, r->train.n, r->seed, (uint64_t)epoch);
         double lr = lr_at(o, r->step, epoch, r->total);
         float loss;
@@ -1062,8 +1099,9 @@ static int run_loop(run *r)
             return -1;
         if (!ends && !stop && o->log_every && (r->step + 1) % o->log_every == 0) {
             double secs = (now - r->t_window) / 1e3;
-            log_row(r, epoch + 1, r->window_loss / (double)r->window_steps, NAN, NAN,
-                    (double)(r->window_steps * r->batch) / secs, secs);
+            if (log_row(r, epoch + 1, r->window_loss / (double)r->window_steps, NAN, NAN,
+                        (double)(r->window_steps * r->batch) / secs, secs) != 0)
+                return -1;
             r->window_loss = 0, r->window_steps = 0, r->t_window = now;
         }
         if ((stop_signal || gone) && r->step + 1 < r->total) {

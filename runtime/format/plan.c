@@ -107,9 +107,7 @@ const char *rt_section_name(uint32_t kind)
     }
 }
 
-/* The kinds this loader reads (the CUDA sections in plan_cuda.c); a required
- * section of any other kind is refused. */
-static int reads_kind(uint32_t kind)
+int rt_section_is_read(uint32_t kind)
 {
     return kind == RT_SECTION_PROGRAM || kind == RT_SECTION_MEMORY || kind == RT_SECTION_META ||
            kind == RT_SECTION_CUDA_SOURCE || kind == RT_SECTION_KERNEL_IMAGE ||
@@ -918,7 +916,7 @@ rt_plan *rt_plan_decode(const void *bytes, size_t nbytes, const char *name, char
         }
         if (slot)
             *slot = s;
-        else if ((s->flags & RT_SECTION_REQUIRED) && !reads_kind(s->kind)) {
+        else if ((s->flags & RT_SECTION_REQUIRED) && !rt_section_is_read(s->kind)) {
             if (!rt_section_name(s->kind))
                 BAD(r, "section %u has kind %u, unknown to this gnc (plan format %d), and is "
                     "required: the plan needs a newer gnc", i, s->kind, RT_PLAN_VERSION);

@@ -86,6 +86,9 @@ typedef enum {
 
 /* The name of a kind ("program", "kernel_image"), or NULL for an unknown one. */
 const char *rt_section_name(uint32_t kind);
+/* Whether this loader reads sections of kind (the CUDA ones in plan_cuda.c);
+ * a required section of any other kind is refused. */
+int rt_section_is_read(uint32_t kind);
 
 /* An entry of the section table, as read. */
 typedef struct {

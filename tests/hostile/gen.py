@@ -149,6 +149,8 @@ st("step-abc.st", meta(step="abc"))
 st("step-overflow.st", meta(step="99999999999999999999"))
 st("seed-zzz.st", meta(seed="zzz"))
 st("no-step.st", meta(step=None))
+st("loss-sum-nan.st", meta(step="2", epoch_loss_sum="nan", epoch_loss_steps="2"))
+st("loss-steps-wrong.st", meta(step="2", epoch_loss_sum="4.5", epoch_loss_steps="3"))
 
 # --- data sets in one safetensors file (gnc train --data FILE) ---------------
 # image F32 [32, 1, 28, 28] and label I32 [32]: the baseline; the broken ones
@@ -183,6 +185,10 @@ dst("trailing-data.st", {"image": IMG, "label": LAB}, data=DSDATA + b"\0" * 8)
 dst("rank-9.st", {"image": IMG, "label": LAB,
                   "deep": {"dtype": "U8", "shape": [1] * 9, "data_offsets": [100480, 100481]}},
     data=DSDATA + b"\0")
+# images of infinity: the first update is not finite, so the run fails before a
+# --log row (and must leave no log of a header alone)
+dst("huge-images.st", {"image": IMG, "label": LAB},
+    data=struct.pack("<f", float("inf")) * (32 * 784) + DSDATA[-128:])
 dst("bf16.st", {"image": dict(IMG, dtype="BF16", data_offsets=[0, 32 * 784 * 2]),
                 "label": dict(LAB, data_offsets=[32 * 784 * 2, 32 * 784 * 2 + 128])},
     data=DSDATA[:32 * 784 * 2] + DSDATA[-128:])

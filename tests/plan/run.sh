@@ -433,6 +433,11 @@ want=$out
 expect 0 "$gnc" compile "$lenet" -D batch=100 -o eval.gnc
 expect 0 "$gnc" eval eval.gnc --weights plan.st --data tiny --device cpu
 if [ "$want" = "$out" ]; then ok; else bad "eval of a plan: $out, of the model: $want"; fi
+# a plan with weights to start from: inspect shows the section as read
+expect 0 "$gnc" compile "$lenet" -D batch=100 --weights plan.st --no-kernels -o weighted.gnc
+expect 0 "$gnc" inspect weighted.gnc
+has "weights"
+if ! grep -q "not read by this gnc" <<<"$out"; then ok; else bad "inspect: the weights section 'not read'"; fi
 
 # the fuzzer's seeds (tests/fuzz/plans/) are plans this gnc reads
 for f in "$src"/tests/fuzz/plans/*.gnc; do
