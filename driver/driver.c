@@ -9,6 +9,7 @@
 #include <time.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base.h"
 #include "checkpoint.h"
@@ -40,10 +41,60 @@ static int has_suffix(const char *s, const char *suffix)
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
+typedef enum { MODEL_NET, MODEL_IR, MODEL_ONNX } model_format;
+
+/* The format of the model at path: by its name where that says (.onnx,
+ * .gir, .net), else by its first bytes (a pipe, /dev/stdin, <(...), a file
+ * named otherwise): an ONNX ModelProto starts with its ir_version field
+ * (protobuf key 0x08), which no text starts with; IR text's first word,
+ * after blank and comment lines, is "graph"; anything else is a .net model.
+ * Only bytes read already (a preloaded pipe) or a regular file are looked
+ * at: a stream is never read twice. */
+static model_format format_of(const char *path)
+{
+    if (has_suffix(path, ".onnx"))
+        return MODEL_ONNX;
+    if (has_suffix(path, ".gir"))
+        return MODEL_IR;
+    if (has_suffix(path, ".net"))
+        return MODEL_NET;
+    char head[512];
+    size_t len = 0;
+    const char *kept = base_preloaded(path, &len);
+    if (kept) {
+        len = len < sizeof head ? len : sizeof head;
+        memcpy(head, kept, len);
+    } else {
+        struct stat st;
+        FILE *f = stat(path, &st) == 0 && S_ISREG(st.st_mode) ? fopen(path, "rb") : NULL;
+        len = f ? fread(head, 1, sizeof head, f) : 0;
+        if (f)
+            fclose(f);
+    }
+    if (len > 0 && head[0] == 0x08)
+        return MODEL_ONNX;
+    size_t i = 0;
+    while (i < len) {
+        if (head[i] == ' ' || head[i] == '\t' || head[i] == '\r' || head[i] == '\n') {
+            i++;
+        } else if (head[i] == '#') {
+            while (i < len && head[i] != '\n')
+                i++;
+        } else {
+            break;
+        }
+    }
+    return len - i >= 6 && memcmp(head + i, "graph", 5) == 0 &&
+                   (head[i + 5] == ' ' || head[i + 5] == '"' || head[i + 5] == '\t')
+               ? MODEL_IR
+               : MODEL_NET;
+}
+
 ir_graph *drv_load(const drv_config *o, long long batch, diag *d)
 {
     ir_graph *g;
-    if (has_suffix(o->file, ".gir")) {
+    model_format format = format_of(o->file);
+    if (format == MODEL_IR) {
         if (o->ndefines || o->model) {
             diag_error(d, (ir_loc){o->file, 0, 0}, "-D and --model apply to .net models, "
                        "not to IR text");
@@ -73,8 +124,7 @@ ir_graph *drv_load(const drv_config *o, long long batch, diag *d)
         for (int i = 0; i < o->ndefines; i++)
             names[n] = o->define_names[i], values[n++] = o->define_values[i];
         fe_options fo = {o->model, n, names, values};
-        g = has_suffix(o->file, ".onnx") ? fe_load_onnx(o->file, &fo, d)
-                                         : fe_load_file(o->file, &fo, d);
+        g = format == MODEL_ONNX ? fe_load_onnx(o->file, &fo, d) : fe_load_file(o->file, &fo, d);
     }
     if (g && o->loss && drv_add_loss(g, o->loss, o->file, d) != 0) {
         ir_graph_free(g);
@@ -605,15 +655,16 @@ int drv_plan(const drv_config *o, const drv_program *p, const char *path, rt_pla
 int drv_plan_keep(const drv_config *o, const drv_program *p, const char *path, rt_plan **mem,
                   cg_program **keep_cg, char *err, size_t errlen)
 {
-    char devices[16], step[64], opt[160], source[256], flags[256];
+    char devices[16], step[64], opt[160], source[256], flags[256], model[256];
     int partitioned = pt_partitions(&o->part);
     rt_plan_blob weights = {RT_SECTION_WEIGHTS, RT_SECTION_REQUIRED, RT_PLAN_ALL_DEVICES, NULL, 0};
     snprintf(devices, sizeof devices, "%d", p->mp->ndevices);
     rt_plan_kv meta[20];
     int n = 0;
     meta[n++] = (rt_plan_kv){"writer", "gnc " GNC_VERSION};
-    meta[n++] = (rt_plan_kv){"model", p->g->name};
-    /* meta values are printable ASCII: a path or flag of other bytes escaped */
+    /* meta values are printable ASCII: a name, path or flag of other bytes
+       escaped, a long one cut (the program's text holds the name whole) */
+    meta[n++] = (rt_plan_kv){"model", ir_escape_str(model, sizeof model, p->g->name)};
     meta[n++] = (rt_plan_kv){"source", ir_escape_str(source, sizeof source, o->file)};
     meta[n++] = (rt_plan_kv){"flags", ir_escape_str(flags, sizeof flags, o->flags)};
     meta[n++] = (rt_plan_kv){"devices", devices};

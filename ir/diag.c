@@ -107,6 +107,18 @@ static const struct diag_source *find_source(const diag *d, const char *file)
     return NULL;
 }
 
+/* Text from a file as a terminal may show it: a control byte (C0 but tab and,
+ * where newlines are kept, newline; DEL) as '?', one byte for one, so that a
+ * caret still lines up and no escape sequence reaches the terminal. */
+static void put_clean(FILE *f, const char *p, size_t n, int newlines)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)p[i];
+        int control = (c < 0x20 && c != '\t' && !(newlines && c == '\n')) || c == 0x7f;
+        fputc(control ? '?' : c, f);
+    }
+}
+
 /* Quotes line `line` of s and puts a caret under column col (1-based, counted in
  * bytes; tabs are kept so the caret lines up). */
 static void quote_line(FILE *f, const struct diag_source *s, int line, int col)
@@ -126,8 +138,7 @@ static void quote_line(FILE *f, const struct diag_source *s, int line, int col)
     if (eol > p && eol[-1] == '\r')
         eol--;
     fputs("    ", f);
-    for (const char *q = p; q < eol; q++)
-        fputc(*q == '\0' ? ' ' : *q, f);
+    put_clean(f, p, (size_t)(eol - p), 0);
     fputs("\n    ", f);
     for (int c = 1; c < col && p + c - 1 < eol; c++)
         fputc(p[c - 1] == '\t' ? '\t' : ' ', f);
@@ -140,12 +151,14 @@ void diag_print(const diag *d, FILE *f)
     for (int i = 0; i < d->n; i++) {
         const diag_entry *e = &d->entries[i];
         if (e->loc.file && e->loc.line > 0)
-            fprintf(f, "%s:%d:%d: %s: %s\n", e->loc.file, e->loc.line, e->loc.col,
-                    names[e->level], e->msg);
+            fprintf(f, "%s:%d:%d: %s: ", e->loc.file, e->loc.line, e->loc.col,
+                    names[e->level]);
         else if (e->loc.file)
-            fprintf(f, "%s: %s: %s\n", e->loc.file, names[e->level], e->msg);
+            fprintf(f, "%s: %s: ", e->loc.file, names[e->level]);
         else
-            fprintf(f, "gnc: %s: %s\n", names[e->level], e->msg);
+            fprintf(f, "gnc: %s: ", names[e->level]);
+        put_clean(f, e->msg, strlen(e->msg), 1);
+        fputc('\n', f);
         const struct diag_source *s = find_source(d, e->loc.file);
         if (s && s->text && e->loc.line > 0)
             quote_line(f, s, e->loc.line, e->loc.col);

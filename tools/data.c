@@ -387,13 +387,23 @@ int cli_data_tokens(const char *path, double test_fraction, int64_t seq, cli_dat
                 fclose(f);
             return base_fail(err, errlen, "%s: %s", path, f ? "is a directory" : strerror(e));
         }
-        t.dims[0] = st.st_size;
-        data = base_malloc((size_t)st.st_size + 1);
-        size_t got = data ? fread(data, 1, (size_t)st.st_size, f) : 0;
-        fclose(f);
-        if (!data || got != (size_t)st.st_size) {
-            base_free(data);
-            return base_fail(err, errlen, "%s: %s", path, data ? "cannot read" : "out of memory");
+        if (!S_ISREG(st.st_mode)) { /* a pipe or a device: read to its end (1 GiB at most) */
+            fclose(f);
+            size_t len;
+            const char *why = NULL;
+            if (!(data = base_read_file(path, &len, &why)))
+                return base_fail(err, errlen, "%s: %s", path, why);
+            t.dims[0] = (int64_t)len;
+        } else {
+            t.dims[0] = st.st_size;
+            data = base_malloc((size_t)st.st_size + 1);
+            size_t got = data ? fread(data, 1, (size_t)st.st_size, f) : 0;
+            fclose(f);
+            if (!data || got != (size_t)st.st_size) {
+                base_free(data);
+                return base_fail(err, errlen, "%s: %s", path,
+                                 data ? "cannot read" : "out of memory");
+            }
         }
     }
     train->owned[train->nowned++] = data;

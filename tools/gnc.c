@@ -1178,14 +1178,17 @@ static int cmd_compile(const options *o, ir_graph *g, const mp_plan *plan, int64
         fprintf(stderr, "gnc: error: out of memory\n");
         return 1;
     }
-    printf("model %s (%s)\n", g->name, o->c.file);
+    char nb[160]; /* names as the IR writes them: an imported model's may hold any byte */
+    printf("model %s (%s)\n", ir_name_str(nb, sizeof nb, g->name), o->c.file);
     for (int i = 0; i < g->ninputs; i++)
-        printf("  input  %-12s %s\n", g->inputs[i]->name, ir_type_str(&g->inputs[i]->type, t, sizeof t));
+        printf("  input  %-12s %s\n", ir_name_str(nb, sizeof nb, g->inputs[i]->name),
+               ir_type_str(&g->inputs[i]->type, t, sizeof t));
     for (int i = 0; i < g->noutputs; i++)
-        printf("  output %-12s %s\n", g->outputs[i].name,
+        printf("  output %-12s %s\n", ir_name_str(nb, sizeof nb, g->outputs[i].name),
                ir_type_str(&g->outputs[i].value->type, t, sizeof t));
     if (g->loss)
-        printf("  loss   %-12s %s\n", g->loss->name, ir_type_str(&g->loss->type, t, sizeof t));
+        printf("  loss   %-12s %s\n", ir_name_str(nb, sizeof nb, g->loss->name),
+               ir_type_str(&g->loss->type, t, sizeof t));
     base_human_bytes(s.param_bytes, b, sizeof b);
     printf("parameters: %lld trainable in %d tensors, %lld in buffers, %s\n",
            (long long)s.trainable, s.tensors, (long long)s.buffers, b);

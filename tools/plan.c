@@ -653,7 +653,7 @@ int cmd_inspect(const options *o)
                used ? "" : "  (not read by this gnc)");
         kernels += s->kind == RT_SECTION_CUDA_SOURCE;
     }
-    printf("model %s: %s on %d device%s\n", g->name,
+    printf("model %s: %s on %d device%s\n", ir_name_str(nb, sizeof nb, g->name),
            p->training ? "a training step" : "an inference program", p->ndevices,
            p->ndevices == 1 ? "" : "s");
     for (int i = 0; i < p->nmeta; i++)

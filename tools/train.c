@@ -842,7 +842,9 @@ static void run_announce(const run *r)
 {
     const options *o = r->o;
     const model *tm = &r->tm;
-    printf("training %s: %lld steps of %lld %s per epoch, %lld steps to go\n", tm->g->name,
+    char nb[160];
+    printf("training %s: %lld steps of %lld %s per epoch, %lld steps to go\n",
+           ir_name_str(nb, sizeof nb, tm->g->name),
            r->per_epoch, r->batch, r->unit, r->total - r->step);
     if (tm->prog.plan && tm->prog.plan->ndevices > 1)
         printf("on %d %s: %s, predicted step %.3f ms on %s\n", tm->prog.plan->ndevices,

@@ -284,6 +284,9 @@ write("dsl/syntax.net", "model m() {\n    input x: f32[2]\n    output y = relu(x
 write("dsl/shape.net", "model m() {\n    input a: f32[2, 3]\n    input b: f32[4]\n"
       "    output y = a + b\n}\n")
 write("dsl/undefined.net", "model m() {\n    input x: f32[2]\n    output y = relu(z)\n}\n")
+# a terminal's escape sequence and bell in the line an error quotes
+write("dsl/control-bytes.net",
+      "model m() {\n    input x: f32[2]\n    output y = relu(z) # \x1b[2J\x07\n}\n")
 write("dsl/unknown-layer.net",
       "model m() {\n    input x: f32[2]\n    output y = frobnicate(x)\n}\n")
 write("dsl/numel-overflow.net", "model m() {\n    input x: f32[4294967296, 4294967296, 65536]\n"

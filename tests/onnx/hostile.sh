@@ -81,6 +81,29 @@ sys.exit(1 if bad or len(x) != len(y) else 0)
 EOF
     done
 done
+# graph names of any byte and length: a plan holds them (its meta escaped and
+# cut, its program whole), and what gnc prints shows them escaped
+expect 0 "$gnc" compile name/newline.onnx --no-kernels -o run/newline.gnc
+has 'model "two\nlines\x1b[31m" (name/newline.onnx)'
+expect 0 "$gnc" inspect run/newline.gnc
+has 'model "two\nlines\x1b[31m": an inference program'
+if grep -q $'\x1b' <<<"$out"; then bad "inspect printed the name's escape byte"; else ok; fi
+expect 0 "$gnc" compile name/long.onnx --no-kernels -o run/long.gnc
+expect 0 "$gnc" run run/long.gnc --device cpu -o run/long
+# the format by content where the name does not say: an ONNX model or IR
+# text through a pipe, or in a file named otherwise, imports as with its name
+expect 0 "$gnc" dump good.onnx -o run/good.gir
+want=$(grep -v '^#' run/good.gir | sed 's/ @[^ ]*$//')
+for how in pipe stdin noname ir; do
+    case $how in
+        pipe) expect 0 bash -c 'cat good.onnx | "$0" dump /dev/stdin' "$gnc" ;;
+        stdin) expect 0 bash -c '"$0" dump - < good.onnx' "$gnc" ;;
+        noname) cp good.onnx run/model.bin && expect 0 "$gnc" dump run/model.bin ;;
+        ir) expect 0 bash -c 'cat run/good.gir | "$0" dump -' "$gnc" ;;
+    esac
+    got=$(grep -v '^#' <<<"$out" | sed 's/ @[^ ]*$//')
+    if [ -n "$want" ] && [ "$got" = "$want" ]; then ok; else bad "good.onnx by $how: another graph"; fi
+done
 cases_pass=0 cases_fail=0
 [ "$fail" = 0 ] && cases_pass=1 || cases_fail=1
 

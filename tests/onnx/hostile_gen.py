@@ -403,6 +403,13 @@ def corpus(work):
     ext("no-location.onnx", [("offset", "16"), ("length", "432")])
     ext("dir.onnx", [("location", "."), ("length", "432")])
     gelu_corpus(work)
+    # valid models whose graph names a plan's meta cannot hold as they are
+    w("name/newline.onnx", model(graph(list(NODES.values()), inits(),
+                                       [value_info("image", [2, 3, 8, 8])],
+                                       [value_info("logits", [2, 10])], name="two\nlines\x1b[31m")))
+    w("name/long.onnx", model(graph(list(NODES.values()), inits(),
+                                    [value_info("image", [2, 3, 8, 8])],
+                                    [value_info("logits", [2, 10])], name="n" * 5000)))
 
 
 def gelu_models():

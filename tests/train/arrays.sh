@@ -110,6 +110,12 @@ if awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }'; then ok; else bad "
 expect 0 "$gnc" eval lm.net --tokens text.txt --weights l.st
 has "test loss"
 expect 0 "$gnc" train lm.net --tokens ids_ok.npy --steps 2
+# through a pipe: the same tokens, the same training
+expect 0 "$gnc" train lm.net --tokens text.txt --steps 3 --checkpoint f.st
+want=$(grep "^training" <<<"$out")
+expect 0 bash -c 'cat text.txt | "$0" train lm.net --tokens /dev/stdin --steps 3 --checkpoint p.st' "$gnc"
+has "$want"
+if cmp -s f.st p.st; then ok; else bad "--tokens through a pipe trained otherwise"; fi
 
 # refusals: each names the array and the problem, and nothing is trained
 R=("$gnc" train regress.net --checkpoint none.st --data)
