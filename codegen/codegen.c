@@ -117,16 +117,6 @@ int cg_precision_lookup(const char *name)
 }
 
 
-size_t cg_dtype_size(ir_dtype t)
-{
-    switch (t) {
-    case IR_F16: case IR_BF16: return 2;
-    case IR_I64: return 8;
-    case IR_U8: return 1;
-    default: return 4;
-    }
-}
-
 const char *cg_name(const ir_value *v) { return pt_dsl_name(v->name); }
 
 void cg_fail(cg_gen *G, const ir_node *n, const char *fmt, ...)
@@ -308,7 +298,7 @@ static int add_value(cg_gen *G, cg_value_kind kind, const ir_value *v, const cha
     x->name = name;
     x->dtype = dt;
     x->numel = numel;
-    x->bytes = numel * (int64_t)cg_dtype_size(dt);
+    x->bytes = numel * (int64_t)ir_dtype_size(dt);
     x->at.region = r;
     if (top) {
         x->at.offset = *top;
@@ -508,7 +498,7 @@ cg_ref cg_operand_as(cg_gen *G, const ir_value *v, ir_dtype dt)
     if (in_region(G, v, CG_PARAMS) || in_region(G, v, CG_INPUTS))
         return shadow(G, v, dt, 0, v->def);
     int64_t n = ir_type_numel(&v->type);
-    cg_ref t = cg_workspace(G, n * (int64_t)cg_dtype_size(dt));
+    cg_ref t = cg_workspace(G, n * (int64_t)ir_dtype_size(dt));
     cg_emit_cast(G, v->def, cg_pprintf(G->p, "%%%s as %s", v->name, ir_dtype_name(dt)),
                  cg_ref_of(G, v), G->dtype[v->id], t, dt, n);
     return t;
@@ -528,7 +518,7 @@ cg_ref cg_operand_nhwc(cg_gen *G, const ir_node *n, const char *what, const ir_v
         return cg_operand_as(G, v, dt);
     if (in_region(G, v, CG_PARAMS))
         return shadow(G, v, dt, 1, n);
-    cg_ref t = cg_workspace(G, numel * (int64_t)cg_dtype_size(dt));
+    cg_ref t = cg_workspace(G, numel * (int64_t)ir_dtype_size(dt));
     cg_emit_transpose(G, n, what, cg_ref_of(G, v), G->dtype[v->id], t, dt, d[0], d[1], px);
     *copied = 1;
     return t;
@@ -754,7 +744,7 @@ static void gen_reshape(cg_gen *G, const ir_node *n)
 {
     const ir_value *u = n->in[0], *o = n->out[0];
     cg_ref from = cg_ref_of(G, u), to = cg_ref_of(G, o);
-    int64_t bytes = ir_type_numel(&o->type) * (int64_t)cg_dtype_size(G->dtype[o->id]);
+    int64_t bytes = ir_type_numel(&o->type) * (int64_t)ir_dtype_size(G->dtype[o->id]);
     if (from.region == to.region && from.offset == to.offset)
         return;
     if (G->dtype[u->id] == G->dtype[o->id] && may_alias(G, n, from, bytes)) {
@@ -806,7 +796,7 @@ static int64_t bucket_numel(cg_gen *G, const ir_node *n, const cg_comm *c)
 static void gen_reduce_scatter_bucket(cg_gen *G, const ir_node *n, cg_step *s)
 {
     cg_comm *c = &s->u.comm;
-    int64_t es = (int64_t)cg_dtype_size(c->dtype), total = bucket_numel(G, n, c);
+    int64_t es = (int64_t)ir_dtype_size(c->dtype), total = bucket_numel(G, n, c);
     if (total < 0)
         return;
     int64_t block = total / c->ngroup;  /* ir_infer: every operand splits in the group */
@@ -846,7 +836,7 @@ static void gen_reduce_scatter_bucket(cg_gen *G, const ir_node *n, cg_step *s)
 static void gen_all_gather_bucket(cg_gen *G, const ir_node *n, cg_step *s)
 {
     cg_comm *c = &s->u.comm;
-    int64_t es = (int64_t)cg_dtype_size(c->dtype), block = bucket_numel(G, n, c);
+    int64_t es = (int64_t)ir_dtype_size(c->dtype), block = bucket_numel(G, n, c);
     if (block < 0)
         return;
     cg_ref send = {CG_NREGIONS, G->staging_top};
@@ -889,7 +879,7 @@ static void gen_comm(cg_gen *G, const ir_node *n)
     c->dtype = G->dtype[n->out[0]->id];
     if (n->op == IR_OP_SEND)
         c->dtype = G->dtype[n->in[0]->id];
-    size_t es = cg_dtype_size(c->dtype);
+    size_t es = ir_dtype_size(c->dtype);
     int nt = n->op == IR_OP_ALL_REDUCE ? n->nin : 1;
     c->ntensors = nt;
     c->send = cg_palloc(G->p, (size_t)nt * sizeof *c->send);
@@ -1256,7 +1246,7 @@ static void gen_updates(cg_gen *G)
                          G->dtype[u->source->id], to, G->dtype[u->target->id], n);
             continue;
         }
-        int64_t bytes = n * (int64_t)cg_dtype_size(G->dtype[u->target->id]);
+        int64_t bytes = n * (int64_t)ir_dtype_size(G->dtype[u->target->id]);
         cg_step s = {.kind = CG_STEP_COPY, .node = src};
         s.what = cg_pprintf(G->p, "update %%%s = %%%s", cg_name(u->target), cg_name(u->source));
         s.u.copy = (cg_copy){from, to, bytes};
@@ -1331,7 +1321,7 @@ static cg_step *finish_list(cg_gen *G, int *count)
         cg_pending *p = &G->list[s];
         for (int i = 0; i < p->naccess; i++) {
             const cg_access *a = &p->access[i];
-            int64_t es = (int64_t)cg_dtype_size(a->dtype);
+            int64_t es = (int64_t)ir_dtype_size(a->dtype);
             *(a->write ? &p->step.written_bytes : &p->step.read_bytes) += a->bytes;
             if (a->bytes / (es ? es : 1) > p->step.elements)
                 p->step.elements = a->bytes / (es ? es : 1);

@@ -60,9 +60,9 @@ void cg_emit_casts(cg_gen *G, const ir_node *by, const char *what, const cg_cast
     for (int i = 0; i < n; i++) {
         l->args[2 * i] = (cg_arg){CG_ARG_BUFFER, c[i].src, 0, 0};
         l->args[2 * i + 1] = (cg_arg){CG_ARG_BUFFER, c[i].dst, 0, 0};
-        acc[2 * i] = (cg_access){c[i].src, c[i].n * (int64_t)cg_dtype_size(c[i].sdt), 0,
+        acc[2 * i] = (cg_access){c[i].src, c[i].n * (int64_t)ir_dtype_size(c[i].sdt), 0,
                                  c[i].perm == CG_PERM_NONE, c[i].sdt};
-        acc[2 * i + 1] = (cg_access){c[i].dst, c[i].n * (int64_t)cg_dtype_size(c[i].ddt), 1, 1,
+        acc[2 * i + 1] = (cg_access){c[i].dst, c[i].n * (int64_t)ir_dtype_size(c[i].ddt), 1, 1,
                                      c[i].ddt};
     }
     cg_add_step(G, &st, acc, 2 * n);
@@ -101,8 +101,8 @@ void cg_emit_cast(cg_gen *G, const ir_node *n, const char *what, cg_ref src, ir_
     l->args[1] = (cg_arg){CG_ARG_BUFFER, dst, 0, 0};
     l->args[2] = (cg_arg){CG_ARG_I64, {CG_ARENA, 0}, numel, 0};
     l->args[3] = (cg_arg){CG_ARG_I64, {CG_ARENA, 0}, vec, 0};
-    cg_access acc[2] = {{src, numel * (int64_t)cg_dtype_size(sdt), 0, 1, sdt},
-                        {dst, numel * (int64_t)cg_dtype_size(ddt), 1, 1, ddt}};
+    cg_access acc[2] = {{src, numel * (int64_t)ir_dtype_size(sdt), 0, 1, sdt},
+                        {dst, numel * (int64_t)ir_dtype_size(ddt), 1, 1, ddt}};
     cg_add_step(G, &st, acc, 2);
 }
 
@@ -160,11 +160,11 @@ void cg_emit_bias_relu(cg_gen *G, const ir_node *n, const char *what, cg_ref y, 
     l->nargs = bias ? 2 : 1;
     l->args = cg_palloc(G->p, 2 * sizeof *l->args);
     l->args[0] = (cg_arg){CG_ARG_BUFFER, y, 0, 0};
-    int64_t ybytes = numel * (int64_t)cg_dtype_size(ydt);
+    int64_t ybytes = numel * (int64_t)ir_dtype_size(ydt);
     cg_access acc[3] = {{y, ybytes, 0, 1, ydt}, {y, ybytes, 1, 1, ydt}};
     if (bias) {
         l->args[1] = (cg_arg){CG_ARG_BUFFER, *bias, 0, 0};
-        acc[2] = (cg_access){*bias, k * (int64_t)cg_dtype_size(bdt), 0, 0, bdt};
+        acc[2] = (cg_access){*bias, k * (int64_t)ir_dtype_size(bdt), 0, 0, bdt};
     }
     cg_add_step(G, &st, acc, bias ? 3 : 2);
 }
@@ -206,8 +206,8 @@ void cg_emit_transpose(cg_gen *G, const ir_node *n, const char *what, cg_ref src
     l->args[0] = (cg_arg){CG_ARG_BUFFER, src, 0, 0};
     l->args[1] = (cg_arg){CG_ARG_BUFFER, dst, 0, 0};
     int64_t numel = batch * rows * cols;
-    cg_access acc[2] = {{src, numel * (int64_t)cg_dtype_size(sdt), 0, 0, sdt},
-                        {dst, numel * (int64_t)cg_dtype_size(ddt), 1, 0, ddt}};
+    cg_access acc[2] = {{src, numel * (int64_t)ir_dtype_size(sdt), 0, 0, sdt},
+                        {dst, numel * (int64_t)ir_dtype_size(ddt), 1, 0, ddt}};
     cg_add_step(G, &st, acc, 2);
 }
 
@@ -352,7 +352,7 @@ void cg_emit_gather_unpack(cg_gen *G, const ir_node *n, int j, cg_ref staging, i
     l->args[0] = (cg_arg){CG_ARG_BUFFER, pack ? w : staging, 0, 0};
     l->args[1] = (cg_arg){CG_ARG_BUFFER, pack ? staging : w, 0, 0};
     /* a bucket's operand lands in every rank's block: the whole staging */
-    int64_t es = (int64_t)cg_dtype_size(dt), bytes = numel * es;
+    int64_t es = (int64_t)ir_dtype_size(dt), bytes = numel * es;
     int64_t staged = n->nin > 1 ? block * ng * es : bytes;
     cg_access acc[2] = {{l->args[0].buf, pack ? bytes : staged, 0, 0, dt},
                         {l->args[1].buf, pack ? staged : bytes, 1, 0, dt}};

@@ -236,7 +236,7 @@ void cg_emit_igemm(cg_gen *G, const ir_node *n, const cg_conv *c, ir_dtype out_d
     cg_sb_free(&b);
 
     /* the launches and what they touch */
-    int64_t es = (int64_t)cg_dtype_size(c->dtype), eo = (int64_t)cg_dtype_size(out_dt);
+    int64_t es = (int64_t)ir_dtype_size(c->dtype), eo = (int64_t)ir_dtype_size(out_dt);
     int64_t xb = N * C * H * W, wb = K * CG * R * S, yb = N * K * P * Q;
     cg_ref in0, in1, res;
     int64_t in0b, in1b, resb;

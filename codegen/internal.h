@@ -136,7 +136,6 @@ typedef struct cg_gen {
  * included), and as what. */
 cg_ref cg_ref_of(cg_gen *G, const ir_value *v);
 ir_dtype cg_dtype_of(cg_gen *G, const ir_value *v);
-size_t cg_dtype_size(ir_dtype t);
 /* The DSL name of v (without a partition prefix). */
 const char *cg_name(const ir_value *v);
 /* Whether v is a const node's result that kernels take as a literal. */

@@ -150,7 +150,7 @@ kparam *kb_param(kb *k, const ir_value *v)
 {
     ir_dtype dt = cg_dtype_of(k->G, v);
     return kb_param_at(k, v, cg_name(v), cg_ref_of(k->G, v), dt,
-                       ir_type_numel(&v->type) * (int64_t)cg_dtype_size(dt));
+                       ir_type_numel(&v->type) * (int64_t)ir_dtype_size(dt));
 }
 
 /* The parameter of v, read at elements aligned with the kernel's or not. */

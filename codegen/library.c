@@ -94,12 +94,12 @@ static void add_gemm(cg_gen *G, const ir_node *n, cg_gemm *m, const gemm_values 
     int64_t abytes = (m->batch - 1) * m->stride_a + (m->trans_a ? m->m : m->k) * m->lda;
     int64_t bbytes = (m->batch - 1) * m->stride_b + (m->trans_b ? m->k : m->n) * m->ldb;
     int64_t dbytes = (m->batch - 1) * m->stride_c + m->n * m->ldc;
-    acc[na++] = (cg_access){m->a, abytes * (int64_t)cg_dtype_size(m->type_a), 0, 0, m->type_a};
-    acc[na++] = (cg_access){m->b, bbytes * (int64_t)cg_dtype_size(m->type_b), 0, 0, m->type_b};
+    acc[na++] = (cg_access){m->a, abytes * (int64_t)ir_dtype_size(m->type_a), 0, 0, m->type_a};
+    acc[na++] = (cg_access){m->b, bbytes * (int64_t)ir_dtype_size(m->type_b), 0, 0, m->type_b};
     if (v->bias)
-        acc[na++] = (cg_access){m->bias, m->m * (int64_t)cg_dtype_size(m->type_bias), 0, 0,
+        acc[na++] = (cg_access){m->bias, m->m * (int64_t)ir_dtype_size(m->type_bias), 0, 0,
                                 m->type_bias};
-    acc[na++] = (cg_access){m->d, dbytes * (int64_t)cg_dtype_size(m->type_d), 1, 0, m->type_d};
+    acc[na++] = (cg_access){m->d, dbytes * (int64_t)ir_dtype_size(m->type_d), 1, 0, m->type_d};
     acc[na++] = (cg_access){m->workspace, m->workspace_bytes, 1, 0, IR_U8};
     cg_add_step(G, &s, acc, na);
 }
@@ -201,9 +201,9 @@ static int emit_matmul(cg_gen *G, const ir_node *n)
     m.batch = 1;
     for (int64_t bi = 0; bi < batch; bi++) {
         m.a = ra, m.b = rb, m.d = rd;
-        m.a.offset += batch_offset(tb, ty, bi) * (int64_t)cg_dtype_size(op_t);
-        m.b.offset += batch_offset(ta, ty, bi) * (int64_t)cg_dtype_size(op_t);
-        m.d.offset += bi * M * N * (int64_t)cg_dtype_size(m.type_d);
+        m.a.offset += batch_offset(tb, ty, bi) * (int64_t)ir_dtype_size(op_t);
+        m.b.offset += batch_offset(ta, ty, bi) * (int64_t)ir_dtype_size(op_t);
+        m.d.offset += bi * M * N * (int64_t)ir_dtype_size(m.type_d);
         add_gemm(G, n, &m, &v, cg_pprintf(G->p, "matmul %%%s [%lld]", cg_name(y), (long long)bi));
     }
     return 1;
@@ -252,7 +252,7 @@ static cg_ref conv_operand(cg_gen *G, const cg_step *s, const ir_value *v, ir_dt
     int own;
     if (!nhwc && G->nhwc[v->id]) { /* stored channels-last, for an NCHW call */
         const int64_t *d = v->type.dims;
-        cg_ref t = cg_workspace(G, ir_type_numel(&v->type) * (int64_t)cg_dtype_size(dt));
+        cg_ref t = cg_workspace(G, ir_type_numel(&v->type) * (int64_t)ir_dtype_size(dt));
         cg_emit_transpose(G, s->node, cg_pprintf(G->p, "%s: %s to NCHW", s->what, name),
                           cg_ref_of(G, v), G->dtype[v->id], t, dt, d[0], d[2] * d[3], d[1]);
         *(copied ? copied : &own) = 1;
@@ -330,7 +330,7 @@ static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)
     /* the operands in the data type (and channels-last with nhwc); the result
        in place, or as dt (and channels-last) in the workspace and moved after */
     ir_dtype dt = c.dtype, out_dt = cg_dtype_of(G, res);
-    int64_t es = (int64_t)cg_dtype_size(dt);
+    int64_t es = (int64_t)ir_dtype_size(dt);
     int64_t xb = c.n * c.c * c.h * c.w * es, wb = c.k * (c.c / c.groups) * c.r * c.s * es,
             yb = c.n * c.k * c.p * c.q * es;
     int igemm = cg_conv_of(&G->o, n) == CG_CONV_IGEMM && cg_igemm_fits(&c);

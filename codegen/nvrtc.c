@@ -490,17 +490,10 @@ static void *worker(void *arg)
     }
 }
 
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
 int cg_compile(cg_program *p, const cg_compile_options *o, cg_compile_stats *stats, char *err,
                size_t errlen)
 {
-    double t0 = now_ms();
+    double t0 = base_now_ms();
     cg_compile_options def = {NULL, 0, 1, NULL, NULL};
     if (!o)
         o = &def;
@@ -589,7 +582,7 @@ int cg_compile(cg_program *p, const cg_compile_options *o, cg_compile_stats *sta
         mod->log = logs.s;
     }
     base_free(jobs);
-    st.ms = now_ms() - t0;
+    st.ms = base_now_ms() - t0;
     if (stats)
         *stats = st;
     return rc;

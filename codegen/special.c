@@ -879,7 +879,7 @@ static bn_tile bn_tile_of(kb *k, const ir_value *x)
     bn_tile T;
     T.c = x->type.dims[1];
     T.rows = ir_type_numel(&x->type) / T.c;
-    T.v = 16 / (int)cg_dtype_size(cg_dtype_of(k->G, x));
+    T.v = 16 / (int)ir_dtype_size(cg_dtype_of(k->G, x));
     if (T.c % T.v)
         T.v = 1;
     T.tx = 32;
@@ -1360,7 +1360,7 @@ static bn_plane bn_plane_of(kb *k, const ir_value *x)
     P.c = t->dims[1];
     P.inner = ir_type_numel(t) / (t->dims[0] * P.c);
     P.count = t->dims[0] * P.inner;
-    P.v = 16 / (int)cg_dtype_size(cg_dtype_of(k->G, x));
+    P.v = 16 / (int)ir_dtype_size(cg_dtype_of(k->G, x));
     if (P.inner % P.v)
         P.v = 1;
     P.vecs = P.count / P.v;

@@ -320,7 +320,7 @@ static int build_once(const drv_config *o, const ir_graph *src, const pt_options
     describe(part, out->strategy, sizeof out->strategy);
     if (!pt_partitions(part))
         snprintf(out->strategy, sizeof out->strategy,
-                 pt_devices(out->g) > 1 ? "as partitioned in the IR" : "one device");
+                 ir_graph_devices(out->g) > 1 ? "as partitioned in the IR" : "one device");
     out->plan = pt_plan_new(out->g, out->mp, dev, out->strategy);
     int64_t caps[DRV_MAX_CAPS + 1] = {0};
     int ndev = out->plan->ndevices < DRV_MAX_CAPS ? out->plan->ndevices : DRV_MAX_CAPS;
@@ -369,7 +369,7 @@ void drv_program_free(drv_program *p)
 
 const cost_device *drv_device_model(const drv_config *o, cost_device *buf, char *err, size_t errlen)
 {
-    const char *spec = o->device_model ? o->device_model : o->gpus ? "h100-nvlink" : "cpu";
+    const char *spec = o->device_model ? o->device_model : o->gpus ? COST_DEFAULT_PARTITION_GPU : "cpu";
     if (cost_device_parse(spec, buf, err, errlen) != 0)
         return NULL;
     cost_device_at(buf, (cost_precision)o->precision);

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 int base_fail(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -386,4 +388,25 @@ void base_arena_free(base_arena **arena)
         base_free(a);
     }
     *arena = NULL;
+}
+
+double base_now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+int base_write_all(int fd, const void *p, size_t n)
+{
+    for (const char *q = p; n > 0;) {
+        ssize_t w = write(fd, q, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        q += w;
+        n -= (size_t)w;
+    }
+    return 0;
 }

@@ -57,6 +57,13 @@ void base_out_track_pending(void);
 /* b bytes as "512 B", "1.5 KiB", ... "2.0 TiB" into buf. */
 void base_human_bytes(double b, char *buf, size_t len);
 
+/* Milliseconds on the monotonic clock (durations: its origin is arbitrary). */
+double base_now_ms(void);
+
+/* All n bytes of p to fd, again after EINTR and short writes: 0, or -1 with
+ * errno set. */
+int base_write_all(int fd, const void *p, size_t n);
+
 /* malloc, calloc, realloc, strdup, strndup and free.  The allocations
  * return NULL when out of memory (a zero size asks for one byte, so that
  * NULL always means failure).  The stages allocate and free through these

@@ -183,6 +183,14 @@ ir_graph *ir_graph_new(const char *name)
     return g;
 }
 
+int ir_graph_devices(const ir_graph *g)
+{
+    int n = 1;
+    ir_for_each_node(g, x)
+        n = x->device + 1 > n ? x->device + 1 : n;
+    return n;
+}
+
 void ir_graph_free(ir_graph *g)
 {
     if (!g)
@@ -619,6 +627,11 @@ int ir_dtype_lookup(const char *name)
 size_t ir_dtype_size(ir_dtype t)
 {
     return dtype_sizes[t];
+}
+
+size_t ir_host_size(ir_dtype t)
+{
+    return ir_is_float(t) ? sizeof(float) : dtype_sizes[t];
 }
 
 int ir_type_eq(const ir_type *a, const ir_type *b)

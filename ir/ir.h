@@ -174,6 +174,9 @@ const char *ir_strndup(ir_graph *g, const char *s, size_t n);
 /* ---- graphs ---- */
 ir_graph *ir_graph_new(const char *name);
 void ir_graph_free(ir_graph *g);
+/* The devices g's nodes run on: 1 + the largest node's device (1 for a
+ * program of one device). */
+int ir_graph_devices(const ir_graph *g);
 /* A copy of g that prints, verifies and compiles as g does: every value with
  * its id, name, type, initializer, shard and location; the nodes in order
  * with their attributes, groups and devices; inputs, parameters, outputs, the
@@ -281,6 +284,15 @@ typedef struct {
 
 extern const ir_op_info ir_ops[IR_NOPS];
 
+/* The gradient rule of an elementwise unary op (ops.def's GRAD table):
+ * dx = grad(dy, from_result ? y : x), with the op's attributes; NULL for an
+ * op without one there. */
+typedef struct {
+    ir_op grad;
+    int from_result;
+} ir_grad_rule;
+const ir_grad_rule *ir_grad_rule_of(ir_op op);
+
 /* Whether op has any of traits. */
 static inline int ir_op_is(ir_op op, unsigned traits)
 {
@@ -340,6 +352,9 @@ void ir_set_attr_defaults(ir_graph *g, ir_node *n);
 const char *ir_dtype_name(ir_dtype t);
 int ir_dtype_lookup(const char *name);                  /* -1 if unknown */
 size_t ir_dtype_size(ir_dtype t);
+/* Bytes of an element as the CPU executor and gnc's files hold it: every
+ * floating-point dtype as float32 (4), the integers as themselves. */
+size_t ir_host_size(ir_dtype t);
 int ir_type_eq(const ir_type *a, const ir_type *b);
 int64_t ir_type_numel(const ir_type *t);
 size_t ir_type_bytes(const ir_type *t);

@@ -18,6 +18,22 @@ const ir_op_info ir_ops[IR_NOPS] = {
 #undef OP
 };
 
+static const struct {
+    int has;
+    ir_grad_rule rule;
+} grad_rules[IR_NOPS] = {
+#define OP(e, name, nmin, nmax, nout, attrs, traits)
+#define GRAD(op, grad, from) [IR_OP_##op] = {1, {IR_OP_##grad, #from[0] == 'Y'}},
+#include "ops.def"
+#undef GRAD
+#undef OP
+};
+
+const ir_grad_rule *ir_grad_rule_of(ir_op op)
+{
+    return grad_rules[op].has ? &grad_rules[op].rule : NULL;
+}
+
 int ir_op_lookup(const char *name)
 {
     for (int i = 0; i < IR_NOPS; i++)

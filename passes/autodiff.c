@@ -171,6 +171,14 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
     ir_value *b = n->nin > 1 ? n->in[1] : NULL;
     const char *gx = grad_name(a, x), *gb = b ? grad_name(a, b) : NULL;
     a->loc = n->loc;
+    const ir_grad_rule *rule = ir_grad_rule_of(n->op);
+    if (rule) { /* an elementwise unary op: its gradient op, from ops.def's table */
+        ir_value *in[2] = {dy, rule->from_result ? y : x};
+        ir_node *g = mk(a, rule->grad, 2, in, 1, gx);
+        copy_attrs(a, g, n);
+        acc(a, x, fin(a, g)->out[0]);
+        return;
+    }
     switch (n->op) {
     case IR_OP_ADD:
         acc(a, x, to_shape(a, IR_OP_SUM_TO, dy, &x->type, gx));
@@ -224,44 +232,6 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
         return;
     case IR_OP_NEG:
         acc(a, x, op1(a, IR_OP_NEG, dy, gx));
-        return;
-    case IR_OP_RELU:
-        acc(a, x, op2(a, IR_OP_RELU_GRAD, dy, y, gx));
-        return;
-    case IR_OP_SIGMOID:
-        acc(a, x, op2(a, IR_OP_SIGMOID_GRAD, dy, y, gx));
-        return;
-    case IR_OP_TANH:
-        acc(a, x, op2(a, IR_OP_TANH_GRAD, dy, y, gx));
-        return;
-    case IR_OP_GELU:
-        acc(a, x, op2(a, IR_OP_GELU_GRAD, dy, x, gx));
-        return;
-    case IR_OP_SILU:
-        acc(a, x, op2(a, IR_OP_SILU_GRAD, dy, x, gx));
-        return;
-    case IR_OP_EXP: case IR_OP_SQRT: case IR_OP_RSQRT: /* from the result */
-        acc(a, x, op2(a, n->op == IR_OP_EXP    ? IR_OP_EXP_GRAD
-                         : n->op == IR_OP_SQRT ? IR_OP_SQRT_GRAD
-                                               : IR_OP_RSQRT_GRAD, dy, y, gx));
-        return;
-    case IR_OP_LEAKY_RELU: case IR_OP_ELU: case IR_OP_POW: case IR_OP_CLAMP:
-    case IR_OP_GELU_TANH: { /* the operand, with the op's attributes */
-        ir_value *in[2] = {dy, x};
-        ir_node *g = mk(a, n->op == IR_OP_ELU           ? IR_OP_ELU_GRAD
-                         : n->op == IR_OP_POW       ? IR_OP_POW_GRAD
-                         : n->op == IR_OP_CLAMP     ? IR_OP_CLAMP_GRAD
-                         : n->op == IR_OP_GELU_TANH ? IR_OP_GELU_TANH_GRAD
-                                                    : IR_OP_LEAKY_RELU_GRAD, 2, in, 1, gx);
-        copy_attrs(a, g, n);
-        acc(a, x, fin(a, g)->out[0]);
-        return;
-    }
-    case IR_OP_LOG: case IR_OP_ABS: case IR_OP_SOFTPLUS: case IR_OP_HARDSWISH: /* the operand */
-        acc(a, x, op2(a, n->op == IR_OP_LOG        ? IR_OP_LOG_GRAD
-                         : n->op == IR_OP_ABS      ? IR_OP_ABS_GRAD
-                         : n->op == IR_OP_SOFTPLUS ? IR_OP_SOFTPLUS_GRAD
-                                                   : IR_OP_HARDSWISH_GRAD, dy, x, gx));
         return;
     case IR_OP_DROPOUT_TRAIN:
         acc(a, x, op2(a, IR_OP_MUL, dy, n->out[1], gx));

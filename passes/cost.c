@@ -1052,11 +1052,9 @@ cost_sim *cost_simulate(const ir_graph *g, const cost_device *dev)
     s.comm_node = base_xmalloc((size_t)(nn + 1) * sizeof *s.comm_node);
     unsigned char *weight = base_xmalloc((size_t)nv + 1);
     ir_weight_only(g, weight);
-    int ndev = 1, i = 0;
-    ir_for_each_node(g, n) {
+    int ndev = ir_graph_devices(g), i = 0;
+    ir_for_each_node(g, n)
         s.node[i++] = n;
-        ndev = n->device + 1 > ndev ? n->device + 1 : ndev;
-    }
 
     /* 1. kernels: a node, or consecutive members of a fused group */
     int open = -1;  /* the kernel the next member of its group joins */

@@ -68,6 +68,13 @@ typedef struct {
                               TF32 convolutions of NCHW tensors */
 } cost_device;
 
+/* The presets' names that gnc defaults to, each fact once: the GPU a program
+ * partitioned over several GPUs is planned for (compile --gpus, the pipeline
+ * pass), and the GPU a cuda run's predicted step is priced on (the one the
+ * model was calibrated on; docs/cli.md, --device-model). */
+#define COST_DEFAULT_PARTITION_GPU "h100-nvlink"
+#define COST_CALIBRATED_GPU "h200"
+
 /* The presets ("h200", "h100-nvlink", "h100-pcie", "cpu"); NULL if name is
  * unknown. */
 const cost_device *cost_device_lookup(const char *name);

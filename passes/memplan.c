@@ -150,14 +150,6 @@ static void aliases(const ir_graph *g, const int *last, int *root)
     }
 }
 
-static int ndevices(const ir_graph *g)
-{
-    int n = 1;
-    ir_for_each_node(g, x)
-        n = x->device + 1 > n ? x->device + 1 : n;
-    return n;
-}
-
 /* The most bytes live at one time under g's current order, per device. */
 static void peak_live(const ir_graph *g, int ndev, int64_t *peak)
 {
@@ -208,7 +200,7 @@ static void peak_live(const ir_graph *g, int ndev, int64_t *peak)
 
 int64_t mp_peak_live(const ir_graph *g)
 {
-    int ndev = ndevices(g);
+    int ndev = ir_graph_devices(g);
     int64_t *peak = base_xmalloc((size_t)ndev * sizeof *peak), most = 0;
     peak_live(g, ndev, peak);
     for (int d = 0; d < ndev; d++)
@@ -275,7 +267,7 @@ mp_plan *mp_plan_graph(const ir_graph *g)
     int *first = base_xmalloc((size_t)(nv + 1) * sizeof *first);
     int *last = base_xmalloc((size_t)(nv + 1) * sizeof *last);
     int *root = base_xmalloc((size_t)(nv + 1) * sizeof *root);
-    p->ndevices = ndevices(g);
+    p->ndevices = ir_graph_devices(g);
     p->dev = base_xcalloc((size_t)p->ndevices, sizeof *p->dev);
     p->device_bytes = base_xcalloc((size_t)p->ndevices, sizeof *p->device_bytes);
     p->offset_by_id = base_xmalloc((size_t)(nv + 1) * sizeof *p->offset_by_id);
@@ -417,9 +409,7 @@ int mp_check(const ir_graph *g, const mp_plan *p, char *err, size_t errlen)
        the pairs of a value are those after it that start before it ends. */
     const ir_value **vals = base_xmalloc((size_t)(count + 1) * sizeof *vals);
     int64_t *bytes = base_xmalloc((size_t)(nv + 1) * sizeof *bytes);
-    int k = 0, ndev = 1;
-    ir_for_each_node(g, n)
-        ndev = n->device + 1 > ndev ? n->device + 1 : ndev;
+    int k = 0, ndev = ir_graph_devices(g);
     for (int d = 0; d < ndev; d++)
         ir_for_each_node(g, n)
             for (int i = 0; i < n->nout; i++)

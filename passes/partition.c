@@ -66,14 +66,6 @@ static void seq_push(pt_seq *s, ir_node *n)
     s->nodes[s->n++] = n;
 }
 
-int pt_devices(const ir_graph *g)
-{
-    int n = 1;
-    ir_for_each_node(g, x)
-        n = x->device + 1 > n ? x->device + 1 : n;
-    return n;
-}
-
 /* Ids of collectives and send/recv pairs: one per key, handed out in order.
  * Keys name what is communicated, so that the two ends of a send and its recv,
  * made at different times, find the same id. */

@@ -53,8 +53,6 @@ static inline int pt_partitions(const pt_options *o)
 {
     return o->devices > 1 || o->deterministic || o->accumulate > 1;
 }
-/* The number of devices g's nodes use (1 + the largest n->device). */
-int pt_devices(const ir_graph *g);
 
 /* ---- the pass manager (pm.c) ---- */
 

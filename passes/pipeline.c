@@ -95,7 +95,7 @@ static int params_home(const pt *P, const ir_value *v, const int *param_at)
 
 int pt_pipeline_stages(pt *P)
 {
-    const cost_device *dev = P->o->cost ? P->o->cost : cost_device_lookup("h100-nvlink");
+    const cost_device *dev = P->o->cost ? P->o->cost : cost_device_lookup(COST_DEFAULT_PARTITION_GPU);
     int nsrc = P->nsrc, pp = P->pp;
     int *anchor = base_xcalloc((size_t)nsrc, sizeof *anchor);   /* source index, or -1 */
     int *param_at = base_xcalloc((size_t)P->nval, sizeof *param_at); /* first forward reader + 1 */

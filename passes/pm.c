@@ -46,13 +46,6 @@ const char *pm_default_pipeline(int training, int remat, int partitioned)
     return remat ? "simplify,remat,schedule,fuse" : "simplify,schedule,fuse";
 }
 
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
 /* Whether spec ("all", "before:P", "after:P") asks for the IR at this point. */
 static int wants_dump(const char *spec, const char *when, const char *pass)
 {
@@ -105,9 +98,9 @@ int pm_run(ir_graph *g, const char *pipeline, const pm_options *o, diag *d)
             dump(o, g, index, "before", pi->name, d))
             return -1;
         int errors = d->nerrors;
-        double t0 = now_ms();
+        double t0 = base_now_ms();
         int changes = pi->run_with ? pi->run_with(g, o, d) : pi->run(g, d);
-        double ms = now_ms() - t0;
+        double ms = base_now_ms() - t0;
         if (changes < 0 || d->nerrors > errors)
             return -1;
         if (o->time_passes)

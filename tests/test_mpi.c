@@ -242,8 +242,8 @@ static void model_case(const char *model, int batch, float lr, const pt_options 
         int steps = train ? STEPS : 0;
         program p;
         compile(model, batch, train, o, &p);
-        check(pt_devices(p.g) == size, "%s %s: %d devices for %d ranks", model, what,
-              pt_devices(p.g), size);
+        check(ir_graph_devices(p.g) == size, "%s %s: %d devices for %d ranks", model, what,
+              ir_graph_devices(p.g), size);
         result a, b;
         rt_exec *x = rank_exec(&p);
         run_program(&p, x, steps, lr, 1, &a);
@@ -340,7 +340,7 @@ static void collectives(void)
         die(path, "does not verify");
     }
     diag_free(&d);
-    check(pt_devices(g) == size, "collectives.gir: %d devices for %d ranks", pt_devices(g), size);
+    check(ir_graph_devices(g) == size, "collectives.gir: %d devices for %d ranks", ir_graph_devices(g), size);
     for (int planned = 0; planned < 2; planned++) {
         mp_plan *plan = planned ? mp_plan_graph(g) : NULL;
         const int64_t *off = plan ? plan->offset_by_id : NULL, *bytes = plan ? plan->device_bytes

@@ -210,8 +210,8 @@ static void compare(const model_case *mc, const pt_options *o, program *ref_inf,
         diag_print(&d, stderr);
         check(0, "%s %s x%d inference compiles and runs", mc->model, what, o->devices);
     } else {
-        check(pt_devices(p.g) == o->devices, "%s %s x%d inference uses %d devices", mc->model,
-              what, o->devices, pt_devices(p.g));
+        check(ir_graph_devices(p.g) == o->devices, "%s %s x%d inference uses %d devices", mc->model,
+              what, o->devices, ir_graph_devices(p.g));
         for (int i = 0; i < ref_inf->g->noutputs; i++) {
             const ir_value *v = ref_inf->g->outputs[i].value, *u = p.g->outputs[i].value;
             double w = ir_type_eq(&u->type, &v->type)

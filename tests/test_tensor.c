@@ -350,8 +350,8 @@ static void compare_model(const model_case *mc, int n, program *ref_inf, const w
         diag_print(&d, stderr);
         check(0, "%s tensor x%d: inference compiles, verifies and runs", mc->model, n);
     } else {
-        check(pt_devices(p.g) == n, "%s tensor x%d: inference uses %d devices", mc->model, n,
-              pt_devices(p.g));
+        check(ir_graph_devices(p.g) == n, "%s tensor x%d: inference uses %d devices", mc->model, n,
+              ir_graph_devices(p.g));
         for (int i = 0; i < ref_inf->g->noutputs; i++) {
             const ir_value *v = ref_inf->g->outputs[i].value, *u = p.g->outputs[i].value;
             double w = ir_type_eq(&u->type, &v->type) && (!u->def || u->def->device == 0)

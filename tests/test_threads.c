@@ -234,7 +234,7 @@ static void run_program(program *p)
     int levels = omp_get_max_active_levels();
     for (int s = 0; s < NSCENARIOS; s++) {
         const scenario *sc = &scenarios[s];
-        if (sc->devices && pt_devices(p->g) > 1)
+        if (sc->devices && ir_graph_devices(p->g) > 1)
             continue; /* a partitioned program's devices are threads of its own */
         unsigned char **out = s == 0 ? ref : got[0];
         int rc[2] = {0, 0}, team = 0;

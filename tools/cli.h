@@ -77,7 +77,6 @@ typedef struct {
     char **argv;
 } options;
 
-double cli_now_ms(void);
 /* Makes folder dir and those above it that do not exist (mkdir -p); 0, or -1
  * after a message naming flag, the option that gave it. */
 int cli_make_dirs(const char *dir, const char *flag);

@@ -191,11 +191,6 @@ void cli_dataset_batch(const cli_dataset *ds, const int64_t *order, int64_t firs
 
 /* Data sets of named arrays: see data.h. */
 
-static size_t dtype_size(ir_dtype t)
-{
-    return t == IR_I64 ? 8 : t == IR_U8 ? 1 : 4;
-}
-
 /* Adds an array whole of shape [n, ...] to d (taking data, base_malloc'd, when
  * own); every array of d holds as many samples. */
 static int add_array(cli_data *d, const char *name, const char *from, const ir_type *whole,
@@ -433,7 +428,7 @@ int cli_data_tokens(const char *path, double test_fraction, int64_t seq, cli_dat
             cli_array *a = &d->a[k];
             snprintf(a->name, sizeof a->name, "%s", k ? "next" : "tokens");
             a->sample = (ir_type){t.dtype, 1, {seq}};
-            a->data = (const char *)data + (size_t)from * dtype_size(t.dtype);
+            a->data = (const char *)data + (size_t)from * ir_host_size(t.dtype);
             a->offset = k;
             a->stride = seq;
         }
@@ -469,7 +464,7 @@ void cli_array_gather(const cli_array *a, const int64_t *order, int64_t first, i
                       ir_dtype dtype, void *dst)
 {
     int64_t size = ir_type_numel(&a->sample);
-    size_t es = dtype_size(a->sample.dtype);
+    size_t es = ir_host_size(a->sample.dtype);
     for (int64_t b = 0; b < count; b++) {
         int64_t k = order ? order[first + b] : first + b;
         const void *src = (const char *)a->data + (size_t)(a->offset + k * a->stride) * es;

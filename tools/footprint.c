@@ -216,7 +216,7 @@ double predicted_step_ms(const options *o, const drv_program *p, const char **mo
 {
     char err[160];
     cost_device model;
-    const char *spec = o->c.device_model ? o->c.device_model : o->cuda ? "h200" : "cpu";
+    const char *spec = o->c.device_model ? o->c.device_model : o->cuda ? COST_CALIBRATED_GPU : "cpu";
     if (cost_device_parse(spec, &model, err, sizeof err) != 0)
         return NAN; /* parse_args checked it */
     if (model_name)

@@ -949,13 +949,6 @@ static int64_t peak_without_remat(const options *o)
     return peak;
 }
 
-double cli_now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
 int cli_make_dirs(const char *dir, const char *flag)
 {
     char failed[4096];
@@ -1633,14 +1626,14 @@ static int cmd_run(const options *o, const drv_program *p)
     if (!times)
         goto done;
     for (int r = 0; r < repeat; r++) {
-        double t0 = cli_now_ms();
+        double t0 = base_now_ms();
         if (rt_session_run(s, err, sizeof err) != 0) {
             fprintf(stderr, "gnc: error: %s\n", err);
             free(times);
             goto done;
         }
         cli_session_warn(s);
-        times[r] = cli_now_ms() - t0;
+        times[r] = base_now_ms() - t0;
     }
     qsort(times, (size_t)repeat, sizeof *times, cmp_double);
     const char *model = "";
@@ -1923,7 +1916,7 @@ static int command(int argc, char **argv, cli_world *world)
     }
     diag d;
     diag_init(&d);
-    double t0 = cli_now_ms();
+    double t0 = base_now_ms();
     /* dump prints the IR as loaded unless --passes asks for some; compile and
        run optimize, partition and plan */
     drv_program prog = {0};
@@ -1938,7 +1931,7 @@ static int command(int argc, char **argv, cli_world *world)
     } else if (drv_compile(&o.c, NULL, 0, o.c.train, &prog, &d) != 0) {
         drv_program_free(&prog);
     }
-    double ms = cli_now_ms() - t0;
+    double ms = base_now_ms() - t0;
     /* under MPI every rank compiled: the same program, or all of them stop */
     int bad = strcmp(cmd, "dump") == 0 ? (diag_print(&d, stderr), !prog.g)
                                        : cli_mpi_agree(&o, &prog, &d) != 0;
@@ -1961,7 +1954,7 @@ static int command(int argc, char **argv, cli_world *world)
             fflush(stdout);
             if (out_std)
                 dup2(STDERR_FILENO, STDOUT_FILENO);
-            ms = cli_now_ms() - t0;
+            ms = base_now_ms() - t0;
         }
         /* --stats or --dump-memory instead of the summary (--json: last, once
            --dump-plan's file is written); and the plan's dump */

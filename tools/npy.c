@@ -54,11 +54,6 @@ static const char *descr_of(ir_dtype t)
     }
 }
 
-static size_t elem_size(ir_dtype t)
-{
-    return t == IR_I64 ? 8 : t == IR_U8 ? 1 : 4;
-}
-
 /* The header being read: the text p .. end, from start; the message for
  * the file at path. */
 typedef struct {
@@ -474,7 +469,7 @@ static int read_head(const char *path, const ir_type *want, FILE **fp, const cha
         }
         numel *= shape->dims[i];
     }
-    *bytes = (size_t)numel * elem_size(shape->dtype);
+    *bytes = (size_t)numel * ir_host_size(shape->dtype);
     *fp = f;
     return 0;
 fail:

@@ -976,7 +976,7 @@ static int run_epoch_end(run *r, double now, double ips)
         return -1;
     r->epoch_loss = 0, r->epoch_steps = 0, r->timed = 0;
     r->window_loss = 0, r->window_steps = 0;
-    r->t_epoch = r->t_timed = r->t_window = cli_now_ms();
+    r->t_epoch = r->t_timed = r->t_window = base_now_ms();
     return 0;
 }
 
@@ -1055,7 +1055,7 @@ static void say_stopped(const run *r, const char *why)
 static int run_loop(run *r)
 {
     const options *o = r->o;
-    r->t_epoch = r->t_start = r->t_timed = r->t_window = cli_now_ms();
+    r->t_epoch = r->t_start = r->t_timed = r->t_window = base_now_ms();
     /* images/s leaves out the run's first step, which first touches every
        buffer (as PyTorch's benchmark leaves out its warm-up steps) */
     r->timed = -1;
@@ -1066,18 +1066,18 @@ static int run_loop(run *r)
             cli_dataset_order(r->order, r->train.n, r->seed, (uint64_t)epoch);
         double lr = lr_at(o, r->step, epoch, r->total);
         float loss;
-        double t0 = cli_now_ms();
+        double t0 = base_now_ms();
         if (run_step(r, lr, &loss) != 0)
             return -1;
         /* the step time beside the predicted one leaves out the first step,
            as images/s does; a run of one step has that one */
         if (r->step > r->first_step)
-            r->step_ms += cli_now_ms() - t0, r->steps_timed++;
+            r->step_ms += base_now_ms() - t0, r->steps_timed++;
         else
-            r->first_ms = cli_now_ms() - t0;
+            r->first_ms = base_now_ms() - t0;
         r->epoch_loss += loss, r->epoch_steps++, r->done_steps++;
         r->window_loss += loss, r->window_steps++;
-        double now = cli_now_ms();
+        double now = base_now_ms();
         if (r->timed++ < 0)
             r->t_timed = now;
         double ips = r->timed > 0 ? (double)(r->timed * r->batch) / ((now - r->t_timed) / 1e3)

@@ -37,7 +37,6 @@ int rt_weight_static(const rt_exec *x, const ir_value *v)
 }
 
 /* Bytes of one element as the executor stores it: floats are widened to f32. */
-static size_t elem_size(ir_dtype t) { return ir_is_float(t) ? sizeof(float) : ir_dtype_size(t); }
 
 static void *data(const rt_exec *x, const ir_value *v) { return x->buf[v->id]; }
 static float *fdata(const rt_exec *x, const ir_value *v) { return x->buf[v->id]; }
@@ -832,7 +831,7 @@ static int k_reshape(rt_exec *x, const ir_node *n)
     void *to = data(x, n->out[0]);
     const void *from = data(x, n->in[0]);
     if (to != from) /* the plan makes most a view: the same bytes */
-        memcpy(to, from, (size_t)NUMEL(n->in[0]) * elem_size(n->in[0]->type.dtype));
+        memcpy(to, from, (size_t)NUMEL(n->in[0]) * ir_host_size(n->in[0]->type.dtype));
     return 0;
 }
 
@@ -849,7 +848,7 @@ static int k_transpose(rt_exec *x, const ir_node *n)
     }
     for (int i = 0; i < r; i++)
         st[i] = in_st[perm[i]];
-    size_t es = elem_size(t->dtype);
+    size_t es = ir_host_size(t->dtype);
     const char *a = data(x, n->in[0]);
     char *o = data(x, n->out[0]);
     int64_t len = NUMEL(n->out[0]);
@@ -945,7 +944,7 @@ static int k_pad(rt_exec *x, const ir_node *n)
     const ir_type *t = &n->in[0]->type, *to = &n->out[0]->type;
     const int64_t *before = ir_attr_ints(n, "before", NULL);
     double v = ir_attr_float(n, "value");
-    size_t es = elem_size(to->dtype);
+    size_t es = ir_host_size(to->dtype);
     union { float f; int32_t i32; int64_t i64; uint8_t u8; } fill;
     switch (to->dtype) {
     case IR_I32: fill.i32 = (int32_t)v; break;
@@ -976,7 +975,7 @@ static int k_concat(rt_exec *x, const ir_node *n)
 {
     const ir_type *to = &n->out[0]->type;
     int axis = (int)ir_attr_int(n, "axis");
-    size_t es = elem_size(to->dtype);
+    size_t es = ir_host_size(to->dtype);
     int64_t inner = 1, outer = 1;
     for (int i = axis + 1; i < to->rank; i++)
         inner *= to->dims[i];
@@ -1171,25 +1170,17 @@ static int supported(const ir_node *n)
 /* The bytes of v's buffer of its own (alloc_value). */
 static int64_t value_bytes(const ir_value *v)
 {
-    int64_t bytes = ir_type_numel(&v->type) * (int64_t)elem_size(v->type.dtype);
+    int64_t bytes = ir_type_numel(&v->type) * (int64_t)ir_host_size(v->type.dtype);
     return bytes ? bytes : 1;
 }
 
 static int alloc_value(rt_exec *x, const ir_value *v, char *err, size_t errlen)
 {
-    size_t bytes = (size_t)ir_type_numel(&v->type) * elem_size(v->type.dtype);
+    size_t bytes = (size_t)ir_type_numel(&v->type) * ir_host_size(v->type.dtype);
     x->buf[v->id] = base_calloc(1, bytes ? bytes : 1);
     if (!x->buf[v->id])
         return fail(err, errlen, "out of memory for '%s' (%zu bytes)", v->name, bytes);
     return 0;
-}
-
-static int devices_of(const ir_graph *g)
-{
-    int n = 1;
-    ir_for_each_node(g, x)
-        n = x->device + 1 > n ? x->device + 1 : n;
-    return n;
 }
 
 /* An executor with its value table; parent: the one a device executor belongs
@@ -1280,7 +1271,7 @@ rt_exec *rt_exec_new(const ir_graph *g, char *err, size_t errlen)
 rt_exec *rt_exec_new_planned(const ir_graph *g, const int64_t *offsets,
                              const int64_t *arena_bytes, char *err, size_t errlen)
 {
-    int ndev = devices_of(g);
+    int ndev = ir_graph_devices(g);
     rt_exec *x = exec_alloc(g, -1, err, errlen);
     if (!x)
         return NULL;
@@ -1327,7 +1318,7 @@ rt_exec *rt_exec_new_rank(const ir_graph *g, const int64_t *offsets, const int64
     fail(err, errlen, "this build has no MPI backend (install libopenmpi-dev and build again)");
     return NULL;
 #else
-    int ndev = devices_of(g);
+    int ndev = ir_graph_devices(g);
     if (rank < 0 || rank >= ndev) {
         fail(err, errlen, "rank %d is not a device of the program (it has %d)", rank, ndev);
         return NULL;
@@ -1469,7 +1460,7 @@ void rt_exec_weights_changed(rt_exec *x)
         for (int d = 0; d < x->ndev; d++)
             if (x->devs[d] != h && x->devs[d]->buf[v->id])
                 memcpy(x->devs[d]->buf[v->id], h->buf[v->id],
-                       (size_t)NUMEL(v) * elem_size(v->type.dtype));
+                       (size_t)NUMEL(v) * ir_host_size(v->type.dtype));
     }
     for (int d = 0; d < x->ndev; d++)
         x->devs[d]->weights_ready = 0;
@@ -1483,13 +1474,6 @@ void rt_exec_init_params(rt_exec *x, uint64_t seed)
     for (int i = 0; i < x->g->nparams; i++)
         if (x->buf[x->g->params[i]->id])
             ir_init_fill(x->g->params[i], seed, fdata(x, x->g->params[i]));
-}
-
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
 /* A fused node that starts at n: a convolution running image by image (any
@@ -1561,13 +1545,13 @@ static int run_nodes(rt_exec *x, char *err, size_t errlen)
         const ir_node *n = x->nodes[k];
         if (x->weights_ready && x->weight[n->out[0]->id])
             continue; /* computed from the weights at an earlier run */
-        double t0 = x->profile ? now_ms() : 0;
+        double t0 = x->profile ? base_now_ms() : 0;
         epilogue e;
         int nm = fused_conv(n, &e);
         if (nm ? k_conv2d(x, n, &e, err, errlen) : run_node(x, n, err, errlen))
             return -1;
         if (x->profile) {
-            double t1 = now_ms();
+            double t1 = base_now_ms();
             record(x, n, nm ? e.m[nm - 1] : n, t0, t1);
             x->op_ms[n->op] += t1 - t0;
             x->op_calls[n->op]++;
@@ -1583,7 +1567,7 @@ static int run_nodes(rt_exec *x, char *err, size_t errlen)
         if (x->device >= 0 && u->device != x->device)
             continue;
         memcpy(data(x, u->target), data(x, u->source),
-               (size_t)NUMEL(u->target) * elem_size(u->target->type.dtype));
+               (size_t)NUMEL(u->target) * ir_host_size(u->target->type.dtype));
     }
     return 0;
 }

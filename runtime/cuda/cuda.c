@@ -444,11 +444,6 @@ static int prepare_steps(rt_cuda *x, int d, int init, char *err, size_t errlen)
     return 0;
 }
 
-static int64_t dtype_bytes(ir_dtype t)
-{
-    return t == IR_F16 || t == IR_BF16 ? 2 : t == IR_I64 ? 8 : t == IR_U8 ? 1 : 4;
-}
-
 /* Device d's messages (one per recv step), 256-byte aligned in its mailbox;
  * the mailbox's bytes, or -1 out of memory.  None across processes. */
 static int64_t plan_mailbox(rt_cuda *x, int d)
@@ -472,7 +467,7 @@ static int64_t plan_mailbox(rt_cuda *x, int d)
             m->id = c->id;
             m->offset = at;
             m->sender = c->peer;
-            m->bytes = c->count[0] * dtype_bytes(c->dtype);
+            m->bytes = c->count[0] * (int64_t)ir_dtype_size(c->dtype);
             at += (m->bytes + 255) / 256 * 256;
         }
     }
@@ -492,7 +487,7 @@ static int64_t scratch_bytes(rt_cuda *x, int d)
             const cg_comm *c = &steps[s].u.comm;
             if (steps[s].kind != CG_STEP_COMM || c->group[0] != d)
                 continue;
-            int64_t es = dtype_bytes(c->dtype), b = 0;
+            int64_t es = (int64_t)ir_dtype_size(c->dtype), b = 0;
             for (int t = 0; c->op == IR_OP_ALL_REDUCE && t < c->ntensors; t++)
                 b = c->count[t] * es > b ? c->count[t] * es : b;
             if (c->op == IR_OP_REDUCE_SCATTER)
@@ -1178,7 +1173,7 @@ static int issue_local(rt_cuda *x, int init, int n, const int *devs, const cg_st
     cuda_gpu *L = &x->dev[lead];
     CUstream ls = L->stream[S_COMM];
     const cg_comm *c0 = &steps[0]->u.comm;
-    int64_t es = dtype_bytes(c0->dtype);
+    int64_t es = (int64_t)ir_dtype_size(c0->dtype);
     for (int i = 0; i < n; i++) {
         cuda_gpu *G = &x->dev[devs[i]];
         CU(cuCtxSetCurrent(G->ctx));

@@ -31,11 +31,6 @@ static const char *st_dtype(ir_dtype t)
     }
 }
 
-static size_t elem_size(ir_dtype t)
-{
-    return t == IR_I64 ? 8 : t == IR_U8 ? 1 : 4;
-}
-
 /* Bytes per element of a safetensors dtype, 0 for a name the format does
  * not define. */
 static int st_dtype_bytes(const char *s)
@@ -161,20 +156,6 @@ done:
     return rc;
 }
 
-static int write_all(int fd, const void *buf, size_t n)
-{
-    for (const char *p = buf; n > 0;) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* One tensor of a checkpoint: a param, buffer or state value of the graph, or
  * the whole tensor of a graph's shards (a tensor-parallel program), saved under
  * the whole's name so that the file is the single-device program's. */
@@ -243,7 +224,7 @@ int rt_exec_read_param(const ir_graph *g, rt_exec *x, const char *name, const ir
         const void *src = rt_exec_data(x, v);
         if (!src)
             continue; /* a whole no device holds (its shards are the data) */
-        memcpy(out, src, (size_t)ir_type_numel(t) * elem_size(t->dtype));
+        memcpy(out, src, (size_t)ir_type_numel(t) * ir_host_size(t->dtype));
         return 0;
     }
     return base_fail(err, errlen, "the program holds no %s", name);
@@ -255,7 +236,7 @@ int rt_exec_read_param(const ir_graph *g, rt_exec *x, const char *name, const ir
 static int assemble(const ir_graph *g, rt_exec *x, const entry *e, char *out, char *err,
                     size_t errlen)
 {
-    size_t es = elem_size(e->type.dtype);
+    size_t es = ir_host_size(e->type.dtype);
     int64_t full = e->type.dims[e->v->shard.axis], covered = 0;
     char *seen = base_calloc((size_t)full, 1);
     if (!seen)
@@ -301,7 +282,7 @@ static char *header_of(const entry *es, int n, const rt_ckpt_meta *meta, size_t 
     *largest = 0;
     for (int i = 0; i < n; i++) {
         const ir_type *ty = &es[i].type;
-        size_t bytes = (size_t)ir_type_numel(ty) * elem_size(ty->dtype);
+        size_t bytes = (size_t)ir_type_numel(ty) * ir_host_size(ty->dtype);
         if (es[i].v->shard.of && bytes > *largest)
             *largest = bytes;
         cJSON *t = cJSON_CreateObject(), *shape = cJSON_CreateArray(), *offs = cJSON_CreateArray();
@@ -350,14 +331,14 @@ int rt_checkpoint_save(const ir_graph *g, rt_exec *x, const char *path,
     unsigned char len8[8];
     for (int i = 0; i < 8; i++)
         len8[i] = (unsigned char)((uint64_t)padded >> (8 * i));
-    int bad = write_all(fd, len8, 8) || write_all(fd, json, hlen) ||
-              write_all(fd, "        ", padded - hlen);
+    int bad = base_write_all(fd, len8, 8) || base_write_all(fd, json, hlen) ||
+              base_write_all(fd, "        ", padded - hlen);
     for (int i = 0; !bad && i < n; i++) {
-        size_t bytes = (size_t)ir_type_numel(&es[i].type) * elem_size(es[i].type.dtype);
+        size_t bytes = (size_t)ir_type_numel(&es[i].type) * ir_host_size(es[i].type.dtype);
         if (es[i].v->shard.of)
-            bad = assemble(g, x, &es[i], whole, err, errlen) != 0 || write_all(fd, whole, bytes);
+            bad = assemble(g, x, &es[i], whole, err, errlen) != 0 || base_write_all(fd, whole, bytes);
         else
-            bad = write_all(fd, rt_exec_data(x, es[i].v), bytes);
+            bad = base_write_all(fd, rt_exec_data(x, es[i].v), bytes);
     }
     if (bad) {
         base_fail(err, errlen, "%s: cannot write: %s", path, strerror(errno));
@@ -383,7 +364,7 @@ int rt_checkpoint_encode_init(const ir_graph *g, uint64_t seed, void **out, size
     char *json = es ? header_of(es, n, NULL, &largest) : NULL;
     size_t hlen = json ? strlen(json) : 0, padded = (hlen + 7) & ~(size_t)7, total = 8 + padded;
     for (int i = 0; json && i < n; i++)
-        total += (size_t)ir_type_numel(&es[i].type) * elem_size(es[i].type.dtype);
+        total += (size_t)ir_type_numel(&es[i].type) * ir_host_size(es[i].type.dtype);
     unsigned char *buf = json ? base_malloc(total) : NULL;
     if (!buf) {
         base_free(json);
@@ -401,7 +382,7 @@ int rt_checkpoint_encode_init(const ir_graph *g, uint64_t seed, void **out, size
         whole.name = es[i].name;
         whole.type = es[i].type;
         whole.shard.of = NULL;
-        size_t bytes = (size_t)ir_type_numel(&whole.type) * elem_size(whole.type.dtype);
+        size_t bytes = (size_t)ir_type_numel(&whole.type) * ir_host_size(whole.type.dtype);
         if (ir_is_float(whole.type.dtype))
             ir_init_fill(&whole, seed, (float *)at);
         else
@@ -574,7 +555,7 @@ static int load(const ir_graph *g, rt_exec *x, FILE *f, const char *path, int we
             continue;
         }
         double lo = cJSON_GetArrayItem(offs, 0)->valuedouble, hi = cJSON_GetArrayItem(offs, 1)->valuedouble;
-        double bytes = (double)ir_type_numel(ty) * (double)elem_size(ty->dtype);
+        double bytes = (double)ir_type_numel(ty) * (double)ir_host_size(ty->dtype);
         if (!(lo >= 0 && hi <= (double)data_size && hi - lo == bytes))
             add_line(err, errlen, &ndiff, "  %s: data offsets [%.0f, %.0f) do not fit the file",
                      name, lo, hi);
@@ -596,7 +577,7 @@ static int load(const ir_graph *g, rt_exec *x, FILE *f, const char *path, int we
         t = cJSON_GetObjectItemCaseSensitive(root, name);
         const cJSON *offs = cJSON_GetObjectItemCaseSensitive(t, "data_offsets");
         long lo = (long)cJSON_GetArrayItem(offs, 0)->valuedouble;
-        size_t es_ = elem_size(v->type.dtype);
+        size_t es_ = ir_host_size(v->type.dtype);
         slab b = v->shard.of ? slab_of(v) : (slab){1, 1, 1, ir_type_numel(&v->type), 0};
         size_t row = (size_t)(b.size * b.inner) * es_;
         char *dst = rt_exec_data(x, v);

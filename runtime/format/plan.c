@@ -119,15 +119,6 @@ int rt_plan_is_plan(const void *data, size_t size)
     return size >= 8 && memcmp(data, RT_PLAN_MAGIC, 8) == 0;
 }
 
-/* 1 + the largest device a node runs on. */
-static int devices_of(const ir_graph *g)
-{
-    int n = 1;
-    ir_for_each_node(g, x)
-        n = x->device + 1 > n ? x->device + 1 : n;
-    return n;
-}
-
 static int meta_key_ok(const char *k, size_t n)
 {
     if (n == 0 || n > META_MAX_KEY)
@@ -169,7 +160,7 @@ int rt_plan_encode_with(const ir_graph *g, const mp_plan *mp, const rt_plan_kv *
 {
     *data = NULL;
     *size = 0;
-    int ndev = devices_of(g);
+    int ndev = ir_graph_devices(g);
     if (mp->ndevices != ndev)
         return base_fail(err, errlen, "the memory plan has %d devices, the program %d", mp->ndevices,
                     ndev);
@@ -291,20 +282,6 @@ int rt_plan_encode_with(const ir_graph *g, const mp_plan *mp, const rt_plan_kv *
     return 0;
 }
 
-static int write_all(int fd, const unsigned char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 int rt_plan_write_program(const char *path, const ir_graph *g, const mp_plan *mp,
                           const rt_plan_kv *meta, int nmeta, const cg_program *cg,
                           const rt_plan_blob *extra, int nextra, char *err, size_t errlen)
@@ -315,7 +292,7 @@ int rt_plan_write_program(const char *path, const ir_graph *g, const mp_plan *mp
                                     errlen) != 0)
         return -1;
     if (strcmp(path, "-") == 0) { /* standard output */
-        int bad = write_all(STDOUT_FILENO, data, size) != 0;
+        int bad = base_write_all(STDOUT_FILENO, data, size) != 0;
         base_free(data);
         return bad ? base_fail(err, errlen, "cannot write the plan to standard output: %s",
                                strerror(errno)) : 0;
@@ -403,7 +380,7 @@ static int read_program(reader *r, rt_plan *p, const rt_plan_section *s)
         return BAD(r, "section program: the program does not verify: %s", msg);
     }
     diag_free(&d);
-    int ndev = devices_of(p->g);
+    int ndev = ir_graph_devices(p->g);
     if (ndev != p->ndevices)
         return BAD(r, "the header says %d device%s, but the program runs on %d", p->ndevices,
                    p->ndevices == 1 ? "" : "s", ndev);
