@@ -165,36 +165,37 @@ static ir_value *swap_last2(ad *a, ir_value *x, const char *name)
 }
 
 /* The gradient rule of n's op: dy is the gradient of n's (first) result. */
-static void backward(ad *a, ir_node *n, ir_value *dy)
+/* What a gradient rule reads of the node n it differentiates: dy, n's
+ * operands x and b (its second, or NULL) and result y, and the names of
+ * x's and b's gradients. */
+typedef struct {
+    ir_node *n;
+    ir_value *dy, *x, *y, *b;
+    const char *gx, *gb;
+} grad_at;
+
+/* The gradients of elementwise arithmetic: the binary ops, where, neg, dropout: 1 where n is one of them. */
+static int backward_arith(ad *a, const grad_at *at)
 {
-    ir_value *x = n->in[0], *y = n->out[0];
-    ir_value *b = n->nin > 1 ? n->in[1] : NULL;
-    const char *gx = grad_name(a, x), *gb = b ? grad_name(a, b) : NULL;
-    a->loc = n->loc;
-    const ir_grad_rule *rule = ir_grad_rule_of(n->op);
-    if (rule) { /* an elementwise unary op: its gradient op, from ops.def's table */
-        ir_value *in[2] = {dy, rule->from_result ? y : x};
-        ir_node *g = mk(a, rule->grad, 2, in, 1, gx);
-        copy_attrs(a, g, n);
-        acc(a, x, fin(a, g)->out[0]);
-        return;
-    }
+    ir_node *n = at->n;
+    ir_value *dy = at->dy, *x = at->x, *y = at->y, *b = at->b;
+    const char *gx = at->gx, *gb = at->gb;
     switch (n->op) {
     case IR_OP_ADD:
         acc(a, x, to_shape(a, IR_OP_SUM_TO, dy, &x->type, gx));
         acc(a, b, to_shape(a, IR_OP_SUM_TO, dy, &b->type, gb));
-        return;
+        return 1;
     case IR_OP_SUB:
         acc(a, x, to_shape(a, IR_OP_SUM_TO, dy, &x->type, gx));
         if (needs(a, b))
             acc(a, b, to_shape(a, IR_OP_SUM_TO, op1(a, IR_OP_NEG, dy, gb), &b->type, gb));
-        return;
+        return 1;
     case IR_OP_MUL:
         if (needs(a, x))
             acc(a, x, to_shape(a, IR_OP_SUM_TO, op2(a, IR_OP_MUL, dy, b, gx), &x->type, gx));
         if (needs(a, b))
             acc(a, b, to_shape(a, IR_OP_SUM_TO, op2(a, IR_OP_MUL, dy, x, gb), &b->type, gb));
-        return;
+        return 1;
     case IR_OP_DIV:   /* d(x/b)/db = -y/b */
         if (needs(a, x))
             acc(a, x, to_shape(a, IR_OP_SUM_TO, op2(a, IR_OP_DIV, dy, b, gx), &x->type, gx));
@@ -202,7 +203,7 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
             ir_value *t = op2(a, IR_OP_DIV, op2(a, IR_OP_MUL, dy, y, gb), b, gb);
             acc(a, b, to_shape(a, IR_OP_SUM_TO, op1(a, IR_OP_NEG, t, gb), &b->type, gb));
         }
-        return;
+        return 1;
     case IR_OP_MAXIMUM: case IR_OP_MINIMUM: { /* PyTorch's: dy to the larger (smaller), half
                                                  to each on a tie, all to both where one is NaN */
         int mx = n->op == IR_OP_MAXIMUM;
@@ -217,7 +218,7 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
             acc(a, b, to_shape(a, IR_OP_SUM_TO,
                                where(a, op2(a, mx ? IR_OP_GT : IR_OP_LT, x, b, gb), zero, t, gb),
                                &b->type, gb));
-        return;
+        return 1;
     }
     case IR_OP_WHERE: /* dy to a where the condition holds, to b where not; none to it */
         for (int k = 1; k < 3; k++) {
@@ -229,13 +230,25 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
             acc(a, v, to_shape(a, IR_OP_SUM_TO, where(a, x, k == 1 ? dy : zero,
                                                       k == 1 ? zero : dy, gv), &v->type, gv));
         }
-        return;
+        return 1;
     case IR_OP_NEG:
         acc(a, x, op1(a, IR_OP_NEG, dy, gx));
-        return;
+        return 1;
     case IR_OP_DROPOUT_TRAIN:
         acc(a, x, op2(a, IR_OP_MUL, dy, n->out[1], gx));
-        return;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* The gradients of the layers: matmul, dense, convolutions, normalizations, softmax, pooling: 1 where n is one of them. */
+static int backward_layers(ad *a, const grad_at *at)
+{
+    ir_node *n = at->n;
+    ir_value *dy = at->dy, *x = at->x, *y = at->y, *b = at->b;
+    const char *gx = at->gx, *gb = at->gb;
+    switch (n->op) {
     case IR_OP_MATMUL:
         if (needs(a, x)) {
             ir_value *t = op2(a, IR_OP_MATMUL, dy, swap_last2(a, b, gx), gx);
@@ -245,7 +258,7 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
             ir_value *t = op2(a, IR_OP_MATMUL, swap_last2(a, x, gb), dy, gb);
             acc(a, b, to_shape(a, IR_OP_SUM_TO, t, &b->type, gb));
         }
-        return;
+        return 1;
     case IR_OP_DENSE:
         if (needs(a, x))
             acc(a, x, op2(a, IR_OP_DENSE_GRAD_INPUT, dy, b, gx));
@@ -253,7 +266,7 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
             acc(a, b, op2(a, IR_OP_DENSE_GRAD_WEIGHT, dy, x, gb));
         if (n->nin == 3 && needs(a, n->in[2]))
             acc(a, n->in[2], to_shape(a, IR_OP_SUM_TO, dy, &n->in[2]->type, grad_name(a, n->in[2])));
-        return;
+        return 1;
     case IR_OP_CONV2D: {
         if (needs(a, x)) {
             ir_value *in[2] = {dy, b};
@@ -276,7 +289,7 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
             acc(a, bias, to_shape(a, IR_OP_RESHAPE, to_shape(a, IR_OP_SUM_TO, dy, &t, gc),
                                   &bias->type, gc));
         }
-        return;
+        return 1;
     }
     case IR_OP_CONV2D_GRAD_INPUT: { /* a transposed convolution (conv_transpose2d) */
         if (needs(a, x)) { /* the conv2d it is the adjoint of */
@@ -292,7 +305,7 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
             ir_set_ints(a->g, m, "shape", 4, b->type.dims);
             acc(a, b, fin(a, m)->out[0]);
         }
-        return;
+        return 1;
     }
     case IR_OP_BATCHNORM_TRAIN: {
         ir_value *in[5] = {dy, x, b, n->out[1], n->out[2]};
@@ -302,7 +315,7 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
         acc(a, x, m->out[0]);
         acc(a, b, m->out[1]);
         acc(a, n->in[2], m->out[2]);
-        return;
+        return 1;
     }
     case IR_OP_LAYERNORM: {
         ir_value *in[3] = {dy, x, b};
@@ -312,7 +325,7 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
         acc(a, x, m->out[0]);
         acc(a, b, m->out[1]);
         acc(a, n->in[2], m->out[2]);
-        return;
+        return 1;
     }
     case IR_OP_SOFTMAX:
     case IR_OP_LOG_SOFTMAX: {
@@ -321,14 +334,14 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
                         2, in, 1, gx);
         copy_attrs(a, m, n);
         acc(a, x, fin(a, m)->out[0]);
-        return;
+        return 1;
     }
     case IR_OP_MAXPOOL2D: {
         ir_value *in[2] = {dy, x};
         ir_node *m = mk(a, IR_OP_MAXPOOL2D_GRAD, 2, in, 1, gx);
         copy_attrs(a, m, n);
         acc(a, x, fin(a, m)->out[0]);
-        return;
+        return 1;
     }
     case IR_OP_REDUCE_MAX: case IR_OP_REDUCE_MIN: { /* dy to the first extreme, or the ties */
         ir_value *in[2] = {dy, x};
@@ -336,20 +349,20 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
                                                      : IR_OP_REDUCE_MIN_GRAD, 2, in, 1, gx);
         copy_attrs(a, m, n);
         acc(a, x, fin(a, m)->out[0]);
-        return;
+        return 1;
     }
     case IR_OP_AVGPOOL2D: {
         ir_node *m = mk(a, IR_OP_AVGPOOL2D_GRAD, 1, &dy, 1, gx);
         copy_attrs(a, m, n);
         ir_set_ints(a->g, m, "shape", 4, x->type.dims);
         acc(a, x, fin(a, m)->out[0]);
-        return;
+        return 1;
     }
     case IR_OP_ADAPTIVE_AVGPOOL2D: {
         ir_node *m = mk(a, IR_OP_ADAPTIVE_AVGPOOL2D_GRAD, 1, &dy, 1, gx);
         ir_set_ints(a->g, m, "shape", 4, x->type.dims);
         acc(a, x, fin(a, m)->out[0]);
-        return;
+        return 1;
     }
     case IR_OP_UPSAMPLE2D: {
         ir_node *m = mk(a, IR_OP_UPSAMPLE2D_GRAD, 1, &dy, 1, gx);
@@ -359,23 +372,35 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
         ir_set_float(a->g, m, "scale_h", ir_attr_float(n, "scale_h"));
         ir_set_float(a->g, m, "scale_w", ir_attr_float(n, "scale_w"));
         acc(a, x, fin(a, m)->out[0]);
-        return;
+        return 1;
     }
     case IR_OP_GLOBAL_AVGPOOL: {
         double hw = (double)(x->type.dims[2] * x->type.dims[3]);
         ir_value *t = op2(a, IR_OP_MUL, dy, scalar(a, 1.0 / hw, dy->type.dtype, gx), gx);
         acc(a, x, to_shape(a, IR_OP_BROADCAST_TO, t, &x->type, gx));
-        return;
+        return 1;
     }
+    default:
+        return 0;
+    }
+}
+
+/* The gradients of shapes and copies: reshape, sum_to, broadcast_to, transpose, concat, cast, slice, pad, embedding: 1 where n is one of them. */
+static int backward_shapes(ad *a, const grad_at *at)
+{
+    ir_node *n = at->n;
+    ir_value *dy = at->dy, *x = at->x, *b = at->b;
+    const char *gx = at->gx, *gb = at->gb;
+    switch (n->op) {
     case IR_OP_RESHAPE:
         acc(a, x, to_shape(a, IR_OP_RESHAPE, dy, &x->type, gx));
-        return;
+        return 1;
     case IR_OP_SUM_TO: /* sum and mean: every summed element gets dy */
         acc(a, x, to_shape(a, IR_OP_BROADCAST_TO, dy, &x->type, gx));
-        return;
+        return 1;
     case IR_OP_BROADCAST_TO: /* expand, upsample's repeats: each copy's dy, summed */
         acc(a, x, to_shape(a, IR_OP_SUM_TO, dy, &x->type, gx));
-        return;
+        return 1;
     case IR_OP_TRANSPOSE: {
         int count;
         const int64_t *perm = ir_attr_ints(n, "perm", &count);
@@ -385,7 +410,7 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
         ir_node *m = mk(a, IR_OP_TRANSPOSE, 1, &dy, 1, gx);
         ir_set_ints(a->g, m, "perm", count, inv);
         acc(a, x, fin(a, m)->out[0]);
-        return;
+        return 1;
     }
     case IR_OP_CONCAT: {
         int64_t axis = ir_attr_int(n, "axis"), start = 0;
@@ -401,15 +426,15 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
             }
             start += size;
         }
-        return;
+        return 1;
     }
     case IR_OP_CAST: { /* between floating-point dtypes: dy cast back */
         if (!ir_is_float(x->type.dtype))
-            return;
+            return 1;
         ir_node *m = mk(a, IR_OP_CAST, 1, &dy, 1, gx);
         m->out[0]->type.dtype = x->type.dtype;
         acc(a, x, fin(a, m)->out[0]);
-        return;
+        return 1;
     }
     case IR_OP_SLICE: { /* dy put back in place, between zeros */
         int64_t before[IR_MAX_RANK] = {0}, after[IR_MAX_RANK] = {0};
@@ -421,7 +446,7 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
         ir_set_ints(a->g, m, "after", x->type.rank, after);
         ir_set_float(a->g, m, "value", 0);
         acc(a, x, fin(a, m)->out[0]);
-        return;
+        return 1;
     }
     case IR_OP_PAD: { /* the middle of dy, one sliced dimension after another */
         const int64_t *before = ir_attr_ints(n, "before", NULL);
@@ -436,7 +461,7 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
             g = fin(a, m)->out[0];
         }
         acc(a, x, g);
-        return;
+        return 1;
     }
     case IR_OP_EMBEDDING: {
         ir_value *in[2] = {dy, x};
@@ -444,15 +469,27 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
         ir_set_ints(a->g, m, "shape", 2, b->type.dims);
         copy_attrs(a, m, n);
         acc(a, b, fin(a, m)->out[0]);
-        return;
+        return 1;
     }
+    default:
+        return 0;
+    }
+}
+
+/* The gradients of the losses: 1 where n is one of them. */
+static int backward_losses(ad *a, const grad_at *at)
+{
+    ir_node *n = at->n;
+    ir_value *dy = at->dy, *x = at->x, *b = at->b;
+    const char *gx = at->gx, *gb = at->gb;
+    switch (n->op) {
     case IR_OP_CROSS_ENTROPY: case IR_OP_NLL_LOSS: {
         ir_value *in[3] = {dy, x, b};
         ir_node *m = mk(a, n->op == IR_OP_NLL_LOSS ? IR_OP_NLL_LOSS_GRAD : IR_OP_CROSS_ENTROPY_GRAD,
                         3, in, 1, gx);
         copy_attrs(a, m, n);
         acc(a, x, fin(a, m)->out[0]);
-        return;
+        return 1;
     }
     case IR_OP_MSE: {   /* d/da mean((a-b)^2) = 2 (a - b) / numel */
         double k = 2.0 / (double)ir_type_numel(&x->type);
@@ -461,13 +498,33 @@ static void backward(ad *a, ir_node *n, ir_value *dy)
         acc(a, x, d);
         if (needs(a, b))
             acc(a, b, op1(a, IR_OP_NEG, d, gb));
-        return;
+        return 1;
     }
     default:
-        diag_error(a->d, n->loc, "%s is not differentiable, but the loss depends on it "
-                   "through %%%s", ir_ops[n->op].name, y->name);
+        return 0;
+    }
+}
+
+static void backward(ad *a, ir_node *n, ir_value *dy)
+{
+    ir_value *x = n->in[0], *y = n->out[0];
+    ir_value *b = n->nin > 1 ? n->in[1] : NULL;
+    const char *gx = grad_name(a, x), *gb = b ? grad_name(a, b) : NULL;
+    grad_at at = {n, dy, x, y, b, gx, gb};
+    a->loc = n->loc;
+    const ir_grad_rule *rule = ir_grad_rule_of(n->op);
+    if (rule) { /* an elementwise unary op: its gradient op, from ops.def's table */
+        ir_value *in[2] = {dy, rule->from_result ? y : x};
+        ir_node *g = mk(a, rule->grad, 2, in, 1, gx);
+        copy_attrs(a, g, n);
+        acc(a, x, fin(a, g)->out[0]);
         return;
     }
+    if (backward_arith(a, &at) || backward_layers(a, &at) || backward_shapes(a, &at) ||
+        backward_losses(a, &at))
+        return;
+    diag_error(a->d, n->loc, "%s is not differentiable, but the loss depends on it "
+               "through %%%s", ir_ops[n->op].name, y->name);
 }
 
 /* Step 1: training forms of batchnorm and dropout. */
