@@ -435,72 +435,16 @@ static int ce_types(const ir_node *n, const ir_type *a, const ir_type *b, char *
 }
 
 /* The rules of the ops autodiff makes (ops.def, "Training"). */
-static int infer_training(const ir_node *n, ir_type *out, char *err, size_t errlen)
+/* The rules of the layers' gradients (a unary op's as softmax_grad's, dense, convolution, batchnorm): 1 typed, 0 with the reason in err, -1 for another op. */
+static int infer_grads(const ir_node *n, ir_type *out, char *err, size_t errlen)
 {
     char tbuf[4][128];
     int tb = 0;
     const char *op = ir_ops[n->op].name;
     const ir_type *a = n->nin > 0 ? &n->in[0]->type : NULL;
     const ir_type *b = n->nin > 1 ? &n->in[1]->type : NULL;
-    static const ir_type f32 = {IR_F32, 0, {0}}, i64 = {IR_I64, 0, {0}};
     ir_type t, y;
-    if (a && !ir_is_float(a->dtype) && n->op != IR_OP_CROSS_ENTROPY_GRAD &&
-        n->op != IR_OP_NLL_LOSS_GRAD && n->op != IR_OP_SLICE)
-        FAIL("%s expects a floating-point first operand, got %s", op, TS(a));
-
-    /* a unary op's gradient (IR_UNARY_GRAD) has softmax_grad's rule, no axis */
     switch (ir_op_is(n->op, IR_UNARY_GRAD) ? IR_OP_SOFTMAX_GRAD : n->op) {
-    case IR_OP_BATCHNORM_TRAIN:
-        if (a->rank < 2)
-            FAIL("%s expects a tensor [n, c, ...], got %s", op, TS(a));
-        for (int i = 1; i < 5; i++)
-            if (!ir_type_eq(&n->in[i]->type, &(ir_type){a->dtype, 1, {a->dims[1]}}))
-                FAIL("%s operand %d must be %s[%lld], got %s", op, i, ir_dtype_name(a->dtype),
-                     (long long)a->dims[1], TS(&n->in[i]->type));
-        out[0] = *a;
-        for (int i = 1; i < 5; i++)
-            out[i] = n->in[1]->type;
-        return 1;
-
-    case IR_OP_DROPOUT_TRAIN: {
-        double p = ir_attr_float(n, "p");
-        if (!(p >= 0 && p < 1))
-            FAIL("dropout probability must be in [0, 1), got %g", p);
-        if (!ir_type_eq(b, &i64) || !ir_type_eq(&n->in[2]->type, &i64))
-            FAIL("%s expects i64[] step and seed, got %s and %s", op, TS(b),
-                 TS(&n->in[2]->type));
-        int ns;
-        const int64_t *sh = ir_attr_ints(n, "shard", &ns);
-        if (ns != 0 && (ns != 3 || sh[0] < 0 || sh[0] >= a->rank || sh[1] < 0 ||
-                        sh[2] > IR_MAX_NUMEL || sh[1] > sh[2] - a->dims[sh[0]]))
-            FAIL("%s shard must be [] or [axis, start, full] with the slice [start, start + "
-                 "%s along axis) inside [0, full)", op, TS(a));
-        out[0] = out[1] = *a;
-        return 1;
-    }
-
-    case IR_OP_SUM_TO: case IR_OP_BROADCAST_TO:
-        if (!shape_attr(n, a->dtype, &t, err, errlen))
-            return 0;
-        if (n->op == IR_OP_SUM_TO ? !broadcasts_to(&t, a) : !broadcasts_to(a, &t))
-            FAIL("%s: %s does not broadcast to %s", op, TS(n->op == IR_OP_SUM_TO ? &t : a),
-                 TS(n->op == IR_OP_SUM_TO ? a : &t));
-        out[0] = t;
-        return 1;
-
-    case IR_OP_SLICE: {
-        int64_t axis = ir_attr_int(n, "axis"), start = ir_attr_int(n, "start"),
-                size = ir_attr_int(n, "size");
-        if (axis < 0 || axis >= a->rank)
-            FAIL("slice axis %lld is out of range for %s", (long long)axis, TS(a));
-        if (start < 0 || size < 1 || start > a->dims[axis] || size > a->dims[axis] - start)
-            FAIL("slice [%lld, +%lld) does not fit %s along axis %lld", (long long)start,
-                 (long long)size, TS(a), (long long)axis);
-        out[0] = *a;
-        out[0].dims[axis] = size;
-        return 1;
-    }
-
     case IR_OP_SOFTMAX_GRAD: case IR_OP_LOG_SOFTMAX_GRAD:
         if (!ir_type_eq(a, b))
             FAIL("%s operands differ: %s and %s", op, TS(a), TS(b));
@@ -555,6 +499,18 @@ static int infer_training(const ir_node *n, ir_type *out, char *err, size_t errl
         return 1;
     }
 
+    default:
+        return -1;
+    }
+}
+
+/* The rules of collectives and sends: 1 typed, 0 with the reason in err, -1 for another op. */
+static int infer_comm(const ir_node *n, ir_type *out, char *err, size_t errlen)
+{
+    char tbuf[4][128];
+    int tb = 0;
+    const char *op = ir_ops[n->op].name;
+    switch (ir_op_is(n->op, IR_UNARY_GRAD) ? IR_OP_SOFTMAX_GRAD : n->op) {
     case IR_OP_ALL_REDUCE: case IR_OP_ALL_GATHER: case IR_OP_REDUCE_SCATTER:
     case IR_OP_BROADCAST: {
         int size;
@@ -607,12 +563,22 @@ static int infer_training(const ir_node *n, ir_type *out, char *err, size_t errl
         return shape_attr(n, IR_F32, &out[0], err, errlen);
     }
 
-    case IR_OP_BN_FOLD_SCALE:
-        if (a->rank != 1 || !ir_type_eq(a, b))
-            FAIL("%s expects two [c] vectors, got %s and %s", op, TS(a), TS(b));
-        out[0] = *a;
-        return 1;
+    default:
+        return -1;
+    }
+}
 
+/* The rules of the other gradients (layernorm, pooling, embedding, the losses): 1 typed, 0 with the reason in err, -1 for another op. */
+static int infer_more_grads(const ir_node *n, ir_type *out, char *err, size_t errlen)
+{
+    char tbuf[4][128];
+    int tb = 0;
+    const char *op = ir_ops[n->op].name;
+    const ir_type *a = n->nin > 0 ? &n->in[0]->type : NULL;
+    const ir_type *b = n->nin > 1 ? &n->in[1]->type : NULL;
+    static const ir_type f32 = {IR_F32, 0, {0}};
+    ir_type t, y;
+    switch (ir_op_is(n->op, IR_UNARY_GRAD) ? IR_OP_SOFTMAX_GRAD : n->op) {
     case IR_OP_LAYERNORM_GRAD: {
         const ir_type *w = &n->in[2]->type;
         int ok = ir_type_eq(a, b) && w->rank >= 1 && w->rank <= a->rank && w->dtype == a->dtype;
@@ -697,6 +663,83 @@ static int infer_training(const ir_node *n, ir_type *out, char *err, size_t errl
         out[0] = *b;
         return 1;
 
+    default:
+        return -1;
+    }
+}
+
+static int infer_training(const ir_node *n, ir_type *out, char *err, size_t errlen)
+{
+    char tbuf[4][128];
+    int tb = 0;
+    const char *op = ir_ops[n->op].name;
+    const ir_type *a = n->nin > 0 ? &n->in[0]->type : NULL;
+    const ir_type *b = n->nin > 1 ? &n->in[1]->type : NULL;
+    static const ir_type f32 = {IR_F32, 0, {0}}, i64 = {IR_I64, 0, {0}};
+    ir_type t;
+    if (a && !ir_is_float(a->dtype) && n->op != IR_OP_CROSS_ENTROPY_GRAD &&
+        n->op != IR_OP_NLL_LOSS_GRAD && n->op != IR_OP_SLICE)
+        FAIL("%s expects a floating-point first operand, got %s", op, TS(a));
+
+    /* a unary op's gradient (IR_UNARY_GRAD) has softmax_grad's rule, no axis */
+    switch (ir_op_is(n->op, IR_UNARY_GRAD) ? IR_OP_SOFTMAX_GRAD : n->op) {
+    case IR_OP_BATCHNORM_TRAIN:
+        if (a->rank < 2)
+            FAIL("%s expects a tensor [n, c, ...], got %s", op, TS(a));
+        for (int i = 1; i < 5; i++)
+            if (!ir_type_eq(&n->in[i]->type, &(ir_type){a->dtype, 1, {a->dims[1]}}))
+                FAIL("%s operand %d must be %s[%lld], got %s", op, i, ir_dtype_name(a->dtype),
+                     (long long)a->dims[1], TS(&n->in[i]->type));
+        out[0] = *a;
+        for (int i = 1; i < 5; i++)
+            out[i] = n->in[1]->type;
+        return 1;
+
+    case IR_OP_DROPOUT_TRAIN: {
+        double p = ir_attr_float(n, "p");
+        if (!(p >= 0 && p < 1))
+            FAIL("dropout probability must be in [0, 1), got %g", p);
+        if (!ir_type_eq(b, &i64) || !ir_type_eq(&n->in[2]->type, &i64))
+            FAIL("%s expects i64[] step and seed, got %s and %s", op, TS(b),
+                 TS(&n->in[2]->type));
+        int ns;
+        const int64_t *sh = ir_attr_ints(n, "shard", &ns);
+        if (ns != 0 && (ns != 3 || sh[0] < 0 || sh[0] >= a->rank || sh[1] < 0 ||
+                        sh[2] > IR_MAX_NUMEL || sh[1] > sh[2] - a->dims[sh[0]]))
+            FAIL("%s shard must be [] or [axis, start, full] with the slice [start, start + "
+                 "%s along axis) inside [0, full)", op, TS(a));
+        out[0] = out[1] = *a;
+        return 1;
+    }
+
+    case IR_OP_SUM_TO: case IR_OP_BROADCAST_TO:
+        if (!shape_attr(n, a->dtype, &t, err, errlen))
+            return 0;
+        if (n->op == IR_OP_SUM_TO ? !broadcasts_to(&t, a) : !broadcasts_to(a, &t))
+            FAIL("%s: %s does not broadcast to %s", op, TS(n->op == IR_OP_SUM_TO ? &t : a),
+                 TS(n->op == IR_OP_SUM_TO ? a : &t));
+        out[0] = t;
+        return 1;
+
+    case IR_OP_SLICE: {
+        int64_t axis = ir_attr_int(n, "axis"), start = ir_attr_int(n, "start"),
+                size = ir_attr_int(n, "size");
+        if (axis < 0 || axis >= a->rank)
+            FAIL("slice axis %lld is out of range for %s", (long long)axis, TS(a));
+        if (start < 0 || size < 1 || start > a->dims[axis] || size > a->dims[axis] - start)
+            FAIL("slice [%lld, +%lld) does not fit %s along axis %lld", (long long)start,
+                 (long long)size, TS(a), (long long)axis);
+        out[0] = *a;
+        out[0].dims[axis] = size;
+        return 1;
+    }
+
+    case IR_OP_BN_FOLD_SCALE:
+        if (a->rank != 1 || !ir_type_eq(a, b))
+            FAIL("%s expects two [c] vectors, got %s and %s", op, TS(a), TS(b));
+        out[0] = *a;
+        return 1;
+
     case IR_OP_SGD: case IR_OP_ADAM: {
         int adam = n->op == IR_OP_ADAM;
         const ir_type *lr = &n->in[adam ? 4 : 2]->type;
@@ -715,12 +758,20 @@ static int infer_training(const ir_node *n, ir_type *out, char *err, size_t errl
     }
 
     default:
+    {
+        int r = infer_grads(n, out, err, errlen);
+        r = r < 0 ? infer_comm(n, out, err, errlen) : r;
+        r = r < 0 ? infer_more_grads(n, out, err, errlen) : r;
+        if (r >= 0)
+            return r;
         break;
+    }
     }
     FAIL("unknown op");
 }
 
-int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
+/* The rules of the layers (matmul, dense, convolution, normalizations, softmax, pooling): 1 typed, 0 with the reason in err, -1 for another op. */
+static int infer_layers(const ir_node *n, ir_type *out, char *err, size_t errlen)
 {
     char tbuf[4][128];
     int tb = 0;
@@ -728,76 +779,7 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
     ir_type *o = &out[0];
     const ir_type *a = n->nin > 0 ? &n->in[0]->type : NULL;
     const ir_type *b = n->nin > 1 ? &n->in[1]->type : NULL;
-
-    if (n->nin < ir_ops[n->op].nin_min || n->nin > ir_ops[n->op].nin_max)
-        FAIL("%s takes %d to %d operands, got %d", op, ir_ops[n->op].nin_min,
-             ir_ops[n->op].nin_max, n->nin);
-    int nout = n->op == IR_OP_SGD ? n->nin - 2
-             : n->op == IR_OP_ALL_REDUCE || n->op == IR_OP_REDUCE_SCATTER ||
-               n->op == IR_OP_ALL_GATHER ? n->nin
-             : ir_ops[n->op].nout;
-    if (n->nout != nout)
-    {
-        if (nout == 1)
-            FAIL("%s has one result, got %d", op, n->nout);
-        FAIL("%s has %d results, got %d", op, nout, n->nout);
-    }
-    if (!ir_check_attrs(n, err, errlen))
-        return 0;
-
-    if (ir_op_is(n->op, IR_UNARY)) {
-        if (!ir_is_float(a->dtype))
-            FAIL("%s expects a floating-point tensor, got %s", op, TS(a));
-        *o = *a;
-        if (n->op == IR_OP_DROPOUT) {
-            double p = ir_attr_float(n, "p");
-            if (!(p >= 0 && p < 1))
-                FAIL("dropout probability must be in [0, 1), got %g", p);
-        }
-        return 1;
-    }
-    if (ir_op_is(n->op, IR_BINARY)) {
-        /* no executor has integer arithmetic: refused here, where the node
-           has its place in the source */
-        if (!ir_is_float(a->dtype))
-            FAIL("%s takes floating-point tensors, got %s: gnc has no integer arithmetic",
-                 op, TS(a));
-        if (a->dtype != b->dtype)
-            FAIL("%s operands differ in dtype: %s and %s", op, TS(a), TS(b));
-        if (!broadcast(a, b, o))
-            FAIL("%s operands do not broadcast: %s and %s", op, TS(a), TS(b));
-        o->dtype = a->dtype;
-        return 1;
-    }
-
     switch (n->op) {
-    case IR_OP_CONST:
-        /* the declared type stands: a const is typed by whoever makes it */
-        if (!ir_is_float(n->out[0]->type.dtype))
-            FAIL("const takes a floating-point type, got %s: gnc has no integer arithmetic",
-                 TS(&n->out[0]->type));
-        *o = n->out[0]->type;
-        return 1;
-
-    case IR_OP_ARANGE: {
-        /* the declared type stands, as a const's */
-        const ir_type *t = &n->out[0]->type;
-        double start = ir_attr_float(n, "start"), step = ir_attr_float(n, "step");
-        if (t->rank != 1)
-            FAIL("arange makes a tensor of rank 1, not %s", TS(t));
-        if (!ir_is_float(t->dtype) && (start != floor(start) || step != floor(step) ||
-                                      fabs(start) > 9007199254740992.0 ||
-                                      fabs(step) > 9007199254740992.0))
-            FAIL("arange of %s needs a whole start and step, got %g and %g", TS(t), start, step);
-        *o = *t;
-        return 1;
-    }
-
-    case IR_OP_CAST: /* the declared dtype, a's shape */
-        *o = *a;
-        o->dtype = n->out[0]->type.dtype;
-        return 1;
-
     case IR_OP_MATMUL: {
         if (a->dtype != b->dtype || !ir_is_float(a->dtype))
             FAIL("matmul expects two floating-point tensors of one dtype, got %s and %s",
@@ -898,6 +880,20 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
         *o = (ir_type){a->dtype, 4, {a->dims[0], a->dims[1], 1, 1}};
         return 1;
 
+    default:
+        return -1;
+    }
+}
+
+/* The rules of the ops that move data (reshape, transpose, concat, pad, embedding): 1 typed, 0 with the reason in err, -1 for another op. */
+static int infer_shapes(const ir_node *n, ir_type *out, char *err, size_t errlen)
+{
+    char tbuf[4][128];
+    int tb = 0;
+    ir_type *o = &out[0];
+    const ir_type *a = n->nin > 0 ? &n->in[0]->type : NULL;
+    const ir_type *b = n->nin > 1 ? &n->in[1]->type : NULL;
+    switch (n->op) {
     case IR_OP_RESHAPE: {
         int count;
         const int64_t *shape = ir_attr_ints(n, "shape", &count);
@@ -987,6 +983,89 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
         o->dims[o->rank++] = b->dims[1];
         return 1;
 
+    default:
+        return -1;
+    }
+}
+
+int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
+{
+    char tbuf[4][128];
+    int tb = 0;
+    const char *op = ir_ops[n->op].name;
+    ir_type *o = &out[0];
+    const ir_type *a = n->nin > 0 ? &n->in[0]->type : NULL;
+    const ir_type *b = n->nin > 1 ? &n->in[1]->type : NULL;
+
+    if (n->nin < ir_ops[n->op].nin_min || n->nin > ir_ops[n->op].nin_max)
+        FAIL("%s takes %d to %d operands, got %d", op, ir_ops[n->op].nin_min,
+             ir_ops[n->op].nin_max, n->nin);
+    int nout = n->op == IR_OP_SGD ? n->nin - 2
+             : n->op == IR_OP_ALL_REDUCE || n->op == IR_OP_REDUCE_SCATTER ||
+               n->op == IR_OP_ALL_GATHER ? n->nin
+             : ir_ops[n->op].nout;
+    if (n->nout != nout)
+    {
+        if (nout == 1)
+            FAIL("%s has one result, got %d", op, n->nout);
+        FAIL("%s has %d results, got %d", op, nout, n->nout);
+    }
+    if (!ir_check_attrs(n, err, errlen))
+        return 0;
+
+    if (ir_op_is(n->op, IR_UNARY)) {
+        if (!ir_is_float(a->dtype))
+            FAIL("%s expects a floating-point tensor, got %s", op, TS(a));
+        *o = *a;
+        if (n->op == IR_OP_DROPOUT) {
+            double p = ir_attr_float(n, "p");
+            if (!(p >= 0 && p < 1))
+                FAIL("dropout probability must be in [0, 1), got %g", p);
+        }
+        return 1;
+    }
+    if (ir_op_is(n->op, IR_BINARY)) {
+        /* no executor has integer arithmetic: refused here, where the node
+           has its place in the source */
+        if (!ir_is_float(a->dtype))
+            FAIL("%s takes floating-point tensors, got %s: gnc has no integer arithmetic",
+                 op, TS(a));
+        if (a->dtype != b->dtype)
+            FAIL("%s operands differ in dtype: %s and %s", op, TS(a), TS(b));
+        if (!broadcast(a, b, o))
+            FAIL("%s operands do not broadcast: %s and %s", op, TS(a), TS(b));
+        o->dtype = a->dtype;
+        return 1;
+    }
+
+    switch (n->op) {
+    case IR_OP_CONST:
+        /* the declared type stands: a const is typed by whoever makes it */
+        if (!ir_is_float(n->out[0]->type.dtype))
+            FAIL("const takes a floating-point type, got %s: gnc has no integer arithmetic",
+                 TS(&n->out[0]->type));
+        *o = n->out[0]->type;
+        return 1;
+
+    case IR_OP_ARANGE: {
+        /* the declared type stands, as a const's */
+        const ir_type *t = &n->out[0]->type;
+        double start = ir_attr_float(n, "start"), step = ir_attr_float(n, "step");
+        if (t->rank != 1)
+            FAIL("arange makes a tensor of rank 1, not %s", TS(t));
+        if (!ir_is_float(t->dtype) && (start != floor(start) || step != floor(step) ||
+                                      fabs(start) > 9007199254740992.0 ||
+                                      fabs(step) > 9007199254740992.0))
+            FAIL("arange of %s needs a whole start and step, got %g and %g", TS(t), start, step);
+        *o = *t;
+        return 1;
+    }
+
+    case IR_OP_CAST: /* the declared dtype, a's shape */
+        *o = *a;
+        o->dtype = n->out[0]->type.dtype;
+        return 1;
+
     case IR_OP_CROSS_ENTROPY: case IR_OP_NLL_LOSS:
         if (!ce_types(n, a, b, err, errlen))
             return 0;
@@ -1015,7 +1094,10 @@ int ir_infer(const ir_node *n, ir_type *out, char *err, size_t errlen)
         *o = (ir_type){IR_F32, 0, {0}};
         return 1;
 
-    default:
-        return infer_training(n, out, err, errlen);
+    default: { /* the rest, by kind */
+        int r = infer_layers(n, out, err, errlen);
+        r = r < 0 ? infer_shapes(n, out, err, errlen) : r;
+        return r < 0 ? infer_training(n, out, err, errlen) : r;
+    }
     }
 }
