@@ -566,37 +566,14 @@ static void emit_gelu_tanh(ex *e, const char *x, ir_dtype t, const char *out)
 }
 
 /* Node n as ONNX nodes whose last writes n's result by its name. */
-static int emit_node(ex *e, const ir_node *n)
+/* The ONNX nodes of constants, ranges and the elementwise ops that are not one ONNX operator each: 0, -1 refused (refuse), 1 for another op. */
+static int emit_elementwise(ex *e, const ir_node *n, const char **in)
 {
-    e->node = n;
-    if (n->nout != 1)
-        return refuse(e, "%d results (a training op)", n->nout);
     const char *out = n->out[0]->name;
     const char *x = n->nin ? n->in[0]->name : NULL;
     const ir_type *yt = &n->out[0]->type;
-    ir_dtype xt = n->nin ? n->in[0]->type.dtype : yt->dtype;
-    const char *direct = direct_op(n->op), *cmp = compare_op(n->op);
-    const char **in = ex_alloc(e, ((size_t)n->nin + 1) * sizeof *in);
-    for (int i = 0; i < n->nin; i++)
-        in[i] = n->in[i]->name;
-    if (direct) {
-        node_add(e, direct, out, n->nin, in);
-        return 0;
-    }
-    if (cmp) {
-        const char *mask = fresh(e, out, "bool");
-        if (n->op == IR_OP_NE) {
-            const char *eq = fresh(e, out, "eq");
-            node2(e, "Equal", eq, in[0], in[1]);
-            node1(e, "Not", mask, eq);
-        } else {
-            node2(e, cmp, mask, in[0], in[1]);
-        }
-        attr_int(e, node1(e, "Cast", out, mask), "to", onnx_dtype(yt->dtype));
-        return 0;
-    }
+    ir_dtype xt = n->nin ? n->in[0]->type.dtype : n->out[0]->type.dtype;
     Onnx__NodeProto *o;
-    int c;
     switch (n->op) {
     case IR_OP_CONST: {
         if (yt->dtype == IR_BF16)
@@ -668,6 +645,20 @@ static int emit_node(ex *e, const ir_node *n)
         node_add(e, "Where", out, 3, a3);
         return 0;
     }
+    default:
+        return 1;
+    }
+}
+
+/* The ONNX nodes of the layers: dense, convolutions, sum_to, normalizations, softmax, reductions, pooling: 0, -1 refused (refuse), 1 for another op. */
+static int emit_layers(ex *e, const ir_node *n, const char **in)
+{
+    const char *out = n->out[0]->name;
+    const char *x = n->nin ? n->in[0]->name : NULL;
+    const ir_type *yt = &n->out[0]->type;
+    Onnx__NodeProto *o;
+    int c;
+    switch (n->op) {
     case IR_OP_DENSE: {
         if (n->in[0]->type.rank == 2) {
             attr_int(e, node_add(e, "Gemm", out, n->nin, in), "transB", 1);
@@ -788,6 +779,21 @@ static int emit_node(ex *e, const ir_node *n)
     }
     case IR_OP_UPSAMPLE2D:
         return emit_upsample(e, n, out);
+    default:
+        return 1;
+    }
+}
+
+/* The ONNX nodes of the ops that move data: reshape, broadcast_to, transpose, concat, cast, pad, embedding, slice: 0, -1 refused (refuse), 1 for another op. */
+static int emit_shapes(ex *e, const ir_node *n, const char **in)
+{
+    const char *out = n->out[0]->name;
+    const char *x = n->nin ? n->in[0]->name : NULL;
+    const ir_type *yt = &n->out[0]->type;
+    ir_dtype xt = n->nin ? n->in[0]->type.dtype : n->out[0]->type.dtype;
+    Onnx__NodeProto *o;
+    int c;
+    switch (n->op) {
     case IR_OP_RESHAPE: {
         o = node2(e, "Reshape", out, x, init_ints(e, out, "shape", yt->rank, yt->dims));
         for (int i = 0; i < yt->rank; i++)
@@ -834,10 +840,45 @@ static int emit_node(ex *e, const ir_node *n)
         return 0;
     }
     default:
-        return refuse(e, "%s", ir_op_communicates(n->op) ? "communication between devices"
-                               : "no ONNX operator computes it exactly (a training or "
-                                 "compiler-made op)");
+        return 1;
     }
+}
+
+static int emit_node(ex *e, const ir_node *n)
+{
+    e->node = n;
+    if (n->nout != 1)
+        return refuse(e, "%d results (a training op)", n->nout);
+    const char *out = n->out[0]->name;
+    const ir_type *yt = &n->out[0]->type;
+    const char *direct = direct_op(n->op), *cmp = compare_op(n->op);
+    const char **in = ex_alloc(e, ((size_t)n->nin + 1) * sizeof *in);
+    for (int i = 0; i < n->nin; i++)
+        in[i] = n->in[i]->name;
+    if (direct) {
+        node_add(e, direct, out, n->nin, in);
+        return 0;
+    }
+    if (cmp) {
+        const char *mask = fresh(e, out, "bool");
+        if (n->op == IR_OP_NE) {
+            const char *eq = fresh(e, out, "eq");
+            node2(e, "Equal", eq, in[0], in[1]);
+            node1(e, "Not", mask, eq);
+        } else {
+            node2(e, cmp, mask, in[0], in[1]);
+        }
+        attr_int(e, node1(e, "Cast", out, mask), "to", onnx_dtype(yt->dtype));
+        return 0;
+    }
+    int rc = emit_elementwise(e, n, in);
+    rc = rc == 1 ? emit_layers(e, n, in) : rc;
+    rc = rc == 1 ? emit_shapes(e, n, in) : rc;
+    if (rc != 1)
+        return rc;
+    return refuse(e, "%s", ir_op_communicates(n->op) ? "communication between devices"
+                           : "no ONNX operator computes it exactly (a training or "
+                             "compiler-made op)");
 }
 
 /* The graph as a ModelProto in e; 0, or -1 with err set. */
