@@ -50,7 +50,7 @@ set_tests_properties(api_install PROPERTIES LABELS "api;cli" TIMEOUT 600
 # (tests/api/test_oom.c): linked with libgnc's code, not the library, whose
 # symbols hide the allocation hook
 add_executable(test_oom ${CMAKE_CURRENT_SOURCE_DIR}/api/test_oom.c
-               ${CMAKE_SOURCE_DIR}/runtime/api/api.c)
+               ${CMAKE_SOURCE_DIR}/runtime/api/api.c ${CMAKE_SOURCE_DIR}/driver/compile_api.c)
 target_include_directories(test_oom PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/driver)
 target_link_libraries(test_oom PRIVATE gnc_driver gnc_frontend gnc_passes gnc_runtime gnc_codegen
                       gnc_ir)

@@ -16,10 +16,8 @@
 
 #include "base.h"
 #include "checkpoint.h"
-#include "codegen.h"
 #include "device.h"
-#include "driver.h"
-#include "passes.h"
+#include "libgnc.h"
 #include "plan.h"
 #include "session.h"
 
@@ -40,9 +38,7 @@ struct gnc_session {
     int ran;                    /* a run or step has finished: outputs to read */
 };
 
-static gnc_status set_error(gnc_error *err, gnc_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static gnc_status set_error(gnc_error *err, gnc_status st, const char *fmt, ...)
+gnc_status rt_api_error(gnc_error *err, gnc_status st, const char *fmt, ...)
 {
     if (err) {
         va_list ap;
@@ -65,7 +61,7 @@ static gnc_status ok(gnc_error *err)
 
 /* The status of a runtime message: files that cannot be read or written, memory,
  * or else fallback. */
-static gnc_status kind_of(const char *msg, gnc_status fallback)
+gnc_status rt_api_kind_of(const char *msg, gnc_status fallback)
 {
     if (strstr(msg, "out of memory"))
         return GNC_ERROR_MEMORY;
@@ -78,14 +74,14 @@ const char *gnc_version(void) { return GNC_VERSION; }
 
 /* ---- plans ---- */
 
-static gnc_status plan_made(gnc_plan **out, rt_plan *p, const char *msg, gnc_error *err)
+gnc_status rt_api_plan_made(gnc_plan **out, rt_plan *p, const char *msg, gnc_error *err)
 {
     if (!p)
-        return set_error(err, kind_of(msg, GNC_ERROR_FORMAT), "%s", msg);
+        return rt_api_error(err, rt_api_kind_of(msg, GNC_ERROR_FORMAT), "%s", msg);
     gnc_plan *plan = base_malloc(sizeof *plan);
     if (!plan) {
         rt_plan_free(p);
-        return set_error(err, GNC_ERROR_MEMORY, "out of memory");
+        return rt_api_error(err, GNC_ERROR_MEMORY, "out of memory");
     }
     plan->p = p;
     *out = plan;
@@ -94,22 +90,22 @@ static gnc_status plan_made(gnc_plan **out, rt_plan *p, const char *msg, gnc_err
 
 /* Out of memory inside a call that catches it (ir/base.h: what the call had
  * allocated is freed by then). */
-static gnc_status out_of_memory(gnc_error *err)
+gnc_status rt_api_out_of_memory(gnc_error *err)
 {
-    return set_error(err, GNC_ERROR_MEMORY, "out of memory");
+    return rt_api_error(err, GNC_ERROR_MEMORY, "out of memory");
 }
 
 gnc_status gnc_plan_load(gnc_plan **out, const char *path, gnc_error *err)
 {
     char msg[512];
     if (!out || !path)
-        return set_error(err, GNC_ERROR_ARGUMENT, "gnc_plan_load: NULL argument");
+        return rt_api_error(err, GNC_ERROR_ARGUMENT, "gnc_plan_load: NULL argument");
     *out = NULL;
     base_catch c;
     base_catch_push(&c);
     if (setjmp(c.jump))
-        return out_of_memory(err);
-    gnc_status st = plan_made(out, rt_plan_load(path, msg, sizeof msg), msg, err);
+        return rt_api_out_of_memory(err);
+    gnc_status st = rt_api_plan_made(out, rt_plan_load(path, msg, sizeof msg), msg, err);
     base_catch_pop(&c);
     return st;
 }
@@ -118,108 +114,15 @@ gnc_status gnc_plan_load_memory(gnc_plan **out, const void *data, size_t size, g
 {
     char msg[512];
     if (!out || (!data && size))
-        return set_error(err, GNC_ERROR_ARGUMENT, "gnc_plan_load_memory: NULL argument");
+        return rt_api_error(err, GNC_ERROR_ARGUMENT, "gnc_plan_load_memory: NULL argument");
     *out = NULL;
     base_catch c;
     base_catch_push(&c);
     if (setjmp(c.jump))
-        return out_of_memory(err);
-    gnc_status st = plan_made(out, rt_plan_decode(data ? data : "", size, "plan", msg, sizeof msg),
+        return rt_api_out_of_memory(err);
+    gnc_status st = rt_api_plan_made(out, rt_plan_decode(data ? data : "", size, "plan", msg, sizeof msg),
                               msg, err);
     base_catch_pop(&c);
-    return st;
-}
-
-gnc_status gnc_compile(gnc_plan **out, const char *path, const gnc_compile_options *options,
-                       gnc_error *err)
-{
-    gnc_compile_options o = options ? *options : (gnc_compile_options){0};
-    if (!out || !path || (o.ndefines && !o.defines) || o.ndefines < 0)
-        return set_error(err, GNC_ERROR_ARGUMENT, "gnc_compile: NULL argument");
-    *out = NULL;
-    if (o.ndefines > DRV_MAX_DEFINES)
-        return set_error(err, GNC_ERROR_ARGUMENT, "gnc_compile: more than %d defines",
-                         DRV_MAX_DEFINES);
-    int precision = o.precision ? cg_precision_lookup(o.precision) : CG_FP32;
-    if (precision < 0)
-        return set_error(err, GNC_ERROR_ARGUMENT, "gnc_compile: unknown precision '%s' (fp32, "
-                         "tf32, bf16, fp16)", o.precision);
-    if (o.devices < 0 || o.devices > IR_MAX_DEVICES || !(o.momentum >= 0 && o.momentum < 1))
-        return set_error(err, GNC_ERROR_ARGUMENT, "gnc_compile: %s out of range",
-                         o.devices < 0 || o.devices > IR_MAX_DEVICES ? "devices" : "momentum");
-    drv_config c = {.file = path, .train = o.train, .opt = ad_optimizer_default(AD_SGD),
-                    .part = {.devices = o.devices > 1 ? o.devices : 1, .strategy = PT_DATA},
-                    .precision = precision, .no_kernels = o.no_kernels, .flags = ""};
-    c.opt.momentum = o.momentum;
-    char *buf = NULL;
-    size_t used = 0;
-    for (int i = 0; i < o.ndefines; i++) {
-        const char *eq = o.defines[i] ? strchr(o.defines[i], '=') : NULL;
-        if (!eq || eq == o.defines[i]) {
-            base_free(buf);
-            return set_error(err, GNC_ERROR_ARGUMENT, "gnc_compile: a define is NAME=VALUE, "
-                             "not '%s'", o.defines[i] ? o.defines[i] : "(null)");
-        }
-        used += strlen(o.defines[i]) + 1;
-    }
-    /* the names cut from "NAME=VALUE": one buffer for all of them */
-    char *names = buf = base_malloc(used + 1);
-    if (!buf)
-        return set_error(err, GNC_ERROR_MEMORY, "out of memory");
-    for (int i = 0; i < o.ndefines; i++) {
-        size_t k = (size_t)(strchr(o.defines[i], '=') - o.defines[i]);
-        memcpy(names, o.defines[i], k);
-        names[k] = '\0';
-        c.define_names[i] = names;
-        c.define_values[i] = o.defines[i] + k + 1;
-        names += k + 1;
-    }
-    c.ndefines = o.ndefines;
-    FILE *quiet = fopen("/dev/null", "w"); /* the passes' log, which gnc prints */
-    if (!quiet) {
-        base_free(buf);
-        return set_error(err, GNC_ERROR_IO, "gnc_compile: cannot open /dev/null");
-    }
-    c.log = quiet;
-    base_catch oom;
-    base_catch_push(&oom);
-    if (setjmp(oom.jump)) {
-        fclose(quiet);
-        base_free(buf);
-        return out_of_memory(err);
-    }
-    diag d;
-    diag_init(&d);
-    drv_program p;
-    char msg[1024];
-    gnc_status st = GNC_OK;
-    rt_plan *plan = NULL;
-    if (drv_compile(&c, NULL, 0, c.train, &p, &d) != 0) {
-        const diag_entry *e = NULL;
-        for (int i = 0; i < d.n && !e; i++)
-            if (d.entries[i].level == DIAG_ERROR)
-                e = &d.entries[i];
-        if (e && e->loc.file && e->loc.line)
-            st = set_error(err, GNC_ERROR_FORMAT, "%s:%d:%d: error: %s", e->loc.file, e->loc.line,
-                           e->loc.col, e->msg);
-        else if (e && e->loc.file)
-            st = set_error(err, kind_of(e->msg, GNC_ERROR_FORMAT), "%s: error: %s", e->loc.file,
-                           e->msg);
-        else
-            st = set_error(err, kind_of(e ? e->msg : "", GNC_ERROR_FORMAT), "%s",
-                           e ? e->msg : "the model does not compile");
-    } else {
-        if (drv_plan(&c, &p, path, &plan, msg, sizeof msg) != 0)
-            st = set_error(err, kind_of(msg, GNC_ERROR_FORMAT), "%s", msg);
-        drv_candidates_free(p.plan);
-        drv_program_free(&p);
-    }
-    diag_free(&d);
-    if (st == GNC_OK)
-        st = plan_made(out, plan, "", err);
-    base_catch_pop(&oom);
-    fclose(quiet);
-    base_free(buf);
     return st;
 }
 
@@ -285,18 +188,18 @@ gnc_status gnc_session_init(gnc_session **out, const gnc_plan *plan,
     char msg[512];
     gnc_session_options o = options ? *options : (gnc_session_options){0};
     if (!out || !plan)
-        return set_error(err, GNC_ERROR_ARGUMENT, "gnc_session_init: NULL argument");
+        return rt_api_error(err, GNC_ERROR_ARGUMENT, "gnc_session_init: NULL argument");
     *out = NULL;
     if (!(o.timeout_s >= 0) || !isfinite(o.timeout_s))
-        return set_error(err, GNC_ERROR_ARGUMENT, "gnc_session_init: timeout_s must be 0 (the "
+        return rt_api_error(err, GNC_ERROR_ARGUMENT, "gnc_session_init: timeout_s must be 0 (the "
                          "default, 300 s) or a finite number of seconds, got %g", o.timeout_s);
     rt_device_kind kind;
     int rc = rt_device_pick(o.device, &kind, msg, sizeof msg);
     if (rc != 0)
-        return set_error(err, rc == -2 ? GNC_ERROR_UNSUPPORTED : GNC_ERROR_ARGUMENT, "%s", msg);
+        return rt_api_error(err, rc == -2 ? GNC_ERROR_UNSUPPORTED : GNC_ERROR_ARGUMENT, "%s", msg);
     gnc_session *s = base_calloc(1, sizeof *s);
     if (!s)
-        return set_error(err, GNC_ERROR_MEMORY, "out of memory");
+        return rt_api_error(err, GNC_ERROR_MEMORY, "out of memory");
     s->plan = plan;
     s->seed = o.seed;
     /* libdir NULL: $GNC_CUDA_LIBDIR, else the loader's search path */
@@ -305,7 +208,7 @@ gnc_status gnc_session_init(gnc_session **out, const gnc_plan *plan,
     if (!(s->s = rt_session_open(plan->p, &so, msg, sizeof msg))) {
         base_free(s);
         /* cuda: no driver, no GPU, a program it cannot run yet */
-        return set_error(err, kind_of(msg, kind == RT_DEVICE_CUDA ? GNC_ERROR_UNSUPPORTED
+        return rt_api_error(err, rt_api_kind_of(msg, kind == RT_DEVICE_CUDA ? GNC_ERROR_UNSUPPORTED
                                                                   : GNC_ERROR_FORMAT), "%s", msg);
     }
     rt_session_set_timeout(s->s, o.timeout_s);
@@ -351,18 +254,18 @@ gnc_status gnc_session_set_input(gnc_session *s, const char *name, const void *d
                                  size_t bytes, gnc_error *err)
 {
     if (!s || !name || !data)
-        return set_error(err, GNC_ERROR_ARGUMENT, "gnc_session_set_input: NULL argument");
+        return rt_api_error(err, GNC_ERROR_ARGUMENT, "gnc_session_set_input: NULL argument");
     const ir_value *v = input_named(s->plan->p->g, name);
     if (!v)
-        return set_error(err, GNC_ERROR_ARGUMENT, "the plan has no input '%s'", name);
+        return rt_api_error(err, GNC_ERROR_ARGUMENT, "the plan has no input '%s'", name);
     if (bytes != data_bytes(v)) {
         char t[128];
-        return set_error(err, GNC_ERROR_ARGUMENT, "input %s is %s: %zu bytes, not %zu", name,
+        return rt_api_error(err, GNC_ERROR_ARGUMENT, "input %s is %s: %zu bytes, not %zu", name,
                          ir_type_str(&v->type, t, sizeof t), data_bytes(v), bytes);
     }
     char msg[512];
     if (rt_session_set_input(s->s, v, data, msg, sizeof msg) != 0)
-        return set_error(err, kind_of(msg, GNC_ERROR_RUN), "%s", msg);
+        return rt_api_error(err, rt_api_kind_of(msg, GNC_ERROR_RUN), "%s", msg);
     return ok(err);
 }
 
@@ -371,7 +274,7 @@ static gnc_status run(gnc_session *s, gnc_error *err)
     char msg[512];
     s->ran = 0;
     if (rt_session_run(s->s, msg, sizeof msg) != 0)
-        return set_error(err, kind_of(msg, GNC_ERROR_RUN), "%s", msg);
+        return rt_api_error(err, rt_api_kind_of(msg, GNC_ERROR_RUN), "%s", msg);
     s->ran = 1;
     return ok(err);
 }
@@ -379,7 +282,7 @@ static gnc_status run(gnc_session *s, gnc_error *err)
 /* What reading results before a run, or after a failed one, says. */
 static gnc_status not_run(gnc_error *err, const char *fn)
 {
-    return set_error(err, GNC_ERROR_ARGUMENT, "%s: no results yet: the session has not "
+    return rt_api_error(err, GNC_ERROR_ARGUMENT, "%s: no results yet: the session has not "
                      "finished a run or training step since it was made or since one failed",
                      fn);
 }
@@ -387,9 +290,9 @@ static gnc_status not_run(gnc_error *err, const char *fn)
 gnc_status gnc_session_run(gnc_session *s, gnc_error *err)
 {
     if (!s)
-        return set_error(err, GNC_ERROR_ARGUMENT, "gnc_session_run: NULL session");
+        return rt_api_error(err, GNC_ERROR_ARGUMENT, "gnc_session_run: NULL session");
     if (s->plan->p->training)
-        return set_error(err, GNC_ERROR_ARGUMENT, "the plan is a training step: run it with "
+        return rt_api_error(err, GNC_ERROR_ARGUMENT, "the plan is a training step: run it with "
                          "gnc_session_train_step");
     return run(s, err);
 }
@@ -397,16 +300,16 @@ gnc_status gnc_session_run(gnc_session *s, gnc_error *err)
 gnc_status gnc_session_train_step(gnc_session *s, double lr, int64_t step, gnc_error *err)
 {
     if (!s)
-        return set_error(err, GNC_ERROR_ARGUMENT, "gnc_session_train_step: NULL session");
+        return rt_api_error(err, GNC_ERROR_ARGUMENT, "gnc_session_train_step: NULL session");
     if (!s->plan->p->training)
-        return set_error(err, GNC_ERROR_ARGUMENT, "the plan is an inference program, no training "
+        return rt_api_error(err, GNC_ERROR_ARGUMENT, "the plan is an inference program, no training "
                          "step: compile one with gnc compile MODEL.net --train -o FILE.gnc");
     if (!(lr >= 0) || !isfinite(lr) || step < 0)
-        return set_error(err, GNC_ERROR_ARGUMENT, "a training step needs a finite learning rate "
+        return rt_api_error(err, GNC_ERROR_ARGUMENT, "a training step needs a finite learning rate "
                          ">= 0 and a step >= 0, got %g and %lld", lr, (long long)step);
     char msg[512];
     if (rt_session_set_train(s->s, lr, step, s->seed, msg, sizeof msg) != 0)
-        return set_error(err, kind_of(msg, GNC_ERROR_RUN), "%s", msg);
+        return rt_api_error(err, rt_api_kind_of(msg, GNC_ERROR_RUN), "%s", msg);
     return run(s, err);
 }
 
@@ -414,15 +317,15 @@ gnc_status gnc_session_output(const gnc_session *s, const char *name, void *data
                               gnc_error *err)
 {
     if (!s || !name || !data)
-        return set_error(err, GNC_ERROR_ARGUMENT, "gnc_session_output: NULL argument");
+        return rt_api_error(err, GNC_ERROR_ARGUMENT, "gnc_session_output: NULL argument");
     const ir_value *v = output_named(s->plan->p->g, name);
     if (!v)
-        return set_error(err, GNC_ERROR_ARGUMENT, "the plan has no output '%s'", name);
+        return rt_api_error(err, GNC_ERROR_ARGUMENT, "the plan has no output '%s'", name);
     if (!s->ran)
         return not_run(err, "gnc_session_output");
     if (bytes != data_bytes(v)) {
         char t[128];
-        return set_error(err, GNC_ERROR_ARGUMENT, "output %s is %s: %zu bytes, not %zu", name,
+        return rt_api_error(err, GNC_ERROR_ARGUMENT, "output %s is %s: %zu bytes, not %zu", name,
                          ir_type_str(&v->type, t, sizeof t), data_bytes(v), bytes);
     }
     memcpy(data, rt_session_data(s->s, v), bytes);
@@ -432,10 +335,10 @@ gnc_status gnc_session_output(const gnc_session *s, const char *name, void *data
 gnc_status gnc_session_loss(const gnc_session *s, double *loss, gnc_error *err)
 {
     if (!s || !loss)
-        return set_error(err, GNC_ERROR_ARGUMENT, "gnc_session_loss: NULL argument");
+        return rt_api_error(err, GNC_ERROR_ARGUMENT, "gnc_session_loss: NULL argument");
     const ir_value *v = s->plan->p->g->loss;
     if (!v)
-        return set_error(err, GNC_ERROR_ARGUMENT, "the plan's model has no loss");
+        return rt_api_error(err, GNC_ERROR_ARGUMENT, "the plan's model has no loss");
     if (!s->ran)
         return not_run(err, "gnc_session_loss");
     *loss = *(const float *)rt_session_data(s->s, v);
@@ -447,9 +350,9 @@ gnc_status gnc_session_save_checkpoint(gnc_session *s, const char *path, int64_t
 {
     char msg[1024], buf[32];
     if (!s || !path)
-        return set_error(err, GNC_ERROR_ARGUMENT, "gnc_session_save_checkpoint: NULL argument");
+        return rt_api_error(err, GNC_ERROR_ARGUMENT, "gnc_session_save_checkpoint: NULL argument");
     if (step < 0)
-        return set_error(err, GNC_ERROR_ARGUMENT, "gnc_session_save_checkpoint: step %lld; a "
+        return rt_api_error(err, GNC_ERROR_ARGUMENT, "gnc_session_save_checkpoint: step %lld; a "
                          "checkpoint's step is the steps taken, 0 or more", (long long)step);
     rt_ckpt_meta meta = {0};
     snprintf(buf, sizeof buf, "%lld", (long long)step);
@@ -459,7 +362,7 @@ gnc_status gnc_session_save_checkpoint(gnc_session *s, const char *path, int64_t
     int rc = rt_session_save(s->s, path, &meta, msg, sizeof msg);
     rt_ckpt_meta_free(&meta);
     if (rc != 0)
-        return set_error(err, kind_of(msg, GNC_ERROR_IO), "%s", msg);
+        return rt_api_error(err, rt_api_kind_of(msg, GNC_ERROR_IO), "%s", msg);
     return ok(err);
 }
 
@@ -468,7 +371,7 @@ gnc_status gnc_session_load_checkpoint(gnc_session *s, const char *path, int64_t
 {
     char msg[1024];
     if (!s || !path)
-        return set_error(err, GNC_ERROR_ARGUMENT, "gnc_session_load_checkpoint: NULL argument");
+        return rt_api_error(err, GNC_ERROR_ARGUMENT, "gnc_session_load_checkpoint: NULL argument");
     rt_ckpt_meta meta = {0};
     if (rt_session_load(s->s, path, &meta, msg, sizeof msg) != 0) {
         /* several lines when several tensors differ: one line of them */
@@ -480,12 +383,12 @@ gnc_status gnc_session_load_checkpoint(gnc_session *s, const char *path, int64_t
                 *w++ = ' ';
         *w = '\0';
         rt_ckpt_meta_free(&meta);
-        return set_error(err, kind_of(msg, GNC_ERROR_FORMAT), "%s", msg);
+        return rt_api_error(err, rt_api_kind_of(msg, GNC_ERROR_FORMAT), "%s", msg);
     }
     const char *st = rt_ckpt_meta_get(&meta, "step");
     int64_t n = 0;
     if (st && !base_parse_i64(st, 0, INT64_MAX, &n)) {
-        gnc_status bad = set_error(err, GNC_ERROR_FORMAT, "%s: the metadata's step is '%.40s', "
+        gnc_status bad = rt_api_error(err, GNC_ERROR_FORMAT, "%s: the metadata's step is '%.40s', "
                                    "not a count of steps (0 or more)", path, st);
         rt_ckpt_meta_free(&meta);
         return bad;
