@@ -55,11 +55,10 @@ cg_options cg_options_default(void)
 {
     cg_options o;
     memset(&o, 0, sizeof o);
-    o.precision = CG_FP32;
+    o.precision = PREC_FP32;
     return o;
 }
 
-static const char *const precision_names[] = {"fp32", "tf32", "bf16", "fp16"};
 static const char *const conv_names[CG_CONV_NIMPLS] = {"cudnn", "igemm", "cudnn-nhwc"};
 
 const char *cg_conv_name(cg_conv_impl c)
@@ -101,19 +100,6 @@ cg_conv_impl cg_conv_of(const cg_options *o, const ir_node *n)
     if (o->conv_choice && cg_is_conv(n) && o->conv_choice[n->out[0]->id] >= 0)
         return (cg_conv_impl)o->conv_choice[n->out[0]->id];
     return o->conv;
-}
-
-const char *cg_precision_name(cg_precision p)
-{
-    return p >= CG_FP32 && p <= CG_FP16 ? precision_names[p] : "?";
-}
-
-int cg_precision_lookup(const char *name)
-{
-    for (int i = 0; i < 4; i++)
-        if (strcmp(name, precision_names[i]) == 0)
-            return i;
-    return -1;
 }
 
 
@@ -202,8 +188,8 @@ static void classify(cg_gen *G)
 {
     const ir_graph *g = G->g;
     int nv = G->nvalues;
-    ir_dtype half = G->o.precision == CG_BF16 ? IR_BF16 : IR_F16;
-    int lowp = G->o.precision == CG_BF16 || G->o.precision == CG_FP16;
+    ir_dtype half = G->o.precision == PREC_BF16 ? IR_BF16 : IR_F16;
+    int lowp = G->o.precision == PREC_BF16 || G->o.precision == PREC_FP16;
     unsigned char *keep = base_xcalloc((size_t)nv + 1, 1);
     int *parent = base_xmalloc(((size_t)nv + 1) * sizeof *parent);
     for (int i = 0; i < nv; i++)
@@ -1371,7 +1357,7 @@ static void write_sources(cg_gen *G)
         cg_sb b = {0};
         cg_sb_printf(&b, "/* gnc: %s, module %d of %d: %d kernel%s, %s */\n", p->graph->name, i + 1,
                      p->nmodules, m->nkernels, m->nkernels == 1 ? "" : "s",
-                     cg_precision_name(p->opts.precision));
+                     ir_precision_name(p->opts.precision));
         int wmma = 0;
         for (int j = 0; j < m->nkernels; j++)
             wmma |= p->kernels[m->kernels[j]].wmma;
@@ -1528,7 +1514,7 @@ cg_program *cg_generate(const ir_graph *g, const mp_plan *mp, const cg_options *
         snprintf(p->archs[i], sizeof p->archs[i], "%s", a);
         p->opts.archs[i] = p->archs[i];
     }
-    if (G.o.precision == CG_FP16 && g->nupdates) {
+    if (G.o.precision == PREC_FP16 && g->nupdates) {
         p->loss_scale.enabled = 1;
         p->loss_scale.init = (float)(G.o.loss_scale > 0 ? G.o.loss_scale : 65536.0);
         p->loss_scale.growth = 2.0f;

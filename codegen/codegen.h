@@ -4,7 +4,7 @@
  *   // given: const ir_graph *g, diag *d, char *err, size_t errlen
  *   mp_plan *mp = mp_plan_graph(g);                 after pm_run's passes
  *   cg_options o = cg_options_default();
- *   o.precision = CG_TF32;
+ *   o.precision = PREC_TF32;
  *   cg_program *p = cg_generate(g, mp, &o, d);      NULL after reporting on d
  *   cg_compile(p, NULL, NULL, err, errlen);         NVRTC: cubin per arch, PTX
  *   for (int i = 0; i < p->devices[0].nsteps; i++)  // what device 0 runs, in order
@@ -40,12 +40,6 @@
 
 /* ---- options ---- */
 
-typedef enum {
-    CG_FP32,        /* float everywhere, GEMMs and convolutions in exact fp32 */
-    CG_TF32,        /* float storage, GEMMs and convolutions on TF32 tensor cores */
-    CG_BF16,        /* bfloat16 activations, fp32 master weights and accumulation */
-    CG_FP16         /* float16 activations, fp32 master weights, dynamic loss scaling */
-} cg_precision;
 
 /* How convolutions run: cuDNN calls, implicit-GEMM kernels codegen writes
  * (codegen/igemm.c), or cuDNN calls on channels-last copies of the operands
@@ -64,7 +58,7 @@ typedef enum { CG_LAYOUT_AUTO, CG_LAYOUT_NCHW, CG_LAYOUT_NHWC } cg_layout;
 #define CG_MAX_ARCHS 8
 
 typedef struct {
-    cg_precision precision;
+    ir_precision precision;
     int narchs;                 /* target architectures; 0: sm_80 and sm_90 */
     const char *archs[CG_MAX_ARCHS];   /* "sm_80", "sm_90", ...: a cubin each, and PTX
                                           of the newest for the GPUs after it */
@@ -87,8 +81,6 @@ typedef struct {
 } cg_options;
 
 cg_options cg_options_default(void);
-const char *cg_precision_name(cg_precision p);       /* "fp32", "tf32", "bf16", "fp16" */
-int cg_precision_lookup(const char *name);           /* -1 if unknown */
 const char *cg_conv_name(cg_conv_impl c);            /* "cudnn", "igemm", "cudnn-nhwc" */
 int cg_conv_lookup(const char *name);                /* -1 if unknown */
 const char *cg_layout_name(cg_layout l);             /* "auto", "nchw", "nhwc" */

@@ -67,7 +67,7 @@ static int conv_free(cg_gen *G, const ir_node *n)
 
 static int lowp(const cg_gen *G)
 {
-    return G->o.precision == CG_BF16 || G->o.precision == CG_FP16;
+    return G->o.precision == PREC_BF16 || G->o.precision == PREC_FP16;
 }
 
 /* The program's layout: NHWC where asked, or by default in a 16-bit program

@@ -49,10 +49,10 @@ int cg_is_library(ir_op op)
 
 static int lowp(const cg_gen *G)
 {
-    return G->o.precision == CG_BF16 || G->o.precision == CG_FP16;
+    return G->o.precision == PREC_BF16 || G->o.precision == PREC_FP16;
 }
 
-static ir_dtype half_type(const cg_gen *G) { return G->o.precision == CG_BF16 ? IR_BF16 : IR_F16; }
+static ir_dtype half_type(const cg_gen *G) { return G->o.precision == PREC_BF16 ? IR_BF16 : IR_F16; }
 
 /* Whether the member after the running value v is the only reader of v. */
 static int only_reader(cg_gen *G, const ir_value *v, const ir_node *next)
@@ -84,7 +84,7 @@ static void add_gemm(cg_gen *G, const ir_node *n, cg_gemm *m, const gemm_values 
                      const char *what)
 {
     cg_step s = {.kind = CG_STEP_GEMM, .node = n, .what = what};
-    m->compute = G->o.precision == CG_TF32 ? CG_COMPUTE_32F_FAST_TF32 : CG_COMPUTE_32F;
+    m->compute = G->o.precision == PREC_TF32 ? CG_COMPUTE_32F_FAST_TF32 : CG_COMPUTE_32F;
     m->workspace_bytes = gemm_workspace(G);
     m->workspace = cg_workspace(G, m->workspace_bytes);
     m->c = m->d;
@@ -300,7 +300,7 @@ static int emit_conv(cg_gen *G, const ir_node *const *mm, int nm)
     c.k = tw->dims[0], c.r = tw->dims[2], c.s = tw->dims[3];
     c.p = ty->dims[2], c.q = ty->dims[3];
     c.dtype = lowp(G) ? half_type(G) : IR_F32;
-    c.math = G->o.precision == CG_FP32 ? CG_MATH_FMA : CG_MATH_TENSOR_OP;
+    c.math = G->o.precision == PREC_FP32 ? CG_MATH_FMA : CG_MATH_TENSOR_OP;
     c.alpha = 1;
     int take = 1;
     const ir_value *z = NULL;

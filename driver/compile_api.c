@@ -24,14 +24,14 @@ gnc_status gnc_compile(gnc_plan **out, const char *path, const gnc_compile_optio
     *out = NULL;
     if (o.ndefines > DRV_MAX_DEFINES)
         return rt_api_error(err, GNC_ERROR_ARGUMENT, "gnc_compile: more than %d defines",
-                         DRV_MAX_DEFINES);
-    int precision = o.precision ? cg_precision_lookup(o.precision) : CG_FP32;
+                            DRV_MAX_DEFINES);
+    int precision = o.precision ? ir_precision_lookup(o.precision) : PREC_FP32; /* -1: unknown */
     if (precision < 0)
         return rt_api_error(err, GNC_ERROR_ARGUMENT, "gnc_compile: unknown precision '%s' (fp32, "
-                         "tf32, bf16, fp16)", o.precision);
+                            "tf32, bf16, fp16)", o.precision);
     if (o.devices < 0 || o.devices > IR_MAX_DEVICES || !(o.momentum >= 0 && o.momentum < 1))
         return rt_api_error(err, GNC_ERROR_ARGUMENT, "gnc_compile: %s out of range",
-                         o.devices < 0 || o.devices > IR_MAX_DEVICES ? "devices" : "momentum");
+                            o.devices < 0 || o.devices > IR_MAX_DEVICES ? "devices" : "momentum");
     drv_config c = {.file = path, .train = o.train, .opt = ad_optimizer_default(AD_SGD),
                     .part = {.devices = o.devices > 1 ? o.devices : 1, .strategy = PT_DATA},
                     .precision = precision, .no_kernels = o.no_kernels, .flags = ""};
@@ -43,7 +43,7 @@ gnc_status gnc_compile(gnc_plan **out, const char *path, const gnc_compile_optio
         if (!eq || eq == o.defines[i]) {
             base_free(buf);
             return rt_api_error(err, GNC_ERROR_ARGUMENT, "gnc_compile: a define is NAME=VALUE, "
-                             "not '%s'", o.defines[i] ? o.defines[i] : "(null)");
+                                "not '%s'", o.defines[i] ? o.defines[i] : "(null)");
         }
         used += strlen(o.defines[i]) + 1;
     }
@@ -85,14 +85,14 @@ gnc_status gnc_compile(gnc_plan **out, const char *path, const gnc_compile_optio
             if (d.entries[i].level == DIAG_ERROR)
                 e = &d.entries[i];
         if (e && e->loc.file && e->loc.line)
-            st = rt_api_error(err, GNC_ERROR_FORMAT, "%s:%d:%d: error: %s", e->loc.file, e->loc.line,
-                           e->loc.col, e->msg);
+            st = rt_api_error(err, GNC_ERROR_FORMAT, "%s:%d:%d: error: %s", e->loc.file,
+                              e->loc.line, e->loc.col, e->msg);
         else if (e && e->loc.file)
-            st = rt_api_error(err, rt_api_kind_of(e->msg, GNC_ERROR_FORMAT), "%s: error: %s", e->loc.file,
-                           e->msg);
+            st = rt_api_error(err, rt_api_kind_of(e->msg, GNC_ERROR_FORMAT), "%s: error: %s",
+                              e->loc.file, e->msg);
         else
             st = rt_api_error(err, rt_api_kind_of(e ? e->msg : "", GNC_ERROR_FORMAT), "%s",
-                           e ? e->msg : "the model does not compile");
+                              e ? e->msg : "the model does not compile");
     } else {
         if (drv_plan(&c, &p, path, &plan, msg, sizeof msg) != 0)
             st = rt_api_error(err, rt_api_kind_of(msg, GNC_ERROR_FORMAT), "%s", msg);

@@ -372,7 +372,7 @@ const cost_device *drv_device_model(const drv_config *o, cost_device *buf, char 
     const char *spec = o->device_model ? o->device_model : o->gpus ? COST_DEFAULT_PARTITION_GPU : "cpu";
     if (cost_device_parse(spec, buf, err, errlen) != 0)
         return NULL;
-    cost_device_at(buf, (cost_precision)o->precision);
+    cost_device_at(buf, o->precision);
     return buf;
 }
 
@@ -701,7 +701,7 @@ int drv_plan_keep(const drv_config *o, const drv_program *p, const char *path, r
         return -1;
     }
     const char *archs = o->archs ? o->archs : "sm_80,sm_90";
-    meta[n++] = (rt_plan_kv){"precision", cg_precision_name((cg_precision)o->precision)};
+    meta[n++] = (rt_plan_kv){"precision", ir_precision_name(o->precision)};
     if (o->conv != CG_CONV_CUDNN || o->conv_auto)  /* absent: cuDNN, as before --conv */
         meta[n++] = (rt_plan_kv){"conv", o->conv_auto ? "auto"
                                                       : cg_conv_name((cg_conv_impl)o->conv)};
@@ -718,7 +718,7 @@ int drv_plan_keep(const drv_config *o, const drv_program *p, const char *path, r
     if (kernels) {
         char list[CG_MAX_ARCHS][16];
         cg_options co = cg_options_default();
-        co.precision = (cg_precision)o->precision;
+        co.precision = o->precision;
         co.conv = (cg_conv_impl)o->conv;
         co.layout = (cg_layout)o->layout;
         co.deterministic = o->part.deterministic;

@@ -62,7 +62,7 @@ typedef struct {
     int64_t mem_cap_all;        /* every device's cap; 0: the device model's memory */
     const int64_t *mem_cap;     /* [DRV_MAX_CAPS], device d's cap; NULL or 0: as mem_cap_all */
     /* 7-9: the CUDA program and the plan */
-    int precision;              /* a cg_precision */
+    ir_precision precision;
     int conv;                   /* a cg_conv_impl */
     int conv_auto;              /* each convolution timed every way (needs autotune) */
     int layout;                 /* a cg_layout: activations' layout (auto: channels-last

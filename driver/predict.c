@@ -41,7 +41,7 @@ static double bw(const cost_device *dev, double eff)
 }
 
 /* FLOP/s of a library call at precision p: the peak's share, or flops. */
-static double rate(const cost_device *dev, cost_precision p)
+static double rate(const cost_device *dev, ir_precision p)
 {
     return dev->peak[p] > 0 ? dev->peak[p] * dev->gemm_eff[p] : dev->flops;
 }
@@ -54,9 +54,9 @@ static double busy(const cost_device *dev, int64_t blocks)
     return 1;
 }
 
-_Static_assert((int)CG_FP32 == (int)COST_FP32 && (int)CG_TF32 == (int)COST_TF32 &&
-               (int)CG_BF16 == (int)COST_BF16 && (int)CG_FP16 == (int)COST_FP16,
-               "cg_precision and cost_precision in one order");
+_Static_assert((int)PREC_FP32 == (int)PREC_FP32 && (int)PREC_TF32 == (int)PREC_TF32 &&
+               (int)PREC_BF16 == (int)PREC_BF16 && (int)PREC_FP16 == (int)PREC_FP16,
+               "ir_precision and ir_precision in one order");
 
 static int is_half(ir_dtype t)
 {
@@ -94,8 +94,8 @@ static double conv_seconds(const cost_device *dev, const cg_conv *c, double *tra
 {
     double flops = 2.0 * (double)c->n * (double)c->k * (double)c->p * (double)c->q *
                    (double)(c->c / c->groups) * (double)c->r * (double)c->s;
-    cost_precision p = is_half(c->dtype) ? (c->dtype == IR_BF16 ? COST_BF16 : COST_FP16)
-                     : c->math == CG_MATH_TENSOR_OP ? COST_TF32 : COST_FP32;
+    ir_precision p = is_half(c->dtype) ? (c->dtype == IR_BF16 ? PREC_BF16 : PREC_FP16)
+                     : c->math == CG_MATH_TENSOR_OP ? PREC_TF32 : PREC_FP32;
     *transpose_s = 0, *transposes = 0, *transpose_bytes = 0;
     if (dev->peak[p] > 0 && (*transposes = cg_conv_layout_copies(c)) > 0) {
         double esize = is_half(c->dtype) ? 2 : 4;
@@ -128,7 +128,7 @@ void drv_predict(const cg_program *p, int d, const cost_device *dev, drv_predict
             double c = 0, m = bytes / bw(dev, eff);
             if (k == DRV_CLASS_CONV) { /* an implicit GEMM: its arithmetic, or its bytes */
                 double f = n ? cost_node_flops(n) : 0;
-                double peak = dev->peak[(cost_precision)p->opts.precision];
+                double peak = dev->peak[p->opts.precision];
                 c = peak > 0 ? f / (peak * dev->igemm_eff) : f / dev->flops;
             }
             t = (c > m ? c : m) / busy(dev, blocks) + dev->launch;
@@ -136,8 +136,8 @@ void drv_predict(const cg_program *p, int d, const cost_device *dev, drv_predict
         }
         case CG_STEP_GEMM: {
             const cg_gemm *g = &st->u.gemm;
-            cost_precision pr = is_half(g->type_a) ? (g->type_a == IR_BF16 ? COST_BF16 : COST_FP16)
-                              : g->compute == CG_COMPUTE_32F_FAST_TF32 ? COST_TF32 : COST_FP32;
+            ir_precision pr = is_half(g->type_a) ? (g->type_a == IR_BF16 ? PREC_BF16 : PREC_FP16)
+                              : g->compute == CG_COMPUTE_32F_FAST_TF32 ? PREC_TF32 : PREC_FP32;
             double f = n ? cost_node_flops(n) : 0, c = f / rate(dev, pr), m = bytes / dev->mem_bw;
             t = (c > m ? c : m) + dev->launch;
             k = DRV_CLASS_GEMM;

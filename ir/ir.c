@@ -611,6 +611,21 @@ const int64_t *ir_attr_ints(const ir_node *n, const char *key, int *count)
 static const char *const dtype_names[IR_NDTYPES] = {"f32", "f16", "bf16", "i32", "i64", "u8"};
 static const size_t dtype_sizes[IR_NDTYPES] = {4, 2, 2, 4, 8, 1};
 
+static const char *const precision_names[PREC_COUNT] = {"fp32", "tf32", "bf16", "fp16"};
+
+const char *ir_precision_name(ir_precision p)
+{
+    return (unsigned)p < PREC_COUNT ? precision_names[p] : "?";
+}
+
+int ir_precision_lookup(const char *name)
+{
+    for (int i = 0; name && i < PREC_COUNT; i++)
+        if (strcmp(name, precision_names[i]) == 0)
+            return i;
+    return -1;
+}
+
 const char *ir_dtype_name(ir_dtype t)
 {
     return (unsigned)t < IR_NDTYPES ? dtype_names[t] : "?";

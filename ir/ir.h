@@ -352,6 +352,16 @@ void ir_set_attr_defaults(ir_graph *g, ir_node *n);
 const char *ir_dtype_name(ir_dtype t);
 int ir_dtype_lookup(const char *name);                  /* -1 if unknown */
 size_t ir_dtype_size(ir_dtype t);
+
+/* What a program computes at (gnc --precision), one enum for the code
+ * generator, the cost model and the plan's meta: GEMMs and convolutions in
+ * exact fp32 on the CUDA cores (float everywhere), on TF32 tensor cores
+ * (float storage), or on 16-bit tensor cores with activations stored in
+ * bfloat16 or float16 (fp32 master weights and accumulation; float16 with
+ * dynamic loss scaling). */
+typedef enum { PREC_FP32, PREC_TF32, PREC_BF16, PREC_FP16, PREC_COUNT } ir_precision;
+const char *ir_precision_name(ir_precision p);   /* "fp32", "tf32", "bf16", "fp16" */
+int ir_precision_lookup(const char *name);       /* -1 if unknown (NULL too) */
 /* Bytes of an element as the CPU executor and gnc's files hold it: every
  * floating-point dtype as float32 (4), the integers as themselves. */
 size_t ir_host_size(ir_dtype t);

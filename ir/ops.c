@@ -434,8 +434,9 @@ static int ce_types(const ir_node *n, const ir_type *a, const ir_type *b, char *
     return 1;
 }
 
-/* The rules of the ops autodiff makes (ops.def, "Training"). */
-/* The rules of the layers' gradients (a unary op's as softmax_grad's, dense, convolution, batchnorm): 1 typed, 0 with the reason in err, -1 for another op. */
+/* The rules of the layers' gradients (a unary op's as softmax_grad's, dense,
+ * convolution, batchnorm): 1 typed, 0 with the reason in err, -1 for another
+ * op. */
 static int infer_grads(const ir_node *n, ir_type *out, char *err, size_t errlen)
 {
     char tbuf[4][128];
@@ -504,7 +505,8 @@ static int infer_grads(const ir_node *n, ir_type *out, char *err, size_t errlen)
     }
 }
 
-/* The rules of collectives and sends: 1 typed, 0 with the reason in err, -1 for another op. */
+/* The rules of collectives and sends: 1 typed, 0 with the reason in err, -1
+ * for another op. */
 static int infer_comm(const ir_node *n, ir_type *out, char *err, size_t errlen)
 {
     char tbuf[4][128];
@@ -568,7 +570,8 @@ static int infer_comm(const ir_node *n, ir_type *out, char *err, size_t errlen)
     }
 }
 
-/* The rules of the other gradients (layernorm, pooling, embedding, the losses): 1 typed, 0 with the reason in err, -1 for another op. */
+/* The rules of the other gradients (layernorm, pooling, embedding, the
+ * losses): 1 typed, 0 with the reason in err, -1 for another op. */
 static int infer_more_grads(const ir_node *n, ir_type *out, char *err, size_t errlen)
 {
     char tbuf[4][128];
@@ -668,6 +671,8 @@ static int infer_more_grads(const ir_node *n, ir_type *out, char *err, size_t er
     }
 }
 
+/* The rules of the ops autodiff makes (ops.def, "Training"), the others'
+ * by kind above. */
 static int infer_training(const ir_node *n, ir_type *out, char *err, size_t errlen)
 {
     char tbuf[4][128];
@@ -770,7 +775,8 @@ static int infer_training(const ir_node *n, ir_type *out, char *err, size_t errl
     FAIL("unknown op");
 }
 
-/* The rules of the layers (matmul, dense, convolution, normalizations, softmax, pooling): 1 typed, 0 with the reason in err, -1 for another op. */
+/* The rules of the layers (matmul, dense, convolution, normalizations,
+ * softmax, pooling): 1 typed, 0 with the reason in err, -1 for another op. */
 static int infer_layers(const ir_node *n, ir_type *out, char *err, size_t errlen)
 {
     char tbuf[4][128];
@@ -885,7 +891,8 @@ static int infer_layers(const ir_node *n, ir_type *out, char *err, size_t errlen
     }
 }
 
-/* The rules of the ops that move data (reshape, transpose, concat, pad, embedding): 1 typed, 0 with the reason in err, -1 for another op. */
+/* The rules of the ops that move data (reshape, transpose, concat, pad,
+ * embedding): 1 typed, 0 with the reason in err, -1 for another op. */
 static int infer_shapes(const ir_node *n, ir_type *out, char *err, size_t errlen)
 {
     char tbuf[4][128];

@@ -174,7 +174,8 @@ typedef struct {
     const char *gx, *gb;
 } grad_at;
 
-/* The gradients of elementwise arithmetic: the binary ops, where, neg, dropout: 1 where n is one of them. */
+/* The gradients of elementwise arithmetic: the binary ops, where, neg,
+ * dropout: 1 where n is one of them. */
 static int backward_arith(ad *a, const grad_at *at)
 {
     ir_node *n = at->n;
@@ -242,7 +243,8 @@ static int backward_arith(ad *a, const grad_at *at)
     }
 }
 
-/* The gradients of the layers: matmul, dense, convolutions, normalizations, softmax, pooling: 1 where n is one of them. */
+/* The gradients of the layers: matmul, dense, convolutions, normalizations,
+ * softmax, pooling: 1 where n is one of them. */
 static int backward_layers(ad *a, const grad_at *at)
 {
     ir_node *n = at->n;
@@ -385,7 +387,8 @@ static int backward_layers(ad *a, const grad_at *at)
     }
 }
 
-/* The gradients of shapes and copies: reshape, sum_to, broadcast_to, transpose, concat, cast, slice, pad, embedding: 1 where n is one of them. */
+/* The gradients of shapes and copies: reshape, sum_to, broadcast_to,
+ * transpose, concat, cast, slice, pad, embedding: 1 where n is one of them. */
 static int backward_shapes(ad *a, const grad_at *at)
 {
     ir_node *n = at->n;

@@ -139,7 +139,7 @@
 static const cost_device presets[] = {
     {
         .name = "h200",
-        .flops = 66.9e12 * GEFF_FP32, /* fp32: peak[COST_FP32] x gemm_eff */
+        .flops = 66.9e12 * GEFF_FP32, /* fp32: peak[PREC_FP32] x gemm_eff */
         .flops_other = 66.9e12 * 0.6, /* datasheet: FP32 67 TFLOPS */
         .mem_bw = 4.8e12,             /* datasheet: HBM3e, 4.8 TB/s */
         .link_bw = 450e9,             /* NVLink 4, as h100-nvlink */
@@ -354,7 +354,7 @@ int cost_device_parse(const char *spec, cost_device *out, char *err, size_t errl
     return 0;
 }
 
-void cost_device_at(cost_device *dev, cost_precision p)
+void cost_device_at(cost_device *dev, ir_precision p)
 {
     dev->precision = p;
     if (dev->peak[p] > 0)
@@ -553,7 +553,7 @@ double cost_node_bytes(const ir_node *n)
  * integers among them are few). */
 static double stored(const cost_device *dev, double bytes)
 {
-    return dev->precision >= COST_BF16 ? bytes / 2 : bytes;
+    return dev->precision >= PREC_BF16 ? bytes / 2 : bytes;
 }
 
 static int is_norm(ir_op op)
@@ -581,7 +581,7 @@ static cost_device kernel_device(const cost_device *dev, int norm)
 static double transpose_seconds(const cost_device *dev, const ir_node *n)
 {
     if (!(n->op == IR_OP_CONV2D || n->op == IR_OP_CONV2D_GRAD_INPUT ||
-          n->op == IR_OP_CONV2D_GRAD_WEIGHT) || dev->precision == COST_FP32 ||
+          n->op == IR_OP_CONV2D_GRAD_WEIGHT) || dev->precision == PREC_FP32 ||
         dev->peak[dev->precision] <= 0 || dev->transpose_eff <= 0)
         return 0;
     if (n->op == IR_OP_CONV2D && n->in[0]->type.rank == 4 && n->in[0]->type.dims[1] == 1)

@@ -28,10 +28,6 @@
 
 /* ---- devices ---- */
 
-/* What a program computes at (gnc --precision; cg_precision's order): GEMMs
- * and convolutions in exact fp32 on the CUDA cores, on TF32 tensor cores, or
- * on 16-bit tensor cores with activations stored in 16 bits. */
-typedef enum { COST_FP32, COST_TF32, COST_BF16, COST_FP16, COST_NPRECISIONS } cost_precision;
 
 typedef struct {
     const char *name;      /* "h100-nvlink" */
@@ -53,11 +49,11 @@ typedef struct {
                               the fastest */
     /* A GPU's rates by kind of kernel, measured (cost.c says where); 0 where
        the device has none (cpu): flops and mem_bw then price everything. */
-    cost_precision precision;
-    double peak[COST_NPRECISIONS];     /* dense datasheet peak of GEMM-shaped work:
+    ir_precision precision;
+    double peak[PREC_COUNT];     /* dense datasheet peak of GEMM-shaped work:
                                           fp32 on the CUDA cores, tf32, bf16, fp16 on
                                           the tensor cores */
-    double gemm_eff[COST_NPRECISIONS]; /* the share of it cuDNN's convolutions and
+    double gemm_eff[PREC_COUNT]; /* the share of it cuDNN's convolutions and
                                           cuBLASLt's GEMMs reach on a network */
     double igemm_eff;      /* the share codegen's implicit-GEMM convolutions reach */
     double mem_eff;        /* the share of mem_bw generated kernels reach */
@@ -89,7 +85,7 @@ int cost_device_parse(const char *spec, cost_device *out, char *err, size_t errl
 /* dev computing at precision p: flops becomes peak[p] x gemm_eff[p] where dev
  * has that peak (else it stays as it is), and the simulation prices float
  * values at 2 bytes for bf16 and fp16 (their activations are stored so). */
-void cost_device_at(cost_device *dev, cost_precision p);
+void cost_device_at(cost_device *dev, ir_precision p);
 
 /* ---- nodes ---- */
 

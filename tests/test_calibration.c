@@ -54,15 +54,15 @@ static void check(int ok, const char *fmt, ...)
  * step is 256 / images_per_s, CUDA graphs replaying it. */
 static const struct {
     const char *what;
-    cg_precision precision;
+    ir_precision precision;
     cg_conv_impl conv;
     double images_per_s;
 } runs[] = {
-    {"bf16", CG_BF16, CG_CONV_CUDNN, 45538},
-    {"tf32", CG_TF32, CG_CONV_CUDNN, 15275},
-    {"fp32", CG_FP32, CG_CONV_CUDNN, 6683},
-    {"bf16 --conv cudnn-nhwc", CG_BF16, CG_CONV_CUDNN_NHWC, 45930},
-    {"bf16 --conv igemm", CG_BF16, CG_CONV_IGEMM, 8157},
+    {"bf16", PREC_BF16, CG_CONV_CUDNN, 45538},
+    {"tf32", PREC_TF32, CG_CONV_CUDNN, 15275},
+    {"fp32", PREC_FP32, CG_CONV_CUDNN, 6683},
+    {"bf16 --conv cudnn-nhwc", PREC_BF16, CG_CONV_CUDNN_NHWC, 45930},
+    {"bf16 --conv igemm", PREC_BF16, CG_CONV_IGEMM, 8157},
 };
 
 typedef struct {
@@ -150,7 +150,7 @@ static int generated(const cg_program *p, const char *name)
     return 0;
 }
 
-static cg_program *program(cg_precision precision, cg_conv_impl conv, cg_layout layout,
+static cg_program *program(ir_precision precision, cg_conv_impl conv, cg_layout layout,
                            drv_program *prog)
 {
     drv_config c;
@@ -183,10 +183,10 @@ static cg_program *program(cg_precision precision, cg_conv_impl conv, cg_layout 
     return p;
 }
 
-static cost_device h200(cg_precision precision)
+static cost_device h200(ir_precision precision)
 {
     cost_device dev = *cost_device_lookup("h200");
-    cost_device_at(&dev, (cost_precision)precision);
+    cost_device_at(&dev, (ir_precision)precision);
     return dev;
 }
 
@@ -218,13 +218,13 @@ static void profile(void)
     int nk;
     ncu_kernel *k = read_ncu(&nk);
     drv_program prog;
-    cg_program *p = program(CG_BF16, CG_CONV_CUDNN, CG_LAYOUT_NCHW, &prog);
+    cg_program *p = program(PREC_BF16, CG_CONV_CUDNN, CG_LAYOUT_NCHW, &prog);
     const cg_device *D = &p->devices[0];
     check(nk % 2 == 0 && nk / 2 > D->nsteps, "the profile holds two steps: %d kernels, %d steps "
           "in the program", nk, D->nsteps);
     ncu_kernel *s2 = k + nk / 2; /* the second step: the first has one-time work */
     int n2 = nk / 2;
-    cost_device dev = h200(CG_BF16);
+    cost_device dev = h200(PREC_BF16);
     drv_prediction r;
     double *step_s = calloc((size_t)D->nsteps, sizeof *step_s);
     drv_predict(p, 0, &dev, &r, step_s);
@@ -297,7 +297,7 @@ static void profile(void)
  * bf16 step's layout transposes, none. */
 static void next_run(void)
 {
-    static const cg_precision precs[] = {CG_BF16, CG_TF32, CG_FP32};
+    static const ir_precision precs[] = {PREC_BF16, PREC_TF32, PREC_FP32};
     for (size_t i = 0; i < sizeof precs / sizeof *precs; i++) {
         drv_program prog;
         cg_program *p = program(precs[i], CG_CONV_CUDNN, CG_LAYOUT_AUTO, &prog);
@@ -307,10 +307,10 @@ static void next_run(void)
         cg_run_stats st;
         cg_run_stats_of(p, 0, &st);
         printf("predicted for the next run: resnet18 training step, batch 256, %s: %.2f ms "
-               "(%.0f images/s), %d layout transposes (%d cuDNN's)\n", cg_precision_name(precs[i]),
+               "(%.0f images/s), %d layout transposes (%d cuDNN's)\n", ir_precision_name(precs[i]),
                r.seconds * 1e3, 256 / r.seconds, st.layout_own + st.layout_library,
                st.layout_library);
-        if (precs[i] == CG_BF16)
+        if (precs[i] == PREC_BF16)
             check(st.layout_own == 0 && st.layout_library == 0,
                   "bf16 calls cuDNN channels-last throughout: %d transposes of gnc's, %d of "
                   "cuDNN's", st.layout_own, st.layout_library);

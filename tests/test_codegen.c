@@ -904,7 +904,7 @@ static run *prepare_opts(const char *what, ir_graph *g, const cg_options *o, dou
     diag d;
     diag_init(&d);
     run *r = calloc(1, sizeof *r);
-    snprintf(r->what, sizeof r->what, "%s [%s%s%s%s]", what, cg_precision_name(o->precision),
+    snprintf(r->what, sizeof r->what, "%s [%s%s%s%s]", what, ir_precision_name(o->precision),
              o->conv != CG_CONV_CUDNN ? ", " : "",
              o->conv != CG_CONV_CUDNN ? cg_conv_name(o->conv) : "",
              o->layout == CG_LAYOUT_NHWC ? ", channels-last" : "");
@@ -939,7 +939,7 @@ bad:
 }
 
 /* A case's program at precision prec, convolutions by conv. */
-static run *prepare_conv(const char *what, ir_graph *g, cg_precision prec, cg_conv_impl conv,
+static run *prepare_conv(const char *what, ir_graph *g, ir_precision prec, cg_conv_impl conv,
                          double atol, double rtol)
 {
     cg_options o = cg_options_default();
@@ -948,7 +948,7 @@ static run *prepare_conv(const char *what, ir_graph *g, cg_precision prec, cg_co
     return prepare_opts(what, g, &o, atol, rtol);
 }
 
-static run *prepare(const char *what, ir_graph *g, cg_precision prec, double atol, double rtol)
+static run *prepare(const char *what, ir_graph *g, ir_precision prec, double atol, double rtol)
 {
     return prepare_conv(what, g, prec, CG_CONV_CUDNN, atol, rtol);
 }
@@ -1505,13 +1505,13 @@ static void check_index_width(const run *r, int big)
  * generated and never run. */
 typedef struct {
     const char *name, *ir;
-    cg_precision prec;
+    ir_precision prec;
     cg_conv_impl conv;
 } big_case;
 
 #define X4 "[2048, 64, 128, 128]"       /* 2^31 elements, NCHW */
 #define R2 "[2097152, 1024]"            /* 2^31 elements, rows */
-#define BIG(name, body) {name, G(body), CG_FP32, CG_CONV_CUDNN}
+#define BIG(name, body) {name, G(body), PREC_FP32, CG_CONV_CUDNN}
 static const big_case big_cases[] = {
     BIG("relu", "  input %x: f32[65536, 32768]\n  %y: f32[65536, 32768] = relu(%x)\n"
                 "  output y = %y\n"),
@@ -1631,12 +1631,12 @@ static const big_case big_cases[] = {
     /* the input's 16-bit copy for cuBLASLt */
     {"cast", G("  input %x: f32" R2 "\n  input %w: f32[8, 1024]\n"
                "  %y: f32[2097152, 8] = dense(%x, %w)\n  output y = %y\n"),
-     CG_BF16, CG_CONV_CUDNN},
+     PREC_BF16, CG_CONV_CUDNN},
     /* x's channels-last copy */
     {"transpose_tiles", G("  input %x: f32[64, 512, 256, 256]\n  input %w: f32[8, 512, 1, 1]\n"
                           "  %y: f32[64, 8, 256, 256] = conv2d(%x, %w) {stride = [1, 1], "
                           "pad = [0, 0], dilation = [1, 1], groups = 1}\n  output y = %y\n"),
-     CG_FP32, CG_CONV_CUDNN_NHWC},
+     PREC_FP32, CG_CONV_CUDNN_NHWC},
     /* the bias after a cuDNN call, NCHW and NHWC */
     BIG("conv2d bias", "  input %x: f32[32, 16, 256, 256]\n  input %w: f32[2048, 16, 1, 1]\n"
                        "  input %b: f32[2048]\n  %y: f32[32, 2048, 256, 256] = conv2d(%x, %w, %b) "
@@ -1646,7 +1646,7 @@ static const big_case big_cases[] = {
                       "  input %b: f32[2048]\n  %y: f32[32, 2048, 256, 256] = conv2d(%x, %w, %b) "
                       "{stride = [1, 1], pad = [0, 0], dilation = [1, 1], groups = 1}\n"
                       "  output y = %y\n"),
-     CG_BF16, CG_CONV_CUDNN_NHWC},
+     PREC_BF16, CG_CONV_CUDNN_NHWC},
     /* two devices: all_gather along axis 1 unpacks from staging, reduce_scatter
        packs into it; all_reduce's local reduction */
     BIG("gather, scatter, local reduce",
@@ -1822,7 +1822,7 @@ enum { AL_LDV, AL_STV, AL_LDV16, AL_STV16, AL_WMMA_TF32, AL_WMMA_HALF, AL_WMMA_S
 static void check_alignment(const char *relu_ir)
 {
     const op_case c = {"alignment", relu_ir, 0, 0, 0, 0};
-    run *r = prepare("the emulation's alignment checks", parse_case(&c, 0, 0), CG_FP32, 0, 0);
+    run *r = prepare("the emulation's alignment checks", parse_case(&c, 0, 0), PREC_FP32, 0, 0);
     if (!r)
         return;
     /* one module: the program's prelude, then the kernels above */
@@ -1932,7 +1932,7 @@ int main(int argc, char **argv)
             continue;
         ir_for_each_node(g, n)
             ops_seen[n->op] = 1;
-        run *r = prepare(c->name, g, CG_FP32, c->atol, c->rtol);
+        run *r = prepare(c->name, g, PREC_FP32, c->atol, c->rtol);
         if (r) {
             runs[nruns++] = r;
             check_index_width(r, 0);
@@ -1950,7 +1950,7 @@ int main(int argc, char **argv)
             /* a few roundings to 8 (bf16) or 11 (fp16) bits of the operands'
                and results' size */
             double tol = lp ? 4e-3 : 3e-2;
-            if (h && (r = prepare(c->name, h, lp ? CG_FP16 : CG_BF16, tol, tol)))
+            if (h && (r = prepare(c->name, h, lp ? PREC_FP16 : PREC_BF16, tol, tol)))
                 runs[nruns++] = r;
         }
     }
@@ -1967,13 +1967,13 @@ int main(int argc, char **argv)
             if (!strstr(c->name, "conv2d"))
                 continue;
             static const double tol[] = {0, 1e-2, 3e-2, 4e-3};
-            for (int prec = CG_FP32; prec <= CG_FP16; prec++) {
-                if (impl == CG_CONV_CUDNN && prec == CG_FP32)
+            for (int prec = PREC_FP32; prec <= PREC_FP16; prec++) {
+                if (impl == CG_CONV_CUDNN && prec == PREC_FP32)
                     continue;
-                ir_graph *g = parse_case(c, c->fuse, prec >= CG_BF16);
-                double atol = prec == CG_FP32 ? c->atol : tol[prec];
-                double rtol = prec == CG_FP32 ? c->rtol : tol[prec];
-                run *r = g ? prepare_conv(c->name, g, (cg_precision)prec, (cg_conv_impl)impl, atol,
+                ir_graph *g = parse_case(c, c->fuse, prec >= PREC_BF16);
+                double atol = prec == PREC_FP32 ? c->atol : tol[prec];
+                double rtol = prec == PREC_FP32 ? c->rtol : tol[prec];
+                run *r = g ? prepare_conv(c->name, g, (ir_precision)prec, (cg_conv_impl)impl, atol,
                                           rtol)
                            : NULL;
                 if (!r)
@@ -2014,15 +2014,15 @@ int main(int argc, char **argv)
     for (int i = 0; i < NCASES; i++) {
         const op_case *c = &cases[i];
         static const double tol[] = {0, 1e-2, 3e-2, 4e-3};
-        for (int prec = CG_FP32; prec <= CG_FP16; prec += prec == CG_FP32 ? 2 : 1) {
-            if (prec != CG_FP32 && !c->lowp && !strstr(c->name, "conv2d"))
+        for (int prec = PREC_FP32; prec <= PREC_FP16; prec += prec == PREC_FP32 ? 2 : 1) {
+            if (prec != PREC_FP32 && !c->lowp && !strstr(c->name, "conv2d"))
                 continue;
             ir_graph *g = parse_case(c, c->fuse, 1);
             cg_options o = cg_options_default();
-            o.precision = (cg_precision)prec;
+            o.precision = (ir_precision)prec;
             o.layout = CG_LAYOUT_NHWC;
-            double atol = prec == CG_FP32 ? c->atol : tol[prec];
-            double rtol = prec == CG_FP32 ? c->rtol : tol[prec];
+            double atol = prec == PREC_FP32 ? c->atol : tol[prec];
+            double rtol = prec == PREC_FP32 ? c->rtol : tol[prec];
             run *r = g ? prepare_opts(c->name, g, &o, atol, rtol) : NULL;
             int held = 0;
             for (int d = 0; r && d < r->p->ndevices; d++)
@@ -2057,22 +2057,22 @@ int main(int argc, char **argv)
            every convolution run checks it too) */
         static const struct {
             const char *name;
-            cg_precision prec;
+            ir_precision prec;
             cg_conv_impl conv;
             int fused, kernels;
         } epi[] = {
-            {"fused conv2d+add+relu", CG_FP32, CG_CONV_CUDNN, 1, 0},
-            {"fused conv2d+add+relu", CG_TF32, CG_CONV_CUDNN, 1, 0},
-            {"fused conv2d+add+relu", CG_FP16, CG_CONV_CUDNN, 1, 0},
-            {"fused conv2d+add+relu", CG_BF16, CG_CONV_CUDNN, 0, 1},
-            {"fused conv2d+add+relu", CG_FP32, CG_CONV_CUDNN_NHWC, 0, 1},
-            {"fused conv2d+add+relu", CG_FP16, CG_CONV_CUDNN_NHWC, 0, 1},
-            {"fused conv2d+relu+global_avgpool", CG_FP32, CG_CONV_CUDNN, 1, 0},
-            {"fused conv2d+relu+global_avgpool", CG_BF16, CG_CONV_CUDNN, 0, 1},
-            {"conv2d stride pad", CG_FP32, CG_CONV_CUDNN, 0, 1},
-            {"conv2d stride pad", CG_FP16, CG_CONV_CUDNN, 0, 1},
-            {"conv2d groups dilation", CG_BF16, CG_CONV_CUDNN, 0, 0},
-            {"fused conv2d+add+relu", CG_BF16, CG_CONV_IGEMM, 0, 0},
+            {"fused conv2d+add+relu", PREC_FP32, CG_CONV_CUDNN, 1, 0},
+            {"fused conv2d+add+relu", PREC_TF32, CG_CONV_CUDNN, 1, 0},
+            {"fused conv2d+add+relu", PREC_FP16, CG_CONV_CUDNN, 1, 0},
+            {"fused conv2d+add+relu", PREC_BF16, CG_CONV_CUDNN, 0, 1},
+            {"fused conv2d+add+relu", PREC_FP32, CG_CONV_CUDNN_NHWC, 0, 1},
+            {"fused conv2d+add+relu", PREC_FP16, CG_CONV_CUDNN_NHWC, 0, 1},
+            {"fused conv2d+relu+global_avgpool", PREC_FP32, CG_CONV_CUDNN, 1, 0},
+            {"fused conv2d+relu+global_avgpool", PREC_BF16, CG_CONV_CUDNN, 0, 1},
+            {"conv2d stride pad", PREC_FP32, CG_CONV_CUDNN, 0, 1},
+            {"conv2d stride pad", PREC_FP16, CG_CONV_CUDNN, 0, 1},
+            {"conv2d groups dilation", PREC_BF16, CG_CONV_CUDNN, 0, 0},
+            {"fused conv2d+add+relu", PREC_BF16, CG_CONV_IGEMM, 0, 0},
         };
         for (size_t e = 0; e < sizeof epi / sizeof *epi; e++) {
             const op_case *c = NULL;
@@ -2123,7 +2123,7 @@ int main(int argc, char **argv)
             G("  input %x: f32[64, 512, 256, 256]\n  input %w: f32[8, 512, 1, 1]\n"
               "  %y: f32[64, 8, 256, 256] = conv2d(%x, %w) {stride = [1, 1], pad = [0, 0], "
               "dilation = [1, 1], groups = 1}\n  output y = %y\n"), 0, 0, 0, 0};
-        run *r = prepare_conv(big.name, parse_case(&big, 0, 0), CG_FP32, CG_CONV_IGEMM, 0, 0);
+        run *r = prepare_conv(big.name, parse_case(&big, 0, 0), PREC_FP32, CG_CONV_IGEMM, 0, 0);
         int cudnn = 0;
         for (int k = 0; r && k < r->p->devices[0].nsteps; k++)
             cudnn += r->p->devices[0].steps[k].kind == CG_STEP_CONV;
@@ -2139,7 +2139,7 @@ int main(int argc, char **argv)
             G("  input %x: f32[70000, 2, 3, 3]\n  input %w: f32[4, 2, 3, 3]\n"
               "  %y: f32[70000, 4, 1, 1] = conv2d(%x, %w) {stride = [1, 1], pad = [0, 0], "
               "dilation = [1, 1], groups = 1}\n  output y = %y\n"), 0, 0, 0, 0};
-        run *r = prepare_conv(many.name, parse_case(&many, 0, 0), CG_FP32, CG_CONV_CUDNN_NHWC, 0, 0);
+        run *r = prepare_conv(many.name, parse_case(&many, 0, 0), PREC_FP32, CG_CONV_CUDNN_NHWC, 0, 0);
         int nchw = 0, steps = r ? r->p->devices[0].nsteps : 0;
         for (int k = 0; k < steps; k++)
             nchw += r->p->devices[0].steps[k].kind == CG_STEP_CONV &&
@@ -2164,13 +2164,13 @@ int main(int argc, char **argv)
                 char what[128];
                 snprintf(what, sizeof what, "%s %s, %d device%s", names[i],
                          train ? "training step" : "inference", devices, devices > 1 ? "s" : "");
-                run *r = g ? prepare(what, g, CG_FP32, 2e-5, 2e-4) : NULL;
+                run *r = g ? prepare(what, g, PREC_FP32, 2e-5, 2e-4) : NULL;
                 if (r)
                     runs[nruns++] = r, r->model = 1;
             }
     {
         ir_graph *g = model(src, "lenet", 0, 1);
-        run *r = g ? prepare("lenet inference", g, CG_TF32, 2e-2, 2e-2) : NULL;
+        run *r = g ? prepare("lenet inference", g, PREC_TF32, 2e-2, 2e-2) : NULL;
         if (r)
             runs[nruns++] = r, r->model = 1;
     }
@@ -2179,7 +2179,7 @@ int main(int argc, char **argv)
        (codegen.c cg_grad_stage), no cast after each call */
     {
         ir_graph *g = model(src, "lenet", 1, 2);
-        run *r = g ? prepare_conv("lenet training step at bf16, 2 devices", g, CG_BF16,
+        run *r = g ? prepare_conv("lenet training step at bf16, 2 devices", g, PREC_BF16,
                                   CG_CONV_CUDNN, 5e-2, 5e-2) : NULL;
         if (r) {
             runs[nruns++] = r, r->model = 1;
@@ -2209,14 +2209,14 @@ int main(int argc, char **argv)
             char what[96];
             snprintf(what, sizeof what, "lenet training step, %d device%s, %s", devices,
                      devices > 1 ? "s" : "", way);
-            run *r = g ? prepare_conv(what, g, CG_FP32, (cg_conv_impl)impl, 2e-5, 2e-4) : NULL;
+            run *r = g ? prepare_conv(what, g, PREC_FP32, (cg_conv_impl)impl, 2e-5, 2e-4) : NULL;
             if (r)
                 runs[nruns++] = r, r->model = 1;
         }
         ir_graph *g = model(src, "lenet", 1, 1);
         char what[96];
         snprintf(what, sizeof what, "lenet training step at bf16, %s", way);
-        run *r = g ? prepare_conv(what, g, CG_BF16, (cg_conv_impl)impl, 5e-2, 5e-2) : NULL;
+        run *r = g ? prepare_conv(what, g, PREC_BF16, (cg_conv_impl)impl, 5e-2, 5e-2) : NULL;
         if (r)
             runs[nruns++] = r, r->model = 1;
         if (r) {
@@ -2258,16 +2258,16 @@ int main(int argc, char **argv)
        bf16 and fp16 (the default there): no layout transpose of gnc's or
        cuDNN's (the image has 3 channels: its copies for the stem's two
        calls are the program's edge), against the CPU executor */
-    for (int prec = CG_FP32; prec <= CG_FP16; prec += prec == CG_FP32 ? 2 : 1) {
+    for (int prec = PREC_FP32; prec <= PREC_FP16; prec += prec == PREC_FP32 ? 2 : 1) {
         ir_graph *g = resnet_mini_graph(1, PT_DATA);
         cg_options o = cg_options_default();
-        o.precision = (cg_precision)prec;
-        o.layout = prec == CG_FP32 ? CG_LAYOUT_NHWC : CG_LAYOUT_AUTO;
+        o.precision = (ir_precision)prec;
+        o.layout = prec == PREC_FP32 ? CG_LAYOUT_NHWC : CG_LAYOUT_AUTO;
         o.loss_scale = 64; /* fp16: 65536 overflows this step's gradients: a skipped step */
         /* 16 bits: the stem's weight gradient differs from the CPU's by up
            to 0.064 (the bf16 rounding of the activations it sums; 0.056 with
            the batchnorm kernels of before, whose sums were doubles) */
-        double tol = prec == CG_FP32 ? 2e-4 : 8e-2;
+        double tol = prec == PREC_FP32 ? 2e-4 : 8e-2;
         run *r = g ? prepare_opts("resnet_mini training step", g, &o, tol, tol) : NULL;
         if (!r)
             continue;
@@ -2284,7 +2284,7 @@ int main(int argc, char **argv)
         }
         /* fp32: the filters' channels-last copies are transposes of their own
            (at 16 bits the launch of 16-bit copies permutes them) */
-        int own = 2 + (prec == CG_FP32 ? 5 : 0);
+        int own = 2 + (prec == PREC_FP32 ? 5 : 0);
         if (st.layout_library || st.layout_own != own || !held || nhwc_calls != calls)
             fail(r->what, "%d of %d cuDNN calls channels-last, %d values held so, layout "
                  "transposes: %d own, %d cuDNN's (want all, some, %d and 0)", nhwc_calls, calls,
@@ -2307,7 +2307,7 @@ int main(int argc, char **argv)
         char what[96];
         snprintf(what, sizeof what, "resnet_mini training step, 2 devices, %s", ways[w / 2].name);
         cg_options o = cg_options_default();
-        o.precision = bf16 ? CG_BF16 : CG_FP32;
+        o.precision = bf16 ? PREC_BF16 : PREC_FP32;
         o.layout = bf16 ? CG_LAYOUT_AUTO : CG_LAYOUT_NHWC;
         run *r = g ? prepare_opts(what, g, &o, bf16 ? 8e-2 : 2e-4, bf16 ? 8e-2 : 2e-4) : NULL;
         if (!r)
@@ -2332,7 +2332,7 @@ int main(int argc, char **argv)
             char what[96];
             snprintf(what, sizeof what, "%s of %s operands", ir_ops[op].name,
                      ir_dtype_name(ow_dtypes[t]));
-            run *r = g ? prepare(what, g, CG_FP32, 0, 0) : NULL;
+            run *r = g ? prepare(what, g, PREC_FP32, 0, 0) : NULL;
             if (r)
                 runs[nruns++] = r, walked++;
         }
@@ -2348,11 +2348,11 @@ int main(int argc, char **argv)
         if (strcmp(cases[i].name, "embedding") == 0)
             em = &cases[i];
     }
-    run *rce = prepare("label out of range", parse_case(ce, 0, 0), CG_FP32, 0, 0);
-    run *rcep = prepare("label out of range, a term per row", parse_case(cep, 0, 0), CG_FP32, 0, 0);
-    run *rem = prepare("index out of range", parse_case(em, 0, 0), CG_FP32, 0, 0);
+    run *rce = prepare("label out of range", parse_case(ce, 0, 0), PREC_FP32, 0, 0);
+    run *rcep = prepare("label out of range, a term per row", parse_case(cep, 0, 0), PREC_FP32, 0, 0);
+    run *rem = prepare("index out of range", parse_case(em, 0, 0), PREC_FP32, 0, 0);
     ir_graph *lg = model(src, "lenet", 1, 1);
-    run *rls = lg ? prepare("lenet fp16 loss scaling", lg, CG_FP16, 0, 0) : NULL;
+    run *rls = lg ? prepare("lenet fp16 loss scaling", lg, PREC_FP16, 0, 0) : NULL;
     if (rce)
         runs[nruns++] = rce;
     if (rcep)

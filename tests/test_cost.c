@@ -551,18 +551,18 @@ static void specs(void)
     const cost_device *h2 = cost_device_lookup("h200");
     check(h2 && h2->mem_bw == 4.8e12 && h2->sms == 132, "h200: 4.8 TB/s, 132 SMs");
     cost_device at = *h2;
-    cost_device_at(&at, COST_BF16);
+    cost_device_at(&at, PREC_BF16);
     CHECK_NEAR(at.flops, 989.4e12 * 0.33, "h200 at bf16: the 16-bit peak x 0.33");
-    cost_device_at(&at, COST_TF32);
+    cost_device_at(&at, PREC_TF32);
     CHECK_NEAR(at.flops, 494.7e12 * 0.14, "h200 at tf32: the TF32 peak x 0.14");
-    cost_device_at(&at, COST_FP32);
+    cost_device_at(&at, PREC_FP32);
     CHECK_NEAR(at.flops, h2->flops, "h200 at fp32: as the preset");
 
     cost_device d;
     char err[256] = "";
     /* flops= is the GEMM rate at every precision: the peaks no longer apply */
     check(cost_device_parse("h200,flops=1e12", &d, err, sizeof err) == 0, "flops=: %s", err);
-    cost_device_at(&d, COST_BF16);
+    cost_device_at(&d, PREC_BF16);
     check(d.flops == 1e12, "flops= holds at bf16: %g", d.flops);
     check(cost_device_parse("h100-nvlink,link_bw=100e9,mem=40GiB", &d, err, sizeof err) == 0 &&
               d.link_bw == 100e9 && d.mem_bytes == (int64_t)40 << 30 && d.flops == nv->flops &&

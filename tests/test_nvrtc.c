@@ -68,13 +68,13 @@ static void prog_free(prog *x)
 
 /* A model's program: the default pipeline (and the partition pass), planned,
  * generated.  0, or -1 reported. */
-static int make(const char *src, const char *name, int train, int devices, cg_precision prec,
+static int make(const char *src, const char *name, int train, int devices, ir_precision prec,
                 cg_conv_impl conv, const char *batch, prog *x)
 {
     char path[4096], what[256];
     snprintf(path, sizeof path, "%s/models/%s.net", src, name);
     snprintf(what, sizeof what, "%s %s %d device(s) %s", name, train ? "training" : "inference",
-             devices, cg_precision_name(prec));
+             devices, ir_precision_name(prec));
     const char *dn[] = {"batch"}, *dv[] = {batch};
     fe_options fo = {NULL, batch ? 1 : 0, dn, dv};
     diag d;
@@ -197,7 +197,7 @@ static void every_model(const char *src, const char *cache)
         for (int conv = CG_CONV_CUDNN; conv < CG_CONV_NIMPLS; conv++)
             for (int train = conv != CG_CONV_CUDNN; train < 2; train++)
                 for (int devices = 1; devices <= 2; devices++)
-                    for (int prec = CG_FP32; prec <= CG_FP16; prec++) {
+                    for (int prec = PREC_FP32; prec <= PREC_FP16; prec++) {
                         /* the other ways: their convolutions' kernels, training
                            (cudnn-nhwc's transposes on one device) */
                         if (conv != CG_CONV_CUDNN && strcmp(models[i], "mlp") == 0)
@@ -207,11 +207,11 @@ static void every_model(const char *src, const char *cache)
                         char what[256], err[4096];
                         snprintf(what, sizeof what, "%s %s on %d device%s at %s%s%s", models[i],
                                  train ? "training" : "inference", devices, devices > 1 ? "s" : "",
-                                 cg_precision_name((cg_precision)prec),
+                                 ir_precision_name((ir_precision)prec),
                                  conv != CG_CONV_CUDNN ? ", --conv " : "",
                                  conv != CG_CONV_CUDNN ? cg_conv_name((cg_conv_impl)conv) : "");
                         prog x;
-                        if (make(src, models[i], train, devices, (cg_precision)prec,
+                        if (make(src, models[i], train, devices, (ir_precision)prec,
                                  (cg_conv_impl)conv, NULL, &x))
                             continue;
                         for (int k = 0; k < x.p->nkernels; k++)
@@ -260,7 +260,7 @@ static void cache_test(const char *src, const char *work)
     snprintf(cache, sizeof cache, "%s/cache-%d", work, (int)getpid());
     rm_tree(cache);
     prog x;
-    if (make(src, "lenet", 1, 1, CG_FP32, CG_CONV_CUDNN, "8", &x))
+    if (make(src, "lenet", 1, 1, PREC_FP32, CG_CONV_CUDNN, "8", &x))
         return;
     progress_seen seen = {0};
     cg_compile_options co = {.cache_dir = cache, .ptxas_info = 1, .progress = count_progress,
@@ -372,7 +372,7 @@ static void error_test(const char *src)
 {
     prog x;
     char err[4096];
-    if (make(src, "mlp", 0, 1, CG_FP32, CG_CONV_CUDNN, "8", &x))
+    if (make(src, "mlp", 0, 1, PREC_FP32, CG_CONV_CUDNN, "8", &x))
         return;
     /* break the second line of the body of module 0's last kernel */
     cg_module *m = &x.p->modules[0];
@@ -422,7 +422,7 @@ static void bench(const char *src, const char *work)
     for (int run = 0; run < 3; run++) {
         double t0 = now_ms();
         prog x;
-        if (make(src, "resnet18", 1, 2, CG_FP32, CG_CONV_CUDNN, NULL, &x))
+        if (make(src, "resnet18", 1, 2, PREC_FP32, CG_CONV_CUDNN, NULL, &x))
             return;
         double t1 = now_ms();
         cg_compile_options co = {.cache_dir = cache, .ptxas_info = 1};

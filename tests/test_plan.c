@@ -1114,12 +1114,12 @@ static void test_contract(const char *src)
         const char *model, *define;
         int train, devices, strategy, precision, adam;
     } cases[] = {
-        {"models/mlp.net", "batch=4", 0, 1, PT_DATA, CG_FP32, 0},
-        {"models/mlp.net", "batch=4", 1, 2, PT_TENSOR, CG_FP32, 1},
-        {"models/lenet.net", "batch=8", 1, 2, PT_DATA, CG_BF16, 0},
-        {"models/lenet.net", "batch=8", 1, 2, PT_PIPELINE, CG_FP16, 0},
-        {"models/resnet18.net", "batch=4", 1, 1, PT_DATA, CG_BF16, 1},
-        {"models/resnet18.net", "batch=4", 1, 2, PT_DATA, CG_FP32, 0},
+        {"models/mlp.net", "batch=4", 0, 1, PT_DATA, PREC_FP32, 0},
+        {"models/mlp.net", "batch=4", 1, 2, PT_TENSOR, PREC_FP32, 1},
+        {"models/lenet.net", "batch=8", 1, 2, PT_DATA, PREC_BF16, 0},
+        {"models/lenet.net", "batch=8", 1, 2, PT_PIPELINE, PREC_FP16, 0},
+        {"models/resnet18.net", "batch=4", 1, 1, PT_DATA, PREC_BF16, 1},
+        {"models/resnet18.net", "batch=4", 1, 2, PT_DATA, PREC_FP32, 0},
     };
     FILE *quiet = fopen("/dev/null", "w");
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -1130,7 +1130,7 @@ static void test_contract(const char *src)
         snprintf(what, sizeof what, "contract: %s %s%s on %d (strategy %d, %s)",
                  cases[i].model, cases[i].train ? "training" : "inference",
                  cases[i].adam ? " with adam" : "", cases[i].devices, cases[i].strategy,
-                 cg_precision_name((cg_precision)cases[i].precision));
+                 ir_precision_name((ir_precision)cases[i].precision));
         drv_config c = {.file = path, .train = cases[i].train,
                         .opt = ad_optimizer_default(cases[i].adam ? AD_ADAM : AD_SGD),
                         .part = {.devices = cases[i].devices,
@@ -1148,7 +1148,7 @@ static void test_contract(const char *src)
             continue;
         }
         cg_options co = cg_options_default();
-        co.precision = (cg_precision)cases[i].precision;
+        co.precision = (ir_precision)cases[i].precision;
         cg_program *mine = cg_generate(p.g, p.mp, &co, &d);
         char err[1024];
         unsigned char *bytes = NULL;

@@ -233,7 +233,7 @@ double predicted_step_ms(const options *o, const drv_program *p, const char **mo
         cp = own = rt_plan_program(p->file, err, sizeof err);
     if (!cp)
         return NAN;
-    cost_device_at(&model, (cost_precision)cp->opts.precision);
+    cost_device_at(&model, cp->opts.precision);
     double most = 0;
     for (int d = 0; d < cp->ndevices; d++) {
         double s = drv_run_seconds(cp, d, &model, NULL);

@@ -801,10 +801,10 @@ static int partition_flag(options *o, const char *cmdsp, const char *name, const
 static int codegen_flag(options *o, const char *cmdsp, const char *name, const char *val)
 {
     if (strcmp(name, "--precision") == 0) {
-        if (cg_precision_lookup(val) < 0)
+        if (ir_precision_lookup(val) < 0)
             return usage_error(cmdsp, "--precision needs fp32, tf32, bf16 or fp16, got '%s'",
                                val);
-        o->c.precision = cg_precision_lookup(val);
+        o->c.precision = ir_precision_lookup(val);
     } else if (strcmp(name, "--conv") == 0) {
         o->c.conv_auto = strcmp(val, "auto") == 0;
         if (cg_conv_lookup(val) < 0 && !o->c.conv_auto)
@@ -1129,7 +1129,7 @@ static int compile_summarize(const options *o, const ir_graph *g, const mp_plan 
     if (!cuda || o->c.no_kernels)
         return 0;
     cg_options co = cg_options_default();
-    co.precision = (cg_precision)o->c.precision;
+    co.precision = o->c.precision;
     co.conv = (cg_conv_impl)o->c.conv;
     co.layout = (cg_layout)o->c.layout;
     co.deterministic = o->c.part.deterministic;
@@ -1142,7 +1142,7 @@ static int compile_summarize(const options *o, const ir_graph *g, const mp_plan 
     if (p && cost_device_parse(o->c.device_model ? o->c.device_model : "h100-nvlink", &model,
                                err, sizeof err) != 0)
         model = *cost_device_lookup("h100-nvlink");
-    cost_device_at(&model, (cost_precision)o->c.precision);
+    cost_device_at(&model, o->c.precision);
     if (p && !(s->dev = calloc((size_t)p->ndevices, sizeof *s->dev))) {
         cg_program_free(p);
         return -1;

@@ -125,7 +125,7 @@ int cli_device(options *o)
                 o->device ? "" : " (the default here is cpu)");
         return 1;
     }
-    if (!o->cuda && (o->c.precision != CG_FP32 || o->c.conv != CG_CONV_CUDNN ||
+    if (!o->cuda && (o->c.precision != PREC_FP32 || o->c.conv != CG_CONV_CUDNN ||
                      o->c.layout != CG_LAYOUT_AUTO)) {
         fprintf(stderr, "gnc: error: --precision, --conv and --layout choose the GPU kernels: "
                 "they need "
@@ -484,7 +484,7 @@ static void print_cuda(const cg_program *cg)
     else
         snprintf(how, sizeof how, "by %s", cg_conv_name(cg->opts.conv));
     printf("cuda: %s, convolutions %s, %d kernels in %d modules, archs",
-           cg_precision_name(cg->opts.precision), how, cg->nkernels, cg->nmodules);
+           ir_precision_name(cg->opts.precision), how, cg->nkernels, cg->nmodules);
     for (int a = 0; a < cg->narchs; a++)
         printf(" %s", cg->archs[a]);
     putchar('\n');

@@ -566,7 +566,8 @@ static void emit_gelu_tanh(ex *e, const char *x, ir_dtype t, const char *out)
 }
 
 /* Node n as ONNX nodes whose last writes n's result by its name. */
-/* The ONNX nodes of constants, ranges and the elementwise ops that are not one ONNX operator each: 0, -1 refused (refuse), 1 for another op. */
+/* The ONNX nodes of constants, ranges and the elementwise ops that are not
+ * one ONNX operator each: 0, -1 refused (refuse), 1 for another op. */
 static int emit_elementwise(ex *e, const ir_node *n, const char **in)
 {
     const char *out = n->out[0]->name;
@@ -650,7 +651,8 @@ static int emit_elementwise(ex *e, const ir_node *n, const char **in)
     }
 }
 
-/* The ONNX nodes of the layers: dense, convolutions, sum_to, normalizations, softmax, reductions, pooling: 0, -1 refused (refuse), 1 for another op. */
+/* The ONNX nodes of the layers: dense, convolutions, sum_to, normalizations,
+ * softmax, reductions, pooling: 0, -1 refused (refuse), 1 for another op. */
 static int emit_layers(ex *e, const ir_node *n, const char **in)
 {
     const char *out = n->out[0]->name;
@@ -784,7 +786,9 @@ static int emit_layers(ex *e, const ir_node *n, const char **in)
     }
 }
 
-/* The ONNX nodes of the ops that move data: reshape, broadcast_to, transpose, concat, cast, pad, embedding, slice: 0, -1 refused (refuse), 1 for another op. */
+/* The ONNX nodes of the ops that move data: reshape, broadcast_to,
+ * transpose, concat, cast, pad, embedding, slice: 0, -1 refused (refuse), 1
+ * for another op. */
 static int emit_shapes(ex *e, const ir_node *n, const char **in)
 {
     const char *out = n->out[0]->name;

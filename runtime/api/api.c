@@ -120,8 +120,8 @@ gnc_status gnc_plan_load_memory(gnc_plan **out, const void *data, size_t size, g
     base_catch_push(&c);
     if (setjmp(c.jump))
         return rt_api_out_of_memory(err);
-    gnc_status st = rt_api_plan_made(out, rt_plan_decode(data ? data : "", size, "plan", msg, sizeof msg),
-                              msg, err);
+    rt_plan *p = rt_plan_decode(data ? data : "", size, "plan", msg, sizeof msg);
+    gnc_status st = rt_api_plan_made(out, p, msg, err);
     base_catch_pop(&c);
     return st;
 }
@@ -192,7 +192,7 @@ gnc_status gnc_session_init(gnc_session **out, const gnc_plan *plan,
     *out = NULL;
     if (!(o.timeout_s >= 0) || !isfinite(o.timeout_s))
         return rt_api_error(err, GNC_ERROR_ARGUMENT, "gnc_session_init: timeout_s must be 0 (the "
-                         "default, 300 s) or a finite number of seconds, got %g", o.timeout_s);
+                            "default, 300 s) or a finite number of seconds, got %g", o.timeout_s);
     rt_device_kind kind;
     int rc = rt_device_pick(o.device, &kind, msg, sizeof msg);
     if (rc != 0)
@@ -208,8 +208,9 @@ gnc_status gnc_session_init(gnc_session **out, const gnc_plan *plan,
     if (!(s->s = rt_session_open(plan->p, &so, msg, sizeof msg))) {
         base_free(s);
         /* cuda: no driver, no GPU, a program it cannot run yet */
-        return rt_api_error(err, rt_api_kind_of(msg, kind == RT_DEVICE_CUDA ? GNC_ERROR_UNSUPPORTED
-                                                                  : GNC_ERROR_FORMAT), "%s", msg);
+        return rt_api_error(err, rt_api_kind_of(msg, kind == RT_DEVICE_CUDA
+                                                          ? GNC_ERROR_UNSUPPORTED
+                                                          : GNC_ERROR_FORMAT), "%s", msg);
     }
     rt_session_set_timeout(s->s, o.timeout_s);
     *out = s;
@@ -261,7 +262,7 @@ gnc_status gnc_session_set_input(gnc_session *s, const char *name, const void *d
     if (bytes != data_bytes(v)) {
         char t[128];
         return rt_api_error(err, GNC_ERROR_ARGUMENT, "input %s is %s: %zu bytes, not %zu", name,
-                         ir_type_str(&v->type, t, sizeof t), data_bytes(v), bytes);
+                            ir_type_str(&v->type, t, sizeof t), data_bytes(v), bytes);
     }
     char msg[512];
     if (rt_session_set_input(s->s, v, data, msg, sizeof msg) != 0)
@@ -283,8 +284,8 @@ static gnc_status run(gnc_session *s, gnc_error *err)
 static gnc_status not_run(gnc_error *err, const char *fn)
 {
     return rt_api_error(err, GNC_ERROR_ARGUMENT, "%s: no results yet: the session has not "
-                     "finished a run or training step since it was made or since one failed",
-                     fn);
+                        "finished a run or training step since it was made or since one failed",
+                        fn);
 }
 
 gnc_status gnc_session_run(gnc_session *s, gnc_error *err)
@@ -293,7 +294,7 @@ gnc_status gnc_session_run(gnc_session *s, gnc_error *err)
         return rt_api_error(err, GNC_ERROR_ARGUMENT, "gnc_session_run: NULL session");
     if (s->plan->p->training)
         return rt_api_error(err, GNC_ERROR_ARGUMENT, "the plan is a training step: run it with "
-                         "gnc_session_train_step");
+                            "gnc_session_train_step");
     return run(s, err);
 }
 
@@ -302,11 +303,12 @@ gnc_status gnc_session_train_step(gnc_session *s, double lr, int64_t step, gnc_e
     if (!s)
         return rt_api_error(err, GNC_ERROR_ARGUMENT, "gnc_session_train_step: NULL session");
     if (!s->plan->p->training)
-        return rt_api_error(err, GNC_ERROR_ARGUMENT, "the plan is an inference program, no training "
-                         "step: compile one with gnc compile MODEL.net --train -o FILE.gnc");
+        return rt_api_error(err, GNC_ERROR_ARGUMENT, "the plan is an inference program, no "
+                            "training step: compile one with gnc compile MODEL.net --train -o "
+                            "FILE.gnc");
     if (!(lr >= 0) || !isfinite(lr) || step < 0)
         return rt_api_error(err, GNC_ERROR_ARGUMENT, "a training step needs a finite learning rate "
-                         ">= 0 and a step >= 0, got %g and %lld", lr, (long long)step);
+                            ">= 0 and a step >= 0, got %g and %lld", lr, (long long)step);
     char msg[512];
     if (rt_session_set_train(s->s, lr, step, s->seed, msg, sizeof msg) != 0)
         return rt_api_error(err, rt_api_kind_of(msg, GNC_ERROR_RUN), "%s", msg);
@@ -326,7 +328,7 @@ gnc_status gnc_session_output(const gnc_session *s, const char *name, void *data
     if (bytes != data_bytes(v)) {
         char t[128];
         return rt_api_error(err, GNC_ERROR_ARGUMENT, "output %s is %s: %zu bytes, not %zu", name,
-                         ir_type_str(&v->type, t, sizeof t), data_bytes(v), bytes);
+                            ir_type_str(&v->type, t, sizeof t), data_bytes(v), bytes);
     }
     memcpy(data, rt_session_data(s->s, v), bytes);
     return ok(err);
@@ -353,7 +355,7 @@ gnc_status gnc_session_save_checkpoint(gnc_session *s, const char *path, int64_t
         return rt_api_error(err, GNC_ERROR_ARGUMENT, "gnc_session_save_checkpoint: NULL argument");
     if (step < 0)
         return rt_api_error(err, GNC_ERROR_ARGUMENT, "gnc_session_save_checkpoint: step %lld; a "
-                         "checkpoint's step is the steps taken, 0 or more", (long long)step);
+                            "checkpoint's step is the steps taken, 0 or more", (long long)step);
     rt_ckpt_meta meta = {0};
     snprintf(buf, sizeof buf, "%lld", (long long)step);
     rt_ckpt_meta_set(&meta, "step", buf);
@@ -389,7 +391,7 @@ gnc_status gnc_session_load_checkpoint(gnc_session *s, const char *path, int64_t
     int64_t n = 0;
     if (st && !base_parse_i64(st, 0, INT64_MAX, &n)) {
         gnc_status bad = rt_api_error(err, GNC_ERROR_FORMAT, "%s: the metadata's step is '%.40s', "
-                                   "not a count of steps (0 or more)", path, st);
+                                      "not a count of steps (0 or more)", path, st);
         rt_ckpt_meta_free(&meta);
         return bad;
     }

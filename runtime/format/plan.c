@@ -636,7 +636,7 @@ static int read_cuda(reader *r, rt_plan *p)
     if (narchs < 0)
         return BAD(r, "kernels, but the meta's archs (%s) is not a list of sm_NN",
                    list ? list : "missing");
-    if (!prec || cg_precision_lookup(prec) < 0)
+    if (!prec || ir_precision_lookup(prec) < 0)
         return BAD(r, "kernels, but the meta's precision (%s) is not fp32, tf32, bf16 or fp16",
                    prec ? prec : "missing");
     const char *conv = rt_plan_meta(p, "conv");

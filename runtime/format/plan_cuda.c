@@ -273,7 +273,7 @@ cg_program *rt_plan_program(const rt_plan *p, char *err, size_t errlen)
     /* the loader checked both keys where there are modules */
     char archs[CG_MAX_ARCHS][16];
     cg_options o = cg_options_default();
-    o.precision = (cg_precision)cg_precision_lookup(rt_plan_meta(p, "precision"));
+    o.precision = (ir_precision)ir_precision_lookup(rt_plan_meta(p, "precision"));
     /* conv: cudnn (or absent), igemm, cudnn-nhwc, or auto: each convolution as the
      * tuning section says (gnc compile --conv auto --autotune) */
     const char *conv = rt_plan_meta(p, "conv");
