@@ -1,14 +1,19 @@
 /* The kernel builder (kb.h): a kernel's parameters, registers and names,
  * literals and operands, the comment over it, and the kernel finished into
  * the program with its launch and its accesses checked. */
+#include <ctype.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kb.h"
 
 /* Names a kernel's own code uses: a parameter or register made from a value's
- * name never takes one of them. */
+ * name never takes one of them.  The prelude's own names (its functions,
+ * types and macros: to_bf16, relu_f, gelu_grad_f, ...) are read from the
+ * prelude itself (prelude_names), so that an op's helper there needs no line
+ * here. */
 static const char *const reserved[] = {
     /* C++ */
     "auto", "bool", "break", "case", "char", "const", "continue", "default", "do", "double",
@@ -19,18 +24,9 @@ static const char *const reserved[] = {
     "protected", "virtual", "friend", "throw", "try", "catch", "explicit", "mutable", "asm",
     "NULL", "main", "float4", "uint2", "make_float4",
     /* CUDA and the prelude */
-    "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "i64", "u64", "bf16", "f16",
-    "ld", "st", "ldv", "stv", "to_f32", "to_bf16", "to_f16", "relu_f", "sigmoid_f", "gelu_f",
-    "gelu_grad_f", "silu_f", "silu_grad_f", "softplus_f", "hardswish_f", "exp_grad_f",
-    "log_grad_f", "sqrt_grad_f", "rsqrt_grad_f", "abs_grad_f", "softplus_grad_f",
-    "hardswish_grad_f", "leaky_relu_f", "elu_f", "leaky_relu_grad_f", "elu_grad_f", "expm1f",
-    "gelu_tanh_f", "gelu_tanh_grad_f", "pow_grad_f", "clamp_f", "clamp_grad_f", "maximum_f",
-    "minimum_f", "powf",
-    "warp_sum", "warp_max", "block_sum", "block_max", "splitmix64",
-    "dropout_key", "dropout_keep", "report", "gnc_status", "gnc_scaler", "NEG_INF", "POS_INF",
+    "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "expm1f", "powf",
     "expf", "erff", "tanhf", "logf", "sqrtf", "exp", "log", "sqrt", "pow", "fabsf", "rintf",
-    "log1pf", "fminf", "fmaxf", "floorf", "mul_rn", "upsample_taps", "upsample_first",
-    "upsample_weight",
+    "log1pf", "fminf", "fmaxf", "floorf",
     /* the templates' own */
     "status", "step", "scaler", "x_at", "y_put", "red", "redd", "i", "j", "e", "n", "t", "v",
     "lane", "warp", "row", "base", "c", "mx", "sum", "lse", "q", "s", "total", "y", "o", "b",
@@ -68,10 +64,88 @@ static void push_name(const char ***list, int *n, int *cap, const char *s)
     (*list)[(*n)++] = s;
 }
 
+/* The names the prelude declares at file scope: each identifier outside
+ * braces, parentheses and template parameter lists (functions, their return
+ * types, structs, typedefs), and each macro #defined; comments and other
+ * directives skipped.  Read once, for every thread (kernels may be generated
+ * on several at once). */
+static const char **prelude_names;
+static int nprelude_names;
+static pthread_once_t prelude_once = PTHREAD_ONCE_INIT;
+
+static int ident_char(char c) { return c == '_' || isalnum((unsigned char)c); }
+
+static const char *name_dup(const char *a, const char *b)
+{
+    char *s = base_xmalloc((size_t)(b - a) + 1);
+    memcpy(s, a, (size_t)(b - a));
+    s[b - a] = '\0';
+    return s;
+}
+
+static void read_prelude_names(void)
+{
+    const char *p = cg_prelude, *end = cg_prelude + cg_prelude_len;
+    int braces = 0, parens = 0, cap = 0, line_start = 1;
+    int params = 0; /* 1: after "template", 2: inside its <...> */
+    while (p < end) {
+        if (end - p > 1 && p[0] == '/' && p[1] == '*') {
+            const char *q = strstr(p + 2, "*/");
+            p = q ? q + 2 : end;
+            continue;
+        }
+        if (end - p > 1 && p[0] == '/' && p[1] == '/') {
+            while (p < end && *p != '\n')
+                p++;
+            continue;
+        }
+        if (line_start && *p == '#') { /* a directive: a #define's name */
+            const char *q = p + 1;
+            while (q < end && (*q == ' ' || *q == '\t'))
+                q++;
+            if (end - q > 7 && strncmp(q, "define", 6) == 0 && (q[6] == ' ' || q[6] == '\t')) {
+                for (q += 7; q < end && (*q == ' ' || *q == '\t'); q++)
+                    ;
+                const char *a = q;
+                while (q < end && ident_char(*q))
+                    q++;
+                if (q > a)
+                    push_name(&prelude_names, &nprelude_names, &cap, name_dup(a, q));
+            }
+            while (p < end && (*p != '\n' || p[-1] == '\\'))
+                p++;
+            continue;
+        }
+        if (isalpha((unsigned char)*p) || *p == '_') {
+            const char *a = p;
+            while (p < end && ident_char(*p))
+                p++;
+            if (p - a == 8 && strncmp(a, "template", 8) == 0)
+                params = 1;
+            else if (!braces && !parens && params != 2)
+                push_name(&prelude_names, &nprelude_names, &cap, name_dup(a, p));
+            line_start = 0;
+            continue;
+        }
+        braces += (*p == '{') - (*p == '}');
+        parens += (*p == '(') - (*p == ')');
+        if (params == 1 && *p == '<')
+            params = 2;
+        else if (params == 2 && *p == '>')
+            params = 0;
+        line_start = *p == '\n' || (line_start && (*p == ' ' || *p == '\t'));
+        p++;
+    }
+}
+
 static int name_taken(const kb *k, const char *s)
 {
     for (int i = 0; reserved[i]; i++)
         if (strcmp(reserved[i], s) == 0)
+            return 1;
+    pthread_once(&prelude_once, read_prelude_names);
+    for (int i = 0; i < nprelude_names; i++)
+        if (strcmp(prelude_names[i], s) == 0)
             return 1;
     for (int i = 0; i < k->nnames; i++)
         if (strcmp(k->names[i], s) == 0)

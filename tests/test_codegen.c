@@ -409,6 +409,13 @@ static const op_case cases[] = {
     {"cast to u8", G("  input %x: f32[6, 50]\n  %s: f32[] = const() {value = 400.0}\n"
                      "  %m: f32[6, 50] = mul(%x, %s)\n  %y: u8[6, 50] = cast(%m)\n  output y = %y\n"),
      0, 0, 0, 0},
+    /* values named as the prelude's own functions and types (kb.c reserves
+       every name the prelude declares): a parameter must not hide them */
+    {"cast to u8 of a value named cast_u8_f",
+     G("  input %transpose_tiles: f32[6, 50]\n  %IG_BM: f32[] = const() {value = 400.0}\n"
+       "  %cast_u8_f: f32[6, 50] = mul(%transpose_tiles, %IG_BM)\n"
+       "  %ig_elem: u8[6, 50] = cast(%cast_u8_f)\n  output y = %ig_elem\n"),
+     0, 0, 0, 0},
     {"cast i64 to i32", G("  %a: i64[30] = arange() {start = 2147483000.0, step = 97.0}\n"
                           "  %y: i32[30] = cast(%a)\n  output y = %y\n"), 0, 0, 0, 0},
     {"cast i32 to f32", G("  input %x: i32[20]\n  %y: f32[20] = cast(%x)\n  output y = %y\n"),
