@@ -34,6 +34,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "codegen.h"
 #include "diag.h"
 #include "driver.h"
 #include "exec.h"

@@ -16,6 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "base.h"
+#include "codegen.h"
 #include "cuda.h"
 #include "device.h"
 #include "diag.h"

@@ -36,7 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "codegen.h"
+#include "program.h"
 #include "exec.h"
 
 typedef struct rt_cuda rt_cuda;

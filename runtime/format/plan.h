@@ -37,7 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "codegen.h"
+#include "program.h"
 #include "ir.h"
 #include "passes.h"
 

@@ -6,13 +6,18 @@
  * cg_generate from the plan's own program, memory plan and meta (precision,
  * archs); generation is deterministic, and the regenerated sources must equal
  * the stored ones byte for byte, so the stored images are proven to be the
- * compiles of exactly the kernels the regenerated steps launch. */
+ * compiles of exactly the kernels the regenerated steps launch.  This is the
+ * one place the runtime calls the code generator (codegen.h); everywhere
+ * else it reads programs (program.h).  Storing the steps (the reserved
+ * section kind 18) would let a plan load without it, at the price of a
+ * second format for what the generator already rebuilds exactly. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base.h"
+#include "codegen.h"
 #include "plan.h"
 
 static void put32(unsigned char *p, uint32_t v)
