@@ -293,6 +293,11 @@ typedef struct {
 } ir_grad_rule;
 const ir_grad_rule *ir_grad_rule_of(ir_op op);
 
+/* The ONNX operator an op is one to one (ops.def's ONNX table), or NULL;
+ * and the op of such an ONNX operator, or -1. */
+const char *ir_onnx_name(ir_op op);
+int ir_op_of_onnx(const char *name);
+
 /* Whether op has any of traits. */
 static inline int ir_op_is(ir_op op, unsigned traits)
 {

@@ -34,6 +34,27 @@ const ir_grad_rule *ir_grad_rule_of(ir_op op)
     return grad_rules[op].has ? &grad_rules[op].rule : NULL;
 }
 
+static const char *const onnx_names[IR_NOPS] = {
+#define OP(e, name, nmin, nmax, nout, attrs, traits)
+#define ONNX(op, name) [IR_OP_##op] = name,
+#include "ops.def"
+#undef ONNX
+#undef OP
+};
+
+const char *ir_onnx_name(ir_op op)
+{
+    return (unsigned)op < IR_NOPS ? onnx_names[op] : NULL;
+}
+
+int ir_op_of_onnx(const char *name)
+{
+    for (int i = 0; name && i < IR_NOPS; i++)
+        if (onnx_names[i] && strcmp(onnx_names[i], name) == 0)
+            return i;
+    return -1;
+}
+
 int ir_op_lookup(const char *name)
 {
     for (int i = 0; i < IR_NOPS; i++)

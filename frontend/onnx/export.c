@@ -411,33 +411,6 @@ static int refuse(ex *e, const char *fmt, ...)
                      ir_ops[n->op].name, why);
 }
 
-/* The ONNX op of the IR ops that map one to one, with the same operands and
- * no attributes; NULL for the others. */
-static const char *direct_op(ir_op op)
-{
-    switch (op) {
-    case IR_OP_NEG: return "Neg";
-    case IR_OP_RELU: return "Relu";
-    case IR_OP_SIGMOID: return "Sigmoid";
-    case IR_OP_TANH: return "Tanh";
-    case IR_OP_EXP: return "Exp";
-    case IR_OP_LOG: return "Log";
-    case IR_OP_SQRT: return "Sqrt";
-    case IR_OP_ABS: return "Abs";
-    case IR_OP_SOFTPLUS: return "Softplus";
-    case IR_OP_HARDSWISH: return "HardSwish";
-    case IR_OP_ADD: return "Add";
-    case IR_OP_SUB: return "Sub";
-    case IR_OP_MUL: return "Mul";
-    case IR_OP_DIV: return "Div";
-    case IR_OP_MAXIMUM: return "Max";
-    case IR_OP_MINIMUM: return "Min";
-    case IR_OP_MATMUL: return "MatMul";
-    case IR_OP_GLOBAL_AVGPOOL: return "GlobalAveragePool";
-    default: return NULL;
-    }
-}
-
 /* Comparisons: the ONNX op giving the bool mask (ne: Equal, then Not). */
 static const char *compare_op(ir_op op)
 {
@@ -855,7 +828,7 @@ static int emit_node(ex *e, const ir_node *n)
         return refuse(e, "%d results (a training op)", n->nout);
     const char *out = n->out[0]->name;
     const ir_type *yt = &n->out[0]->type;
-    const char *direct = direct_op(n->op), *cmp = compare_op(n->op);
+    const char *direct = ir_onnx_name(n->op), *cmp = compare_op(n->op);
     const char **in = ex_alloc(e, ((size_t)n->nin + 1) * sizeof *in);
     for (int i = 0; i < n->nin; i++)
         in[i] = n->in[i]->name;

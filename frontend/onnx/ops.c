@@ -524,24 +524,17 @@ static void const_reshape(ox_ctx *cx, ox_val *x, ox_val *out, int rank, const in
 
 /* ---- elementwise ---- */
 
-typedef struct {
-    const char *name;
-    ir_op op;
-} named_op;
-
-static const named_op unary_ops[] = {
-    {"Relu", IR_OP_RELU}, {"Sigmoid", IR_OP_SIGMOID}, {"Tanh", IR_OP_TANH},
-    {"Exp", IR_OP_EXP}, {"Log", IR_OP_LOG}, {"Sqrt", IR_OP_SQRT}, {"Abs", IR_OP_ABS},
-    {"Neg", IR_OP_NEG}, {"Softplus", IR_OP_SOFTPLUS}, {"HardSwish", IR_OP_HARDSWISH},
-};
+/* An ONNX operator that is an IR_UNARY op one to one (ops.def's ONNX table). */
+static int onnx_unary(const char *op_type)
+{
+    int op = ir_op_of_onnx(op_type);
+    return op >= 0 && ir_op_is((ir_op)op, IR_UNARY) ? op : -1;
+}
 
 static int op_unary(ox_ctx *cx, ox_val **in, int nin, ox_val **out, int nout)
 {
     (void)nout;
-    ir_op op = IR_OP_RELU;
-    for (size_t i = 0; i < sizeof unary_ops / sizeof *unary_ops; i++)
-        if (strcmp(unary_ops[i].name, cx->node->op_type) == 0)
-            op = unary_ops[i].op;
+    ir_op op = (ir_op)onnx_unary(cx->node->op_type);
     if (known(cx, "") || need(cx, in, nin, 1))
         return -1;
     if (in[0]->is_const && (op == IR_OP_NEG || op == IR_OP_ABS)) {
@@ -2870,37 +2863,40 @@ static int op_gather_elements(ox_ctx *cx, ox_val **in, int nin, ox_val **out, in
 
 /* ---- the table ---- */
 
+/* Each ONNX operator's import, by name; those that are an IR_UNARY op one to
+   one come from ops.def's ONNX table instead (ox_find_op: op_unary). */
+
 static const struct {
     const char *name;
     ox_op_fn fn;
 } ops[] = {
-    {"Abs", op_unary}, {"Add", op_binary}, {"And", op_logic}, {"ArgMax", op_argmax},
+    {"Add", op_binary}, {"And", op_logic}, {"ArgMax", op_argmax},
     {"ArgMin", op_argmax}, {"AveragePool", op_pool}, {"BatchNormalization", op_batchnorm},
     {"Cast", op_cast}, {"Ceil", op_rounding}, {"CastLike", op_cast}, {"Celu", op_celu}, {"Clip", op_clip},
     {"Concat", op_concat}, {"Constant", op_constant}, {"ConstantOfShape", op_constant_of_shape},
     {"Conv", op_conv}, {"ConvTranspose", op_conv_transpose}, {"DepthToSpace", op_depth_space},
     {"Div", op_binary}, {"Dropout", op_identity}, {"Elu", op_unary_with}, {"Equal", op_binary},
-    {"Erf", op_erf}, {"Exp", op_unary}, {"Expand", op_expand}, {"Flatten", op_flatten}, {"Floor", op_rounding},
+    {"Erf", op_erf}, {"Expand", op_expand}, {"Flatten", op_flatten}, {"Floor", op_rounding},
     {"Gather", op_gather}, {"GatherElements", op_gather_elements}, {"Gelu", op_unary_with}, {"Gemm", op_gemm},
     {"GlobalAveragePool", op_global_pool}, {"GlobalMaxPool", op_global_pool},
     {"Greater", op_binary}, {"GreaterOrEqual", op_binary}, {"HardSigmoid", op_unary_with},
-    {"HardSwish", op_unary}, {"Identity", op_identity}, {"InstanceNormalization", op_instancenorm},
+    {"Identity", op_identity}, {"InstanceNormalization", op_instancenorm},
     {"IsInf", op_isclass}, {"IsNaN", op_isclass}, {"LayerNormalization", op_layernorm},
     {"LeakyRelu", op_unary_with}, {"Less", op_binary}, {"LessOrEqual", op_binary},
-    {"Log", op_unary}, {"LogSoftmax", op_softmax}, {"MatMul", op_matmul}, {"Max", op_binary},
+    {"LogSoftmax", op_softmax}, {"MatMul", op_matmul}, {"Max", op_binary},
     {"MaxPool", op_pool}, {"Mean", op_binary}, {"Min", op_binary}, {"Mul", op_binary},
-    {"Neg", op_unary}, {"NegativeLogLikelihoodLoss", op_loss}, {"Not", op_logic}, {"Or", op_logic},
+    {"NegativeLogLikelihoodLoss", op_loss}, {"Not", op_logic}, {"Or", op_logic},
     {"PRelu", op_unary_with}, {"Pad", op_pad}, {"Pow", op_pow}, {"Range", op_range},
     {"Reciprocal", op_unary_with}, {"ReduceL1", op_reduce}, {"ReduceL2", op_reduce},
     {"ReduceLogSum", op_reduce}, {"ReduceLogSumExp", op_reduce}, {"ReduceMax", op_reduce},
     {"ReduceMean", op_reduce}, {"ReduceMin", op_reduce}, {"ReduceSum", op_reduce},
-    {"ReduceSumSquare", op_reduce}, {"Relu", op_unary}, {"Reshape", op_reshape},
+    {"ReduceSumSquare", op_reduce}, {"Reshape", op_reshape},
     {"Resize", op_resize},
-    {"Selu", op_unary_with}, {"Shape", op_shape}, {"Shrink", op_shrink}, {"Sigmoid", op_unary},
+    {"Selu", op_unary_with}, {"Shape", op_shape}, {"Shrink", op_shrink},
     {"Sign", op_rounding}, {"Size", op_shape}, {"Slice", op_slice}, {"Softmax", op_softmax},
-    {"SoftmaxCrossEntropyLoss", op_loss}, {"Softplus", op_unary}, {"Softsign", op_unary_with},
-    {"SpaceToDepth", op_depth_space}, {"Split", op_split}, {"Sqrt", op_unary},
-    {"Squeeze", op_squeeze}, {"Sub", op_binary}, {"Sum", op_binary}, {"Tanh", op_unary},
+    {"SoftmaxCrossEntropyLoss", op_loss}, {"Softsign", op_unary_with},
+    {"SpaceToDepth", op_depth_space}, {"Split", op_split},
+    {"Squeeze", op_squeeze}, {"Sub", op_binary}, {"Sum", op_binary},
     {"ThresholdedRelu", op_unary_with}, {"Tile", op_tile}, {"Transpose", op_transpose},
     {"Unsqueeze", op_squeeze}, {"Where", op_where}, {"Xor", op_logic},
 };
@@ -2910,7 +2906,7 @@ ox_op_fn ox_find_op(const char *op_type)
     for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
         if (strcmp(ops[i].name, op_type) == 0)
             return ops[i].fn;
-    return NULL;
+    return onnx_unary(op_type) >= 0 ? op_unary : NULL;
 }
 
 int fe_onnx_claims(const char *op_type)
