@@ -47,11 +47,12 @@ target_link_options(fuzz_checkpoint PRIVATE -fsanitize=fuzzer,address,undefined)
 # The readers of the gnc command, which are in no library: their tools/ source
 # is compiled into the target, with the same sanitizers and coverage.
 # The IDX data set reader (bash tools/fuzz.sh SECONDS idx): tools/data.c, its
-# files plain or gzipped (data.c's array readers need npy.c and cJSON to link).
+# files plain or gzipped (data.c's array readers need npy.c, cJSON and the
+# runtime's safetensors reader to link).
 add_executable(fuzz_idx ${CMAKE_CURRENT_LIST_DIR}/fuzz_idx.c ${CMAKE_SOURCE_DIR}/tools/data.c
                ${CMAKE_SOURCE_DIR}/tools/npy.c)
 target_include_directories(fuzz_idx PRIVATE ${CMAKE_SOURCE_DIR}/tools)
-target_link_libraries(fuzz_idx PRIVATE gnc_ir PkgConfig::CJSON ZLIB::ZLIB)
+target_link_libraries(fuzz_idx PRIVATE gnc_runtime gnc_passes gnc_ir PkgConfig::CJSON ZLIB::ZLIB)
 target_compile_options(fuzz_idx PRIVATE -fsanitize=fuzzer ${GNC_FUZZ_SANITIZE})
 target_link_options(fuzz_idx PRIVATE -fsanitize=fuzzer,address,undefined)
 
