@@ -608,17 +608,25 @@ done:
     return rc;
 }
 
+/* The file at path opened for reading, or NULL with why (a folder is not
+ * what, a checkpoint or a safetensors file). */
+static FILE *open_file(const char *path, const char *what, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return base_fail(err, errlen, "%s: is a directory, not %s", path, what), NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        base_fail(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+    return f;
+}
+
 /* load() of the file at path. */
 static int load_file(const ir_graph *g, rt_exec *x, const char *path, int weights,
                      rt_ckpt_meta *meta, char *err, size_t errlen)
 {
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        return base_fail(err, errlen, "%s: is a directory, not a checkpoint", path);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return base_fail(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-    return load(g, x, f, path, weights, meta, err, errlen);
+    FILE *f = open_file(path, "a checkpoint", err, errlen);
+    return f ? load(g, x, f, path, weights, meta, err, errlen) : -1;
 }
 
 int rt_checkpoint_load(const ir_graph *g, rt_exec *x, const char *path, rt_ckpt_meta *meta,
@@ -646,12 +654,10 @@ int rt_checkpoint_load_bytes(const ir_graph *g, rt_exec *x, const void *data, si
 int rt_safetensors_read(const char *path, rt_safetensors *st, char *err, size_t errlen)
 {
     memset(st, 0, sizeof *st);
-    struct stat sb;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
-        return base_fail(err, errlen, "%s: is a directory, not a safetensors file", path);
-    FILE *f = fopen(path, "rb");
+    FILE *f = open_file(path, "a safetensors file", err, errlen);
     if (!f)
-        return base_fail(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+        return -1;
+    struct stat sb;
     /* a regular file's size is known before anything is read; a pipe's or a
        device's is what its header promises, checked as the data arrives */
     uint64_t known = UNKNOWN_SIZE, hlen = 0, want = 0, have = 0;

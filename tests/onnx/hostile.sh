@@ -8,7 +8,8 @@
 # and leave nothing in out/ or at its -o path.  First the baselines that the
 # cases break one thing each of must work: good.onnx, sym.onnx with -D batch,
 # ext/good.onnx with its weights in ext/weights.bin, all three computing the
-# same.  Ends with "onnx_hostile: N passed, M failed" (cases; the baselines
+# same; valid GELU variants against a float64 reference, graph names of any
+# bytes, and the format known by content through a pipe.  Ends with "onnx_hostile: N passed, M failed" (cases; the baselines
 # count as one).  Exits 77 (skipped) when this gnc has no ONNX import yet:
 # built without ONNX support, or with the importer's placeholder.
 set -u
