@@ -52,6 +52,7 @@
 #include <cuda.h>
 #include <cudnn.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <math.h>
 #include <nccl.h>
 #include <stdio.h>
@@ -1537,14 +1538,48 @@ static void rank_mismatch(int rank, int nranks, const ncclUniqueId *id, CUstream
 
 static int expect_rank0; /* only rank 0's stderr must hold the expected message */
 
+/* Reads or writes the n bytes at p whole: 0, or -1 at an error or the end. */
+static int whole(int fd, void *p, size_t n, int writing)
+{
+    for (char *c = p; n > 0;) {
+        ssize_t k = writing ? write(fd, c, n) : read(fd, c, n);
+        if (k <= 0 && !(k < 0 && errno == EINTR))
+            return -1;
+        if (k > 0)
+            c += k, n -= (size_t)k;
+    }
+    return 0;
+}
+
 /* Rank rank's process: a fresh fake of 3 GPUs, fn on GPU gpu; its stderr
- * must hold expect (when not NULL; expect_rank0: rank 0's alone).  Exits 0 when its checks pass. */
-static void rank_process(int rank, int nranks, int gpu, const ncclUniqueId *id, rank_fn fn,
+ * must hold expect (when not NULL; expect_rank0: rank 0's alone).  Rank 0
+ * makes the id and writes it `copies` times to the pipe `ids` (to the other
+ * ranks and the parent, as an MPI program broadcasts it); the others read it
+ * there.  The parent never calls NCCL: ncclGetUniqueId starts a thread, and
+ * a process forked while a thread holds an allocator's lock (AddressSanitizer's
+ * has no fork handler) hangs at its first malloc.  Exits 0 when its checks pass. */
+static void rank_process(int rank, int nranks, int gpu, const int ids[2], int copies, rank_fn fn,
                          const char *expect)
 {
     alarm(60); /* never a hang, even of a broken fake */
     setenv("GNC_FAKECUDA_GPUS", "3", 1);
     nfailed = npassed = 0;
+    ncclUniqueId made, *id = &made;
+    if (rank == 0) {
+        close(ids[0]);
+        CHECK(L.ncclGetUniqueId(id) == ncclSuccess, "ncclGetUniqueId");
+        for (int i = 0; i < copies; i++)
+            CHECK(whole(ids[1], id, sizeof *id, 1) == 0, "rank 0: the id to its peers: %s", strerror(errno));
+        close(ids[1]);
+    } else {
+        close(ids[1]);
+        if (whole(ids[0], id, sizeof *id, 0) != 0) {
+            printf("FAIL rank %d: no id from rank 0\n", rank);
+            fflush(stdout);
+            _exit(1);
+        }
+        close(ids[0]);
+    }
     if (rank > 0 && expect_rank0)
         expect = NULL;
     FILE *log = expect ? tmpfile() : NULL;
@@ -1583,20 +1618,25 @@ static void rank_process(int rank, int nranks, int gpu, const ncclUniqueId *id, 
 }
 
 /* Runs fn in processes of ranks 0..started-1 of nranks, rank r on GPU gpu[r],
- * with FAKECUDA_NCCL_TIMEOUT timeout, their id made here; each must pass and
- * the id's directory be gone after them. */
+ * with FAKECUDA_NCCL_TIMEOUT timeout, their id made by rank 0; each must pass
+ * and the id's directory be gone after them. */
 static void run_ranks(const char *what, int nranks, int started, const int *gpu, rank_fn fn,
                       const char *timeout, const char *expect)
 {
-    ncclUniqueId id;
-    CHECK(L.ncclGetUniqueId(&id) == ncclSuccess, "ncclGetUniqueId");
+    int ids[2];
+    CHECK(pipe(ids) == 0, "%s: a pipe: %s", what, strerror(errno));
     setenv("FAKECUDA_NCCL_TIMEOUT", timeout, 1);
     fflush(stdout);
     fflush(stderr);
     pid_t pid[4];
     for (int r = 0; r < started; r++)
         if ((pid[r] = fork()) == 0)
-            rank_process(r, nranks, gpu[r], &id, fn, expect);
+            rank_process(r, nranks, gpu[r], ids, started, fn, expect);
+    close(ids[1]);
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    CHECK(whole(ids[0], &id, sizeof id, 0) == 0, "%s: no id from rank 0", what);
+    close(ids[0]);
     for (int r = 0; r < started; r++) {
         int st = 0;
         CHECK(pid[r] > 0 && waitpid(pid[r], &st, 0) == pid[r] && WIFEXITED(st) && WEXITSTATUS(st) == 0,

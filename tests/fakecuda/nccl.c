@@ -1612,10 +1612,15 @@ static ncclResult_t capture_rules(struct ncclComm *m, cudaStream_t stream, const
         int p2p = calls[i].kind == K_SEND || calls[i].kind == K_RECV;
         if (p2p ? !m->p2p_used[calls[i].root] : !m->coll_used) {
             fk_capture_refuse((CUstream)stream);
-            return complain(ncclInvalidUsage, who, "the communicator's first %s%s on rank %d is "
+            char what[64];
+            if (p2p)
+                snprintf(what, sizeof what, "send or receive with rank %d", calls[i].root);
+            else
+                snprintf(what, sizeof what, "collective");
+            return complain(ncclInvalidUsage, who, "the communicator's first %s on rank %d is "
                             "inside a stream capture: its connections would be set up there "
                             "(NCCL_RUNTIME_CONNECT); run one outside the capture first",
-                            p2p ? "send or receive with rank " : "collective", "", m->rank);
+                            what, m->rank);
         }
     }
     int k = 0;
