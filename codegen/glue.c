@@ -138,7 +138,7 @@ void cg_emit_bias_relu(cg_gen *G, const ir_node *n, const char *what, cg_ref y, 
                  "    if (e >= %lld)\n        return;\n", it, it, (long long)vec,
                  (long long)numel);
     cg_sb_printf(&t, "    auto out = [&](%s i, float a) -> float { return %s%s%s; };\n", it,
-                 relu ? "relu_f(" : "", v.s, relu ? ")" : "");
+                 relu ? "ar_relu(" : "", v.s, relu ? ")" : "");
     if (vec == 4)
         cg_sb_printf(&t, "    float v[4];\n    ldv<4>(y, e, v);\n#pragma unroll\n"
                      "    for (int j = 0; j < 4; j++)\n        v[j] = out(e + j, v[j]);\n"

@@ -191,7 +191,7 @@ void cg_emit_igemm(cg_gen *G, const ir_node *n, const cg_conv *c, ir_dtype out_d
             cg_sb_printf(&b, " + ld(bias, g * %lld + j)", KG);
         cg_sb_printf(&b, ";\n");
         if (c->relu)
-            cg_sb_printf(&b, "        v = relu_f(v);\n");
+            cg_sb_printf(&b, "        v = ar_relu(v);\n");
         cg_sb_printf(&b, "        st(y, i, v);\n");
     } else if (bwd_data) {
         cg_sb_printf(&b, "        const int iw = m %% %lld, ih = m / %lld %% %lld, n = m / %lld;\n"

@@ -11,7 +11,7 @@
 
 /* Names a kernel's own code uses: a parameter or register made from a value's
  * name never takes one of them.  The prelude's own names (its functions,
- * types and macros: to_bf16, relu_f, gelu_grad_f, ...) are read from the
+ * types and macros: to_bf16, ar_relu, m_exp, ...) are read from the
  * prelude itself (prelude_names), so that an op's helper there needs no line
  * here. */
 static const char *const reserved[] = {

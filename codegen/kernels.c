@@ -202,6 +202,18 @@ static void emit_pointwise(kb *k, const ir_node *n)
 {
     cg_gen *G = k->G;
     const ir_value *y = n->out[0];
+    int nattrs = ir_arith_attrs(n->op);
+    if (nattrs >= 0) { /* ops.def's UNARY table: ir/arith.h's ar_NAME(operands, attributes) */
+        double at[2];
+        ir_float_attrs(n, at, 2);
+        const char *call = kb_kstr(k, "ar_%s(%s", ir_ops[n->op].name, kb_opnd(k, n->in[0]));
+        if (n->nin == 2)
+            call = kb_kstr(k, "%s, %s", call, kb_opnd(k, n->in[1]));
+        for (int i = 0; i < nattrs; i++)
+            call = kb_kstr(k, "%s, %s", call, kb_flit(k, at[i]));
+        kb_set(k, y, kb_kstr(k, "%s)", call));
+        return;
+    }
 #define a kb_opnd(k, n->in[0])
     switch (n->op) {
     case IR_OP_CONST: {
@@ -238,33 +250,6 @@ static void emit_pointwise(kb *k, const ir_node *n)
             kb_set(k, y, kb_kstr(k, "(%s)(%s)", kb_rtype(cg_dtype_of(G, y)), a));
         return;
     }
-    case IR_OP_NEG: kb_set(k, y, kb_kstr(k, "-(%s)", a)); return;
-    case IR_OP_RELU: kb_set(k, y, kb_kstr(k, "relu_f(%s)", a)); return;
-    case IR_OP_SIGMOID: kb_set(k, y, kb_kstr(k, "sigmoid_f(%s)", a)); return;
-    case IR_OP_TANH: kb_set(k, y, kb_kstr(k, "tanhf(%s)", a)); return;
-    case IR_OP_GELU: kb_set(k, y, kb_kstr(k, "gelu_f(%s)", a)); return;
-    case IR_OP_SILU: kb_set(k, y, kb_kstr(k, "silu_f(%s)", a)); return;
-    case IR_OP_EXP: kb_set(k, y, kb_kstr(k, "expf(%s)", a)); return;
-    case IR_OP_LOG: kb_set(k, y, kb_kstr(k, "logf(%s)", a)); return;
-    case IR_OP_SQRT: kb_set(k, y, kb_kstr(k, "sqrtf(%s)", a)); return;
-    case IR_OP_RSQRT: kb_set(k, y, kb_kstr(k, "1.0f / sqrtf(%s)", a)); return;
-    case IR_OP_ABS: kb_set(k, y, kb_kstr(k, "fabsf(%s)", a)); return;
-    case IR_OP_SOFTPLUS: kb_set(k, y, kb_kstr(k, "softplus_f(%s)", a)); return;
-    case IR_OP_HARDSWISH: kb_set(k, y, kb_kstr(k, "hardswish_f(%s)", a)); return;
-    case IR_OP_LEAKY_RELU:
-        kb_set(k, y, kb_kstr(k, "leaky_relu_f(%s, %.9gf)", a, ir_attr_float(n, "slope")));
-        return;
-    case IR_OP_ELU:
-        kb_set(k, y, kb_kstr(k, "elu_f(%s, %.9gf)", a, ir_attr_float(n, "alpha")));
-        return;
-    case IR_OP_GELU_TANH: kb_set(k, y, kb_kstr(k, "gelu_tanh_f(%s)", a)); return;
-    case IR_OP_POW:
-        kb_set(k, y, kb_kstr(k, "powf(%s, %s)", a, kb_flit(k, ir_attr_float(n, "p"))));
-        return;
-    case IR_OP_CLAMP:
-        kb_set(k, y, kb_kstr(k, "clamp_f(%s, %s, %s)", a, kb_flit(k, ir_attr_float(n, "min")),
-                             kb_flit(k, ir_attr_float(n, "max"))));
-        return;
     case IR_OP_DROPOUT: /* identity at inference */
     case IR_OP_RESHAPE:
         if (ir_type_eq(kb_type(k, n->in[0]), k->iter))
@@ -294,43 +279,6 @@ static void emit_pointwise(kb *k, const ir_node *n)
     case IR_OP_WHERE: /* a NaN condition is true, as on the CPU */
         kb_set(k, y, kb_kstr(k, "%s != 0.0f ? %s : %s", kb_opnd(k, n->in[0]),
                              kb_opnd(k, n->in[1]), kb_opnd(k, n->in[2])));
-        return;
-    case IR_OP_POW_GRAD:
-        kb_set(k, y, kb_kstr(k, "pow_grad_f(%s, %s, %s)", kb_opnd(k, n->in[0]),
-                             kb_opnd(k, n->in[1]), kb_flit(k, ir_attr_float(n, "p"))));
-        return;
-    case IR_OP_CLAMP_GRAD:
-        kb_set(k, y, kb_kstr(k, "clamp_grad_f(%s, %s, %s, %s)", kb_opnd(k, n->in[0]),
-                             kb_opnd(k, n->in[1]), kb_flit(k, ir_attr_float(n, "min")),
-                             kb_flit(k, ir_attr_float(n, "max"))));
-        return;
-    case IR_OP_RELU_GRAD:
-        kb_set(k, y,
-               kb_kstr(k, "%s <= 0.0f ? 0.0f : %s", kb_opnd(k, n->in[1]), kb_opnd(k, n->in[0])));
-        return;
-    case IR_OP_SIGMOID_GRAD: {
-        const char *yy = kb_opnd(k, n->in[1]);
-        kb_set(k, y, kb_kstr(k, "%s * %s * (1.0f - %s)", kb_opnd(k, n->in[0]), yy, yy));
-        return;
-    }
-    case IR_OP_TANH_GRAD: {
-        const char *yy = kb_opnd(k, n->in[1]);
-        kb_set(k, y, kb_kstr(k, "%s * (1.0f - %s * %s)", kb_opnd(k, n->in[0]), yy, yy));
-        return;
-    }
-    case IR_OP_GELU_GRAD:
-        kb_set(k, y, kb_kstr(k, "gelu_grad_f(%s, %s)", kb_opnd(k, n->in[0]), kb_opnd(k, n->in[1])));
-        return;
-    case IR_OP_LEAKY_RELU_GRAD: case IR_OP_ELU_GRAD: /* with the slope or alpha */
-        kb_set(k, y, kb_kstr(k, "%s_f(%s, %s, %.9gf)", ir_ops[n->op].name, kb_opnd(k, n->in[0]),
-                             kb_opnd(k, n->in[1]),
-                             ir_attr_float(n, n->op == IR_OP_ELU_GRAD ? "alpha" : "slope")));
-        return;
-    case IR_OP_SILU_GRAD: case IR_OP_EXP_GRAD: case IR_OP_LOG_GRAD: case IR_OP_SQRT_GRAD:
-    case IR_OP_RSQRT_GRAD: case IR_OP_ABS_GRAD: case IR_OP_SOFTPLUS_GRAD:
-    case IR_OP_HARDSWISH_GRAD: case IR_OP_GELU_TANH_GRAD: /* the prelude's NAME_f(dy, y or x) */
-        kb_set(k, y, kb_kstr(k, "%s_f(%s, %s)", ir_ops[n->op].name, kb_opnd(k, n->in[0]),
-                             kb_opnd(k, n->in[1])));
         return;
     case IR_OP_BATCHNORM: { /* scale = w / sqrt(var + eps), shift = b - mean scale */
         const char *c = channel(k, k->iter), *sc = kb_tmp(k, "bn_scale");

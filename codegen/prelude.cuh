@@ -182,71 +182,13 @@ template <int N, class H> __device__ __forceinline__ void stv(H *p, i64 e, const
     }
 }
 
-/* ---- the ops' arithmetic, as runtime/exec.c and grad.c do it ---- */
+/* ---- the unary ops' arithmetic and their gradients' (ops.def's UNARY
+   table): ir/arith.h, which the build copies here in place of the #include,
+   as the CPU executor computes them ---- */
+#define AR_FN __device__ __forceinline__
+#undef GNC_ARITH_H /* a copy in every module: the tests' host build holds several in one file */
+#include "arith.h"
 
-/* NaN stays NaN, as PyTorch's relu; -0 becomes 0 */
-__device__ __forceinline__ float relu_f(float a) { return a > 0.0f || a != a ? a : 0.0f; }
-__device__ __forceinline__ float sigmoid_f(float a) { return 1.0f / (1.0f + expf(-a)); }
-__device__ __forceinline__ float gelu_f(float a)
-{
-    return 0.5f * a * (1.0f + erff(a * 0.707106781f));
-}
-__device__ __forceinline__ float gelu_grad_f(float dy, float x)
-{
-    return dy * (0.5f * (1.0f + erff(x * 0.707106781f)) + x * expf(-0.5f * x * x) * 0.398942280f);
-}
-
-__device__ __forceinline__ float silu_f(float a) { return a / (1.0f + expf(-a)); }
-__device__ __forceinline__ float silu_grad_f(float dy, float x)
-{
-    const float s = 1.0f / (1.0f + expf(-x));
-    return dy * s * (1.0f + x * (1.0f - s));
-}
-
-/* PyTorch's softplus (beta 1, threshold 20) and hardswish, and the gradients
- * of the unary ops from the result (exp, sqrt, rsqrt) or the operand */
-__device__ __forceinline__ float softplus_f(float a) { return a > 20.0f ? a : log1pf(expf(a)); }
-__device__ __forceinline__ float hardswish_f(float a)
-{
-    return a * fminf(fmaxf(a + 3.0f, 0.0f), 6.0f) / 6.0f;
-}
-__device__ __forceinline__ float leaky_relu_f(float a, float s) { return a > 0.0f ? a : a * s; }
-__device__ __forceinline__ float elu_f(float a, float alpha)
-{
-    return a > 0.0f ? a : alpha * expm1f(a);
-}
-__device__ __forceinline__ float leaky_relu_grad_f(float dy, float x, float s)
-{
-    return x > 0.0f ? dy : dy * s;
-}
-__device__ __forceinline__ float elu_grad_f(float dy, float x, float alpha)
-{
-    return x > 0.0f ? dy : dy * alpha * expf(x);
-}
-/* PyTorch's gelu(approximate="tanh") and its gradient, as runtime/cpu's */
-__device__ __forceinline__ float gelu_tanh_f(float a)
-{
-    return 0.5f * a * (1.0f + tanhf(0.797884561f * (a + 0.044715f * a * a * a)));
-}
-__device__ __forceinline__ float gelu_tanh_grad_f(float dy, float x)
-{
-    const float sq = x * x, th = tanhf(0.797884561f * (x + 0.044715f * sq * x));
-    return dy * (0.5f * (1.0f + th) +
-                 0.5f * x * (1.0f - th * th) * 0.797884561f * (1.0f + 3.0f * 0.044715f * sq));
-}
-/* pow with a number exponent, clamp (an absent bound infinite), their gradients */
-__device__ __forceinline__ float pow_grad_f(float dy, float x, float p)
-{
-    return p == 0.0f ? 0.0f : dy * (p * powf(x, p - 1.0f));
-}
-__device__ __forceinline__ float clamp_f(float a, float lo, float hi)
-{
-    return a != a ? a : fminf(fmaxf(a, lo), hi);
-}
-__device__ __forceinline__ float clamp_grad_f(float dy, float x, float lo, float hi)
-{
-    return x >= lo && x <= hi ? dy : 0.0f;
-}
 /* cast of a float to an integer, as the CPU executor's: toward zero, saturated, NaN to 0 */
 __device__ __forceinline__ int cast_i32_f(float a)
 {
@@ -265,23 +207,6 @@ __device__ __forceinline__ unsigned char cast_u8_f(float a)
 /* PyTorch's maximum and minimum: NaN from either operand */
 __device__ __forceinline__ float maximum_f(float a, float b) { return a > b || a != a ? a : b; }
 __device__ __forceinline__ float minimum_f(float a, float b) { return a < b || a != a ? a : b; }
-__device__ __forceinline__ float exp_grad_f(float dy, float y) { return dy * y; }
-__device__ __forceinline__ float log_grad_f(float dy, float x) { return dy / x; }
-__device__ __forceinline__ float sqrt_grad_f(float dy, float y) { return dy * 0.5f / y; }
-__device__ __forceinline__ float rsqrt_grad_f(float dy, float y) { return -0.5f * dy * y * y * y; }
-__device__ __forceinline__ float abs_grad_f(float dy, float x)
-{
-    return x > 0.0f ? dy : x < 0.0f ? -dy : 0.0f;
-}
-__device__ __forceinline__ float softplus_grad_f(float dy, float x)
-{
-    return x > 20.0f ? dy : dy / (1.0f + expf(-x));
-}
-__device__ __forceinline__ float hardswish_grad_f(float dy, float x)
-{
-    return x < -3.0f ? 0.0f : x <= 3.0f ? dy * (x / 3.0f + 0.5f) : dy;
-}
-
 /* upsample2d's taps: ir_upsample_taps (ir/ops.c) again, keep the two in step.
  * Products rounded as the host's, never fused into an fma with the sum. */
 __device__ __forceinline__ float mul_rn(float a, float b)

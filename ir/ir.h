@@ -284,7 +284,7 @@ typedef struct {
 
 extern const ir_op_info ir_ops[IR_NOPS];
 
-/* The gradient rule of an elementwise unary op (ops.def's GRAD table):
+/* The gradient rule of an elementwise unary op (ops.def's UNARY table):
  * dx = grad(dy, from_result ? y : x), with the op's attributes; NULL for an
  * op without one there. */
 typedef struct {
@@ -292,6 +292,13 @@ typedef struct {
     int from_result;
 } ir_grad_rule;
 const ir_grad_rule *ir_grad_rule_of(ir_op op);
+
+/* How many attributes the function of ir/arith.h that computes op takes after
+ * its operands (ops.def's UNARY table: ar_NAME for op NAME), or -1 where
+ * arith.h has none; and a node's float attributes in its schema's order, up
+ * to max into v (0 past them), counting those it has. */
+int ir_arith_attrs(ir_op op);
+int ir_float_attrs(const ir_node *n, double *v, int max);
 
 /* The ONNX operator an op is one to one (ops.def's ONNX table), or NULL;
  * and the op of such an ONNX operator, or -1. */

@@ -8,6 +8,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,20 +19,58 @@ const ir_op_info ir_ops[IR_NOPS] = {
 #undef OP
 };
 
+/* ops.def's UNARY table: each op's gradient rule, and how many attributes
+ * its arithmetic and its gradient's take (+1: 0 where ir/arith.h has none) */
+#define OP(e, name, nmin, nmax, nout, attrs, traits)
+#define RULE_X(op) [IR_OP_##op] = {1, {IR_OP_##op##_GRAD, 0}},
+#define RULE_Y(op) [IR_OP_##op] = {1, {IR_OP_##op##_GRAD, 1}},
+#define RULE_NONE(op)
+#define ARITY_X(op, n) [IR_OP_##op##_GRAD] = n + 1,
+#define ARITY_Y ARITY_X
+#define ARITY_NONE(op, n)
 static const struct {
     int has;
     ir_grad_rule rule;
 } grad_rules[IR_NOPS] = {
-#define OP(e, name, nmin, nmax, nout, attrs, traits)
-#define GRAD(op, grad, from) [IR_OP_##op] = {1, {IR_OP_##grad, #from[0] == 'Y'}},
+#define UNARY(op, name, n, from) RULE_##from(op)
 #include "ops.def"
-#undef GRAD
-#undef OP
+#undef UNARY
 };
+
+static const signed char arith_arity[IR_NOPS] = {
+#define UNARY(op, name, n, from) [IR_OP_##op] = n + 1, ARITY_##from(op, n)
+#include "ops.def"
+#undef UNARY
+};
+#undef OP
 
 const ir_grad_rule *ir_grad_rule_of(ir_op op)
 {
     return grad_rules[op].has ? &grad_rules[op].rule : NULL;
+}
+
+int ir_arith_attrs(ir_op op)
+{
+    return (unsigned)op < IR_NOPS ? arith_arity[op] - 1 : -1;
+}
+
+int ir_float_attrs(const ir_node *n, double *v, int max)
+{
+    const char *s = ir_ops[n->op].attrs;
+    int k = 0;
+    for (; k < max && *s; k++) {
+        size_t len = strcspn(s, ":");
+        if (strncmp(s + len, ":float", 6) != 0)
+            break;
+        char key[32];
+        snprintf(key, sizeof key, "%.*s", (int)(len < sizeof key ? len : sizeof key - 1), s);
+        v[k] = ir_attr_float(n, key);
+        s += strcspn(s, ",");
+        s += *s == ',';
+    }
+    for (int i = k; i < max; i++)
+        v[i] = 0;
+    return k;
 }
 
 static const char *const onnx_names[IR_NOPS] = {

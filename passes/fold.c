@@ -9,6 +9,7 @@
  * same bits.  Returns the nodes removed or replaced. */
 #include <math.h>
 
+#include "arith.h"
 #include "passes.h"
 
 /* The value of n's result when it is a constant node. */
@@ -24,8 +25,8 @@ static int const_value(const ir_value *v, double *out)
 static int eval_const(ir_op op, float a, float b, float *out)
 {
     switch (op) {
-    case IR_OP_NEG: *out = -a; return 1;
-    case IR_OP_RELU: *out = a > 0 ? a : 0; return 1;
+    case IR_OP_NEG: *out = ar_neg(a); return 1;
+    case IR_OP_RELU: *out = ar_relu(a); return 1; /* NaN stays NaN */
     case IR_OP_ADD: *out = a + b; return 1;
     case IR_OP_SUB: *out = a - b; return 1;
     case IR_OP_MUL: *out = a * b; return 1;

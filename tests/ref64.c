@@ -5,6 +5,9 @@
  * here again, independently of ir/ops.c. */
 #include "ref64.h"
 
+#define AR_DOUBLE
+#include "arith.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,34 +71,26 @@ double *ref_const(const ir_type *t, double value)
     return y;
 }
 
+/* the unary ops by ir/arith.h's functions in double (ops.def's UNARY table):
+ * their formulas are the executors', so what this checks of them is the
+ * executors' float arithmetic and the loops around it; the formulas
+ * themselves are held against PyTorch (tests/grad, test_golden) and finite
+ * differences (tests/grad/test_fd.c) */
 double *ref_unary(ir_op op, const double *a, const ir_type *ta, double p, double q)
 {
+    (void)p, (void)q;
     double *y = alloc_out(ta);
     for (int64_t i = 0; i < ir_type_numel(ta); i++) {
         double v = a[i];
         switch (op) {
-        case IR_OP_NEG:     y[i] = -v; break;
-        case IR_OP_RELU:    y[i] = v > 0 || isnan(v) ? v : 0; break;
-        case IR_OP_SIGMOID: y[i] = 1 / (1 + exp(-v)); break;
-        case IR_OP_TANH:    y[i] = tanh(v); break;
-        /* v * Phi(v), Phi(v) = (1 + erf(v / sqrt 2)) / 2 = erfc(-v / sqrt 2) / 2; the
-           erfc form keeps full precision in the negative tail */
-        case IR_OP_GELU:    y[i] = v * 0.5 * erfc(-v / sqrt(2.0)); break;
-        case IR_OP_SILU:    y[i] = v / (1 + exp(-v)); break;
-        case IR_OP_EXP:     y[i] = exp(v); break;
-        case IR_OP_LOG:     y[i] = log(v); break;
-        case IR_OP_SQRT:    y[i] = sqrt(v); break;
-        case IR_OP_RSQRT:   y[i] = 1 / sqrt(v); break;
-        case IR_OP_ABS:     y[i] = fabs(v); break;
-        case IR_OP_SOFTPLUS: y[i] = v > 20 ? v : log1p(exp(v)); break;
-        case IR_OP_HARDSWISH: y[i] = v * fmin(fmax(v + 3, 0), 6) / 6; break;
-        case IR_OP_LEAKY_RELU: y[i] = v > 0 ? v : p * v; break;
-        case IR_OP_ELU:     y[i] = v > 0 ? v : p * expm1(v); break;
-        case IR_OP_GELU_TANH: /* 0.5 v (1 + tanh(sqrt(2 / pi) (v + 0.044715 v^3))) */
-            y[i] = 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
-            break;
-        case IR_OP_POW:     y[i] = pow(v, p); break;
-        case IR_OP_CLAMP:   y[i] = isnan(v) ? v : v < p ? (p > q ? q : p) : v > q ? q : v; break;
+#define OP(e, name, nmin, nmax, nout, attrs, traits)
+#define ATTRS0
+#define ATTRS1 , p
+#define ATTRS2 , p, q
+#define UNARY(e, name, n, from) case IR_OP_##e: y[i] = ar_##name(v ATTRS##n); break;
+#include "ops.def"
+#undef UNARY
+#undef OP
         case IR_OP_DROPOUT: y[i] = v; break;
         default:
             fprintf(stderr, "ref_unary: %s is not unary\n", ir_ops[op].name);

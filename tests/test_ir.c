@@ -1317,6 +1317,68 @@ static void test_robustness(void)
     fclose(st.devnull);
 }
 
+/* ops.def's UNARY table against the op table: each line names a unary op by
+ * its name, with as many attributes as its schema has (all floats); X or Y
+ * names its gradient op, NAME_grad, of the same attributes; every unary op
+ * but dropout has a line and every gradient op of the unary kind is some
+ * line's.  ir_grad_rule_of and ir_arith_attrs say the same. */
+static void test_unary_table(void)
+{
+    int lines[IR_NOPS] = {0};
+    static const struct {
+        ir_op op;
+        const char *name;
+        int nattrs;
+        char from;
+    } table[] = {
+#define OP(e, name, nmin, nmax, nout, attrs, traits)
+#define UNARY(e, name, n, from) {IR_OP_##e, #name, n, #from[0]},
+#include "ops.def"
+#undef UNARY
+#undef OP
+    };
+    for (size_t i = 0; i < sizeof table / sizeof *table; i++) {
+        ir_op op = table[i].op;
+        const ir_op_info *info = &ir_ops[op];
+        int nattrs = 0, floats = 1;
+        for (const char *s = info->attrs; *s; s += *s == ',') {
+            nattrs++;
+            size_t k = strcspn(s, ":");
+            floats &= strncmp(s + k, ":float", 6) == 0;
+            s += strcspn(s, ",");
+        }
+        CHECK(strcmp(info->name, table[i].name) == 0 && ir_op_is(op, IR_UNARY),
+              "UNARY line %s: the op is %s, %sunary", table[i].name, info->name,
+              ir_op_is(op, IR_UNARY) ? "" : "not ");
+        CHECK(nattrs == table[i].nattrs && floats && ir_arith_attrs(op) == nattrs,
+              "UNARY line %s says %d attributes, the schema '%s' has %d%s", table[i].name,
+              table[i].nattrs, info->attrs, nattrs, floats ? "" : " (not all floats)");
+        lines[op]++;
+        const ir_grad_rule *rule = ir_grad_rule_of(op);
+        if (table[i].from == 'N') {
+            CHECK(!rule, "UNARY line %s: NONE, but a gradient rule", table[i].name);
+            continue;
+        }
+        char grad[64];
+        snprintf(grad, sizeof grad, "%s_grad", info->name);
+        int g = ir_op_lookup(grad);
+        CHECK(g >= 0 && rule && (int)rule->grad == g && rule->from_result == (table[i].from == 'Y'),
+              "UNARY line %s: its gradient %s and the rule disagree", table[i].name, grad);
+        if (g < 0)
+            continue;
+        CHECK(ir_op_is((ir_op)g, IR_UNARY_GRAD) && strcmp(ir_ops[g].attrs, info->attrs) == 0 &&
+                  ir_arith_attrs((ir_op)g) == nattrs,
+              "%s: not a unary gradient of %s's attributes", grad, info->name);
+        lines[g]++;
+    }
+    for (int op = 0; op < IR_NOPS; op++)
+        if ((ir_op_is((ir_op)op, IR_UNARY) && op != IR_OP_DROPOUT) || ir_op_is((ir_op)op, IR_UNARY_GRAD))
+            CHECK(lines[op] == 1, "%s: %d UNARY lines (one wanted)", ir_ops[op].name, lines[op]);
+        else
+            CHECK(lines[op] == 0 && ir_arith_attrs((ir_op)op) == -1,
+                  "%s: not unary, yet in the UNARY table", ir_ops[op].name);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -1337,6 +1399,7 @@ int main(int argc, char **argv)
     test_verify_after_free();
     test_diag_owns_file();
     test_robustness();
+    test_unary_table();
     printf("test_ir: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

@@ -43,15 +43,6 @@ static float *fdata(const rt_exec *x, const ir_value *v) { return x->buf[v->id];
 
 /* ---------------------------------------------------------------- elementwise */
 
-float rt_gelu(float a) { return 0.5f * a * (1.0f + erff(a * (float)M_SQRT1_2)); }
-
-/* PyTorch's gelu(approximate="tanh"), its float arithmetic */
-float rt_gelu_tanh(float a)
-{
-    const float beta = (float)(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = 0.044715f;
-    return 0.5f * a * (1.0f + tanhf(beta * (a + kappa * a * a * a)));
-}
-
 /* l op r for the binary ops (IR_BINARY) but add, sub, mul and div, which
  * k_binary and run_epilogue spell out */
 static float binary_f(ir_op op, float l, float r)
@@ -68,35 +59,22 @@ static float binary_f(ir_op op, float l, float r)
     }
 }
 
-/* o[i] = op(a[i]) for i in [lo, hi): the arithmetic of the unary ops
- * (IR_UNARY), for whole tensors and for fused epilogues alike. */
+/* o[i] = op(a[i]) for i in [lo, hi): the unary ops (IR_UNARY), for whole
+ * tensors and for fused epilogues alike, by ir/arith.h's functions (ops.def's
+ * UNARY table); dropout, the identity at inference, by the default. */
 static void unary_range(const ir_node *n, const float *a, float *o, int64_t lo, int64_t hi)
 {
-    ir_op op = n->op;
-    float at[2];
-    rt_unary_attrs(n, at);
-    float p = at[0], top = at[1];
-    switch (op) {
+    float p, q;
+    rt_unary_attrs(n, &p, &q);
+    (void)p, (void)q;
+    switch (n->op) {
 #define EACH(expr) for (int64_t i = lo; i < hi; i++) { float v = a[i]; o[i] = (expr); } break;
-    case IR_OP_NEG:     EACH(-v)
-    case IR_OP_RELU:    EACH(v > 0 || v != v ? v : 0) /* NaN stays NaN, as PyTorch's */
-    case IR_OP_SIGMOID: EACH(1.0f / (1.0f + expf(-v)))
-    case IR_OP_TANH:    EACH(tanhf(v))
-    case IR_OP_GELU:    EACH(rt_gelu(v))
-    case IR_OP_SILU:    EACH(v / (1.0f + expf(-v)))
-    case IR_OP_EXP:     EACH(expf(v))
-    case IR_OP_LOG:     EACH(logf(v))
-    case IR_OP_SQRT:    EACH(sqrtf(v))
-    case IR_OP_RSQRT:   EACH(1.0f / sqrtf(v))
-    case IR_OP_ABS:     EACH(fabsf(v))
-    case IR_OP_SOFTPLUS: EACH(v > 20.0f ? v : log1pf(expf(v)))
-    case IR_OP_HARDSWISH: EACH(v * fminf(fmaxf(v + 3.0f, 0.0f), 6.0f) / 6.0f)
-    case IR_OP_LEAKY_RELU: EACH(v > 0 ? v : v * p)
-    case IR_OP_ELU:     EACH(v > 0 ? v : p * expm1f(v))
-    case IR_OP_GELU_TANH: EACH(rt_gelu_tanh(v))
-    case IR_OP_POW:     EACH(powf(v, p))
-    case IR_OP_CLAMP:   EACH(v != v ? v : fminf(fmaxf(v, p), top)) /* p: min */
-    default:            EACH(v) /* dropout: identity at inference */
+#define UNARY(op, name, n, from) case IR_OP_##op: EACH(ar_##name(v RT_ATTRS##n))
+#define OP(e, name, nmin, nmax, nout, attrs, traits)
+#include "ops.def"
+#undef OP
+#undef UNARY
+    default: EACH(v)
 #undef EACH
     }
 }

@@ -210,69 +210,34 @@ static int k_slice(rt_exec *x, const ir_node *n)
 
 /* ---------------------------------------------------------------- gradients */
 
-static int k_unary_grad(rt_exec *x, const ir_node *n)
+/* dx = op(dy, v) by ir/arith.h's functions (ops.def's UNARY table) */
+static int k_unary_grad(rt_exec *x, const ir_node *n, char *err, size_t errlen)
 {
     const float *dy = IN(0), *v = IN(1); /* v: y or x, as ops.def says */
     float *dx = OUT;
     int64_t len = NUMEL(n->out[0]);
-    ir_op op = n->op;
-    float at[2];
-    rt_unary_attrs(n, at);
-    float p = at[0], hi = at[1];
-    if (op == IR_OP_RELU_GRAD) { /* the common one, in a loop of its own that vectorizes */
-#pragma omp parallel for if (len > PAR_MIN)
-        for (int64_t i = 0; i < len; i++)
-            dx[i] = v[i] <= 0 ? 0.0f : dy[i]; /* NaN passes dy */
-        return 0;
-    }
-#pragma omp parallel for if (len > PAR_MIN)
-    for (int64_t i = 0; i < len; i++) {
-        float g;
-        switch (op) {
-        case IR_OP_SIGMOID_GRAD: g = dy[i] * v[i] * (1 - v[i]); break;
-        case IR_OP_TANH_GRAD: g = dy[i] * (1 - v[i] * v[i]); break;
-        case IR_OP_SILU_GRAD: { /* s (1 + x (1 - s)), s = sigmoid(x) */
-            float s = 1.0f / (1.0f + expf(-v[i]));
-            g = dy[i] * s * (1.0f + v[i] * (1.0f - s));
-            break;
-        }
-        case IR_OP_EXP_GRAD: g = dy[i] * v[i]; break;                       /* y */
-        case IR_OP_LOG_GRAD: g = dy[i] / v[i]; break;                       /* x */
-        case IR_OP_SQRT_GRAD: g = dy[i] * 0.5f / v[i]; break;               /* y */
-        case IR_OP_RSQRT_GRAD: g = -0.5f * dy[i] * v[i] * v[i] * v[i]; break; /* y */
-        case IR_OP_ABS_GRAD: /* x: sign(x), 0 at 0 */
-            g = v[i] > 0 ? dy[i] : v[i] < 0 ? -dy[i] : 0.0f;
-            break;
-        case IR_OP_SOFTPLUS_GRAD: /* x: sigmoid(x), dy past the threshold */
-            g = v[i] > 20.0f ? dy[i] : dy[i] / (1.0f + expf(-v[i]));
-            break;
-        case IR_OP_LEAKY_RELU_GRAD: g = v[i] > 0 ? dy[i] : dy[i] * p; break; /* x */
-        case IR_OP_ELU_GRAD: g = v[i] > 0 ? dy[i] : dy[i] * p * expf(v[i]); break; /* x */
-        case IR_OP_POW_GRAD: /* x: p x^(p-1), PyTorch's pow_backward (0 for p = 0) */
-            g = p == 0 ? 0.0f : dy[i] * (p * powf(v[i], p - 1.0f));
-            break;
-        case IR_OP_CLAMP_GRAD: /* x: 1 in [min, max], bounds included; 0 for NaN */
-            g = v[i] >= p && v[i] <= hi ? dy[i] : 0.0f;
-            break;
-        case IR_OP_GELU_TANH_GRAD: { /* x: PyTorch's GeluBackward, approximate="tanh" */
-            const float beta = (float)(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = 0.044715f;
-            float t = v[i], sq = t * t;
-            float th = tanhf(beta * (t + kappa * sq * t));
-            float left = 0.5f * t, right = 1.0f + th;
-            g = dy[i] *
-                (0.5f * right + left * (1.0f - th * th) * beta * (1.0f + 3.0f * kappa * sq));
-            break;
-        }
-        case IR_OP_HARDSWISH_GRAD: /* x: PyTorch's pieces */
-            g = v[i] < -3.0f ? 0.0f : v[i] <= 3.0f ? dy[i] * (v[i] / 3.0f + 0.5f) : dy[i];
-            break;
-        default: { /* gelu: Phi(x) + x phi(x) */
-            double t = v[i];
-            g = (float)(dy[i] * (0.5 * (1 + erf(t * M_SQRT1_2)) +
-                                 t * exp(-0.5 * t * t) * 0.3989422804014327));
-        }
-        }
-        dx[i] = g;
+    float p, q;
+    rt_unary_attrs(n, &p, &q);
+    (void)p, (void)q;
+    switch (n->op) {
+#define EACH(expr)                                       \
+    _Pragma("omp parallel for if (len > PAR_MIN)")       \
+    for (int64_t i = 0; i < len; i++)                    \
+        dx[i] = (expr);                                  \
+    break;
+#define GRAD_X(op, name, n) case IR_OP_##op##_GRAD: EACH(ar_##name##_grad(dy[i], v[i] RT_ATTRS##n))
+#define GRAD_Y GRAD_X
+#define GRAD_NONE(op, name, n)
+#define UNARY(op, name, n, from) GRAD_##from(op, name, n)
+#define OP(e, name, nmin, nmax, nout, attrs, traits)
+#include "ops.def"
+#undef OP
+#undef UNARY
+#undef GRAD_X
+#undef GRAD_Y
+#undef GRAD_NONE
+#undef EACH
+    default: return fail(err, errlen, "%s has no arithmetic in ir/arith.h", ir_ops[n->op].name);
     }
     return 0;
 }
@@ -874,7 +839,7 @@ static int k_adam(rt_exec *x, const ir_node *n)
 int rt_train_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen)
 {
     if (ir_op_is(n->op, IR_UNARY_GRAD))
-        return k_unary_grad(x, n);
+        return k_unary_grad(x, n, err, errlen);
     switch (n->op) {
     case IR_OP_BATCHNORM_TRAIN: return k_batchnorm_train(x, n);
     case IR_OP_BATCHNORM_APPLY: return k_batchnorm_apply(x, n);

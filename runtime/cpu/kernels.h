@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "arith.h"
 #include "base.h"
 #include "exec.h"
 
@@ -74,11 +75,9 @@ float *rt_scratch(rt_exec *x, size_t nfloats);
  * alone) of a program that writes no parameters back.  What oneDNN's and
  * Winograd's convolutions make of the weights is kept while it holds. */
 int rt_weight_static(const rt_exec *x, const ir_value *v);
-float rt_gelu(float a);
 /* The position of the first largest (want_min: smallest) of len floats step
  * apart, the first NaN's if any (reduce_max, argmax and their gradients). */
 int64_t rt_arg_extreme(const float *a, int64_t len, int64_t step, int want_min);
-float rt_gelu_tanh(float a);   /* PyTorch's gelu(approximate="tanh") */
 
 /* c[m, n] = op(a) op(b) + beta c, row-major, op transposing where ta or tb is
  * set: cblas_sgemm with alpha 1, split into tiles fixed by the shapes alone, so
@@ -189,23 +188,21 @@ int rt_direct_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen);
 
 /* The number attributes of a unary op or of its gradient, in their schema's
  * order (ops.def: leaky_relu's slope, elu's alpha, pow's p, clamp's min and
- * max), into v[0] and v[1]; 0 for those it lacks. */
-static inline void rt_unary_attrs(const ir_node *n, float v[2])
+ * max), into *p and *q; 0 for those it lacks. */
+static inline void rt_unary_attrs(const ir_node *n, float *p, float *q)
 {
-    const char *s = ir_ops[n->op].attrs;
-    for (int i = 0; i < 2; i++) {
-        char key[32];
-        size_t k = strcspn(s, ":");
-        v[i] = 0;
-        if (*s && k < sizeof key && strncmp(s + k, ":float", 6) == 0) {
-            snprintf(key, sizeof key, "%.*s", (int)k, s);
-            v[i] = (float)ir_attr_float(n, key);
-        }
-        s += strcspn(s, ",");
-        s += *s == ',';
-    }
+    double v[2];
+    ir_float_attrs(n, v, 2);
+    *p = (float)v[0];
+    *q = (float)v[1];
 }
 
+/* The arguments after the operands of ir/arith.h's function of an op whose
+ * UNARY line (ops.def) says N: RT_ATTRS##N, of p and q as rt_unary_attrs sets
+ * them. */
+#define RT_ATTRS0
+#define RT_ATTRS1 , p
+#define RT_ATTRS2 , p, q
 /* Whether pooling windows of an h x w input into oh x ow tile it: stride equal
  * to the kernel, no padding, and no last window past the input (ceil_mode's), so
  * each input element is in at most one window and none is clipped. */
