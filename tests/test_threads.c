@@ -531,13 +531,9 @@ static void test_forward(void)
     n->out[0]->type.dtype = IR_I32;
     tc_run(&c);
 
-    static const ir_op unary[] = {IR_OP_NEG,   IR_OP_RELU,     IR_OP_SIGMOID,   IR_OP_TANH,
-                                  IR_OP_GELU,  IR_OP_SILU,     IR_OP_EXP,       IR_OP_LOG,
-                                  IR_OP_SQRT,  IR_OP_RSQRT,    IR_OP_ABS,       IR_OP_SOFTPLUS,
-                                  IR_OP_HARDSWISH, IR_OP_LEAKY_RELU, IR_OP_ELU, IR_OP_GELU_TANH,
-                                  IR_OP_POW,   IR_OP_CLAMP,    IR_OP_DROPOUT};
-    for (size_t i = 0; i < sizeof unary / sizeof unary[0]; i++)
-        unary_case(unary[i], F32(64, 1100), -8, 8);
+    for (int op = 0; op < IR_NOPS; op++) /* every unary op */
+        if (ir_op_is((ir_op)op, IR_UNARY))
+            unary_case((ir_op)op, F32(64, 1100), -8, 8);
     static const ir_op binary[] = {IR_OP_ADD, IR_OP_SUB, IR_OP_MUL,     IR_OP_DIV,
                                    IR_OP_MAXIMUM, IR_OP_MINIMUM, IR_OP_GT, IR_OP_LT,
                                    IR_OP_GE,  IR_OP_LE,  IR_OP_EQ,      IR_OP_NE};
@@ -762,22 +758,19 @@ static void test_training(void)
     ir_set_int(c.p.g, n, "size", 600);
     tc_run(&c);
 
-    static const ir_op grads[] = {IR_OP_RELU_GRAD, IR_OP_SIGMOID_GRAD, IR_OP_TANH_GRAD,
-                                  IR_OP_GELU_GRAD, IR_OP_SILU_GRAD, IR_OP_EXP_GRAD,
-                                  IR_OP_LOG_GRAD, IR_OP_SQRT_GRAD, IR_OP_RSQRT_GRAD,
-                                  IR_OP_ABS_GRAD, IR_OP_SOFTPLUS_GRAD, IR_OP_HARDSWISH_GRAD,
-                                  IR_OP_LEAKY_RELU_GRAD, IR_OP_ELU_GRAD, IR_OP_GELU_TANH_GRAD,
-                                  IR_OP_POW_GRAD, IR_OP_CLAMP_GRAD};
-    for (size_t i = 0; i < sizeof grads / sizeof grads[0]; i++) {
-        tc_begin(&c, grads[i]);
+    for (int op = 0; op < IR_NOPS; op++) { /* every unary op's gradient */
+        if (!ir_op_is((ir_op)op, IR_UNARY_GRAD))
+            continue;
+        ir_op grad = (ir_op)op;
+        tc_begin(&c, grad);
         tc_in(&c, F32(64, 1100), -1, 1);
         tc_in(&c, F32(64, 1100), -3, 3);
         n = tc_node(&c, 1);
-        if (grads[i] == IR_OP_LEAKY_RELU_GRAD || grads[i] == IR_OP_ELU_GRAD)
-            ir_set_float(c.p.g, n, grads[i] == IR_OP_ELU_GRAD ? "alpha" : "slope", 0.3);
-        if (grads[i] == IR_OP_POW_GRAD)
+        if (grad == IR_OP_LEAKY_RELU_GRAD || grad == IR_OP_ELU_GRAD)
+            ir_set_float(c.p.g, n, grad == IR_OP_ELU_GRAD ? "alpha" : "slope", 0.3);
+        if (grad == IR_OP_POW_GRAD)
             ir_set_float(c.p.g, n, "p", 2.5);
-        if (grads[i] == IR_OP_CLAMP_GRAD) {
+        if (grad == IR_OP_CLAMP_GRAD) {
             ir_set_float(c.p.g, n, "min", -1.0);
             ir_set_float(c.p.g, n, "max", 2.0);
         }

@@ -87,18 +87,6 @@ static double forward64(const ir_graph *g, double **vals)
         case IR_OP_CONST:
             o = ref_const(&n->out[0]->type, ir_attr_float(n, "value"));
             break;
-        case IR_OP_NEG: case IR_OP_RELU: case IR_OP_SIGMOID: case IR_OP_TANH: case IR_OP_GELU:
-        case IR_OP_SILU: case IR_OP_EXP: case IR_OP_LOG: case IR_OP_SQRT: case IR_OP_RSQRT:
-        case IR_OP_ABS: case IR_OP_SOFTPLUS: case IR_OP_HARDSWISH: case IR_OP_LEAKY_RELU:
-        case IR_OP_ELU: case IR_OP_GELU_TANH: case IR_OP_POW: case IR_OP_CLAMP:
-            o = ref_unary(n->op, a, ta,
-                          n->op == IR_OP_LEAKY_RELU ? ir_attr_float(n, "slope")
-                          : n->op == IR_OP_ELU      ? ir_attr_float(n, "alpha")
-                          : n->op == IR_OP_POW      ? ir_attr_float(n, "p")
-                          : n->op == IR_OP_CLAMP    ? ir_attr_float(n, "min")
-                                                    : 0,
-                          n->op == IR_OP_CLAMP ? ir_attr_float(n, "max") : 0);
-            break;
         case IR_OP_SUM_TO: { /* each element into the one of its coordinates, 0 where
                                 the result's dimension is 1, leading ones dropped */
             const ir_type *to = &n->out[0]->type;
@@ -260,9 +248,15 @@ static double forward64(const ir_graph *g, double **vals)
             o = malloc(sizeof *o);
             *o = ref_mse(a, b, ir_type_numel(ta));
             break;
-        default:
-            fprintf(stderr, "test_fd: no float64 forward for %s\n", ir_ops[n->op].name);
-            exit(1);
+        default: {
+            double at[2];
+            if (ir_arith_attrs(n->op) < 0 || !ir_op_is(n->op, IR_UNARY)) {
+                fprintf(stderr, "test_fd: no float64 forward for %s\n", ir_ops[n->op].name);
+                exit(1);
+            }
+            ir_float_attrs(n, at, 2); /* a unary op of ops.def's UNARY table */
+            o = ref_unary(n->op, a, ta, at[0], at[1]);
+        }
         }
         free(vals[n->out[0]->id]);
         vals[n->out[0]->id] = o;
@@ -697,6 +691,11 @@ int main(void)
         if (!covered[differentiable[i]]) {
             failures++;
             fprintf(stderr, "FAIL: no case differentiates %s\n", ir_ops[differentiable[i]].name);
+        }
+    for (int op = 0; op < IR_NOPS; op++) /* and every op of ops.def's UNARY table */
+        if (ir_grad_rule_of((ir_op)op) && !covered[op]) {
+            failures++;
+            fprintf(stderr, "FAIL: no case differentiates %s\n", ir_ops[op].name);
         }
     printf("fd: %d gradient elements checked, %d failed\n", checks, failures);
     return failures != 0;
