@@ -104,6 +104,7 @@ static val b_rsqrt(elab *e, call *c) { return unary(e, c, IR_OP_RSQRT); }
 static val b_abs(elab *e, call *c) { return unary(e, c, IR_OP_ABS); }
 static val b_softplus(elab *e, call *c) { return unary(e, c, IR_OP_SOFTPLUS); }
 static val b_hardswish(elab *e, call *c) { return unary(e, c, IR_OP_HARDSWISH); }
+static val b_softsign(elab *e, call *c) { return unary(e, c, IR_OP_SOFTSIGN); }
 
 /* leaky_relu(x, slope=0.01) and elu(x, alpha=1.0): an op with its one float */
 static val unary_with(elab *e, call *c, ir_op op, const char *key)
@@ -1589,6 +1590,7 @@ const builtin fe_builtins[] = {
     {"abs", "x", b_abs, 1},
     {"softplus", "x", b_softplus, 1},
     {"hardswish", "x", b_hardswish, 1},
+    {"softsign", "x", b_softsign, 1},
     {"leaky_relu", "x, slope=0.01", b_leaky_relu, 1},
     {"elu", "x, alpha=1.0", b_elu, 1},
     {"pow", "x, p", b_pow, 1},

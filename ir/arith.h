@@ -138,6 +138,14 @@ AR_FN ar_real ar_hardswish_grad(ar_real dy, ar_real x)
     return x < -3 ? 0 : x <= 3 ? dy * (x / 3 + AR_K(0.5)) : dy;
 }
 
+/* x / (1 + |x|); the gradient 1 / (1 + |x|)^2 */
+AR_FN ar_real ar_softsign(ar_real x) { return x / (1 + m_fabs(x)); }
+AR_FN ar_real ar_softsign_grad(ar_real dy, ar_real x)
+{
+    ar_real d = 1 + m_fabs(x);
+    return dy / (d * d);
+}
+
 AR_FN ar_real ar_leaky_relu(ar_real x, ar_real slope) { return x > 0 ? x : x * slope; }
 AR_FN ar_real ar_leaky_relu_grad(ar_real dy, ar_real x, ar_real slope)
 {

@@ -108,6 +108,7 @@ static const op_case cases[] = {
     {"abs", EL("abs", "[3, 37]"), 0, 0, 0, 1},
     {"softplus", EL("softplus", "[4, 64]"), 1e-6, 1e-5, 0, 1},
     {"hardswish", EL("hardswish", "[3, 37]"), 1e-6, 1e-5, 0, 1},
+    {"softsign", EL("softsign", "[3, 37]"), 1e-6, 1e-5, 0, 1},
     {"leaky_relu", G("  input %x: f32[4, 64]\n  %y: f32[4, 64] = leaky_relu(%x) {slope = 0.2}\n"
                      "  output y = %y\n"), 1e-7, 1e-6, 0, 1},
     {"elu", G("  input %x: f32[3, 37]\n  %y: f32[3, 37] = elu(%x) {alpha = 0.7}\n"
@@ -446,6 +447,7 @@ static const op_case cases[] = {
     {"abs_grad", GR("abs_grad", "x"), 0, 0, 0, 1},
     {"softplus_grad", GR("softplus_grad", "x"), 1e-6, 1e-5, 0, 1},
     {"hardswish_grad", GR("hardswish_grad", "x"), 1e-7, 1e-6, 0, 1},
+    {"softsign_grad", GR("softsign_grad", "x"), 1e-7, 1e-6, 0, 1},
     {"leaky_relu_grad", G("  input %dy: f32[3, 37]\n  input %x: f32[3, 37]\n  %y: f32[3, 37] = "
                           "leaky_relu_grad(%dy, %x) {slope = 0.2}\n  output y = %y\n"),
      1e-7, 1e-6, 0, 1},

@@ -601,11 +601,6 @@ static int op_unary_with(ox_ctx *cx, ox_val **in, int nin, ox_val **out, int nou
         ir_set_float(cx->g, n, "max", 1);
         return set(cx, out[0], fin(cx, n));
     }
-    if (strcmp(t, "Softsign") == 0)
-        return known(cx, "") ? -1
-                             : set(cx, out[0], bin(cx, IR_OP_DIV, x,
-                                                   bin(cx, IR_OP_ADD, un(cx, IR_OP_ABS, x),
-                                                       scalar(cx, 1))));
     if (strcmp(t, "Reciprocal") == 0) {
         if (known(cx, ""))
             return -1;
@@ -2894,7 +2889,7 @@ static const struct {
     {"Resize", op_resize},
     {"Selu", op_unary_with}, {"Shape", op_shape}, {"Shrink", op_shrink},
     {"Sign", op_rounding}, {"Size", op_shape}, {"Slice", op_slice}, {"Softmax", op_softmax},
-    {"SoftmaxCrossEntropyLoss", op_loss}, {"Softsign", op_unary_with},
+    {"SoftmaxCrossEntropyLoss", op_loss},
     {"SpaceToDepth", op_depth_space}, {"Split", op_split},
     {"Squeeze", op_squeeze}, {"Sub", op_binary}, {"Sum", op_binary},
     {"ThresholdedRelu", op_unary_with}, {"Tile", op_tile}, {"Transpose", op_transpose},

@@ -226,7 +226,8 @@ def op_cases():
         return [("y_exp", torch.exp(x * 3)), ("y_log", torch.log(q)), ("y_sqrt", torch.sqrt(q)),
                 ("y_rsqrt", torch.rsqrt(q)), ("y_abs", torch.abs(x)),
                 ("y_softplus", F.softplus(x * 30)), ("y_hardswish", F.hardswish(x * 5)),
-                ("y_leaky", F.leaky_relu(x, 0.2)), ("y_elu", F.elu(x * 3, 0.7))]
+                ("y_leaky", F.leaky_relu(x, 0.2)), ("y_elu", F.elu(x * 3, 0.7)),
+                ("y_softsign", F.softsign(x * 3))]
     case("unary", unary)
 
     def compare(f):

@@ -45,6 +45,7 @@ static const op_case cases[] = {
     {"abs", EL("abs", "[3, 37]"), 0, 0, 0},
     {"softplus", EL("softplus", "[3, 37]"), 1e-6, 1e-5, 0},
     {"hardswish", EL("hardswish", "[3, 37]"), 1e-6, 1e-5, 0},
+    {"softsign", EL("softsign", "[3, 37]"), 1e-6, 1e-5, 0},
     {"leaky_relu", G("  input %x: f32[3, 37]\n  %y: f32[3, 37] = leaky_relu(%x) {slope = 0.2}\n"
                      "  output y = %y\n"), 1e-7, 1e-6, 0},
     {"gelu_tanh", EL("gelu_tanh", "[3, 37]"), 1e-6, 1e-5, 0},

@@ -478,13 +478,13 @@ int main(void)
     run_case("unary", M("input t: f32[4, 6]\n" P("p", "[4, 6]")
                         "y = relu(p) + sigmoid(p) * tanh(p) - gelu(p) + silu(p) + -p\n"
                         "loss mse(y, t)"), 0);
-    /* log, sqrt and rsqrt of p * p + 0.5 (positive); abs and hardswish away
-       from their kinks as the random p lands */
+    /* log, sqrt and rsqrt of p * p + 0.5 (positive); abs, hardswish and
+       softsign away from their kinks as the random p lands */
     run_case("unary2", M("input t: f32[4, 6]\n" P("p", "[4, 6]")
                          "q = p * p + 0.5\n"
                          "y = exp(p) + log(q) - sqrt(q) * rsqrt(q + 1.0) + abs(p) + softplus(p)"
                          " + hardswish(p * 4.0) + leaky_relu(p, slope = 0.2)"
-                         " + elu(p, alpha = 0.7)\n"
+                         " + elu(p, alpha = 0.7) + softsign(p * 2.0)\n"
                          "loss mse(y, t)"), 0);
     /* one dense layer called twice (share): its gradient sums both uses */
     run_case("shared", M("input t: f32[4, 3]\n" P("a", "[4, 8]") P("b", "[4, 8]")
