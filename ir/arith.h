@@ -17,6 +17,10 @@
  * those would turn the arithmetic into double's.  The C compilers check this
  * (-Wdouble-promotion is an error here).
  *
+ * An edit here changes every plan's kernel source, which a plan's loader
+ * compares with the one it generates: `bash tests/fuzz/plans/make.sh
+ * build/gnc` writes the plan loader's seed plans again (ctest plan_cli).
+ *
  * The includer chooses:
  *   AR_DOUBLE   defined: ar_real is double (the reference), else float
  *   AR_FN       the functions' qualifiers (default static inline; the
