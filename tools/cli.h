@@ -58,6 +58,7 @@ typedef struct {
     const char *checkpoint;     /* --checkpoint FILE */
     const char *resume;         /* --resume FILE */
     const char *log;            /* --log FILE.csv or FILE.jsonl */
+    const char *plot;           /* --plot FILE.svg */
     long long log_every;        /* --log-every N: a row every N steps too */
     const char *schedule;       /* --schedule constant|step|cosine */
     long long epochs, steps, batch, warmup, step_size;

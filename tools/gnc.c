@@ -28,6 +28,7 @@
 #include "plan.h"
 #include "session.h"
 #include "cli.h"
+#include "plot.h"
 #include "gnc_commit.h"
 
 extern char **environ;
@@ -46,6 +47,7 @@ static const char usage_main[] =
     "  eval     test accuracy of trained weights\n"
     "  export   write a model and its weights as an ONNX file\n"
     "  inspect  print what a plan file holds\n"
+    "  plot     draw training logs (gnc train --log) as an SVG picture\n"
     "  devices  list the GPUs the CUDA driver sees\n"
     "  help     show help for a command\n"
     "\n"
@@ -119,6 +121,14 @@ static const struct command {
      "each device's collectives and transfers with their bytes, and its kernels.\n"
      "An invalid plan gives an error saying what is wrong, and exit status 1.\n",
      NULL},
+    {"plot",
+     "usage: gnc plot LOG... -o FILE.svg\n"
+     "\n"
+     "Draws training runs side by side: train loss and test loss per epoch in one\n"
+     "panel, test accuracy in another, a color per run.  Each LOG is a log of gnc\n"
+     "train --log (CSV or JSON lines; --log-every rows between the epochs' ends) or\n"
+     "the JSON lines of ../shared/bench/torch_fmnist.py (docs/train.md, \"Curves\").\n",
+     NULL},
     {"devices",
      "usage: gnc devices\n"
      "\n"
@@ -169,6 +179,9 @@ static const struct flag {
      "seed of the parameter initializers and random inputs (default 0)", SEC_MAIN},
     {"--seed", "train", 1, " N", "initializers, shuffling and dropout (default 0)", SEC_MAIN},
     {"-o", "export", 1, " FILE.onnx", "the ONNX file to write, atomically (required)", SEC_MAIN},
+    {"-o", "plot", 1, " FILE.svg", "the picture to write, atomically (required)", SEC_MAIN},
+    {"--name", "plot", 1, " NAME", "the legend's name of the next LOG (default: its file "
+     "name without the folder); repeatable", SEC_MAIN},
     {"--seed", "export", 1, " N",
      "seed of the initializers whose draw is exported without --weights (default 0)", SEC_MAIN},
     {"--weights", "export", 1, " FILE",
@@ -231,6 +244,10 @@ static const struct flag {
      "a row per epoch: epoch,steps,train_loss,test_acc,test_loss,images_per_s,seconds",
      SEC_MAIN},
     {"--log-every", "train", 1, " N", "a --log row every N steps too", SEC_MAIN},
+    {"--plot", "train", 1, " FILE.svg",
+     "draw train loss, test loss and test accuracy per epoch (and per --log-every row) as "
+     "an SVG picture, redrawn after each row as training runs (gnc plot draws logs)",
+     SEC_MAIN},
     {"--threads", "run train eval", 1, " N", "CPU threads (default: all cores)", SEC_MAIN},
     {"--profile", "run", 2, "[=FILE.json]",
      "print the time spent in each op; with FILE, also each kernel's measured times as a "
@@ -690,6 +707,11 @@ static int training_flag(options *o, const char *cmdsp, const char *name, const 
         o->resume = val;
     } else if (strcmp(name, "--log") == 0) {
         o->log = val;
+    } else if (strcmp(name, "--plot") == 0) {
+        size_t n = strlen(val);
+        if (n < 4 || strcmp(val + n - 4, ".svg") != 0)
+            return usage_error(cmdsp, "--plot %s: the picture is SVG, a name ending in .svg", val);
+        o->plot = val;
     } else if (strcmp(name, "--epochs") == 0 || strcmp(name, "--steps") == 0 ||
                strcmp(name, "--batch") == 0 || strcmp(name, "--warmup") == 0 ||
                strcmp(name, "--step-size") == 0 || strcmp(name, "--log-every") == 0) {
@@ -1712,6 +1734,67 @@ static int plan_options(options *o, int is_plan)
 
 /* One gnc command; world: the MPI world it runs in (cli_mpi_init). */
 /* gnc devices: a line per GPU the driver sees. */
+/* gnc plot LOG... -o FILE.svg [--name NAME before a LOG] */
+static int cmd_plot(int argc, char **argv)
+{
+    const char *out = NULL, *name = NULL;
+    plot_run runs[16];
+    int nruns = 0, rc = 0;
+    for (int i = 0; i < argc; i++)
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            print_usage("plot", stdout);
+            return 0;
+        }
+    diag d;
+    diag_init(&d);
+    for (int i = 0; i < argc && rc == 0; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-o") == 0 || strcmp(a, "--name") == 0) {
+            if (i + 1 == argc) {
+                rc = usage_error("plot ", "%s needs a value", a);
+                break;
+            }
+            *(a[1] == 'o' ? &out : &name) = argv[++i];
+            continue;
+        }
+        if (a[0] == '-' && a[1]) {
+            rc = usage_error("plot ", "unknown option '%s'", a);
+            break;
+        }
+        if (nruns == 16) {
+            rc = usage_error("plot ", "at most 16 logs in one picture, '%s' is the 17th", a);
+            break;
+        }
+        plot_run *r = &runs[nruns++];
+        memset(r, 0, sizeof *r);
+        const char *base = strrchr(a, '/');
+        r->name = base_xstrdup(name ? name : base ? base + 1 : a);
+        name = NULL;
+        if (plot_read_log(a, 0, r, &d) != 0) {
+            diag_print(&d, stderr);
+            rc = 1;
+        }
+    }
+    if (rc == 0) {
+        char err[1024];
+        size_t n = out ? strlen(out) : 0;
+        if (!nruns)
+            rc = usage_error("plot ", "no log to draw%s", "");
+        else if (!out)
+            rc = usage_error("plot ", "-o FILE.svg is required%s", "");
+        else if (n < 4 || strcmp(out + n - 4, ".svg") != 0)
+            rc = usage_error("plot ", "-o %s: the picture is SVG, a name ending in .svg", out);
+        else if (plot_write_svg(out, runs, nruns, err, sizeof err) != 0) {
+            fprintf(stderr, "gnc: error: %s\n", err);
+            rc = 1;
+        }
+    }
+    for (int i = 0; i < nruns; i++)
+        plot_run_free(&runs[i]);
+    diag_free(&d);
+    return rc;
+}
+
 static int cmd_devices(int argc, char **argv)
 {
     char err[1024];
@@ -1811,9 +1894,10 @@ static int command(int argc, char **argv, cli_world *world)
     if (strcmp(cmd, "--version") == 0)
         return print_version();
     static const char *const cmds[] = {"dump", "compile", "run", "train", "eval", "export",
-                                       "inspect", "devices", "help"};
+                                       "inspect", "plot", "devices", "help"};
+    enum { NCMDS = sizeof cmds / sizeof *cmds };
     int known = 0;
-    for (int i = 0; i < 9; i++)
+    for (int i = 0; i < NCMDS; i++)
         known |= strcmp(cmd, cmds[i]) == 0;
     if (strcmp(cmd, "help") == 0 && argc == 3 && strcmp(argv[2], "--man") == 0) {
         print_man(stdout);
@@ -1821,7 +1905,7 @@ static int command(int argc, char **argv, cli_world *world)
     }
     if (strcmp(cmd, "help") == 0) {
         int ok = argc <= 2;
-        for (int i = 0; i < 8 && !ok; i++)
+        for (int i = 0; i < NCMDS - 1 && !ok; i++)
             ok = strcmp(argv[2], cmds[i]) == 0;
         if (!ok)
             return usage_error(NULL, "unknown command '%s'", argv[2]);
@@ -1829,13 +1913,15 @@ static int command(int argc, char **argv, cli_world *world)
         return 0;
     }
     if (!known) {
-        const char *s = diag_suggest(cmd, cmds, 9);
+        const char *s = diag_suggest(cmd, cmds, NCMDS);
         fprintf(stderr, "gnc: error: unknown command '%s'%s%s%s\n(see 'gnc --help')\n", cmd,
                 s ? "; did you mean '" : "", s ? s : "", s ? "'?" : "");
         return 2;
     }
     if (strcmp(cmd, "devices") == 0)
         return world->rank > 0 ? 0 : cmd_devices(argc - 2, argv + 2);
+    if (strcmp(cmd, "plot") == 0)
+        return world->rank > 0 ? 0 : cmd_plot(argc - 2, argv + 2);
     options o = {.c = {.opt = ad_optimizer_default(AD_SGD), .strategy_auto = 1,
                        .part = {.devices = 1, .strategy = PT_DATA}},
                  .cmd = cmd, .lr = 0.1, .gamma = 0.1, .test_fraction = 0.1};

@@ -38,6 +38,7 @@
 #include "data.h"
 #include "exec.h"
 #include "plan.h"
+#include "plot.h"
 #include "session.h"
 
 #define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
@@ -581,6 +582,7 @@ typedef struct {
     cli_data train, test;
     model tm, em;               /* the training step; the inference program (root's) */
     FILE *log;                  /* --log, open from its first row on */
+    plot_run plot;              /* --plot: the rows so far */
     int jsonl;                  /* --log FILE.jsonl: JSON lines, not CSV */
     long long batch, per_epoch, total, step, first_step;
     uint64_t seed, hash;
@@ -631,7 +633,8 @@ static int run_open(run *r)
     /* before any work: a checkpoint that cannot be written is found now, not
        after an epoch */
     if (r->root && ((o->checkpoint && !writable_later(o->checkpoint, "--checkpoint")) ||
-                    (o->log && !writable_later(o->log, "--log"))))
+                    (o->log && !writable_later(o->log, "--log")) ||
+                    (o->plot && !writable_later(o->plot, "--plot"))))
         return -1;
     if (r->idx) {
         if (cli_dataset_load(&r->idx_train, dir, "train", err, sizeof err) ||
@@ -793,6 +796,15 @@ static int run_open_log(run *r)
         fprintf(stderr, "gnc: error: cannot write '%s': %s\n", o->log, strerror(errno));
         return -1;
     }
+    if (!fresh && o->plot) { /* the picture starts with the resumed run's rows */
+        diag d;
+        diag_init(&d);
+        int rc = plot_read_log(o->log, (double)r->per_epoch, &r->plot, &d);
+        if (rc)
+            diag_print(&d, stderr);
+        diag_free(&d);
+        return rc;
+    }
     return 0;
 }
 
@@ -814,6 +826,15 @@ static void log_number(const run *r, const char *key, double v)
 static int log_row(run *r, long long epoch, double train_loss, double acc,
                    double test_loss, double ips, double secs)
 {
+    if (r->root && r->o->plot) { /* the picture drawn again with this row */
+        char err[1024];
+        double x = (double)(r->step + 1) / (double)r->per_epoch;
+        plot_run_add(&r->plot, (plot_point){x, train_loss, test_loss, acc});
+        if (plot_write_svg(r->o->plot, &r->plot, 1, err, sizeof err) != 0) {
+            fprintf(stderr, "gnc: error: --plot: %s\n", err);
+            return -1;
+        }
+    }
     if (!r->root || !r->o->log)
         return 0;
     if (!r->log) {
@@ -1198,6 +1219,7 @@ done:
         rc = 1;
     }
     free(r.order);
+    plot_run_free(&r.plot);
     model_free(&r.tm);
     model_free(&r.em);
     cli_data_free(&r.train);

@@ -2,6 +2,7 @@
 
     pictures.py trace FILE.json DEVICES predicted|measured
     pictures.py memory FILE.json FILE.svg
+    pictures.py plot FILE.svg RUN:SERIES=COUNT ... [--same OTHER.svg]
 
 A trace is the Chrome Trace Event Format: "traceEvents" holds metadata events
 naming a process per device and its compute and communication threads, and
@@ -10,7 +11,12 @@ microseconds, pid a device and tid a stream; the events of one stream never
 overlap (a stream runs one thing at a time), and a predicted trace ends at its
 step_ms.  A memory plan's buffers lie inside their device's arena, and two
 buffers live at once on one device never share a byte; its SVG is well-formed
-XML with a rectangle per buffer and a lower-bound line per device."""
+XML with a rectangle per buffer and a lower-bound line per device.  A
+training plot (gnc plot, gnc train --plot) is well-formed SVG with a loss and
+an accuracy panel, each with its two axes and ticks, and exactly the
+polylines named (run and series), each of COUNT points inside its panel,
+left to right; with --same, OTHER's polylines have the same points (the
+runs' names aside)."""
 import json
 import sys
 import xml.etree.ElementTree as ET
@@ -85,8 +91,63 @@ def memory(path, svg):
     print("%s: %d buffers on %d devices" % (path, len(bufs), len(arena)))
 
 
+def polylines(root):
+    out = {}
+    for panel in root.iter(SVG + "g"):
+        for line in panel.iter(SVG + "polyline"):
+            pts = [tuple(map(float, p.split(","))) for p in line.get("points").split()]
+            out[(line.get("data-run"), line.get("data-series"))] = (panel, pts)
+    return out
+
+
+def plot(path, specs):
+    root = ET.parse(path).getroot()
+    check(root.tag == SVG + "svg", "%s: not SVG" % path)
+    panels = {g.get("data-panel"): g for g in root.iter(SVG + "g") if g.get("class") == "panel"}
+    check(sorted(panels) == ["test_acc", "train_loss"], "%s: panels %s" % (path, sorted(panels)))
+    for name, g in panels.items():
+        axes = [l for l in g.iter(SVG + "line") if l.get("class") == "axis"]
+        ticks = [l for l in g.iter(SVG + "line") if l.get("class") == "tick"]
+        check(len(axes) == 2 and len(ticks) >= 2, "%s: panel %s: %d axes, %d ticks"
+              % (path, name, len(axes), len(ticks)))
+    lines = polylines(root)
+    want = {}
+    for spec in specs:
+        key, count = spec.rsplit("=", 1)
+        run, series = key.rsplit(":", 1)
+        want[(run, series)] = int(count)
+    check(sorted(lines) == sorted(want), "%s: series %s, want %s" % (path, sorted(lines), sorted(want)))
+    for key, (g, pts) in lines.items():
+        if key not in want:
+            continue
+        check(len(pts) == want[key], "%s: %s has %d points, want %d" % (path, key, len(pts), want[key]))
+        axes = [l for l in g.iter(SVG + "line") if l.get("class") == "axis"]
+        x0 = min(float(l.get("x1")) for l in axes)
+        x1 = max(float(l.get("x2")) for l in axes)
+        y0 = min(float(l.get("y1")) for l in axes)
+        y1 = max(float(l.get("y2")) for l in axes)
+        check(all(x0 - 0.1 <= x <= x1 + 0.1 and y0 - 0.1 <= y <= y1 + 0.1 for x, y in pts),
+              "%s: %s leaves its panel: %s" % (path, key, pts))
+        check(all(a[0] < b[0] for a, b in zip(pts, pts[1:])), "%s: %s not left to right: %s"
+              % (path, key, pts))
+    print("%s: %d series" % (path, len(lines)))
+    return lines
+
+
+SVG = "{http://www.w3.org/2000/svg}"
 if sys.argv[1] == "trace":
     trace(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+elif sys.argv[1] == "plot":
+    args = sys.argv[3:]
+    other = None
+    if "--same" in args:
+        other = args[args.index("--same") + 1]
+        args = args[:args.index("--same")]
+    mine = plot(sys.argv[2], args)
+    if other:
+        theirs = {s: p for (r, s), (g, p) in polylines(ET.parse(other).getroot()).items()}
+        check({s: p for (r, s), (g, p) in mine.items()} == theirs,
+              "%s and %s draw different points" % (sys.argv[2], other))
 else:
     memory(sys.argv[2], sys.argv[3])
 sys.exit(1 if failed else 0)

@@ -16,6 +16,12 @@
 #      and in JSON lines (--log FILE.jsonl), with test_loss beside test_acc;
 #   6. a reader that goes away (gnc dump | head) ends gnc quietly, status 0,
 #      and a training run whose output is closed stops as at SIGINT.
+#   7. --plot FILE.svg draws the rows as they come (train loss at every row,
+#      test loss and accuracy at the epochs' ends), the same points gnc plot
+#      draws from the run's log; a resumed run's picture starts with its
+#      log's rows; gnc plot puts several logs side by side (a PyTorch log of
+#      ../shared/bench/torch_fmnist.py's form among them); a bad log is an
+#      error at its line and column, and nothing is written.
 # Ends with "long_runs: N passed, M failed"; fails if any did.
 set -u
 gnc=$(realpath "$1") src=$2 work=$3 data=$(realpath "$4")
@@ -117,6 +123,47 @@ PY
 then ok; else bad "f.jsonl does not hold f.csv's rows as JSON"; fi
 expect 2 "${T[@]}" --steps 2 --log-every 0
 has "--log-every needs a positive integer"
+
+# 7. pictures
+P=(python3 "$src/tests/cli/pictures.py" plot)
+expect 0 "${T[@]}" --epochs 2 --log-every 5 --log p.csv --plot pics/p.svg
+expect 0 "${P[@]}" pics/p.svg :train_loss=8 :test_loss=2 :test_acc=2
+expect 0 "$gnc" plot p.csv -o from_log.svg
+expect 0 "${P[@]}" from_log.svg p.csv:train_loss=8 p.csv:test_loss=2 p.csv:test_acc=2 --same pics/p.svg
+expect 0 "${T[@]}" --epochs 2 --steps 20 --log-every 5 --log q.jsonl --checkpoint q.st
+expect 0 "${T[@]}" --epochs 2 --resume q.st --log-every 5 --log q.jsonl --plot q.svg
+expect 0 "${P[@]}" q.svg :train_loss=8 :test_loss=2 :test_acc=2 --same pics/p.svg
+cat >torch.jsonl <<'EOF'
+{"model": "lenet", "mode": "eager", "epoch": 1, "steps": 16, "epoch_s": 1.5, "img_per_s": 341.3, "train_loss": 2.1, "test_acc": 0.31}
+{"model": "lenet", "mode": "eager", "epoch": 2, "steps": 16, "epoch_s": 1.4, "img_per_s": 365.7, "train_loss": 1.2, "test_acc": 0.55}
+{"summary": true, "model": "lenet", "median_epoch_s": 1.4}
+EOF
+expect 0 "$gnc" plot p.csv --name pytorch torch.jsonl f.jsonl -o side.svg
+expect 0 "${P[@]}" side.svg p.csv:train_loss=8 p.csv:test_loss=2 p.csv:test_acc=2 \
+    pytorch:train_loss=2 pytorch:test_loss=0 pytorch:test_acc=2 \
+    f.jsonl:train_loss=8 f.jsonl:test_loss=2 f.jsonl:test_acc=2
+printf 'epoch,steps,train_loss\n1,5,0.5\n1,x7,0.4\n' >bad.csv
+expect 1 "$gnc" plot bad.csv -o bad.svg
+has "bad.csv:3:3: error: 'x7' is not a number"
+has "1,x7,0.4"
+printf '{"epoch": 1, "train_loss": 2}\n{"epoch": 2, "train_loss": [1]}\n' >bad.jsonl
+expect 1 "$gnc" plot bad.jsonl -o bad.svg
+has "bad.jsonl:2:1: error: 'train_loss' is not a number"
+printf 'steps,train_loss\n5,0.5\n' >noepoch.csv
+expect 1 "$gnc" plot noepoch.csv -o bad.svg
+has "noepoch.csv:1:1: error: the header names no 'epoch' column"
+: >empty.csv
+expect 1 "$gnc" plot empty.csv -o bad.svg
+has "empty.csv:1:1: error: the log is empty"
+if [ ! -e bad.svg ]; then ok; else bad "a failed gnc plot left bad.svg"; fi
+expect 2 "$gnc" plot p.csv -o p.png
+has "the picture is SVG"
+expect 2 "$gnc" plot p.csv
+has "-o FILE.svg is required"
+expect 2 "${T[@]}" --steps 2 --plot p.png
+has "--plot p.png: the picture is SVG"
+expect 1 "$gnc" plot missing.csv -o bad.svg
+has "cannot read the log 'missing.csv'"
 
 # 6. a reader that goes away
 out=$("$gnc" dump "$src/models/resnet18.net" 2>dump.err | head -1); rc=${PIPESTATUS[0]}
