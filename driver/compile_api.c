@@ -1,5 +1,5 @@
-/* libgnc's gnc_compile (include/gnc/gnc.h): a model compiled into a plan in
- * memory by the compile driver.  It lives here, beside the driver it calls,
+/* libgnc's gnc_compile and gnc_compile_memory (include/gnc/gnc.h): a model
+ * compiled into a plan in memory by the compile driver.  It lives here, beside the driver it calls,
  * so that the runtime (runtime/api/api.c, the other entry points) depends on
  * nothing above it. */
 #include <gnc/gnc.h>
@@ -105,5 +105,21 @@ gnc_status gnc_compile(gnc_plan **out, const char *path, const gnc_compile_optio
     base_catch_pop(&oom);
     fclose(quiet);
     base_free(buf);
+    return st;
+}
+
+gnc_status gnc_compile_memory(gnc_plan **out, const void *data, size_t size, const char *name,
+                              const gnc_compile_options *options, gnc_error *err)
+{
+    if (!out || (!data && size))
+        return rt_api_error(err, GNC_ERROR_ARGUMENT, "gnc_compile_memory: NULL argument");
+    *out = NULL;
+    if (!name || !*name)
+        name = "<memory>";
+    /* the driver reads the model as a file named name: on this thread, for
+       this call, the bytes stand for it (base_preload) */
+    base_preload(name, data ? data : "", size);
+    gnc_status st = gnc_compile(out, name, options, err);
+    base_preload(NULL, NULL, 0);
     return st;
 }

@@ -253,13 +253,13 @@ void *base_xcalloc(size_t n, size_t size) { return or_oom(base_calloc(n, size));
 void *base_xrealloc(void *p, size_t n) { return or_oom(base_realloc(p, n)); }
 char *base_xstrdup(const char *s) { return or_oom(base_strdup(s)); }
 
-static struct {
+static _Thread_local struct {
     const char *path;
-    char *data;
+    const char *data;
     size_t len;
 } preload;
 
-void base_preload(const char *path, char *data, size_t len)
+void base_preload(const char *path, const char *data, size_t len)
 {
     preload.path = data ? path : NULL;
     preload.data = data;

@@ -126,12 +126,13 @@ int base_make_dirs(const char *dir, unsigned mode, char *failed, size_t len);
  * if not NULL, else $GNC_CACHE_DIR, else ~/.cache/gnc; "" where none says
  * (no HOME). */
 void base_cache_dir(const char *want, char *out, size_t len);
-/* A file that cannot be read twice (a pipe: gnc compile /dev/stdin), read once
- * by the command line before anything else reads it: base_read_file gives a
- * copy of these bytes for that path from then on.  data is kept (NULL: none);
- * base_preloaded gives them back, or NULL for any other path.  The gnc
- * command's alone: libgnc never preloads. */
-void base_preload(const char *path, char *data, size_t len);
+/* Bytes that stand for the file at path on this thread: a file that cannot be
+ * read twice (a pipe: gnc compile /dev/stdin), read once by the command line
+ * before anything else reads it, or a model libgnc's gnc_compile_memory was
+ * given, for that call.  base_read_file gives a copy of these bytes for that
+ * path from then on; base_preloaded gives them back, or NULL for any other
+ * path.  data is kept, not copied (NULL: none).  One per thread. */
+void base_preload(const char *path, const char *data, size_t len);
 const char *base_preloaded(const char *path, size_t *len);
 
 /* An arena: blocks freed together, NULL when empty.  Allocations are zeroed

@@ -437,7 +437,8 @@ int ox_decode_tensor(const Onnx__TensorProto *tp, const char *dir, base_arena **
     const char *why = NULL;
     if (external) {
         if (!dir)
-            why = "external data where no folder is known";
+            why = "its data in an external file, but the model was not read from a file "
+                  "(a pipe, or bytes in memory): no folder to read it from";
         else if (read_external(tp, dir, (size_t)n * esz, NULL, err, errlen) != 0)
             return -1;
     } else if (tp->has_raw_data) {
@@ -852,7 +853,10 @@ ir_graph *fe_load_onnx(const char *path, const fe_options *opt, diag *d)
     snprintf(gname, sizeof gname, "%.*s", (int)strcspn(base, "."), base);
     cx.g = ir_graph_new(m->graph && m->graph->name && m->graph->name[0] ? m->graph->name
                                                                          : gname);
-    int rc = check_opsets(&cx, m) == 0 ? import_graph(&cx, m, dir) : -1;
+    /* bytes that stand for the file (a pipe, gnc_compile_memory) have no folder */
+    size_t kept;
+    int rc = check_opsets(&cx, m) == 0 ? import_graph(&cx, m, base_preloaded(path, &kept) ? NULL : dir)
+                                       : -1;
     if (rc == 0) /* what a pattern left behind (GELU's doubling, ops.c gelu_step),
                     and the model's own dead nodes */
         ir_erase_dead(cx.g);

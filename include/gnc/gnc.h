@@ -154,6 +154,16 @@ typedef struct {
  * GNC_ERROR_FORMAT and the first diagnostic, "file:line:col: error: ...". */
 GNC_API gnc_status gnc_compile(gnc_plan **plan, const char *path,
                                const gnc_compile_options *options, gnc_error *err);
+/* The same from size bytes at data (read during the call only): an ONNX
+ * model (the bytes torch.onnx.export writes into an io.BytesIO), a .net model
+ * or IR text, told apart by name's suffix (.onnx, .net, .gir) or else by the
+ * bytes themselves, as gnc compile tells files apart.  name (NULL: "<memory>")
+ * names the model in messages.  An ONNX model whose weights lie in external
+ * data files is GNC_ERROR_FORMAT: in memory it has no folder to read them
+ * from. */
+GNC_API gnc_status gnc_compile_memory(gnc_plan **plan, const void *data, size_t size,
+                                      const char *name, const gnc_compile_options *options,
+                                      gnc_error *err);
 
 /* ---- sessions ---- */
 

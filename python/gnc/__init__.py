@@ -241,15 +241,8 @@ def load_plan_bytes(data):
     return Plan(handle.value)
 
 
-def compile(model, defines=None, train=False, momentum=0.0, devices=1, precision=None,
-            no_kernels=False):
-    """Compiles a model (.net, or IR text) into a Plan, as `gnc compile MODEL
-    -o FILE.gnc` with the same options writes one.  defines: model parameters
-    (gnc compile -D) as a mapping ({"batch": 4}) or "NAME=VALUE" strings;
-    train: the training step (SGD with momentum); devices: data parallel over
-    this many; precision: the CUDA program's ("fp32", "tf32", "bf16",
-    "fp16"); no_kernels: leave the CUDA kernels out.  A model with errors
-    raises Error with its first diagnostic, "file:line:col: error: ..."."""
+def _compile_options(defines, train, momentum, devices, precision, no_kernels):
+    """gnc_compile_options, and the define strings it points at (keep them)."""
     if defines is None:
         defines = []
     elif hasattr(defines, "items"):
@@ -263,10 +256,39 @@ def compile(model, defines=None, train=False, momentum=0.0, devices=1, precision
         devices=_int_arg("devices", devices, (1, _INT32[1])),
         precision=_text_arg("the precision", precision) if precision else None,
         no_kernels=bool(no_kernels))
+    return opts, array
+
+
+def compile(model, defines=None, train=False, momentum=0.0, devices=1, precision=None,
+            no_kernels=False):
+    """Compiles a model (.net, or IR text) into a Plan, as `gnc compile MODEL
+    -o FILE.gnc` with the same options writes one.  defines: model parameters
+    (gnc compile -D) as a mapping ({"batch": 4}) or "NAME=VALUE" strings;
+    train: the training step (SGD with momentum); devices: data parallel over
+    this many; precision: the CUDA program's ("fp32", "tf32", "bf16",
+    "fp16"); no_kernels: leave the CUDA kernels out.  A model with errors
+    raises Error with its first diagnostic, "file:line:col: error: ..."."""
+    opts, _keep = _compile_options(defines, train, momentum, devices, precision, no_kernels)
     handle = ctypes.c_void_p()
     err = _lib.ErrorStruct()
     _check(_lib.lib().gnc_compile(ctypes.byref(handle), _path_arg(model), ctypes.byref(opts),
                                   ctypes.byref(err)), err)
+    return Plan(handle.value)
+
+
+def compile_bytes(data, name=None, defines=None, train=False, momentum=0.0, devices=1,
+                  precision=None, no_kernels=False):
+    """compile() of a model given as bytes (bytes, bytearray, memoryview): an
+    ONNX model (what torch.onnx.export writes into an io.BytesIO), .net text
+    or IR text, told apart by name's suffix (.onnx, .net, .gir) or else by
+    the bytes; name (default "<memory>") names it in messages."""
+    data = bytes(data)  # contiguous and immutable while libgnc reads it
+    opts, _keep = _compile_options(defines, train, momentum, devices, precision, no_kernels)
+    handle = ctypes.c_void_p()
+    err = _lib.ErrorStruct()
+    _check(_lib.lib().gnc_compile_memory(ctypes.byref(handle), data, len(data),
+                                         _text_arg("the name", name) if name else None,
+                                         ctypes.byref(opts), ctypes.byref(err)), err)
     return Plan(handle.value)
 
 

@@ -91,6 +91,8 @@ _PROTOTYPES = {
     "gnc_plan_output": (_S, [_P, ctypes.c_int, _INFO]),
     "gnc_compile": (_S, [ctypes.POINTER(_P), ctypes.c_char_p,
                          ctypes.POINTER(CompileOptionsStruct), _ERR]),
+    "gnc_compile_memory": (_S, [ctypes.POINTER(_P), ctypes.c_void_p, ctypes.c_size_t,
+                                ctypes.c_char_p, ctypes.POINTER(CompileOptionsStruct), _ERR]),
     "gnc_session_init": (_S, [ctypes.POINTER(_P), _P, ctypes.POINTER(SessionOptionsStruct),
                               _ERR]),
     "gnc_session_free": (None, [_P]),

@@ -243,6 +243,22 @@ class TestPlans(unittest.TestCase):
             self.assertEqual(p.devices, 2)
             self.assertEqual(p.output("y").shape, (2, 3))
 
+    def test_compile_bytes(self):
+        # the bytes of a model compile as its file does: the same outputs
+        with open(LENET, "rb") as f:
+            text = f.read()
+        batch = lenet_batch(7, 4)
+        with gnc.compile(LENET, defines={"batch": 4}) as a, \
+                gnc.compile_bytes(text, "lenet.net", defines={"batch": 4}) as b, \
+                a.session(device="cpu", seed=3) as sa, b.session(device="cpu", seed=3) as sb:
+            self.assertTrue(np.array_equal(sa.run(batch)["logits"], sb.run(batch)["logits"]))
+        with gnc.compile_bytes(memoryview(bytearray(text)), defines=["batch=2"]) as p:
+            self.assertEqual(p.input("image").shape, (2, 1, 28, 28))
+        with self.assertRaisesRegex(gnc.Error, r"m\.net:1:1: error"):
+            gnc.compile_bytes(b"nonsense(", "m.net")
+        with self.assertRaisesRegex(gnc.Error, "NUL"):
+            gnc.compile_bytes(text, "a\0b.net")
+
 
 class TestInference(unittest.TestCase):
     def test_lenet_against_numpy(self):

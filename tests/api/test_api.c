@@ -422,6 +422,104 @@ static void test_compile(void)
     check(gnc_compile(NULL, "x", NULL, &err) == GNC_ERROR_ARGUMENT, "NULL plan");
 }
 
+/* The whole file at p, NULL where it does not read. */
+static char *slurp(const char *p, size_t *n)
+{
+    FILE *f = fopen(p, "rb");
+    char *b = NULL;
+    *n = 0;
+    if (f && fseek(f, 0, SEEK_END) == 0) {
+        long len = ftell(f);
+        rewind(f);
+        b = len >= 0 ? malloc((size_t)len + 1) : NULL;
+        if (b && fread(b, 1, (size_t)len, f) != (size_t)len) {
+            free(b);
+            b = NULL;
+        }
+        *n = b ? (size_t)len : 0;
+    }
+    if (f)
+        fclose(f);
+    return b;
+}
+
+/* One inference run of plan p on inputs of seed 5: its first output. */
+static float *first_output(const gnc_plan *p, size_t *bytes)
+{
+    gnc_session *s = NULL;
+    gnc_error err;
+    float *y = NULL;
+    *bytes = 0;
+    if (gnc_session_init(&s, p, &cpu, &err) == GNC_OK) {
+        feed(s, p, 5);
+        check(gnc_session_run(s, &err) == GNC_OK, "run: %s", err.message);
+        y = output(s, p, 0, bytes);
+    }
+    gnc_session_free(s);
+    return y;
+}
+
+/* gnc_compile_memory: a model's bytes compile as its file does (ONNX, the
+ * format named or told by the bytes; .net text), and its errors say where. */
+static void test_compile_memory(void)
+{
+    gnc_error err;
+    gnc_compile_options o = {.no_kernels = 1};
+    const char *file = GNC_SOURCE_DIR "/tests/onnx/models/lenet.onnx";
+    size_t n = 0;
+    char *onnx = slurp(file, &n);
+    check(onnx != NULL, "read %s", file);
+    gnc_plan *from_file = NULL, *named = NULL, *sniffed = NULL, *x = NULL;
+    gnc_status st = gnc_compile(&from_file, file, &o, &err);
+    if (st != GNC_OK && strstr(err.message, "without ONNX support")) {
+        check(gnc_compile_memory(&named, onnx, n, "lenet.onnx", &o, &err) == GNC_ERROR_UNSUPPORTED ||
+                  strstr(err.message, "without ONNX support"),
+              "no ONNX: '%s'", err.message);
+    } else if (onnx) {
+        check(st == GNC_OK, "compile %s: %s", file, err.message);
+        check(gnc_compile_memory(&named, onnx, n, "lenet.onnx", &o, &err) == GNC_OK,
+              "lenet.onnx's bytes: %s", err.message);
+        check(gnc_compile_memory(&sniffed, onnx, n, NULL, &o, &err) == GNC_OK,
+              "the bytes without a name: %s", err.message);
+        size_t a = 0, b = 0, c = 0;
+        float *ya = st == GNC_OK ? first_output(from_file, &a) : NULL;
+        float *yb = named ? first_output(named, &b) : NULL;
+        float *yc = sniffed ? first_output(sniffed, &c) : NULL;
+        check(ya && yb && yc && a == b && a == c && memcmp(ya, yb, a) == 0 && memcmp(ya, yc, a) == 0,
+              "the bytes' plans compute the file's outputs, bit for bit");
+        free(ya), free(yb), free(yc);
+        /* the bytes stand for the name during the call only */
+        check(gnc_compile(&x, "lenet.onnx", &o, &err) != GNC_OK && !x &&
+                  strstr(err.message, "lenet.onnx"),
+              "after the call, lenet.onnx is a file name again: '%s'", err.message);
+        check(gnc_compile_memory(&x, onnx, n / 2, "cut.onnx", &o, &err) == GNC_ERROR_FORMAT && !x &&
+                  strstr(err.message, "cut.onnx") && strstr(err.message, "not a valid ONNX model"),
+              "half a model: '%s'", err.message);
+    }
+    free(onnx);
+    gnc_plan_free(from_file);
+    gnc_plan_free(named);
+    gnc_plan_free(sniffed);
+    static const char good[] = "model m(batch = 4) {\n  input x: f32[batch, 8]\n"
+                               "  output y = relu(x)\n}\n";
+    static const char bad[] = "model m(batch = 4) {\n  input x: f32[batch, 8]\n  y = relu(z)\n"
+                              "  output y\n}\n";
+    const char *b2[] = {"batch=2"};
+    gnc_compile_options d = {.defines = b2, .ndefines = 1, .no_kernels = 1};
+    gnc_tensor_info t = {0};
+    check(gnc_compile_memory(&x, good, strlen(good), NULL, &d, &err) == GNC_OK &&
+              gnc_plan_input(x, 0, &t) == GNC_OK && t.dims[0] == 2,
+          ".net text without a name, -D batch=2: %s", err.message);
+    gnc_plan_free(x);
+    x = NULL;
+    check(gnc_compile_memory(&x, bad, strlen(bad), "m.net", NULL, &err) == GNC_ERROR_FORMAT && !x &&
+              strstr(err.message, "m.net:3:12: error: unknown name 'z'"),
+          "a bad model's bytes: '%s'", err.message);
+    check(gnc_compile_memory(&x, NULL, 5, "m.net", NULL, &err) == GNC_ERROR_ARGUMENT && !x,
+          "NULL bytes");
+    check(gnc_compile_memory(NULL, good, 4, NULL, NULL, &err) == GNC_ERROR_ARGUMENT, "NULL plan");
+}
+
 /* Every entry point with NULL arguments and out of order: an error status
  * (or -1, NULL for the getters), never a crash or GNC_OK with bytes no run
  * wrote. */
@@ -604,6 +702,7 @@ int main(int argc, char **argv)
     test_sessions();
     test_training();
     test_compile();
+    test_compile_memory();
     test_misuse();
     test_threads();
     printf("test_api: %d passed, %d failed\n", passed, failed);
