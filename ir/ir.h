@@ -304,6 +304,8 @@ int ir_float_attrs(const ir_node *n, double *v, int max);
  * and the op of such an ONNX operator, or -1. */
 const char *ir_onnx_name(ir_op op);
 int ir_op_of_onnx(const char *name);
+/* The first opset whose operator ir_onnx_name(op) is op one to one, or -1. */
+int ir_onnx_since(ir_op op);
 
 /* Whether op has any of traits. */
 static inline int ir_op_is(ir_op op, unsigned traits)

@@ -73,9 +73,12 @@ int ir_float_attrs(const ir_node *n, double *v, int max)
     return k;
 }
 
-static const char *const onnx_names[IR_NOPS] = {
+static const struct {
+    const char *name;
+    int since;
+} onnx_ops[IR_NOPS] = {
 #define OP(e, name, nmin, nmax, nout, attrs, traits)
-#define ONNX(op, name) [IR_OP_##op] = name,
+#define ONNX(op, name, since) [IR_OP_##op] = {name, since},
 #include "ops.def"
 #undef ONNX
 #undef OP
@@ -83,13 +86,18 @@ static const char *const onnx_names[IR_NOPS] = {
 
 const char *ir_onnx_name(ir_op op)
 {
-    return (unsigned)op < IR_NOPS ? onnx_names[op] : NULL;
+    return (unsigned)op < IR_NOPS ? onnx_ops[op].name : NULL;
+}
+
+int ir_onnx_since(ir_op op)
+{
+    return (unsigned)op < IR_NOPS && onnx_ops[op].name ? onnx_ops[op].since : -1;
 }
 
 int ir_op_of_onnx(const char *name)
 {
     for (int i = 0; name && i < IR_NOPS; i++)
-        if (onnx_names[i] && strcmp(onnx_names[i], name) == 0)
+        if (onnx_ops[i].name && strcmp(onnx_ops[i].name, name) == 0)
             return i;
     return -1;
 }

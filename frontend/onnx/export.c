@@ -832,6 +832,9 @@ static int emit_node(ex *e, const ir_node *n)
     const char **in = ex_alloc(e, ((size_t)n->nin + 1) * sizeof *in);
     for (int i = 0; i < n->nin; i++)
         in[i] = n->in[i]->name;
+    if (direct && ir_onnx_since(n->op) > OPSET)
+        return refuse(e, "ONNX has %s from opset %d, and gnc writes opset %d", direct,
+                      ir_onnx_since(n->op), OPSET);
     if (direct) {
         node_add(e, direct, out, n->nin, in);
         return 0;

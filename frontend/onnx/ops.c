@@ -535,6 +535,9 @@ static int op_unary(ox_ctx *cx, ox_val **in, int nin, ox_val **out, int nout)
 {
     (void)nout;
     ir_op op = (ir_op)onnx_unary(cx->node->op_type);
+    if (cx->opset < ir_onnx_since(op))
+        return ox_unsupported(cx, "%s is in ONNX from opset %d, the model's opset is %d",
+                              cx->node->op_type, ir_onnx_since(op), (int)cx->opset);
     if (known(cx, "") || need(cx, in, nin, 1))
         return -1;
     if (in[0]->is_const && (op == IR_OP_NEG || op == IR_OP_ABS)) {

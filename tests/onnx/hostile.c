@@ -461,6 +461,13 @@ int main(int argc, char **argv)
             "attribute 'alpha' is of type INT, not the FLOAT it must be");
     with_attr(&s, "LeakyRelu", "alpha", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED, -1, 0.5f);
     accepted("LeakyRelu's alpha of no stated type, its float set (IR version 1)", &s, NULL, 1);
+    /* an op of ops.def's ONNX table before its first opset (HardSwish: 14) */
+    model_init(&s);
+    s.n2.op_type = "HardSwish";
+    refused("HardSwish at opset 13", &s, NULL,
+            "(HardSwish, opset 13): unsupported: HardSwish is in ONNX from opset 14");
+    s.opset.version = 14;
+    accepted("HardSwish at opset 14", &s, NULL, 1);
     model_init(&s);
     s.n2.domain = "com.example";
     refused("a node of another domain", &s, NULL, "unsupported: the domain");
