@@ -243,40 +243,37 @@ static int at_end(const row *r)
     return !isnan(r->p.test_acc) || !isnan(r->p.test_loss) || isnan(r->steps);
 }
 
-/* The steps at the end of epoch e (0 for e = 0), or NaN where the log has
- * no row of that end. */
-static double end_steps(const rows *rs, double e)
-{
-    if (e == 0)
-        return 0;
-    for (int i = 0; i < rs->n; i++)
-        if (rs->r[i].epoch == e && at_end(&rs->r[i]))
-            return rs->r[i].steps;
-    return NAN;
-}
-
 /* x of each row: an epoch's end at its epoch; a row between at its steps'
  * share of the epoch: steps / per_epoch where the caller knows the epoch's
  * steps, else the epoch's own length from its ends (the one before's where
- * it has no end yet). */
+ * it has no end yet).  ends[e]: the steps at the end of epoch e, NaN where
+ * the log has no row of that end (epochs past the row count stay unknown). */
 static void place(rows *rs, double per_epoch, plot_run *run)
 {
+    int nends = rs->n + 2;
+    double *ends = base_xmalloc((size_t)nends * sizeof *ends);
+    for (int e = 0; e < nends; e++)
+        ends[e] = e ? NAN : 0;
+    for (int i = 0; i < rs->n; i++)
+        if (at_end(&rs->r[i]) && rs->r[i].epoch < nends && rs->r[i].epoch == floor(rs->r[i].epoch))
+            ends[(int)rs->r[i].epoch] = rs->r[i].steps;
+#define END(e) ((e) >= 0 && (e) < nends ? ends[(int)(e)] : NAN)
     for (int i = 0; i < rs->n; i++) {
         row *r = &rs->r[i];
         double x = r->epoch;
         if (!isnan(r->steps) && per_epoch > 0)
             x = r->steps / per_epoch;
-        else if (!at_end(r)) {
-            double before = end_steps(rs, r->epoch - 1), after = end_steps(rs, r->epoch);
-            double len = after - before;
-            if (isnan(after))
-                len = before - end_steps(rs, r->epoch - 2);
+        else if (!at_end(r) && r->epoch == floor(r->epoch)) {
+            double before = END(r->epoch - 1), after = END(r->epoch);
+            double len = isnan(after) ? before - END(r->epoch - 2) : after - before;
             if (len > 0 && r->steps > before && r->steps - before <= len)
                 x = r->epoch - 1 + (r->steps - before) / len;
         }
         r->p.x = x;
         plot_run_add(run, r->p);
     }
+#undef END
+    free(ends);
 }
 
 int plot_read_log(const char *path, double per_epoch, plot_run *run, diag *d)

@@ -583,6 +583,8 @@ typedef struct {
     model tm, em;               /* the training step; the inference program (root's) */
     FILE *log;                  /* --log, open from its first row on */
     plot_run plot;              /* --plot: the rows so far */
+    int plot_drawn;             /* the rows in the picture on disk */
+    double plot_ms;             /* when it was drawn */
     int jsonl;                  /* --log FILE.jsonl: JSON lines, not CSV */
     long long batch, per_epoch, total, step, first_step;
     uint64_t seed, hash;
@@ -819,6 +821,19 @@ static void log_number(const run *r, const char *key, double v)
         fprintf(r->log, isfinite(v) ? ",%.9g" : ",nan", v);
 }
 
+/* --plot: the picture of every row so far, written whole. */
+static int run_draw(run *r)
+{
+    char err[1024];
+    if (plot_write_svg(r->o->plot, &r->plot, 1, err, sizeof err) != 0) {
+        fprintf(stderr, "gnc: error: --plot: %s\n", err);
+        return -1;
+    }
+    r->plot_drawn = r->plot.n;
+    r->plot_ms = base_now_ms();
+    return 0;
+}
+
 /* A row of the log: the epoch (from 1) and the steps done at its end; the
  * mean training loss over the steps it covers (an epoch, or those since the
  * last row); the test accuracy and loss (NaN where not measured); images/s
@@ -826,14 +841,14 @@ static void log_number(const run *r, const char *key, double v)
 static int log_row(run *r, long long epoch, double train_loss, double acc,
                    double test_loss, double ips, double secs)
 {
-    if (r->root && r->o->plot) { /* the picture drawn again with this row */
-        char err[1024];
+    if (r->root && r->o->plot) {
         double x = (double)(r->step + 1) / (double)r->per_epoch;
         plot_run_add(&r->plot, (plot_point){x, train_loss, test_loss, acc});
-        if (plot_write_svg(r->o->plot, &r->plot, 1, err, sizeof err) != 0) {
-            fprintf(stderr, "gnc: error: --plot: %s\n", err);
+        /* drawn again at each epoch's end, else at most once a second (a
+           picture of n rows redrawn at every one of many rows would cost n^2) */
+        int end = isfinite(acc) || isfinite(test_loss) || r->step + 1 == r->total;
+        if ((end || base_now_ms() - r->plot_ms >= 1000) && run_draw(r) != 0)
             return -1;
-        }
     }
     if (!r->root || !r->o->log)
         return 0;
@@ -1212,6 +1227,8 @@ int cmd_train(const options *o)
         rc = cli_write_measured_trace(r.tm.s, "measured: gnc train",
                                       o->profile_file);
 done:
+    if (r.root && o->plot && r.plot.n > r.plot_drawn && run_draw(&r) != 0)
+        rc = 1; /* the rows a second had not drawn yet (a stop mid-epoch) */
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     if (r.log && fclose(r.log) != 0) {
