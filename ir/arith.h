@@ -43,37 +43,32 @@
 #ifdef AR_DOUBLE
 typedef double ar_real;
 #define AR_K(c) c
+#define AR_M(fn) fn         /* the math library's function at ar_real's precision */
 #else
 typedef float ar_real;
 #define AR_K(c) c##f
+#define AR_M(fn) fn##f
 #endif
 
-/* the math library at ar_real's precision */
-#ifdef AR_DOUBLE
-AR_FN ar_real m_exp(ar_real x) { return exp(x); }
-AR_FN ar_real m_expm1(ar_real x) { return expm1(x); }
-AR_FN ar_real m_log(ar_real x) { return log(x); }
-AR_FN ar_real m_log1p(ar_real x) { return log1p(x); }
-AR_FN ar_real m_sqrt(ar_real x) { return sqrt(x); }
-AR_FN ar_real m_tanh(ar_real x) { return tanh(x); }
-AR_FN ar_real m_erf(ar_real x) { return erf(x); }
-AR_FN ar_real m_fabs(ar_real x) { return fabs(x); }
-AR_FN ar_real m_pow(ar_real x, ar_real y) { return pow(x, y); }
-AR_FN ar_real m_fmin(ar_real x, ar_real y) { return fmin(x, y); }
-AR_FN ar_real m_fmax(ar_real x, ar_real y) { return fmax(x, y); }
-#else
-AR_FN ar_real m_exp(ar_real x) { return expf(x); }
-AR_FN ar_real m_expm1(ar_real x) { return expm1f(x); }
-AR_FN ar_real m_log(ar_real x) { return logf(x); }
-AR_FN ar_real m_log1p(ar_real x) { return log1pf(x); }
-AR_FN ar_real m_sqrt(ar_real x) { return sqrtf(x); }
-AR_FN ar_real m_tanh(ar_real x) { return tanhf(x); }
-AR_FN ar_real m_erf(ar_real x) { return erff(x); }
-AR_FN ar_real m_fabs(ar_real x) { return fabsf(x); }
-AR_FN ar_real m_pow(ar_real x, ar_real y) { return powf(x, y); }
-AR_FN ar_real m_fmin(ar_real x, ar_real y) { return fminf(x, y); }
-AR_FN ar_real m_fmax(ar_real x, ar_real y) { return fmaxf(x, y); }
-#endif
+/* the math library at ar_real's precision: expf or exp, ... */
+AR_FN ar_real m_exp(ar_real x) { return AR_M(exp)(x); }
+AR_FN ar_real m_expm1(ar_real x) { return AR_M(expm1)(x); }
+AR_FN ar_real m_log(ar_real x) { return AR_M(log)(x); }
+AR_FN ar_real m_log1p(ar_real x) { return AR_M(log1p)(x); }
+AR_FN ar_real m_sqrt(ar_real x) { return AR_M(sqrt)(x); }
+AR_FN ar_real m_tanh(ar_real x) { return AR_M(tanh)(x); }
+AR_FN ar_real m_erf(ar_real x) { return AR_M(erf)(x); }
+AR_FN ar_real m_fabs(ar_real x) { return AR_M(fabs)(x); }
+AR_FN ar_real m_pow(ar_real x, ar_real y) { return AR_M(pow)(x, y); }
+AR_FN ar_real m_fmin(ar_real x, ar_real y) { return AR_M(fmin)(x, y); }
+AR_FN ar_real m_fmax(ar_real x, ar_real y) { return AR_M(fmax)(x, y); }
+
+/* The arguments after the operands in a call of the function of an op whose
+ * UNARY line (ops.def) says N, for the C dispatchers: AR_ATTRS##N, of their
+ * variables p and q (the op's float attributes, ir_float_attrs). */
+#define AR_ATTRS0
+#define AR_ATTRS1 , p
+#define AR_ATTRS2 , p, q
 
 /* sqrt(2 / pi), 1 / sqrt(2), 1 / sqrt(2 pi), and gelu_tanh's cubic term */
 #define AR_SQRT_2_OVER_PI AR_K(0.7978845608028654)

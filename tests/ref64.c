@@ -84,10 +84,7 @@ double *ref_unary(ir_op op, const double *a, const ir_type *ta, double p, double
         double v = a[i];
         switch (op) {
 #define OP(e, name, nmin, nmax, nout, attrs, traits)
-#define ATTRS0
-#define ATTRS1 , p
-#define ATTRS2 , p, q
-#define UNARY(e, name, n, from) case IR_OP_##e: y[i] = ar_##name(v ATTRS##n); break;
+#define UNARY(e, name, n, from) case IR_OP_##e: y[i] = ar_##name(v AR_ATTRS##n); break;
 #include "ops.def"
 #undef UNARY
 #undef OP

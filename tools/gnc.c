@@ -246,7 +246,8 @@ static const struct flag {
     {"--log-every", "train", 1, " N", "a --log row every N steps too", SEC_MAIN},
     {"--plot", "train", 1, " FILE.svg",
      "draw train loss, test loss and test accuracy per epoch (and per --log-every row) as "
-     "an SVG picture, redrawn after each row as training runs (gnc plot draws logs)",
+     "an SVG picture, redrawn as training runs: at each epoch's end, at most once a second "
+     "between, and at the end (gnc plot draws logs)",
      SEC_MAIN},
     {"--threads", "run train eval", 1, " N", "CPU threads (default: all cores)", SEC_MAIN},
     {"--profile", "run", 2, "[=FILE.json]",
@@ -708,8 +709,7 @@ static int training_flag(options *o, const char *cmdsp, const char *name, const 
     } else if (strcmp(name, "--log") == 0) {
         o->log = val;
     } else if (strcmp(name, "--plot") == 0) {
-        size_t n = strlen(val);
-        if (n < 4 || strcmp(val + n - 4, ".svg") != 0)
+        if (!cli_has_suffix(val, ".svg"))
             return usage_error(cmdsp, "--plot %s: the picture is SVG, a name ending in .svg", val);
         o->plot = val;
     } else if (strcmp(name, "--epochs") == 0 || strcmp(name, "--steps") == 0 ||
@@ -1777,12 +1777,11 @@ static int cmd_plot(int argc, char **argv)
     }
     if (rc == 0) {
         char err[1024];
-        size_t n = out ? strlen(out) : 0;
         if (!nruns)
             rc = usage_error("plot ", "no log to draw%s", "");
         else if (!out)
             rc = usage_error("plot ", "-o FILE.svg is required%s", "");
-        else if (n < 4 || strcmp(out + n - 4, ".svg") != 0)
+        else if (!cli_has_suffix(out, ".svg"))
             rc = usage_error("plot ", "-o %s: the picture is SVG, a name ending in .svg", out);
         else if (plot_write_svg(out, runs, nruns, err, sizeof err) != 0) {
             fprintf(stderr, "gnc: error: %s\n", err);

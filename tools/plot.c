@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base.h"
+#include "cli.h"
 
 void plot_run_add(plot_run *r, plot_point p)
 {
@@ -335,19 +336,6 @@ static double tick_step(double span, int n)
     return raw <= p ? p : raw <= 2 * p ? 2 * p : raw <= 5 * p ? 5 * p : 10 * p;
 }
 
-/* text with &, < and > escaped, and quotes (attributes) */
-static void put_text(FILE *f, const char *s)
-{
-    for (; *s; s++)
-        switch (*s) {
-        case '&': fputs("&amp;", f); break;
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '"': fputs("&quot;", f); break;
-        default: fputc((unsigned char)*s < 32 ? '?' : *s, f);
-        }
-}
-
 /* The points' range over panel k's series (k < 0: every panel's), in x and
  * in y; infinite where there is none. */
 static void extent(const plot_run *runs, int nruns, int k, double *x0, double *x1, double *y0,
@@ -415,7 +403,7 @@ static void draw_panel(FILE *f, int k, const plot_run *runs, int nruns, double x
         for (int s = 0; s < panels[k].nseries; s++) {
             const char *color = colors[r % (int)(sizeof colors / sizeof *colors)];
             fprintf(f, "<polyline class=\"series\" data-run=\"");
-            put_text(f, runs[r].name ? runs[r].name : "");
+            cli_put_xml(f, runs[r].name ? runs[r].name : "");
             fprintf(f, "\" data-series=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\"%s%s%s "
                        "points=\"", panels[k].s[s].key, color,
                     *panels[k].s[s].dash ? " stroke-dasharray=\"" : "", panels[k].s[s].dash,
@@ -441,7 +429,7 @@ static void draw_panel(FILE *f, int k, const plot_run *runs, int nruns, double x
                     *panels[k].s[s].dash ? " stroke-dasharray=\"" : "", panels[k].s[s].dash,
                     *panels[k].s[s].dash ? "\"" : "", ox + 30, lyy);
             if (runs[r].name && nruns > 1) {
-                put_text(f, runs[r].name);
+                cli_put_xml(f, runs[r].name);
                 fputc(' ', f);
             }
             fprintf(f, "%s</text>\n", panels[k].s[s].label);

@@ -69,7 +69,7 @@ static void unary_range(const ir_node *n, const float *a, float *o, int64_t lo, 
     (void)p, (void)q;
     switch (n->op) {
 #define EACH(expr) for (int64_t i = lo; i < hi; i++) { float v = a[i]; o[i] = (expr); } break;
-#define UNARY(op, name, n, from) case IR_OP_##op: EACH(ar_##name(v RT_ATTRS##n))
+#define UNARY(op, name, n, from) case IR_OP_##op: EACH(ar_##name(v AR_ATTRS##n))
 #define OP(e, name, nmin, nmax, nout, attrs, traits)
 #include "ops.def"
 #undef OP

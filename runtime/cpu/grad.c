@@ -225,7 +225,7 @@ static int k_unary_grad(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     for (int64_t i = 0; i < len; i++)                    \
         dx[i] = (expr);                                  \
     break;
-#define GRAD_X(op, name, n) case IR_OP_##op##_GRAD: EACH(ar_##name##_grad(dy[i], v[i] RT_ATTRS##n))
+#define GRAD_X(op, name, n) case IR_OP_##op##_GRAD: EACH(ar_##name##_grad(dy[i], v[i] AR_ATTRS##n))
 #define GRAD_Y GRAD_X
 #define GRAD_NONE(op, name, n)
 #define UNARY(op, name, n, from) GRAD_##from(op, name, n)

@@ -196,13 +196,6 @@ static inline void rt_unary_attrs(const ir_node *n, float *p, float *q)
     *p = (float)v[0];
     *q = (float)v[1];
 }
-
-/* The arguments after the operands of ir/arith.h's function of an op whose
- * UNARY line (ops.def) says N: RT_ATTRS##N, of p and q as rt_unary_attrs sets
- * them. */
-#define RT_ATTRS0
-#define RT_ATTRS1 , p
-#define RT_ATTRS2 , p, q
 /* Whether pooling windows of an h x w input into oh x ow tile it: stride equal
  * to the kernel, no padding, and no last window past the input (ceil_mode's), so
  * each input element is in at most one window and none is clipped. */
