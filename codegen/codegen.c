@@ -41,6 +41,7 @@
  * Guarantees: every step reads only what earlier steps (or the caller)
  * wrote; the arena holds node results at exactly the plan's offsets; the
  * kernels compute what runtime/cpu/exec.c and grad.c compute, in float. */
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -683,12 +684,20 @@ int cg_const_inline(cg_gen *G, const ir_value *v)
 
 int cg_const_scaled(cg_gen *G, const ir_value *v)
 {
-    /* the seed autodiff makes: 1, named after the loss ("loss.grad"); not the
-       other scalars of gradients (global_avgpool's 1 / hw is "x.grad") */
+    /* the seed autodiff makes: 1, named after the loss ("loss.grad"), and the
+       partition's copy on each device (1/R, "loss.grad", "d1.loss.grad"); not
+       the other scalars of gradients (global_avgpool's 1 / hw is "x.grad") */
     if (!G->p->loss_scale.enabled || !G->g->loss || !v->def || v->def->op != IR_OP_CONST ||
-        v->type.rank != 0 || ir_attr_float(v->def, "value") != 1.0)
+        v->type.rank != 0)
         return 0;
     const char *name = cg_name(v), *loss = cg_name(G->g->loss);
+    if ((name[0] == 'd' || name[0] == 'r') && isdigit((unsigned char)name[1])) {
+        const char *p = name + 1;
+        while (isdigit((unsigned char)*p))
+            p++;
+        if (*p == '.')
+            name = p + 1;
+    }
     size_t n = strlen(loss);
     return strncmp(name, loss, n) == 0 && strcmp(name + n, ".grad") == 0;
 }

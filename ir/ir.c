@@ -315,6 +315,14 @@ ir_graph *ir_graph_clone(const ir_graph *g)
     return c;
 }
 
+void ir_rename(ir_graph *g, ir_value *v, const char *base)
+{
+    const char *name = ir_unique_name(g, base);
+    g->names->slots[names_slot(g->names, v->name)] = NULL; /* the old name stays taken */
+    names_put(g, name, v);
+    v->name = name;
+}
+
 static ir_value *new_value(ir_graph *g, ir_value_kind kind, const char *name, ir_type t,
                            ir_loc loc)
 {

@@ -195,6 +195,9 @@ const char *ir_unique_name(ir_graph *g, const char *base);
 /* Claims name exactly; returns 0 if it is already taken. */
 int ir_claim_name(ir_graph *g, const char *name);
 ir_value *ir_find_value(const ir_graph *g, const char *name);
+/* v named base, or base.K where base is taken (ir_unique_name); its old name
+ * stays taken, by no value. */
+void ir_rename(ir_graph *g, ir_value *v, const char *base);
 
 ir_value *ir_add_input(ir_graph *g, const char *name, ir_type t, ir_loc loc);
 ir_value *ir_add_param(ir_graph *g, ir_value_kind kind, const char *name, ir_type t,

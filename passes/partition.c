@@ -1173,6 +1173,16 @@ static void gather_loss(pt *P)
     P->g->loss = to_device0(P, L, mean);
     base_free(in);
     base_free(out);
+    /* each device's copy of the seed named after the loss it is the gradient
+       of now ("loss.grad", "d1.loss.grad"), as autodiff names a seed: what
+       fp16's loss scaling multiplies (cg_const_scaled) */
+    char base[512], buf[600];
+    snprintf(base, sizeof base, "%s.grad", P->g->loss->name);
+    for (int dev = 0; P->seed && dev < P->ndev; dev++) {
+        ir_value *c = *dev_at(P, dev, P->seed);
+        if (c)
+            ir_rename(P->g, c, pt_name(buf, sizeof buf, -1 - dev, base));
+    }
 }
 
 /* Each output on device 0: the replicas' slices of a batched output in batch

@@ -77,9 +77,9 @@ int main(void)
         printf("FAIL the relu program does not generate\n");
         return 1;
     }
-    if (rt_cuda_reserve(p, 0, 0) != 0) {
+    if (rt_cuda_reserve(p, 0, NULL) != 0) {
         printf("FAIL reserve: kernels alone reserve %llu bytes\n",
-               (unsigned long long)rt_cuda_reserve(p, 0, 0));
+               (unsigned long long)rt_cuda_reserve(p, 0, NULL));
         nfailed++;
     }
     rt_cuda_options o = {0};
@@ -103,15 +103,39 @@ int main(void)
             nfailed++;
         expect("gemm without a driver", err, built ? "no CUDA driver (/nonexistent-gnc/libcuda.so.1)"
                                                    : "no CUDA runtime");
-        /* the libraries' own memory: 256 MiB beside a library step, 256 more
-           per NCCL communicator, or what GNC_CUDA_RESERVE_MIB says */
-        uint64_t r0 = rt_cuda_reserve(p, 0, 0), r2 = rt_cuda_reserve(p, 0, 2);
+        /* the libraries' own memory: 256 MiB beside a library step, NCCL's
+           buffers by its variables, or what GNC_CUDA_RESERVE_MIB says */
+        const uint64_t mib = 1u << 20, conn = 4 * mib + 512 * 1024 + 4915200;
+        static const char *const vars[] = {"NCCL_BUFFSIZE", "NCCL_MAX_NCHANNELS",
+                                           "NCCL_MAX_P2P_NCHANNELS", "GNC_CUDA_RESERVE_MIB"};
+        for (int i = 0; i < 4; i++)
+            unsetenv(vars[i]);
+        rt_cuda_nccl_use none = {0, 0, 0}, world = {1, 0, 0}, all = {1, 2, 3};
+        uint64_t r0 = rt_cuda_reserve(p, 0, &none), rn = rt_cuda_reserve(p, 0, NULL);
+        uint64_t rw = rt_cuda_reserve(p, 0, &world), ra = rt_cuda_reserve(p, 0, &all);
+        uint64_t want_w = 256 * mib + 16 * 2 * conn + 16 * mib;
+        uint64_t want_a = want_w + 3 * 2 * (4 * mib + 512 * 1024) + 2 * 16 * mib;
+        setenv("NCCL_BUFFSIZE", "1048576", 1);
+        setenv("NCCL_MAX_NCHANNELS", "4", 1);
+        setenv("NCCL_MAX_P2P_NCHANNELS", "8", 1); /* no more than the channels */
+        uint64_t small = rt_cuda_nccl_reserve(&all);
+        uint64_t conn1 = 1 * mib + 512 * 1024 + 4915200;
+        uint64_t want_s = 4 * 2 * conn1 + 3 * 4 * (1 * mib + 512 * 1024) + 3 * 16 * mib;
+        setenv("NCCL_BUFFSIZE", "many", 1); /* not a number: the default */
+        uint64_t bad = rt_cuda_nccl_reserve(&world);
         setenv("GNC_CUDA_RESERVE_MIB", "100", 1);
-        uint64_t rset = rt_cuda_reserve(p, 0, 2);
-        unsetenv("GNC_CUDA_RESERVE_MIB");
-        if (r0 != 256u << 20 || r2 != 768u << 20 || rset != 100u << 20) {
-            printf("FAIL reserve: %llu, with 2 communicators %llu, GNC_CUDA_RESERVE_MIB=100 %llu "
-                   "bytes\n", (unsigned long long)r0, (unsigned long long)r2,
+        uint64_t rset = rt_cuda_reserve(p, 0, &all);
+        for (int i = 0; i < 4; i++)
+            unsetenv(vars[i]);
+        if (r0 != 256 * mib || rn != r0 || rw != want_w || ra != want_a || small != want_s ||
+            bad != 4 * 2 * conn + 16 * mib || rset != 100 * mib) {
+            printf("FAIL reserve: %llu, NULL %llu, with NCCL %llu (want %llu), with splits "
+                   "and peers %llu (want %llu), NCCL's variables set %llu (want %llu), "
+                   "NCCL_BUFFSIZE=many %llu, GNC_CUDA_RESERVE_MIB=100 %llu bytes\n",
+                   (unsigned long long)r0, (unsigned long long)rn, (unsigned long long)rw,
+                   (unsigned long long)want_w, (unsigned long long)ra,
+                   (unsigned long long)want_a, (unsigned long long)small,
+                   (unsigned long long)want_s, (unsigned long long)bad,
                    (unsigned long long)rset);
             nfailed++;
         } else {

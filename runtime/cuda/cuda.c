@@ -48,7 +48,37 @@ int rt_cuda_check_memory(int d, const char *name, const int64_t region_bytes[CG_
                 (double)need / mib, (double)reserve / mib, (double)free / mib);
 }
 
-uint64_t rt_cuda_reserve(const cg_program *p, int d, int nccl_comms)
+/* A positive integer from the environment, or dflt where unset or not one. */
+static uint64_t env_count(const char *name, uint64_t dflt)
+{
+    const char *env = getenv(name);
+    char *end = NULL;
+    long long v = env && *env ? strtoll(env, &end, 10) : -1;
+    return env && *env && end && !*end && v > 0 ? (uint64_t)v : dflt;
+}
+
+uint64_t rt_cuda_nccl_reserve(const rt_cuda_nccl_use *u)
+{
+    const uint64_t mib = 1 << 20;
+    if (!u->world)
+        return 0;
+    /* a connection's buffers, one per protocol: NCCL_BUFFSIZE for Simple
+       (NCCL's documented 4 MiB default), LL's 512 KiB and LL128's 4.6875 MiB */
+    uint64_t simple = env_count("NCCL_BUFFSIZE", 4 * mib);
+    uint64_t conn = simple + 512 * 1024 + 4915200;
+    uint64_t channels = env_count("NCCL_MAX_NCHANNELS", RT_CUDA_NCCL_CHANNELS);
+    uint64_t p2p = env_count("NCCL_MAX_P2P_NCHANNELS", 2);
+    if (p2p > channels)
+        p2p = channels;
+    /* the world: a receiving connection per channel for its ring and one for
+       its tree; each peer of a send or receive: Simple and LL buffers on its
+       own channels; every communicator its fixed structures; a split with
+       splitShare uses the world's buffers */
+    return channels * 2 * conn + (uint64_t)u->peers * p2p * (simple + 512 * 1024) +
+           (uint64_t)(1 + u->splits) * RT_CUDA_NCCL_FIXED_MIB * mib;
+}
+
+uint64_t rt_cuda_reserve(const cg_program *p, int d, const rt_cuda_nccl_use *u)
 {
     const uint64_t mib = 1 << 20;
     const char *env = getenv("GNC_CUDA_RESERVE_MIB");
@@ -62,7 +92,7 @@ uint64_t rt_cuda_reserve(const cg_program *p, int d, int nccl_comms)
         const cg_step *st = s < D->nsteps ? &D->steps[s] : &D->init[s - D->nsteps];
         libs |= st->kind == CG_STEP_GEMM || st->kind == CG_STEP_CONV;
     }
-    return (libs ? 256 * mib : 0) + (uint64_t)nccl_comms * 256 * mib;
+    return (libs ? 256 * mib : 0) + (u ? rt_cuda_nccl_reserve(u) : 0);
 }
 
 void rt_cuda_status_message(const cg_status *st, const ir_node *node, char *err, size_t errlen)
@@ -246,6 +276,12 @@ int64_t rt_cuda_region_bytes(const rt_cuda *x, int d, cg_region r)
 {
     (void)x, (void)d, (void)r;
     return 0;
+}
+
+int rt_cuda_loss_scale(rt_cuda *x, int d, float *scale, int *good, char *err, size_t errlen)
+{
+    (void)x, (void)d, (void)scale, (void)good;
+    return base_fail(err, errlen, NO_CUDA);
 }
 
 int rt_cuda_memory(rt_cuda *x, int d, rt_cuda_mem *m, char *err, size_t errlen)
@@ -514,14 +550,17 @@ static int by_nccl(const rt_cuda *x, const cg_comm *c)
     return x->rank >= 0 || (!p2p && !x->local_comm);
 }
 
-/* The NCCL communicators device d will be in (cuda_lib.c's open_comms): the
- * world of every device where any step needs NCCL; each other group of d's
- * collectives; across processes each direction d sends or receives in. */
-static int nccl_comms(const rt_cuda *x, int d)
+/* The NCCL communicators device d will be in (cuda_lib.c's open_comms):
+ * the world of every device where any step needs NCCL, which carries the
+ * sends and receives too; a split of it for each other group of d's
+ * collectives; and the peers d sends to or receives from. */
+static rt_cuda_nccl_use nccl_use(const rt_cuda *x, int d)
 {
     const cg_program *p = x->p;
     const cg_comm *met[128];
-    int n = 0, any = 0;
+    int n = 0;
+    rt_cuda_nccl_use u = {0, 0, 0};
+    char peer[128] = {0};
     for (int e = 0; e < p->ndevices; e++)
         for (int init = 0; init < 2; init++) {
             int count;
@@ -530,22 +569,27 @@ static int nccl_comms(const rt_cuda *x, int d)
                 const cg_comm *c = &steps[s].u.comm;
                 if (steps[s].kind != CG_STEP_COMM || !by_nccl(x, c))
                     continue;
-                any = 1;
-                int p2p = c->op == IR_OP_SEND || c->op == IR_OP_RECV;
-                if (e != d || (!p2p && c->ngroup == p->ndevices))
-                    continue; /* another's, or the world */
+                u.world = 1;
+                if (e != d)
+                    continue;
+                if (c->op == IR_OP_SEND || c->op == IR_OP_RECV) {
+                    if (c->peer >= 0 && c->peer < 128 && !peer[c->peer]++)
+                        u.peers++;
+                    continue;
+                }
+                if (c->ngroup == p->ndevices)
+                    continue; /* the world */
                 int k = 0;
                 for (; k < n; k++)
-                    if (p2p ? met[k]->op == c->op && met[k]->peer == c->peer
-                            : met[k]->op != IR_OP_SEND && met[k]->op != IR_OP_RECV &&
-                                  met[k]->ngroup == c->ngroup &&
-                                  !memcmp(met[k]->group, c->group, (size_t)c->ngroup * sizeof *c->group))
+                    if (met[k]->ngroup == c->ngroup &&
+                        !memcmp(met[k]->group, c->group, (size_t)c->ngroup * sizeof *c->group))
                         break;
                 if (k == n && n < 128)
                     met[n++] = c;
             }
         }
-    return any ? 1 + n : 0;
+    u.splits = n;
+    return u;
 }
 
 static int open_device(rt_cuda *x, int d, char *err, size_t errlen)
@@ -571,7 +615,8 @@ static int open_device(rt_cuda *x, int d, char *err, size_t errlen)
     memcpy(need, D->region_bytes, sizeof need);
     need[CG_INPUTS] *= 2;
     need[CG_WORKSPACE] += mailbox + G->scratch_bytes;
-    if (rt_cuda_check_memory(d, G->name, need, rt_cuda_reserve(p, d, nccl_comms(x, d)), freeb,
+    rt_cuda_nccl_use u = nccl_use(x, d);
+    if (rt_cuda_check_memory(d, G->name, need, rt_cuda_reserve(p, d, &u), freeb,
                              err, errlen))
         return -1;
     for (int r = 0; r < CG_NREGIONS; r++) {
@@ -927,11 +972,34 @@ int rt_cuda_memory(rt_cuda *x, int d, rt_cuda_mem *m, char *err, size_t errlen)
     m->mailbox = G->mailbox ? G->mailbox_bytes : 0;
     m->scratch = G->scratch ? G->scratch_bytes : 0;
     m->zeros = G->zeros ? G->zeros_bytes : 0;
-    m->reserve = (int64_t)rt_cuda_reserve(x->p, d, nccl_comms(x, d));
+    rt_cuda_nccl_use u = nccl_use(x, d);
+    m->reserve = (int64_t)rt_cuda_reserve(x->p, d, &u);
     size_t freeb = 0, total = 0;
     CU(cuCtxSetCurrent(G->ctx));
     CU(cuMemGetInfo(&freeb, &total));
     m->used = (int64_t)G->free_at_open - (int64_t)freeb;
+    return 0;
+}
+
+int rt_cuda_loss_scale(rt_cuda *x, int d, float *scale, int *good, char *err, size_t errlen)
+{
+    if (!x || d < 0 || d >= x->p->ndevices)
+        return base_fail(err, errlen, "the program has no device %d", d);
+    if (!cuda_mine(x, d))
+        return 1;
+    float st[4] = {0, 0, 0, 0};
+    if (x->p->loss_scale.enabled) {
+        cuda_gpu *G = &x->dev[d];
+        CU(cuCtxSetCurrent(G->ctx));
+        CU(cuMemcpyDtoHAsync(st, cuda_ptr(G, x->p->devices[d].loss_scale), sizeof st,
+                             G->stream[S_COPY]));
+        CU(cuStreamSynchronize(G->stream[S_COPY]));
+    }
+    int32_t n;
+    memcpy(&n, &st[1], sizeof n);
+    *scale = st[0];
+    if (good)
+        *good = n;
     return 0;
 }
 

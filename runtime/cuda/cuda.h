@@ -209,6 +209,12 @@ typedef struct {
 } rt_cuda_mem;
 int rt_cuda_memory(rt_cuda *x, int d, rt_cuda_mem *m, char *err, size_t errlen);
 
+/* The fp16 loss scaler's state on device d after the last run waited for
+ * (GradScaler's get_scale): its scale and the good steps since it last
+ * changed; scale 0 where the program has no scaler (not fp16).  0; 1 for a
+ * device another process runs; -1 with a message. */
+int rt_cuda_loss_scale(rt_cuda *x, int d, float *scale, int *good, char *err, size_t errlen);
+
 /* The check made before allocating: device d (named name) needs the sum of
  * region_bytes and reserve (what the libraries allocate for themselves,
  * rt_cuda_reserve), free bytes are free.  0 when it fits, else -1 with the
@@ -216,13 +222,31 @@ int rt_cuda_memory(rt_cuda *x, int d, rt_cuda_mem *m, char *err, size_t errlen);
 int rt_cuda_check_memory(int d, const char *name, const int64_t region_bytes[CG_NREGIONS],
                          uint64_t reserve, uint64_t free, char *err, size_t errlen);
 
+/* The NCCL communicators a device is in: the world (0: no NCCL step at
+ * all), the splits of it for its collectives' other groups (made with
+ * splitShare), and the peers of its sends and receives (on the world). */
+typedef struct {
+    int world, splits, peers;
+} rt_cuda_nccl_use;
+
+#define RT_CUDA_NCCL_CHANNELS 16     /* channels where NCCL_MAX_NCHANNELS is unset */
+#define RT_CUDA_NCCL_FIXED_MIB 16    /* a communicator's structures beside its buffers */
+
+/* NCCL's own memory on a device that uses u, from its buffers: per channel
+ * (NCCL_MAX_NCHANNELS, else RT_CUDA_NCCL_CHANNELS) two receiving
+ * connections (ring and tree), each with a buffer per protocol (Simple's
+ * NCCL_BUFFSIZE, 4 MiB unset; LL's 512 KiB; LL128's 4.6875 MiB); per peer
+ * of a send or receive, Simple's and LL's on NCCL_MAX_P2P_NCHANNELS
+ * channels (2 unset); RT_CUDA_NCCL_FIXED_MIB per communicator.  An
+ * estimate (docs/runtime.md, "Memory"), measured on no GPU yet. */
+uint64_t rt_cuda_nccl_reserve(const rt_cuda_nccl_use *u);
+
 /* The memory the CUDA libraries take on device d beside the plan's regions,
  * as estimated before they load: 256 MiB when the device has cuBLASLt or
- * cuDNN steps (handles, the kernels they load), 256 MiB per NCCL
- * communicator it is in (nccl_comms: its buffers and channels); or
- * $GNC_CUDA_RESERVE_MIB, where set.  docs/runtime.md says where the numbers
- * come from.  Pure, for tests. */
-uint64_t rt_cuda_reserve(const cg_program *p, int d, int nccl_comms);
+ * cuDNN steps (handles, the kernels they load), and NCCL's
+ * (rt_cuda_nccl_reserve of u; NULL: none); or $GNC_CUDA_RESERVE_MIB, where
+ * set.  docs/runtime.md says where the numbers come from.  Pure, for tests. */
+uint64_t rt_cuda_reserve(const cg_program *p, int d, const rt_cuda_nccl_use *u);
 
 /* The message of a status word as the CPU executor words it; node is the
  * step's IR node (a fused node's first member). */

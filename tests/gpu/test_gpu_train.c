@@ -66,7 +66,8 @@ static int ranks = 1, rank;     /* under mpirun --mpi: the world; else one proce
 /* ---------------------------------------------------------------- models */
 
 static ir_graph *model(const char *src, const char *name, int batch, int devices,
-                       pt_strategy strategy, pt_schedule schedule, int infer, int zero)
+                       pt_strategy strategy, pt_schedule schedule, int infer, int zero,
+                       int accumulate)
 {
     char path[4096], b[16];
     snprintf(path, sizeof path, "%s/models/%s.net", src, name);
@@ -83,11 +84,13 @@ static ir_graph *model(const char *src, const char *name, int batch, int devices
     po.strategy = strategy;
     po.schedule = schedule;
     po.zero = zero;
+    po.accumulate = accumulate;
     if (strategy == PT_HYBRID)
         po.dp = 2, po.pp = devices / 2;
-    pm_options pm = {1, 0, NULL, NULL, stdout, devices > 1 ? &po : NULL};
+    int part = pt_partitions(&po);
+    pm_options pm = {1, 0, NULL, NULL, stdout, part ? &po : NULL};
     if (!g || (!infer && ad_training_graph(g, &opt, &d) != 0) ||
-        pm_run(g, pm_default_pipeline(!infer, 0, devices > 1), &pm, &d) != 0) {
+        pm_run(g, pm_default_pipeline(!infer, 0, part), &pm, &d) != 0) {
         diag_print(&d, stdout);
         printf("FAIL %s: does not compile\n", name);
         nfailed++;
@@ -173,6 +176,8 @@ typedef struct {
                                         executor's (0: every step runs on) */
     int zero;                        /* data parallelism: ZeRO's stage (NCCL's
                                         reduce-scatter and all-gather), 0: none */
+    ir_precision precision;          /* the GPU program's; the CPU executor's is fp32 */
+    int accumulate;                  /* gradient accumulation: microbatches a step */
 } train_case;
 
 static int near(double got, double want, double atol, double rtol)
@@ -257,7 +262,7 @@ static int any_rank(int failed)
  * on the CPU executor. */
 static void one(const gpu_env *env, const char *src, const train_case *c)
 {
-    char err[1024], what[160], how[48] = "";
+    char err[1024], what[224], how[96] = "";
     static const char *const strategies[] = {"data", "pipeline", "tensor", "hybrid"};
     char who[32] = "";
     if (ranks > 1)
@@ -268,13 +273,18 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
         snprintf(how, sizeof how, ", --conv %s", cg_conv_name(c->conv));
     else if (c->zero)
         snprintf(how, sizeof how, ", ZeRO stage %d", c->zero);
+    if (c->precision != PREC_FP32)
+        snprintf(how + strlen(how), sizeof how - strlen(how), ", %s",
+                 ir_precision_name(c->precision));
+    if (c->accumulate > 1)
+        snprintf(how + strlen(how), sizeof how - strlen(how), ", --accumulate %d", c->accumulate);
     snprintf(what, sizeof what, "%s%s, batch %d, %d device%s%s%s, %d steps%s%s%s", c->model,
              c->infer ? " inference" : "", c->batch, c->devices, c->devices > 1 ? "s " : "",
              c->devices > 1 ? strategies[c->strategy] : "",
              c->strategy != PT_PIPELINE ? "" : c->schedule == PT_GPIPE ? " gpipe" : " 1f1b",
              c->steps, c->gpus ? ", devices sharing GPUs" : "", how, who);
     ir_graph *g = model(src, c->model, c->batch, c->devices, c->strategy, c->schedule, c->infer,
-                        c->zero);
+                        c->zero, c->accumulate);
     if (!g)
         return;
     if (c->zero) { /* the bucketed paths: several tensors in one collective */
@@ -307,6 +317,7 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
     cg_options o = cg_options_default();
     o.deterministic = 1; /* graph replay bitwise equal to eager */
     o.conv = c->conv;
+    o.precision = c->precision;
     signed char *choice = c->mixed ? malloc((size_t)g->nvalues) : NULL;
     if (choice) {
         int k = 0;
@@ -399,6 +410,7 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
     }
     int bad = 0;
     double worst = 0; /* the largest relative difference in a step's loss */
+    double wworst = 0; /* 16-bit: the largest of a weight's (2-norm) */
     for (int k = 0; k < c->steps && has_loss; k++) {
         worst = fmax(worst, fabs(ge[k] - cpu[k]) / fmax(fabs(cpu[k]), 1e-30));
         double tol_r = k == 0 ? c->first_rtol : c->rtol, tol_a = k == 0 ? 0 : c->atol;
@@ -433,6 +445,23 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
         free(a);
         free(b);
     }
+    for (int d = 0; p->loss_scale.enabled && d < p->ndevices; d++) {
+        /* the scaler's state after the last step: these short runs' gradients
+           stay finite, so the first scale on every device, its good steps
+           counted alike eager and replayed (the overflow flag is all-reduced:
+           a device that skipped alone would differ from the CPU's weights) */
+        float se = 0, sg = 0, want = p->loss_scale.init;
+        int ne = 0, ng = 0;
+        int re = rt_cuda_loss_scale(eager->x, d, &se, &ne, err, sizeof err);
+        int rg = re ? re : rt_cuda_loss_scale(graph->x, d, &sg, &ng, err, sizeof err);
+        if (re == 1 || rg == 1)
+            continue; /* another process's device */
+        if ((re || rg) && bad++ < 4)
+            printf("FAIL %s: %s\n", what, err);
+        else if ((se != want || sg != want || ne != c->steps || ng != c->steps) && bad++ < 4)
+            printf("FAIL %s: device %d's loss scale %g (graph %g), %d good steps (graph %d); "
+                   "want %g and %d\n", what, d, se, sg, ne, ng, want, c->steps);
+    }
     if (rt_cuda_warning(graph->x) && bad++ < 4)
         printf("FAIL %s: the graph executor warns: %s\n", what, rt_cuda_warning(graph->x));
     if (staged && staged() != staged0 && bad++ < 4)
@@ -464,19 +493,33 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
             printf("FAIL %s: %s\n", what, err);
             bad++;
         }
-        for (int64_t j = 0; j < n; j++)
-            if (!near(w[j], ref[j], c->watol, c->wrtol)) {
-                if (bad++ < 4)
-                    printf("FAIL %s: weight %s[%lld] %.7g on the GPU, %.7g on the CPU\n", what,
-                           v->name, (long long)j, w[j], ref[j]);
-                break;
-            }
+        if (c->precision == PREC_FP32) {
+            for (int64_t j = 0; j < n; j++)
+                if (!near(w[j], ref[j], c->watol, c->wrtol)) {
+                    if (bad++ < 4)
+                        printf("FAIL %s: weight %s[%lld] %.7g on the GPU, %.7g on the CPU\n",
+                               what, v->name, (long long)j, w[j], ref[j]);
+                    break;
+                }
+        } else { /* 16-bit: each tensor as a whole, |w - ref| / |ref| (2-norms) */
+            double e = 0, r = 0;
+            for (int64_t j = 0; j < n; j++)
+                e += ((double)w[j] - ref[j]) * ((double)w[j] - ref[j]), r += (double)ref[j] * ref[j];
+            double rel = sqrt(e) / fmax(sqrt(r), 1e-30);
+            wworst = fmax(wworst, rel);
+            if (!(sqrt(e) <= c->watol + c->wrtol * sqrt(r)) && bad++ < 4)
+                printf("FAIL %s: %s on the GPU %.3g of its norm from the CPU's\n", what,
+                       v->name, rel);
+        }
         free(w);
     }
     failed = bad != 0;
+    char wsay[64] = "";
+    if (wworst > 0)
+        snprintf(wsay, sizeof wsay, "; weights apart by %.1e of their norm", wworst);
     if (!failed && has_loss)
-        printf("ok %s: loss %.5f -> %.5f (CPU %.5f -> %.5f; steps apart by %.1e at most)\n",
-               what, ge[0], ge[c->steps - 1], cpu[0], cpu[c->steps - 1], worst);
+        printf("ok %s: loss %.5f -> %.5f (CPU %.5f -> %.5f; steps apart by %.1e at most%s)\n",
+               what, ge[0], ge[c->steps - 1], cpu[0], cpu[c->steps - 1], worst, wsay);
 done:
     if (any_rank(failed))
         nfailed++;
@@ -508,7 +551,7 @@ static void graph_faults(const gpu_env *env, const char *src)
             char err[1024], what[128];
             snprintf(what, sizeof what, "GNC_FAKECUDA_GRAPHS=%s, mlp on %d GPU%s", faults[f],
                      devices, devices > 1 ? "s" : "");
-            ir_graph *g = model(src, "mlp", 4, devices, PT_DATA, PT_1F1B, 0, 0);
+            ir_graph *g = model(src, "mlp", 4, devices, PT_DATA, PT_1F1B, 0, 0, 0);
             if (!g)
                 continue;
             diag d;
@@ -576,7 +619,19 @@ static void graph_faults(const gpu_env *env, const char *src)
  *           training steps, against the CPU executor, graph against eager;
  *   shared  every strategy on program devices sharing one GPU (collectives
  *           without NCCL) against the CPU executor: lenet data parallel, mlp
- *           pipelines of 3 and 4 stages, tensor, hybrid, ZeRO 1 to 3. */
+ *           pipelines of 3 and 4 stages, tensor, hybrid, ZeRO 1 to 3,
+ *           --accumulate, and bf16 and fp16 programs (their weights too). */
+/* A 16-bit program's losses against the CPU executor's fp32 ones: bf16
+ * keeps 8 bits of mantissa (3 decimal digits), fp16 11. */
+#define BF16_ATOL 2e-2
+#define BF16_RTOL 3e-2
+#define FP16_ATOL 5e-3
+#define FP16_RTOL 5e-3
+#define BF16_WATOL 1e-6
+#define BF16_WRTOL 0.2          /* of a tensor's 2-norm (measured on the stand-ins: 0.09) */
+#define FP16_WATOL 1e-6
+#define FP16_WRTOL 0.1          /* (0.04); gradients unscaled twice are 1.0 apart */
+
 static int run_case(const gpu_env *env, const char *src, const char *name)
 {
     static const int one_gpu[] = {0, 0};
@@ -587,7 +642,7 @@ static int run_case(const gpu_env *env, const char *src, const char *name)
         for (int w = 0; w < 3; w++)
             for (int infer = 1; infer >= 0; infer--) {
                 train_case c = {m, b, 1, infer ? 1 : 2, PT_DATA, 0.02f, 2e-3, 2e-2, 1e-3, -1, -1,
-                                NULL, ways[w], 0, PT_1F1B, infer, 0, 0};
+                                NULL, ways[w], 0, PT_1F1B, infer, 0, 0, PREC_FP32, 0};
                 one(env, src, &c);
             }
         return 0;
@@ -598,23 +653,43 @@ static int run_case(const gpu_env *env, const char *src, const char *name)
            copies): what one GPU can prove of the multi-GPU programs */
         static const int one4[] = {0, 0, 0, 0};
         int st = env->fake ? 4 : 20;
+        int f16 = env->fake ? 0 : 3; /* on a GPU, 16-bit steps from the CPU's weights after
+                                        the third: each checks one step, not 20 steps' drift */
         const train_case cases[] = {
             {"lenet", env->fake ? 4 : 32, 2, env->fake ? 4 : 50, PT_DATA, 0.05f, 2e-3, 2e-2, 1e-4,
-             -1, -1, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0, env->fake ? 0 : 3, 0},
+             -1, -1, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0, env->fake ? 0 : 3, 0, PREC_FP32, 0},
             {"mlp", 24, 3, st, PT_PIPELINE, 0.02f, 2e-3, 2e-2, 1e-4, -1, -1, one4, CG_CONV_CUDNN,
-             0, PT_1F1B, 0, 0, 0},
+             0, PT_1F1B, 0, 0, 0, PREC_FP32, 0},
             {"mlp", 24, 4, st, PT_PIPELINE, 0.02f, 2e-3, 2e-2, 1e-4, -1, -1, one4, CG_CONV_CUDNN,
-             0, PT_GPIPE, 0, 0, 0},
+             0, PT_GPIPE, 0, 0, 0, PREC_FP32, 0},
             {"mlp", 8, 2, st, PT_TENSOR, 0.02f, 2e-3, 2e-2, 1e-4, -1, -1, one4, CG_CONV_CUDNN, 0,
-             PT_1F1B, 0, 0, 0},
+             PT_1F1B, 0, 0, 0, PREC_FP32, 0},
             {"mlp", 8, 4, st, PT_HYBRID, 0.02f, 2e-3, 2e-2, 1e-4, -1, -1, one4, CG_CONV_CUDNN, 0,
-             PT_1F1B, 0, 0, 0},
+             PT_1F1B, 0, 0, 0, PREC_FP32, 0},
             {"lenet", 8, 2, st, PT_DATA, 0.02f, 2e-3, 2e-2, 1e-4, -1, -1, one4, CG_CONV_CUDNN, 0,
-             PT_1F1B, 0, 0, 1},
+             PT_1F1B, 0, 0, 1, PREC_FP32, 0},
             {"mlp", 8, 2, st, PT_DATA, 0.02f, 2e-3, 2e-2, 1e-4, -1, -1, one4, CG_CONV_CUDNN, 0,
-             PT_1F1B, 0, 0, 2},
+             PT_1F1B, 0, 0, 2, PREC_FP32, 0},
             {"mlp", 8, 4, st, PT_DATA, 0.02f, 2e-3, 2e-2, 1e-4, -1, -1, one4, CG_CONV_CUDNN, 0,
-             PT_1F1B, 0, 0, 3},
+             PT_1F1B, 0, 0, 3, PREC_FP32, 0},
+            /* gradient accumulation: data parallel, and a pipeline's microbatches twice */
+            {"lenet", 8, 2, st, PT_DATA, 0.02f, 2e-3, 2e-2, 1e-4, -1, -1, one4, CG_CONV_CUDNN, 0,
+             PT_1F1B, 0, 0, 0, PREC_FP32, 2},
+            {"mlp", 24, 3, st, PT_PIPELINE, 0.02f, 2e-3, 2e-2, 1e-4, -1, -1, one4, CG_CONV_CUDNN,
+             0, PT_1F1B, 0, 0, 0, PREC_FP32, 2},
+            /* 16-bit programs against the CPU executor's fp32, the weights
+               too (a loss alone hid fp16's gradients unscaled twice on several
+               devices): bf16's rounding, and fp16's loss scaling */
+            {"lenet", 8, 2, st, PT_DATA, 0.02f, BF16_ATOL, BF16_RTOL, BF16_RTOL, BF16_WATOL,
+             BF16_WRTOL, one4, CG_CONV_CUDNN, 0, PT_1F1B, 0, f16, 0, PREC_BF16, 0},
+            {"mlp", 8, 2, st, PT_TENSOR, 0.02f, BF16_ATOL, BF16_RTOL, BF16_RTOL, BF16_WATOL,
+             BF16_WRTOL, one4, CG_CONV_CUDNN, 0, PT_1F1B, 0, f16, 0, PREC_BF16, 0},
+            {"mlp", 24, 3, st, PT_PIPELINE, 0.02f, FP16_ATOL, FP16_RTOL, FP16_RTOL, FP16_WATOL,
+             FP16_WRTOL, one4, CG_CONV_CUDNN, 0, PT_1F1B, 0, f16, 0, PREC_FP16, 0},
+            {"lenet", 8, 2, st, PT_DATA, 0.02f, FP16_ATOL, FP16_RTOL, FP16_RTOL, FP16_WATOL,
+             FP16_WRTOL, one4, CG_CONV_CUDNN, 0, PT_1F1B, 0, f16, 1, PREC_FP16, 2},
+            {"mlp", 8, 2, st, PT_DATA, 0.02f, FP16_ATOL, FP16_RTOL, FP16_RTOL, FP16_WATOL,
+             FP16_WRTOL, one4, CG_CONV_CUDNN, 0, PT_1F1B, 0, f16, 0, PREC_FP16, 0},
         };
         for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
             one(env, src, &cases[i]);
@@ -639,40 +714,40 @@ static int in_one_process(const char *src, const char *work, const char *fake, c
             nfailed++;
     } else if (fake) {        static const int one_gpu[] = {0, 0, 0, 0}, two_gpus[] = {0, 0, 1, 1};
         static const train_case cases[] = {
-            {"lenet", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
-            {"mlp", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
-            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
-            {"mlp", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
-            {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
-            {"lenet", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
-            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
-            {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
+            {"lenet", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0, PREC_FP32, 0},
+            {"mlp", 4, 1, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0, PREC_FP32, 0},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0, PREC_FP32, 0},
+            {"mlp", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0, PREC_FP32, 0},
+            {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0, PREC_FP32, 0},
+            {"lenet", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0, PREC_FP32, 0},
+            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0, PREC_FP32, 0},
+            {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0, PREC_FP32, 0},
             /* 3 and 4 stages: the middle ones receive from both sides */
-            {"mlp", 24, 3, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
-            {"mlp", 24, 3, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_GPIPE, 0, 0, 0},
-            {"mlp", 24, 4, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
-            {"mlp", 24, 4, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_GPIPE, 0, 0, 0},
+            {"mlp", 24, 3, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0, PREC_FP32, 0},
+            {"mlp", 24, 3, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_GPIPE, 0, 0, 0, PREC_FP32, 0},
+            {"mlp", 24, 4, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0, PREC_FP32, 0},
+            {"mlp", 24, 4, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_GPIPE, 0, 0, 0, PREC_FP32, 0},
             /* devices that share a GPU: collectives as copies and reduction kernels */
-            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
-            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
-            {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
-            {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, two_gpus, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0, PREC_FP32, 0},
+            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0, PREC_FP32, 0},
+            {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0, PREC_FP32, 0},
+            {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, two_gpus, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0, PREC_FP32, 0},
             /* the convolutions as implicit-GEMM kernels (split k in the gradients) */
-            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_IGEMM, 0, PT_1F1B, 0, 0, 0},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_IGEMM, 0, PT_1F1B, 0, 0, 0, PREC_FP32, 0},
             /* cuDNN on channels-last copies */
-            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN_NHWC, 0, PT_1F1B, 0, 0, 0},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN_NHWC, 0, PT_1F1B, 0, 0, 0, PREC_FP32, 0},
             /* each convolution its own way (--conv auto), each timed */
-            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 1, PT_1F1B, 0, 0, 0},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 1, PT_1F1B, 0, 0, 0, PREC_FP32, 0},
             /* from the third step on, each step from the CPU executor's weights
                (replicated, and split across the devices) */
-            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 2, 0},
-            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 2, 0},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 2, 0, PREC_FP32, 0},
+            {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 2, 0, PREC_FP32, 0},
             /* ZeRO: state, gradients, parameters sharded (reduce-scatter, all-gather) */
-            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 1},
-            {"mlp", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 2},
-            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 3},
-            {"mlp", 8, 4, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 3},
-            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 2},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 1, PREC_FP32, 0},
+            {"mlp", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 2, PREC_FP32, 0},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 3, PREC_FP32, 0},
+            {"mlp", 8, 4, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 3, PREC_FP32, 0},
+            {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 2, PREC_FP32, 0},
         };
         for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
             one(&env, src, &cases[i]);
@@ -680,17 +755,17 @@ static int in_one_process(const char *src, const char *work, const char *fake, c
     } else {
         static const int one_gpu[] = {0, 0};
         static const train_case resnet = {"resnet18", 32, 1, 50, PT_DATA, 0.05f, 2e-3, 2e-2, 1e-4,
-                                          -1, -1, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 3, 0};
+                                          -1, -1, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 3, 0, PREC_FP32, 0};
         static const train_case lenet2 = {"lenet", 32, 2, 50, PT_DATA, 0.05f, 2e-3, 2e-2, 1e-4, -1,
-                                          -1, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 3, 0};
+                                          -1, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 3, 0, PREC_FP32, 0};
         static const train_case shared = {"lenet", 32, 2, 50, PT_DATA, 0.05f, 2e-3, 2e-2, 1e-4, -1,
-                                          -1, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0, 3, 0};
+                                          -1, one_gpu, CG_CONV_CUDNN, 0, PT_1F1B, 0, 3, 0, PREC_FP32, 0};
         static const train_case resnet_igemm = {"resnet18", 32, 1, 50, PT_DATA, 0.05f, 2e-3, 2e-2,
-                                                1e-4, -1, -1, NULL, CG_CONV_IGEMM, 0, PT_1F1B, 0, 3, 0};
+                                                1e-4, -1, -1, NULL, CG_CONV_IGEMM, 0, PT_1F1B, 0, 3, 0, PREC_FP32, 0};
         static const train_case resnet_nhwc = {"resnet18", 32, 1, 50, PT_DATA, 0.05f, 2e-3, 2e-2,
-                                               1e-4, -1, -1, NULL, CG_CONV_CUDNN_NHWC, 0, PT_1F1B, 0, 3, 0};
+                                               1e-4, -1, -1, NULL, CG_CONV_CUDNN_NHWC, 0, PT_1F1B, 0, 3, 0, PREC_FP32, 0};
         static const train_case resnet_mixed = {"resnet18", 32, 1, 50, PT_DATA, 0.05f, 2e-3, 2e-2,
-                                                1e-4, -1, -1, NULL, CG_CONV_CUDNN, 1, PT_1F1B, 0, 3, 0};
+                                                1e-4, -1, -1, NULL, CG_CONV_CUDNN, 1, PT_1F1B, 0, 3, 0, PREC_FP32, 0};
         one(&env, src, &resnet);
         one(&env, src, &shared);
         one(&env, src, &resnet_igemm);
@@ -735,22 +810,22 @@ static int across_processes(int argc, char **argv, const char *src, const char *
     }
     rt_set_threads(1);
     static const train_case two[] = {
-        {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
-        {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
-        {"lenet", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
-        {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
+        {"lenet", 4, 2, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0, PREC_FP32, 0},
+        {"mlp", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0, PREC_FP32, 0},
+        {"lenet", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0, PREC_FP32, 0},
+        {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0, PREC_FP32, 0},
     };
     /* 3 and 4 stages: a middle stage's receives from both sides, which
        deadlocked on one receiving stream under 1F1B */
     static const train_case three[] = {
-        {"mlp", 24, 3, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
-        {"mlp", 24, 3, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_GPIPE, 0, 0, 0},
+        {"mlp", 24, 3, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0, PREC_FP32, 0},
+        {"mlp", 24, 3, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_GPIPE, 0, 0, 0, PREC_FP32, 0},
     };
     static const train_case four[] = {
-        {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
-        {"mlp", 8, 4, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
-        {"mlp", 24, 4, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0},
-        {"mlp", 24, 4, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_GPIPE, 0, 0, 0},
+        {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0, PREC_FP32, 0},
+        {"mlp", 8, 4, 4, PT_DATA, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0, PREC_FP32, 0},
+        {"mlp", 24, 4, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0, PREC_FP32, 0},
+        {"mlp", 24, 4, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_GPIPE, 0, 0, 0, PREC_FP32, 0},
     };
     const train_case *cases = ranks == 2 ? two : ranks == 3 ? three : ranks == 4 ? four : NULL;
     size_t n = ranks == 2 ? sizeof two / sizeof *two : ranks == 3 ? sizeof three / sizeof *three
