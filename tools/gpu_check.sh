@@ -227,7 +227,7 @@ step ops $ops_limit "every op at fp32, tf32, bf16 and fp16 against the CPU execu
     "$(test_bin test_codegen)" "$root" "$work" --gpu "${fk[@]}" "${only[@]}"
 step convs 150 "resnet18 (stand-ins: lenet), each convolution way, inference and training" \
     "$(test_bin test_gpu_train)" "$root" "$work" "${fk[@]}" --case convs
-step shared 90 "every strategy on devices sharing one GPU against the CPU (data, pipeline at 3 and 4 stages, tensor, hybrid, ZeRO 1-3, --accumulate, bf16 and fp16)" \
+step shared 120 "every strategy on devices sharing one GPU against the CPU (data, pipeline at 3 and 4 stages, tensor, hybrid, ZeRO 1-3, --accumulate, bf16 and fp16)" \
     "$(test_bin test_gpu_train)" "$root" "$work" "${fk[@]}" --case shared
 step throughput 200 "$steps $model training steps of $batch images: gnc, then PyTorch" throughput
 
