@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # CPU inference, gnc against PyTorch on the same machine in the same run.
 #   bash bench/cpu_infer.sh [BUILD_DIR]      (default: build)
-# Prints, per model, both medians and the ratio gnc/PyTorch (the bar for resnet18
-# at batch 64 is <= 2.0), and the time of `gnc dump models/resnet18.net` (bar: 50 ms).
+# Prints each side's CPU kernels (gnc: its libraries; PyTorch: its version and
+# instruction set); per model both medians and the ratio gnc/PyTorch (the bar for
+# resnet18 at batch 64 is <= 2.0), and the convolution kernels oneDNN ran for each
+# side; and the time of `gnc dump models/resnet18.net` (bar: 50 ms).
 set -euo pipefail
 . "$(dirname "$0")/common.sh" "$0" "$@"
 threads=$(nproc)
@@ -15,6 +17,10 @@ for spec in resnet18:64 lenet:256; do
     t=$(/usr/bin/python3 "$root/bench/torch_infer.py" --model $model --batch $batch \
         --repeat $repeat --threads $threads | /usr/bin/python3 -c 'import json,sys; print("%.2f" % json.load(sys.stdin)["median_ms"])')
     printf '%-9s %5d %12.2f %12.2f %7.2f\n' $model $batch "$g" "$t" "$(awk -v a="$g" -v b="$t" 'BEGIN { print a / b }')"
+    # the kernels behind the figures: one more run of each side, verbose
+    echo "  convolutions: gnc $(conv_kernels "$gnc" run "$root/models/$model.net" -D batch=$batch \
+        --repeat 1 --threads $threads); PyTorch $(conv_kernels /usr/bin/python3 \
+        "$root/bench/torch_infer.py" --model $model --batch $batch --repeat 1 --threads $threads)"
 done
 
 # gnc dump of resnet18: parse, elaborate, verify, print; median of 10 runs

@@ -3,8 +3,9 @@
 # PyTorch's default initializers) on the same machine in the same run, on the real
 # Fashion-MNIST data:
 #   bash bench/cpu_train.sh [BUILD_DIR]      (default: build)
-# Prints images/s of both and the ratio gnc/PyTorch (the bar is >= 1.0) for lenet
-# (batch 256, SGD lr 0.1 momentum 0.9, 100 steps) and resnet18 (batch 32, 12 steps).
+# Prints each side's CPU kernels, then images/s of both and the ratio gnc/PyTorch (the
+# bar is >= 1.0) for lenet (batch 256, SGD lr 0.1 momentum 0.9, 100 steps) and resnet18
+# (batch 32, 12 steps), with the convolution kernels each side ran.
 # gnc leaves its first step out of the figure, PyTorch its three warm-up steps.
 # Each side times its steps only (no start-up, no evaluation).
 set -euo pipefail
@@ -23,4 +24,9 @@ for spec in lenet:256:100 resnet18:32:12; do
         sed -n 1p | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["img_per_s"])')
     printf '%-9s %5d %6d %12.0f %12.0f %7.2f\n' "$model" "$batch" "$steps" "$g" "$t" \
         "$(awk -v a="$g" -v b="$t" 'BEGIN { print a / b }')"
+    # the kernels behind the figures: two more steps of each side, verbose
+    echo "  convolutions: gnc $(conv_kernels "$gnc" train "$root/models/$model.net" --data "$data" \
+        --batch "$batch" --steps 2; PyTorch \
+$(conv_kernels /usr/bin/python3 "$torch_fmnist" --model "$model" --data "$data" --batch "$batch" \
+        --steps 2 --epochs 1 --init default --device cpu)"
 done

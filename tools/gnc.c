@@ -1866,6 +1866,14 @@ static int print_version(void)
         printf("  %s: under mpirun, a device per rank\n", mpi);
     else
         printf("  no MPI: one process (--devices cpu:N for several devices)\n");
+    char kernels[512];
+    rt_cpu_kernels(kernels, sizeof kernels);
+    for (char *k = kernels, *next; k; k = next) { /* a line a library */
+        next = strstr(k, "; ");
+        if (next)
+            *next = 0, next += 2;
+        printf("  %s\n", k);
+    }
     if (cuda)
         printf("NVIDIA libraries, from %s:\n", getenv("GNC_CUDA_LIBDIR") &&
                *getenv("GNC_CUDA_LIBDIR") ? "GNC_CUDA_LIBDIR" : "the loader's path");

@@ -50,6 +50,8 @@ int rt_dnnl_enabled(void) { return 0; }
 
 const char *rt_dnnl_isa(void) { return ""; }
 
+const char *rt_dnnl_version(void) { return ""; }
+
 int rt_dnnl_conv(rt_exec *x, const ir_node *n, const ir_node *const *members, int nmembers,
                  int *absorbed, char *err, size_t errlen)
 {
@@ -276,6 +278,14 @@ const char *rt_dnnl_isa(void)
     case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
     default: return "another";
     }
+}
+
+const char *rt_dnnl_version(void)
+{
+    static char v[32];
+    const dnnl_version_t *d = dnnl_version();
+    snprintf(v, sizeof v, "%d.%d.%d", d->major, d->minor, d->patch);
+    return v;
 }
 
 static struct rt_dnnl *state(rt_exec *x)

@@ -17,6 +17,8 @@
 #include <time.h>
 
 void openblas_set_num_threads(int n);
+char *openblas_get_config(void);
+char *openblas_get_corename(void);
 
 #define fail base_fail
 
@@ -1668,4 +1670,23 @@ void rt_set_threads(int n)
         n = omp_get_num_procs();
     omp_set_num_threads(n);
     openblas_set_num_threads(n);
+}
+
+const char *rt_cpu_kernels(char *buf, size_t len)
+{
+    /* "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ...": its name and version */
+    const char *config = openblas_get_config(), *core = openblas_get_corename();
+    int words = 0, n = 0;
+    while (config[n] && !(config[n] == ' ' && ++words == 2))
+        n++;
+    const char *isa = rt_dnnl_isa();
+    int at = snprintf(buf, len, "OpenBLAS%.*s (its %s kernels%s): matrix products%s", n - 8,
+                      n > 8 ? config + 8 : "", core ? core : "?",
+                      getenv("OPENBLAS_CORETYPE") ? ", as OPENBLAS_CORETYPE sets" : "",
+                      *isa ? ", training's convolutions" : ", convolutions");
+    if (*isa && at >= 0 && (size_t)at < len)
+        snprintf(buf + at, len - (size_t)at, "; oneDNN %s (its %s kernels): inference's "
+                 "convolutions%s", rt_dnnl_version(), isa,
+                 rt_dnnl_enabled() ? "" : ", turned off by GNC_DNNL=0");
+    return buf;
 }

@@ -162,6 +162,8 @@ int rt_dnnl_enabled(void);
  * DNNL_MAX_CPU_ISA): "sse41", "avx", "avx2", "avx2_vnni", "avx512_core",
  * "avx512_core_vnni", "avx512_core_bf16", "avx512_core_amx"; "" without oneDNN. */
 const char *rt_dnnl_isa(void);
+/* oneDNN's version ("2.6.3"); "" without oneDNN. */
+const char *rt_dnnl_version(void);
 void rt_dnnl_free(struct rt_dnnl *d);
 /* What d holds (rt_exec_memory): the weights' copies in oneDNN's layouts and
  * post-ops' constants, the shared workspace at its largest, and the largest

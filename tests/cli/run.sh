@@ -12,6 +12,9 @@ expect 0 "$gnc" dump --help;               has "usage: gnc dump"
 expect 0 "$gnc" help run;                  has "--seed N"
 expect 0 "$gnc" --version;                 has "gnc 0."
 has "built with:"
+has "OpenBLAS "     # the CPU kernels' library and the kernels it picked here
+out=$(OPENBLAS_CORETYPE=Haswell "$gnc" --version)
+has "(its Haswell kernels, as OPENBLAS_CORETYPE sets)"
 # the commit it was built from (this checkout's, built just now)
 if head=$(git -C "$src" rev-parse --short=12 HEAD 2>/dev/null); then has "(commit $head"; fi
 if grep -q "the CUDA runtime: --device cuda" <<<"$out"; then
