@@ -1674,14 +1674,13 @@ void rt_set_threads(int n)
 
 const char *rt_cpu_kernels(char *buf, size_t len)
 {
-    /* "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ...": its name and version */
+    /* openblas_get_config: "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ...",
+       whose second word is the version */
     const char *config = openblas_get_config(), *core = openblas_get_corename();
-    int words = 0, n = 0;
-    while (config[n] && !(config[n] == ' ' && ++words == 2))
-        n++;
+    const char *version = strchr(config, ' ') ? strchr(config, ' ') + 1 : "";
     const char *isa = rt_dnnl_isa();
-    int at = snprintf(buf, len, "OpenBLAS%.*s (its %s kernels%s): matrix products%s", n - 8,
-                      n > 8 ? config + 8 : "", core ? core : "?",
+    int at = snprintf(buf, len, "OpenBLAS %.*s (its %s kernels%s): matrix products%s",
+                      (int)strcspn(version, " "), version, core ? core : "?",
                       getenv("OPENBLAS_CORETYPE") ? ", as OPENBLAS_CORETYPE sets" : "",
                       *isa ? ", training's convolutions" : ", convolutions");
     if (*isa && at >= 0 && (size_t)at < len)

@@ -48,43 +48,42 @@ int rt_cuda_check_memory(int d, const char *name, const int64_t region_bytes[CG_
                 (double)need / mib, (double)reserve / mib, (double)free / mib);
 }
 
-/* A positive integer from the environment, or dflt where unset or not one. */
-static uint64_t env_count(const char *name, uint64_t dflt)
+/* The environment's integer name, at least least; -1 where unset or not one. */
+static long long env_number(const char *name, long long least)
 {
     const char *env = getenv(name);
     char *end = NULL;
     long long v = env && *env ? strtoll(env, &end, 10) : -1;
-    return env && *env && end && !*end && v > 0 ? (uint64_t)v : dflt;
+    return env && *env && end && !*end && v >= least ? v : -1;
 }
 
 uint64_t rt_cuda_nccl_reserve(const rt_cuda_nccl_use *u)
 {
-    const uint64_t mib = 1 << 20;
+    const uint64_t mib = 1 << 20, ll = 512 * 1024, ll128 = 4915200;
     if (!u->world)
         return 0;
     /* a connection's buffers, one per protocol: NCCL_BUFFSIZE for Simple
        (NCCL's documented 4 MiB default), LL's 512 KiB and LL128's 4.6875 MiB */
-    uint64_t simple = env_count("NCCL_BUFFSIZE", 4 * mib);
-    uint64_t conn = simple + 512 * 1024 + 4915200;
-    uint64_t channels = env_count("NCCL_MAX_NCHANNELS", RT_CUDA_NCCL_CHANNELS);
-    uint64_t p2p = env_count("NCCL_MAX_P2P_NCHANNELS", 2);
+    long long b = env_number("NCCL_BUFFSIZE", 1), c = env_number("NCCL_MAX_NCHANNELS", 1);
+    long long q = env_number("NCCL_MAX_P2P_NCHANNELS", 1);
+    uint64_t simple = b > 0 ? (uint64_t)b : 4 * mib;
+    uint64_t channels = c > 0 ? (uint64_t)c : RT_CUDA_NCCL_CHANNELS;
+    uint64_t p2p = q > 0 ? (uint64_t)q : 2;
     if (p2p > channels)
         p2p = channels;
     /* the world: a receiving connection per channel for its ring and one for
        its tree; each peer of a send or receive: Simple and LL buffers on its
        own channels; every communicator its fixed structures; a split with
        splitShare uses the world's buffers */
-    return channels * 2 * conn + (uint64_t)u->peers * p2p * (simple + 512 * 1024) +
+    return channels * 2 * (simple + ll + ll128) + (uint64_t)u->peers * p2p * (simple + ll) +
            (uint64_t)(1 + u->splits) * RT_CUDA_NCCL_FIXED_MIB * mib;
 }
 
 uint64_t rt_cuda_reserve(const cg_program *p, int d, const rt_cuda_nccl_use *u)
 {
     const uint64_t mib = 1 << 20;
-    const char *env = getenv("GNC_CUDA_RESERVE_MIB");
-    char *end = NULL;
-    long long v = env && *env ? strtoll(env, &end, 10) : -1;
-    if (env && *env && end && !*end && v >= 0)
+    long long v = env_number("GNC_CUDA_RESERVE_MIB", 0);
+    if (v >= 0)
         return (uint64_t)v * mib;
     int libs = 0;
     const cg_device *D = &p->devices[d];
