@@ -33,6 +33,10 @@
  *      ncclCommSplit; a reduce_scatter of both devices refused inside a
  *      capture (a communicator's first collective; then several GPUs in one
  *      capture), run eagerly; one device's all_reduce captured and replayed;
+ *      a thread of its own for each rank (NCCL's multi-thread mode): an
+ *      all_reduce outside a group, an exchange in a group of its own, each
+ *      captured by its thread (thread-local) and replayed; NCCL's group per
+ *      thread;
  *  13. a failing kernel's error, sticky;
  *  14. NCCL across processes, one rank each (forked before the parent touches
  *      the driver, so each starts from a fresh fake as a process of its own):
@@ -55,6 +59,7 @@
 #include <errno.h>
 #include <math.h>
 #include <nccl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1228,9 +1233,134 @@ static void test_nccl_init_and_capture(CUstream s[2])
     L.cuCtxSetCurrent(ctx[0]);
 }
 
+#define DP(x) ((void *)(uintptr_t)(x))
+
+/* NCCL's multi-thread mode: a thread of its own for each rank, which issues
+ * (never waits: the main thread synchronizes after joining them, as the
+ * executor does) an all_reduce outside any group, then a crossing exchange
+ * in a group of its own; then each captures that into a graph of its own in
+ * thread-local mode (a capture holds one GPU's calls) and launches it
+ * twice.  NCCL's group is per thread: a group end on one thread while
+ * another is inside a group is refused. */
+typedef struct {
+    int rank, job;
+    ncclComm_t comm;
+    CUstream s;
+    CUdeviceptr in, out, recv;
+    CUgraphExec exec;
+    int bad;
+} nccl_thread;
+
+enum { m_threads = 4 };
+
+static int issue_threaded(nccl_thread *t)
+{
+    int peer = 1 - t->rank;
+    return L.ncclAllReduce(DP(t->in), DP(t->out), m_threads, ncclFloat32, ncclSum, t->comm,
+                           (cudaStream_t)t->s) != ncclSuccess ||
+           L.ncclGroupStart() != ncclSuccess ||
+           L.ncclSend(DP(t->in), m_threads, ncclFloat32, peer, t->comm, (cudaStream_t)t->s) ||
+           L.ncclRecv(DP(t->recv), m_threads, ncclFloat32, peer, t->comm, (cudaStream_t)t->s) ||
+           L.ncclGroupEnd() != ncclSuccess;
+}
+
+static void *nccl_thread_main(void *arg)
+{
+    nccl_thread *t = arg;
+    CUgraph graph = NULL;
+    L.cuCtxSetCurrent(ctx[t->rank]);
+    if (t->job == 0) {
+        t->bad = issue_threaded(t);
+    } else if (t->job == 1) {
+        t->bad = L.cuStreamBeginCapture(t->s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) != CUDA_SUCCESS;
+        t->bad |= issue_threaded(t);
+        t->bad |= L.cuStreamEndCapture(t->s, &graph) != CUDA_SUCCESS ||
+                  L.cuGraphInstantiate(&t->exec, graph, 0) != CUDA_SUCCESS;
+        if (graph)
+            L.cuGraphDestroy(graph);
+    } else if (t->job == 2) {
+        t->bad = L.cuGraphLaunch(t->exec, t->s) != CUDA_SUCCESS;
+    } else {
+        t->bad = L.ncclGroupEnd() != ncclInvalidUsage; /* none started on this thread */
+    }
+    return NULL;
+}
+
+static void run_threads(nccl_thread t[2], int job, const char *what)
+{
+    pthread_t th[2];
+    for (int r = 0; r < 2; r++) {
+        t[r].job = job;
+        pthread_create(&th[r], NULL, nccl_thread_main, &t[r]);
+    }
+    for (int r = 0; r < 2; r++)
+        pthread_join(th[r], NULL);
+    for (int r = 0; r < 2; r++) {
+        L.cuCtxSetCurrent(ctx[r]);
+        CHECK(!t[r].bad && L.cuStreamSynchronize(t[r].s) == CUDA_SUCCESS, "%s, rank %d's thread",
+              what, r);
+    }
+}
+
+static void test_nccl_threads(CUstream s[2])
+{
+    ncclComm_t c[2];
+    int devs[2] = {0, 1};
+    CHECK(L.ncclCommInitAll(c, 2, devs) == ncclSuccess, "init all");
+    nccl_thread t[2];
+    float v[m_threads], got[m_threads];
+    for (int r = 0; r < 2; r++) {
+        for (int i = 0; i < m_threads; i++)
+            v[i] = (float)(10 * r + i);
+        t[r] = (nccl_thread){.rank = r, .comm = c[r], .s = s[r]};
+        L.cuCtxSetCurrent(ctx[r]);
+        t[r].in = upload(v, sizeof v, s[r]);
+        L.cuMemAlloc(&t[r].out, sizeof v);
+        L.cuMemAlloc(&t[r].recv, sizeof v);
+    }
+    run_threads(t, 0, "an all_reduce outside a group and an exchange in one");
+    for (int pass = 0; pass < 3; pass++) {
+        for (int r = 0; r < 2; r++) {
+            L.cuCtxSetCurrent(ctx[r]);
+            download(got, t[r].out, sizeof got, s[r]);
+            CHECK(got[0] == 10 && got[3] == 16, "pass %d: rank %d's all_reduce: %g %g", pass, r,
+                  got[0], got[3]);
+            download(got, t[r].recv, sizeof got, s[r]);
+            CHECK(got[1] == (float)(10 * (1 - r) + 1), "pass %d: rank %d received %g", pass, r,
+                  got[1]);
+            L.cuMemsetD8Async(t[r].out, 0, sizeof v, s[r]);
+            L.cuMemsetD8Async(t[r].recv, 0, sizeof v, s[r]);
+            L.cuStreamSynchronize(s[r]);
+        }
+        if (pass == 0) {
+            run_threads(t, 1, "a capture of each GPU's calls on its own thread");
+            download(got, t[1].out, sizeof got, s[1]);
+            CHECK(got[3] == 0, "nothing ran at capture: %g", got[3]);
+        }
+        run_threads(t, 2, "each graph launched by its thread");
+    }
+    /* a group end on a thread with no group, while this one holds a group */
+    L.cuCtxSetCurrent(ctx[0]);
+    L.ncclGroupStart();
+    pthread_t th;
+    t[0].job = 3;
+    pthread_create(&th, NULL, nccl_thread_main, &t[0]);
+    pthread_join(th, NULL);
+    CHECK(!t[0].bad, "NCCL's group is per thread: ncclGroupEnd on another thread refused");
+    CHECK(L.ncclGroupEnd() == ncclSuccess, "this thread's empty group ends");
+    for (int r = 0; r < 2; r++) {
+        L.cuCtxSetCurrent(ctx[r]);
+        L.cuGraphExecDestroy(t[r].exec);
+        L.cuMemFree(t[r].in);
+        L.cuMemFree(t[r].out);
+        L.cuMemFree(t[r].recv);
+        L.ncclCommDestroy(c[r]);
+    }
+    L.cuCtxSetCurrent(ctx[0]);
+}
+
 /* ---------------------------------------------------------------- NCCL across processes */
 
-#define DP(x) ((void *)(uintptr_t)(x))
 
 typedef void (*rank_fn)(int rank, int nranks, const ncclUniqueId *id, CUstream s, CUstream rs);
 
@@ -1739,6 +1869,7 @@ int main(void)
     test_first_call_in_capture(s[0]);
     test_nccl(s);
     test_nccl_init_and_capture(s);
+    test_nccl_threads(s);
     test_sticky();
     L.cuStreamDestroy(b);
     L.cuStreamDestroy(s[0]);

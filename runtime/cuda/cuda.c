@@ -186,6 +186,12 @@ rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *er
 
 void rt_cuda_close(rt_cuda *x) { (void)x; }
 
+int rt_cuda_graphs(const rt_cuda *x)
+{
+    (void)x;
+    return 0;
+}
+
 const char *rt_cuda_warning(const rt_cuda *x)
 {
     (void)x;
@@ -293,6 +299,7 @@ int rt_cuda_memory(rt_cuda *x, int d, rt_cuda_mem *m, char *err, size_t errlen)
 #else
 
 #include <dlfcn.h>
+#include <pthread.h>
 
 #include "cuda_internal.h"
 #include "deadline.h"
@@ -485,7 +492,7 @@ static int64_t plan_mailbox(rt_cuda *x, int d)
 {
     cuda_gpu *G = &x->dev[d];
     int64_t at = 0;
-    for (int init = 0; init < 2 && x->rank < 0; init++) {
+    for (int init = 0; init < 2 && x->rank < 0 && !x->threads; init++) {
         int n;
         const cg_step *steps = steps_of(x, d, init, &n);
         for (int s = 0; s < n; s++) {
@@ -541,12 +548,24 @@ static cuda_message *message(cuda_gpu *G, int init, int64_t id)
     return NULL;
 }
 
-/* Whether communication step c goes through NCCL: across processes every
- * one; in one process the collectives, unless devices share a GPU. */
-static int by_nccl(const rt_cuda *x, const cg_comm *c)
+int cuda_by_nccl(const rt_cuda *x, const cg_comm *c)
 {
     int p2p = c->op == IR_OP_SEND || c->op == IR_OP_RECV;
-    return x->rank >= 0 || (!p2p && !x->local_comm);
+    return x->rank >= 0 || x->threads || (!p2p && !x->local_comm);
+}
+
+/* Whether some device of the program takes part in a collective. */
+static int has_collective(const cg_program *p)
+{
+    for (int d = 0; d < p->ndevices; d++)
+        for (int s = 0; s < p->devices[d].ninit + p->devices[d].nsteps; s++) {
+            const cg_device *D = &p->devices[d];
+            const cg_step *st = s < D->ninit ? &D->init[s] : &D->steps[s - D->ninit];
+            if (st->kind == CG_STEP_COMM && st->u.comm.op != IR_OP_SEND &&
+                st->u.comm.op != IR_OP_RECV)
+                return 1;
+        }
+    return 0;
 }
 
 /* The NCCL communicators device d will be in (cuda_lib.c's open_comms):
@@ -566,7 +585,7 @@ static rt_cuda_nccl_use nccl_use(const rt_cuda *x, int d)
             const cg_step *steps = steps_of(x, e, init, &count);
             for (int s = 0; s < count; s++) {
                 const cg_comm *c = &steps[s].u.comm;
-                if (steps[s].kind != CG_STEP_COMM || !by_nccl(x, c))
+                if (steps[s].kind != CG_STEP_COMM || !cuda_by_nccl(x, c))
                     continue;
                 u.world = 1;
                 if (e != d)
@@ -834,6 +853,13 @@ rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *er
     for (int d = 0; x->rank < 0 && d < p->ndevices; d++)
         for (int e = 0; e < d; e++)
             x->local_comm |= x->dev[d].ordinal == x->dev[e].ordinal;
+    /* NCCL in one process: a thread per GPU, whose messages are NCCL's too,
+       as across processes, where NCCL's sends, which wait for their
+       receives, cannot deadlock (else one thread, below) */
+    char why[512];
+    x->threads = x->rank < 0 && !x->local_comm && has_collective(p) &&
+                 !cg_p2p_order_check(p, 0, why, sizeof why) &&
+                 !cg_p2p_order_check(p, 1, why, sizeof why);
     int rc = 0;
     for (int d = 0; d < p->ndevices && !rc; d++)
         rc = cuda_mine(x, d) ? open_device(x, d, err, errlen) : 0;
@@ -845,9 +871,10 @@ rt_cuda *rt_cuda_open_ex(const cg_program *p, const rt_cuda_options *o, char *er
         rc = cuda_libs_open(x, o->libdir, o->id, err, errlen);
     for (int d = 0; d < p->ndevices && !rc; d++)
         rc = reset_loss_scale(x, d, err, errlen);
-    /* NCCL: "using multiple GPUs per process with CUDA graph capture may
+    /* one thread driving several GPUs through NCCL: step by step, as NCCL
+       warns that "using multiple GPUs per process with CUDA graph capture may
        result in deadlocks ... likely with single-threaded applications" */
-    if (!rc && x->rank < 0 && cuda_libs_nccl(x))
+    if (!rc && x->rank < 0 && !x->threads && cuda_libs_nccl(x))
         x->eager = 1;
     if (rc) {
         rt_cuda_close(x);
@@ -878,6 +905,9 @@ void rt_cuda_close(rt_cuda *x)
     /* the graph first: its nodes hold the libraries' work (NCCL's, cuDNN's) */
     if (x->graph)
         x->L.cuGraphExecDestroy(x->graph);
+    for (int d = 0; x->dev && d < x->p->ndevices; d++)
+        if (x->dev[d].graph)
+            x->L.cuGraphExecDestroy(x->dev[d].graph);
     if (x->L.so)
         cuda_libs_close(x);
     for (int d = 0; x->dev && d < x->p->ndevices; d++) {
@@ -951,6 +981,18 @@ void rt_cuda_close(rt_cuda *x)
 const char *rt_cuda_warning(const rt_cuda *x)
 {
     return x && x->warning[0] ? x->warning : NULL;
+}
+
+int rt_cuda_graphs(const rt_cuda *x)
+{
+    if (!x || x->eager || x->profile)
+        return 0;
+    if (!x->threads)
+        return x->graph != NULL;
+    int n = 0;
+    for (int d = 0; d < x->p->ndevices; d++)
+        n += x->dev[d].graph != NULL;
+    return n;
 }
 
 int64_t rt_cuda_region_bytes(const rt_cuda *x, int d, cg_region r)
@@ -1428,12 +1470,13 @@ static int issue_p2p_batch(rt_cuda *x, int d, int init, int s, int e, char *err,
     return 0;
 }
 
-/* Issues the steps of one run (or the init steps) of this process's one
- * device, in order: each collective its own NCCL call (the group's other
- * members make theirs in their processes). */
-static int issue_rank(rt_cuda *x, int init, char *err, size_t errlen)
+/* Issues the steps of one run (or the init steps) of device d, in order, as
+ * the one device of its process or its thread: each collective its own NCCL
+ * call (the group's other members make theirs in their processes or
+ * threads). */
+static int issue_device(rt_cuda *x, int d, int init, char *err, size_t errlen)
 {
-    int d = x->rank, n;
+    int n;
     const cg_step *steps = steps_of(x, d, init, &n);
     for (int s = 0; s < n; s++) {
         const cg_comm *c = &steps[s].u.comm;
@@ -1462,7 +1505,7 @@ static int issue_all(rt_cuda *x, int init, char *err, size_t errlen)
 {
     int nd = x->p->ndevices, pos[64] = {0};
     if (x->rank >= 0)
-        return issue_rank(x, init, err, errlen);
+        return issue_device(x, x->rank, init, err, errlen);
     if (nd > 64)
         return base_fail(err, errlen, "more than 64 devices in one process");
     for (int d = 0; d < nd; d++)
@@ -1524,6 +1567,11 @@ static int issue_all(rt_cuda *x, int init, char *err, size_t errlen)
     }
 }
 
+/* A thread per device (below): what each does, and job on every device, each
+ * on a thread of its own (the first failure's message, as "device d: ..."). */
+enum { JOB_RUN, JOB_INIT, JOB_CAPTURE, JOB_REPLAY };
+static int each_device(rt_cuda *x, int job, char *err, size_t errlen);
+
 /* The first device of this process: its compute stream is where runs start
  * and end. */
 static cuda_gpu *origin(rt_cuda *x)
@@ -1549,6 +1597,8 @@ static int run_stream(const rt_cuda *x, int d, int i, CUstream *st, CUevent *joi
 static int issue_run(rt_cuda *x, int init, char *err, size_t errlen)
 {
     const cg_program *p = x->p;
+    if (x->threads)
+        return each_device(x, init ? JOB_INIT : JOB_RUN, err, errlen);
     cuda_gpu *G0 = origin(x);
     CUstream st;
     CUevent join;
@@ -1586,14 +1636,57 @@ static int issue_run(rt_cuda *x, int init, char *err, size_t errlen)
     return 0;
 }
 
-static int capture(rt_cuda *x, char *err, size_t errlen)
+/* ---- A thread per device ----
+ *
+ * One process driving several GPUs through NCCL does so in NCCL's
+ * multi-thread mode: each device's host thread issues its steps as a rank
+ * does across processes (issue_device: collectives and messages through
+ * NCCL, every call on the device's one communication stream, in program
+ * order), captures them into a graph of its own in thread-local mode and
+ * launches that graph.  NCCL's user guide ("Using NCCL with CUDA Graphs")
+ * warns that several GPUs per process under capture may deadlock, likely
+ * with one thread (cudaGraphLaunch may block, preventing the launch across
+ * all GPUs), and asks for thread-local capture where each thread drives a
+ * GPU.  The threads live for one run, capture or replay; of the executor
+ * they write only their own device's state. */
+typedef struct {
+    rt_cuda *x;
+    int d, job, rc;
+    pthread_t thread;
+    char err[512];
+} device_job;
+
+/* Device d's run (or init steps) on its own streams: forked from its compute
+ * stream and joined back into it, so that a capture there holds all of it. */
+static int issue_device_run(rt_cuda *x, int d, int init, char *err, size_t errlen)
 {
-    CUstream st = origin(x)->stream[S_COMPUTE];
+    cuda_gpu *G = &x->dev[d];
+    CUstream cs = G->stream[S_COMPUTE], ms = G->stream[S_COMM];
+    CU(cuCtxSetCurrent(G->ctx));
+    CU(cuEventRecord(G->fork, cs));
+    CU(cuStreamWaitEvent(ms, G->fork, 0));
+    if (mark(x, d, init, 0, cs, err, errlen))
+        return -1;
+    if (!init)
+        CU(cuMemsetD8Async(cuda_ptr(G, x->p->devices[d].status), 0, sizeof(cg_status), cs));
+    if (issue_device(x, d, init, err, errlen))
+        return -1;
+    CU(cuCtxSetCurrent(G->ctx));
+    CU(cuEventRecord(G->join[S_COMM], ms));
+    CU(cuStreamWaitEvent(cs, G->join[S_COMM], 0));
+    return 0;
+}
+
+/* A run captured on G's compute stream into *out: every device's (d < 0,
+ * issue_run's) or device d's alone (issue_device_run's). */
+static int capture_on(rt_cuda *x, cuda_gpu *G, int d, CUgraphExec *out, char *err, size_t errlen)
+{
+    CUstream st = G->stream[S_COMPUTE];
     CUgraph graph = NULL;
-    CU(cuCtxSetCurrent(origin(x)->ctx));
+    CU(cuCtxSetCurrent(G->ctx));
     CU(cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-    int rc = issue_run(x, 0, err, errlen);
-    x->L.cuCtxSetCurrent(origin(x)->ctx);
+    int rc = d < 0 ? issue_run(x, 0, err, errlen) : issue_device_run(x, d, 0, err, errlen);
+    x->L.cuCtxSetCurrent(G->ctx);
     CUresult r = x->L.cuStreamEndCapture(st, &graph);
     if (rc) {
         char why[512];
@@ -1604,10 +1697,10 @@ static int capture(rt_cuda *x, char *err, size_t errlen)
     }
     const char *s = "?";
     if (r == CUDA_SUCCESS) {
-        r = x->L.cuGraphInstantiate(&x->graph, graph, 0);
+        r = x->L.cuGraphInstantiate(out, graph, 0);
         x->L.cuGraphDestroy(graph);
         if (r != CUDA_SUCCESS) {
-            x->graph = NULL;
+            *out = NULL;
             x->L.cuGetErrorString(r, &s);
             return base_fail(err, errlen, "instantiating the run's CUDA graph failed: %s", s);
         }
@@ -1615,6 +1708,71 @@ static int capture(rt_cuda *x, char *err, size_t errlen)
     }
     x->L.cuGetErrorString(r, &s);
     return base_fail(err, errlen, "capturing the run into a CUDA graph failed: %s", s);
+}
+
+static int replay_device(rt_cuda *x, int d, char *err, size_t errlen)
+{
+    cuda_gpu *G = &x->dev[d];
+    CU(cuCtxSetCurrent(G->ctx));
+    CU(cuGraphLaunch(G->graph, G->stream[S_COMPUTE]));
+    return 0;
+}
+
+static void *device_thread(void *arg)
+{
+    device_job *j = arg;
+    rt_cuda *x = j->x;
+    cuda_gpu *G = &x->dev[j->d];
+    if (j->job == JOB_RUN || j->job == JOB_INIT)
+        j->rc = issue_device_run(x, j->d, j->job == JOB_INIT, j->err, sizeof j->err);
+    else if (j->job == JOB_CAPTURE)
+        j->rc = capture_on(x, G, j->d, &G->graph, j->err, sizeof j->err);
+    else
+        j->rc = replay_device(x, j->d, j->err, sizeof j->err);
+    return NULL;
+}
+
+static int each_device(rt_cuda *x, int job, char *err, size_t errlen)
+{
+    int nd = x->p->ndevices, started = 0, rc = 0;
+    device_job *jobs = base_calloc((size_t)nd, sizeof *jobs);
+    if (!jobs)
+        return base_fail(err, errlen, "out of memory");
+    for (; started < nd; started++) {
+        jobs[started] = (device_job){.x = x, .d = started, .job = job};
+        if (pthread_create(&jobs[started].thread, NULL, device_thread, &jobs[started])) {
+            rc = base_fail(err, errlen, "device %d: no host thread to drive it", started);
+            break;
+        }
+    }
+    for (int d = 0; d < started; d++) {
+        pthread_join(jobs[d].thread, NULL);
+        if (jobs[d].rc && !rc)
+            rc = base_fail(err, errlen, "device %d: %s", d, jobs[d].err);
+    }
+    base_free(jobs);
+    return rc;
+}
+
+/* The run captured: one graph of every device, or one a device (threads),
+ * all or none. */
+static int capture(rt_cuda *x, char *err, size_t errlen)
+{
+    if (!x->threads)
+        return capture_on(x, origin(x), -1, &x->graph, err, errlen);
+    if (!each_device(x, JOB_CAPTURE, err, errlen))
+        return 0;
+    for (int d = 0; d < x->p->ndevices; d++)
+        if (x->dev[d].graph) {
+            x->L.cuGraphExecDestroy(x->dev[d].graph);
+            x->dev[d].graph = NULL;
+        }
+    return -1;
+}
+
+static int captured(const rt_cuda *x)
+{
+    return x->threads ? x->dev[0].graph != NULL : x->graph != NULL;
 }
 
 void rt_cuda_set_timeout(rt_cuda *x, double seconds) { x->timeout_s = seconds; }
@@ -1813,7 +1971,7 @@ int rt_cuda_launch(rt_cuda *x, char *err, size_t errlen)
     }
     if (place_prefetched(x, err, errlen))
         return -1;
-    if (!x->eager && !x->profile && x->warm && !x->graph && capture(x, err, errlen)) {
+    if (!x->eager && !x->profile && x->warm && !captured(x) && capture(x, err, errlen)) {
         /* across processes every rank must launch its NCCL calls the same
            way, captured or not, and this one cannot tell the others */
         if (x->rank >= 0) {
@@ -1837,6 +1995,9 @@ int rt_cuda_launch(rt_cuda *x, char *err, size_t errlen)
             return -1;
         }
         x->warm = 1;
+    } else if (x->threads) {
+        if (each_device(x, JOB_REPLAY, err, errlen))
+            return -1;
     } else {
         CU(cuCtxSetCurrent(origin(x)->ctx));
         CU(cuGraphLaunch(x->graph, origin(x)->stream[S_COMPUTE]));

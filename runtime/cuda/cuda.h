@@ -108,6 +108,11 @@ void rt_cuda_close(rt_cuda *x);
  * then launch step by step).  NULL when nothing did. */
 const char *rt_cuda_warning(const rt_cuda *x);
 
+/* How the runs launch now: 0 step by step, 1 by replaying one CUDA graph of
+ * every device, or the number of graphs, one a device, each launched by its
+ * device's host thread (one process driving several GPUs through NCCL). */
+int rt_cuda_graphs(const rt_cuda *x);
+
 /* Whether a device of this process holds v (all of them but one are in
  * other processes when the program runs across processes). */
 int rt_cuda_holds(const rt_cuda *x, const ir_value *v);

@@ -103,6 +103,7 @@ typedef struct {
                                    (rt_cuda_memory) */
     int nmessages;
     cuda_message *messages;
+    CUgraphExec graph;          /* threads: this device's captured run, once captured */
     CUevent *marks;             /* profiling, with timing: [0] a run's start, [1 + 2s] and
                                    [2 + 2s] run step s's begin and end; NULL until then */
     double marked_until;        /* the end of its last timed step in rt_cuda_events */
@@ -125,6 +126,10 @@ struct rt_cuda {
                                    are other processes'), or -1: all of them */
     int local_comm;             /* two program devices share a GPU: collectives are
                                    copies and reduction kernels, not NCCL */
+    int threads;                /* one process drives several GPUs through NCCL: each
+                                   device's steps are issued, captured and launched by
+                                   a host thread of its own (cuda.c, "A thread per
+                                   device"), its messages NCCL's too */
     int init_due;               /* the init steps run before the next run */
     int in_flight;              /* launched, not waited for */
     double timeout_s;           /* rt_cuda_set_timeout: the deadline of an NCCL wait; 0: the
@@ -186,6 +191,12 @@ int cuda_libs_autotune(rt_cuda *x, cg_program *p, char *err, size_t errlen);
 /* Issues library step s of device d (a gemm or a convolution) on stream st. */
 int cuda_lib_issue(rt_cuda *x, int d, const cg_step *s, cuda_step_lib *prepared, CUstream st,
                    char *err, size_t errlen);
+
+/* Whether communication step c goes through NCCL: across processes, or
+ * where one process's threads drive the GPUs (cuda.c), every one; else the
+ * collectives, unless devices share a GPU (then copies and reduction
+ * kernels), and no message (a peer copy). */
+int cuda_by_nccl(const rt_cuda *x, const cg_comm *c);
 
 /* Issues one communication call: steps[i] of devices devs[i], i < n, the
  * members of one collective (or a send and its recv), in one NCCL group,

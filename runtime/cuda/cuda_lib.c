@@ -1031,12 +1031,9 @@ int cuda_libs_open(rt_cuda *x, const char *libdir, const rt_cuda_id *id, char *e
         for (int s = 0; s < p->devices[d].ninit + p->devices[d].nsteps; s++) {
             const cg_device *D = &p->devices[d];
             const cg_step *st = s < D->ninit ? &D->init[s] : &D->steps[s - D->ninit];
-            /* in one process sends and recvs are peer-to-peer copies (cuda.c),
-             * not NCCL, and so are collectives between devices that share a
-             * GPU; across processes everything is NCCL (every process loads it,
-             * its communicators are collective) */
-            if (st->kind != CG_STEP_COMM || x->rank >= 0 ||
-                (!x->local_comm && st->u.comm.op != IR_OP_SEND && st->u.comm.op != IR_OP_RECV))
+            /* across processes every process loads NCCL (its communicators
+               are collective) */
+            if (st->kind != CG_STEP_COMM || cuda_by_nccl(x, &st->u.comm))
                 need[st->kind] = 1;
             if (st->kind == CG_STEP_CONV && st->u.conv.k > max_k)
                 max_k = st->u.conv.k;

@@ -99,6 +99,7 @@ static void say(const char *what)
 
 EXPORT const char *cublasLtGetStatusString(cublasStatus_t status)
 {
+    FK_API;
     switch (status) {
     case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
     case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
@@ -112,6 +113,7 @@ EXPORT const char *cublasLtGetStatusString(cublasStatus_t status)
 
 EXPORT cublasStatus_t cublasLtCreate(cublasLtHandle_t *lightHandle)
 {
+    FK_API;
     if (!lightHandle)
         return CUBLAS_STATUS_INVALID_VALUE;
     struct cublasLtContext *h = calloc(1, sizeof *h);
@@ -124,6 +126,7 @@ EXPORT cublasStatus_t cublasLtCreate(cublasLtHandle_t *lightHandle)
 
 EXPORT cublasStatus_t cublasLtDestroy(cublasLtHandle_t lightHandle)
 {
+    FK_API;
     if (!lightHandle || lightHandle->magic != MAGIC_HANDLE)
         return CUBLAS_STATUS_NOT_INITIALIZED;
     lightHandle->magic = 0;
@@ -135,6 +138,7 @@ EXPORT cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *matmulDesc,
                                                cublasComputeType_t computeType,
                                                cudaDataType_t scaleType)
 {
+    FK_API;
     if (!matmulDesc)
         return CUBLAS_STATUS_INVALID_VALUE;
     if ((computeType != CUBLAS_COMPUTE_32F && computeType != CUBLAS_COMPUTE_32F_FAST_TF32) ||
@@ -162,6 +166,7 @@ static desc *desc_of(cublasLtMatmulDesc_t m)
 
 EXPORT cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t matmulDesc)
 {
+    FK_API;
     desc *d = desc_of(matmulDesc);
     if (!d)
         return CUBLAS_STATUS_INVALID_VALUE;
@@ -184,6 +189,7 @@ EXPORT cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmul
                                                      cublasLtMatmulDescAttributes_t attr,
                                                      const void *buf, size_t sizeInBytes)
 {
+    FK_API;
     desc *d = desc_of(matmulDesc);
     if (!d || !buf)
         return CUBLAS_STATUS_INVALID_VALUE;
@@ -209,6 +215,7 @@ EXPORT cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmul
 EXPORT cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *matLayout, cudaDataType type,
                                                  uint64_t rows, uint64_t cols, int64_t ld)
 {
+    FK_API;
     if (!matLayout)
         return CUBLAS_STATUS_INVALID_VALUE;
     layout *l = calloc(1, sizeof *l);
@@ -227,6 +234,7 @@ static layout *layout_of(cublasLtMatrixLayout_t m)
 
 EXPORT cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t matLayout)
 {
+    FK_API;
     layout *l = layout_of(matLayout);
     if (!l)
         return CUBLAS_STATUS_INVALID_VALUE;
@@ -239,6 +247,7 @@ EXPORT cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t ma
                                                        cublasLtMatrixLayoutAttribute_t attr,
                                                        const void *buf, size_t sizeInBytes)
 {
+    FK_API;
     layout *l = layout_of(matLayout);
     if (!l || !buf)
         return CUBLAS_STATUS_INVALID_VALUE;
@@ -255,6 +264,7 @@ EXPORT cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t ma
 
 EXPORT cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p)
 {
+    FK_API;
     if (!p)
         return CUBLAS_STATUS_INVALID_VALUE;
     pref *q = calloc(1, sizeof *q);
@@ -275,6 +285,7 @@ static pref *pref_of(cublasLtMatmulPreference_t p)
 
 EXPORT cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p)
 {
+    FK_API;
     pref *q = pref_of(p);
     if (!q)
         return CUBLAS_STATUS_INVALID_VALUE;
@@ -287,6 +298,7 @@ EXPORT cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPrefere
                                                            cublasLtMatmulPreferenceAttributes_t attr,
                                                            const void *buf, size_t sizeInBytes)
 {
+    FK_API;
     pref *q = pref_of(p);
     if (!q || !buf)
         return CUBLAS_STATUS_INVALID_VALUE;
@@ -458,6 +470,7 @@ EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandl
                                                      cublasLtMatmulHeuristicResult_t heuristicResultsArray[],
                                                      int *returnAlgoCount)
 {
+    FK_API;
     if (!lightHandle || lightHandle->magic != MAGIC_HANDLE)
         return CUBLAS_STATUS_NOT_INITIALIZED;
     if (!desc_of(operationDesc) || !layout_of(Adesc) || !layout_of(Bdesc) || !layout_of(Cdesc) ||
@@ -501,6 +514,7 @@ EXPORT cublasStatus_t cublasLtMatmulAlgoCheck(cublasLtHandle_t lightHandle,
                                               const cublasLtMatmulAlgo_t *algo,
                                               cublasLtMatmulHeuristicResult_t *result)
 {
+    FK_API;
     if (!lightHandle || lightHandle->magic != MAGIC_HANDLE)
         return CUBLAS_STATUS_NOT_INITIALIZED;
     if (!desc_of(operationDesc) || !layout_of(Adesc) || !layout_of(Bdesc) || !layout_of(Cdesc) ||
@@ -531,6 +545,7 @@ EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmu
                                      cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t *algo,
                                      void *workspace, size_t workspaceSizeInBytes, cudaStream_t stream)
 {
+    FK_API;
     if (!lightHandle || lightHandle->magic != MAGIC_HANDLE)
         return CUBLAS_STATUS_NOT_INITIALIZED;
     if (!desc_of(computeDesc) || !layout_of(Adesc) || !layout_of(Bdesc) || !layout_of(Cdesc) ||

@@ -88,6 +88,7 @@ static long ran_convs, ran_transposes, ran_finds;
 
 EXPORT size_t cudnnGetVersion(void)
 {
+    FK_API;
     const char *v = getenv("GNC_FAKECUDA_CUDNN_VERSION");
     return v && *v ? (size_t)strtoul(v, NULL, 10) : 90000;
 }
@@ -138,6 +139,7 @@ static cudnnStatus_t not_supported(const char *who, const char *why)
 
 EXPORT const char *cudnnGetErrorString(cudnnStatus_t status)
 {
+    FK_API;
     switch (status) {
     case CUDNN_STATUS_SUCCESS: return "CUDNN_STATUS_SUCCESS";
     case CUDNN_STATUS_NOT_INITIALIZED: return "CUDNN_STATUS_NOT_INITIALIZED";
@@ -153,6 +155,7 @@ EXPORT const char *cudnnGetErrorString(cudnnStatus_t status)
 
 EXPORT cudnnStatus_t cudnnCreate(cudnnHandle_t *handle)
 {
+    FK_API;
     if (!handle)
         return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
     int dev = fk_stream_device(NULL);
@@ -168,6 +171,7 @@ EXPORT cudnnStatus_t cudnnCreate(cudnnHandle_t *handle)
 
 EXPORT cudnnStatus_t cudnnDestroy(cudnnHandle_t handle)
 {
+    FK_API;
     if (!handle)
         return CUDNN_STATUS_BAD_PARAM;
     free(handle);
@@ -176,6 +180,7 @@ EXPORT cudnnStatus_t cudnnDestroy(cudnnHandle_t handle)
 
 EXPORT cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, cudaStream_t streamId)
 {
+    FK_API;
     if (!handle)
         return CUDNN_STATUS_BAD_PARAM;
     int d = fk_stream_device((CUstream)streamId);
@@ -229,6 +234,7 @@ EXPORT cudnnStatus_t cudnnSetTensor4dDescriptorEx(cudnnTensorDescriptor_t t, cud
                                                   int n, int c, int h, int w, int nStride,
                                                   int cStride, int hStride, int wStride)
 {
+    FK_API;
     if (!t)
         return CUDNN_STATUS_BAD_PARAM;
     if (!data_type_ok(dataType))
@@ -243,6 +249,7 @@ EXPORT cudnnStatus_t cudnnSetTensor4dDescriptorEx(cudnnTensorDescriptor_t t, cud
 EXPORT cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t t, cudnnTensorFormat_t format,
                                                 cudnnDataType_t dataType, int n, int c, int h, int w)
 {
+    FK_API;
     if (format == CUDNN_TENSOR_NHWC)
         return cudnnSetTensor4dDescriptorEx(t, dataType, n, c, h, w, h * w * c, 1, w * c, c);
     if (format != CUDNN_TENSOR_NCHW)
@@ -253,6 +260,7 @@ EXPORT cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t t, cudnn
 EXPORT cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t f, cudnnDataType_t dataType,
                                                 cudnnTensorFormat_t format, int k, int c, int h, int w)
 {
+    FK_API;
     if (!f)
         return CUDNN_STATUS_BAD_PARAM;
     if ((format != CUDNN_TENSOR_NCHW && format != CUDNN_TENSOR_NHWC) || !data_type_ok(dataType))
@@ -268,6 +276,7 @@ EXPORT cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_
                                                      int dilation_w, cudnnConvolutionMode_t mode,
                                                      cudnnDataType_t computeType)
 {
+    FK_API;
     if (!c)
         return CUDNN_STATUS_BAD_PARAM;
     if (pad_h < 0 || pad_w < 0 || u <= 0 || v <= 0 || dilation_h <= 0 || dilation_w <= 0)
@@ -282,6 +291,7 @@ EXPORT cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_
 
 EXPORT cudnnStatus_t cudnnSetConvolutionGroupCount(cudnnConvolutionDescriptor_t c, int groupCount)
 {
+    FK_API;
     if (!c || groupCount < 1)
         return CUDNN_STATUS_BAD_PARAM;
     c->groups = groupCount;
@@ -290,6 +300,7 @@ EXPORT cudnnStatus_t cudnnSetConvolutionGroupCount(cudnnConvolutionDescriptor_t 
 
 EXPORT cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t c, cudnnMathType_t mathType)
 {
+    FK_API;
     if (!c || mathType < CUDNN_DEFAULT_MATH || mathType > CUDNN_FMA_MATH)
         return CUDNN_STATUS_BAD_PARAM;
     c->math = mathType;
@@ -300,6 +311,7 @@ EXPORT cudnnStatus_t cudnnSetActivationDescriptor(cudnnActivationDescriptor_t a,
                                                   cudnnActivationMode_t mode,
                                                   cudnnNanPropagation_t reluNanOpt, double coef)
 {
+    FK_API;
     (void)reluNanOpt, (void)coef;
     if (!a || (unsigned)mode > CUDNN_ACTIVATION_SWISH)
         return CUDNN_STATUS_BAD_PARAM;
@@ -356,6 +368,7 @@ EXPORT cudnnStatus_t cudnnGetConvolution2dForwardOutputDim(const cudnnConvolutio
                                                            const cudnnFilterDescriptor_t filterDesc,
                                                            int *n, int *c, int *h, int *w)
 {
+    FK_API;
     if (!convDesc || !inputTensorDesc || !filterDesc || !n || !c || !h || !w)
         return CUDNN_STATUS_BAD_PARAM;
     problem pb = {.x = *inputTensorDesc, .w = *filterDesc, .cv = *convDesc};
@@ -923,6 +936,7 @@ EXPORT cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void *a
                                              size_t workSpaceSizeInBytes, const void *beta,
                                              const cudnnTensorDescriptor_t yDesc, void *y)
 {
+    FK_API;
     if (!handle || !alpha || !beta || !xDesc || !wDesc || !convDesc || !yDesc)
         return CUDNN_STATUS_BAD_PARAM;
     conv *cv = conv_new(FWD, (int)algo, alpha, beta);
@@ -941,6 +955,7 @@ EXPORT cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const vo
                                                   size_t workSpaceSizeInBytes, const void *beta,
                                                   const cudnnTensorDescriptor_t dxDesc, void *dx)
 {
+    FK_API;
     if (!handle || !alpha || !beta || !dxDesc || !wDesc || !convDesc || !dyDesc)
         return CUDNN_STATUS_BAD_PARAM;
     conv *cv = conv_new(BWD_DATA, (int)algo, alpha, beta);
@@ -959,6 +974,7 @@ EXPORT cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const 
                                                     size_t workSpaceSizeInBytes, const void *beta,
                                                     const cudnnFilterDescriptor_t dwDesc, void *dw)
 {
+    FK_API;
     if (!handle || !alpha || !beta || !xDesc || !dwDesc || !convDesc || !dyDesc)
         return CUDNN_STATUS_BAD_PARAM;
     conv *cv = conv_new(BWD_FILTER, (int)algo, alpha, beta);
@@ -977,6 +993,7 @@ EXPORT cudnnStatus_t cudnnConvolutionBiasActivationForward(
     const void *bias, const cudnnActivationDescriptor_t activationDesc,
     const cudnnTensorDescriptor_t yDesc, void *y)
 {
+    FK_API;
     const char *who = "cudnnConvolutionBiasActivationForward";
     if (!handle || !alpha1 || !alpha2 || !xDesc || !wDesc || !convDesc || !zDesc || !biasDesc ||
         !activationDesc || !yDesc || !activationDesc->set || !zDesc->set || !biasDesc->set)

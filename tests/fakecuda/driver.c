@@ -61,13 +61,14 @@
  * documents); from page-locked memory (cuMemHostAlloc) it is queued and reads
  * the buffer when it runs; DtoH writes it when run.  Not modelled: no unified
  * addressing across devices (a pointer belongs to the device that allocated
- * it); no thread safety; the legacy default stream (NULL) is a stream of its
+ * it); threads are served one call at a time (fake.h); the legacy default stream (NULL) is a stream of its
  * own per device, without implicit synchronization with other streams. */
 #pragma GCC visibility push(default)
 #include "fake.h"
 #pragma GCC visibility pop
 
 #include <codegen.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,6 +157,7 @@ struct capture {
     CUresult invalid;   /* why it was invalidated, or CUDA_SUCCESS */
     int strict;         /* not CU_STREAM_CAPTURE_MODE_RELAXED */
     const void *thread; /* the thread that began it (&thread_tag) */
+    int nccl_dev;       /* the GPU of the NCCL calls it holds (fk_capture_nccl), or -1 */
 };
 
 struct CUgraph_st {
@@ -215,11 +217,26 @@ static struct {
     int npinned;
 } F;
 
-/* initial-exec: static TLS, none of the dynamic TLS of a dlopened library
- * that LeakSanitizer walks at exit (its tracer has crashed there) */
-#define FK_TLS __thread __attribute__((tls_model("initial-exec")))
 static FK_TLS CUcontext current;
 static FK_TLS char thread_tag; /* its address tells the threads apart */
+
+/* fake.h's lock, taken again by a thread that holds it (entry points call
+ * each other: the fakes of the libraries call the driver's) */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static FK_TLS int held; /* this thread's entries into the lock */
+
+void fk_enter(void)
+{
+    if (held++ == 0)
+        pthread_mutex_lock(&lock);
+}
+
+void fk_leave(int *scope)
+{
+    (void)scope;
+    if (--held == 0)
+        pthread_mutex_unlock(&lock);
+}
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
@@ -701,6 +718,14 @@ uintptr_t fk_stream_capture(CUstream s)
     return (uintptr_t)s->cap;
 }
 
+int fk_capture_nccl(CUstream s, int dev)
+{
+    capture *c = s && stream_index(s) >= 0 && s->live ? s->cap : NULL;
+    if (c && c->nccl_dev < 0)
+        c->nccl_dev = dev;
+    return c ? c->nccl_dev : dev;
+}
+
 void fk_capture_refuse(CUstream s)
 {
     if (s && stream_index(s) >= 0 && s->live && s->cap)
@@ -754,6 +779,7 @@ static int env_int(const char *name, int dflt)
 
 CUresult cuInit(unsigned int flags)
 {
+    FK_API;
     if (flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
     if (F.initialized)
@@ -814,6 +840,7 @@ static const struct {
 
 CUresult cuGetErrorString(CUresult error, const char **pStr)
 {
+    FK_API;
     for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
         if (errors[i].r == error) {
             *pStr = errors[i].text;
@@ -825,6 +852,7 @@ CUresult cuGetErrorString(CUresult error, const char **pStr)
 
 CUresult cuGetErrorName(CUresult error, const char **pStr)
 {
+    FK_API;
     for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
         if (errors[i].r == error) {
             *pStr = errors[i].name;
@@ -836,6 +864,7 @@ CUresult cuGetErrorName(CUresult error, const char **pStr)
 
 CUresult cuDeviceGetCount(int *count)
 {
+    FK_API;
     INIT_CHECK();
     if (!count)
         return CUDA_ERROR_INVALID_VALUE;
@@ -845,6 +874,7 @@ CUresult cuDeviceGetCount(int *count)
 
 CUresult cuDeviceGet(CUdevice *device, int ordinal)
 {
+    FK_API;
     INIT_CHECK();
     if (!device)
         return CUDA_ERROR_INVALID_VALUE;
@@ -856,6 +886,7 @@ CUresult cuDeviceGet(CUdevice *device, int ordinal)
 
 CUresult cuDriverGetVersion(int *driverVersion)
 {
+    FK_API;
     if (!driverVersion)
         return CUDA_ERROR_INVALID_VALUE;
     *driverVersion = CUDA_VERSION;
@@ -864,6 +895,7 @@ CUresult cuDriverGetVersion(int *driverVersion)
 
 CUresult cuDeviceTotalMem(size_t *bytes, CUdevice dev)
 {
+    FK_API;
     INIT_CHECK();
     if (!bytes)
         return CUDA_ERROR_INVALID_VALUE;
@@ -875,6 +907,7 @@ CUresult cuDeviceTotalMem(size_t *bytes, CUdevice dev)
 
 CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 {
+    FK_API;
     INIT_CHECK();
     if (!name || len <= 0)
         return CUDA_ERROR_INVALID_VALUE;
@@ -886,6 +919,7 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 
 CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
+    FK_API;
     INIT_CHECK();
     if (!pi)
         return CUDA_ERROR_INVALID_VALUE;
@@ -908,6 +942,7 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
+    FK_API;
     INIT_CHECK();
     if (!pctx)
         return CUDA_ERROR_INVALID_VALUE;
@@ -922,6 +957,7 @@ static void stream_destroy(CUstream s);
 
 CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
 {
+    FK_API;
     INIT_CHECK();
     if (dev < 0 || dev >= F.ngpus)
         return CUDA_ERROR_INVALID_DEVICE;
@@ -956,6 +992,7 @@ CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
 
 CUresult cuCtxSetCurrent(CUcontext ctx)
 {
+    FK_API;
     INIT_CHECK();
     if (ctx && ctx->refs <= 0)
         return CUDA_ERROR_INVALID_CONTEXT;
@@ -965,6 +1002,7 @@ CUresult cuCtxSetCurrent(CUcontext ctx)
 
 CUresult cuCtxGetCurrent(CUcontext *pctx)
 {
+    FK_API;
     INIT_CHECK();
     if (!pctx)
         return CUDA_ERROR_INVALID_VALUE;
@@ -974,6 +1012,7 @@ CUresult cuCtxGetCurrent(CUcontext *pctx)
 
 CUresult cuCtxGetDevice(CUdevice *device)
 {
+    FK_API;
     INIT_CHECK();
     if (!device)
         return CUDA_ERROR_INVALID_VALUE;
@@ -986,6 +1025,7 @@ CUresult cuCtxGetDevice(CUdevice *device)
 
 CUresult cuCtxSynchronize(void)
 {
+    FK_API;
     INIT_CHECK();
     int d = cur_dev();
     if (d < 0)
@@ -1014,6 +1054,7 @@ CUresult cuCtxSynchronize(void)
 
 CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)
 {
+    FK_API;
     INIT_CHECK();
     if (!canAccessPeer)
         return CUDA_ERROR_INVALID_VALUE;
@@ -1029,6 +1070,7 @@ CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDe
  * CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, as with the real driver. */
 CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
 {
+    FK_API;
     CTX_CHECK(d);
     int e = fk_context_device(peerContext);
     if (Flags != 0)
@@ -1050,6 +1092,7 @@ CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
 
 CUresult cuMemGetInfo(size_t *free_bytes, size_t *total)
 {
+    FK_API;
     CTX_CHECK(d);
     if (!free_bytes || !total)
         return CUDA_ERROR_INVALID_VALUE;
@@ -1063,6 +1106,7 @@ CUresult cuMemGetInfo(size_t *free_bytes, size_t *total)
  * caller that overwrites it too early is caught. */
 CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 {
+    FK_API;
     CTX_CHECK(d);
     (void)d;
     if (!pp || bytesize == 0 || (Flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE |
@@ -1082,6 +1126,7 @@ CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 
 CUresult cuMemFreeHost(void *p)
 {
+    FK_API;
     INIT_CHECK();
     for (int i = 0; i < F.npinned; i++)
         if (F.pinned[i].base == (uintptr_t)p) {
@@ -1103,6 +1148,7 @@ static int pinned(const void *p, size_t bytes)
 
 CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
 {
+    FK_API;
     CTX_CHECK(d);
     if (!dptr || bytesize == 0)
         return CUDA_ERROR_INVALID_VALUE;
@@ -1129,6 +1175,7 @@ CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
 
 CUresult cuMemFree(CUdeviceptr dptr)
 {
+    FK_API;
     CTX_CHECK(d);
     if (capture_forbids("cuMemFree"))
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
@@ -1222,6 +1269,7 @@ static CUresult issue_copy(const char *what, CUstream s, int dst_dev, void *dst,
 
 CUresult cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream)
 {
+    FK_API;
     CTX_CHECK(d);
     (void)d;
     return issue_copy("cuMemcpyHtoDAsync", hStream, fk_stream_device(hStream), PTR(dstDevice), -1,
@@ -1230,6 +1278,7 @@ CUresult cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void *srcHost, size_t By
 
 CUresult cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
 {
+    FK_API;
     CTX_CHECK(d);
     (void)d;
     return issue_copy("cuMemcpyDtoHAsync", hStream, -1, dstHost, fk_stream_device(hStream),
@@ -1238,6 +1287,7 @@ CUresult cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice, size_t ByteCoun
 
 CUresult cuMemcpyDtoDAsync(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
 {
+    FK_API;
     CTX_CHECK(d);
     (void)d;
     int sd = fk_stream_device(hStream);
@@ -1248,6 +1298,7 @@ CUresult cuMemcpyDtoDAsync(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t 
 CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
                            CUcontext srcContext, size_t ByteCount, CUstream hStream)
 {
+    FK_API;
     CTX_CHECK(d);
     (void)d;
     int dd = fk_context_device(dstContext), sd = fk_context_device(srcContext);
@@ -1262,6 +1313,7 @@ CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdevice
 
 CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
 {
+    FK_API;
     CTX_CHECK(d);
     (void)d;
     return issue_copy("cuMemsetD8Async", hStream, fk_stream_device(hStream), PTR(dstDevice), -1,
@@ -1297,6 +1349,7 @@ static CUstream resolve(CUstream s)
 
 CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
 {
+    FK_API;
     CTX_CHECK(d);
     if (!phStream || (Flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
         return CUDA_ERROR_INVALID_VALUE;
@@ -1313,6 +1366,7 @@ static void stream_destroy(CUstream s)
 
 CUresult cuStreamDestroy(CUstream hStream)
 {
+    FK_API;
     INIT_CHECK();
     if (!hStream || stream_index(hStream) < 0 || !hStream->live || hStream->internal)
         return CUDA_ERROR_INVALID_HANDLE;
@@ -1350,6 +1404,7 @@ static CUresult stream_waitable(CUstream hStream, const char *who, CUstream *out
 
 CUresult cuStreamSynchronize(CUstream hStream)
 {
+    FK_API;
     CUstream s;
     CUresult r = stream_waitable(hStream, "cuStreamSynchronize", &s);
     return r ? r : run_until(stream_idle, s, s->dev, "cuStreamSynchronize");
@@ -1359,6 +1414,7 @@ CUresult cuStreamSynchronize(CUstream hStream)
  * operation on the stream is done, CUDA_ERROR_NOT_READY when not. */
 CUresult cuStreamQuery(CUstream hStream)
 {
+    FK_API;
     CUstream s;
     CUresult r = stream_waitable(hStream, "cuStreamQuery", &s);
     return r ? r : query(stream_idle, s, s->dev, "cuStreamQuery");
@@ -1405,6 +1461,7 @@ static int wait_ready(void *ctx, void **state)
 
 CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 {
+    FK_API;
     CTX_CHECK(d);
     if (!phEvent)
         return CUDA_ERROR_INVALID_VALUE;
@@ -1418,6 +1475,7 @@ CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 
 CUresult cuEventDestroy(CUevent hEvent)
 {
+    FK_API;
     INIT_CHECK();
     if (!hEvent || hEvent->refs <= 0)
         return CUDA_ERROR_INVALID_HANDLE;
@@ -1427,6 +1485,7 @@ CUresult cuEventDestroy(CUevent hEvent)
 
 CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
 {
+    FK_API;
     CTX_CHECK(d);
     if (!hEvent)
         return CUDA_ERROR_INVALID_HANDLE;
@@ -1459,6 +1518,7 @@ CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
 
 CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
 {
+    FK_API;
     CTX_CHECK(d);
     (void)d;
     if (!hEvent || Flags != 0)
@@ -1541,6 +1601,7 @@ static CUresult event_waitable(CUevent hEvent, const char *who)
 
 CUresult cuEventSynchronize(CUevent hEvent)
 {
+    FK_API;
     CUresult r = event_waitable(hEvent, "cuEventSynchronize");
     return r ? r : run_until(event_reached, hEvent, hEvent->dev, "cuEventSynchronize");
 }
@@ -1550,6 +1611,7 @@ CUresult cuEventSynchronize(CUevent hEvent)
  * CUDA_ERROR_NOT_READY when not. */
 CUresult cuEventQuery(CUevent hEvent)
 {
+    FK_API;
     CUresult r = event_waitable(hEvent, "cuEventQuery");
     return r ? r : query(event_reached, hEvent, hEvent->dev, "cuEventQuery");
 }
@@ -1558,6 +1620,7 @@ CUresult cuEventQuery(CUevent hEvent)
  * model's clock between them (at the top). */
 CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
 {
+    FK_API;
     INIT_CHECK();
     if (!pMilliseconds || !hStart || !hEnd || hStart->refs <= 0 || hEnd->refs <= 0)
         return CUDA_ERROR_INVALID_HANDLE;
@@ -1577,6 +1640,7 @@ CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
 
 CUresult cuStreamBeginCapture(CUstream hStream, CUstreamCaptureMode mode)
 {
+    FK_API;
     CTX_CHECK(d);
     (void)d;
     if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
@@ -1595,6 +1659,7 @@ CUresult cuStreamBeginCapture(CUstream hStream, CUstreamCaptureMode mode)
     c->origin = hStream;
     c->strict = mode == CU_STREAM_CAPTURE_MODE_GLOBAL ? 2 : mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
     c->thread = &thread_tag;
+    c->nccl_dev = -1;
     hStream->cap = c;
     capture_slot(c, hStream);
     set_frontier(hStream, NULL, 0);
@@ -1603,6 +1668,7 @@ CUresult cuStreamBeginCapture(CUstream hStream, CUstreamCaptureMode mode)
 
 CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
 {
+    FK_API;
     CTX_CHECK(d);
     (void)d;
     if (!captureStatus)
@@ -1646,6 +1712,7 @@ static int capture_joined(const capture *c)
 
 CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
 {
+    FK_API;
     CTX_CHECK(d);
     (void)d;
     if (!phGraph)
@@ -1698,6 +1765,7 @@ static node *nodes_copy(const node *src, int n)
 
 CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
 {
+    FK_API;
     INIT_CHECK();
     if (!phGraphExec || !hGraph || flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
@@ -1719,6 +1787,7 @@ CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned l
 
 CUresult cuGraphDestroy(CUgraph hGraph)
 {
+    FK_API;
     INIT_CHECK();
     if (!hGraph)
         return CUDA_ERROR_INVALID_VALUE;
@@ -1730,6 +1799,7 @@ CUresult cuGraphDestroy(CUgraph hGraph)
 
 CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
+    FK_API;
     INIT_CHECK();
     if (!hGraphExec)
         return CUDA_ERROR_INVALID_VALUE;
@@ -1811,6 +1881,7 @@ static void launch_state_free(void *ctx, void *state)
 
 CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
 {
+    FK_API;
     CTX_CHECK(d);
     (void)d;
     if (!hGraphExec)
@@ -1907,6 +1978,7 @@ static int module_index(CUmodule m)
 
 CUresult cuModuleLoadData(CUmodule *module, const void *image)
 {
+    FK_API;
     CTX_CHECK(d);
     if (!module || !image)
         return CUDA_ERROR_INVALID_VALUE;
@@ -1928,6 +2000,7 @@ CUresult cuModuleLoadData(CUmodule *module, const void *image)
 
 CUresult cuModuleUnload(CUmodule hmod)
 {
+    FK_API;
     INIT_CHECK();
     int i = module_index(hmod);
     if (i < 0)
@@ -2049,6 +2122,7 @@ static int ptx_params(const CUmodule m, const char *name, int *size)
 
 CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
 {
+    FK_API;
     CTX_CHECK(d);
     if (!hfunc || !name)
         return CUDA_ERROR_INVALID_VALUE;
@@ -2111,6 +2185,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
                         unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                         void **kernelParams, void **extra)
 {
+    FK_API;
     CTX_CHECK(d);
     int found = 0;
     for (int i = 0; i < F.nfunctions; i++)
@@ -2174,6 +2249,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
  * compiles without the driver, as on a machine without a GPU. */
 CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)
 {
+    FK_API;
     (void)pExportTableId;
     if (ppExportTable)
         *ppExportTable = NULL;

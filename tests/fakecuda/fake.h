@@ -9,8 +9,14 @@
  * head of its queue and ready() says so (NULL: always); run() does the work
  * on host memory.  Tasks are shared (a captured graph replays the same task
  * many times), so whatever changes per execution lives in the queue entry's
- * state, which ready() and run() receive and which starts NULL.  Nothing here
- * is thread-safe: one thread drives the fakes. */
+ * state, which ready() and run() receive and which starts NULL.
+ *
+ * Threads: every entry point of the fakes (FK_API) holds one recursive lock
+ * of the process for its whole call, so threads may drive them at once, as
+ * the real libraries allow, each call atomic; the work a call finds ready
+ * runs under it too.  What CUDA and NCCL keep per thread is kept per thread
+ * (FK_TLS): the current context, captures' threads, NCCL's group.  The
+ * helpers below are called by entry points, under the lock. */
 #ifndef GNC_FAKECUDA_H
 #define GNC_FAKECUDA_H
 
@@ -20,6 +26,17 @@
 #include <stdint.h>
 
 typedef struct fk_task fk_task;
+
+/* Thread-local storage of the fakes: static (initial-exec), none of the
+ * dynamic TLS of a dlopened library that LeakSanitizer walks at exit (its
+ * tracer has crashed there). */
+#define FK_TLS __thread __attribute__((tls_model("initial-exec")))
+
+/* The process's lock, taken by FK_API for the rest of the enclosing
+ * function: the first statement of every entry point. */
+void fk_enter(void);
+void fk_leave(int *scope);
+#define FK_API int fk_scope_ __attribute__((cleanup(fk_leave), unused)) = (fk_enter(), 0)
 
 /* 0, or a CUresult with the reason in why (printed, made sticky). */
 typedef int (*fk_run_fn)(void *ctx, void **state, char *why, size_t whylen);
@@ -64,6 +81,9 @@ CUresult fk_enqueue_dev(int dev, CUstream s, fk_task *t);
 /* Whether stream s is capturing: 0, or its capture's id (the same for every
  * stream of one capture).  The legacy stream (NULL) never captures. */
 uintptr_t fk_stream_capture(CUstream s);
+/* The GPU whose NCCL calls s's capture holds: dev, which it becomes, where
+ * it holds none yet (or s does not capture). */
+int fk_capture_nccl(CUstream s, int dev);
 /* A library refused a call on s while it captures: the capture is
  * invalidated (cuStreamEndCapture fails), as after a refused driver call. */
 void fk_capture_refuse(CUstream s);

@@ -27,7 +27,7 @@ add_custom_command(TARGET fakecuda_driver POST_BUILD
   VERBATIM)
 target_include_directories(fakecuda_driver PRIVATE
   $<TARGET_PROPERTY:gnc_codegen,INTERFACE_INCLUDE_DIRECTORIES>)
-target_link_libraries(fakecuda_driver PRIVATE gnc_ir m)
+target_link_libraries(fakecuda_driver PRIVATE gnc_ir m Threads::Threads)
 target_link_options(fakecuda_driver PRIVATE -Wl,--exclude-libs,ALL)
 
 foreach(lib cublaslt:libcublasLt.so.13 cudnn:libcudnn.so.9 nccl:libnccl.so.2)
@@ -50,7 +50,7 @@ target_sources(fakecuda_cudnn PRIVATE ${fk}/ref.c)
 add_executable(test_fakecuda ${CMAKE_CURRENT_LIST_DIR}/../test_fakecuda.c)
 target_include_directories(test_fakecuda PRIVATE ${fk} ${CUDAToolkit_INCLUDE_DIRS})
 target_compile_definitions(test_fakecuda PRIVATE GNC_FAKECUDA_DIR="${GNC_FAKECUDA_DIR}")
-target_link_libraries(test_fakecuda PRIVATE gnc_codegen ${CMAKE_DL_LIBS} m)
+target_link_libraries(test_fakecuda PRIVATE gnc_codegen ${CMAKE_DL_LIBS} m Threads::Threads)
 add_dependencies(test_fakecuda fakecuda_driver fakecuda_cublaslt fakecuda_cudnn fakecuda_nccl)
 add_test(NAME fakecuda COMMAND test_fakecuda)
 set_tests_properties(fakecuda PROPERTIES LABELS "unit" SKIP_RETURN_CODE 77 TIMEOUT 120)

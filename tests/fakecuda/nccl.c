@@ -22,10 +22,13 @@
  * while another is in flight there is refused (the part fails, naming
  * both), NCCL's "Using multiple NCCL communicators concurrently".
  *
- * Single-thread strictness: one thread issuing calls for two ranks of one
- * communicator outside a group would hang real NCCL (a call blocks until its
- * peers join, NCCL's own rule for several devices per thread); the fake
- * refuses such a call with ncclInvalidUsage and a message instead.
+ * Threads: NCCL's group (ncclGroupStart/End and what it holds) is per
+ * thread, as in NCCL; every call holds the fakes' lock (fake.h).  One thread
+ * issuing calls for two ranks of one communicator outside a group would hang
+ * real NCCL (a call blocks until its peers join, NCCL's own rule for several
+ * devices per thread); the fake refuses such a call with ncclInvalidUsage and
+ * a message instead.  A thread of its own for each rank (NCCL's multi-thread
+ * mode) needs no group.
  *
  * Ranks in other processes (one per process; each process's fake driver has
  * the same devices: ordinal d is the same GPU everywhere).  ncclGetUniqueId
@@ -93,7 +96,7 @@
  * ready), until the communicator is aborted or FAKECUDA_NCCL_TIMEOUT
  * passes, when the part fails ("stalled by GNC_FAKECUDA_NCCL_STALL").
  *
- * Not modelled: threads, a process holding several but not all ranks of one
+ * Not modelled: a process holding several but not all ranks of one
  * communicator (refused), other reductions and types, non-blocking
  * communicators and ncclConfig_t, the synchronization of several streams
  * within one group (each (communicator, stream) pair is its own part). */
@@ -173,7 +176,8 @@ struct clique {
     slot **slots;
     int nslots;
     pending **sends, **recvs;   /* by sender * nranks + receiver, FIFO */
-    int ungrouped_rank;         /* the last rank called outside a group, or -1 */
+    unsigned long *caller;      /* by rank: the thread that last called for it outside a
+                                   group (its this_thread()), or 0 */
     /* across processes (dir not NULL): rank me is this process's, the others
        are elsewhere; sends and receives pair through files in dir */
     char *dir;
@@ -183,9 +187,19 @@ struct clique {
     int64_t *sent, *received;   /* by peer: messages to it, from it, that arrived */
 };
 
-static struct {
-    clique **cliques;
-    int ncliques;
+/* This thread's number, from 1, never reused (a thread's storage may be) */
+static unsigned long this_thread(void)
+{
+    static unsigned long threads;
+    static FK_TLS unsigned long me;
+    if (!me)
+        me = ++threads; /* under the lock */
+    return me;
+}
+
+/* NCCL's group, which is per thread: the calls, inits and splits kept for
+ * ncclGroupEnd */
+static FK_TLS struct {
     int group_depth;
     struct grouped {
         ncclComm_t comm;
@@ -202,13 +216,13 @@ static struct {
         int color, key;
     } *splits;
     int nsplits;
+} T;
+
+static struct {
+    clique **cliques;
+    int ncliques;
     unsigned id_counter, tmp_counter;
     int unloaded;       /* at exit: the cliques are gone, queued parts let go */
-    struct captured {   /* captures that hold NCCL calls: the first one's device */
-        uintptr_t cap;
-        int dev;
-    } *captured;
-    int ncaptured;
     struct flying {             /* by device: the parts arrived, not run (inflight) */
         const void *part;
         const clique *cl;
@@ -232,6 +246,7 @@ static ncclResult_t complain(ncclResult_t r, const char *who, const char *fmt, .
 
 EXPORT const char *ncclGetErrorString(ncclResult_t result)
 {
+    FK_API;
     switch (result) {
     case ncclSuccess: return "no error";
     case ncclUnhandledCudaError: return "unhandled cuda error";
@@ -249,6 +264,7 @@ EXPORT const char *ncclGetErrorString(ncclResult_t result)
  * runtime's fallbacks. */
 EXPORT ncclResult_t ncclGetVersion(int *version)
 {
+    FK_API;
     const char *v = getenv("GNC_FAKECUDA_NCCL_VERSION");
     if (!version)
         return ncclInvalidArgument;
@@ -468,7 +484,7 @@ static clique *clique_new(int nranks, const ncclUniqueId *id)
     cl->next_coll = calloc((size_t)nranks, sizeof *cl->next_coll);
     cl->sends = calloc((size_t)nranks * nranks, sizeof *cl->sends);
     cl->recvs = calloc((size_t)nranks * nranks, sizeof *cl->recvs);
-    cl->ungrouped_rank = -1;
+    cl->caller = calloc((size_t)nranks, sizeof *cl->caller);
     if (id)
         cl->id = *id;
     for (int r = 0; r < nranks; r++)
@@ -514,6 +530,7 @@ static void clique_free(clique *cl)
     free(cl->sends);
     free(cl->recvs);
     free(cl->next_coll);
+    free(cl->caller);
     for (int r = 0; r < cl->nranks; r++)
         free(cl->rank[r].p2p_used);
     free(cl->rank);
@@ -602,6 +619,7 @@ static void *bootstrap_root(void *arg)
 /* The id names a directory (ncclCommInitRank across processes makes it). */
 EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
 {
+    FK_API;
     if (!uniqueId)
         return ncclInvalidArgument;
     const char *tmp = getenv("TMPDIR");
@@ -702,6 +720,7 @@ static ncclResult_t join(clique *cl, int me, const ncclUniqueId *id)
 
 EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
 {
+    FK_API;
     int count = 0;
     if (!comm || ndev < 1)
         return ncclInvalidArgument;
@@ -731,6 +750,7 @@ EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devli
 
 EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
 {
+    FK_API;
     if (!comm || nranks < 1 || rank < 0 || rank >= nranks)
         return ncclInvalidArgument;
     CUdevice dev;
@@ -751,9 +771,9 @@ EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId 
     cl->ninit++;
     cl->refs++;
     *comm = &cl->rank[rank];
-    if (N.group_depth) {
-        N.inits = realloc(N.inits, (size_t)(N.ninits + 1) * sizeof *N.inits);
-        N.inits[N.ninits++].comm = *comm;
+    if (T.group_depth) {
+        T.inits = realloc(T.inits, (size_t)(T.ninits + 1) * sizeof *T.inits);
+        T.inits[T.ninits++].comm = *comm;
         return ncclSuccess;
     }
     if (nranks == 1)
@@ -777,6 +797,7 @@ static int comm_ok(ncclComm_t c)
 
 EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm)
 {
+    FK_API;
     if (!comm_ok(comm))
         return ncclInvalidArgument;
     comm->live = 0;
@@ -788,6 +809,7 @@ EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm)
  * they see the rank's flag. */
 EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm)
 {
+    FK_API;
     if (!comm_ok(comm))
         return ncclInvalidArgument;
     comm->aborted = 1;
@@ -799,6 +821,7 @@ EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm)
 
 EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
 {
+    FK_API;
     if (!comm_ok(comm) || !asyncError)
         return ncclInvalidArgument;
     *asyncError = comm->async;
@@ -807,6 +830,7 @@ EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncEr
 
 EXPORT ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
 {
+    FK_API;
     if (!comm_ok(comm) || !count)
         return ncclInvalidArgument;
     *count = comm->cl->nranks;
@@ -815,6 +839,7 @@ EXPORT ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
 
 EXPORT ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
 {
+    FK_API;
     if (!comm_ok(comm) || !rank)
         return ncclInvalidArgument;
     *rank = comm->rank;
@@ -834,6 +859,7 @@ EXPORT int fakecuda_nccl_unshared_splits(void) { return unshared_splits; }
 EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
                                   ncclConfig_t *config)
 {
+    FK_API;
     size_t share_end = offsetof(ncclConfig_t, splitShare) + sizeof(int);
     if (config && (config->magic != 0xcafebeef || config->size < offsetof(ncclConfig_t, version)))
         return complain(ncclInvalidArgument, "ncclCommSplit", "%s",
@@ -842,15 +868,15 @@ EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_
         return ncclInvalidArgument;
     unshared_splits += !config || config->size < share_end || config->splitShare != 1;
     struct split s = {comm, newcomm, color, key};
-    if (!N.group_depth) {
+    if (!T.group_depth) {
         if (comm->cl->nranks > 1 && !comm->cl->dir)
             return complain(ncclInvalidUsage, "ncclCommSplit", "%s",
                             "splitting a communicator of several ranks outside a group: the call "
                             "waits for every rank, which one thread cannot give (real NCCL hangs)");
         return do_splits(&s, 1);
     }
-    N.splits = realloc(N.splits, (size_t)(N.nsplits + 1) * sizeof *N.splits);
-    N.splits[N.nsplits++] = s;
+    T.splits = realloc(T.splits, (size_t)(T.nsplits + 1) * sizeof *T.splits);
+    T.splits[T.nsplits++] = s;
     return ncclSuccess;
 }
 
@@ -1623,17 +1649,13 @@ static ncclResult_t capture_rules(struct ncclComm *m, cudaStream_t stream, const
                             what, m->rank);
         }
     }
-    int k = 0;
-    while (k < N.ncaptured && N.captured[k].cap != cap)
-        k++;
-    if (k == N.ncaptured) {
-        N.captured = realloc(N.captured, (size_t)(N.ncaptured + 1) * sizeof *N.captured);
-        N.captured[N.ncaptured++] = (struct captured){cap, m->dev};
-    } else if (N.captured[k].dev != m->dev) {
+    int first = fk_capture_nccl((CUstream)stream, m->dev);
+    if (first != m->dev) {
         fk_capture_refuse((CUstream)stream);
         return complain(ncclInvalidUsage, who, "one capture would hold NCCL calls of GPUs %d "
                         "and %d: NCCL warns that several GPUs per process under graph capture "
-                        "may deadlock (one GPU per process, or no capture)", N.captured[k].dev,
+                        "may deadlock (a thread of its own for each GPU, capturing in "
+                        "thread-local mode, or one GPU per process, or no capture)", first,
                         m->dev);
     }
     return ncclSuccess;
@@ -1685,20 +1707,22 @@ static ncclResult_t issue(ncclComm_t comm, cudaStream_t stream, call c)
         return complain(ncclInvalidUsage, who, "%s", "the stream is not of the communicator's device");
     if (!buffers_ok(&c, comm, who))
         return ncclInvalidArgument;
-    if (N.group_depth) {
-        N.grouped = realloc(N.grouped, (size_t)(N.ngrouped + 1) * sizeof *N.grouped);
-        N.grouped[N.ngrouped++] = (struct grouped){comm, stream, c};
+    if (T.group_depth) {
+        T.grouped = realloc(T.grouped, (size_t)(T.ngrouped + 1) * sizeof *T.grouped);
+        T.grouped[T.ngrouped++] = (struct grouped){comm, stream, c};
         return ncclSuccess;
     }
     clique *cl = comm->cl;
-    if (cl->nranks > 1 && cl->ungrouped_rank >= 0 && cl->ungrouped_rank != comm->rank) {
-        fprintf(stderr, "fakecuda: %s: called for rank %d of a communicator after rank %d, both "
-                "outside ncclGroupStart/ncclGroupEnd: with one thread driving several ranks "
-                "real NCCL hangs here (each call waits for its peers); put the calls of all "
-                "ranks in one group\n", who, comm->rank, cl->ungrouped_rank);
-        return ncclInvalidUsage;
-    }
-    cl->ungrouped_rank = comm->rank;
+    for (int q = 0; q < cl->nranks; q++)
+        if (q != comm->rank && cl->caller[q] == this_thread()) {
+            fprintf(stderr, "fakecuda: %s: called for rank %d of a communicator after rank %d, "
+                    "by one thread, both outside ncclGroupStart/ncclGroupEnd: with one thread "
+                    "driving several ranks real NCCL hangs here (each call waits for its "
+                    "peers); put the calls of all ranks in one group, or drive each rank from "
+                    "a thread of its own\n", who, comm->rank, q);
+            return ncclInvalidUsage;
+        }
+    cl->caller[comm->rank] = this_thread();
     return enqueue(comm, stream, &c, 1);
 }
 
@@ -1706,12 +1730,14 @@ EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t c
                                   ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                   cudaStream_t stream)
 {
+    FK_API;
     return issue(comm, stream, (call){K_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, 0});
 }
 
 EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                                   ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
+    FK_API;
     return issue(comm, stream, (call){K_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0});
 }
 
@@ -1719,6 +1745,7 @@ EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size
                                       ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                       cudaStream_t stream)
 {
+    FK_API;
     return issue(comm, stream, (call){K_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, 0});
 }
 
@@ -1726,24 +1753,28 @@ EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t c
                                   ncclDataType_t datatype, int root, ncclComm_t comm,
                                   cudaStream_t stream)
 {
+    FK_API;
     return issue(comm, stream, (call){K_BROADCAST, sendbuff, recvbuff, count, datatype, ncclSum, root});
 }
 
 EXPORT ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
                              ncclComm_t comm, cudaStream_t stream)
 {
+    FK_API;
     return issue(comm, stream, (call){K_SEND, sendbuff, NULL, count, datatype, ncclSum, peer});
 }
 
 EXPORT ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
                              ncclComm_t comm, cudaStream_t stream)
 {
+    FK_API;
     return issue(comm, stream, (call){K_RECV, NULL, recvbuff, count, datatype, ncclSum, peer});
 }
 
 EXPORT ncclResult_t ncclGroupStart(void)
 {
-    N.group_depth++;
+    FK_API;
+    T.group_depth++;
     return ncclSuccess;
 }
 
@@ -1753,14 +1784,14 @@ EXPORT ncclResult_t ncclGroupStart(void)
 static ncclResult_t finish_inits(void)
 {
     ncclResult_t r = ncclSuccess;
-    clique **cls = calloc((size_t)N.ninits + 1, sizeof *cls);
-    int *first = calloc((size_t)N.ninits + 1, sizeof *first), n = 0;
-    for (int i = 0; i < N.ninits; i++) { /* the cliques, before any goes */
+    clique **cls = calloc((size_t)T.ninits + 1, sizeof *cls);
+    int *first = calloc((size_t)T.ninits + 1, sizeof *first), n = 0;
+    for (int i = 0; i < T.ninits; i++) { /* the cliques, before any goes */
         int seen = 0;
         for (int j = 0; j < n; j++)
-            seen |= cls[j] == N.inits[i].comm->cl;
+            seen |= cls[j] == T.inits[i].comm->cl;
         if (!seen)
-            first[n] = N.inits[i].comm->rank, cls[n++] = N.inits[i].comm->cl;
+            first[n] = T.inits[i].comm->rank, cls[n++] = T.inits[i].comm->cl;
     }
     for (int i = 0; i < n; i++) {
         clique *cl = cls[i];
@@ -1781,47 +1812,48 @@ static ncclResult_t finish_inits(void)
     }
     free(cls);
     free(first);
-    free(N.inits);
-    N.inits = NULL;
-    N.ninits = 0;
+    free(T.inits);
+    T.inits = NULL;
+    T.ninits = 0;
     return r;
 }
 
 EXPORT ncclResult_t ncclGroupEnd(void)
 {
-    if (N.group_depth <= 0)
+    FK_API;
+    if (T.group_depth <= 0)
         return complain(ncclInvalidUsage, "ncclGroupEnd", "%s", "without ncclGroupStart");
-    if (--N.group_depth > 0)
+    if (--T.group_depth > 0)
         return ncclSuccess;
     ncclResult_t r = finish_inits();
-    if (!r && N.nsplits)
-        r = do_splits(N.splits, N.nsplits);
-    free(N.splits);
-    N.splits = NULL;
-    N.nsplits = 0;
+    if (!r && T.nsplits)
+        r = do_splits(T.splits, T.nsplits);
+    free(T.splits);
+    T.splits = NULL;
+    T.nsplits = 0;
     /* one part per (communicator, stream), its calls in issue order */
-    char *taken = calloc((size_t)N.ngrouped + 1, 1);
-    call *calls = calloc((size_t)N.ngrouped + 1, sizeof *calls);
-    for (int i = 0; i < N.ngrouped && !r; i++) {
+    char *taken = calloc((size_t)T.ngrouped + 1, 1);
+    call *calls = calloc((size_t)T.ngrouped + 1, sizeof *calls);
+    for (int i = 0; i < T.ngrouped && !r; i++) {
         if (taken[i])
             continue;
         int n = 0;
-        for (int j = i; j < N.ngrouped; j++)
-            if (!taken[j] && N.grouped[j].comm == N.grouped[i].comm &&
-                N.grouped[j].stream == N.grouped[i].stream) {
-                calls[n++] = N.grouped[j].c;
+        for (int j = i; j < T.ngrouped; j++)
+            if (!taken[j] && T.grouped[j].comm == T.grouped[i].comm &&
+                T.grouped[j].stream == T.grouped[i].stream) {
+                calls[n++] = T.grouped[j].c;
                 taken[j] = 1;
             }
-        if (!comm_ok(N.grouped[i].comm))
+        if (!comm_ok(T.grouped[i].comm))
             r = ncclInvalidArgument;
         else
-            r = enqueue(N.grouped[i].comm, N.grouped[i].stream, calls, n);
+            r = enqueue(T.grouped[i].comm, T.grouped[i].stream, calls, n);
     }
     free(taken);
     free(calls);
-    free(N.grouped);
-    N.grouped = NULL;
-    N.ngrouped = 0;
+    free(T.grouped);
+    T.grouped = NULL;
+    T.ngrouped = 0;
     fk_progress();
     return r;
 }
@@ -1834,10 +1866,9 @@ __attribute__((destructor)) static void fake_nccl_unload(void)
     while (N.ncliques)
         clique_free(N.cliques[0]);
     free(N.cliques);
-    free(N.grouped);
-    free(N.inits);
-    free(N.splits);
-    free(N.captured);
+    free(T.grouped);
+    free(T.inits);
+    free(T.splits);
     memset(&N, 0, sizeof N);
     N.unloaded = 1;
 }

@@ -464,6 +464,12 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
     }
     if (rt_cuda_warning(graph->x) && bad++ < 4)
         printf("FAIL %s: the graph executor warns: %s\n", what, rt_cuda_warning(graph->x));
+    /* its runs after the first replay graphs: one of every device, or one a
+       device where a host thread drives each GPU through NCCL */
+    int graphs = rt_cuda_graphs(graph->x), mine = ranks > 1 ? 1 : p->ndevices;
+    if (c->steps > 1 && graphs != 1 && graphs != mine && bad++ < 4)
+        printf("FAIL %s: the graph executor replays %d CUDA graphs, not 1 or %d\n", what, graphs,
+               mine);
     if (staged && staged() != staged0 && bad++ < 4)
         printf("FAIL %s: %ld peer copies went through the host (no peer access)\n", what,
                staged() - staged0);
@@ -517,6 +523,8 @@ static void one(const gpu_env *env, const char *src, const train_case *c)
     char wsay[64] = "";
     if (wworst > 0)
         snprintf(wsay, sizeof wsay, "; weights apart by %.1e of their norm", wworst);
+    if (graphs > 1)
+        snprintf(wsay + strlen(wsay), sizeof wsay - strlen(wsay), "; %d graphs", graphs);
     if (!failed && has_loss)
         printf("ok %s: loss %.5f -> %.5f (CPU %.5f -> %.5f; steps apart by %.1e at most%s)\n",
                what, ge[0], ge[c->steps - 1], cpu[0], cpu[c->steps - 1], worst, wsay);
@@ -542,7 +550,8 @@ done:
  * executor's first run is eager (no capture tried, no warning), its second
  * tries, warns and runs step by step, and every loss equals an eager
  * executor's bitwise.  mlp on two GPUs, data parallel, drives them through
- * NCCL from one thread: never captured (no warning), as NCCL advises. */
+ * NCCL from a thread each: a capture on every GPU, all dropped where one
+ * fails, so that every rank launches alike. */
 static void graph_faults(const gpu_env *env, const char *src)
 {
     static const char *const faults[] = {"invalidate", "noinstantiate"};
@@ -589,7 +598,7 @@ static void graph_faults(const gpu_env *env, const char *src)
                     break;
                 }
                 const char *w = rt_cuda_warning(graph->x);
-                int want = devices == 1 && k > 0;
+                int want = k > 0;
                 if (memcmp(&le, &lg, sizeof le) != 0 || !w != !want ||
                     (w && !strstr(w, "running step by step from now on"))) {
                     printf("FAIL %s: step %d: loss %.9g eager, %.9g; warning %s\n", what, k, le,
@@ -598,9 +607,12 @@ static void graph_faults(const gpu_env *env, const char *src)
                 }
             }
             unsetenv("GNC_FAKECUDA_GRAPHS");
+            if (!bad && rt_cuda_graphs(graph->x)) {
+                printf("FAIL %s: graphs replayed after the fault\n", what);
+                bad = 1;
+            }
             if (!bad)
-                printf("ok %s: the first run eager, then %s\n", what,
-                       devices == 1 ? "one warning and eager runs" : "eager runs, no capture");
+                printf("ok %s: the first run eager, then one warning and eager runs\n", what);
             bad ? nfailed++ : npassed++;
             gpu_close(eager);
             gpu_close(graph);
