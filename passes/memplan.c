@@ -16,7 +16,9 @@
  *   a reshape's, which is then a view of it.
  *
  * A partitioned program has one arena per device, planned the same way from
- * the nodes of that device (positions stay those of the whole list).
+ * the nodes of that device (positions stay those of the whole list).  What a
+ * send reads lives until the end of the run of sends and receives it starts
+ * (one NCCL group on a GPU).
  *
  * mp_check: proves a plan: no two buffers of a device live at the same time
  *   overlap (but for a result and the operand it replaces in place), each fits
@@ -117,6 +119,24 @@ static void liveness(const ir_graph *g, int *first, int *last)
             for (int i = 0; i < n->nout; i++)
                 if (in_arena(n->out[i], weight) && last[n->out[i]->id] < end)
                     last[n->out[i]->id] = end;
+        }
+        /* what a send reads, until the last of the sends and receives right
+           after it on its device: on a GPU they are one NCCL group, whose
+           calls run in no order (codegen/p2p.c), so a receive there must not
+           take its bytes; a group broken there lets crossing sends (1F1B's)
+           wait for each other for ever */
+        if (n->op == IR_OP_SEND && in_arena(n->in[0], weight)) {
+            int end = idx, k = idx;
+            for (const ir_node *m = n->next; m; m = m->next) {
+                k++;
+                if (m->device != n->device)
+                    continue;
+                if (m->op != IR_OP_SEND && m->op != IR_OP_RECV)
+                    break;
+                end = k;
+            }
+            if (last[n->in[0]->id] < end)
+                last[n->in[0]->id] = end;
         }
         idx++;
     }

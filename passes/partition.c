@@ -1320,6 +1320,34 @@ void pt_merge(pt *P)
     base_free(sent);
 }
 
+/* Each device's receives that follow a send of its own moved up to right
+ * after that send (a recv reads nothing).  On a GPU consecutive sends and
+ * receives are one NCCL group (codegen/p2p.c), so a 1F1B stage posts the
+ * receive of its next activation with the send of a gradient, as
+ * Megatron-LM pairs them, and the crossing sends of neighbouring stages
+ * cannot wait for each other for ever.  The order of every device's
+ * communication is unchanged; such a receive's buffer lives a few nodes
+ * longer.  Receives after a receive or a collective stay (an inference
+ * pipeline's last stage would hold every microbatch's at once). */
+static void post_receives_early(pt *P)
+{
+    for (int d = 0; d < P->ndev; d++) {
+        ir_node **s = P->seq[d].nodes;
+        for (int i = 0; i < P->seq[d].n; i++) {
+            int j = i;
+            if (s[i]->op != IR_OP_RECV)
+                continue;
+            while (j > 0 && !ir_op_communicates(s[j - 1]->op))
+                j--;
+            if (j == 0 || j == i || s[j - 1]->op != IR_OP_SEND)
+                continue;
+            ir_node *r = s[i];
+            memmove(&s[j + 1], &s[j], (size_t)(i - j) * sizeof *s);
+            s[j] = r;
+        }
+    }
+}
+
 /* ---------------------------------------------------------------- the pass */
 
 /* The data-parallel schedule: every per-replica node in source order, for all
@@ -1603,6 +1631,7 @@ int pt_partition(ir_graph *g, const pt_options *o, diag *d)
     base_free(updates);
     if (P.zsharded)
         zero_params(&P);
+    post_receives_early(&P);
     pt_merge(&P);
     rc = g->nnodes;
 done:

@@ -1173,12 +1173,18 @@ static void report_end(run *r)
     const char *model = "";
     double predicted = predicted_step_ms(r->o, &r->tm.prog, &model);
     double measured = r->steps_timed ? r->step_ms / (double)r->steps_timed : r->first_ms;
+    int graphs = rt_session_graphs(r->tm.s);
+    char how[96] = "";
+    if (rt_session_device(r->tm.s) == RT_DEVICE_CUDA && graphs > 1)
+        snprintf(how, sizeof how, "; %d CUDA graphs, a host thread each", graphs);
+    else if (rt_session_device(r->tm.s) == RT_DEVICE_CUDA)
+        snprintf(how, sizeof how, "; %s", graphs ? "a CUDA graph" : "step by step");
     if (r->steps_timed)
-        printf("step: %.2f ms (mean of %lld after the first), predicted %.2f ms on %s\n",
-               measured, r->steps_timed, predicted, model);
+        printf("step: %.2f ms (mean of %lld after the first%s), predicted %.2f ms on %s\n",
+               measured, r->steps_timed, how, predicted, model);
     else
-        printf("step: %.2f ms (the first, the only one), predicted %.2f ms on %s\n", measured,
-               predicted, model);
+        printf("step: %.2f ms (the first, the only one%s), predicted %.2f ms on %s\n", measured,
+               how, predicted, model);
     cli_mem_add(&r->mem, "data set", data_bytes(&r->train) +
                 (r->idx || r->test.nowned ? data_bytes(&r->test) : 0));
     cli_mem_add(&r->mem, "shuffle order", (double)r->train.n * (double)sizeof *r->order);

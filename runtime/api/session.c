@@ -163,6 +163,11 @@ const char *rt_session_warning(const rt_session *s)
     return s->gpu ? rt_cuda_warning(s->gpu) : NULL;
 }
 
+int rt_session_graphs(const rt_session *s)
+{
+    return s->gpu ? rt_cuda_graphs(s->gpu) : 0;
+}
+
 const char *rt_session_device_name(const rt_session *s)
 {
     return s->device == RT_DEVICE_CUDA ? "cuda" : "cpu";

@@ -96,6 +96,9 @@ const char *rt_session_device_name(const rt_session *s);
 /* cuda: what went wrong without failing (rt_cuda_warning: a run that could
  * not be captured into a CUDA graph, the session eager since); else NULL. */
 const char *rt_session_warning(const rt_session *s);
+/* How a CUDA session's runs launch (rt_cuda_graphs): 0 step by step (and
+ * on the CPU), 1 one CUDA graph, N a graph per GPU, each by its thread. */
+int rt_session_graphs(const rt_session *s);
 /* The host copy: for what only the CPU executor has (profiles, MPI's
  * rt_exec_gather_params).  Values on the GPU are not in it unless read back. */
 rt_exec *rt_session_host(rt_session *s);

@@ -734,6 +734,9 @@ static int in_one_process(const char *src, const char *work, const char *fake, c
             {"lenet", 4, 2, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0, PREC_FP32, 0},
             {"mlp", 4, 2, 4, PT_TENSOR, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0, PREC_FP32, 0},
             {"mlp", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0, PREC_FP32, 0},
+            /* 1F1B's sends cross (each stage sends before it receives): one NCCL
+               group each with the receive after it, a graph a GPU */
+            {"lenet", 8, 4, 4, PT_HYBRID, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0, PREC_FP32, 0},
             /* 3 and 4 stages: the middle ones receive from both sides */
             {"mlp", 24, 3, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_1F1B, 0, 0, 0, PREC_FP32, 0},
             {"mlp", 24, 3, 4, PT_PIPELINE, 0.02f, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, NULL, CG_CONV_CUDNN, 0, PT_GPIPE, 0, 0, 0, PREC_FP32, 0},

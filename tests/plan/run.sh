@@ -279,6 +279,12 @@ if [ -n "$fake" ] && [ -e "$fake/libcuda.so.1" ] && [ "$nvrtc" = ON ]; then
     expect 1 "${H[@]}" --devices cpu:4 --strategy hybrid:dp=2,pp=2
     has "NCCL 2.14.3 has no ncclCommSplit (2.18 and newer have): the program needs a communicator of 2 of its 4 devices"
     expect 0 "${H[@]}" --devices cpu:2 --strategy data
+    # one process over 4 GPUs through NCCL: a host thread and a CUDA graph a
+    # GPU; lenet's hybrid 1F1B, whose sends cross, passes NCCL's order check
+    expect 0 env GNC_CUDA_LIBDIR="$fake" GNC_FAKECUDA_GPUS=4 GNC_FAKECUDA_UNEMULATED=skip \
+        "$gnc" train "$lenet" --data tiny --steps 3 -D batch=8 --device cuda --devices cpu:4 \
+        --strategy hybrid:dp=2,pp=2
+    has "4 CUDA graphs, a host thread each"
 fi
 expect 1 "$gnc" run a.gnc --device cpu --share-gpus;  has "--share-gpus places devices on GPUs"
 expect 2 "$gnc" run a.gnc --device tpu;    has "--device needs cpu or cuda"
