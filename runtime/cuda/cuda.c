@@ -902,6 +902,7 @@ void rt_cuda_close(rt_cuda *x)
             x->L.cuStreamSynchronize(x->dev[d].stream[S_COMPUTE]);
         }
     }
+    cuda_pool_stop(x);
     /* the graph first: its nodes hold the libraries' work (NCCL's, cuDNN's) */
     if (x->graph)
         x->L.cuGraphExecDestroy(x->graph);
@@ -1647,14 +1648,10 @@ static int issue_run(rt_cuda *x, int init, char *err, size_t errlen)
  * warns that several GPUs per process under capture may deadlock, likely
  * with one thread (cudaGraphLaunch may block, preventing the launch across
  * all GPUs), and asks for thread-local capture where each thread drives a
- * GPU.  The threads live for one run, capture or replay; of the executor
- * they write only their own device's state. */
-typedef struct {
-    rt_cuda *x;
-    int d, job, rc;
-    pthread_t thread;
-    char err[512];
-} device_job;
+ * GPU.  The threads start at the first run and live as long as the
+ * executor, each waiting for the next job (cuda_pool, cuda_internal.h); of
+ * the executor they write only their own device's state. */
+
 
 /* Device d's run (or init steps) on its own streams: forked from its compute
  * stream and joined back into it, so that a capture there holds all of it. */
@@ -1718,40 +1715,103 @@ static int replay_device(rt_cuda *x, int d, char *err, size_t errlen)
     return 0;
 }
 
+static int device_job(rt_cuda *x, int d, int job, char *err, size_t errlen)
+{
+    cuda_gpu *G = &x->dev[d];
+    if (job == JOB_RUN || job == JOB_INIT)
+        return issue_device_run(x, d, job == JOB_INIT, err, errlen);
+    if (job == JOB_CAPTURE)
+        return capture_on(x, G, d, &G->graph, err, errlen);
+    return replay_device(x, d, err, errlen);
+}
+
+/* A device's thread: each job of the pool in turn, until told to quit. */
 static void *device_thread(void *arg)
 {
-    device_job *j = arg;
-    rt_cuda *x = j->x;
-    cuda_gpu *G = &x->dev[j->d];
-    if (j->job == JOB_RUN || j->job == JOB_INIT)
-        j->rc = issue_device_run(x, j->d, j->job == JOB_INIT, j->err, sizeof j->err);
-    else if (j->job == JOB_CAPTURE)
-        j->rc = capture_on(x, G, j->d, &G->graph, j->err, sizeof j->err);
-    else
-        j->rc = replay_device(x, j->d, j->err, sizeof j->err);
+    cuda_worker *w = arg;
+    cuda_pool *P = w->pool;
+    unsigned seen = 0;
+    pthread_mutex_lock(&P->mu);
+    for (;;) {
+        while (P->generation == seen && !P->quit)
+            pthread_cond_wait(&P->go, &P->mu);
+        if (P->quit)
+            break;
+        seen = P->generation;
+        int job = P->job;
+        pthread_mutex_unlock(&P->mu);
+        w->rc = device_job(w->x, w->d, job, w->err, sizeof w->err);
+        pthread_mutex_lock(&P->mu);
+        if (--P->pending == 0)
+            pthread_cond_signal(&P->done);
+    }
+    pthread_mutex_unlock(&P->mu);
     return NULL;
+}
+
+/* The pool's threads, one a device, started at the first job. */
+static int pool_start(rt_cuda *x, char *err, size_t errlen)
+{
+    int nd = x->p->ndevices;
+    cuda_pool *P = base_calloc(1, sizeof *P);
+    cuda_worker *w = base_calloc((size_t)nd, sizeof *w);
+    if (!P || !w) {
+        base_free(P);
+        base_free(w);
+        return base_fail(err, errlen, "out of memory");
+    }
+    pthread_mutex_init(&P->mu, NULL);
+    pthread_cond_init(&P->go, NULL);
+    pthread_cond_init(&P->done, NULL);
+    P->workers = w;
+    x->pool = P;
+    for (; P->nworkers < nd; P->nworkers++) {
+        w[P->nworkers] = (cuda_worker){.pool = P, .x = x, .d = P->nworkers};
+        if (pthread_create(&w[P->nworkers].thread, NULL, device_thread, &w[P->nworkers]))
+            return base_fail(err, errlen, "device %d: no host thread to drive it",
+                             P->nworkers);
+    }
+    return 0;
+}
+
+void cuda_pool_stop(rt_cuda *x)
+{
+    cuda_pool *P = x->pool;
+    if (!P)
+        return;
+    pthread_mutex_lock(&P->mu);
+    P->quit = 1;
+    pthread_cond_broadcast(&P->go);
+    pthread_mutex_unlock(&P->mu);
+    for (int d = 0; d < P->nworkers; d++)
+        pthread_join(P->workers[d].thread, NULL);
+    pthread_mutex_destroy(&P->mu);
+    pthread_cond_destroy(&P->go);
+    pthread_cond_destroy(&P->done);
+    base_free(P->workers);
+    base_free(P);
+    x->pool = NULL;
 }
 
 static int each_device(rt_cuda *x, int job, char *err, size_t errlen)
 {
-    int nd = x->p->ndevices, started = 0, rc = 0;
-    device_job *jobs = base_calloc((size_t)nd, sizeof *jobs);
-    if (!jobs)
-        return base_fail(err, errlen, "out of memory");
-    for (; started < nd; started++) {
-        jobs[started] = (device_job){.x = x, .d = started, .job = job};
-        if (pthread_create(&jobs[started].thread, NULL, device_thread, &jobs[started])) {
-            rc = base_fail(err, errlen, "device %d: no host thread to drive it", started);
-            break;
-        }
-    }
-    for (int d = 0; d < started; d++) {
-        pthread_join(jobs[d].thread, NULL);
-        if (jobs[d].rc && !rc)
-            rc = base_fail(err, errlen, "device %d: %s", d, jobs[d].err);
-    }
-    base_free(jobs);
-    return rc;
+    if (!x->pool && pool_start(x, err, errlen))
+        return -1; /* the threads started wait for a job: cuda_pool_stop ends them */
+    cuda_pool *P = x->pool;
+    if (P->nworkers < x->p->ndevices)
+        return base_fail(err, errlen, "device %d: no host thread to drive it", P->nworkers);
+    pthread_mutex_lock(&P->mu);
+    P->job = job;
+    P->pending = P->nworkers;
+    P->generation++;
+    pthread_cond_broadcast(&P->go);
+    while (P->pending > 0)
+        pthread_cond_wait(&P->done, &P->mu);
+    pthread_mutex_unlock(&P->mu);
+    for (int d = 0; d < P->nworkers; d++)
+        if (P->workers[d].rc)
+            return base_fail(err, errlen, "device %d: %s", d, P->workers[d].err);
+    return 0;
 }
 
 /* The run captured: one graph of every device, or one a device (threads),

@@ -5,6 +5,7 @@
 #define GNC_CUDA_INTERNAL_H
 
 #include <cuda.h>
+#include <pthread.h>
 
 #include "base.h"
 #include "cuda.h"
@@ -109,6 +110,29 @@ typedef struct {
     double marked_until;        /* the end of its last timed step in rt_cuda_events */
 } cuda_gpu;
 
+/* One process driving several GPUs through NCCL (cuda.c, "A thread per
+ * device"): a host thread per device, each doing the pool's job for its
+ * device when generation moves on, the last to finish signalling done. */
+typedef struct cuda_pool cuda_pool;
+typedef struct {
+    cuda_pool *pool;
+    rt_cuda *x;
+    int d, rc;                  /* the device, its last job's result */
+    pthread_t thread;
+    char err[512];              /* why its last job failed */
+} cuda_worker;
+
+struct cuda_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    unsigned generation;        /* moves on with each job */
+    int job, pending, quit;     /* the job; workers still at it; stop */
+    cuda_worker *workers;
+    int nworkers;               /* started */
+};
+/* Ends the pool's threads (none running a job) and frees it. */
+void cuda_pool_stop(rt_cuda *x);
+
 /* A prefetched range of the inputs region: staging -> inputs at the next launch. */
 typedef struct {
     int device;
@@ -126,6 +150,7 @@ struct rt_cuda {
                                    are other processes'), or -1: all of them */
     int local_comm;             /* two program devices share a GPU: collectives are
                                    copies and reduction kernels, not NCCL */
+    cuda_pool *pool;            /* threads: the devices' threads, from the first run */
     int threads;                /* one process drives several GPUs through NCCL: each
                                    device's steps are issued, captured and launched by
                                    a host thread of its own (cuda.c, "A thread per
