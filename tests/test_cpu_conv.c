@@ -15,6 +15,10 @@
  *   - after the weights change in place and rt_exec_weights_changed, the new
  *     weights' result (Winograd's kept transformed weights made again);
  *   - GNC_WINOGRAD=0 and GNC_DIRECT=0 leave the convolutions to the other paths;
+ *   - where oneDNN's kernels are AVX-512's, it takes the 3x3 convolutions of
+ *     large planes from Winograd, and Winograd keeps the small ones
+ *     (rt_dnnl_beats_wino); elsewhere Winograd takes both.  The cases before
+ *     run with GNC_DNNL=0, so that Winograd's own shape rule decides;
  *   - the weights' gradient (conv2d_grad_weight) likewise, run twice with
  *     another dy (the sums start afresh).
  * Shapes: odd sizes and partial tiles, padding from 0 to the kernel's size
@@ -387,6 +391,8 @@ int main(void)
 #endif
     if (!have_direct)
         printf("this CPU has no AVX2 and FMA: the direct kernels' cases expect the other paths\n");
+    int avx512 = rt_dnnl_enabled() && strncmp(rt_dnnl_isa(), "avx512", 6) == 0;
+    setenv("GNC_DNNL", "0", 1); /* Winograd's and direct.c's own rules (see the top) */
     /* n, c, h, w, o, k, pad, bias, path, transposed */
     static const shape shapes[] = {
         {2, 128, 7, 9, 130, 3, 1, 1, WINOGRAD, 0}, /* odd sizes: partial tiles on both edges */
@@ -439,6 +445,17 @@ int main(void)
     off = grads[3];
     off.path = OTHER;
     check_weight_grad(&off);
+
+    /* oneDNN against Winograd, on whichever kernels oneDNN has here */
+    unsetenv("GNC_WINOGRAD");
+    unsetenv("GNC_DIRECT");
+    unsetenv("GNC_DNNL");
+    printf("oneDNN's kernels: %s: it %s\n", rt_dnnl_isa(),
+           avx512 ? "takes the large planes from Winograd" : "leaves Winograd its shapes");
+    shape large = {2, 128, 12, 12, 128, 3, 1, 1, avx512 ? OTHER : WINOGRAD, 0};
+    shape small = {2, 128, 4, 4, 128, 3, 1, 1, WINOGRAD, 0};
+    check(&large);
+    check(&small);
     printf("cpu_conv: %d failed\n", nfailed);
     return nfailed ? 1 : 0;
 }

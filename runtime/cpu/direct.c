@@ -301,6 +301,8 @@ int rt_direct_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     }
     if (!fits(&g) || (dweight && g.o * g.c * g.kh * g.kw > DIRECT_MAX_DW))
         return 0;
+    if (rt_exec_nchw(x, n->in[0]))
+        return fail(err, errlen, "%s: out of memory", ir_ops[n->op].name);
     int rc = dweight ? weight_grad(x, &g, IN(0), IN(1), OUT)
                      : forward(x, &g, IN(0), IN(1), bwd, n->nin == 3 ? IN(2) : NULL, OUT);
     if (rc)

@@ -2,10 +2,16 @@
  *
  * Each convolution node gets its primitive the first time it runs, kept on the
  * executor for every later run: creating one costs far more than running it.
- * The executor's values stay plain NCHW; oneDNN picks the layouts it computes
- * fastest in (blocked channels on this CPU), and the operands are reordered
- * into them and the result back out, each run.  The weights of an inference
- * program are reordered once: at the first run, and again after
+ * The executor's values are plain NCHW; oneDNN picks the layouts it computes
+ * fastest in (blocked channels with AVX2, plain channels-last NHWC with
+ * AVX-512's brgconv), and the operands are reordered into them and the result
+ * back out, each run.  In an inference program, a result that only
+ * convolutions read stays channels-last where the primitives on both sides
+ * compute in plain NHWC: written so straight into its buffer, marked in
+ * x->nhwc, and read as it is by the next primitive, or turned back to NCHW
+ * (rt_exec_nchw) by any other reader; a residual too (rt_dnnl_conv says when).
+ * GNC_DNNL_NHWC=0 in the environment turns that off.  The weights of an
+ * inference program are reordered once: at the first run, and again after
  * rt_exec_weights_changed.
  *
  * oneDNN runs on the executor's OpenMP threads (Debian's libdnnl is its OpenMP
@@ -36,10 +42,14 @@
  * that the trial refuses jit:avx2's.
  * One difference: oneDNN's ReLU is max(v, 0), which makes a NaN 0 where the
  * epilogue keeps it NaN.  GNC_DNNL_POSTOPS=0 in the environment runs every
- * epilogue after the primitive, to compare the two in one build.  The weight's gradient is left to
- * OpenBLAS (grad.c): oneDNN sums its images across threads.  A training
- * program's convolutions stay on OpenBLAS too unless GNC_DNNL=all is in the
- * environment (rt_dnnl_conv says why); GNC_DNNL=0 turns oneDNN off. */
+ * epilogue after the primitive, to compare the two in one build.
+ *
+ * A training program's convolutions of enough channels run here too
+ * (train_fits): forward, the input's gradient, and the weight's gradient, the
+ * last in chunks of images fixed by the shapes, each on one thread, added in
+ * their order (conv_dw), since oneDNN's own threads would split the images by
+ * their number.  GNC_DNNL=infer in the environment keeps a training program's
+ * convolutions off oneDNN; GNC_DNNL=0 turns oneDNN off. */
 #include "kernels.h"
 
 #include <stdlib.h>
@@ -51,6 +61,12 @@ int rt_dnnl_enabled(void) { return 0; }
 const char *rt_dnnl_isa(void) { return ""; }
 
 const char *rt_dnnl_version(void) { return ""; }
+
+int rt_dnnl_beats_wino(rt_exec *x, const conv_geom *g)
+{
+    (void)x, (void)g;
+    return 0;
+}
 
 int rt_dnnl_conv(rt_exec *x, const ir_node *n, const ir_node *const *members, int nmembers,
                  int *absorbed, char *err, size_t errlen)
@@ -119,6 +135,9 @@ typedef struct {
     dnnl_memory_t src1[2 * MAX_POST]; /* the binary post-ops' operands, by post-op */
     float *consts;            /* each batchnorm's scale, then shift, by channel */
     size_t consts_bytes;
+    struct dw_prim *dw;       /* a weight gradient's (see conv_dw) */
+    int nhwc[NPORTS];         /* the port's copy is plain channels-last: a buffer
+                                 that x->nhwc marks so is passed as it is */
 } conv_prim;
 
 struct rt_dnnl {
@@ -136,12 +155,15 @@ struct rt_dnnl {
     size_t work_bytes;
     int off;                  /* GNC_DNNL=0 in the environment: OpenBLAS throughout, to
                                  compare the two paths in one build */
-    int train_all;            /* a training program's convolutions too (GNC_DNNL=all;
-                                 see rt_dnnl_conv) */
+    int infer_only;           /* GNC_DNNL=infer: a training program's convolutions stay
+                                 off oneDNN, to compare the two in one build */
     int trains;               /* the program computes weight gradients */
     int no_post;              /* GNC_DNNL_POSTOPS=0: every epilogue after the primitive */
     int sum_only;             /* GNC_DNNL_POSTOPS=sum: residuals only as sum post-ops */
     long refused;             /* chains a trial refused (rt_exec's dnnl_refused) */
+    unsigned char *resident;  /* by value id: a value that only convolutions read (as
+                                 their input, or as a fused residual), so worth
+                                 writing channels-last (see rt_dnnl_conv) */
     size_t trial_bytes;       /* the largest trial's operands and copies (rt_dnnl_bytes) */
     size_t trial_base;        /* the running trial's operands (posts_agree's buf) */
 };
@@ -161,6 +183,40 @@ static void port_free(port *p)
     *p = (port){0};
 }
 
+/* A weight gradient's primitive for chunks of nb images (see conv_dw), made
+ * for one thread, with the reorders of its operands: src (x), diff_dst (dy)
+ * and diff_weights (dw), the last out of the primitive's layout. */
+enum { DW_SRC, DW_DY, DW_DW, DW_NARGS };
+
+typedef struct {
+    int64_t nb;
+    dnnl_primitive_t prim, reorder[DW_NARGS];
+    dnnl_memory_desc_t user[DW_NARGS], md[DW_NARGS];
+    dnnl_memory_desc_t pad_md[DW_NARGS + 1]; /* the primitive's scratchpad, then each reorder's */
+    size_t bytes[DW_NARGS];                  /* the copies' (0: none) */
+    size_t pad;                              /* the largest scratchpad */
+} dw_size;
+
+/* The chunks hold n / chunks images or one more: one primitive for each. */
+struct dw_prim {
+    dw_size s[2];
+    int nsizes;
+};
+
+static void dw_free(struct dw_prim *w)
+{
+    if (!w)
+        return;
+    for (int i = 0; i < w->nsizes; i++) {
+        if (w->s[i].prim)
+            dnnl_primitive_destroy(w->s[i].prim);
+        for (int a = 0; a < DW_NARGS; a++)
+            if (w->s[i].reorder[a])
+                dnnl_primitive_destroy(w->s[i].reorder[a]);
+    }
+    free(w);
+}
+
 static void prim_free(conv_prim *c)
 {
     if (!c)
@@ -175,6 +231,7 @@ static void prim_free(conv_prim *c)
         if (c->src1[i])
             dnnl_memory_destroy(c->src1[i]);
     free(c->consts);
+    dw_free(c->dw);
     free(c);
 }
 
@@ -185,6 +242,7 @@ void rt_dnnl_free(struct rt_dnnl *d)
     for (int i = 0; i < d->nvalues; i++)
         prim_free(d->by_value[i]);
     free(d->by_value);
+    free(d->resident);
     free(d->work);
     if (d->attr)
         dnnl_primitive_attr_destroy(d->attr);
@@ -288,6 +346,37 @@ const char *rt_dnnl_version(void)
     return v;
 }
 
+/* Whether n is a member of a fused group that a convolution leads. */
+static int in_conv_group(const ir_node *n)
+{
+    const ir_node *lead = n;
+    while (lead->group && lead->prev && lead->prev->group == lead->group)
+        lead = lead->prev;
+    return n->group && lead != n && lead->op == IR_OP_CONV2D;
+}
+
+/* By value id: 1 where every reader of the value is a convolution taking it
+ * as its input or an add fused after a convolution (a residual), and it is no
+ * output of the program (g's nodes on every device, to be safe). */
+static unsigned char *resident_values(const ir_graph *g, int nvalues)
+{
+    unsigned char *ok = malloc((size_t)nvalues);
+    if (!ok)
+        return NULL;
+    memset(ok, 1, (size_t)nvalues);
+    for (const ir_node *n = g->head; n; n = n->next)
+        for (int k = 0; k < n->nin; k++)
+            if (!(n->op == IR_OP_CONV2D && k == 0) && !(n->op == IR_OP_ADD && in_conv_group(n)))
+                ok[n->in[k]->id] = 0;
+    for (int i = 0; i < g->noutputs; i++)
+        ok[g->outputs[i].value->id] = 0;
+    for (int i = 0; i < g->ninputs; i++)
+        ok[g->inputs[i]->id] = 0;
+    for (int i = 0; i < g->nparams; i++)
+        ok[g->params[i]->id] = 0;
+    return ok;
+}
+
 static struct rt_dnnl *state(rt_exec *x)
 {
     if (x->dnnl)
@@ -297,7 +386,7 @@ static struct rt_dnnl *state(rt_exec *x)
         return NULL;
     d->off = !rt_dnnl_enabled();
     const char *env = getenv("GNC_DNNL");
-    d->train_all = env && strcmp(env, "all") == 0;
+    d->infer_only = env && strcmp(env, "infer") == 0;
     const char *post_env = getenv("GNC_DNNL_POSTOPS");
     d->no_post = post_env && strcmp(post_env, "0") == 0;
     d->sum_only = post_env && strcmp(post_env, "sum") == 0;
@@ -306,6 +395,13 @@ static struct rt_dnnl *state(rt_exec *x)
         d->trains |= n->op == IR_OP_CONV2D_GRAD_WEIGHT;
     d->nvalues = x->nvalues;
     d->by_value = calloc((size_t)x->nvalues, sizeof *d->by_value);
+    const char *nhwc_env = getenv("GNC_DNNL_NHWC");
+    if (d->by_value && !d->off && !d->trains && !(nhwc_env && strcmp(nhwc_env, "0") == 0) &&
+        (!(d->resident = resident_values(x->g, x->nvalues)) ||
+         !(x->nhwc = calloc((size_t)x->nvalues, 1)))) {
+        rt_dnnl_free(d);
+        return NULL;
+    }
     if (!d->by_value || !OK(dnnl_engine_create(&d->eng, dnnl_cpu, 0)) ||
         !OK(dnnl_primitive_attr_create(&d->attr)) ||
         !OK(dnnl_primitive_attr_set_scratchpad_mode(d->attr, dnnl_scratchpad_mode_user)) ||
@@ -351,6 +447,9 @@ static int conv_desc(const conv_geom *g, dnnl_convolution_desc_t *cd, dnnl_prop_
     if (prop == dnnl_backward_data)
         return OK(dnnl_dilated_convolution_backward_data_desc_init(
                    cd, dnnl_convolution_direct, &src, &wei, &dst, st, dil, pl, pr)) ? 0 : -1;
+    if (prop == dnnl_backward_weights)
+        return OK(dnnl_dilated_convolution_backward_weights_desc_init(
+                   cd, dnnl_convolution_direct, &src, &wei, NULL, &dst, st, dil, pl, pr)) ? 0 : -1;
     return OK(dnnl_dilated_convolution_forward_desc_init(cd, prop, dnnl_convolution_direct, &src,
                                                          &wei, with_bias ? &bias : NULL, &dst,
                                                          st, dil, pl, pr)) ? 0 : -1;
@@ -756,6 +855,16 @@ static int post_operands(struct rt_dnnl *d, conv_prim *c, int64_t channels)
     return 0;
 }
 
+/* Whether memory m (NULL: none) is laid out plain channels-last over dims. */
+static int plain_nhwc(const_dnnl_memory_t m, const dnnl_dims_t dims)
+{
+    const dnnl_memory_desc_t *md = NULL;
+    dnnl_memory_desc_t want;
+    return m && OK(dnnl_memory_get_memory_desc(m, &md)) &&
+           OK(dnnl_memory_desc_init_by_tag(&want, 4, dims, dnnl_f32, dnnl_nhwc)) &&
+           dnnl_memory_desc_equal(md, &want);
+}
+
 /* Makes node n's primitive (forward, or the input's gradient): NULL prim
  * where oneDNN declines the shape.  A forward one takes as many of members
  * (the rest of its fused group) as post-ops as it can (c->npost). */
@@ -808,6 +917,10 @@ static conv_prim *conv_make(struct rt_dnnl *d, const ir_node *n, const conv_geom
             if (c->post[i].kind == PO_RES) /* the residual, in the result's layout */
                 ok = !res_port_init(d, &c->p[P_RES], pd, c->post[i].at, c->res_sum, &dst, 0);
         ok = ok && !post_operands(d, c, g->o);
+        dnnl_dims_t xs = {g->n, g->c, g->h, g->w}, ys = {g->n, g->o, g->oh, g->ow};
+        c->nhwc[P_SRC] = ok && plain_nhwc(c->p[P_SRC].mem, xs);
+        c->nhwc[P_DST] = ok && plain_nhwc(c->p[P_DST].mem, ys);
+        c->nhwc[P_RES] = ok && plain_nhwc(c->p[P_RES].mem, ys);
     }
     if (ok)
         ok = OK(dnnl_primitive_create(&c->prim, pd)) &&
@@ -839,6 +952,252 @@ static void bn_consts(rt_exec *x, const post *p, int64_t c, float *s)
     }
 }
 
+/* Whether a training program's convolution of geometry g (a weight gradient
+ * where dweight) runs on oneDNN: where its groups have TRAIN_MIN_CHANNELS in
+ * and out channels or more, and for a weight gradient an output plane of
+ * DW_MIN_PLANE positions or more.  The few-channel ones (LeNet's, the stem's
+ * single input channel) stay on direct.c's loops and OpenBLAS, faster there
+ * and with the bits that tests/train/lenet_accuracy.sh's seed was pinned
+ * with.  oneDNN's weight gradient (jit:avx512_core in oneDNN 2.6) runs at
+ * about half its speed on small planes, a chunk of images at a time:
+ * resnet18's at 4x4 took 1.2-1.4x OpenBLAS's time, at 7x7 the same, at 14x14
+ * and 28x28 0.45-0.67x (docs/perf.md, 2026-12-03, tenth session). */
+#define TRAIN_MIN_CHANNELS 16
+#define DW_MIN_PLANE 100
+static int train_fits(const conv_geom *g, int dweight)
+{
+    return g->c / g->groups >= TRAIN_MIN_CHANNELS && g->o / g->groups >= TRAIN_MIN_CHANNELS &&
+           (!dweight || g->oh * g->ow >= DW_MIN_PLANE);
+}
+
+int rt_dnnl_beats_wino(rt_exec *x, const conv_geom *g)
+{
+    struct rt_dnnl *d = state(x);
+    if (!d || d->off || (d->trains && d->infer_only) || strncmp(rt_dnnl_isa(), "avx512", 6) != 0)
+        return 0;
+    return d->trains || g->oh * g->ow > WINO_MAX_PLANE_AVX512;
+}
+
+/* The weight gradient's primitive of geometry g over chunks of s->nb images,
+ * made for one thread (see conv_dw), into s: 0, or -1 where oneDNN declines
+ * it or offers only its reference kernels. */
+static int dw_make(struct rt_dnnl *d, const conv_geom *g0, dw_size *s)
+{
+    conv_geom g = *g0;
+    g.n = s->nb;
+    dnnl_convolution_desc_t fd, bd;
+    dnnl_memory_desc_t src, wei, dst;
+    conv_mds(&g, &src, &wei, NULL, &dst, 0);
+    s->user[DW_SRC] = src, s->user[DW_DY] = dst, s->user[DW_DW] = wei;
+    dnnl_primitive_desc_t hint = NULL, pd = NULL;
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    int ok = !conv_desc(&g, &fd, dnnl_forward_training, 0) &&
+             !conv_desc(&g, &bd, dnnl_backward_weights, 0) &&
+             OK(dnnl_primitive_desc_create(&hint, &fd, NULL, d->eng, NULL)) &&
+             OK(dnnl_primitive_desc_create(&pd, &bd, d->attr, d->eng, hint)) &&
+             strncmp(impl_of(pd), "ref", 3) != 0;
+    const dnnl_query_t q[DW_NARGS] = {dnnl_query_src_md, dnnl_query_diff_dst_md,
+                                      dnnl_query_diff_weights_md};
+    for (int a = 0; a < DW_NARGS && ok; a++) {
+        const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, q[a], 0);
+        ok = md != NULL;
+        if (!ok || dnnl_memory_desc_equal(md, &s->user[a]))
+            continue;
+        s->md[a] = *md;
+        s->bytes[a] = dnnl_memory_desc_get_size(md);
+        dnnl_primitive_desc_t rpd = NULL;
+        int out = a == DW_DW; /* the gradient comes out of the primitive's layout */
+        ok = OK(dnnl_reorder_primitive_desc_create(&rpd, out ? md : &s->user[a], d->eng,
+                                                   out ? &s->user[a] : md, d->eng, d->attr)) &&
+             OK(dnnl_primitive_create(&s->reorder[a], rpd));
+        const dnnl_memory_desc_t *pad =
+            ok ? dnnl_primitive_desc_query_md(rpd, dnnl_query_scratchpad_md, 0) : NULL;
+        if (pad)
+            s->pad_md[a + 1] = *pad;
+        if (rpd)
+            dnnl_primitive_desc_destroy(rpd);
+    }
+    const dnnl_memory_desc_t *pad = ok ? dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0)
+                                       : NULL;
+    if (pad)
+        s->pad_md[0] = *pad;
+    ok = ok && OK(dnnl_primitive_create(&s->prim, pd));
+    omp_set_num_threads(saved);
+    for (int k = 0; k <= DW_NARGS; k++) {
+        size_t b = dnnl_memory_desc_get_size(&s->pad_md[k]);
+        s->pad = b > s->pad ? b : s->pad;
+    }
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (hint)
+        dnnl_primitive_desc_destroy(hint);
+    return ok ? 0 : -1;
+}
+
+/* The primitives of a weight gradient of geometry g over its chunks
+ * (rt_conv_dw_chunks for wsize floats of weights): NULL where oneDNN declines. */
+static struct dw_prim *dw_prims(struct rt_dnnl *d, const conv_geom *g, int64_t wsize)
+{
+    int64_t chunks = rt_conv_dw_chunks(g->n, wsize), lo = g->n / chunks;
+    struct dw_prim *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->s[w->nsizes++].nb = lo;
+    if (g->n % chunks)
+        w->s[w->nsizes++].nb = lo + 1;
+    int ok = 1;
+    for (int i = 0; i < w->nsizes && ok; i++)
+        ok = !dw_make(d, g, &w->s[i]);
+    /* the chunks' gradients are summed in the primitives' layout: one for all */
+    if (!ok || (w->nsizes == 2 && !dnnl_memory_desc_equal(&w->s[0].md[DW_DW],
+                                                          &w->s[1].md[DW_DW]))) {
+        dw_free(w);
+        return NULL;
+    }
+    return w;
+}
+
+static size_t align64(size_t b) { return (b + 63) / 64 * 64; }
+
+/* A thread's workspace for size s: the inputs' copies, then one scratchpad. */
+static size_t dw_bytes(const dw_size *s)
+{
+    return align64(s->bytes[DW_SRC]) + align64(s->bytes[DW_DY]) + align64(s->pad);
+}
+
+/* One chunk on this thread: x's and dy's images into s's layouts in work,
+ * the primitive, its gradient into dw in the primitive's layout. */
+static int dw_run(struct rt_dnnl *d, dnnl_stream_t st, const dw_size *s, const float *x,
+                  const float *dy, float *dw, char *work)
+{
+    void *user[DW_NARGS] = {(void *)x, (void *)dy, dw};
+    dnnl_memory_t um[DW_NARGS] = {0}, cm[DW_NARGS] = {0}, pads[DW_NARGS + 1] = {0};
+    int ok = 1;
+    size_t at = 0;
+    for (int a = 0; a < DW_NARGS && ok; a++) {
+        if (a == DW_DW && s->reorder[a]) {
+            ok = OK(dnnl_memory_create(&cm[a], &s->md[a], d->eng, dw));
+            continue;
+        }
+        ok = OK(dnnl_memory_create(&um[a], &s->user[a], d->eng, user[a]));
+        if (ok && s->reorder[a]) {
+            ok = OK(dnnl_memory_create(&cm[a], &s->md[a], d->eng, work + at));
+            at += align64(s->bytes[a]);
+        }
+    }
+    for (int k = 0; k <= DW_NARGS && ok; k++)
+        if (dnnl_memory_desc_get_size(&s->pad_md[k]))
+            ok = OK(dnnl_memory_create(&pads[k], &s->pad_md[k], d->eng, work + at));
+    for (int a = 0; a < DW_NARGS && ok; a++) {
+        if (!s->reorder[a] || a == DW_DW)
+            continue;
+        dnnl_exec_arg_t r[3] = {{DNNL_ARG_FROM, um[a]}, {DNNL_ARG_TO, cm[a]},
+                                {DNNL_ARG_SCRATCHPAD, pads[a + 1]}};
+        ok = OK(dnnl_primitive_execute(s->reorder[a], st, pads[a + 1] ? 3 : 2, r));
+    }
+    dnnl_memory_t m[DW_NARGS];
+    for (int a = 0; a < DW_NARGS; a++)
+        m[a] = cm[a] ? cm[a] : um[a];
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, m[DW_SRC]}, {DNNL_ARG_DIFF_DST, m[DW_DY]},
+                               {DNNL_ARG_DIFF_WEIGHTS, m[DW_DW]}, {DNNL_ARG_SCRATCHPAD, pads[0]}};
+    ok = ok && OK(dnnl_primitive_execute(s->prim, st, pads[0] ? 4 : 3, args)) &&
+         OK(dnnl_stream_wait(st));
+    for (int a = 0; a < DW_NARGS; a++) {
+        if (um[a])
+            dnnl_memory_destroy(um[a]);
+        if (cm[a])
+            dnnl_memory_destroy(cm[a]);
+    }
+    for (int k = 0; k <= DW_NARGS; k++)
+        if (pads[k])
+            dnnl_memory_destroy(pads[k]);
+    return ok ? 0 : -1;
+}
+
+/* Weight gradient n of geometry g with w's primitives, as grad.c's
+ * conv2d_grad_per_image sums it: the images in rt_conv_dw_chunks chunks, a
+ * number fixed by the shapes, each chunk's gradient by a primitive made for
+ * one thread (oneDNN's own threads would split the images by their number),
+ * the chunks across the threads, then added in their order, element by
+ * element, in the primitives' layout (where it is not the plain one, one
+ * reorder out of it after the sum, not one per chunk).  The same bits on any
+ * number of threads. */
+static int conv_dw(rt_exec *x, struct rt_dnnl *d, const struct dw_prim *w, const ir_node *n,
+                   const conv_geom *g, char *err, size_t errlen)
+{
+    const float *dy = IN(0), *in = IN(1);
+    float *out = OUT;
+    const dw_size *s0 = &w->s[0];
+    int blocked = s0->reorder[DW_DW] != NULL;
+    int64_t wsize = NUMEL(n->out[0]), chunks = rt_conv_dw_chunks(g->n, wsize);
+    int64_t psize = blocked ? (int64_t)(s0->bytes[DW_DW] / sizeof(float)) : wsize;
+    int64_t img = g->c * g->h * g->w, dimg = g->o * g->oh * g->ow;
+    size_t per = 0;
+    for (int i = 0; i < w->nsizes; i++)
+        per = dw_bytes(&w->s[i]) > per ? dw_bytes(&w->s[i]) : per;
+    int nt = omp_get_max_threads();
+    if ((size_t)nt * per > d->work_bytes) {
+        free(d->work);
+        d->work = aligned_alloc(64, (size_t)nt * per);
+        d->work_bytes = d->work ? (size_t)nt * per : 0;
+        if (!d->work)
+            return fail(err, errlen, "%s: out of memory for %zu bytes of oneDNN's copies",
+                        ir_ops[n->op].name, (size_t)nt * per);
+    }
+    /* the chunks' gradients: in plain layout the first into out, the others
+       into part; in the primitives' layout all into part */
+    int64_t nparts = blocked ? chunks : chunks - 1;
+    float *part = nparts ? rt_scratch(x, (size_t)(nparts * psize)) : NULL;
+    if (nparts && !part)
+        return fail(err, errlen, "%s: out of memory", ir_ops[n->op].name);
+    int failed = 0;
+#pragma omp parallel
+    {
+        char *work = d->work + (size_t)omp_get_thread_num() * per;
+        dnnl_stream_t st = NULL;
+        int ok = OK(dnnl_stream_create(&st, d->eng, dnnl_stream_default_flags));
+#pragma omp for schedule(static)
+        for (int64_t ch = 0; ch < chunks; ch++) {
+            int64_t b0 = ch * g->n / chunks, b1 = (ch + 1) * g->n / chunks;
+            const dw_size *s = &w->s[b1 - b0 == s0->nb ? 0 : 1];
+            float *dw = blocked ? part + ch * psize : ch ? part + (ch - 1) * psize : out;
+            ok = ok && !dw_run(d, st, s, in + b0 * img, dy + b0 * dimg, dw, work);
+        }
+        if (st)
+            dnnl_stream_destroy(st);
+        if (!ok) {
+#pragma omp atomic write
+            failed = 1;
+        }
+    }
+    if (failed)
+        return fail(err, errlen, "%s: oneDNN's convolution failed", ir_ops[n->op].name);
+    if (blocked)
+        rt_conv_dw_add_chunks(part, part + psize, chunks, psize);
+    else
+        rt_conv_dw_add_chunks(out, part, chunks, wsize);
+    if (blocked) { /* the sum out of the primitives' layout, its scratchpad in work */
+        dnnl_memory_t from = NULL, to = NULL, pad = NULL;
+        const dnnl_memory_desc_t *pmd = &s0->pad_md[DW_NARGS];
+        int ok = OK(dnnl_memory_create(&from, &s0->md[DW_DW], d->eng, part)) &&
+                 OK(dnnl_memory_create(&to, &s0->user[DW_DW], d->eng, out)) &&
+                 (!dnnl_memory_desc_get_size(pmd) ||
+                  OK(dnnl_memory_create(&pad, pmd, d->eng, d->work)));
+        dnnl_exec_arg_t r[3] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to},
+                                {DNNL_ARG_SCRATCHPAD, pad}};
+        ok = ok && OK(dnnl_primitive_execute(s0->reorder[DW_DW], d->stream, pad ? 3 : 2, r)) &&
+             OK(dnnl_stream_wait(d->stream));
+        for (int k = 0; k < 3; k++)
+            if (r[k].memory)
+                dnnl_memory_destroy(r[k].memory);
+        if (!ok)
+            return fail(err, errlen, "%s: oneDNN's reorder failed", ir_ops[n->op].name);
+    }
+    x->dnnl_convs++;
+    return 1;
+}
+
 int rt_dnnl_conv(rt_exec *x, const ir_node *n, const ir_node *const *members, int nmembers,
                  int *absorbed, char *err, size_t errlen)
 {
@@ -846,17 +1205,12 @@ int rt_dnnl_conv(rt_exec *x, const ir_node *n, const ir_node *const *members, in
     struct rt_dnnl *d = state(x);
     if (!d)
         return fail(err, errlen, "%s: out of memory", ir_ops[n->op].name);
-    int bwd = n->op == IR_OP_CONV2D_GRAD_INPUT;
-    /* A training program's convolutions stay on OpenBLAS unless asked for
-       (GNC_DNNL=all), for two tests that pin OpenBLAS's rounding:
-       tests/grad/test_grad.c holds resnet18's gradients to 1e-4 of PyTorch's
-       in float64, and a ReLU whose input is within rounding of 0 flips with
-       the convolution's last bits, moving a batchnorm's weight gradient by
-       0.2-0.6% (oneDNN's forward fails it; so do 4 of 8 random perturbations
-       of OpenBLAS's result by 3 ulp); tests/train/lenet_accuracy.sh pins a
-       seed that reaches 0.8557 against a bar of 0.85, and oneDNN's input
-       gradients alone make it 0.8476. */
-    if (d->off || (d->trains && !d->train_all))
+    int bwd = n->op == IR_OP_CONV2D_GRAD_INPUT, dweight = n->op == IR_OP_CONV2D_GRAD_WEIGHT;
+    conv_geom g = bwd ? rt_conv_geometry(n, &n->out[0]->type, &n->in[1]->type, &n->in[0]->type)
+                  : dweight
+                      ? rt_conv_geometry(n, &n->in[1]->type, &n->out[0]->type, &n->in[0]->type)
+                      : rt_conv_geometry(n, &n->in[0]->type, &n->in[1]->type, &n->out[0]->type);
+    if (d->off || (d->trains && (d->infer_only || !train_fits(&g, dweight))))
         return 0;
     int id = n->out[0]->id;
     conv_prim *c = d->by_value[id];
@@ -866,14 +1220,17 @@ int rt_dnnl_conv(rt_exec *x, const ir_node *n, const ir_node *const *members, in
         c = d->by_value[id] = NULL;
     }
     if (!c) {
-        conv_geom g = bwd ? rt_conv_geometry(n, &n->out[0]->type, &n->in[1]->type,
-                                             &n->in[0]->type)
-                          : rt_conv_geometry(n, &n->in[0]->type, &n->in[1]->type,
-                                             &n->out[0]->type);
-        c = d->by_value[id] = conv_make(d, n, &g, members, nmembers);
-        if (!c)
+        if (dweight && (c = calloc(1, sizeof *c))) {
+            c->nthr = omp_get_max_threads(), c->nested = omp_in_parallel();
+            c->dw = dw_prims(d, &g, NUMEL(n->out[0]));
+        } else if (!dweight) {
+            c = conv_make(d, n, &g, members, nmembers);
+        }
+        if (!(d->by_value[id] = c))
             return fail(err, errlen, "%s: out of memory", ir_ops[n->op].name);
     }
+    if (dweight)
+        return c->dw ? conv_dw(x, d, c->dw, n, &g, err, errlen) : 0;
     if (!c->prim)
         return 0;
     /* the result: the last post-op member's, where the primitive runs some */
@@ -886,10 +1243,31 @@ int rt_dnnl_conv(rt_exec *x, const ir_node *n, const ir_node *const *members, in
     void *ptr[NPORTS] = {x->buf[n->in[0]->id], x->buf[n->in[1]->id],
                          !bwd && n->nin == 3 ? x->buf[n->in[2]->id] : NULL,
                          x->buf[result->id], (void *)residual};
+    int res_sum = c->res_sum && c->p[P_RES].mem; /* its copy is P_DST's */
+    /* Channels-last values (inference programs: x->nhwc).  An input that a
+       convolution before wrote channels-last is passed as it is where this
+       primitive computes in plain NHWC (its input, or a residual), else turned
+       back to NCHW first.  The result is written so, straight into its buffer,
+       where only convolutions read it (d->resident), oneDNN runs the whole
+       group, and the buffer is not an operand that the primitive reads as it
+       is (its input, a binary residual) or a plain residual that would have
+       to turn in place. */
+    const ir_value *res_v = res ? res->m->in[res->other] : NULL;
+    int src_in = 0, res_in = 0, dst_in = 0;
+    if (x->nhwc && !bwd) {
+        src_in = x->nhwc[n->in[0]->id] && c->nhwc[P_SRC];
+        res_in = res_v && x->nhwc[res_v->id] && c->nhwc[res_sum ? P_DST : P_RES];
+        if ((!src_in && rt_exec_nchw(x, n->in[0])) ||
+            (res_v && !res_in && rt_exec_nchw(x, res_v)))
+            return fail(err, errlen, "%s: out of memory", ir_ops[n->op].name);
+        dst_in = d->resident && d->resident[result->id] && !x->weight[result->id] &&
+                 c->nhwc[P_DST] && c->npost == nmembers &&
+                 !(src_in && ptr[P_DST] == ptr[P_SRC]) &&
+                 !(res_v && (res_sum ? !res_in : res_in) && ptr[P_DST] == ptr[P_RES]);
+    }
     /* the workspace: the activations' copies, then one scratchpad for the
        primitive and its reorders, which run one after another */
     size_t need = 0, pad = c->pad_bytes;
-    int res_sum = c->res_sum && c->p[P_RES].mem; /* its copy is P_DST's */
     for (int i = 0; i < NPORTS; i++) {
         need += i != P_WEI && !(i == P_RES && res_sum) && c->p[i].mem
                     ? (c->p[i].bytes + 63) / 64 * 64
@@ -922,7 +1300,9 @@ int rt_dnnl_conv(rt_exec *x, const ir_node *n, const ir_node *const *members, in
         if (i == P_RES && res_sum) {
             ok &= !res_bind(p, &c->p[P_DST]);
         } else if (p->mem && i != P_WEI) {
-            ok &= OK(dnnl_memory_set_data_handle(p->mem, d->work + at));
+            int as_is = (i == P_SRC && src_in) || (i == P_DST && dst_in) ||
+                        (i == P_RES && res_in);
+            ok &= OK(dnnl_memory_set_data_handle(p->mem, as_is ? ptr[i] : d->work + at));
             at += (p->bytes + 63) / 64 * 64;
         }
         if (p->pad)
@@ -962,14 +1342,27 @@ int rt_dnnl_conv(rt_exec *x, const ir_node *n, const ir_node *const *members, in
             continue;
         if (i == P_WEI && keep && x->weights_ready && c->weights_kept)
             continue;
+        if ((i == P_SRC && src_in) || (i == P_RES && !res_sum && res_in))
+            continue;
+        if (i == P_RES && res_in) { /* a sum's residual, channels-last: copied as it is */
+            void *h = NULL;
+            if (!OK(dnnl_memory_get_data_handle(c->p[P_DST].mem, &h)))
+                return fail(err, errlen, "%s: oneDNN refused a buffer", ir_ops[n->op].name);
+            if (h != ptr[P_RES])
+                memcpy(h, ptr[P_RES], c->p[P_DST].bytes);
+            continue;
+        }
         if (reorder(d, p, 0))
             return fail(err, errlen, "%s: oneDNN's reorder failed", ir_ops[n->op].name);
     }
     c->weights_kept = keep;
     if (!OK(dnnl_primitive_execute(c->prim, d->stream, na, args)) ||
-        (c->p[P_DST].reorder && reorder(d, &c->p[P_DST], 1)) ||
+        (c->p[P_DST].reorder && !dst_in && reorder(d, &c->p[P_DST], 1)) ||
         !OK(dnnl_stream_wait(d->stream)))
         return fail(err, errlen, "%s: oneDNN's convolution failed", ir_ops[n->op].name);
+    if (x->nhwc && !bwd)
+        x->nhwc[result->id] = (unsigned char)dst_in;
+    x->dnnl_nhwc += dst_in;
     x->dnnl_convs++;
     x->dnnl_posts += c->npost;
     x->dnnl_refused = d->refused;

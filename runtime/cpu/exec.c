@@ -455,6 +455,36 @@ static void epilogue_images(rt_exec *x, const epilogue *e, int64_t n, int64_t si
         run_epilogue(x, e, b * size, (b + 1) * size);
 }
 
+int rt_exec_nchw(rt_exec *x, const ir_value *v)
+{
+    if (!x->nhwc || !x->nhwc[v->id])
+        return 0;
+    const int64_t *d = v->type.dims;
+    int64_t n = d[0], c = d[1], hw = d[2] * d[3], total = NUMEL(v);
+    float *tmp = rt_scratch(x, (size_t)total), *buf = x->buf[v->id];
+    if (!tmp)
+        return -1;
+    memcpy(tmp, buf, (size_t)total * sizeof *buf);
+#pragma omp parallel for collapse(2) if (total > PAR_MIN)
+    for (int64_t b = 0; b < n; b++)
+        for (int64_t ch = 0; ch < c; ch++)
+            for (int64_t i = 0; i < hw; i++)
+                buf[(b * c + ch) * hw + i] = tmp[(b * hw + i) * c + ch];
+    x->nhwc[v->id] = 0;
+    return 0;
+}
+
+/* The operands of e's members back in NCHW, where the epilogue runs them
+ * after the convolution (a residual left channels-last). */
+static int epilogue_nchw(rt_exec *x, const epilogue *e)
+{
+    for (int i = 0; e && i < e->n; i++)
+        for (int k = 0; k < e->m[i]->nin; k++)
+            if (rt_exec_nchw(x, e->m[i]->in[k]))
+                return -1;
+    return 0;
+}
+
 /* Convolution as GEMM: per group, weights [og, cg*kh*kw] times the columns of a
  * chunk of images [cg*kh*kw, chunk*oh*ow].  Chunks bound the column buffer; a
  * chunk of several images makes one large GEMM out of the deep layers' small
@@ -473,6 +503,8 @@ static int k_conv2d(rt_exec *x, const ir_node *n, const epilogue *epi, char *err
     if (!on_own)
         on_own = rt_direct_conv(x, n, err, errlen);
     if (on_own) {
+        if (on_own > 0 && epilogue_nchw(x, epi))
+            return fail(err, errlen, "conv2d: out of memory");
         if (on_own > 0)
             epilogue_images(x, epi, g.n, g.o * plane);
         return on_own < 0 ? -1 : 0;
@@ -489,10 +521,14 @@ static int k_conv2d(rt_exec *x, const ir_node *n, const epilogue *epi, char *err
             epilogue rest = {.n = epi->n - absorbed};
             for (int j = 0; j < rest.n; j++)
                 rest.m[j] = epi->m[absorbed + j], rest.k[j] = epi->k[absorbed + j];
+            if (epilogue_nchw(x, &rest))
+                return fail(err, errlen, "conv2d: out of memory");
             epilogue_images(x, &rest, g.n, g.o * plane);
         }
         return 0;
     }
+    if (rt_exec_nchw(x, n->in[0]) || epilogue_nchw(x, epi))
+        return fail(err, errlen, "conv2d: out of memory");
     x->blas_convs++;
     if (rt_conv_per_image(&g) && !direct) {
         /* each thread takes whole images: its own columns, one GEMM per group
@@ -1357,6 +1393,7 @@ void rt_exec_free(rt_exec *x)
     base_free(x->nodes);
     base_free(x->borrowed);
     base_free(x->weight);
+    free(x->nhwc);
     base_free(x->arena);
     base_free(x->scratch);
     base_free(x->events);
@@ -1521,6 +1558,8 @@ const rt_event *rt_exec_events(rt_exec *x, int *n)
 /* Runs x's nodes (all of them, or its device's), then its updates. */
 static int run_nodes(rt_exec *x, char *err, size_t errlen)
 {
+    if (x->nhwc)
+        memset(x->nhwc, 0, (size_t)x->nvalues);
     for (int k = 0; k < x->nnodes; k++) {
         const ir_node *n = x->nodes[k];
         if (x->weights_ready && x->weight[n->out[0]->id])
@@ -1528,6 +1567,11 @@ static int run_nodes(rt_exec *x, char *err, size_t errlen)
         double t0 = x->profile ? base_now_ms() : 0;
         epilogue e;
         int nm = fused_conv(n, &e);
+        /* a convolution reads a channels-last input where oneDNN runs it
+           (k_conv2d turns it back otherwise); every other kernel, NCHW */
+        for (int i = 0; x->nhwc && n->op != IR_OP_CONV2D && i < n->nin; i++)
+            if (rt_exec_nchw(x, n->in[i]))
+                return fail(err, errlen, "%s: out of memory", ir_ops[n->op].name);
         if (nm ? k_conv2d(x, n, &e, err, errlen) : run_node(x, n, err, errlen))
             return -1;
         if (x->profile) {
@@ -1639,10 +1683,12 @@ void rt_exec_print_profile(const rt_exec *x, FILE *f)
        conv2d_grad_input and conv2d_grad_weight) */
     long wino = x->wino_convs, direct = x->direct_convs, dnnl = x->dnnl_convs;
     long blas = x->blas_convs, posts = x->dnnl_posts, refused = x->dnnl_refused;
+    long nhwc = x->dnnl_nhwc;
     for (int d = 0; d < x->ndev; d++) {
         wino += x->devs[d]->wino_convs, direct += x->devs[d]->direct_convs;
         dnnl += x->devs[d]->dnnl_convs, blas += x->devs[d]->blas_convs;
         posts += x->devs[d]->dnnl_posts, refused += x->devs[d]->dnnl_refused;
+        nhwc += x->devs[d]->dnnl_nhwc;
     }
     if (!wino && !direct && !dnnl && !blas)
         return;
@@ -1657,6 +1703,8 @@ void rt_exec_print_profile(const rt_exec *x, FILE *f)
             fprintf(f, ", %ld fused ops as post-ops", posts);
         if (refused) /* chains whose trial run's bits differed from the epilogue's */
             fprintf(f, ", %ld chains of post-ops refused", refused);
+        if (nhwc) /* results the next convolution read as they were */
+            fprintf(f, ", %ld results left channels-last", nhwc);
         fputc(')', f);
     }
     if (blas)

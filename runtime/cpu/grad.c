@@ -419,12 +419,10 @@ static int k_conv2d_grad(rt_exec *x, const ir_node *n, char *err, size_t errlen)
         on_own = rt_direct_conv(x, n, err, errlen);
     if (on_own)
         return on_own < 0 ? -1 : 0;
-    if (gi_input) { /* the weight's gradient stays off oneDNN: see dnnl.c */
-        int absorbed;
-        int on_dnnl = rt_dnnl_conv(x, n, NULL, 0, &absorbed, err, errlen);
-        if (on_dnnl)
-            return on_dnnl < 0 ? -1 : 0;
-    }
+    int absorbed;
+    int on_dnnl = rt_dnnl_conv(x, n, NULL, 0, &absorbed, err, errlen);
+    if (on_dnnl)
+        return on_dnnl < 0 ? -1 : 0;
     x->blas_convs++;
     if (rt_conv_per_image(&g))
         return conv2d_grad_per_image(x, n, &g, err, errlen);

@@ -52,6 +52,11 @@ struct rt_exec {
     long dnnl_posts;             /* fused ops that oneDNN ran as its post-ops */
     long dnnl_refused;           /* chains of post-ops whose trial run's bits were not the
                                     epilogue's (dnnl.c posts_agree), so not taken */
+    /* By value id: the buffer holds the value channels-last (NHWC), as a
+       oneDNN convolution wrote it for the next one to read as it is (dnnl.c,
+       inference programs); cleared at each run's start.  NULL: never. */
+    unsigned char *nhwc;
+    long dnnl_nhwc;              /* results oneDNN wrote channels-last so */
 
     /* 3x3 convolutions as Winograd's F(2x2, 3x3) (winograd.c): their
        transformed weights, kept; NULL until the first convolution */
@@ -70,6 +75,10 @@ struct rt_exec {
 
 /* A buffer of at least nfloats floats, reused from call to call. */
 float *rt_scratch(rt_exec *x, size_t nfloats);
+/* Value v (4-d) back in its plain NCHW order where a oneDNN convolution left
+ * it channels-last (x->nhwc), in its own buffer: what every kernel but
+ * oneDNN's convolutions reads.  -1 when out of memory for the copy. */
+int rt_exec_nchw(rt_exec *x, const ir_value *v);
 /* Whether value v stays the same from run to run until the weights change
  * (rt_exec_weights_changed): a parameter (or a value computed from parameters
  * alone) of a program that writes no parameters back.  What oneDNN's and
@@ -145,17 +154,27 @@ int rt_conv_per_image(const conv_geom *g);
 int64_t rt_conv_dw_chunks(int64_t n, int64_t wsize);
 void rt_conv_dw_add_chunks(float *dw, const float *part, int64_t chunks, int64_t wsize);
 
-/* Convolution node n (conv2d, or conv2d_grad_input) on oneDNN (dnnl.c).
- * members[0 .. nmembers): the rest of the fused group a conv2d leads (exec.c's
- * epilogue: elementwise, each on the previous one's result), none for a
- * gradient.  oneDNN runs the first *absorbed of them as its post-ops and
- * writes the last of those's result (n's own where 0); the caller runs the
- * others.  Returns 1 when it ran, 0 when oneDNN is not built in, is turned off
- * (GNC_DNNL=0 in the environment), the program trains (unless GNC_DNNL=all)
- * or oneDNN declines the shape: the caller runs it on OpenBLAS.  -1 with err
- * on a failure. */
+/* Convolution node n (conv2d, conv2d_grad_input or conv2d_grad_weight) on
+ * oneDNN (dnnl.c).  members[0 .. nmembers): the rest of the fused group a
+ * conv2d leads (exec.c's epilogue: elementwise, each on the previous one's
+ * result), none for a gradient.  oneDNN runs the first *absorbed of them as its
+ * post-ops and writes the last of those's result (n's own where 0); the caller
+ * runs the others.  Returns 1 when it ran, 0 when oneDNN is not built in, is
+ * turned off (GNC_DNNL=0 in the environment; GNC_DNNL=infer for a training
+ * program), a training program's convolution has few channels, or oneDNN
+ * declines the shape: the caller runs it on OpenBLAS.  -1 with err on a
+ * failure. */
 int rt_dnnl_conv(rt_exec *x, const ir_node *n, const ir_node *const *members, int nmembers,
                  int *absorbed, char *err, size_t errlen);
+/* Whether oneDNN runs convolution g, which Winograd could take (rt_wino_fits),
+ * faster than winograd.c does on this CPU: where oneDNN's kernels are its
+ * AVX-512 ones, a training program's convolutions and an inference program's
+ * whose output plane is larger than WINO_MAX_PLANE_AVX512 (docs/perf.md,
+ * 2026-12-03, tenth session: resnet18's 7x7 and larger planes ran 1.5x faster
+ * on oneDNN, its 4x4 ones 1.4x faster as Winograd).  0 without oneDNN, with it
+ * turned off, or on AVX2, where Winograd was measured faster. */
+#define WINO_MAX_PLANE_AVX512 16
+int rt_dnnl_beats_wino(rt_exec *x, const conv_geom *g);
 /* Whether convolutions go to oneDNN at all: built in, not turned off. */
 int rt_dnnl_enabled(void);
 /* The instruction set oneDNN's kernels use on this CPU (after any

@@ -389,13 +389,15 @@ int rt_wino_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     } else {
         g = rt_conv_geometry(n, &n->in[0]->type, &n->in[1]->type, &n->out[0]->type);
     }
-    if (!rt_wino_fits(&g))
+    if (!rt_wino_fits(&g) || rt_dnnl_beats_wino(x, &g))
         return 0;
     struct rt_wino *w = state(x);
     if (!w)
         return fail(err, errlen, "%s: out of memory", ir_ops[n->op].name);
     if (w->off)
         return 0;
+    if (rt_exec_nchw(x, n->in[0]))
+        return fail(err, errlen, "%s: out of memory", ir_ops[n->op].name);
     /* u[id]: the transformed kernels, or a weight gradient's transformed
        gradient dU */
     int id = n->out[0]->id;

@@ -20,6 +20,7 @@ Data come from the fill formula of tests/golden/gen_golden.py (Feed), by gnc ten
   optim.txt  a parameter p[3, 5] and a target t, loss mse(p, t) (models: optim.net),
       5 steps of each optimizer; p after every step.
 """
+import copy
 import os
 import sys
 
@@ -40,26 +41,42 @@ def header(f):
 
 
 def grad_case(case, model, to_gnc, batch=8):
-    """In float64, from the float32 data: the reference for gnc's float32."""
+    """In float64, from the float32 data: the reference for gnc's float32.  Then the
+    same step in float32 twice, NCHW and channels-last (the same arithmetic summed
+    in other orders): how far float32 rounding alone moves each gradient."""
     fill = gg.Feed()
     sd = model.state_dict()
     for key, t in sd.items():
         name = to_gnc(key)
         if name is not None:
             t.copy_(fill(name, list(t.shape)))
-    model = model.double()
-    model.train()
-    image = fill("image", [batch, 1, 28, 28]).double()
+    initial = copy.deepcopy(model.state_dict())
+    image = fill("image", [batch, 1, 28, 28])
     label = fill("label", [batch], integer=True)
-    loss = F.cross_entropy(model(image), label)
-    loss.backward()
-    write_grads(case, "models/%s.net" % case, "batch=%d" % batch, loss,
-                [(to_gnc(key), p.grad) for key, p in model.named_parameters()])
+
+    def step(dtype, memory_format=torch.contiguous_format):
+        model.load_state_dict(initial)
+        model.zero_grad()
+        m = model.to(dtype=dtype, memory_format=memory_format)
+        m.train()
+        loss = F.cross_entropy(m(image.to(dtype).contiguous(memory_format=memory_format)), label)
+        loss.backward()
+        return loss, [(to_gnc(key), p.grad.detach().double().clone())
+                      for key, p in m.named_parameters()]
+
+    loss, grads = step(torch.float64)
+    noise = [0.0] * len(grads)
+    for fmt in (torch.contiguous_format, torch.channels_last):
+        _, g32 = step(torch.float32, fmt)
+        for i, ((_, g), (_, h)) in enumerate(zip(grads, g32)):
+            noise[i] = max(noise[i], (h - g).pow(2).mean().sqrt().item())
+    write_grads(case, "models/%s.net" % case, "batch=%d" % batch, loss, grads, noise)
 
 
-def write_grads(case, source, define, loss, grads):
+def write_grads(case, source, define, loss, grads, noise=None):
     """CASE.txt: the loss and, for each (gnc name, gradient), its sum, sum of squares
-    and samples."""
+    and samples; where noise is given, each gradient's rms distance from float32
+    runs of the same step (see grad_case)."""
     path = os.path.join(HERE, case + ".txt")
     with open(path, "w") as f:
         header(f)
@@ -73,6 +90,8 @@ def write_grads(case, source, define, loss, grads):
             idx = [(i * 7919) % n for i in range(SAMPLES)]
             f.write("grad %s %d %.9g %.9g %s\n" % (name, n, g.sum().item(), (g * g).sum().item(),
                                                    " ".join("%.9g" % g[i].item() for i in idx)))
+        for (name, _), rms in zip(grads, noise or []):
+            f.write("noise %s %.3g\n" % (name, rms))
     print("wrote", os.path.relpath(path, ROOT))
 
 

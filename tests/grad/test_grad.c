@@ -3,9 +3,16 @@
  *   - lenet and resnet18 at batch 8, one training step: the loss and every
  *     parameter gradient (sum, norm, 8 sampled elements) against PyTorch in
  *     float64.  An element may differ by 1e-4 of (its value plus the rms of its
- *     parameter's gradient), plus 1e-4 of the rms of all the model's gradients:
- *     conv biases before a batchnorm have a true gradient of 0 and a float32 one
- *     of rounding noise.  (Measured: 6e-7 for lenet, 4e-6 for resnet18.)
+ *     parameter's gradient), plus 1e-4 of the rms of all the model's gradients
+ *     (conv biases before a batchnorm have a true gradient of 0 and a float32 one
+ *     of rounding noise), plus NOISE_K times the parameter's float32 noise: the
+ *     rms distance of PyTorch's own float32 gradients from its float64 ones, the
+ *     largest of an NCHW and a channels-last run (gen_grad.py).  resnet18 at
+ *     batch 8 is ill-conditioned: ReLU inputs within rounding of 0 flip with the
+ *     order of a convolution's sums, and PyTorch's channels-last float32 step is
+ *     0.2% of the rms away from float64 in stem and layer1, as are gnc's on
+ *     OpenBLAS's SkylakeX kernels and on oneDNN (worst element 0.6%); lenet's
+ *     noise is 1e-6 of its rms, so its bar stays 1e-4.
  *   - the models of tests/grad/ops.net, one per case: ops whose gradients the
  *     models above do not reach (pooling in ceil_mode, ...), with a parameter
  *     standing for the op's input, likewise.
@@ -105,7 +112,14 @@ typedef struct {
     char name[256];
     long long n;
     double sum, sq, s[8];
+    double noise; /* the "noise" line's rms; 0 without one */
 } golden_grad;
+
+/* How many times a parameter's float32 noise an element may be off beyond
+ * the relative bar: a flipped ReLU moves some elements by several times the
+ * rms of the noise (measured, worst sampled elements: resnet18 3.1 times on
+ * OpenBLAS's SkylakeX kernels, 2.3 on oneDNN; lenet 3.7). */
+#define NOISE_K 10
 
 static void grad_case(const char *root, const char *c, double tol)
 {
@@ -124,8 +138,16 @@ static void grad_case(const char *root, const char *c, double tol)
     int ngg = 0;
     double all_sq = 0, all_n = 0;
     while (fgets(line, sizeof line, f)) {
-        golden_grad e;
+        golden_grad e = {.noise = 0};
         int used;
+        char nname[256];
+        double nrms;
+        if (sscanf(line, "noise %255s %lf", nname, &nrms) == 2) {
+            for (int k = 0; k < ngg; k++)
+                if (strcmp(gg[k].name, nname) == 0)
+                    gg[k].noise = nrms;
+            continue;
+        }
         if (sscanf(line, "grad %255s %lld %lf %lf%n", e.name, &e.n, &e.sum, &e.sq, &used) != 4)
             continue;
         char *p = line + used;
@@ -135,7 +157,7 @@ static void grad_case(const char *root, const char *c, double tol)
         gg[ngg++] = e;
         all_sq += e.sq, all_n += (double)e.n;
     }
-    double floor_ = 1e-4 * sqrt(all_sq / all_n), worst = 0;
+    double floor_ = 1e-4 * sqrt(all_sq / all_n), worst = 0, worst_noise = 0;
     ad_optimizer opt = ad_optimizer_default(AD_SGD);
     rt_exec *x = NULL;
     ir_graph *g = load_step(root, source, *model ? model : NULL, *define ? define : NULL, &opt,
@@ -164,18 +186,21 @@ static void grad_case(const char *root, const char *c, double tol)
         char what[300];
         snprintf(what, sizeof what, "%s.grad sum", e->name);
         /* a sum of n elements each off by up to tol of the rms: tol sqrt(n) norm */
-        check(fabs(gsum - e->sum) <= (tol * norm + floor_) * sqrt((double)e->n), c, what, gsum,
+        double noise = NOISE_K * e->noise, rootn = sqrt((double)e->n);
+        check(fabs(gsum - e->sum) <= (tol * norm + floor_ + noise) * rootn, c, what, gsum,
               e->sum);
         snprintf(what, sizeof what, "%s.grad norm", e->name);
-        check(fabs(sqrt(gsq) - norm) <= tol * norm + floor_ * sqrt((double)e->n), c, what,
+        check(fabs(sqrt(gsq) - norm) <= tol * norm + (floor_ + noise) * rootn, c, what,
               sqrt(gsq), norm);
         for (int i = 0; i < 8; i++) {
             long long j = (i * 7919LL) % e->n;
             double d = fabs(gr[j] - e->s[i]), scale = fabs(e->s[i]) + rms;
             snprintf(what, sizeof what, "%s.grad[%lld]", e->name, j);
-            check(d <= tol * scale + floor_, c, what, gr[j], e->s[i]);
+            check(d <= tol * scale + floor_ + noise, c, what, gr[j], e->s[i]);
             if (rms > 10 * floor_) /* not a gradient that is 0 up to rounding */
                 worst = fmax(worst, d / scale);
+            if (e->noise > 0)
+                worst_noise = fmax(worst_noise, d / e->noise);
         }
     }
     int trainable = 0;
@@ -183,7 +208,8 @@ static void grad_case(const char *root, const char *c, double tol)
         trainable += g->params[i]->kind == IR_VALUE_PARAM;
     check(ngg == trainable, c, "parameters with a PyTorch gradient", ngg, trainable);
     printf("  %-10s loss %.7g, %d parameter gradients; worst element off by %.2g of "
-           "(|value| + rms) (tolerance %g)\n", c, loss, ngg, worst, tol);
+           "(|value| + rms) (tolerance %g), by %.2g times its float32 noise (tolerance "
+           "%d)\n", c, loss, ngg, worst, tol, worst_noise, NOISE_K);
 done:
     free(gg);
     rt_exec_free(x);
