@@ -25,8 +25,9 @@ for spec in lenet:256:100 resnet18:32:12; do
     printf '%-9s %5d %6d %12.0f %12.0f %7.2f\n' "$model" "$batch" "$steps" "$g" "$t" \
         "$(awk -v a="$g" -v b="$t" 'BEGIN { print a / b }')"
     # the kernels behind the figures: two more steps of each side, verbose
-    echo "  convolutions: gnc $(conv_kernels "$gnc" train "$root/models/$model.net" --data "$data" \
-        --batch "$batch" --steps 2; PyTorch \
-$(conv_kernels /usr/bin/python3 "$torch_fmnist" --model "$model" --data "$data" --batch "$batch" \
-        --steps 2 --epochs 1 --init default --device cpu)"
+    gk=$(conv_kernels "$gnc" train "$root/models/$model.net" --data "$data" --batch "$batch" \
+        --steps 2)
+    tk=$(conv_kernels /usr/bin/python3 "$torch_fmnist" --model "$model" --data "$data" \
+        --batch "$batch" --steps 2 --epochs 1 --init default --device cpu)
+    echo "  convolutions: gnc $gk; PyTorch $tk"
 done

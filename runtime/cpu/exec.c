@@ -1730,10 +1730,10 @@ const char *rt_cpu_kernels(char *buf, size_t len)
     int at = snprintf(buf, len, "OpenBLAS %.*s (its %s kernels%s): matrix products%s",
                       (int)strcspn(version, " "), version, core ? core : "?",
                       getenv("OPENBLAS_CORETYPE") ? ", as OPENBLAS_CORETYPE sets" : "",
-                      *isa ? ", training's convolutions" : ", convolutions");
+                      *isa ? ", few channels' convolutions in training" : ", convolutions");
     if (*isa && at >= 0 && (size_t)at < len)
-        snprintf(buf + at, len - (size_t)at, "; oneDNN %s (its %s kernels): inference's "
-                 "convolutions%s", rt_dnnl_version(), isa,
+        snprintf(buf + at, len - (size_t)at, "; oneDNN %s (its %s kernels): convolutions%s",
+                 rt_dnnl_version(), isa,
                  rt_dnnl_enabled() ? "" : ", turned off by GNC_DNNL=0");
     return buf;
 }

@@ -179,8 +179,8 @@ void rt_exec_memory(const rt_exec *x, rt_memory *m);
 void rt_set_threads(int n);
 /* The CPU kernels' libraries, what each computes and the kernels each picked
  * for this CPU, into buf: "OpenBLAS 0.3.21 (its Cooperlake kernels): matrix
- * products, training's convolutions; oneDNN 2.6.3 (its avx512_core_bf16
- * kernels): inference's convolutions". */
+ * products, few channels' convolutions in training; oneDNN 2.6.3 (its
+ * avx512_core_bf16 kernels): convolutions". */
 const char *rt_cpu_kernels(char *buf, size_t len);
 
 #endif
