@@ -370,10 +370,6 @@ static unsigned char *resident_values(const ir_graph *g, int nvalues)
                 ok[n->in[k]->id] = 0;
     for (int i = 0; i < g->noutputs; i++)
         ok[g->outputs[i].value->id] = 0;
-    for (int i = 0; i < g->ninputs; i++)
-        ok[g->inputs[i]->id] = 0;
-    for (int i = 0; i < g->nparams; i++)
-        ok[g->params[i]->id] = 0;
     return ok;
 }
 
@@ -410,6 +406,22 @@ static struct rt_dnnl *state(rt_exec *x)
         return NULL;
     }
     return x->dnnl = d;
+}
+
+static size_t align64(size_t b) { return (b + 63) / 64 * 64; }
+
+/* The shared workspace (d->work) at least need bytes long; -1 with err. */
+static int work_reserve(struct rt_dnnl *d, const ir_node *n, size_t need, char *err,
+                        size_t errlen)
+{
+    if (need <= d->work_bytes)
+        return 0;
+    free(d->work);
+    d->work = aligned_alloc(64, need);
+    d->work_bytes = d->work ? need : 0;
+    return d->work ? 0
+                   : fail(err, errlen, "%s: out of memory for %zu bytes of oneDNN's copies",
+                          ir_ops[n->op].name, need);
 }
 
 /* The plain descriptors of a convolution of geometry g: x (or dx) NCHW, w
@@ -1058,7 +1070,6 @@ static struct dw_prim *dw_prims(struct rt_dnnl *d, const conv_geom *g, int64_t w
     return w;
 }
 
-static size_t align64(size_t b) { return (b + 63) / 64 * 64; }
 
 /* A thread's workspace for size s: the inputs' copies, then one scratchpad. */
 static size_t dw_bytes(const dw_size *s)
@@ -1072,7 +1083,7 @@ static int dw_run(struct rt_dnnl *d, dnnl_stream_t st, const dw_size *s, const f
                   const float *dy, float *dw, char *work)
 {
     void *user[DW_NARGS] = {(void *)x, (void *)dy, dw};
-    dnnl_memory_t um[DW_NARGS] = {0}, cm[DW_NARGS] = {0}, pads[DW_NARGS + 1] = {0};
+    dnnl_memory_t um[DW_NARGS] = {0}, cm[DW_NARGS] = {0}, pads[DW_NARGS] = {0};
     int ok = 1;
     size_t at = 0;
     for (int a = 0; a < DW_NARGS && ok; a++) {
@@ -1086,7 +1097,7 @@ static int dw_run(struct rt_dnnl *d, dnnl_stream_t st, const dw_size *s, const f
             at += align64(s->bytes[a]);
         }
     }
-    for (int k = 0; k <= DW_NARGS && ok; k++)
+    for (int k = 0; k < DW_NARGS && ok; k++) /* (the last, DW_DW's reorder's: conv_dw's) */
         if (dnnl_memory_desc_get_size(&s->pad_md[k]))
             ok = OK(dnnl_memory_create(&pads[k], &s->pad_md[k], d->eng, work + at));
     for (int a = 0; a < DW_NARGS && ok; a++) {
@@ -1109,7 +1120,7 @@ static int dw_run(struct rt_dnnl *d, dnnl_stream_t st, const dw_size *s, const f
         if (cm[a])
             dnnl_memory_destroy(cm[a]);
     }
-    for (int k = 0; k <= DW_NARGS; k++)
+    for (int k = 0; k < DW_NARGS; k++)
         if (pads[k])
             dnnl_memory_destroy(pads[k]);
     return ok ? 0 : -1;
@@ -1136,15 +1147,8 @@ static int conv_dw(rt_exec *x, struct rt_dnnl *d, const struct dw_prim *w, const
     size_t per = 0;
     for (int i = 0; i < w->nsizes; i++)
         per = dw_bytes(&w->s[i]) > per ? dw_bytes(&w->s[i]) : per;
-    int nt = omp_get_max_threads();
-    if ((size_t)nt * per > d->work_bytes) {
-        free(d->work);
-        d->work = aligned_alloc(64, (size_t)nt * per);
-        d->work_bytes = d->work ? (size_t)nt * per : 0;
-        if (!d->work)
-            return fail(err, errlen, "%s: out of memory for %zu bytes of oneDNN's copies",
-                        ir_ops[n->op].name, (size_t)nt * per);
-    }
+    if (work_reserve(d, n, (size_t)omp_get_max_threads() * per, err, errlen))
+        return -1;
     /* the chunks' gradients: in plain layout the first into out, the others
        into part; in the primitives' layout all into part */
     int64_t nparts = blocked ? chunks : chunks - 1;
@@ -1270,20 +1274,14 @@ int rt_dnnl_conv(rt_exec *x, const ir_node *n, const ir_node *const *members, in
     size_t need = 0, pad = c->pad_bytes;
     for (int i = 0; i < NPORTS; i++) {
         need += i != P_WEI && !(i == P_RES && res_sum) && c->p[i].mem
-                    ? (c->p[i].bytes + 63) / 64 * 64
+                    ? align64(c->p[i].bytes)
                     : 0;
         pad = c->p[i].pad_bytes > pad ? c->p[i].pad_bytes : pad;
     }
     size_t pad_at = need;
-    need += (pad + 63) / 64 * 64; /* aligned_alloc's size: a multiple of 64 */
-    if (need > d->work_bytes) {
-        free(d->work);
-        d->work = aligned_alloc(64, need);
-        d->work_bytes = d->work ? need : 0;
-        if (!d->work)
-            return fail(err, errlen, "%s: out of memory for %zu bytes of oneDNN's copies",
-                        ir_ops[n->op].name, need);
-    }
+    need += align64(pad); /* aligned_alloc's size: a multiple of 64 */
+    if (work_reserve(d, n, need, err, errlen))
+        return -1;
     dnnl_exec_arg_t args[NPORTS + 1 + 2 * MAX_POST];
     int na = 0;
     size_t at = 0;
@@ -1303,7 +1301,7 @@ int rt_dnnl_conv(rt_exec *x, const ir_node *n, const ir_node *const *members, in
             int as_is = (i == P_SRC && src_in) || (i == P_DST && dst_in) ||
                         (i == P_RES && res_in);
             ok &= OK(dnnl_memory_set_data_handle(p->mem, as_is ? ptr[i] : d->work + at));
-            at += (p->bytes + 63) / 64 * 64;
+            at += align64(p->bytes);
         }
         if (p->pad)
             ok &= OK(dnnl_memory_set_data_handle(p->pad, d->work + pad_at));
