@@ -49,6 +49,7 @@ static int nfailed;
 enum { OTHER, WINOGRAD, DIRECT };
 static const char *const path_name[] = {"neither Winograd nor direct", "Winograd", "direct"};
 static int have_direct; /* the CPU runs direct.c's kernels */
+static int have_avx512; /* ... and their AVX-512 variants (GNC_DIRECT=avx2: not) */
 
 typedef struct {
     int n, c, h, w, o, k, pad, bias;
@@ -247,6 +248,22 @@ static void check(const shape *s)
             printf("FAIL %s, %d threads: ran %s, expected %s\n", desc, t + 1, path_name[path],
                    path_name[want]), nfailed++;
     }
+    /* on AVX-512, the AVX2 kernels give the same bits (each output one sum of
+       its taps in order, fused multiply-adds from zero, either way) */
+    size_t isa_differ = 0;
+    if (want == DIRECT && have_avx512) {
+        float *y8 = malloc(ny * sizeof *y8);
+        setenv("GNC_DIRECT", "avx2", 1);
+        if (run(g, 1, x, w, s->bias ? b : NULL, NULL, y8, NULL) != DIRECT)
+            printf("FAIL %s: GNC_DIRECT=avx2 did not run the direct kernels\n", desc), nfailed++;
+        unsetenv("GNC_DIRECT");
+        isa_differ = memcmp(y[0], y8, ny * sizeof *y8) != 0;
+        free(y8);
+    }
+    if (isa_differ) {
+        printf("FAIL %s: the AVX-512 kernels' bits differ from the AVX2 kernels'\n", desc);
+        nfailed++;
+    }
     reference(s, x, w, s->bias ? b : NULL, ref, mag);
     size_t bad = 0, bad2 = 0, differ = 0;
     double err = worst(y[0], ref, mag, ny, &bad);
@@ -266,8 +283,9 @@ static void check(const shape *s)
     }
     if (nfailed == failed)
         printf("ok %s: %s, worst error %.3g (%.3g after new weights) of the terms' magnitude, "
-               "the same bits on 1-3 threads\n",
-               desc, path_name[want], err, err2);
+               "the same bits on 1-3 threads%s\n",
+               desc, path_name[want], err, err2,
+               want == DIRECT && have_avx512 ? " and in AVX2 as in AVX-512" : "");
     for (int t = 0; t < 3; t++)
         free(y[t]);
     free(x), free(w), free(w2), free(b), free(y2), free(ref), free(mag);
@@ -388,6 +406,7 @@ int main(void)
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     __builtin_cpu_init();
     have_direct = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    have_avx512 = have_direct && __builtin_cpu_supports("avx512f");
 #endif
     if (!have_direct)
         printf("this CPU has no AVX2 and FMA: the direct kernels' cases expect the other paths\n");
@@ -410,11 +429,15 @@ int main(void)
         {3, 6, 14, 14, 16, 5, 0, 1, DIRECT, 0},  /* its second: 6 + 6 + 4 channels */
         {2, 3, 7, 9, 5, 3, 1, 0, DIRECT, 0},     /* odd sizes, 5 channels */
         {2, 20, 5, 6, 7, 1, 0, 1, DIRECT, 0},    /* 1x1 */
+        {2, 3, 9, 19, 16, 5, 2, 1, DIRECT, 0},   /* AVX-512: channels in the lanes, rows
+                                                    of 14 + 5 */
+        {2, 4, 5, 5, 9, 3, 0, 0, DIRECT, 0},     /* ... 9 of 16 lanes */
         {1, 2, 4, 4, 3, 5, 4, 0, DIRECT, 0},     /* padding 4: an 8x8 result from 4x4 */
         {2, 4, 6, 6, 17, 3, 1, 1, OTHER, 0},     /* 17 channels: too many */
         {3, 16, 10, 10, 6, 5, 0, 0, DIRECT, 1},  /* LeNet's second layer's input gradient */
         {2, 5, 7, 6, 3, 5, 2, 0, DIRECT, 1},     /* padding 2 inside */
         {1, 4, 9, 9, 2, 5, 4, 0, DIRECT, 1},     /* padding 4: padding 0 inside */
+        {2, 16, 4, 4, 12, 3, 0, 0, DIRECT, 1},   /* AVX-512: channels in the lanes */
         {2, 4, 6, 6, 20, 3, 1, 0, OTHER, 1},     /* a result of 20 channels */
     };
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)

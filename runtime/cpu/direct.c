@@ -26,11 +26,21 @@
  * the same bits on any number of threads too.  Against im2col and OpenBLAS
  * the last bits differ (another order of the same sums).
  *
+ * On AVX-512 the forward pass and the input's gradient take 16 lanes: 32
+ * consecutive outputs of up to 6 channels a step, as above; or, where that
+ * wastes more of the lanes (LeNet's second layer: 16 channels, rows of 10
+ * outputs in 14 floats), the 16 lanes hold the output channels: a row's
+ * outputs, up to 14 at a time, each a register of its channels, every tap
+ * one load of its 16 weights against the broadcast input.  Each output is
+ * still one sum of its taps in order, fused multiply-adds from zero, so both
+ * give the AVX2 kernels' bits.
+ *
  * Which convolutions: stride 1, no dilation, one group, float32, padding at
  * most the kernel's size less one, and few output channels (DIRECT_MAX_OUT:
  * the rows of the GEMM it replaces; for the input's gradient, the input
  * channels; for the weight's, at most DIRECT_MAX_DW weights too).
- * GNC_DIRECT=0 in the environment turns it off. */
+ * GNC_DIRECT=0 in the environment turns it off; GNC_DIRECT=avx2 keeps the
+ * AVX2 kernels on an AVX-512 CPU. */
 #include "kernels.h"
 
 #include <omp.h>
@@ -50,6 +60,8 @@
 
 #define AVX2 __attribute__((target("avx2,fma")))
 #define INLINE_AVX2 static inline __attribute__((always_inline, target("avx2,fma")))
+#define AVX512 __attribute__((target("avx512f,avx2,fma")))
+#define INLINE_AVX512 static inline __attribute__((always_inline, target("avx512f,avx2,fma")))
 
 /* Whether a convolution of geometry g has the shape the direct kernels take */
 static int fits(const conv_geom *g)
@@ -64,7 +76,7 @@ static int fits(const conv_geom *g)
  * kernel's (see the top of the file). */
 typedef struct {
     int64_t hp, wp, plane; /* the padded image: hp rows of wp floats a channel */
-    int64_t f;             /* outputs computed a channel: oh rows of wp, rounded up to 16 */
+    int64_t f;             /* outputs computed a channel: oh rows of wp, rounded up to 32 */
     int64_t padded;        /* floats of a padded image, with what the last outputs read */
     int64_t kdim;          /* taps: c * kh * kw */
 } rows;
@@ -75,7 +87,7 @@ static rows rows_of(const conv_geom *g)
     r.hp = g->oh + g->kh - 1;
     r.wp = g->ow + g->kw - 1;
     r.plane = r.hp * r.wp;
-    r.f = (g->oh * r.wp + 15) / 16 * 16;
+    r.f = (g->oh * r.wp + 31) / 32 * 32;
     r.padded = (g->c - 1) * r.plane + (g->kh - 1) * r.wp + g->kw - 1 + r.f;
     r.kdim = g->c * g->kh * g->kw;
     return r;
@@ -136,6 +148,89 @@ AVX2 static void fwd_image(const conv_geom *g, const rows *r, const float *pad, 
         }
 }
 
+/* fwd_block in 16 lanes: 32 outputs a step */
+INLINE_AVX512 void fwd_block16(const conv_geom *g, const rows *r, const float *pad,
+                               const float *w, int64_t o0, int nb, float *out)
+{
+    const float *wo = w + o0 * r->kdim;
+    for (int64_t p = 0; p < r->f; p += 32) {
+        __m512 a[6][2];
+        for (int o = 0; o < nb; o++)
+            a[o][0] = a[o][1] = _mm512_setzero_ps();
+        int64_t t = 0;
+        for (int64_t c = 0; c < g->c; c++)
+            for (int64_t ky = 0; ky < g->kh; ky++) {
+                const float *s = pad + c * r->plane + ky * r->wp + p;
+                for (int64_t kx = 0; kx < g->kw; kx++, t++) {
+                    __m512 v0 = _mm512_loadu_ps(s + kx), v1 = _mm512_loadu_ps(s + kx + 16);
+                    for (int o = 0; o < nb; o++) {
+                        __m512 k = _mm512_set1_ps(wo[t * nb + o]);
+                        a[o][0] = _mm512_fmadd_ps(k, v0, a[o][0]);
+                        a[o][1] = _mm512_fmadd_ps(k, v1, a[o][1]);
+                    }
+                }
+            }
+        for (int o = 0; o < nb; o++) {
+            _mm512_storeu_ps(out + (o0 + o) * r->f + p, a[o][0]);
+            _mm512_storeu_ps(out + (o0 + o) * r->f + p + 16, a[o][1]);
+        }
+    }
+}
+
+AVX512 static void fwd_image16(const conv_geom *g, const rows *r, const float *pad,
+                               const float *w, float *out)
+{
+    for (int64_t o0 = 0; o0 < g->o; o0 += 6)
+        switch (g->o - o0 < 6 ? g->o - o0 : 6) {
+        case 1: fwd_block16(g, r, pad, w, o0, 1, out); break;
+        case 2: fwd_block16(g, r, pad, w, o0, 2, out); break;
+        case 3: fwd_block16(g, r, pad, w, o0, 3, out); break;
+        case 4: fwd_block16(g, r, pad, w, o0, 4, out); break;
+        case 5: fwd_block16(g, r, pad, w, o0, 5, out); break;
+        default: fwd_block16(g, r, pad, w, o0, 6, out); break;
+        }
+}
+
+/* Channels in the lanes: outputs [x0, x0 + np) of row oy, all channels, into
+ * out's rows; w packed [taps][16], zeros past the channels. */
+#define CHAN_MAX_RUN 14
+INLINE_AVX512 void chan_run(const conv_geom *g, const rows *r, const float *pad, const float *w,
+                            int64_t oy, int64_t x0, int np, float *out)
+{
+    __m512 a[CHAN_MAX_RUN];
+    for (int j = 0; j < np; j++)
+        a[j] = _mm512_setzero_ps();
+    int64_t t = 0;
+    for (int64_t c = 0; c < g->c; c++)
+        for (int64_t ky = 0; ky < g->kh; ky++) {
+            const float *s = pad + c * r->plane + (oy + ky) * r->wp + x0;
+            for (int64_t kx = 0; kx < g->kw; kx++, t++) {
+                __m512 k = _mm512_loadu_ps(w + t * 16);
+                for (int j = 0; j < np; j++)
+                    a[j] = _mm512_fmadd_ps(_mm512_set1_ps(s[kx + j]), k, a[j]);
+            }
+        }
+    float lanes[CHAN_MAX_RUN][16];
+    for (int j = 0; j < np; j++)
+        _mm512_storeu_ps(lanes[j], a[j]);
+    for (int64_t o = 0; o < g->o; o++)
+        for (int j = 0; j < np; j++)
+            out[o * r->f + oy * r->wp + x0 + j] = lanes[j][o];
+}
+
+AVX512 static void chan_image(const conv_geom *g, const rows *r, const float *pad, const float *w,
+                              float *out)
+{
+    for (int64_t oy = 0; oy < g->oh; oy++)
+        for (int64_t x0 = 0; x0 < g->ow; x0 += CHAN_MAX_RUN)
+            switch (g->ow - x0 < CHAN_MAX_RUN ? g->ow - x0 : CHAN_MAX_RUN) {
+#define RUN(np) case np: chan_run(g, r, pad, w, oy, x0, np, out); break;
+            RUN(1) RUN(2) RUN(3) RUN(4) RUN(5) RUN(6) RUN(7)
+            RUN(8) RUN(9) RUN(10) RUN(11) RUN(12) RUN(13) RUN(14)
+#undef RUN
+            }
+}
+
 /* The weight of channel o at tap t (ci, ky, kx) of the convolution g: of w
  * [o][taps], or where turned (the input's gradient, g the transposed
  * convolution) of the forward convolution's w [ci][o][kh][kw], turned by 180
@@ -146,43 +241,76 @@ static float weight_at(const conv_geom *g, const float *w, int turned, int64_t o
     return turned ? w[(t / khw * g->o + o) * khw + khw - 1 - t % khw] : w[o * g->c * khw + t];
 }
 
-/* y = conv(x, w) + bias, image by image across the threads.  The weights
- * (weight_at) are packed as fwd_block reads them: each block of 6 channels
- * (fewer in the last) [taps][6], in place of its rows. */
+/* One image's outputs from their rows into y [o][oh][ow], plus the bias */
+AVX2 static void store_image(const conv_geom *g, const rows *r, const float *rowsout,
+                             const float *bias, float *y)
+{
+    for (int64_t o = 0; o < g->o; o++)
+        for (int64_t oy = 0; oy < g->oh; oy++) {
+            const float *s = rowsout + o * r->f + oy * r->wp;
+            float *d = y + (o * g->oh + oy) * g->ow;
+            if (bias)
+                for (int64_t ox = 0; ox < g->ow; ox++)
+                    d[ox] = s[ox] + bias[o];
+            else
+                memcpy(d, s, (size_t)g->ow * sizeof *d);
+        }
+}
+
+/* The kernels that run a forward pass */
+enum { LANES8, LANES16, CHANNELS16 };
+
+/* Which kernels: AVX2's; on AVX-512 the one of fewer multiply-adds, the 16
+ * lanes across positions costing f / 16 a channel and tap, across channels
+ * oh * ow for all of them. */
+static int kernels_for(const conv_geom *g, const rows *r, int avx512)
+{
+    if (!avx512)
+        return LANES8;
+    return r->f / 16 * g->o > g->oh * g->ow ? CHANNELS16 : LANES16;
+}
+
+/* y = epilogue(conv(x, w) + bias), image by image across the threads.  The weights
+ * (weight_at) are packed as the kernels read them: for lanes across
+ * positions, each block of 6 channels (fewer in the last) [taps][6], in place
+ * of its rows; across channels, [taps][16] with zeros past the channels. */
 static int forward(rt_exec *x, const conv_geom *g, const float *in, const float *w, int turned,
-                   const float *bias, float *out)
+                   const float *bias, const struct epilogue *epi, float *out, int avx512)
 {
     rows r = rows_of(g);
-    int64_t each = r.padded + g->o * r.f, nw = g->o * r.kdim;
+    int kernels = kernels_for(g, &r, avx512);
+    int64_t each = r.padded + g->o * r.f;
+    int64_t nw = kernels == CHANNELS16 ? 16 * r.kdim : g->o * r.kdim;
     float *scratch = rt_scratch(x, (size_t)(nw + omp_get_max_threads() * each));
     if (!scratch)
         return -1;
     float *packed = scratch;
     scratch += nw;
-    for (int64_t o0 = 0; o0 < g->o; o0 += 6) {
-        int64_t nb = g->o - o0 < 6 ? g->o - o0 : 6;
+    if (kernels == CHANNELS16)
         for (int64_t t = 0; t < r.kdim; t++)
-            for (int64_t o = 0; o < nb; o++)
-                packed[o0 * r.kdim + t * nb + o] = weight_at(g, w, turned, o0 + o, t);
-    }
+            for (int64_t o = 0; o < 16; o++)
+                packed[t * 16 + o] = o < g->o ? weight_at(g, w, turned, o, t) : 0;
+    else
+        for (int64_t o0 = 0; o0 < g->o; o0 += 6) {
+            int64_t nb = g->o - o0 < 6 ? g->o - o0 : 6;
+            for (int64_t t = 0; t < r.kdim; t++)
+                for (int64_t o = 0; o < nb; o++)
+                    packed[o0 * r.kdim + t * nb + o] = weight_at(g, w, turned, o0 + o, t);
+        }
     w = packed;
     int64_t plane = g->oh * g->ow;
 #pragma omp parallel for schedule(static) if (g->n * g->o * plane > PAR_MIN)
     for (int64_t b = 0; b < g->n; b++) {
         float *pad = scratch + omp_get_thread_num() * each, *rowsout = pad + r.padded;
         pad_image(g, &r, in + b * g->c * g->h * g->w, pad);
-        fwd_image(g, &r, pad, w, rowsout);
-        for (int64_t o = 0; o < g->o; o++) {
-            float *y = out + (b * g->o + o) * plane;
-            for (int64_t oy = 0; oy < g->oh; oy++) {
-                const float *s = rowsout + o * r.f + oy * r.wp;
-                if (bias)
-                    for (int64_t ox = 0; ox < g->ow; ox++)
-                        y[oy * g->ow + ox] = s[ox] + bias[o];
-                else
-                    memcpy(y + oy * g->ow, s, (size_t)g->ow * sizeof *y);
-            }
-        }
+        if (kernels == CHANNELS16)
+            chan_image(g, &r, pad, w, rowsout);
+        else if (kernels == LANES16)
+            fwd_image16(g, &r, pad, w, rowsout);
+        else
+            fwd_image(g, &r, pad, w, rowsout);
+        store_image(g, &r, rowsout, bias, out + b * g->o * plane);
+        rt_epilogue_range(x, epi, b * g->o * plane, (b + 1) * g->o * plane);
     }
     return 0;
 }
@@ -278,7 +406,14 @@ static int have_avx2(void)
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
-int rt_direct_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen)
+static int have_avx512(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f");
+}
+
+int rt_direct_conv(rt_exec *x, const ir_node *n, const struct epilogue *epi, char *err,
+                   size_t errlen)
 {
     int bwd = n->op == IR_OP_CONV2D_GRAD_INPUT, dweight = n->op == IR_OP_CONV2D_GRAD_WEIGHT;
     if ((n->op != IR_OP_CONV2D && !bwd && !dweight) || n->out[0]->type.dtype != IR_F32)
@@ -301,10 +436,11 @@ int rt_direct_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     }
     if (!fits(&g) || (dweight && g.o * g.c * g.kh * g.kw > DIRECT_MAX_DW))
         return 0;
-    if (rt_exec_nchw(x, n->in[0]))
+    if (rt_exec_nchw(x, n->in[0]) || rt_epilogue_ready(x, epi))
         return fail(err, errlen, "%s: out of memory", ir_ops[n->op].name);
     int rc = dweight ? weight_grad(x, &g, IN(0), IN(1), OUT)
-                     : forward(x, &g, IN(0), IN(1), bwd, n->nin == 3 ? IN(2) : NULL, OUT);
+                     : forward(x, &g, IN(0), IN(1), bwd, n->nin == 3 ? IN(2) : NULL, epi, OUT,
+                               have_avx512() && !(env && strcmp(env, "avx2") == 0));
     if (rc)
         return fail(err, errlen, "%s: out of memory for the direct convolution's rows",
                     ir_ops[n->op].name);
@@ -314,9 +450,10 @@ int rt_direct_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen)
 
 #else /* not x86-64: the other paths */
 
-int rt_direct_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen)
+int rt_direct_conv(rt_exec *x, const ir_node *n, const struct epilogue *epi, char *err,
+                   size_t errlen)
 {
-    (void)x, (void)n, (void)err, (void)errlen;
+    (void)x, (void)n, (void)epi, (void)err, (void)errlen;
     return 0;
 }
 

@@ -380,7 +380,7 @@ int rt_conv_per_image(const conv_geom *g)
  * while the image is in cache (rt_exec_run).  Each member reads its running
  * operand's slice and writes its own result's slice, with the same arithmetic
  * as its own kernel, so the bits do not change. */
-typedef struct {
+typedef struct epilogue {
     const ir_node *m[32];       /* the members after the convolution */
     int k[32];                  /* which operand of each carries the running value */
     int n;
@@ -405,6 +405,8 @@ static int epilogue_operand(const ir_node *m, const ir_value *running)
 /* Applies the members to elements [lo, hi) of image-shaped [n, c, h, w] values. */
 static void run_epilogue(rt_exec *x, const epilogue *e, int64_t lo, int64_t hi)
 {
+    if (!e)
+        return;
     for (int j = 0; j < e->n; j++) {
         const ir_node *n = e->m[j];
         int k = e->k[j];
@@ -455,6 +457,11 @@ static void epilogue_images(rt_exec *x, const epilogue *e, int64_t n, int64_t si
         run_epilogue(x, e, b * size, (b + 1) * size);
 }
 
+void rt_epilogue_range(rt_exec *x, const struct epilogue *e, int64_t lo, int64_t hi)
+{
+    run_epilogue(x, e, lo, hi);
+}
+
 int rt_exec_nchw(rt_exec *x, const ir_value *v)
 {
     if (!x->nhwc || !x->nhwc[v->id])
@@ -476,7 +483,7 @@ int rt_exec_nchw(rt_exec *x, const ir_value *v)
 
 /* The operands of e's members back in NCHW, where the epilogue runs them
  * after the convolution (a residual left channels-last). */
-static int epilogue_nchw(rt_exec *x, const epilogue *e)
+int rt_epilogue_ready(rt_exec *x, const epilogue *e)
 {
     for (int i = 0; e && i < e->n; i++)
         for (int k = 0; k < e->m[i]->nin; k++)
@@ -500,15 +507,16 @@ static int k_conv2d(rt_exec *x, const ir_node *n, const epilogue *epi, char *err
     int direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 &&
                  g.groups == 1;
     int on_own = rt_wino_conv(x, n, err, errlen);
-    if (!on_own)
-        on_own = rt_direct_conv(x, n, err, errlen);
     if (on_own) {
-        if (on_own > 0 && epilogue_nchw(x, epi))
+        if (on_own > 0 && rt_epilogue_ready(x, epi))
             return fail(err, errlen, "conv2d: out of memory");
         if (on_own > 0)
             epilogue_images(x, epi, g.n, g.o * plane);
         return on_own < 0 ? -1 : 0;
     }
+    on_own = rt_direct_conv(x, n, epi, err, errlen); /* the epilogue image by image */
+    if (on_own)
+        return on_own < 0 ? -1 : 0;
     /* on oneDNN, the members it runs as post-ops are done with the
        convolution; the others run after it, as they would after OpenBLAS */
     int absorbed = 0;
@@ -521,13 +529,13 @@ static int k_conv2d(rt_exec *x, const ir_node *n, const epilogue *epi, char *err
             epilogue rest = {.n = epi->n - absorbed};
             for (int j = 0; j < rest.n; j++)
                 rest.m[j] = epi->m[absorbed + j], rest.k[j] = epi->k[absorbed + j];
-            if (epilogue_nchw(x, &rest))
+            if (rt_epilogue_ready(x, &rest))
                 return fail(err, errlen, "conv2d: out of memory");
             epilogue_images(x, &rest, g.n, g.o * plane);
         }
         return 0;
     }
-    if (rt_exec_nchw(x, n->in[0]) || epilogue_nchw(x, epi))
+    if (rt_exec_nchw(x, n->in[0]) || rt_epilogue_ready(x, epi))
         return fail(err, errlen, "conv2d: out of memory");
     x->blas_convs++;
     if (rt_conv_per_image(&g) && !direct) {

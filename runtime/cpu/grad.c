@@ -416,7 +416,7 @@ static int k_conv2d_grad(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     int64_t kdim = cg * g.kh * g.kw, plane = g.oh * g.ow;
     int on_own = rt_wino_conv(x, n, err, errlen);
     if (!on_own)
-        on_own = rt_direct_conv(x, n, err, errlen);
+        on_own = rt_direct_conv(x, n, NULL, err, errlen);
     if (on_own)
         return on_own < 0 ? -1 : 0;
     int absorbed;

@@ -200,12 +200,24 @@ void rt_wino_free(struct rt_wino *w);
 /* The bytes of Winograd's transformed weights and its tables (rt_exec_memory). */
 int64_t rt_wino_bytes(const struct rt_wino *w);
 
+/* The members that follow a convolution in its fused group, run on its
+ * result image by image (exec.c's epilogue); NULL for none. */
+struct epilogue;
+/* Makes the epilogue's operands NCHW (a residual left channels-last by
+ * oneDNN): 0, or -1 out of memory. */
+int rt_epilogue_ready(rt_exec *x, const struct epilogue *e);
+/* Runs epilogue e on the flat elements [lo, hi) of the convolution's result
+ * (whole images): the same arithmetic as the members' own kernels. */
+void rt_epilogue_range(rt_exec *x, const struct epilogue *e, int64_t lo, int64_t hi);
+
 /* Convolution node n (conv2d, conv2d_grad_input or conv2d_grad_weight) as a
- * direct convolution in AVX2 (direct.c): 1 when it ran (bias included; the
- * caller runs the fused epilogue), 0 when it does not apply (not stride 1,
- * too many output channels, no AVX2 and FMA on this CPU, or GNC_DIRECT=0),
- * -1 with err on a failure. */
-int rt_direct_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen);
+ * direct convolution in AVX2 or AVX-512 (direct.c): 1 when it ran, bias and
+ * epilogue e (NULL for none) included, each image's right after it while it
+ * is in cache; 0 when it does not apply (not stride 1, too many output
+ * channels, no AVX2 and FMA on this CPU, or GNC_DIRECT=0), -1 with err on a
+ * failure. */
+int rt_direct_conv(rt_exec *x, const ir_node *n, const struct epilogue *e, char *err,
+                   size_t errlen);
 
 /* The number attributes of a unary op or of its gradient, in their schema's
  * order (ops.def: leaky_relu's slope, elu's alpha, pow's p, clamp's min and
