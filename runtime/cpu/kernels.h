@@ -175,6 +175,13 @@ int rt_dnnl_conv(rt_exec *x, const ir_node *n, const ir_node *const *members, in
  * turned off, or on AVX2, where Winograd was measured faster. */
 #define WINO_MAX_PLANE_AVX512 16
 int rt_dnnl_beats_wino(rt_exec *x, const conv_geom *g);
+/* C = alpha op(A) op(B) + beta C, row-major (op: transposed where ta, tb),
+ * on the calling thread alone (its OpenMP threads set to 1): oneDNN's sgemm
+ * where oneDNN is on and its kernels are AVX-512's, OpenBLAS's elsewhere
+ * (dnnl.c).  One thread, one order of the sums: its bits do not depend on the
+ * number of threads of the caller. */
+void rt_gemm1(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+              int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 /* Whether convolutions go to oneDNN at all: built in, not turned off. */
 int rt_dnnl_enabled(void);
 /* The instruction set oneDNN's kernels use on this CPU (after any

@@ -42,7 +42,6 @@
  * off, to compare the paths in one build. */
 #include "kernels.h"
 
-#include <cblas.h>
 #include <omp.h>
 #include <stdlib.h>
 
@@ -221,9 +220,8 @@ static void tiles_out(const conv_geom *g, const float *m, int64_t es, float bias
 static void product(const conv_geom *g, const float *u, const float *v, int64_t nt, float *m,
                     int e)
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->o, (int)nt, (int)g->c, 1.0f,
-                u + e * g->o * g->c, (int)g->c, v + e * g->c * nt, (int)nt, 0.0f,
-                m + e * g->o * nt, (int)nt);
+    rt_gemm1(0, 0, g->o, nt, g->c, 1.0f, u + e * g->o * g->c, g->c, v + e * g->c * nt, nt, 0.0f,
+             m + e * g->o * nt, nt);
 }
 
 /* dM = A dY A^T of tiles [t0, t0 + nt) of output channel k of dy (outputs
@@ -326,7 +324,7 @@ static int wino_forward(rt_exec *x, const conv_geom *g, const float *in, const f
         int64_t nt = chunk_in(g, in, &ch, t0);
 #pragma omp parallel
         {
-            omp_set_num_threads(1); /* OpenBLAS on this thread alone */
+            omp_set_num_threads(1); /* the GEMMs on this thread alone */
 #pragma omp for schedule(static)
             for (int e = 0; e < 16; e++)
                 product(g, u, v, nt, m, e);
@@ -357,12 +355,11 @@ static int wino_grad_weight(rt_exec *x, const conv_geom *g, const float *dy, con
             tiles_dy(g, dy, ch.th, ch.tw, k, t0, nt, m + k * nt, g->o * nt);
 #pragma omp parallel
         {
-            omp_set_num_threads(1); /* OpenBLAS on this thread alone */
+            omp_set_num_threads(1); /* the GEMMs on this thread alone */
 #pragma omp for schedule(static)
             for (int e = 0; e < 16; e++)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g->o, (int)g->c,
-                            (int)nt, 1.0f, m + e * g->o * nt, (int)nt, v + e * g->c * nt,
-                            (int)nt, t0 ? 1.0f : 0.0f, du + e * g->o * g->c, (int)g->c);
+                rt_gemm1(0, 1, g->o, g->c, nt, 1.0f, m + e * g->o * nt, nt, v + e * g->c * nt,
+                         nt, t0 ? 1.0f : 0.0f, du + e * g->o * g->c, g->c);
         }
     }
     weights_grad(g, du, dw);
