@@ -17,7 +17,9 @@
  *   - GNC_WINOGRAD=0 and GNC_DIRECT=0 leave the convolutions to the other paths;
  *   - where oneDNN's kernels are AVX-512's, it takes the 3x3 convolutions of
  *     large planes from Winograd, and Winograd keeps the small ones
- *     (rt_dnnl_beats_wino); elsewhere Winograd takes both.  The cases before
+ *     (rt_dnnl_beats_wino); elsewhere Winograd takes both.  Likewise the
+ *     weights' gradients: oneDNN's on planes of 100 outputs and more,
+ *     Winograd's below, where OpenBLAS's would run otherwise.  The cases before
  *     run with GNC_DNNL=0, so that Winograd's own shape rule decides;
  *   - the weights' gradient (conv2d_grad_weight) likewise, run twice with
  *     another dy (the sums start afresh).
@@ -479,6 +481,12 @@ int main(void)
     shape small = {2, 128, 4, 4, 128, 3, 1, 1, WINOGRAD, 0};
     check(&large);
     check(&small);
+    /* the weights' gradient: oneDNN's where it takes it (planes of 100 and
+       more, train_fits), Winograd's where OpenBLAS's would run instead */
+    shape dw_large = {2, 128, 12, 12, 128, 3, 1, 0, avx512 ? OTHER : WINOGRAD, 0};
+    shape dw_small = {2, 128, 6, 6, 128, 3, 1, 0, WINOGRAD, 0};
+    check_weight_grad(&dw_large);
+    check_weight_grad(&dw_small);
     printf("cpu_conv: %d failed\n", nfailed);
     return nfailed ? 1 : 0;
 }

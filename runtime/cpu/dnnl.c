@@ -84,9 +84,9 @@ const char *rt_dnnl_isa(void) { return ""; }
 
 const char *rt_dnnl_version(void) { return ""; }
 
-int rt_dnnl_beats_wino(rt_exec *x, const conv_geom *g)
+int rt_dnnl_beats_wino(rt_exec *x, const conv_geom *g, int dweight)
 {
-    (void)x, (void)g;
+    (void)x, (void)g, (void)dweight;
     return 0;
 }
 
@@ -1014,11 +1014,13 @@ static int train_fits(const conv_geom *g, int dweight)
            (!dweight || g->oh * g->ow >= DW_MIN_PLANE);
 }
 
-int rt_dnnl_beats_wino(rt_exec *x, const conv_geom *g)
+int rt_dnnl_beats_wino(rt_exec *x, const conv_geom *g, int dweight)
 {
     struct rt_dnnl *d = state(x);
     if (!d || d->off || (d->trains && d->infer_only) || strncmp(rt_dnnl_isa(), "avx512", 6) != 0)
         return 0;
+    if (dweight) /* where oneDNN does not take it, OpenBLAS would */
+        return train_fits(g, 1);
     return d->trains || g->oh * g->ow > WINO_MAX_PLANE_AVX512;
 }
 

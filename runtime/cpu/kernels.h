@@ -168,13 +168,17 @@ int rt_dnnl_conv(rt_exec *x, const ir_node *n, const ir_node *const *members, in
                  int *absorbed, char *err, size_t errlen);
 /* Whether oneDNN runs convolution g, which Winograd could take (rt_wino_fits),
  * faster than winograd.c does on this CPU: where oneDNN's kernels are its
- * AVX-512 ones, a training program's convolutions and an inference program's
- * whose output plane is larger than WINO_MAX_PLANE_AVX512 (docs/perf.md,
- * 2026-12-03, tenth session: resnet18's 7x7 and larger planes ran 1.5x faster
- * on oneDNN, its 4x4 ones 1.4x faster as Winograd).  0 without oneDNN, with it
+ * AVX-512 ones, a training program's forward convolutions and input
+ * gradients, and an inference program's whose output plane is larger than
+ * WINO_MAX_PLANE_AVX512 (docs/perf.md, 2026-12-03, tenth session: resnet18's
+ * 7x7 and larger planes ran 1.5x faster on oneDNN, its 4x4 ones 1.4x faster as
+ * Winograd); a weight gradient (dweight) where oneDNN takes it (planes of
+ * DW_MIN_PLANE and more, dnnl.c), Winograd being faster than the im2col and
+ * OpenBLAS that would run below (eleventh session: resnet18's 3x3 planes at
+ * batch 32 13.4 -> 7.5 ms, 6x6 11 -> 9.8 ms).  0 without oneDNN, with it
  * turned off, or on AVX2, where Winograd was measured faster. */
 #define WINO_MAX_PLANE_AVX512 16
-int rt_dnnl_beats_wino(rt_exec *x, const conv_geom *g);
+int rt_dnnl_beats_wino(rt_exec *x, const conv_geom *g, int dweight);
 /* C = alpha op(A) op(B) + beta C, row-major (op: transposed where ta, tb),
  * on the calling thread alone (its OpenMP threads set to 1): oneDNN's sgemm
  * where oneDNN is on and its kernels are AVX-512's, OpenBLAS's elsewhere

@@ -386,7 +386,7 @@ int rt_wino_conv(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     } else {
         g = rt_conv_geometry(n, &n->in[0]->type, &n->in[1]->type, &n->out[0]->type);
     }
-    if (!rt_wino_fits(&g) || rt_dnnl_beats_wino(x, &g))
+    if (!rt_wino_fits(&g) || rt_dnnl_beats_wino(x, &g, dweight))
         return 0;
     struct rt_wino *w = state(x);
     if (!w)
