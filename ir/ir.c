@@ -248,6 +248,7 @@ ir_graph *ir_graph_clone(const ir_graph *g)
             v->name = ir_strdup(c, v->name);
             v->loc.file = clone_str(c, v->loc.file, &in, &out);
             v->shard.of = v->shard.of ? ir_strdup(c, v->shard.of) : NULL;
+            v->source = v->source ? ir_strdup(c, v->source) : NULL;
             if (v->init.kind == IR_INIT_DATA && v->init.data) {
                 const ir_type *whole = v->shard.of ? &v->shard.type : &v->type;
                 size_t bytes = (size_t)ir_type_numel(whole) * sizeof(float);

@@ -116,6 +116,9 @@ struct ir_value {
     ir_init init;     /* IR_VALUE_PARAM, IR_VALUE_BUFFER, IR_VALUE_STATE */
     ir_shard shard;   /* IR_VALUE_PARAM, IR_VALUE_BUFFER, IR_VALUE_STATE: of NULL, or the
                          whole tensor it is a slice of */
+    const char *source; /* IR_VALUE_PARAM, IR_VALUE_BUFFER: the name it had in the model
+                         it came from (an ONNX initializer's, which torch.onnx.export
+                         gives a PyTorch state_dict key), a shard its whole's; or NULL */
     ir_loc loc;
     int id;           /* dense index among the graph's values, for side tables */
 };

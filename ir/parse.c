@@ -565,6 +565,23 @@ static int parse_shard(parser *P, ir_shard *sh)
     return expect(P, ')', "expected ')' after the shard");
 }
 
+/* An optional 'from "NAME"' after a parameter's shard: the name it had in the
+ * model it came from (ir_value.source); *source stays NULL without one. */
+static int parse_source(parser *P, const char **source)
+{
+    skip_space(P);
+    if (!(P->end - P->p > 4 && strncmp(P->p, "from", 4) == 0 && !is_ident_char(P->p[4])))
+        return 1;
+    P->p += 4;
+    skip_space(P);
+    if (peek(P) != '"')
+        return error_at(P, P->p, "expected the quoted name after 'from'");
+    if (!string(P))
+        return 0;
+    *source = ir_strdup(P->g, P->buf);
+    return 1;
+}
+
 /* A name read on a line that then failed still names a value, so that its uses
  * below do not each report it undefined (the graph is thrown away anyway). */
 static void placeholder(parser *P, const char *name)
@@ -588,10 +605,11 @@ static int declare(parser *P, const char **name, ir_type *t)
     return expect(P, ':', "expected ':' after the value name") && parse_type(P, t);
 }
 
-/* input %x: TYPE @LOC  |  param %w: TYPE = INIT [shard(...)] @LOC  |  buffer ... */
+/* input %x: TYPE @LOC  |  param %w: TYPE = INIT [shard(...)] [from "NAME"] @LOC  |
+ * buffer ... */
 static void parse_value_stmt(parser *P, ir_value_kind kind)
 {
-    const char *name;
+    const char *name, *source = NULL;
     ir_type t;
     ir_init in = {IR_INIT_NONE, 0, 0, 0, NULL};
     ir_shard sh = {0};
@@ -599,12 +617,15 @@ static void parse_value_stmt(parser *P, ir_value_kind kind)
     int ok = declare(P, &name, &t);
     if (ok && kind != IR_VALUE_INPUT)
         ok = expect(P, '=', "expected '=' and an initializer after the type") &&
-             parse_init(P, &in) && parse_shard(P, &sh);
+             parse_init(P, &in) && parse_shard(P, &sh) && parse_source(P, &source);
     if (ok && parse_loc(P, &loc)) {
-        if (kind == IR_VALUE_INPUT)
+        if (kind == IR_VALUE_INPUT) {
             ir_add_input(P->g, name, t, loc);
-        else
-            ir_add_param(P->g, kind, name, t, in, loc)->shard = sh;
+        } else {
+            ir_value *v = ir_add_param(P->g, kind, name, t, in, loc);
+            v->shard = sh;
+            v->source = source;
+        }
     } else if (name) {
         placeholder(P, name);
     }

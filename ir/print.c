@@ -266,6 +266,10 @@ void ir_print(const ir_graph *g, FILE *f)
         fputs(" = ", f);
         put_init(f, v->init);
         put_shard(f, &v->shard);
+        if (v->source) {
+            fputs(" from ", f);
+            put_quoted(f, v->source);
+        }
         put_loc(f, v->loc);
         fputc('\n', f);
     }

@@ -456,6 +456,7 @@ static ir_value *zero_shard(pt *P, const ir_value *v, int dev)
         snprintf(buf, sizeof buf, "%s.shard%d", v->name, dev);
         *slot = ir_add_param(P->g, v->kind, ir_unique_name(P->g, buf), t, v->init, v->loc);
         ir_set_shard(P->g, *slot, v->name, &v->type, 0, (int64_t)dev * t.dims[0]);
+        (*slot)->source = v->source;
     }
     return *slot;
 }

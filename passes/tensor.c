@@ -580,6 +580,7 @@ static void place_params(tp *T)
             const char *name = ir_unique_name(g, buf);
             x[d] = ir_add_param(g, v->kind, name, t, v->init, v->loc);
             ir_set_shard(g, x[d], v->name, &v->type, l.axis, d * t.dims[l.axis]);
+            x[d]->source = v->source;
         }
     }
 }

@@ -599,6 +599,11 @@ static const bad_case bad_cases[] = {
         "t.gir:3:63: error: expected the shard's start"),
     BAD(H "  param %w: f32[2] = zeros shard(v: f32[4], axis = 0, start = 2\n}\n",
         "t.gir:3:64: error: expected ')' after the shard"),
+    BAD(H "  param %w: f32[2] = zeros from w\n}\n",
+        "t.gir:3:33: error: expected the quoted name after 'from'"),
+    BAD(H "  param %w: f32[2] = zeros from \"w\n}\n", "t.gir:3:33: error: unterminated string"),
+    BAD(H "  param %w: f32[2] = zeros from \"w\" from \"v\"\n}\n",
+        "t.gir:3:37: error: unexpected 'from' at end of line"),
     BAD(H "  input %w: f32[2] shard(v: f32[4], axis = 0, start = 2)\n}\n",
         "t.gir:3:20: error: unexpected 'shard' at end of line"),
 };
@@ -956,7 +961,8 @@ static void test_attr_defaults(void)
     "  input %x: f32[2, 4]\n" \
     "  param %w.shard0: f32[3, 4] = uniform(-0.5, 0.5) shard(w: f32[6, 4], axis = 0, start = 0) " \
     "@m.net:2:3\n" \
-    "  param %w.shard1: f32[3, 4] = uniform(-0.5, 0.5) shard(w: f32[6, 4], axis = 0, start = 3)\n" \
+    "  param %w.shard1: f32[3, 4] = uniform(-0.5, 0.5) shard(w: f32[6, 4], axis = 0, start = 3) " \
+    "from \"layers.0.q\\\"w\"\n" \
     "  state %\"v m\": f32[6, 2] = normal(0.0, 2.0) shard(\"v\\tw\": f32[6, 4], axis = 1, " \
     "start = 2)\n" \
     "  %y: f32[2, 3] = dense(%x, %w.shard0)\n" \
@@ -987,6 +993,8 @@ static void test_shards(void)
           m->shard.axis == 1 && m->shard.start == 2, "a quoted state shard did not come back");
     CHECK(!ir_find_value(g, "x")->shard.of && !ir_find_value(g, "y")->shard.of,
           "a value that is no shard has one");
+    CHECK(w1 && w1->source && strcmp(w1->source, "layers.0.q\"w") == 0 &&
+          !ir_find_value(g, "w.shard0")->source, "a parameter's source did not come back");
     ir_graph *g2 = round_trip(g, "shards");
     ir_graph_free(g2);
 

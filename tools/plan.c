@@ -703,6 +703,8 @@ int cmd_inspect(const options *o)
             printf("  shard of %s %s, axis %d from %lld", ir_name_str(nb, sizeof nb, v->shard.of),
                    ir_type_str(&v->shard.type, t, sizeof t), v->shard.axis,
                    (long long)v->shard.start);
+        if (v->source) /* the ONNX initializer's name, PyTorch's under torch.onnx.export */
+            printf("  from %s", ir_name_str(nb, sizeof nb, v->source));
         putchar('\n');
     }
 

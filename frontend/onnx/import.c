@@ -271,6 +271,8 @@ ir_value *ox_tensor(ox_ctx *cx, ox_val *x)
     ft.dtype = IR_F32;
     ir_init init = {IR_INIT_DATA, 0, 0, 0, f};
     ir_value *p = ir_add_param(cx->g, x->kind, param_name(cx, x), ft, init, cx->loc);
+    if (x->origin)
+        p->source = ir_strdup(cx->g, x->origin);
     if (x->t.dtype != IR_F32) {
         ir_node *c = ir_node_new(cx->g, IR_OP_CAST, 1, &p, 1, p->name, cx->loc);
         c->out[0]->type = x->t;
@@ -775,6 +777,7 @@ static int import_graph(ox_ctx *cx, const Onnx__ModelProto *m, const char *dir)
                                               : ox_error(cx, "%s", err);
         x->is_const = 1;
         x->initializer = 1;
+        x->origin = x->name;
         x->t = t;
         x->onnx_type = ot;
         x->data = data;

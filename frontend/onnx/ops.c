@@ -520,6 +520,7 @@ static void const_reshape(ox_ctx *cx, ox_val *x, ox_val *out, int rank, const in
     void *d = ox_set_const(cx, out, t, x->onnx_type);
     memcpy(d, x->data, (size_t)ox_numel(&t) * ir_dtype_size(t.dtype));
     out->initializer = x->initializer;   /* a weight reshaped stays a weight */
+    out->origin = x->origin;
 }
 
 /* ---- elementwise ---- */
@@ -728,7 +729,8 @@ static int op_identity(ox_ctx *cx, ox_val **in, int nin, ox_val **out, int nout)
     }
     if (in[0]->is_const) {
         *out[0] = (ox_val){.name = out[0]->name, .onnx_type = in[0]->onnx_type, .is_const = 1,
-                           .initializer = in[0]->initializer, .t = in[0]->t,
+                           .initializer = in[0]->initializer, .origin = in[0]->origin,
+                           .t = in[0]->t,
                            .data = in[0]->data, .kind = in[0]->kind};
         return 0;
     }
