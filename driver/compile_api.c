@@ -36,6 +36,11 @@ gnc_status gnc_compile(gnc_plan **out, const char *path, const gnc_compile_optio
                     .part = {.devices = o.devices > 1 ? o.devices : 1, .strategy = PT_DATA},
                     .precision = precision, .no_kernels = o.no_kernels, .flags = ""};
     c.opt.momentum = o.momentum;
+    c.loss = o.loss;
+    if (o.strategy && drv_set_strategy(&c, o.strategy) != 0)
+        return rt_api_error(err, GNC_ERROR_ARGUMENT, "gnc_compile: strategy '%s' is none of "
+                            "data, zero1, zero2, zero3, pipeline, tensor, hybrid:dp=A,pp=B, "
+                            "auto", o.strategy);
     char *buf = NULL;
     size_t used = 0;
     for (int i = 0; i < o.ndefines; i++) {

@@ -137,6 +137,34 @@ ir_graph *drv_load(const drv_config *o, long long batch, diag *d)
     return g;
 }
 
+int drv_set_strategy(drv_config *c, const char *val)
+{
+    unsigned long long dp, pp;
+    char rest[64];
+    c->strategy_auto = 0;
+    c->part.zero = 0;
+    if (strcmp(val, "data") == 0)
+        c->part.strategy = PT_DATA;
+    else if (strncmp(val, "zero", 4) == 0 && val[4] >= '1' && val[4] <= '3' && !val[5])
+        c->part.strategy = PT_DATA, c->part.zero = val[4] - '0';
+    else if (strcmp(val, "pipeline") == 0)
+        c->part.strategy = PT_PIPELINE;
+    else if (strcmp(val, "tensor") == 0)
+        c->part.strategy = PT_TENSOR;
+    else if (strcmp(val, "auto") == 0)
+        c->strategy_auto = 1;
+    else if (!strchr(val, '-') && /* %llu takes -1 as 2^64 - 1 */
+             sscanf(val, "hybrid:dp=%llu,pp=%llu%63s", &dp, &pp, rest) == 2 && dp >= 1 &&
+             pp >= 1 && dp <= IR_MAX_DEVICES && pp <= IR_MAX_DEVICES &&
+             dp * pp <= IR_MAX_DEVICES) {
+        c->part.strategy = PT_HYBRID;
+        c->part.dp = (int)dp, c->part.pp = (int)pp;
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
 int drv_add_loss(ir_graph *g, const char *spec, const char *file, diag *d)
 {
     ir_loc at = {file, 0, 0};

@@ -102,6 +102,10 @@ ir_graph *drv_load(const drv_config *c, long long batch, diag *d);
  * class axis 1) or "mse:OUTPUT" (a new input "target" of OUTPUT's type).  0,
  * or -1 with the problem on d. */
 int drv_add_loss(ir_graph *g, const char *spec, const char *file, diag *d);
+/* Sets c's strategy from spec as --strategy takes it: data, zero1, zero2,
+ * zero3, pipeline, tensor, hybrid:dp=A,pp=B or auto.  0, or -1 for anything
+ * else. */
+int drv_set_strategy(drv_config *c, const char *spec);
 /* Stages 4 and 5 on g: c's pipeline (partitioned by part when it names
  * several devices), then the memory plan and its proof.  NULL with the
  * problem on d. */

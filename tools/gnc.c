@@ -122,7 +122,7 @@ static const struct command {
      "An invalid plan gives an error saying what is wrong, and exit status 1.\n",
      NULL},
     {"plot",
-     "usage: gnc plot LOG... -o FILE.svg\n"
+     "usage: gnc plot LOG... -o FILE.svg|FILE.png\n"
      "\n"
      "Draws training runs side by side: train loss and test loss per epoch in one\n"
      "panel, test accuracy in another, a color per run.  Each LOG is a log of gnc\n"
@@ -179,7 +179,8 @@ static const struct flag {
      "seed of the parameter initializers and random inputs (default 0)", SEC_MAIN},
     {"--seed", "train", 1, " N", "initializers, shuffling and dropout (default 0)", SEC_MAIN},
     {"-o", "export", 1, " FILE.onnx", "the ONNX file to write, atomically (required)", SEC_MAIN},
-    {"-o", "plot", 1, " FILE.svg", "the picture to write, atomically (required)", SEC_MAIN},
+    {"-o", "plot", 1, " FILE.svg|FILE.png", "the picture to write, atomically (required); a "
+     "PNG is drawn by librsvg's rsvg-convert (Debian: librsvg2-bin)", SEC_MAIN},
     {"--name", "plot", 1, " NAME", "the legend's name of the next LOG (default: its file "
      "name without the folder); repeatable", SEC_MAIN},
     {"--seed", "export", 1, " N",
@@ -244,9 +245,9 @@ static const struct flag {
      "a row per epoch: epoch,steps,train_loss,test_acc,test_loss,images_per_s,seconds",
      SEC_MAIN},
     {"--log-every", "train", 1, " N", "a --log row every N steps too", SEC_MAIN},
-    {"--plot", "train", 1, " FILE.svg",
+    {"--plot", "train", 1, " FILE.svg|FILE.png",
      "draw train loss, test loss and test accuracy per epoch (and per --log-every row) as "
-     "an SVG picture, redrawn as training runs: at each epoch's end, at most once a second "
+     "an SVG picture (PNG drawn by rsvg-convert), redrawn as training runs: at each epoch's end, at most once a second "
      "between, and at the end (gnc plot draws logs)",
      SEC_MAIN},
     {"--threads", "run train eval", 1, " N", "CPU threads (default: all cores)", SEC_MAIN},
@@ -709,8 +710,9 @@ static int training_flag(options *o, const char *cmdsp, const char *name, const 
     } else if (strcmp(name, "--log") == 0) {
         o->log = val;
     } else if (strcmp(name, "--plot") == 0) {
-        if (!cli_has_suffix(val, ".svg"))
-            return usage_error(cmdsp, "--plot %s: the picture is SVG, a name ending in .svg", val);
+        if (!cli_has_suffix(val, ".svg") && !cli_has_suffix(val, ".png"))
+            return usage_error(cmdsp, "--plot %s: the picture is SVG or PNG, a name ending in "
+                               ".svg or .png", val);
         o->plot = val;
     } else if (strcmp(name, "--epochs") == 0 || strcmp(name, "--steps") == 0 ||
                strcmp(name, "--batch") == 0 || strcmp(name, "--warmup") == 0 ||
@@ -754,27 +756,7 @@ static int partition_flag(options *o, const char *cmdsp, const char *name, const
         o->devices_given = 1;
         o->c.gpus |= name[2] == 'g';
     } else if (strcmp(name, "--strategy") == 0) {
-        unsigned long long dp, pp;
-        char rest[64];
-        o->c.strategy_auto = 0;
-        o->c.part.zero = 0;
-        if (strcmp(val, "data") == 0)
-            o->c.part.strategy = PT_DATA;
-        else if (strncmp(val, "zero", 4) == 0 && val[4] >= '1' && val[4] <= '3' && !val[5])
-            o->c.part.strategy = PT_DATA, o->c.part.zero = val[4] - '0';
-        else if (strcmp(val, "pipeline") == 0)
-            o->c.part.strategy = PT_PIPELINE;
-        else if (strcmp(val, "tensor") == 0)
-            o->c.part.strategy = PT_TENSOR;
-        else if (strcmp(val, "auto") == 0)
-            o->c.strategy_auto = 1;
-        else if (!strchr(val, '-') && /* %llu takes -1 as 2^64 - 1 */
-                 sscanf(val, "hybrid:dp=%llu,pp=%llu%63s", &dp, &pp, rest) == 2 && dp >= 1 &&
-                 pp >= 1 && dp <= IR_MAX_DEVICES && pp <= IR_MAX_DEVICES &&
-                 dp * pp <= IR_MAX_DEVICES) {
-            o->c.part.strategy = PT_HYBRID;
-            o->c.part.dp = (int)dp, o->c.part.pp = (int)pp;
-        } else
+        if (drv_set_strategy(&o->c, val) != 0)
             return usage_error(cmdsp, "--strategy needs data, zero1, zero2, zero3, pipeline, "
                                "tensor, hybrid:dp=A,pp=B or auto, got '%s'", val);
     } else if (strcmp(name, "--pipeline-schedule") == 0) {
@@ -1781,9 +1763,10 @@ static int cmd_plot(int argc, char **argv)
             rc = usage_error("plot ", "no log to draw%s", "");
         else if (!out)
             rc = usage_error("plot ", "-o FILE.svg is required%s", "");
-        else if (!cli_has_suffix(out, ".svg"))
-            rc = usage_error("plot ", "-o %s: the picture is SVG, a name ending in .svg", out);
-        else if (plot_write_svg(out, runs, nruns, err, sizeof err) != 0) {
+        else if (!cli_has_suffix(out, ".svg") && !cli_has_suffix(out, ".png"))
+            rc = usage_error("plot ", "-o %s: the picture is SVG or PNG, a name ending in .svg "
+                             "or .png", out);
+        else if (plot_write(out, runs, nruns, err, sizeof err) != 0) {
             fprintf(stderr, "gnc: error: %s\n", err);
             rc = 1;
         }

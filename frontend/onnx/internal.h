@@ -32,8 +32,8 @@ typedef struct ox_val {
     ir_value *v;       /* the tensor at run time, or NULL for a constant not yet needed as one */
     int is_const;
     int initializer;   /* a constant from the graph's initializers: a weight */
-    const char *origin; /* the initializer's name, for one and for its reshapes and
-                           identities (the parameter's ir_value.source) */
+    const char *origin; /* the initializer's name, for one and its reshapes, or an
+                           Identity's result's of one (the parameter's ir_value.source) */
     ir_type t;         /* a constant's type (its dims may be 0: an empty list) */
     void *data;        /* a constant's elements in t.dtype (f32 in the graph's arena) */
     ir_value_kind kind; /* IR_VALUE_PARAM, or IR_VALUE_BUFFER (batchnorm statistics) */

@@ -729,8 +729,10 @@ static int op_identity(ox_ctx *cx, ox_val **in, int nin, ox_val **out, int nout)
     }
     if (in[0]->is_const) {
         *out[0] = (ox_val){.name = out[0]->name, .onnx_type = in[0]->onnx_type, .is_const = 1,
-                           .initializer = in[0]->initializer, .origin = in[0]->origin,
-                           .t = in[0]->t,
+                           /* named anew: torch.onnx.export gives a parameter that
+                              equals another's the name of an Identity of it */
+                           .initializer = in[0]->initializer,
+                           .origin = in[0]->origin ? out[0]->name : NULL, .t = in[0]->t,
                            .data = in[0]->data, .kind = in[0]->kind};
         return 0;
     }

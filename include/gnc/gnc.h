@@ -133,6 +133,15 @@ GNC_API int gnc_plan_input_count(const gnc_plan *plan);
 GNC_API gnc_status gnc_plan_input(const gnc_plan *plan, int i, gnc_tensor_info *info);
 GNC_API int gnc_plan_output_count(const gnc_plan *plan);
 GNC_API gnc_status gnc_plan_output(const gnc_plan *plan, int i, gnc_tensor_info *info);
+/* The plan's weights: its parameters and buffers (batchnorm's running
+ * statistics), the whole tensor for a partitioned plan's shards, in the
+ * program's order; no optimizer state.  *source (if not NULL) gets the name
+ * the tensor had in the model it came from, or NULL: an ONNX initializer's,
+ * which is the PyTorch state_dict key for a model torch.onnx.export wrote
+ * (docs/api.md, "From PyTorch"), valid as long as the plan. */
+GNC_API int gnc_plan_param_count(const gnc_plan *plan);
+GNC_API gnc_status gnc_plan_param(const gnc_plan *plan, int i, gnc_tensor_info *info,
+                                  const char **source);
 
 /* ---- compiling ---- */
 
@@ -145,6 +154,12 @@ typedef struct {
     const char *precision;  /* the CUDA program's: "fp32" (NULL), "tf32", "bf16", "fp16" */
     int no_kernels;         /* leave the CUDA kernels out (else compiled by NVRTC where this
                                libgnc has it) */
+    const char *loss;       /* "cross_entropy:OUTPUT" or "mse:OUTPUT": a loss on that output,
+                               its target a new input (gnc compile --loss): an imported model
+                               has none; NULL: the model's own */
+    const char *strategy;   /* how devices > 1 share the work, as gnc compile --strategy:
+                               "data" (NULL), "zero1".."zero3", "pipeline", "tensor",
+                               "hybrid:dp=A,pp=B", or "auto" (the fastest that fits) */
 } gnc_compile_options;
 
 /* Compiles a model (.net, or IR text .gir) into a plan, as `gnc compile
@@ -218,6 +233,16 @@ GNC_API gnc_status gnc_session_output(const gnc_session *s, const char *name, vo
 /* The loss of the last run or step (a plan whose model has one); as outputs,
  * none before a run has finished. */
 GNC_API gnc_status gnc_session_loss(const gnc_session *s, double *loss, gnc_error *err);
+
+/* Weights one at a time, as gnc_plan_param lists them (bytes: their size as
+ * gnc_tensor_info.bytes says): read the session's current values, or write
+ * new ones, which the next run, step or checkpoint uses.  A cuda session
+ * reads the GPU's values back once after each run or step, and writes them
+ * all to it before the next. */
+GNC_API gnc_status gnc_session_read_param(gnc_session *s, const char *name, void *data,
+                                          size_t bytes, gnc_error *err);
+GNC_API gnc_status gnc_session_write_param(gnc_session *s, const char *name, const void *data,
+                                           size_t bytes, gnc_error *err);
 
 /* Checkpoints (safetensors; docs/train.md): every parameter, buffer and
  * optimizer state, with step (steps taken) and the seed, written atomically.

@@ -27,8 +27,18 @@ _Static_assert(GNC_F32 == (int)IR_F32 && GNC_F16 == (int)IR_F16 && GNC_BF16 == (
                "gnc_dtype and ir_dtype must list the same types in the same order");
 _Static_assert(GNC_MAX_RANK == IR_MAX_RANK, "gnc.h's GNC_MAX_RANK is the IR's IR_MAX_RANK");
 
+/* A weight as gnc_plan_param lists it: a parameter or buffer, or the whole
+ * tensor of shards (a tensor-parallel program's), at its first shard. */
+typedef struct {
+    const char *name;           /* the whole's */
+    ir_type type;
+    const ir_value *v;          /* the value, or the whole's first shard */
+} weight;
+
 struct gnc_plan {
     rt_plan *p;
+    weight *weights;            /* in the order of the program's parameters */
+    int nweights;
 };
 
 struct gnc_session {
@@ -36,7 +46,39 @@ struct gnc_session {
     rt_session *s;
     uint64_t seed;
     int ran;                    /* a run or step has finished: outputs to read */
+    int pulled;                 /* cuda: the host copy holds the GPU's weights since the last
+                                   run or step (gnc_session_read_param) */
+    int pushed;                 /* 0: weights written to the host copy wait for the GPU */
 };
+
+/* The plan's weights (gnc_plan_param): -1 when memory runs out. */
+static int list_weights(gnc_plan *plan)
+{
+    const ir_graph *g = plan->p->g;
+    plan->weights = base_malloc((size_t)(g->nparams ? g->nparams : 1) * sizeof *plan->weights);
+    if (!plan->weights)
+        return -1;
+    for (int i = 0; i < g->nparams; i++) {
+        const ir_value *v = g->params[i];
+        if (v->kind == IR_VALUE_STATE)
+            continue;
+        int seen = 0;
+        for (int j = i - 1; v->shard.of && j >= 0 && !seen; j--)
+            seen = g->params[j]->shard.of && strcmp(g->params[j]->shard.of, v->shard.of) == 0;
+        if (!seen)
+            plan->weights[plan->nweights++] = v->shard.of ? (weight){v->shard.of, v->shard.type, v}
+                                                          : (weight){v->name, v->type, v};
+    }
+    return 0;
+}
+
+static const weight *weight_named(const gnc_plan *plan, const char *name)
+{
+    for (int i = 0; i < plan->nweights; i++)
+        if (strcmp(plan->weights[i].name, name) == 0)
+            return &plan->weights[i];
+    return NULL;
+}
 
 gnc_status rt_api_error(gnc_error *err, gnc_status st, const char *fmt, ...)
 {
@@ -78,12 +120,14 @@ gnc_status rt_api_plan_made(gnc_plan **out, rt_plan *p, const char *msg, gnc_err
 {
     if (!p)
         return rt_api_error(err, rt_api_kind_of(msg, GNC_ERROR_FORMAT), "%s", msg);
-    gnc_plan *plan = base_malloc(sizeof *plan);
-    if (!plan) {
+    gnc_plan *plan = base_calloc(1, sizeof *plan);
+    if (plan)
+        plan->p = p;
+    if (!plan || list_weights(plan) != 0) {
+        base_free(plan);
         rt_plan_free(p);
         return rt_api_error(err, GNC_ERROR_MEMORY, "out of memory");
     }
-    plan->p = p;
     *out = plan;
     return ok(err);
 }
@@ -131,6 +175,7 @@ void gnc_plan_free(gnc_plan *plan)
     if (!plan)
         return;
     rt_plan_free(plan->p);
+    base_free(plan->weights);
     base_free(plan);
 }
 
@@ -180,6 +225,22 @@ gnc_status gnc_plan_output(const gnc_plan *plan, int i, gnc_tensor_info *info)
     return GNC_OK;
 }
 
+int gnc_plan_param_count(const gnc_plan *plan) { return plan ? plan->nweights : -1; }
+
+gnc_status gnc_plan_param(const gnc_plan *plan, int i, gnc_tensor_info *info,
+                          const char **source)
+{
+    if (!plan || i < 0 || i >= plan->nweights || !info)
+        return GNC_ERROR_ARGUMENT;
+    const weight *w = &plan->weights[i];
+    ir_value whole = *w->v;
+    whole.type = w->type;
+    info_of(w->name, &whole, info);
+    if (source)
+        *source = w->v->source;
+    return GNC_OK;
+}
+
 /* ---- sessions ---- */
 
 gnc_status gnc_session_init(gnc_session **out, const gnc_plan *plan,
@@ -202,6 +263,7 @@ gnc_status gnc_session_init(gnc_session **out, const gnc_plan *plan,
         return rt_api_error(err, GNC_ERROR_MEMORY, "out of memory");
     s->plan = plan;
     s->seed = o.seed;
+    s->pushed = 1;
     /* libdir NULL: $GNC_CUDA_LIBDIR, else the loader's search path */
     rt_session_options so = {.device = kind, .seed = o.seed, .eager = o.eager,
                              .share_gpus = o.share_gpus};
@@ -270,10 +332,28 @@ gnc_status gnc_session_set_input(gnc_session *s, const char *name, const void *d
     return ok(err);
 }
 
+/* Weights written to the host copy (gnc_session_write_param) go to the
+ * device, and the executor's copies made of them (oneDNN's and Winograd's
+ * weights, an inference program's folded batchnorms) are made again. */
+static gnc_status push(gnc_session *s, gnc_error *err)
+{
+    char msg[512];
+    if (s->pushed)
+        return ok(err);
+    if (rt_session_push(s->s, msg, sizeof msg) != 0)
+        return rt_api_error(err, rt_api_kind_of(msg, GNC_ERROR_RUN), "%s", msg);
+    s->pushed = 1;
+    return ok(err);
+}
+
 static gnc_status run(gnc_session *s, gnc_error *err)
 {
     char msg[512];
+    gnc_status st = push(s, err);
+    if (st != GNC_OK)
+        return st;
     s->ran = 0;
+    s->pulled = 0;
     if (rt_session_run(s->s, msg, sizeof msg) != 0)
         return rt_api_error(err, rt_api_kind_of(msg, GNC_ERROR_RUN), "%s", msg);
     s->ran = 1;
@@ -347,6 +427,77 @@ gnc_status gnc_session_loss(const gnc_session *s, double *loss, gnc_error *err)
     return ok(err);
 }
 
+/* The weight named name, and that bytes is its size; else an error in err. */
+static const weight *weight_arg(const gnc_session *s, const char *name, size_t bytes,
+                                const char *fn, gnc_error *err)
+{
+    const weight *w = weight_named(s->plan, name);
+    if (!w) {
+        rt_api_error(err, GNC_ERROR_ARGUMENT, "%s: the plan has no parameter or buffer '%s'",
+                     fn, name);
+        return NULL;
+    }
+    ir_value whole = *w->v;
+    whole.type = w->type;
+    if (bytes != data_bytes(&whole)) {
+        char t[128];
+        rt_api_error(err, GNC_ERROR_ARGUMENT, "%s: %s is %s: %zu bytes, not %zu", fn, name,
+                     ir_type_str(&w->type, t, sizeof t), data_bytes(&whole), bytes);
+        return NULL;
+    }
+    return w;
+}
+
+/* The host copy current: on cuda the GPU's weights read back, once after
+ * each run or step. */
+static gnc_status pull(gnc_session *s, gnc_error *err)
+{
+    char msg[512];
+    if (s->pulled || !s->pushed) /* host writes pending: the host copy is the newer */
+        return ok(err);
+    if (rt_session_pull(s->s, msg, sizeof msg) != 0)
+        return rt_api_error(err, rt_api_kind_of(msg, GNC_ERROR_RUN), "%s", msg);
+    s->pulled = 1;
+    return ok(err);
+}
+
+gnc_status gnc_session_read_param(gnc_session *s, const char *name, void *data, size_t bytes,
+                                  gnc_error *err)
+{
+    if (!s || !name || !data)
+        return rt_api_error(err, GNC_ERROR_ARGUMENT, "gnc_session_read_param: NULL argument");
+    const weight *w = weight_arg(s, name, bytes, "gnc_session_read_param", err);
+    if (!w)
+        return err ? err->status : GNC_ERROR_ARGUMENT;
+    gnc_status st = pull(s, err);
+    if (st != GNC_OK)
+        return st;
+    char msg[512];
+    if (rt_exec_read_param(s->plan->p->g, rt_session_host(s->s), name, &w->type, data, msg,
+                           sizeof msg) != 0)
+        return rt_api_error(err, GNC_ERROR_RUN, "%s", msg);
+    return ok(err);
+}
+
+gnc_status gnc_session_write_param(gnc_session *s, const char *name, const void *data,
+                                   size_t bytes, gnc_error *err)
+{
+    if (!s || !name || !data)
+        return rt_api_error(err, GNC_ERROR_ARGUMENT, "gnc_session_write_param: NULL argument");
+    const weight *w = weight_arg(s, name, bytes, "gnc_session_write_param", err);
+    if (!w)
+        return err ? err->status : GNC_ERROR_ARGUMENT;
+    gnc_status st = pull(s, err); /* the others' current values go back with it */
+    if (st != GNC_OK)
+        return st;
+    char msg[512];
+    if (rt_exec_write_param(s->plan->p->g, rt_session_host(s->s), name, &w->type, data, msg,
+                            sizeof msg) != 0)
+        return rt_api_error(err, GNC_ERROR_RUN, "%s", msg);
+    s->pushed = 0;
+    return ok(err);
+}
+
 gnc_status gnc_session_save_checkpoint(gnc_session *s, const char *path, int64_t step,
                                        gnc_error *err)
 {
@@ -361,6 +512,11 @@ gnc_status gnc_session_save_checkpoint(gnc_session *s, const char *path, int64_t
     rt_ckpt_meta_set(&meta, "step", buf);
     snprintf(buf, sizeof buf, "%llu", (unsigned long long)s->seed);
     rt_ckpt_meta_set(&meta, "seed", buf);
+    gnc_status st = push(s, err);
+    if (st != GNC_OK) {
+        rt_ckpt_meta_free(&meta);
+        return st;
+    }
     int rc = rt_session_save(s->s, path, &meta, msg, sizeof msg);
     rt_ckpt_meta_free(&meta);
     if (rc != 0)
@@ -375,6 +531,9 @@ gnc_status gnc_session_load_checkpoint(gnc_session *s, const char *path, int64_t
     if (!s || !path)
         return rt_api_error(err, GNC_ERROR_ARGUMENT, "gnc_session_load_checkpoint: NULL argument");
     rt_ckpt_meta meta = {0};
+    gnc_status pushed = push(s, err); /* the host copy whole, should the file not fit */
+    if (pushed != GNC_OK)
+        return pushed;
     if (rt_session_load(s->s, path, &meta, msg, sizeof msg) != 0) {
         /* several lines when several tensors differ: one line of them */
         char *w = msg;

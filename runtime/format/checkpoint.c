@@ -165,6 +165,14 @@ typedef struct {
     const ir_value *v;          /* the value, or the whole's first shard */
 } entry;
 
+/* The file's tensor of entry e: under its name, or else under the name it had
+ * in the model it came from (ir_value.source: a PyTorch state_dict key). */
+static const cJSON *tensor_of(const cJSON *root, const char *name, const char *source)
+{
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, name);
+    return t || !source ? t : cJSON_GetObjectItemCaseSensitive(root, source);
+}
+
 /* The tensors of g's checkpoint, in the order of g->params (a whole at its
  * first shard); the parameters and buffers alone where weights.  Returns NULL
  * when memory runs out. */
@@ -228,6 +236,31 @@ int rt_exec_read_param(const ir_graph *g, rt_exec *x, const char *name, const ir
         return 0;
     }
     return base_fail(err, errlen, "the program holds no %s", name);
+}
+
+int rt_exec_write_param(const ir_graph *g, rt_exec *x, const char *name, const ir_type *t,
+                        const void *in, char *err, size_t errlen)
+{
+    size_t es = ir_host_size(t->dtype);
+    int found = 0;
+    for (int i = 0; i < g->nparams; i++) {
+        const ir_value *v = g->params[i];
+        if (!saved(v) || strcmp(v->shard.of ? v->shard.of : v->name, name) != 0)
+            continue;
+        if (!ir_type_eq(v->shard.of ? &v->shard.type : &v->type, t))
+            return base_fail(err, errlen, "%s has another type here", name);
+        char *dst = rt_exec_data(x, v);
+        if (!dst)
+            continue; /* a whole no device holds (its shards are the data), or another
+                         rank's shard */
+        slab b = v->shard.of ? slab_of(v) : (slab){1, 1, 1, ir_type_numel(&v->type), 0};
+        size_t row = (size_t)(b.size * b.inner) * es;
+        for (int64_t o = 0; o < b.outer; o++)
+            memcpy(dst + (size_t)o * row,
+                   (const char *)in + (size_t)((o * b.full + b.start) * b.inner) * es, row);
+        found = 1;
+    }
+    return found ? 0 : base_fail(err, errlen, "the program holds no %s", name);
 }
 
 /* The whole tensor of entry e (a shard's) assembled from every shard of it in
@@ -523,7 +556,8 @@ static int load(const ir_graph *g, rt_exec *x, FILE *f, const char *path, int we
         if (strcmp(t->string, "__metadata__") == 0)
             continue;
         int i = 0;
-        while (i < n && strcmp(es[i].name, t->string) != 0)
+        while (i < n && strcmp(es[i].name, t->string) != 0 &&
+               !(es[i].v->source && strcmp(es[i].v->source, t->string) == 0))
             i++;
         /* an inference graph takes the weights of a training checkpoint and
            leaves its optimizer state */
@@ -533,11 +567,16 @@ static int load(const ir_graph *g, rt_exec *x, FILE *f, const char *path, int we
     for (int i = 0; i < n; i++) {
         const char *name = es[i].name;
         const ir_type *ty = &es[i].type;
-        t = cJSON_GetObjectItemCaseSensitive(root, name);
+        t = tensor_of(root, name, es[i].v->source);
         char a[128], b[128];
         ir_type ft = {ty->dtype, 0, {0}};
         if (!t) {
-            add_line(err, errlen, &ndiff, "  %s: in the model, not in the checkpoint", name);
+            const char *src = es[i].v->source;
+            if (src && strcmp(src, name) != 0)
+                add_line(err, errlen, &ndiff, "  %s: in the model, not in the checkpoint (nor as "
+                         "%s, its name in the model it came from)", name, src);
+            else
+                add_line(err, errlen, &ndiff, "  %s: in the model, not in the checkpoint", name);
             continue;
         }
         const cJSON *dt = cJSON_GetObjectItemCaseSensitive(t, "dtype");
@@ -574,7 +613,7 @@ static int load(const ir_graph *g, rt_exec *x, FILE *f, const char *path, int we
         if (!saved(v) || (weights && v->kind == IR_VALUE_STATE) || !rt_exec_data(x, v))
             continue;
         const char *name = v->shard.of ? v->shard.of : v->name;
-        t = cJSON_GetObjectItemCaseSensitive(root, name);
+        t = tensor_of(root, name, v->source);
         const cJSON *offs = cJSON_GetObjectItemCaseSensitive(t, "data_offsets");
         long lo = (long)cJSON_GetArrayItem(offs, 0)->valuedouble;
         size_t es_ = ir_host_size(v->type.dtype);

@@ -42,6 +42,12 @@ int rt_checkpoint_save(const ir_graph *g, rt_exec *x, const char *path, const rt
  * Returns 0, or -1 with a message. */
 int rt_exec_read_param(const ir_graph *g, rt_exec *x, const char *name, const ir_type *t,
                        void *out, char *err, size_t errlen);
+/* The reverse: the whole tensor in (of type t) into name's data in x, each
+ * shard its slice, each copy x holds.  The caller then marks x's weights
+ * changed (rt_exec_weights_changed, rt_session_push), which also copies them
+ * to the devices that read them.  0, or -1 with a message. */
+int rt_exec_write_param(const ir_graph *g, rt_exec *x, const char *name, const ir_type *t,
+                        const void *in, char *err, size_t errlen);
 
 int rt_checkpoint_load(const ir_graph *g, rt_exec *x, const char *path, rt_ckpt_meta *meta, char *err,
                        size_t errlen);

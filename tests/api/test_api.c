@@ -14,9 +14,12 @@
  *      saved mid-way and loaded into a fresh session continues to the same
  *      bits; an inference session takes a training checkpoint's weights;
  *      checkpoints of another model and paths that cannot be written fail.
- *   4. Misuse: runs of the wrong kind of plan, bad learning rates, NULLs
+ *   4. Weights one at a time (test_weights): listed with their sources, read,
+ *      written, across a tensor-parallel plan's shards; compile options loss
+ *      and strategy.
+ *   5. Misuse: runs of the wrong kind of plan, bad learning rates, NULLs
  *      (with and without an error to fill).
- *   5. Threads: sessions of one shared plan, each on its own thread at once
+ *   6. Threads: sessions of one shared plan, each on its own thread at once
  *      (a training step on two virtual devices), reach the bits one session
  *      reaches alone; plans load on several threads at once.  The
  *      ThreadSanitizer build (tools/test.sh --tsan) runs this.
@@ -520,6 +523,166 @@ static void test_compile_memory(void)
     check(gnc_compile_memory(NULL, good, 4, NULL, NULL, &err) == GNC_ERROR_ARGUMENT, "NULL plan");
 }
 
+/* A weight of s by name as floats (NULL on an error, which fails the test). */
+static float *read_weight(gnc_session *s, const gnc_plan *p, const char *name, size_t *bytes)
+{
+    gnc_error err;
+    gnc_tensor_info t;
+    for (int i = 0; i < gnc_plan_param_count(p); i++)
+        if (gnc_plan_param(p, i, &t, NULL) == GNC_OK && strcmp(t.name, name) == 0) {
+            float *w = malloc(t.bytes);
+            check(gnc_session_read_param(s, name, w, t.bytes, &err) == GNC_OK, "read %s: %s",
+                  name, err.message);
+            *bytes = t.bytes;
+            return w;
+        }
+    check(0, "the plan lists no weight %s", name);
+    return NULL;
+}
+
+/* Weights one at a time: gnc_plan_param lists the parameters and buffers
+ * (wholes, for a tensor-parallel plan's shards) with the names they came
+ * with; gnc_session_read_param and _write_param round-trip them; a weight
+ * written changes the next run as the model says (a bias + 1: the logits
+ * + 1), and a tensor-parallel plan given a one-device plan's weights computes
+ * its outputs.  A training step moves weights it reads back.  The compile
+ * options loss and strategy: an ONNX model gets a loss, a plan its strategy. */
+static void test_weights(void)
+{
+    gnc_error err;
+    gnc_compile_options o = {.no_kernels = 1};
+    gnc_plan *p = NULL, *tp = NULL;
+    gnc_session *s = NULL, *ts = NULL;
+    check(gnc_compile(&p, GNC_SOURCE_DIR "/models/lenet.net", &o, &err) == GNC_OK, "lenet: %s",
+          err.message);
+    check(gnc_session_init(&s, p, &cpu, &err) == GNC_OK, "session: %s", err.message);
+    if (!p || !s)
+        goto done;
+    gnc_tensor_info t;
+    const char *source = "x";
+    check(gnc_plan_param_count(p) == 10 && gnc_plan_param(p, 9, &t, &source) == GNC_OK &&
+              strcmp(t.name, "fc3.bias") == 0 && t.rank == 1 && t.dims[0] == 10 &&
+              t.bytes == 40 && source == NULL,
+          "lenet's weights: %d, the last %s", gnc_plan_param_count(p), t.name);
+    check(gnc_plan_param(p, 10, &t, NULL) == GNC_ERROR_ARGUMENT &&
+              gnc_plan_param(p, -1, &t, NULL) == GNC_ERROR_ARGUMENT,
+          "weights past the list");
+    feed(s, p, 7);
+    check(gnc_session_run(s, &err) == GNC_OK, "run: %s", err.message);
+    size_t nb = 0, ny = 0;
+    float *bias = read_weight(s, p, "fc3.bias", &nb), *y0 = output(s, p, 0, &ny);
+    for (size_t i = 0; bias && i < nb / 4; i++)
+        bias[i] += 1;
+    check(bias && gnc_session_write_param(s, "fc3.bias", bias, nb, &err) == GNC_OK, "write: %s",
+          err.message);
+    float *back = read_weight(s, p, "fc3.bias", &nb);
+    check(bias && back && memcmp(bias, back, nb) == 0, "a weight written reads back the same");
+    check(gnc_session_run(s, &err) == GNC_OK, "run: %s", err.message);
+    float *y1 = output(s, p, 0, &ny);
+    double worst = 0;
+    for (size_t i = 0; i < ny / 4; i++)
+        worst = fmax(worst, fabs(y1[i] - (y0[i] + 1)));
+    check(worst < 1e-5, "the logits with fc3.bias + 1 are the logits + 1 (off by %g)", worst);
+    check(gnc_session_write_param(s, "fc3.bias", bias, nb - 4, &err) == GNC_ERROR_ARGUMENT &&
+              strstr(err.message, "fc3.bias is f32[10]: 40 bytes, not 36"),
+          "a wrong size: '%s'", err.message);
+    check(gnc_session_read_param(s, "fc9.bias", bias, nb, &err) == GNC_ERROR_ARGUMENT &&
+              strstr(err.message, "no parameter or buffer 'fc9.bias'"),
+          "an unknown name: '%s'", err.message);
+    check(gnc_session_write_param(s, NULL, bias, nb, &err) == GNC_ERROR_ARGUMENT &&
+              gnc_session_read_param(NULL, "fc3.bias", bias, nb, &err) == GNC_ERROR_ARGUMENT &&
+              gnc_plan_param_count(NULL) == -1,
+          "NULLs");
+    free(bias), free(back), free(y0), free(y1);
+
+    /* mlp on one device and tensor-parallel on two, with the same weights */
+    gnc_plan_free(p);
+    gnc_session_free(s);
+    p = NULL, s = NULL;
+    const char *b8[] = {"batch=8"};
+    gnc_compile_options one = {.defines = b8, .ndefines = 1, .no_kernels = 1};
+    gnc_compile_options two = {.defines = b8, .ndefines = 1, .no_kernels = 1, .devices = 2,
+                               .strategy = "tensor"};
+    check(gnc_compile(&p, GNC_SOURCE_DIR "/models/mlp.net", &one, &err) == GNC_OK &&
+              gnc_compile(&tp, GNC_SOURCE_DIR "/models/mlp.net", &two, &err) == GNC_OK,
+          "mlp: %s", err.message);
+    gnc_session_options other = {.device = "cpu", .seed = 99};
+    check(p && tp && gnc_session_init(&s, p, &cpu, &err) == GNC_OK &&
+              gnc_session_init(&ts, tp, &other, &err) == GNC_OK,
+          "sessions: %s", err.message);
+    if (!s || !ts)
+        goto done;
+    check(gnc_plan_devices(tp) == 2 && gnc_plan_param_count(tp) == gnc_plan_param_count(p),
+          "the tensor-parallel plan lists its wholes: %d weights, %d", gnc_plan_param_count(tp),
+          gnc_plan_param_count(p));
+    int copied = 0;
+    for (int i = 0; i < gnc_plan_param_count(p); i++) {
+        gnc_tensor_info a, b;
+        gnc_plan_param(p, i, &a, NULL);
+        check(gnc_plan_param(tp, i, &b, NULL) == GNC_OK && strcmp(a.name, b.name) == 0 &&
+                  a.bytes == b.bytes,
+              "weight %d: %s and %s", i, a.name, b.name);
+        size_t n = 0;
+        float *w = read_weight(s, p, a.name, &n);
+        copied += w && gnc_session_write_param(ts, a.name, w, n, &err) == GNC_OK;
+        float *wb = read_weight(ts, tp, a.name, &n);
+        check(w && wb && memcmp(w, wb, n) == 0, "%s written across the shards reads back",
+              a.name);
+        free(w), free(wb);
+    }
+    feed(s, p, 3);
+    feed(ts, tp, 3);
+    check(gnc_session_run(s, &err) == GNC_OK && gnc_session_run(ts, &err) == GNC_OK, "runs: %s",
+          err.message);
+    float *ya = output(s, p, 0, &ny), *yb = output(ts, tp, 0, &nb);
+    worst = 0;
+    for (size_t i = 0; ny == nb && i < ny / 4; i++)
+        worst = fmax(worst, fabs(ya[i] - yb[i]) / (1 + fabs(ya[i])));
+    check(copied == gnc_plan_param_count(p) && ny == nb && worst < 1e-5,
+          "tensor-parallel with one device's %d weights: its logits %g off", copied, worst);
+    free(ya), free(yb);
+    gnc_session_free(ts);
+    gnc_plan_free(tp);
+    ts = NULL, tp = NULL;
+
+    /* ONNX: a loss given, a training step; the names it came with */
+    size_t n = 0;
+    char *onnx = slurp(GNC_SOURCE_DIR "/tests/onnx/models/lenet.onnx", &n);
+    gnc_compile_options train = {.no_kernels = 1, .train = 1, .loss = "cross_entropy:logits"};
+    gnc_status st = onnx ? gnc_compile_memory(&tp, onnx, n, "lenet.onnx", &train, &err)
+                         : GNC_ERROR_IO;
+    if (st == GNC_ERROR_UNSUPPORTED || strstr(err.message, "without ONNX support")) {
+        printf("no ONNX import here: its weights' names not checked\n");
+    } else {
+        check(st == GNC_OK && gnc_plan_is_training(tp) == 1, "lenet.onnx with a loss: %s",
+              err.message);
+        gnc_tensor_info w;
+        check(tp && gnc_plan_param(tp, 0, &w, &source) == GNC_OK && source &&
+                  strcmp(source, "0.weight") == 0,
+              "the ONNX initializer's name comes with the weight");
+        if (tp && gnc_session_init(&ts, tp, &cpu, &err) == GNC_OK) {
+            float *before = read_weight(ts, tp, w.name, &n);
+            feed(ts, tp, 4);
+            check(gnc_session_train_step(ts, 0.1, 0, &err) == GNC_OK, "step: %s", err.message);
+            float *after = read_weight(ts, tp, w.name, &n);
+            check(before && after && memcmp(before, after, n) != 0,
+                  "a training step moves the weights read back");
+            free(before), free(after);
+        }
+    }
+    free(onnx);
+    gnc_plan *bad = NULL;
+    gnc_compile_options strat = {.no_kernels = 1, .devices = 2, .strategy = "sideways"};
+    check(gnc_compile(&bad, GNC_SOURCE_DIR "/models/lenet.net", &strat, &err) ==
+                  GNC_ERROR_ARGUMENT && !bad && strstr(err.message, "strategy 'sideways'"),
+          "an unknown strategy: '%s'", err.message);
+done:
+    gnc_session_free(s);
+    gnc_session_free(ts);
+    gnc_plan_free(p);
+    gnc_plan_free(tp);
+}
+
 /* Every entry point with NULL arguments and out of order: an error status
  * (or -1, NULL for the getters), never a crash or GNC_OK with bytes no run
  * wrote. */
@@ -703,6 +866,7 @@ int main(int argc, char **argv)
     test_training();
     test_compile();
     test_compile_memory();
+    test_weights();
     test_misuse();
     test_threads();
     printf("test_api: %d passed, %d failed\n", passed, failed);
