@@ -48,3 +48,29 @@ set_tests_properties(python_api PROPERTIES LABELS "api" SKIP_RETURN_CODE 77 TIME
 add_test(NAME hostile_python COMMAND ${gnc_python} ${CMAKE_SOURCE_DIR}/tests/hostile/python.py)
 set_tests_properties(hostile_python PROPERTIES LABELS "api" SKIP_RETURN_CODE 77 TIMEOUT 300
   ENVIRONMENT "${gnc_python_env}")
+# gnc.from_torch and state_dicts both ways against PyTorch itself
+# (python/tests/test_torch.py): an MLP, a transformer encoder and a ResNet-18,
+# their outputs, 5 SGD steps each way, the weights back into the module with
+# strict=True.  The interpreter: the first of python3 and /usr/bin/python3
+# that imports torch (Debian: python3-torch, which tools/deps.sh installs);
+# without one the test says it is skipped (exit 77).
+set(gnc_torch_python python3)
+foreach(candidate python3 /usr/bin/python3)
+  execute_process(COMMAND ${candidate} -c "import numpy, torch" RESULT_VARIABLE gnc_torch_rc
+                  OUTPUT_QUIET ERROR_QUIET)
+  if(gnc_torch_rc EQUAL 0)
+    set(gnc_torch_python ${candidate})
+    break()
+  endif()
+endforeach()
+set(gnc_torch_env ${gnc_python_env})
+if(GNC_SANITIZE AND NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
+  # ASan's __cxa_throw interceptor finds the real one only where libstdc++ is
+  # loaded with it: PyTorch throws C++ exceptions (it aborts otherwise)
+  execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libstdc++.so.6
+                  OUTPUT_VARIABLE gnc_libstdcxx OUTPUT_STRIP_TRAILING_WHITESPACE)
+  list(TRANSFORM gnc_torch_env REPLACE "^LD_PRELOAD=(.*)$" "LD_PRELOAD=\\1 ${gnc_libstdcxx}")
+endif()
+add_test(NAME python_torch COMMAND ${gnc_torch_python} ${CMAKE_SOURCE_DIR}/python/tests/test_torch.py)
+set_tests_properties(python_torch PROPERTIES LABELS "api" SKIP_RETURN_CODE 77 TIMEOUT 600
+  ENVIRONMENT "${gnc_torch_env}")

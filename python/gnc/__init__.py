@@ -41,7 +41,8 @@ from ._lib import Error, LibraryNotFound, Status
 
 __version__ = "0.2.0"
 __all__ = ["Error", "LibraryNotFound", "Status", "TensorInfo", "Plan", "Session", "compile",
-           "load_plan", "load_plan_bytes", "version", "library_path"]
+           "compile_bytes", "from_torch", "load_plan", "load_plan_bytes", "version",
+           "library_path"]
 
 # gnc_dtype's names as the IR writes them, and the NumPy dtype of their data
 # as sessions take and give it: float32 for every floating-point dtype (the
@@ -101,13 +102,17 @@ def _shape_text(dtype, shape):
 
 
 class TensorInfo:
-    """An input or output of a plan: name, dtype (the IR's name: "f32",
-    "i32", ...), shape (a tuple), nbytes (of its data), numpy_dtype (that of
-    the arrays a session takes and gives for it)."""
+    """An input, output or weight of a plan: name, dtype (the IR's name:
+    "f32", "i32", ...), shape (a tuple), nbytes (of its data), numpy_dtype
+    (that of the arrays a session takes and gives for it); source, for a
+    weight, the name it had in the model it came from (an ONNX initializer's:
+    the PyTorch state_dict key for a model torch.onnx.export wrote), else
+    None."""
 
-    __slots__ = ("name", "dtype", "shape", "nbytes", "numpy_dtype")
+    __slots__ = ("name", "dtype", "shape", "nbytes", "numpy_dtype", "source")
 
-    def __init__(self, c):
+    def __init__(self, c, source=None):
+        self.source = source
         if not 0 <= c.dtype < len(_DTYPES) or not 0 <= c.rank <= _lib.MAX_RANK:
             raise Error(Status.FORMAT, "libgnc gave an unknown dtype %d or rank %d"
                         % (c.dtype, c.rank))
@@ -142,6 +147,16 @@ class Plan:
             raise
         self.devices = lib.gnc_plan_devices(handle)
         self.is_training = bool(lib.gnc_plan_is_training(handle))
+        c = _lib.TensorInfoStruct()
+        source = ctypes.c_char_p()
+        params = []
+        for i in range(lib.gnc_plan_param_count(handle)):
+            if lib.gnc_plan_param(handle, i, ctypes.byref(c), ctypes.byref(source)) != Status.OK:
+                self.close()
+                raise Error(Status.FORMAT, "libgnc gave no weight %d" % i)
+            params.append(TensorInfo(c, source.value.decode() if source.value else None))
+        self.params = tuple(params)
+        self._torch = None  # from_torch's names (gnc/_torch.py)
 
     def _infos(self, count, get):
         c = _lib.TensorInfoStruct()
@@ -152,6 +167,20 @@ class Plan:
                 raise Error(Status.FORMAT, "libgnc gave no tensor %d of %d" % (i, n))
             infos.append(TensorInfo(c))
         return tuple(infos)
+
+    def param(self, name):
+        """The TensorInfo of weight name: a parameter or buffer, by its gnc
+        name or by its source (see TensorInfo)."""
+        for t in self.params:
+            if t.name == name:
+                return t
+        found = [t for t in self.params if t.source == name]
+        if len(found) == 1:
+            return found[0]
+        if found:
+            raise Error(Status.ARGUMENT, "'%s' is the source of several weights (%s): name one"
+                        % (name, ", ".join(t.name for t in found)))
+        raise Error(Status.ARGUMENT, "no parameter or buffer '%s'" % name)
 
     def input(self, name):
         """The TensorInfo of input name."""
@@ -241,7 +270,8 @@ def load_plan_bytes(data):
     return Plan(handle.value)
 
 
-def _compile_options(defines, train, momentum, devices, precision, no_kernels):
+def _compile_options(defines, train, momentum, devices, precision, no_kernels, loss=None,
+                     strategy=None):
     """gnc_compile_options, and the define strings it points at (keep them)."""
     if defines is None:
         defines = []
@@ -255,20 +285,26 @@ def _compile_options(defines, train, momentum, devices, precision, no_kernels):
         defines=array, ndefines=len(encoded), train=bool(train), momentum=float(momentum),
         devices=_int_arg("devices", devices, (1, _INT32[1])),
         precision=_text_arg("the precision", precision) if precision else None,
-        no_kernels=bool(no_kernels))
+        no_kernels=bool(no_kernels), loss=_text_arg("the loss", loss) if loss else None,
+        strategy=_text_arg("the strategy", strategy) if strategy else None)
     return opts, array
 
 
 def compile(model, defines=None, train=False, momentum=0.0, devices=1, precision=None,
-            no_kernels=False):
+            no_kernels=False, loss=None, strategy=None):
     """Compiles a model (.net, or IR text) into a Plan, as `gnc compile MODEL
     -o FILE.gnc` with the same options writes one.  defines: model parameters
     (gnc compile -D) as a mapping ({"batch": 4}) or "NAME=VALUE" strings;
     train: the training step (SGD with momentum); devices: data parallel over
     this many; precision: the CUDA program's ("fp32", "tf32", "bf16",
-    "fp16"); no_kernels: leave the CUDA kernels out.  A model with errors
-    raises Error with its first diagnostic, "file:line:col: error: ..."."""
-    opts, _keep = _compile_options(defines, train, momentum, devices, precision, no_kernels)
+    "fp16"); no_kernels: leave the CUDA kernels out; loss: "cross_entropy:OUTPUT"
+    or "mse:OUTPUT" gives a model without a loss (an imported one) one, its
+    target a new input ("label", "target"), as gnc compile --loss; strategy:
+    how devices share the work, as --strategy ("data" by default, "auto",
+    "zero1", "tensor", "pipeline", ...).  A model with errors raises Error
+    with its first diagnostic, "file:line:col: error: ..."."""
+    opts, _keep = _compile_options(defines, train, momentum, devices, precision, no_kernels,
+                                   loss, strategy)
     handle = ctypes.c_void_p()
     err = _lib.ErrorStruct()
     _check(_lib.lib().gnc_compile(ctypes.byref(handle), _path_arg(model), ctypes.byref(opts),
@@ -277,13 +313,14 @@ def compile(model, defines=None, train=False, momentum=0.0, devices=1, precision
 
 
 def compile_bytes(data, name=None, defines=None, train=False, momentum=0.0, devices=1,
-                  precision=None, no_kernels=False):
+                  precision=None, no_kernels=False, loss=None, strategy=None):
     """compile() of a model given as bytes (bytes, bytearray, memoryview): an
     ONNX model (what torch.onnx.export writes into an io.BytesIO), .net text
     or IR text, told apart by name's suffix (.onnx, .net, .gir) or else by
     the bytes; name (default "<memory>") names it in messages."""
     data = bytes(data)  # contiguous and immutable while libgnc reads it
-    opts, _keep = _compile_options(defines, train, momentum, devices, precision, no_kernels)
+    opts, _keep = _compile_options(defines, train, momentum, devices, precision, no_kernels,
+                                   loss, strategy)
     handle = ctypes.c_void_p()
     err = _lib.ErrorStruct()
     _check(_lib.lib().gnc_compile_memory(ctypes.byref(handle), data, len(data),
@@ -452,6 +489,110 @@ class Session:
                                            ctypes.byref(err)), err)
         return value.value
 
+    def read_param(self, name, out=None):
+        """Weight name (a parameter or buffer, by gnc name or source: see
+        Plan.param) as the session holds it now, as a new array or copied
+        into out."""
+        info = self.plan.param(name)
+        if out is None:
+            out = np.empty(info.shape, info.numpy_dtype)
+        elif (not isinstance(out, np.ndarray) or out.shape != info.shape or
+              out.dtype != info.numpy_dtype or not out.flags.c_contiguous or
+              not out.flags.writeable):
+            raise Error(Status.ARGUMENT, "%s is %s: out must be a writable C-contiguous NumPy "
+                        "%s array of that shape" % (info.name, _shape_text(info.dtype, info.shape),
+                                                    info.numpy_dtype))
+        err = _lib.ErrorStruct()
+        with self._lock:
+            _check(_lib.lib().gnc_session_read_param(self._h(), info.name.encode(),
+                                                     out.ctypes.data_as(ctypes.c_void_p),
+                                                     out.nbytes, ctypes.byref(err)), err)
+        return out
+
+    def write_param(self, name, array):
+        """Sets weight name (by gnc name or source) from array: its shape, or
+        any shape of as many elements (PyTorch's, where an import reshaped
+        it); converted to the weight's dtype where the kind agrees.  The next
+        run or step uses it."""
+        info = self.plan.param(name)
+        want = "%s is %s" % (info.name, _shape_text(info.dtype, info.shape))
+        try:
+            given = np.asarray(array)
+            a = np.ascontiguousarray(given.astype(info.numpy_dtype, casting="same_kind",
+                                                  copy=False))
+        except (TypeError, ValueError) as e:
+            raise Error(Status.ARGUMENT, "%s: cannot convert: %s" % (want, e)) from None
+        if a.size != int(np.prod(info.shape, dtype=np.int64)):
+            raise Error(Status.ARGUMENT, "%s: got shape %s" % (want, list(given.shape)))
+        a = a.reshape(info.shape)
+        err = _lib.ErrorStruct()
+        with self._lock:
+            _check(_lib.lib().gnc_session_write_param(self._h(), info.name.encode(),
+                                                      a.ctypes.data_as(ctypes.c_void_p),
+                                                      a.nbytes, ctypes.byref(err)), err)
+
+    def state_dict(self, names="source"):
+        """Every weight (parameters and buffers) as the session holds it now,
+        {name: array}, in the plan's order.  names="source" keys each by its
+        source where it has one (PyTorch's state_dict key for a model
+        torch.onnx.export wrote), "gnc" by its gnc name.  For a plan of
+        gnc.from_torch: torch tensors in the module's shapes, under its keys,
+        in its order, with what the export left out (num_batches_tracked,
+        advanced by the steps taken; tensors the forward pass does not read),
+        so that module.load_state_dict(state, strict=True) takes it."""
+        if names not in ("source", "gnc"):
+            raise Error(Status.ARGUMENT, "names is 'source' or 'gnc', not %r" % (names,))
+        if self.plan._torch is not None and names == "source":
+            from . import _torch
+            return _torch.state_dict(self)
+        out = {}
+        for t in self.plan.params:
+            key = t.source if names == "source" and t.source else t.name
+            out[key] = self.read_param(t.name)
+        return out
+
+    def load_state_dict(self, state, strict=True):
+        """Sets weights from state, {name: array or torch tensor}: names as
+        state_dict gives them (sources, gnc names, a PyTorch module's keys for
+        a plan of gnc.from_torch).  strict: every weight of the plan must be
+        there, and nothing else (for a plan of from_torch, the module's
+        tensors the plan has no use for are let through).  Nothing is changed
+        when a name or shape does not fit.  Returns (missing, unexpected):
+        the plan's weights not given and the names not used."""
+        if not hasattr(state, "items"):
+            raise Error(Status.ARGUMENT, "state must be a mapping of name: array, not %s"
+                        % type(state).__name__)
+        ignored = set(self.plan._torch["extra"]) if self.plan._torch is not None else set()
+        plan_items, unexpected = [], []
+        for key, value in state.items():
+            try:
+                info = self.plan.param(key)
+            except Error:
+                if key not in ignored:
+                    unexpected.append(key)
+                continue
+            if hasattr(value, "detach"):  # a torch tensor
+                value = value.detach().cpu().numpy()
+            plan_items.append((info, value))
+        given = {info.name for info, _ in plan_items}
+        # a plan of from_torch needs the module's tensors, not the constants of its forward pass
+        needed = (list(self.plan._torch["keys"].values()) if self.plan._torch is not None
+                  else [t.name for t in self.plan.params])
+        missing = [name for name in needed if name not in given]
+        if strict and (missing or unexpected):
+            raise Error(Status.ARGUMENT, "load_state_dict: %s" % "; ".join(
+                part for part in (
+                    "missing %s" % ", ".join(missing) if missing else "",
+                    "unexpected %s" % ", ".join(unexpected) if unexpected else "") if part))
+        for info, value in plan_items:  # shapes first: nothing changes unless all fit
+            if np.size(value) != int(np.prod(info.shape, dtype=np.int64)):
+                raise Error(Status.ARGUMENT, "load_state_dict: %s is %s, got shape %s"
+                            % (info.name, _shape_text(info.dtype, info.shape),
+                               list(np.shape(value))))
+        for info, value in plan_items:
+            self.write_param(info.name, value)
+        return missing, unexpected
+
     def save_checkpoint(self, path, step=None):
         """Writes every parameter, buffer and optimizer state to path
         (safetensors, as gnc train writes them), with step (self.step when
@@ -504,3 +645,22 @@ class Session:
         if not self._handle:
             return "<gnc.Session closed>"
         return "<gnc.Session on %s, step %d>" % (self.device, self.step)
+
+
+def from_torch(module, example_inputs, **options):
+    """A Plan of a PyTorch nn.Module, compiled from its ONNX export in memory,
+    starting from the module's current weights (gnc/_torch.py; docs/api.md,
+    "From PyTorch"):
+
+        from_torch(module, example_inputs, *, loss=None, train=False, devices=1,
+                   strategy="auto", precision=None, momentum=0.0,
+                   input_names=None, output_names=None, no_kernels=False,
+                   opset=17)
+
+    example_inputs: a tensor or a tuple of them, whose shapes the plan takes;
+    loss: "cross_entropy" or "mse" on the module's output (its target a new
+    input, "label" or "target"), so that the plan trains (train=True makes
+    the training step); the rest as compile().  Errors name the PyTorch
+    module and op that gnc cannot take."""
+    from . import _torch
+    return _torch.from_torch(module, example_inputs, **options)

@@ -33,7 +33,8 @@ class CompileOptionsStruct(ctypes.Structure):  # gnc_compile_options
     _fields_ = [("defines", ctypes.POINTER(ctypes.c_char_p)), ("ndefines", ctypes.c_int),
                 ("train", ctypes.c_int), ("momentum", ctypes.c_double),
                 ("devices", ctypes.c_int), ("precision", ctypes.c_char_p),
-                ("no_kernels", ctypes.c_int)]
+                ("no_kernels", ctypes.c_int), ("loss", ctypes.c_char_p),
+                ("strategy", ctypes.c_char_p)]
 
 
 class SessionOptionsStruct(ctypes.Structure):  # gnc_session_options
@@ -89,6 +90,8 @@ _PROTOTYPES = {
     "gnc_plan_input": (_S, [_P, ctypes.c_int, _INFO]),
     "gnc_plan_output_count": (ctypes.c_int, [_P]),
     "gnc_plan_output": (_S, [_P, ctypes.c_int, _INFO]),
+    "gnc_plan_param_count": (ctypes.c_int, [_P]),
+    "gnc_plan_param": (_S, [_P, ctypes.c_int, _INFO, ctypes.POINTER(ctypes.c_char_p)]),
     "gnc_compile": (_S, [ctypes.POINTER(_P), ctypes.c_char_p,
                          ctypes.POINTER(CompileOptionsStruct), _ERR]),
     "gnc_compile_memory": (_S, [ctypes.POINTER(_P), ctypes.c_void_p, ctypes.c_size_t,
@@ -104,6 +107,10 @@ _PROTOTYPES = {
     "gnc_session_train_step": (_S, [_P, ctypes.c_double, ctypes.c_int64, _ERR]),
     "gnc_session_output": (_S, [_P, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t, _ERR]),
     "gnc_session_loss": (_S, [_P, ctypes.POINTER(ctypes.c_double), _ERR]),
+    "gnc_session_read_param": (_S, [_P, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t,
+                                    _ERR]),
+    "gnc_session_write_param": (_S, [_P, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t,
+                                     _ERR]),
     "gnc_session_save_checkpoint": (_S, [_P, ctypes.c_char_p, ctypes.c_int64, _ERR]),
     "gnc_session_load_checkpoint": (_S, [_P, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int64),
                                          _ERR]),
