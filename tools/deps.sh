@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 (bookworm) packages that gnc needs, if any is missing:
-#   bash tools/deps.sh            build tools, libraries, clang for the fuzzer, data
-#   bash tools/deps.sh --torch    the same plus python3-torch (bench/ and the golden
-#                                 file generator; the tests never need it)
+#   bash tools/deps.sh            build tools, libraries, clang for the fuzzer, data,
+#                                 PyTorch (the tests of gnc.from_torch, bench/, the
+#                                 golden file generator)
+#   bash tools/deps.sh --torch    the same (PyTorch was an option once)
 #   bash tools/deps.sh --list     print the packages, one a line, install nothing
 # Idempotent, and quick when everything is there: it asks dpkg first and runs
 # apt-get (update, then install) only for what is missing.  Runs as root, or
@@ -30,6 +31,11 @@ set -euo pipefail
 # xz-utils:                           tools/gpu_check.sh --pack compresses the libraries
 # graphviz:                           gnc dump --format dot -o FILE.svg draws with dot
 #                                     (tests/cli draws one); optional at run time
+# librsvg2-bin:                       rsvg-convert, which draws gnc train --plot FILE.png
+#                                     and gnc plot -o FILE.png; optional at run time
+# python3-torch, and what it          gnc.from_torch (python/gnc/_torch.py) and its test
+# recommends: libtorch-dev,           (python/tests/test_torch.py, skipped without it),
+# pybind11-dev:                       bench/'s PyTorch side, tests/*/gen*.py
 # python3-numpy, python3-venv,        the Python module over libgnc (python/, docs/api.md):
 # python3-setuptools, python3-wheel:  its test's arrays (skipped without NumPy), and
 #                                     `pip install ./python` into a venv offline
@@ -48,10 +54,11 @@ pkgs=(build-essential cmake ninja-build flex bison pkg-config libopenblas-openmp
       clang libclang-rt-14-dev libomp-14-dev dataset-fashion-mnist python3
       protobuf-c-compiler libprotobuf-c-dev python3-onnx libonnx-testdata graphviz xz-utils
       python3-numpy python3-venv python3-setuptools python3-wheel
-      libopenmpi-dev openmpi-bin libdnnl-dev ocl-icd-opencl-dev)
+      libopenmpi-dev openmpi-bin libdnnl-dev ocl-icd-opencl-dev librsvg2-bin
+      python3-torch libtorch-dev pybind11-dev)
 for arg in "$@"; do
     case $arg in
-    --torch) pkgs+=(python3-torch) ;;
+    --torch) ;;
     --list) list=1 ;;
     -h|--help) sed -n '2,10s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "deps: unknown option '$arg' (see --help)" >&2; exit 2 ;;

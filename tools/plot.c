@@ -1,18 +1,26 @@
 /* Training curves as SVG (plot.h): the logs' reader and the picture's writer.
+ * A .png is the same picture drawn by librsvg's rsvg-convert.
  * The picture is plain SVG 1.1 text, a panel per quantity; each series is one
  * <polyline class="series" data-run=... data-series=...>, whose points are
  * the series' finite values in order, so that a script can read it back. */
 #include "plot.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "base.h"
 #include "cli.h"
+
+extern char **environ;
 
 void plot_run_add(plot_run *r, plot_point p)
 {
@@ -439,12 +447,9 @@ static void draw_panel(FILE *f, int k, const plot_run *runs, int nruns, double x
     fputs("</g>\n", f);
 }
 
-int plot_write_svg(const char *path, const plot_run *runs, int nruns, char *err, size_t errlen)
+/* The picture as SVG text into f. */
+static void write_svg(FILE *f, const plot_run *runs, int nruns)
 {
-    base_out out;
-    if (base_out_open(&out, path, err, errlen) != 0)
-        return -1;
-    FILE *f = out.f;
     /* the legends below the panels: as tall as the longer */
     int entries = 0;
     for (int k = 0; k < 2; k++) {
@@ -469,5 +474,59 @@ int plot_write_svg(const char *path, const plot_run *runs, int nruns, char *err,
     for (int k = 0; k < 2; k++)
         draw_panel(f, k, runs, nruns, x0, x1);
     fputs("</svg>\n", f);
+}
+
+/* The picture drawn as PNG by librsvg's rsvg-convert into file descriptor
+ * out: the SVG text through a pipe, no file of its own.  0, or -1 with err. */
+static int write_png(int out, const char *path, const plot_run *runs, int nruns, char *err,
+                     size_t errlen)
+{
+    char *argv[] = {"rsvg-convert", "--format", "png", NULL};
+    int fds[2];
+    if (pipe(fds) != 0)
+        return base_fail(err, errlen, "cannot draw '%s': %s", path, strerror(errno));
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out, 1);
+    posix_spawn_file_actions_addclose(&fa, fds[1]);
+    pid_t pid;
+    int spawned = posix_spawnp(&pid, "rsvg-convert", &fa, NULL, argv, environ) == 0;
+    posix_spawn_file_actions_destroy(&fa);
+    close(fds[0]);
+    if (!spawned) {
+        close(fds[1]);
+        return base_fail(err, errlen, "cannot draw '%s': librsvg's rsvg-convert is not installed "
+                         "(Debian: librsvg2-bin); write FILE.svg instead", path);
+    }
+    void (*pipe_was)(int) = signal(SIGPIPE, SIG_IGN); /* it may stop reading */
+    FILE *w = fdopen(fds[1], "w");
+    if (w) {
+        write_svg(w, runs, nruns);
+        fclose(w);
+    } else {
+        close(fds[1]);
+    }
+    signal(SIGPIPE, pipe_was);
+    int status;
+    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return base_fail(err, errlen, "cannot draw '%s': rsvg-convert failed", path);
+    return 0;
+}
+
+int plot_write(const char *path, const plot_run *runs, int nruns, char *err, size_t errlen)
+{
+    base_out out;
+    if (base_out_open(&out, path, err, errlen) != 0)
+        return -1;
+    if (cli_has_suffix(path, ".png")) {
+        fflush(out.f);
+        if (write_png(fileno(out.f), path, runs, nruns, err, errlen) != 0) {
+            base_out_abandon(&out);
+            return -1;
+        }
+    } else {
+        write_svg(out.f, runs, nruns);
+    }
     return base_out_commit(&out, err, errlen);
 }

@@ -1,6 +1,6 @@
-/* Training curves as SVG pictures (tools/plot.c): `gnc train --plot FILE.svg`
- * redraws one as training runs; `gnc plot LOG... -o FILE.svg` draws the logs
- * of finished runs side by side (docs/train.md, "Curves"). */
+/* Training curves as SVG (or PNG) pictures (tools/plot.c): `gnc train --plot
+ * FILE.svg` redraws one as training runs; `gnc plot LOG... -o FILE.svg` draws
+ * the logs of finished runs side by side (docs/train.md, "Curves"). */
 #ifndef GNC_PLOT_H
 #define GNC_PLOT_H
 
@@ -32,8 +32,10 @@ int plot_read_log(const char *path, double per_epoch, plot_run *r, diag *d);
 
 /* Writes the runs as one SVG picture, a loss panel (train loss solid, test
  * loss dashed) beside an accuracy panel (test accuracy), a color per run:
- * the file replaced whole (ir/outfile.c), never left half written.  -1 with
- * err on a failure. */
-int plot_write_svg(const char *path, const plot_run *runs, int nruns, char *err, size_t errlen);
+ * the file replaced whole (ir/outfile.c), never left half written.  A path
+ * ending in .png gets the picture drawn as PNG by librsvg's rsvg-convert
+ * (Debian: librsvg2-bin; without it an error and no file).  -1 with err on a
+ * failure. */
+int plot_write(const char *path, const plot_run *runs, int nruns, char *err, size_t errlen);
 
 #endif

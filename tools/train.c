@@ -825,7 +825,7 @@ static void log_number(const run *r, const char *key, double v)
 static int run_draw(run *r)
 {
     char err[1024];
-    if (plot_write_svg(r->o->plot, &r->plot, 1, err, sizeof err) != 0) {
+    if (plot_write(r->o->plot, &r->plot, 1, err, sizeof err) != 0) {
         fprintf(stderr, "gnc: error: --plot: %s\n", err);
         return -1;
     }

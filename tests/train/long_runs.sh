@@ -156,12 +156,37 @@ has "noepoch.csv:1:1: error: the header names no 'epoch' column"
 expect 1 "$gnc" plot empty.csv -o bad.svg
 has "empty.csv:1:1: error: the log is empty"
 if [ ! -e bad.svg ]; then ok; else bad "a failed gnc plot left bad.svg"; fi
-expect 2 "$gnc" plot p.csv -o p.png
-has "the picture is SVG"
+# PNG: the same picture drawn by rsvg-convert (tools/deps.sh installs it),
+# its size the SVG's; without rsvg-convert an error and no file
+png_of() { # PNG SVG: a PNG of the SVG's width and height
+    python3 - "$1" "$2" <<'PY'
+import re, struct, sys
+png, svg = open(sys.argv[1], "rb").read(), open(sys.argv[2]).read()
+assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR", "not a PNG"
+w, h = struct.unpack(">II", png[16:24])
+m = re.search(r'<svg[^>]* width="(\d+)" height="(\d+)"', svg)
+assert (w, h) == (int(m.group(1)), int(m.group(2))), ((w, h), m.groups())
+PY
+}
+if command -v rsvg-convert >/dev/null; then
+    expect 0 "$gnc" plot p.csv -o p.png
+    if png_of p.png from_log.svg; then ok; else bad "gnc plot -o p.png drew no PNG of the SVG's size"; fi
+    expect 0 "${T[@]}" --steps 10 --log-every 5 --plot t.png
+    if python3 -c 'import sys; sys.exit(open("t.png", "rb").read(8) != b"\x89PNG\r\n\x1a\n")'; then
+        ok; else bad "--plot t.png drew no PNG"; fi
+else
+    echo "rsvg-convert is not installed (Debian: librsvg2-bin): PNG's drawing not checked"
+fi
+mkdir -p nodraw && ln -sf "$(command -v python3)" nodraw/python3
+PATH=$PWD/nodraw expect 1 "$gnc" plot p.csv -o nopng.png
+has "rsvg-convert is not installed (Debian: librsvg2-bin)"
+if [ ! -e nopng.png ]; then ok; else bad "a failed PNG left nopng.png"; fi
+expect 2 "$gnc" plot p.csv -o p.gif
+has "the picture is SVG or PNG"
 expect 2 "$gnc" plot p.csv
 has "-o FILE.svg is required"
-expect 2 "${T[@]}" --steps 2 --plot p.png
-has "--plot p.png: the picture is SVG"
+expect 2 "${T[@]}" --steps 2 --plot p.gif
+has "--plot p.gif: the picture is SVG or PNG"
 expect 1 "$gnc" plot missing.csv -o bad.svg
 has "cannot read the log 'missing.csv'"
 
