@@ -317,12 +317,22 @@ fi
 # out: ONNX's ReduceMax carries no gradient convention, and imports as
 # torch.amax's (ties split), so a max along an axis (ties 0) comes back with 1
 if "$gnc" dump lenet.onnx >/dev/null 2>&1; then
-    noinit() { sed -E 's/ = (uniform|normal)\([^)]*\)( zero_row\([0-9]+\))?| = (data|zeros|ones)//; s/ @.*//; s/, ties = [01]//' "$1"; }
+    # (an imported weight's 'from "NAME"', the initializer it came from, is
+    # checked apart: the name the export gave it, its own)
+    noinit() { sed -E 's/ = (uniform|normal)\([^)]*\)( zero_row\([0-9]+\))?| = (data|zeros|ones)//; s/ from "[^"]*"//; s/ @.*//; s/, ties = [01]//' "$1"; }
     for net in "${nets[@]}"; do
         name=$(basename "$net" .net)
         expect 0 "$gnc" dump "$name.onnx" -o "$name.back.gir"
         if diff <(noinit "$name.gir") <(noinit "$name.back.gir") >"$name.rt.diff"; then ok; else
             bad "$name: export then import changes the IR text:"; head -20 "$name.rt.diff"; fi
+        if python3 - "$name.back.gir" <<'PY'
+import re, sys
+lines = [l for l in open(sys.argv[1]) if re.match(r"  (param|buffer) ", l)]
+for l in lines:
+    m = re.match(r'  \w+ %("?)(.*?)\1: .* from "(.*?)"', l)
+    assert m and m.group(2) == m.group(3), l
+PY
+        then ok; else bad "$name: an imported weight's source is not its own name"; fi
     done
     # and every single-op model of tests/golden/ops.net that exports, but for
     # reduce (its const 1/24 comes back as the float it is, 0.041666668) and
