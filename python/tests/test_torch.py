@@ -14,6 +14,7 @@
        PyTorch in float64 and each tensor's distance from it must stay within
        10 times PyTorch's own float32 distance from it (as tests/grad does).
        num_batches_tracked comes back advanced by the steps taken.
+       The MLP again on two virtual devices (devices=2, strategy auto).
     3. Weights into a session: load_state_dict of another module's weights,
        then its outputs; a missing, an unknown and a misshapen key refused
        with nothing changed.
@@ -23,6 +24,7 @@
        safetensors file under those names where the gnc names differ.
     5. Errors: an op gnc cannot take is named with the PyTorch module it
        came from; train=True without a loss.
+    6. docs/api.md's "From PyTorch" example runs.
 
 Run by CTest as python_torch (tests/python.cmake) with the environment of
 python_api; exits 77 (skipped) where NumPy or PyTorch is missing.
@@ -270,6 +272,49 @@ class FromTorch(unittest.TestCase):
               "%s at %.2g of it" % (["%.5f" % v for v in got], ["%.5f" % v for v in want],
                                     ["%.5f" % v for v in want64], checked, worst[1], worst[0]))
         self.assertEqual(int(gs["bn1.num_batches_tracked"]), 5)
+
+    def test_training_partitioned(self):
+        """The MLP's 5 steps on two virtual devices (strategy auto) as on one."""
+        net, x, loss, target, lr = self.model("mlp")
+        start = copy.deepcopy(net)
+        g = torch.Generator().manual_seed(4)
+        batches = []
+        for _ in range(5):
+            xb = torch.rand(x.shape, generator=g) * 2 - 1
+            batches.append((xb, target(g, xb)))
+        with gnc.from_torch(net, x, loss=loss, train=True, devices=2,
+                            no_kernels=True) as plan, plan.session(device="cpu") as s:
+            self.assertEqual(plan.devices, 2)
+            got = [s.train_step(lr, gnc_feed(loss, xb, t)) for xb, t in batches]
+            state = s.state_dict()
+        ref = copy.deepcopy(start)
+        want = torch_steps(ref, batches, loss, lr)
+        back = copy.deepcopy(start)
+        back.load_state_dict(state, strict=True)
+        worst = max(rel(v.detach().numpy(), ref.state_dict()[k].numpy())
+                    for k, v in back.state_dict().items())
+        print("mlp on 2 devices: losses %.2g apart, the worst tensor %.2g off PyTorch's"
+              % (max(abs(a - b) / abs(b) for a, b in zip(got, want)), worst))
+        self.assertLess(max(abs(a - b) / abs(b) for a, b in zip(got, want)), 1e-5)
+        self.assertLess(worst, 1e-5)
+
+    def test_docs_example(self):
+        """docs/api.md's "From PyTorch" example runs to its end."""
+        path = os.path.join(os.environ.get("GNC_SOURCE_DIR", os.path.dirname(PYTHON_DIR)),
+                            "docs", "api.md")
+        with open(path) as f:
+            text = f.read()
+        section = text[text.index("### From PyTorch"):]
+        start = section.index("```python\n") + 10
+        code = section[start:section.index("\n```", start)]
+        scope = {}
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ResourceWarning)
+            exec(compile(code, "docs/api.md", "exec"), scope)
+        self.assertTrue(np.isfinite(scope["loss"]))
+        with torch.no_grad():
+            y = scope["net"](scope["x"]).numpy()
+        self.assertEqual(y.shape, (64, 10))
 
     def test_load_state_dict(self):
         net, x, _, _, _ = self.model("encoder")
