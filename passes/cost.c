@@ -902,20 +902,56 @@ static void kernel_costs(sim *s, const ir_graph *g, double *gemm, double *other)
     base_free(bytes);
 }
 
+/* An edge list that grows. */
+typedef struct {
+    int *from, *to;
+    int64_t n, cap;
+} edge_list;
+
+static void add_edge(edge_list *e, int from, int to)
+{
+    if (e->n == e->cap) {
+        e->cap = e->cap ? 2 * e->cap : 1024;
+        e->from = base_xrealloc(e->from, (size_t)e->cap * sizeof *e->from);
+        e->to = base_xrealloc(e->to, (size_t)e->cap * sizeof *e->to);
+    }
+    e->from[e->n] = from;
+    e->to[e->n++] = to;
+}
+
+/* A device's communication stream: the batch being made and the one before.
+ * Consecutive sends and receives of a device run as one NCCL group, whose
+ * calls progress together (codegen/p2p.c, docs/runtime.md): a member waits
+ * for every member of the batch before it, not for the other members of its
+ * own, so a 1F1B stage's send of an activation and its receive of a gradient,
+ * crossing its neighbour's pair, do not wait on each other.  A collective is
+ * a batch of its own. */
+#define BATCH_MAX 64
+typedef struct {
+    int prev[BATCH_MAX], nprev;
+    int cur[BATCH_MAX], ncur;
+    int open;           /* the current batch takes more sends and receives */
+} comm_stream;
+
+static void close_batch(comm_stream *c)
+{
+    if (!c->ncur)
+        return;
+    memcpy(c->prev, c->cur, (size_t)c->ncur * sizeof *c->cur);
+    c->nprev = c->ncur;
+    c->ncur = 0;
+    c->open = 0;
+}
+
 /* Step 3: the edges between tasks, as successor lists (CSR); counts each
  * task's predecessors. */
 static void edges(sim *s, int nn, int ndev, int **succ_off, int **succ)
 {
-    int64_t cap = 2 * (int64_t)nn + 1;
-    for (int i = 0; i < nn; i++)
-        cap += s->node[i]->nin;
-    int *from = base_xmalloc((size_t)cap * sizeof *from);
-    int *to = base_xmalloc((size_t)cap * sizeof *to);
+    edge_list e = {0};
     int *last_kernel = base_xmalloc((size_t)ndev * sizeof *last_kernel);
-    int *last_comm = base_xmalloc((size_t)ndev * sizeof *last_comm);
+    comm_stream *cs = base_xcalloc((size_t)ndev, sizeof *cs);
     for (int d = 0; d < ndev; d++)
-        last_kernel[d] = last_comm[d] = -1;
-    int64_t ne = 0;
+        last_kernel[d] = -1;
     for (int i = 0; i < nn; i++) {
         const ir_node *n = s->node[i];
         int k = s->task_of[i];
@@ -923,34 +959,43 @@ static void edges(sim *s, int nn, int ndev, int **succ_off, int **succ)
             continue;
         for (int j = 0; j < n->nin; j++) {      /* its operands */
             int p = s->producer[n->in[j]->id];
-            if (p >= 0 && p != k) {
-                from[ne] = p;
-                to[ne++] = k;
-            }
+            if (p >= 0 && p != k)
+                add_edge(&e, p, k);
         }
-        int *last = s->t[k].comm >= 0 ? &last_comm[n->device] : &last_kernel[n->device];
-        if (*last != k) {                       /* the task before it on its stream */
-            if (*last >= 0) {
-                from[ne] = *last;
-                to[ne++] = k;
+        int d = n->device;
+        comm_stream *c = &cs[d];
+        if (s->t[k].comm < 0) {                 /* the kernel before it on its stream */
+            close_batch(c);
+            if (last_kernel[d] != k) {
+                if (last_kernel[d] >= 0)
+                    add_edge(&e, last_kernel[d], k);
+                last_kernel[d] = k;
             }
-            *last = k;
+            continue;
         }
+        int p2p = n->op == IR_OP_SEND || n->op == IR_OP_RECV;
+        if (!c->open || !p2p || c->ncur == BATCH_MAX)
+            close_batch(c);
+        for (int j = 0; j < c->nprev; j++)      /* after the batch before it */
+            if (c->prev[j] != k)
+                add_edge(&e, c->prev[j], k);
+        c->cur[c->ncur++] = k;
+        c->open = p2p;
     }
     int *off = base_xcalloc((size_t)s->nt + 2, sizeof *off);
-    int *out = base_xmalloc((size_t)(ne + 1) * sizeof *out);
-    for (int64_t e = 0; e < ne; e++) {
-        off[from[e] + 2]++;
-        s->t[to[e]].npred++;
+    int *out = base_xmalloc((size_t)(e.n + 1) * sizeof *out);
+    for (int64_t j = 0; j < e.n; j++) {
+        off[e.from[j] + 2]++;
+        s->t[e.to[j]].npred++;
     }
     for (int k = 0; k < s->nt; k++)
         off[k + 2] += off[k + 1];
-    for (int64_t e = 0; e < ne; e++)
-        out[off[from[e] + 1]++] = to[e];
-    base_free(from);
-    base_free(to);
+    for (int64_t j = 0; j < e.n; j++)
+        out[off[e.from[j] + 1]++] = e.to[j];
+    base_free(e.from);
+    base_free(e.to);
     base_free(last_kernel);
-    base_free(last_comm);
+    base_free(cs);
     *succ_off = off;    /* task k's successors: out[off[k] .. off[k+1]) */
     *succ = out;
 }

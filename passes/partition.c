@@ -1549,6 +1549,30 @@ int pt_partition(ir_graph *g, const pt_options *o, diag *d)
         for (int j = 0; j < n->nout; j++)
             dep[n->out[j]->id] = (char)b;
     }
+    /* a node that no gradient reaches but that the backward pass alone reads
+       (autodiff's transpose of a saved softmax, for its matmul's gradient) is
+       part of it too: it runs with its layer's backward, where its operands
+       are, and not after the loss on the last stage, which would have every
+       stage send it its activations (dep: read by the forward pass, or an
+       output, 2: by the backward pass alone) */
+    memset(dep, 0, (size_t)P.nval);
+    for (int i = 0; i < g->noutputs; i++)
+        dep[g->outputs[i].value->id] = 1;
+    if (g->loss)
+        dep[g->loss->id] = 1;
+    for (int i = 0; i < g->nupdates; i++)
+        dep[g->updates[i].source->id] = 1;
+    for (int i = P.nsrc - 1; i >= 0; i--) {
+        const ir_node *n = P.src[i];
+        int fwd_read = 0, bwd_read = 0;
+        for (int j = 0; j < n->nout; j++)
+            fwd_read |= dep[n->out[j]->id] == 1, bwd_read |= dep[n->out[j]->id] == 2;
+        if (!P.backward[i] && !fwd_read && bwd_read)
+            P.backward[i] = 1;
+        for (int j = 0; j < n->nin; j++)
+            if (dep[n->in[j]->id] != 1)
+                dep[n->in[j]->id] = P.backward[i] ? 2 : 1;
+    }
     base_free(dep);
 
     P.stage = base_xcalloc((size_t)P.nsrc, sizeof *P.stage);

@@ -13,7 +13,15 @@
  *     parameter it reads (conv2d_grad_input reads the weight: the convolution),
  *     directly or through nodes of no batch (conv1d's weight is a reshape of its
  *     parameter);
- *   - a node reading only gradients: the latest anchor of their nodes.
+ *   - a node reading only gradients: the earliest anchor of their nodes, since
+ *     gradients flow towards the first stage: a residual stream's gradient,
+ *     summed block by block (x + f(x)'s gradient: the stream's from above
+ *     plus f's), is summed in each block's stage, not carried up to the stage
+ *     where the chain of sums began and back (2026-12-03: gpt_tiny's last
+ *     stage summed every block's and sent each back, a round trip per block).
+ * Nodes that no gradient reaches but that the backward pass alone reads
+ * (autodiff's transposes of saved activations) count as backward nodes
+ * (partition.c), so they too run where their operands are.
  * So a layer's backward runs where its forward ran, and activations cross a
  * cut forward and their gradients backward (partition.c adds the send/recv).
  *
@@ -76,6 +84,39 @@ static int claim_params(const pt *P, const ir_value *v, int at, int *param_at)
     return found;
 }
 
+/* Counts the forward nodes that read each parameter (readers), directly or
+ * through forward nodes of no batch: reader is the node's source index, last
+ * the reader counted last for each value. */
+static void count_readers(const pt *P, const ir_value *v, int reader, int *last, int *readers)
+{
+    if (v->kind == IR_VALUE_PARAM) {
+        if (last[v->id] != reader + 1)
+            last[v->id] = reader + 1, readers[v->id]++;
+        return;
+    }
+    int p = v->kind == IR_VALUE_NODE ? P->pos[v->id] : -1;
+    if (p < 0 || P->backward[p] || P->batched[v->id])
+        return;
+    for (int k = 0; k < v->def->nin; k++)
+        count_readers(P, v->def->in[k], reader, last, readers);
+}
+
+/* Whether v is, or is computed by forward nodes of no batch from, a parameter
+ * that several forward nodes read (a tied weight: gpt_tiny's token embedding,
+ * which its output layer reads too). */
+static int shared_param(const pt *P, const ir_value *v, const int *readers)
+{
+    if (v->kind == IR_VALUE_PARAM)
+        return readers[v->id] > 1;
+    int p = v->kind == IR_VALUE_NODE ? P->pos[v->id] : -1;
+    if (p < 0 || P->backward[p] || P->batched[v->id])
+        return 0;
+    for (int k = 0; k < v->def->nin; k++)
+        if (shared_param(P, v->def->in[k], readers))
+            return 1;
+    return 0;
+}
+
 /* Where the parameters that v is computed from live (the latest forward node
  * they are claimed for), when v is one or is computed from them by forward
  * nodes of no batch; -1 otherwise. */
@@ -101,16 +142,21 @@ int pt_pipeline_stages(pt *P)
     int *param_at = base_xcalloc((size_t)P->nval, sizeof *param_at); /* first forward reader + 1 */
     char *grad_of = base_xcalloc((size_t)P->nval, 1);  /* a value an optimizer reads as gradient */
     int *param_of_grad = base_xcalloc((size_t)P->nval, sizeof *param_of_grad);
+    int *readers = base_xcalloc((size_t)P->nval, sizeof *readers); /* forward readers of a param */
+    int *last_reader = base_xcalloc((size_t)P->nval, sizeof *last_reader);
     for (int i = 0; i < nsrc; i++) {
         const ir_node *n = P->src[i];
         if (is_optimizer(n->op)) {
             grad_of[n->in[1]->id] = 1;
             param_of_grad[n->in[1]->id] = n->in[0]->id;
         } else if (!P->backward[i] && P->batched[n->out[0]->id]) {
-            for (int k = 0; k < n->nin; k++)
+            for (int k = 0; k < n->nin; k++) {
                 claim_params(P, n->in[k], i + 1, param_at);
+                count_readers(P, n->in[k], i, last_reader, readers);
+            }
         }
     }
+    base_free(last_reader);
     /* the forward nodes that stages cut, and each node's anchor among them */
     int *fwd = base_xcalloc((size_t)nsrc, sizeof *fwd), nf = 0, layers = 0;
     for (int i = 0; i < nsrc; i++) {
@@ -135,14 +181,23 @@ int pt_pipeline_stages(pt *P)
         for (int k = 0; k < n->nout; k++)
             if (grad_of[n->out[k]->id])
                 a = param_at[param_of_grad[n->out[k]->id]] - 1;
-        int c = -1;
+        int c = -1, reads_grad = 0;
         for (int k = 0; k < n->nin; k++) {
             const ir_value *v = n->in[k];
             int p = v->kind == IR_VALUE_NODE ? P->pos[v->id] : -1;
+            reads_grad |= p >= 0 && P->backward[p];
+        }
+        for (int k = 0; k < n->nin; k++) {
+            const ir_value *v = n->in[k];
+            int p = v->kind == IR_VALUE_NODE ? P->pos[v->id] : -1;
+            /* a tied weight's home is its first reader's: the gradient says
+               which of its readers this node differentiates */
             int here = p >= 0 && !P->backward[p] && P->batched[v->id] ? p
-                                                                      : params_home(P, v, param_at);
+                     : reads_grad && shared_param(P, v, readers) ? -1
+                     : params_home(P, v, param_at);
             c = here > c ? here : c;
-            if (p >= 0 && P->backward[p] && anchor[p] > from_grads)
+            if (p >= 0 && P->backward[p] && anchor[p] >= 0 &&
+                (from_grads < 0 || anchor[p] < from_grads))
                 from_grads = anchor[p];
         }
         anchor[i] = a >= 0 ? a : c >= 0 ? c : from_grads;
@@ -175,7 +230,7 @@ int pt_pipeline_stages(pt *P)
         diag_error(P->d, (ir_loc){0}, "a pipeline of %d stages needs at least %d layers, and "
                    "'%s' has %d (nodes that read parameters)", pp, pp, P->g->name, layers);
         base_free(anchor), base_free(param_at), base_free(grad_of), base_free(param_of_grad),
-        base_free(fwd);
+        base_free(fwd), base_free(readers);
         base_free(keep), base_free(held);
         return -1;
     }
@@ -232,7 +287,7 @@ int pt_pipeline_stages(pt *P)
         base_free(best), base_free(cut), base_free(w), base_free(pre), base_free(kpre),
         base_free(hpre), base_free(cap), base_free(rank);
         base_free(anchor), base_free(param_at), base_free(grad_of), base_free(param_of_grad),
-        base_free(fwd);
+        base_free(fwd), base_free(readers);
         base_free(keep), base_free(held);
         return -1;
     }
@@ -250,7 +305,7 @@ int pt_pipeline_stages(pt *P)
     base_free(best), base_free(cut), base_free(stage_of_fwd), base_free(w), base_free(pre),
     base_free(kpre), base_free(hpre);
     base_free(cap), base_free(rank), base_free(anchor), base_free(param_at), base_free(grad_of),
-    base_free(param_of_grad);
+    base_free(param_of_grad), base_free(readers);
     base_free(fwd), base_free(keep), base_free(held);
     return 0;
 }
