@@ -919,18 +919,17 @@ static void add_edge(edge_list *e, int from, int to)
     e->to[e->n++] = to;
 }
 
-/* A device's communication stream: the batch being made and the one before.
- * Consecutive sends and receives of a device run as one NCCL group, whose
- * calls progress together (codegen/p2p.c, docs/runtime.md): a member waits
- * for every member of the batch before it, not for the other members of its
- * own, so a 1F1B stage's send of an activation and its receive of a gradient,
- * crossing its neighbour's pair, do not wait on each other.  A collective is
- * a batch of its own. */
+/* A device's communication stream: the batch being made and the one before,
+ * a member waiting for every member of the batch before it.  On a GPU
+ * consecutive sends and receives run as one NCCL group, whose calls progress
+ * together (codegen/p2p.c); modelled so, the predicted steps of gpt_tiny's
+ * pipelines did not change, and the profile's communication track
+ * (--profile, predicted) would hold overlapping calls, so each call is a
+ * batch of its own. */
 #define BATCH_MAX 64
 typedef struct {
     int prev[BATCH_MAX], nprev;
     int cur[BATCH_MAX], ncur;
-    int open;           /* the current batch takes more sends and receives */
 } comm_stream;
 
 static void close_batch(comm_stream *c)
@@ -940,7 +939,6 @@ static void close_batch(comm_stream *c)
     memcpy(c->prev, c->cur, (size_t)c->ncur * sizeof *c->cur);
     c->nprev = c->ncur;
     c->ncur = 0;
-    c->open = 0;
 }
 
 /* Step 3: the edges between tasks, as successor lists (CSR); counts each
@@ -973,14 +971,11 @@ static void edges(sim *s, int nn, int ndev, int **succ_off, int **succ)
             }
             continue;
         }
-        int p2p = n->op == IR_OP_SEND || n->op == IR_OP_RECV;
-        if (!c->open || !p2p || c->ncur == BATCH_MAX)
-            close_batch(c);
+        close_batch(c); /* one call after another (see comm_stream) */
         for (int j = 0; j < c->nprev; j++)      /* after the batch before it */
             if (c->prev[j] != k)
                 add_edge(&e, c->prev[j], k);
         c->cur[c->ncur++] = k;
-        c->open = p2p;
     }
     int *off = base_xcalloc((size_t)s->nt + 2, sizeof *off);
     int *out = base_xmalloc((size_t)(e.n + 1) * sizeof *out);

@@ -51,13 +51,11 @@
  * their number.  GNC_DNNL=infer in the environment keeps a training program's
  * convolutions off oneDNN; GNC_DNNL=0 turns oneDNN off.
  *
- * rt_gemm1, the GEMMs that run on one thread (Winograd's products, and
- * exec.c's rt_gemm tiles: dense layers, matmuls, im2col convolutions), goes to
+ * rt_gemm1, the GEMMs that run on one thread (Winograd's products), goes to
  * oneDNN's sgemm where its kernels are AVX-512's: on the development machine
  * (docs/perf.md, eleventh session) it ran Winograd's 16 products of resnet18's
  * last layer 1.1x faster than OpenBLAS's SkylakeX kernels and 1.7x faster than
- * its Haswell ones, whichever OPENBLAS_CORETYPE says, and dense layers' shapes
- * 1.2-1.4x and 1.7-2x (one shape of 10 columns 0.7x). */
+ * its Haswell ones, whichever OPENBLAS_CORETYPE says. */
 #include "kernels.h"
 
 #include <cblas.h>

@@ -256,10 +256,9 @@ static void gemm_grid(int64_t m, int64_t n, int64_t k, int64_t *bm, int64_t *bn)
  * whichever thread takes it: the same calls, so the same bits, on any number of
  * threads.  OpenBLAS (the OpenMP build) runs on one thread inside an active
  * parallel region, and where OpenMP offers one thread: the region below, even a
- * team of one, offers one to each tile.  Each tile is rt_gemm1's: where
- * oneDNN's kernels are AVX-512's, its sgemm, 1.2-1.4x OpenBLAS's SkylakeX
- * kernels on dense layers' shapes here and 1.7-2x its Haswell ones
- * (docs/perf.md, eleventh session). */
+ * team of one, offers one to each tile.  (oneDNN's sgemm, faster here on
+ * AVX-512, packs into buffers of its own that the memory plan does not count:
+ * +10% on resnet18's inference; docs/perf.md, eleventh session.) */
 void rt_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
              const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
 {
@@ -275,8 +274,10 @@ void rt_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, in
         for (int64_t t = 0; t < tiles; t++) {
             int64_t i0 = t / tn * bm, j0 = t % tn * bn;
             int64_t mi = m - i0 < bm ? m - i0 : bm, nj = n - j0 < bn ? n - j0 : bn;
-            rt_gemm1(ta, tb, mi, nj, k, 1.0f, ta ? a + i0 : a + i0 * lda, lda,
-                     tb ? b + j0 * ldb : b + j0, ldb, beta, c + i0 * ldc + j0, ldc);
+            cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                        tb ? CblasTrans : CblasNoTrans, (int)mi, (int)nj, (int)k, 1.0f,
+                        ta ? a + i0 : a + i0 * lda, (int)lda, tb ? b + j0 * ldb : b + j0,
+                        (int)ldb, beta, c + i0 * ldc + j0, (int)ldc);
         }
     }
 }
