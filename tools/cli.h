@@ -83,6 +83,12 @@ typedef struct {
 int cli_make_dirs(const char *dir, const char *flag);
 /* Whether standard output is a pipe whose reader has gone (gnc ... | head). */
 int cli_stdout_gone(void);
+/* Runs argv[0] (found on PATH) with file descriptor out as its standard
+ * output, writing its standard input through write(f, ctx): a picture drawn
+ * by Graphviz's dot or librsvg's rsvg-convert.  0; 1 where argv[0] is not
+ * installed; -1 with err where a pipe cannot be made or the program fails. */
+int cli_pipe_to(char *const argv[], int out, void (*write)(FILE *f, const void *ctx),
+                const void *ctx, char *err, size_t errlen);
 /* --json (tools/gnc.c): cli_json_number adds v to obj as key, null where it
  * is not finite (JSON has no NaN or infinity); cli_json_print prints root on
  * standard output and frees it: 0, or 1 after saying why. */

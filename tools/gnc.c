@@ -990,48 +990,66 @@ static void dump_to(const options *o, const ir_graph *g, FILE *f)
         ir_print(g, f);
 }
 
-/* The graph drawn by Graphviz's dot as kind (svg, png, pdf) into file
- * descriptor out: the DOT text through a pipe, no file of its own. */
-static int draw(const char *kind, const options *o, const ir_graph *g, int out, const char *dst)
+int cli_pipe_to(char *const argv[], int out, void (*write)(FILE *f, const void *ctx),
+                const void *ctx, char *err, size_t errlen)
 {
-    char format[16];
-    snprintf(format, sizeof format, "-T%s", kind);
-    char *argv[] = {"dot", format, NULL};
     int fds[2];
-    if (pipe(fds) != 0) {
-        fprintf(stderr, "gnc: error: cannot draw '%s': %s\n", dst, strerror(errno));
-        return -1;
-    }
+    if (pipe(fds) != 0)
+        return base_fail(err, errlen, "%s", strerror(errno));
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, fds[0], 0);
     posix_spawn_file_actions_adddup2(&fa, out, 1);
     posix_spawn_file_actions_addclose(&fa, fds[1]);
     pid_t pid;
-    int spawned = posix_spawnp(&pid, "dot", &fa, NULL, argv, environ) == 0;
+    int spawned = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ) == 0;
     posix_spawn_file_actions_destroy(&fa);
     close(fds[0]);
     if (!spawned) {
         close(fds[1]);
-        fprintf(stderr, "gnc: error: cannot draw '%s': Graphviz's dot is not installed "
-                "(Debian: graphviz); write FILE.dot instead\n", dst);
-        return -1;
+        return 1;
     }
-    void (*pipe_was)(int) = signal(SIGPIPE, SIG_IGN); /* dot may stop reading */
+    void (*pipe_was)(int) = signal(SIGPIPE, SIG_IGN); /* it may stop reading */
     FILE *w = fdopen(fds[1], "w");
     if (w) {
-        dump_to(o, g, w);
+        write(w, ctx);
         fclose(w);
     } else {
         close(fds[1]);
     }
     signal(SIGPIPE, pipe_was);
     int status;
-    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fprintf(stderr, "gnc: error: cannot draw '%s': dot failed\n", dst);
-        return -1;
-    }
+    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return base_fail(err, errlen, "%s failed", argv[0]);
     return 0;
+}
+
+typedef struct {
+    const options *o;
+    const ir_graph *g;
+} dump_job;
+
+static void write_dump(FILE *f, const void *ctx)
+{
+    const dump_job *j = ctx;
+    dump_to(j->o, j->g, f);
+}
+
+/* The graph drawn by Graphviz's dot as kind (svg, png, pdf) into file
+ * descriptor out: the DOT text through a pipe, no file of its own. */
+static int draw(const char *kind, const options *o, const ir_graph *g, int out, const char *dst)
+{
+    char format[16], err[256];
+    snprintf(format, sizeof format, "-T%s", kind);
+    char *argv[] = {"dot", format, NULL};
+    dump_job j = {o, g};
+    int rc = cli_pipe_to(argv, out, write_dump, &j, err, sizeof err);
+    if (rc == 1)
+        fprintf(stderr, "gnc: error: cannot draw '%s': Graphviz's dot is not installed "
+                "(Debian: graphviz); write FILE.dot instead\n", dst);
+    else if (rc)
+        fprintf(stderr, "gnc: error: cannot draw '%s': %s\n", dst, err);
+    return rc ? -1 : 0;
 }
 
 static int cmd_dump(const options *o, ir_graph *g)

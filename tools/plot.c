@@ -6,21 +6,14 @@
 #include "plot.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <math.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "base.h"
 #include "cli.h"
-
-extern char **environ;
 
 void plot_run_add(plot_run *r, plot_point p)
 {
@@ -476,42 +469,29 @@ static void write_svg(FILE *f, const plot_run *runs, int nruns)
     fputs("</svg>\n", f);
 }
 
+typedef struct {
+    const plot_run *runs;
+    int nruns;
+} svg_job;
+
+static void write_svg_job(FILE *f, const void *ctx)
+{
+    const svg_job *j = ctx;
+    write_svg(f, j->runs, j->nruns);
+}
+
 /* The picture drawn as PNG by librsvg's rsvg-convert into file descriptor
  * out: the SVG text through a pipe, no file of its own.  0, or -1 with err. */
 static int write_png(int out, const char *path, const plot_run *runs, int nruns, char *err,
                      size_t errlen)
 {
-    char *argv[] = {"rsvg-convert", "--format", "png", NULL};
-    int fds[2];
-    if (pipe(fds) != 0)
-        return base_fail(err, errlen, "cannot draw '%s': %s", path, strerror(errno));
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[0], 0);
-    posix_spawn_file_actions_adddup2(&fa, out, 1);
-    posix_spawn_file_actions_addclose(&fa, fds[1]);
-    pid_t pid;
-    int spawned = posix_spawnp(&pid, "rsvg-convert", &fa, NULL, argv, environ) == 0;
-    posix_spawn_file_actions_destroy(&fa);
-    close(fds[0]);
-    if (!spawned) {
-        close(fds[1]);
+    char *argv[] = {"rsvg-convert", "--format", "png", NULL}, why[256];
+    svg_job j = {runs, nruns};
+    int rc = cli_pipe_to(argv, out, write_svg_job, &j, why, sizeof why);
+    if (rc == 1)
         return base_fail(err, errlen, "cannot draw '%s': librsvg's rsvg-convert is not installed "
                          "(Debian: librsvg2-bin); write FILE.svg instead", path);
-    }
-    void (*pipe_was)(int) = signal(SIGPIPE, SIG_IGN); /* it may stop reading */
-    FILE *w = fdopen(fds[1], "w");
-    if (w) {
-        write_svg(w, runs, nruns);
-        fclose(w);
-    } else {
-        close(fds[1]);
-    }
-    signal(SIGPIPE, pipe_was);
-    int status;
-    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        return base_fail(err, errlen, "cannot draw '%s': rsvg-convert failed", path);
-    return 0;
+    return rc ? base_fail(err, errlen, "cannot draw '%s': %s", path, why) : 0;
 }
 
 int plot_write(const char *path, const plot_run *runs, int nruns, char *err, size_t errlen)
