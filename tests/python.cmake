@@ -9,18 +9,24 @@
 # with other tests or runs but the build's libgnc: its scratch folder, its
 # kernel cache (GNC_CACHE_DIR) and pip's files (the test's environment for
 # pip) are its own.
-set(GNC_PYTHON "" CACHE FILEPATH "Python 3 with NumPy for the test python_api (empty: look)")
-set(gnc_python ${GNC_PYTHON})
-if(NOT gnc_python)
-  set(gnc_python python3)
+# gnc_find_python(VAR MODULES): VAR is the first of python3 and /usr/bin/python3
+# that imports MODULES ("numpy, torch"), else python3 (whose test then skips)
+function(gnc_find_python var modules)
+  set(found python3)
   foreach(candidate python3 /usr/bin/python3)
-    execute_process(COMMAND ${candidate} -c "import numpy" RESULT_VARIABLE gnc_numpy_rc
+    execute_process(COMMAND ${candidate} -c "import ${modules}" RESULT_VARIABLE rc
                     OUTPUT_QUIET ERROR_QUIET)
-    if(gnc_numpy_rc EQUAL 0)
-      set(gnc_python ${candidate})
+    if(rc EQUAL 0)
+      set(found ${candidate})
       break()
     endif()
   endforeach()
+  set(${var} ${found} PARENT_SCOPE)
+endfunction()
+set(GNC_PYTHON "" CACHE FILEPATH "Python 3 with NumPy for the test python_api (empty: look)")
+set(gnc_python ${GNC_PYTHON})
+if(NOT gnc_python)
+  gnc_find_python(gnc_python "numpy")
 endif()
 set(gnc_python_env GNC_LIBRARY=$<TARGET_FILE:gnc_lib> GNC_BINARY=$<TARGET_FILE:gnc>
     GNC_API_EXAMPLE=$<TARGET_FILE:api_example> GNC_SOURCE_DIR=${CMAKE_SOURCE_DIR}
@@ -54,15 +60,7 @@ set_tests_properties(hostile_python PROPERTIES LABELS "api" SKIP_RETURN_CODE 77 
 # strict=True.  The interpreter: the first of python3 and /usr/bin/python3
 # that imports torch (Debian: python3-torch, which tools/deps.sh installs);
 # without one the test says it is skipped (exit 77).
-set(gnc_torch_python python3)
-foreach(candidate python3 /usr/bin/python3)
-  execute_process(COMMAND ${candidate} -c "import numpy, torch" RESULT_VARIABLE gnc_torch_rc
-                  OUTPUT_QUIET ERROR_QUIET)
-  if(gnc_torch_rc EQUAL 0)
-    set(gnc_torch_python ${candidate})
-    break()
-  endif()
-endforeach()
+gnc_find_python(gnc_torch_python "numpy, torch")
 set(gnc_torch_env ${gnc_python_env})
 if(GNC_SANITIZE AND NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
   # ASan's __cxa_throw interceptor finds the real one only where libstdc++ is
