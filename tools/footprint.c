@@ -89,6 +89,7 @@ static void add_exec(cli_mem *m, const rt_exec *x, int train)
     cli_mem_add(m, "Winograd weights", (double)r.winograd);
     cli_mem_add(m, "oneDNN weights", (double)r.dnnl_weights);
     cli_mem_add(m, "oneDNN workspace", (double)r.dnnl_work);
+    cli_mem_add(m, "oneDNN kernels", (double)r.dnnl_kernels);
     cli_mem_add(m, "send buffers", (double)r.comm);
     cli_mem_add(m, "tables", (double)r.tables);
     m->transient = (double)r.dnnl_trial;

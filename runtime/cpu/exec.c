@@ -225,6 +225,7 @@ static int k_extreme(rt_exec *x, const ir_node *n)
 #define GEMM_TILE_WORK ((int64_t)1 << 21)
 #define GEMM_TILES 64
 #define GEMM_TILE_SIDE 256
+#define GEMM_TILE_ROWS 64
 
 /* The tile grid of an [m, n] result of depth k, rows in blocks of *bm and columns
  * in blocks of *bn: halves of the longer side while they stay GEMM_TILE_SIDE
@@ -246,6 +247,15 @@ static void gemm_grid(int64_t m, int64_t n, int64_t k, int64_t *bm, int64_t *bn)
     *bn = ((n + tn - 1) / tn + 15) / 16 * 16; /* whole 16-float vectors */
 }
 
+int64_t rt_gemm_rows(int64_t m, int64_t n, int64_t k)
+{
+    int64_t tiles = m * n * k / GEMM_TILE_WORK;
+    tiles = tiles > GEMM_TILES ? GEMM_TILES : tiles > m / GEMM_TILE_ROWS ? m / GEMM_TILE_ROWS
+                                                                          : tiles;
+    tiles = tiles < 1 ? 1 : tiles;
+    return (m + tiles - 1) / tiles;
+}
+
 /* OpenBLAS, left to itself, splits a large GEMM across as many threads as
  * OpenMP offers, and its sums then depend on the split (0.3.21): with its AVX2
  * kernels an element's sum depends on where its thread's block of rows and
@@ -256,9 +266,8 @@ static void gemm_grid(int64_t m, int64_t n, int64_t k, int64_t *bm, int64_t *bn)
  * whichever thread takes it: the same calls, so the same bits, on any number of
  * threads.  OpenBLAS (the OpenMP build) runs on one thread inside an active
  * parallel region, and where OpenMP offers one thread: the region below, even a
- * team of one, offers one to each tile.  (oneDNN's sgemm, faster here on
- * AVX-512, packs into buffers of its own that the memory plan does not count:
- * +10% on resnet18's inference; docs/perf.md, eleventh session.) */
+ * team of one, offers one to each tile.  Dense layers and matmuls go to
+ * oneDNN's matmul first where its kernels are AVX-512's (rt_node_gemm). */
 void rt_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
              const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
 {
@@ -282,7 +291,23 @@ void rt_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, in
     }
 }
 
-static int k_matmul(rt_exec *x, const ir_node *n)
+/* GEMM g of node n: on oneDNN's matmul where it takes it (rt_dnnl_gemm), else
+ * rt_gemm's OpenBLAS. */
+int rt_node_gemm(rt_exec *x, const ir_node *n, const rt_gemm_args *g, char *err, size_t errlen)
+{
+    int rc = rt_dnnl_gemm(x, n, g, err, errlen);
+    if (rc)
+        return rc < 0 ? -1 : 0;
+    if (g->bias) /* the bias first, then c += the product */
+        for (int64_t r = 0; r < g->m; r++)
+            memcpy(g->c + r * g->ldc, g->bias, (size_t)g->n * sizeof *g->c);
+    rt_gemm(g->ta, g->tb, g->m, g->n, g->k, g->a, g->lda, g->b, g->ldb, g->bias ? 1.0f : 0.0f,
+            g->c, g->ldc);
+    x->blas_gemms++;
+    return 0;
+}
+
+static int k_matmul(rt_exec *x, const ir_node *n, char *err, size_t errlen)
 {
     const ir_type *ta = &n->in[0]->type, *tb = &n->in[1]->type, *to = &n->out[0]->type;
     int64_t m = ta->dims[ta->rank - 2], k = ta->dims[ta->rank - 1], nn = tb->dims[tb->rank - 1];
@@ -302,26 +327,21 @@ static int k_matmul(rt_exec *x, const ir_node *n)
             oa += idx * sa[d];
             ob += idx * sb[d];
         }
-        rt_gemm(0, 0, m, nn, k, a + oa * m * k, k, b + ob * k * nn, nn, 0.0f, o + bi * m * nn,
-                nn);
+        rt_gemm_args g = {0, 0, m, nn, k, a + oa * m * k, b + ob * k * nn, o + bi * m * nn,
+                          k, nn, nn, NULL};
+        if (rt_node_gemm(x, n, &g, err, errlen))
+            return -1;
     }
     return 0;
 }
 
-static int k_dense(rt_exec *x, const ir_node *n)
+static int k_dense(rt_exec *x, const ir_node *n, char *err, size_t errlen)
 {
     const ir_type *tw = &n->in[1]->type;
     int64_t out = tw->dims[0], in = tw->dims[1], rows = NUMEL(n->in[0]) / in;
-    float *o = OUT;
-    float beta = 0.0f;
-    if (n->nin == 3) {
-        const float *bias = IN(2);
-        for (int64_t r = 0; r < rows; r++)
-            memcpy(o + r * out, bias, (size_t)out * sizeof *o);
-        beta = 1.0f;
-    }
-    rt_gemm(0, 1, rows, out, in, IN(0), in, IN(1), in, beta, o, out);
-    return 0;
+    rt_gemm_args g = {0, 1, rows, out, in, IN(0), IN(1), OUT, in, in, out,
+                      n->nin == 3 ? IN(2) : NULL};
+    return rt_node_gemm(x, n, &g, err, errlen);
 }
 
 /* x[n, c, h, w] conv w[o, c/groups, kh, kw] -> [n, o, oh, ow]: the types as
@@ -1150,8 +1170,8 @@ static int run_node(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     case IR_OP_ARANGE: return k_arange(x, n);
     case IR_OP_CAST: return k_cast(x, n);
     case IR_OP_WHERE: return k_where(x, n);
-    case IR_OP_MATMUL: return k_matmul(x, n);
-    case IR_OP_DENSE: return k_dense(x, n);
+    case IR_OP_MATMUL: return k_matmul(x, n, err, errlen);
+    case IR_OP_DENSE: return k_dense(x, n, err, errlen);
     case IR_OP_CONV2D: return k_conv2d(x, n, NULL, err, errlen);
     case IR_OP_BATCHNORM: return k_batchnorm(x, n);
     case IR_OP_LAYERNORM: return k_layernorm(x, n);
@@ -1438,11 +1458,12 @@ static void memory_of(const rt_exec *x, rt_memory *m)
     m->arena += x->arena ? (int64_t)x->arena_bytes : 0;
     m->workspace += (int64_t)(x->scratch_cap * sizeof(float));
     m->winograd += rt_wino_bytes(x->wino);
-    int64_t w, work, trial;
-    rt_dnnl_bytes(x->dnnl, &w, &work, &trial);
-    m->dnnl_weights += w;
-    m->dnnl_work += work;
-    m->dnnl_trial = trial > m->dnnl_trial ? trial : m->dnnl_trial;
+    rt_dnnl_mem dm;
+    rt_dnnl_bytes(x->dnnl, &dm);
+    m->dnnl_weights += dm.weights;
+    m->dnnl_work += dm.work;
+    m->dnnl_kernels += dm.kernels;
+    m->dnnl_trial = dm.trial > m->dnnl_trial ? dm.trial : m->dnnl_trial;
     m->tables += (int64_t)(x->nvalues + 1) * (int64_t)(sizeof *x->buf + 2) +
                  (int64_t)(x->nnodes + 1) * (int64_t)sizeof *x->nodes +
                  (int64_t)x->cap_events * (int64_t)sizeof *x->events;
@@ -1693,12 +1714,22 @@ void rt_exec_print_profile(const rt_exec *x, FILE *f)
        conv2d_grad_input and conv2d_grad_weight) */
     long wino = x->wino_convs, direct = x->direct_convs, dnnl = x->dnnl_convs;
     long blas = x->blas_convs, posts = x->dnnl_posts, refused = x->dnnl_refused;
-    long nhwc = x->dnnl_nhwc;
+    long nhwc = x->dnnl_nhwc, dnnl_gemms = x->dnnl_gemms, blas_gemms = x->blas_gemms;
     for (int d = 0; d < x->ndev; d++) {
         wino += x->devs[d]->wino_convs, direct += x->devs[d]->direct_convs;
         dnnl += x->devs[d]->dnnl_convs, blas += x->devs[d]->blas_convs;
         posts += x->devs[d]->dnnl_posts, refused += x->devs[d]->dnnl_refused;
         nhwc += x->devs[d]->dnnl_nhwc;
+        dnnl_gemms += x->devs[d]->dnnl_gemms, blas_gemms += x->devs[d]->blas_gemms;
+    }
+    /* which path dense layers' and matmuls' GEMMs took */
+    if (dnnl_gemms || blas_gemms) {
+        fputs("GEMMs: ", f);
+        if (dnnl_gemms)
+            fprintf(f, "oneDNN (%ld calls)%s", dnnl_gemms, blas_gemms ? ", " : "");
+        if (blas_gemms)
+            fprintf(f, "OpenBLAS (%ld calls)", blas_gemms);
+        fputc('\n', f);
     }
     if (!wino && !direct && !dnnl && !blas)
         return;
@@ -1737,13 +1768,17 @@ const char *rt_cpu_kernels(char *buf, size_t len)
     const char *config = openblas_get_config(), *core = openblas_get_corename();
     const char *version = strchr(config, ' ') ? strchr(config, ' ') + 1 : "";
     const char *isa = rt_dnnl_isa();
-    int at = snprintf(buf, len, "OpenBLAS %.*s (its %s kernels%s): matrix products%s",
+    int gemms = rt_dnnl_enabled() && strncmp(isa, "avx512", 6) == 0; /* rt_dnnl_gemm's */
+    int at = snprintf(buf, len, "OpenBLAS %.*s (its %s kernels%s): matrix products%s%s",
                       (int)strcspn(version, " "), version, core ? core : "?",
                       getenv("OPENBLAS_CORETYPE") ? ", as OPENBLAS_CORETYPE sets" : "",
+                      gemms ? " oneDNN leaves (weight gradients, small ones)" : "",
                       *isa ? ", few channels' convolutions in training" : ", convolutions");
     if (*isa && at >= 0 && (size_t)at < len)
         snprintf(buf + at, len - (size_t)at, "; oneDNN %s (its %s kernels): convolutions%s",
                  rt_dnnl_version(), isa,
-                 rt_dnnl_enabled() ? "" : ", turned off by GNC_DNNL=0");
+                 !rt_dnnl_enabled() ? ", turned off by GNC_DNNL=0"
+                 : gemms            ? ", dense layers' and matmuls' products"
+                                    : "");
     return buf;
 }

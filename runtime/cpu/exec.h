@@ -167,6 +167,8 @@ typedef struct {
                              batchnorm post-ops' constants */
     int64_t dnnl_work;    /* oneDNN's activation copies and scratchpads (one
                              convolution's at a time, the largest) */
+    int64_t dnnl_kernels; /* oneDNN's generated kernels and its primitives' state: what
+                             the heap grew by while they were made (dnnl.c) */
     int64_t dnnl_trial;   /* the largest of oneDNN's post-op trials (dnnl.c
                              posts_agree): operands and copies held during one at a
                              primitive's making, freed after */

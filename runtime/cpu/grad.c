@@ -281,18 +281,19 @@ static int k_extreme_grad(rt_exec *x, const ir_node *n)
     return 0;
 }
 
-static int k_dense_grad(rt_exec *x, const ir_node *n)
+static int k_dense_grad(rt_exec *x, const ir_node *n, char *err, size_t errlen)
 {
     const ir_type *tdy = &n->in[0]->type;
     int64_t out = tdy->dims[tdy->rank - 1], rows = NUMEL(n->in[0]) / out;
     if (n->op == IR_OP_DENSE_GRAD_INPUT) { /* dx[rows, in] = dy[rows, out] w[out, in] */
         int64_t in = n->in[1]->type.dims[1];
-        rt_gemm(0, 0, rows, in, out, IN(0), out, IN(1), in, 0.0f, OUT, in);
-    } else { /* dw[out, in] = dy^T x */
-        int64_t in = n->in[1]->type.dims[n->in[1]->type.rank - 1];
-        rt_gemm(1, 0, out, in, rows, IN(0), out, IN(1), in, 0.0f, OUT, in);
+        rt_gemm_args g = {0, 0, rows, in, out, IN(0), IN(1), OUT, out, in, in, NULL};
+        return rt_node_gemm(x, n, &g, err, errlen);
     }
-    return 0;
+    /* dw[out, in] = dy^T x */
+    int64_t in = n->in[1]->type.dims[n->in[1]->type.rank - 1];
+    rt_gemm_args g = {1, 0, out, in, rows, IN(0), IN(1), OUT, out, in, in, NULL};
+    return rt_node_gemm(x, n, &g, err, errlen);
 }
 
 /* col2im: adds the columns of one image back onto its channels [c0, c0 + cg). */
@@ -845,7 +846,7 @@ int rt_train_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     case IR_OP_SUM_TO: return k_sum_to(x, n);
     case IR_OP_BROADCAST_TO: return k_broadcast_to(x, n);
     case IR_OP_SLICE: return k_slice(x, n);
-    case IR_OP_DENSE_GRAD_INPUT: case IR_OP_DENSE_GRAD_WEIGHT: return k_dense_grad(x, n);
+    case IR_OP_DENSE_GRAD_INPUT: case IR_OP_DENSE_GRAD_WEIGHT: return k_dense_grad(x, n, err, errlen);
     case IR_OP_CONV2D_GRAD_INPUT: case IR_OP_CONV2D_GRAD_WEIGHT:
         return k_conv2d_grad(x, n, err, errlen);
     case IR_OP_BATCHNORM_GRAD: return k_batchnorm_grad(x, n);

@@ -50,6 +50,7 @@ struct rt_exec {
     struct rt_dnnl *dnnl;
     long dnnl_convs, blas_convs; /* convolutions run on each path, for the profile */
     long dnnl_posts;             /* fused ops that oneDNN ran as its post-ops */
+    long dnnl_gemms, blas_gemms; /* dense layers' and matmuls' GEMMs on each path */
     long dnnl_refused;           /* chains of post-ops whose trial run's bits were not the
                                     epilogue's (dnnl.c posts_agree), so not taken */
     /* By value id: the buffer holds the value channels-last (NHWC), as a
@@ -93,6 +94,26 @@ int64_t rt_arg_extreme(const float *a, int64_t len, int64_t step, int want_min);
  * its bits do not depend on the number of threads (exec.c). */
 void rt_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
              const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+
+/* The rows of each tile of whole rows of an [m, n] result of depth k (the
+ * last tile's: what is left), fixed by the shapes alone: rt_gemm's number of
+ * tiles, tiles of at least 64 rows. */
+int64_t rt_gemm_rows(int64_t m, int64_t n, int64_t k);
+
+/* One GEMM of a node: c[m, n] = op(a) op(b) (+ bias[n] on each row where
+ * bias is set), row-major, op transposing where ta or tb is set. */
+typedef struct {
+    int ta, tb;
+    int64_t m, n, k;
+    const float *a, *b;
+    float *c;
+    int64_t lda, ldb, ldc;
+    const float *bias;
+} rt_gemm_args;
+
+/* GEMM g of node n: on oneDNN's matmul where rt_dnnl_gemm takes it, else
+ * rt_gemm (exec.c).  -1 with err on a failure. */
+int rt_node_gemm(rt_exec *x, const ir_node *n, const rt_gemm_args *g, char *err, size_t errlen);
 
 /* Strides of t's elements as seen from an output of rank r that t broadcasts
  * to: 0 along the dimensions where t has size 1 or none. */
@@ -186,6 +207,15 @@ int rt_dnnl_beats_wino(rt_exec *x, const conv_geom *g, int dweight);
  * number of threads of the caller. */
 void rt_gemm1(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
               int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+/* GEMM g of node n (a dense layer, its gradients, a matmul) on oneDNN's
+ * matmul (dnnl.c): rt_gemm's tiles, each a primitive made for one thread, so
+ * the bits do not depend on the number of threads; its scratchpads in the
+ * shared workspace, which the memory report counts.  Taken where oneDNN runs
+ * its brgemm kernels (AVX-512) and the product has GEMM_DNNL_MIN
+ * multiply-adds or more: 1 when it ran, 0 when not taken (the caller runs
+ * rt_gemm), -1 with err on a failure. */
+#define GEMM_DNNL_MIN (1 << 15)
+int rt_dnnl_gemm(rt_exec *x, const ir_node *n, const rt_gemm_args *g, char *err, size_t errlen);
 /* Whether convolutions go to oneDNN at all: built in, not turned off. */
 int rt_dnnl_enabled(void);
 /* The instruction set oneDNN's kernels use on this CPU (after any
@@ -195,10 +225,15 @@ const char *rt_dnnl_isa(void);
 /* oneDNN's version ("2.6.3"); "" without oneDNN. */
 const char *rt_dnnl_version(void);
 void rt_dnnl_free(struct rt_dnnl *d);
-/* What d holds (rt_exec_memory): the weights' copies in oneDNN's layouts and
- * post-ops' constants, the shared workspace at its largest, and the largest
- * trial's operands (freed after it); 0 for each without oneDNN. */
-void rt_dnnl_bytes(const struct rt_dnnl *d, int64_t *weights, int64_t *work, int64_t *trial);
+/* What d holds (rt_exec_memory); 0 for each without oneDNN. */
+typedef struct {
+    int64_t weights; /* the weights' copies in oneDNN's layouts, post-ops' constants */
+    int64_t work;    /* the shared workspace at its largest */
+    int64_t trial;   /* the largest post-op trial's operands (freed after it) */
+    int64_t kernels; /* what the heap grew by while the primitives were made: oneDNN's
+                        generated kernels and its primitives' own state */
+} rt_dnnl_mem;
+void rt_dnnl_bytes(const struct rt_dnnl *d, rt_dnnl_mem *m);
 
 /* Convolution node n (conv2d, conv2d_grad_input or conv2d_grad_weight) as
  * Winograd's F(2x2, 3x3) (winograd.c): 1 when it ran (bias included; the
