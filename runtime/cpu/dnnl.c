@@ -134,7 +134,18 @@ void rt_dnnl_bytes(const struct rt_dnnl *d, rt_dnnl_mem *m)
 
 #else
 
-#ifdef __GLIBC__
+/* glibc's heap figures; not under AddressSanitizer, whose allocator glibc's
+   mallinfo2 knows nothing of (and crashes walking) */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GNC_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define GNC_ASAN 1
+#endif
+#if defined(__GLIBC__) && !defined(GNC_ASAN)
+#define GNC_MALLINFO 1
 #include <malloc.h>
 #endif
 #include <math.h>
@@ -374,10 +385,13 @@ void rt_dnnl_bytes(const struct rt_dnnl *d, rt_dnnl_mem *m)
 
 /* The bytes the heap holds now: where oneDNN keeps what it makes with a
  * primitive (its JIT-generated kernels, about 1 MiB for one of AVX-512's
- * brgconv convolutions); 0 where the C library cannot say. */
+ * brgconv convolutions); 0 where the C library cannot say, or under
+ * AddressSanitizer.  The primitives are made one at a time across the
+ * process (the devices' executors run on threads of their own), so that
+ * one's growth is not counted as another's too. */
 static size_t heap_bytes(void)
 {
-#ifdef __GLIBC__
+#ifdef GNC_MALLINFO
     struct mallinfo2 m = mallinfo2();
     return m.uordblks + m.hblkhd;
 #else
@@ -1358,14 +1372,17 @@ int rt_dnnl_conv(rt_exec *x, const ir_node *n, const ir_node *const *members, in
         c = d->by_value[id] = NULL;
     }
     if (!c) {
-        size_t heap = heap_bytes();
-        if (dweight && (c = calloc(1, sizeof *c))) {
-            c->nthr = omp_get_max_threads(), c->nested = omp_in_parallel();
-            c->dw = dw_prims(d, &g, NUMEL(n->out[0]));
-        } else if (!dweight) {
-            c = conv_make(d, n, &g, members, nmembers);
+#pragma omp critical(gnc_dnnl_make)
+        {
+            size_t heap = heap_bytes();
+            if (dweight && (c = calloc(1, sizeof *c))) {
+                c->nthr = omp_get_max_threads(), c->nested = omp_in_parallel();
+                c->dw = dw_prims(d, &g, NUMEL(n->out[0]));
+            } else if (!dweight) {
+                c = conv_make(d, n, &g, members, nmembers);
+            }
+            kernels_made(d, heap, c ? prim_own_bytes(c) : 0);
         }
-        kernels_made(d, heap, c ? prim_own_bytes(c) : 0);
         if (!(d->by_value[id] = c))
             return fail(err, errlen, "%s: out of memory", ir_ops[n->op].name);
     }
@@ -1623,13 +1640,16 @@ int rt_dnnl_gemm(rt_exec *x, const ir_node *n, const rt_gemm_args *g, char *err,
             return fail(err, errlen, "%s: out of memory", ir_ops[n->op].name);
         p->g = *g;
         p->bm = rt_gemm_rows(g->m, g->n, g->k);
-        size_t heap = heap_bytes();
-#pragma omp parallel num_threads(1)
+#pragma omp critical(gnc_dnnl_make)
         {
-            omp_set_num_threads(1); /* oneDNN splits no tile: its sums in one order */
-            gemm_prims(d, p);
+            size_t heap = heap_bytes();
+#pragma omp parallel num_threads(1)
+            {
+                omp_set_num_threads(1); /* oneDNN splits no tile: its sums in one order */
+                gemm_prims(d, p);
+            }
+            kernels_made(d, heap, 0);
         }
-        kernels_made(d, heap, 0);
     }
     if (!p->taken)
         return 0;
