@@ -134,17 +134,17 @@ void rt_dnnl_bytes(const struct rt_dnnl *d, rt_dnnl_mem *m)
 
 #else
 
-/* glibc's heap figures; not under AddressSanitizer, whose allocator glibc's
-   mallinfo2 knows nothing of (and crashes walking) */
+/* glibc's heap figures; not under AddressSanitizer or ThreadSanitizer, whose
+   allocators glibc's mallinfo2 knows nothing of (it crashed walking them) */
 #if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define GNC_ASAN 1
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define GNC_SANITIZED 1
 #endif
 #endif
-#if defined(__SANITIZE_ADDRESS__)
-#define GNC_ASAN 1
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define GNC_SANITIZED 1
 #endif
-#if defined(__GLIBC__) && !defined(GNC_ASAN)
+#if defined(__GLIBC__) && !defined(GNC_SANITIZED)
 #define GNC_MALLINFO 1
 #include <malloc.h>
 #endif
@@ -385,8 +385,8 @@ void rt_dnnl_bytes(const struct rt_dnnl *d, rt_dnnl_mem *m)
 
 /* The bytes the heap holds now: where oneDNN keeps what it makes with a
  * primitive (its JIT-generated kernels, about 1 MiB for one of AVX-512's
- * brgconv convolutions); 0 where the C library cannot say, or under
- * AddressSanitizer.  The primitives are made one at a time across the
+ * brgconv convolutions); 0 where the C library cannot say, or under a
+ * sanitizer.  The primitives are made one at a time across the
  * process (the devices' executors run on threads of their own), so that
  * one's growth is not counted as another's too. */
 static size_t heap_bytes(void)
