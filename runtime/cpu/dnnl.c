@@ -453,6 +453,25 @@ static int reorder(struct rt_dnnl *d, const port *p, int out)
     return OK(dnnl_primitive_execute(p->reorder, d->stream, p->pad ? 3 : 2, a)) ? 0 : -1;
 }
 
+/* Reorder r from from (of descriptor fmd) to to (tmd) on d's stream, its
+ * scratchpad (pmd, if it needs one) at pad: 0, or -1. */
+static int reorder_once(struct rt_dnnl *d, dnnl_primitive_t r, const dnnl_memory_desc_t *fmd,
+                        void *from, const dnnl_memory_desc_t *tmd, void *to,
+                        const dnnl_memory_desc_t *pmd, void *pad)
+{
+    dnnl_exec_arg_t a[3] = {{DNNL_ARG_FROM, NULL}, {DNNL_ARG_TO, NULL},
+                            {DNNL_ARG_SCRATCHPAD, NULL}};
+    int na = dnnl_memory_desc_get_size(pmd) ? 3 : 2;
+    int ok = OK(dnnl_memory_create(&a[0].memory, fmd, d->eng, from)) &&
+             OK(dnnl_memory_create(&a[1].memory, tmd, d->eng, to)) &&
+             (na == 2 || OK(dnnl_memory_create(&a[2].memory, pmd, d->eng, pad)));
+    ok = ok && OK(dnnl_primitive_execute(r, d->stream, na, a)) && OK(dnnl_stream_wait(d->stream));
+    for (int k = 0; k < 3; k++)
+        if (a[k].memory)
+            dnnl_memory_destroy(a[k].memory);
+    return ok ? 0 : -1;
+}
+
 int rt_dnnl_enabled(void)
 {
     const char *env = getenv("GNC_DNNL");
@@ -1330,20 +1349,8 @@ static int conv_dw(rt_exec *x, struct rt_dnnl *d, const struct dw_prim *w, const
     else
         rt_conv_dw_add_chunks(out, part, chunks, wsize);
     if (blocked) { /* the sum out of the primitives' layout, its scratchpad in work */
-        dnnl_memory_t from = NULL, to = NULL, pad = NULL;
-        const dnnl_memory_desc_t *pmd = &s0->pad_md[DW_NARGS];
-        int ok = OK(dnnl_memory_create(&from, &s0->md[DW_DW], d->eng, part)) &&
-                 OK(dnnl_memory_create(&to, &s0->user[DW_DW], d->eng, out)) &&
-                 (!dnnl_memory_desc_get_size(pmd) ||
-                  OK(dnnl_memory_create(&pad, pmd, d->eng, d->work)));
-        dnnl_exec_arg_t r[3] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to},
-                                {DNNL_ARG_SCRATCHPAD, pad}};
-        ok = ok && OK(dnnl_primitive_execute(s0->reorder[DW_DW], d->stream, pad ? 3 : 2, r)) &&
-             OK(dnnl_stream_wait(d->stream));
-        for (int k = 0; k < 3; k++)
-            if (r[k].memory)
-                dnnl_memory_destroy(r[k].memory);
-        if (!ok)
+        if (reorder_once(d, s0->reorder[DW_DW], &s0->md[DW_DW], part, &s0->user[DW_DW], out,
+                         &s0->pad_md[DW_NARGS], d->work))
             return fail(err, errlen, "%s: oneDNN's reorder failed", ir_ops[n->op].name);
     }
     x->dnnl_convs++;
@@ -1665,23 +1672,10 @@ int rt_dnnl_gemm(rt_exec *x, const ir_node *n, const rt_gemm_args *g, char *err,
         if (keep && !p->kept && !(p->kept = aligned_alloc(64, align64(p->bbytes))))
             return fail(err, errlen, "%s: out of memory", ir_ops[n->op].name);
         void *to = keep ? (void *)p->kept : d->work;
-        if (!(keep && x->weights_ready && p->weights_kept)) {
-            dnnl_memory_t from = NULL, into = NULL, pad = NULL;
-            const dnnl_memory_desc_t *pmd = &p->bpad_md;
-            int ok = OK(dnnl_memory_create(&from, &p->md[0][1], d->eng, (void *)g->b)) &&
-                     OK(dnnl_memory_create(&into, &p->bmd, d->eng, to)) &&
-                     (!dnnl_memory_desc_get_size(pmd) ||
-                      OK(dnnl_memory_create(&pad, pmd, d->eng, d->work + at)));
-            dnnl_exec_arg_t r[3] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, into},
-                                    {DNNL_ARG_SCRATCHPAD, pad}};
-            ok = ok && OK(dnnl_primitive_execute(p->breorder, d->stream, pad ? 3 : 2, r)) &&
-                 OK(dnnl_stream_wait(d->stream));
-            for (int k = 0; k < 3; k++)
-                if (r[k].memory)
-                    dnnl_memory_destroy(r[k].memory);
-            if (!ok)
-                return fail(err, errlen, "%s: oneDNN's reorder failed", ir_ops[n->op].name);
-        }
+        if (!(keep && x->weights_ready && p->weights_kept) &&
+            reorder_once(d, p->breorder, &p->md[0][1], (void *)g->b, &p->bmd, to, &p->bpad_md,
+                         d->work + at))
+            return fail(err, errlen, "%s: oneDNN's reorder failed", ir_ops[n->op].name);
         p->weights_kept = keep;
         b = to;
     }
