@@ -151,6 +151,7 @@ void rt_dnnl_bytes(const struct rt_dnnl *d, rt_dnnl_mem *m)
 #include <math.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
+#include <pthread.h>
 
 #define fail base_fail
 
@@ -389,6 +390,8 @@ void rt_dnnl_bytes(const struct rt_dnnl *d, rt_dnnl_mem *m)
  * sanitizer.  The primitives are made one at a time across the
  * process (the devices' executors run on threads of their own), so that
  * one's growth is not counted as another's too. */
+static pthread_mutex_t making = PTHREAD_MUTEX_INITIALIZER; /* held while one is made */
+
 static size_t heap_bytes(void)
 {
 #ifdef GNC_MALLINFO
@@ -1379,17 +1382,16 @@ int rt_dnnl_conv(rt_exec *x, const ir_node *n, const ir_node *const *members, in
         c = d->by_value[id] = NULL;
     }
     if (!c) {
-#pragma omp critical(gnc_dnnl_make)
-        {
-            size_t heap = heap_bytes();
-            if (dweight && (c = calloc(1, sizeof *c))) {
-                c->nthr = omp_get_max_threads(), c->nested = omp_in_parallel();
-                c->dw = dw_prims(d, &g, NUMEL(n->out[0]));
-            } else if (!dweight) {
-                c = conv_make(d, n, &g, members, nmembers);
-            }
-            kernels_made(d, heap, c ? prim_own_bytes(c) : 0);
+        pthread_mutex_lock(&making);
+        size_t heap = heap_bytes();
+        if (dweight && (c = calloc(1, sizeof *c))) {
+            c->nthr = omp_get_max_threads(), c->nested = omp_in_parallel();
+            c->dw = dw_prims(d, &g, NUMEL(n->out[0]));
+        } else if (!dweight) {
+            c = conv_make(d, n, &g, members, nmembers);
         }
+        kernels_made(d, heap, c ? prim_own_bytes(c) : 0);
+        pthread_mutex_unlock(&making);
         if (!(d->by_value[id] = c))
             return fail(err, errlen, "%s: out of memory", ir_ops[n->op].name);
     }
@@ -1647,16 +1649,15 @@ int rt_dnnl_gemm(rt_exec *x, const ir_node *n, const rt_gemm_args *g, char *err,
             return fail(err, errlen, "%s: out of memory", ir_ops[n->op].name);
         p->g = *g;
         p->bm = rt_gemm_rows(g->m, g->n, g->k);
-#pragma omp critical(gnc_dnnl_make)
-        {
-            size_t heap = heap_bytes();
+        pthread_mutex_lock(&making);
+        size_t heap = heap_bytes();
 #pragma omp parallel num_threads(1)
-            {
-                omp_set_num_threads(1); /* oneDNN splits no tile: its sums in one order */
-                gemm_prims(d, p);
-            }
-            kernels_made(d, heap, 0);
+        {
+            omp_set_num_threads(1); /* oneDNN splits no tile: its sums in one order */
+            gemm_prims(d, p);
         }
+        kernels_made(d, heap, 0);
+        pthread_mutex_unlock(&making);
     }
     if (!p->taken)
         return 0;
