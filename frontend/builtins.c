@@ -652,6 +652,26 @@ static val b_softmax_like(elab *e, call *c, ir_op op)
 static val b_softmax(elab *e, call *c) { return b_softmax_like(e, c, IR_OP_SOFTMAX); }
 static val b_log_softmax(elab *e, call *c) { return b_softmax_like(e, c, IR_OP_LOG_SOFTMAX); }
 
+/* F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale): one
+ * fused attention node, its scale 1 / sqrt(e) unless given. */
+static val b_attention(elab *e, call *c)
+{
+    ir_value *in[3];
+    for (int i = 0; i < 3; i++)
+        if (!(in[i] = arg_tensor(e, c, i)))
+            return error_val();
+    int causal;
+    double scale = 0;
+    if (!arg_bool(e, c, 3, &causal) || (arg_given(c, 4) && !arg_float(e, c, 4, &scale)))
+        return error_val();
+    if (!arg_given(c, 4) && in[0]->type.rank >= 1)
+        scale = 1 / sqrt((double)in[0]->type.dims[in[0]->type.rank - 1]);
+    ir_node *n = node_begin(e, c, IR_OP_ATTENTION, 3, in);
+    ir_set_int(el_graph(e), n, "causal", causal);
+    ir_set_float(el_graph(e), n, "scale", scale);
+    return node_end(e, c, n);
+}
+
 /* A positive count argument (channels, units, ...). */
 static int count_arg(elab *e, call *c, int i, int64_t *out)
 {
@@ -1604,6 +1624,7 @@ const builtin fe_builtins[] = {
     {"eq", "a, b", b_eq, 1},
     {"ne", "a, b", b_ne, 1},
     {"where", "cond, a, b", b_where, 1},
+    {"scaled_dot_product_attention", "q, k, v, causal=false, scale=?", b_attention, 1},
     {"softmax", "x, axis=-1", b_softmax, 1},
     {"log_softmax", "x, axis=-1", b_log_softmax, 1},
     {"maxpool2d", "x, kernel, stride=?, pad=0, dilation=1, ceil_mode=false", b_maxpool2d, 1},

@@ -516,26 +516,29 @@ int arg_pair(elab *e, call *c, int i, int64_t out[2])
 
 ir_node *node_begin(elab *e, call *c, ir_op op, int nin, ir_value **in)
 {
-    return ir_node_new(e->g, op, nin, in, 1, c->path, el_loc(e, c->loc));
+    int nout = ir_ops[op].nout > 1 ? ir_ops[op].nout : 1; /* attention: out and lse */
+    return ir_node_new(e->g, op, nin, in, nout, c->path, el_loc(e, c->loc));
 }
 
 val node_end(elab *e, call *c, ir_node *n)
 {
     char err[256];
-    ir_type t;
+    ir_type t[IR_MAX_RESULTS];
     if (!step(e, c->loc))
         return error_val();
-    if (!ir_infer(n, &t, err, sizeof err)) {
+    if (!ir_infer(n, t, err, sizeof err)) {
         el_error(e, c->loc, "%s", err);
         return error_val();
     }
-    if (too_large(&t)) {
-        char buf[128];
-        el_error(e, c->loc, "%s would make a tensor %s, which is too large", c->fn,
-                 ir_type_str(&t, buf, sizeof buf));
-        return error_val();
+    for (int i = 0; i < n->nout; i++) {
+        if (too_large(&t[i])) {
+            char buf[128];
+            el_error(e, c->loc, "%s would make a tensor %s, which is too large", c->fn,
+                     ir_type_str(&t[i], buf, sizeof buf));
+            return error_val();
+        }
+        n->out[i]->type = t[i];
     }
-    n->out[0]->type = t;
     ir_append(e->g, n);
     return tensor_val(n->out[0]);
 }

@@ -185,6 +185,48 @@ static int conv_rule(const ir_node *n, const ir_type *a, const ir_type *b, const
 }
 
 /* The pooling rule, shared with the gradients: a pooled -> o. */
+/* attention's (q, k, v -> out, lse) and attention_grad's (dy, q, k, v, out,
+ * lse -> dq, dk, dv) types: q[..., l, e], k[..., s, e], v[..., s, ev] of one
+ * floating-point dtype and one batch shape. */
+static int attention_rule(const ir_node *n, ir_type *out, char *err, size_t errlen)
+{
+    char tbuf[4][128];
+    int tb = 0;
+    const char *op = ir_ops[n->op].name;
+    int grad = n->op == IR_OP_ATTENTION_GRAD;
+    const ir_type *q = &n->in[grad]->type, *k = &n->in[grad + 1]->type,
+                  *v = &n->in[grad + 2]->type;
+    int r = q->rank, ok = r >= 2 && k->rank == r && v->rank == r && ir_is_float(q->dtype) &&
+                          k->dtype == q->dtype && v->dtype == q->dtype;
+    for (int i = 0; ok && i < r - 2; i++)
+        ok = k->dims[i] == q->dims[i] && v->dims[i] == q->dims[i];
+    if (!ok)
+        FAIL("%s expects floating-point q[..., l, e], k[..., s, e] and v[..., s, ev] of one "
+             "dtype and batch shape, got %s, %s and %s", op, TS(q), TS(k), TS(v));
+    if (k->dims[r - 1] != q->dims[r - 1] || v->dims[r - 2] != k->dims[r - 2])
+        FAIL("%s: q %s, k %s and v %s do not fit: q and k need one feature size, k and v one "
+             "length", op, TS(q), TS(k), TS(v));
+    if (!(ir_attr_float(n, "scale") > 0) || !isfinite(ir_attr_float(n, "scale")))
+        FAIL("%s scale must be positive and finite, got %g", op, ir_attr_float(n, "scale"));
+    int64_t causal = ir_attr_int(n, "causal");
+    if (causal != 0 && causal != 1)
+        FAIL("%s causal must be 0 or 1, got %lld", op, (long long)causal);
+    ir_type o = *v, lse = {IR_F32, r - 1, {0}};
+    o.dims[r - 2] = q->dims[r - 2];
+    memcpy(lse.dims, q->dims, (size_t)(r - 1) * sizeof *lse.dims);
+    if (!grad) {
+        out[0] = o, out[1] = lse;
+        return 1;
+    }
+    if (!ir_type_eq(&n->in[0]->type, &o) || !ir_type_eq(&n->in[4]->type, &o))
+        FAIL("%s: dy %s and out %s must be attention's result %s", op, TS(&n->in[0]->type),
+             TS(&n->in[4]->type), TS(&o));
+    if (!ir_type_eq(&n->in[5]->type, &lse))
+        FAIL("%s: lse %s must be %s", op, TS(&n->in[5]->type), TS(&lse));
+    out[0] = *q, out[1] = *k, out[2] = *v;
+    return 1;
+}
+
 static int pool_rule(const ir_node *n, const ir_type *a, ir_type *o, char *err, size_t errlen)
 {
     char tbuf[4][128];
@@ -906,6 +948,9 @@ static int infer_layers(const ir_node *n, ir_type *out, char *err, size_t errlen
         }
         *o = *a;
         return 1;
+
+    case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD:
+        return attention_rule(n, out, err, errlen);
 
     case IR_OP_LAYERNORM: {
         if (!ir_is_float(a->dtype))

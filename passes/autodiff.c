@@ -329,6 +329,19 @@ static int backward_layers(ad *a, const grad_at *at)
         acc(a, n->in[2], m->out[2]);
         return 1;
     }
+    case IR_OP_ATTENTION: { /* from the forward's result and row statistics (lse) */
+        ir_value *in[6] = {dy, n->in[0], n->in[1], n->in[2], n->out[0], n->out[1]};
+        ir_value *out[3];
+        for (int k = 0; k < 3; k++)
+            out[k] = ir_value_new(a->g, grad_name(a, n->in[k]), a->loc);
+        ir_node *m = ir_node_make(a->g, IR_OP_ATTENTION_GRAD, 6, in, 3, out, a->loc);
+        copy_attrs(a, m, n);
+        fin(a, m);
+        for (int k = 0; k < 3; k++)
+            if (needs(a, n->in[k]))
+                acc(a, n->in[k], m->out[k]);
+        return 1;
+    }
     case IR_OP_SOFTMAX:
     case IR_OP_LOG_SOFTMAX: {
         ir_value *in[2] = {dy, y};

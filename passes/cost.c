@@ -374,10 +374,24 @@ int cost_op_gemm(ir_op op)
     case IR_OP_MATMUL: case IR_OP_DENSE: case IR_OP_CONV2D:
     case IR_OP_DENSE_GRAD_INPUT: case IR_OP_DENSE_GRAD_WEIGHT:
     case IR_OP_CONV2D_GRAD_INPUT: case IR_OP_CONV2D_GRAD_WEIGHT:
+    case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD:
         return 1;
     default:
         return 0;
     }
+}
+
+/* The (query, key) pairs attention node n scores, over its batch: l s, or
+ * where causal the sum over the queries i of the keys j <= i. */
+static double attention_pairs(const ir_node *n)
+{
+    const ir_type *q = &n->in[n->op == IR_OP_ATTENTION_GRAD]->type;
+    double l = (double)q->dims[q->rank - 2], s = (double)n->in[2 - (n->op == IR_OP_ATTENTION)]
+                                                      ->type.dims[q->rank - 2];
+    double pairs = l * s;
+    if (ir_attr_int(n, "causal")) /* rows i < s see i + 1 keys, the rest all s */
+        pairs = l <= s ? l * (l + 1) / 2 : s * (s + 1) / 2 + (l - s) * s;
+    return pairs * (double)ir_type_numel(q) / (l * (double)q->dims[q->rank - 1]);
 }
 
 /* Elements of a pooling window. */
@@ -419,6 +433,17 @@ double cost_gemm_flops(const ir_node *n)
     case IR_OP_CONV2D_GRAD_INPUT: case IR_OP_CONV2D_GRAD_WEIGHT: {
         const int64_t *w = n->op == IR_OP_CONV2D_GRAD_WEIGHT ? out->dims : n->in[1]->type.dims;
         return 2.0 * numel(n->in[0]) * (double)(w[1] * w[2] * w[3]);
+    }
+    /* attention: q k^T and p v per pair (e and ev multiply-adds); its
+       gradient recomputes q k^T and adds dy v^T, p^T dy, ds k and ds^T q
+       (FlashAttention-2's five products); the softmax's exponentials are
+       not counted, as PyTorch's and Megatron's FLOP counts do not */
+    case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD: {
+        const ir_type *q = &n->in[n->op == IR_OP_ATTENTION_GRAD]->type;
+        const ir_type *v = &n->in[n->op == IR_OP_ATTENTION_GRAD ? 3 : 2]->type;
+        double fe = (double)q->dims[q->rank - 1], fev = (double)v->dims[v->rank - 1];
+        return 2.0 * attention_pairs(n) *
+               (n->op == IR_OP_ATTENTION ? fe + fev : 3 * fe + 2 * fev);
     }
     case IR_OP_DENSE_GRAD_INPUT: case IR_OP_DENSE_GRAD_WEIGHT: {
         int64_t in = n->op == IR_OP_DENSE_GRAD_WEIGHT ? out->dims[1] : n->in[1]->type.dims[1];

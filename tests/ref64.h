@@ -57,6 +57,11 @@ double *ref_layernorm(const double *x, const ir_type *tx, const double *weight,
                       const double *bias, const ir_type *tw, double eps);
 /* softmax along axis, or log_softmax when take_log */
 double *ref_softmax(const double *x, const ir_type *tx, int axis, int take_log);
+/* attention (F.scaled_dot_product_attention): q[..., l, e], k[..., s, e],
+ * v[..., s, ev] -> out[..., l, ev]; each row's log-sum-exp of its scaled
+ * scores into lse[..., l] where lse is not NULL */
+double *ref_attention(const double *q, const ir_type *tq, const double *k, const ir_type *tk,
+                      const double *v, const ir_type *tv, int causal, double scale, double *lse);
 double *ref_maxpool2d(const double *x, const ir_type *tx, const int64_t kernel[2],
                       const int64_t stride[2], const int64_t pad[2], const int64_t dilation[2],
                       int ceil_mode, ir_type *out);

@@ -137,7 +137,8 @@ static ir_value *tc_in(tcase *c, ir_type t, double lo, double hi)
 /* The node over every input so far; set its attributes, then tc_prepare. */
 static ir_node *tc_node(tcase *c)
 {
-    c->node = ir_node_new(c->g, c->op, c->nin, c->in, 1, "y", (ir_loc){0});
+    int nout = ir_ops[c->op].nout > 1 ? ir_ops[c->op].nout : 1; /* attention: out, lse */
+    c->node = ir_node_new(c->g, c->op, c->nin, c->in, nout, "y", (ir_loc){0});
     c->out = c->node->out[0];
     return c->node;
 }
@@ -188,18 +189,22 @@ static void fail_case(tcase *c, const char *fmt, ...)
 static int tc_prepare(tcase *c)
 {
     char err[256];
-    ir_type t;
+    ir_type t[IR_MAX_RESULTS];
     describe(c);
-    if (!ir_infer(c->node, &t, err, sizeof err)) {
+    if (!ir_infer(c->node, t, err, sizeof err)) {
         fail_case(c, "ir_infer: %s", err);
         return 0;
     }
-    c->out->type = t;
-    char tb[128];
-    size_t len = strlen(c->desc);
-    snprintf(c->desc + len, sizeof c->desc - len, " -> %s", ir_type_str(&t, tb, sizeof tb));
+    for (int k = 0; k < c->node->nout; k++) {
+        char tb[128], name[16];
+        size_t len = strlen(c->desc);
+        c->node->out[k]->type = t[k];
+        snprintf(c->desc + len, sizeof c->desc - len, "%s%s", k ? ", " : " -> ",
+                 ir_type_str(&t[k], tb, sizeof tb));
+        snprintf(name, sizeof name, k ? "y%d" : "y", k);
+        ir_add_output(c->g, name, c->node->out[k], (ir_loc){0});
+    }
     ir_append(c->g, c->node);
-    ir_add_output(c->g, "y", c->out, (ir_loc){0});
     diag d;
     diag_init(&d);
     if (ir_verify(c->g, &d) != 0) {
@@ -268,6 +273,13 @@ static int tc_run(tcase *c)
     }
     c->got = rt_exec_data(c->x, c->out);
     return 1;
+}
+
+/* Result k of the node as the one tc_check checks. */
+static void tc_result(tcase *c, int k)
+{
+    c->out = c->node->out[k];
+    c->got = rt_exec_data(c->x, c->out);
 }
 
 static void tc_end(tcase *c)
@@ -850,6 +862,86 @@ static void test_softmax(void)
             tc_check(&c, ref, &cs[i].x, tol, 0, take_log ? 0 : 1e-12, 1);
             tc_end(&c);
         }
+}
+
+/* attention against the float64 reference: out and lse.  A score q . k scale
+ * is off by ds <= red_tol(e) scale sum |q_f k_f| (its sum of e products) plus
+ * u |s| (the scaling); a probability by about 2 ds relative (its own score's
+ * and its row's through the sum), and then the output, a sum of s terms p v,
+ * by (2 ds + red_tol(s) + 8u) sum p |v|: that sum is mag, the row's largest ds
+ * rtol-like per row, so each element gets its own tolerance.  lse = m + log l
+ * is off by ds + red_tol(s) + u |lse|. */
+static void test_attention(void)
+{
+    struct { int64_t batch[2]; int nb; int64_t l, s, e, ev; int causal; double scale, lo, hi; } cs[] = {
+        {{2, 3}, 2, 16, 16, 8, 8, 1, 0.35, -1, 1},
+        {{2, 3}, 2, 16, 16, 8, 8, 0, 0.35, -1, 1},
+        {{3}, 1, 70, 70, 16, 16, 1, 0.25, -2, 2},     /* several tiles of rows and keys */
+        {{2}, 1, 33, 150, 12, 5, 0, 0.29, -2, 2},     /* more keys than queries, e != ev */
+        {{2}, 1, 150, 40, 4, 9, 1, 0.5, -2, 2},       /* fewer keys: the last rows see all */
+        {{1}, 1, 1, 1, 3, 2, 1, 1.0, -1, 1},          /* one query, one key: out = v */
+        {{2, 2}, 2, 9, 65, 64, 64, 0, 0.125, -3, 3},  /* a ragged block of keys */
+        {{1}, 1, 40, 40, 8, 8, 0, 30.0, -3, 3},       /* large scores: needs the running max */
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        int nb = cs[i].nb;
+        int64_t dq[4] = {cs[i].batch[0], cs[i].batch[1]}, dk[4], dv[4];
+        memcpy(dk, dq, sizeof dq), memcpy(dv, dq, sizeof dq);
+        dq[nb] = cs[i].l, dq[nb + 1] = cs[i].e;
+        dk[nb] = cs[i].s, dk[nb + 1] = cs[i].e;
+        dv[nb] = cs[i].s, dv[nb + 1] = cs[i].ev;
+        ir_type tq = ty(IR_F32, nb + 2, dq), tk = ty(IR_F32, nb + 2, dk), tv = ty(IR_F32, nb + 2, dv);
+        tcase c;
+        tc_begin(&c, IR_OP_ATTENTION);
+        tc_in(&c, tq, cs[i].lo, cs[i].hi);
+        tc_in(&c, tk, cs[i].lo, cs[i].hi);
+        tc_in(&c, tv, cs[i].lo, cs[i].hi);
+        ir_node *n = tc_node(&c);
+        ir_set_int(c.g, n, "causal", cs[i].causal);
+        ir_set_float(c.g, n, "scale", cs[i].scale);
+        if (!tc_prepare(&c) || !tc_run(&c)) {
+            tc_end(&c);
+            continue;
+        }
+        int64_t rows = ir_type_numel(&tq) / cs[i].e, l = cs[i].l, s = cs[i].s;
+        double *lse = malloc((size_t)rows * sizeof *lse);
+        double *ref = ref_attention(c.d[0], &tq, c.d[1], &tk, c.d[2], &tv, cs[i].causal,
+                                    cs[i].scale, lse);
+        double *tol = malloc((size_t)(rows * cs[i].ev) * sizeof *tol),
+               *ltol = malloc((size_t)rows * sizeof *ltol);
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t b = r / l, row = r % l, seen = cs[i].causal && row + 1 < s ? row + 1 : s;
+            double ds = 0, den = 0;
+            for (int64_t j = 0; j < seen; j++) {
+                double sum = 0, abs_sum = 0;
+                for (int64_t f = 0; f < cs[i].e; f++) {
+                    sum += c.d[0][r * cs[i].e + f] * c.d[1][(b * s + j) * cs[i].e + f];
+                    abs_sum += c.abs_d[0][r * cs[i].e + f] * c.abs_d[1][(b * s + j) * cs[i].e + f];
+                }
+                ds = fmax(ds, red_tol(cs[i].e) * cs[i].scale * abs_sum + U32 * fabs(sum * cs[i].scale));
+                den += exp(sum * cs[i].scale - lse[r]);
+            }
+            for (int64_t f = 0; f < cs[i].ev; f++) {
+                double mag = 0;
+                for (int64_t j = 0; j < seen; j++) {
+                    double sc = 0;
+                    for (int64_t g = 0; g < cs[i].e; g++)
+                        sc += c.d[0][r * cs[i].e + g] * c.d[1][(b * s + j) * cs[i].e + g];
+                    mag += exp(sc * cs[i].scale - lse[r]) / den * c.abs_d[2][(b * s + j) * cs[i].ev + f];
+                }
+                tol[r * cs[i].ev + f] = mag * (2 * ds + red_tol(seen) + 8 * U32);
+            }
+            ltol[r] = ds + red_tol(seen) + 4 * U32 * fabs(lse[r]);
+        }
+        ir_type to = tq;
+        to.dims[nb + 1] = cs[i].ev;
+        tc_check(&c, ref, &to, tol, 0, 1e-7, 1);
+        ir_type tl = {IR_F32, nb + 1, {0}};
+        memcpy(tl.dims, tq.dims, (size_t)(nb + 1) * sizeof *tl.dims);
+        tc_result(&c, 1);
+        tc_check(&c, lse, &tl, ltol, 0, 1e-7, 1);
+        tc_end(&c);
+    }
 }
 
 static void test_maxpool(void)
@@ -1452,6 +1544,7 @@ static void run_all(void)
     test_batchnorm();
     test_layernorm();
     test_softmax();
+    test_attention();
     test_extreme();
     test_maxpool();
     test_avgpool();

@@ -1175,6 +1175,7 @@ static int run_node(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     case IR_OP_CONV2D: return k_conv2d(x, n, NULL, err, errlen);
     case IR_OP_BATCHNORM: return k_batchnorm(x, n);
     case IR_OP_LAYERNORM: return k_layernorm(x, n);
+    case IR_OP_ATTENTION: return rt_attention(x, n);
     case IR_OP_SOFTMAX: case IR_OP_LOG_SOFTMAX: return k_softmax(x, n);
     case IR_OP_REDUCE_MAX: case IR_OP_REDUCE_MIN: case IR_OP_ARGMAX: return k_extreme(x, n);
     case IR_OP_MAXPOOL2D: return k_maxpool(x, n);

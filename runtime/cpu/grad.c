@@ -851,6 +851,7 @@ int rt_train_kernel(rt_exec *x, const ir_node *n, char *err, size_t errlen)
         return k_conv2d_grad(x, n, err, errlen);
     case IR_OP_BATCHNORM_GRAD: return k_batchnorm_grad(x, n);
     case IR_OP_LAYERNORM_GRAD: return k_layernorm_grad(x, n);
+    case IR_OP_ATTENTION_GRAD: return rt_attention_grad(x, n);
     case IR_OP_SOFTMAX_GRAD: case IR_OP_LOG_SOFTMAX_GRAD: return k_softmax_grad(x, n);
     case IR_OP_MAXPOOL2D_GRAD: return k_maxpool_grad(x, n);
     case IR_OP_REDUCE_MAX_GRAD: case IR_OP_REDUCE_MIN_GRAD: return k_extreme_grad(x, n);

@@ -143,6 +143,11 @@ static inline const float *rt_ce_row(const rt_ce *ce, const float *logits, int64
     return logits + p / ce->inner * ce->c * ce->inner + p % ce->inner;
 }
 
+/* attention and attention_grad node n, tile by tile (attention.c); -1 when out
+ * of memory for the scratch. */
+int rt_attention(rt_exec *x, const ir_node *n);
+int rt_attention_grad(rt_exec *x, const ir_node *n);
+
 typedef struct {
     int64_t n, c, h, w;           /* input */
     int64_t o, kh, kw, oh, ow;    /* output channels, kernel, output size */

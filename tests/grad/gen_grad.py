@@ -16,7 +16,8 @@ Data come from the fill formula of tests/golden/gen_golden.py (Feed), by gnc ten
       nll_loss, smooth_l1_loss, huber_loss) and layers.net (groupnorm,
       instancenorm, layernorm and batchnorm without affine, embedding's
       padding_idx): the loss and every
-      parameter's gradient as above, in float64.
+      parameter's gradient as above, in float64; attention.txt likewise
+      (attention.net: fused attention, causal and not).
   optim.txt  a parameter p[3, 5] and a target t, loss mse(p, t) (models: optim.net),
       5 steps of each optimizer; p after every step.
 """
@@ -216,6 +217,27 @@ def layers(fill):
                   ("inorm.bias", ib), ("emb.weight", ew)]
 
 
+def sdpa(q, k, v, causal=False, scale=None):
+    """F.scaled_dot_product_attention (PyTorch 2) as its documented reference
+    computes it; python3-torch 1.13 has no such function."""
+    s = q @ k.transpose(-2, -1) * (q.shape[-1] ** -0.5 if scale is None else scale)
+    if causal:
+        keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
+        s = s.masked_fill(~keep, float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+
+def attention(fill):
+    t, u = fill("t", [2, 3, 6, 4]).double(), fill("u", [2, 5, 3]).double()
+    ps = [(n, param(fill, n, s)) for n, s in [("q", [2, 3, 6, 4]), ("k", [2, 3, 6, 4]),
+                                              ("v", [2, 3, 6, 4]), ("a", [2, 5, 8]),
+                                              ("b", [2, 9, 8]), ("c", [2, 9, 3])]]
+    q, k, v, a, b, c = (p for _, p in ps)
+    loss = (F.mse_loss(sdpa(q * 3, k, v, causal=True), t) +
+            F.mse_loss(sdpa(a, b, c, scale=0.6), u))
+    return loss, ps
+
+
 def optim_case():
     path = os.path.join(HERE, "optim.txt")
     runs = [
@@ -260,6 +282,7 @@ def main():
     convs_case()
     module_case("losses", losses)
     module_case("layers", layers)
+    module_case("attention", attention)
 
 
 if __name__ == "__main__":

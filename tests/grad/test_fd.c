@@ -164,6 +164,10 @@ static double forward64(const ir_graph *g, double **vals)
         case IR_OP_SOFTMAX: case IR_OP_LOG_SOFTMAX:
             o = ref_softmax(a, ta, (int)ir_attr_int(n, "axis"), n->op == IR_OP_LOG_SOFTMAX);
             break;
+        case IR_OP_ATTENTION:
+            o = ref_attention(a, ta, b, tb, vals[n->in[2]->id], &n->in[2]->type,
+                              (int)ir_attr_int(n, "causal"), ir_attr_float(n, "scale"), NULL);
+            break;
         case IR_OP_MAXPOOL2D:
             o = ref_maxpool2d(a, ta, ir_attr_ints(n, "kernel", NULL), ir_attr_ints(n, "stride", NULL),
                               ir_attr_ints(n, "pad", NULL), ir_attr_ints(n, "dilation", NULL),
@@ -538,6 +542,19 @@ int main(void)
                         "loss mse(y + batchnorm(x * 2.0, affine = false), t)"), 0);
     run_case("softmax", M("input t: f32[3, 4, 5]\n" P("x", "[3, 4, 5]")
                           "loss mse(softmax(x, axis = 1) + log_softmax(x * 3.0), t)"), 0);
+    /* attention: causal over one length; not causal with more keys than
+       queries and values of another width, the scale given; causal with
+       fewer keys than queries (the last rows see every key) */
+    run_case("attention", M("input t: f32[2, 3, 5, 4]\n" P("q", "[2, 3, 5, 4]")
+                            P("k", "[2, 3, 5, 4]") P("v", "[2, 3, 5, 4]")
+                            "loss mse(scaled_dot_product_attention(q * 2.0, k, v, causal = true), t)"),
+             0);
+    run_case("attention-cross", M("input t: f32[2, 4, 3]\ninput u: f32[2, 4, 3]\n"
+                                  P("q", "[2, 4, 6]") P("k", "[2, 7, 6]") P("v", "[2, 7, 3]")
+                                  "loss mse(scaled_dot_product_attention(q, k, v, scale = 0.8), t)"
+                                  " + mse(scaled_dot_product_attention(q, k[:, 0:3] * 1.5, v[:, 0:3],"
+                                  " causal = true), u)"),
+             0);
     run_case("pooling", M("input t: f32[2, 3, 4, 4]\n" P("x", "[2, 3, 8, 7]")
                           "a = maxpool2d(x, 3, stride = 2, pad = 1)\n"
                           "b = avgpool2d(x, 3, stride = 2, pad = 1)\n"
@@ -681,7 +698,7 @@ int main(void)
         IR_OP_MINIMUM, IR_OP_WHERE, IR_OP_REDUCE_MAX, IR_OP_REDUCE_MIN,
         IR_OP_ADD, IR_OP_SUB, IR_OP_MUL, IR_OP_DIV, IR_OP_MATMUL, IR_OP_DENSE, IR_OP_CONV2D,
         IR_OP_CONV2D_GRAD_INPUT,
-        IR_OP_BATCHNORM_TRAIN, IR_OP_LAYERNORM, IR_OP_SOFTMAX, IR_OP_LOG_SOFTMAX,
+        IR_OP_BATCHNORM_TRAIN, IR_OP_LAYERNORM, IR_OP_SOFTMAX, IR_OP_LOG_SOFTMAX, IR_OP_ATTENTION,
         IR_OP_MAXPOOL2D, IR_OP_AVGPOOL2D, IR_OP_GLOBAL_AVGPOOL, IR_OP_ADAPTIVE_AVGPOOL2D,
         IR_OP_UPSAMPLE2D, IR_OP_RESHAPE,
         IR_OP_TRANSPOSE, IR_OP_CONCAT, IR_OP_EMBEDDING, IR_OP_CROSS_ENTROPY, IR_OP_MSE,

@@ -16,8 +16,10 @@
  *   - the models of tests/grad/ops.net, one per case: ops whose gradients the
  *     models above do not reach (pooling in ceil_mode, ...), with a parameter
  *     standing for the op's input, likewise.
- *   - tests/grad/losses.net (the losses with their options) and layers.net
- *     (the normalization layers): the same.
+ *   - tests/grad/losses.net (the losses with their options), layers.net
+ *     (the normalization layers) and attention.net (fused attention against
+ *     the math of PyTorch's scaled_dot_product_attention): the same, attention
+ *     within 1e-5.
  *   - SGD (plain, momentum with weight decay, Nesterov), Adam and AdamW: five
  *     steps on one tensor, the values after each step within 1e-5 relative.
  *
@@ -306,6 +308,7 @@ int main(int argc, char **argv)
     grad_case(argv[1], "upsample", 1e-4);
     grad_case(argv[1], "losses", 1e-4);
     grad_case(argv[1], "layers", 1e-4);
+    grad_case(argv[1], "attention", 1e-5);
     optim_cases(argv[1]);
     printf("grad: %d checks, %d failed\n", checks, failures);
     return failures != 0;
