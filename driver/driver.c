@@ -134,6 +134,15 @@ ir_graph *drv_load(const drv_config *o, long long batch, diag *d)
         ir_graph_free(g);
         return NULL;
     }
+    /* a model's attention written out (softmax(q k^T scale) v, a causal mask)
+       becomes one attention node before anything differentiates or exports it;
+       IR text is taken as it is (--passes=attention asks for it there) */
+    if (g && format != MODEL_IR && pass_attention(g, d) > 0 && o->verify_each &&
+        ir_verify(g, d) > 0) {
+        diag_error(d, (ir_loc){0}, "the IR does not verify after pass 'attention'");
+        ir_graph_free(g);
+        return NULL;
+    }
     return g;
 }
 

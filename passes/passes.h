@@ -97,6 +97,10 @@ int pass_fuse(ir_graph *g, diag *d);
 int pass_goes_with(const ir_node *prev, const ir_node *n);
 int pass_remat(ir_graph *g, diag *d);     /* remat.c */
 int pass_fold_bn(ir_graph *g, diag *d);   /* fold_bn.c */
+/* attention.c: softmax(q k^T scale (causal mask)) v, written out, becomes one
+ * attention node.  The driver runs it on every model the frontend makes
+ * (drv_load), before autodiff; returns the attention nodes made. */
+int pass_attention(ir_graph *g, diag *d);
 
 /* ---- static memory planning (memplan.c) ---- */
 

@@ -22,6 +22,8 @@ static const pass_info passes[] = {
     {"schedule", "a node order that keeps the peak of live activations low", pass_schedule, NULL},
     {"fuse", "producers and their elementwise epilogues into fused nodes", pass_fuse, NULL},
     {"fold_bn", "fold inference batchnorms into the conv2d or dense before them", pass_fold_bn, NULL},
+    {"attention", "softmax(q k^T scale (causal mask)) v into one attention node (models: at "
+     "load)", pass_attention, NULL},
     {"remat", "recompute batchnorm-ReLU results in the backward pass (training)", pass_remat,
      NULL},
     {"partition", "split the program between devices (--gpus, --strategy)", NULL,

@@ -3,7 +3,8 @@
 # protobuf-c and python3-onnx, or with the importer's placeholder.
 #   onnx_torch    the PyTorch-exported models of tests/onnx/models/ (LeNet, a
 #                 small ResNet-18, a depthwise-separable CNN, a transformer
-#                 encoder; written by tests/onnx/gen.py) run by gnc on the CPU,
+#                 encoder and a causal decoder, whose attention gnc fuses;
+#                 written by tests/onnx/gen.py) run by gnc on the CPU,
 #                 their outputs within 1e-5 + 1e-4 |x| of PyTorch's
 #                 (tests/onnx/torch_models.sh; python3 without numpy or torch)
 #   onnx_hostile  truncated, garbage, huge, cyclic, inconsistent models and

@@ -12,6 +12,12 @@
  *   3. Random graphs: seeded random programs of elementwise ops with
  *      broadcasting, constants, repeated and dead subexpressions, reshapes,
  *      transposes, softmax and dense, likewise.
+ *   4. Attention (passes/attention.c): the DSL's unfused attention in its
+ *      variants (scales, causal masks by where or addition, gpt_tiny's k^T)
+ *      becomes attention nodes whose outputs are the unfused program's within
+ *      1e-6 of (|x| + rms); what is not attention (a fill of -1e4, an upper or
+ *      shifted triangle, scores or probabilities read twice, a mask or scale
+ *      that is no constant) stays.
  *
  *   test_passes SOURCE_DIR */
 #include <dirent.h>
@@ -357,6 +363,164 @@ static void random_graphs(int count)
     }
 }
 
+/* ---------------------------------------------------------------- 4. attention */
+
+static int count_op(const ir_graph *g, ir_op op, int *causal)
+{
+    int count = 0;
+    ir_for_each_node(g, n)
+        if (n->op == op) {
+            count++;
+            if (causal)
+                *causal = (int)ir_attr_int(n, "causal");
+        }
+    return count;
+}
+
+/* The model `body` (its inputs declared in it), loaded twice: pass_attention
+ * on one makes `want` attention nodes (causal as given), leaves no softmax
+ * where it made any, and the graph verifies; both programs' outputs agree
+ * within 1e-6 (|b| + rms(b)), the worst printed. */
+static void attention_case(const char *what, const char *body, int want, int causal)
+{
+    char src[4096], msg[256], err[512];
+    snprintf(src, sizeof src, "model m() {\n%s}\n", body);
+    diag d;
+    diag_init(&d);
+    ir_graph *a = fe_load_string(what, src, strlen(src), &(fe_options){0}, &d);
+    ir_graph *b = fe_load_string(what, src, strlen(src), &(fe_options){0}, &d);
+    rt_exec *xa = NULL, *xb = NULL;
+    int got = -1, is_causal = -1;
+    if (!a || !b || d.nerrors) {
+        diag_print(&d, stderr);
+        fail(what, "does not load");
+        goto done;
+    }
+    int made = pass_attention(b, &d);
+    got = count_op(b, IR_OP_ATTENTION, &is_causal);
+    if (made != want || got != want || (want && is_causal != causal)) {
+        snprintf(msg, sizeof msg, "%d attention nodes (pass: %d, causal %d), want %d (causal %d)",
+                 got, made, is_causal, want, causal);
+        fail(what, msg);
+        char *text = graph_text(b);
+        fprintf(stderr, "%s", text);
+        free(text);
+        goto done;
+    }
+    if (ir_verify(b, &d) || (want && count_op(b, IR_OP_SOFTMAX, NULL))) {
+        diag_print(&d, stderr);
+        fail(what, "the rewritten graph does not verify, or keeps a softmax");
+        goto done;
+    }
+    if (!(xa = prepare(a, NULL, err, sizeof err)) || !(xb = prepare(b, NULL, err, sizeof err)) ||
+        rt_exec_run(xa, err, sizeof err) || rt_exec_run(xb, err, sizeof err)) {
+        fail(what, err);
+        goto done;
+    }
+    double worst = 0;
+    for (int i = 0; i < a->noutputs; i++) {
+        const ir_value *va = a->outputs[i].value, *vb = b->outputs[i].value;
+        const float *p = rt_exec_data(xa, va), *q = rt_exec_data(xb, vb);
+        int64_t n = ir_type_numel(&va->type);
+        double rms = 0;
+        for (int64_t k = 0; k < n; k++)
+            rms += (double)p[k] * p[k] / (double)n;
+        rms = sqrt(rms);
+        for (int64_t k = 0; k < n; k++) {
+            double e = fabs((double)p[k] - q[k]) / (fabs(p[k]) + rms);
+            worst = e > worst || e != e ? e : worst;
+        }
+    }
+    if (!(worst <= 1e-6)) {
+        snprintf(msg, sizeof msg, "outputs differ by %.3g of (|x| + rms)", worst);
+        fail(what, msg);
+        goto done;
+    }
+    printf("attention %-24s %d fused, outputs within %.2g (|x| + rms)\n", what, got, worst);
+    passed++;
+done:
+    rt_exec_free(xa);
+    rt_exec_free(xb);
+    if (a)
+        ir_graph_free(a);
+    if (b)
+        ir_graph_free(b);
+    diag_free(&d);
+}
+
+/* The unfused attention of the DSL in its variants, fused; what is not
+ * attention (a fill of -1e4, another triangle, scores read twice, a mask or
+ * scale that is not constant, ...) left alone. */
+static void attention_cases(void)
+{
+#define QKV "    input q: f32[2, 3, 6, 8]\n    input k: f32[2, 3, 6, 8]\n" \
+            "    input v: f32[2, 3, 6, 8]\n    kt = transpose(k, [0, 1, 3, 2])\n"
+#define TRIL "tril(full([6, 6], 1.0))"
+    attention_case("plain", QKV "output y = matmul(softmax(matmul(q, kt) * 8 ** -0.5), v)\n",
+                   1, 0);
+    attention_case("causal", QKV "s = where(" TRIL ", matmul(q, kt) * 8 ** -0.5, -1e9)\n"
+                   "output y = matmul(softmax(s), v)\n", 1, 1);
+    attention_case("causal-divided", QKV "s = where(" TRIL ", matmul(q, kt) / sqrt(8.0), -1e30)\n"
+                   "output y = matmul(softmax(s), v)\n", 1, 1);
+    attention_case("causal-additive", QKV "m = triu(full([6, 6], -1e9), 1)\n"
+                   "output y = matmul(softmax(matmul(q, kt) * 0.3 + m), v)\n", 1, 1);
+    attention_case("causal-additive-first", QKV "m = triu(full([6, 6], -1e12), 1)\n"
+                   "output y = matmul(softmax(m + matmul(q, kt)), v)\n", 1, 1);
+    attention_case("causal-inverted", QKV "s = where(triu(full([6, 6], 1.0), 1), -1e10, "
+                   "matmul(q, kt))\noutput y = matmul(softmax(s * 0.25), v)\n", 1, 1);
+    attention_case("scale-after-mask", QKV "s = where(" TRIL ", matmul(q, kt), -1e10) * 0.125\n"
+                   "output y = matmul(softmax(s), v)\n", 1, 1);
+    attention_case("scaled-q", QKV "output y = matmul(softmax(matmul(q * 0.35, kt)), v)\n", 1, 0);
+    attention_case("scaled-both", QKV "c = 8 ** -0.25\n"
+                   "output y = matmul(softmax(matmul(q * c, kt * c)), v)\n", 1, 0);
+    attention_case("gpt", "    input x: f32[2, 6, 24]\n"
+                   "    q = transpose(reshape(x, [2, 6, 3, 8]), [0, 2, 1, 3])\n"
+                   "    k = transpose(reshape(x * 0.5, [2, 6, 3, 8]), [0, 2, 3, 1])\n"
+                   "    v = transpose(reshape(x - 0.5, [2, 6, 3, 8]), [0, 2, 1, 3])\n"
+                   "    s = where(" TRIL ", matmul(q, k) * 8 ** -0.5, -1e9)\n"
+                   "    y = transpose(matmul(softmax(s), v), [0, 2, 1, 3])\n"
+                   "    output y = reshape(y, [2, 6, 24])\n", 1, 1);
+    attention_case("kt-input", "    input q: f32[2, 5, 4]\n    input kt: f32[2, 4, 7]\n"
+                   "    input v: f32[2, 7, 3]\n"
+                   "    s = where(tril(full([5, 7], 1.0)), matmul(q, kt), -1e9)\n"
+                   "    output y = matmul(softmax(s), v)\n", 1, 1);
+    attention_case("rank2", "    input q: f32[5, 4]\n    input k: f32[9, 4]\n"
+                   "    input v: f32[9, 2]\n"
+                   "    output y = matmul(softmax(matmul(q, transpose(k, [1, 0])) * 0.5), v)\n", 1, 0);
+    attention_case("two-layers", QKV "a = matmul(softmax(matmul(q, kt) * 0.3), v)\n"
+                   "s = where(" TRIL ", matmul(a, transpose(a, [0, 1, 3, 2])), -1e9)\n"
+                   "output y = matmul(softmax(s), v)\n", 2, 1);
+    attention_case("fill-1e4", QKV "s = where(" TRIL ", matmul(q, kt), -1e4)\n"
+                   "output y = matmul(softmax(s), v)\n", 0, 0);
+    attention_case("upper-mask", QKV "s = where(triu(full([6, 6], 1.0)), matmul(q, kt), -1e9)\n"
+                   "output y = matmul(softmax(s), v)\n", 0, 0);
+    attention_case("diagonal-1", QKV "s = where(tril(full([6, 6], 1.0), 1), matmul(q, kt), -1e9)\n"
+                   "output y = matmul(softmax(s), v)\n", 0, 0);
+    attention_case("additive-1e4", QKV "m = triu(full([6, 6], -1e4), 1)\n"
+                   "output y = matmul(softmax(matmul(q, kt) + m), v)\n", 0, 0);
+    attention_case("scores-twice", QKV "s = matmul(q, kt) * 0.3\n"
+                   "output y = matmul(softmax(s), v)\n    output z = relu(s)\n", 0, 0);
+    attention_case("scores-output", QKV "s = matmul(q, kt)\n"
+                   "output y = matmul(softmax(s), v)\n    output s\n", 0, 0);
+    attention_case("probs-twice", QKV "p = softmax(matmul(q, kt))\n"
+                   "output y = matmul(p, v) + matmul(p, v * 2.0)\n", 0, 0);
+    attention_case("other-axis", QKV "output y = matmul(softmax(matmul(q, kt), axis = 2), v)\n",
+                   0, 0);
+    attention_case("input-mask", QKV "    input m: f32[6, 6]\n"
+                   "output y = matmul(softmax(where(m, matmul(q, kt), -1e9)), v)\n", 0, 0);
+    attention_case("input-scale", QKV "    input c: f32[]\n"
+                   "output y = matmul(softmax(matmul(q, kt) * c), v)\n", 0, 0);
+    attention_case("negative-scale", QKV "output y = matmul(softmax(matmul(q, kt) * -0.5), v)\n",
+                   0, 0);
+    attention_case("mask-fill-1e9-scaled", QKV "s = where(" TRIL ", matmul(q, kt), -1e9) * 0.5\n"
+                   "output y = matmul(softmax(s), v)\n", 0, 0);
+    attention_case("shared-keys", "    input q: f32[2, 3, 6, 8]\n    input kt: f32[8, 6]\n"
+                   "    input v: f32[2, 3, 6, 8]\n"
+                   "    output y = matmul(softmax(matmul(q, kt)), v)\n", 0, 0);
+#undef QKV
+#undef TRIL
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -366,6 +530,7 @@ int main(int argc, char **argv)
     pass_files(argv[1]);
     models(argv[1]);
     random_graphs(200);
+    attention_cases();
     printf("test_passes: %d passed, %d failed\n", passed, failed);
     return failed != 0;
 }

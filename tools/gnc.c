@@ -287,7 +287,7 @@ static const struct flag {
     {"--passes", "dump compile run train eval", 1, "=LIST",
      "passes to run, comma-separated (dump: none unless given; else simplify,fold_bn,"
      "schedule,fuse, and for a training step simplify,schedule,fuse); passes: simplify "
-     "fold cse dce fold_bn schedule fuse remat", SEC_MAIN},
+     "fold cse dce fold_bn schedule fuse remat attention", SEC_MAIN},
     {"--dump-ir", "compile", 1, "=all|before:PASS|after:PASS", "print the IR there",
      SEC_MAIN},
     {"--dump-dir", "compile", 1, " DIR", "write those dumps to DIR/NN-when-pass.gir",

@@ -821,9 +821,66 @@ static int emit_shapes(ex *e, const ir_node *n, const char **in)
     }
 }
 
+/* attention as the pattern it fuses: Transpose(k) (the last two axes),
+ * MatMul(q, that), Mul by the scale, for causal a Where of a constant
+ * lower-triangular bool mask [l, s] (true where j <= i) and -inf,
+ * Softmax(axis -1), MatMul with v.  Importing it, the attention pass
+ * (passes/attention.c) makes it one attention node again.  lse, the row
+ * statistics the gradient reads, has no ONNX form: refused where anything
+ * reads it. */
+static int emit_attention(ex *e, const ir_node *n)
+{
+    const ir_value *lse = n->out[1];
+    for (const ir_node *m = e->g->head; m; m = m->next)
+        for (int i = 0; i < m->nin; i++)
+            if (m->in[i] == lse)
+                return refuse(e, "its row log-sum-exp %s is read by %s, and ONNX's softmax "
+                              "does not give it", lse->name, m->out[0]->name);
+    for (int i = 0; i < e->g->noutputs; i++)
+        if (e->g->outputs[i].value == lse)
+            return refuse(e, "its row log-sum-exp %s is output %s, and ONNX's softmax does "
+                          "not give it", lse->name, e->g->outputs[i].name);
+    const char *out = n->out[0]->name;
+    const ir_type *q = &n->in[0]->type, *k = &n->in[1]->type;
+    int r = q->rank;
+    int64_t perm[IR_MAX_RANK], l = q->dims[r - 2], s = k->dims[r - 2];
+    for (int i = 0; i < r; i++)
+        perm[i] = i;
+    perm[r - 2] = r - 1, perm[r - 1] = r - 2;
+    int causal = ir_attr_int(n, "causal") != 0;
+    if (causal && l * s > ((int64_t)1 << 30))
+        return refuse(e, "its causal mask would be a constant of %lld x %lld, over 1 GiB",
+                      (long long)l, (long long)s);
+    const char *kt = fresh(e, out, "k_t"), *scores = fresh(e, out, "scores");
+    const char *scaled = fresh(e, out, "scaled"), *probs = fresh(e, out, "probs");
+    attr_ints(e, node1(e, "Transpose", kt, n->in[1]->name), "perm", r, perm);
+    node2(e, "MatMul", scores, n->in[0]->name, kt);
+    node2(e, "Mul", scaled, scores,
+          init_scalar(e, out, "scale", q->dtype, ir_attr_float(n, "scale")));
+    const char *logits = scaled;
+    if (causal) {
+        const char *mask = fresh(e, out, "mask");
+        int64_t dims[2] = {l, s};
+        Onnx__TensorProto *t = tensor_new(e, mask, ONNX__TENSOR_PROTO__DATA_TYPE__BOOL, 2, dims,
+                                          (size_t)(l * s));
+        for (int64_t i = 0; i < l; i++)
+            for (int64_t j = 0; j < s; j++)
+                t->raw_data.data[i * s + j] = j <= i;
+        EX_PUSH(e, e->inits, e->ninits, e->cap_inits, t);
+        logits = fresh(e, out, "masked");
+        const char *a3[3] = {mask, scaled, init_scalar(e, out, "fill", q->dtype, -INFINITY)};
+        node_add(e, "Where", logits, 3, a3);
+    }
+    attr_int(e, node1(e, "Softmax", probs, logits), "axis", -1);
+    node2(e, "MatMul", out, probs, n->in[2]->name);
+    return 0;
+}
+
 static int emit_node(ex *e, const ir_node *n)
 {
     e->node = n;
+    if (n->op == IR_OP_ATTENTION)
+        return emit_attention(e, n);
     if (n->nout != 1)
         return refuse(e, "%d results (a training op)", n->nout);
     const char *out = n->out[0]->name;

@@ -971,6 +971,65 @@ static int op_where(ox_ctx *cx, ox_val **in, int nin, ox_val **out, int nout)
     return set(cx, out[0], fin(cx, mk(cx, IR_OP_WHERE, 3, x)));
 }
 
+/* Trilu (opset 14): the lower (upper = 0) or upper triangle of the last two
+   axes from diagonal k, the rest 0.  Of a constant (torch.tril of ones, a
+   causal mask), folded; else where(mask, x, 0) with the mask from two
+   aranges, as the DSL's tril and triu, which the attention pass evaluates
+   (passes/attention.c) */
+static int op_trilu(ox_ctx *cx, ox_val **in, int nin, ox_val **out, int nout)
+{
+    (void)nout;
+    if (known(cx, "upper") || need(cx, in, nin, 1))
+        return -1;
+    if (cx->opset < 14)
+        return ox_unsupported(cx, "Trilu is in ONNX from opset 14, the model's opset is %d",
+                              (int)cx->opset);
+    int64_t k = 0;
+    if (nin > 1 && in[1]) {
+        int c = const_ints(cx, in[1], "k", &k, 1);
+        if (c < 0)
+            return -1;
+        if (c != 1)
+            return ox_error(cx, "k must hold one element");
+    }
+    int upper = attr_int(cx, "upper", 1) != 0;
+    const ir_type *t = type_of(in[0]);
+    if (t->rank < 2)
+        return ox_error(cx, "Trilu takes a tensor of rank 2 or more, got rank %d", t->rank);
+    int64_t rows = t->dims[t->rank - 2], cols = t->dims[t->rank - 1];
+    /* j - i lies in [-(rows - 1), cols - 1]: a k past that keeps all or none */
+    k = k < -rows ? -rows : k > cols ? cols : k;
+    if (in[0]->is_const) {
+        ox_val *x = in[0];
+        ox_set_const(cx, out[0], x->t, x->onnx_type);
+        for (int64_t i = 0, n = ox_numel(&x->t); i < n; i++) {
+            int64_t d = i % cols - i / cols % rows;
+            ox_put_num(out[0], i, (upper ? d >= k : d <= k) ? ox_num(x, i) : 0);
+        }
+        return 0;
+    }
+    if (rows > (1 << 24) || cols > (1 << 24))
+        return ox_unsupported(cx, "a triangle of %lld x %lld, whose indices float cannot hold",
+                              (long long)rows, (long long)cols);
+    ir_value *x = ftensor(cx, in[0]);
+    if (!x)
+        return -1;
+    ir_value *ar[2];
+    for (int i = 0; i < 2; i++) { /* row i + k, column j */
+        ir_node *a = mk(cx, IR_OP_ARANGE, 0, NULL);
+        a->out[0]->type = (ir_type){IR_F32, 1, {i ? cols : rows}};
+        ir_set_float(cx->g, a, "start", i ? 0 : (double)k);
+        ir_set_float(cx->g, a, "step", 1);
+        ar[i] = fin(cx, a);
+    }
+    ir_value *row = reshape(cx, ar[0], 2, (int64_t[]){rows, 1});
+    ir_value *col = reshape(cx, ar[1], 2, (int64_t[]){1, cols});
+    ir_value *w[3] = {bin(cx, upper ? IR_OP_GE : IR_OP_LE, col, row), x, scalar(cx, 0)};
+    if (!w[0] || !w[2])
+        return -1;
+    return set(cx, out[0], fin(cx, mk(cx, IR_OP_WHERE, 3, w)));
+}
+
 /* ---- linear algebra ---- */
 
 static int op_matmul(ox_ctx *cx, ox_val **in, int nin, ox_val **out, int nout)
@@ -2900,6 +2959,7 @@ static const struct {
     {"SpaceToDepth", op_depth_space}, {"Split", op_split},
     {"Squeeze", op_squeeze}, {"Sub", op_binary}, {"Sum", op_binary},
     {"ThresholdedRelu", op_unary_with}, {"Tile", op_tile}, {"Transpose", op_transpose},
+    {"Trilu", op_trilu},
     {"Unsqueeze", op_squeeze}, {"Where", op_where}, {"Xor", op_logic},
 };
 

@@ -17,7 +17,12 @@
 # non-zero status and no file (no temporary one either).  The round trip:
 # `gnc dump` of each exported file gives the IR text of its source again (up
 # to the initializers and the loss), and a pattern whose names or constants
-# are not gnc export's stays as its ONNX nodes.
+# are not gnc export's stays as its ONNX nodes.  Attention exports as its
+# pattern (Transpose, MatMul, Mul, a Where of a constant lower-triangular
+# bool mask and -inf, Softmax, MatMul: checked node by node in gpt_tiny) and
+# comes back as one attention node (passes/attention.c); a mask or fill
+# that is not causal attention's stays unfused; an ONNX Trilu of a constant
+# makes a mask as well; attention's lse read by anything refuses the export.
 #
 # Skips (77) where gnc was built without ONNX, or where no python3 imports
 # onnx (Debian's python3-onnx).  Where onnxruntime and numpy import too, the
@@ -111,6 +116,8 @@ model patterns(batch = 2) {
     output y_emb = embedding(k, 10, 4, name = "emb")
     output y_ar = arange(0.0, 6.0, 1.0) + h
     output y_ari = arange(2, 11, 3)
+    output y_att = scaled_dot_product_attention(x, x, x, causal = true)
+    output y_att_cross = scaled_dot_product_attention(x[:, 0:2, :], x, h, scale = 0.6)
 }
 EOF
 nets=("$src"/models/*.net "$PWD/patterns.net")
@@ -227,6 +234,24 @@ EOF
 expect 1 "$gnc" export uneven.net -o bad.onnx
 has "uneven.net:4:16: node %adaptive_avgpool2d0 (adaptive_avgpool2d) has no ONNX form"
 none_left bad.onnx
+# attention's lse (its row log-sum-exp) has no ONNX form: an output of it, or
+# a node reading it, is refused naming the node
+cat >lse.gir <<'EOF'
+graph lse {
+  input %q: f32[1, 2, 4, 8]
+  %y: f32[1, 2, 4, 8], %y.1: f32[1, 2, 4] = attention(%q, %q, %q) {causal = 1, scale = 0.5}
+  %z: f32[1, 2, 4] = exp(%y.1)
+  output y = %y
+  output z = %z
+}
+EOF
+expect 1 "$gnc" export lse.gir -o bad.onnx
+has "node %y (attention) has no ONNX form: its row log-sum-exp y.1 is read by z"
+none_left bad.onnx
+sed -e '/= exp(/d' -e 's/output z = %z/output lse = %y.1/' lse.gir >lse_out.gir
+expect 1 "$gnc" export lse_out.gir -o bad.onnx
+has "node %y (attention) has no ONNX form: its row log-sum-exp y.1 is output lse"
+none_left bad.onnx
 cat >lossonly.net <<'EOF'
 model lossonly() {
     input x: f32[4, 3]
@@ -311,9 +336,10 @@ fi
 # again (without the loss, which export leaves out, and with the
 # initializers' draws as their data) for every model of models/ and
 # patterns.net: each IR op's ONNX pattern imports as that op again
-# (gpt_tiny: the causal mask's const, arange, le and where, not folded into
-# data; gelu_tanh; dense of rank 3).  gpt_tiny's outputs through ONNX are
-# also compared with the .net's.  reduce_max's and reduce_min's ties are left
+# (attention, through the attention pass, with its scale; patterns.net's
+# causal mask's const, arange, le and where, not folded into data;
+# gelu_tanh; dense of rank 3).  gpt_tiny's outputs through ONNX are also
+# compared with the .net's.  reduce_max's and reduce_min's ties are left
 # out: ONNX's ReduceMax carries no gradient convention, and imports as
 # torch.amax's (ties split), so a max along an axis (ties 0) comes back with 1
 if "$gnc" dump lenet.onnx >/dev/null 2>&1; then
@@ -367,29 +393,84 @@ EOF
     expect 0 "$gnc" dump sum_to.onnx -o sum_to.b.gir
     if diff <(noinit sum_to.a.gir) <(noinit sum_to.b.gir) >sum_to.rt.diff; then ok
     else bad "sum_to: export then import changes the IR text:"; head -20 sum_to.rt.diff; fi
-    # the patterns are recognized by their names and constants, nothing less:
+    # the patterns are recognized by their names and values, nothing less:
     # block 0's gelu_tanh with another coefficient stays its Mul/Tanh/Pow
-    # nodes, and its mask's arange whose start is named unlike the pattern
-    # folds into data, as any constant subgraph of an ONNX model does
+    # nodes; block 0's causal mask with one key above the diagonal and block
+    # 1's fill of -1e4 (not -inf to a softmax) stay their MatMul, Where and
+    # Softmax nodes, blocks 2 and 3 come back as attention (passes/attention.c)
     expect 0 "$py" - gpt_tiny.onnx other.onnx <<'EOF'
 import struct, sys, onnx
 m = onnx.load(sys.argv[1])
+masks = sorted(t.name for t in m.graph.initializer if t.name.startswith("gpt.block0.") and
+               t.name.endswith(".mask") and t.data_type == onnx.TensorProto.BOOL)
+fills = sorted(t.name for t in m.graph.initializer if t.name.startswith("gpt.block1.") and
+               t.name.endswith(".fill"))
+assert len(masks) == 1 and len(fills) == 1, (masks, fills)
 for t in m.graph.initializer:
     if t.name == "gpt.block0.gelu0.coef":
         t.raw_data = struct.pack("<f", 0.05)
-    if t.name == "gpt.block0.attention0.tril0.row.start":
-        t.name = "start"
-for n in m.graph.node:
-    n.input[:] = ["start" if i == "gpt.block0.attention0.tril0.row.start" else i for i in n.input]
+    if t.name == masks[0]:
+        raw = bytearray(t.raw_data)
+        raw[1] = 1    # row 0 sees key 1
+        t.raw_data = bytes(raw)
+    if t.name == fills[0]:
+        t.raw_data = struct.pack("<f", -1e4)
 onnx.save(m, sys.argv[2])
 EOF
     expect 0 "$gnc" dump other.onnx -o other.gir
     if grep -q "^  %gpt.block0.gelu0.tanh: .* = tanh(" other.gir &&
        grep -q "^  %gpt.block1.gelu0: .* = gelu_tanh(" other.gir; then ok
     else bad "a GELU of another coefficient taken for gelu_tanh"; fi
-    if grep -q "^  param %gpt.block0.attention0.tril0.rows: f32\[64, 1\] = data" other.gir &&
-       grep -q "^  %gpt.block1.attention0.tril0.row: f32\[64\] = arange()" other.gir; then ok
-    else bad "a Range not named as gnc's arange is not folded"; fi
+    if [ "$(grep -c ' = attention(' other.gir)" = 2 ] && [ "$(grep -c ' = softmax(' other.gir)" = 2 ] &&
+       grep -q "^  %gpt.block0\.[^:]*: .* = softmax(" other.gir &&
+       grep -q "^  %gpt.block1\.[^:]*: .* = softmax(" other.gir &&
+       grep -q "^  %gpt.block2\.[^:]*: .* = attention(.*causal = 1" other.gir; then ok
+    else bad "a mask not lower-triangular, or a fill of -1e4, taken for causal attention"; fi
+    # gpt_tiny's attention exports as the pattern: for each of its 4 blocks a
+    # Softmax (axis -1) of Where(a bool [64, 64] initializer true where
+    # j <= i, Mul(MatMul(q, Transpose(k, the last two axes)), 1/sqrt(64)),
+    # -inf), read by one MatMul as its first operand; and comes back as
+    # attention nodes, causal, with no softmax left
+    expect 0 "$py" - gpt_tiny.onnx <<'EOF'
+import math, struct, sys, onnx
+m = onnx.load(sys.argv[1])
+inits = {t.name: t for t in m.graph.initializer}
+by_out = {o: n for n in m.graph.node for o in n.output}
+readers = {}
+for n in m.graph.node:
+    for i in n.input:
+        readers.setdefault(i, []).append(n)
+def scalar(name):
+    t = inits[name]
+    assert t.data_type == 1 and list(t.dims) == [], name
+    return struct.unpack("<f", t.raw_data)[0]
+softmax = [n for n in m.graph.node if n.op_type == "Softmax"]
+assert len(softmax) == 4, len(softmax)
+for sm in softmax:
+    assert [a.i for a in sm.attribute if a.name == "axis"] == [-1], sm
+    (mm,) = readers[sm.output[0]]
+    assert mm.op_type == "MatMul" and mm.input[0] == sm.output[0], mm
+    where = by_out[sm.input[0]]
+    assert where.op_type == "Where", where.op_type
+    mask = inits[where.input[0]]
+    assert mask.data_type == onnx.TensorProto.BOOL and list(mask.dims) == [64, 64], mask.name
+    assert mask.raw_data == bytes(j <= i for i in range(64) for j in range(64)), mask.name
+    assert scalar(where.input[2]) == -math.inf
+    mul = by_out[where.input[1]]
+    assert mul.op_type == "Mul" and abs(scalar(mul.input[1]) - 64 ** -0.5) < 1e-7, mul
+    scores = by_out[mul.input[0]]
+    assert scores.op_type == "MatMul", scores.op_type
+    kt = by_out[scores.input[1]]
+    assert kt.op_type == "Transpose", kt.op_type
+    assert [list(a.ints) for a in kt.attribute if a.name == "perm"] == [[0, 1, 3, 2]], kt
+print("gpt_tiny.onnx: 4 attention patterns")
+EOF
+    for f in gpt_tiny.gir gpt_tiny.back.gir; do
+        if [ "$(grep -c ' = attention(.*causal = 1, scale = 0.125}' "$f")" = 4 ] &&
+           ! grep -qE ' = (softmax|where)\(' "$f"; then ok
+        else bad "$f: not 4 causal attention nodes of scale 1/8 and no softmax"; fi
+    done
+    # the outputs through ONNX are the .net's (one program: within rounding)
     expect 0 "$gnc" export "$src/models/gpt_tiny.net" -D batch=2 --seed 7 -o gpt7.onnx
     expect 0 "$gnc" run "$src/models/gpt_tiny.net" -D batch=2 --seed 7 -o gpt-net
     expect 0 "$gnc" run gpt7.onnx --seed 7 -o gpt-onnx
@@ -402,11 +483,58 @@ def npy(path):
     n = len(b[10 + hlen:]) // 4
     return h["shape"], struct.unpack("<%df" % n, b[10 + hlen:])
 (sa, a), (sb, b) = npy(sys.argv[1]), npy(sys.argv[2])
-worst = max(abs(x - y) / (1e-5 + 1e-4 * abs(x)) for x, y in zip(a, b))
-print("gpt_tiny through ONNX: worst error %.3g of the tolerance" % worst)
+worst = max(abs(x - y) / (1e-6 + 1e-6 * abs(x)) for x, y in zip(a, b))
+print("gpt_tiny through ONNX: worst error %.3g of 1e-6 + 1e-6 |x|" % worst)
 sys.exit(0 if sa == sb and worst <= 1 else 1)
 PY
     echo "$out"
+    # an ONNX model's causal attention with the mask a Trilu of a constant
+    # (folded at import) cast to bool, -inf beside it: one attention node; a
+    # Trilu of a run-time tensor (k = 1, upper) is where(ge(aranges), x, 0),
+    # the DSL's triu; both compute what the .net of the same names computes
+    expect 0 "$py" - trilu.onnx <<'EOF'
+import math, sys, onnx
+from onnx import TensorProto as T, helper as h
+f32 = lambda name, dims: h.make_tensor_value_info(name, T.FLOAT, dims)
+nodes = [
+    h.make_node("Trilu", ["ones"], ["tri"], upper=0),
+    h.make_node("Cast", ["tri"], ["cond"], to=T.BOOL),
+    h.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+    h.make_node("MatMul", ["q", "kt"], ["s"]),
+    h.make_node("Mul", ["s", "half"], ["ss"]),
+    h.make_node("Where", ["cond", "ss", "neginf"], ["m"]),
+    h.make_node("Softmax", ["m"], ["p"], axis=-1),
+    h.make_node("MatMul", ["p", "v"], ["y"]),
+    h.make_node("Trilu", ["x", "one"], ["z"], upper=1),
+]
+inits = [h.make_tensor("ones", T.FLOAT, [4, 4], [1.0] * 16),
+         h.make_tensor("half", T.FLOAT, [], [0.5]),
+         h.make_tensor("neginf", T.FLOAT, [], [-math.inf]),
+         h.make_tensor("one", T.INT64, [], [1])]
+g = h.make_graph(nodes, "trilu", [f32(n, [1, 2, 4, 8]) for n in "qkv"] + [f32("x", [3, 5])],
+                 [f32("y", [1, 2, 4, 8]), f32("z", [3, 5])], inits)
+m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+m.ir_version = 8
+onnx.checker.check_model(m, full_check=True)
+onnx.save(m, sys.argv[1])
+EOF
+    cat >trilu.net <<'EOF'
+model trilu() {
+    input q: f32[1, 2, 4, 8]
+    input k: f32[1, 2, 4, 8]
+    input v: f32[1, 2, 4, 8]
+    input x: f32[3, 5]
+    output y = scaled_dot_product_attention(q, k, v, causal = true, scale = 0.5)
+    output z = triu(x, 1)
+}
+EOF
+    expect 0 "$gnc" dump trilu.onnx -o trilu.gir
+    if grep -q "^  %y: f32\[1, 2, 4, 8\], %y.1: f32\[1, 2, 4\] = attention(%q, %k, %v) {causal = 1, scale = 0.5}" trilu.gir &&
+       grep -q "^  %z: f32\[3, 5\] = where(" trilu.gir && [ "$(grep -c '^  param' trilu.gir)" = 0 ]; then ok
+    else bad "trilu.onnx: not attention and a where:"; cat trilu.gir; fi
+    expect 0 "$gnc" run trilu.onnx --seed 3 -o trilu-onnx
+    expect 0 "$gnc" run trilu.net --seed 3 -o trilu-net
+    for o in y z; do same "trilu-onnx/$o.npy" "trilu-net/$o.npy" "trilu.onnx's $o"; done
 else
     echo "note: this gnc imports no ONNX: the round trip is not run"
 fi

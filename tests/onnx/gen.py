@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Makes the PyTorch-exported ONNX models that tests/onnx/torch_models.sh checks gnc against.
 
-    /usr/bin/python3 tests/onnx/gen.py       (needs python3-torch, python3-numpy, python3-onnx)
+    /usr/bin/python3 tests/onnx/gen.py [NAME...]   (needs python3-torch, python3-numpy,
+                                                   python3-onnx; NAMEs: only those models)
 
 PyTorch is the second oracle of the ONNX importer (the first is ONNX's own
-conformance suite): four models, built here with fixed seeds, are exported with
+conformance suite): five models, built here with fixed seeds, are exported with
 torch.onnx.export (static shapes, batch 2, do_constant_folding) and kept in
 tests/onnx/models/, each as
 
@@ -37,6 +38,11 @@ so that the test needs neither torch nor numpy.  The models:
              Linear, matmul, softmax and LayerNorm rather than
              nn.TransformerEncoderLayer, whose export in eval mode may take its
              fused fast path; reshapes use fixed sizes, so no Shape op is left.
+  decoder    the encoder's layers with causal self-attention as GPT code writes
+             it, the scores divided by sqrt(d / heads): layer 0
+             masked_fill(mask == 0, -inf) of a tril buffer (a Where of a bool
+             initializer and a -inf Constant), layer 1 an additive buffer of 0
+             and -inf; opset 17.  gnc fuses both into attention nodes.
 
 The batch norms' running statistics and affine parameters are drawn (not the
 fresh 0/1 a new model has), so that they matter.  Every op of each exported
@@ -47,6 +53,7 @@ Regenerating with the same PyTorch on the same machine reproduces the files
 (fixed seeds, one thread); another PyTorch may change them.  Prints each file
 and its size.
 """
+import math
 import os
 import sys
 import warnings
@@ -71,7 +78,7 @@ IMPORTER_OPS = {
     "Gelu", "Add", "Sub", "Mul", "Div", "MaxPool", "AveragePool", "GlobalAveragePool",
     "Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Concat", "Split", "Slice",
     "Gather", "Softmax", "LogSoftmax", "LayerNormalization", "Dropout", "Identity",
-    "Constant", "Clip", "Pow", "Sqrt", "ReduceMean",
+    "Constant", "Clip", "Pow", "Sqrt", "ReduceMean", "Where",
 }
 
 
@@ -156,6 +163,35 @@ def encoder():
     return nn.Sequential(*[EncoderLayer(BATCH, 8, 32, 2, 64) for _ in range(2)])
 
 
+class DecoderLayer(EncoderLayer):
+    """EncoderLayer with causal self-attention, the mask written as GPT code
+    writes it: a tril buffer and masked_fill(mask == 0, -inf), or (additive)
+    a buffer of 0 on and below the diagonal and -inf above, added to the
+    scores; the scores divided by sqrt(d / heads)."""
+
+    def __init__(self, batch, seq, d, heads, ff, additive):
+        super().__init__(batch, seq, d, heads, ff)
+        self.additive = additive
+        tril = torch.tril(torch.ones(seq, seq))
+        self.register_buffer("mask", torch.zeros(seq, seq).masked_fill(tril == 0, float("-inf"))
+                             if additive else tril)
+
+    def forward(self, x):
+        dh = self.d // self.heads
+        q, k, v = self.heads_of(self.q(x)), self.heads_of(self.k(x)), self.heads_of(self.v(x))
+        s = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(dh)
+        s = s + self.mask if self.additive else s.masked_fill(self.mask == 0, float("-inf"))
+        y = torch.matmul(torch.softmax(s, dim=-1), v)
+        y = y.transpose(1, 2).reshape(self.batch, self.seq, self.d)
+        x = self.norm1(x + self.proj(y))
+        return self.norm2(x + self.ff2(F.relu(self.ff1(x))))
+
+
+def decoder():
+    return nn.Sequential(DecoderLayer(BATCH, 8, 32, 2, 64, False),
+                         DecoderLayer(BATCH, 8, 32, 2, 64, True))
+
+
 def draw_norms(net, g):
     """Running statistics and affine parameters away from a new model's 0 and 1."""
     for m in net.modules():
@@ -174,6 +210,7 @@ MODELS = {
     "resnet18": (resnet18_small, (1, 28, 28), 15, True, "image", "logits"),
     "dwcnn": (dwcnn, (3, 32, 32), 16, True, "image", "logits"),
     "encoder": (encoder, (8, 32), 17, False, "x", "y"),
+    "decoder": (decoder, (8, 32), 17, False, "x", "y"),
 }
 
 
@@ -217,7 +254,8 @@ def main():
     warnings.filterwarnings("ignore", message="It is recommended that constant folding")
     os.makedirs(OUT, exist_ok=True)
     for name, spec in MODELS.items():
-        export(name, *spec)
+        if len(sys.argv) < 2 or name in sys.argv[1:]:
+            export(name, *spec)
     total = sum(os.path.getsize(os.path.join(OUT, f)) for f in os.listdir(OUT))
     print(f"total {total} bytes in {os.path.relpath(OUT, ROOT)}")
 

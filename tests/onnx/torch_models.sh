@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # PyTorch as an oracle of the ONNX importer: torch_models.sh GNC SOURCE_DIR WORK_DIR.
 # Each model of tests/onnx/models/ (written by tests/onnx/gen.py from PyTorch,
-# with its weights) runs through `gnc run NAME.onnx --input IN=NAME.input.npy
+# with its weights; the encoder's and decoder's attention fused by
+# passes/attention.c, which is checked too) runs through `gnc run NAME.onnx --input IN=NAME.input.npy
 # -o WORK_DIR/NAME` on the CPU, and its output must match PyTorch's
 # (NAME.output.npy) element by element within 1e-5 + 1e-4 * |PyTorch's value|.
 # Prints the worst error of each model; ends with "onnx_torch: N passed, M
@@ -21,6 +22,7 @@ lenet    image logits
 resnet18 image logits
 dwcnn    image logits
 encoder  x     y
+decoder  x     y
 "
 
 probe=$("$gnc" dump "$models/lenet.onnx" 2>&1 >/dev/null)
@@ -95,5 +97,21 @@ while read -r name x y; do
         bad "$name: $res"
     fi
 done <<<"$MODELS"
+
+# the attention these write out comes in as attention nodes (passes/attention.c),
+# which the outputs above are computed with: the encoder's softmax(q k^T
+# scale) v; the decoder's causal masks, a masked_fill of a tril buffer with
+# -inf and an additive buffer of 0 and -inf; no softmax is left
+# NAME COUNT CAUSAL
+while read -r name count causal; do
+    [ -n "$name" ] || continue
+    expect 0 "$gnc" dump "$models/$name.onnx" -o "$work/$name.gir"
+    got=$(grep -c " = attention(.*causal = $causal," "$work/$name.gir")
+    if [ "$got" = "$count" ] && ! grep -q " = softmax(" "$work/$name.gir"; then ok
+    else bad "$name: $got attention nodes with causal = $causal, want $count"; fi
+done <<<"
+encoder 2 0
+decoder 2 1
+"
 
 summary onnx_torch
