@@ -139,7 +139,8 @@ static int keeps_f32(const ir_node *n, int k)
 {
     switch (n->op) {
     case IR_OP_BATCHNORM_TRAIN: case IR_OP_BATCHNORM_GRAD: case IR_OP_LAYERNORM_GRAD:
-        return k > 0;              /* statistics, parameter gradients */
+    case IR_OP_ATTENTION:
+        return k > 0;              /* statistics (attention's lse), parameter gradients */
     case IR_OP_SGD: case IR_OP_ADAM: case IR_OP_DENSE_GRAD_WEIGHT: case IR_OP_CONV2D_GRAD_WEIGHT:
     case IR_OP_EMBEDDING_GRAD: case IR_OP_SUM_TO: case IR_OP_BN_FOLD_SCALE:
     case IR_OP_CROSS_ENTROPY: case IR_OP_MSE: case IR_OP_NLL_LOSS:

@@ -1,8 +1,9 @@
 /* The kernel builder, shared by the files that write kernels with it: kb.c
  * (a kernel's parameters, registers and names, literals and operands, the
  * kernel finished into the program), kernels.c (map ops and map kernels),
- * special.c (the special ops' templates) and glue.c (the program's own
- * kernels).  codegen/internal.h has what the rest of codegen calls. */
+ * special.c (the special ops' templates), attention.c (attention's) and
+ * glue.c (the program's own kernels).  codegen/internal.h has what the rest
+ * of codegen calls. */
 #ifndef GNC_CODEGEN_KB_H
 #define GNC_CODEGEN_KB_H
 
@@ -158,5 +159,12 @@ const char *kb_kernel_base(kb *k, const char *prefix);
 const char *kb_kernel_what(kb *k);
 /* Replaces the body with text, then the body built so far. */
 void kb_body_prepend(kb *k, const cg_sb *text);
+
+/* ---- attention.c ---- */
+
+/* The kernels of the special member attention or attention_grad, its
+ * epilogue's y_put written already (special.c): the launches added, 0; -1
+ * when their accesses are unsafe (nothing added). */
+int kb_attention(kb *k);
 
 #endif

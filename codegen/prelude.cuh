@@ -586,3 +586,203 @@ template <class P> __device__ __forceinline__ void igemm_reduce(const P &pr,
     const int g = (int)(e / ((i64)P::M * P::N)), r = (int)(e % ((i64)P::M * P::N));
     pr.out(g, P::MFAST ? r % P::M : r / P::N, P::MFAST ? r / P::M : r % P::N, v);
 }
+
+/* ---- attention (codegen/attention.c): FlashAttention-2's tiling, in float.
+ * q[b][l][E], k[b][s][E], v[b][s][EV] (any storage type), lse and the rows'
+ * D = dy . out as float.  Every tile is staged in shared memory as float;
+ * each output element is summed by one thread in one order (no atomics):
+ * the same bits on every run.  A row of a tile is held by TPR = NT / rows
+ * neighbouring lanes of one warp, which exchange its maximum and sum by
+ * shuffles. ---- */
+
+/* Forward: block (batch, tile of BR query rows) walks the key tiles of BC in
+ * order (causal: up to its last row's diagonal), keeping each row's running
+ * maximum m, its lanes' sums of e^(s - m) and their columns of the
+ * unnormalized output in registers; y_put(i, value) takes out's element i,
+ * lse (or null) each row's m + log(sum). */
+template <int NT, int BR, int BC, int E, int EV, bool CAUSAL, class I, class TQ, class TK,
+          class TV, class TL, class Y>
+__device__ __forceinline__ void attn_fwd(const TQ *__restrict__ q, const TK *__restrict__ k,
+                                         const TV *__restrict__ v, TL *__restrict__ lse,
+                                         I l, I s, float scale, Y y_put)
+{
+    constexpr int TPR = NT / BR, NS = BC / TPR, NO = (EV + TPR - 1) / TPR;
+    constexpr int D = E < EV ? EV : E;
+    __shared__ float qs[BR][E + 1];      /* + 1: the rows of a warp in other banks */
+    __shared__ float kv[BC * D];         /* the tile's keys as [E][BC], then values [BC][EV] */
+    __shared__ float ps[BR][BC + 1];     /* the tile's e^(s - m) */
+    const I tiles = (l + BR - 1) / BR, b = blockIdx.x / tiles, i0 = blockIdx.x % tiles * BR;
+    const int row = threadIdx.x / TPR, sub = threadIdx.x % TPR;
+    const I i = i0 + row;
+    q += b * l * E, k += b * s * E, v += b * s * EV;
+    for (int x = threadIdx.x; x < BR * E; x += NT)
+        qs[x / E][x % E] = i0 + x / E < l ? ld(q, (i0 + x / E) * E + x % E) : 0.0f;
+    float m = NEG_INF, sum = 0.0f, o[NO];
+    for (int c = 0; c < NO; c++)
+        o[c] = 0.0f;
+    const I last = i0 + BR < l ? i0 + BR : l, seen = CAUSAL && last < s ? last : s;
+    for (I j0 = 0; j0 < seen; j0 += BC) {
+        __syncthreads();                 /* qs written; the last tile's values read */
+        for (int x = threadIdx.x; x < BC * E; x += NT)
+            kv[x % E * BC + x / E] = j0 + x / E < s ? ld(k, (j0 + x / E) * E + x % E) : 0.0f;
+        __syncthreads();
+        float sc[NS];
+        for (int c = 0; c < NS; c++)
+            sc[c] = 0.0f;
+        for (int f = 0; f < E; f++) {
+            const float qf = qs[row][f];
+            for (int c = 0; c < NS; c++)
+                sc[c] += qf * kv[f * BC + sub + c * TPR];
+        }
+        float mx = m;
+        for (int c = 0; c < NS; c++) {
+            const I j = j0 + sub + c * TPR;
+            sc[c] = j < s && (!CAUSAL || j <= i) ? sc[c] * scale : NEG_INF;
+            mx = sc[c] > mx ? sc[c] : mx;
+        }
+        for (int off = TPR / 2; off > 0; off >>= 1) {
+            const float w = __shfl_xor_sync(0xffffffffu, mx, off);
+            mx = w > mx ? w : mx;
+        }
+        __syncthreads();                 /* every lane done with the keys */
+        for (int x = threadIdx.x; x < BC * EV; x += NT)
+            kv[x] = j0 + x / EV < s ? ld(v, (j0 + x / EV) * EV + x % EV) : 0.0f;
+        const float alpha = mx == NEG_INF ? 1.0f : expf(m - mx);
+        float part = 0.0f;
+        for (int c = 0; c < NS; c++) {
+            const float p = mx == NEG_INF ? 0.0f : expf(sc[c] - mx);
+            ps[row][sub + c * TPR] = p;
+            part += p;
+        }
+        sum = sum * alpha + part;
+        m = mx;
+        for (int c = 0; c < NO; c++)
+            o[c] *= alpha;
+        __syncthreads();
+        for (int j = 0; j < BC; j++) {
+            const float p = ps[row][j];
+            for (int c = 0; c < NO; c++)
+                if (sub + c * TPR < EV)
+                    o[c] += p * kv[j * EV + sub + c * TPR];
+        }
+    }
+    for (int off = TPR / 2; off > 0; off >>= 1) /* each lane the same total: a + b = b + a */
+        sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    if (i >= l)
+        return;
+    const float inv = 1.0f / sum;
+    for (int c = 0; c < NO; c++)
+        if (sub + c * TPR < EV)
+            y_put((b * l + i) * EV + sub + c * TPR, o[c] * inv);
+    if (lse && sub == 0)
+        st(lse, b * l + i, m + logf(sum));
+}
+
+/* Backward, one side: KEYS, a block owns BO keys (their rows of k and v) and
+ * walks the query tiles of BS (causal: from its first key's diagonal),
+ * summing dk (put_a) and dv (put_b) in registers; else it owns BO query rows
+ * (q and dy) and walks the key tiles, summing dq (put_a).  For each pair the
+ * probability is recomputed from lse, p = e^(q.k scale - lse), and ds =
+ * p (dy.v - D) scale; dv += p dy, dk += ds q, dq += ds k.  put(i, value) takes
+ * the result's element i. */
+template <int NT, int BO, int BS, int E, int EV, bool CAUSAL, bool KEYS, class I, class TY,
+          class TQ, class TK, class TV, class TL, class PA, class PB>
+__device__ __forceinline__ void attn_bwd(const TY *__restrict__ dy, const TQ *__restrict__ q,
+                                         const TK *__restrict__ k, const TV *__restrict__ v,
+                                         const TL *__restrict__ lse,
+                                         const float *__restrict__ dd, I l, I s, float scale,
+                                         PA put_a, PB put_b)
+{
+    constexpr int TPR = NT / BO, NS = BS / TPR, NA = (E + TPR - 1) / TPR,
+                  NB = KEYS ? (EV + TPR - 1) / TPR : 1;
+    __shared__ float xa[BO][E + 1];      /* own rows: k (KEYS) or q */
+    __shared__ float za[BO][EV + 1];     /* v or dy */
+    __shared__ float xb[E][BS + 1];      /* the walked tile, transposed: q or k */
+    __shared__ float zb[EV][BS + 1];     /* dy or v */
+    __shared__ float pp[KEYS ? BO : 1][BS + 1], ds[BO][BS + 1];
+    __shared__ float lb[BS], db[BS];     /* KEYS: the walked rows' lse and D */
+    const I na = KEYS ? s : l, nb = KEYS ? l : s, tiles = (na + BO - 1) / BO;
+    const I b = blockIdx.x / tiles, a0 = blockIdx.x % tiles * BO;
+    const int row = threadIdx.x / TPR, sub = threadIdx.x % TPR;
+    const I a = a0 + row;
+    q += b * l * E, k += b * s * E, v += b * s * EV, dy += b * l * EV, lse += b * l,
+        dd += b * l;
+    for (int x = threadIdx.x; x < BO * E; x += NT) {
+        const I r = a0 + x / E;
+        xa[x / E][x % E] = r >= na ? 0.0f : KEYS ? ld(k, r * E + x % E) : ld(q, r * E + x % E);
+    }
+    for (int x = threadIdx.x; x < BO * EV; x += NT) {
+        const I r = a0 + x / EV;
+        za[x / EV][x % EV] = r >= na ? 0.0f : KEYS ? ld(v, r * EV + x % EV)
+                                                   : ld(dy, r * EV + x % EV);
+    }
+    const float la = !KEYS && a < na ? ld(lse, a) : 0.0f, da = !KEYS && a < na ? dd[a] : 0.0f;
+    float acc_a[NA], acc_b[NB];
+    for (int c = 0; c < NA; c++)
+        acc_a[c] = 0.0f;
+    for (int c = 0; c < NB; c++)
+        acc_b[c] = 0.0f;
+    const I last = a0 + BO < na ? a0 + BO : na;
+    const I from = KEYS && CAUSAL ? a0 / BS * BS : 0, to = !KEYS && CAUSAL && last < nb ? last : nb;
+    for (I b0 = from; b0 < to; b0 += BS) {
+        __syncthreads();                 /* own rows written; the last tile read */
+        for (int x = threadIdx.x; x < BS * E; x += NT) {
+            const I r = b0 + x / E;
+            xb[x % E][x / E] = r >= nb ? 0.0f : KEYS ? ld(q, r * E + x % E) : ld(k, r * E + x % E);
+        }
+        for (int x = threadIdx.x; x < BS * EV; x += NT) {
+            const I r = b0 + x / EV;
+            zb[x % EV][x / EV] = r >= nb ? 0.0f : KEYS ? ld(dy, r * EV + x % EV)
+                                                       : ld(v, r * EV + x % EV);
+        }
+        if (KEYS)
+            for (int x = threadIdx.x; x < BS; x += NT) {
+                lb[x] = b0 + x < nb ? ld(lse, b0 + x) : 0.0f;
+                db[x] = b0 + x < nb ? dd[b0 + x] : 0.0f;
+            }
+        __syncthreads();
+        float sc[NS], dp[NS];
+        for (int c = 0; c < NS; c++)
+            sc[c] = dp[c] = 0.0f;
+        for (int f = 0; f < E; f++) {
+            const float xf = xa[row][f];
+            for (int c = 0; c < NS; c++)
+                sc[c] += xf * xb[f][sub + c * TPR];
+        }
+        for (int f = 0; f < EV; f++) {
+            const float zf = za[row][f];
+            for (int c = 0; c < NS; c++)
+                dp[c] += zf * zb[f][sub + c * TPR];
+        }
+        for (int c = 0; c < NS; c++) {
+            const int t = sub + c * TPR;
+            const I r = b0 + t, i = KEYS ? r : a, j = KEYS ? a : r;
+            const bool ok = a < na && r < nb && (!CAUSAL || j <= i);
+            const float p = ok ? expf(sc[c] * scale - (KEYS ? lb[t] : la)) : 0.0f;
+            if (KEYS)
+                pp[row][t] = p;
+            ds[row][t] = ok ? p * (dp[c] - (KEYS ? db[t] : da)) * scale : 0.0f;
+        }
+        __syncthreads();
+        for (int t = 0; t < BS; t++) {
+            const float g = ds[row][t];
+            for (int c = 0; c < NA; c++)
+                if (sub + c * TPR < E)
+                    acc_a[c] += g * xb[sub + c * TPR][t];
+            if (KEYS) {
+                const float p = pp[row][t];
+                for (int c = 0; c < NB; c++)
+                    if (sub + c * TPR < EV)
+                        acc_b[c] += p * zb[sub + c * TPR][t];
+            }
+        }
+    }
+    if (a >= na)
+        return;
+    for (int c = 0; c < NA; c++)
+        if (sub + c * TPR < E)
+            put_a((b * na + a) * E + sub + c * TPR, acc_a[c]);
+    for (int c = 0; KEYS && c < NB; c++)
+        if (sub + c * TPR < EV)
+            put_b((b * na + a) * EV + sub + c * TPR, acc_b[c]);
+}

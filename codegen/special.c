@@ -1953,6 +1953,13 @@ static int special_kernel(kb *k)
     case IR_OP_BATCHNORM_GRAD: grid = sp_batchnorm_grad(k, n, &pre, &mid); break;
     case IR_OP_SUM_TO: grid = sp_sum_to(k, n, &pre); break;
     case IR_OP_EMBEDDING_GRAD: grid = sp_embedding_grad(k, n); break;
+    case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD: { /* attention.c: one or three kernels */
+        emit_storer(k, n);
+        int rc = kb_attention(k);
+        kb_free(&pre);
+        kb_free(&mid);
+        return rc;
+    }
     case IR_OP_LAYERNORM_GRAD: {
         kb k2;
         memset(&k2, 0, sizeof k2);

@@ -519,6 +519,64 @@ static const op_case cases[] = {
                          "  %dx: f32[3, 24], %dw: f32[24], %db: f32[24] = layernorm_grad(%dy, %x, %w) "
                          "{eps = 1e-05}\n  output dx = %dx\n  output dw = %dw\n  output db = %db\n"),
      1e-5, 1e-5, 0, 1},
+    /* attention (codegen/attention.c): ragged tiles everywhere (l, s not multiples of a
+       tile), l != s, e != ev, a batch shape of rank 2, causal with l > s and l < s, and
+       each tile size (max(e, ev) up to 32, 64, 128, 256); scales that make the rows'
+       softmax peaked.  fp32: a few float roundings of a sum of e products and of s terms
+       apart from the CPU's order (measured: 1e-6 at most, a tenth of the tolerance).  At
+       bf16 and fp16 the defaults hold: the operands' 8 (11) bits move a score by about
+       2^-9 (2^-12) of |q| |k| scale e, which e^s carries into the result relatively
+       (measured: 0.13 of the tolerance at most, the gradient's) */
+#define ATT(name, b, l, s, e, ev, attrs)                                                     \
+    {name, G("  input %q: f32[" b l ", " e "]\n  input %k: f32[" b s ", " e "]\n"             \
+             "  input %v: f32[" b s ", " ev "]\n  %o: f32[" b l ", " ev "], %lse: f32[" b l     \
+             "] = attention(%q, %k, %v) {" attrs "}\n  output o = %o\n  output lse = %lse\n"), \
+     1e-5, 1e-5, 0, 1}
+    ATT("attention", "2, 3, ", "37", "45", "40", "24", "causal = 0, scale = 0.3"),
+    ATT("attention causal l > s", "3, ", "70", "50", "16", "20", "causal = 1, scale = 0.6"),
+    ATT("attention causal l < s", "2, ", "20", "75", "8", "8", "causal = 1, scale = 0.9"),
+    ATT("attention e 100", "2, ", "33", "40", "100", "72", "causal = 1, scale = 0.15"),
+    ATT("attention ev 256", "1, 2, ", "19", "21", "200", "256", "causal = 0, scale = 0.1"),
+    /* the gradient of attention's own results (out and lse as the forward made them):
+       dq, dk and dv are sums of s (dq) or l (dk, dv) terms of both signs, so an atol of
+       the terms' size */
+#define ATTG(name, b, l, s, e, ev, attrs)                                                    \
+    {name, G("  input %q: f32[" b l ", " e "]\n  input %k: f32[" b s ", " e "]\n"             \
+             "  input %v: f32[" b s ", " ev "]\n  input %dy: f32[" b l ", " ev "]\n"             \
+             "  %o: f32[" b l ", " ev "], %lse: f32[" b l "] = attention(%q, %k, %v) {" attrs     \
+             "}\n  %dq: f32[" b l ", " e "], %dk: f32[" b s ", " e "], %dv: f32[" b s ", " ev   \
+             "] = attention_grad(%dy, %q, %k, %v, %o, %lse) {" attrs "}\n"                     \
+             "  output dq = %dq\n  output dk = %dk\n  output dv = %dv\n"),                     \
+     1e-5, 1e-5, 0, 1}
+    ATTG("attention_grad", "2, 3, ", "37", "45", "24", "30", "causal = 0, scale = 0.35"),
+    ATTG("attention_grad causal l > s", "3, ", "70", "50", "48", "40", "causal = 1, scale = 0.25"),
+    ATTG("attention_grad causal l < s", "2, ", "20", "75", "8", "12", "causal = 1, scale = 0.9"),
+    ATTG("attention_grad e 100", "2, ", "33", "40", "100", "72", "causal = 1, scale = 0.15"),
+    ATTG("attention_grad ev 256", "1, 2, ", "19", "21", "200", "256", "causal = 0, scale = 0.1"),
+    {"attention_grad alone", G("  input %dy: f32[2, 9, 6]\n  input %q: f32[2, 9, 5]\n"
+                               "  input %k: f32[2, 11, 5]\n  input %v: f32[2, 11, 6]\n"
+                               "  input %o: f32[2, 9, 6]\n  input %lse: f32[2, 9]\n"
+                               "  %dq: f32[2, 9, 5], %dk: f32[2, 11, 5], %dv: f32[2, 11, 6] = "
+                               "attention_grad(%dy, %q, %k, %v, %o, %lse) {causal = 1, scale = 0.5}\n"
+                               "  output dq = %dq\n  output dk = %dk\n  output dv = %dv\n"),
+     1e-5, 1e-5, 0, 1},
+    /* an epilogue after attention and its gradient, fused in the IR text: the fuse pass
+       leaves attention alone, but its kernels store out and dq through y_put as every
+       special op's do */
+    {"fused attention+add", G("  input %q: f32[2, 13, 8]\n  input %k: f32[2, 17, 8]\n"
+                              "  input %v: f32[2, 17, 6]\n  input %r: f32[2, 13, 6]\n"
+                              "  fused {\n  %o: f32[2, 13, 6], %lse: f32[2, 13] = attention(%q, %k, %v) "
+                              "{causal = 1, scale = 0.7}\n  %y: f32[2, 13, 6] = add(%o, %r)\n  }\n"
+                              "  output y = %y\n  output lse = %lse\n"), 1e-5, 1e-5, 0, 1},
+    {"fused attention_grad+add", G("  input %dy: f32[2, 13, 6]\n  input %q: f32[2, 13, 8]\n"
+                                   "  input %k: f32[2, 17, 8]\n  input %v: f32[2, 17, 6]\n"
+                                   "  input %o: f32[2, 13, 6]\n  input %lse: f32[2, 13]\n"
+                                   "  input %g: f32[2, 13, 8]\n"
+                                   "  fused {\n  %dq: f32[2, 13, 8], %dk: f32[2, 17, 8], %dv: f32[2, 17, 6] = "
+                                   "attention_grad(%dy, %q, %k, %v, %o, %lse) {causal = 0, scale = 0.5}\n"
+                                   "  %z: f32[2, 13, 8] = add(%dq, %g)\n  }\n"
+                                   "  output z = %z\n  output dk = %dk\n  output dv = %dv\n"),
+     1e-5, 1e-5, 0, 1},
     {"softmax_grad rows", G("  input %dy: f32[3, 5, 7]\n  input %y0: f32[3, 5, 7]\n"
                             "  %y: f32[3, 5, 7] = softmax_grad(%dy, %y0) {axis = 2}\n  output y = %y\n"),
      1e-6, 1e-5, 0, 1},
@@ -978,10 +1036,14 @@ static int compare(const char *what, const char *name, const float *got, const f
                    int64_t n, double atol, double rtol)
 {
     int64_t bad = 0, first[3];
-    double worst = 0;
+    double worst = 0, most = 0, most_ref = 0, used = 0; /* -v: the largest error, its share */
     for (int64_t i = 0; i < n; i++) {
         double e = fabs((double)got[i] - ref[i]), tol = atol + rtol * fabs(ref[i]);
         int same_nan = isnan(got[i]) && isnan(ref[i]);
+        if (e > most)
+            most = e, most_ref = ref[i];
+        if (tol > 0 && e / tol > used)
+            used = e / tol;
         if (!(e <= tol) && !same_nan) {
             if (bad < 3)
                 first[bad] = i;
@@ -989,6 +1051,9 @@ static int compare(const char *what, const char *name, const float *got, const f
             worst = e > worst ? e : worst;
         }
     }
+    if (verbose)
+        printf("  %s: %%%s: largest error %.3g (at %.3g), %.2f of its tolerance\n", what, name,
+               most, most_ref, used);
     if (!bad)
         return 1;
     printf("FAIL %s: %%%s: %lld of %lld elements off (worst by %.3g):", what, name, (long long)bad,
@@ -1581,6 +1646,16 @@ static const big_case big_cases[] = {
                 "adam(%p, %g, %m, %pos_v, %train.lr, %train.step) {beta1 = 0.9, beta2 = 0.999, "
                 "eps = 1e-08, weight_decay = 0.0, decoupled = 0}\n"
                 "  output y = %y\n  output m2 = %m2\n  output v2 = %v2\n"),
+#define A3 "[32768, 256, 256]"           /* 2^31 elements, attention's q, k, v */
+    BIG("attention", "  input %q: f32" A3 "\n  input %k: f32" A3 "\n  input %v: f32" A3 "\n"
+                     "  %o: f32" A3 ", %lse: f32[32768, 256] = attention(%q, %k, %v) "
+                     "{causal = 1, scale = 0.0625}\n  output o = %o\n  output lse = %lse\n"),
+    BIG("attention_grad", "  input %dy: f32" A3 "\n  input %q: f32" A3 "\n  input %k: f32" A3
+                          "\n  input %v: f32" A3 "\n  input %o: f32" A3 "\n"
+                          "  input %lse: f32[32768, 256]\n"
+                          "  %dq: f32" A3 ", %dk: f32" A3 ", %dv: f32" A3 " = attention_grad(%dy, "
+                          "%q, %k, %v, %o, %lse) {causal = 0, scale = 0.0625}\n"
+                          "  output dq = %dq\n  output dk = %dk\n  output dv = %dv\n"),
     BIG("softmax rows", "  input %x: f32" R2 "\n  %y: f32" R2 " = softmax(%x) {axis = 1}\n"
                         "  output y = %y\n"),
     BIG("softmax long rows", "  input %x: f32[1048576, 2048]\n"
@@ -2123,6 +2198,13 @@ int main(int argc, char **argv)
                 G("  input %x: f32[34359738368, 4]\n  %y: f32[34359738368, 4] = softmax(%x) "
                   "{axis = 1}\n  output y = %y\n"), &o,
                 "%y, softmax %y: a grid of 4294967296 x 1 x 1");
+        /* attention's tiles take feature sizes up to 256 (codegen/attention.c) */
+        refused("attention of e 300",
+                G("  input %q: f32[2, 5, 300]\n  input %k: f32[2, 7, 300]\n  input %v: f32[2, 7, 8]\n"
+                  "  %o: f32[2, 5, 8], %lse: f32[2, 5] = attention(%q, %k, %v) {causal = 0, "
+                  "scale = 0.05}\n  output o = %o\n"), &o,
+                "attention of feature sizes e = 300 and ev = 8: the generated kernels take e and "
+                "ev up to 256");
     }
     check_gemm_workspace();
     check_alignment(EL("relu", "[4, 64]"));

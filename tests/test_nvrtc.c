@@ -5,7 +5,9 @@
  *      sm_80 and one for sm_90 and to PTX for compute_90; ptxas reports no
  *      register spills for the elementwise kernels; and the training steps of
  *      the models with convolutions again with them as implicit-GEMM kernels
- *      (--conv igemm), which must not spill either;
+ *      (--conv igemm), which must not spill either; tests/attention_tiny.net
+ *      likewise, whose attention kernels (forward and gradient, the smallest
+ *      and the largest tiles) must not spill;
  *   c. the cache: a second compile reads every image from it, the same bytes;
  *      an entry with a flipped byte and a truncated one are compiled again
  *      and rewritten (the third compile hits again);
@@ -72,7 +74,10 @@ static int make(const char *src, const char *name, int train, int devices, ir_pr
                 cg_conv_impl conv, const char *batch, prog *x)
 {
     char path[4096], what[256];
-    snprintf(path, sizeof path, "%s/models/%s.net", src, name);
+    if (strchr(name, '/')) /* a test model: tests/NAME.net */
+        snprintf(path, sizeof path, "%s/%s.net", src, name);
+    else
+        snprintf(path, sizeof path, "%s/models/%s.net", src, name);
     snprintf(what, sizeof what, "%s %s %d device(s) %s", name, train ? "training" : "inference",
              devices, ir_precision_name(prec));
     const char *dn[] = {"batch"}, *dv[] = {batch};
@@ -175,33 +180,55 @@ static int check_spills(const char *what, const cg_program *p, int *ok)
                 *ok = 0;
             }
             int igemm = strstr(K->name, "igemm") != NULL;
-            if ((K->elementwise || igemm) && (K->spill_stores[a] || K->spill_loads[a])) {
+            int attention = strncmp(K->name, "attention", 9) == 0;
+            if ((K->elementwise || igemm || attention) && (K->spill_stores[a] || K->spill_loads[a])) {
                 fail(what, "%s kernel %s spills on %s: %d bytes stored, %d loaded",
-                     igemm ? "implicit-GEMM" : "elementwise", K->name, p->archs[a],
-                     K->spill_stores[a], K->spill_loads[a]);
+                     igemm ? "implicit-GEMM" : attention ? "attention" : "elementwise", K->name,
+                     p->archs[a], K->spill_stores[a], K->spill_loads[a]);
                 *ok = 0;
             }
+
         }
         n += K->elementwise;
     }
     return n;
 }
 
+/* The attention kernels' registers and shared memory, the most of each. */
+static void attention_summary(const char *what, const cg_program *p)
+{
+    int n = 0, regs = 0, shared = 0;
+    for (int k = 0; k < p->nkernels; k++) {
+        const cg_kernel *K = &p->kernels[k];
+        if (strncmp(K->name, "attention", 9) != 0)
+            continue;
+        n++;
+        for (int a = 0; a < p->narchs; a++) {
+            regs = K->regs[a] > regs ? K->regs[a] : regs;
+            shared = K->shared_bytes[a] > shared ? K->shared_bytes[a] : shared;
+        }
+    }
+    if (n)
+        printf("%s: %d attention kernels, at most %d registers and %d bytes of shared memory\n",
+               what, n, regs, shared);
+}
+
 static void every_model(const char *src, const char *cache)
 {
-    static const char *const models[] = {"lenet", "mlp", "resnet18"};
+    static const char *const models[] = {"lenet", "mlp", "resnet18", "tests/attention_tiny"};
     int programs = 0, kernels = 0, elementwise = 0, images = 0;
     double t0 = now_ms();
     int igemm_kernels = 0;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         for (int conv = CG_CONV_CUDNN; conv < CG_CONV_NIMPLS; conv++)
             for (int train = conv != CG_CONV_CUDNN; train < 2; train++)
                 for (int devices = 1; devices <= 2; devices++)
                     for (int prec = PREC_FP32; prec <= PREC_FP16; prec++) {
                         /* the other ways: their convolutions' kernels, training
                            (cudnn-nhwc's transposes on one device) */
-                        if (conv != CG_CONV_CUDNN && strcmp(models[i], "mlp") == 0)
-                            continue;
+                        if (conv != CG_CONV_CUDNN && (strcmp(models[i], "mlp") == 0 ||
+                                                      strchr(models[i], '/')))
+                            continue; /* no convolutions */
                         if (conv == CG_CONV_CUDNN_NHWC && devices > 1)
                             continue;
                         char what[256], err[4096];
@@ -225,6 +252,7 @@ static void every_model(const char *src, const char *cache)
                         } else {
                             ok &= check_images(what, x.p);
                             elementwise += check_spills(what, x.p, &ok);
+                            attention_summary(what, x.p);
                         }
                         programs++;
                         kernels += x.p->nkernels;
