@@ -238,8 +238,16 @@ mp_plan *drv_optimize(const drv_config *o, const pt_options *part, ir_graph *g, 
                      partitioned ? part : NULL};
     const char *pipeline = o->passes ? o->passes
                                      : pm_default_pipeline(training, o->remat, partitioned);
-    if (pm_run(g, pipeline, &pm, d) != 0)
+    if (training && part->recompute && !o->passes) {
+        /* after scheduling (simplify's CSE would merge the copies back), before
+           partitioning */
+        if (pm_run(g, o->remat ? "simplify,remat,schedule" : "simplify,schedule", &pm, d) != 0 ||
+            pass_recompute(g, part->recompute, d) < 0 ||
+            pm_run(g, partitioned ? "partition,fuse" : "fuse", &pm, d) != 0)
+            return NULL;
+    } else if (pm_run(g, pipeline, &pm, d) != 0) {
         return NULL;
+    }
     ir_graph_renumber(g); /* as a plan's loader will number it */
     mp_plan *p = mp_plan_graph(g);
     char err[512];
@@ -267,9 +275,12 @@ static int64_t cap_of(const drv_config *o, const cost_device *dev, int d)
 
 static void describe(const pt_options *p, char *buf, size_t len)
 {
-    char acc[48] = "";
+    char acc[80] = "";
     if (p->accumulate > 1)
         snprintf(acc, sizeof acc, ", accumulate %d", p->accumulate);
+    if (p->recompute)
+        snprintf(acc + strlen(acc), sizeof acc - strlen(acc), ", recompute %s",
+                 p->recompute == PT_RECOMPUTE_FULL ? "full" : "selective");
     switch (p->strategy) {
     case PT_DATA:
         if (p->deterministic)
@@ -288,7 +299,7 @@ static void describe(const pt_options *p, char *buf, size_t len)
                  p->microbatches ? p->microbatches : 2 * p->pp, acc);
         return;
     case PT_TENSOR:
-        snprintf(buf, len, "tensor");
+        snprintf(buf, len, "tensor%s%s", p->sequence_parallel ? ", sequence parallel" : "", acc);
         return;
     }
 }
@@ -359,6 +370,8 @@ static int build_once(const drv_config *o, const ir_graph *src, const pt_options
         snprintf(out->strategy, sizeof out->strategy,
                  ir_graph_devices(out->g) > 1 ? "as partitioned in the IR" : "one device");
     out->plan = pt_plan_new(out->g, out->mp, dev, out->strategy);
+    ir_for_each_node(src, n)
+        out->plan->model_flops += cost_gemm_flops(n);
     int64_t caps[DRV_MAX_CAPS + 1] = {0};
     int ndev = out->plan->ndevices < DRV_MAX_CAPS ? out->plan->ndevices : DRV_MAX_CAPS;
     for (int i = 0; i < ndev; i++)
@@ -454,7 +467,8 @@ static int compile_partitioned(const drv_config *o, const ir_graph *src, const p
     /* auto: every strategy that may fit, simplest first; the simplest whose
        predicted step is within the model's error of the fastest wins (a
        difference the model cannot tell from its error buys no complexity) */
-    pt_options cand[24];
+    enum { MAX_CAND = 48 };
+    pt_options cand[MAX_CAND];
     int n = 0, N = part.devices;
     cand[n] = part, cand[n].strategy = PT_DATA, n++;
     /* training: ZeRO's stages, each sharding more of the state, and
@@ -468,8 +482,10 @@ static int compile_partitioned(const drv_config *o, const ir_graph *src, const p
         if (N % dp == 0)
             cand[n] = part, cand[n].strategy = PT_HYBRID, cand[n].dp = dp, cand[n].pp = N / dp, n++;
     cand[n] = part, cand[n].strategy = PT_TENSOR, n++;
-    pt_candidate *rank = base_xcalloc((size_t)n, sizeof *rank);
-    drv_program *progs = base_xcalloc((size_t)n, sizeof *progs);
+    if (!part.sequence_parallel)
+        cand[n] = part, cand[n].strategy = PT_TENSOR, cand[n].sequence_parallel = 1, n++;
+    pt_candidate *rank = base_xcalloc(MAX_CAND, sizeof *rank);
+    drv_program *progs = base_xcalloc(MAX_CAND, sizeof *progs);
     int best = -1, fastest = -1;
     double margin = 1 + dev.error;
     for (int i = 0; i < n; i++) {
@@ -480,6 +496,12 @@ static int compile_partitioned(const drv_config *o, const ir_graph *src, const p
         if (build(o, src, &cand[i], train, &dev, &prog, &scratch, err, sizeof err,
                   &rank[i].peak_bytes) != 0) {
             rank[i].error = base_xstrdup(err);
+            /* over a cap: the same strategy recomputing more, next */
+            if (train && rank[i].peak_bytes > 0 && cand[i].recompute != PT_RECOMPUTE_FULL &&
+                n < MAX_CAND) {
+                cand[n] = cand[i];
+                cand[n++].recompute = cand[i].recompute + 1;
+            }
         } else {
             rank[i].step_ms = prog.plan->step_ms;
             for (int k = 0; k < prog.plan->ndevices; k++)

@@ -21,6 +21,14 @@ typedef enum {
 
 typedef enum { PT_1F1B, PT_GPIPE } pt_schedule;
 
+/* What a training step computes again in its backward pass instead of keeping
+ * from the forward pass (remat.c, pass_recompute). */
+typedef enum {
+    PT_RECOMPUTE_NONE,
+    PT_RECOMPUTE_SELECTIVE,     /* all but the GEMMs' and attention's results */
+    PT_RECOMPUTE_FULL           /* each layer's forward pass, from its input */
+} pt_recompute;
+
 #define PT_DEFAULT_BUCKET_BYTES ((int64_t)25 << 20)   /* as PyTorch DDP */
 
 typedef struct {
@@ -38,6 +46,11 @@ typedef struct {
                                    microbatches); 0 or 1: none */
     int zero;                   /* data: ZeRO stage 1, 2 or 3 (optimizer state; and gradients;
                                    and parameters sharded over the devices); 0: replicated */
+    pt_recompute recompute;     /* a training step's recomputation (the driver runs it) */
+    int sequence_parallel;      /* tensor: a layer pair's partial sums reduce-scattered along
+                                   the sequence (axis 1 of [batch, seq, ...]) rather than
+                                   all-reduced, the ops outside the pairs run on each
+                                   device's positions (Megatron-LM's sequence parallelism) */
     const cost_device *cost;    /* what balances pipeline stages; NULL: h100-nvlink */
     const int64_t *mem_caps;    /* [devices]: bytes each may use (0: no cap), which pipeline
                                    stages are cut to fit by an estimate; NULL: none */
@@ -96,6 +109,7 @@ int pass_fuse(ir_graph *g, diag *d);
  * up to prev, and no pass may put a node between them. */
 int pass_goes_with(const ir_node *prev, const ir_node *n);
 int pass_remat(ir_graph *g, diag *d);     /* remat.c */
+int pass_recompute(ir_graph *g, int mode, diag *d); /* remat.c: mode a pt_recompute */
 int pass_fold_bn(ir_graph *g, diag *d);   /* fold_bn.c */
 /* attention.c: softmax(q k^T scale (causal mask)) v, written out, becomes one
  * attention node.  The driver runs it on every model the frontend makes
@@ -182,6 +196,9 @@ typedef struct {
     int ndevices;
     pt_device_plan *dev;
     double step_ms, bubble;
+    double model_flops;         /* GEMM-shaped FLOPs of the single-device program (each
+                                   replicated layer once, nothing recomputed): model
+                                   FLOPs utilisation's numerator; 0: count g's */
     cost_sim *sim;
     pt_candidate *candidates;   /* auto: every strategy it tried (the caller's) */
     int ncandidates;

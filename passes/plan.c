@@ -152,6 +152,18 @@ void pt_plan_print(const pt_plan *p, const ir_graph *g, FILE *f)
                 strstr(p->strategy, "pipeline") || strstr(p->strategy, "pp=")
                     ? " (the pipeline bubble)" : "");
     fputc('\n', f);
+    /* model FLOPs utilisation, as Megatron-LM and PaLM count it: the GEMMs'
+       (and attention's) FLOPs of a step over what the devices' datasheet
+       peak would do in the predicted time */
+    double flops = p->model_flops, peak = p->cost.peak[p->cost.precision] > 0
+                                               ? p->cost.peak[p->cost.precision] : p->cost.flops;
+    if (flops <= 0)
+        ir_for_each_node(g, n)
+            flops += cost_gemm_flops(n);
+    if (flops > 0 && p->step_ms > 0 && peak > 0)
+        fprintf(f, "  model FLOPs utilisation %.1f%%: %.4g TFLOP a step on %d x %.4g TFLOP/s "
+                "(%s peak)\n", 100 * flops / (p->ndevices * peak * p->step_ms / 1e3), flops / 1e12,
+                p->ndevices, peak / 1e12, ir_precision_name(p->cost.precision));
     for (int i = 0; i < p->ncandidates; i++) {
         const pt_candidate *k = &p->candidates[i];
         if (i == 0)

@@ -15,29 +15,52 @@
  * The split rule (step 1) depends on the graph alone, not on D, so that a
  * model splits the same way on any number of devices; a count that a chosen
  * layer does not divide is an error naming the layer, not a quietly different
- * plan.  In forward order, each dense or conv2d layer L not yet chosen is
- * paired with the layer M its output reaches through channelwise ops alone,
- * each value on the way read by nothing else in the forward pass (neither an
- * output nor the loss):
+ * plan.  In forward order, each dense or conv2d layer L not yet chosen starts
+ * a region (grow): the nodes its output channels reach through channelwise
+ * ops, every value in it read in the forward pass only by nodes of the region
+ * (none an output or the loss) and by one layer M, which reads them along its
+ * own channel axis:
  *   - L is split by output channels ("column": w[out, in] along axis 0, its
  *     bias too), so each device computes its channels of the output;
- *   - the channelwise ops in between run on each device's channels:
- *     elementwise ops (with a constant or weight as the other operand),
- *     dropout (a device draws its slice of the whole tensor's mask: the
- *     `shard` of dropout_train), batchnorm over channels (statistics per
- *     channel are exact on a channel split; its weight, bias and running
- *     statistics split too), pooling, a reshape that keeps the channels a
- *     block of the new axis (flatten), and layernorm over the features;
+ *   - the channelwise ops in the region run on each device's channels:
+ *     elementwise ops, dropout (a device draws its slice of the whole
+ *     tensor's mask: the `shard` of dropout_train), batchnorm over channels
+ *     (statistics per channel are exact on a channel split; its weight, bias
+ *     and running statistics split too), pooling, a reshape that keeps the
+ *     channels a block of the new axis (flatten; [b, t, heads x d] to
+ *     [b, t, heads, d], the channels becoming heads), a transpose, a slice
+ *     along another axis, layernorm over the features, and attention with
+ *     q, k and v split along one batch axis: by heads;
+ *   - an elementwise op's other operand and attention's others must carry
+ *     the same split: each comes from the region, or from another layer
+ *     through ops of one operand that keep the channels (reshape, transpose,
+ *     slice, unary), which joins the region as a column too (separate q, k
+ *     and v projections; a gated MLP's gate and up-projection);
  *   - M is split by input channels ("row": w along axis 1), so each device
- *     reads its channels and makes a partial sum: one all_reduce, then M's
- *     bias, added once.
- * A layer whose output feeds a residual add or an op that mixes channels
- * (softmax, a loss, another layer's other operand) or is read twice is not
- * split: it runs replicated, as does everything outside the pairs.  A
- * convolution with groups > 1 in a pair, or a pair's channels that D does not
- * divide (or fewer channels than devices), is an error; so is a model without
- * a pair.
+ *     reads its channels and makes a partial sum: one all_reduce (a
+ *     reduce_scatter with sequence parallelism, below), then M's bias, added
+ *     once.
+ * So a transformer block's attention splits by heads when its projection
+ * holds each head's q, k and v side by side (Megatron-LM's layout, which
+ * models/gpt_tiny.net follows): the QKV layer by columns, attention on each
+ * device's heads, the output projection by rows.  A layer whose output feeds
+ * a residual add or an op that mixes channels (softmax, a loss) runs
+ * replicated, as does everything outside the regions.  A convolution with
+ * groups > 1 in a pair, or a pair's channels (or heads) that D does not
+ * divide, is an error; so is a model without a pair.
  *
+ * Sequence parallelism (o->sequence_parallel, Megatron-LM's): the partial
+ * sums of a row layer and of a column layer's input gradient, activations
+ * [batch, seq, ...], are reduce-scattered along the sequence (axis 1) rather
+ * than all-reduced, so the ops outside the pairs (the residual adds,
+ * layernorms, dropout) run on each device's positions; a column layer
+ * all-gathers its input (and gathers it again for its weight's gradient,
+ * rather than keeping the whole input from the forward pass); a layernorm's
+ * weight and bias gradients are partial sums over the positions, all-reduced.
+ * The same communication volume as the all-reduces (a reduce_scatter and an
+ * all_gather move what one all_reduce does), and no activation outside the
+ * pairs whole on any device.
+
  * Layernorm between L and M: the row statistics need the whole row, which the
  * devices hold in slices, so a split layernorm all-reduces per-row sums: one
  * all_reduce of the sums for the mean, then one of the squared deviations from
@@ -127,6 +150,7 @@ typedef struct {
     char *taken;                /* by id: the source value serves device 0's copy */
     ir_value ***ln;             /* [2 * id]: xhat, [2 * id + 1]: invstd of a split
                                    layernorm of x = id, [D] each */
+    int fresh;                  /* the operand copy_all gathers afresh (gathered), -1: none */
 } tp;
 
 /* ---------------------------------------------------------------- helpers */
@@ -283,6 +307,15 @@ static ir_value **get(tp *T, const ir_value *v, layout l)
     return x;
 }
 
+/* Whether partial sum v is reduce-scattered along its sequence axis (axis 1 of
+ * [batch, seq, ...]): with sequence parallelism, where the devices split it. */
+static int sequence_split(const tp *T, const ir_value *v)
+{
+    const ir_type *t = wt(T, v);
+    return T->P.o->sequence_parallel && T->batched[v->id] && t->rank >= 3 &&
+           t->dims[1] % T->D == 0;
+}
+
 static layout home(const tp *T, const ir_value *v)
 {
     IR_ASSERT(T->made[v->id]);
@@ -295,9 +328,45 @@ static void made(tp *T, const ir_value *v, layout l)
 {
     T->home[v->id] = l;
     T->made[v->id] = 1;
-    if (l.kind == LAY_P) {
-        get(T, v, R_);
-        T->home[v->id] = R_;
+    if (l.kind != LAY_P)
+        return;
+    if (sequence_split(T, v)) { /* each device its positions of the sum */
+        ir_value **hx = at(T, v, P_), **x = at(T, v, S_(1));
+        int64_t id = ++T->P.next_id;
+        for (int d = 0; d < T->D; d++) {
+            ir_node *c = mk(T, d, IR_OP_REDUCE_SCATTER, 1, &hx[d], result_value(T, v, d, NULL),
+                            NULL);
+            ir_set_int(T->P.g, c, "id", id);
+            ir_set_ints(T->P.g, c, "group", T->D, T->group);
+            ir_set_int(T->P.g, c, "axis", 1);
+            x[d] = pt_emit(&T->P, c);
+        }
+        T->home[v->id] = S_(1);
+        return;
+    }
+    get(T, v, R_);
+    T->home[v->id] = R_;
+}
+
+/* x[D]: device copies of v whole, gathered afresh from its split home rather
+ * than kept from an earlier gather: what sequence parallelism does for a
+ * layer's weight gradient, so that the whole input does not live from the
+ * forward pass to the backward pass. */
+static void gathered(tp *T, const ir_value *v, ir_value **x)
+{
+    layout h = home(T, v);
+    if (!T->P.o->sequence_parallel || h.kind != LAY_S || h.axis != 1) {
+        memcpy(x, get(T, v, R_), (size_t)T->D * sizeof *x);
+        return;
+    }
+    ir_value **hx = at(T, v, h);
+    int64_t id = ++T->P.next_id;
+    for (int d = 0; d < T->D; d++) {
+        ir_node *c = mk(T, d, IR_OP_ALL_GATHER, 1, &hx[d], result_value(T, v, d, "again"), NULL);
+        ir_set_int(T->P.g, c, "id", id);
+        ir_set_ints(T->P.g, c, "group", T->D, T->group);
+        ir_set_int(T->P.g, c, "axis", 1);
+        x[d] = pt_emit(&T->P, c);
     }
 }
 
@@ -327,12 +396,20 @@ static int is_unary(ir_op op) { return ir_op_is(op, IR_UNARY); }
 static int is_binary(ir_op op) { return ir_op_is(op, IR_BINARY); }
 
 /* The channel axis of n's result when n reads v, whose channels are along axis
- * a, without mixing channels; -1 when n is not such an op. */
+ * a, without mixing channels; -1 when n is not such an op.  The other operand
+ * of an elementwise op, and attention's other two, must carry their channels
+ * along the same axis: plan() sees to that (grow). */
 static int channelwise(const tp *T, const ir_node *n, const ir_value *v, int a)
 {
-    const ir_type *t = wt(T, v);
+    const ir_type *t = wt(T, v), *to = wt(T, n->out[0]);
     int last = t->rank - 1;
-    if (n->in[0] != v && !is_binary(n->op))
+    if (is_binary(n->op)) { /* NumPy broadcasting: the axis counted from the end */
+        int b = a + to->rank - t->rank;
+        return b >= 0 && to->dims[b] == t->dims[a] ? b : -1;
+    }
+    if (n->op == IR_OP_ATTENTION) /* heads: q, k and v split along one batch axis */
+        return a < t->rank - 2 ? a : -1;
+    if (n->in[0] != v)
         return -1;
     switch (n->op) {
     case IR_OP_DROPOUT_TRAIN: {
@@ -347,13 +424,15 @@ static int channelwise(const tp *T, const ir_node *n, const ir_value *v, int a)
     case IR_OP_LAYERNORM:
         return a == last && wt(T, n->in[1])->rank == 1 ? a : -1;
     case IR_OP_RESHAPE:
-        return reshape_axis(t, wt(T, n->out[0]), a, 1);
-    case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV: {
-        /* with a weight or constant: a residual add mixes in another activation */
-        const ir_value *other = n->in[0] == v ? n->in[1] : n->in[0];
-        if (other == v || T->batched[other->id])
-            return -1;
-        return a + wt(T, n->out[0])->rank - t->rank;
+        return reshape_axis(t, to, a, 1);
+    case IR_OP_SLICE: /* along another axis */
+        return ir_attr_int(n, "axis") != a ? a : -1;
+    case IR_OP_TRANSPOSE: {
+        const int64_t *perm = ir_attr_ints(n, "perm", NULL);
+        for (int k = 0; k < to->rank; k++)
+            if (perm[k] == a)
+                return k;
+        return -1;
     }
     default:
         return is_unary(n->op) ? a : -1;
@@ -393,80 +472,229 @@ static int check_layer(tp *T, const ir_node *n, int64_t c, const char *what)
     return 1;
 }
 
-/* Step 1: the column and row layers, and the nodes between them.  Returns the
- * number of pairs, or -1 after reporting why the plan cannot be met. */
+/* The axis of a layer's channels in its output (and input): the features of a
+ * dense layer, the channels of a convolution. */
+static int feature_axis(const tp *T, const ir_node *n)
+{
+    return n->op == IR_OP_DENSE ? wt(T, n->out[0])->rank - 1 : 1;
+}
+
+/* A region of step 1: the column layers whose channels it carries, the nodes
+ * between them and the row layer, and each value's channel axis. */
+typedef struct {
+    int *axis;                 /* by value id: its channels' axis, -1: not in the region */
+    int *out_axis;             /* by source node: of its result, -1: not in the region */
+    const ir_value **work;     /* values whose readers are still to see */
+    int nwork;
+    int *nodes, nnodes;        /* the nodes between, in the order reached */
+    int *cols, ncols;
+    int row;
+} region;
+
+/* The forward pass's readers of each value, each once:
+ * list[start[id] .. start[id + 1]). */
+typedef struct {
+    int *start, *list;
+    int *def;                  /* by value id: the source node making it, -1: none */
+    const char *pinned;        /* by value id: an output or the loss */
+} readers;
+
+static int take(region *R, const ir_value *v, int a)
+{
+    if (R->axis[v->id] >= 0)
+        return R->axis[v->id] == a;
+    R->axis[v->id] = a;
+    R->work[R->nwork++] = v;
+    return 1;
+}
+
+static int is_column(const region *R, int i)
+{
+    for (int k = 0; k < R->ncols; k++)
+        if (R->cols[k] == i)
+            return 1;
+    return 0;
+}
+
+/* Whether source node i is a layer free to split, of weights alone. */
+static int free_layer(const tp *T, int i)
+{
+    const ir_node *n = T->src[i];
+    return is_layer(n->op) && !T->role[i] && !T->batched[n->in[1]->id];
+}
+
+/* The layer whose result reaches v through ops of one activation operand that
+ * keep the channels (reshape, transpose, slice, unary), or -1. */
+static int layer_behind(const tp *T, const readers *F, const ir_value *v)
+{
+    for (int i = F->def[v->id]; i >= 0; i = F->def[v->id]) {
+        const ir_node *n = T->src[i];
+        if (free_layer(T, i))
+            return i;
+        int batched = 0;
+        for (int k = 0; k < n->nin; k++)
+            batched += T->batched[n->in[k]->id];
+        if (n->nin < 1 || batched != 1 || !T->batched[n->in[0]->id] ||
+            !(n->op == IR_OP_RESHAPE || n->op == IR_OP_TRANSPOSE || n->op == IR_OP_SLICE ||
+              is_unary(n->op)))
+            return -1;
+        v = n->in[0];
+    }
+    return -1;
+}
+
+/* Grows region R from its column layers: every forward reader of a value in it
+ * keeps the channels (channelwise) or is the one row layer, which reads them
+ * along its own channel axis; an activation that a node in it reads from
+ * outside must come from another layer (layer_behind), which joins as a
+ * column: q, k and v's layers meeting at attention, a gate and its
+ * up-projection meeting at a product.  1 when the region closes on a row
+ * layer, 0 when it cannot. */
+static int grow(const tp *T, const readers *F, region *R)
+{
+    for (int joined = 1; joined;) {
+        while (R->nwork) {
+            const ir_value *v = R->work[--R->nwork];
+            int a = R->axis[v->id];
+            if (F->pinned[v->id])
+                return 0;
+            for (int k = F->start[v->id]; k < F->start[v->id + 1]; k++) {
+                int u = F->list[k];
+                const ir_node *U = T->src[u];
+                if (free_layer(T, u) && U->in[0] == v && a == feature_axis(T, U) &&
+                    !is_column(R, u)) {
+                    if (R->row >= 0 && R->row != u)
+                        return 0;
+                    R->row = u;
+                    continue;
+                }
+                int next = channelwise(T, U, v, a);
+                if (next < 0 || T->role[u] || is_column(R, u) ||
+                    (R->out_axis[u] >= 0 && R->out_axis[u] != next))
+                    return 0;
+                if (R->out_axis[u] < 0) {
+                    R->out_axis[u] = next;
+                    R->nodes[R->nnodes++] = u;
+                    if (!take(R, U->out[0], next))
+                        return 0;
+                }
+            }
+        }
+        joined = 0;
+        for (int n = 0; n < R->nnodes; n++) {
+            const ir_node *U = T->src[R->nodes[n]];
+            if (!is_binary(U->op) && U->op != IR_OP_ATTENTION)
+                continue; /* the others' channels come through their first operand */
+            for (int k = 0; k < U->nin; k++) {
+                const ir_value *w = U->in[k];
+                if (R->axis[w->id] >= 0 || !T->batched[w->id])
+                    continue;
+                int c = layer_behind(T, F, w);
+                if (c < 0 || is_column(R, c) || c == R->row)
+                    return 0;
+                R->cols[R->ncols++] = c;
+                if (!take(R, T->src[c]->out[0], feature_axis(T, T->src[c])))
+                    return 0;
+                joined = 1;
+            }
+        }
+    }
+    return R->row >= 0;
+}
+
+/* Step 1: the column and row layers, and the nodes between them.  Each dense
+ * or conv2d layer not yet chosen starts a region (grow); one that closes
+ * becomes a pair.  Returns the number of pairs, or -1 after reporting why the
+ * plan cannot be met. */
 static int plan(tp *T, const char *backward)
 {
     const ir_graph *g = T->P.g;
-    int *nuse = base_xcalloc((size_t)T->nval, sizeof *nuse);
-    int *user = base_xcalloc((size_t)T->nval, sizeof *user);
+    readers F = {base_xcalloc((size_t)T->nval + 1, sizeof *F.start), NULL,
+                 base_xcalloc((size_t)T->nval, sizeof *F.def), NULL};
     char *pinned = base_xcalloc((size_t)T->nval, 1);
-    for (int i = 0; i < T->nsrc; i++) {
-        if (backward[i])
-            continue;
-        for (int k = 0; k < T->src[i]->nin; k++) {
-            nuse[T->src[i]->in[k]->id]++;
-            user[T->src[i]->in[k]->id] = i;
+    for (int i = 0; i < T->nval; i++)
+        F.def[i] = -1;
+    for (int pass = 0; pass < 2; pass++) {
+        int *fill = pass ? base_xcalloc((size_t)T->nval, sizeof *fill) : NULL;
+        for (int i = 0; i < T->nsrc; i++) {
+            const ir_node *n = T->src[i];
+            for (int k = 0; k < n->nout && !pass; k++)
+                F.def[n->out[k]->id] = backward[i] ? -1 : i;
+            for (int k = 0; k < n->nin && !backward[i]; k++) {
+                int id = n->in[k]->id, again = 0;
+                for (int j = 0; j < k; j++)
+                    again |= n->in[j] == n->in[k];
+                if (again)
+                    continue;
+                if (pass)
+                    F.list[F.start[id] + fill[id]++] = i;
+                else
+                    F.start[id + 1]++;
+            }
         }
+        if (!pass) {
+            for (int id = 0; id < T->nval; id++)
+                F.start[id + 1] += F.start[id];
+            F.list = base_xcalloc((size_t)F.start[T->nval] + 1, sizeof *F.list);
+        }
+        base_free(fill);
     }
     for (int i = 0; i < g->noutputs; i++)
         pinned[g->outputs[i].value->id] = 1;
     if (g->loss)
         pinned[g->loss->id] = 1;
+    F.pinned = pinned;
+    region R = {base_xcalloc((size_t)T->nval, sizeof *R.axis),
+                base_xcalloc((size_t)T->nsrc, sizeof *R.out_axis),
+                base_xcalloc((size_t)T->nval, sizeof *R.work), 0,
+                base_xcalloc((size_t)T->nsrc, sizeof *R.nodes), 0,
+                base_xcalloc((size_t)T->nsrc, sizeof *R.cols), 0, -1};
     int pairs = 0, ok = 1;
-    int *between = base_xcalloc((size_t)T->nsrc, sizeof *between);
-    int *axes = base_xcalloc((size_t)T->nsrc, sizeof *axes);
     for (int i = 0; i < T->nsrc && ok; i++) {
-        const ir_node *L = T->src[i];
-        if (backward[i] || T->role[i] || !is_layer(L->op) || T->batched[L->in[1]->id])
+        if (backward[i] || !free_layer(T, i))
             continue;
-        int a = L->op == IR_OP_DENSE ? wt(T, L->out[0])->rank - 1 : 1, nb = 0, row = -1;
-        const ir_value *v = L->out[0];
-        while (!pinned[v->id] && nuse[v->id] == 1) {
-            int u = user[v->id];
-            const ir_node *U = T->src[u];
-            if (is_layer(U->op) && U->in[0] == v && !T->batched[U->in[1]->id] && !T->role[u] &&
-                a == (U->op == IR_OP_DENSE ? wt(T, v)->rank - 1 : 1)) {
-                row = u;
-                break;
-            }
-            int next = channelwise(T, U, v, a);
-            if (next < 0 || T->role[u])
-                break;
-            axes[nb] = next;
-            between[nb++] = u;
-            v = U->out[0];
-            a = next;
-        }
-        if (row < 0)
+        for (int k = 0; k < T->nval; k++)
+            R.axis[k] = -1;
+        for (int k = 0; k < T->nsrc; k++)
+            R.out_axis[k] = -1;
+        R.nwork = R.nnodes = 0, R.ncols = 1, R.row = -1;
+        R.cols[0] = i;
+        take(&R, T->src[i]->out[0], feature_axis(T, T->src[i]));
+        if (!grow(T, &F, &R))
             continue;
-        const ir_node *M = T->src[row];
-        ok = check_layer(T, L, wt(T, L->in[1])->dims[0], "output") &&
-             check_layer(T, M, wt(T, L->in[1])->dims[0], "input");
-        for (int k = 0; k < nb && ok; k++) {
-            const ir_node *n = T->src[between[k]];
-            int64_t size = wt(T, n->out[0])->dims[axes[k]];
-            char lb[256];
+        const ir_node *M = T->src[R.row];
+        for (int k = 0; k < R.ncols && ok; k++)
+            ok = check_layer(T, T->src[R.cols[k]], wt(T, T->src[R.cols[k]]->in[1])->dims[0],
+                             "output");
+        ok = ok && check_layer(T, M, wt(T, M->in[1])->dims[1], "input");
+        for (int k = 0; k < R.nnodes && ok; k++) {
+            const ir_node *n = T->src[R.nodes[k]];
+            int64_t size = wt(T, n->out[0])->dims[R.out_axis[R.nodes[k]]];
+            char lb[256], nb2[200];
             if (n->op == IR_OP_RESHAPE && size % T->D) {
-                char nb2[200];
                 diag_error(T->P.d, n->loc, "cannot split %s between %d devices: the channels of "
                            "%%%s reach its axis %d of %lld, which does not divide evenly",
                            layer_str(lb, sizeof lb, n), T->D,
-                           ir_name_str(nb2, sizeof nb2, L->out[0]->name), axes[k],
-                           (long long)size);
+                           ir_name_str(nb2, sizeof nb2, T->src[i]->out[0]->name),
+                           R.out_axis[R.nodes[k]], (long long)size);
                 ok = 0;
             }
         }
-        for (int k = 0; k < nb; k++)
-            T->role[between[k]] = ROLE_BETWEEN;
-        T->role[i] = ROLE_COLUMN;
-        T->role[row] = ROLE_ROW;
+        for (int k = 0; k < R.nnodes; k++)
+            T->role[R.nodes[k]] = ROLE_BETWEEN;
+        for (int k = 0; k < R.ncols; k++)
+            T->role[R.cols[k]] = ROLE_COLUMN;
+        T->role[R.row] = ROLE_ROW;
         pairs++;
     }
-    base_free(between);
-    base_free(axes);
-    base_free(nuse);
-    base_free(user);
+    base_free(R.axis);
+    base_free(R.out_axis);
+    base_free(R.work);
+    base_free(R.nodes);
+    base_free(R.cols);
+    base_free(F.start);
+    base_free(F.list);
+    base_free(F.def);
     base_free(pinned);
     if (!ok)
         return -1;
@@ -592,9 +820,16 @@ static void place_params(tp *T)
  * follow the first result's layout. */
 static void copy_all(tp *T, const ir_node *s, const layout *lin, const layout *lout)
 {
-    ir_value **ins[64];
-    for (int k = 0; k < s->nin; k++)
-        ins[k] = get(T, s->in[k], lin[k]);
+    ir_value **ins[64], *again[IR_MAX_DEVICES];
+    for (int k = 0; k < s->nin; k++) {
+        if (T->fresh == k && lin[k].kind == LAY_R) {
+            gathered(T, s->in[k], again);
+            ins[k] = again;
+        } else {
+            ins[k] = get(T, s->in[k], lin[k]);
+        }
+    }
+    T->fresh = -1;
     T->P.loc = s->loc;
     for (int d = 0; d < T->D; d++) {
         ir_value *in[64], *out[IR_MAX_RESULTS];
@@ -670,8 +905,21 @@ static void row_layer(tp *T, const ir_node *s, layout lx)
     char name[512];
     snprintf(name, sizeof name, "%s.sum", y->name);
     const char *names[1] = {name};
-    all_reduce(T, 1, part, sum, names);
-    ir_value **out = at(T, y, R_);
+    layout ly = R_;
+    if (sequence_split(T, y) && s->op == IR_OP_DENSE) { /* each device its positions */
+        int64_t id = ++T->P.next_id;
+        ly = S_(1);
+        for (int d = 0; d < T->D; d++) {
+            ir_node *c = mk(T, d, IR_OP_REDUCE_SCATTER, 1, &part[d], sum[d], name);
+            ir_set_int(T->P.g, c, "id", id);
+            ir_set_ints(T->P.g, c, "group", T->D, T->group);
+            ir_set_int(T->P.g, c, "axis", 1);
+            sum[d] = pt_emit(&T->P, c);
+        }
+    } else {
+        all_reduce(T, 1, part, sum, names);
+    }
+    ir_value **out = at(T, y, ly);
     for (int d = 0; d < T->D; d++) {
         out[d] = sum[d];
         if (!b)
@@ -683,7 +931,7 @@ static void row_layer(tp *T, const ir_node *s, layout lx)
         }
         out[d] = op2(T, d, IR_OP_ADD, sum[d], bias, result_value(T, y, d, NULL), NULL);
     }
-    made(T, y, R_);
+    made(T, y, ly);
     base_free(part);
     base_free(sum);
 }
@@ -844,6 +1092,10 @@ static void run_node(tp *T, const ir_node *s)
     }
     case IR_OP_DENSE: case IR_OP_CONV2D: {
         int xa = s->op == IR_OP_DENSE ? last : 1;
+        if (s->op == IR_OP_DENSE && l1.kind == LAY_R && l0.kind == LAY_S && l0.axis < last) {
+            lin[0] = lout[0] = l0; /* a replicated layer on each device's rows */
+            break;
+        }
         if (grouped || l1.kind != LAY_S)
             break;
         if (l1.axis == 1) {
@@ -856,6 +1108,11 @@ static void run_node(tp *T, const ir_node *s)
     }
     case IR_OP_DENSE_GRAD_INPUT: case IR_OP_CONV2D_GRAD_INPUT: {
         int ya = s->op == IR_OP_DENSE_GRAD_INPUT ? last : 1;
+        if (s->op == IR_OP_DENSE_GRAD_INPUT && l1.kind == LAY_R && l0.kind == LAY_S &&
+            l0.axis < last) {
+            lin[0] = lout[0] = l0;
+            break;
+        }
         if (grouped || l1.kind != LAY_S)
             break;
         lin[1] = l1;
@@ -869,10 +1126,19 @@ static void run_node(tp *T, const ir_node *s)
         int ya = s->op == IR_OP_DENSE_GRAD_WEIGHT ? wt(T, s->in[0])->rank - 1 : 1;
         if (grouped)
             break;
-        if (is_s(l0, ya))
+        if (s->op == IR_OP_DENSE_GRAD_WEIGHT && l0.kind == LAY_S && l0.axis < ya &&
+            same(l0, l1)) {
+            lin[0] = lin[1] = l0, lout[0] = P_; /* sums over each device's rows */
+            break;
+        }
+        if (is_s(l0, ya)) {
             lin[0] = l0, lout[0] = S_(0);
-        else if (is_s(l1, ya))
+            if (s->op == IR_OP_DENSE_GRAD_WEIGHT && T->P.o->sequence_parallel) {
+                T->fresh = 1; /* x gathered again, not kept from the forward pass */
+            }
+        } else if (is_s(l1, ya)) {
             lin[1] = l1, lout[0] = S_(1);
+        }
         break;
     }
     case IR_OP_BATCHNORM: case IR_OP_BATCHNORM_TRAIN: case IR_OP_BATCHNORM_APPLY:
@@ -895,13 +1161,21 @@ static void run_node(tp *T, const ir_node *s)
             split_layernorm(T, s);
             return;
         }
+        if (l0.kind == LAY_S && l0.axis < ty->rank - wt(T, s->in[1])->rank)
+            lin[0] = lout[0] = l0; /* whole rows on each device: sequence parallel */
         break;
-    case IR_OP_LAYERNORM_GRAD:
+    case IR_OP_LAYERNORM_GRAD: {
+        int rows = ty->rank - wt(T, s->in[2])->rank;
         if (is_s(l1, last) && wt(T, s->in[2])->rank == 1) {
             split_layernorm_grad(T, s);
             return;
         }
+        if ((l0.kind == LAY_S && l0.axis < rows) || (l1.kind == LAY_S && l1.axis < rows)) {
+            lin[0] = lin[1] = lout[0] = l0.kind == LAY_S && l0.axis < rows ? l0 : l1;
+            lout[1] = lout[2] = P_; /* the weight's and bias's sums over the rows */
+        }
         break;
+    }
     case IR_OP_MAXPOOL2D: case IR_OP_AVGPOOL2D: case IR_OP_GLOBAL_AVGPOOL:
     case IR_OP_AVGPOOL2D_GRAD: case IR_OP_ADAPTIVE_AVGPOOL2D: case IR_OP_ADAPTIVE_AVGPOOL2D_GRAD:
     case IR_OP_UPSAMPLE2D: case IR_OP_UPSAMPLE2D_GRAD:
@@ -919,6 +1193,37 @@ static void run_node(tp *T, const ir_node *s)
                 lin[0] = l0, lout[0] = S_(a);
         }
         break;
+    case IR_OP_SLICE: /* along another axis than the split one */
+        if (l0.kind == LAY_S && ir_attr_int(s, "axis") != l0.axis)
+            lin[0] = lout[0] = l0;
+        break;
+    case IR_OP_PAD: { /* a slice's gradient: padded along other axes only */
+        const int64_t *before = ir_attr_ints(s, "before", NULL), *after = ir_attr_ints(s, "after",
+                                                                                      NULL);
+        if (l0.kind == LAY_S && before[l0.axis] == 0 && after[l0.axis] == 0)
+            lin[0] = lout[0] = l0;
+        break;
+    }
+    case IR_OP_TRANSPOSE:
+        if (l0.kind == LAY_S) {
+            const int64_t *perm = ir_attr_ints(s, "perm", NULL);
+            for (int k = 0; k < ty->rank; k++)
+                if (perm[k] == l0.axis)
+                    lin[0] = l0, lout[0] = S_(k);
+        }
+        break;
+    case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD: {
+        /* split by heads (a batch axis): each device its heads' attention; the
+           first operand split so sets the axis for all, the rest sliced */
+        int batch = wt(T, s->in[s->op == IR_OP_ATTENTION_GRAD])->rank - 2;
+        for (int k = 0; k < s->nin && lout[0].kind == LAY_R; k++) {
+            layout l = home(T, s->in[k]);
+            if (l.kind == LAY_S && l.axis < batch)
+                for (int j = 0; j < IR_MAX_RESULTS; j++)
+                    lin[j] = lout[j] = l;
+        }
+        break;
+    }
     case IR_OP_SUM_TO: case IR_OP_BROADCAST_TO:
         if (l0.kind == LAY_S) {
             const ir_type *tx = wt(T, s->in[0]);
@@ -1022,7 +1327,7 @@ int pt_tensor(ir_graph *g, const pt_options *o, diag *d)
         diag_error(d, (ir_loc){0}, "at most %d devices, not %d", IR_MAX_DEVICES, o->devices);
         return -1;
     }
-    tp T = {.P = {.g = g, .o = o, .d = d, .ndev = o->devices}, .D = o->devices};
+    tp T = {.P = {.g = g, .o = o, .d = d, .ndev = o->devices}, .D = o->devices, .fresh = -1};
     int rc = -1;
     T.nval = g->nvalues;
     T.nsrc = g->nnodes;

@@ -42,8 +42,12 @@ ir_graph *th_compile(const char *root, const char *model, int batch, int train,
     sgd.momentum = 0.9;
     int partitioned = o && (o->devices > 1 || o->deterministic);
     pm_options pm = {1, 0, NULL, NULL, stderr, partitioned ? o : NULL};
+    int recompute = train && o && o->recompute; /* as the driver runs it (drv_optimize) */
     if (!g || (train && ad_training_graph(g, opt ? opt : &sgd, d) != 0) ||
-        pm_run(g, pm_default_pipeline(train, 0, partitioned), &pm, d) != 0 ||
+        (recompute ? pm_run(g, "simplify,schedule", &pm, d) != 0 ||
+                         pass_recompute(g, o->recompute, d) < 0 ||
+                         pm_run(g, partitioned ? "partition,fuse" : "fuse", &pm, d) != 0
+                   : pm_run(g, pm_default_pipeline(train, 0, partitioned), &pm, d) != 0) ||
         ir_verify(g, d) != 0) {
         if (g)
             ir_graph_free(g);

@@ -353,6 +353,14 @@ static const struct flag {
      "data: gradient all-reduce buckets of X MiB (default 25)", SEC_PART},
     {"--sync-bn", "dump compile run train", 0, "",
      "data: batchnorm statistics over the whole batch", SEC_PART},
+    {"--recompute", "dump compile run train", 1, " none|selective|full",
+     "a training step computes forward results again in its backward pass rather than "
+     "keeping them: selective all but the GEMMs' and attention's, full each layer's forward "
+     "pass from its input (default none; --strategy auto tries more where a strategy does "
+     "not fit)", SEC_PART},
+    {"--sequence-parallel", "dump compile run train", 0, "",
+     "tensor: activations outside the split layers divided along the sequence (axis 1), "
+     "reduce-scattered and all-gathered in place of all-reduced (Megatron-LM)", SEC_PART},
     {"--deterministic", "dump compile run train", 0, "",
      "data: bitwise the same for every device count dividing the micro-shards", SEC_PART},
     {"--micro-shards", "dump compile run train", 1, " N",
@@ -785,6 +793,17 @@ static int partition_flag(options *o, const char *cmdsp, const char *name, const
         o->c.device_model = val;
     } else if (strcmp(name, "--sync-bn") == 0) {
         o->c.part.sync_bn = 1;
+    } else if (strcmp(name, "--sequence-parallel") == 0) {
+        o->c.part.sequence_parallel = 1;
+    } else if (strcmp(name, "--recompute") == 0) {
+        if (strcmp(val, "none") == 0)
+            o->c.part.recompute = PT_RECOMPUTE_NONE;
+        else if (strcmp(val, "selective") == 0)
+            o->c.part.recompute = PT_RECOMPUTE_SELECTIVE;
+        else if (strcmp(val, "full") == 0)
+            o->c.part.recompute = PT_RECOMPUTE_FULL;
+        else
+            return usage_error(cmdsp, "--recompute takes none, selective or full, not '%s'", val);
     } else if (strcmp(name, "--deterministic") == 0) {
         o->c.part.deterministic = 1;
     } else if (strcmp(name, "--accumulate") == 0) {

@@ -38,7 +38,7 @@ int cli_is_plan(const char *path)
 static const char *const shaping_flags[] = {
     "-D", "--model", "--loss", "--passes", "--train", "--optimizer", "--momentum", "--nesterov",
     "--weight-decay", "--remat", "--gpus", "--devices", "--strategy", "--microbatches",
-    "--pipeline-schedule", "--bucket-mb", "--sync-bn", "--deterministic", "--micro-shards", "--accumulate",
+    "--pipeline-schedule", "--bucket-mb", "--sync-bn", "--sequence-parallel", "--recompute", "--deterministic", "--micro-shards", "--accumulate",
     "--mem-cap", "--device-model", "--batch", "--precision", "--conv", "--layout", "--arch",
     "--no-kernels",
     "--autotune",
