@@ -66,6 +66,22 @@ static const op_case cases[] = {
                    "  output m = %m\n  output y = %y\n"), 0, 0, 0},
     {"softmax rows", G("  input %x: f32[3, 5, 40]\n  %y: f32[3, 5, 40] = softmax(%x) {axis = 2}\n"
                        "  output y = %y\n"), 1e-7, 1e-5, 0},
+    /* FlashAttention's kernels (codegen/attention.c): several tiles of rows
+       and keys, ragged, causal with more queries than keys; the gradient on
+       the forward's own out and lse */
+    {"attention", G("  input %q: f32[2, 3, 70, 16]\n  input %k: f32[2, 3, 45, 16]\n"
+                    "  input %v: f32[2, 3, 45, 24]\n"
+                    "  %y: f32[2, 3, 70, 24], %l: f32[2, 3, 70] = attention(%q, %k, %v) "
+                    "{causal = 1, scale = 0.25}\n  output y = %y\n  output lse = %l\n"),
+     1e-6, 1e-5, 0},
+    {"attention_grad", G("  input %q: f32[2, 2, 40, 32]\n  input %k: f32[2, 2, 77, 32]\n"
+                         "  input %v: f32[2, 2, 77, 8]\n  input %dy: f32[2, 2, 40, 8]\n"
+                         "  %y: f32[2, 2, 40, 8], %l: f32[2, 2, 40] = attention(%q, %k, %v) "
+                         "{causal = 0, scale = 0.5}\n"
+                         "  %dq: f32[2, 2, 40, 32], %dk: f32[2, 2, 77, 32], %dv: f32[2, 2, 77, 8] = "
+                         "attention_grad(%dy, %q, %k, %v, %y, %l) {causal = 0, scale = 0.5}\n"
+                         "  output dq = %dq\n  output dk = %dk\n  output dv = %dv\n"),
+     1e-6, 1e-5, 0},
     {"layernorm", G("  input %x: f32[2, 1500]\n  input %w: f32[1500]\n  input %b: f32[1500]\n"
                     "  %y: f32[2, 1500] = layernorm(%x, %w, %b) {eps = 1e-05}\n  output y = %y\n"),
      1e-5, 1e-5, 0},
