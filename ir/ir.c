@@ -584,6 +584,19 @@ void ir_set_ints(ir_graph *g, ir_node *n, const char *key, int count, const int6
         memcpy(a->ints, v, (size_t)count * sizeof *v);
 }
 
+void ir_copy_attrs(ir_graph *g, ir_node *dst, const ir_node *src)
+{
+    for (int i = 0; i < src->nattrs; i++) {
+        const ir_attr *a = &src->attrs[i];
+        if (a->kind == IR_ATTR_INT)
+            ir_set_int(g, dst, a->key, a->i);
+        else if (a->kind == IR_ATTR_FLOAT)
+            ir_set_float(g, dst, a->key, a->f);
+        else
+            ir_set_ints(g, dst, a->key, a->n, a->ints);
+    }
+}
+
 const ir_attr *ir_get_attr(const ir_node *n, const char *key)
 {
     for (int i = 0; i < n->nattrs; i++)

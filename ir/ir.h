@@ -253,6 +253,8 @@ void ir_weight_only(const ir_graph *g, unsigned char *flags);
 void ir_set_int(ir_graph *g, ir_node *n, const char *key, int64_t v);
 void ir_set_float(ir_graph *g, ir_node *n, const char *key, double v);
 void ir_set_ints(ir_graph *g, ir_node *n, const char *key, int count, const int64_t *v);
+/* Every attribute of src set on dst, in src's order (a copy of a node). */
+void ir_copy_attrs(ir_graph *g, ir_node *dst, const ir_node *src);
 const ir_attr *ir_get_attr(const ir_node *n, const char *key);
 int64_t ir_attr_int(const ir_node *n, const char *key);      /* asserts presence */
 double ir_attr_float(const ir_node *n, const char *key);

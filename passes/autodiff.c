@@ -120,15 +120,7 @@ static ir_value *to_shape(ad *a, ir_op op, ir_value *x, const ir_type *t, const 
 
 static void copy_attrs(ad *a, ir_node *dst, const ir_node *src)
 {
-    for (int i = 0; i < src->nattrs; i++) {
-        const ir_attr *at = &src->attrs[i];
-        if (at->kind == IR_ATTR_INT)
-            ir_set_int(a->g, dst, at->key, at->i);
-        else if (at->kind == IR_ATTR_FLOAT)
-            ir_set_float(a->g, dst, at->key, at->f);
-        else
-            ir_set_ints(a->g, dst, at->key, at->n, at->ints);
-    }
+    ir_copy_attrs(a->g, dst, src);
 }
 
 /* A convolution's stride, pad, dilation and groups, from src to dst. */

@@ -87,15 +87,7 @@ int pass_fold_bn(ir_graph *g, diag *d)
         /* the layer takes the folded weights and the batchnorm's result */
         ir_value *ops[3] = {layer->in[0], w2, b2};
         ir_node *nl = ir_node_make(g, layer->op, 3, ops, 1, bn->out, layer->loc);
-        for (int i = 0; i < layer->nattrs; i++) {
-            const ir_attr *a = &layer->attrs[i];
-            if (a->kind == IR_ATTR_INT)
-                ir_set_int(g, nl, a->key, a->i);
-            else if (a->kind == IR_ATTR_FLOAT)
-                ir_set_float(g, nl, a->key, a->f);
-            else
-                ir_set_ints(g, nl, a->key, a->n, a->ints);
-        }
+        ir_copy_attrs(g, nl, layer);
         ir_insert_before(g, bn, nl);
         ir_erase(g, bn);
         ir_erase(g, layer);

@@ -280,15 +280,7 @@ static ir_node *copy_node(pt *P, const ir_node *s, int r, int dev, ir_value **in
     }
     ir_node *n = ir_node_make(P->g, s->op, s->nin, in, s->nout, out, s->loc);
     n->device = dev;
-    for (int i = 0; i < s->nattrs; i++) {
-        const ir_attr *at = &s->attrs[i];
-        if (at->kind == IR_ATTR_INT)
-            ir_set_int(P->g, n, at->key, at->i);
-        else if (at->kind == IR_ATTR_FLOAT)
-            ir_set_float(P->g, n, at->key, at->f);
-        else
-            ir_set_ints(P->g, n, at->key, at->n, at->ints);
-    }
+    ir_copy_attrs(P->g, n, s);
     /* a loss's mean over what it does not ignore is averaged over the
        replicas only while every replica counts all of its share */
     if (r >= 0 && P->R > 1 && ir_get_attr(s, "split"))

@@ -220,15 +220,7 @@ int pass_recompute(ir_graph *g, int mode, diag *d)
                     out[k]->type = n->out[k]->type;
                 }
                 ir_node *c = ir_node_make(g, n->op, n->nin, in, n->nout, out, n->loc);
-                for (int a = 0; a < n->nattrs; a++) {
-                    const ir_attr *at = &n->attrs[a];
-                    if (at->kind == IR_ATTR_INT)
-                        ir_set_int(g, c, at->key, at->i);
-                    else if (at->kind == IR_ATTR_FLOAT)
-                        ir_set_float(g, c, at->key, at->f);
-                    else
-                        ir_set_ints(g, c, at->key, at->n, at->ints);
-                }
+                ir_copy_attrs(g, c, n);
                 c->device = n->device;
                 ir_insert_before(g, b, c);
                 for (int k = 0; k < n->nout; k++)

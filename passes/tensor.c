@@ -210,15 +210,7 @@ static ir_node *mk(tp *T, int d, ir_op op, int nin, ir_value *const *in, ir_valu
 
 static void copy_attrs(tp *T, ir_node *n, const ir_node *s)
 {
-    for (int i = 0; i < s->nattrs; i++) {
-        const ir_attr *a = &s->attrs[i];
-        if (a->kind == IR_ATTR_INT)
-            ir_set_int(T->P.g, n, a->key, a->i);
-        else if (a->kind == IR_ATTR_FLOAT)
-            ir_set_float(T->P.g, n, a->key, a->f);
-        else
-            ir_set_ints(T->P.g, n, a->key, a->n, a->ints);
-    }
+    ir_copy_attrs(T->P.g, n, s);
 }
 
 static ir_value *op2(tp *T, int d, ir_op op, ir_value *a, ir_value *b, ir_value *out,
@@ -266,6 +258,22 @@ static void all_reduce(tp *T, int n, ir_value **in, ir_value **out, const char *
     }
 }
 
+/* One all_gather or reduce_scatter along axis over every device: device d's
+ * operand in[d], its result out[d] (a preset value, else a fresh one named
+ * base), into x[d]. */
+static void along_axis(tp *T, ir_op op, ir_value **in, ir_value **out, const char *base,
+                       int axis, ir_value **x)
+{
+    int64_t id = ++T->P.next_id;
+    for (int d = 0; d < T->D; d++) {
+        ir_node *c = mk(T, d, op, 1, &in[d], out ? out[d] : NULL, base);
+        ir_set_int(T->P.g, c, "id", id);
+        ir_set_ints(T->P.g, c, "group", T->D, T->group);
+        ir_set_int(T->P.g, c, "axis", axis);
+        x[d] = pt_emit(&T->P, c);
+    }
+}
+
 /* Device copies of source value v in layout l, converted from the layout it
  * was made in: S to R by all_gather, P to R by all_reduce, any to S through R
  * by a slice.  Each conversion is made once. */
@@ -283,15 +291,9 @@ static ir_value **get(tp *T, const ir_value *v, layout l)
         all_reduce(T, 1, hx, x, NULL);
     } else if (l.kind == LAY_R) {
         IR_ASSERT(h.kind == LAY_S);
-        int64_t id = ++T->P.next_id;
-        for (int d = 0; d < T->D; d++) {
-            ir_node *c = mk(T, d, IR_OP_ALL_GATHER, 1, &hx[d], result_value(T, v, d, "whole"),
-                            NULL);
-            ir_set_int(T->P.g, c, "id", id);
-            ir_set_ints(T->P.g, c, "group", T->D, T->group);
-            ir_set_int(T->P.g, c, "axis", h.axis);
-            x[d] = pt_emit(&T->P, c);
-        }
+        for (int d = 0; d < T->D; d++)
+            x[d] = result_value(T, v, d, "whole");
+        along_axis(T, IR_OP_ALL_GATHER, hx, x, NULL, h.axis, x);
     } else {
         IR_ASSERT(l.kind == LAY_S && divides(T, wt(T, v), l.axis));
         ir_value **r = get(T, v, R_);
@@ -331,16 +333,10 @@ static void made(tp *T, const ir_value *v, layout l)
     if (l.kind != LAY_P)
         return;
     if (sequence_split(T, v)) { /* each device its positions of the sum */
-        ir_value **hx = at(T, v, P_), **x = at(T, v, S_(1));
-        int64_t id = ++T->P.next_id;
-        for (int d = 0; d < T->D; d++) {
-            ir_node *c = mk(T, d, IR_OP_REDUCE_SCATTER, 1, &hx[d], result_value(T, v, d, NULL),
-                            NULL);
-            ir_set_int(T->P.g, c, "id", id);
-            ir_set_ints(T->P.g, c, "group", T->D, T->group);
-            ir_set_int(T->P.g, c, "axis", 1);
-            x[d] = pt_emit(&T->P, c);
-        }
+        ir_value **x = at(T, v, S_(1));
+        for (int d = 0; d < T->D; d++)
+            x[d] = result_value(T, v, d, NULL);
+        along_axis(T, IR_OP_REDUCE_SCATTER, at(T, v, P_), x, NULL, 1, x);
         T->home[v->id] = S_(1);
         return;
     }
@@ -359,15 +355,9 @@ static void gathered(tp *T, const ir_value *v, ir_value **x)
         memcpy(x, get(T, v, R_), (size_t)T->D * sizeof *x);
         return;
     }
-    ir_value **hx = at(T, v, h);
-    int64_t id = ++T->P.next_id;
-    for (int d = 0; d < T->D; d++) {
-        ir_node *c = mk(T, d, IR_OP_ALL_GATHER, 1, &hx[d], result_value(T, v, d, "again"), NULL);
-        ir_set_int(T->P.g, c, "id", id);
-        ir_set_ints(T->P.g, c, "group", T->D, T->group);
-        ir_set_int(T->P.g, c, "axis", 1);
-        x[d] = pt_emit(&T->P, c);
-    }
+    for (int d = 0; d < T->D; d++)
+        x[d] = result_value(T, v, d, "again");
+    along_axis(T, IR_OP_ALL_GATHER, at(T, v, h), x, NULL, 1, x);
 }
 
 /* The axis of out that a split along axis a of in becomes through a reshape
@@ -907,15 +897,8 @@ static void row_layer(tp *T, const ir_node *s, layout lx)
     const char *names[1] = {name};
     layout ly = R_;
     if (sequence_split(T, y) && s->op == IR_OP_DENSE) { /* each device its positions */
-        int64_t id = ++T->P.next_id;
         ly = S_(1);
-        for (int d = 0; d < T->D; d++) {
-            ir_node *c = mk(T, d, IR_OP_REDUCE_SCATTER, 1, &part[d], sum[d], name);
-            ir_set_int(T->P.g, c, "id", id);
-            ir_set_ints(T->P.g, c, "group", T->D, T->group);
-            ir_set_int(T->P.g, c, "axis", 1);
-            sum[d] = pt_emit(&T->P, c);
-        }
+        along_axis(T, IR_OP_REDUCE_SCATTER, part, sum, name, 1, sum);
     } else {
         all_reduce(T, 1, part, sum, names);
     }
