@@ -9,8 +9,10 @@
  *   attention_grad  three kernels, in order:
  *                   1. D = dy . out per query row into the workspace (a warp
  *                      a row);
- *                   2. dk, dv: a block per (batch element, tile of keys),
- *                      walking the query tiles;
+ *                   2. dk, dv: a block per (k's batch element, tile of keys),
+ *                      walking the query tiles of each of its group's query
+ *                      heads in order (grouped-query attention: k and v with
+ *                      fewer heads than q, a group of q's per head);
  *                   3. dq: a block per (batch element, tile of query rows),
  *                      walking the key tiles; dq through the epilogue.
  *                   Each element of dq, dk and dv is summed by one thread in
@@ -46,7 +48,7 @@ static int bwd_tiles(int64_t d, at_tiles *t)
 }
 
 typedef struct {
-    int64_t batch, l, s, e, ev;
+    int64_t batch, group, l, s, e, ev; /* q's batch elements; of them, per k's */
     int causal;
     const char *scale;
 } at_geom;
@@ -54,12 +56,15 @@ typedef struct {
 static at_geom geometry(kb *k, const ir_node *n)
 {
     int grad = n->op == IR_OP_ATTENTION_GRAD;
-    const ir_type *q = &n->in[grad]->type, *v = &n->in[grad + 2]->type;
+    const ir_type *q = &n->in[grad]->type, *kt = &n->in[grad + 1]->type,
+                  *v = &n->in[grad + 2]->type;
     int r = q->rank;
-    at_geom g = {1, q->dims[r - 2], v->dims[r - 2], q->dims[r - 1], v->dims[r - 1],
+    at_geom g = {1, 1, q->dims[r - 2], v->dims[r - 2], q->dims[r - 1], v->dims[r - 1],
                  (int)ir_attr_int(n, "causal"), kb_flit(k, (float)ir_attr_float(n, "scale"))};
     for (int i = 0; i < r - 2; i++)
         g.batch *= q->dims[i];
+    if (r >= 3 && kt->dims[r - 3] > 0)
+        g.group = q->dims[r - 3] / kt->dims[r - 3];
     return g;
 }
 
@@ -95,10 +100,10 @@ static int forward(kb *k, const ir_node *n, const at_geom *g, const at_tiles *t)
 {
     const char *q = kb_reads(k, n->in[0], 0), *kk = kb_reads(k, n->in[1], 0),
                *v = kb_reads(k, n->in[2], 0), *lse = result_or_null(k, n->out[1]);
-    kb_line(k, "attn_fwd<%d, %d, %d, %lld, %lld, %s, %s>(%s, %s, %s, %s, (%s)%lld, (%s)%lld, %s, "
-            "y_put);", t->nt, t->rows, t->cols, (long long)g->e, (long long)g->ev,
-            g->causal ? "true" : "false", k->itype, q, kk, v, lse, k->itype, (long long)g->l,
-            k->itype, (long long)g->s, g->scale);
+    kb_line(k, "attn_fwd<%d, %d, %d, %lld, %lld, %s, %lld, %s>(%s, %s, %s, %s, (%s)%lld, "
+            "(%s)%lld, %s, y_put);", t->nt, t->rows, t->cols, (long long)g->e, (long long)g->ev,
+            g->causal ? "true" : "false", (long long)g->group, k->itype, q, kk, v, lse,
+            k->itype, (long long)g->l, k->itype, (long long)g->s, g->scale);
     if (!kb_accesses_safe(k))
         return -1;
     return kb_finish(k, kb_kernel_base(k, NULL), t->nt, g->batch * kb_div_up(g->l, t->rows), 0, n,
@@ -119,10 +124,11 @@ static void backward_side(kb *k, const ir_node *n, const at_geom *g, const at_ti
     const char *pa = "y_put", *pb = "y_put";
     if (keys)
         pa = putter(k, n->out[1]), pb = putter(k, n->out[2]);
-    kb_line(k, "attn_bwd<%d, %d, %d, %lld, %lld, %s, %s, %s>(%s, %s, %s, %s, %s, %s, (%s)%lld, "
-            "(%s)%lld, %s, %s, %s);", t->nt, t->rows, t->cols, (long long)g->e, (long long)g->ev,
-            g->causal ? "true" : "false", keys ? "true" : "false", k->itype, dy, q, kk, v, lse,
-            pd->name, k->itype, (long long)g->l, k->itype, (long long)g->s, g->scale, pa, pb);
+    kb_line(k, "attn_bwd<%d, %d, %d, %lld, %lld, %s, %s, %lld, %s>(%s, %s, %s, %s, %s, %s, "
+            "(%s)%lld, (%s)%lld, %s, %s, %s);", t->nt, t->rows, t->cols, (long long)g->e,
+            (long long)g->ev, g->causal ? "true" : "false", keys ? "true" : "false",
+            (long long)g->group, k->itype, dy, q, kk, v, lse, pd->name, k->itype,
+            (long long)g->l, k->itype, (long long)g->s, g->scale, pa, pb);
 }
 
 static int backward(kb *k, const ir_node *n, const at_geom *g, const at_tiles *t)
@@ -160,9 +166,11 @@ static int backward(kb *k, const ir_node *n, const at_geom *g, const at_tiles *t
         kb_finish(&kd, kb_kstr(k, "attention_grad_rows__%s", name), 256, kb_div_up(rows, 8), 0,
                   n, cg_pprintf(G->p, "attention_grad dy . out %%%s", name));
         kb_finish(&kk, kb_kstr(k, "attention_grad_keys__%s", name), t->nt,
-                  g->batch * kb_div_up(g->s, t->rows), 0, n,
+                  g->batch / g->group * kb_div_up(g->s, t->rows), 0, n,
                   cg_pprintf(G->p, "attention_grad dk, dv %%%s: %d keys a block, %d query "
-                             "rows a tile", name, t->rows, t->cols));
+                             "rows a tile%s", name, t->rows, t->cols,
+                             g->group > 1 ? cg_pprintf(G->p, ", %lld query heads a key head",
+                                                       (long long)g->group) : ""));
         rc = kb_finish(k, kb_kernel_base(k, NULL), t->nt, g->batch * kb_div_up(g->l, t->rows), 0,
                        n, cg_pprintf(G->p, "%s: dq, %d query rows a block, %d keys a tile",
                                      kb_kernel_what(k), t->rows, t->cols));

@@ -588,8 +588,9 @@ template <class P> __device__ __forceinline__ void igemm_reduce(const P &pr,
 }
 
 /* ---- attention (codegen/attention.c): FlashAttention-2's tiling, in float.
- * q[b][l][E], k[b][s][E], v[b][s][EV] (any storage type), lse and the rows'
- * D = dy . out as float.  Every tile is staged in shared memory as float;
+ * q[b][l][E], k[b / G][s][E], v[b / G][s][EV] (any storage type; G query
+ * heads a key/value head, grouped-query attention, 1 without), lse and the
+ * rows' D = dy . out as float.  Every tile is staged in shared memory as float;
  * each output element is summed by one thread in one order (no atomics):
  * the same bits on every run.  A row of a tile is held by TPR = NT / rows
  * neighbouring lanes of one warp, which exchange its maximum and sum by
@@ -600,8 +601,8 @@ template <class P> __device__ __forceinline__ void igemm_reduce(const P &pr,
  * maximum m, its lanes' sums of e^(s - m) and their columns of the
  * unnormalized output in registers; y_put(i, value) takes out's element i,
  * lse (or null) each row's m + log(sum). */
-template <int NT, int BR, int BC, int E, int EV, bool CAUSAL, class I, class TQ, class TK,
-          class TV, class TL, class Y>
+template <int NT, int BR, int BC, int E, int EV, bool CAUSAL, int G, class I, class TQ,
+          class TK, class TV, class TL, class Y>
 __device__ __forceinline__ void attn_fwd(const TQ *__restrict__ q, const TK *__restrict__ k,
                                          const TV *__restrict__ v, TL *__restrict__ lse,
                                          I l, I s, float scale, Y y_put)
@@ -614,7 +615,7 @@ __device__ __forceinline__ void attn_fwd(const TQ *__restrict__ q, const TK *__r
     const I tiles = (l + BR - 1) / BR, b = blockIdx.x / tiles, i0 = blockIdx.x % tiles * BR;
     const int row = threadIdx.x / TPR, sub = threadIdx.x % TPR;
     const I i = i0 + row;
-    q += b * l * E, k += b * s * E, v += b * s * EV;
+    q += b * l * E, k += b / G * s * E, v += b / G * s * EV;
     for (int x = threadIdx.x; x < BR * E; x += NT)
         qs[x / E][x % E] = i0 + x / E < l ? ld(q, (i0 + x / E) * E + x % E) : 0.0f;
     float m = NEG_INF, sum = 0.0f, o[NO];
@@ -679,14 +680,15 @@ __device__ __forceinline__ void attn_fwd(const TQ *__restrict__ q, const TK *__r
 }
 
 /* Backward, one side: KEYS, a block owns BO keys (their rows of k and v) and
- * walks the query tiles of BS (causal: from its first key's diagonal),
- * summing dk (put_a) and dv (put_b) in registers; else it owns BO query rows
- * (q and dy) and walks the key tiles, summing dq (put_a).  For each pair the
+ * walks the query tiles of BS (causal: from its first key's diagonal) of
+ * each of its group's G query heads in order, summing dk (put_a) and dv
+ * (put_b) in registers; else it owns BO query rows (q and dy) and walks the
+ * key tiles of its key/value head, summing dq (put_a).  For each pair the
  * probability is recomputed from lse, p = e^(q.k scale - lse), and ds =
  * p (dy.v - D) scale; dv += p dy, dk += ds q, dq += ds k.  put(i, value) takes
  * the result's element i. */
-template <int NT, int BO, int BS, int E, int EV, bool CAUSAL, bool KEYS, class I, class TY,
-          class TQ, class TK, class TV, class TL, class PA, class PB>
+template <int NT, int BO, int BS, int E, int EV, bool CAUSAL, bool KEYS, int G, class I,
+          class TY, class TQ, class TK, class TV, class TL, class PA, class PB>
 __device__ __forceinline__ void attn_bwd(const TY *__restrict__ dy, const TQ *__restrict__ q,
                                          const TK *__restrict__ k, const TV *__restrict__ v,
                                          const TL *__restrict__ lse,
@@ -703,10 +705,11 @@ __device__ __forceinline__ void attn_bwd(const TY *__restrict__ dy, const TQ *__
     __shared__ float lb[BS], db[BS];     /* KEYS: the walked rows' lse and D */
     const I na = KEYS ? s : l, nb = KEYS ? l : s, tiles = (na + BO - 1) / BO;
     const I b = blockIdx.x / tiles, a0 = blockIdx.x % tiles * BO;
+    const I bq = KEYS ? b * G : b, bk = KEYS ? b : b / G;   /* q's batch element, k's */
     const int row = threadIdx.x / TPR, sub = threadIdx.x % TPR;
     const I a = a0 + row;
-    q += b * l * E, k += b * s * E, v += b * s * EV, dy += b * l * EV, lse += b * l,
-        dd += b * l;
+    q += bq * l * E, k += bk * s * E, v += bk * s * EV, dy += bq * l * EV, lse += bq * l,
+        dd += bq * l;
     for (int x = threadIdx.x; x < BO * E; x += NT) {
         const I r = a0 + x / E;
         xa[x / E][x % E] = r >= na ? 0.0f : KEYS ? ld(k, r * E + x % E) : ld(q, r * E + x % E);
@@ -724,58 +727,63 @@ __device__ __forceinline__ void attn_bwd(const TY *__restrict__ dy, const TQ *__
         acc_b[c] = 0.0f;
     const I last = a0 + BO < na ? a0 + BO : na;
     const I from = KEYS && CAUSAL ? a0 / BS * BS : 0, to = !KEYS && CAUSAL && last < nb ? last : nb;
-    for (I b0 = from; b0 < to; b0 += BS) {
-        __syncthreads();                 /* own rows written; the last tile read */
-        for (int x = threadIdx.x; x < BS * E; x += NT) {
-            const I r = b0 + x / E;
-            xb[x % E][x / E] = r >= nb ? 0.0f : KEYS ? ld(q, r * E + x % E) : ld(k, r * E + x % E);
-        }
-        for (int x = threadIdx.x; x < BS * EV; x += NT) {
-            const I r = b0 + x / EV;
-            zb[x % EV][x / EV] = r >= nb ? 0.0f : KEYS ? ld(dy, r * EV + x % EV)
-                                                       : ld(v, r * EV + x % EV);
+    for (int h = 0; h < (KEYS ? G : 1); h++) { /* KEYS: the group's query heads, in order */
+        for (I b0 = from; b0 < to; b0 += BS) {
+            __syncthreads();                 /* own rows written; the last tile read */
+            for (int x = threadIdx.x; x < BS * E; x += NT) {
+                const I r = b0 + x / E;
+                xb[x % E][x / E] = r >= nb ? 0.0f : KEYS ? ld(q, r * E + x % E)
+                                                         : ld(k, r * E + x % E);
+            }
+            for (int x = threadIdx.x; x < BS * EV; x += NT) {
+                const I r = b0 + x / EV;
+                zb[x % EV][x / EV] = r >= nb ? 0.0f : KEYS ? ld(dy, r * EV + x % EV)
+                                                           : ld(v, r * EV + x % EV);
+            }
+            if (KEYS)
+                for (int x = threadIdx.x; x < BS; x += NT) {
+                    lb[x] = b0 + x < nb ? ld(lse, b0 + x) : 0.0f;
+                    db[x] = b0 + x < nb ? dd[b0 + x] : 0.0f;
+                }
+            __syncthreads();
+            float sc[NS], dp[NS];
+            for (int c = 0; c < NS; c++)
+                sc[c] = dp[c] = 0.0f;
+            for (int f = 0; f < E; f++) {
+                const float xf = xa[row][f];
+                for (int c = 0; c < NS; c++)
+                    sc[c] += xf * xb[f][sub + c * TPR];
+            }
+            for (int f = 0; f < EV; f++) {
+                const float zf = za[row][f];
+                for (int c = 0; c < NS; c++)
+                    dp[c] += zf * zb[f][sub + c * TPR];
+            }
+            for (int c = 0; c < NS; c++) {
+                const int t = sub + c * TPR;
+                const I r = b0 + t, i = KEYS ? r : a, j = KEYS ? a : r;
+                const bool ok = a < na && r < nb && (!CAUSAL || j <= i);
+                const float p = ok ? expf(sc[c] * scale - (KEYS ? lb[t] : la)) : 0.0f;
+                if (KEYS)
+                    pp[row][t] = p;
+                ds[row][t] = ok ? p * (dp[c] - (KEYS ? db[t] : da)) * scale : 0.0f;
+            }
+            __syncthreads();
+            for (int t = 0; t < BS; t++) {
+                const float g = ds[row][t];
+                for (int c = 0; c < NA; c++)
+                    if (sub + c * TPR < E)
+                        acc_a[c] += g * xb[sub + c * TPR][t];
+                if (KEYS) {
+                    const float p = pp[row][t];
+                    for (int c = 0; c < NB; c++)
+                        if (sub + c * TPR < EV)
+                            acc_b[c] += p * zb[sub + c * TPR][t];
+                }
+            }
         }
         if (KEYS)
-            for (int x = threadIdx.x; x < BS; x += NT) {
-                lb[x] = b0 + x < nb ? ld(lse, b0 + x) : 0.0f;
-                db[x] = b0 + x < nb ? dd[b0 + x] : 0.0f;
-            }
-        __syncthreads();
-        float sc[NS], dp[NS];
-        for (int c = 0; c < NS; c++)
-            sc[c] = dp[c] = 0.0f;
-        for (int f = 0; f < E; f++) {
-            const float xf = xa[row][f];
-            for (int c = 0; c < NS; c++)
-                sc[c] += xf * xb[f][sub + c * TPR];
-        }
-        for (int f = 0; f < EV; f++) {
-            const float zf = za[row][f];
-            for (int c = 0; c < NS; c++)
-                dp[c] += zf * zb[f][sub + c * TPR];
-        }
-        for (int c = 0; c < NS; c++) {
-            const int t = sub + c * TPR;
-            const I r = b0 + t, i = KEYS ? r : a, j = KEYS ? a : r;
-            const bool ok = a < na && r < nb && (!CAUSAL || j <= i);
-            const float p = ok ? expf(sc[c] * scale - (KEYS ? lb[t] : la)) : 0.0f;
-            if (KEYS)
-                pp[row][t] = p;
-            ds[row][t] = ok ? p * (dp[c] - (KEYS ? db[t] : da)) * scale : 0.0f;
-        }
-        __syncthreads();
-        for (int t = 0; t < BS; t++) {
-            const float g = ds[row][t];
-            for (int c = 0; c < NA; c++)
-                if (sub + c * TPR < E)
-                    acc_a[c] += g * xb[sub + c * TPR][t];
-            if (KEYS) {
-                const float p = pp[row][t];
-                for (int c = 0; c < NB; c++)
-                    if (sub + c * TPR < EV)
-                        acc_b[c] += p * zb[sub + c * TPR][t];
-            }
-        }
+            q += l * E, dy += l * EV, lse += l, dd += l; /* the group's next head */
     }
     if (a >= na)
         return;

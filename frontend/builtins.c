@@ -652,17 +652,58 @@ static val b_softmax_like(elab *e, call *c, ir_op op)
 static val b_softmax(elab *e, call *c) { return b_softmax_like(e, c, IR_OP_SOFTMAX); }
 static val b_log_softmax(elab *e, call *c) { return b_softmax_like(e, c, IR_OP_LOG_SOFTMAX); }
 
-/* F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale): one
- * fused attention node, its scale 1 / sqrt(e) unless given. */
+/* Whether attention's q, k and v (in) have head counts (dim -3) that it takes:
+ * equal, or with gqa (enable_gqa) k's and v's one count dividing q's; else an
+ * error at the operand that does not fit.  Operands of other ranks are left to
+ * the shape rule. */
+static int attention_heads(elab *e, call *c, ir_value *const in[3], int gqa)
+{
+    const ir_type *q = &in[0]->type, *k = &in[1]->type, *v = &in[2]->type;
+    int r = q->rank;
+    if (r < 3 || k->rank != r || v->rank != r)
+        return 1;
+    int64_t hq = q->dims[r - 3], hk = k->dims[r - 3], hv = v->dims[r - 3];
+    char ta[128], tb[128];
+    if (!gqa && (hk != hq || hv != hq)) {
+        int i = hk != hq ? 1 : 2;
+        el_error(e, c->args[i].loc, "%s: %s's %lld heads (dim -3 of %s) differ from q's %lld "
+                 "(%s): different head counts need enable_gqa = true (grouped-query "
+                 "attention)", c->fn, i == 1 ? "k" : "v", (long long)in[i]->type.dims[r - 3],
+                 ir_type_str(&in[i]->type, ta, sizeof ta), (long long)hq,
+                 ir_type_str(q, tb, sizeof tb));
+        return 0;
+    }
+    if (hv != hk) {
+        el_error(e, c->args[2].loc, "%s: v's %lld heads (dim -3 of %s) differ from k's %lld "
+                 "(%s): grouped-query attention needs one head count for k and v", c->fn,
+                 (long long)hv, ir_type_str(v, ta, sizeof ta), (long long)hk,
+                 ir_type_str(k, tb, sizeof tb));
+        return 0;
+    }
+    if (hk != hq && (hk < 1 || hq % hk != 0)) {
+        el_error(e, c->args[1].loc, "%s: k's %lld heads (dim -3 of %s) do not divide q's %lld "
+                 "(%s): grouped-query attention needs q's head count a multiple of k's and "
+                 "v's", c->fn, (long long)hk, ir_type_str(k, ta, sizeof ta), (long long)hq,
+                 ir_type_str(q, tb, sizeof tb));
+        return 0;
+    }
+    return 1;
+}
+
+/* F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale,
+ * enable_gqa=enable_gqa): one fused attention node, its scale 1 / sqrt(e)
+ * unless given; with enable_gqa, k and v may have fewer heads than q (the
+ * node's shapes say it: ir/ops.def). */
 static val b_attention(elab *e, call *c)
 {
     ir_value *in[3];
     for (int i = 0; i < 3; i++)
         if (!(in[i] = arg_tensor(e, c, i)))
             return error_val();
-    int causal;
+    int causal, gqa;
     double scale = 0;
-    if (!arg_bool(e, c, 3, &causal) || (arg_given(c, 4) && !arg_float(e, c, 4, &scale)))
+    if (!arg_bool(e, c, 3, &causal) || (arg_given(c, 4) && !arg_float(e, c, 4, &scale)) ||
+        !arg_bool(e, c, 5, &gqa) || !attention_heads(e, c, in, gqa))
         return error_val();
     if (!arg_given(c, 4) && in[0]->type.rank >= 1)
         scale = 1 / sqrt((double)in[0]->type.dims[in[0]->type.rank - 1]);
@@ -1624,7 +1665,8 @@ const builtin fe_builtins[] = {
     {"eq", "a, b", b_eq, 1},
     {"ne", "a, b", b_ne, 1},
     {"where", "cond, a, b", b_where, 1},
-    {"scaled_dot_product_attention", "q, k, v, causal=false, scale=?", b_attention, 1},
+    {"scaled_dot_product_attention", "q, k, v, causal=false, scale=?, enable_gqa=false",
+     b_attention, 1},
     {"softmax", "x, axis=-1", b_softmax, 1},
     {"log_softmax", "x, axis=-1", b_log_softmax, 1},
     {"maxpool2d", "x, kernel, stride=?, pad=0, dilation=1, ceil_mode=false", b_maxpool2d, 1},

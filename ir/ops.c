@@ -186,8 +186,10 @@ static int conv_rule(const ir_node *n, const ir_type *a, const ir_type *b, const
 
 /* The pooling rule, shared with the gradients: a pooled -> o. */
 /* attention's (q, k, v -> out, lse) and attention_grad's (dy, q, k, v, out,
- * lse -> dq, dk, dv) types: q[..., l, e], k[..., s, e], v[..., s, ev] of one
- * floating-point dtype and one batch shape. */
+ * lse -> dq, dk, dv) types: q[..., hq, l, e], k[..., hkv, s, e], v[..., hkv,
+ * s, ev] of one floating-point dtype and one batch shape but for the heads
+ * (dim -3), of which k's and v's are one count dividing q's (grouped-query
+ * attention). */
 static int attention_rule(const ir_node *n, ir_type *out, char *err, size_t errlen)
 {
     char tbuf[4][128];
@@ -198,11 +200,17 @@ static int attention_rule(const ir_node *n, ir_type *out, char *err, size_t errl
                   *v = &n->in[grad + 2]->type;
     int r = q->rank, ok = r >= 2 && k->rank == r && v->rank == r && ir_is_float(q->dtype) &&
                           k->dtype == q->dtype && v->dtype == q->dtype;
-    for (int i = 0; ok && i < r - 2; i++)
+    for (int i = 0; ok && i < r - 3; i++)
         ok = k->dims[i] == q->dims[i] && v->dims[i] == q->dims[i];
+    if (ok && r >= 3 && (k->dims[r - 3] != v->dims[r - 3] ||
+                         (k->dims[r - 3] != q->dims[r - 3] &&
+                          (k->dims[r - 3] < 1 || q->dims[r - 3] % k->dims[r - 3] != 0))))
+        FAIL("%s: q %s, k %s and v %s do not fit: k and v need one head count (dim -3) "
+             "dividing q's (grouped-query attention)", op, TS(q), TS(k), TS(v));
     if (!ok)
         FAIL("%s expects floating-point q[..., l, e], k[..., s, e] and v[..., s, ev] of one "
-             "dtype and batch shape, got %s, %s and %s", op, TS(q), TS(k), TS(v));
+             "dtype and batch shape (k's and v's heads, dim -3, may divide q's), got %s, %s "
+             "and %s", op, TS(q), TS(k), TS(v));
     if (k->dims[r - 1] != q->dims[r - 1] || v->dims[r - 2] != k->dims[r - 2])
         FAIL("%s: q %s, k %s and v %s do not fit: q and k need one feature size, k and v one "
              "length", op, TS(q), TS(k), TS(v));
@@ -211,8 +219,8 @@ static int attention_rule(const ir_node *n, ir_type *out, char *err, size_t errl
     int64_t causal = ir_attr_int(n, "causal");
     if (causal != 0 && causal != 1)
         FAIL("%s causal must be 0 or 1, got %lld", op, (long long)causal);
-    ir_type o = *v, lse = {IR_F32, r - 1, {0}};
-    o.dims[r - 2] = q->dims[r - 2];
+    ir_type o = *q, lse = {IR_F32, r - 1, {0}};
+    o.dims[r - 1] = v->dims[r - 1];
     memcpy(lse.dims, q->dims, (size_t)(r - 1) * sizeof *lse.dims);
     if (!grad) {
         out[0] = o, out[1] = lse;

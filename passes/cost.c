@@ -381,8 +381,9 @@ int cost_op_gemm(ir_op op)
     }
 }
 
-/* The (query, key) pairs attention node n scores, over its batch: l s, or
- * where causal the sum over the queries i of the keys j <= i. */
+/* The (query, key) pairs attention node n scores, over q's batch (its heads,
+ * with grouped-query attention more than k's: each query head scores all its
+ * keys): l s, or where causal the sum over the queries i of the keys j <= i. */
 static double attention_pairs(const ir_node *n)
 {
     const ir_type *q = &n->in[n->op == IR_OP_ATTENTION_GRAD]->type;

@@ -326,16 +326,17 @@ double *ref_attention(const double *q, const ir_type *tq, const double *k, const
 {
     int r = tq->rank;
     int64_t l = tq->dims[r - 2], e = tq->dims[r - 1], s = tk->dims[r - 2], ev = tv->dims[r - 1];
-    int64_t batch = ir_type_numel(tq) / (l * e);
+    int64_t batch = ir_type_numel(tq) / (l * e), kbatch = ir_type_numel(tk) / (s * e);
+    int64_t group = kbatch > 0 ? batch / kbatch : 1; /* query heads a key head (GQA) */
     double *y = calloc((size_t)(batch * l * ev) + 1, sizeof *y), *sc = malloc((size_t)s * sizeof *sc);
     for (int64_t b = 0; b < batch; b++)
         for (int64_t i = 0; i < l; i++) {
-            int64_t seen = causal && i + 1 < s ? i + 1 : s;
+            int64_t seen = causal && i + 1 < s ? i + 1 : s, bk = b / group;
             double m = -INFINITY, sum = 0;
             for (int64_t j = 0; j < seen; j++) {
                 double d = 0;
                 for (int64_t f = 0; f < e; f++)
-                    d += q[(b * l + i) * e + f] * k[(b * s + j) * e + f];
+                    d += q[(b * l + i) * e + f] * k[(bk * s + j) * e + f];
                 sc[j] = d * scale;
                 m = fmax(m, sc[j]);
             }
@@ -344,7 +345,7 @@ double *ref_attention(const double *q, const ir_type *tq, const double *k, const
             double *yi = y + (b * l + i) * ev;
             for (int64_t j = 0; j < seen; j++)
                 for (int64_t f = 0; f < ev; f++)
-                    yi[f] += exp(sc[j] - m) / sum * v[(b * s + j) * ev + f];
+                    yi[f] += exp(sc[j] - m) / sum * v[(bk * s + j) * ev + f];
             if (lse)
                 lse[b * l + i] = m + log(sum);
         }

@@ -59,7 +59,9 @@ double *ref_layernorm(const double *x, const ir_type *tx, const double *weight,
 double *ref_softmax(const double *x, const ir_type *tx, int axis, int take_log);
 /* attention (F.scaled_dot_product_attention): q[..., l, e], k[..., s, e],
  * v[..., s, ev] -> out[..., l, ev]; each row's log-sum-exp of its scaled
- * scores into lse[..., l] where lse is not NULL */
+ * scores into lse[..., l] where lse is not NULL.  k and v may have fewer
+ * heads (dim -3) than q, a count dividing q's (enable_gqa): query batch
+ * element b reads key/value element b / (q's elements / k's) */
 double *ref_attention(const double *q, const ir_type *tq, const double *k, const ir_type *tk,
                       const double *v, const ir_type *tv, int causal, double scale, double *lse);
 double *ref_maxpool2d(const double *x, const ir_type *tx, const int64_t kernel[2],

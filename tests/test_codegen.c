@@ -527,9 +527,12 @@ static const op_case cases[] = {
        bf16 and fp16 the defaults hold: the operands' 8 (11) bits move a score by about
        2^-9 (2^-12) of |q| |k| scale e, which e^s carries into the result relatively
        (measured: 0.13 of the tolerance at most, the gradient's) */
-#define ATT(name, b, l, s, e, ev, attrs)                                                     \
-    {name, G("  input %q: f32[" b l ", " e "]\n  input %k: f32[" b s ", " e "]\n"             \
-             "  input %v: f32[" b s ", " ev "]\n  %o: f32[" b l ", " ev "], %lse: f32[" b l     \
+#define ATT(name, b, l, s, e, ev, attrs) ATTK(name, b, b, l, s, e, ev, attrs)
+/* the same with k and v of batch shape bk: grouped-query attention where its
+   heads (dim -3) are fewer than q's */
+#define ATTK(name, b, bk, l, s, e, ev, attrs)                                                 \
+    {name, G("  input %q: f32[" b l ", " e "]\n  input %k: f32[" bk s ", " e "]\n"            \
+             "  input %v: f32[" bk s ", " ev "]\n  %o: f32[" b l ", " ev "], %lse: f32[" b l    \
              "] = attention(%q, %k, %v) {" attrs "}\n  output o = %o\n  output lse = %lse\n"), \
      1e-5, 1e-5, 0, 1}
     ATT("attention", "2, 3, ", "37", "45", "40", "24", "causal = 0, scale = 0.3"),
@@ -537,14 +540,21 @@ static const op_case cases[] = {
     ATT("attention causal l < s", "2, ", "20", "75", "8", "8", "causal = 1, scale = 0.9"),
     ATT("attention e 100", "2, ", "33", "40", "100", "72", "causal = 1, scale = 0.15"),
     ATT("attention ev 256", "1, 2, ", "19", "21", "200", "256", "causal = 0, scale = 0.1"),
+    /* grouped-query attention: 4 query heads over 2 key heads, 6 over 1 (rank 3, the
+       batch the heads), causal and not, ragged */
+    ATTK("attention gqa 4/2", "2, 4, ", "2, 2, ", "37", "45", "40", "24", "causal = 0, scale = 0.3"),
+    ATTK("attention gqa 6/1 causal", "6, ", "1, ", "70", "50", "16", "20", "causal = 1, scale = 0.6"),
+    ATTK("attention gqa 6/3 e 100", "2, 6, ", "2, 3, ", "33", "40", "100", "72",
+         "causal = 1, scale = 0.15"),
     /* the gradient of attention's own results (out and lse as the forward made them):
        dq, dk and dv are sums of s (dq) or l (dk, dv) terms of both signs, so an atol of
        the terms' size */
-#define ATTG(name, b, l, s, e, ev, attrs)                                                    \
-    {name, G("  input %q: f32[" b l ", " e "]\n  input %k: f32[" b s ", " e "]\n"             \
-             "  input %v: f32[" b s ", " ev "]\n  input %dy: f32[" b l ", " ev "]\n"             \
+#define ATTG(name, b, l, s, e, ev, attrs) ATTGK(name, b, b, l, s, e, ev, attrs)
+#define ATTGK(name, b, bk, l, s, e, ev, attrs)                                                \
+    {name, G("  input %q: f32[" b l ", " e "]\n  input %k: f32[" bk s ", " e "]\n"            \
+             "  input %v: f32[" bk s ", " ev "]\n  input %dy: f32[" b l ", " ev "]\n"            \
              "  %o: f32[" b l ", " ev "], %lse: f32[" b l "] = attention(%q, %k, %v) {" attrs     \
-             "}\n  %dq: f32[" b l ", " e "], %dk: f32[" b s ", " e "], %dv: f32[" b s ", " ev   \
+             "}\n  %dq: f32[" b l ", " e "], %dk: f32[" bk s ", " e "], %dv: f32[" bk s ", " ev \
              "] = attention_grad(%dy, %q, %k, %v, %o, %lse) {" attrs "}\n"                     \
              "  output dq = %dq\n  output dk = %dk\n  output dv = %dv\n"),                     \
      1e-5, 1e-5, 0, 1}
@@ -553,6 +563,14 @@ static const op_case cases[] = {
     ATTG("attention_grad causal l < s", "2, ", "20", "75", "8", "12", "causal = 1, scale = 0.9"),
     ATTG("attention_grad e 100", "2, ", "33", "40", "100", "72", "causal = 1, scale = 0.15"),
     ATTG("attention_grad ev 256", "1, 2, ", "19", "21", "200", "256", "causal = 0, scale = 0.1"),
+    /* grouped-query attention: a key block walks each query head of its group; dk and
+       dv sum 2, 6 and 3 heads' terms */
+    ATTGK("attention_grad gqa 4/2 causal", "2, 4, ", "2, 2, ", "37", "45", "24", "30",
+          "causal = 1, scale = 0.35"),
+    ATTGK("attention_grad gqa 6/1", "6, ", "1, ", "70", "50", "48", "40",
+          "causal = 0, scale = 0.25"),
+    ATTGK("attention_grad gqa 6/3 l < s", "1, 6, ", "1, 3, ", "20", "75", "8", "12",
+          "causal = 1, scale = 0.9"),
     {"attention_grad alone", G("  input %dy: f32[2, 9, 6]\n  input %q: f32[2, 9, 5]\n"
                                "  input %k: f32[2, 11, 5]\n  input %v: f32[2, 11, 6]\n"
                                "  input %o: f32[2, 9, 6]\n  input %lse: f32[2, 9]\n"

@@ -873,20 +873,35 @@ static void test_softmax(void)
  * is off by ds + red_tol(s) + u |lse|. */
 static void test_attention(void)
 {
-    struct { int64_t batch[2]; int nb; int64_t l, s, e, ev; int causal; double scale, lo, hi; } cs[] = {
-        {{2, 3}, 2, 16, 16, 8, 8, 1, 0.35, -1, 1},
-        {{2, 3}, 2, 16, 16, 8, 8, 0, 0.35, -1, 1},
-        {{3}, 1, 70, 70, 16, 16, 1, 0.25, -2, 2},     /* several tiles of rows and keys */
-        {{2}, 1, 33, 150, 12, 5, 0, 0.29, -2, 2},     /* more keys than queries, e != ev */
-        {{2}, 1, 150, 40, 4, 9, 1, 0.5, -2, 2},       /* fewer keys: the last rows see all */
-        {{1}, 1, 1, 1, 3, 2, 1, 1.0, -1, 1},          /* one query, one key: out = v */
-        {{2, 2}, 2, 9, 65, 64, 64, 0, 0.125, -3, 3},  /* a ragged block of keys */
-        {{1}, 1, 40, 40, 8, 8, 0, 30.0, -3, 3},       /* large scores: needs the running max */
+    /* hkv: k's and v's heads (their last batch dimension), 0 as q's; fewer is
+       grouped-query attention */
+    struct {
+        int64_t batch[2]; int nb; int64_t l, s, e, ev; int causal; double scale, lo, hi;
+        int64_t hkv;
+    } cs[] = {
+        {{2, 3}, 2, 16, 16, 8, 8, 1, 0.35, -1, 1, 0},
+        {{2, 3}, 2, 16, 16, 8, 8, 0, 0.35, -1, 1, 0},
+        {{3}, 1, 70, 70, 16, 16, 1, 0.25, -2, 2, 0},     /* several tiles of rows and keys */
+        {{2}, 1, 33, 150, 12, 5, 0, 0.29, -2, 2, 0},     /* more keys than queries, e != ev */
+        {{2}, 1, 150, 40, 4, 9, 1, 0.5, -2, 2, 0},       /* fewer keys: the last rows see all */
+        {{1}, 1, 1, 1, 3, 2, 1, 1.0, -1, 1, 0},          /* one query, one key: out = v */
+        {{2, 2}, 2, 9, 65, 64, 64, 0, 0.125, -3, 3, 0},  /* a ragged block of keys */
+        {{1}, 1, 40, 40, 8, 8, 0, 30.0, -3, 3, 0},       /* large scores: needs the running max */
+        /* grouped-query attention: 4 query heads over 2 key heads, 6 over 1 (at
+           rank 3 too, where the batch is the heads), 6 over 3; causal and not,
+           ragged tiles */
+        {{2, 4}, 2, 16, 16, 8, 8, 1, 0.35, -1, 1, 2},
+        {{2, 4}, 2, 37, 70, 8, 8, 0, 0.35, -2, 2, 2},
+        {{1, 6}, 2, 70, 70, 16, 16, 1, 0.25, -2, 2, 1},
+        {{6}, 1, 33, 90, 12, 5, 0, 0.29, -2, 2, 1},
+        {{2, 6}, 2, 100, 45, 8, 12, 1, 0.5, -2, 2, 3},
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         int nb = cs[i].nb;
         int64_t dq[4] = {cs[i].batch[0], cs[i].batch[1]}, dk[4], dv[4];
         memcpy(dk, dq, sizeof dq), memcpy(dv, dq, sizeof dq);
+        if (cs[i].hkv)
+            dk[nb - 1] = dv[nb - 1] = cs[i].hkv;
         dq[nb] = cs[i].l, dq[nb + 1] = cs[i].e;
         dk[nb] = cs[i].s, dk[nb + 1] = cs[i].e;
         dv[nb] = cs[i].s, dv[nb + 1] = cs[i].ev;
@@ -904,13 +919,14 @@ static void test_attention(void)
             continue;
         }
         int64_t rows = ir_type_numel(&tq) / cs[i].e, l = cs[i].l, s = cs[i].s;
+        int64_t group = cs[i].hkv ? cs[i].batch[nb - 1] / cs[i].hkv : 1;
         double *lse = malloc((size_t)rows * sizeof *lse);
         double *ref = ref_attention(c.d[0], &tq, c.d[1], &tk, c.d[2], &tv, cs[i].causal,
                                     cs[i].scale, lse);
         double *tol = malloc((size_t)(rows * cs[i].ev) * sizeof *tol),
                *ltol = malloc((size_t)rows * sizeof *ltol);
         for (int64_t r = 0; r < rows; r++) {
-            int64_t b = r / l, row = r % l, seen = cs[i].causal && row + 1 < s ? row + 1 : s;
+            int64_t b = r / l / group, row = r % l, seen = cs[i].causal && row + 1 < s ? row + 1 : s;
             double ds = 0, den = 0;
             for (int64_t j = 0; j < seen; j++) {
                 double sum = 0, abs_sum = 0;

@@ -615,16 +615,17 @@ static void test_forward(void)
     ir_set_float(c.p.g, n, "eps", 1e-5);
     tc_run(&c);
 
-    for (int causal = 0; causal < 2; causal++) { /* tiles of rows and keys, ragged */
-        tc_begin(&c, IR_OP_ATTENTION);
-        tc_in(&c, F32(2, 4, 200, 32), -1, 1);
-        tc_in(&c, F32(2, 4, 180, 32), -1, 1);
-        tc_in(&c, F32(2, 4, 180, 48), -1, 1);
-        n = tc_node(&c, 2);
-        ir_set_int(c.p.g, n, "causal", causal);
-        ir_set_float(c.p.g, n, "scale", 0.25);
-        tc_run(&c);
-    }
+    for (int causal = 0; causal < 2; causal++) /* tiles of rows and keys, ragged; then */
+        for (int hkv = 4; hkv >= 1; hkv -= 3) { /* grouped-query: 4 query heads over 1 */
+            tc_begin(&c, IR_OP_ATTENTION);
+            tc_in(&c, F32(2, 4, 200, 32), -1, 1);
+            tc_in(&c, F32(2, hkv, 180, 32), -1, 1);
+            tc_in(&c, F32(2, hkv, 180, 48), -1, 1);
+            n = tc_node(&c, 2);
+            ir_set_int(c.p.g, n, "causal", causal);
+            ir_set_float(c.p.g, n, "scale", 0.25);
+            tc_run(&c);
+        }
 
     for (int lg = 0; lg < 2; lg++) {
         struct { ir_type x; int axis; } sm[] = {{F32(64, 1000), 1}, {F32(16, 100, 30), 1}};
@@ -830,19 +831,20 @@ static void test_training(void)
     n = tc_node(&c, 3);
     ir_set_float(c.p.g, n, "eps", 1e-5);
     tc_run(&c);
-    for (int causal = 0; causal < 2; causal++) { /* dy, q, k, v, out, lse */
-        tc_begin(&c, IR_OP_ATTENTION_GRAD);
-        tc_in(&c, F32(2, 4, 200, 48), -1, 1);
-        tc_in(&c, F32(2, 4, 200, 32), -1, 1);
-        tc_in(&c, F32(2, 4, 180, 32), -1, 1);
-        tc_in(&c, F32(2, 4, 180, 48), -1, 1);
-        tc_in(&c, F32(2, 4, 200, 48), -1, 1);
-        tc_in(&c, F32(2, 4, 200), 2, 4);
-        n = tc_node(&c, 3);
-        ir_set_int(c.p.g, n, "causal", causal);
-        ir_set_float(c.p.g, n, "scale", 0.25);
-        tc_run(&c);
-    }
+    for (int causal = 0; causal < 2; causal++) /* dy, q, k, v, out, lse; then */
+        for (int hkv = 4; hkv >= 1; hkv -= 3) { /* grouped-query: dk, dv sum 4 heads */
+            tc_begin(&c, IR_OP_ATTENTION_GRAD);
+            tc_in(&c, F32(2, 4, 200, 48), -1, 1);
+            tc_in(&c, F32(2, 4, 200, 32), -1, 1);
+            tc_in(&c, F32(2, hkv, 180, 32), -1, 1);
+            tc_in(&c, F32(2, hkv, 180, 48), -1, 1);
+            tc_in(&c, F32(2, 4, 200, 48), -1, 1);
+            tc_in(&c, F32(2, 4, 200), 2, 4);
+            n = tc_node(&c, 3);
+            ir_set_int(c.p.g, n, "causal", causal);
+            ir_set_float(c.p.g, n, "scale", 0.25);
+            tc_run(&c);
+        }
     for (int lg = 0; lg < 2; lg++) {
         tc_begin(&c, lg ? IR_OP_LOG_SOFTMAX_GRAD : IR_OP_SOFTMAX_GRAD);
         tc_in(&c, F32(64, 1000), -1, 1);

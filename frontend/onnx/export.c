@@ -824,7 +824,8 @@ static int emit_shapes(ex *e, const ir_node *n, const char **in)
 /* attention as the pattern it fuses: Transpose(k) (the last two axes),
  * MatMul(q, that), Mul by the scale, for causal a Where of a constant
  * lower-triangular bool mask [l, s] (true where j <= i) and -inf,
- * Softmax(axis -1), MatMul with v.  Importing it, the attention pass
+ * Softmax(axis -1), MatMul with v (grouped-query attention over one key
+ * head through MatMul's broadcasting; over more, refused).  Importing it, the attention pass
  * (passes/attention.c) makes it one attention node again.  lse, the row
  * statistics the gradient reads, has no ONNX form: refused where anything
  * reads it. */
@@ -843,6 +844,10 @@ static int emit_attention(ex *e, const ir_node *n)
     const char *out = n->out[0]->name;
     const ir_type *q = &n->in[0]->type, *k = &n->in[1]->type;
     int r = q->rank;
+    if (r >= 3 && k->dims[r - 3] != q->dims[r - 3] && k->dims[r - 3] != 1)
+        return refuse(e, "grouped-query attention (%lld query heads over %lld key heads): "
+                      "ONNX's MatMul broadcasts a head count of 1 only",
+                      (long long)q->dims[r - 3], (long long)k->dims[r - 3]);
     int64_t perm[IR_MAX_RANK], l = q->dims[r - 2], s = k->dims[r - 2];
     for (int i = 0; i < r; i++)
         perm[i] = i;

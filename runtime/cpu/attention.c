@@ -2,6 +2,9 @@
  * and attention_grad, tile by tile as FlashAttention computes them, so that
  * no [l, s] tensor of scores exists: what a kernel holds is a block of keys'
  * (and values') columns and one row of scores at a time, per thread.
+ * Grouped-query attention (k and v with fewer heads than q, ops.def): the
+ * batch elements of q (its heads the fastest) go in groups of `group` to one
+ * of k and v, query element b reading key/value element b / group.
  *
  *   forward:  each query row i walks the key blocks in order, keeping its
  *             running maximum m, sum l and unnormalized output o: a block's
@@ -17,10 +20,11 @@
  * A block of keys is copied transposed (features by keys) so that a row's
  * scores are sums over the features of contiguous runs of keys, which the
  * compiler vectorizes across the keys.  The forward pass splits the work by
- * (batch, block of query rows), the backward pass by batch element (a query
- * row's dq sums over every key block, a key's dk over every query row): each
- * output is summed in one fixed order on one thread, so the bits do not
- * depend on the number of threads.  Sums are in float, as the GPU's. */
+ * (batch, block of query rows), the backward pass by key/value batch element
+ * (a query row's dq sums over every key block, a key's dk over every query
+ * row of its group's query heads, taken in order): each output is summed in
+ * one fixed order on one thread, so the bits do not depend on the number of
+ * threads.  Sums are in float, as the GPU's. */
 #include "kernels.h"
 
 #include <math.h>
@@ -30,19 +34,22 @@
 #define ROWS 32  /* query rows per forward task */
 
 typedef struct {
-    int64_t batch, l, s, e, ev;
+    int64_t batch, group, l, s, e, ev; /* q's batch elements; of them, per k's */
     float scale;
     int causal;
 } geom;
 
 static geom geometry(const ir_node *n, int grad)
 {
-    const ir_type *q = &n->in[grad]->type, *v = &n->in[grad + 2]->type;
+    const ir_type *q = &n->in[grad]->type, *k = &n->in[grad + 1]->type,
+                  *v = &n->in[grad + 2]->type;
     int r = q->rank;
-    geom g = {1, q->dims[r - 2], v->dims[r - 2], q->dims[r - 1], v->dims[r - 1],
+    geom g = {1, 1, q->dims[r - 2], v->dims[r - 2], q->dims[r - 1], v->dims[r - 1],
               (float)ir_attr_float(n, "scale"), (int)ir_attr_int(n, "causal")};
     for (int i = 0; i < r - 2; i++)
         g.batch *= q->dims[i];
+    if (r >= 3 && k->dims[r - 3] > 0)
+        g.group = q->dims[r - 3] / k->dims[r - 3];
     return g;
 }
 
@@ -93,7 +100,9 @@ int rt_attention(rt_exec *x, const ir_node *n)
         for (int64_t rb = 0; rb < blocks; rb++) {
             float *kt = scratch + omp_get_thread_num() * each, *s = kt + g.e * KEYS,
                   *m = s + KEYS, *l = m + ROWS;
-            const float *q = Q + b * g.l * g.e, *k = K + b * g.s * g.e, *v = V + b * g.s * g.ev;
+            int64_t bk = b / g.group;
+            const float *q = Q + b * g.l * g.e, *k = K + bk * g.s * g.e,
+                        *v = V + bk * g.s * g.ev;
             float *o = O + b * g.l * g.ev;
             int64_t i0 = rb * ROWS, i1 = i0 + ROWS < g.l ? i0 + ROWS : g.l;
             for (int64_t i = i0; i < i1; i++) {
@@ -147,42 +156,46 @@ int rt_attention_grad(rt_exec *x, const ir_node *n)
     if (!scratch)
         return -1;
 #pragma omp parallel for schedule(dynamic) if (g.batch * g.l * g.s * (g.e + g.ev) > PAR_MIN)
-    for (int64_t b = 0; b < g.batch; b++) {
+    for (int64_t bk = 0; bk < g.batch / g.group; bk++) {
         float *kt = scratch + omp_get_thread_num() * each, *vt = kt + g.e * KEYS,
               *s = vt + g.ev * KEYS, *dp = s + KEYS, *D = dp + KEYS;
-        const float *q = Q + b * g.l * g.e, *k = K + b * g.s * g.e, *v = V + b * g.s * g.ev,
-                    *dy = DY + b * g.l * g.ev, *o = O + b * g.l * g.ev, *lse = LSE + b * g.l;
-        float *dq = DQ + b * g.l * g.e, *dk = DK + b * g.s * g.e, *dv = DV + b * g.s * g.ev;
-        memset(dq, 0, (size_t)(g.l * g.e) * sizeof *dq);
+        const float *k = K + bk * g.s * g.e, *v = V + bk * g.s * g.ev;
+        float *dk = DK + bk * g.s * g.e, *dv = DV + bk * g.s * g.ev;
         memset(dk, 0, (size_t)(g.s * g.e) * sizeof *dk);
         memset(dv, 0, (size_t)(g.s * g.ev) * sizeof *dv);
-        for (int64_t i = 0; i < g.l; i++) {
-            float d = 0;
-            for (int64_t f = 0; f < g.ev; f++)
-                d += dy[i * g.ev + f] * o[i * g.ev + f];
-            D[i] = d;
-        }
-        for (int64_t j0 = 0; j0 < g.s; j0 += KEYS) {
-            int64_t nb = g.s - j0 < KEYS ? g.s - j0 : KEYS;
-            keys_transposed(k, j0, nb, g.e, kt);
-            keys_transposed(v, j0, nb, g.ev, vt);
-            for (int64_t i = g.causal ? j0 : 0; i < g.l; i++) {
-                int64_t edge = keys_seen(&g, i) - j0;
-                if (edge > nb)
-                    edge = nb;
-                scores(q + i * g.e, kt, nb, g.e, g.scale, edge, s);
-                scores(dy + i * g.ev, vt, nb, g.ev, 1, edge, dp);
-                const float *qi = q + i * g.e, *dyi = dy + i * g.ev;
-                float *dqi = dq + i * g.e;
-                for (int64_t j = 0; j < edge; j++) {
-                    float p = expf(s[j] - lse[i]), ds = p * (dp[j] - D[i]) * g.scale;
-                    float *dvj = dv + (j0 + j) * g.ev, *dkj = dk + (j0 + j) * g.e;
-                    const float *kj = k + (j0 + j) * g.e;
-                    for (int64_t f = 0; f < g.ev; f++)
-                        dvj[f] += p * dyi[f];
-                    for (int64_t f = 0; f < g.e; f++) {
-                        dkj[f] += ds * qi[f];
-                        dqi[f] += ds * kj[f];
+        for (int64_t b = bk * g.group; b < (bk + 1) * g.group; b++) { /* the group, in order */
+            const float *q = Q + b * g.l * g.e, *dy = DY + b * g.l * g.ev, *o = O + b * g.l * g.ev,
+                        *lse = LSE + b * g.l;
+            float *dq = DQ + b * g.l * g.e;
+            memset(dq, 0, (size_t)(g.l * g.e) * sizeof *dq);
+            for (int64_t i = 0; i < g.l; i++) {
+                float d = 0;
+                for (int64_t f = 0; f < g.ev; f++)
+                    d += dy[i * g.ev + f] * o[i * g.ev + f];
+                D[i] = d;
+            }
+            for (int64_t j0 = 0; j0 < g.s; j0 += KEYS) {
+                int64_t nb = g.s - j0 < KEYS ? g.s - j0 : KEYS;
+                keys_transposed(k, j0, nb, g.e, kt);
+                keys_transposed(v, j0, nb, g.ev, vt);
+                for (int64_t i = g.causal ? j0 : 0; i < g.l; i++) {
+                    int64_t edge = keys_seen(&g, i) - j0;
+                    if (edge > nb)
+                        edge = nb;
+                    scores(q + i * g.e, kt, nb, g.e, g.scale, edge, s);
+                    scores(dy + i * g.ev, vt, nb, g.ev, 1, edge, dp);
+                    const float *qi = q + i * g.e, *dyi = dy + i * g.ev;
+                    float *dqi = dq + i * g.e;
+                    for (int64_t j = 0; j < edge; j++) {
+                        float p = expf(s[j] - lse[i]), ds = p * (dp[j] - D[i]) * g.scale;
+                        float *dvj = dv + (j0 + j) * g.ev, *dkj = dk + (j0 + j) * g.e;
+                        const float *kj = k + (j0 + j) * g.e;
+                        for (int64_t f = 0; f < g.ev; f++)
+                            dvj[f] += p * dyi[f];
+                        for (int64_t f = 0; f < g.e; f++) {
+                            dkj[f] += ds * qi[f];
+                            dqi[f] += ds * kj[f];
+                        }
                     }
                 }
             }

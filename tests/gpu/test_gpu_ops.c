@@ -82,6 +82,17 @@ static const op_case cases[] = {
                          "attention_grad(%dy, %q, %k, %v, %y, %l) {causal = 0, scale = 0.5}\n"
                          "  output dq = %dq\n  output dk = %dk\n  output dv = %dv\n"),
      1e-6, 1e-5, 0},
+    /* grouped-query attention: 6 query heads over 2 key/value heads, causal;
+       dk and dv each the sum of their group's 3 heads */
+    {"attention_grad gqa", G("  input %q: f32[2, 6, 70, 32]\n  input %k: f32[2, 2, 45, 32]\n"
+                             "  input %v: f32[2, 2, 45, 16]\n  input %dy: f32[2, 6, 70, 16]\n"
+                             "  %y: f32[2, 6, 70, 16], %l: f32[2, 6, 70] = attention(%q, %k, %v) "
+                             "{causal = 1, scale = 0.3}\n"
+                             "  %dq: f32[2, 6, 70, 32], %dk: f32[2, 2, 45, 32], %dv: f32[2, 2, 45, 16] = "
+                             "attention_grad(%dy, %q, %k, %v, %y, %l) {causal = 1, scale = 0.3}\n"
+                             "  output y = %y\n  output lse = %l\n"
+                             "  output dq = %dq\n  output dk = %dk\n  output dv = %dv\n"),
+     1e-6, 1e-5, 0},
     {"layernorm", G("  input %x: f32[2, 1500]\n  input %w: f32[1500]\n  input %b: f32[1500]\n"
                     "  %y: f32[2, 1500] = layernorm(%x, %w, %b) {eps = 1e-05}\n  output y = %y\n"),
      1e-5, 1e-5, 0},

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Makes the PyTorch golden files of tests/grad/test_grad.c: gradients and optimizer steps.
 
-    /usr/bin/python3 tests/grad/gen_grad.py      (needs python3-torch, python3-numpy)
+    /usr/bin/python3 tests/grad/gen_grad.py [CASE ...]   (needs python3-torch, python3-numpy)
+
+With CASEs (the golden files' names without .txt: lenet, attention_gqa, ...)
+it remakes only those; without, every one.
 
 Data come from the fill formula of tests/golden/gen_golden.py (Feed), by gnc tensor name.
 
@@ -17,7 +20,8 @@ Data come from the fill formula of tests/golden/gen_golden.py (Feed), by gnc ten
       instancenorm, layernorm and batchnorm without affine, embedding's
       padding_idx): the loss and every
       parameter's gradient as above, in float64; attention.txt likewise
-      (attention.net: fused attention, causal and not).
+      (attention.net: fused attention, causal and not), and attention_gqa.txt
+      (attention_gqa.net: grouped-query attention, enable_gqa).
   optim.txt  a parameter p[3, 5] and a target t, loss mse(p, t) (models: optim.net),
       5 steps of each optimizer; p after every step.
 """
@@ -217,9 +221,13 @@ def layers(fill):
                   ("inorm.bias", ib), ("emb.weight", ew)]
 
 
-def sdpa(q, k, v, causal=False, scale=None):
+def sdpa(q, k, v, causal=False, scale=None, enable_gqa=False):
     """F.scaled_dot_product_attention (PyTorch 2) as its documented reference
-    computes it; python3-torch 1.13 has no such function."""
+    computes it; python3-torch 1.13 has no such function.  enable_gqa: k and v
+    repeat_interleave'd along dim -3 to q's head count, as that reference does."""
+    if enable_gqa:
+        k = k.repeat_interleave(q.shape[-3] // k.shape[-3], -3)
+        v = v.repeat_interleave(q.shape[-3] // v.shape[-3], -3)
     s = q @ k.transpose(-2, -1) * (q.shape[-1] ** -0.5 if scale is None else scale)
     if causal:
         keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
@@ -235,6 +243,17 @@ def attention(fill):
     q, k, v, a, b, c = (p for _, p in ps)
     loss = (F.mse_loss(sdpa(q * 3, k, v, causal=True), t) +
             F.mse_loss(sdpa(a, b, c, scale=0.6), u))
+    return loss, ps
+
+
+def attention_gqa(fill):
+    t, u = fill("t", [2, 4, 6, 3]).double(), fill("u", [6, 5, 4]).double()
+    ps = [(n, param(fill, n, s)) for n, s in [("q", [2, 4, 6, 4]), ("k", [2, 2, 6, 4]),
+                                              ("v", [2, 2, 6, 3]), ("a", [6, 5, 8]),
+                                              ("b", [1, 9, 8]), ("c", [1, 9, 4])]]
+    q, k, v, a, b, c = (p for _, p in ps)
+    loss = (F.mse_loss(sdpa(q * 3, k, v, causal=True, enable_gqa=True), t) +
+            F.mse_loss(sdpa(a, b, c, scale=0.6, enable_gqa=True), u))
     return loss, ps
 
 
@@ -268,22 +287,37 @@ def optim_case():
     print("wrote", os.path.relpath(path, ROOT))
 
 
-def main():
+def main(only):
     torch.set_num_threads(1)
-    import torch_fmnist
-    grad_case("lenet", torch_fmnist.lenet(), gg.lenet_name)
-    grad_case("resnet18", torch_fmnist.resnet18(), gg.resnet18_name)
-    op_grad_case("pooling", {"x": [2, 3, 8, 8], "t": [2, 3, 5, 5], "u": [2, 3, 3, 4]}, pooling_loss)
-    op_grad_case("adaptive_avgpool", {"x": [2, 3, 9, 6], "t": [2, 3, 4, 5], "u": [2, 3, 11, 6],
-                                      "v": [2, 3, 3, 2]}, adaptive_avgpool_loss)
-    op_grad_case("upsample", {"x": [2, 3, 3, 5], "t": [2, 3, 6, 10], "u": [2, 3, 9, 5],
-                              "v": [2, 3, 4, 7], "r": [2, 3, 2, 3]}, upsample_loss)
-    optim_case()
-    convs_case()
-    module_case("losses", losses)
-    module_case("layers", layers)
-    module_case("attention", attention)
+
+    def models(name):
+        import torch_fmnist
+        return getattr(torch_fmnist, name)()
+    cases = {
+        "lenet": lambda: grad_case("lenet", models("lenet"), gg.lenet_name),
+        "resnet18": lambda: grad_case("resnet18", models("resnet18"), gg.resnet18_name),
+        "pooling": lambda: op_grad_case("pooling", {"x": [2, 3, 8, 8], "t": [2, 3, 5, 5],
+                                                    "u": [2, 3, 3, 4]}, pooling_loss),
+        "adaptive_avgpool": lambda: op_grad_case(
+            "adaptive_avgpool", {"x": [2, 3, 9, 6], "t": [2, 3, 4, 5], "u": [2, 3, 11, 6],
+                                 "v": [2, 3, 3, 2]}, adaptive_avgpool_loss),
+        "upsample": lambda: op_grad_case("upsample", {"x": [2, 3, 3, 5], "t": [2, 3, 6, 10],
+                                                      "u": [2, 3, 9, 5], "v": [2, 3, 4, 7],
+                                                      "r": [2, 3, 2, 3]}, upsample_loss),
+        "optim": optim_case,
+        "convs": convs_case,
+        "losses": lambda: module_case("losses", losses),
+        "layers": lambda: module_case("layers", layers),
+        "attention": lambda: module_case("attention", attention),
+        "attention_gqa": lambda: module_case("attention_gqa", attention_gqa),
+    }
+    unknown = [c for c in only if c not in cases]
+    if unknown:
+        sys.exit("gen_grad.py: no case %s (cases: %s)" % (", ".join(unknown), ", ".join(cases)))
+    for name, make in cases.items():
+        if not only or name in only:
+            make()
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

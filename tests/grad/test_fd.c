@@ -555,6 +555,16 @@ int main(void)
                                   " + mse(scaled_dot_product_attention(q, k[:, 0:3] * 1.5, v[:, 0:3],"
                                   " causal = true), u)"),
              0);
+    /* grouped-query attention: 4 query heads over 2 key heads, causal, and 6
+       over 1 at rank 3 (the batch the heads): dk and dv sum their groups */
+    run_case("attention-gqa", M("input t: f32[2, 4, 5, 3]\ninput u: f32[6, 4, 3]\n"
+                                P("q", "[2, 4, 5, 4]") P("k", "[2, 2, 6, 4]") P("v", "[2, 2, 6, 3]")
+                                P("a", "[6, 4, 5]") P("b", "[1, 7, 5]") P("c", "[1, 7, 3]")
+                                "loss mse(scaled_dot_product_attention(q * 2.0, k, v, causal = true,"
+                                " enable_gqa = true), t)"
+                                " + mse(scaled_dot_product_attention(a, b * 1.5, c,"
+                                " enable_gqa = true), u)"),
+             0);
     run_case("pooling", M("input t: f32[2, 3, 4, 4]\n" P("x", "[2, 3, 8, 7]")
                           "a = maxpool2d(x, 3, stride = 2, pad = 1)\n"
                           "b = avgpool2d(x, 3, stride = 2, pad = 1)\n"

@@ -17,9 +17,10 @@
  *     models above do not reach (pooling in ceil_mode, ...), with a parameter
  *     standing for the op's input, likewise.
  *   - tests/grad/losses.net (the losses with their options), layers.net
- *     (the normalization layers) and attention.net (fused attention against
- *     the math of PyTorch's scaled_dot_product_attention): the same, attention
- *     within 1e-5.
+ *     (the normalization layers), attention.net (fused attention against
+ *     the math of PyTorch's scaled_dot_product_attention) and
+ *     attention_gqa.net (grouped-query attention, enable_gqa): the same,
+ *     attention within 1e-5.
  *   - SGD (plain, momentum with weight decay, Nesterov), Adam and AdamW: five
  *     steps on one tensor, the values after each step within 1e-5 relative.
  *
@@ -309,6 +310,7 @@ int main(int argc, char **argv)
     grad_case(argv[1], "losses", 1e-4);
     grad_case(argv[1], "layers", 1e-4);
     grad_case(argv[1], "attention", 1e-5);
+    grad_case(argv[1], "attention_gqa", 1e-5);
     optim_cases(argv[1]);
     printf("grad: %d checks, %d failed\n", checks, failures);
     return failures != 0;

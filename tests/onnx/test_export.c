@@ -174,6 +174,20 @@ int main(int argc, char **argv)
         failures++;
     }
 
+    /* grouped-query attention over 2 key heads: refused (MatMul broadcasts 1 only) */
+    t = load("model t() {\n    input q: f32[1, 4, 5, 8]\n    input k: f32[1, 2, 5, 8]\n"
+             "    output y = scaled_dot_product_attention(q, k, k, enable_gqa = true)\n}\n");
+    if (t) {
+        remove(path);
+        CHECK(fe_export_onnx(t, values, NULL, path, err, sizeof err) == -1, "exported");
+        CHECK(strstr(err, "grouped-query attention (4 query heads over 2 key heads): ONNX's "
+                          "MatMul broadcasts a head count of 1 only"), "%s", err);
+        CHECK(!exists(path), "a file after a refusal");
+        ir_graph_free(t);
+    } else {
+        failures++;
+    }
+
     /* a shard: refused */
     ir_value *p = g->params[0];
     ir_type whole = p->type;
