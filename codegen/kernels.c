@@ -503,19 +503,20 @@ static void emit_movement(kb *k, const ir_node *n)
         kb_set(k, y, v);
         return;
     }
-    case IR_OP_EMBEDDING: {
+    case IR_OP_EMBEDDING: { /* the id's row, 0 for another shard's (ops.def) */
         const ir_type *tw = &n->in[1]->type;
-        int64_t num = tw->dims[0], dim = tw->dims[1];
-        const char *row = kb_tmp(k, "emb_row");
+        int64_t num = tw->dims[0], dim = tw->dims[1], of = ir_attr_int(n, "shard_of");
+        int64_t rows = of ? of : num, start = ir_attr_int(n, "shard_start");
+        const char *id = kb_tmp(k, "emb_id"), *row = kb_tmp(k, "emb_row");
         k->status = 1;
-        kb_line(k, "const i64 %s = %s;", row,
+        kb_line(k, "const i64 %s = %s;", id,
                 kb_at_index(k, n->in[0],
                             kb_kstr(k, "%s / %lld", k->idx, (long long)dim)));
-        kb_line(k, "if ((%s < 0 || %s >= %lld) && %s %% %lld == 0)", row, row, (long long)num,
-                k->idx,
-                (long long)dim);
+        kb_line(k, "if ((%s < 0 || %s >= %lld) && %s %% %lld == 0)", id, id, (long long)rows,
+                k->idx, (long long)dim);
         kb_line(k, "    report(status, %d, (int)step, %s / %lld, %s);", CG_STATUS_EMBEDDING_INDEX,
-                k->idx, (long long)dim, row);
+                k->idx, (long long)dim, id);
+        kb_line(k, "const i64 %s = %s - %lld;", row, id, (long long)start);
         kb_set(k, y, kb_kstr(k, "%s >= 0 && %s < %lld ? %s : 0.0f", row, row, (long long)num,
                              kb_at_index(k, n->in[1],
                                          kb_kstr(k, "%s * %lld + %s %% %lld", row, (long long)dim,

@@ -1832,6 +1832,7 @@ static int64_t sp_embedding_grad(kb *k, const ir_node *n)
 {
     const ir_type *tw = &n->out[0]->type;
     int64_t num = tw->dims[0], dim = tw->dims[1], len = ir_type_numel(&n->in[1]->type);
+    int64_t of = ir_attr_int(n, "shard_of"), rows = of ? of : num;
     k->nt = 256;
     k->status = 1;
     emit_loader(k, n);
@@ -1842,14 +1843,19 @@ static int64_t sp_embedding_grad(kb *k, const ir_node *n)
     kb_line(k, "for (%s r = 0; r < %lld; r++)", k->itype, (long long)num);
     kb_line(k, "    st(%s, r * %lld + col, 0.0f);", dw, (long long)dim);
     kb_line(k, "for (%s t = 0; t < %lld; t++) {", k->itype, (long long)len);
-    kb_line(k, "    const i64 row = ld(%s, t);", idx);
-    kb_line(k, "    if (row < 0 || row >= %lld) {", (long long)num);
+    kb_line(k, "    const i64 id = ld(%s, t), row = id - %lld;", idx,
+            (long long)ir_attr_int(n, "shard_start"));
+    kb_line(k, "    if (id < 0 || id >= %lld) {", (long long)rows);
     kb_line(k, "        if (col == 0)");
-    kb_line(k, "            report(status, %d, (int)step, t, row);", CG_STATUS_EMBEDDING_INDEX);
+    kb_line(k, "            report(status, %d, (int)step, t, id);", CG_STATUS_EMBEDDING_INDEX);
     kb_line(k, "        continue;");
     kb_line(k, "    }");
+    if (of) { /* another device's rows of the vocabulary */
+        kb_line(k, "    if (row < 0 || row >= %lld)", (long long)num);
+        kb_line(k, "        continue;");
+    }
     if (ir_attr_int(n, "padding_idx") >= 0) { /* nn.Embedding's padding_idx: no gradient */
-        kb_line(k, "    if (row == %lld)", (long long)ir_attr_int(n, "padding_idx"));
+        kb_line(k, "    if (id == %lld)", (long long)ir_attr_int(n, "padding_idx"));
         kb_line(k, "        continue;");
     }
     kb_line(k, "    const %s at = row * %lld + col;", k->itype, (long long)dim);

@@ -526,6 +526,7 @@ val node_end(elab *e, call *c, ir_node *n)
     ir_type t[IR_MAX_RESULTS];
     if (!step(e, c->loc))
         return error_val();
+    ir_set_attr_defaults(e->g, n);
     if (!ir_infer(n, t, err, sizeof err)) {
         el_error(e, c->loc, "%s", err);
         return error_val();

@@ -431,8 +431,11 @@ ir_node *ir_node_new(ir_graph *g, ir_op op, int nin, ir_value *const *in, int no
     return ir_node_make(g, op, nin, in, nout, out, loc);
 }
 
+/* A node joins the graph with the attributes its op defaults (ops.def) that its
+ * maker did not set: those an op gained later need no change to its makers. */
 void ir_append(ir_graph *g, ir_node *n)
 {
+    ir_set_attr_defaults(g, n);
     n->prev = g->tail;
     n->next = NULL;
     if (g->tail)
@@ -449,6 +452,7 @@ void ir_insert_before(ir_graph *g, ir_node *pos, ir_node *n)
         ir_append(g, n);
         return;
     }
+    ir_set_attr_defaults(g, n);
     n->next = pos;
     n->prev = pos->prev;
     if (pos->prev)

@@ -185,6 +185,23 @@ static int conv_rule(const ir_node *n, const ir_type *a, const ir_type *b, const
 }
 
 /* The pooling rule, shared with the gradients: a pooled -> o. */
+/* Whether embedding (or embedding_grad) n's table of num rows fits its whole
+ * (shard_start, shard_of: ops.def) and padding_idx a row of the whole. */
+static int embedding_rows(const ir_node *n, int64_t num, char *err, size_t errlen)
+{
+    const char *op = ir_ops[n->op].name;
+    int64_t start = ir_attr_int(n, "shard_start"), of = ir_attr_int(n, "shard_of");
+    int64_t rows = of ? of : num, pad = ir_attr_int(n, "padding_idx");
+    if (of < 0 || (of ? start < 0 || start > of - num : start != 0))
+        FAIL("%s shard_start %lld and shard_of %lld do not place a table of %lld rows in the "
+             "whole (shard_of 0: the table is whole, and shard_start 0)", op, (long long)start,
+             (long long)of, (long long)num);
+    if (pad < -1 || pad >= rows)
+        FAIL("%s padding_idx %lld is neither -1 nor a row of the %lld", op, (long long)pad,
+             (long long)rows);
+    return 1;
+}
+
 /* attention's (q, k, v -> out, lse) and attention_grad's (dy, q, k, v, out,
  * lse -> dq, dk, dv) types: q[..., hq, l, e], k[..., hkv, s, e], v[..., hkv,
  * s, ev] of one floating-point dtype and one batch shape but for the heads
@@ -435,12 +452,17 @@ int64_t ir_index_bound(const ir_graph *g, const ir_value *v)
             case IR_OP_CROSS_ENTROPY_GRAD: case IR_OP_NLL_LOSS_GRAD: /* dloss, logits, label */
                 b = k == 2 && n->in[1]->type.rank >= 2 ? n->in[1]->type.dims[1] : 0;
                 break;
-            case IR_OP_EMBEDDING: /* idx, table */
-                b = k == 0 && n->in[1]->type.rank >= 1 ? n->in[1]->type.dims[0] : 0;
+            case IR_OP_EMBEDDING: /* idx, table (or its rows of the whole) */
+                b = k == 0 && n->in[1]->type.rank >= 1
+                        ? ir_attr_int(n, "shard_of") ? ir_attr_int(n, "shard_of")
+                                                     : n->in[1]->type.dims[0]
+                        : 0;
                 break;
             case IR_OP_EMBEDDING_GRAD: { /* dy, idx -> dw[shape] */
                 const ir_attr *a = ir_get_attr(n, "shape");
-                b = k == 1 && a && a->kind == IR_ATTR_INTS && a->n >= 1 ? a->ints[0] : 0;
+                b = k == 1 && a && a->kind == IR_ATTR_INTS && a->n >= 1
+                        ? ir_attr_int(n, "shard_of") ? ir_attr_int(n, "shard_of") : a->ints[0]
+                        : 0;
                 break;
             }
             case IR_OP_RESHAPE: case IR_OP_TRANSPOSE: case IR_OP_SLICE: case IR_OP_CONCAT:
@@ -769,9 +791,8 @@ static int infer_more_grads(const ir_node *n, ir_type *out, char *err, size_t er
             ok = a->dims[i] == b->dims[i];
         if (!ok)
             FAIL("%s: dy %s does not fit indices %s and table %s", op, TS(a), TS(b), TS(&t));
-        if (ir_attr_int(n, "padding_idx") < -1 || ir_attr_int(n, "padding_idx") >= t.dims[0])
-            FAIL("%s padding_idx %lld is neither -1 nor a row of %s", op,
-                 (long long)ir_attr_int(n, "padding_idx"), TS(&t));
+        if (!embedding_rows(n, t.dims[0], err, errlen))
+            return 0;
         out[0] = t;
         return 1;
     }
@@ -1103,9 +1124,8 @@ static int infer_shapes(const ir_node *n, ir_type *out, char *err, size_t errlen
             FAIL("embedding table must be a floating-point [num, dim], got %s", TS(b));
         if (a->rank + 1 > IR_MAX_RANK)
             FAIL("embedding output would exceed the maximum rank");
-        if (ir_attr_int(n, "padding_idx") < -1 || ir_attr_int(n, "padding_idx") >= b->dims[0])
-            FAIL("embedding padding_idx %lld is neither -1 nor a row of %s",
-                 (long long)ir_attr_int(n, "padding_idx"), TS(b));
+        if (!embedding_rows(n, b->dims[0], err, errlen))
+            return 0;
         *o = *a;
         o->dtype = b->dtype;
         o->dims[o->rank++] = b->dims[1];

@@ -68,6 +68,7 @@ static ir_node *fin(ad *a, ir_node *n)
 {
     char err[256];
     ir_type t[8];
+    ir_set_attr_defaults(a->g, n);
     if (!ir_infer(n, t, err, sizeof err)) {
         fprintf(stderr, "gnc: autodiff built an ill-typed %s node: %s\n", ir_ops[n->op].name, err);
         IR_ASSERT(!"autodiff rule produced a well-typed node");

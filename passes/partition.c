@@ -111,6 +111,7 @@ ir_value *pt_emit(pt *P, ir_node *n)
 {
     char err[256];
     ir_type t[IR_MAX_RESULTS];
+    ir_set_attr_defaults(P->g, n);
     if (n->op != IR_OP_CONST) {
         int ok = ir_infer(n, t, err, sizeof err);
         if (!ok) fprintf(stderr, "pt_emit: %s %s: %s\n", ir_ops[n->op].name, n->out[0]->name, err);

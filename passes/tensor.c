@@ -150,6 +150,8 @@ typedef struct {
     char *taken;                /* by id: the source value serves device 0's copy */
     ir_value ***ln;             /* [2 * id]: xhat, [2 * id + 1]: invstd of a split
                                    layernorm of x = id, [D] each */
+    ir_value ***ce;             /* [4 * id + k]: vocab_stats of a cross_entropy's logits id
+                                   split by classes, [D] each */
     int fresh;                  /* the operand copy_all gathers afresh (gathered), -1: none */
 } tp;
 
@@ -479,6 +481,8 @@ typedef struct {
     int *nodes, nnodes;        /* the nodes between, in the order reached */
     int *cols, ncols;
     int row;
+    int loss;                  /* the cross_entropy reading the channels as its classes, or -1 */
+    int pinned;                /* an output or the loss among its values */
 } region;
 
 /* The forward pass's readers of each value, each once:
@@ -546,11 +550,17 @@ static int grow(const tp *T, const readers *F, region *R)
         while (R->nwork) {
             const ir_value *v = R->work[--R->nwork];
             int a = R->axis[v->id];
-            if (F->pinned[v->id])
-                return 0;
+            R->pinned |= F->pinned[v->id];
             for (int k = F->start[v->id]; k < F->start[v->id + 1]; k++) {
                 int u = F->list[k];
                 const ir_node *U = T->src[u];
+                if (U->op == IR_OP_CROSS_ENTROPY && U->in[0] == v && a == 1 &&
+                    R->axis[U->in[1]->id] < 0 && ir_attr_int(U, "split") == 1) {
+                    if (R->loss >= 0 && R->loss != u)
+                        return 0;
+                    R->loss = u; /* the classes split: a parallel cross-entropy */
+                    continue;
+                }
                 if (free_layer(T, u) && U->in[0] == v && a == feature_axis(T, U) &&
                     !is_column(R, u)) {
                     if (R->row >= 0 && R->row != u)
@@ -589,7 +599,29 @@ static int grow(const tp *T, const readers *F, region *R)
             }
         }
     }
-    return R->row >= 0;
+    /* a pair ends at a row layer, with no output between (it would be
+       gathered), or a vocabulary at its loss */
+    return R->row >= 0 ? R->loss < 0 && !R->pinned : R->loss >= 0;
+}
+
+/* Whether region R, which ends at a cross_entropy over its channels, splits a
+ * vocabulary: one dense layer whose weight is a parameter that an embedding
+ * reads as its table (the output layer tied to the token embedding, GPT-2's
+ * and Megatron-LM's), f32 logits, and rows that D divides.  A vocabulary that
+ * D does not divide stays whole on every device (Megatron-LM pads it to a
+ * multiple; gnc does not), as does an output layer of its own weight (a
+ * classifier's few classes). */
+static int vocabulary(const tp *T, const region *R)
+{
+    const ir_node *L = T->src[R->cols[0]];
+    const ir_value *w = L->in[1];
+    if (R->ncols != 1 || L->op != IR_OP_DENSE || w->kind != IR_VALUE_PARAM ||
+        wt(T, L->out[0])->dtype != IR_F32 || wt(T, w)->dims[0] % T->D)
+        return 0;
+    for (int i = 0; i < T->nsrc; i++)
+        if (T->src[i]->op == IR_OP_EMBEDDING && T->src[i]->in[1] == w)
+            return 1;
+    return 0;
 }
 
 /* Step 1: the column and row layers, and the nodes between them.  Each dense
@@ -638,7 +670,7 @@ static int plan(tp *T, const char *backward)
                 base_xcalloc((size_t)T->nsrc, sizeof *R.out_axis),
                 base_xcalloc((size_t)T->nval, sizeof *R.work), 0,
                 base_xcalloc((size_t)T->nsrc, sizeof *R.nodes), 0,
-                base_xcalloc((size_t)T->nsrc, sizeof *R.cols), 0, -1};
+                base_xcalloc((size_t)T->nsrc, sizeof *R.cols), 0, -1, -1, 0};
     int pairs = 0, ok = 1;
     for (int i = 0; i < T->nsrc && ok; i++) {
         if (backward[i] || !free_layer(T, i))
@@ -647,16 +679,17 @@ static int plan(tp *T, const char *backward)
             R.axis[k] = -1;
         for (int k = 0; k < T->nsrc; k++)
             R.out_axis[k] = -1;
-        R.nwork = R.nnodes = 0, R.ncols = 1, R.row = -1;
+        R.nwork = R.nnodes = 0, R.ncols = 1, R.row = R.loss = -1, R.pinned = 0;
         R.cols[0] = i;
         take(&R, T->src[i]->out[0], feature_axis(T, T->src[i]));
-        if (!grow(T, &F, &R))
+        if (!grow(T, &F, &R) || (R.loss >= 0 && !vocabulary(T, &R)))
             continue;
-        const ir_node *M = T->src[R.row];
         for (int k = 0; k < R.ncols && ok; k++)
             ok = check_layer(T, T->src[R.cols[k]], wt(T, T->src[R.cols[k]]->in[1])->dims[0],
                              "output");
-        ok = ok && check_layer(T, M, wt(T, M->in[1])->dims[1], "input");
+        if (R.row >= 0)
+            ok = ok && check_layer(T, T->src[R.row], wt(T, T->src[R.row]->in[1])->dims[1],
+                                   "input");
         for (int k = 0; k < R.nnodes && ok; k++) {
             const ir_node *n = T->src[R.nodes[k]];
             int64_t size = wt(T, n->out[0])->dims[R.out_axis[R.nodes[k]]];
@@ -674,7 +707,8 @@ static int plan(tp *T, const char *backward)
             T->role[R.nodes[k]] = ROLE_BETWEEN;
         for (int k = 0; k < R.ncols; k++)
             T->role[R.cols[k]] = ROLE_COLUMN;
-        T->role[R.row] = ROLE_ROW;
+        if (R.row >= 0)
+            T->role[R.row] = ROLE_ROW;
         pairs++;
     }
     base_free(R.axis);
@@ -838,6 +872,12 @@ static void copy_all(tp *T, const ir_node *s, const layout *lin, const layout *l
             int64_t sh[3] = {lout[0].axis, d * t0.dims[lout[0].axis],
                              wt(T, s->out[0])->dims[lout[0].axis]};
             ir_set_ints(T->P.g, n, "shard", 3, sh);
+        }
+        if ((s->op == IR_OP_EMBEDDING && lin[1].kind == LAY_S) ||
+            (s->op == IR_OP_EMBEDDING_GRAD && lout[0].kind == LAY_S)) { /* device d's rows */
+            int64_t rows = wt(T, s->op == IR_OP_EMBEDDING ? s->in[1] : s->out[0])->dims[0];
+            ir_set_int(T->P.g, n, "shard_start", d * (rows / T->D));
+            ir_set_int(T->P.g, n, "shard_of", rows);
         }
         if (s->op == IR_OP_CONST || s->op == IR_OP_ARANGE || s->op == IR_OP_CAST)
             n->out[0]->type = t0; /* typed as declared (ops.def) */
@@ -1049,6 +1089,181 @@ static void split_layernorm_grad(tp *T, const ir_node *s)
 
 static int is_s(layout l, int axis) { return l.kind == LAY_S && l.axis == axis; }
 
+/* ---------------------------------------------------------------- the vocabulary */
+
+/* Whether embedding_grad s is the gradient of a table split by rows: an
+ * embedding of the same indices reads a table of its type, split along 0. */
+static int split_table(const tp *T, const ir_node *s)
+{
+    for (int i = 0; i < T->nsrc; i++) {
+        const ir_node *n = T->src[i];
+        if (n->op == IR_OP_EMBEDDING && n->in[0] == s->in[1] && T->made[n->in[1]->id] &&
+            same(T->home[n->in[1]->id], S_(0)) && ir_type_eq(wt(T, n->in[1]), wt(T, s->out[0])))
+            return 1;
+    }
+    return 0;
+}
+
+static ir_value *op1(tp *T, int d, ir_op op, ir_value *a, const char *base)
+{
+    return pt_emit(&T->P, mk(T, d, op, 1, &a, NULL, base));
+}
+
+/* Device d's largest x along axis 1, into stat (x's type with 1 there). */
+static ir_value *row_max(tp *T, int d, ir_value *x, const char *base)
+{
+    ir_node *n = mk(T, d, IR_OP_REDUCE_MAX, 1, &x, NULL, base);
+    ir_set_int(T->P.g, n, "axis", 1);
+    return pt_emit(&T->P, n);
+}
+
+/* Megatron-LM's parallel cross-entropy, for cross_entropy (or its gradient) s
+ * of logits x [n, c, ...] split along the classes, labels y [n, ...]: per
+ * position, the largest logit m and the sum of exp(x - m) over all classes,
+ * from each device's over its own (two all_gathers of [n, D, ...]: D values a
+ * position): m = max m_d, sum = sum over d of sum_d exp(m_d - m); the one-hot
+ * of each label among the device's classes (c / D from d c / D); and each
+ * position's weight, 1 / the count of labels not ignored, 0 where ignored.
+ * The softmax is exp(x - m) / sum as one device's loss computes it (not
+ * exp(x - lse), whose lse rounds every probability of a row alike).  Made
+ * once per x, for the loss and its gradient; no device holds more than its
+ * classes of the logits.  c[0]: m, c[1]: sum, c[2]: one-hot, c[3]: weight. */
+static ir_value ***vocab_stats(tp *T, const ir_node *s, const ir_value *xv, const ir_value *yv)
+{
+    ir_value ***c = &T->ce[4 * (size_t)xv->id];
+    if (c[0])
+        return c;
+    int D = T->D;
+    for (int k = 0; k < 4; k++)
+        c[k] = base_xcalloc((size_t)D, sizeof **c);
+    const ir_type *tx = wt(T, xv);
+    int64_t cl = tx->dims[1] / D;
+    ir_type stat = *tx, cls = {tx->dtype, 1, {cl}}, row = *tx, scalar = {tx->dtype, 0, {0}};
+    stat.dims[1] = 1;
+    for (int k = 0; k < row.rank; k++)
+        row.dims[k] = k == 1 ? cl : 1;
+    ir_type yi = stat;
+    yi.dtype = wt(T, yv)->dtype;
+    ir_value **x = get(T, xv, S_(1)), **y = get(T, yv, R_);
+    ir_value **m = base_xcalloc((size_t)(4 * D), sizeof *m), **sum = m + D, **ms = m + 2 * D,
+             **sums = m + 3 * D;
+    char n[8][600];
+    static const char *const suffix[8] = {"max_local", "sum_local", "maxes", "sums", "max",
+                                          "sum", "label", "onehot"};
+    for (int k = 0; k < 8; k++)
+        snprintf(n[k], sizeof n[k], "%s.%s", xv->name, suffix[k]);
+    for (int d = 0; d < D; d++) {
+        m[d] = row_max(T, d, x[d], n[0]);
+        ir_value *e = op1(T, d, IR_OP_EXP, op2(T, d, IR_OP_SUB, x[d], m[d], NULL, n[1]), n[1]);
+        sum[d] = shaped(T, d, IR_OP_SUM_TO, e, &stat, NULL, n[1]);
+    }
+    along_axis(T, IR_OP_ALL_GATHER, m, NULL, n[2], 1, ms);
+    along_axis(T, IR_OP_ALL_GATHER, sum, NULL, n[3], 1, sums);
+    for (int d = 0; d < D; d++) {
+        c[0][d] = row_max(T, d, ms[d], n[4]);
+        ir_value *scale = op1(T, d, IR_OP_EXP, op2(T, d, IR_OP_SUB, ms[d], c[0][d], NULL, n[5]),
+                              n[5]);
+        c[1][d] = shaped(T, d, IR_OP_SUM_TO, op2(T, d, IR_OP_MUL, sums[d], scale, NULL, n[5]),
+                         &stat, NULL, n[5]);
+        ir_node *cast = mk(T, d, IR_OP_CAST, 1,
+                           (ir_value *[]){shaped(T, d, IR_OP_RESHAPE, y[d], &yi, NULL, n[6])},
+                           NULL, n[6]);
+        cast->out[0]->type = stat; /* the labels as x's dtype: exact below 2^24 classes */
+        ir_value *label = pt_emit(&T->P, cast);
+        ir_node *ar = mk(T, d, IR_OP_ARANGE, 0, NULL, NULL, n[7]);
+        ir_set_float(T->P.g, ar, "start", (double)(d * cl));
+        ir_set_float(T->P.g, ar, "step", 1.0);
+        ar->out[0]->type = cls;
+        ir_value *classes = shaped(T, d, IR_OP_RESHAPE, pt_emit(&T->P, ar), &row, NULL, n[7]);
+        c[2][d] = op2(T, d, IR_OP_EQ, label, classes, NULL, n[7]);
+        char w[600];
+        snprintf(w, sizeof w, "%s.weight", xv->name);
+        ir_value *valid = op2(T, d, IR_OP_NE, label,
+                              constant(T, d, (double)ir_attr_int(s, "ignore_index"), &scalar,
+                                       "ignore_index"),
+                              NULL, w);
+        c[3][d] = op2(T, d, IR_OP_DIV, valid, shaped(T, d, IR_OP_SUM_TO, valid, &scalar, NULL, w),
+                      NULL, w);
+    }
+    base_free(m);
+    return c;
+}
+
+/* cross_entropy(x, y) of logits split by classes: each device's share of
+ * (1 - eps) x[y] + eps / c sum(x) (its classes' part of the label's logit and
+ * of the sum), one all_reduce of [n, 1, ...], then the weighted sum over the
+ * positions of m + log(sum) less it, on every device. */
+static void vocab_cross_entropy(tp *T, const ir_node *s)
+{
+    int D = T->D;
+    T->P.loc = s->loc;
+    ir_value ***c = vocab_stats(T, s, s->in[0], s->in[1]);
+    const ir_type *tx = wt(T, s->in[0]);
+    ir_type stat = *tx, scalar = {tx->dtype, 0, {0}};
+    stat.dims[1] = 1;
+    double eps = ir_attr_float(s, "label_smoothing");
+    ir_value **x = get(T, s->in[0], S_(1));
+    ir_value **part = base_xcalloc((size_t)D, sizeof *part);
+    ir_value **sum = base_xcalloc((size_t)D, sizeof *sum);
+    char name[600];
+    snprintf(name, sizeof name, "%s.picked", s->in[0]->name);
+    const char *names[1] = {name};
+    for (int d = 0; d < D; d++) {
+        part[d] = shaped(T, d, IR_OP_SUM_TO, op2(T, d, IR_OP_MUL, c[2][d], x[d], NULL, name),
+                         &stat, NULL, name);
+        if (eps != 0) /* label smoothing: (1 - eps) x[y] + eps / c sum(x) */
+            part[d] = op2(T, d, IR_OP_ADD,
+                          op2(T, d, IR_OP_MUL, part[d],
+                              constant(T, d, 1 - eps, &scalar, "smoothing"), NULL, name),
+                          op2(T, d, IR_OP_MUL, shaped(T, d, IR_OP_SUM_TO, x[d], &stat, NULL, name),
+                              constant(T, d, eps / (double)tx->dims[1], &scalar, "smoothing"),
+                              NULL, name),
+                          NULL, name);
+    }
+    all_reduce(T, 1, part, sum, names);
+    ir_value **loss = at(T, s->out[0], R_);
+    for (int d = 0; d < D; d++) {
+        ir_value *lse = op2(T, d, IR_OP_ADD, c[0][d], op1(T, d, IR_OP_LOG, c[1][d], name), NULL,
+                            name);
+        ir_value *term = op2(T, d, IR_OP_SUB, lse, sum[d], NULL, name);
+        loss[d] = shaped(T, d, IR_OP_SUM_TO, op2(T, d, IR_OP_MUL, term, c[3][d], NULL, name),
+                         &scalar, result_value(T, s->out[0], d, NULL), NULL);
+    }
+    made(T, s->out[0], R_);
+    base_free(part);
+    base_free(sum);
+}
+
+/* cross_entropy_grad(dloss, x, y) of logits split by classes, on each
+ * device's: dloss weight (exp(x - m) / sum - (1 - eps) onehot - eps / c). */
+static void vocab_cross_entropy_grad(tp *T, const ir_node *s)
+{
+    T->P.loc = s->loc;
+    ir_value ***c = vocab_stats(T, s, s->in[1], s->in[2]);
+    const ir_type *tx = wt(T, s->in[1]);
+    ir_type scalar = {tx->dtype, 0, {0}};
+    double eps = ir_attr_float(s, "label_smoothing");
+    ir_value **dloss = get(T, s->in[0], R_), **x = get(T, s->in[1], S_(1));
+    ir_value **dx = at(T, s->out[0], S_(1));
+    const char *name = s->out[0]->name;
+    for (int d = 0; d < T->D; d++) {
+        ir_value *p = op2(T, d, IR_OP_DIV,
+                          op1(T, d, IR_OP_EXP, op2(T, d, IR_OP_SUB, x[d], c[0][d], NULL, name),
+                              name),
+                          c[1][d], NULL, name);
+        ir_value *hot = eps == 0 ? c[2][d]
+                                 : op2(T, d, IR_OP_MUL, c[2][d],
+                                       constant(T, d, 1 - eps, &scalar, "smoothing"), NULL, name);
+        ir_value *g = op2(T, d, IR_OP_SUB, p, hot, NULL, name);
+        if (eps != 0)
+            g = op2(T, d, IR_OP_SUB, g,
+                    constant(T, d, eps / (double)tx->dims[1], &scalar, "smoothing"), NULL, name);
+        ir_value *scale = op2(T, d, IR_OP_MUL, c[3][d], dloss[d], NULL, name);
+        dx[d] = op2(T, d, IR_OP_MUL, g, scale, result_value(T, s->out[0], d, NULL), NULL);
+    }
+    made(T, s->out[0], S_(1));
+}
+
 /* Source node s on every device, by its op's rule. */
 static void run_node(tp *T, const ir_node *s)
 {
@@ -1207,6 +1422,26 @@ static void run_node(tp *T, const ir_node *s)
         }
         break;
     }
+    case IR_OP_EMBEDDING: /* a vocabulary's rows: zeros for the others' ids, summed */
+        if (is_s(l1, 0))
+            lin[1] = l1, lout[0] = P_;
+        break;
+    case IR_OP_EMBEDDING_GRAD:
+        if (split_table(T, s))
+            lout[0] = S_(0);
+        break;
+    case IR_OP_CROSS_ENTROPY:
+        if (is_s(l0, 1) && ir_attr_int(s, "split") == 1) {
+            vocab_cross_entropy(T, s);
+            return;
+        }
+        break;
+    case IR_OP_CROSS_ENTROPY_GRAD:
+        if (is_s(l1, 1) && ir_attr_int(s, "split") == 1) {
+            vocab_cross_entropy_grad(T, s);
+            return;
+        }
+        break;
     case IR_OP_SUM_TO: case IR_OP_BROADCAST_TO:
         if (l0.kind == LAY_S) {
             const ir_type *tx = wt(T, s->in[0]);
@@ -1295,6 +1530,9 @@ static void tp_free(tp *T)
         base_free(T->slot[i]);
     for (size_t i = 0; T->ln && i < 2 * (size_t)T->nval; i++)
         base_free(T->ln[i]);
+    for (size_t i = 0; T->ce && i < 4 * (size_t)T->nval; i++)
+        base_free(T->ce[i]);
+    base_free(T->ce);
     base_free(T->slot);
     base_free(T->taken);
     base_free(T->ln);
@@ -1325,6 +1563,7 @@ int pt_tensor(ir_graph *g, const pt_options *o, diag *d)
     T.taken = base_xcalloc((size_t)T.nval, 1);
     T.slot = base_xcalloc((size_t)T.nval * NSLOT, sizeof *T.slot);
     T.ln = base_xcalloc(2 * (size_t)T.nval, sizeof *T.ln);
+    T.ce = base_xcalloc(4 * (size_t)T.nval, sizeof *T.ce);
     T.group = base_xcalloc((size_t)T.D, sizeof *T.group);
     for (int k = 0; k < T.D; k++)
         T.group[k] = k;

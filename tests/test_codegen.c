@@ -295,6 +295,10 @@ static const op_case cases[] = {
                     "  %y: f32[3, 4, 5] = embedding(%idx, %w) {padding_idx = -1}\n  output y = %y\n"), 0, 0, 0, 1},
     {"embedding i64", G("  input %idx: i64[6]\n  input %w: f32[10, 5]\n"
                         "  %y: f32[6, 5] = embedding(%idx, %w) {padding_idx = -1}\n  output y = %y\n"), 0, 0, 0, 0},
+    /* rows 3 to 6 of a vocabulary of 10 split between devices: zeros for the others' ids */
+    {"embedding shard", G("  input %idx: i32[3, 4]\n  input %w: f32[4, 5]\n"
+                          "  %y: f32[3, 4, 5] = embedding(%idx, %w) {padding_idx = -1, shard_start = 3, "
+                          "shard_of = 10}\n  output y = %y\n"), 0, 0, 0, 0},
     /* losses */
     {"cross_entropy", G("  input %x: f32[6, 10]\n  input %label: i32[6]\n"
                         "  %y: f32[] = cross_entropy(%x, %label)" CE "\n  output y = %y\n"), 1e-6, 1e-5, 0, 1},
@@ -662,6 +666,10 @@ static const op_case cases[] = {
     {"embedding_grad padding_idx", G("  input %dy: f32[3, 4, 5]\n  input %idx: i32[3, 4]\n"
                                      "  %y: f32[10, 5] = embedding_grad(%dy, %idx) {shape = [10, 5], padding_idx = 3}\n  output y = %y\n"),
      0, 0, 0, 0},
+    {"embedding_grad shard", G("  input %dy: f32[3, 4, 5]\n  input %idx: i32[3, 4]\n"
+                               "  %y: f32[4, 5] = embedding_grad(%dy, %idx) {shape = [4, 5], padding_idx = 4, "
+                               "shard_start = 3, shard_of = 10}\n  output y = %y\n"),
+     0, 0, 0, 0},
     {"cross_entropy_grad", G("  input %dl: f32[]\n  input %x: f32[6, 10]\n  input %label: i32[6]\n"
                              "  %y: f32[6, 10] = cross_entropy_grad(%dl, %x, %label)" CE "\n  output y = %y\n"),
      1e-7, 1e-5, 0, 1},
@@ -911,6 +919,9 @@ static int64_t index_bound(const ir_graph *g, const ir_value *v)
                 bound = n->in[1]->type.dims[0];
             if (n->op == IR_OP_EMBEDDING_GRAD && i == 1)
                 bound = ir_attr_ints(n, "shape", NULL)[0];
+            if ((n->op == IR_OP_EMBEDDING || n->op == IR_OP_EMBEDDING_GRAD) &&
+                ir_attr_int(n, "shard_of"))
+                bound = ir_attr_int(n, "shard_of"); /* ids of the others' rows too */
         }
     return bound;
 }

@@ -887,6 +887,13 @@ static void test_verify_text(void)
          "a.net:9:9: error: output name o is used twice"},
         {"graph g {\n  input %x: f32[2]\n  param %w: f32[2] = none\n  loss %x\n}\n",
          "gnc: error: param %w has no initializer"},
+        {"graph g {\n  input %i: i32[2]\n  input %w: f32[4, 3]\n  %y: f32[2, 3] = embedding(%i, %w) "
+         "{padding_idx = -1, shard_start = 7, shard_of = 10}\n}\n",
+         "gnc: error: node %y (embedding): embedding shard_start 7 and shard_of 10 do not place a "
+         "table of 4 rows in the whole (shard_of 0: the table is whole, and shard_start 0)"},
+        {"graph g {\n  input %i: i32[2]\n  input %w: f32[4, 3]\n  %y: f32[2, 3] = embedding(%i, %w) "
+         "{padding_idx = 9, shard_start = 4, shard_of = 8}\n}\n",
+         "gnc: error: node %y (embedding): embedding padding_idx 9 is neither -1 nor a row of the 8"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         diag d;
@@ -907,7 +914,7 @@ static void test_verify_text(void)
 
 /* IR text written before an op gained an attribute (ops.def's defaults):
  * cross_entropy without label_smoothing, ignore_index and split, embedding
- * without padding_idx, maxpool2d without ceil_mode, reduce_max without ties
+ * without padding_idx and its shard, maxpool2d without ceil_mode, reduce_max without ties
  * read, verify and print with the defaults; an attribute without a default
  * is still required. */
 static void test_attr_defaults(void)
@@ -935,7 +942,7 @@ static void test_attr_defaults(void)
     if (g) {
         char *text = graph_text(g);
         CHECK(strstr(text, "{label_smoothing = 0.0, ignore_index = -100, split = 1}") &&
-                  strstr(text, "{padding_idx = -1}") && strstr(text, "ceil_mode = 0}") &&
+                  strstr(text, "{padding_idx = -1, shard_start = 0, shard_of = 0}") && strstr(text, "ceil_mode = 0}") &&
                   strstr(text, "{axis = 1, ties = 0}"),
               "the defaults print otherwise:\n%s", text);
         free(text);

@@ -191,6 +191,7 @@ static int tc_prepare(tcase *c)
     char err[256];
     ir_type t[IR_MAX_RESULTS];
     describe(c);
+    ir_set_attr_defaults(c->g, c->node);
     if (!ir_infer(c->node, t, err, sizeof err)) {
         fail_case(c, "ir_infer: %s", err);
         return 0;

@@ -373,6 +373,7 @@ static void tc_run(tcase *c)
     char err[256];
     ir_type t[IR_MAX_RESULTS];
     describe(c);
+    ir_set_attr_defaults(c->p.g, c->node);
     if (!ir_infer(c->node, t, err, sizeof err)) {
         fail_prog(&c->p, "build", "ir_infer: %s", err);
         goto done;

@@ -806,6 +806,8 @@ static int emit_shapes(ex *e, const ir_node *n, const char **in)
         return 0;
     }
     case IR_OP_EMBEDDING:
+        if (ir_attr_int(n, "shard_of"))
+            return 1; /* a device's rows of a vocabulary: no ONNX op */
         attr_int(e, node2(e, "Gather", out, in[1], in[0]), "axis", 0);
         return 0;
     case IR_OP_SLICE: {

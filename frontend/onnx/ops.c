@@ -157,6 +157,7 @@ static ir_value *fin(ox_ctx *cx, ir_node *n)
 {
     ir_type t[IR_MAX_RESULTS];
     char err[512];
+    ir_set_attr_defaults(cx->g, n);
     if (!ir_infer(n, t, err, sizeof err))
         return ox_error(cx, "%s", err), NULL;
     int64_t numel = 1;

@@ -1046,6 +1046,20 @@ int64_t rt_index_at(const void *p, ir_dtype t, int64_t i)
     return t == IR_I32 ? ((const int32_t *)p)[i] : ((const int64_t *)p)[i];
 }
 
+/* A table's rows of a vocabulary split between devices (ops.def: shard_start,
+ * shard_of): id k is row k - start of the table when in [0, num), else in
+ * another device's rows. */
+int rt_embedding_row(const ir_node *n, const ir_value *idx, int64_t num, int64_t i, int64_t k,
+                     int64_t *row, char *err, size_t errlen)
+{
+    int64_t of = ir_attr_int(n, "shard_of"), rows = of ? of : num;
+    if (k < 0 || k >= rows)
+        return fail(err, errlen, "embedding index %lld at position %lld of '%s' is out "
+                    "of range [0, %lld)", (long long)k, (long long)i, idx->name, (long long)rows);
+    *row = k - ir_attr_int(n, "shard_start");
+    return 0;
+}
+
 static int k_embedding(rt_exec *x, const ir_node *n, char *err, size_t errlen)
 {
     const ir_type *tw = &n->in[1]->type;
@@ -1053,13 +1067,14 @@ static int k_embedding(rt_exec *x, const ir_node *n, char *err, size_t errlen)
     const void *idx = data(x, n->in[0]);
     const float *w = IN(1);
     float *o = OUT;
-    for (int64_t i = 0; i < len; i++) {
-        int64_t k = rt_index_at(idx, n->in[0]->type.dtype, i);
-        if (k < 0 || k >= num)
-            return fail(err, errlen, "embedding index %lld at position %lld of '%s' is out "
-                        "of range [0, %lld)", (long long)k, (long long)i, n->in[0]->name,
-                        (long long)num);
-        memcpy(o + i * dim, w + k * dim, (size_t)dim * sizeof *o);
+    for (int64_t i = 0, r = 0; i < len; i++) {
+        if (rt_embedding_row(n, n->in[0], num, i, rt_index_at(idx, n->in[0]->type.dtype, i), &r,
+                             err, errlen) != 0)
+            return -1;
+        if (r >= 0 && r < num)
+            memcpy(o + i * dim, w + r * dim, (size_t)dim * sizeof *o);
+        else /* another device's row: its share of the sum is 0 */
+            memset(o + i * dim, 0, (size_t)dim * sizeof *o);
     }
     return 0;
 }

@@ -736,16 +736,14 @@ static int k_embedding_grad(rt_exec *x, const ir_node *n, char *err, size_t errl
     float *dw = OUT;
     int64_t pad = ir_attr_int(n, "padding_idx");
     memset(dw, 0, (size_t)NUMEL(n->out[0]) * sizeof *dw);
-    for (int64_t i = 0; i < len; i++) {
+    for (int64_t i = 0, r = 0; i < len; i++) {
         int64_t k = rt_index_at(idx, n->in[1]->type.dtype, i);
-        if (k < 0 || k >= num)
-            return fail(err, errlen, "embedding index %lld at position %lld of '%s' is out "
-                        "of range [0, %lld)", (long long)k, (long long)i, n->in[1]->name,
-                        (long long)num);
-        if (k == pad) /* nn.Embedding's padding_idx: no gradient */
+        if (rt_embedding_row(n, n->in[1], num, i, k, &r, err, errlen) != 0)
+            return -1;
+        if (k == pad || r < 0 || r >= num) /* padding_idx (nn.Embedding's), another shard */
             continue;
         for (int64_t j = 0; j < dim; j++)
-            dw[k * dim + j] += dy[i * dim + j];
+            dw[r * dim + j] += dy[i * dim + j];
     }
     return 0;
 }

@@ -121,6 +121,11 @@ void rt_bcast_strides(const ir_type *t, int r, int64_t *st);
 
 /* Integer i of an i32 or i64 tensor. */
 int64_t rt_index_at(const void *p, ir_dtype t, int64_t i);
+/* Row *row of embedding n's table (num rows) for id k at position i of idx, or
+ * outside [0, num) for an id of another device's rows; -1 (err set) for an id
+ * outside the whole table. */
+int rt_embedding_row(const ir_node *n, const ir_value *idx, int64_t num, int64_t i, int64_t k,
+                     int64_t *row, char *err, size_t errlen);
 
 /* cross_entropy's, nll_loss's and their gradients' geometry: logits
  * (log-probabilities) [n, c, d...] as positions p of n x inner, where inner is

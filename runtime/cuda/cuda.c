@@ -115,7 +115,8 @@ void rt_cuda_status_message(const cg_status *st, const ir_node *node, char *err,
     if (n && n->op == IR_OP_EMBEDDING) {
         base_fail(err, errlen, "embedding index %lld at position %lld of '%s' is out of range "
              "[0, %lld)", (long long)st->value, (long long)st->index, n->in[0]->name,
-             (long long)n->in[1]->type.dims[0]);
+             (long long)(ir_attr_int(n, "shard_of") ? ir_attr_int(n, "shard_of")
+                                                     : n->in[1]->type.dims[0]));
     } else if (n && st->value == ir_attr_int(n, "ignore_index")) { /* only when split */
         int grad = n->op == IR_OP_CROSS_ENTROPY_GRAD || n->op == IR_OP_NLL_LOSS_GRAD;
         base_fail(err, errlen, "%s label %lld at position %lld of '%s' is "
