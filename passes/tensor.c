@@ -1416,7 +1416,10 @@ static void run_node(tp *T, const ir_node *s)
         int batch = wt(T, s->in[s->op == IR_OP_ATTENTION_GRAD])->rank - 2;
         for (int k = 0; k < s->nin && lout[0].kind == LAY_R; k++) {
             layout l = home(T, s->in[k]);
-            if (l.kind == LAY_S && l.axis < batch)
+            int all = l.kind == LAY_S && l.axis < batch; /* grouped heads: k's and v's too */
+            for (int j = 0; j < s->nin && all; j++)
+                all = divides(T, wt(T, s->in[j]), l.axis);
+            if (all)
                 for (int j = 0; j < IR_MAX_RESULTS; j++)
                     lin[j] = lout[j] = l;
         }
