@@ -43,9 +43,13 @@
  * So a transformer block's attention splits by heads when its projection
  * holds each head's q, k and v side by side (Megatron-LM's layout, which
  * models/gpt_tiny.net follows): the QKV layer by columns, attention on each
- * device's heads, the output projection by rows.  A layer whose output feeds
- * a residual add or an op that mixes channels (softmax, a loss) runs
- * replicated, as does everything outside the regions.  A convolution with
+ * device's heads, the output projection by rows.  A region may instead end at
+ * a cross_entropy reading its channels as the classes, where the layer is the
+ * output layer tied to a token embedding (vocabulary): the table splits by
+ * rows, each device's embedding looks up its rows (a partial sum), and the
+ * loss is a parallel cross-entropy (vocab_stats).  Any other layer whose
+ * output feeds a residual add or an op that mixes channels (softmax, a loss)
+ * runs replicated, as does everything outside the regions.  A convolution with
  * groups > 1 in a pair, or a pair's channels (or heads) that D does not
  * divide, is an error; so is a model without a pair.
  *
